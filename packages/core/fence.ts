@@ -1,0 +1,178 @@
+/**
+ * Streams and fences: how allot orders device work. A block freed while a
+ * device may still use it returns to a pool only once its fence completes.
+ * WebGPU plugs `queue.onSubmittedWorkDone()` in; tests use
+ * {@linkcode ManualStream}.
+ *
+ * @module
+ */
+
+/** Completes once the work submitted before it was made is done. */
+export interface Fence {
+  /** Whether the work is done. Never goes back from `true` to `false`. */
+  readonly completed: boolean;
+  /**
+   * Resolves when the work is done.
+   *
+   * @returns A promise that resolves once `completed` is `true`.
+   */
+  wait(): Promise<void>;
+}
+
+/** A queue of device work, in the manner of a CUDA stream. */
+export interface Stream {
+  /** A stable identifier, unique per stream among those an allocator sees. */
+  readonly id: number;
+  /**
+   * A fence for all work submitted to this stream so far.
+   *
+   * @returns The fence.
+   */
+  fence(): Fence;
+}
+
+/** A fence that is already complete. */
+export const COMPLETED_FENCE: Fence = Object.freeze({
+  completed: true,
+  wait: (): Promise<void> => Promise.resolve(),
+});
+
+/**
+ * A fence backed by a promise, such as `queue.onSubmittedWorkDone()`.
+ *
+ * @example
+ * ```ts
+ * import { PromiseFence } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const fence = new PromiseFence(Promise.resolve());
+ * assert.equal(fence.completed, false);
+ * await fence.wait();
+ * assert.equal(fence.completed, true);
+ * ```
+ */
+export class PromiseFence implements Fence {
+  #completed = false;
+  #done: Promise<void>;
+
+  /**
+   * Wraps a promise; the fence completes when it settles.
+   *
+   * @param done Resolves when the work is done. A rejection also completes
+   * the fence (the work will never run), and `wait()` rejects with it.
+   */
+  constructor(done: Promise<unknown>) {
+    this.#done = done.then(
+      () => {
+        this.#completed = true;
+      },
+      (error) => {
+        this.#completed = true;
+        throw error;
+      },
+    );
+    // A rejection is reported to whoever waits, not as unhandled.
+    this.#done.catch(() => {});
+  }
+
+  /** Whether the promise has settled. */
+  get completed(): boolean {
+    return this.#completed;
+  }
+
+  /**
+   * Resolves when the promise settles.
+   *
+   * @returns The settled promise.
+   */
+  wait(): Promise<void> {
+    return this.#done;
+  }
+}
+
+let nextStreamId = 1;
+
+/**
+ * A test double for a device queue: work is "submitted" by taking a fence and
+ * "completed" by calling {@linkcode ManualStream.complete}.
+ *
+ * @example
+ * ```ts
+ * import { ManualStream } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const stream = new ManualStream();
+ * const first = stream.fence();
+ * const second = stream.fence();
+ * stream.complete(1);
+ * assert.equal(first.completed, true);
+ * assert.equal(second.completed, false);
+ * stream.completeAll();
+ * await second.wait();
+ * ```
+ */
+export class ManualStream implements Stream {
+  /** A stable identifier. */
+  readonly id: number;
+  #submitted = 0;
+  #completedCount = 0;
+  #waiters: { seq: number; resolve: () => void }[] = [];
+
+  /** Creates a stream with a fresh id. */
+  constructor() {
+    this.id = nextStreamId++;
+  }
+
+  /** Number of fences taken so far. */
+  get submitted(): number {
+    return this.#submitted;
+  }
+
+  /** Number of fences completed so far, in order. */
+  get completedCount(): number {
+    return this.#completedCount;
+  }
+
+  /**
+   * A fence for the work submitted so far; each call submits one more unit.
+   *
+   * @returns A fence that completes when {@linkcode ManualStream.complete} reaches it.
+   */
+  fence(): Fence {
+    const seq = ++this.#submitted;
+    // deno-lint-ignore no-this-alias
+    const stream = this;
+    return {
+      get completed() {
+        return stream.#completedCount >= seq;
+      },
+      wait(): Promise<void> {
+        if (stream.#completedCount >= seq) return Promise.resolve();
+        return new Promise((resolve) => stream.#waiters.push({ seq, resolve }));
+      },
+    };
+  }
+
+  /**
+   * Completes the next `count` submitted fences, in order.
+   *
+   * @param count How many to complete; clamped to what was submitted.
+   */
+  complete(count = 1): void {
+    this.#completedCount = Math.min(
+      this.#submitted,
+      this.#completedCount + Math.max(0, count),
+    );
+    const still: { seq: number; resolve: () => void }[] = [];
+    for (const waiter of this.#waiters) {
+      if (waiter.seq <= this.#completedCount) waiter.resolve();
+      else still.push(waiter);
+    }
+    this.#waiters = still;
+  }
+
+  /** Completes every fence submitted so far. */
+  completeAll(): void {
+    this.complete(this.#submitted - this.#completedCount);
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * Host memories: the linear memories JavaScript code can read directly.
+ *
+ * @module
+ */
+
+/**
+ * A linear memory the host can read: an `ArrayBuffer` (plain or resizable), a
+ * `SharedArrayBuffer` (plain or growable), or a `WebAssembly.Memory`, whose
+ * `buffer` is replaced when it grows (so keep the memory, not its buffer).
+ */
+export type HostMemory = ArrayBuffer | SharedArrayBuffer | WebAssembly.Memory;
+
+/**
+ * Returns whether `value` is a {@linkcode HostMemory}.
+ *
+ * @param value Any value.
+ * @returns `true` for `ArrayBuffer`, `SharedArrayBuffer` and `WebAssembly.Memory`.
+ *
+ * @example
+ * ```ts
+ * import { isHostMemory } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(isHostMemory(new ArrayBuffer(8)));
+ * assert.ok(!isHostMemory(new Uint8Array(8)));
+ * ```
+ */
+export function isHostMemory(value: unknown): value is HostMemory {
+  return value instanceof ArrayBuffer ||
+    (typeof SharedArrayBuffer !== "undefined" &&
+      value instanceof SharedArrayBuffer) ||
+    (typeof WebAssembly !== "undefined" && value instanceof WebAssembly.Memory);
+}
+
+/**
+ * The current buffer of a host memory: the memory itself, or the `buffer` of a
+ * `WebAssembly.Memory`. Call it again after the memory grows.
+ *
+ * @param memory A host memory.
+ * @returns Its current `ArrayBuffer` or `SharedArrayBuffer`.
+ *
+ * @example
+ * ```ts
+ * import { hostBuffer } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const memory = new WebAssembly.Memory({ initial: 1 });
+ * assert.equal(hostBuffer(memory).byteLength, 65536);
+ * ```
+ */
+export function hostBuffer(
+  memory: HostMemory,
+): ArrayBuffer | SharedArrayBuffer {
+  return memory instanceof ArrayBuffer ||
+      (typeof SharedArrayBuffer !== "undefined" &&
+        memory instanceof SharedArrayBuffer)
+    ? memory
+    : (memory as WebAssembly.Memory).buffer;
+}

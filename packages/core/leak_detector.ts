@@ -1,0 +1,125 @@
+/**
+ * {@linkcode LeakDetector}: reports owning handles that were garbage-collected
+ * without being released. It never frees anything: release stays explicit.
+ *
+ * @module
+ */
+
+/** What a {@linkcode LeakDetector} knows about a watched handle. */
+export interface LeakReport {
+  /** A label given when the handle was watched, such as `DataPtr(cpu:0, ...)`. */
+  label: string;
+  /** Bytes the handle owned, when known. */
+  byteLength: number;
+  /** `Date.now()` when the handle was watched. */
+  createdAt: number;
+  /** Stack where the handle was watched, when `captureStack` is on. */
+  stack?: string;
+}
+
+/** Options of {@linkcode LeakDetector}. */
+export interface LeakDetectorOptions {
+  /**
+   * Called once per leaked handle, some time after it was collected.
+   *
+   * @default {undefined} (leaks are only collected in `leaks`)
+   */
+  onLeak?: (report: LeakReport) => void;
+  /**
+   * Record a stack trace for every watched handle (slow; for debugging).
+   *
+   * @default {false}
+   */
+  captureStack?: boolean;
+}
+
+/**
+ * Watches owning handles with a `FinalizationRegistry`. A handle that is
+ * collected while still watched was dropped without release: the detector
+ * reports it. Call {@linkcode LeakDetector.forget} when the handle is
+ * released. Opt-in: allocators take a detector as an option.
+ *
+ * @example
+ * ```ts
+ * import { LeakDetector } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const detector = new LeakDetector();
+ * const handle = {};
+ * detector.watch(handle, { label: "tensor", byteLength: 64 });
+ * assert.equal(detector.watching, 1);
+ * detector.forget(handle); // released properly
+ * assert.equal(detector.watching, 0);
+ * ```
+ */
+export class LeakDetector {
+  #registry: FinalizationRegistry<LeakReport>;
+  #watching = 0;
+  #leaks: LeakReport[] = [];
+  #leakedBytes = 0;
+  #captureStack: boolean;
+
+  /**
+   * Creates a detector.
+   *
+   * @param options Leak callback and stack capture.
+   */
+  constructor(options: LeakDetectorOptions = {}) {
+    const onLeak = options.onLeak;
+    this.#captureStack = options.captureStack ?? false;
+    this.#registry = new FinalizationRegistry((report) => {
+      this.#watching--;
+      this.#leaks.push(report);
+      this.#leakedBytes += report.byteLength;
+      onLeak?.(report);
+    });
+  }
+
+  /** Number of handles watched and neither forgotten nor collected. */
+  get watching(): number {
+    return this.#watching;
+  }
+
+  /** Reports of every leak seen so far, oldest first. */
+  get leaks(): readonly LeakReport[] {
+    return this.#leaks;
+  }
+
+  /** Sum of `byteLength` over every leak seen so far. */
+  get leakedBytes(): number {
+    return this.#leakedBytes;
+  }
+
+  /**
+   * Starts watching a handle. Watching the same handle twice is ignored.
+   *
+   * @param handle The owning handle.
+   * @param info A label and the bytes it owns.
+   */
+  watch(handle: object, info: { label: string; byteLength?: number }): void {
+    const report: LeakReport = {
+      label: info.label,
+      byteLength: info.byteLength ?? 0,
+      createdAt: Date.now(),
+    };
+    if (this.#captureStack) {
+      report.stack = new Error().stack?.split("\n").slice(2).join("\n");
+    }
+    // Unregister first so a second watch replaces the first.
+    if (this.#registry.unregister(handle)) this.#watching--;
+    this.#registry.register(handle, report, handle);
+    this.#watching++;
+  }
+
+  /**
+   * Stops watching a handle, because it was released.
+   *
+   * @param handle The handle given to `watch`.
+   * @returns `true` when the handle was being watched.
+   */
+  forget(handle: object): boolean {
+    const removed = this.#registry.unregister(handle);
+    if (removed) this.#watching--;
+    return removed;
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * Validation helpers shared by every package's public edge. Each throws an
+ * {@linkcode InvalidArgumentError} whose message states the value and the
+ * limit, and returns the validated value so calls can be inlined.
+ *
+ * @module
+ */
+
+import { InvalidArgumentError } from "./errors.ts";
+
+/** The largest byte length any allot allocator accepts: 2^53 - 1. */
+export const MAX_BYTE_LENGTH: number = Number.MAX_SAFE_INTEGER;
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "bigint") return `${value}n`;
+  return String(value);
+}
+
+/**
+ * Checks that `value` is a non-negative safe integer no larger than `max`.
+ *
+ * @param value The byte length to check.
+ * @param max The largest accepted value.
+ * @param name Name of the argument, used in the message.
+ * @returns The value, unchanged.
+ * @throws {InvalidArgumentError} When the value is not an integer in `[0, max]`.
+ *
+ * @example
+ * ```ts
+ * import { validateByteLength } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(validateByteLength(64), 64);
+ * assert.throws(() => validateByteLength(-1));
+ * assert.throws(() => validateByteLength(2048, 1024));
+ * ```
+ */
+export function validateByteLength(
+  value: number,
+  max: number = MAX_BYTE_LENGTH,
+  name = "byteLength",
+): number {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a non-negative integer, received ${
+        describe(value)
+      }`,
+      { name, value, limit: max },
+    );
+  }
+  if (value > max) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be at most ${max}, received ${value}`,
+      { name, value, limit: max },
+    );
+  }
+  return value;
+}
+
+/**
+ * Checks that `value` is an integer in `[min, max]`.
+ *
+ * @param value The value to check.
+ * @param min The smallest accepted value.
+ * @param max The largest accepted value.
+ * @param name Name of the argument, used in the message.
+ * @returns The value, unchanged.
+ * @throws {InvalidArgumentError} When the value is not an integer in range.
+ *
+ * @example
+ * ```ts
+ * import { validateInteger } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(validateInteger(3, 0, 7, "index"), 3);
+ * assert.throws(() => validateInteger(8, 0, 7, "index"), /index/);
+ * ```
+ */
+export function validateInteger(
+  value: number,
+  min: number,
+  max: number,
+  name: string,
+): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be an integer in [${min}, ${max}], received ${
+        describe(value)
+      }`,
+      { name, value, limit: [min, max] },
+    );
+  }
+  return value;
+}
+
+/**
+ * Returns whether `value` is a positive integer power of two.
+ *
+ * @param value The value to test.
+ * @returns `true` for 1, 2, 4, 8, ...
+ *
+ * @example
+ * ```ts
+ * import { isPowerOfTwo } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(isPowerOfTwo(64), true);
+ * assert.equal(isPowerOfTwo(48), false);
+ * ```
+ */
+export function isPowerOfTwo(value: number): boolean {
+  return Number.isSafeInteger(value) && value > 0 &&
+    (value > 0x40000000
+      ? Number.isInteger(Math.log2(value))
+      : (value & (value - 1)) === 0);
+}
+
+/**
+ * Checks that `value` is a power of two no larger than `max`.
+ *
+ * @param value The alignment in bytes.
+ * @param max The largest accepted alignment.
+ * @param name Name of the argument, used in the message.
+ * @returns The value, unchanged.
+ * @throws {InvalidArgumentError} When the value is not a power of two in `[1, max]`.
+ *
+ * @example
+ * ```ts
+ * import { validateAlignment } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(validateAlignment(64), 64);
+ * assert.throws(() => validateAlignment(48), /power of two, received 48/);
+ * ```
+ */
+export function validateAlignment(
+  value: number,
+  max: number = 65536,
+  name = "alignment",
+): number {
+  if (!isPowerOfTwo(value)) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a power of two, received ${describe(value)}`,
+      { name, value, limit: max },
+    );
+  }
+  if (value > max) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be at most ${max}, received ${value}`,
+      { name, value, limit: max },
+    );
+  }
+  return value;
+}
+
+/**
+ * Rounds `value` up to a multiple of `alignment` (a power of two). Works for
+ * every safe integer, not only 32-bit ones.
+ *
+ * @param value A non-negative integer.
+ * @param alignment A power of two.
+ * @returns The smallest multiple of `alignment` that is `>= value`.
+ *
+ * @example
+ * ```ts
+ * import { alignUp } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(alignUp(100, 64), 128);
+ * assert.equal(alignUp(128, 64), 128);
+ * ```
+ */
+export function alignUp(value: number, alignment: number): number {
+  const rem = value % alignment;
+  return rem === 0 ? value : value + alignment - rem;
+}
