@@ -1,0 +1,290 @@
+/**
+ * {@linkcode SegmentSource}: the raw device allocator that pooling allocators
+ * (caching, watermark) take big segments from, and {@linkcode MockSegmentSource},
+ * a device with a capacity limit for tests and trace replay.
+ *
+ * @module
+ */
+
+import { Device } from "./device.ts";
+import { DoubleFreeError, InvalidArgumentError } from "./errors.ts";
+import { validateAlignment, validateByteLength } from "./validate.ts";
+
+/** One device allocation: a whole memory, or a range of one. */
+export interface Segment<M = unknown> {
+  /** The memory (a `GPUBuffer`, an `ArrayBuffer`, a mock id object, ...). */
+  readonly memory: M;
+  /** Byte offset of the segment in its memory (0 for a whole buffer). */
+  readonly byteOffset: number;
+  /** Byte length of the segment. */
+  readonly byteLength: number;
+}
+
+/** Options of one segment request. */
+export interface SegmentRequestOptions {
+  /**
+   * Ask for host-visible memory (mappable GPU buffers, or host memory the
+   * device reads), as the watermark allocator's shared pool needs.
+   *
+   * @default {false}
+   */
+  hostVisible?: boolean;
+  /**
+   * A label for the device object, shown by debuggers.
+   *
+   * @default {undefined}
+   */
+  label?: string;
+}
+
+/**
+ * A raw device allocator in the manner of CubeCL's `ComputeStorage`: it makes
+ * and frees whole segments and knows the device's limits. Pools sit on top.
+ *
+ * @typeParam M Type of the memory of a segment.
+ */
+export interface SegmentSource<M = unknown> {
+  /** The device the segments live on. */
+  readonly device: Device;
+  /** Every block offset inside a segment must be a multiple of this. */
+  readonly alignment: number;
+  /** The largest segment the device can make, in bytes. */
+  readonly maxSegmentByteLength: number;
+  /** Total device memory in bytes, when known (`Infinity` otherwise). */
+  readonly capacityBytes: number;
+  /**
+   * Makes a segment of exactly `byteLength` bytes.
+   *
+   * @param byteLength Bytes, in `[1, maxSegmentByteLength]`.
+   * @param options Host visibility and label.
+   * @returns The segment, or `undefined` when the device is out of memory.
+   * @throws {InvalidArgumentError} For a length outside the device's limits.
+   */
+  tryAllocateSegment(
+    byteLength: number,
+    options?: SegmentRequestOptions,
+  ): Segment<M> | undefined;
+  /**
+   * Returns a segment to the device.
+   *
+   * @param segment A segment from `tryAllocateSegment`.
+   */
+  freeSegment(segment: Segment<M>): void;
+}
+
+/** The memory of a {@linkcode MockSegmentSource} segment. */
+export interface MockMemory {
+  /** Unique id of the device allocation. */
+  readonly id: number;
+  /** Host bytes behind the segment when the mock is `backed`. */
+  readonly bytes: Uint8Array | undefined;
+  /** Whether the segment was requested host-visible. */
+  readonly hostVisible: boolean;
+}
+
+/** Options of {@linkcode MockSegmentSource}. */
+export interface MockSegmentSourceOptions {
+  /**
+   * Device capacity in bytes; requests that would exceed it fail.
+   *
+   * @default {Infinity}
+   */
+  capacityBytes?: number;
+  /**
+   * Offset alignment inside segments.
+   *
+   * @default {256}
+   */
+  alignment?: number;
+  /**
+   * Largest single segment.
+   *
+   * @default {2 ** 40}
+   */
+  maxSegmentByteLength?: number;
+  /**
+   * Back each segment with a real `Uint8Array` so tests can check bytes.
+   *
+   * @default {false}
+   */
+  backed?: boolean;
+  /**
+   * The device to report.
+   *
+   * @default {Device.parse("mock:0")}
+   */
+  device?: Device;
+}
+
+/**
+ * A fake device with a fixed capacity that counts its allocations: for model
+ * tests and trace replay of pooling allocators. It can be told to fail or
+ * throw on the next requests.
+ *
+ * @example
+ * ```ts
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const device = new MockSegmentSource({ capacityBytes: 1024 });
+ * const a = device.tryAllocateSegment(768);
+ * assert.ok(a);
+ * assert.equal(device.tryAllocateSegment(512), undefined); // over capacity
+ * device.freeSegment(a);
+ * assert.equal(device.reservedBytes, 0);
+ * assert.equal(device.allocationCount, 1);
+ * ```
+ */
+export class MockSegmentSource implements SegmentSource<MockMemory> {
+  /** The device reported. */
+  readonly device: Device;
+  /** Offset alignment inside segments. */
+  readonly alignment: number;
+  /** Largest single segment. */
+  readonly maxSegmentByteLength: number;
+  /** Device capacity in bytes. */
+  capacityBytes: number;
+  #backed: boolean;
+  #nextId = 1;
+  #live = new Set<Segment<MockMemory>>();
+  #reserved = 0;
+  #peak = 0;
+  #allocations = 0;
+  #frees = 0;
+  #failures = 0;
+  #failNext = 0;
+  #throwNext = 0;
+
+  /**
+   * Creates a mock device.
+   *
+   * @param options Capacity, alignment, limits and backing.
+   */
+  constructor(options: MockSegmentSourceOptions = {}) {
+    const capacity = options.capacityBytes ?? Infinity;
+    if (!(capacity >= 0)) {
+      throw new InvalidArgumentError(
+        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
+        { name: "capacityBytes", value: capacity, limit: 0 },
+      );
+    }
+    this.capacityBytes = capacity;
+    this.alignment = validateAlignment(options.alignment ?? 256);
+    this.maxSegmentByteLength = validateByteLength(
+      options.maxSegmentByteLength ?? 2 ** 40,
+      Number.MAX_SAFE_INTEGER,
+      "maxSegmentByteLength",
+    );
+    this.#backed = options.backed ?? false;
+    this.device = options.device ?? new Device("mock", 0);
+  }
+
+  /** Bytes in live segments. */
+  get reservedBytes(): number {
+    return this.#reserved;
+  }
+
+  /** Highest `reservedBytes` ever. */
+  get peakReservedBytes(): number {
+    return this.#peak;
+  }
+
+  /** Successful segment allocations so far. */
+  get allocationCount(): number {
+    return this.#allocations;
+  }
+
+  /** Segment frees so far. */
+  get freeCount(): number {
+    return this.#frees;
+  }
+
+  /** Requests refused for capacity or by `failNext`. */
+  get failureCount(): number {
+    return this.#failures;
+  }
+
+  /** Number of live segments. */
+  get liveSegmentCount(): number {
+    return this.#live.size;
+  }
+
+  /**
+   * Makes the next `count` requests return `undefined` (out of memory).
+   *
+   * @param count Number of requests to refuse.
+   */
+  failNext(count = 1): void {
+    this.#failNext += count;
+  }
+
+  /**
+   * Makes the next `count` requests throw an `Error` (a faulty device).
+   *
+   * @param count Number of requests that throw.
+   */
+  throwNext(count = 1): void {
+    this.#throwNext += count;
+  }
+
+  /**
+   * Makes a segment, or returns `undefined` past the capacity.
+   *
+   * @param byteLength Bytes, in `[1, maxSegmentByteLength]`.
+   * @param options Host visibility.
+   * @returns The segment or `undefined`.
+   */
+  tryAllocateSegment(
+    byteLength: number,
+    options: SegmentRequestOptions = {},
+  ): Segment<MockMemory> | undefined {
+    validateByteLength(byteLength, this.maxSegmentByteLength);
+    if (byteLength === 0) {
+      throw new InvalidArgumentError(
+        "Invalid byteLength: a segment must be at least 1 byte, received 0",
+        { name: "byteLength", value: 0, limit: 1 },
+      );
+    }
+    if (this.#throwNext > 0) {
+      this.#throwNext--;
+      throw new Error(`Mock device failed to allocate ${byteLength} bytes`);
+    }
+    if (
+      this.#failNext > 0 || this.#reserved + byteLength > this.capacityBytes
+    ) {
+      if (this.#failNext > 0) this.#failNext--;
+      this.#failures++;
+      return undefined;
+    }
+    const segment: Segment<MockMemory> = Object.freeze({
+      memory: Object.freeze({
+        id: this.#nextId++,
+        bytes: this.#backed ? new Uint8Array(byteLength) : undefined,
+        hostVisible: options.hostVisible ?? false,
+      }),
+      byteOffset: 0,
+      byteLength,
+    });
+    this.#live.add(segment);
+    this.#reserved += byteLength;
+    this.#allocations++;
+    if (this.#reserved > this.#peak) this.#peak = this.#reserved;
+    return segment;
+  }
+
+  /**
+   * Frees a live segment.
+   *
+   * @param segment A segment of this device.
+   * @throws {DoubleFreeError} When the segment is not live on this device.
+   */
+  freeSegment(segment: Segment<MockMemory>): void {
+    if (!this.#live.delete(segment)) {
+      throw new DoubleFreeError(
+        `Cannot free segment ${segment?.memory?.id}: it is not a live segment of ${this.device}`,
+      );
+    }
+    this.#reserved -= segment.byteLength;
+    this.#frees++;
+  }
+}
