@@ -1,0 +1,91 @@
+/**
+ * Internal: one record per `GPUDevice` that knows whether the device was lost
+ * and tells the objects built on it (segment sources, staging pools, kernels)
+ * so they drop their pools once.
+ *
+ * @module
+ */
+
+import { DeviceLostError } from "./device_lost_error.ts";
+
+/** What each allot object on a device knows about the device. */
+export interface _DeviceState {
+  /** Whether `device.lost` has resolved. */
+  lost: boolean;
+  /** The reason from `GPUDeviceLostInfo`, once lost. */
+  reason: string;
+  /** The message from `GPUDeviceLostInfo`, once lost. */
+  message: string;
+  /** Called once when the device is lost; errors in them are swallowed. */
+  listeners: Set<() => void>;
+}
+
+const states = new WeakMap<GPUDevice, _DeviceState>();
+
+/**
+ * Returns the state of `device`, watching `device.lost` on first use.
+ *
+ * @param device The device.
+ * @returns Its shared state.
+ */
+export function _deviceState(device: GPUDevice): _DeviceState {
+  let state = states.get(device);
+  if (state !== undefined) return state;
+  const created: _DeviceState = {
+    lost: false,
+    reason: "",
+    message: "",
+    listeners: new Set(),
+  };
+  state = created;
+  states.set(device, created);
+  device.lost.then((info) => {
+    if (created.lost) return;
+    created.lost = true;
+    created.reason = info.reason ?? "unknown";
+    created.message = info.message ?? "";
+    const listeners = [...created.listeners];
+    created.listeners.clear();
+    for (const listener of listeners) {
+      try {
+        listener();
+      } catch {
+        // A listener that fails must not stop the others from dropping pools.
+      }
+    }
+  }, () => {});
+  return created;
+}
+
+/**
+ * Throws a {@linkcode DeviceLostError} when `device` was lost.
+ *
+ * @param device The device.
+ * @param what The refused operation, such as `allocate 64 bytes`.
+ * @throws {DeviceLostError} When the device was lost.
+ */
+export function _assertAlive(device: GPUDevice, what: string): void {
+  const state = _deviceState(device);
+  if (state.lost) throw _lostError(device, state, what);
+}
+
+/**
+ * Makes the error for an operation refused on a lost device.
+ *
+ * @param device The device.
+ * @param state Its state.
+ * @param what The refused operation.
+ * @returns The error.
+ */
+export function _lostError(
+  device: GPUDevice,
+  state: _DeviceState,
+  what: string,
+): DeviceLostError {
+  const label = device.label ? `"${device.label}"` : "(unlabelled)";
+  const detail = state.message ? `: ${state.message}` : "";
+  return new DeviceLostError(
+    `Cannot ${what}: device ${label} was lost (${state.reason})${detail}`,
+    { reason: state.reason },
+  );
+}

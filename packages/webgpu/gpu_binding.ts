@@ -1,0 +1,121 @@
+/**
+ * {@linkcode GpuBinding}: a range of a `GPUBuffer` ready to put in a bind
+ * group, and {@linkcode validateBinding}, which checks one against a device's
+ * limits before anything is submitted.
+ *
+ * @module
+ */
+
+import { InvalidArgumentError } from "@allot/core";
+
+/**
+ * A range of a `GPUBuffer`, shaped like WebGPU's `GPUBufferBinding` so it can
+ * be passed as a bind group entry's `resource` as it is. As in WebGPU,
+ * `offset` and `size` are in bytes.
+ */
+export interface GpuBinding {
+  /** The buffer. */
+  readonly buffer: GPUBuffer;
+  /** Byte offset of the range in the buffer. */
+  readonly offset: number;
+  /** Byte length of the range. */
+  readonly size: number;
+}
+
+/** Options of {@linkcode validateBinding}. */
+export interface ValidateBindingOptions {
+  /**
+   * What the binding is for, used in error messages.
+   *
+   * @default {"bind"}
+   */
+  what?: string;
+  /**
+   * Also require the range to fit one storage binding
+   * (`maxStorageBufferBindingSize`, offset a multiple of
+   * `minStorageBufferOffsetAlignment`, size a multiple of 4).
+   *
+   * @default {true}
+   */
+  storage?: boolean;
+}
+
+/**
+ * Checks that `binding` lies inside its buffer and, for a storage binding,
+ * that it respects the device's offset alignment and binding size limits.
+ *
+ * @param device The device whose limits apply.
+ * @param binding The range to check.
+ * @param options What the binding is for, and whether it is a storage binding.
+ * @returns The binding, unchanged.
+ * @throws {InvalidArgumentError} When the range leaves its buffer or breaks a
+ * limit; the error names the value and the limit.
+ *
+ * @example Check a range before binding it
+ * ```ts
+ * import { validateBinding } from "@allot/webgpu";
+ * import { InvalidArgumentError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const buffer = device.createBuffer({ size: 1024, usage: GPUBufferUsage.STORAGE });
+ *   validateBinding(device, { buffer, offset: 256, size: 512 });
+ *   assert.throws(() => validateBinding(device, { buffer, offset: 512, size: 1024 }), InvalidArgumentError);
+ *   buffer.destroy();
+ *   device.destroy();
+ * }
+ * ```
+ */
+export function validateBinding(
+  device: GPUDevice,
+  binding: GpuBinding,
+  options: ValidateBindingOptions = {},
+): GpuBinding {
+  const what = options.what ?? "bind";
+  const { buffer, offset, size } = binding;
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: offset must be a non-negative integer, received ${offset}`,
+      { name: "offset", value: offset, limit: 0 },
+    );
+  }
+  if (!Number.isSafeInteger(size) || size < 0) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: size must be a non-negative integer, received ${size}`,
+      { name: "size", value: size, limit: 0 },
+    );
+  }
+  if (offset + size > buffer.size) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: range [${offset}, ${
+        offset + size
+      }) reaches outside its buffer of ${buffer.size} bytes`,
+      { name: "size", value: size, limit: buffer.size - offset },
+    );
+  }
+  if (options.storage ?? true) {
+    const alignment = device.limits.minStorageBufferOffsetAlignment;
+    if (offset % alignment !== 0) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: offset must be a multiple of minStorageBufferOffsetAlignment ${alignment}, received ${offset}`,
+        { name: "offset", value: offset, limit: alignment },
+      );
+    }
+    const max = device.limits.maxStorageBufferBindingSize;
+    if (size > max) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: size must be at most maxStorageBufferBindingSize ${max}, received ${size}`,
+        { name: "size", value: size, limit: max },
+      );
+    }
+    if (size % 4 !== 0) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: a storage binding's size must be a multiple of 4, received ${size}`,
+        { name: "size", value: size, limit: 4 },
+      );
+    }
+  }
+  return binding;
+}

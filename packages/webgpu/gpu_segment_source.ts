@@ -1,0 +1,312 @@
+/**
+ * {@linkcode GpuSegmentSource}: the raw WebGPU allocator. Pooling allocators
+ * (`@allot/caching`, `@allot/watermark`) take big segments from it and carve
+ * them into blocks; each block is a {@linkcode GpuBinding}.
+ *
+ * @module
+ */
+
+import {
+  alignUp,
+  Device,
+  DoubleFreeError,
+  InvalidArgumentError,
+  type Segment,
+  type SegmentRequestOptions,
+  type SegmentSource,
+  validateByteLength,
+  validateInteger,
+} from "@allot/core";
+import { _assertAlive, _deviceState } from "./_device_state.ts";
+
+/** How a {@linkcode GpuSegmentSource} answers a host-visible request. */
+export type HostVisibleMode = "staged" | "refuse";
+
+/** Options of {@linkcode GpuSegmentSource}. */
+export interface GpuSegmentSourceOptions {
+  /**
+   * Prefix of every buffer label.
+   *
+   * @default {"allot"}
+   */
+  label?: string;
+  /**
+   * Index reported in {@linkcode GpuSegmentSource.device} (`webgpu:<index>`).
+   *
+   * @default {0}
+   */
+  index?: number;
+  /**
+   * A budget in bytes: requests that would hold more return `undefined`.
+   * WebGPU reports real out-of-memory only asynchronously, so a budget is the
+   * only way to refuse synchronously.
+   *
+   * @default {Infinity}
+   */
+  capacityBytes?: number;
+  /**
+   * What `hostVisible: true` means. WebGPU cannot combine `MAP_READ` or
+   * `MAP_WRITE` with `STORAGE`, so no buffer is both bindable and mapped.
+   * `"staged"` makes an ordinary storage buffer, records it as shared, and
+   * leaves host access to a staging pool (`GpuStaging`); `"refuse"` returns
+   * `undefined`, so the caller falls back to private memory.
+   *
+   * @default {"staged"}
+   */
+  hostVisible?: HostVisibleMode;
+}
+
+let nextBufferId = 1;
+
+/**
+ * A {@linkcode SegmentSource} over a `GPUDevice`: each segment is one
+ * `GPUBuffer` with `STORAGE | COPY_SRC | COPY_DST` usage, labelled. It
+ * respects the device's limits: `maxBufferSize` caps a segment,
+ * `minStorageBufferOffsetAlignment` is the alignment of every block inside
+ * one, and `maxStorageBufferBindingSize` (as
+ * {@linkcode GpuSegmentSource.maxBindingByteLength}) is the largest block a
+ * kernel can bind.
+ *
+ * Out of memory: requests over `capacityBytes` return `undefined` at once;
+ * each buffer is made inside an `out-of-memory` error scope, and a reported
+ * failure is counted in `outOfMemoryCount` and lowers `capacityBytes` to what
+ * was held, so later requests are refused synchronously.
+ *
+ * When the device is lost, every live buffer is destroyed, the bookkeeping is
+ * dropped, `freeSegment` becomes a no-op and `tryAllocateSegment` throws
+ * `DeviceLostError`.
+ *
+ * @example Allocate and free a segment
+ * ```ts
+ * import { GpuSegmentSource } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const source = new GpuSegmentSource(device);
+ *   const segment = source.tryAllocateSegment(1 << 20);
+ *   assert.ok(segment);
+ *   assert.equal(segment.memory.size, 1 << 20);
+ *   assert.equal(source.reservedBytes, 1 << 20);
+ *   source.freeSegment(segment);
+ *   assert.equal(source.reservedBytes, 0);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
+  /** The allot device (`webgpu:<index>`). */
+  readonly device: Device;
+  /** The WebGPU device the buffers live on. */
+  readonly gpuDevice: GPUDevice;
+  /** Block offset alignment: `minStorageBufferOffsetAlignment` (at least 4). */
+  readonly alignment: number;
+  /** Largest segment: `maxBufferSize`, rounded down to a multiple of 4. */
+  readonly maxSegmentByteLength: number;
+  /** Largest range one storage binding can cover. */
+  readonly maxBindingByteLength: number;
+  /** The budget in bytes; lowered when the device reports out of memory. */
+  capacityBytes: number;
+  #label: string;
+  #hostVisible: HostVisibleMode;
+  #live = new Set<Segment<GPUBuffer>>();
+  #shared = new WeakSet<GPUBuffer>();
+  #reserved = 0;
+  #peak = 0;
+  #allocations = 0;
+  #frees = 0;
+  #refusals = 0;
+  #outOfMemory = 0;
+
+  /**
+   * Creates a segment source on `device`.
+   *
+   * @param device The WebGPU device.
+   * @param options Label, device index, budget and host-visible mode.
+   * @throws {InvalidArgumentError} For a negative budget or a bad index.
+   */
+  constructor(device: GPUDevice, options: GpuSegmentSourceOptions = {}) {
+    const capacity = options.capacityBytes ?? Infinity;
+    if (!(capacity >= 0)) {
+      throw new InvalidArgumentError(
+        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
+        { name: "capacityBytes", value: capacity, limit: 0 },
+      );
+    }
+    const mode = options.hostVisible ?? "staged";
+    if (mode !== "staged" && mode !== "refuse") {
+      throw new InvalidArgumentError(
+        `Invalid hostVisible: must be "staged" or "refuse", received ${
+          JSON.stringify(mode)
+        }`,
+        { name: "hostVisible", value: mode, limit: ["staged", "refuse"] },
+      );
+    }
+    this.device = new Device(
+      "webgpu",
+      validateInteger(options.index ?? 0, 0, 0xffff, "index"),
+    );
+    this.gpuDevice = device;
+    this.capacityBytes = capacity;
+    this.#label = options.label ?? "allot";
+    this.#hostVisible = mode;
+    this.alignment = Math.max(4, device.limits.minStorageBufferOffsetAlignment);
+    this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
+    this.maxBindingByteLength = device.limits.maxStorageBufferBindingSize;
+    const state = _deviceState(device);
+    if (!state.lost) state.listeners.add(() => this.#drop());
+  }
+
+  /** Bytes in live segments. */
+  get reservedBytes(): number {
+    return this.#reserved;
+  }
+
+  /** Highest `reservedBytes` so far. */
+  get peakReservedBytes(): number {
+    return this.#peak;
+  }
+
+  /** Buffers created so far. */
+  get allocationCount(): number {
+    return this.#allocations;
+  }
+
+  /** Buffers destroyed through `freeSegment` so far. */
+  get freeCount(): number {
+    return this.#frees;
+  }
+
+  /** Requests refused by the budget or by `hostVisible: "refuse"`. */
+  get refusalCount(): number {
+    return this.#refusals;
+  }
+
+  /** Out-of-memory errors the device reported for buffers made here. */
+  get outOfMemoryCount(): number {
+    return this.#outOfMemory;
+  }
+
+  /** Number of live segments. */
+  get liveSegmentCount(): number {
+    return this.#live.size;
+  }
+
+  /** Whether the device was lost. */
+  get lost(): boolean {
+    return _deviceState(this.gpuDevice).lost;
+  }
+
+  /**
+   * Whether `buffer` was requested host-visible (a shared segment, reached
+   * from the host through staging).
+   *
+   * @param buffer A segment's memory.
+   * @returns `true` for a shared segment's buffer.
+   */
+  isHostVisible(buffer: GPUBuffer): boolean {
+    return this.#shared.has(buffer);
+  }
+
+  /**
+   * Makes one `GPUBuffer` of `byteLength` bytes (rounded up to 4 for the
+   * buffer; the segment keeps the requested length).
+   *
+   * @param byteLength Bytes, in `[1, maxSegmentByteLength]`.
+   * @param options Host visibility and a label.
+   * @returns The segment, or `undefined` over the budget or when shared
+   * memory is refused.
+   * @throws {InvalidArgumentError} For a length outside the device's limits.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  tryAllocateSegment(
+    byteLength: number,
+    options: SegmentRequestOptions = {},
+  ): Segment<GPUBuffer> | undefined {
+    validateByteLength(byteLength, this.maxSegmentByteLength);
+    if (byteLength === 0) {
+      throw new InvalidArgumentError(
+        "Invalid byteLength: a segment must be at least 1 byte, received 0",
+        { name: "byteLength", value: 0, limit: 1 },
+      );
+    }
+    _assertAlive(this.gpuDevice, `allocate a segment of ${byteLength} bytes`);
+    const shared = options.hostVisible ?? false;
+    const size = alignUp(byteLength, 4);
+    if (
+      (shared && this.#hostVisible === "refuse") ||
+      this.#reserved + size > this.capacityBytes
+    ) {
+      this.#refusals++;
+      return undefined;
+    }
+    const id = nextBufferId++;
+    const label = options.label ??
+      `${this.#label}:segment#${id}${shared ? " (shared)" : ""}`;
+    const device = this.gpuDevice;
+    device.pushErrorScope("out-of-memory");
+    let buffer: GPUBuffer;
+    try {
+      buffer = device.createBuffer({
+        label,
+        size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
+          GPUBufferUsage.COPY_DST,
+      });
+    } finally {
+      device.popErrorScope().then((error) => {
+        if (error !== null) this.#onOutOfMemory();
+      }, () => {});
+    }
+    const segment: Segment<GPUBuffer> = Object.freeze({
+      memory: buffer,
+      byteOffset: 0,
+      byteLength,
+    });
+    if (shared) this.#shared.add(buffer);
+    this.#live.add(segment);
+    this.#reserved += size;
+    this.#allocations++;
+    if (this.#reserved > this.#peak) this.#peak = this.#reserved;
+    return segment;
+  }
+
+  /**
+   * Destroys a live segment's buffer. After device loss this is a no-op.
+   *
+   * @param segment A segment from `tryAllocateSegment`.
+   * @throws {DoubleFreeError} When the segment is not live here.
+   */
+  freeSegment(segment: Segment<GPUBuffer>): void {
+    if (this.lost) return;
+    if (!this.#live.delete(segment)) {
+      throw new DoubleFreeError(
+        `Cannot free segment ${
+          JSON.stringify(segment?.memory?.label)
+        }: it is not a live segment of ${this.device}`,
+      );
+    }
+    this.#reserved -= alignUp(segment.byteLength, 4);
+    this.#frees++;
+    segment.memory.destroy();
+  }
+
+  #onOutOfMemory(): void {
+    this.#outOfMemory++;
+    // Learn the real capacity: refuse anything beyond what is held now.
+    this.capacityBytes = Math.min(this.capacityBytes, this.#reserved);
+  }
+
+  #drop(): void {
+    for (const segment of this.#live) {
+      try {
+        segment.memory.destroy();
+      } catch {
+        // Destroying on a lost device may fail; the memory is gone anyway.
+      }
+    }
+    this.#live.clear();
+    this.#reserved = 0;
+  }
+}
