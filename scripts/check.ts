@@ -6,23 +6,7 @@
  * @module
  */
 
-const root = new URL("../", import.meta.url);
-
-interface MemberConfig {
-  name: string;
-  exports: string | Record<string, string>;
-}
-
-async function members(): Promise<{ dir: string; config: MemberConfig }[]> {
-  const out: { dir: string; config: MemberConfig }[] = [];
-  for await (const entry of Deno.readDir(new URL("packages/", root))) {
-    if (!entry.isDirectory) continue;
-    const dir = `packages/${entry.name}`;
-    const text = await Deno.readTextFile(new URL(`${dir}/deno.json`, root));
-    out.push({ dir, config: JSON.parse(text) });
-  }
-  return out.sort((a, b) => a.dir.localeCompare(b.dir));
-}
+import { entryFiles, members, root } from "./_workspace.ts";
 
 async function run(label: string, args: string[]): Promise<void> {
   console.log(`check: ${label}`);
@@ -38,14 +22,7 @@ async function run(label: string, args: string[]): Promise<void> {
   }
 }
 
-const all = await members();
-const entries = all.flatMap(({ dir, config }) =>
-  (typeof config.exports === "string"
-    ? [config.exports]
-    : Object.values(config.exports)).map((e) =>
-      `${dir}/${e.replace(/^\.\//, "")}`
-    )
-);
+const entries = (await members()).flatMap(entryFiles);
 
 await run("fmt --check", ["fmt", "--check"]);
 await run("lint", ["lint"]);

@@ -1,0 +1,362 @@
+/**
+ * `deno task build:npm`: one npm package per workspace member in `npm/<pkg>/`.
+ *
+ * For each member found under `packages/*` it runs `deno pack` (ESM
+ * JavaScript, `.d.ts` from the exported types, `package.json` with
+ * `exports`), then fixes what `deno pack` leaves out:
+ *
+ * - JavaScript is lowered to ES2022 with the pinned TypeScript, so `using`
+ *   declarations become code Node 20 can parse;
+ * - dependencies on sibling members (`@allot/core@0.1.0`) are recorded, and
+ *   npm dependencies are pinned to the exact version the member imports;
+ * - `.d.ts` files that name WebGPU types reference `@webgpu/types`;
+ * - the license file, `engines`, `description` and `sideEffects` are added.
+ *
+ * Then every package must pass `publint --strict` and
+ * `attw --pack <dir> --profile esm-only`, and every emitted module must parse
+ * as an ES module under the installed Node.
+ *
+ * Usage: `deno task build:npm [--no-lint] [pkg...]`
+ *
+ * @module
+ */
+
+import { createRequire } from "node:module";
+import { abs, exec, type Member, members, root } from "../_workspace.ts";
+import { bin, ensureTools, pinnedVersion, toolsDir } from "./_tools.ts";
+
+/** Where the built packages go (ignored by git and by Deno). */
+export const outDir: string = abs("npm/");
+
+/** The built package folder of a member. */
+export function packageDir(member: Member): string {
+  return `${outDir}${member.pkg}/`;
+}
+
+interface TypeScript {
+  version: string;
+  transpileModule(
+    input: string,
+    options: { compilerOptions: Record<string, unknown>; fileName: string },
+  ): { outputText: string; diagnostics?: unknown[] };
+  ScriptTarget: Record<string, number>;
+  ModuleKind: Record<string, number>;
+}
+
+function loadTypeScript(): TypeScript {
+  return createRequire(toolsDir)("typescript") as TypeScript;
+}
+
+async function* walk(dir: string): AsyncGenerator<string> {
+  for await (const entry of Deno.readDir(dir)) {
+    const path = `${dir}${entry.name}`;
+    if (entry.isDirectory) yield* walk(`${path}/`);
+    else if (entry.isFile) yield path;
+  }
+}
+
+const specifierPattern =
+  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)["']([^"']+)["']/g;
+
+function stripComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+}
+
+/** Bare package names imported by a module (`node:` builtins left out). */
+function importedPackages(text: string): Set<string> {
+  const names = new Set<string>();
+  for (const [, spec] of stripComments(text).matchAll(specifierPattern)) {
+    if (spec.startsWith(".") || spec.startsWith("/")) continue;
+    if (spec.startsWith("node:")) continue;
+    const parts = spec.split("/");
+    names.add(spec.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]);
+  }
+  return names;
+}
+
+/** `npm:name@version/sub` -> `{ name, version }`. */
+function parseNpmSpecifier(
+  value: string,
+): { name: string; version: string } | undefined {
+  const match = /^npm:\/?((?:@[^/@]+\/)?[^/@]+)@([^/]+)/.exec(value);
+  return match ? { name: match[1], version: match[2] } : undefined;
+}
+
+async function npmVersions(member: Member): Promise<Map<string, string>> {
+  const rootConfig = JSON.parse(
+    await Deno.readTextFile(new URL("deno.json", root)),
+  );
+  const versions = new Map<string, string>();
+  for (
+    const value of [
+      ...Object.values(rootConfig.imports ?? {}),
+      ...Object.values(member.config.imports ?? {}),
+    ]
+  ) {
+    const parsed = typeof value === "string"
+      ? parseNpmSpecifier(value)
+      : undefined;
+    if (parsed) versions.set(parsed.name, parsed.version);
+  }
+  // Direct `npm:` specifiers in the member's sources.
+  for await (const path of walk(abs(`${member.dir}/`))) {
+    if (!path.endsWith(".ts")) continue;
+    const text = await Deno.readTextFile(path);
+    for (const [, value] of text.matchAll(/["'](npm:[^"']+)["']/g)) {
+      const parsed = parseNpmSpecifier(value);
+      if (parsed) versions.set(parsed.name, parsed.version);
+    }
+  }
+  return versions;
+}
+
+function description(readme: string | undefined, member: Member): string {
+  if (member.config.description) return member.config.description;
+  if (readme) {
+    const paragraph = readme
+      .split(/\n\s*\n/)
+      .map((p) => p.trim())
+      .find((p) => p && !p.startsWith("#") && !p.startsWith("```"));
+    if (paragraph) {
+      const text = paragraph.replace(/\s+/g, " ").replace(/[`*]/g, "");
+      const sentence = /^(.+?\.)(\s|$)/.exec(text)?.[1] ?? text;
+      return sentence.replace(/\.$/, "");
+    }
+  }
+  return `${member.config.name}: part of allot`;
+}
+
+async function readOptional(path: string): Promise<string | undefined> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Builds one member into `npm/<pkg>/`.
+ *
+ * @param member The member to build.
+ * @param all Every member, to resolve sibling dependencies.
+ * @returns Problems that make the build unfit to publish (empty when fine).
+ */
+async function buildMember(member: Member, all: Member[]): Promise<string[]> {
+  const problems: string[] = [];
+  const dir = packageDir(member);
+  const tarball = `${outDir}${member.pkg}.deno-pack.tgz`;
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(dir, { recursive: true });
+  await exec([
+    Deno.execPath(),
+    "pack",
+    "--allow-dirty",
+    "--no-source-maps",
+    "--quiet",
+    "--output",
+    tarball,
+  ], { cwd: member.dir });
+  await exec(["tar", "-xzf", tarball, "-C", dir, "--strip-components=1"]);
+  await Deno.remove(tarball);
+
+  const ts = loadTypeScript();
+  const webgpuTypes = "@webgpu/types";
+  const used = new Set<string>();
+  let needsGpuTypes = false;
+  for await (const path of walk(dir)) {
+    if (path.endsWith(".js")) {
+      const source = await Deno.readTextFile(path);
+      const { outputText } = ts.transpileModule(source, {
+        compilerOptions: {
+          target: ts.ScriptTarget.ES2022,
+          module: ts.ModuleKind.ESNext,
+          useDefineForClassFields: true,
+        },
+        fileName: path.slice(dir.length),
+      });
+      await Deno.writeTextFile(path, outputText);
+      for (const name of importedPackages(outputText)) used.add(name);
+      if (/\bDeno\.[a-zA-Z]/.test(stripComments(outputText))) {
+        problems.push(
+          `${
+            path.slice(outDir.length)
+          } uses the Deno namespace, which Node and browsers lack`,
+        );
+      }
+    } else if (path.endsWith(".d.ts")) {
+      let text = await Deno.readTextFile(path);
+      for (const name of importedPackages(text)) used.add(name);
+      if (/\bGPU[A-Z][A-Za-z]*\b/.test(stripComments(text))) {
+        needsGpuTypes = true;
+        if (!text.includes(`types="${webgpuTypes}"`)) {
+          text = `/// <reference types="${webgpuTypes}" />\n${text}`;
+          await Deno.writeTextFile(path, text);
+        }
+      }
+      if (/\bDeno\.[A-Z]/.test(stripComments(text))) {
+        problems.push(
+          `${path.slice(outDir.length)} names types from the Deno namespace`,
+        );
+      }
+    }
+  }
+
+  const manifestPath = `${dir}package.json`;
+  const manifest = JSON.parse(await Deno.readTextFile(manifestPath));
+  const versions = await npmVersions(member);
+  const dependencies: Record<string, string> = {};
+  for (const name of [...used].sort()) {
+    const sibling = all.find((m) => m.config.name === name);
+    if (sibling) {
+      if (sibling === member) continue;
+      dependencies[name] = sibling.config.version;
+    } else if (versions.has(name)) {
+      dependencies[name] = versions.get(name)!;
+    } else {
+      problems.push(
+        `${member.config.name} imports ${name}, which no deno.json pins`,
+      );
+    }
+  }
+  if (needsGpuTypes) {
+    dependencies[webgpuTypes] = await pinnedVersion(webgpuTypes);
+  }
+
+  const readme = await readOptional(abs(`${member.dir}/README.md`));
+  if (readme === undefined) {
+    problems.push(`${member.dir} has no README.md`);
+  } else {
+    await Deno.writeTextFile(`${dir}README.md`, readme);
+  }
+  const license = await readOptional(abs(`${member.dir}/LICENSE`)) ??
+    await Deno.readTextFile(abs("LICENSE"));
+  await Deno.writeTextFile(`${dir}LICENSE`, license);
+
+  const ordered = {
+    name: manifest.name,
+    version: manifest.version,
+    description: description(readme, member),
+    license: manifest.license ?? member.config.license,
+    type: "module",
+    sideEffects: false,
+    engines: { node: ">=20" },
+    main: manifest.main,
+    types: manifest.types,
+    exports: manifest.exports,
+    ...(Object.keys(dependencies).length ? { dependencies } : {}),
+  };
+  await Deno.writeTextFile(
+    manifestPath,
+    JSON.stringify(ordered, null, 2) + "\n",
+  );
+  return problems;
+}
+
+/**
+ * Checks that every `.js` file in the built packages parses as an ES module
+ * under the installed Node (`vm.SourceTextModule`, nothing is run).
+ */
+async function parseWithNode(dirs: string[]): Promise<void> {
+  const script = `
+    const vm = require("node:vm");
+    const fs = require("node:fs");
+    const path = require("node:path");
+    let files = 0, bad = 0;
+    function walk(dir) {
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, e.name);
+        if (e.isDirectory()) { if (e.name !== "node_modules") walk(p); }
+        else if (p.endsWith(".js")) {
+          files++;
+          try { new vm.SourceTextModule(fs.readFileSync(p, "utf8"), { identifier: p }); }
+          catch (error) { bad++; console.error(p + ": " + error.message); }
+        }
+      }
+    }
+    for (const dir of process.argv.slice(1)) walk(dir);
+    console.log("npm: node " + process.version + " parsed " + files + " modules, " + bad + " failed");
+    process.exit(bad ? 1 : 0);`;
+  await exec([
+    "node",
+    "--experimental-vm-modules",
+    "--no-warnings",
+    "-e",
+    script,
+    ...dirs,
+  ]);
+}
+
+/** Runs publint and attw on one built package; returns failures. */
+async function lint(member: Member): Promise<string[]> {
+  const dir = packageDir(member);
+  const failures: string[] = [];
+  for (
+    const command of [
+      [bin("publint"), "--strict", dir],
+      [
+        bin("attw"),
+        "--pack",
+        dir,
+        "--profile",
+        "esm-only",
+        "--format",
+        "table-flipped",
+      ],
+    ]
+  ) {
+    try {
+      const tool = command[0].split("/").pop();
+      console.log(`npm: ${tool} ${member.config.name}`);
+      await exec(command, { env: { NO_COLOR: "1", FORCE_COLOR: "0" } });
+    } catch (error) {
+      failures.push(`${member.config.name}: ${(error as Error).message}`);
+    }
+  }
+  return failures;
+}
+
+if (import.meta.main) {
+  const args = Deno.args.filter((a) => !a.startsWith("--"));
+  const noLint = Deno.args.includes("--no-lint");
+  await ensureTools();
+  const all = await members();
+  const chosen = args.length ? all.filter((m) => args.includes(m.pkg)) : all;
+  await Deno.mkdir(outDir, { recursive: true });
+  const problems: string[] = [];
+  const failed = new Set<Member>();
+  for (const member of chosen) {
+    console.log(`npm: building ${member.config.name} -> npm/${member.pkg}/`);
+    try {
+      problems.push(...await buildMember(member, all));
+    } catch (error) {
+      problems.push(`${member.config.name}: ${(error as Error).message}`);
+      failed.add(member);
+    }
+  }
+  // Remove packages whose member has gone.
+  for await (const entry of Deno.readDir(outDir)) {
+    if (entry.isDirectory && !all.some((m) => m.pkg === entry.name)) {
+      await Deno.remove(`${outDir}${entry.name}`, { recursive: true });
+    }
+  }
+  const built = chosen.filter((m) => !failed.has(m));
+  try {
+    await parseWithNode(built.map(packageDir));
+  } catch (error) {
+    problems.push((error as Error).message);
+  }
+  if (!noLint) {
+    for (const member of built) problems.push(...await lint(member));
+  }
+  if (problems.length) {
+    console.error(`npm: ${problems.length} problem(s):`);
+    for (const p of problems) console.error(`  - ${p}`);
+    Deno.exit(1);
+  }
+  console.log(
+    `npm: built ${chosen.length} package(s) in npm/${
+      noLint ? "" : " (publint --strict and attw clean)"
+    }`,
+  );
+}
