@@ -1,0 +1,144 @@
+/**
+ * {@linkcode WorkspacePool}: one preallocated scratch array per worker rank.
+ *
+ * @module
+ */
+
+import {
+  InvalidArgumentError,
+  UseAfterFreeError,
+  validateInteger,
+} from "@allot/core";
+import type { Dtype, TypedArrayFor } from "./dtype.ts";
+import type {
+  NewArrayOptions,
+  OwnershipRegistry,
+} from "./ownership_registry.ts";
+
+/** Options of {@linkcode WorkspacePool}. */
+export interface WorkspacePoolOptions extends NewArrayOptions {
+  /**
+   * Number of ranks (workers, or tasks running at once): one workspace each.
+   *
+   * @default {1}
+   */
+  ranks?: number;
+}
+
+/**
+ * SCL's `WorkspacePool`: one scratch array per rank, allocated once through
+ * an {@linkcode OwnershipRegistry}, reused across every iteration of a loop,
+ * and released together. `get(rank)` allocates nothing.
+ *
+ * With `shared: true` the workspaces live in `SharedArrayBuffer`s, so rank
+ * `r` can be handed to Worker `r` once and reused there.
+ *
+ * @typeParam D The dtype.
+ *
+ * @example Reuse scratch memory across a loop
+ * ```ts
+ * import { OwnershipRegistry, WorkspacePool } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * using registry = new OwnershipRegistry();
+ * {
+ *   using pool = new WorkspacePool(registry, "f64", 1024, { ranks: 4 });
+ *   for (let i = 0; i < 100; i++) {
+ *     const scratch = pool.get(i % pool.ranks);
+ *     scratch[0] = i;
+ *   }
+ *   assert.equal(registry.pointerCount, 4);
+ * }
+ * assert.equal(registry.pointerCount, 0);
+ * ```
+ */
+export class WorkspacePool<D extends Dtype> {
+  #registry: OwnershipRegistry;
+  #workspaces: TypedArrayFor<D>[];
+  #length: number;
+  #released = false;
+
+  /**
+   * Allocates one workspace of `length` elements per rank.
+   *
+   * @param registry The registry that owns the workspaces.
+   * @param dtype Element type.
+   * @param length Elements per workspace.
+   * @param options Ranks, and options passed to `newArray`.
+   * @throws {InvalidArgumentError} For a bad rank count, dtype or length;
+   * nothing stays allocated.
+   */
+  constructor(
+    registry: OwnershipRegistry,
+    dtype: D,
+    length: number,
+    options: WorkspacePoolOptions = {},
+  ) {
+    const ranks = validateInteger(options.ranks ?? 1, 1, 65536, "ranks");
+    this.#registry = registry;
+    this.#length = length;
+    this.#workspaces = [];
+    try {
+      for (let r = 0; r < ranks; r++) {
+        this.#workspaces.push(registry.newArray(dtype, length, options));
+      }
+    } catch (error) {
+      for (const w of this.#workspaces) registry.unregister(w);
+      throw error;
+    }
+  }
+
+  /** Number of ranks. */
+  get ranks(): number {
+    return this.#workspaces.length;
+  }
+
+  /** Elements per workspace. */
+  get length(): number {
+    return this.#length;
+  }
+
+  /**
+   * The workspace of a rank; allocates nothing.
+   *
+   * @param rank A rank in `[0, ranks)`.
+   * @returns That rank's array.
+   * @throws {InvalidArgumentError} When the rank is out of range.
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  get(rank: number): TypedArrayFor<D> {
+    if (this.#released) {
+      throw new UseAfterFreeError(
+        `Cannot get workspace ${rank}: the pool was released`,
+      );
+    }
+    const w = this.#workspaces[rank];
+    if (w === undefined || !Number.isInteger(rank)) {
+      throw new InvalidArgumentError(
+        `Invalid rank: must be an integer in [0, ${
+          this.#workspaces.length - 1
+        }], received ${rank}`,
+        { name: "rank", value: rank, limit: [0, this.#workspaces.length - 1] },
+      );
+    }
+    return w;
+  }
+
+  /** Whether `release()` has run. */
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /** Unregisters (frees) every workspace; later calls do nothing. */
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    if (this.#registry.disposed) return; // dispose() already freed them
+    for (const w of this.#workspaces) this.#registry.tryUnregister(w);
+  }
+
+  /** Same as {@linkcode WorkspacePool.release}, for `using`. */
+  [Symbol.dispose](): void {
+    this.release();
+  }
+}
