@@ -1,0 +1,58 @@
+/**
+ * Internal: the allocator's record of one buffer (MPS `BufferBlock`). The
+ * record lives as long as the buffer exists in a heap; the user-facing handle
+ * is made afresh on each allocation so a stale handle cannot free a recycled
+ * buffer.
+ *
+ * @module
+ */
+
+import type { Fence } from "@allot/core";
+import type { _Heap } from "./_heap.ts";
+
+let nextBlockId = 1;
+
+/** Where a buffer is in its life. */
+export type _BlockState = "active" | "pending-free" | "cached";
+
+/** One buffer inside a heap. */
+export class _Block<M = unknown> {
+  readonly id: number = nextBlockId++;
+  readonly heap: _Heap<M>;
+  /** Byte offset inside the heap. */
+  readonly offset: number;
+  /** Size after alignment. */
+  readonly byteLength: number;
+  /** Size the last user asked for (before alignment). */
+  requestedByteLength: number;
+  shape: number[] = [];
+  state: _BlockState = "active";
+  /** Fences of work that uses the buffer; pruned when they complete. */
+  fences: Fence[] = [];
+  /** Allocations of the pool since this buffer became cached (its age). */
+  gcCount = 0;
+  /** How many times the buffer was handed out. */
+  useCount = 0;
+  /** The live handle while the buffer is in use. */
+  handle: object | undefined;
+
+  constructor(
+    heap: _Heap<M>,
+    offset: number,
+    byteLength: number,
+    requestedByteLength: number,
+  ) {
+    this.heap = heap;
+    this.offset = offset;
+    this.byteLength = byteLength;
+    this.requestedByteLength = requestedByteLength;
+  }
+
+  /** Whether all recorded work on the buffer has completed. */
+  idle(): boolean {
+    if (this.fences.length === 0) return true;
+    const still = this.fences.filter((f) => !f.completed);
+    this.fences = still;
+    return still.length === 0;
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Internal: the handle class behind {@linkcode WatermarkBuffer}.
+ *
+ * @module
+ */
+
+import { InvalidArgumentError, UseAfterFreeError } from "@allot/core";
+import type { _Block } from "./_block.ts";
+import type { PoolKind, WatermarkBuffer } from "./watermark_buffer.ts";
+
+/** What a handle needs from its allocator. */
+export interface _Owner<M> {
+  free(handle: _Handle<M>): void;
+  isLive(handle: _Handle<M>): boolean;
+  view(block: _Block<M>): Uint8Array | undefined;
+}
+
+/** A live buffer handle; a fresh one per allocation. */
+export class _Handle<M> implements WatermarkBuffer<M> {
+  readonly id: number;
+  readonly byteLength: number;
+  #block: _Block<M>;
+  #owner: _Owner<M>;
+  #requested: number;
+
+  constructor(block: _Block<M>, owner: _Owner<M>) {
+    this.id = block.id;
+    this.byteLength = block.byteLength;
+    this.#block = block;
+    this.#owner = owner;
+    this.#requested = block.requestedByteLength;
+  }
+
+  get released(): boolean {
+    return !this.#owner.isLive(this);
+  }
+
+  get memory(): M {
+    return this.#live("memory").heap.segment.memory;
+  }
+
+  get byteOffset(): number {
+    const block = this.#live("byteOffset");
+    return block.heap.segment.byteOffset + block.offset;
+  }
+
+  get requestedByteLength(): number {
+    this.#live("requestedByteLength");
+    return this.#requested;
+  }
+
+  get pool(): PoolKind {
+    return this.#live("pool").heap.pool.kind;
+  }
+
+  get shared(): boolean {
+    return this.#live("shared").heap.pool.hostVisible;
+  }
+
+  get heapId(): number {
+    return this.#live("heapId").heap.id;
+  }
+
+  get shape(): readonly number[] {
+    return [...this.#live("shape").shape];
+  }
+
+  set shape(shape: readonly number[]) {
+    const block = this.#live("shape");
+    if (!Array.isArray(shape)) {
+      throw new InvalidArgumentError(
+        `Cannot set the shape of buffer #${this.id}: must be an array of non-negative integers, received ${shape}`,
+        { name: "shape", value: shape },
+      );
+    }
+    for (let i = 0; i < shape.length; i++) {
+      const d = shape[i];
+      if (!Number.isSafeInteger(d) || d < 0) {
+        throw new InvalidArgumentError(
+          `Cannot set the shape of buffer #${this.id}: dimension ${i} must be a non-negative integer, received ${d}`,
+          { name: `shape[${i}]`, value: d, limit: 0 },
+        );
+      }
+    }
+    block.shape = [...shape];
+  }
+
+  sharedView(): Uint8Array | undefined {
+    const block = this.#live("sharedView");
+    if (!block.heap.pool.hostVisible) return undefined;
+    return this.#owner.view(block);
+  }
+
+  release(): void {
+    this.#owner.free(this);
+  }
+
+  [Symbol.dispose](): void {
+    this.#owner.free(this);
+  }
+
+  toString(): string {
+    return `WatermarkBuffer(#${this.id}, byteLength=${this.byteLength}${
+      this.released ? ", released" : ""
+    })`;
+  }
+
+  #live(what: string): _Block<M> {
+    if (!this.#owner.isLive(this)) {
+      throw new UseAfterFreeError(
+        `Cannot read ${what} of buffer #${this.id}: the buffer was released`,
+      );
+    }
+    return this.#block;
+  }
+}
