@@ -1,0 +1,253 @@
+/**
+ * {@linkcode Registry}: which allocator serves which device, with PyTorch's
+ * priority rule, as an instance (no global static registration).
+ *
+ * @module
+ */
+
+import {
+  type Allocator,
+  AllotError,
+  Device,
+  type DeviceType,
+  InvalidArgumentError,
+  validateInteger,
+} from "@allot/core";
+
+/**
+ * No allocator is registered for a device (nor for its device type).
+ *
+ * @example
+ * ```ts
+ * import { AllocatorNotFoundError, Registry } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * assert.throws(() => new Registry().get("webgpu:0"), AllocatorNotFoundError);
+ * ```
+ */
+export class AllocatorNotFoundError extends AllotError {
+  /** The device that was looked up. */
+  readonly device: Device;
+
+  /**
+   * Creates the error.
+   *
+   * @param message Message naming the device and what is registered.
+   * @param device The device that was looked up.
+   */
+  constructor(message: string, device: Device) {
+    super(message);
+    this.device = device;
+  }
+}
+
+/** Options of {@linkcode Registry.set}. */
+export interface SetAllocatorOptions {
+  /**
+   * Priority in `[0, 255]`. A registration replaces the current one only
+   * when its priority is equal or higher (PyTorch's `SetAllocator` rule).
+   *
+   * @default {0}
+   */
+  priority?: number;
+}
+
+/** One registration, as {@linkcode Registry.entries} lists it. */
+export interface AllocatorEntry {
+  /** The device (`cpu:1`) or device type (`cpu`) the allocator serves. */
+  readonly target: string;
+  /** The allocator. */
+  readonly allocator: Allocator;
+  /** Its priority. */
+  readonly priority: number;
+}
+
+/**
+ * What a registration is for: a {@linkcode Device} or a string with an index
+ * (`"webgpu:1"`) means exactly that device; a bare device type (`"cpu"`)
+ * means every device of that type that has no exact registration.
+ */
+export type DeviceTarget = Device | DeviceType;
+
+const TYPE_PATTERN = /^[a-z][a-z0-9_]*$/;
+
+function resolveTarget(
+  target: DeviceTarget,
+): { key: string; type: string; device?: Device } {
+  if (target instanceof Device) {
+    return { key: String(target), type: target.type, device: target };
+  }
+  if (typeof target === "string" && target.includes(":")) {
+    const device = Device.parse(target);
+    return { key: String(device), type: device.type, device };
+  }
+  if (typeof target !== "string" || !TYPE_PATTERN.test(target)) {
+    throw new InvalidArgumentError(
+      `Invalid device target: expected a Device, "type" or "type:index", received ${
+        JSON.stringify(target)
+      }`,
+      { name: "target", value: target, limit: "Device | type[:index]" },
+    );
+  }
+  return { key: target, type: target };
+}
+
+function toDevice(target: DeviceTarget): Device {
+  const r = resolveTarget(target);
+  return r.device ?? new Device(r.type, 0);
+}
+
+/**
+ * The composition registry: maps a device, or a device type, to the
+ * {@linkcode Allocator} that serves it. It sits on top of allot: users and
+ * examples resolve allocators here and hand them to storage, buffers and GPU
+ * code, which take an allocator as an argument and never import the registry.
+ *
+ * Priority follows PyTorch's `SetAllocator(type, allocator, priority)`: a
+ * registration replaces the current one only at equal or higher priority, so
+ * a library can install a default at priority 0 without overriding a user's
+ * choice made at a higher one. Lookup tries the exact device first
+ * (`webgpu:1`), then its type (`webgpu`).
+ *
+ * @example Register, override by priority, look up
+ * ```ts
+ * import { AllocatorBase, DataPtr, Device } from "@allot/core";
+ * import { Registry } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * class Plain extends AllocatorBase<ArrayBuffer, null> {
+ *   readonly device: Device = Device.cpu();
+ *   allocate(byteLength: number): DataPtr<ArrayBuffer, null> {
+ *     return new DataPtr(new ArrayBuffer(byteLength), 0, byteLength, this.device);
+ *   }
+ * }
+ * const registry = new Registry();
+ * const user = new Plain(), library = new Plain();
+ * registry.set("cpu", user, { priority: 10 });
+ * assert.equal(registry.set("cpu", library), false); // lower priority: ignored
+ * assert.equal(registry.get(Device.cpu()), user);
+ * using ptr = registry.get("cpu:0").allocate(64);
+ * assert.equal(ptr.byteLength, 64);
+ * ```
+ */
+export class Registry {
+  #entries = new Map<string, AllocatorEntry>();
+
+  /**
+   * Registers `allocator` for a device or device type, unless one with a
+   * higher priority is registered there.
+   *
+   * @param target A `Device`, `"type:index"`, or a device type.
+   * @param allocator The allocator; its device type must match the target's.
+   * @param options The priority.
+   * @returns `true` when the registration took effect.
+   * @throws {InvalidArgumentError} For a bad target or priority, or an
+   * allocator of another device type; nothing changes.
+   */
+  set(
+    target: DeviceTarget,
+    allocator: Allocator,
+    options: SetAllocatorOptions = {},
+  ): boolean {
+    const { key, type } = resolveTarget(target);
+    const priority = validateInteger(options.priority ?? 0, 0, 255, "priority");
+    const device = (allocator as { device?: unknown } | null)?.device;
+    if (!(device instanceof Device) || device.type !== type) {
+      throw new InvalidArgumentError(
+        `Cannot register an allocator for ${key}: its device must be of type ${type}, received ${
+          String(device)
+        }`,
+        { name: "allocator", value: String(device), limit: type },
+      );
+    }
+    const current = this.#entries.get(key);
+    if (current !== undefined && priority < current.priority) return false;
+    this.#entries.set(key, { target: key, allocator, priority });
+    return true;
+  }
+
+  /**
+   * The allocator serving a device: the exact registration, else the one
+   * for its type.
+   *
+   * @param device A `Device`, `"type:index"`, or a device type (index 0).
+   * @returns The allocator.
+   * @throws {AllocatorNotFoundError} When nothing serves the device.
+   */
+  get(device: DeviceTarget): Allocator {
+    const found = this.tryGet(device);
+    if (found === undefined) {
+      const d = toDevice(device);
+      const known = [...this.#entries.keys()];
+      throw new AllocatorNotFoundError(
+        `No allocator is registered for ${d}: registered ${
+          known.length === 0 ? "none" : known.join(", ")
+        }`,
+        d,
+      );
+    }
+    return found;
+  }
+
+  /**
+   * The allocator serving a device, or `undefined`.
+   *
+   * @param device A `Device`, `"type:index"`, or a device type (index 0).
+   * @returns The allocator, or `undefined`.
+   */
+  tryGet(device: DeviceTarget): Allocator | undefined {
+    const d = toDevice(device);
+    return (this.#entries.get(String(d)) ?? this.#entries.get(d.type))
+      ?.allocator;
+  }
+
+  /**
+   * The priority of the registration for exactly this target.
+   *
+   * @param target A `Device`, `"type:index"`, or a device type.
+   * @returns The priority, or `undefined` when none is registered there.
+   */
+  priorityOf(target: DeviceTarget): number | undefined {
+    return this.#entries.get(resolveTarget(target).key)?.priority;
+  }
+
+  /**
+   * Removes the registration for exactly this target.
+   *
+   * @param target A `Device`, `"type:index"`, or a device type.
+   * @returns `true` when one was removed.
+   */
+  delete(target: DeviceTarget): boolean {
+    return this.#entries.delete(resolveTarget(target).key);
+  }
+
+  /**
+   * Every registration.
+   *
+   * @returns The entries, in registration order.
+   */
+  entries(): AllocatorEntry[] {
+    return [...this.#entries.values()];
+  }
+}
+
+let defaultInstance: Registry | undefined;
+
+/**
+ * The default registry, created on first use, for users who do not make
+ * their own. Nothing registers into it at import time.
+ *
+ * @returns The same registry on every call.
+ *
+ * @example
+ * ```ts
+ * import { defaultRegistry } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(defaultRegistry(), defaultRegistry());
+ * ```
+ */
+export function defaultRegistry(): Registry {
+  defaultInstance ??= new Registry();
+  return defaultInstance;
+}
