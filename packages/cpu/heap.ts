@@ -1,0 +1,1194 @@
+/**
+ * {@linkcode CpuHeap}: an O(1) two-level segregated-fit (TLSF) allocator
+ * inside one linear memory, with its metadata kept outside the managed bytes.
+ *
+ * @module
+ */
+
+import {
+  AllotError,
+  DoubleFreeError,
+  hostBuffer,
+  type HostMemory,
+  InvalidArgumentError,
+  isHostMemory,
+  OutOfMemoryError,
+  Stat,
+  type StatValues,
+  validateAlignment,
+  validateByteLength,
+} from "@allot/core";
+
+/** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
+export const DEFAULT_ALIGNMENT = 64;
+/** Alignment of a {@linkcode CpuHeap} made with `mobile: true`, as on PyTorch mobile. */
+export const MOBILE_ALIGNMENT = 16;
+/** Largest alignment a single request may ask for: one WebAssembly page. */
+export const MAX_ALIGNMENT = 65536;
+
+// Two-level segregated fit: 32 second-level classes per power of two.
+const SL_LOG2 = 5;
+const SL_COUNT = 1 << SL_LOG2;
+const FL_COUNT = 27; // sizes in units up to 2^31 - 1
+const LIST_COUNT = FL_COUNT * SL_COUNT;
+const MAX_UNITS = 0x7fffffff;
+
+// Block records: one Int32Array, eight slots per record.
+const R_START = 0; // first unit (absolute: unit i is byte i * granule)
+const R_SIZE = 1; // length in units
+const R_PPREV = 2; // physical previous record, -1 at the region start
+const R_PNEXT = 3; // physical next record, -1 at the region end
+const R_FPREV = 4; // free-list previous record
+const R_FNEXT = 5; // free-list next record (also links unused records)
+const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
+const R_ALIGN = 7; // alignment of a used block, in units
+const STRIDE = 8;
+const UNUSED = 0;
+const FREE = 1;
+const USED = 2;
+
+/** Typed-array constructors that {@linkcode CpuHeap.view} accepts. */
+export type TypedArrayConstructor<T> = {
+  new (
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+    length: number,
+  ): T;
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+/** Options of {@linkcode CpuHeap}. */
+export interface CpuHeapOptions {
+  /**
+   * Default alignment in bytes, a power of two in `[8, 65536]`; also the
+   * granule every block length is a multiple of.
+   *
+   * @default {64 (16 when `mobile` is set)}
+   */
+  alignment?: number;
+  /**
+   * Use PyTorch's mobile alignment of 16 bytes instead of 64.
+   *
+   * @default {false}
+   */
+  mobile?: boolean;
+  /**
+   * First byte of the memory the heap manages (rounded up to the alignment),
+   * for example to leave a WebAssembly module's static data alone.
+   *
+   * @default {0}
+   */
+  byteOffset?: number;
+  /**
+   * Number of bytes managed from `byteOffset` (rounded down to the
+   * alignment).
+   *
+   * @default {the rest of the memory}
+   */
+  byteLength?: number;
+  /**
+   * Growth limit: the heap may grow its managed region up to this many bytes
+   * when a request does not fit. The memory must be growable (a resizable
+   * `ArrayBuffer`, a growable `SharedArrayBuffer` or a `WebAssembly.Memory`).
+   * When the heap makes its own memory from a byte length, it makes a
+   * resizable one if this is larger than the initial length.
+   *
+   * @default {the initial byteLength: no growth}
+   */
+  maxByteLength?: number;
+  /**
+   * When the heap makes its own memory, make a `SharedArrayBuffer` so Workers
+   * can share it.
+   *
+   * @default {false}
+   */
+  shared?: boolean;
+}
+
+/** The figures of {@linkcode CpuHeap.stats}. All byte figures are bytes. */
+export interface CpuHeapStats {
+  /** Bytes the callers asked for, in live blocks. */
+  requestedBytes: StatValues;
+  /** Bytes in live blocks (requests rounded up to the alignment). */
+  allocatedBytes: StatValues;
+  /** Live blocks. `allocated` counts allocations, `freed` counts frees. */
+  allocations: StatValues;
+  /** Bytes managed by the heap (grows when the heap grows). */
+  reservedBytes: number;
+  /** Bytes not in live blocks. */
+  freeBytes: number;
+  /** The largest request of default alignment that would succeed now. */
+  largestFreeBytes: number;
+  /** Number of free regions. */
+  freeRegions: number;
+  /** Highest byte ever used, relative to the region start (the footprint). */
+  highWaterBytes: number;
+  /** Requests refused for lack of memory. */
+  outOfMemoryCount: number;
+  /** Times the managed region grew. */
+  growCount: number;
+}
+
+/** One block of {@linkcode CpuHeap.snapshot}. */
+export interface CpuHeapBlock {
+  /** Byte offset of the block in the memory. */
+  byteOffset: number;
+  /** Byte length of the block. */
+  byteLength: number;
+  /** Whether the block is free. */
+  free: boolean;
+  /** Bytes the caller asked for (0 for free blocks). */
+  requestedBytes: number;
+}
+
+/**
+ * The internal state of a heap was found inconsistent by
+ * {@linkcode CpuHeap.checkIntegrity}.
+ */
+export class HeapCorruptionError extends AllotError {}
+
+function mappingIndex(units: number): number {
+  if (units < SL_COUNT) return units;
+  const t = 31 - Math.clz32(units);
+  return ((t - SL_LOG2 + 1) << SL_LOG2) | ((units >>> (t - SL_LOG2)) & 31);
+}
+
+// Index of the first class whose every block is at least `units` long.
+function searchIndex(units: number): number {
+  if (units < SL_COUNT) return units;
+  const t = 31 - Math.clz32(units);
+  const rounded = units + (1 << (t - SL_LOG2)) - 1;
+  if (rounded > MAX_UNITS) return LIST_COUNT;
+  return mappingIndex(rounded);
+}
+
+function ctz(x: number): number {
+  return 31 - Math.clz32(x & -x);
+}
+
+/**
+ * An O(1) allocator inside one linear memory: a plain or resizable
+ * `ArrayBuffer`, a `SharedArrayBuffer` or a `WebAssembly.Memory`. It is a
+ * two-level segregated fit (TLSF) allocator: free blocks sit in 27 × 32 size
+ * classes found with two bitmaps and `Math.clz32`, a free block merges with its
+ * free neighbours at once, and the block records live in an `Int32Array`
+ * outside the managed bytes, so the memory holds nothing but user data.
+ *
+ * `alloc` returns a byte offset into {@linkcode CpuHeap.memory}; the hot path
+ * allocates no objects. Make typed-array views on demand with
+ * {@linkcode CpuHeap.view}, which always reads the current buffer.
+ *
+ * A request that fits in the largest free region always succeeds (no false
+ * out-of-memory): when the constant-time search misses, the heap scans the one
+ * size class that may still hold a fitting block.
+ *
+ * Growth: with `maxByteLength`, a request that does not fit grows the memory.
+ * A resizable `ArrayBuffer` or growable `SharedArrayBuffer` keeps its identity,
+ * and views made before stay valid. A `WebAssembly.Memory` replaces its
+ * buffer, which detaches an `ArrayBuffer`'s old views: after a growth
+ * {@linkcode CpuHeap.generation} increases, and views must be made again with
+ * {@linkcode CpuHeap.view}. Keep (heap, byteOffset), not views, across
+ * allocations.
+ *
+ * @example Allocate, view, free
+ * ```ts
+ * import { CpuHeap } from "@allot/cpu";
+ * import assert from "node:assert/strict";
+ *
+ * const heap = new CpuHeap(1 << 20);
+ * const a = heap.alloc(1000);
+ * assert.equal(a % 64, 0);
+ * const floats = heap.view(a, 250, Float32Array);
+ * floats.fill(1.5);
+ * heap.free(a);
+ * assert.equal(heap.bytesInUse, 0);
+ * assert.equal(heap.largestFreeBytes, 1 << 20);
+ * ```
+ */
+export class CpuHeap {
+  /** The memory the heap manages. */
+  readonly memory: HostMemory;
+  /** Default alignment in bytes, also the granule of every block length. */
+  readonly alignment: number;
+  /** Largest byte length the managed region may grow to. */
+  readonly maxByteLength: number;
+
+  #shift: number;
+  #isWasm: boolean;
+  #buffer: ArrayBuffer | SharedArrayBuffer;
+  #generation = 0;
+  #startUnit: number;
+  #endUnit: number;
+  #maxEndUnit: number;
+
+  #rec: Int32Array;
+  #req: Float64Array;
+  #recCount = 0;
+  #unusedHead = -1;
+  #last = -1; // physically last record
+
+  #heads = new Int32Array(LIST_COUNT).fill(-1);
+  #flBitmap = 0;
+  #slBitmap = new Int32Array(FL_COUNT);
+  #freeRegions = 0;
+
+  #live = new Map<number, number>(); // start unit -> record
+
+  #requested = new Stat();
+  #allocated = new Stat();
+  #count = new Stat();
+  #highWater = 0;
+  #ooms = 0;
+  #grows = 0;
+  #largestCache = -1;
+
+  /**
+   * Creates a heap over a memory, or over a new `ArrayBuffer` of the given
+   * byte length.
+   *
+   * @param memory The memory to manage, or a byte length for a new one.
+   * @param options Alignment, managed range and growth limit.
+   * @throws {InvalidArgumentError} For a bad alignment, range or growth limit.
+   */
+  constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
+    const alignment = validateAlignment(
+      options.alignment ??
+        (options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT),
+      MAX_ALIGNMENT,
+    );
+    if (alignment < 8) {
+      throw new InvalidArgumentError(
+        `Invalid alignment: must be at least 8, received ${alignment}`,
+        { name: "alignment", value: alignment, limit: 8 },
+      );
+    }
+    this.alignment = alignment;
+    this.#shift = 31 - Math.clz32(alignment);
+    const maxUnitBytes = MAX_UNITS * alignment;
+    if (typeof memory === "number") {
+      validateByteLength(memory, maxUnitBytes, "byteLength");
+      const max = options.maxByteLength ?? memory;
+      validateByteLength(max, maxUnitBytes, "maxByteLength");
+      if (max < memory) {
+        throw new InvalidArgumentError(
+          `Invalid maxByteLength: must be at least the byteLength ${memory}, received ${max}`,
+          { name: "maxByteLength", value: max, limit: memory },
+        );
+      }
+      const growable = max > memory;
+      memory = options.shared
+        ? new SharedArrayBuffer(
+          memory,
+          growable ? { maxByteLength: max } : undefined,
+        )
+        : new ArrayBuffer(
+          memory,
+          growable ? { maxByteLength: max } : undefined,
+        );
+    } else if (!isHostMemory(memory)) {
+      throw new InvalidArgumentError(
+        `Invalid memory: must be an ArrayBuffer, SharedArrayBuffer or WebAssembly.Memory, received ${
+          Object.prototype.toString.call(memory)
+        }`,
+        { name: "memory", value: memory },
+      );
+    }
+    this.memory = memory;
+    this.#isWasm = !(memory instanceof ArrayBuffer) &&
+      !(typeof SharedArrayBuffer !== "undefined" &&
+        memory instanceof SharedArrayBuffer);
+    this.#buffer = hostBuffer(memory);
+    const bufferLength = this.#buffer.byteLength;
+    const begin = validateByteLength(
+      options.byteOffset ?? 0,
+      bufferLength,
+      "byteOffset",
+    );
+    const startUnit = Math.ceil(begin / alignment);
+    const length = validateByteLength(
+      options.byteLength ?? bufferLength - begin,
+      bufferLength - begin,
+      "byteLength",
+    );
+    const endUnit = Math.floor((begin + length) / alignment);
+    this.#startUnit = startUnit;
+    this.#endUnit = Math.max(startUnit, endUnit);
+    const initialBytes = (this.#endUnit - startUnit) * alignment;
+    const maxBytes = options.maxByteLength ?? initialBytes;
+    validateByteLength(maxBytes, maxUnitBytes, "maxByteLength");
+    if (maxBytes > initialBytes) {
+      const growable = this.#isWasm ||
+        (this.#buffer as ArrayBuffer).resizable === true ||
+        (this.#buffer as SharedArrayBuffer).growable === true;
+      if (!growable) {
+        throw new InvalidArgumentError(
+          `Invalid maxByteLength: the memory cannot grow (not resizable), received ${maxBytes} for ${initialBytes} managed bytes`,
+          { name: "maxByteLength", value: maxBytes, limit: initialBytes },
+        );
+      }
+      if (
+        !this.#isWasm &&
+        begin + maxBytes > (this.#buffer as ArrayBuffer).maxByteLength
+      ) {
+        const limit = (this.#buffer as ArrayBuffer).maxByteLength - begin;
+        throw new InvalidArgumentError(
+          `Invalid maxByteLength: must be at most ${limit} (the buffer's maxByteLength past byteOffset), received ${maxBytes}`,
+          { name: "maxByteLength", value: maxBytes, limit },
+        );
+      }
+    }
+    this.maxByteLength = Math.max(initialBytes, maxBytes);
+    this.#maxEndUnit = startUnit + Math.floor(this.maxByteLength / alignment);
+    this.#rec = new Int32Array(64 * STRIDE);
+    this.#req = new Float64Array(64);
+    if (this.#endUnit > startUnit) {
+      const b = this.#newRecord();
+      const rec = this.#rec;
+      const r = b * STRIDE;
+      rec[r + R_START] = startUnit;
+      rec[r + R_SIZE] = this.#endUnit - startUnit;
+      rec[r + R_PPREV] = -1;
+      rec[r + R_PNEXT] = -1;
+      this.#last = b;
+      this.#insertFree(b);
+    }
+  }
+
+  /**
+   * The current buffer of the memory. For a `WebAssembly.Memory` this is a
+   * new object after each growth; read it again rather than keeping it.
+   */
+  get buffer(): ArrayBuffer | SharedArrayBuffer {
+    if (this.#isWasm) this.#refreshBuffer();
+    return this.#buffer;
+  }
+
+  /**
+   * Increases each time the memory's buffer object is replaced (a
+   * `WebAssembly.Memory` that grew); views made at an older generation must be
+   * made again.
+   */
+  get generation(): number {
+    if (this.#isWasm) this.#refreshBuffer();
+    return this.#generation;
+  }
+
+  /** Byte offset of the first managed byte. */
+  get byteOffset(): number {
+    return this.#startUnit * this.alignment;
+  }
+
+  /** Bytes managed now (the reserved bytes). */
+  get byteLength(): number {
+    return (this.#endUnit - this.#startUnit) * this.alignment;
+  }
+
+  /** Bytes in live blocks, including rounding to the alignment. */
+  get bytesInUse(): number {
+    return this.#allocated.current;
+  }
+
+  /** Bytes the callers asked for, in live blocks. */
+  get requestedBytes(): number {
+    return this.#requested.current;
+  }
+
+  /** Bytes not in live blocks. */
+  get freeBytes(): number {
+    return this.byteLength - this.#allocated.current;
+  }
+
+  /** Number of live blocks. */
+  get allocationCount(): number {
+    return this.#count.current;
+  }
+
+  /** Number of free regions. */
+  get freeRegionCount(): number {
+    return this.#freeRegions;
+  }
+
+  /** Highest byte ever used, relative to the region start. */
+  get highWaterBytes(): number {
+    return this.#highWater;
+  }
+
+  /**
+   * Length of the largest free region: the largest request of default
+   * alignment that succeeds now (without growth). Exact; it reads the bitmaps
+   * and scans only the list of the highest non-empty size class, and is
+   * cached until the next change.
+   */
+  get largestFreeBytes(): number {
+    if (this.#largestCache >= 0) return this.#largestCache;
+    let largest = 0;
+    if (this.#flBitmap !== 0) {
+      const fl = 31 - Math.clz32(this.#flBitmap);
+      const sl = 31 - Math.clz32(this.#slBitmap[fl]);
+      const rec = this.#rec;
+      for (
+        let b = this.#heads[(fl << SL_LOG2) | sl];
+        b >= 0;
+        b = rec[b * STRIDE + R_FNEXT]
+      ) {
+        const size = rec[b * STRIDE + R_SIZE];
+        if (size > largest) largest = size;
+      }
+    }
+    this.#largestCache = largest * this.alignment;
+    return this.#largestCache;
+  }
+
+  /**
+   * Allocates `byteLength` bytes and returns their byte offset in
+   * {@linkcode CpuHeap.memory}. Zero bytes still get a distinct block of one
+   * granule.
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 65536; the heap's alignment when
+   * omitted.
+   * @returns The byte offset of the block, a multiple of the alignment.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   * @throws {OutOfMemoryError} When no free region fits, even after growth;
+   * it states the request, the free bytes and the largest free region.
+   */
+  alloc(byteLength: number, alignment?: number): number {
+    const offset = this.tryAlloc(byteLength, alignment);
+    if (offset === undefined) throw this.#outOfMemory(byteLength, alignment);
+    return offset;
+  }
+
+  /**
+   * Like {@linkcode CpuHeap.alloc}, but returns `undefined` when memory runs
+   * out.
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 65536.
+   * @returns The byte offset, or `undefined` when out of memory.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   */
+  tryAlloc(byteLength: number, alignment?: number): number | undefined {
+    if ((byteLength >>> 0) !== byteLength || byteLength > 0x7fffffff) {
+      validateByteLength(byteLength);
+    }
+    let a = 1;
+    if (alignment !== undefined && alignment !== this.alignment) {
+      if (
+        alignment <= 0 || alignment > MAX_ALIGNMENT ||
+        (alignment & (alignment - 1)) !== 0 || (alignment | 0) !== alignment
+      ) {
+        this.#badAlignment(byteLength, alignment);
+      }
+      if (alignment > this.alignment) a = alignment >>> this.#shift;
+    }
+    let units = byteLength <= 0x7fff0000
+      ? (byteLength + this.alignment - 1) >>> this.#shift
+      : Math.ceil(byteLength / this.alignment);
+    if (units === 0) units = 1;
+    if (units + a - 1 > MAX_UNITS) {
+      this.#ooms++;
+      return undefined;
+    }
+    let b = this.#find(units, a);
+    if (b < 0) {
+      if (!this.#grow(units, a) || (b = this.#find(units, a)) < 0) {
+        this.#ooms++;
+        return undefined;
+      }
+    }
+    return this.#take(b, units, a, byteLength);
+  }
+
+  /**
+   * Frees the block at `byteOffset` and merges it with its free neighbours.
+   *
+   * @param byteOffset A byte offset returned by this heap and not yet freed.
+   * @throws {InvalidArgumentError} When `byteOffset` is not a non-negative
+   * integer.
+   * @throws {DoubleFreeError} When no live block of this heap starts at
+   * `byteOffset` (freed twice, or never allocated here); nothing changes.
+   */
+  free(byteOffset: number): void {
+    const b = this.#lookup(byteOffset, "free");
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const units = rec[r + R_SIZE];
+    this.#live.delete(rec[r + R_START]);
+    this.#requested.decrease(this.#req[b]);
+    this.#allocated.decrease(units * this.alignment);
+    this.#count.decrease(1);
+    this.#release(b);
+  }
+
+  /**
+   * Byte length usable at `byteOffset`: the request rounded up to the
+   * alignment.
+   *
+   * @param byteOffset A live block's byte offset.
+   * @returns The usable byte length.
+   * @throws {DoubleFreeError} When no live block starts at `byteOffset`.
+   */
+  usableByteLength(byteOffset: number): number {
+    const b = this.#lookup(byteOffset, "read");
+    return this.#rec[b * STRIDE + R_SIZE] * this.alignment;
+  }
+
+  /**
+   * Whether a live block of this heap starts at `byteOffset`.
+   *
+   * @param byteOffset Any number.
+   * @returns `true` for the offset of a live block.
+   */
+  owns(byteOffset: number): boolean {
+    return Number.isInteger(byteOffset) &&
+      byteOffset % this.alignment === 0 &&
+      this.#live.has(byteOffset / this.alignment);
+  }
+
+  /**
+   * Resizes the block at `byteOffset` without moving it, when the block or
+   * its free next neighbour has room.
+   *
+   * @param byteOffset A live block's byte offset.
+   * @param byteLength The new byte length.
+   * @returns `true` when resized; `false` (nothing changed) when it must move.
+   * @throws {InvalidArgumentError} For a bad length.
+   * @throws {DoubleFreeError} When no live block starts at `byteOffset`.
+   */
+  resizeInPlace(byteOffset: number, byteLength: number): boolean {
+    const b = this.#lookup(byteOffset, "resize");
+    validateByteLength(byteLength);
+    let units = Math.ceil(byteLength / this.alignment);
+    if (units === 0) units = 1;
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const size = rec[r + R_SIZE];
+    const g = this.alignment;
+    if (units <= size) {
+      if (units < size) {
+        this.#giveTail(b, size - units);
+        rec[r + R_SIZE] = units;
+        this.#allocated.decrease((size - units) * g);
+      }
+    } else {
+      const next = rec[r + R_PNEXT];
+      if (next < 0 || rec[next * STRIDE + R_STATE] !== FREE) return false;
+      const n = next * STRIDE;
+      const nextSize = rec[n + R_SIZE];
+      const more = units - size;
+      if (more > nextSize) return false;
+      this.#removeFree(next);
+      if (more === nextSize) {
+        const after = rec[n + R_PNEXT];
+        rec[r + R_PNEXT] = after;
+        if (after >= 0) rec[after * STRIDE + R_PPREV] = b;
+        else this.#last = b;
+        this.#freeRecord(next);
+      } else {
+        rec[n + R_START] += more;
+        rec[n + R_SIZE] = nextSize - more;
+        this.#insertFree(next);
+      }
+      rec[r + R_SIZE] = units;
+      this.#allocated.increase(more * g);
+      this.#bumpHighWater(rec[r + R_START] + units);
+    }
+    this.#requested.decrease(this.#req[b]);
+    this.#requested.increase(byteLength);
+    this.#req[b] = byteLength;
+    return true;
+  }
+
+  /**
+   * Changes the length of the block at `byteOffset`, in place when it can
+   * (shrinking, or growing into a free next neighbour), otherwise by
+   * allocating a new block with the same alignment, copying and freeing the
+   * old one.
+   *
+   * @param byteOffset A live block's byte offset.
+   * @param byteLength The new byte length.
+   * @returns The byte offset of the block, new or unchanged.
+   * @throws {InvalidArgumentError} For a bad length.
+   * @throws {DoubleFreeError} When no live block starts at `byteOffset`.
+   * @throws {OutOfMemoryError} When the block must move and no region fits;
+   * the old block is unchanged.
+   */
+  realloc(byteOffset: number, byteLength: number): number {
+    if (this.resizeInPlace(byteOffset, byteLength)) return byteOffset;
+    const b = this.#lookup(byteOffset, "resize");
+    const alignment = this.#rec[b * STRIDE + R_ALIGN] * this.alignment;
+    const oldLength = this.#req[b];
+    const to = this.alloc(byteLength, alignment);
+    const buffer = this.buffer;
+    const bytes = new Uint8Array(buffer);
+    bytes.copyWithin(
+      to,
+      byteOffset,
+      byteOffset + Math.min(oldLength, byteLength),
+    );
+    this.free(byteOffset);
+    return to;
+  }
+
+  /**
+   * A typed-array view of `length` elements at `byteOffset` over the current
+   * buffer. Views of a `WebAssembly.Memory` go stale when it grows; make them
+   * again when {@linkcode CpuHeap.generation} changes.
+   *
+   * @typeParam T The typed array type.
+   * @param byteOffset Byte offset, usually from `alloc`.
+   * @param length Number of elements.
+   * @param type The typed-array constructor, such as `Float32Array`.
+   * @returns A view over the heap's memory.
+   *
+   * @example View as floats
+   * ```ts
+   * import { CpuHeap } from "@allot/cpu";
+   * import assert from "node:assert/strict";
+   *
+   * const heap = new CpuHeap(4096);
+   * const at = heap.alloc(16);
+   * heap.view(at, 4, Float32Array).set([1, 2, 3, 4]);
+   * assert.equal(heap.view(at, 4, Float32Array)[3], 4);
+   * ```
+   */
+  view<T>(
+    byteOffset: number,
+    length: number,
+    type: TypedArrayConstructor<T>,
+  ): T {
+    return new type(this.buffer, byteOffset, length);
+  }
+
+  /**
+   * A `Uint8Array` over `byteLength` bytes at `byteOffset` of the current
+   * buffer.
+   *
+   * @param byteOffset Byte offset.
+   * @param byteLength Number of bytes.
+   * @returns The bytes.
+   */
+  bytes(byteOffset: number, byteLength: number): Uint8Array {
+    return new Uint8Array(this.buffer, byteOffset, byteLength);
+  }
+
+  /**
+   * Grows the managed region by at least `byteLength` bytes, within
+   * `maxByteLength`.
+   *
+   * @param byteLength Bytes to add (rounded up to the alignment).
+   * @returns `true` when the heap grew.
+   * @throws {InvalidArgumentError} For a bad length.
+   */
+  grow(byteLength: number): boolean {
+    validateByteLength(byteLength);
+    const units = Math.ceil(byteLength / this.alignment);
+    if (units === 0) return true;
+    return this.#growTo(this.#endUnit + units);
+  }
+
+  /**
+   * The figures of the heap, read in O(1).
+   *
+   * @returns A plain copy of the stats.
+   */
+  stats(): CpuHeapStats {
+    return {
+      requestedBytes: this.#requested.values(),
+      allocatedBytes: this.#allocated.values(),
+      allocations: this.#count.values(),
+      reservedBytes: this.byteLength,
+      freeBytes: this.freeBytes,
+      largestFreeBytes: this.largestFreeBytes,
+      freeRegions: this.#freeRegions,
+      highWaterBytes: this.#highWater,
+      outOfMemoryCount: this.#ooms,
+      growCount: this.#grows,
+    };
+  }
+
+  /** Sets every peak to its current value and the high-water mark to the highest live byte. */
+  resetPeaks(): void {
+    this.#requested.resetPeak();
+    this.#allocated.resetPeak();
+    this.#count.resetPeak();
+    let hw = 0;
+    const rec = this.#rec;
+    for (let b = this.#last; b >= 0; b = rec[b * STRIDE + R_PPREV]) {
+      if (rec[b * STRIDE + R_STATE] === USED) {
+        hw = rec[b * STRIDE + R_START] + rec[b * STRIDE + R_SIZE] -
+          this.#startUnit;
+        break;
+      }
+    }
+    this.#highWater = hw * this.alignment;
+  }
+
+  /**
+   * Every block in address order, for pictures and debugging (O(blocks)).
+   *
+   * @returns The blocks.
+   */
+  snapshot(): CpuHeapBlock[] {
+    const out: CpuHeapBlock[] = [];
+    const rec = this.#rec;
+    let b = this.#last;
+    while (b >= 0 && rec[b * STRIDE + R_PPREV] >= 0) {
+      b = rec[b * STRIDE + R_PPREV];
+    }
+    for (; b >= 0; b = rec[b * STRIDE + R_PNEXT]) {
+      const r = b * STRIDE;
+      const free = rec[r + R_STATE] === FREE;
+      out.push({
+        byteOffset: rec[r + R_START] * this.alignment,
+        byteLength: rec[r + R_SIZE] * this.alignment,
+        free,
+        requestedBytes: free ? 0 : this.#req[b],
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Checks every internal invariant (O(blocks)): blocks tile the region, no
+   * two free blocks touch, each free block is in the list of its class, the
+   * bitmaps match the lists and the stats match the blocks.
+   *
+   * @throws {HeapCorruptionError} When an invariant does not hold.
+   */
+  checkIntegrity(): void {
+    const rec = this.#rec;
+    const fail = (why: string): never => {
+      throw new HeapCorruptionError(`Heap is corrupt: ${why}`);
+    };
+    let b = this.#last;
+    let blocks = 0;
+    while (b >= 0 && rec[b * STRIDE + R_PPREV] >= 0) {
+      b = rec[b * STRIDE + R_PPREV];
+      if (++blocks > this.#recCount) fail("physical list has a cycle");
+    }
+    let at = this.#startUnit;
+    let used = 0, usedCount = 0, free = 0, freeCount = 0, requested = 0;
+    let prevFree = false;
+    let prev = -1;
+    for (; b >= 0; b = rec[b * STRIDE + R_PNEXT]) {
+      const r = b * STRIDE;
+      if (rec[r + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
+      if (rec[r + R_START] !== at) {
+        fail(`block ${b} starts at unit ${rec[r + R_START]}, expected ${at}`);
+      }
+      if (rec[r + R_SIZE] <= 0) fail(`block ${b} has size ${rec[r + R_SIZE]}`);
+      const state = rec[r + R_STATE];
+      if (state === FREE) {
+        if (prevFree) fail(`free blocks touch at unit ${at}`);
+        free += rec[r + R_SIZE];
+        freeCount++;
+        let found = false;
+        const idx = mappingIndex(rec[r + R_SIZE]);
+        for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
+          if (f === b) found = true;
+        }
+        if (!found) fail(`free block ${b} is not in list ${idx}`);
+      } else if (state === USED) {
+        used += rec[r + R_SIZE];
+        usedCount++;
+        requested += this.#req[b];
+        if (this.#live.get(rec[r + R_START]) !== b) {
+          fail(`used block ${b} is not in the live map`);
+        }
+        if (rec[r + R_START] % rec[r + R_ALIGN] !== 0) {
+          fail(`used block ${b} is misaligned`);
+        }
+      } else fail(`block ${b} has state ${state}`);
+      prevFree = state === FREE;
+      at += rec[r + R_SIZE];
+      prev = b;
+    }
+    if (prev !== this.#last) fail("last block is wrong");
+    if (at !== this.#endUnit) fail(`blocks end at ${at}, not ${this.#endUnit}`);
+    let listed = 0;
+    for (let idx = 0; idx < LIST_COUNT; idx++) {
+      const fl = idx >>> SL_LOG2, sl = idx & 31;
+      const bit = (this.#slBitmap[fl] >>> sl) & 1;
+      const head = this.#heads[idx];
+      if ((head >= 0) !== (bit === 1)) fail(`bitmap of list ${idx} is wrong`);
+      if (
+        ((this.#flBitmap >>> fl) & 1) !== (this.#slBitmap[fl] !== 0 ? 1 : 0)
+      ) {
+        fail(`first-level bitmap of ${fl} is wrong`);
+      }
+      for (let f = head; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
+        if (rec[f * STRIDE + R_STATE] !== FREE) fail(`list ${idx} holds ${f}`);
+        if (++listed > this.#recCount) fail("a free list has a cycle");
+      }
+    }
+    if (listed !== freeCount) {
+      fail(`${listed} listed free blocks, ${freeCount} in memory`);
+    }
+    if (freeCount !== this.#freeRegions) fail("free region count is wrong");
+    const g = this.alignment;
+    if (used * g !== this.#allocated.current) fail("allocated bytes are wrong");
+    if (usedCount !== this.#count.current) fail("allocation count is wrong");
+    if (usedCount !== this.#live.size) fail("live map size is wrong");
+    if (requested !== this.#requested.current) {
+      fail("requested bytes are wrong");
+    }
+    if (free + used !== this.#endUnit - this.#startUnit) {
+      fail("sizes do not add up");
+    }
+  }
+
+  // ---- internals -------------------------------------------------------
+
+  #refreshBuffer(): void {
+    const buffer = (this.memory as WebAssembly.Memory).buffer;
+    if (buffer !== this.#buffer) {
+      this.#buffer = buffer;
+      this.#generation++;
+    }
+  }
+
+  #badAlignment(byteLength: number, alignment: number): never {
+    if (
+      !(Number.isInteger(alignment) && alignment > 0 &&
+        (alignment & (alignment - 1)) === 0)
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot allocate ${byteLength} bytes: alignment must be a power of two, received ${alignment}`,
+        { name: "alignment", value: alignment, limit: MAX_ALIGNMENT },
+      );
+    }
+    throw new InvalidArgumentError(
+      `Cannot allocate ${byteLength} bytes: alignment must be at most ${MAX_ALIGNMENT}, received ${alignment}`,
+      { name: "alignment", value: alignment, limit: MAX_ALIGNMENT },
+    );
+  }
+
+  #outOfMemory(byteLength: number, alignment?: number): OutOfMemoryError {
+    const free = this.freeBytes;
+    const largest = this.largestFreeBytes;
+    const growth = this.maxByteLength > this.byteLength
+      ? `, may grow to ${this.maxByteLength}`
+      : "";
+    return new OutOfMemoryError(
+      `Cannot allocate ${byteLength} bytes${
+        alignment !== undefined ? ` aligned to ${alignment}` : ""
+      }: ${free} bytes free, largest free region ${largest} bytes, ${this.bytesInUse} of ${this.byteLength} bytes in use${growth}`,
+      {
+        requestedBytes: byteLength,
+        capacityBytes: this.byteLength,
+        freeBytes: free,
+        largestFreeBytes: largest,
+        allocatedBytes: this.bytesInUse,
+        reservedBytes: this.byteLength,
+      },
+    );
+  }
+
+  #lookup(byteOffset: number, what: string): number {
+    const g = this.alignment;
+    if (
+      typeof byteOffset !== "number" || !(byteOffset >= 0) ||
+      byteOffset % 1 !== 0
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} byte offset ${byteOffset}: must be a non-negative integer`,
+        { name: "byteOffset", value: byteOffset, limit: 0 },
+      );
+    }
+    const b = byteOffset % g === 0 ? this.#live.get(byteOffset / g) : undefined;
+    if (b === undefined) {
+      const begin = this.#startUnit * g, end = this.#endUnit * g;
+      const where = byteOffset < begin || byteOffset >= end
+        ? `it is outside this heap's range [${begin}, ${end})`
+        : "no live block of this heap starts there (freed already, or never allocated here)";
+      throw new DoubleFreeError(
+        `Cannot ${what} byte offset ${byteOffset}: ${where}`,
+      );
+    }
+    return b;
+  }
+
+  #newRecord(): number {
+    let b = this.#unusedHead;
+    if (b >= 0) {
+      this.#unusedHead = this.#rec[b * STRIDE + R_FNEXT];
+      return b;
+    }
+    b = this.#recCount++;
+    if (b * STRIDE >= this.#rec.length) {
+      const rec = new Int32Array(this.#rec.length * 2);
+      rec.set(this.#rec);
+      this.#rec = rec;
+      const req = new Float64Array(this.#req.length * 2);
+      req.set(this.#req);
+      this.#req = req;
+    }
+    return b;
+  }
+
+  #freeRecord(b: number): void {
+    const r = b * STRIDE;
+    this.#rec[r + R_STATE] = UNUSED;
+    this.#rec[r + R_FNEXT] = this.#unusedHead;
+    this.#unusedHead = b;
+  }
+
+  #insertFree(b: number): void {
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const idx = mappingIndex(rec[r + R_SIZE]);
+    const head = this.#heads[idx];
+    rec[r + R_STATE] = FREE;
+    rec[r + R_FPREV] = -1;
+    rec[r + R_FNEXT] = head;
+    if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
+    else {
+      const fl = idx >>> SL_LOG2;
+      this.#slBitmap[fl] |= 1 << (idx & 31);
+      this.#flBitmap |= 1 << fl;
+    }
+    this.#heads[idx] = b;
+    this.#freeRegions++;
+    this.#largestCache = -1;
+  }
+
+  #removeFree(b: number): void {
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const prev = rec[r + R_FPREV];
+    const next = rec[r + R_FNEXT];
+    if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
+    if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
+    else {
+      const idx = mappingIndex(rec[r + R_SIZE]);
+      this.#heads[idx] = next;
+      if (next < 0) {
+        const fl = idx >>> SL_LOG2;
+        const bits = this.#slBitmap[fl] & ~(1 << (idx & 31));
+        this.#slBitmap[fl] = bits;
+        if (bits === 0) this.#flBitmap &= ~(1 << fl);
+      }
+    }
+    this.#freeRegions--;
+    this.#largestCache = -1;
+  }
+
+  // Finds a free block that holds `units` at an alignment of `a` units.
+  #find(units: number, a: number): number {
+    const need = units + a - 1;
+    let idx = searchIndex(need);
+    if (idx < LIST_COUNT) {
+      let fl = idx >>> SL_LOG2;
+      let bits = this.#slBitmap[fl] & (-1 << (idx & 31));
+      if (bits === 0) {
+        const flBits = fl + 1 < 32 ? this.#flBitmap & (-1 << (fl + 1)) : 0;
+        if (flBits !== 0) {
+          fl = ctz(flBits);
+          bits = this.#slBitmap[fl];
+        }
+      }
+      if (bits !== 0) return this.#heads[(fl << SL_LOG2) | ctz(bits)];
+    } else idx = LIST_COUNT;
+    // Good fit missed: scan the classes below `idx` that may hold a fit.
+    const rec = this.#rec;
+    for (let i = mappingIndex(units); i < idx; i++) {
+      const fl = i >>> SL_LOG2;
+      if (((this.#slBitmap[fl] >>> (i & 31)) & 1) === 0) {
+        if (this.#slBitmap[fl] >>> (i & 31) === 0) i |= 31; // skip empty rest
+        continue;
+      }
+      for (let b = this.#heads[i]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
+        const r = b * STRIDE;
+        const start = rec[r + R_START];
+        const aligned = a > 1 ? Math.ceil(start / a) * a : start;
+        if (aligned + units <= start + rec[r + R_SIZE]) return b;
+      }
+    }
+    return -1;
+  }
+
+  #take(b: number, units: number, a: number, byteLength: number): number {
+    this.#removeFree(b);
+    const rec = this.#rec;
+    let r = b * STRIDE;
+    let start = rec[r + R_START];
+    let size = rec[r + R_SIZE];
+    if (a > 1) {
+      const aligned = Math.ceil(start / a) * a;
+      const gap = aligned - start;
+      if (gap > 0) {
+        const nb = this.#newRecord();
+        const rec2 = this.#rec;
+        const n = nb * STRIDE;
+        const next = rec2[r + R_PNEXT];
+        rec2[n + R_START] = aligned;
+        rec2[n + R_SIZE] = size - gap;
+        rec2[n + R_PPREV] = b;
+        rec2[n + R_PNEXT] = next;
+        if (next >= 0) rec2[next * STRIDE + R_PPREV] = nb;
+        else this.#last = nb;
+        rec2[r + R_PNEXT] = nb;
+        rec2[r + R_SIZE] = gap;
+        this.#insertFree(b);
+        b = nb;
+        r = n;
+        start = aligned;
+        size -= gap;
+      }
+    }
+    if (size > units) this.#splitTail(b, units, size - units);
+    const rec3 = this.#rec;
+    rec3[r + R_STATE] = USED;
+    rec3[r + R_ALIGN] = a;
+    this.#req[b] = byteLength;
+    this.#live.set(start, b);
+    this.#requested.increase(byteLength);
+    this.#allocated.increase(units * this.alignment);
+    this.#count.increase(1);
+    this.#bumpHighWater(start + units);
+    return start * this.alignment;
+  }
+
+  #bumpHighWater(endUnit: number): void {
+    const hw = (endUnit - this.#startUnit) * this.alignment;
+    if (hw > this.#highWater) this.#highWater = hw;
+  }
+
+  // Cuts a free block of `tail` units off the end of used-to-be block `b`
+  // (whose next neighbour is not free) and shrinks `b` to `keep` units.
+  #splitTail(b: number, keep: number, tail: number): void {
+    const nb = this.#newRecord();
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const n = nb * STRIDE;
+    const next = rec[r + R_PNEXT];
+    rec[n + R_START] = rec[r + R_START] + keep;
+    rec[n + R_SIZE] = tail;
+    rec[n + R_PPREV] = b;
+    rec[n + R_PNEXT] = next;
+    if (next >= 0) rec[next * STRIDE + R_PPREV] = nb;
+    else this.#last = nb;
+    rec[r + R_PNEXT] = nb;
+    rec[r + R_SIZE] = keep;
+    this.#insertFree(nb);
+  }
+
+  // Gives the last `tail` units of used block `b` back, merging with a free
+  // next neighbour. The caller updates b's size.
+  #giveTail(b: number, tail: number): void {
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const next = rec[r + R_PNEXT];
+    if (next >= 0 && rec[next * STRIDE + R_STATE] === FREE) {
+      this.#removeFree(next);
+      const n = next * STRIDE;
+      rec[n + R_START] -= tail;
+      rec[n + R_SIZE] += tail;
+      this.#insertFree(next);
+    } else {
+      this.#splitTail(b, rec[r + R_SIZE] - tail, tail);
+    }
+  }
+
+  // Marks used block `b` free and merges it with free neighbours.
+  #release(b: number): void {
+    const rec = this.#rec;
+    let r = b * STRIDE;
+    const prev = rec[r + R_PPREV];
+    if (prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE) {
+      this.#removeFree(prev);
+      const p = prev * STRIDE;
+      rec[p + R_SIZE] += rec[r + R_SIZE];
+      const next = rec[r + R_PNEXT];
+      rec[p + R_PNEXT] = next;
+      if (next >= 0) rec[next * STRIDE + R_PPREV] = prev;
+      else this.#last = prev;
+      this.#freeRecord(b);
+      b = prev;
+      r = p;
+    }
+    const next = rec[r + R_PNEXT];
+    if (next >= 0 && rec[next * STRIDE + R_STATE] === FREE) {
+      this.#removeFree(next);
+      const n = next * STRIDE;
+      rec[r + R_SIZE] += rec[n + R_SIZE];
+      const after = rec[n + R_PNEXT];
+      rec[r + R_PNEXT] = after;
+      if (after >= 0) rec[after * STRIDE + R_PPREV] = b;
+      else this.#last = b;
+      this.#freeRecord(next);
+    }
+    this.#insertFree(b);
+  }
+
+  // Grows so that a request of `units` at alignment `a` fits.
+  #grow(units: number, a: number): boolean {
+    if (this.#endUnit >= this.#maxEndUnit) return false;
+    const rec = this.#rec;
+    const last = this.#last;
+    const tailFree = last >= 0 && rec[last * STRIDE + R_STATE] === FREE
+      ? rec[last * STRIDE + R_SIZE]
+      : 0;
+    const need = units + a - 1 - tailFree;
+    const minEnd = this.#endUnit + Math.max(need, 1);
+    if (minEnd > this.#maxEndUnit) return false;
+    const doubled = this.#endUnit + (this.#endUnit - this.#startUnit);
+    return this.#growTo(
+      Math.min(this.#maxEndUnit, Math.max(minEnd, doubled)),
+      minEnd,
+    );
+  }
+
+  // Grows the region end to `endUnit` (or, if that fails, to `minEnd`).
+  #growTo(endUnit: number, minEnd = endUnit): boolean {
+    if (endUnit > this.#maxEndUnit) return false;
+    if (!this.#growMemory(endUnit * this.alignment)) {
+      if (minEnd === endUnit || !this.#growMemory(minEnd * this.alignment)) {
+        return false;
+      }
+      endUnit = minEnd;
+    }
+    const oldEnd = this.#endUnit;
+    const delta = endUnit - oldEnd;
+    const last = this.#last;
+    if (last >= 0 && this.#rec[last * STRIDE + R_STATE] === FREE) {
+      this.#removeFree(last);
+      this.#rec[last * STRIDE + R_SIZE] += delta;
+      this.#insertFree(last);
+    } else {
+      const nb = this.#newRecord();
+      const rec = this.#rec;
+      const n = nb * STRIDE;
+      rec[n + R_START] = oldEnd;
+      rec[n + R_SIZE] = delta;
+      rec[n + R_PPREV] = last;
+      rec[n + R_PNEXT] = -1;
+      if (last >= 0) rec[last * STRIDE + R_PNEXT] = nb;
+      this.#last = nb;
+      this.#insertFree(nb);
+    }
+    this.#endUnit = endUnit;
+    this.#grows++;
+    return true;
+  }
+
+  #growMemory(byteEnd: number): boolean {
+    try {
+      if (this.#isWasm) {
+        const memory = this.memory as WebAssembly.Memory;
+        const have = memory.buffer.byteLength;
+        if (byteEnd > have) memory.grow(Math.ceil((byteEnd - have) / 65536));
+        this.#refreshBuffer();
+      } else if (this.#buffer instanceof ArrayBuffer) {
+        if (byteEnd > this.#buffer.byteLength) this.#buffer.resize(byteEnd);
+      } else {
+        const sab = this.#buffer as SharedArrayBuffer;
+        if (byteEnd > sab.byteLength) sab.grow(byteEnd);
+      }
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,450 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  OutOfMemoryError,
+} from "@allot/core";
+import { CpuHeap } from "./heap.ts";
+
+interface Live {
+  offset: number;
+  byteLength: number;
+  alignment: number;
+  tag: number;
+}
+
+type Op =
+  | { kind: "alloc"; byteLength: number; alignment?: number }
+  | { kind: "free"; pick: number }
+  | { kind: "realloc"; pick: number; byteLength: number };
+
+function sizeArb(max: number): fc.Arbitrary<number> {
+  // Log-uniform-ish sizes, with some zeros and exact granules.
+  return fc.oneof(
+    fc.integer({ min: 0, max: 64 }),
+    fc.integer({ min: 0, max: Math.floor(Math.log2(max)) }).chain((bits) =>
+      fc.integer({ min: 1 << bits, max: Math.min(max, (2 << bits) - 1) })
+    ),
+  );
+}
+
+function opArb(maxSize: number): fc.Arbitrary<Op> {
+  return fc.oneof(
+    {
+      weight: 5,
+      arbitrary: fc.record({
+        kind: fc.constant("alloc" as const),
+        byteLength: sizeArb(maxSize),
+        alignment: fc.option(fc.constantFrom(8, 16, 64, 128, 256, 4096), {
+          nil: undefined,
+        }),
+      }),
+    },
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        kind: fc.constant("free" as const),
+        pick: fc.nat(),
+      }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant("realloc" as const),
+        pick: fc.nat(),
+        byteLength: sizeArb(maxSize),
+      }),
+    },
+  );
+}
+
+function checkModel(heap: CpuHeap, live: Live[]): void {
+  heap.checkIntegrity();
+  const sorted = [...live].sort((a, b) => a.offset - b.offset);
+  for (let i = 0; i < sorted.length; i++) {
+    const block = sorted[i];
+    assert.equal(block.offset % block.alignment, 0, "block is aligned");
+    assert.ok(block.offset >= heap.byteOffset);
+    assert.ok(
+      block.offset + block.byteLength <= heap.byteOffset + heap.byteLength,
+    );
+    if (i > 0) {
+      const prev = sorted[i - 1];
+      assert.ok(
+        prev.offset + heap.usableByteLength(prev.offset) <= block.offset,
+        "live blocks do not overlap",
+      );
+    }
+  }
+  const g = heap.alignment;
+  const requested = live.reduce((s, b) => s + b.byteLength, 0);
+  const inUse = live.reduce(
+    (s, b) => s + Math.max(1, Math.ceil(b.byteLength / g)) * g,
+    0,
+  );
+  assert.equal(heap.requestedBytes, requested);
+  assert.equal(heap.bytesInUse, inUse);
+  assert.equal(heap.allocationCount, live.length);
+  assert.equal(heap.freeBytes, heap.byteLength - inUse);
+  const stats = heap.stats();
+  assert.equal(stats.requestedBytes.current, requested);
+  const largest = heap.snapshot().filter((b) => b.free)
+    .reduce((m, b) => Math.max(m, b.byteLength), 0);
+  assert.equal(heap.largestFreeBytes, largest);
+}
+
+function fits(heap: CpuHeap, byteLength: number, alignment: number): boolean {
+  const need = Math.max(1, Math.ceil(byteLength / heap.alignment)) *
+    heap.alignment;
+  return heap.snapshot().some((b) =>
+    b.free &&
+    Math.ceil(b.byteOffset / alignment) * alignment + need <=
+      b.byteOffset + b.byteLength
+  );
+}
+
+function fillTag(heap: CpuHeap, block: Live): void {
+  heap.bytes(block.offset, block.byteLength).fill(block.tag);
+}
+
+function checkTag(heap: CpuHeap, block: Live, byteLength = block.byteLength) {
+  const bytes = heap.bytes(block.offset, byteLength);
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] !== block.tag) {
+      assert.fail(`byte ${i} of block at ${block.offset} was overwritten`);
+    }
+  }
+}
+
+function runModel(heap: CpuHeap, ops: Op[]): void {
+  const live: Live[] = [];
+  let tag = 1;
+  for (const op of ops) {
+    if (op.kind === "alloc") {
+      const alignment = Math.max(op.alignment ?? 0, heap.alignment);
+      const before = heap.stats();
+      const offset = heap.tryAlloc(op.byteLength, op.alignment);
+      if (offset === undefined) {
+        assert.ok(
+          !fits(heap, op.byteLength, alignment),
+          `false out-of-memory for ${op.byteLength} aligned to ${alignment}`,
+        );
+        const after = heap.stats();
+        assert.equal(after.outOfMemoryCount, before.outOfMemoryCount + 1);
+        assert.deepEqual(
+          { ...after, outOfMemoryCount: 0 },
+          { ...before, outOfMemoryCount: 0 },
+        );
+      } else {
+        const block = {
+          offset,
+          byteLength: op.byteLength,
+          alignment,
+          tag: tag++ & 255 || 1,
+        };
+        live.push(block);
+        fillTag(heap, block);
+      }
+    } else if (live.length > 0) {
+      const index = op.pick % live.length;
+      const block = live[index];
+      checkTag(heap, block);
+      if (op.kind === "free") {
+        heap.free(block.offset);
+        live.splice(index, 1);
+      } else {
+        try {
+          const offset = heap.realloc(block.offset, op.byteLength);
+          const kept = Math.min(block.byteLength, op.byteLength);
+          block.offset = offset;
+          block.byteLength = op.byteLength;
+          checkTag(heap, block, kept);
+          fillTag(heap, block);
+        } catch (error) {
+          assert.ok(error instanceof OutOfMemoryError);
+          checkTag(heap, block);
+        }
+      }
+    }
+    checkModel(heap, live);
+  }
+  for (const block of live) checkTag(heap, block);
+  for (const block of live) heap.free(block.offset);
+  heap.checkIntegrity();
+  assert.equal(heap.freeRegionCount, heap.byteLength > 0 ? 1 : 0);
+  assert.equal(heap.largestFreeBytes, heap.byteLength);
+  assert.equal(heap.bytesInUse, 0);
+}
+
+describe("CpuHeap", () => {
+  it("CpuHeap.alloc() returns aligned, non-overlapping blocks and free() returns them", () => {
+    const heap = new CpuHeap(1 << 16);
+    const a = heap.alloc(100);
+    const b = heap.alloc(1);
+    const c = heap.alloc(0);
+    assert.deepEqual([a % 64, b % 64, c % 64], [0, 0, 0]);
+    assert.equal(new Set([a, b, c]).size, 3);
+    assert.equal(heap.bytesInUse, 128 + 64 + 64);
+    assert.equal(heap.requestedBytes, 101);
+    heap.free(b);
+    heap.free(a);
+    heap.free(c);
+    assert.equal(heap.freeRegionCount, 1);
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap uses 16-byte alignment on the mobile setting", () => {
+    const heap = new CpuHeap(1024, { mobile: true });
+    assert.equal(heap.alignment, 16);
+    const a = heap.alloc(1);
+    const b = heap.alloc(1);
+    assert.equal(b - a, 16);
+  });
+
+  it("CpuHeap.alloc() honours alignments up to the page size", () => {
+    const heap = new CpuHeap(1 << 20);
+    heap.alloc(64);
+    for (const alignment of [128, 256, 4096, 65536]) {
+      const at = heap.alloc(10, alignment);
+      assert.equal(at % alignment, 0);
+    }
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap.free() merges a block with its free neighbours", () => {
+    const heap = new CpuHeap(64 * 10);
+    const blocks = Array.from({ length: 10 }, () => heap.alloc(64));
+    heap.free(blocks[3]);
+    heap.free(blocks[5]);
+    assert.equal(heap.freeRegionCount, 2);
+    heap.free(blocks[4]);
+    assert.equal(heap.freeRegionCount, 1);
+    assert.equal(heap.largestFreeBytes, 3 * 64);
+    assert.equal(heap.alloc(3 * 64), blocks[3]);
+  });
+
+  it("CpuHeap.alloc() finds a fitting block the good-fit search misses", () => {
+    // 64-byte granules: 1000 units sit in class [992, 1024); a request of
+    // 993 units is rounded to the next class by good fit, which is empty.
+    const heap = new CpuHeap(1000 * 64 + 64);
+    const guard = heap.alloc(64);
+    assert.equal(guard, 0);
+    assert.equal(heap.largestFreeBytes, 1000 * 64);
+    const at = heap.alloc(993 * 64);
+    assert.equal(at, 64);
+    heap.free(at);
+    assert.equal(heap.alloc(1000 * 64), 64);
+    assert.equal(heap.tryAlloc(1), undefined);
+  });
+
+  it("CpuHeap.alloc() states the request, free bytes and largest region when out of memory", () => {
+    const heap = new CpuHeap(4096);
+    const a = heap.alloc(1024);
+    heap.alloc(1024);
+    heap.free(a);
+    const before = heap.stats();
+    assert.throws(
+      () => heap.alloc(3000),
+      (error: unknown) => {
+        assert.ok(error instanceof OutOfMemoryError);
+        assert.equal(error.requestedBytes, 3000);
+        assert.equal(error.freeBytes, 3072);
+        assert.equal(error.largestFreeBytes, 2048);
+        assert.match(
+          error.message,
+          /Cannot allocate 3000 bytes: 3072 bytes free, largest free region 2048 bytes/,
+        );
+        return true;
+      },
+    );
+    assert.deepEqual(
+      { ...heap.stats(), outOfMemoryCount: 0 },
+      { ...before, outOfMemoryCount: 0 },
+    );
+    assert.equal(heap.alloc(2048) % 64, 0); // still works
+  });
+
+  it("CpuHeap refuses bad lengths and alignments and changes nothing", () => {
+    const heap = new CpuHeap(4096);
+    const kept = heap.alloc(100);
+    const before = heap.stats();
+    for (
+      const bad of [-1, 1.5, NaN, Infinity, 2 ** 53, "8" as unknown as number]
+    ) {
+      assert.throws(() => heap.alloc(bad), InvalidArgumentError);
+      assert.throws(() => heap.tryAlloc(bad), InvalidArgumentError);
+      assert.throws(() => heap.realloc(kept, bad), InvalidArgumentError);
+    }
+    for (const bad of [0, 3, 48, -64, 1.5, 131072, NaN]) {
+      assert.throws(
+        () => heap.alloc(8, bad),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError &&
+          /^Cannot allocate 8 bytes: alignment must be/.test(e.message),
+      );
+    }
+    assert.deepEqual(heap.stats(), before);
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap.free() refuses double frees and foreign offsets and changes nothing", () => {
+    const heap = new CpuHeap(4096);
+    const a = heap.alloc(100);
+    const b = heap.alloc(100);
+    heap.free(a);
+    const before = heap.stats();
+    assert.throws(() => heap.free(a), DoubleFreeError);
+    assert.throws(() => heap.free(b + 64), DoubleFreeError);
+    assert.throws(() => heap.free(b + 1), DoubleFreeError);
+    assert.throws(() => heap.free(1 << 20), /outside this heap's range/);
+    assert.throws(() => heap.free(-64), InvalidArgumentError);
+    assert.throws(() => heap.free(NaN), InvalidArgumentError);
+    const other = new CpuHeap(4096);
+    const c = other.alloc(100);
+    assert.throws(() => heap.free(c), DoubleFreeError);
+    assert.deepEqual(heap.stats(), before);
+    assert.ok(heap.owns(b));
+    assert.ok(!heap.owns(a));
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap.realloc() stays in place when the next neighbour is free", () => {
+    const heap = new CpuHeap(4096);
+    const a = heap.alloc(64);
+    const b = heap.alloc(64);
+    heap.alloc(64);
+    heap.free(b);
+    heap.bytes(a, 64).fill(7);
+    assert.equal(heap.realloc(a, 128), a);
+    assert.equal(heap.usableByteLength(a), 128);
+    assert.equal(heap.bytes(a, 64).every((x) => x === 7), true);
+    assert.equal(heap.realloc(a, 129) !== a, true); // must move now
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap.realloc() shrinks in place and gives the tail back", () => {
+    const heap = new CpuHeap(4096);
+    const a = heap.alloc(1024);
+    heap.alloc(64);
+    assert.equal(heap.realloc(a, 100), a);
+    assert.equal(heap.bytesInUse, 128 + 64);
+    assert.equal(heap.freeRegionCount, 2);
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap keeps its invariants over long random alloc/free/realloc sequences", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(16, 64),
+        fc.array(opArb(20000), { minLength: 100, maxLength: 600 }),
+        (alignment, ops) => {
+          runModel(new CpuHeap(1 << 16, { alignment }), ops);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it("CpuHeap managing a sub-range keeps its blocks inside it", () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb(4000), { minLength: 20, maxLength: 150 }),
+        (ops) => {
+          const buffer = new ArrayBuffer(1 << 15);
+          const heap = new CpuHeap(buffer, {
+            byteOffset: 1000,
+            byteLength: 20000,
+          });
+          assert.equal(heap.byteOffset, 1024);
+          runModel(heap, ops);
+        },
+      ),
+      { numRuns: 20 },
+    );
+  });
+
+  it("CpuHeap grows a resizable ArrayBuffer up to its maximum and keeps data", () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb(30000), { minLength: 20, maxLength: 200 }),
+        (ops) => {
+          const heap = new CpuHeap(4096, { maxByteLength: 1 << 17 });
+          const memory = heap.memory;
+          runModel(heap, ops);
+          assert.equal(heap.memory, memory);
+          assert.ok(heap.byteLength <= 1 << 17);
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+
+  it("CpuHeap over a WebAssembly.Memory grows, bumps its generation and keeps data", () => {
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 8 });
+    const heap = new CpuHeap(memory, { maxByteLength: 8 * 65536 });
+    const a = heap.alloc(60000);
+    heap.view(a, 15000, Float32Array).fill(2.5);
+    const stale = heap.view(a, 15000, Float32Array);
+    assert.equal(heap.generation, 0);
+    const b = heap.alloc(100000);
+    assert.ok(heap.generation > 0);
+    assert.equal(stale.length, 0); // the old buffer was detached
+    assert.equal(heap.view(a, 15000, Float32Array)[14999], 2.5);
+    assert.ok(b + 100000 <= memory.buffer.byteLength);
+    assert.throws(() => heap.alloc(1 << 20), OutOfMemoryError);
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap over a growable SharedArrayBuffer grows in place", () => {
+    const heap = new CpuHeap(1024, { shared: true, maxByteLength: 8192 });
+    assert.ok(heap.memory instanceof SharedArrayBuffer);
+    const a = heap.alloc(512);
+    const view = heap.view(a, 512, Uint8Array);
+    view.fill(9);
+    heap.alloc(4000);
+    assert.equal(view[511], 9);
+    assert.equal(heap.generation, 0);
+    assert.ok(heap.byteLength > 1024);
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap refuses growth limits a plain ArrayBuffer cannot meet", () => {
+    assert.throws(
+      () => new CpuHeap(new ArrayBuffer(1024), { maxByteLength: 2048 }),
+      InvalidArgumentError,
+    );
+    assert.throws(
+      () =>
+        new CpuHeap(new ArrayBuffer(1024, { maxByteLength: 2048 }), {
+          maxByteLength: 4096,
+        }),
+      /at most 2048/,
+    );
+    assert.throws(
+      () => new CpuHeap(1024, { alignment: 48 }),
+      InvalidArgumentError,
+    );
+    assert.throws(
+      () => new CpuHeap({} as ArrayBuffer),
+      InvalidArgumentError,
+    );
+  });
+
+  it("CpuHeap.stats() tracks peaks, counts and the high-water mark", () => {
+    const heap = new CpuHeap(1 << 16);
+    const a = heap.alloc(1000);
+    const b = heap.alloc(1000);
+    heap.free(a);
+    heap.free(b);
+    const stats = heap.stats();
+    assert.equal(stats.allocatedBytes.peak, 2048);
+    assert.equal(stats.allocations.allocated, 2);
+    assert.equal(stats.allocations.freed, 2);
+    assert.equal(stats.highWaterBytes, 2048);
+    heap.resetPeaks();
+    assert.equal(heap.stats().allocatedBytes.peak, 0);
+    assert.equal(heap.highWaterBytes, 0);
+  });
+});

@@ -1,0 +1,233 @@
+/**
+ * {@linkcode SystemAllocator}: one `ArrayBuffer` per allocation, the fallback
+ * that pooling allocators take big chunks from.
+ *
+ * @module
+ */
+
+import {
+  AllocatorBase,
+  DataPtr,
+  type Deleter,
+  Device,
+  DoubleFreeError,
+  InvalidArgumentError,
+  OutOfMemoryError,
+  Stat,
+  type StatValues,
+  validateByteLength,
+} from "@allot/core";
+import type { MemoryReporter } from "./memory_reporter.ts";
+import { junkFill } from "./_fill.ts";
+
+/** The memory (and deleter context) of a {@linkcode SystemAllocator} pointer. */
+export type SystemMemory = ArrayBuffer | SharedArrayBuffer;
+
+/** Options of {@linkcode SystemAllocator}. */
+export interface SystemAllocatorOptions {
+  /**
+   * Make `SharedArrayBuffer`s instead of `ArrayBuffer`s.
+   *
+   * @default {false}
+   */
+  shared?: boolean;
+  /**
+   * Most bytes live at once; a request past it throws
+   * {@linkcode OutOfMemoryError}.
+   *
+   * @default {Infinity}
+   */
+  capacityBytes?: number;
+  /**
+   * Fill fresh buffers with the junk pattern `0x7fedbeef` instead of the
+   * zeros JavaScript gives, and junk-fill freed buffers.
+   *
+   * @default {false}
+   */
+  junkFill?: boolean;
+  /**
+   * Receives allocate, free and out-of-memory events.
+   *
+   * @default {undefined}
+   */
+  reporter?: MemoryReporter;
+  /**
+   * The device the pointers report.
+   *
+   * @default {Device.cpu()}
+   */
+  device?: Device;
+}
+
+/**
+ * The system allocator, like Paddle's `CPUAllocator` and Majel's
+ * `cpu::SystemAllocator`: every allocation is its own `ArrayBuffer` (or
+ * `SharedArrayBuffer`), zero-filled by JavaScript, freed when its pointer is
+ * released (the garbage collector reclaims the bytes). Slow per call, so
+ * pooling allocators use it for big chunks only. It tracks bytes in use,
+ * refuses double frees and foreign buffers, and can enforce a capacity.
+ *
+ * @example A fallback with a capacity
+ * ```ts
+ * import { SystemAllocator } from "@allot/cpu";
+ * import { OutOfMemoryError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const system = new SystemAllocator({ capacityBytes: 1 << 20 });
+ * const chunk = system.allocate(768 * 1024);
+ * assert.equal(chunk.memory.byteLength, 768 * 1024);
+ * assert.throws(() => system.allocate(512 * 1024), OutOfMemoryError);
+ * chunk.release();
+ * assert.equal(system.bytesInUse, 0);
+ * ```
+ */
+export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
+  /** The device of every pointer. */
+  readonly device: Device;
+  /** Most bytes live at once. */
+  readonly capacityBytes: number;
+  #shared: boolean;
+  #junkFill: boolean;
+  #reporter: MemoryReporter | undefined;
+  #live = new Set<SystemMemory>();
+  #bytes = new Stat();
+  #deleter: Deleter<SystemMemory>;
+
+  /**
+   * Creates a system allocator.
+   *
+   * @param options Sharing, capacity, fill and reporting options.
+   * @throws {InvalidArgumentError} For a negative or NaN capacity.
+   */
+  constructor(options: SystemAllocatorOptions = {}) {
+    super();
+    const capacity = options.capacityBytes ?? Infinity;
+    if (!(capacity >= 0)) {
+      throw new InvalidArgumentError(
+        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
+        { name: "capacityBytes", value: capacity, limit: 0 },
+      );
+    }
+    this.capacityBytes = capacity;
+    this.#shared = options.shared ?? false;
+    this.#junkFill = options.junkFill ?? false;
+    this.#reporter = options.reporter;
+    this.device = options.device ?? Device.cpu();
+    this.#deleter = (memory) => this.#free(memory);
+  }
+
+  /** Bytes in live allocations. */
+  get bytesInUse(): number {
+    return this.#bytes.current;
+  }
+
+  /** Number of live allocations. */
+  get allocationCount(): number {
+    return this.#live.size;
+  }
+
+  /**
+   * Bytes: current, peak, allocated and freed.
+   *
+   * @returns A plain copy.
+   */
+  stats(): StatValues {
+    return this.#bytes.values();
+  }
+
+  /**
+   * Allocates a new buffer of `byteLength` bytes.
+   *
+   * @param byteLength Number of bytes; 0 gives a pointer that owns nothing.
+   * @returns An owning pointer whose memory is the whole buffer.
+   * @throws {InvalidArgumentError} For a bad length.
+   * @throws {OutOfMemoryError} Past `capacityBytes`, or when the engine
+   * cannot make the buffer.
+   */
+  allocate(byteLength: number): DataPtr<SystemMemory, SystemMemory> {
+    validateByteLength(byteLength);
+    if (byteLength === 0) {
+      return new DataPtr(new ArrayBuffer(0), 0, 0, this.device);
+    }
+    const current = this.#bytes.current;
+    let memory: SystemMemory | undefined;
+    let cause: unknown;
+    if (current + byteLength <= this.capacityBytes) {
+      try {
+        memory = this.#shared
+          ? new SharedArrayBuffer(byteLength)
+          : new ArrayBuffer(byteLength);
+      } catch (error) {
+        cause = error;
+      }
+    }
+    if (memory === undefined) {
+      this.#report("onOutOfMemory", byteLength);
+      const free = this.capacityBytes - current;
+      throw new OutOfMemoryError(
+        `Cannot allocate ${byteLength} bytes: ${
+          cause === undefined
+            ? `${free} of ${this.capacityBytes} bytes free`
+            : `the engine refused (${cause})`
+        }, ${current} bytes in use`,
+        {
+          requestedBytes: byteLength,
+          capacityBytes: this.capacityBytes,
+          freeBytes: free,
+          allocatedBytes: current,
+          reservedBytes: current,
+        },
+        { cause },
+      );
+    }
+    if (this.#junkFill) junkFill(memory, 0, byteLength);
+    this.#live.add(memory);
+    this.#bytes.increase(byteLength);
+    this.#report("onAllocate", byteLength);
+    return new DataPtr(memory, 0, byteLength, this.device, {
+      context: memory,
+      deleter: this.#deleter,
+    });
+  }
+
+  /**
+   * The deleter of this allocator's contexts (the buffers).
+   *
+   * @returns The deleter `rawDeallocate` calls.
+   */
+  override rawDeleter(): Deleter<SystemMemory> {
+    return this.#deleter;
+  }
+
+  #free(memory: SystemMemory): void {
+    if (!this.#live.delete(memory)) {
+      throw new DoubleFreeError(
+        `Cannot free a buffer of ${
+          (memory as ArrayBuffer)?.byteLength
+        } bytes: it is not a live allocation of this SystemAllocator (freed already, or allocated elsewhere)`,
+      );
+    }
+    if (this.#junkFill) junkFill(memory, 0, memory.byteLength);
+    this.#bytes.decrease(memory.byteLength);
+    this.#report("onFree", memory.byteLength);
+  }
+
+  #report(
+    event: "onAllocate" | "onFree" | "onOutOfMemory",
+    byteLength: number,
+  ): void {
+    const callback = this.#reporter?.[event];
+    if (callback === undefined) return;
+    try {
+      callback.call(this.#reporter, {
+        device: this.device,
+        byteLength,
+        byteOffset: event === "onOutOfMemory" ? -1 : 0,
+        currentBytes: this.#bytes.current,
+        peakBytes: this.#bytes.peak,
+      });
+    } catch {
+      // A reporter must not change what the allocator did.
+    }
+  }
+}
