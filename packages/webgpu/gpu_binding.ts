@@ -33,7 +33,9 @@ export interface ValidateBindingOptions {
   /**
    * Also require the range to fit one storage binding
    * (`maxStorageBufferBindingSize`, offset a multiple of
-   * `minStorageBufferOffsetAlignment`, size a multiple of 4).
+   * `minStorageBufferOffsetAlignment`). Sizes need not be multiples of 4:
+   * WebGPU needs that of a bound range, and allot's kernels round the bound
+   * range up inside the buffer, whose size always is one.
    *
    * @default {true}
    */
@@ -108,12 +110,6 @@ export function validateBinding(
       throw new InvalidArgumentError(
         `Cannot ${what}: size must be at most maxStorageBufferBindingSize ${max}, received ${size}`,
         { name: "size", value: size, limit: max },
-      );
-    }
-    if (size % 4 !== 0) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: a storage binding's size must be a multiple of 4, received ${size}`,
-        { name: "size", value: size, limit: 4 },
       );
     }
   }

@@ -1,0 +1,570 @@
+/**
+ * {@linkcode GpuKernels}: the copy kernels of the WebGPU layer: strided to
+ * contiguous, byte copy with arbitrary offsets, and fill.
+ *
+ * @module
+ */
+
+import {
+  alignUp,
+  InvalidArgumentError,
+  UnsupportedOperationError,
+  validateInteger,
+} from "@allot/core";
+import { _assertAlive, _deviceState } from "./_device_state.ts";
+import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
+import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
+import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
+import {
+  _copyBytesKernel,
+  _fillKernel,
+  _stridedKernel,
+  MAX_RANK,
+  META_WORDS,
+} from "./_wgsl.ts";
+
+export { MAX_RANK };
+
+/** A strided view of elements: shape, strides and offset, in elements. */
+export interface StridedLayout {
+  /** Extent of each dimension. */
+  readonly shape: readonly number[];
+  /** Element step of each dimension; may be 0 (broadcast) or negative. */
+  readonly strides: readonly number[];
+  /** Element index of the view's first element. */
+  readonly offset: number;
+}
+
+/** Options of {@linkcode GpuKernels.contiguous}. */
+export interface ContiguousOptions {
+  /** Element type of both ranges. */
+  dtype: GpuDtype;
+  /**
+   * Element offset of the output in `dst`.
+   *
+   * @default {0}
+   */
+  dstOffset?: number;
+}
+
+/** Options of {@linkcode GpuKernels.copyBytes}. */
+export interface CopyBytesOptions {
+  /**
+   * Byte offset in `src`.
+   *
+   * @default {0}
+   */
+  srcByteOffset?: number;
+  /**
+   * Byte offset in `dst`.
+   *
+   * @default {0}
+   */
+  dstByteOffset?: number;
+  /**
+   * Bytes to copy.
+   *
+   * @default {the most both ranges hold past their offsets}
+   */
+  byteLength?: number;
+}
+
+/** Options of {@linkcode GpuKernels.fill}. */
+export interface FillOptions {
+  /** Element type of the range. */
+  dtype: GpuDtype;
+  /**
+   * First element to fill.
+   *
+   * @default {0}
+   */
+  offset?: number;
+  /**
+   * Elements to fill.
+   *
+   * @default {every element from `offset` to the end of `dst`}
+   */
+  length?: number;
+}
+
+/** Options of {@linkcode GpuKernels}. */
+export interface GpuKernelsOptions {
+  /**
+   * Prefix of the labels of command encoders and bind groups.
+   *
+   * @default {"allot"}
+   */
+  label?: string;
+  /**
+   * Invocations per workgroup, clamped to the device's limits.
+   *
+   * @default {256}
+   */
+  workgroupSize?: number;
+}
+
+interface _Range {
+  binding: GpuBinding;
+  /** Absolute byte range the kernel touches. */
+  start: number;
+  end: number;
+}
+
+interface _Bound {
+  entries: GPUBindGroupEntry[];
+  /** Byte offset of each range's binding start from its bound start. */
+  shifts: number[];
+  aliased: boolean;
+}
+
+const kernelsByDevice = new WeakMap<GPUDevice, GpuKernels>();
+const I32_MAX = 0x7fffffff;
+
+/**
+ * Copy kernels on one device. Each call validates everything, then encodes
+ * and submits one command buffer, so later queue work sees its result.
+ * Shapes, strides and offsets go to the shader in a storage buffer; only
+ * element width, aliasing and workgroup size select a pipeline.
+ *
+ * Bindings may start at any byte offset that is a multiple of the element
+ * size: the kernels bind from the enclosing `minStorageBufferOffsetAlignment`
+ * boundary. When source and destination share a buffer, the union is bound
+ * once, read-write (WebGPU forbids one buffer as read-only and writable
+ * storage in one dispatch); overlapping ranges are refused.
+ *
+ * @example Make a transposed view contiguous
+ * ```ts
+ * import { GpuKernels, GpuStaging } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+ *   const a = device.createBuffer({ size: 24, usage });
+ *   const b = device.createBuffer({ size: 24, usage });
+ *   device.queue.writeBuffer(a, 0, new Float32Array([1, 2, 3, 4, 5, 6]));
+ *   const kernels = GpuKernels.of(device);
+ *   // The 2x3 matrix read as its 3x2 transpose.
+ *   kernels.contiguous({ buffer: a, offset: 0, size: 24 }, { shape: [3, 2], strides: [1, 3], offset: 0 }, { buffer: b, offset: 0, size: 24 }, { dtype: "f32" });
+ *   const staging = new GpuStaging(device);
+ *   const bytes = await staging.download({ buffer: b, offset: 0, size: 24 });
+ *   assert.deepEqual([...new Float32Array(bytes.buffer)], [1, 4, 2, 5, 3, 6]);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuKernels {
+  /** The device the kernels run on. */
+  readonly gpuDevice: GPUDevice;
+  /** Invocations per workgroup. */
+  readonly workgroupSize: number;
+  #label: string;
+  #meta: GPUBuffer | undefined;
+  #metaData = new Uint32Array(META_WORDS);
+  #dispatches = 0;
+
+  /**
+   * The shared kernels of `device`, one instance per device.
+   *
+   * @param device The device.
+   * @returns Its kernels.
+   */
+  static of(device: GPUDevice): GpuKernels {
+    let kernels = kernelsByDevice.get(device);
+    if (kernels === undefined) {
+      kernels = new GpuKernels(device);
+      kernelsByDevice.set(device, kernels);
+    }
+    return kernels;
+  }
+
+  /**
+   * Creates kernels on `device`. Prefer {@linkcode GpuKernels.of}.
+   *
+   * @param device The device.
+   * @param options Label prefix and workgroup size.
+   */
+  constructor(device: GPUDevice, options: GpuKernelsOptions = {}) {
+    this.gpuDevice = device;
+    this.#label = options.label ?? "allot";
+    const limits = device.limits;
+    this.workgroupSize = Math.max(
+      1,
+      Math.min(
+        options.workgroupSize ?? 256,
+        limits.maxComputeInvocationsPerWorkgroup,
+        limits.maxComputeWorkgroupSizeX,
+      ),
+    );
+    const state = _deviceState(device);
+    if (!state.lost) state.listeners.add(() => (this.#meta = undefined));
+  }
+
+  /** Kernel dispatches submitted so far. */
+  get dispatchCount(): number {
+    return this.#dispatches;
+  }
+
+  /**
+   * Copies the strided view `layout` of `src` into contiguous elements of
+   * `dst`, row-major, starting at element `dstOffset`.
+   *
+   * @param src The source range; the layout's element indices count from
+   * its start.
+   * @param layout Shape, strides and offset of the view, in elements (rank
+   * at most `MAX_RANK`).
+   * @param dst The destination range.
+   * @param options Element type and destination offset.
+   * @throws {InvalidArgumentError} For a bad layout, a view reaching outside
+   * `src`, an output not fitting `dst`, or overlapping ranges.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  contiguous(
+    src: GpuBinding,
+    layout: StridedLayout,
+    dst: GpuBinding,
+    options: ContiguousOptions,
+  ): void {
+    const what = "copy a strided view";
+    _assertAlive(this.gpuDevice, what);
+    const dtype = options?.dtype;
+    const size = dtypeByteSize(dtype);
+    this.#checkBinding(src, what, size);
+    this.#checkBinding(dst, what, size);
+    const { shape, strides } = layout;
+    const rank = shape.length;
+    if (rank > MAX_RANK) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: rank must be at most ${MAX_RANK}, received ${rank}`,
+        { name: "shape", value: rank, limit: MAX_RANK },
+      );
+    }
+    if (strides.length !== rank) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: strides must have one entry per dimension (${rank}), received ${strides.length}`,
+        { name: "strides", value: strides.length, limit: rank },
+      );
+    }
+    const offset = validateInteger(layout.offset, 0, 0xffffffff, "offset");
+    let count = 1;
+    let lo = offset;
+    let hi = offset;
+    for (let d = 0; d < rank; d++) {
+      const n = validateInteger(shape[d], 0, I32_MAX, `shape[${d}]`);
+      const s = validateInteger(strides[d], -I32_MAX, I32_MAX, `strides[${d}]`);
+      count *= n;
+      if (n > 0) {
+        if (s < 0) lo += s * (n - 1);
+        else hi += s * (n - 1);
+      }
+    }
+    const dstOffset = validateInteger(
+      options.dstOffset ?? 0,
+      0,
+      0xffffffff,
+      "dstOffset",
+    );
+    if (count === 0) return;
+    if (count > 0xffffffff) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: at most ${0xffffffff} elements, received ${count}`,
+        { name: "shape", value: count, limit: 0xffffffff },
+      );
+    }
+    const srcElements = Math.floor(src.size / size);
+    if (lo < 0 || hi >= srcElements) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: it reaches elements [${lo}, ${hi}], outside its binding of ${srcElements} elements`,
+        { name: "layout", value: [lo, hi], limit: srcElements },
+      );
+    }
+    const dstElements = Math.floor(dst.size / size);
+    if (dstOffset + count > dstElements) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: ${count} elements at offset ${dstOffset} do not fit the destination of ${dstElements} elements`,
+        { name: "dstOffset", value: dstOffset + count, limit: dstElements },
+      );
+    }
+    const bound = this.#bind(what, [
+      {
+        binding: src,
+        start: src.offset + lo * size,
+        end: src.offset + (hi + 1) * size,
+      },
+      {
+        binding: dst,
+        start: dst.offset + dstOffset * size,
+        end: dst.offset + (dstOffset + count) * size,
+      },
+    ]);
+    const srcBase = bound.shifts[0] / size + offset;
+    const dstBase = bound.shifts[1] / size + dstOffset;
+    let invocations = count;
+    if (size < 4) {
+      const per = 4 / size;
+      invocations = Math.floor((dstBase + count - 1) / per) -
+        Math.floor(dstBase / per) + 1;
+    }
+    const meta = this.#metaData;
+    meta.fill(0);
+    meta[0] = invocations;
+    meta[1] = count;
+    meta[2] = rank;
+    meta[3] = srcBase;
+    meta[4] = dstBase;
+    for (let d = 0; d < rank; d++) {
+      meta[8 + d] = shape[d];
+      meta[8 + MAX_RANK + d] = strides[d] >>> 0;
+    }
+    const kernel = _stridedKernel(size, bound.aliased, this.workgroupSize);
+    this.#dispatch(kernel, bound, invocations);
+  }
+
+  /**
+   * Copies `byteLength` bytes between two ranges at any byte offsets. When
+   * the buffers differ and every offset and the length are multiples of 4,
+   * this is one `copyBufferToBuffer` (which WebGPU refuses within one
+   * buffer); otherwise a kernel moves the bytes and leaves the
+   * other bytes of partly covered words as they were.
+   *
+   * @param src The source range.
+   * @param dst The destination range.
+   * @param options Byte offsets in each range and the length.
+   * @throws {InvalidArgumentError} For ranges outside their bindings, or
+   * overlapping ranges of one buffer.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  copyBytes(
+    src: GpuBinding,
+    dst: GpuBinding,
+    options: CopyBytesOptions = {},
+  ): void {
+    const what = "copy bytes";
+    _assertAlive(this.gpuDevice, what);
+    this.#checkBinding(src, what, 1);
+    this.#checkBinding(dst, what, 1);
+    const srcByteOffset = validateInteger(
+      options.srcByteOffset ?? 0,
+      0,
+      src.size,
+      "srcByteOffset",
+    );
+    const dstByteOffset = validateInteger(
+      options.dstByteOffset ?? 0,
+      0,
+      dst.size,
+      "dstByteOffset",
+    );
+    const most = Math.min(src.size - srcByteOffset, dst.size - dstByteOffset);
+    const byteLength = validateInteger(
+      options.byteLength ?? most,
+      0,
+      most,
+      "byteLength",
+    );
+    if (byteLength === 0) return;
+    const from = src.offset + srcByteOffset;
+    const to = dst.offset + dstByteOffset;
+    if (
+      src.buffer === dst.buffer && from < to + byteLength &&
+      to < from + byteLength
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: source [${from}, ${
+          from + byteLength
+        }) and destination [${to}, ${to + byteLength}) overlap in one buffer`,
+        { name: "dstByteOffset", value: dstByteOffset, limit: "no overlap" },
+      );
+    }
+    if (
+      src.buffer !== dst.buffer && from % 4 === 0 && to % 4 === 0 &&
+      byteLength % 4 === 0
+    ) {
+      this.#require(src.buffer, GPUBufferUsage.COPY_SRC, "COPY_SRC", what);
+      this.#require(dst.buffer, GPUBufferUsage.COPY_DST, "COPY_DST", what);
+      const encoder = this.gpuDevice.createCommandEncoder({
+        label: `${this.#label}:copy_bytes`,
+      });
+      encoder.copyBufferToBuffer(src.buffer, from, dst.buffer, to, byteLength);
+      this.gpuDevice.queue.submit([encoder.finish()]);
+      return;
+    }
+    const bound = this.#bind(what, [
+      { binding: src, start: from, end: from + byteLength },
+      { binding: dst, start: to, end: to + byteLength },
+    ]);
+    const srcBase = bound.shifts[0] + srcByteOffset;
+    const dstBase = bound.shifts[1] + dstByteOffset;
+    const invocations = Math.floor((dstBase + byteLength - 1) / 4) -
+      Math.floor(dstBase / 4) + 1;
+    const meta = this.#metaData;
+    meta.fill(0);
+    meta[0] = invocations;
+    meta[1] = byteLength;
+    meta[2] = srcBase;
+    meta[3] = dstBase;
+    const kernel = _copyBytesKernel(bound.aliased, this.workgroupSize);
+    this.#dispatch(kernel, bound, invocations);
+  }
+
+  /**
+   * Sets `length` elements of `dst` from element `offset` to `value`. Zero
+   * over a 4-byte-aligned range is one `clearBuffer`; anything else is a
+   * kernel that keeps the other bytes of partly covered words.
+   *
+   * @param dst The range.
+   * @param value The value, converted to `dtype` (`f16` rounds to nearest).
+   * @param options Element type, first element and count.
+   * @throws {InvalidArgumentError} For a range outside `dst` or a bad dtype.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  fill(dst: GpuBinding, value: number, options: FillOptions): void {
+    const what = "fill";
+    _assertAlive(this.gpuDevice, what);
+    const dtype = options?.dtype;
+    const size = dtypeByteSize(dtype);
+    this.#checkBinding(dst, what, size);
+    const elements = Math.floor(dst.size / size);
+    const offset = validateInteger(options.offset ?? 0, 0, elements, "offset");
+    const length = validateInteger(
+      options.length ?? elements - offset,
+      0,
+      elements - offset,
+      "length",
+    );
+    const bytes = encodeElement(dtype, value);
+    if (length === 0) return;
+    const start = dst.offset + offset * size;
+    const byteLength = length * size;
+    if (
+      bytes.every((b) => b === 0) && start % 4 === 0 && byteLength % 4 === 0
+    ) {
+      this.#require(dst.buffer, GPUBufferUsage.COPY_DST, "COPY_DST", what);
+      const encoder = this.gpuDevice.createCommandEncoder({
+        label: `${this.#label}:fill`,
+      });
+      encoder.clearBuffer(dst.buffer, start, byteLength);
+      this.gpuDevice.queue.submit([encoder.finish()]);
+      return;
+    }
+    const bound = this.#bind(what, [{
+      binding: dst,
+      start,
+      end: start + byteLength,
+    }]);
+    const base = bound.shifts[0] + offset * size;
+    const words = new Uint32Array(2);
+    const wordBytes = new Uint8Array(words.buffer);
+    for (let k = 0; k < 8; k++) wordBytes[k] = bytes[k % size];
+    const invocations = Math.floor((base + byteLength - 1) / 4) -
+      Math.floor(base / 4) + 1;
+    const meta = this.#metaData;
+    meta.fill(0);
+    meta[0] = invocations;
+    meta[1] = byteLength;
+    meta[2] = base;
+    meta[3] = words[0];
+    meta[4] = words[1];
+    this.#dispatch(_fillKernel(this.workgroupSize), bound, invocations);
+  }
+
+  #checkBinding(binding: GpuBinding, what: string, elementSize: number): void {
+    validateBinding(this.gpuDevice, binding, { what, storage: false });
+    if (binding.offset % elementSize !== 0) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: binding offset must be a multiple of the element size ${elementSize}, received ${binding.offset}`,
+        { name: "offset", value: binding.offset, limit: elementSize },
+      );
+    }
+  }
+
+  #require(buffer: GPUBuffer, flag: number, name: string, what: string): void {
+    if ((buffer.usage & flag) === 0) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: buffer ${
+          JSON.stringify(buffer.label)
+        } lacks ${name} usage, has ${buffer.usage}`,
+        { name: "usage", value: buffer.usage, limit: name },
+      );
+    }
+  }
+
+  /** Binds the touched ranges from their enclosing aligned boundaries. */
+  #bind(what: string, ranges: _Range[]): _Bound {
+    const limits = this.gpuDevice.limits;
+    const align = limits.minStorageBufferOffsetAlignment;
+    for (const range of ranges) {
+      this.#require(
+        range.binding.buffer,
+        GPUBufferUsage.STORAGE,
+        "STORAGE",
+        what,
+      );
+    }
+    const aliased = ranges.length === 2 &&
+      ranges[0].binding.buffer === ranges[1].binding.buffer;
+    const groups = aliased ? [ranges] : ranges.map((r) => [r]);
+    const entries: GPUBindGroupEntry[] = [];
+    const shifts: number[] = [];
+    for (const group of groups) {
+      const buffer = group[0].binding.buffer;
+      let start = Infinity;
+      let end = 0;
+      for (const r of group) {
+        start = Math.min(start, r.start);
+        end = Math.max(end, r.end);
+      }
+      start -= start % align;
+      end = Math.min(alignUp(end, 4), buffer.size - (buffer.size % 4));
+      if (end - start > limits.maxStorageBufferBindingSize) {
+        throw new UnsupportedOperationError(
+          `Cannot ${what}: the bound range of ${
+            end - start
+          } bytes exceeds maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize}`,
+        );
+      }
+      entries.push({
+        binding: entries.length,
+        resource: { buffer, offset: start, size: end - start },
+      });
+      for (const r of group) shifts.push(r.binding.offset - start);
+    }
+    return { entries, shifts, aliased };
+  }
+
+  #dispatch(kernel: Kernel, bound: _Bound, invocations: number): void {
+    const device = this.gpuDevice;
+    const [x, y] = dispatchSize(
+      invocations,
+      kernel.workgroupSize,
+      device.limits.maxComputeWorkgroupsPerDimension,
+    );
+    const pipeline = kernelPipeline(device, kernel);
+    this.#meta ??= device.createBuffer({
+      label: `${this.#label}:kernel-meta`,
+      size: META_WORDS * 4,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+    });
+    // The queue orders this write after every earlier submit, so one meta
+    // buffer serves every dispatch as long as each is submitted at once.
+    device.queue.writeBuffer(this.#meta, 0, this.#metaData);
+    const label = `${this.#label}:${kernel.name}`;
+    const group = device.createBindGroup({
+      label,
+      layout: pipeline.getBindGroupLayout(0),
+      entries: [
+        ...bound.entries,
+        { binding: bound.entries.length, resource: { buffer: this.#meta } },
+      ],
+    });
+    const encoder = device.createCommandEncoder({ label });
+    const pass = encoder.beginComputePass({ label });
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, group);
+    pass.dispatchWorkgroups(x, y);
+    pass.end();
+    device.queue.submit([encoder.finish()]);
+    this.#dispatches++;
+  }
+}

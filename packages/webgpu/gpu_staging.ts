@@ -1,0 +1,545 @@
+/**
+ * {@linkcode GpuStaging}: moves bytes between the host and GPU ranges through
+ * a bounded pool of mappable staging buffers.
+ *
+ * @module
+ */
+
+import {
+  alignUp,
+  InvalidArgumentError,
+  validateByteLength,
+  validateInteger,
+} from "@allot/core";
+import { _assertAlive, _deviceState, _lostError } from "./_device_state.ts";
+import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
+import { GpuKernels } from "./gpu_kernels.ts";
+
+/** Options of {@linkcode GpuStaging}. */
+export interface GpuStagingOptions {
+  /**
+   * Prefix of staging buffer labels.
+   *
+   * @default {"allot-staging"}
+   */
+  label?: string;
+  /**
+   * Most bytes of staging buffers alive at once, idle and in use together.
+   * A request that would pass it first drops idle buffers, then waits for
+   * one in use to come back.
+   *
+   * @default {67108864}
+   */
+  maxStagingBytes?: number;
+  /**
+   * Largest single staging buffer; longer transfers go in chunks.
+   *
+   * @default {8388608}
+   */
+  chunkByteLength?: number;
+  /**
+   * Uploads of at most this many bytes go through `queue.writeBuffer`;
+   * longer ones through pooled mapped staging buffers.
+   *
+   * @default {262144}
+   */
+  writeBufferMaxBytes?: number;
+}
+
+/** Options of {@linkcode GpuStaging.upload}. */
+export interface UploadOptions {
+  /**
+   * Byte offset in the destination range.
+   *
+   * @default {0}
+   */
+  byteOffset?: number;
+}
+
+/** Options of {@linkcode GpuStaging.download}. */
+export interface DownloadOptions {
+  /**
+   * Byte offset in the source range.
+   *
+   * @default {0}
+   */
+  byteOffset?: number;
+  /**
+   * Bytes to read.
+   *
+   * @default {the rest of the range}
+   */
+  byteLength?: number;
+}
+
+/** Figures of a {@linkcode GpuStaging} pool. */
+export interface StagingStats {
+  /** Bytes of staging buffers alive (idle, in use or re-mapping). */
+  liveBytes: number;
+  /** Highest `liveBytes` so far. */
+  peakLiveBytes: number;
+  /** Staging buffers alive. */
+  liveCount: number;
+  /** Idle buffers ready to hand out. */
+  idleCount: number;
+  /** Staging buffers created so far. */
+  createdCount: number;
+  /** Uploads that went through `writeBuffer`. */
+  writeBufferUploads: number;
+  /** Uploads that went through mapped staging buffers. */
+  stagedUploads: number;
+  /** Downloads so far. */
+  downloads: number;
+}
+
+type _Kind = "upload" | "download";
+const MIN_STAGING = 4096;
+
+/**
+ * Upload and download through pooled staging buffers.
+ *
+ * - Upload: `queue.writeBuffer` for small data; larger data is copied into a
+ *   `MAP_WRITE | COPY_SRC` buffer that is already mapped, unmapped, copied on
+ *   the GPU, and re-mapped in the background before it is reused.
+ * - Download: a `MAP_READ | COPY_DST` buffer receives a copy, `mapAsync`
+ *   waits for it, the bytes are copied out and the buffer is unmapped before
+ *   it goes back. Any number of downloads can be in flight at once.
+ * - Every staging buffer is in exactly one state: idle (ready), in use, or
+ *   re-mapping; only idle ones are handed out, so none is handed out while
+ *   a map is pending or a reader holds its mapped range. The pool is
+ *   bounded by `maxStagingBytes`.
+ * - Ranges at byte offsets that are not multiples of 4 go through a
+ *   temporary aligned buffer and {@linkcode GpuKernels.copyBytes}.
+ *
+ * When the device is lost the pool is dropped, waiting requests reject with
+ * `DeviceLostError`, and later calls throw it.
+ *
+ * @example Round-trip bytes
+ * ```ts
+ * import { GpuStaging } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const buffer = device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+ *   using staging = new GpuStaging(device);
+ *   const binding = { buffer, offset: 0, size: 16 };
+ *   await staging.upload(binding, new Uint8Array([1, 2, 3, 4, 5]), { byteOffset: 3 });
+ *   const bytes = await staging.download(binding, { byteOffset: 3, byteLength: 5 });
+ *   assert.deepEqual([...bytes], [1, 2, 3, 4, 5]);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuStaging {
+  /** The device. */
+  readonly gpuDevice: GPUDevice;
+  /** Bound on live staging bytes. */
+  readonly maxStagingBytes: number;
+  /** Largest staging buffer. */
+  readonly chunkByteLength: number;
+  /** Largest upload that uses `writeBuffer`. */
+  readonly writeBufferMaxBytes: number;
+  #label: string;
+  #idle = new Map<string, GPUBuffer[]>();
+  #idleCount = 0;
+  #live = new Set<GPUBuffer>();
+  #liveBytes = 0;
+  #peak = 0;
+  #created = 0;
+  #writeUploads = 0;
+  #stagedUploads = 0;
+  #downloads = 0;
+  #waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  #closed = false;
+
+  /**
+   * Creates a staging pool on `device`.
+   *
+   * @param device The device.
+   * @param options Bounds and thresholds.
+   * @throws {InvalidArgumentError} For a chunk larger than the bound.
+   */
+  constructor(device: GPUDevice, options: GpuStagingOptions = {}) {
+    this.gpuDevice = device;
+    this.#label = options.label ?? "allot-staging";
+    this.maxStagingBytes = validateByteLength(
+      options.maxStagingBytes ?? 64 << 20,
+      Number.MAX_SAFE_INTEGER,
+      "maxStagingBytes",
+    );
+    const chunk = options.chunkByteLength ?? 8 << 20;
+    this.chunkByteLength = validateInteger(
+      chunk,
+      MIN_STAGING,
+      Math.min(this.maxStagingBytes, device.limits.maxBufferSize),
+      "chunkByteLength",
+    );
+    this.writeBufferMaxBytes = validateByteLength(
+      options.writeBufferMaxBytes ?? 256 << 10,
+      Number.MAX_SAFE_INTEGER,
+      "writeBufferMaxBytes",
+    );
+    const state = _deviceState(device);
+    if (!state.lost) state.listeners.add(() => this.#drop(true));
+  }
+
+  /**
+   * The pool's figures.
+   *
+   * @returns A snapshot.
+   */
+  stats(): StagingStats {
+    return {
+      liveBytes: this.#liveBytes,
+      peakLiveBytes: this.#peak,
+      liveCount: this.#live.size,
+      idleCount: this.#idleCount,
+      createdCount: this.#created,
+      writeBufferUploads: this.#writeUploads,
+      stagedUploads: this.#stagedUploads,
+      downloads: this.#downloads,
+    };
+  }
+
+  /**
+   * Writes `data` into `dst` at `byteOffset`. The returned promise resolves
+   * once the copy is submitted to the queue; work submitted after that sees
+   * the bytes.
+   *
+   * @param dst The destination range (a `COPY_DST` buffer).
+   * @param data The bytes.
+   * @param options Byte offset in `dst`.
+   * @returns Resolves when the copy is submitted.
+   * @throws {InvalidArgumentError} When the bytes do not fit `dst`.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  async upload(
+    dst: GpuBinding,
+    data: ArrayBufferView | ArrayBuffer,
+    options: UploadOptions = {},
+  ): Promise<void> {
+    const what = "upload";
+    this.#checkOpen(what);
+    validateBinding(this.gpuDevice, dst, { what, storage: false });
+    const bytes = data instanceof ArrayBuffer
+      ? new Uint8Array(data)
+      : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const byteOffset = validateInteger(
+      options.byteOffset ?? 0,
+      0,
+      dst.size,
+      "byteOffset",
+    );
+    if (bytes.byteLength > dst.size - byteOffset) {
+      throw new InvalidArgumentError(
+        `Cannot upload ${bytes.byteLength} bytes: only ${
+          dst.size - byteOffset
+        } fit past byteOffset ${byteOffset} of the destination`,
+        {
+          name: "data",
+          value: bytes.byteLength,
+          limit: dst.size - byteOffset,
+        },
+      );
+    }
+    if (bytes.byteLength === 0) return;
+    const to = dst.offset + byteOffset;
+    if (to % 4 !== 0 || bytes.byteLength % 4 !== 0) {
+      await this.#uploadUnaligned(dst, bytes, byteOffset);
+      return;
+    }
+    if (bytes.byteLength <= this.writeBufferMaxBytes) {
+      this.gpuDevice.queue.writeBuffer(
+        dst.buffer,
+        to,
+        bytes as Uint8Array<ArrayBuffer>,
+      );
+      this.#writeUploads++;
+      return;
+    }
+    this.#stagedUploads++;
+    for (let done = 0; done < bytes.byteLength;) {
+      const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
+      const staging = await this.#acquire("upload", n);
+      try {
+        new Uint8Array(staging.getMappedRange(0, n)).set(
+          bytes.subarray(done, done + n),
+        );
+        staging.unmap();
+        const encoder = this.gpuDevice.createCommandEncoder({
+          label: `${this.#label}:upload`,
+        });
+        encoder.copyBufferToBuffer(staging, 0, dst.buffer, to + done, n);
+        this.gpuDevice.queue.submit([encoder.finish()]);
+      } catch (error) {
+        this.#discard(staging);
+        throw error;
+      }
+      // Re-map in the background: the map completes once the copy is done.
+      this.#remap(staging);
+      done += n;
+    }
+  }
+
+  /**
+   * Reads `byteLength` bytes of `src` from `byteOffset`. Every download has
+   * its own staging buffers, so many can be in flight at once.
+   *
+   * @param src The source range (a `COPY_SRC` buffer).
+   * @param options Byte offset and length in `src`.
+   * @returns A new array with the bytes.
+   * @throws {InvalidArgumentError} When the range leaves `src`.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  async download(
+    src: GpuBinding,
+    options: DownloadOptions = {},
+  ): Promise<Uint8Array<ArrayBuffer>> {
+    const what = "download";
+    this.#checkOpen(what);
+    validateBinding(this.gpuDevice, src, { what, storage: false });
+    const byteOffset = validateInteger(
+      options.byteOffset ?? 0,
+      0,
+      src.size,
+      "byteOffset",
+    );
+    const byteLength = validateInteger(
+      options.byteLength ?? src.size - byteOffset,
+      0,
+      src.size - byteOffset,
+      "byteLength",
+    );
+    const out = new Uint8Array(byteLength);
+    if (byteLength === 0) return out;
+    this.#downloads++;
+    let buffer = src.buffer;
+    let from = src.offset + byteOffset;
+    let temp: GPUBuffer | undefined;
+    if (from % 4 !== 0) {
+      // copyBufferToBuffer needs 4-byte offsets: move the bytes first.
+      temp = this.gpuDevice.createBuffer({
+        label: `${this.#label}:unaligned-download`,
+        size: alignUp(byteLength, 4),
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
+          GPUBufferUsage.COPY_DST,
+      });
+      GpuKernels.of(this.gpuDevice).copyBytes(src, {
+        buffer: temp,
+        offset: 0,
+        size: temp.size,
+      }, { srcByteOffset: byteOffset, byteLength });
+      buffer = temp;
+      from = 0;
+    }
+    try {
+      const chunks: Promise<void>[] = [];
+      for (let done = 0; done < byteLength; done += this.chunkByteLength) {
+        const n = Math.min(this.chunkByteLength, byteLength - done);
+        chunks.push(this.#downloadChunk(buffer, from + done, out, done, n));
+      }
+      await Promise.all(chunks);
+    } finally {
+      temp?.destroy();
+    }
+    return out;
+  }
+
+  /** Destroys idle staging buffers; busy ones are destroyed when they return. */
+  release(): void {
+    this.#drop(false);
+  }
+
+  /** Same as {@linkcode GpuStaging.release}. */
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  async #downloadChunk(
+    buffer: GPUBuffer,
+    from: number,
+    out: Uint8Array,
+    at: number,
+    n: number,
+  ): Promise<void> {
+    const size = alignUp(n, 4);
+    const staging = await this.#acquire("download", size);
+    try {
+      const encoder = this.gpuDevice.createCommandEncoder({
+        label: `${this.#label}:download`,
+      });
+      // Reading past `n` up to a 4-byte boundary stays inside the buffer,
+      // whose size is a multiple of 4 for every mappable or storage buffer.
+      const copy = Math.min(size, buffer.size - from);
+      encoder.copyBufferToBuffer(buffer, from, staging, 0, copy - (copy % 4));
+      if (copy % 4 !== 0) {
+        throw new InvalidArgumentError(
+          `Cannot download: the source buffer's size ${buffer.size} is not a multiple of 4`,
+          { name: "size", value: buffer.size, limit: 4 },
+        );
+      }
+      this.gpuDevice.queue.submit([encoder.finish()]);
+      try {
+        await staging.mapAsync(GPUMapMode.READ, 0, size);
+      } catch (error) {
+        const state = _deviceState(this.gpuDevice);
+        if (state.lost) throw _lostError(this.gpuDevice, state, "download");
+        throw error;
+      }
+      out.set(new Uint8Array(staging.getMappedRange(0, size), 0, n), at);
+      staging.unmap();
+    } catch (error) {
+      this.#discard(staging);
+      throw error;
+    }
+    this.#giveBack("download", staging);
+  }
+
+  async #uploadUnaligned(
+    dst: GpuBinding,
+    bytes: Uint8Array,
+    byteOffset: number,
+  ): Promise<void> {
+    const temp = this.gpuDevice.createBuffer({
+      label: `${this.#label}:unaligned-upload`,
+      size: alignUp(bytes.byteLength, 4),
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
+        GPUBufferUsage.COPY_DST,
+    });
+    try {
+      const padded = new Uint8Array(temp.size);
+      padded.set(bytes);
+      await this.upload({ buffer: temp, offset: 0, size: temp.size }, padded);
+      GpuKernels.of(this.gpuDevice).copyBytes(
+        { buffer: temp, offset: 0, size: temp.size },
+        dst,
+        { dstByteOffset: byteOffset, byteLength: bytes.byteLength },
+      );
+    } finally {
+      // WebGPU keeps the memory until the submitted copy is done.
+      temp.destroy();
+    }
+  }
+
+  #checkOpen(what: string): void {
+    _assertAlive(this.gpuDevice, what);
+  }
+
+  async #acquire(kind: _Kind, byteLength: number): Promise<GPUBuffer> {
+    const size = Math.max(
+      MIN_STAGING,
+      Math.min(this.chunkByteLength, 2 ** Math.ceil(Math.log2(byteLength))),
+    );
+    const bucket = Math.max(size, alignUp(byteLength, 4));
+    const key = `${kind}:${bucket}`;
+    for (;;) {
+      const state = _deviceState(this.gpuDevice);
+      if (state.lost) throw _lostError(this.gpuDevice, state, kind);
+      const idle = this.#idle.get(key);
+      if (idle !== undefined && idle.length > 0) {
+        this.#idleCount--;
+        return idle.pop()!;
+      }
+      if (this.#liveBytes + bucket > this.maxStagingBytes) {
+        this.#evictIdle(this.#liveBytes + bucket - this.maxStagingBytes);
+      }
+      if (this.#liveBytes + bucket <= this.maxStagingBytes) {
+        const buffer = this.gpuDevice.createBuffer({
+          label: `${this.#label}:${kind}#${this.#created + 1}`,
+          size: bucket,
+          usage: kind === "upload"
+            ? GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC
+            : GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+          mappedAtCreation: kind === "upload",
+        });
+        this.#created++;
+        this.#live.add(buffer);
+        this.#liveBytes += bucket;
+        if (this.#liveBytes > this.#peak) this.#peak = this.#liveBytes;
+        return buffer;
+      }
+      await new Promise<void>((resolve, reject) =>
+        this.#waiters.push({ resolve, reject })
+      );
+    }
+  }
+
+  #remap(staging: GPUBuffer): void {
+    staging.mapAsync(GPUMapMode.WRITE).then(
+      () => this.#giveBack("upload", staging),
+      () => this.#discard(staging),
+    );
+  }
+
+  #giveBack(kind: _Kind, buffer: GPUBuffer): void {
+    if (this.#closed || !this.#live.has(buffer)) {
+      this.#discard(buffer);
+      return;
+    }
+    const key = `${kind}:${buffer.size}`;
+    let idle = this.#idle.get(key);
+    if (idle === undefined) {
+      idle = [];
+      this.#idle.set(key, idle);
+    }
+    idle.push(buffer);
+    this.#idleCount++;
+    this.#wake();
+  }
+
+  #discard(buffer: GPUBuffer): void {
+    if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+    try {
+      buffer.destroy();
+    } catch {
+      // Already gone with its device.
+    }
+    this.#wake();
+  }
+
+  #evictIdle(bytes: number): void {
+    for (const [key, idle] of this.#idle) {
+      while (idle.length > 0 && bytes > 0) {
+        const buffer = idle.pop()!;
+        this.#idleCount--;
+        bytes -= buffer.size;
+        if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+        buffer.destroy();
+      }
+      if (idle.length === 0) this.#idle.delete(key);
+      if (bytes <= 0) return;
+    }
+  }
+
+  #wake(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const waiter of waiters) waiter.resolve();
+  }
+
+  #drop(lost: boolean): void {
+    for (const idle of this.#idle.values()) {
+      for (const buffer of idle) {
+        if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+        try {
+          buffer.destroy();
+        } catch {
+          // Already gone with its device.
+        }
+      }
+    }
+    this.#idle.clear();
+    this.#idleCount = 0;
+    if (lost) {
+      this.#closed = true;
+      const state = _deviceState(this.gpuDevice);
+      const waiters = this.#waiters;
+      this.#waiters = [];
+      for (const waiter of waiters) {
+        waiter.reject(_lostError(this.gpuDevice, state, "stage"));
+      }
+    }
+  }
+}
