@@ -165,7 +165,15 @@ async function buildMember(member: Member, all: Member[]): Promise<string[]> {
   const used = new Set<string>();
   let needsGpuTypes = false;
   for await (const path of walk(dir)) {
-    if (path.endsWith(".js")) {
+    if (/\.[mc]?tsx?$/.test(path) && !/\.d\.[mc]?ts$/.test(path)) {
+      // `deno pack` copies sources outside the module graph as they are.
+      console.warn(
+        `npm: ${
+          path.slice(outDir.length)
+        } is not reachable from the exports; left out`,
+      );
+      await Deno.remove(path);
+    } else if (path.endsWith(".js")) {
       const source = await Deno.readTextFile(path);
       const { outputText } = ts.transpileModule(source, {
         compilerOptions: {

@@ -1,0 +1,89 @@
+/**
+ * The scratch project the Node and browser checks use: every built package
+ * packed with `npm pack` into `./packs/`, then installed from those tarballs
+ * with `npm install`, as a user would install them from the registry.
+ *
+ * @module
+ */
+
+import { abs, exec, members } from "../_workspace.ts";
+import { outDir } from "./build.ts";
+import { pinnedVersion } from "./_tools.ts";
+
+/** The scratch project folder (inside the ignored `.out/`). */
+export const scratchDir: string = abs(".out/npm-scratch/");
+
+/**
+ * Lists the members that have a build in `npm/`; warns about the others.
+ *
+ * @returns The folder names of the built packages.
+ * @throws {Error} When nothing is built.
+ */
+export async function builtPackages(): Promise<string[]> {
+  const built: string[] = [];
+  for (const member of await members()) {
+    try {
+      await Deno.stat(`${outDir}${member.pkg}/package.json`);
+      built.push(member.pkg);
+    } catch {
+      console.warn(`npm: ${member.config.name} has no build in npm/, skipped`);
+    }
+  }
+  if (built.length === 0) {
+    throw new Error(
+      "Cannot find an npm build: run `deno task build:npm` first",
+    );
+  }
+  return built;
+}
+
+/**
+ * Packs every built package into `<scratch>/packs/` and installs the
+ * tarballs (plus the pinned `webgpu` npm package) into the scratch project.
+ *
+ * @returns The scratch project folder.
+ */
+export async function installScratch(): Promise<string> {
+  const packages = await builtPackages();
+  await Deno.remove(scratchDir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(`${scratchDir}packs`, { recursive: true });
+  const dependencies: Record<string, string> = {};
+  for (const pkg of packages) {
+    const out = await exec([
+      "npm",
+      "pack",
+      `${outDir}${pkg}`,
+      "--pack-destination",
+      "./packs",
+      "--loglevel=error",
+    ], { cwd: scratchDir, capture: true });
+    const tarball = out.trim().split("\n").pop()!;
+    const name = JSON.parse(
+      await Deno.readTextFile(`${outDir}${pkg}/package.json`),
+    ).name;
+    dependencies[name] = `file:./packs/${tarball}`;
+    console.log(`npm: packed ${name} -> ./packs/${tarball}`);
+  }
+  dependencies["webgpu"] = await pinnedVersion("webgpu");
+  const manifest = {
+    name: "allot-npm-scratch",
+    private: true,
+    type: "module",
+    dependencies,
+  };
+  await Deno.writeTextFile(
+    `${scratchDir}package.json`,
+    JSON.stringify(manifest, null, 2) + "\n",
+  );
+  console.log(
+    `npm: installing ${packages.length} tarball(s) into ${scratchDir}`,
+  );
+  await exec([
+    "npm",
+    "install",
+    "--no-audit",
+    "--no-fund",
+    "--loglevel=error",
+  ], { cwd: scratchDir });
+  return scratchDir;
+}

@@ -1,0 +1,33 @@
+/**
+ * `deno task test:browser`: installs the npm build into the scratch project
+ * (as `deno task test:node` does), then runs `tests/npm/browser_check.mjs`,
+ * which serves it on 127.0.0.1 with an import map and opens it in Debian's
+ * `chromium` through `playwright-core`, with WebGPU on SwiftShader.
+ *
+ * Needs `/usr/bin/chromium` (`apt-get install chromium`; `.ci/run` installs
+ * it) or a path in `CHROMIUM`.
+ *
+ * @module
+ */
+
+import { abs, exec } from "../_workspace.ts";
+import { installScratch } from "./_scratch.ts";
+import { ensureTools, toolsDir } from "./_tools.ts";
+
+if (import.meta.main) {
+  await ensureTools();
+  const dir = Deno.args.includes("--reuse")
+    ? (await import("./_scratch.ts")).scratchDir
+    : await installScratch();
+  for (
+    const file of ["browser_check.mjs", "browser_page.mjs", "sections.mjs"]
+  ) {
+    await Deno.copyFile(abs(`tests/npm/${file}`), `${dir}${file}`);
+  }
+  try {
+    await exec(["node", "browser_check.mjs", toolsDir], { cwd: dir });
+  } catch (error) {
+    console.error(`browser check failed: ${(error as Error).message}`);
+    Deno.exit(1);
+  }
+}
