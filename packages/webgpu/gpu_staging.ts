@@ -384,9 +384,7 @@ export class GpuStaging {
       try {
         await staging.mapAsync(GPUMapMode.READ, 0, size);
       } catch (error) {
-        const state = _deviceState(this.gpuDevice);
-        if (state.lost) throw _lostError(this.gpuDevice, state, "download");
-        throw error;
+        throw await this.#explain(error, "download");
       }
       out.set(new Uint8Array(staging.getMappedRange(0, size), 0, n), at);
       staging.unmap();
@@ -421,6 +419,21 @@ export class GpuStaging {
       // WebGPU keeps the memory until the submitted copy is done.
       temp.destroy();
     }
+  }
+
+  /** A failed map on a device being lost becomes a DeviceLostError. */
+  async #explain(error: unknown, what: string): Promise<unknown> {
+    const device = this.gpuDevice;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // device.lost may resolve a moment after the map is refused.
+    await Promise.race([
+      device.lost,
+      new Promise((resolve) => (timer = setTimeout(resolve, 10))),
+    ]);
+    clearTimeout(timer);
+    await Promise.resolve();
+    const state = _deviceState(device);
+    return state.lost ? _lostError(device, state, what) : error;
   }
 
   #checkOpen(what: string): void {
