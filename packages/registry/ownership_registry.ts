@@ -1187,3 +1187,29 @@ function toInfo(a: _Allocation): RecordInfo {
   };
   return info;
 }
+
+let defaultOwnership: OwnershipRegistry | undefined;
+
+/**
+ * The default ownership registry, created on first use, for code that does
+ * not make its own (for example `@allot/sparse` when given no registry).
+ *
+ * @returns The same registry on every call.
+ *
+ * @example
+ * ```ts
+ * import { defaultOwnershipRegistry } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * const registry = defaultOwnershipRegistry();
+ * const a = registry.newArray("u8", 4);
+ * registry.unregister(a);
+ * assert.equal(defaultOwnershipRegistry(), registry);
+ * ```
+ */
+export function defaultOwnershipRegistry(): OwnershipRegistry {
+  if (defaultOwnership === undefined || defaultOwnership.disposed) {
+    defaultOwnership = new OwnershipRegistry();
+  }
+  return defaultOwnership;
+}

@@ -1,0 +1,823 @@
+/**
+ * {@linkcode SparseMatrix}: CSR and CSC matrices stored discontiguously, one
+ * view per primary row (column) carved out of registry-owned blocks.
+ *
+ * @module
+ */
+
+import {
+  alignUp,
+  DoubleFreeError,
+  InvalidArgumentError,
+  UseAfterFreeError,
+  validateInteger,
+} from "@allot/core";
+import {
+  defaultOwnershipRegistry,
+  dtypeOf,
+  type NumericArray,
+  type OwnershipRegistry,
+  type Place,
+} from "@allot/registry";
+import { blockElements, type BlockStrategy } from "./block_strategy.ts";
+
+/** `csr`: rows are primary. `csc`: columns are primary. */
+export type SparseLayout = "csr" | "csc";
+
+/** Column (CSR) or row (CSC) indices. */
+export type IndexArray = Int32Array | Uint32Array;
+
+/** Offsets of each primary row into values and indices. */
+export type IndptrArray = Int32Array | Uint32Array | Float64Array;
+
+/**
+ * A traditional compressed matrix: every value and index in one array each,
+ * and `indptr[i]..indptr[i + 1]` the slice of primary row `i`.
+ *
+ * @typeParam V Type of the values array.
+ */
+export interface CompressedArrays<V extends NumericArray = NumericArray> {
+  /** Non-zero values, primary row after primary row. */
+  values: V;
+  /** Secondary index of each value. */
+  indices: IndexArray;
+  /** `primaryLength + 1` offsets, starting at 0, non-decreasing, ending at nnz. */
+  indptr: IndptrArray;
+}
+
+/** Options of {@linkcode SparseMatrix.wrap} and {@linkcode SparseMatrix.build}. */
+export interface SparseMatrixOptions {
+  /** `[rows, cols]`. */
+  shape: readonly [number, number];
+  /**
+   * Which dimension is primary.
+   *
+   * @default {"csr"}
+   */
+  layout?: SparseLayout;
+  /**
+   * The registry that owns the blocks (`build` only).
+   *
+   * @default {defaultOwnershipRegistry()}
+   */
+  registry?: OwnershipRegistry;
+  /**
+   * How big the blocks are (`build` only).
+   *
+   * @default {{ minElements: 4096, maxElements: 262144, rowsPerBlock: 8 }}
+   */
+  blockStrategy?: BlockStrategy;
+}
+
+/** Options of {@linkcode SparseMatrix.toContiguous}. */
+export interface ToContiguousOptions {
+  /**
+   * Allocate the three arrays in this registry (registered, so they can be
+   * handed off with an owner) instead of as plain typed arrays.
+   *
+   * @default {undefined}
+   */
+  registry?: OwnershipRegistry;
+}
+
+/** One primary row (column for CSC): zero-copy views of its non-zeros. */
+export interface SparseRow<V extends NumericArray> {
+  /** The row's values. */
+  values: V;
+  /** The row's secondary indices. */
+  indices: IndexArray;
+}
+
+/** A block: one memory holding values then indices for some rows. */
+interface _Block<V extends NumericArray> {
+  values: V;
+  indices: IndexArray;
+  /** The real pointer registered for the block, `null` for external memory. */
+  memory: ArrayBuffer | SharedArrayBuffer | null;
+}
+
+type _Ctor<T> = { new (length: number): T; BYTES_PER_ELEMENT: number } & {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): T;
+};
+
+const MAX_DIM = 0x7fffffff;
+
+function ctorOf<T extends ArrayBufferView>(array: T): _Ctor<T> {
+  return array.constructor as unknown as _Ctor<T>;
+}
+
+function isIndexArray(value: unknown): value is IndexArray {
+  return value instanceof Int32Array || value instanceof Uint32Array;
+}
+
+function validateShape(shape: unknown): [number, number] {
+  if (!Array.isArray(shape) || shape.length !== 2) {
+    throw new InvalidArgumentError(
+      `Invalid shape: expected [rows, cols], received ${JSON.stringify(shape)}`,
+      { name: "shape", value: shape, limit: "[rows, cols]" },
+    );
+  }
+  return [
+    validateInteger(shape[0], 0, MAX_DIM, "rows"),
+    validateInteger(shape[1], 0, MAX_DIM, "cols"),
+  ];
+}
+
+function validateLayout(layout: unknown): SparseLayout {
+  if (layout !== "csr" && layout !== "csc") {
+    throw new InvalidArgumentError(
+      `Invalid layout: must be "csr" or "csc", received ${
+        JSON.stringify(layout)
+      }`,
+      { name: "layout", value: layout, limit: ["csr", "csc"] },
+    );
+  }
+  return layout;
+}
+
+/** Checks traditional arrays; returns nnz. Reads everything, writes nothing. */
+function validateArrays(
+  arrays: CompressedArrays,
+  primary: number,
+  secondary: number,
+  layout: SparseLayout,
+): number {
+  const { values, indices, indptr } = arrays ?? {} as CompressedArrays;
+  if (dtypeOf(values) === undefined) {
+    throw new InvalidArgumentError(
+      `Invalid values: expected a numeric typed array (f64, f32, f16, i32, u32, i16, u16, i8, u8), received ${
+        (values as object | undefined)?.constructor?.name ?? typeof values
+      }`,
+      { name: "values", value: values, limit: "typed array" },
+    );
+  }
+  if (!isIndexArray(indices)) {
+    throw new InvalidArgumentError(
+      `Invalid indices: expected an Int32Array or Uint32Array, received ${
+        (indices as object | undefined)?.constructor?.name ?? typeof indices
+      }`,
+      { name: "indices", value: indices, limit: "Int32Array | Uint32Array" },
+    );
+  }
+  if (
+    !(indptr instanceof Int32Array || indptr instanceof Uint32Array ||
+      indptr instanceof Float64Array)
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid indptr: expected an Int32Array, Uint32Array or Float64Array, received ${
+        (indptr as object | undefined)?.constructor?.name ?? typeof indptr
+      }`,
+      {
+        name: "indptr",
+        value: indptr,
+        limit: "Int32Array | Uint32Array | Float64Array",
+      },
+    );
+  }
+  const nnz = values.length;
+  if (indices.length !== nnz) {
+    throw new InvalidArgumentError(
+      `Invalid indices: must have one entry per value (${nnz}), received ${indices.length}`,
+      { name: "indices", value: indices.length, limit: nnz },
+    );
+  }
+  const primaryName = layout === "csr" ? "rows" : "cols";
+  if (indptr.length !== primary + 1) {
+    throw new InvalidArgumentError(
+      `Invalid indptr: must have ${primaryName} + 1 = ${
+        primary + 1
+      } entries, received ${indptr.length}`,
+      { name: "indptr", value: indptr.length, limit: primary + 1 },
+    );
+  }
+  if (indptr[0] !== 0) {
+    throw new InvalidArgumentError(
+      `Invalid indptr: must start at 0, received ${indptr[0]}`,
+      { name: "indptr[0]", value: indptr[0], limit: 0 },
+    );
+  }
+  if (indptr[primary] !== nnz) {
+    throw new InvalidArgumentError(
+      `Invalid indptr: must end at nnz = values.length = ${nnz}, received ${
+        indptr[primary]
+      }`,
+      { name: `indptr[${primary}]`, value: indptr[primary], limit: nnz },
+    );
+  }
+  let previous = 0;
+  for (let i = 1; i <= primary; i++) {
+    const next = indptr[i];
+    if (!(next >= previous) || !Number.isInteger(next)) {
+      throw new InvalidArgumentError(
+        `Invalid indptr: must be non-decreasing integers, received indptr[${
+          i - 1
+        }] = ${previous} and indptr[${i}] = ${next}`,
+        { name: `indptr[${i}]`, value: next, limit: previous },
+      );
+    }
+    previous = next;
+  }
+  // Indices: one tight pass; locate the culprit only on failure.
+  let bad = false;
+  if (indices instanceof Int32Array) {
+    for (let k = 0; k < nnz; k++) {
+      const c = indices[k];
+      if (c < 0 || c >= secondary) {
+        bad = true;
+        break;
+      }
+    }
+  } else {
+    for (let k = 0; k < nnz; k++) {
+      if (indices[k] >= secondary) {
+        bad = true;
+        break;
+      }
+    }
+  }
+  if (bad) {
+    let k = 0;
+    while (indices[k] >= 0 && indices[k] < secondary) k++;
+    let row = 0;
+    while (indptr[row + 1] <= k) row++;
+    const rowName = layout === "csr" ? "row" : "column";
+    throw new InvalidArgumentError(
+      `Invalid indices: indices[${k}] = ${
+        indices[k]
+      } (${rowName} ${row}) must be in [0, ${secondary})`,
+      { name: `indices[${k}]`, value: indices[k], limit: [0, secondary] },
+    );
+  }
+  return nnz;
+}
+
+/**
+ * A CSR or CSC sparse matrix stored discontiguously (SCL-Core's
+ * `Sparse<T, IsCSR>`): each primary row (column for CSC) is a view of its
+ * values and of its indices, with a length, carved out of blocks.
+ *
+ * ```
+ * traditional:  values  [v0 v1 v2 | v3 v4 | v5 v6 v7 v8]   indptr [0 3 5 9]
+ * discontiguous:
+ *   block 0 = one ArrayBuffer [v0 v1 v2 v3 v4 | pad | c0 c1 c2 c3 c4]
+ *   block 1 = one ArrayBuffer [v5 v6 v7 v8 | c5 c6 c7 c8]
+ *   row 0 -> (block 0, start 0, length 3)
+ *   row 1 -> (block 0, start 3, length 2)
+ *   row 2 -> (block 1, start 0, length 4)
+ * ```
+ *
+ * A row is stored as (block, start, length) in three typed arrays, the JS form
+ * of SCL's pointer arrays; its typed-array views are made on demand by
+ * `row(i)`, since making a view costs about as much as a small allocation.
+ *
+ * - `SparseMatrix.build(arrays, options)` copies a traditional matrix into
+ *   blocks sized by {@linkcode blockElements}; each block is one allocation
+ *   registered in an {@linkcode OwnershipRegistry}.
+ * - `SparseMatrix.wrap(arrays, options)` views a traditional matrix without
+ *   copying; the caller keeps owning its arrays.
+ * - `slice(start, end)` and `select(rows)` make views of some rows without
+ *   copying values: each takes one alias reference on every block it uses, so
+ *   a block lives until every matrix using it is released.
+ * - `toContiguous()` converts back to traditional arrays.
+ *
+ * Bad input (malformed `indptr`, indices out of range, bad shapes) throws
+ * {@linkcode InvalidArgumentError} before anything is allocated.
+ *
+ * @typeParam V Type of the values arrays.
+ *
+ * @example Build, slice, convert back
+ * ```ts
+ * import { SparseMatrix } from "@allot/sparse";
+ * import { OwnershipRegistry } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * using registry = new OwnershipRegistry();
+ * // [[1, 0, 2], [0, 0, 3], [4, 5, 0]]
+ * const arrays = {
+ *   values: new Float32Array([1, 2, 3, 4, 5]),
+ *   indices: new Int32Array([0, 2, 2, 0, 1]),
+ *   indptr: new Int32Array([0, 2, 3, 5]),
+ * };
+ * using matrix = SparseMatrix.build(arrays, { shape: [3, 3], registry });
+ * assert.deepEqual([...matrix.row(2).values], [4, 5]);
+ * using tail = matrix.slice(1, 3); // no copy of values
+ * assert.equal(tail.nnz, 3);
+ * const back = tail.toContiguous();
+ * assert.deepEqual([...back.indptr], [0, 1, 3]);
+ * assert.deepEqual([...back.indices], [2, 0, 1]);
+ * ```
+ */
+export class SparseMatrix<V extends NumericArray = NumericArray> {
+  readonly #layout: SparseLayout;
+  readonly #rows: number;
+  readonly #cols: number;
+  readonly #nnz: number;
+  readonly #blocks: readonly _Block<V>[];
+  readonly #rowBlock: Uint32Array;
+  readonly #rowStart: Float64Array;
+  readonly #rowLength: Uint32Array;
+  readonly #registry: OwnershipRegistry | undefined;
+  /** Places through which this matrix holds one reference per used block. */
+  readonly #keys: Place[];
+  readonly #template: { values: V; indices: IndexArray };
+  #released = false;
+
+  private constructor(
+    layout: SparseLayout,
+    shape: [number, number],
+    nnz: number,
+    blocks: readonly _Block<V>[],
+    rowBlock: Uint32Array,
+    rowStart: Float64Array,
+    rowLength: Uint32Array,
+    registry: OwnershipRegistry | undefined,
+    keys: Place[],
+    template: { values: V; indices: IndexArray },
+  ) {
+    this.#layout = layout;
+    this.#rows = shape[0];
+    this.#cols = shape[1];
+    this.#nnz = nnz;
+    this.#blocks = blocks;
+    this.#rowBlock = rowBlock;
+    this.#rowStart = rowStart;
+    this.#rowLength = rowLength;
+    this.#registry = registry;
+    this.#keys = keys;
+    this.#template = template;
+  }
+
+  /**
+   * Views a traditional matrix without copying (SCL's `wrap_traditional`).
+   * The matrix owns nothing: the caller keeps the arrays alive and valid.
+   *
+   * @param arrays Values, indices and indptr.
+   * @param options Shape and layout.
+   * @returns The matrix; `release()` only invalidates it.
+   * @throws {InvalidArgumentError} For a bad shape, layout or array.
+   *
+   * @example
+   * ```ts
+   * import { SparseMatrix } from "@allot/sparse";
+   * import assert from "node:assert/strict";
+   *
+   * const values = new Float64Array([1, 2, 3]);
+   * const m = SparseMatrix.wrap(
+   *   { values, indices: new Int32Array([1, 0, 1]), indptr: new Int32Array([0, 1, 3]) },
+   *   { shape: [2, 2] },
+   * );
+   * assert.equal(m.row(1).values.buffer, values.buffer); // a view, not a copy
+   * assert.throws(() => SparseMatrix.wrap(
+   *   { values, indices: new Int32Array([1, 0, 1]), indptr: new Int32Array([0, 2, 1, 3]) },
+   *   { shape: [3, 2] },
+   * ), /non-decreasing integers, received indptr\[1\] = 2 and indptr\[2\] = 1/);
+   * ```
+   */
+  static wrap<V extends NumericArray>(
+    arrays: CompressedArrays<V>,
+    options: SparseMatrixOptions,
+  ): SparseMatrix<V> {
+    const shape = validateShape(options?.shape);
+    const layout = validateLayout(options.layout ?? "csr");
+    const [primary, secondary] = layout === "csr"
+      ? shape
+      : [shape[1], shape[0]];
+    const nnz = validateArrays(arrays, primary, secondary, layout);
+    const { values, indices, indptr } = arrays;
+    const rowStart = new Float64Array(primary);
+    const rowLength = new Uint32Array(primary);
+    for (let i = 0; i < primary; i++) {
+      const s = indptr[i];
+      rowStart[i] = s;
+      rowLength[i] = indptr[i + 1] - s;
+    }
+    return new SparseMatrix<V>(
+      layout,
+      shape,
+      nnz,
+      [{ values, indices, memory: null }],
+      new Uint32Array(primary),
+      rowStart,
+      rowLength,
+      undefined,
+      [],
+      { values, indices },
+    );
+  }
+
+  /**
+   * Copies a traditional matrix into registry-owned blocks.
+   *
+   * @param arrays Values, indices and indptr; read, not kept.
+   * @param options Shape, layout, registry and block strategy.
+   * @returns The matrix; `release()` drops its references on the blocks.
+   * @throws {InvalidArgumentError} For a bad shape, layout, strategy or array;
+   * nothing is allocated.
+   */
+  static build<V extends NumericArray>(
+    arrays: CompressedArrays<V>,
+    options: SparseMatrixOptions,
+  ): SparseMatrix<V> {
+    const shape = validateShape(options?.shape);
+    const layout = validateLayout(options.layout ?? "csr");
+    const [primary, secondary] = layout === "csr"
+      ? shape
+      : [shape[1], shape[0]];
+    const nnz = validateArrays(arrays, primary, secondary, layout);
+    const size = blockElements(nnz, primary, options.blockStrategy);
+    const registry = options.registry ?? defaultOwnershipRegistry();
+    const { values, indices, indptr } = arrays;
+    const V = ctorOf(values);
+    const I = ctorOf(indices);
+    const vBytes = V.BYTES_PER_ELEMENT;
+    const rowBlock = new Uint32Array(primary);
+    const rowStart = new Float64Array(primary);
+    const rowLength = new Uint32Array(primary);
+    const blocks: _Block<V>[] = [];
+    const keys: Place[] = [];
+    try {
+      let i = 0;
+      while (i < primary) {
+        // Take rows while the block stays within `size` (at least one row).
+        const first = i;
+        const base = indptr[first];
+        let end = indptr[i + 1];
+        i++;
+        while (i < primary && indptr[i + 1] - base <= size) {
+          end = indptr[i + 1];
+          i++;
+        }
+        const count = end - base;
+        const indexOffset = alignUp(count * vBytes, 4);
+        const bytes = registry.newArray(
+          "u8",
+          indexOffset + count * 4,
+        );
+        const memory = bytes.buffer as ArrayBuffer;
+        const blockValues = new V(memory, 0, count);
+        const blockIndices = new I(memory, indexOffset, count);
+        blockValues.set(values.subarray(base, end) as never);
+        blockIndices.set(indices.subarray(base, end));
+        const b = blocks.length;
+        blocks.push({ values: blockValues, indices: blockIndices, memory });
+        keys.push({ memory, byteOffset: 0 });
+        for (let r = first; r < i; r++) {
+          rowBlock[r] = b;
+          rowStart[r] = indptr[r] - base;
+          rowLength[r] = indptr[r + 1] - indptr[r];
+        }
+      }
+    } catch (error) {
+      for (const key of keys) registry.tryUnregister(key);
+      throw error;
+    }
+    return new SparseMatrix<V>(
+      layout,
+      shape,
+      nnz,
+      blocks,
+      rowBlock,
+      rowStart,
+      rowLength,
+      registry,
+      keys,
+      { values, indices },
+    );
+  }
+
+  /** `csr` or `csc`. */
+  get layout(): SparseLayout {
+    return this.#layout;
+  }
+
+  /** `[rows, cols]`. */
+  get shape(): [number, number] {
+    return [this.#rows, this.#cols];
+  }
+
+  /** Number of rows. */
+  get rows(): number {
+    return this.#rows;
+  }
+
+  /** Number of columns. */
+  get cols(): number {
+    return this.#cols;
+  }
+
+  /** Number of primary rows: rows for CSR, columns for CSC. */
+  get primaryLength(): number {
+    return this.#rowLength.length;
+  }
+
+  /** Number of stored non-zeros. */
+  get nnz(): number {
+    return this.#nnz;
+  }
+
+  /** Number of blocks this matrix references (1 for a wrapped matrix). */
+  get blockCount(): number {
+    return this.#registry === undefined
+      ? this.#blocks.length
+      : this.#keys.length;
+  }
+
+  /** Whether this matrix owns its blocks through a registry. */
+  get owned(): boolean {
+    return this.#registry !== undefined;
+  }
+
+  /** Whether `release()` has run. */
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /**
+   * Number of non-zeros in primary row `i`.
+   *
+   * @param i Primary index.
+   * @returns The length.
+   * @throws {InvalidArgumentError} When `i` is out of range.
+   */
+  rowLength(i: number): number {
+    this.#check(i, "rowLength");
+    return this.#rowLength[i];
+  }
+
+  /**
+   * Zero-copy views of primary row `i` (column `i` for CSC).
+   *
+   * @param i Primary index.
+   * @returns The row's values and indices.
+   * @throws {InvalidArgumentError} When `i` is out of range.
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  row(i: number): SparseRow<V> {
+    this.#check(i, "row");
+    const block = this.#blocks[this.#rowBlock[i]];
+    const s = this.#rowStart[i];
+    const e = s + this.#rowLength[i];
+    return {
+      values: block.values.subarray(s, e) as V,
+      indices: block.indices.subarray(s, e),
+    };
+  }
+
+  /**
+   * Calls `fn(row, col, value)` for every non-zero, primary row by primary
+   * row.
+   *
+   * @param fn The callback.
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  forEach(fn: (row: number, col: number, value: number) => void): void {
+    this.#live("forEach");
+    const csr = this.#layout === "csr";
+    const n = this.#rowLength.length;
+    for (let i = 0; i < n; i++) {
+      const block = this.#blocks[this.#rowBlock[i]];
+      const vals = block.values, idx = block.indices;
+      const s = this.#rowStart[i];
+      const e = s + this.#rowLength[i];
+      for (let k = s; k < e; k++) {
+        if (csr) fn(i, idx[k], vals[k] as number);
+        else fn(idx[k], i, vals[k] as number);
+      }
+    }
+  }
+
+  /**
+   * Iterates over every non-zero as `[row, col, value]`.
+   *
+   * @returns An iterator.
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  *entries(): IterableIterator<[number, number, number]> {
+    this.#live("entries");
+    const csr = this.#layout === "csr";
+    const n = this.#rowLength.length;
+    for (let i = 0; i < n; i++) {
+      const block = this.#blocks[this.#rowBlock[i]];
+      const s = this.#rowStart[i];
+      const e = s + this.#rowLength[i];
+      for (let k = s; k < e; k++) {
+        const c = block.indices[k];
+        const v = block.values[k] as number;
+        yield csr ? [i, c, v] : [c, i, v];
+      }
+    }
+  }
+
+  /**
+   * The primary rows `[start, end)` (columns for CSC) as a new matrix that
+   * shares this one's blocks: no value is copied; each block used gets one
+   * more alias reference.
+   *
+   * @param start First primary index.
+   * @param end One past the last primary index.
+   * @returns The view; release it like any matrix.
+   * @throws {InvalidArgumentError} When the range is out of bounds.
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  slice(start: number, end: number = this.primaryLength): SparseMatrix<V> {
+    this.#live("slice");
+    const n = this.primaryLength;
+    validateInteger(start, 0, n, "start");
+    validateInteger(end, start, n, "end");
+    const rowBlock = this.#rowBlock.subarray(start, end);
+    const rowStart = this.#rowStart.subarray(start, end);
+    const rowLength = this.#rowLength.subarray(start, end);
+    return this.#derive(rowBlock, rowStart, rowLength);
+  }
+
+  /**
+   * The given primary rows, in the given order (repeats allowed), as a new
+   * matrix sharing this one's blocks.
+   *
+   * @param rows Primary indices.
+   * @returns The view.
+   * @throws {InvalidArgumentError} When an index is out of range.
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  select(rows: ArrayLike<number>): SparseMatrix<V> {
+    this.#live("select");
+    const n = this.primaryLength;
+    const m = rows.length;
+    for (let k = 0; k < m; k++) {
+      validateInteger(rows[k], 0, n - 1, `rows[${k}]`);
+    }
+    const rowBlock = new Uint32Array(m);
+    const rowStart = new Float64Array(m);
+    const rowLength = new Uint32Array(m);
+    for (let k = 0; k < m; k++) {
+      const r = rows[k];
+      rowBlock[k] = this.#rowBlock[r];
+      rowStart[k] = this.#rowStart[r];
+      rowLength[k] = this.#rowLength[r];
+    }
+    return this.#derive(rowBlock, rowStart, rowLength);
+  }
+
+  /**
+   * Copies into traditional contiguous arrays (SCL's `to_contiguous_arrays`),
+   * for libraries that need them. Rows adjacent in one block are copied in
+   * one `set`.
+   *
+   * @param options Where to allocate.
+   * @returns Fresh values, indices and indptr (`Int32Array` while nnz fits,
+   * `Float64Array` beyond).
+   * @throws {UseAfterFreeError} After `release()`.
+   */
+  toContiguous(options: ToContiguousOptions = {}): CompressedArrays<V> {
+    this.#live("toContiguous");
+    const n = this.primaryLength;
+    const nnz = this.#nnz;
+    const registry = options.registry;
+    const VC = ctorOf(this.#template.values);
+    const IC = ctorOf(this.#template.indices);
+    const wide = nnz > MAX_DIM;
+    let values: V, indices: IndexArray, indptr: IndptrArray;
+    if (registry !== undefined) {
+      values = registry.newArray(
+        dtypeOf(this.#template.values)!,
+        nnz,
+      ) as unknown as V;
+      indices = registry.newArray(IC === Int32Array ? "i32" : "u32", nnz);
+      indptr = registry.newArray(wide ? "f64" : "i32", n + 1);
+    } else {
+      values = new VC(nnz);
+      indices = new IC(nnz);
+      indptr = wide ? new Float64Array(n + 1) : new Int32Array(n + 1);
+    }
+    const rowBlock = this.#rowBlock, rowStart = this.#rowStart;
+    const rowLength = this.#rowLength, blocks = this.#blocks;
+    let offset = 0;
+    let i = 0;
+    indptr[0] = 0;
+    while (i < n) {
+      // A run: consecutive rows stored back to back in one block.
+      const b = rowBlock[i];
+      const s = rowStart[i];
+      let e = s + rowLength[i];
+      indptr[i + 1] = offset + rowLength[i];
+      i++;
+      while (i < n && rowBlock[i] === b && rowStart[i] === e) {
+        e += rowLength[i];
+        indptr[i + 1] = offset + (e - s);
+        i++;
+      }
+      if (e > s) {
+        const block = blocks[b];
+        values.set(block.values.subarray(s, e) as never, offset);
+        indices.set(block.indices.subarray(s, e), offset);
+      }
+      offset += e - s;
+    }
+    return { values, indices, indptr };
+  }
+
+  /**
+   * Drops this matrix's references on its blocks (freeing blocks no other
+   * matrix uses). A wrapped matrix only becomes unusable.
+   *
+   * @throws {DoubleFreeError} When called twice.
+   */
+  release(): void {
+    if (this.#released) {
+      throw new DoubleFreeError(
+        `Cannot release a ${this.#rows}x${this.#cols} SparseMatrix: it was already released`,
+      );
+    }
+    this.#released = true;
+    const registry = this.#registry;
+    if (registry === undefined || registry.disposed) return;
+    for (const key of this.#keys) registry.unregister(key);
+  }
+
+  /** Releases unless already released, for `using`. */
+  [Symbol.dispose](): void {
+    if (!this.#released) this.release();
+  }
+
+  /**
+   * A short description such as `SparseMatrix(csr 3x3, nnz 5, 1 block)`.
+   *
+   * @returns The description.
+   */
+  toString(): string {
+    return `SparseMatrix(${this.#layout} ${this.#rows}x${this.#cols}, nnz ${this.#nnz}, ${this.blockCount} block${
+      this.blockCount === 1 ? "" : "s"
+    }${this.#released ? ", released" : ""})`;
+  }
+
+  #derive(
+    rowBlock: Uint32Array,
+    rowStart: Float64Array,
+    rowLength: Uint32Array,
+  ): SparseMatrix<V> {
+    const m = rowLength.length;
+    let nnz = 0;
+    for (let k = 0; k < m; k++) nnz += rowLength[k];
+    const shape: [number, number] = this.#layout === "csr"
+      ? [m, this.#cols]
+      : [this.#rows, m];
+    const registry = this.#registry;
+    const keys: Place[] = [];
+    if (registry !== undefined) {
+      // One alias per distinct block: the place of its first row used here.
+      const seen = new Map<number, Place>();
+      for (let k = 0; k < m; k++) {
+        const b = rowBlock[k];
+        if (!seen.has(b)) {
+          const block = this.#blocks[b];
+          seen.set(b, {
+            memory: block.memory!,
+            byteOffset: rowStart[k] * block.values.BYTES_PER_ELEMENT,
+          });
+        }
+      }
+      const parentKeyOf = new Map<object, Place>();
+      for (const key of this.#keys) parentKeyOf.set(key.memory, key);
+      try {
+        for (const alias of seen.values()) {
+          registry.addAlias(parentKeyOf.get(alias.memory)!, alias);
+          keys.push(alias);
+        }
+      } catch (error) {
+        for (const key of keys) registry.unregister(key);
+        throw error;
+      }
+    }
+    return new SparseMatrix<V>(
+      this.#layout,
+      shape,
+      nnz,
+      this.#blocks,
+      rowBlock,
+      rowStart,
+      rowLength,
+      registry,
+      keys,
+      this.#template,
+    );
+  }
+
+  #live(what: string): void {
+    if (this.#released) {
+      throw new UseAfterFreeError(
+        `Cannot ${what} ${this}: the matrix was released`,
+      );
+    }
+  }
+
+  #check(i: number, what: string): void {
+    this.#live(what);
+    const n = this.#rowLength.length;
+    if (!Number.isInteger(i) || i < 0 || i >= n) {
+      throw new InvalidArgumentError(
+        `Invalid index: ${what}() needs an integer in [0, ${n}), received ${i}`,
+        { name: "index", value: i, limit: [0, n] },
+      );
+    }
+  }
+}

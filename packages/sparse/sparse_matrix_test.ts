@@ -1,0 +1,398 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
+import { OwnershipRegistry } from "@allot/registry";
+import { type CompressedArrays, SparseMatrix } from "./sparse_matrix.ts";
+import { blockElements } from "./block_strategy.ts";
+
+interface Case {
+  primary: number;
+  secondary: number;
+  rows: number[][]; // secondary indices per primary row
+  layout: "csr" | "csc";
+  minElements: number;
+}
+
+const caseArb: fc.Arbitrary<Case> = fc
+  .record({
+    primary: fc.integer({ min: 0, max: 40 }),
+    secondary: fc.integer({ min: 1, max: 30 }),
+    layout: fc.constantFrom("csr" as const, "csc" as const),
+    minElements: fc.integer({ min: 1, max: 20 }),
+  })
+  .chain((c) =>
+    fc.record({
+      primary: fc.constant(c.primary),
+      secondary: fc.constant(c.secondary),
+      layout: fc.constant(c.layout),
+      minElements: fc.constant(c.minElements),
+      rows: fc.array(
+        fc.array(fc.integer({ min: 0, max: c.secondary - 1 }), {
+          maxLength: 12,
+        }),
+        { minLength: c.primary, maxLength: c.primary },
+      ),
+    })
+  );
+
+function toArrays(c: Case): CompressedArrays<Float64Array> {
+  const nnz = c.rows.reduce((s, r) => s + r.length, 0);
+  const values = new Float64Array(nnz);
+  const indices = new Int32Array(nnz);
+  const indptr = new Int32Array(c.primary + 1);
+  let k = 0;
+  c.rows.forEach((r, i) => {
+    for (const j of r) {
+      values[k] = i * 1000 + j + k / 7;
+      indices[k] = j;
+      k++;
+    }
+    indptr[i + 1] = k;
+  });
+  return { values, indices, indptr };
+}
+
+function shapeOf(c: Case): [number, number] {
+  return c.layout === "csr"
+    ? [c.primary, c.secondary]
+    : [c.secondary, c.primary];
+}
+
+/** The traditional arrays of primary rows `picked` of `a`. */
+function pick(
+  a: CompressedArrays<Float64Array>,
+  picked: number[],
+): { values: number[]; indices: number[]; indptr: number[] } {
+  const values: number[] = [], indices: number[] = [], indptr = [0];
+  for (const r of picked) {
+    for (let k = a.indptr[r]; k < a.indptr[r + 1]; k++) {
+      values.push(a.values[k]);
+      indices.push(a.indices[k]);
+    }
+    indptr.push(values.length);
+  }
+  return { values, indices, indptr };
+}
+
+function plain(a: CompressedArrays) {
+  return {
+    values: [...a.values],
+    indices: [...a.indices],
+    indptr: [...a.indptr],
+  };
+}
+
+describe("SparseMatrix", () => {
+  it("SparseMatrix round trips traditional -> discontiguous -> contiguous element for element", () => {
+    fc.assert(
+      fc.property(caseArb, (c) => {
+        const registry = new OwnershipRegistry({ onLeak: () => {} });
+        const arrays = toArrays(c);
+        const options = {
+          shape: shapeOf(c),
+          layout: c.layout,
+          registry,
+          blockStrategy: { minElements: c.minElements, maxElements: 64 },
+        };
+        const built = SparseMatrix.build(arrays, options);
+        const wrapped = SparseMatrix.wrap(arrays, options);
+        const expected = plain(arrays);
+        assert.deepEqual(plain(built.toContiguous()), expected);
+        assert.deepEqual(plain(wrapped.toContiguous()), expected);
+        assert.deepEqual(
+          plain(built.toContiguous({ registry })),
+          expected,
+        );
+        assert.equal(built.nnz, arrays.values.length);
+        assert.deepEqual(built.shape, shapeOf(c));
+        // Rows and entries.
+        const triples: [number, number, number][] = [];
+        for (let i = 0; i < c.primary; i++) {
+          const row = built.row(i);
+          assert.deepEqual([...row.indices], c.rows[i]);
+          assert.equal(built.rowLength(i), c.rows[i].length);
+          for (let k = 0; k < row.values.length; k++) {
+            triples.push(
+              c.layout === "csr"
+                ? [i, row.indices[k], row.values[k]]
+                : [row.indices[k], i, row.values[k]],
+            );
+          }
+        }
+        assert.deepEqual([...built.entries()], triples);
+        const seen: [number, number, number][] = [];
+        wrapped.forEach((r, col, v) => seen.push([r, col, v]));
+        assert.deepEqual(seen, triples);
+        // Block count follows the strategy: each block within the block
+        // size unless a single row is longer.
+        const size = blockElements(arrays.values.length, c.primary, {
+          minElements: c.minElements,
+          maxElements: 64,
+        });
+        assert.ok(built.blockCount <= Math.max(c.primary, 0));
+        assert.ok(
+          built.blockCount >=
+              Math.ceil(arrays.values.length / Math.max(size, 1)) ||
+            c.rows.some((r) => r.length > size),
+        );
+        built.release();
+        wrapped.release();
+        assert.equal(
+          registry.totalBytes,
+          arrays.values.length * 8 + arrays.values.length * 4 +
+            (c.primary + 1) * 4,
+        );
+        registry.dispose();
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("SparseMatrix.slice() and select() share blocks, keep them alive, and free them with the last user", () => {
+    fc.assert(
+      fc.property(
+        caseArb,
+        fc.array(
+          fc.record({
+            parent: fc.nat(),
+            a: fc.nat(),
+            b: fc.nat(),
+            rows: fc.array(fc.nat(), { maxLength: 6 }),
+            select: fc.boolean(),
+          }),
+          { maxLength: 8 },
+        ),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        (c, derivations, releaseOrder) => {
+          const registry = new OwnershipRegistry();
+          const arrays = toArrays(c);
+          const root = SparseMatrix.build(arrays, {
+            shape: shapeOf(c),
+            layout: c.layout,
+            registry,
+            blockStrategy: { minElements: c.minElements, maxElements: 64 },
+          });
+          const bytes = registry.totalBytes;
+          // Each matrix with the original primary rows it holds.
+          const live: { m: SparseMatrix<Float64Array>; rows: number[] }[] = [
+            { m: root, rows: [...Array(c.primary).keys()] },
+          ];
+          for (const d of derivations) {
+            const parent = live[d.parent % live.length];
+            const n = parent.rows.length;
+            if (d.select) {
+              if (n === 0) continue;
+              const picks = d.rows.map((r) => r % n);
+              live.push({
+                m: parent.m.select(picks),
+                rows: picks.map((p) => parent.rows[p]),
+              });
+            } else {
+              const start = d.a % (n + 1);
+              const end = start + d.b % (n - start + 1);
+              live.push({
+                m: parent.m.slice(start, end),
+                rows: parent.rows.slice(start, end),
+              });
+            }
+          }
+          for (const { m, rows } of live) {
+            assert.deepEqual(plain(m.toContiguous()), pick(arrays, rows));
+          }
+          assert.equal(
+            registry.totalBytes,
+            bytes,
+            "slicing allocates no block",
+          );
+          // Release in a random order; every survivor still reads correctly.
+          const order = [...live];
+          for (const r of releaseOrder) {
+            if (order.length === 0) break;
+            const [gone] = order.splice(r % order.length, 1);
+            gone.m.release();
+            assert.throws(() => gone.m.row(0), UseAfterFreeError);
+            assert.throws(() => gone.m.release(), DoubleFreeError);
+            for (const { m, rows } of order) {
+              assert.deepEqual(plain(m.toContiguous()), pick(arrays, rows));
+            }
+          }
+          for (const { m } of order) m.release();
+          assert.equal(registry.totalBytes, 0);
+          assert.equal(registry.pointerCount + registry.bufferCount, 0);
+          assert.equal(registry.dispose(), undefined);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it("SparseMatrix refuses malformed input with a typed error and allocates nothing", () => {
+    const registry = new OwnershipRegistry();
+    const values = new Float32Array([1, 2, 3, 4]);
+    const indices = new Int32Array([0, 2, 1, 3]);
+    const good = new Int32Array([0, 2, 2, 4]);
+    const cases: [CompressedArrays, [number, number], RegExp][] = [
+      [
+        { values, indices, indptr: new Int32Array([0, 2, 4]) },
+        [3, 4],
+        /must have rows \+ 1 = 4 entries, received 3/,
+      ],
+      [
+        { values, indices, indptr: new Int32Array([0, 3, 2, 4]) },
+        [3, 4],
+        /non-decreasing integers, received indptr\[1\] = 3 and indptr\[2\] = 2/,
+      ],
+      [
+        { values, indices, indptr: new Int32Array([1, 2, 2, 4]) },
+        [3, 4],
+        /must start at 0, received 1/,
+      ],
+      [
+        { values, indices, indptr: new Int32Array([0, 2, 2, 3]) },
+        [3, 4],
+        /must end at nnz = values.length = 4, received 3/,
+      ],
+      [
+        { values, indices, indptr: new Float64Array([0, 1.5, 2, 4]) },
+        [3, 4],
+        /non-decreasing integers/,
+      ],
+      [
+        { values, indices: new Int32Array([0, 2, 1, 4]), indptr: good },
+        [3, 4],
+        /indices\[3\] = 4 \(row 2\) must be in \[0, 4\)/,
+      ],
+      [
+        { values, indices: new Int32Array([0, -1, 1, 3]), indptr: good },
+        [3, 4],
+        /indices\[1\] = -1 \(row 0\)/,
+      ],
+      [
+        { values, indices: new Int32Array([0, 1]), indptr: good },
+        [3, 4],
+        /one entry per value \(4\), received 2/,
+      ],
+      [{ values: [1, 2] as unknown as Float32Array, indices, indptr: good }, [
+        3,
+        4,
+      ], /numeric typed array/],
+      [
+        {
+          values,
+          indices: new Float32Array(4) as unknown as Int32Array,
+          indptr: good,
+        },
+        [3, 4],
+        /Int32Array or Uint32Array/,
+      ],
+      [{ values, indices, indptr: good }, [-3, 4], /rows: must be an integer/],
+      [{ values, indices, indptr: good }, [3, 1.5], /cols: must be an integer/],
+    ];
+    for (const [arrays, shape, message] of cases) {
+      for (const make of [SparseMatrix.build, SparseMatrix.wrap]) {
+        assert.throws(
+          () => make(arrays, { shape, registry }),
+          (e: unknown) =>
+            e instanceof InvalidArgumentError && message.test(e.message),
+          String(message),
+        );
+      }
+    }
+    assert.throws(
+      () =>
+        SparseMatrix.build({ values, indices, indptr: good }, {
+          shape: [3, 4],
+          layout: "coo" as "csr",
+          registry,
+        }),
+      /layout/,
+    );
+    assert.throws(
+      () =>
+        SparseMatrix.build({ values, indices, indptr: good }, {
+          shape: [3, 4],
+          registry,
+          blockStrategy: { minElements: 10, maxElements: 5 },
+        }),
+      /minElements must be at most maxElements 5, received 10/,
+    );
+    // CSC names columns.
+    assert.throws(
+      () =>
+        SparseMatrix.build({ values, indices, indptr: good }, {
+          shape: [4, 2],
+          layout: "csc",
+          registry,
+        }),
+      /must have cols \+ 1 = 3 entries/,
+    );
+    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.records().length, 0);
+    using m = SparseMatrix.build({ values, indices, indptr: good }, {
+      shape: [3, 4],
+      registry,
+    });
+    const before = registry.stats();
+    assert.throws(
+      () => m.slice(2, 1),
+      /end: must be an integer in \[2, 3\], received 1/,
+    );
+    assert.throws(() => m.slice(0, 4), InvalidArgumentError);
+    assert.throws(
+      () => m.select([0, 3]),
+      /rows\[1\]: must be an integer in \[0, 2\], received 3/,
+    );
+    assert.throws(() => m.row(3), /\[0, 3\), received 3/);
+    assert.deepEqual(registry.stats(), before);
+    registry.dispose();
+  });
+
+  it("SparseMatrix.build() uses SCL's block size and one registered allocation per block", () => {
+    using registry = new OwnershipRegistry();
+    const primary = 1000, perRow = 10;
+    const nnz = primary * perRow;
+    const indptr = new Int32Array(primary + 1).map((_, i) => i * perRow);
+    const arrays = {
+      values: new Float32Array(nnz).fill(1),
+      indices: new Int32Array(nnz).map((_, k) => k % 50),
+      indptr,
+    };
+    using m = SparseMatrix.build(arrays, { shape: [primary, 50], registry });
+    // 10 per row * 8 = 80, clamped up to 4096: 409 rows per block.
+    assert.equal(m.blockCount, Math.ceil(primary / 409));
+    assert.equal(registry.pointerCount, m.blockCount);
+    assert.equal(registry.totalBytes, nnz * 8);
+    using tail = m.slice(900);
+    assert.equal(registry.bufferCount, 1); // the last block now has an alias
+    assert.equal(tail.blockCount, 1);
+    assert.equal(String(tail), "SparseMatrix(csr 100x50, nnz 1000, 1 block)");
+  });
+
+  it("SparseMatrix of a matrix with no rows or no non-zeros works", () => {
+    using registry = new OwnershipRegistry();
+    const empty = {
+      values: new Float32Array(0),
+      indices: new Int32Array(0),
+      indptr: new Int32Array(4),
+    };
+    using m = SparseMatrix.build(empty, { shape: [3, 3], registry });
+    assert.equal(m.nnz, 0);
+    assert.deepEqual([...m.toContiguous().indptr], [0, 0, 0, 0]);
+    using none = SparseMatrix.build(
+      {
+        values: new Float32Array(0),
+        indices: new Int32Array(0),
+        indptr: new Int32Array(1),
+      },
+      { shape: [0, 5], registry },
+    );
+    assert.equal(none.blockCount, 0);
+    using nothing = none.slice(0, 0);
+    assert.deepEqual([...nothing.toContiguous().indptr], [0]);
+  });
+});
