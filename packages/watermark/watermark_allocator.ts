@@ -305,9 +305,9 @@ function defaultHostView(
 
 function formatBytes(bytes: number): string {
   if (bytes === Infinity) return "unlimited";
-  if (bytes <= 1024) return `${bytes} bytes`;
-  if (bytes <= MiB) return `${(bytes / 1024).toFixed(2)} KiB`;
-  if (bytes <= 1024 * MiB) return `${(bytes / MiB).toFixed(2)} MiB`;
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < MiB) return `${(bytes / 1024).toFixed(2)} KiB`;
+  if (bytes < 1024 * MiB) return `${(bytes / MiB).toFixed(2)} MiB`;
   return `${(bytes / (1024 * MiB)).toFixed(2)} GiB`;
 }
 
