@@ -1,0 +1,1673 @@
+/**
+ * {@linkcode CachingAllocator}: PyTorch's CUDA caching allocator, made
+ * device-agnostic over a {@linkcode SegmentSource}, and
+ * {@linkcode CachedBlock}, the owning handle it hands out.
+ *
+ * @module
+ */
+
+import {
+  AllotError,
+  COMPLETED_FENCE,
+  type Device,
+  DoubleFreeError,
+  type Fence,
+  InvalidArgumentError,
+  Stat,
+  type Stream,
+  UseAfterFreeError,
+  validateAlignment,
+  validateByteLength,
+} from "@allot/core";
+import type { SegmentSource } from "@allot/core";
+import {
+  _Block,
+  _BlockPool,
+  _Segment,
+  ALLOCATED,
+  FREE,
+  PENDING,
+} from "./_block_pool.ts";
+import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import {
+  expandRoundupPower2Divisions,
+  MIN_BLOCK_BYTE_LENGTH,
+  roundSize,
+  type RoundupPower2Divisions,
+} from "./round_size.ts";
+import {
+  type BlockSnapshot,
+  captureStack,
+  type MemorySnapshot,
+  SNAPSHOT_FORMAT_VERSION,
+  type TraceAction,
+  type TraceEntry,
+  TraceRecorder,
+  type TraceRecorderOptions,
+} from "./snapshot.ts";
+import {
+  formatMemorySummary,
+  formatSize,
+  type MemoryStats,
+  type MemorySummaryOptions,
+  STAT_ARRAY_NAMES,
+  type StatArray,
+} from "./stats.ts";
+
+const MiB = 1048576;
+
+/**
+ * The default stream (id 0): work on it is ordered with the allocator's own
+ * calls, so its fences are always complete.
+ */
+export const DEFAULT_STREAM: Stream = Object.freeze({
+  id: 0,
+  fence: (): Fence => COMPLETED_FENCE,
+});
+
+/** Options of {@linkcode CachingAllocator}. Sizes are bytes. */
+export interface CachingAllocatorOptions {
+  /**
+   * Block granule: every block size is a multiple of it (PyTorch's
+   * `kMinBlockSize`). Raised to the source's alignment when that is larger.
+   *
+   * @default {512}
+   */
+  minBlockByteLength?: number;
+  /**
+   * Requests of at most this many bytes use the small pool (`kSmallSize`).
+   *
+   * @default {1048576}
+   */
+  smallRequestMaxByteLength?: number;
+  /**
+   * Segment size of the small pool (`kSmallBuffer`).
+   *
+   * @default {2097152}
+   */
+  smallSegmentByteLength?: number;
+  /**
+   * Segment size of the large pool for requests below
+   * `ownSegmentMinByteLength` (`kLargeBuffer`).
+   *
+   * @default {20971520}
+   */
+  largeSegmentByteLength?: number;
+  /**
+   * Requests of at least this size get a segment of their own, rounded up to
+   * `largeRoundByteLength` (`kMinLargeAlloc`).
+   *
+   * @default {10485760}
+   */
+  ownSegmentMinByteLength?: number;
+  /**
+   * Rounding of own segments (`kRoundLarge`).
+   *
+   * @default {2097152}
+   */
+  largeRoundByteLength?: number;
+  /**
+   * Power-of-two divisions for size rounding (see
+   * {@linkcode RoundupPower2Divisions}); `0` rounds to the block granule only.
+   *
+   * @default {0}
+   */
+  roundupPower2Divisions?: RoundupPower2Divisions;
+  /**
+   * Blocks at least this large are never split, and serve only requests
+   * within `maxNonSplitRoundingSize` of their size (`max_split_size`). At
+   * least `largeSegmentByteLength`.
+   *
+   * @default {Infinity}
+   */
+  maxSplitSize?: number;
+  /**
+   * How much larger than a request an unsplittable block may be and still
+   * serve it (`max_non_split_rounding_size`).
+   *
+   * @default {20971520}
+   */
+  maxNonSplitRoundingSize?: number;
+  /**
+   * Share of the device's capacity this allocator may reserve, in (0, 1].
+   *
+   * @default {1}
+   */
+  memoryFraction?: number;
+  /**
+   * When reserved bytes pass this share of the allowed bytes (fraction times
+   * capacity), a device allocation first frees the oldest unused cached
+   * segments; 0 turns it off. In [0, 1).
+   *
+   * @default {0}
+   */
+  garbageCollectionThreshold?: number;
+  /**
+   * Record history from the start (`true` or recorder options).
+   *
+   * @default {false}
+   */
+  recordHistory?: boolean | TraceRecorderOptions;
+  /**
+   * Label for segments and reports.
+   *
+   * @default {"CachingAllocator"}
+   */
+  label?: string;
+}
+
+/** Options of one allocation. */
+export interface AllocateOptions {
+  /**
+   * The stream that will use the block first; the block is reused only by
+   * allocations on the same stream.
+   *
+   * @default {DEFAULT_STREAM}
+   */
+  stream?: Stream;
+}
+
+let blockOf: <M>(handle: CachedBlock<M>) => _Block<M> | null;
+let detach: <M>(handle: CachedBlock<M>) => void;
+let isHandle: (value: unknown) => boolean;
+
+/**
+ * An owning handle to a block of a {@linkcode CachingAllocator}: a place in a
+ * segment's memory. `release()` (or `using`) gives it back; reading `memory`
+ * or `byteOffset` afterwards throws {@linkcode UseAfterFreeError}, and
+ * releasing twice throws {@linkcode DoubleFreeError}.
+ *
+ * @typeParam M Type of the segment memory.
+ *
+ * @example
+ * ```ts
+ * import { CachingAllocator } from "@allot/caching";
+ * import { MockSegmentSource, UseAfterFreeError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const allocator = new CachingAllocator(new MockSegmentSource());
+ * const block = allocator.allocate(1000);
+ * assert.equal(block.byteLength, 1000);
+ * assert.equal(block.blockByteLength, 1024);
+ * block.release();
+ * assert.throws(() => block.memory, UseAfterFreeError);
+ * ```
+ */
+export class CachedBlock<M = unknown> {
+  /** The allocator that owns the block. */
+  readonly allocator: CachingAllocator<M>;
+  /** Bytes asked for. */
+  readonly byteLength: number;
+  #block: _Block<M> | null;
+  #memory: M;
+  #byteOffset: number;
+  #stream: Stream;
+
+  static {
+    blockOf = <M>(h: CachedBlock<M>): _Block<M> | null => h.#block;
+    detach = <M>(h: CachedBlock<M>): void => {
+      h.#block = null;
+    };
+    isHandle = (value: unknown): boolean =>
+      typeof value === "object" && value !== null && #block in value;
+  }
+
+  /**
+   * Made by {@linkcode CachingAllocator.allocate}; not for direct use.
+   *
+   * @param allocator The owner.
+   * @param block The internal block.
+   * @param memory The segment memory.
+   * @param byteOffset Byte offset in the memory.
+   * @param byteLength Bytes asked for.
+   * @param stream The allocation stream.
+   */
+  constructor(
+    allocator: CachingAllocator<M>,
+    block: _Block<M>,
+    memory: M,
+    byteOffset: number,
+    byteLength: number,
+    stream: Stream,
+  ) {
+    this.allocator = allocator;
+    this.#block = block;
+    this.#memory = memory;
+    this.#byteOffset = byteOffset;
+    this.byteLength = byteLength;
+    this.#stream = stream;
+  }
+
+  /**
+   * The segment's memory (a `GPUBuffer`, an `ArrayBuffer`, ...).
+   *
+   * @throws {UseAfterFreeError} After release.
+   */
+  get memory(): M {
+    if (this.#block === null) this.#throwReleased("memory");
+    return this.#memory;
+  }
+
+  /**
+   * Byte offset of the block in `memory`: the segment's offset plus the
+   * block's offset in the segment.
+   *
+   * @throws {UseAfterFreeError} After release.
+   */
+  get byteOffset(): number {
+    if (this.#block === null) this.#throwReleased("byteOffset");
+    return this.#byteOffset;
+  }
+
+  /**
+   * Bytes the block holds (the rounded size, at least `byteLength`).
+   *
+   * @throws {UseAfterFreeError} After release.
+   */
+  get blockByteLength(): number {
+    const block = this.#block;
+    if (block === null) this.#throwReleased("blockByteLength");
+    return block.size;
+  }
+
+  /**
+   * Virtual address of the block, as in snapshots.
+   *
+   * @throws {UseAfterFreeError} After release.
+   */
+  get address(): number {
+    const block = this.#block;
+    if (block === null) this.#throwReleased("address");
+    return block.address;
+  }
+
+  /** The stream the block was allocated on. */
+  get stream(): Stream {
+    return this.#stream;
+  }
+
+  /** Whether the block was released. */
+  get released(): boolean {
+    return this.#block === null;
+  }
+
+  /**
+   * Records that `stream` uses the block: once released, the block returns to
+   * the pool only after the work submitted to `stream` so far is done.
+   *
+   * @param stream The other stream.
+   * @throws {UseAfterFreeError} After release.
+   */
+  recordStream(stream: Stream): void {
+    this.allocator.recordStream(this, stream);
+  }
+
+  /**
+   * Gives the block back to its allocator.
+   *
+   * @throws {DoubleFreeError} When already released.
+   */
+  release(): void {
+    this.allocator.free(this);
+  }
+
+  /** Releases the block unless it was released already. */
+  [Symbol.dispose](): void {
+    if (this.#block !== null) this.allocator.free(this);
+  }
+
+  /**
+   * Short description.
+   *
+   * @returns Text such as `CachedBlock(mock:0, byteOffset=512, byteLength=1000)`.
+   */
+  toString(): string {
+    return `CachedBlock(${this.allocator.device}, byteOffset=${this.#byteOffset}, byteLength=${this.byteLength}${
+      this.#block === null ? ", released" : ""
+    })`;
+  }
+
+  #throwReleased(what: string): never {
+    throw new UseAfterFreeError(
+      `Cannot read ${what} of ${this}: the block was released`,
+    );
+  }
+}
+
+function positive(
+  value: number | undefined,
+  fallback: number,
+  name: string,
+): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a positive integer, received ${value}`,
+      { name, value, limit: Number.MAX_SAFE_INTEGER },
+    );
+  }
+  return value;
+}
+
+function checkMultiple(value: number, granule: number, name: string): void {
+  if (value % granule !== 0) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a multiple of the block granule ${granule}, received ${value}`,
+      { name, value, limit: granule },
+    );
+  }
+}
+
+function checkFraction(value: number, name: string, max: number): number {
+  const ok = typeof value === "number" && value >= 0 &&
+    (max === 1 ? value <= 1 : value < 1) &&
+    (name !== "memoryFraction" || value > 0);
+  if (!ok) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a number in ${
+        name === "memoryFraction" ? "(0, 1]" : "[0, 1)"
+      }, received ${value}`,
+      { name, value, limit: 1 },
+    );
+  }
+  return value;
+}
+
+function makeStats(): [Stat, Stat, Stat] {
+  return [new Stat(), new Stat(), new Stat()];
+}
+
+function change(stats: [Stat, Stat, Stat], pool: number, delta: number): void {
+  if (delta > 0) {
+    stats[0].increase(delta);
+    stats[pool].increase(delta);
+  } else if (delta < 0) {
+    stats[0].decrease(-delta);
+    stats[pool].decrease(-delta);
+  }
+}
+
+/**
+ * A device-agnostic caching allocator with PyTorch's CUDA caching allocator
+ * rules. It takes whole segments from a {@linkcode SegmentSource} and carves
+ * blocks out of them:
+ *
+ * - sizes round up to 512 bytes (optionally to power-of-two divisions);
+ * - requests up to 1 MiB come from 2 MiB segments (small pool), requests
+ *   below 10 MiB from 20 MiB segments, larger ones from own segments rounded
+ *   to 2 MiB (large pool);
+ * - best fit among free blocks of the same stream; a block is split when the
+ *   rest is worth keeping, and merged with free neighbours when freed; only
+ *   whole free segments go back to the device;
+ * - a block used on other streams ({@linkcode CachedBlock.recordStream})
+ *   returns to the pool only when those streams' fences, taken when it was
+ *   freed, are complete;
+ * - when the device is full: free cached unsplit blocks and retry, then free
+ *   the whole cache and retry ({@linkcode CachingAllocator.allocateAsync}
+ *   first waits for pending fences), then throw
+ *   {@linkcode CachingOutOfMemoryError}.
+ *
+ * @typeParam M Type of the segment memory.
+ *
+ * @example Reuse without device allocations
+ * ```ts
+ * import { CachingAllocator } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const device = new MockSegmentSource();
+ * const allocator = new CachingAllocator(device);
+ * for (let i = 0; i < 100; i++) {
+ *   using block = allocator.allocate(64 * 1024);
+ * }
+ * assert.equal(device.allocationCount, 1); // one 2 MiB segment, reused
+ * allocator.emptyCache();
+ * assert.equal(device.reservedBytes, 0);
+ * ```
+ */
+export class CachingAllocator<M = unknown> {
+  /** The segment source. */
+  readonly source: SegmentSource<M>;
+  /** Label for segments and reports. */
+  readonly label: string;
+  /** Block granule in bytes. */
+  readonly minBlockByteLength: number;
+  /** Requests up to this size use the small pool. */
+  readonly smallRequestMaxByteLength: number;
+  /** Segment size of the small pool. */
+  readonly smallSegmentByteLength: number;
+  /** Segment size of the large pool. */
+  readonly largeSegmentByteLength: number;
+  /** Requests at least this large get their own segment. */
+  readonly ownSegmentMinByteLength: number;
+  /** Rounding of own segments. */
+  readonly largeRoundByteLength: number;
+  /** Blocks at least this large are never split. */
+  readonly maxSplitSize: number;
+  /** Slack an unsplittable block may have over a request. */
+  readonly maxNonSplitRoundingSize: number;
+  /** Largest block or segment: the source's limit, in whole granules. */
+  readonly maxBlockByteLength: number;
+  #source: SegmentSource<M>;
+  #divisions: number[] | undefined;
+  #fraction: number;
+  #gcThreshold: number;
+  #small = new _BlockPool<M>(true);
+  #large = new _BlockPool<M>(false);
+  #segments = new Set<_Segment<M>>();
+  #pending: _Block<M>[] = [];
+  #spare: _Block<M>[] = [];
+  #nextSegmentId = 1;
+  #nextAddress = 0;
+  #clock = 0;
+  #history: TraceRecorder | null = null;
+  #segmentOptions: { label: string };
+
+  #allocation = makeStats();
+  #segment = makeStats();
+  #active = makeStats();
+  #inactiveSplit = makeStats();
+  #allocatedBytes = makeStats();
+  #reservedBytes = makeStats();
+  #activeBytes = makeStats();
+  #inactiveSplitBytes = makeStats();
+  #requestedBytes = makeStats();
+  #oversizeAllocations = new Stat();
+  #oversizeSegments = new Stat();
+  #numAllocRetries = 0;
+  #numOoms = 0;
+  #numSyncAllStreams = 0;
+  #numDeviceAlloc = 0;
+  #numDeviceFree = 0;
+
+  /**
+   * Creates an allocator over a segment source.
+   *
+   * @param source Where segments come from.
+   * @param options Pool sizes, rounding, split limits, memory fraction, GC.
+   * @throws {InvalidArgumentError} For an option out of range.
+   */
+  constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
+    this.source = this.#source = source;
+    this.label = options.label ?? "CachingAllocator";
+    const requested = validateAlignment(
+      options.minBlockByteLength ?? MIN_BLOCK_BYTE_LENGTH,
+      2 ** 30,
+      "minBlockByteLength",
+    );
+    const granule = Math.max(
+      requested,
+      validateAlignment(source.alignment, 2 ** 30, "source.alignment"),
+    );
+    this.minBlockByteLength = granule;
+    const smallMax = positive(
+      options.smallRequestMaxByteLength,
+      MiB,
+      "smallRequestMaxByteLength",
+    );
+    const smallSegment = positive(
+      options.smallSegmentByteLength,
+      2 * MiB,
+      "smallSegmentByteLength",
+    );
+    const largeSegment = positive(
+      options.largeSegmentByteLength,
+      20 * MiB,
+      "largeSegmentByteLength",
+    );
+    const ownMin = positive(
+      options.ownSegmentMinByteLength,
+      10 * MiB,
+      "ownSegmentMinByteLength",
+    );
+    const largeRound = positive(
+      options.largeRoundByteLength,
+      2 * MiB,
+      "largeRoundByteLength",
+    );
+    checkMultiple(smallSegment, granule, "smallSegmentByteLength");
+    checkMultiple(largeSegment, granule, "largeSegmentByteLength");
+    checkMultiple(largeRound, granule, "largeRoundByteLength");
+    if (smallSegment < smallMax) {
+      throw new InvalidArgumentError(
+        `Invalid smallSegmentByteLength: must be at least smallRequestMaxByteLength ${smallMax}, received ${smallSegment}`,
+        {
+          name: "smallSegmentByteLength",
+          value: smallSegment,
+          limit: smallMax,
+        },
+      );
+    }
+    if (ownMin > largeSegment || ownMin <= smallMax) {
+      throw new InvalidArgumentError(
+        `Invalid ownSegmentMinByteLength: must be in (${smallMax}, ${largeSegment}], received ${ownMin}`,
+        {
+          name: "ownSegmentMinByteLength",
+          value: ownMin,
+          limit: [smallMax, largeSegment],
+        },
+      );
+    }
+    const maxSplit = options.maxSplitSize ?? Infinity;
+    if (
+      !(maxSplit === Infinity || Number.isSafeInteger(maxSplit)) ||
+      maxSplit < largeSegment
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid maxSplitSize: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${maxSplit}`,
+        { name: "maxSplitSize", value: maxSplit, limit: largeSegment },
+      );
+    }
+    const nonSplit = options.maxNonSplitRoundingSize ?? 20 * MiB;
+    validateByteLength(
+      nonSplit,
+      Number.MAX_SAFE_INTEGER,
+      "maxNonSplitRoundingSize",
+    );
+    this.smallRequestMaxByteLength = smallMax;
+    this.smallSegmentByteLength = smallSegment;
+    this.largeSegmentByteLength = largeSegment;
+    this.ownSegmentMinByteLength = ownMin;
+    this.largeRoundByteLength = largeRound;
+    this.maxSplitSize = maxSplit;
+    this.maxNonSplitRoundingSize = nonSplit;
+    const divisions = options.roundupPower2Divisions ?? 0;
+    const expanded = expandRoundupPower2Divisions(divisions);
+    this.#divisions = expanded.some((d) => d > 1) ? expanded : undefined;
+    this.#fraction = checkFraction(
+      options.memoryFraction ?? 1,
+      "memoryFraction",
+      1,
+    );
+    this.#gcThreshold = checkFraction(
+      options.garbageCollectionThreshold ?? 0,
+      "garbageCollectionThreshold",
+      0,
+    );
+    this.maxBlockByteLength =
+      Math.floor(source.maxSegmentByteLength / granule) *
+      granule;
+    this.#segmentOptions = { label: this.label };
+    const history = options.recordHistory ?? false;
+    if (history !== false) {
+      this.recordHistory(history === true ? {} : history);
+    }
+  }
+
+  /** The device the segments live on. */
+  get device(): Device {
+    return this.#source.device;
+  }
+
+  /** Share of the device capacity this allocator may reserve. */
+  get memoryFraction(): number {
+    return this.#fraction;
+  }
+
+  /** Bytes this allocator may reserve: fraction times capacity. */
+  get allowedBytes(): number {
+    return this.#fraction * this.#source.capacityBytes;
+  }
+
+  /** Bytes of blocks handed out now (rounded sizes). */
+  get allocatedBytes(): number {
+    return this.#allocatedBytes[0].current;
+  }
+
+  /** Bytes of segments held now. */
+  get reservedBytes(): number {
+    return this.#reservedBytes[0].current;
+  }
+
+  /** Blocks freed by callers that still wait for fences. */
+  get pendingFreeCount(): number {
+    return this.#pending.length;
+  }
+
+  /**
+   * Sets the share of the device capacity this allocator may reserve. Segments
+   * already held are kept.
+   *
+   * @param fraction A number in (0, 1].
+   * @throws {InvalidArgumentError} When out of range.
+   */
+  setMemoryFraction(fraction: number): void {
+    this.#fraction = checkFraction(fraction, "memoryFraction", 1);
+  }
+
+  /**
+   * The block size a request rounds to.
+   *
+   * @param byteLength Bytes asked for.
+   * @returns The rounded size.
+   * @throws {InvalidArgumentError} For a size that is not a non-negative
+   * integer or rounds above {@linkcode CachingAllocator.maxBlockByteLength}.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource());
+   * assert.equal(allocator.roundSize(1), 512);
+   * assert.equal(allocator.roundSize(513), 1024);
+   * ```
+   */
+  roundSize(byteLength: number): number {
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+      throw new InvalidArgumentError(
+        `Cannot allocate ${byteLength} bytes: byteLength must be a non-negative integer, received ${byteLength}`,
+        {
+          name: "byteLength",
+          value: byteLength,
+          limit: this.maxBlockByteLength,
+        },
+      );
+    }
+    const size = roundSize(
+      byteLength,
+      this.minBlockByteLength,
+      this.#divisions,
+    );
+    if (size > this.maxBlockByteLength) {
+      throw new InvalidArgumentError(
+        `Cannot allocate ${byteLength} bytes: rounded to ${size}, above the largest segment ${this.maxBlockByteLength} of ${this.device}`,
+        {
+          name: "byteLength",
+          value: byteLength,
+          limit: this.maxBlockByteLength,
+        },
+      );
+    }
+    return size;
+  }
+
+  /**
+   * Allocates a block. Serves it from the cache when it can; otherwise takes a
+   * segment from the device, after freeing cached segments if the device is
+   * full. Does not wait for fences: see
+   * {@linkcode CachingAllocator.allocateAsync}.
+   *
+   * @param byteLength Bytes; 0 gives a block of the minimum size.
+   * @param options The stream that uses the block.
+   * @returns The owning handle.
+   * @throws {InvalidArgumentError} For a bad size or stream.
+   * @throws {CachingOutOfMemoryError} When the device cannot hold the block.
+   * @throws {SegmentSourceError} When the device threw.
+   */
+  allocate(byteLength: number, options?: AllocateOptions): CachedBlock<M> {
+    const size = this.roundSize(byteLength);
+    const stream = this.#checkStream(options?.stream);
+    if (this.#pending.length > 0) this.#processEvents();
+    const pool = size <= this.smallRequestMaxByteLength
+      ? this.#small
+      : this.#large;
+    const block = this.#getFreeBlock(pool, stream.id, size) ??
+      this.#allocSlow(pool, size, stream);
+    if (block === undefined) this.#throwOom(byteLength, size, stream);
+    return this.#allocFound(block, pool, size, byteLength, stream);
+  }
+
+  /**
+   * Allocates a block like {@linkcode CachingAllocator.allocate}, but before
+   * giving up waits for every pending fence, frees the whole cache and retries.
+   *
+   * @param byteLength Bytes.
+   * @param options The stream that uses the block.
+   * @returns The owning handle.
+   * @throws {InvalidArgumentError} For a bad size or stream.
+   * @throws {CachingOutOfMemoryError} When the device cannot hold the block.
+   * @throws {SegmentSourceError} When the device threw.
+   *
+   * @example Wait for a fence instead of failing
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { ManualStream, MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource({ capacityBytes: 2 ** 21 }));
+   * const copy = new ManualStream();
+   * const a = allocator.allocate(2 ** 20);
+   * a.recordStream(copy);
+   * a.release(); // waits for `copy`
+   * assert.throws(() => allocator.allocate(2 ** 21));
+   * setTimeout(() => copy.completeAll(), 1);
+   * using b = await allocator.allocateAsync(2 ** 21);
+   * assert.equal(b.blockByteLength, 2 ** 21);
+   * ```
+   */
+  async allocateAsync(
+    byteLength: number,
+    options?: AllocateOptions,
+  ): Promise<CachedBlock<M>> {
+    const size = this.roundSize(byteLength);
+    const stream = this.#checkStream(options?.stream);
+    if (this.#pending.length > 0) this.#processEvents();
+    const pool = size <= this.smallRequestMaxByteLength
+      ? this.#small
+      : this.#large;
+    let block = this.#getFreeBlock(pool, stream.id, size) ??
+      this.#allocSlow(pool, size, stream);
+    while (block === undefined && this.#pending.length > 0) {
+      await this.synchronize();
+      block = this.#getFreeBlock(pool, stream.id, size) ??
+        this.#allocSlow(pool, size, stream);
+    }
+    if (block === undefined) this.#throwOom(byteLength, size, stream);
+    return this.#allocFound(block, pool, size, byteLength, stream);
+  }
+
+  /**
+   * Frees a block (same as `block.release()`). A block used on other streams
+   * waits for their fences before it can be reused.
+   *
+   * @param block A block of this allocator.
+   * @throws {DoubleFreeError} When the block was freed already or belongs to
+   * another allocator.
+   */
+  free(block: CachedBlock<M>): void {
+    if (!isHandle(block) || block.allocator !== this) {
+      throw new DoubleFreeError(
+        `Cannot free ${block}: it is not a block of this ${this.label}`,
+      );
+    }
+    const b = blockOf(block);
+    if (b === null) {
+      throw new DoubleFreeError(`Cannot free ${block}: it was already freed`);
+    }
+    let fences: Fence[] | null = null;
+    if (b.streamUses !== null) {
+      // Take fences before changing anything: a stream may throw.
+      for (const stream of b.streamUses) {
+        const fence = stream.fence();
+        if (!fence.completed) (fences ??= []).push(fence);
+      }
+    }
+    detach(block);
+    b.handle = null;
+    b.streamUses = null;
+    const pool = b.segment.small ? 1 : 2;
+    this.#allocation[0].decrease(1);
+    this.#allocation[pool].decrease(1);
+    this.#allocatedBytes[0].decrease(b.size);
+    this.#allocatedBytes[pool].decrease(b.size);
+    if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
+    if (this.#history !== null) {
+      this.#record(
+        "free_requested",
+        b.address,
+        b.size,
+        b.requested,
+        b.streamId,
+      );
+    }
+    if (fences !== null) {
+      b.state = PENDING;
+      b.fences = fences;
+      this.#pending.push(b);
+    } else {
+      this.#freeBlock(b);
+    }
+  }
+
+  /**
+   * Records that `stream` uses `block` (PyTorch's `recordStream`). When the
+   * block is freed, it waits for a fence of every recorded stream.
+   *
+   * @param block A live block of this allocator.
+   * @param stream The stream.
+   * @throws {UseAfterFreeError} When the block was freed.
+   * @throws {InvalidArgumentError} When `stream` is not a stream.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { ManualStream, MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource());
+   * const copy = new ManualStream();
+   * const a = allocator.allocate(4096);
+   * const address = a.address;
+   * allocator.recordStream(a, copy);
+   * a.release();
+   * using b = allocator.allocate(4096); // a is not reusable yet
+   * assert.notEqual(b.address, address);
+   * copy.completeAll();
+   * using c = allocator.allocate(4096);
+   * assert.equal(c.address, address);
+   * ```
+   */
+  recordStream(block: CachedBlock<M>, stream: Stream): void {
+    if (!isHandle(block) || block.allocator !== this) {
+      throw new InvalidArgumentError(
+        `Cannot record a stream on ${block}: it is not a block of this ${this.label}`,
+        { name: "block", value: block },
+      );
+    }
+    const b = blockOf(block);
+    if (b === null) {
+      throw new UseAfterFreeError(
+        `Cannot record a stream on ${block}: the block was released`,
+      );
+    }
+    const s = this.#checkStream(stream);
+    if (s.id === b.streamId) return;
+    const uses = b.streamUses;
+    if (uses === null) b.streamUses = [s];
+    else if (!uses.some((u) => u.id === s.id)) uses.push(s);
+  }
+
+  /**
+   * Waits for every pending fence, then returns the blocks that waited on them
+   * to the pool.
+   *
+   * @returns Resolves when the blocks pending at the call are back in the pool.
+   */
+  async synchronize(): Promise<void> {
+    const waited = new Set<Fence>();
+    for (const b of this.#pending) for (const f of b.fences!) waited.add(f);
+    this.#numSyncAllStreams++;
+    // A rejected fence also ends: its work will never run.
+    await Promise.all([...waited].map((f) => f.wait().catch(() => {})));
+    for (const b of this.#pending) {
+      if (b.fences !== null) b.fences = b.fences.filter((f) => !waited.has(f));
+    }
+    this.#processEvents();
+  }
+
+  /**
+   * Returns every whole free segment to the device (PyTorch's `empty_cache`).
+   * Blocks still waiting for fences stay; `await synchronize()` first to
+   * include them.
+   */
+  emptyCache(): void {
+    this.#releaseCachedBlocks();
+  }
+
+  /** Sets every peak to its current value. */
+  resetPeakStats(): void {
+    for (const name of this.#statArrays()) for (const s of name) s.resetPeak();
+    this.#oversizeAllocations.resetPeak();
+    this.#oversizeSegments.resetPeak();
+  }
+
+  /** Sets every allocated and freed total, and the counters, to zero. */
+  resetAccumulatedStats(): void {
+    for (const name of this.#statArrays()) {
+      for (const s of name) s.resetAccumulated();
+    }
+    this.#oversizeAllocations.resetAccumulated();
+    this.#oversizeSegments.resetAccumulated();
+    this.#numAllocRetries = 0;
+    this.#numOoms = 0;
+    this.#numSyncAllStreams = 0;
+    this.#numDeviceAlloc = 0;
+    this.#numDeviceFree = 0;
+  }
+
+  /**
+   * The stats now, as plain data (see {@linkcode MemoryStats}).
+   *
+   * @returns A copy of the stats.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource());
+   * const a = allocator.allocate(1000);
+   * a.release();
+   * const stats = allocator.memoryStats();
+   * assert.equal(stats.allocatedBytes.all.peak, 1024);
+   * assert.equal(stats.reservedBytes.smallPool.current, 2 ** 21);
+   * assert.equal(stats.numDeviceAlloc, 1);
+   * ```
+   */
+  memoryStats(): MemoryStats {
+    const arrays = this.#statArrays();
+    const out = {} as Record<string, StatArray>;
+    STAT_ARRAY_NAMES.forEach((name, i) => {
+      const s = arrays[i];
+      out[name] = {
+        all: s[0].values(),
+        smallPool: s[1].values(),
+        largePool: s[2].values(),
+      };
+    });
+    return {
+      ...(out as unknown as Pick<MemoryStats, typeof STAT_ARRAY_NAMES[number]>),
+      numAllocRetries: this.#numAllocRetries,
+      numOoms: this.#numOoms,
+      numSyncAllStreams: this.#numSyncAllStreams,
+      numDeviceAlloc: this.#numDeviceAlloc,
+      numDeviceFree: this.#numDeviceFree,
+      oversizeAllocations: this.#oversizeAllocations.values(),
+      oversizeSegments: this.#oversizeSegments.values(),
+      maxSplitSize: this.maxSplitSize,
+    };
+  }
+
+  /**
+   * A text table of the stats, like `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatMemorySummary(this.memoryStats(), {
+      title: `${this.label} on ${this.device}`,
+      ...options,
+    });
+  }
+
+  /**
+   * Starts (or restarts, dropping old events) or stops history recording.
+   *
+   * @param options Recorder options, or `false` to stop.
+   */
+  recordHistory(options: TraceRecorderOptions | false = {}): void {
+    this.#history = options === false ? null : new TraceRecorder(options);
+  }
+
+  /**
+   * Every segment with its blocks, and the recorded history: plain data that
+   * `JSON.stringify` can write. See the README for the format.
+   *
+   * @returns The snapshot.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource(), { recordHistory: true });
+   * using a = allocator.allocate(1000);
+   * const snapshot = JSON.parse(JSON.stringify(allocator.snapshot()));
+   * assert.equal(snapshot.segments.length, 1);
+   * assert.deepEqual(snapshot.segments[0].blocks.map((b: { state: string }) => b.state), ["active_allocated", "inactive"]);
+   * assert.deepEqual(snapshot.history.map((e: { action: string }) => e.action), ["segment_alloc", "alloc"]);
+   * ```
+   */
+  snapshot(): MemorySnapshot {
+    const segments = [];
+    for (const seg of this.#segments) {
+      const blocks: BlockSnapshot[] = [];
+      let allocated = 0, active = 0, requested = 0;
+      for (let b: _Block<M> | null = seg.head; b !== null; b = b.next) {
+        const state = b.state === FREE
+          ? "inactive"
+          : b.state === ALLOCATED
+          ? "active_allocated"
+          : "active_pending_free";
+        if (b.state === ALLOCATED) allocated += b.size;
+        if (b.state !== FREE) {
+          active += b.size;
+          requested += b.requested;
+        }
+        const entry: BlockSnapshot = {
+          address: b.address,
+          offset: b.offset,
+          byteLength: b.size,
+          requestedByteLength: b.state === FREE ? 0 : b.requested,
+          state,
+        };
+        if (b.stack !== undefined && b.state !== FREE) entry.stack = b.stack;
+        blocks.push(entry);
+      }
+      segments.push({
+        id: seg.id,
+        address: seg.address,
+        byteLength: seg.byteLength,
+        stream: seg.stream.id,
+        pool: seg.small ? "small" as const : "large" as const,
+        allocatedBytes: allocated,
+        activeBytes: active,
+        requestedBytes: requested,
+        memoryByteOffset: seg.raw.byteOffset,
+        blocks,
+      });
+    }
+    const history: TraceEntry[] = this.#history?.entries() ?? [];
+    return {
+      version: SNAPSHOT_FORMAT_VERSION,
+      device: String(this.device),
+      allocator: this.label,
+      segments,
+      history,
+    };
+  }
+
+  /**
+   * Checks every internal invariant: blocks tile their segments, no two free
+   * neighbours, the pools hold exactly the free blocks in order, pending
+   * blocks wait, and every stat equals a recount. For tests.
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   */
+  validate(): void {
+    const fail = (what: string): never => {
+      throw new AllotError(`${this.label} is inconsistent: ${what}`);
+    };
+    const count = () => [0, 0, 0];
+    const c = {
+      allocation: count(),
+      segment: count(),
+      active: count(),
+      inactiveSplit: count(),
+      allocatedBytes: count(),
+      reservedBytes: count(),
+      activeBytes: count(),
+      inactiveSplitBytes: count(),
+      requestedBytes: count(),
+    };
+    const add = (k: keyof typeof c, p: number, v: number): void => {
+      c[k][0] += v;
+      c[k][p] += v;
+    };
+    let freeSmall = 0,
+      freeLarge = 0,
+      pending = 0,
+      oversizeAlloc = 0,
+      oversizeSeg = 0;
+    const pendingSet = new Set(this.#pending);
+    for (const seg of this.#segments) {
+      const p = seg.small ? 1 : 2;
+      const pool = seg.small ? this.#small : this.#large;
+      add("segment", p, 1);
+      add("reservedBytes", p, seg.byteLength);
+      if (seg.byteLength >= this.maxSplitSize) oversizeSeg++;
+      if (seg.head.prev !== null) fail(`segment ${seg.id} head has a prev`);
+      let offset = 0;
+      const split = seg.head.next !== null;
+      for (let b: _Block<M> | null = seg.head; b !== null; b = b.next) {
+        if (b.segment !== seg) {
+          fail(`block at ${b.address} names another segment`);
+        }
+        if (b.offset !== offset) {
+          fail(`segment ${seg.id} has a gap or overlap at ${offset}`);
+        }
+        if (b.address !== seg.address + b.offset) {
+          fail(`bad address ${b.address}`);
+        }
+        if (b.size <= 0 || b.size % this.minBlockByteLength !== 0) {
+          fail(
+            `block size ${b.size} is not a positive multiple of the granule`,
+          );
+        }
+        if (b.streamId !== seg.stream.id) {
+          fail(`block stream differs from segment`);
+        }
+        if (b.next !== null && b.next.prev !== b) fail(`broken links`);
+        offset += b.size;
+        if (b.state === FREE) {
+          if (b.next !== null && b.next.state === FREE) {
+            fail(`two free neighbours at ${b.address}`);
+          }
+          if (pool.indexOf(b) < 0) fail(`free block ${b.address} not in pool`);
+          if (seg.small) freeSmall++;
+          else freeLarge++;
+          if (split) {
+            add("inactiveSplit", p, 1);
+            add("inactiveSplitBytes", p, b.size);
+          }
+        } else {
+          if (b.state === ALLOCATED) {
+            if (
+              b.handle === null || blockOf(b.handle as CachedBlock<M>) !== b
+            ) {
+              fail(`allocated block ${b.address} has no live handle`);
+            }
+            add("allocation", p, 1);
+            add("allocatedBytes", p, b.size);
+            if (b.size >= this.maxSplitSize) oversizeAlloc++;
+          } else {
+            if (!pendingSet.has(b)) fail(`pending block not in pending list`);
+            pending++;
+          }
+          add("active", p, 1);
+          add("activeBytes", p, b.size);
+          add("requestedBytes", p, b.requested);
+        }
+      }
+      if (offset !== seg.byteLength) {
+        fail(`segment ${seg.id} blocks do not tile it`);
+      }
+    }
+    if (freeSmall !== this.#small.blocks.length) fail(`small pool size`);
+    if (freeLarge !== this.#large.blocks.length) fail(`large pool size`);
+    if (pending !== this.#pending.length) fail(`pending list size`);
+    for (const pool of [this.#small, this.#large]) {
+      const bs = pool.blocks;
+      for (let i = 1; i < bs.length; i++) {
+        const a = bs[i - 1], b = bs[i];
+        const ordered = a.streamId < b.streamId ||
+          (a.streamId === b.streamId &&
+            (a.size < b.size || (a.size === b.size && a.address < b.address)));
+        if (!ordered) fail(`pool out of order at ${i}`);
+      }
+      for (const b of bs) {
+        if (b.state !== FREE || !this.#segments.has(b.segment)) {
+          fail(`pool holds a non-free block`);
+        }
+        if (b.segment.small !== pool.small) fail(`block in the wrong pool`);
+      }
+    }
+    const arrays = this.#statArrays();
+    STAT_ARRAY_NAMES.forEach((name, i) => {
+      for (let p = 0; p < 3; p++) {
+        const s = arrays[i][p];
+        if (s.current !== c[name][p]) {
+          fail(`stat ${name}[${p}] is ${s.current}, recount ${c[name][p]}`);
+        }
+        if (s.peak < s.current) fail(`stat ${name}[${p}] peak below current`);
+      }
+    });
+    if (this.#oversizeAllocations.current !== oversizeAlloc) {
+      fail(`oversize allocations`);
+    }
+    if (this.#oversizeSegments.current !== oversizeSeg) {
+      fail(`oversize segments`);
+    }
+  }
+
+  // ---- internals ----
+
+  #statArrays(): [Stat, Stat, Stat][] {
+    return [
+      this.#allocation,
+      this.#segment,
+      this.#active,
+      this.#inactiveSplit,
+      this.#allocatedBytes,
+      this.#reservedBytes,
+      this.#activeBytes,
+      this.#inactiveSplitBytes,
+      this.#requestedBytes,
+    ];
+  }
+
+  #checkStream(stream: Stream | undefined): Stream {
+    if (stream === undefined) return DEFAULT_STREAM;
+    if (
+      typeof stream !== "object" || stream === null ||
+      !Number.isSafeInteger(stream.id) || typeof stream.fence !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid stream: must have an integer id and a fence() method, received ${stream}`,
+        { name: "stream", value: stream },
+      );
+    }
+    return stream;
+  }
+
+  #record(
+    action: TraceAction,
+    address: number,
+    size: number,
+    requested: number,
+    stream: number,
+  ): void {
+    this.#history!.record(action, address, size, requested, stream);
+  }
+
+  #newBlock(segment: _Segment<M>): _Block<M> {
+    const b = this.#spare.pop();
+    if (b === undefined) return new _Block(segment);
+    b.segment = segment;
+    return b;
+  }
+
+  #recycle(b: _Block<M>): void {
+    b.prev = b.next = null;
+    b.handle = null;
+    b.streamUses = null;
+    b.fences = null;
+    b.stack = undefined;
+    if (this.#spare.length < 1024) this.#spare.push(b);
+  }
+
+  #getFreeBlock(
+    pool: _BlockPool<M>,
+    streamId: number,
+    size: number,
+  ): _Block<M> | undefined {
+    this.#clock++;
+    const blocks = pool.blocks;
+    if (blocks.length === 0) return undefined;
+    const i = pool.lowerBound(streamId, size);
+    if (i === blocks.length) return undefined;
+    const b = blocks[i];
+    if (b.streamId !== streamId) return undefined;
+    const maxSplit = this.maxSplitSize;
+    if (size < maxSplit && b.size >= maxSplit) return undefined;
+    if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
+      return undefined;
+    }
+    pool.removeAt(i);
+    return b;
+  }
+
+  #allocFound(
+    b: _Block<M>,
+    pool: _BlockPool<M>,
+    size: number,
+    requested: number,
+    stream: Stream,
+  ): CachedBlock<M> {
+    const p = pool.small ? 1 : 2;
+    const alreadySplit = b.prev !== null || b.next !== null;
+    const remaining = b.size - size;
+    const split = pool.small
+      ? remaining >= this.minBlockByteLength
+      : size < this.maxSplitSize && remaining > this.smallRequestMaxByteLength;
+    if (split) {
+      const rest = b;
+      const seg = rest.segment;
+      b = this.#newBlock(seg);
+      b.offset = rest.offset;
+      b.address = rest.address;
+      b.size = size;
+      b.streamId = rest.streamId;
+      b.prev = rest.prev;
+      if (b.prev !== null) b.prev.next = b;
+      else seg.head = b;
+      b.next = rest;
+      rest.prev = b;
+      rest.offset += size;
+      rest.address += size;
+      rest.size -= size;
+      rest.stamp = this.#clock;
+      pool.insert(rest);
+      if (alreadySplit) {
+        change(this.#inactiveSplitBytes, p, -size);
+      } else {
+        change(this.#inactiveSplitBytes, p, rest.size);
+        change(this.#inactiveSplit, p, 1);
+      }
+    } else if (alreadySplit) {
+      change(this.#inactiveSplitBytes, p, -b.size);
+      change(this.#inactiveSplit, p, -1);
+    }
+    b.state = ALLOCATED;
+    b.requested = requested;
+    const bytes = b.size;
+    this.#allocation[0].increase(1);
+    this.#allocation[p].increase(1);
+    this.#allocatedBytes[0].increase(bytes);
+    this.#allocatedBytes[p].increase(bytes);
+    this.#active[0].increase(1);
+    this.#active[p].increase(1);
+    this.#activeBytes[0].increase(bytes);
+    this.#activeBytes[p].increase(bytes);
+    this.#requestedBytes[0].increase(requested);
+    this.#requestedBytes[p].increase(requested);
+    if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
+    const raw = b.segment.raw;
+    const handle = new CachedBlock<M>(
+      this,
+      b,
+      raw.memory,
+      raw.byteOffset + b.offset,
+      requested,
+      stream,
+    );
+    b.handle = handle;
+    if (this.#history !== null) {
+      this.#record("alloc", b.address, bytes, requested, b.streamId);
+      if (this.#history.captureStack) b.stack = captureStack();
+    }
+    return handle;
+  }
+
+  #freeBlock(b: _Block<M>): void {
+    const seg = b.segment;
+    const pool = seg.small ? this.#small : this.#large;
+    const p = seg.small ? 1 : 2;
+    const originalSize = b.size, requested = b.requested;
+    if (this.#history !== null) {
+      this.#record("free_completed", b.address, b.size, requested, b.streamId);
+    }
+    let splitBlocks = 0, splitBytes = 0;
+    const prev = b.prev;
+    if (prev !== null && prev.state === FREE) {
+      pool.remove(prev);
+      splitBlocks--;
+      splitBytes -= prev.size;
+      b.offset = prev.offset;
+      b.address = prev.address;
+      b.size += prev.size;
+      b.prev = prev.prev;
+      if (b.prev !== null) b.prev.next = b;
+      else seg.head = b;
+      this.#recycle(prev);
+    }
+    const next = b.next;
+    if (next !== null && next.state === FREE) {
+      pool.remove(next);
+      splitBlocks--;
+      splitBytes -= next.size;
+      b.size += next.size;
+      b.next = next.next;
+      if (b.next !== null) b.next.prev = b;
+      this.#recycle(next);
+    }
+    b.state = FREE;
+    b.requested = 0;
+    b.fences = null;
+    b.stack = undefined;
+    b.stamp = this.#clock;
+    pool.insert(b);
+    if (b.prev !== null || b.next !== null) {
+      splitBlocks++;
+      splitBytes += b.size;
+    }
+    change(this.#inactiveSplit, p, splitBlocks);
+    change(this.#inactiveSplitBytes, p, splitBytes);
+    this.#active[0].decrease(1);
+    this.#active[p].decrease(1);
+    this.#activeBytes[0].decrease(originalSize);
+    this.#activeBytes[p].decrease(originalSize);
+    this.#requestedBytes[0].decrease(requested);
+    this.#requestedBytes[p].decrease(requested);
+  }
+
+  #processEvents(): void {
+    const pending = this.#pending;
+    let w = 0;
+    for (let r = 0; r < pending.length; r++) {
+      const b = pending[r];
+      const fences = b.fences!;
+      let live = 0;
+      for (let i = 0; i < fences.length; i++) {
+        if (!fences[i].completed) fences[live++] = fences[i];
+      }
+      fences.length = live;
+      if (live === 0) this.#freeBlock(b);
+      else pending[w++] = b;
+    }
+    pending.length = w;
+  }
+
+  #allocSlow(
+    pool: _BlockPool<M>,
+    size: number,
+    stream: Stream,
+  ): _Block<M> | undefined {
+    if (this.#gcThreshold > 0) this.#garbageCollect();
+    let b = this.#allocBlock(pool, size, stream, false);
+    if (b !== undefined) return b;
+    if (this.#releaseAvailableCachedBlocks(pool, size, stream.id)) {
+      b = this.#allocBlock(pool, size, stream, false);
+      if (b !== undefined) return b;
+    }
+    this.#releaseCachedBlocks();
+    return this.#allocBlock(pool, size, stream, true);
+  }
+
+  #segmentSizeFor(pool: _BlockPool<M>, size: number): number {
+    let s = pool.small
+      ? this.smallSegmentByteLength
+      : size < this.ownSegmentMinByteLength
+      ? this.largeSegmentByteLength
+      : Math.ceil(size / this.largeRoundByteLength) * this.largeRoundByteLength;
+    if (s > this.maxBlockByteLength) s = this.maxBlockByteLength;
+    return s < size ? size : s;
+  }
+
+  #allocBlock(
+    pool: _BlockPool<M>,
+    size: number,
+    stream: Stream,
+    isRetry: boolean,
+  ): _Block<M> | undefined {
+    if (isRetry) this.#numAllocRetries++;
+    const full = this.#segmentSizeFor(pool, size);
+    const allowed = this.allowedBytes;
+    const reserved = this.#reservedBytes[0].current;
+    let raw = undefined;
+    let segSize = full;
+    if (reserved + full <= allowed) raw = this.#trySegment(full, size);
+    if (raw === undefined && full > size) {
+      // A device too small or too full for a whole segment: take just enough.
+      // (PyTorch fails here; on small devices this keeps large requests
+      // possible.)
+      const granule = pool.small
+        ? this.minBlockByteLength
+        : this.largeRoundByteLength;
+      let tight = Math.ceil(size / granule) * granule;
+      if (tight > full) tight = full;
+      if (tight < full && reserved + tight <= allowed) {
+        segSize = tight;
+        raw = this.#trySegment(tight, size);
+      }
+      if (raw === undefined && tight !== size && reserved + size <= allowed) {
+        segSize = size;
+        raw = this.#trySegment(size, size);
+      }
+    }
+    if (raw === undefined) return undefined;
+    const seg = new _Segment<M>(
+      this.#nextSegmentId++,
+      this.#nextAddress,
+      raw,
+      segSize,
+      pool.small,
+      stream,
+    );
+    this.#nextAddress += segSize;
+    this.#segments.add(seg);
+    const b = this.#newBlock(seg);
+    b.offset = 0;
+    b.address = seg.address;
+    b.size = segSize;
+    b.streamId = stream.id;
+    b.state = FREE;
+    b.requested = 0;
+    b.prev = b.next = null;
+    seg.head = b;
+    const p = pool.small ? 1 : 2;
+    change(this.#segment, p, 1);
+    change(this.#reservedBytes, p, segSize);
+    if (segSize >= this.maxSplitSize) this.#oversizeSegments.increase(1);
+    this.#numDeviceAlloc++;
+    if (this.#history !== null) {
+      this.#record("segment_alloc", seg.address, segSize, 0, stream.id);
+    }
+    return b;
+  }
+
+  #trySegment(
+    segSize: number,
+    size: number,
+  ): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
+    try {
+      return this.#source.tryAllocateSegment(segSize, this.#segmentOptions);
+    } catch (error) {
+      throw new SegmentSourceError(
+        `Cannot allocate ${size} bytes: the segment source of ${this.device} threw while making a ${segSize}-byte segment: ${
+          (error as Error)?.message ?? error
+        }`,
+        { cause: error },
+      );
+    }
+  }
+
+  /** Returns a whole free segment (in its pool) to the device. */
+  #releaseBlock(b: _Block<M>): void {
+    const seg = b.segment;
+    const pool = seg.small ? this.#small : this.#large;
+    pool.remove(b);
+    this.#segments.delete(seg);
+    const p = seg.small ? 1 : 2;
+    change(this.#segment, p, -1);
+    change(this.#reservedBytes, p, -seg.byteLength);
+    if (seg.byteLength >= this.maxSplitSize) {
+      this.#oversizeSegments.decrease(1);
+    }
+    this.#numDeviceFree++;
+    if (this.#history !== null) {
+      this.#record(
+        "segment_free",
+        seg.address,
+        seg.byteLength,
+        0,
+        seg.stream.id,
+      );
+    }
+    this.#recycle(b);
+    try {
+      this.#source.freeSegment(seg.raw);
+    } catch (error) {
+      throw new SegmentSourceError(
+        `Cannot return segment ${seg.id} of ${seg.byteLength} bytes: the segment source of ${this.device} threw: ${
+          (error as Error)?.message ?? error
+        }`,
+        { cause: error },
+      );
+    }
+  }
+
+  #releaseAvailableCachedBlocks(
+    pool: _BlockPool<M>,
+    size: number,
+    streamId: number,
+  ): boolean {
+    const maxSplit = this.maxSplitSize;
+    if (maxSplit === Infinity) return false;
+    const key = size < maxSplit ? maxSplit : size;
+    const blocks = pool.blocks;
+    let i = pool.lowerBound(streamId, key);
+    if (i === blocks.length || blocks[i].streamId !== streamId) {
+      if (i === 0) return false;
+      let released = 0;
+      i--;
+      while (
+        released < key && i >= 0 && blocks[i].size >= maxSplit &&
+        blocks[i].streamId === streamId
+      ) {
+        const b = blocks[i--];
+        if (b.prev === null && b.next === null) {
+          released += b.size;
+          this.#releaseBlock(b);
+        }
+      }
+      return released >= key;
+    }
+    const b = blocks[i];
+    if (b.prev !== null || b.next !== null) return false;
+    this.#releaseBlock(b);
+    return true;
+  }
+
+  #releaseCachedBlocks(): void {
+    if (this.#pending.length > 0) this.#processEvents();
+    for (const pool of [this.#small, this.#large]) {
+      const blocks = pool.blocks;
+      for (let i = blocks.length - 1; i >= 0; i--) {
+        const b = blocks[i];
+        if (b.prev === null && b.next === null) this.#releaseBlock(b);
+      }
+    }
+  }
+
+  #garbageCollect(): void {
+    const allowed = this.allowedBytes;
+    if (!Number.isFinite(allowed)) return;
+    const threshold = this.#gcThreshold * allowed;
+    const reserved = this.#reservedBytes[0].current;
+    if (reserved <= threshold) return;
+    const target = reserved - threshold;
+    const candidates: _Block<M>[] = [];
+    let totalAge = 0;
+    for (const pool of [this.#large, this.#small]) {
+      for (const b of pool.blocks) {
+        if (b.prev === null && b.next === null) {
+          candidates.push(b);
+          totalAge += this.#clock - b.stamp;
+        }
+      }
+    }
+    let reclaimed = 0;
+    let freed = true;
+    while (reclaimed < target && freed && candidates.length > 0) {
+      const threshold = totalAge / candidates.length;
+      freed = false;
+      for (let i = 0; i < candidates.length;) {
+        const b = candidates[i];
+        const age = this.#clock - b.stamp;
+        if (age >= threshold) {
+          freed = true;
+          reclaimed += b.size;
+          totalAge -= age;
+          candidates.splice(i, 1);
+          this.#releaseBlock(b);
+        } else i++;
+      }
+    }
+  }
+
+  #throwOom(requested: number, size: number, stream: Stream): never {
+    this.#numOoms++;
+    const source = this.#source;
+    const capacity = source.capacityBytes;
+    const deviceReserved = (source as { reservedBytes?: unknown })
+      .reservedBytes;
+    const used = typeof deviceReserved === "number"
+      ? deviceReserved
+      : this.reservedBytes;
+    const free = Math.max(0, capacity - used);
+    const allocated = this.allocatedBytes;
+    const reserved = this.reservedBytes;
+    const unallocated = reserved - allocated;
+    let pendingBytes = 0;
+    for (const b of this.#pending) pendingBytes += b.size;
+    let largest = 0;
+    for (const pool of [this.#small, this.#large]) {
+      for (const b of pool.blocks) if (b.size > largest) largest = b.size;
+    }
+    if (this.#history !== null) {
+      this.#record("oom", free, size, requested, stream.id);
+    }
+    const allowed = this.allowedBytes;
+    let message = `Cannot allocate ${requested} bytes: tried to allocate ${
+      formatSize(size)
+    } on ${this.device}, which has a total capacity of ${
+      formatSize(capacity)
+    } of which ${formatSize(free)} is free`;
+    if (this.#fraction < 1) {
+      message += `; this allocator may reserve ${
+        formatSize(allowed)
+      } (memory fraction ${this.#fraction})`;
+    }
+    message += `; of the allocated memory ${
+      formatSize(allocated)
+    } is allocated by this allocator, and ${
+      formatSize(unallocated)
+    } is reserved by this allocator but unallocated`;
+    if (pendingBytes > 0) {
+      message += `; ${
+        formatSize(pendingBytes)
+      } is freed but waits for fences of other streams (await synchronize() or use allocateAsync())`;
+    }
+    if (unallocated + pendingBytes >= size) {
+      message +=
+        `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitSize to keep large blocks whole`;
+    }
+    throw new CachingOutOfMemoryError(message, {
+      requestedBytes: size,
+      requestedByteLength: requested,
+      capacityBytes: capacity,
+      freeBytes: free,
+      largestFreeBytes: largest,
+      allocatedBytes: allocated,
+      reservedBytes: reserved,
+      allowedBytes: allowed,
+      pendingFreeBytes: pendingBytes,
+    });
+  }
+}

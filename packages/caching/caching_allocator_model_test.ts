@@ -1,0 +1,263 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  type Fence,
+  InvalidArgumentError,
+  ManualStream,
+  MockSegmentSource,
+} from "@allot/core";
+import {
+  type CachedBlock,
+  CachingAllocator,
+  type CachingAllocatorOptions,
+} from "./caching_allocator.ts";
+import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+
+const MiB = 2 ** 20;
+
+type Op =
+  | { kind: "alloc"; size: number; stream: number }
+  | { kind: "free"; index: number }
+  | { kind: "record"; index: number; stream: number }
+  | { kind: "complete"; stream: number; count: number }
+  | { kind: "emptyCache" }
+  | { kind: "fault"; throws: boolean }
+  | { kind: "bad"; size: number };
+
+const sizeArb = fc.oneof(
+  { weight: 6, arbitrary: fc.integer({ min: 0, max: 64 * 1024 }) },
+  { weight: 3, arbitrary: fc.integer({ min: 64 * 1024, max: MiB }) },
+  { weight: 3, arbitrary: fc.integer({ min: MiB + 1, max: 12 * MiB }) },
+  { weight: 1, arbitrary: fc.integer({ min: 12 * MiB, max: 48 * MiB }) },
+);
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 10,
+    arbitrary: fc.record({
+      kind: fc.constant("alloc" as const),
+      size: sizeArb,
+      stream: fc.integer({ min: 0, max: 2 }),
+    }),
+  },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      kind: fc.constant("free" as const),
+      index: fc.nat(),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant("record" as const),
+      index: fc.nat(),
+      stream: fc.integer({ min: 0, max: 2 }),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant("complete" as const),
+      stream: fc.integer({ min: 0, max: 2 }),
+      count: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: "emptyCache" as const }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("fault" as const),
+      throws: fc.boolean(),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("bad" as const),
+      size: fc.constantFrom(-1, 0.5, NaN, 2 ** 60),
+    }),
+  },
+);
+
+const optionsArb: fc.Arbitrary<CachingAllocatorOptions> = fc.record({
+  maxSplitSize: fc.constantFrom(Infinity, 20 * MiB, 32 * MiB),
+  roundupPower2Divisions: fc.constantFrom(0, 4, [1, 2, 8]),
+  memoryFraction: fc.constantFrom(1, 0.75),
+  garbageCollectionThreshold: fc.constantFrom(0, 0.5),
+});
+
+interface Live {
+  block: CachedBlock<{ id: number }>;
+  start: number;
+  end: number;
+  memory: number;
+  requested: number;
+}
+interface Waiting {
+  start: number;
+  end: number;
+  memory: number;
+  fences: Fence[];
+}
+
+function overlaps(
+  a: { memory: number; start: number; end: number },
+  b: { memory: number; start: number; end: number },
+): boolean {
+  return a.memory === b.memory && a.start < b.end && b.start < a.end;
+}
+
+function run(options: CachingAllocatorOptions, ops: Op[]): void {
+  const device = new MockSegmentSource({ capacityBytes: 96 * MiB });
+  const allocator = new CachingAllocator(device, options);
+  const streams = [undefined, new ManualStream(), new ManualStream()];
+  const live: Live[] = [];
+  let waiting: Waiting[] = [];
+  const check = (): void => {
+    allocator.validate();
+    waiting = waiting.filter((w) => !w.fences.every((f) => f.completed));
+    const stats = allocator.memoryStats();
+    assert.equal(stats.allocation.all.current, live.length);
+    assert.equal(
+      stats.allocatedBytes.all.current,
+      live.reduce((s, l) => s + l.end - l.start, 0),
+    );
+    assert.ok(
+      stats.requestedBytes.all.current >=
+        live.reduce((s, l) => s + l.requested, 0),
+    );
+    assert.equal(stats.reservedBytes.all.current, device.reservedBytes);
+    assert.equal(stats.segment.all.current, device.liveSegmentCount);
+    assert.equal(stats.numDeviceAlloc, device.allocationCount);
+    assert.equal(stats.numDeviceFree, device.freeCount);
+    assert.ok(device.reservedBytes <= allocator.allowedBytes);
+  };
+  for (const op of ops) {
+    switch (op.kind) {
+      case "alloc": {
+        const stream = streams[op.stream];
+        let block: CachedBlock<{ id: number }>;
+        const before = allocator.memoryStats().allocation.all.current;
+        try {
+          block = allocator.allocate(op.size, stream && { stream });
+        } catch (error) {
+          assert.ok(
+            error instanceof CachingOutOfMemoryError ||
+              error instanceof SegmentSourceError,
+            String(error),
+          );
+          assert.equal(allocator.memoryStats().allocation.all.current, before);
+          break;
+        }
+        const entry: Live = {
+          block,
+          start: block.byteOffset,
+          end: block.byteOffset + block.blockByteLength,
+          memory: block.memory.id,
+          requested: op.size,
+        };
+        assert.ok(block.blockByteLength >= op.size);
+        assert.equal(block.blockByteLength % 512, 0);
+        assert.equal(block.byteOffset % device.alignment, 0);
+        for (const other of live) {
+          assert.ok(!overlaps(entry, other), "live blocks overlap");
+        }
+        for (const w of waiting) {
+          assert.ok(!overlaps(entry, w), "block reused before its fences");
+        }
+        live.push(entry);
+        break;
+      }
+      case "free": {
+        if (live.length === 0) break;
+        const [entry] = live.splice(op.index % live.length, 1);
+        const uses = streams.filter((s, i) =>
+          s !== undefined &&
+          (entry.block as unknown as { __uses?: Set<number> }).__uses?.has(i)
+        ) as ManualStream[];
+        entry.block.release();
+        if (uses.length > 0) {
+          // The allocator took one fence per stream at free: the newest one.
+          const fences = uses.map((s) => {
+            const seq = s.submitted;
+            return {
+              get completed() {
+                return s.completedCount >= seq;
+              },
+              wait: () => Promise.resolve(),
+            };
+          });
+          waiting.push({ ...entry, fences });
+        }
+        break;
+      }
+      case "record": {
+        if (live.length === 0) break;
+        const entry = live[op.index % live.length];
+        const stream = streams[op.stream];
+        if (stream === undefined) break;
+        entry.block.recordStream(stream);
+        if (entry.block.stream.id !== stream.id) {
+          const b = entry.block as unknown as { __uses?: Set<number> };
+          (b.__uses ??= new Set()).add(op.stream);
+        }
+        break;
+      }
+      case "complete": {
+        const stream = streams[op.stream];
+        stream?.complete(op.count);
+        break;
+      }
+      case "emptyCache":
+        allocator.emptyCache();
+        break;
+      case "fault":
+        if (op.throws) device.throwNext();
+        else device.failNext();
+        break;
+      case "bad": {
+        const before = JSON.stringify(allocator.snapshot());
+        assert.throws(() => allocator.allocate(op.size), InvalidArgumentError);
+        assert.equal(JSON.stringify(allocator.snapshot()), before);
+        break;
+      }
+    }
+    check();
+  }
+  for (const entry of live) entry.block.release();
+  live.length = 0;
+  for (const s of streams) s?.completeAll();
+  allocator.emptyCache();
+  check();
+  assert.equal(device.reservedBytes, 0);
+  assert.equal(device.liveSegmentCount, 0);
+  const stats = allocator.memoryStats();
+  for (
+    const name of [
+      "allocation",
+      "active",
+      "allocatedBytes",
+      "activeBytes",
+      "requestedBytes",
+      "inactiveSplit",
+      "inactiveSplitBytes",
+    ] as const
+  ) {
+    assert.equal(stats[name].all.current, 0, name);
+  }
+}
+
+describe("CachingAllocator model", () => {
+  it("CachingAllocator matches a model over random allocate, free, recordStream, fence and emptyCache sequences", () => {
+    fc.assert(
+      fc.property(
+        optionsArb,
+        fc.array(opArb, { minLength: 20, maxLength: 400, size: "max" }),
+        (options, ops) => run(options, ops),
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
