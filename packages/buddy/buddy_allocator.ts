@@ -1,0 +1,595 @@
+/**
+ * {@linkcode BuddyAllocator}: power-of-two blocks in pools taken from a
+ * backing allocator, split on allocate and merged with their buddy on free,
+ * after Paddle's `BuddyAllocator`.
+ *
+ * @module
+ */
+
+import {
+  type Allocator,
+  AllocatorBase,
+  DataPtr,
+  type Deleter,
+  type Device,
+  DoubleFreeError,
+  hostBuffer,
+  type HostMemory,
+  InvalidArgumentError,
+  isHostMemory,
+  OutOfMemoryError,
+  Stat,
+  type StatValues,
+  UnsupportedOperationError,
+  validateAlignment,
+  validateByteLength,
+} from "@allot/core";
+import { SystemAllocator } from "@allot/cpu";
+
+/** Options of {@linkcode BuddyAllocator}. */
+export interface BuddyAllocatorOptions {
+  /**
+   * Byte length of the first pool, rounded up to a power of two; every pool
+   * has this length. Requests longer than a pool go straight to the backing
+   * allocator.
+   *
+   * @default {1 MiB}
+   */
+  initialPoolByteLength?: number;
+  /**
+   * Most bytes held in pools; the allocator grows by one pool at a time up to
+   * this.
+   *
+   * @default {1 GiB}
+   */
+  maxPoolByteLength?: number;
+  /**
+   * Smallest block, a power of two; every block is aligned to it (relative
+   * to the pool, whose offset the backing allocator must align as well).
+   *
+   * @default {64}
+   */
+  minBlockByteLength?: number;
+  /**
+   * Where pools come from.
+   *
+   * @default {new SystemAllocator()}
+   */
+  backing?: Allocator;
+}
+
+/** The figures of {@linkcode BuddyAllocator.stats}. */
+export interface BuddyAllocatorStats {
+  /** Bytes the callers asked for, in live blocks. */
+  requestedBytes: StatValues;
+  /** Bytes of live blocks (power-of-two lengths, and direct large blocks). */
+  usedBytes: StatValues;
+  /** Live blocks; `allocated` counts allocations, `freed` frees. */
+  allocations: StatValues;
+  /** Bytes held from the backing allocator (pools and large blocks). */
+  reservedBytes: number;
+  /** Number of pools held. */
+  poolCount: number;
+  /** Length of the largest free block in the pools. */
+  largestFreeBytes: number;
+}
+
+const MAX_ORDER = 30;
+
+/**
+ * A buddy allocator: pools of `2^n` bytes from a backing allocator (the
+ * {@linkcode SystemAllocator} by default), split into power-of-two blocks. A
+ * request takes the smallest free block of at least its length (found in
+ * O(1) with a bitmap over the orders) and splits it in halves down to the
+ * request's order; a free block merges with its buddy while the buddy is
+ * free. Block metadata (order and free-list links per minimum-block unit)
+ * sits in typed arrays outside the pools, so pools may be GPU buffers too.
+ *
+ * `alloc` returns an address, a plain number (pool × pool length + offset);
+ * `memoryOf`, `byteOffsetOf` and `view` turn it into a place. `allocate`
+ * wraps the same in an owning {@linkcode DataPtr}.
+ *
+ * @typeParam M Type of the backing allocator's memory.
+ *
+ * @example Grow by pools, merge back
+ * ```ts
+ * import { BuddyAllocator } from "@allot/buddy";
+ * import assert from "node:assert/strict";
+ *
+ * const buddy = new BuddyAllocator({ initialPoolByteLength: 4096, maxPoolByteLength: 8192 });
+ * const a = buddy.alloc(3000); // a 4096-byte block: the whole first pool
+ * const b = buddy.alloc(100);  // a second pool, split down to 128 bytes
+ * assert.equal(buddy.poolCount, 2);
+ * assert.equal(buddy.usedBytes, 4096 + 128);
+ * buddy.view(b, 25, Float32Array).fill(1);
+ * buddy.free(b);
+ * buddy.free(a);
+ * assert.equal(buddy.largestFreeBytes, 4096);
+ * ```
+ */
+export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
+  /** The device of the backing allocator. */
+  readonly device: Device;
+  /** Byte length of every pool (a power of two). */
+  readonly poolByteLength: number;
+  /** Most bytes held in pools. */
+  readonly maxPoolByteLength: number;
+  /** Smallest block and the alignment of every block. */
+  readonly minBlockByteLength: number;
+  /** Where pools come from. */
+  readonly backing: Allocator<M>;
+
+  #minShift: number;
+  #poolShift: number; // log2(units per pool)
+  #maxOrder: number;
+  #poolPtrs: (DataPtr<M> | undefined)[] = [];
+  #poolCount = 0;
+  #order = new Int8Array(0); // free: order + 1; used: -(order + 1); else 0
+  #next = new Int32Array(0);
+  #prev = new Int32Array(0);
+  #heads = new Int32Array(MAX_ORDER + 1).fill(-1);
+  #bits = 0;
+  #req = new Float64Array(0);
+  #large = new Map<number, DataPtr<M>>();
+  #largeReq = new Map<number, number>();
+  #nextLarge = -1;
+  #requested = new Stat();
+  #used = new Stat();
+  #count = new Stat();
+  #largeBytes = 0;
+  #deleter: Deleter<number>;
+
+  /**
+   * Creates a buddy allocator. No pool is taken until the first request.
+   *
+   * @param options Pool sizes, minimum block and backing allocator.
+   * @throws {InvalidArgumentError} For bad sizes.
+   */
+  constructor(options: BuddyAllocatorOptions = {}) {
+    super();
+    const min = validateAlignment(
+      options.minBlockByteLength ?? 64,
+      1 << 20,
+      "minBlockByteLength",
+    );
+    const initial = validateByteLength(
+      options.initialPoolByteLength ?? 1 << 20,
+      2 ** MAX_ORDER,
+      "initialPoolByteLength",
+    );
+    let pool = min;
+    while (pool < initial) pool *= 2;
+    const max = validateByteLength(
+      options.maxPoolByteLength ?? 2 ** 30,
+      Number.MAX_SAFE_INTEGER,
+      "maxPoolByteLength",
+    );
+    if (max < pool) {
+      throw new InvalidArgumentError(
+        `Invalid maxPoolByteLength: must be at least the pool length ${pool}, received ${max}`,
+        { name: "maxPoolByteLength", value: max, limit: pool },
+      );
+    }
+    const poolUnits = pool / min;
+    if (Math.floor(max / pool) * poolUnits > 2 ** 31 - 1) {
+      throw new InvalidArgumentError(
+        `Invalid maxPoolByteLength: at most 2^31 - 1 blocks of ${min} bytes, received ${max}`,
+        { name: "maxPoolByteLength", value: max, limit: (2 ** 31 - 1) * min },
+      );
+    }
+    this.minBlockByteLength = min;
+    this.poolByteLength = pool;
+    this.maxPoolByteLength = max;
+    this.#minShift = 31 - Math.clz32(min);
+    this.#poolShift = 31 - Math.clz32(poolUnits);
+    this.#maxOrder = this.#poolShift;
+    this.backing = (options.backing ?? new SystemAllocator()) as Allocator<M>;
+    this.device = this.backing.device;
+    this.#deleter = (address) => this.free(address);
+  }
+
+  /** Number of pools held. */
+  get poolCount(): number {
+    return this.#poolCount;
+  }
+
+  /** Bytes of live blocks: Paddle's `Used`. */
+  get usedBytes(): number {
+    return this.#used.current;
+  }
+
+  /** Bytes the callers asked for, in live blocks. */
+  get requestedBytes(): number {
+    return this.#requested.current;
+  }
+
+  /** Bytes held from the backing allocator. */
+  get reservedBytes(): number {
+    return this.#poolCount * this.poolByteLength + this.#largeBytes;
+  }
+
+  /** Length of the largest free block in the pools (O(1)). */
+  get largestFreeBytes(): number {
+    return this.#bits === 0
+      ? 0
+      : this.minBlockByteLength * 2 ** (31 - Math.clz32(this.#bits));
+  }
+
+  /**
+   * The figures, read in O(1).
+   *
+   * @returns A plain copy of the stats.
+   */
+  stats(): BuddyAllocatorStats {
+    return {
+      requestedBytes: this.#requested.values(),
+      usedBytes: this.#used.values(),
+      allocations: this.#count.values(),
+      reservedBytes: this.reservedBytes,
+      poolCount: this.#poolCount,
+      largestFreeBytes: this.largestFreeBytes,
+    };
+  }
+
+  /**
+   * Allocates a block of at least `byteLength` bytes.
+   *
+   * @param byteLength Number of bytes; 0 takes a minimum block.
+   * @returns The block's address for `free`, `memoryOf` and `byteOffsetOf`.
+   * @throws {InvalidArgumentError} For a bad length.
+   * @throws {OutOfMemoryError} When no block is free, the pools are at their
+   * maximum, or the backing allocator refuses.
+   */
+  alloc(byteLength: number): number {
+    if ((byteLength >>> 0) !== byteLength || byteLength > 0x7fffffff) {
+      validateByteLength(byteLength);
+    }
+    if (byteLength > this.poolByteLength) return this.#allocLarge(byteLength);
+    const units = byteLength === 0
+      ? 1
+      : (byteLength + this.minBlockByteLength - 1) >>> this.#minShift;
+    const k = units === 1 ? 0 : 32 - Math.clz32(units - 1);
+    let bits = this.#bits & (-1 << k);
+    if (bits === 0) {
+      this.#addPool(byteLength);
+      bits = this.#bits & (-1 << k);
+    }
+    let j = 31 - Math.clz32(bits & -bits);
+    const order = this.#order;
+    const next = this.#next;
+    const prev = this.#prev;
+    const heads = this.#heads;
+    // Pop the head of list j.
+    const g = heads[j];
+    const after = next[g];
+    heads[j] = after;
+    if (after >= 0) prev[after] = -1;
+    else this.#bits &= ~(1 << j);
+    // Split down to order k, pushing the upper halves.
+    while (j > k) {
+      j--;
+      const buddy = g + (1 << j);
+      const head = heads[j];
+      next[buddy] = head;
+      prev[buddy] = -1;
+      if (head >= 0) prev[head] = buddy;
+      else this.#bits |= 1 << j;
+      heads[j] = buddy;
+      order[buddy] = j + 1;
+    }
+    order[g] = -(k + 1);
+    this.#req[g] = byteLength;
+    this.#requested.increase(byteLength);
+    this.#used.increase(this.minBlockByteLength << k);
+    this.#count.increase(1);
+    return g * this.minBlockByteLength;
+  }
+
+  /**
+   * Frees the block at `address` and merges it with its free buddies.
+   *
+   * @param address An address from `alloc`, not yet freed.
+   * @throws {InvalidArgumentError} When `address` is not an integer.
+   * @throws {DoubleFreeError} When no live block has that address; nothing
+   * changes.
+   */
+  free(address: number): void {
+    if (address < 0 && Number.isSafeInteger(address)) {
+      this.#freeLarge(address);
+      return;
+    }
+    const g = this.#unit(address, "free");
+    const order = this.#order;
+    let k = -order[g] - 1;
+    order[g] = 0;
+    const req = this.#req[g];
+    this.#requested.decrease(req);
+    this.#used.decrease(this.minBlockByteLength << k);
+    this.#count.decrease(1);
+    const next = this.#next;
+    const prev = this.#prev;
+    const heads = this.#heads;
+    const mask = (1 << this.#poolShift) - 1;
+    const base = g & ~mask;
+    let local = g & mask;
+    const maxOrder = this.#maxOrder;
+    while (k < maxOrder) {
+      const buddy = base + (local ^ (1 << k));
+      if (order[buddy] !== k + 1) break;
+      // Unlink the buddy from list k.
+      const p = prev[buddy], n = next[buddy];
+      if (n >= 0) prev[n] = p;
+      if (p >= 0) next[p] = n;
+      else {
+        heads[k] = n;
+        if (n < 0) this.#bits &= ~(1 << k);
+      }
+      order[buddy] = 0;
+      local &= ~(1 << k);
+      k++;
+    }
+    const block = base + local;
+    const head = heads[k];
+    next[block] = head;
+    prev[block] = -1;
+    if (head >= 0) prev[head] = block;
+    else this.#bits |= 1 << k;
+    heads[k] = block;
+    order[block] = k + 1;
+  }
+
+  /**
+   * The memory the block at `address` lives in.
+   *
+   * @param address A live block's address.
+   * @returns The pool's (or large block's) memory.
+   * @throws {DoubleFreeError} When no live block has that address.
+   */
+  memoryOf(address: number): M {
+    if (address < 0) return this.#largePtr(address, "read").memory;
+    const g = this.#unit(address, "read");
+    return this.#poolPtrs[g >>> this.#poolShift]!.memory;
+  }
+
+  /**
+   * Byte offset of the block at `address` in its memory.
+   *
+   * @param address A live block's address.
+   * @returns The byte offset.
+   * @throws {DoubleFreeError} When no live block has that address.
+   */
+  byteOffsetOf(address: number): number {
+    if (address < 0) return this.#largePtr(address, "read").byteOffset;
+    const g = this.#unit(address, "read");
+    const mask = (1 << this.#poolShift) - 1;
+    return this.#poolPtrs[g >>> this.#poolShift]!.byteOffset +
+      (g & mask) * this.minBlockByteLength;
+  }
+
+  /**
+   * Usable byte length of the block at `address` (its power-of-two length).
+   *
+   * @param address A live block's address.
+   * @returns The block length.
+   * @throws {DoubleFreeError} When no live block has that address.
+   */
+  byteLengthOf(address: number): number {
+    if (address < 0) return this.#largePtr(address, "read").byteLength;
+    const g = this.#unit(address, "read");
+    return this.minBlockByteLength * 2 ** (-this.#order[g] - 1);
+  }
+
+  /**
+   * A typed-array view of `length` elements of the block at `address`, for
+   * host memories.
+   *
+   * @typeParam T The typed array type.
+   * @param address A live block's address.
+   * @param length Number of elements.
+   * @param type The typed-array constructor.
+   * @returns The view.
+   * @throws {UnsupportedOperationError} When the pools are not host memory.
+   */
+  view<T>(
+    address: number,
+    length: number,
+    type: new (
+      buffer: ArrayBuffer | SharedArrayBuffer,
+      byteOffset: number,
+      length: number,
+    ) => T,
+  ): T {
+    const memory = this.memoryOf(address);
+    if (!isHostMemory(memory)) {
+      throw new UnsupportedOperationError(
+        `Cannot view address ${address}: the pools are not host memory`,
+      );
+    }
+    return new type(
+      hostBuffer(memory as HostMemory),
+      this.byteOffsetOf(address),
+      length,
+    );
+  }
+
+  /**
+   * Allocates an owning pointer to a block.
+   *
+   * @param byteLength Number of bytes.
+   * @returns A pointer whose context is the block's address.
+   * @throws {InvalidArgumentError} For a bad length.
+   * @throws {OutOfMemoryError} When the request cannot be served.
+   */
+  allocate(byteLength: number): DataPtr<M, number> {
+    const address = this.alloc(byteLength);
+    return new DataPtr(
+      this.memoryOf(address),
+      this.byteOffsetOf(address),
+      byteLength,
+      this.device,
+      { context: address, deleter: this.#deleter },
+    );
+  }
+
+  /**
+   * The deleter of this allocator's contexts (addresses).
+   *
+   * @returns The deleter `rawDeallocate` calls.
+   */
+  override rawDeleter(): Deleter<number> {
+    return this.#deleter;
+  }
+
+  /**
+   * Gives fully free pools back to the backing allocator.
+   *
+   * @returns Bytes given back.
+   */
+  trim(): number {
+    let freed = 0;
+    const order = this.#order;
+    const maxOrder = this.#maxOrder;
+    for (let i = 0; i < this.#poolPtrs.length; i++) {
+      const ptr = this.#poolPtrs[i];
+      const g = i << this.#poolShift;
+      if (ptr === undefined || order[g] !== maxOrder + 1) continue;
+      const p = this.#prev[g], n = this.#next[g];
+      if (n >= 0) this.#prev[n] = p;
+      if (p >= 0) this.#next[p] = n;
+      else {
+        this.#heads[maxOrder] = n;
+        if (n < 0) this.#bits &= ~(1 << maxOrder);
+      }
+      order[g] = 0;
+      this.#poolPtrs[i] = undefined;
+      this.#poolCount--;
+      ptr.release();
+      freed += this.poolByteLength;
+    }
+    return freed;
+  }
+
+  #unit(address: number, what: string): number {
+    const min = this.minBlockByteLength;
+    if (!Number.isSafeInteger(address)) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} address ${address}: must be an integer`,
+        { name: "address", value: address },
+      );
+    }
+    const g = address / min;
+    if (address % min !== 0 || g >= this.#order.length || this.#order[g] >= 0) {
+      throw new DoubleFreeError(
+        `Cannot ${what} address ${address}: no live block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+      );
+    }
+    return g;
+  }
+
+  #addPool(byteLength: number): void {
+    const pool = this.poolByteLength;
+    const slot = this.#poolPtrs.indexOf(undefined);
+    const index = slot >= 0 ? slot : this.#poolPtrs.length;
+    if ((this.#poolCount + 1) * pool > this.maxPoolByteLength) {
+      throw this.#outOfMemory(byteLength);
+    }
+    let ptr: DataPtr<M>;
+    try {
+      ptr = this.backing.allocate(pool) as DataPtr<M>;
+    } catch (error) {
+      throw this.#outOfMemory(byteLength, error);
+    }
+    if (ptr.byteOffset % this.minBlockByteLength !== 0) {
+      ptr.release();
+      throw new UnsupportedOperationError(
+        `Cannot use a pool at byte offset ${ptr.byteOffset}: the backing allocator must align pools to ${this.minBlockByteLength} bytes`,
+      );
+    }
+    const units = (index + 1) << this.#poolShift;
+    if (units > this.#order.length) {
+      const capacity = Math.max(units, this.#order.length * 2);
+      const order = new Int8Array(capacity);
+      order.set(this.#order);
+      const next = new Int32Array(capacity);
+      next.set(this.#next);
+      const prev = new Int32Array(capacity);
+      prev.set(this.#prev);
+      const req = new Float64Array(capacity);
+      req.set(this.#req);
+      this.#order = order;
+      this.#next = next;
+      this.#prev = prev;
+      this.#req = req;
+    }
+    this.#poolPtrs[index] = ptr;
+    this.#poolCount++;
+    const g = index << this.#poolShift;
+    const k = this.#maxOrder;
+    const head = this.#heads[k];
+    this.#next[g] = head;
+    this.#prev[g] = -1;
+    if (head >= 0) this.#prev[head] = g;
+    this.#heads[k] = g;
+    this.#bits |= 1 << k;
+    this.#order[g] = k + 1;
+  }
+
+  #outOfMemory(byteLength: number, cause?: unknown): OutOfMemoryError {
+    const largest = this.largestFreeBytes;
+    const reserved = this.reservedBytes;
+    return new OutOfMemoryError(
+      `Cannot allocate ${byteLength} bytes: largest free block ${largest} bytes, ${this.#used.current} bytes used, ${this.#poolCount} pools of ${this.poolByteLength} bytes held (at most ${this.maxPoolByteLength} bytes)${
+        cause === undefined ? "" : `, the backing allocator refused: ${cause}`
+      }`,
+      {
+        requestedBytes: byteLength,
+        capacityBytes: this.maxPoolByteLength,
+        freeBytes: reserved - this.#used.current,
+        largestFreeBytes: largest,
+        allocatedBytes: this.#used.current,
+        reservedBytes: reserved,
+      },
+      { cause },
+    );
+  }
+
+  #allocLarge(byteLength: number): number {
+    let ptr: DataPtr<M>;
+    try {
+      ptr = this.backing.allocate(byteLength) as DataPtr<M>;
+    } catch (error) {
+      throw this.#outOfMemory(byteLength, error);
+    }
+    const address = this.#nextLarge * this.minBlockByteLength;
+    this.#nextLarge--;
+    this.#large.set(address, ptr);
+    this.#largeReq.set(address, byteLength);
+    this.#largeBytes += byteLength;
+    this.#requested.increase(byteLength);
+    this.#used.increase(byteLength);
+    this.#count.increase(1);
+    return address;
+  }
+
+  #largePtr(address: number, what: string): DataPtr<M> {
+    const ptr = this.#large.get(address);
+    if (ptr === undefined) {
+      throw new DoubleFreeError(
+        `Cannot ${what} address ${address}: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+      );
+    }
+    return ptr;
+  }
+
+  #freeLarge(address: number): void {
+    const ptr = this.#largePtr(address, "free");
+    const byteLength = this.#largeReq.get(address)!;
+    this.#large.delete(address);
+    this.#largeReq.delete(address);
+    this.#largeBytes -= byteLength;
+    this.#requested.decrease(byteLength);
+    this.#used.decrease(byteLength);
+    this.#count.decrease(1);
+    ptr.release();
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * {@linkcode PlaceAllocator}: Paddle's place-based `Alloc`, `Free` and `Used`,
+ * with one {@linkcode BuddyAllocator} per place made on first use.
+ *
+ * @module
+ */
+
+import {
+  type Allocator,
+  type DataPtr,
+  Device,
+  DoubleFreeError,
+  InvalidArgumentError,
+  UnsupportedOperationError,
+} from "@allot/core";
+import { SystemAllocator } from "@allot/cpu";
+import {
+  BuddyAllocator,
+  type BuddyAllocatorOptions,
+} from "./buddy_allocator.ts";
+
+/** A place: a {@linkcode Device} or its string form (`"cpu"`, `"webgpu:1"`). */
+export type Place = Device | string;
+
+/** Options of {@linkcode PlaceAllocator}. */
+export interface PlaceAllocatorOptions
+  extends Omit<BuddyAllocatorOptions, "backing"> {
+  /**
+   * Makes the backing (system) allocator of a place the first time it is
+   * used. Return `undefined` for places this process has no memory for.
+   *
+   * @default {a SystemAllocator for cpu places, none for others}
+   */
+  backing?: (device: Device) => Allocator | undefined;
+}
+
+/**
+ * The place-based memory API of Paddle's design: `alloc(place, byteLength)`,
+ * `free(place, ptr)` and `used(place)`, with one {@linkcode BuddyAllocator}
+ * per place, made on first use over that place's system allocator. CPU places
+ * work out of the box; pass `backing` for GPU places (for example a WebGPU
+ * allocator).
+ *
+ * @example Allocate on a place and watch its use
+ * ```ts
+ * import { PlaceAllocator } from "@allot/buddy";
+ * import assert from "node:assert/strict";
+ *
+ * const memory = new PlaceAllocator({ initialPoolByteLength: 1 << 16 });
+ * const p = memory.alloc("cpu", 4 * 1024);
+ * assert.equal(memory.used("cpu"), 4 * 1024);
+ * memory.free("cpu", p);
+ * assert.equal(memory.used("cpu:0"), 0);
+ * assert.throws(() => memory.alloc("webgpu:0", 16)); // no backing for GPU here
+ * ```
+ */
+export class PlaceAllocator {
+  #options: Omit<BuddyAllocatorOptions, "backing">;
+  #backing: (device: Device) => Allocator | undefined;
+  #allocators = new Map<string, BuddyAllocator>();
+
+  /**
+   * Creates a place allocator; no buddy allocator exists until a place is
+   * used.
+   *
+   * @param options Buddy options for every place and the backing factory.
+   */
+  constructor(options: PlaceAllocatorOptions = {}) {
+    const { backing, ...rest } = options;
+    this.#options = rest;
+    this.#backing = backing ??
+      ((device) =>
+        device.type === "cpu" ? new SystemAllocator({ device }) : undefined);
+    // Validate the buddy options once, now, rather than on first use.
+    new BuddyAllocator({ ...rest, backing: new SystemAllocator() });
+  }
+
+  /**
+   * The buddy allocator of a place, made on first use.
+   *
+   * @param place A device or its string form.
+   * @returns The place's buddy allocator.
+   * @throws {InvalidArgumentError} For a malformed place.
+   * @throws {UnsupportedOperationError} When no backing allocator exists for
+   * the place.
+   */
+  allocatorFor(place: Place): BuddyAllocator {
+    const device = typeof place === "string" ? Device.parse(place) : place;
+    if (!(device instanceof Device)) {
+      throw new InvalidArgumentError(
+        `Invalid place: must be a Device or a device string, received ${place}`,
+        { name: "place", value: place },
+      );
+    }
+    const key = device.toString();
+    let allocator = this.#allocators.get(key);
+    if (allocator === undefined) {
+      const backing = this.#backing(device);
+      if (backing === undefined) {
+        throw new UnsupportedOperationError(
+          `Cannot allocate on ${key}: no backing allocator for this place`,
+        );
+      }
+      allocator = new BuddyAllocator({ ...this.#options, backing });
+      this.#allocators.set(key, allocator);
+    }
+    return allocator;
+  }
+
+  /**
+   * Allocates `byteLength` bytes on a place.
+   *
+   * @param place A device or its string form.
+   * @param byteLength Number of bytes.
+   * @returns An owning pointer; free it with `free(place, ptr)` or `release()`.
+   * @throws {InvalidArgumentError} For a bad place or length.
+   * @throws {OutOfMemoryError} When the place's pools are exhausted.
+   */
+  alloc(place: Place, byteLength: number): DataPtr<unknown, number> {
+    return this.allocatorFor(place).allocate(byteLength);
+  }
+
+  /**
+   * Frees a pointer from `alloc` on the same place.
+   *
+   * @param place The place it was allocated on.
+   * @param ptr The pointer.
+   * @throws {DoubleFreeError} When the pointer was released, or belongs to
+   * another place; nothing changes.
+   */
+  free(place: Place, ptr: DataPtr<unknown, number>): void {
+    const allocator = this.allocatorFor(place);
+    if (ptr.released) {
+      throw new DoubleFreeError(
+        `Cannot free ${ptr} on ${allocator.device}: it was released already`,
+      );
+    }
+    if (ptr.getDeleter() !== allocator.rawDeleter()) {
+      throw new DoubleFreeError(
+        `Cannot free ${ptr} on ${allocator.device}: it was not allocated on this place`,
+      );
+    }
+    ptr.release();
+  }
+
+  /**
+   * Bytes used on a place (Paddle's `Used`): the lengths of its live blocks.
+   *
+   * @param place A device or its string form.
+   * @returns Bytes in use; 0 for a place never used.
+   */
+  used(place: Place): number {
+    const device = typeof place === "string" ? Device.parse(place) : place;
+    return this.#allocators.get(device.toString())?.usedBytes ?? 0;
+  }
+
+  /**
+   * The places used so far.
+   *
+   * @returns Their devices.
+   */
+  places(): Device[] {
+    return [...this.#allocators.keys()].map((key) => Device.parse(key));
+  }
+}

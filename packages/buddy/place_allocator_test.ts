@@ -1,0 +1,58 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  Device,
+  DoubleFreeError,
+  InvalidArgumentError,
+  UnsupportedOperationError,
+} from "@allot/core";
+import { SystemAllocator } from "@allot/cpu";
+import { PlaceAllocator } from "./place_allocator.ts";
+
+describe("PlaceAllocator", () => {
+  it("PlaceAllocator makes one buddy allocator per place on first use", () => {
+    const memory = new PlaceAllocator({ initialPoolByteLength: 1 << 16 });
+    assert.deepEqual(memory.places(), []);
+    const a = memory.alloc("cpu", 4096);
+    const b = memory.alloc(Device.cpu(1), 100);
+    assert.equal(
+      memory.allocatorFor("cpu:0"),
+      memory.allocatorFor(Device.cpu()),
+    );
+    assert.notEqual(memory.allocatorFor("cpu:0"), memory.allocatorFor("cpu:1"));
+    assert.deepEqual(memory.places().map(String), ["cpu:0", "cpu:1"]);
+    assert.equal(memory.used("cpu"), 4096);
+    assert.equal(memory.used("cpu:1"), 128);
+    assert.equal(memory.used("cpu:7"), 0);
+    assert.ok(b.device.equals(Device.cpu(1)));
+    memory.free("cpu", a);
+    memory.free("cpu:1", b);
+    assert.equal(memory.used("cpu"), 0);
+  });
+
+  it("PlaceAllocator.free() refuses pointers of another place and double frees", () => {
+    const memory = new PlaceAllocator({ initialPoolByteLength: 1 << 16 });
+    const a = memory.alloc("cpu:0", 64);
+    memory.alloc("cpu:1", 64);
+    assert.throws(() => memory.free("cpu:1", a), /not allocated on this place/);
+    assert.equal(memory.used("cpu:0"), 64);
+    memory.free("cpu:0", a);
+    assert.throws(() => memory.free("cpu:0", a), DoubleFreeError);
+  });
+
+  it("PlaceAllocator uses the backing factory for other places", () => {
+    const memory = new PlaceAllocator({
+      initialPoolByteLength: 4096,
+      backing: (device) =>
+        device.type === "wasm" ? new SystemAllocator({ device }) : undefined,
+    });
+    const p = memory.alloc("wasm:0", 10);
+    assert.equal(p.device.type, "wasm");
+    assert.throws(() => memory.alloc("cpu", 10), UnsupportedOperationError);
+    assert.throws(() => memory.alloc("not a place", 10), InvalidArgumentError);
+    assert.throws(
+      () => new PlaceAllocator({ minBlockByteLength: 3 }),
+      InvalidArgumentError,
+    );
+  });
+});
