@@ -17,6 +17,7 @@ import {
   OutOfMemoryError,
   Stat,
   type StatValues,
+  UnsupportedOperationError,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
@@ -737,6 +738,111 @@ export class OwnershipRegistry {
       reserved,
     );
     return array;
+  }
+
+  /**
+   * Registers an array whose whole `ArrayBuffer` this registry now owns,
+   * such as one received from another Worker by transfer: kind `system`,
+   * detached when freed. The receiving side of
+   * {@linkcode OwnershipRegistry.transferOut}.
+   *
+   * @param array A typed array over memory nobody else owns.
+   * @returns The allocation's id.
+   * @throws {InvalidArgumentError} When the array is already registered or
+   * its buffer is detached.
+   *
+   * @example
+   * ```ts
+   * import { OwnershipRegistry } from "@allot/registry";
+   * import assert from "node:assert/strict";
+   *
+   * using registry = new OwnershipRegistry();
+   * const received = new Float32Array(new ArrayBuffer(16));
+   * registry.adopt(received);
+   * assert.equal(registry.totalBytes, 16);
+   * registry.unregister(received);
+   * assert.equal(received.length, 0);
+   * ```
+   */
+  adopt(array: ArrayBufferView): number {
+    const buffer = array?.buffer;
+    if (buffer instanceof ArrayBuffer && buffer.detached) {
+      throw new InvalidArgumentError(
+        `Cannot adopt a ${array.constructor.name}: its ArrayBuffer is detached`,
+        { name: "array", value: "detached", limit: "attached buffer" },
+      );
+    }
+    return this.#register(
+      array,
+      {
+        kind: "system",
+        byteLength: array.byteLength,
+        detach: buffer instanceof ArrayBuffer,
+      },
+      undefined,
+      "adopt",
+      undefined,
+      buffer?.byteLength,
+    );
+  }
+
+  /**
+   * Gives up ownership of an array so its `ArrayBuffer` can be transferred
+   * to a Worker (`worker.postMessage(message, [buffer])`): the record is
+   * removed without freeing, and the buffer is returned. The receiver owns
+   * it from then on (`adopt` it in the Worker's registry). Only plain
+   * `system` or `aligned` records that own a whole non-shared `ArrayBuffer`
+   * can move; share a `SharedArrayBuffer` instead of transferring it.
+   *
+   * @param pointer The registered array (its real pointer).
+   * @returns The buffer to put in the transfer list.
+   * @throws {DoubleFreeError} When the pointer is not registered.
+   * @throws {UnsupportedOperationError} For a buffer with aliases, a heap or
+   * custom allocation, or a `SharedArrayBuffer`; nothing changes.
+   *
+   * @example
+   * ```ts
+   * import { OwnershipRegistry } from "@allot/registry";
+   * import assert from "node:assert/strict";
+   *
+   * using registry = new OwnershipRegistry();
+   * const data = registry.newArray("f64", 4);
+   * const buffer = registry.transferOut(data);
+   * assert.ok(!registry.isRegistered(data));
+   * const moved = structuredClone(buffer, { transfer: [buffer] });
+   * assert.equal(data.length, 0); // detached here, owned by the receiver
+   * assert.equal(moved.byteLength, 32);
+   * ```
+   */
+  transferOut(pointer: Pointer): ArrayBuffer {
+    this.#requireLive("transferOut");
+    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
+    const entry = this.#store.get(memory, byteOffset) as _Entry | undefined;
+    if (entry === undefined) {
+      throw new DoubleFreeError(
+        `Cannot transfer ${
+          describePointer(memory, byteOffset)
+        }: the pointer is not registered`,
+      );
+    }
+    const a = entry.allocation;
+    const why = a.buffer
+      ? "it is a buffer with aliases"
+      : a.kind !== "system" && a.kind !== "aligned"
+      ? `its kind is ${a.kind}`
+      : !(memory instanceof ArrayBuffer)
+      ? `its memory is a ${memory.constructor?.name} (share it instead)`
+      : a.byteOffset !== byteOffset || byteOffset !== 0
+      ? "it does not own its ArrayBuffer from byte 0"
+      : undefined;
+    if (why !== undefined) {
+      throw new UnsupportedOperationError(
+        `Cannot transfer ${describePointer(memory, byteOffset)}: ${why}`,
+      );
+    }
+    this.#store.delete(memory, byteOffset);
+    this.#forget(a);
+    return memory as ArrayBuffer;
   }
 
   /**
