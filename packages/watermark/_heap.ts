@@ -25,12 +25,20 @@ export class _Heap<M = unknown> {
   readonly pool: _Pool<M>;
   /** Whether the heap was made to hold several buffers (otherwise one). */
   readonly isSplit: boolean;
+  /** Virtual address of the first byte, for snapshots. */
+  readonly address: number;
   /** Buffers (in use, cached or pending) that live in this heap. */
   readonly blocks: Set<_Block<M>> = new Set();
   #free: _Range[];
   #largestFree: number;
 
-  constructor(segment: Segment<M>, pool: _Pool<M>, isSplit: boolean) {
+  constructor(
+    segment: Segment<M>,
+    pool: _Pool<M>,
+    isSplit: boolean,
+    address: number,
+  ) {
+    this.address = address;
     this.segment = segment;
     this.pool = pool;
     this.isSplit = isSplit;

@@ -9,6 +9,7 @@ function makeHeap(byteLength: number): _Heap {
     { memory: {}, byteOffset: 0, byteLength },
     new _Pool("private", true),
     true,
+    0,
   );
 }
 

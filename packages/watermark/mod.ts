@@ -58,3 +58,13 @@ export type {
   Stream,
   UniqueVoidPtr,
 } from "@allot/core";
+// The snapshot vocabulary shared with `@allot/caching`.
+export type {
+  BlockSnapshot,
+  BlockState,
+  MemorySnapshot,
+  SegmentSnapshot,
+  TraceAction,
+  TraceEntry,
+  TraceRecorderOptions,
+} from "@allot/caching";

@@ -44,8 +44,15 @@ import type {
 } from "./watermark_buffer.ts";
 import type {
   WatermarkBlockSnapshot,
+  WatermarkSegmentSnapshot,
   WatermarkSnapshot,
 } from "./watermark_snapshot.ts";
+import {
+  SNAPSHOT_FORMAT_VERSION,
+  type TraceAction,
+  TraceRecorder,
+  type TraceRecorderOptions,
+} from "@allot/caching";
 
 const MiB = 1024 * 1024;
 /** The largest high watermark ratio, as in MPS: twice the recommended size. */
@@ -163,6 +170,13 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    * @default {console.error}
    */
   logger?: (line: string) => void;
+  /**
+   * Record allocator events for `snapshot().history` (see
+   * {@linkcode WatermarkAllocator.recordHistory}).
+   *
+   * @default {false}
+   */
+  recordHistory?: boolean | TraceRecorderOptions;
   /**
    * Reads the host bytes of a segment memory for shared buffers.
    *
@@ -427,6 +441,8 @@ export class WatermarkAllocator<M = unknown>
   #numGcReleased = 0;
   #numFailures = 0;
   #freeDeleter: Deleter<WatermarkBuffer<M>>;
+  #history: TraceRecorder | null = null;
+  #nextAddress = 0;
 
   /**
    * Creates an allocator over a segment source.
@@ -510,6 +526,8 @@ export class WatermarkAllocator<M = unknown>
       view: (block) => this.#viewOf(block),
     };
     this.#freeDeleter = (buffer) => this.free(buffer);
+    const history = options.recordHistory ?? false;
+    if (history !== false) this.recordHistory(history === true ? {} : history);
   }
 
   // ---------------------------------------------------------------- limits
@@ -789,7 +807,7 @@ export class WatermarkAllocator<M = unknown>
     const kind = this.#validateRequest(byteLength, options);
     const block = this.#tryAllocate(byteLength, kind);
     if (block === undefined) {
-      this.#numFailures++;
+      this.#failed(byteLength);
       return undefined;
     }
     return block.handle as _Handle<M>;
@@ -856,7 +874,7 @@ export class WatermarkAllocator<M = unknown>
       block = this.#tryAllocate(byteLength, kind);
     }
     if (block === undefined) {
-      this.#numFailures++;
+      this.#failed(byteLength);
       this.#throwOom(byteLength, options);
     }
     return block.handle as _Handle<M>;
@@ -902,7 +920,7 @@ export class WatermarkAllocator<M = unknown>
     }
     const block = this.#tryAllocate(byteLength, "scalar");
     if (block === undefined) {
-      this.#numFailures++;
+      this.#failed(byteLength);
       this.#throwOom(byteLength, { pool: "shared" });
     }
     const handle = block.handle as _Handle<M>;
@@ -1098,6 +1116,14 @@ export class WatermarkAllocator<M = unknown>
     const handle = new _Handle(block, this.#owner);
     block.handle = handle;
     this.#live.set(handle, block);
+    if (this.#history !== null) {
+      this.#record(
+        "alloc",
+        block.heap.address + block.offset,
+        block.byteLength,
+        requested,
+      );
+    }
     this.#known.add(handle);
     if (recycled) {
       this.#numRecycles++;
@@ -1199,7 +1225,11 @@ export class WatermarkAllocator<M = unknown>
         );
       }
       if (segment === undefined) continue;
-      const heap = new _Heap(segment, pool, split);
+      const heap = new _Heap(segment, pool, split, this.#nextAddress);
+      this.#nextAddress += byteLength;
+      if (this.#history !== null) {
+        this.#record("segment_alloc", heap.address, byteLength, 0);
+      }
       pool.heaps.add(heap);
       this.#reserved.increase(byteLength);
       this.#heapCount.increase(1);
@@ -1216,6 +1246,23 @@ export class WatermarkAllocator<M = unknown>
       return heap;
     }
     return undefined;
+  }
+
+  #failed(byteLength: number): void {
+    this.#numFailures++;
+    if (this.#history !== null) {
+      const free = Math.max(
+        0,
+        Math.min(this.#highLimit, this.#source.capacityBytes) -
+          this.driverAllocatedBytes,
+      );
+      this.#record(
+        "oom",
+        Number.isFinite(free) ? free : 0,
+        alignUp(byteLength, this.alignment),
+        byteLength,
+      );
+    }
   }
 
   #throwOom(byteLength: number, options: AllocateBufferOptions): never {
@@ -1256,6 +1303,14 @@ export class WatermarkAllocator<M = unknown>
   free(buffer: WatermarkBuffer<M>): void {
     const block = this.#blockOf(buffer, "free");
     this.#live.delete(buffer as _Handle<M>);
+    if (this.#history !== null) {
+      this.#record(
+        "free_requested",
+        block.heap.address + block.offset,
+        block.byteLength,
+        block.requestedByteLength,
+      );
+    }
     block.handle = undefined;
     block.shape = [];
     if (block.idle()) this.#makeCached(block);
@@ -1273,6 +1328,14 @@ export class WatermarkAllocator<M = unknown>
     pool.addAvailable(block);
     this.#allocated.decrease(block.byteLength);
     this.#requested.decrease(block.requestedByteLength);
+    if (this.#history !== null) {
+      this.#record(
+        "free_completed",
+        block.heap.address + block.offset,
+        block.byteLength,
+        block.requestedByteLength,
+      );
+    }
     this.#emit("freed", block, pool, block.byteLength);
   }
 
@@ -1356,6 +1419,9 @@ export class WatermarkAllocator<M = unknown>
     heap.pool.heaps.delete(heap);
     this.#reserved.decrease(heap.byteLength);
     this.#heapCount.decrease(1);
+    if (this.#history !== null) {
+      this.#record("segment_free", heap.address, heap.byteLength, 0);
+    }
     this.#log(
       DebugVerbosity.releases,
       heap.pool,
@@ -1598,49 +1664,118 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * Every heap with its buffers and free ranges, for tools and pictures.
+   * Starts (or restarts, emptied) or stops recording allocator events in a
+   * ring buffer, in `@allot/caching`'s `TraceEntry` format; `snapshot()`
+   * returns them as `history`.
+   *
+   * @param options Ring size and stack capture, or `false` to stop.
+   */
+  recordHistory(options: TraceRecorderOptions | false = {}): void {
+    this.#history = options === false ? null : new TraceRecorder(options);
+  }
+
+  #record(
+    action: TraceAction,
+    address: number,
+    byteLength: number,
+    requested: number,
+  ): void {
+    this.#history!.record(action, address, byteLength, requested, 0);
+  }
+
+  /**
+   * Every heap with its buffers and free ranges, in `@allot/caching`'s
+   * snapshot format (heaps are segments, every stream id is 0), plus pool
+   * kinds, buffer ids, shapes and the stats.
    *
    * @returns A plain, JSON-ready object.
+   *
+   * @example
+   * ```ts
+   * import { WatermarkAllocator } from "@allot/watermark";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new WatermarkAllocator(new MockSegmentSource({ capacityBytes: 1 << 30 }), { recordHistory: true });
+   * const a = allocator.allocateBuffer(1000);
+   * const [heap] = allocator.snapshot().segments;
+   * assert.equal(heap.byteLength, 8 << 20);
+   * assert.deepEqual(heap.blocks.map((b) => b.state), ["active_allocated", "inactive"]);
+   * a.release();
+   * assert.deepEqual(
+   *   allocator.snapshot().history.map((e) => e.action),
+   *   ["segment_alloc", "alloc", "snapshot", "free_requested", "free_completed", "snapshot"],
+   * );
+   * ```
    */
   snapshot(): WatermarkSnapshot {
-    const segments = [];
+    if (this.#history !== null) this.#record("snapshot", 0, 0, 0);
+    const segments: WatermarkSegmentSnapshot[] = [];
     for (const pool of this.#poolList) {
       for (const heap of pool.heaps) {
         const blocks: WatermarkBlockSnapshot[] = [];
+        let allocated = 0, active = 0, requested = 0;
         for (const b of heap.blocks) {
+          const state = b.state === "active"
+            ? "active_allocated"
+            : b.state === "pending-free"
+            ? "active_pending_free"
+            : "inactive";
+          if (b.state === "active") {
+            allocated += b.byteLength;
+            requested += b.requestedByteLength;
+          }
+          if (b.state !== "cached") active += b.byteLength;
           blocks.push({
-            id: b.id,
-            byteOffset: b.offset,
+            address: heap.address + b.offset,
+            offset: b.offset,
             byteLength: b.byteLength,
-            requestedByteLength: b.state === "active"
-              ? b.requestedByteLength
-              : 0,
-            state: b.state,
+            requestedByteLength: b.state === "cached"
+              ? 0
+              : b.requestedByteLength,
+            state,
+            bufferId: b.id,
+            cached: b.state === "cached",
             shape: [...b.shape],
           });
         }
         for (const r of heap.freeRanges()) {
           blocks.push({
-            id: 0,
-            byteOffset: r.offset,
+            address: heap.address + r.offset,
+            offset: r.offset,
             byteLength: r.byteLength,
             requestedByteLength: 0,
-            state: "free",
+            state: "inactive",
+            bufferId: 0,
+            cached: false,
             shape: [],
           });
         }
-        blocks.sort((a, b) => a.byteOffset - b.byteOffset);
+        blocks.sort((a, b) => a.offset - b.offset);
         segments.push({
           id: heap.id,
-          pool: pool.kind,
-          small: pool.small,
-          split: heap.isSplit,
+          address: heap.address,
           byteLength: heap.byteLength,
+          stream: 0,
+          pool: pool.small ? "small" : "large",
+          allocatedBytes: allocated,
+          activeBytes: active,
+          requestedBytes: requested,
+          memoryByteOffset: heap.segment.byteOffset,
           blocks,
+          kind: pool.kind,
+          split: heap.isSplit,
         });
       }
     }
-    segments.sort((a, b) => a.id - b.id);
-    return { device: String(this.device), segments, stats: this.stats() };
+    segments.sort((a, b) => a.address - b.address);
+    return {
+      version: SNAPSHOT_FORMAT_VERSION,
+      device: String(this.device),
+      allocator: "WatermarkAllocator",
+      segments,
+      history: this.#history?.entries() ?? [],
+      stats: this.stats(),
+    };
   }
 }

@@ -165,14 +165,18 @@ describe("WatermarkAllocator model", () => {
             for (const seg of allocator.snapshot().segments) {
               let at = 0;
               for (const b of seg.blocks) {
-                assert.equal(b.byteOffset, at);
+                assert.equal(b.offset, at);
+                assert.equal(b.address, seg.address + at);
                 at += b.byteLength;
-                if (b.id !== 0) {
-                  const s = state.get(b.id);
-                  const expected = b.state === "pending-free"
+                if (b.bufferId !== 0) {
+                  const s = state.get(b.bufferId);
+                  const expected = b.state === "active_allocated"
+                    ? "active"
+                    : b.state === "active_pending_free"
                     ? "pending"
-                    : b.state;
+                    : "cached";
                   assert.equal(s, expected);
+                  assert.equal(b.cached, expected === "cached");
                 }
               }
               assert.equal(at, seg.byteLength);

@@ -1,56 +1,49 @@
 /**
- * The shape of {@linkcode WatermarkAllocator.snapshot}: every heap (segment)
- * with its buffers and free ranges.
+ * The shape of {@linkcode WatermarkAllocator.snapshot}: the snapshot format
+ * of `@allot/caching` (PyTorch's `torch.cuda.memory._snapshot()`), so the
+ * same tools read both allocators, plus the watermark allocator's facts:
+ * pool kind, heap kind, buffer ids, cached buffers, shapes and stats.
+ *
+ * A heap is a segment. Its blocks tile it: buffers in use
+ * (`active_allocated`), buffers freed while their work runs
+ * (`active_pending_free`), and `inactive` ranges, which are either cached
+ * buffers (`bufferId` set, `cached: true`) or free heap space
+ * (`bufferId: 0`).
  *
  * @module
  */
 
+import type {
+  BlockSnapshot,
+  MemorySnapshot,
+  SegmentSnapshot,
+} from "@allot/caching";
 import type { PoolKind } from "./watermark_buffer.ts";
 import type { WatermarkStats } from "./watermark_allocator.ts";
 
-/**
- * State of a range in a heap: `active` (in use), `pending-free` (freed,
- * recorded work still running), `cached` (idle, reusable), `free` (no buffer).
- */
-export type WatermarkBlockState = "active" | "pending-free" | "cached" | "free";
-
 /** One range of a heap. */
-export interface WatermarkBlockSnapshot {
-  /** Buffer id; 0 for a free range. */
-  id: number;
-  /** Byte offset inside the heap. */
-  byteOffset: number;
-  /** Bytes of the range. */
-  byteLength: number;
-  /** Bytes the user asked for (0 unless active). */
-  requestedByteLength: number;
-  /** The range's state. */
-  state: WatermarkBlockState;
+export interface WatermarkBlockSnapshot extends BlockSnapshot {
+  /** Buffer id; 0 for free heap space. */
+  bufferId: number;
+  /** Whether the range is a cached (idle, reusable) buffer. */
+  cached: boolean;
   /** The buffer's shape (empty unless set). */
   shape: number[];
 }
 
 /** One heap. */
-export interface WatermarkSegmentSnapshot {
-  /** Heap id. */
-  id: number;
-  /** Pool of the heap. */
-  pool: PoolKind;
-  /** Whether the heap is in a small pool. */
-  small: boolean;
+export interface WatermarkSegmentSnapshot extends SegmentSnapshot {
+  /** Pool kind of the heap. */
+  kind: PoolKind;
   /** Whether the heap was made to hold several buffers. */
   split: boolean;
-  /** Bytes of the heap. */
-  byteLength: number;
   /** Buffers and free ranges, by offset; they tile the heap. */
   blocks: WatermarkBlockSnapshot[];
 }
 
 /** A snapshot of a {@linkcode WatermarkAllocator}. */
-export interface WatermarkSnapshot {
-  /** The device, as text. */
-  device: string;
-  /** Every heap, by id. */
+export interface WatermarkSnapshot extends MemorySnapshot {
+  /** Every heap, in address order. */
   segments: WatermarkSegmentSnapshot[];
   /** The stats when the snapshot was taken. */
   stats: WatermarkStats;
