@@ -1,0 +1,240 @@
+/**
+ * The CPU copy kernels behind `contiguous()`, `toData()` and `copyFrom()`:
+ * `dst[dOff + i·dStrides] = src[sOff + i·sStrides]` for every index `i` of a
+ * shape. Internal.
+ *
+ * Before copying, the layout is simplified: size-1 dims are dropped, dims are
+ * ordered by destination stride, and neighbouring dims that are contiguous
+ * with each other on both sides are merged. Then one of four inner kernels
+ * runs for each index of the remaining outer dims:
+ *
+ * - contiguous runs: `TypedArray.prototype.set` on subarrays (memcpy), or a
+ *   plain loop for short runs;
+ * - broadcast runs (source stride 0): `fill`;
+ * - transposes (the source's unit stride is on an outer dim): a blocked 2-D
+ *   tile loop, so reads and writes both stay in cache;
+ * - anything else: a strided loop.
+ *
+ * Elements are copied as raw bits: callers pass same-width integer views
+ * (`Uint8Array`, `Uint16Array`, `Int32Array`) or `Float64Array`, so floats
+ * are never converted. No code is generated at run time.
+ *
+ * @module
+ */
+
+/** A typed array used to move elements of one width. */
+export type _BitArray = Uint8Array | Uint16Array | Int32Array | Float64Array;
+
+/** Runs at least this long are copied with `set`; shorter ones with a loop. */
+const SET_MIN = 48;
+/** Edge of a transpose tile, in elements. */
+const TILE = 64;
+
+/**
+ * Copies every element of `shape` from a strided source to a strided
+ * destination. The arrays must not overlap unless they are the same array and
+ * the layouts are equal.
+ *
+ * @param dst Destination array.
+ * @param dOff Destination index of element 0.
+ * @param dStrides Destination strides, in elements.
+ * @param src Source array (same element width as `dst`).
+ * @param sOff Source index of element 0.
+ * @param sStrides Source strides, in elements.
+ * @param shape The shape copied.
+ */
+export function _copyStrided(
+  dst: _BitArray,
+  dOff: number,
+  dStrides: readonly number[],
+  src: _BitArray,
+  sOff: number,
+  sStrides: readonly number[],
+  shape: readonly number[],
+): void {
+  // 1. keep dims of size > 1; stop at empty shapes
+  const rank0 = shape.length;
+  const n: number[] = [], ds: number[] = [], ss: number[] = [];
+  for (let i = 0; i < rank0; i++) {
+    const size = shape[i];
+    if (size === 0) return;
+    if (size === 1) continue;
+    n.push(size);
+    ds.push(dStrides[i]);
+    ss.push(sStrides[i]);
+  }
+  // 2. order by |destination stride|, largest first (stable insertion sort)
+  for (let i = 1; i < n.length; i++) {
+    for (let j = i; j > 0 && Math.abs(ds[j - 1]) < Math.abs(ds[j]); j--) {
+      swap(n, j);
+      swap(ds, j);
+      swap(ss, j);
+    }
+  }
+  // 3. merge neighbours that are contiguous with each other on both sides
+  let rank = 0;
+  for (let i = 0; i < n.length; i++) {
+    if (
+      rank > 0 && ds[rank - 1] === n[i] * ds[i] &&
+      ss[rank - 1] === n[i] * ss[i]
+    ) {
+      n[rank - 1] *= n[i];
+      ds[rank - 1] = ds[i];
+      ss[rank - 1] = ss[i];
+    } else {
+      n[rank] = n[i];
+      ds[rank] = ds[i];
+      ss[rank] = ss[i];
+      rank++;
+    }
+  }
+  n.length = ds.length = ss.length = rank;
+  if (rank === 0) {
+    dst[dOff] = src[sOff];
+    return;
+  }
+  const last = rank - 1;
+  const len = n[last], dIn = ds[last], sIn = ss[last];
+  // 4a. transposes: the source's smallest stride is on an outer dim
+  if (dIn === 1 && len >= 8 && rank >= 2) {
+    let k = -1;
+    for (let i = 0; i < last; i++) {
+      const a = Math.abs(ss[i]);
+      if (
+        a !== 0 && a < Math.abs(sIn) && n[i] >= 8 &&
+        (k < 0 || a < Math.abs(ss[k]))
+      ) k = i;
+    }
+    if (k >= 0) {
+      const nk = n[k], dk = ds[k], sk = ss[k];
+      const on: number[] = [], ods: number[] = [], oss: number[] = [];
+      for (let i = 0; i < last; i++) {
+        if (i === k) continue;
+        on.push(n[i]);
+        ods.push(ds[i]);
+        oss.push(ss[i]);
+      }
+      forEachOuter(on, ods, oss, dOff, sOff, (d, s) => {
+        tile(dst, d, dk, src, s, sk, sIn, nk, len);
+      });
+      return;
+    }
+  }
+  const outer = n.slice(0, last),
+    ods = ds.slice(0, last),
+    oss = ss.slice(0, last);
+  // 4b. contiguous runs
+  if (dIn === 1 && sIn === 1) {
+    if (len >= SET_MIN) {
+      forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
+        dst.set(src.subarray(s, s + len), d);
+      });
+    } else {
+      forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
+        for (let j = 0; j < len; j++) dst[d + j] = src[s + j];
+      });
+    }
+    return;
+  }
+  // 4c. broadcast runs
+  if (dIn === 1 && sIn === 0) {
+    forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
+      dst.fill(src[s], d, d + len);
+    });
+    return;
+  }
+  // 4d. strided runs
+  if (dIn === 1) {
+    forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
+      for (let j = 0; j < len; j++, s += sIn) dst[d + j] = src[s];
+    });
+    return;
+  }
+  forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
+    for (let j = 0; j < len; j++, d += dIn, s += sIn) dst[d] = src[s];
+  });
+}
+
+function swap(list: number[], j: number): void {
+  const t = list[j];
+  list[j] = list[j - 1];
+  list[j - 1] = t;
+}
+
+/** Calls `body(d, s)` for every index of the outer dims, in row-major order. */
+function forEachOuter(
+  n: number[],
+  ds: number[],
+  ss: number[],
+  d: number,
+  s: number,
+  body: (d: number, s: number) => void,
+): void {
+  const rank = n.length;
+  if (rank === 0) {
+    body(d, s);
+    return;
+  }
+  if (rank === 1) {
+    const n0 = n[0], d0 = ds[0], s0 = ss[0];
+    for (let i = 0; i < n0; i++, d += d0, s += s0) body(d, s);
+    return;
+  }
+  if (rank === 2) {
+    const n0 = n[0], d0 = ds[0], s0 = ss[0];
+    const n1 = n[1], d1 = ds[1], s1 = ss[1];
+    for (let i = 0; i < n0; i++, d += d0, s += s0) {
+      for (let j = 0, dd = d, sd = s; j < n1; j++, dd += d1, sd += s1) {
+        body(dd, sd);
+      }
+    }
+    return;
+  }
+  // odometer for rank >= 3
+  const idx = new Array<number>(rank).fill(0);
+  const last = rank - 1;
+  const nl = n[last], dl = ds[last], sl = ss[last];
+  for (;;) {
+    for (let j = 0, dd = d, sd = s; j < nl; j++, dd += dl, sd += sl) {
+      body(dd, sd);
+    }
+    let i = last - 1;
+    for (; i >= 0; i--) {
+      d += ds[i];
+      s += ss[i];
+      if (++idx[i] < n[i]) break;
+      idx[i] = 0;
+      d -= ds[i] * n[i];
+      s -= ss[i] * n[i];
+    }
+    if (i < 0) return;
+  }
+}
+
+/**
+ * Blocked copy of an `na × nb` plane: `dst[d + a·da + b] = src[s + a·sa +
+ * b·sb]`, tile by tile so both sides stay in cache.
+ */
+function tile(
+  dst: _BitArray,
+  d: number,
+  da: number,
+  src: _BitArray,
+  s: number,
+  sa: number,
+  sb: number,
+  na: number,
+  nb: number,
+): void {
+  for (let a0 = 0; a0 < na; a0 += TILE) {
+    const a1 = a0 + TILE < na ? a0 + TILE : na;
+    for (let b0 = 0; b0 < nb; b0 += TILE) {
+      const b1 = b0 + TILE < nb ? b0 + TILE : nb;
+      for (let a = a0; a < a1; a++) {
+        let di = d + a * da + b0;
+        let si = s + a * sa + b0 * sb;
+        for (let b = b0; b < b1; b++, si += sb) dst[di++] = src[si];
+      }
+    }
+  }
+}

@@ -1,0 +1,866 @@
+/**
+ * {@linkcode Buffer}: a typed, reference-counted strided view over a shared
+ * {@linkcode Storage}.
+ *
+ * @module
+ */
+
+import {
+  type Allocator,
+  hostBuffer,
+  IntrusivePtr,
+  InvalidArgumentError,
+  isHostMemory,
+  UnsupportedOperationError,
+  UseAfterFreeError,
+} from "@allot/core";
+import type { BufferBackend, StridedBinding } from "./buffer_backend.ts";
+import { BufferView, type Shape, type SliceOptions } from "./buffer_view.ts";
+import {
+  type AnyTypedArray,
+  type Dtype,
+  type DtypeInfo,
+  dtypeInfo,
+  type TypedArrayOf,
+} from "./dtype.ts";
+import { _fmt, ShapeError } from "./errors.ts";
+import { Storage } from "./storage.ts";
+import { type _BitArray, _copyStrided } from "./_strided_copy.ts";
+
+/** Options for every {@linkcode Buffer} constructor. */
+export interface BufferOptions {
+  /**
+   * Where new storage comes from.
+   *
+   * @default {an allocator that makes one ArrayBuffer per allocation}
+   */
+  allocator?: Allocator;
+  /**
+   * Moves elements when the storage is not host memory; inherited by views
+   * and by `contiguous()` results.
+   *
+   * @default {undefined}
+   */
+  backend?: BufferBackend;
+}
+
+/** Options of {@linkcode Buffer.fromData}. */
+export interface FromDataOptions extends BufferOptions {
+  /**
+   * The logical shape; its product must equal the data's length.
+   *
+   * @default {[data.length]}
+   */
+  shape?: Shape;
+}
+
+/** Options of the {@linkcode Buffer} constructor. */
+export interface BufferFromStorageOptions<D extends Dtype> {
+  /** The element type. */
+  dtype: D;
+  /**
+   * The layout, in elements of `dtype`.
+   *
+   * @default {a contiguous 1-D view of the whole storage}
+   */
+  view?: BufferView;
+  /**
+   * Moves elements when the storage is not host memory.
+   *
+   * @default {undefined}
+   */
+  backend?: BufferBackend;
+}
+
+const BIT_ARRAYS = {
+  1: Uint8Array,
+  2: Uint16Array,
+  4: Int32Array,
+  8: Float64Array,
+} as const;
+
+/**
+ * A typed strided view over a shared {@linkcode Storage}, like CubeCL's
+ * `Buffer<R, E>`: an owning strong reference to the storage, a
+ * {@linkcode BufferView} and a {@linkcode Dtype}. View operations
+ * (`reshape`, `transpose`, `permute`, `slice`, `squeeze`, `unsqueeze`,
+ * `broadcastTo`) copy nothing: they return a new buffer that shares the
+ * storage. Each buffer is an owning handle: `release()` it (or `using`) and
+ * the storage is freed when its last buffer goes.
+ *
+ * On host memory (`ArrayBuffer`, `SharedArrayBuffer`, `WebAssembly.Memory`)
+ * every operation runs here, with blocked copy kernels. On other memory (a
+ * `GPUBuffer`) operations that touch elements go through the
+ * {@linkcode BufferBackend} given at creation.
+ *
+ * @typeParam D The element type.
+ *
+ * @example Views share storage; contiguous() packs
+ * ```ts
+ * import { Buffer } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * using a = Buffer.fromData("f32", new Float32Array([1, 2, 3, 4, 5, 6]), { shape: [2, 3] });
+ * using t = a.transpose();
+ * assert.ok(t.sharesStorageWith(a));
+ * assert.deepEqual([...t.toData()], [1, 4, 2, 5, 3, 6]);
+ * using packed = t.contiguous();
+ * assert.ok(!packed.sharesStorageWith(a));
+ * assert.ok(packed.isContiguous);
+ * assert.deepEqual([...packed.toData()], [1, 4, 2, 5, 3, 6]);
+ * ```
+ */
+export class Buffer<D extends Dtype = Dtype> {
+  #storage: IntrusivePtr<Storage>;
+  #view: BufferView;
+  #dtype: D;
+  #info: DtypeInfo<D>;
+  #backend: BufferBackend | undefined;
+  #released = false;
+
+  /**
+   * Makes a buffer from a storage handle, which it takes over (release the
+   * buffer, not the handle).
+   *
+   * @param storage A strong reference to the storage; owned by the buffer.
+   * @param options Dtype, view and backend.
+   * @throws {ShapeError} When the view reaches past the storage.
+   * @throws {InvalidArgumentError} When the dtype is unknown.
+   * @throws {UseAfterFreeError} When the handle was released.
+   */
+  constructor(
+    storage: IntrusivePtr<Storage>,
+    options: BufferFromStorageOptions<D>,
+  ) {
+    const info = dtypeInfo(options.dtype);
+    const target = storage.target;
+    const view = options.view ??
+      BufferView.contiguous([
+        Math.floor(target.byteLength / info.bytesPerElement),
+      ]);
+    checkFits(view, target, info);
+    this.#storage = storage;
+    this.#view = view;
+    this.#dtype = options.dtype;
+    this.#info = info;
+    this.#backend = options.backend;
+  }
+
+  /**
+   * Allocates a contiguous buffer without initialising it (its bytes are
+   * whatever the allocator gives).
+   *
+   * @param dtype The element type.
+   * @param shape The shape.
+   * @param options Allocator and backend.
+   * @returns The buffer.
+   * @throws {ShapeError} When the shape is invalid.
+   * @throws {InvalidArgumentError} When the dtype is unknown or the byte
+   * length is too large.
+   */
+  static empty<D extends Dtype>(
+    dtype: D,
+    shape: Shape,
+    options: BufferOptions = {},
+  ): Buffer<D> {
+    const info = dtypeInfo(dtype);
+    const view = BufferView.contiguous(shape);
+    const storage = Storage.allocate(view.length * info.bytesPerElement, {
+      allocator: options.allocator,
+    });
+    return new Buffer(storage, { dtype, view, backend: options.backend });
+  }
+
+  /**
+   * Allocates a contiguous buffer filled with zeros.
+   *
+   * @param dtype The element type.
+   * @param shape The shape.
+   * @param options Allocator and backend.
+   * @returns The buffer.
+   * @throws {ShapeError} When the shape is invalid.
+   */
+  static zeros<D extends Dtype>(
+    dtype: D,
+    shape: Shape,
+    options: BufferOptions = {},
+  ): Buffer<D> {
+    return Buffer.filled(dtype, shape, { ...options, value: 0 });
+  }
+
+  /**
+   * Allocates a contiguous buffer with every element set to `options.value`.
+   *
+   * @param dtype The element type.
+   * @param shape The shape.
+   * @param options The value, allocator and backend.
+   * @returns The buffer.
+   * @throws {ShapeError} When the shape is invalid.
+   *
+   * @example
+   * ```ts
+   * import { Buffer } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using b = Buffer.filled("i16", [2, 2], { value: -3 });
+   * assert.deepEqual([...b.toData()], [-3, -3, -3, -3]);
+   * ```
+   */
+  static filled<D extends Dtype>(
+    dtype: D,
+    shape: Shape,
+    options: BufferOptions & {
+      /** The value of every element. */
+      value: number;
+    },
+  ): Buffer<D> {
+    const buffer = Buffer.empty(dtype, shape, options);
+    try {
+      buffer.fill(options.value);
+    } catch (error) {
+      buffer.release();
+      throw error;
+    }
+    return buffer;
+  }
+
+  /**
+   * Allocates a contiguous buffer holding a copy of `data` (converted to
+   * `dtype` as typed arrays convert; `bool` stores 0 or 1).
+   *
+   * @param dtype The element type.
+   * @param data The elements in row-major order.
+   * @param options Shape, allocator and backend.
+   * @returns The buffer.
+   * @throws {ShapeError} When the shape's element count differs from
+   * `data.length`.
+   *
+   * @example
+   * ```ts
+   * import { Buffer } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using b = Buffer.fromData("u8", [1, 2, 3, 4, 5, 6], { shape: [3, 2] });
+   * assert.deepEqual(b.shape, [3, 2]);
+   * assert.throws(() => Buffer.fromData("u8", [1, 2, 3], { shape: [2, 2] }), /3 elements/);
+   * ```
+   */
+  static fromData<D extends Dtype>(
+    dtype: D,
+    data: ArrayLike<number>,
+    options: FromDataOptions = {},
+  ): Buffer<D> {
+    const info = dtypeInfo(dtype);
+    const shape = options.shape ?? [data.length];
+    const view = BufferView.contiguous(shape);
+    if (view.length !== data.length) {
+      throw new ShapeError(
+        `Cannot make a buffer of shape ${
+          _fmt(shape)
+        } (${view.length} elements) from ${data.length} elements`,
+        {
+          name: "data",
+          value: data.length,
+          limit: view.length,
+          shape: view.shape,
+        },
+      );
+    }
+    const buffer = Buffer.empty(dtype, view.shape, options);
+    try {
+      let source: ArrayLike<number> = data;
+      if (dtype === "bool") {
+        source = Uint8Array.from(data as ArrayLike<number>, (x) => x ? 1 : 0);
+      }
+      if (buffer.#isHost()) {
+        buffer.#typed().set(source as ArrayLike<number> & number[], 0);
+      } else {
+        const host = new info.arrayType(view.length);
+        (host as unknown as number[] & Float64Array).set(
+          source as ArrayLike<number>,
+        );
+        buffer.#requireBackend("fromData").write(buffer.binding(), host);
+      }
+    } catch (error) {
+      buffer.release();
+      throw error;
+    }
+    return buffer;
+  }
+
+  /** The element type. */
+  get dtype(): D {
+    return this.#dtype;
+  }
+
+  /** Bytes per element. */
+  get bytesPerElement(): number {
+    return this.#info.bytesPerElement;
+  }
+
+  /** The layout (immutable). */
+  get view(): BufferView {
+    return this.#view;
+  }
+
+  /** The shape (a fresh copy). */
+  get shape(): number[] {
+    return this.#view.shape;
+  }
+
+  /** The strides in elements (a fresh copy). */
+  get strides(): number[] {
+    return this.#view.strides;
+  }
+
+  /** The storage index of the first element, in elements. */
+  get offset(): number {
+    return this.#view.offset;
+  }
+
+  /** Number of logical elements. */
+  get length(): number {
+    return this.#view.length;
+  }
+
+  /** Number of dimensions. */
+  get rank(): number {
+    return this.#view.rank;
+  }
+
+  /** Bytes of the logical elements: `length * bytesPerElement`. */
+  get byteLength(): number {
+    return this.#view.length * this.#info.bytesPerElement;
+  }
+
+  /** Whether the view is row-major contiguous. */
+  get isContiguous(): boolean {
+    return this.#view.isContiguous;
+  }
+
+  /** The backend, if one was given. */
+  get backend(): BufferBackend | undefined {
+    return this.#backend;
+  }
+
+  /**
+   * The shared storage.
+   *
+   * @throws {UseAfterFreeError} After release.
+   */
+  get storage(): Storage {
+    return this.#live("storage").target;
+  }
+
+  /** The stable id of the storage: equal ids mean shared bytes. */
+  get storageId(): number {
+    return this.storage.id;
+  }
+
+  /** Whether this buffer holds the only strong reference to its storage. */
+  get isStorageUnique(): boolean {
+    return !this.#released && this.#storage.isUnique;
+  }
+
+  /**
+   * Whether writing in place is safe and simple: the storage is not shared
+   * and the view is contiguous.
+   */
+  get canModifyInPlace(): boolean {
+    return this.isStorageUnique && this.#view.isContiguous;
+  }
+
+  /** Whether this handle was released. */
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /**
+   * Whether `other` views the same storage.
+   *
+   * @param other Another buffer, or anything with a `storage`.
+   * @returns `true` when the storages are the same object.
+   */
+  sharesStorageWith(other: { readonly storage: Storage }): boolean {
+    return this.storage === other.storage;
+  }
+
+  /**
+   * The binding a kernel needs: storage, view, dtype. Valid while this
+   * buffer is alive.
+   *
+   * @returns The binding.
+   * @throws {UseAfterFreeError} After release.
+   */
+  binding(): StridedBinding {
+    return { storage: this.storage, view: this.#view, dtype: this.#dtype };
+  }
+
+  /**
+   * Another owning handle to the same storage and view.
+   *
+   * @returns A new buffer; release it separately.
+   * @throws {UseAfterFreeError} After release.
+   */
+  clone(): Buffer<D> {
+    return this.withView(this.#view);
+  }
+
+  /**
+   * A buffer with another layout over the same storage.
+   *
+   * @param view The layout, which must fit in the storage.
+   * @returns A new buffer sharing the storage.
+   * @throws {ShapeError} When the view reaches past the storage.
+   * @throws {UseAfterFreeError} After release.
+   */
+  withView(view: BufferView): Buffer<D> {
+    const handle = this.#live("withView");
+    checkFits(view, handle.target, this.#info);
+    return new Buffer(handle.clone(), {
+      dtype: this.#dtype,
+      view,
+      backend: this.#backend,
+    });
+  }
+
+  /**
+   * Same elements, new shape, no copy (see {@linkcode BufferView.reshape}).
+   *
+   * @param shape The new shape; one size may be -1.
+   * @returns A buffer sharing the storage.
+   * @throws {ShapeError} When counts differ or a copy would be needed.
+   */
+  reshape(shape: Shape): Buffer<D> {
+    return this.withView(this.#view.reshape(shape));
+  }
+
+  /**
+   * Swaps two dims, by default the last two; no copy.
+   *
+   * @param dim0 First dim.
+   * @param dim1 Second dim.
+   * @returns A buffer sharing the storage.
+   * @throws {ShapeError} When a dim is out of range.
+   */
+  transpose(dim0?: number, dim1?: number): Buffer<D> {
+    return this.withView(this.#view.transpose(dim0, dim1));
+  }
+
+  /**
+   * Reorders the dims; no copy.
+   *
+   * @param axes A permutation of `[0, rank)`.
+   * @returns A buffer sharing the storage.
+   * @throws {ShapeError} When `axes` is not a permutation.
+   */
+  permute(axes: readonly number[]): Buffer<D> {
+    return this.withView(this.#view.permute(axes));
+  }
+
+  /**
+   * Slices one dim with start, stop and step (negative steps too); no copy.
+   *
+   * @param dim The dim.
+   * @param options Start, stop, step.
+   * @returns A buffer sharing the storage.
+   * @throws {ShapeError} When the slice is out of range.
+   */
+  slice(dim: number, options: SliceOptions = {}): Buffer<D> {
+    return this.withView(this.#view.slice(dim, options));
+  }
+
+  /**
+   * Removes size-1 dims (one, or all); no copy.
+   *
+   * @param dim A dim of size 1.
+   * @returns A buffer sharing the storage.
+   * @throws {ShapeError} When `dim` is out of range or not of size 1.
+   */
+  squeeze(dim?: number): Buffer<D> {
+    return this.withView(this.#view.squeeze(dim));
+  }
+
+  /**
+   * Inserts a size-1 dim; no copy.
+   *
+   * @param dim Position of the new dim.
+   * @returns A buffer sharing the storage.
+   * @throws {ShapeError} When `dim` is out of range.
+   */
+  unsqueeze(dim: number): Buffer<D> {
+    return this.withView(this.#view.unsqueeze(dim));
+  }
+
+  /**
+   * Broadcasts to a shape (stride 0 on repeated dims); no copy.
+   *
+   * @param shape The target shape.
+   * @returns A buffer sharing the storage; read-only in spirit.
+   * @throws {ShapeError} When the shapes are incompatible.
+   */
+  broadcastTo(shape: Shape): Buffer<D> {
+    return this.withView(this.#view.broadcastTo(shape));
+  }
+
+  /**
+   * The element at `indices`.
+   *
+   * @param indices One index per dim.
+   * @returns The element.
+   * @throws {ShapeError} When an index is out of range.
+   * @throws {UnsupportedOperationError} When the storage is not host memory.
+   */
+  get(indices: readonly number[]): number {
+    const at = this.#view.index(indices);
+    return this.#hostTyped("get")[at] as number;
+  }
+
+  /**
+   * Sets the element at `indices`.
+   *
+   * @param indices One index per dim.
+   * @param value The value (`bool` stores 0 or 1).
+   * @throws {ShapeError} When an index is out of range.
+   * @throws {UnsupportedOperationError} When the storage is not host memory.
+   */
+  set(indices: readonly number[], value: number): void {
+    const at = this.#view.index(indices);
+    const typed = this.#hostTyped("set");
+    typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : value;
+  }
+
+  /**
+   * Sets every element of the view to `value`.
+   *
+   * @param value The value (`bool` stores 0 or 1).
+   * @throws {ShapeError} On a broadcast view (elements would alias).
+   * @throws {UnsupportedOperationError} On non-host memory without backend.
+   */
+  fill(value: number): void {
+    this.#live("fill");
+    this.#checkWritable("fill");
+    const v = this.#dtype === "bool" ? (value ? 1 : 0) : value;
+    if (!this.#isHost()) {
+      this.#requireBackend("fill").fill(this.binding(), v);
+      return;
+    }
+    const typed = this.#typed();
+    const view = this.#view;
+    if (view.isContiguous) {
+      typed.fill(v, view.offset, view.offset + view.length);
+      return;
+    }
+    const one = new this.#info.arrayType(1);
+    one[0] = v;
+    _copyStrided(
+      this.#bits(),
+      view.offset,
+      view.strides,
+      bitsOf(one, this.#info),
+      0,
+      new Array<number>(view.rank).fill(0),
+      view.shape,
+    );
+  }
+
+  /**
+   * The logical elements of the view, in row-major order, as a fresh typed
+   * array (gathered from any layout). Host memory only; use
+   * {@linkcode Buffer.read} for any memory.
+   *
+   * @returns A new typed array of `length` elements.
+   * @throws {UnsupportedOperationError} When the storage is not host memory.
+   * @throws {UseAfterFreeError} After release.
+   */
+  toData(): TypedArrayOf<D> {
+    const src = this.#hostTyped("toData");
+    const view = this.#view;
+    const out = new this.#info.arrayType(view.length);
+    if (view.isContiguous) {
+      (out as Uint8Array).set(
+        (src as Uint8Array).subarray(view.offset, view.offset + view.length),
+      );
+    } else {
+      _copyStrided(
+        bitsOf(out, this.#info),
+        0,
+        denseStrides(view),
+        this.#bits(),
+        view.offset,
+        view.strides,
+        view.shape,
+      );
+    }
+    return out;
+  }
+
+  /**
+   * The logical elements of the view, from any memory: host memory answers
+   * at once, other memory through the backend's `read`.
+   *
+   * @returns A promise of a new typed array.
+   * @throws {UnsupportedOperationError} On non-host memory without backend.
+   */
+  read(): Promise<TypedArrayOf<D>> {
+    this.#live("read");
+    if (this.#isHost()) return Promise.resolve(this.toData());
+    return this.#requireBackend("read").read(this.binding()) as Promise<
+      TypedArrayOf<D>
+    >;
+  }
+
+  /**
+   * A contiguous buffer with the same elements: a new handle to the same
+   * storage when this view is already contiguous at offset 0, otherwise a
+   * new storage (from `options.allocator`, or this storage's allocator) into
+   * which the view is packed.
+   *
+   * @param options Allocator for the packed copy.
+   * @returns A contiguous buffer; release it separately.
+   * @throws {UnsupportedOperationError} On non-host memory without backend.
+   * @throws {UseAfterFreeError} After release.
+   */
+  contiguous(options: Pick<BufferOptions, "allocator"> = {}): Buffer<D> {
+    const handle = this.#live("contiguous");
+    const view = this.#view;
+    if (view.isContiguous && view.offset === 0) return this.clone();
+    const packedView = BufferView.contiguous(view.shape);
+    const allocator = options.allocator ?? handle.target.allocator;
+    const out = new Buffer(
+      Storage.allocate(packedView.length * this.#info.bytesPerElement, {
+        allocator,
+      }),
+      { dtype: this.#dtype, view: packedView, backend: this.#backend },
+    );
+    try {
+      out.#copyIn(this, "contiguous");
+    } catch (error) {
+      out.release();
+      throw error;
+    }
+    return out;
+  }
+
+  /**
+   * Copies the elements of `src` into this view, element for element. Both
+   * must have the same dtype and shape; this view must not be a broadcast.
+   * Overlapping views of one storage are handled (through a temporary).
+   *
+   * @param src The source buffer.
+   * @throws {InvalidArgumentError} When the dtypes differ.
+   * @throws {ShapeError} When the shapes differ or this view broadcasts.
+   * @throws {UnsupportedOperationError} On non-host memory without backend,
+   * or between host and non-host memory.
+   */
+  copyFrom(src: Buffer<D>): void {
+    this.#live("copyFrom");
+    src.#live("copyFrom");
+    if (src.#dtype !== this.#dtype) {
+      throw new InvalidArgumentError(
+        `Cannot copy a ${src.#dtype} buffer into a ${this.#dtype} buffer: dtypes must match`,
+        { name: "dtype", value: src.#dtype, limit: this.#dtype },
+      );
+    }
+    if (!src.#view.sameShape(this.#view)) {
+      throw new ShapeError(
+        `Cannot copy a buffer of shape ${
+          _fmt(src.#view.shape)
+        } into a view of shape ${_fmt(this.#view.shape)} with strides ${
+          _fmt(this.#view.strides)
+        }: shapes must match`,
+        {
+          name: "src",
+          value: src.#view.shape,
+          limit: this.#view.shape,
+          shape: this.#view.shape,
+          strides: this.#view.strides,
+        },
+      );
+    }
+    this.#checkWritable("copyFrom");
+    this.#copyIn(src, "copyFrom");
+  }
+
+  /**
+   * Drops this handle's reference to the storage; the last one frees it.
+   *
+   * @throws {DoubleFreeError} When already released.
+   */
+  release(): void {
+    this.#storage.release();
+    this.#released = true;
+  }
+
+  /** Releases this handle if it was not released yet. */
+  [Symbol.dispose](): void {
+    if (!this.#released) this.release();
+  }
+
+  /**
+   * Short description such as `Buffer<f32>(shape=[2, 3], strides=[3, 1],
+   * offset=0, storage=4)`.
+   *
+   * @returns The description.
+   */
+  toString(): string {
+    return `Buffer<${this.#dtype}>(shape=${_fmt(this.#view.shape)}, strides=${
+      _fmt(this.#view.strides)
+    }, offset=${this.#view.offset}, storage=${
+      this.#released ? "released" : this.#storage.target.id
+    })`;
+  }
+
+  // -- internals ------------------------------------------------------------
+
+  #live(what: string): IntrusivePtr<Storage> {
+    if (this.#released) {
+      throw new UseAfterFreeError(
+        `Cannot ${what}: the buffer was released`,
+      );
+    }
+    return this.#storage;
+  }
+
+  #isHost(): boolean {
+    return isHostMemory(this.#storage.target.data.memory);
+  }
+
+  #requireBackend(what: string): BufferBackend {
+    if (this.#backend === undefined) {
+      const storage = this.#storage.target;
+      throw new UnsupportedOperationError(
+        `Cannot ${what} a buffer on ${storage.device}: storage ${storage.id} is not host memory and the buffer has no backend`,
+      );
+    }
+    return this.#backend;
+  }
+
+  #checkWritable(what: string): void {
+    const view = this.#view;
+    const shape = view.shape, strides = view.strides;
+    for (let i = 0; i < shape.length; i++) {
+      if (strides[i] === 0 && shape[i] > 1) {
+        throw new ShapeError(
+          `Cannot ${what} a broadcast view of shape ${
+            _fmt(shape)
+          } with strides ${
+            _fmt(strides)
+          }: stride 0 at dim ${i} makes elements alias`,
+          { name: "strides", value: strides, shape, strides },
+        );
+      }
+    }
+  }
+
+  /** Typed array over the whole storage; checks the view still fits. */
+  #typed(): TypedArrayOf<D> {
+    const storage = this.#storage.target;
+    checkFits(this.#view, storage, this.#info);
+    const data = storage.data;
+    const bpe = this.#info.bytesPerElement;
+    if (data.byteOffset % bpe !== 0) {
+      throw new UnsupportedOperationError(
+        `Cannot read ${this.#dtype} elements of storage ${storage.id}: its byte offset ${data.byteOffset} is not a multiple of ${bpe}`,
+      );
+    }
+    return new this.#info.arrayType(
+      hostBuffer(data.memory as ArrayBuffer),
+      data.byteOffset,
+      Math.floor(data.byteLength / bpe),
+    );
+  }
+
+  #hostTyped(what: string): TypedArrayOf<D> {
+    this.#live(what);
+    if (!this.#isHost()) {
+      const storage = this.#storage.target;
+      throw new UnsupportedOperationError(
+        `Cannot ${what} a buffer on ${storage.device}: storage ${storage.id} is not host memory; use read()`,
+      );
+    }
+    return this.#typed();
+  }
+
+  #bits(): _BitArray {
+    return bitsOf(this.#typed(), this.#info);
+  }
+
+  /** Copies `src` (same dtype and shape) into this view. */
+  #copyIn(src: Buffer<D>, what: string): void {
+    const srcHost = src.#isHost(), dstHost = this.#isHost();
+    if (!srcHost || !dstHost) {
+      if (srcHost !== dstHost) {
+        throw new UnsupportedOperationError(
+          `Cannot ${what} between host and ${
+            srcHost ? this.storage.device : src.storage.device
+          } memory: use read() and fromData()`,
+        );
+      }
+      this.#requireBackend(what).copy(this.binding(), src.binding());
+      return;
+    }
+    const sv = src.#view, dv = this.#view;
+    const sBits = src.#bits();
+    let sOff = sv.offset, sStrides = sv.strides;
+    let source = sBits;
+    if (
+      src.#storage.target === this.#storage.target && !(sv.equals(dv)) &&
+      sv.minIndex <= dv.maxIndex && dv.minIndex <= sv.maxIndex
+    ) {
+      // overlapping views of one storage: pack the source first
+      source = bitsOf(src.toData(), this.#info);
+      sOff = 0;
+      sStrides = denseStrides(sv);
+    } else if (sv.equals(dv) && src.#storage.target === this.#storage.target) {
+      return;
+    }
+    _copyStrided(
+      this.#bits(),
+      dv.offset,
+      dv.strides,
+      source,
+      sOff,
+      sStrides,
+      dv.shape,
+    );
+  }
+}
+
+/** Row-major strides for a packed copy of `view` (sizes of 0 count as 1). */
+function denseStrides(view: BufferView): number[] {
+  const shape = view.shape;
+  const strides = new Array<number>(shape.length);
+  let acc = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    strides[i] = acc;
+    acc *= Math.max(shape[i], 1);
+  }
+  return strides;
+}
+
+function bitsOf(array: AnyTypedArray, info: DtypeInfo): _BitArray {
+  const Bits = BIT_ARRAYS[info.bytesPerElement as 1 | 2 | 4 | 8];
+  if (array instanceof Bits) return array;
+  return new Bits(array.buffer as ArrayBuffer, array.byteOffset, array.length);
+}
+
+function checkFits(view: BufferView, storage: Storage, info: DtypeInfo): void {
+  const capacity = Math.floor(storage.byteLength / info.bytesPerElement);
+  if (view.requiredLength > capacity) {
+    throw new ShapeError(
+      `Cannot view storage ${storage.id} (${storage.byteLength} bytes, ${capacity} ${info.dtype} elements) with shape ${
+        _fmt(view.shape)
+      }, strides ${
+        _fmt(view.strides)
+      } and offset ${view.offset}: it reaches element ${view.maxIndex}`,
+      {
+        name: "view",
+        value: view.maxIndex,
+        limit: capacity,
+        shape: view.shape,
+        strides: view.strides,
+      },
+    );
+  }
+}

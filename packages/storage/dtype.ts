@@ -1,0 +1,208 @@
+/**
+ * Element types with WGSL-style names, and the typed arrays that hold them.
+ *
+ * @module
+ */
+
+import { InvalidArgumentError, UnsupportedOperationError } from "@allot/core";
+
+/**
+ * An element type, named as in WGSL. `bool` is stored as one byte (0 or 1) and
+ * read through a `Uint8Array`; `f16` needs a runtime with `Float16Array`.
+ */
+export type Dtype =
+  | "f32"
+  | "f16"
+  | "f64"
+  | "i32"
+  | "u32"
+  | "i16"
+  | "u16"
+  | "i8"
+  | "u8"
+  | "bool";
+
+/** The typed array that holds each {@linkcode Dtype}. */
+export interface DtypeArrayMap {
+  /** 32-bit floats. */
+  f32: Float32Array;
+  /** 16-bit floats (runtimes with `Float16Array`). */
+  f16: Float16Array;
+  /** 64-bit floats. */
+  f64: Float64Array;
+  /** 32-bit signed integers. */
+  i32: Int32Array;
+  /** 32-bit unsigned integers. */
+  u32: Uint32Array;
+  /** 16-bit signed integers. */
+  i16: Int16Array;
+  /** 16-bit unsigned integers. */
+  u16: Uint16Array;
+  /** 8-bit signed integers. */
+  i8: Int8Array;
+  /** 8-bit unsigned integers. */
+  u8: Uint8Array;
+  /** Booleans stored as one byte each. */
+  bool: Uint8Array;
+}
+
+/** The typed array type of dtype `D`, such as `Float32Array` for `"f32"`. */
+export type TypedArrayOf<D extends Dtype> = DtypeArrayMap[D];
+
+/** Any typed array a {@linkcode Dtype} maps to. */
+export type AnyTypedArray = DtypeArrayMap[Dtype];
+
+/** Constructor of a typed array over a buffer. */
+export interface TypedArrayConstructorOf<D extends Dtype> {
+  /** Bytes per element. */
+  readonly BYTES_PER_ELEMENT: number;
+  /** Creates an array of `length` zeros. */
+  new (length: number): TypedArrayOf<D>;
+  /** Views `length` elements of a buffer from `byteOffset`. */
+  new (
+    buffer: ArrayBufferLike,
+    byteOffset: number,
+    length: number,
+  ): TypedArrayOf<D>;
+}
+
+/** What allot knows about a dtype. */
+export interface DtypeInfo<D extends Dtype = Dtype> {
+  /** The dtype name. */
+  readonly dtype: D;
+  /** Bytes per element: 1, 2, 4 or 8. */
+  readonly bytesPerElement: number;
+  /** The typed array constructor that holds it. */
+  readonly arrayType: TypedArrayConstructorOf<D>;
+}
+
+const F16 = (globalThis as { Float16Array?: unknown }).Float16Array as
+  | TypedArrayConstructorOf<"f16">
+  | undefined;
+
+function info<D extends Dtype>(
+  dtype: D,
+  arrayType: TypedArrayConstructorOf<D>,
+): DtypeInfo<D> {
+  return Object.freeze({
+    dtype,
+    bytesPerElement: arrayType.BYTES_PER_ELEMENT,
+    arrayType,
+  });
+}
+
+const INFOS: { [D in Dtype]?: DtypeInfo<D> } = {
+  f32: info("f32", Float32Array),
+  f64: info("f64", Float64Array),
+  i32: info("i32", Int32Array),
+  u32: info("u32", Uint32Array),
+  i16: info("i16", Int16Array),
+  u16: info("u16", Uint16Array),
+  i8: info("i8", Int8Array),
+  u8: info("u8", Uint8Array),
+  bool: info("bool", Uint8Array),
+  ...(F16 === undefined ? {} : { f16: info("f16", F16) }),
+};
+
+const ALL: readonly Dtype[] = Object.freeze([
+  "f32",
+  "f16",
+  "f64",
+  "i32",
+  "u32",
+  "i16",
+  "u16",
+  "i8",
+  "u8",
+  "bool",
+]);
+
+/**
+ * The dtypes this runtime supports: every {@linkcode Dtype}, less `f16` where
+ * `Float16Array` is missing.
+ *
+ * @returns A frozen list of dtype names.
+ *
+ * @example
+ * ```ts
+ * import { supportedDtypes } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(supportedDtypes().includes("f32"));
+ * ```
+ */
+export function supportedDtypes(): readonly Dtype[] {
+  return SUPPORTED;
+}
+
+const SUPPORTED: readonly Dtype[] = Object.freeze(
+  ALL.filter((d) => INFOS[d] !== undefined),
+);
+
+/**
+ * Facts about a dtype: bytes per element and its typed array.
+ *
+ * @param dtype A dtype name.
+ * @returns The frozen facts.
+ * @throws {InvalidArgumentError} When `dtype` is not a dtype name.
+ * @throws {UnsupportedOperationError} For `f16` on a runtime without
+ * `Float16Array`.
+ *
+ * @example
+ * ```ts
+ * import { dtypeInfo } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(dtypeInfo("f64").bytesPerElement, 8);
+ * assert.equal(dtypeInfo("bool").arrayType, Uint8Array);
+ * assert.throws(() => dtypeInfo("f128" as "f32"), /Unknown dtype/);
+ * ```
+ */
+export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
+  const found = INFOS[dtype] as DtypeInfo<D> | undefined;
+  if (found !== undefined) return found;
+  if (dtype === "f16") {
+    throw new UnsupportedOperationError(
+      "Cannot use dtype f16: this runtime has no Float16Array",
+    );
+  }
+  throw new InvalidArgumentError(
+    `Unknown dtype: expected one of ${ALL.join(", ")}, received ${
+      JSON.stringify(dtype)
+    }`,
+    { name: "dtype", value: dtype, limit: ALL },
+  );
+}
+
+/**
+ * The dtype a typed array holds, or `undefined` for other values. A
+ * `Uint8Array` maps to `u8` (use `dtype: "bool"` explicitly for booleans).
+ *
+ * @param array Any value.
+ * @returns The dtype name, or `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { dtypeOf } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(dtypeOf(new Int16Array(2)), "i16");
+ * assert.equal(dtypeOf([1, 2]), undefined);
+ * ```
+ */
+export function dtypeOf(array: unknown): Dtype | undefined {
+  if (array instanceof Float32Array) return "f32";
+  if (array instanceof Float64Array) return "f64";
+  if (array instanceof Int32Array) return "i32";
+  if (array instanceof Uint32Array) return "u32";
+  if (array instanceof Int16Array) return "i16";
+  if (array instanceof Uint16Array) return "u16";
+  if (array instanceof Int8Array) return "i8";
+  if (array instanceof Uint8Array) return "u8";
+  if (
+    F16 !== undefined && array instanceof (F16 as unknown as typeof Uint8Array)
+  ) {
+    return "f16";
+  }
+  return undefined;
+}

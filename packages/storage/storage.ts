@@ -1,0 +1,242 @@
+/**
+ * {@linkcode Storage}: the reference-counted owner of one allocation.
+ *
+ * @module
+ */
+
+import {
+  type Allocator,
+  type DataPtr,
+  type Device,
+  hostBuffer,
+  IntrusivePtr,
+  IntrusiveTarget,
+  isHostMemory,
+  UnsupportedOperationError,
+  UseAfterFreeError,
+  validateByteLength,
+} from "@allot/core";
+import { _defaultAllocator } from "./_default_allocator.ts";
+
+/** Options of {@linkcode Storage.allocate} and the constructor. */
+export interface StorageOptions {
+  /**
+   * The allocator the bytes come from; `resize` and `reset` use it too.
+   *
+   * @default {an allocator that makes one ArrayBuffer per allocation}
+   */
+  allocator?: Allocator;
+  /**
+   * Whether {@linkcode Storage.resize} may replace the allocation.
+   *
+   * @default {false}
+   */
+  resizable?: boolean;
+}
+
+let nextId = 1;
+
+/**
+ * The owner of one allocation, like PyTorch's `StorageImpl`: a
+ * {@linkcode DataPtr}, its byte length, the allocator it came from, and
+ * whether it may be resized. It is an {@linkcode IntrusiveTarget}: share it
+ * through {@linkcode IntrusivePtr}s, and the allocation is freed exactly once,
+ * when the last strong reference is released.
+ *
+ * Every storage has a stable `id`, never reused in the process. Two
+ * non-empty storages never alias (their allocator guarantees it); views alias
+ * only by sharing a storage.
+ *
+ * @example Allocate, share, resize, free
+ * ```ts
+ * import { Storage } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * const owner = Storage.allocate(8, { resizable: true });
+ * const storage = owner.target;
+ * storage.bytes().set([1, 2, 3, 4, 5, 6, 7, 8]);
+ * const other = owner.clone();
+ * storage.resize(4);
+ * assert.deepEqual([...storage.bytes()], [1, 2, 3, 4]);
+ * owner.release();
+ * assert.equal(storage.resourcesReleased, false);
+ * other.release();
+ * assert.equal(storage.resourcesReleased, true);
+ * ```
+ */
+export class Storage extends IntrusiveTarget {
+  /** A stable identifier, unique in this process. */
+  readonly id: number;
+  #data: DataPtr;
+  #allocator: Allocator;
+  #resizable: boolean;
+
+  /**
+   * Wraps an allocation the caller owns; the storage takes ownership of it.
+   * Take first ownership with `IntrusivePtr.make(storage)`.
+   *
+   * @param data The allocation; released with the storage.
+   * @param options The allocator `data` came from and `resizable`.
+   * @throws {UseAfterFreeError} When `data` was already released.
+   */
+  constructor(data: DataPtr, options: StorageOptions = {}) {
+    super();
+    if (data.released) {
+      throw new UseAfterFreeError(
+        `Cannot make a storage from ${data}: the pointer was released`,
+      );
+    }
+    this.#data = data;
+    this.#allocator = options.allocator ?? _defaultAllocator;
+    this.#resizable = options.resizable ?? false;
+    this.id = nextId++;
+  }
+
+  /**
+   * Allocates `byteLength` bytes and returns the first strong reference.
+   *
+   * @param byteLength Number of bytes.
+   * @param options Allocator and `resizable`.
+   * @returns The owning handle; release it to free the bytes.
+   * @throws {InvalidArgumentError} When `byteLength` is not a non-negative
+   * safe integer.
+   */
+  static allocate(
+    byteLength: number,
+    options: StorageOptions = {},
+  ): IntrusivePtr<Storage> {
+    validateByteLength(byteLength);
+    const allocator = options.allocator ?? _defaultAllocator;
+    const data = allocator.allocate(byteLength);
+    return IntrusivePtr.make(
+      new Storage(data, { allocator, resizable: options.resizable }),
+    );
+  }
+
+  /**
+   * The allocation.
+   *
+   * @throws {UseAfterFreeError} After the storage was freed.
+   */
+  get data(): DataPtr {
+    if (this.resourcesReleased) this.#throwFreed("data");
+    return this.#data;
+  }
+
+  /** Number of bytes owned (0 after `reset`). */
+  get byteLength(): number {
+    return this.#data.byteLength;
+  }
+
+  /** The allocator the bytes came from. */
+  get allocator(): Allocator {
+    return this.#allocator;
+  }
+
+  /** The device of the allocation. */
+  get device(): Device {
+    return this.#data.device;
+  }
+
+  /** Whether `resize` may replace the allocation. */
+  get resizable(): boolean {
+    return this.#resizable;
+  }
+
+  /**
+   * Whether the bytes live in host memory (`ArrayBuffer`,
+   * `SharedArrayBuffer` or `WebAssembly.Memory`), so typed arrays can read
+   * them.
+   */
+  get isHost(): boolean {
+    return !this.resourcesReleased && isHostMemory(this.#data.memory);
+  }
+
+  /**
+   * A `Uint8Array` over the bytes. Make a new one after a resize or after a
+   * `WebAssembly.Memory` grows.
+   *
+   * @returns The byte view.
+   * @throws {UseAfterFreeError} After the storage was freed.
+   * @throws {UnsupportedOperationError} When the memory is not host memory.
+   */
+  bytes(): Uint8Array {
+    const data = this.data;
+    const memory = data.memory;
+    if (!isHostMemory(memory)) {
+      throw new UnsupportedOperationError(
+        `Cannot view the bytes of storage ${this.id} on ${data.device}: its memory is not host memory`,
+      );
+    }
+    return new Uint8Array(hostBuffer(memory), data.byteOffset, data.byteLength);
+  }
+
+  /**
+   * Replaces the allocation with one of `byteLength` bytes from the same
+   * allocator, copying the bytes both have. The new allocation is made
+   * before the old one is freed, so a refused or failed call changes nothing.
+   *
+   * @param byteLength The new byte length.
+   * @throws {UnsupportedOperationError} When the storage is not resizable.
+   * @throws {InvalidArgumentError} When `byteLength` is invalid.
+   * @throws {UseAfterFreeError} After the storage was freed.
+   */
+  resize(byteLength: number): void {
+    const old = this.data;
+    if (!this.#resizable) {
+      throw new UnsupportedOperationError(
+        `Cannot resize storage ${this.id} from ${old.byteLength} to ${byteLength} bytes: it is not resizable`,
+      );
+    }
+    validateByteLength(byteLength);
+    if (byteLength === old.byteLength) return;
+    const next = this.#allocator.allocate(byteLength);
+    try {
+      this.#allocator.copyData(
+        next,
+        old,
+        Math.min(byteLength, old.byteLength),
+      );
+    } catch (error) {
+      next.release();
+      throw error;
+    }
+    this.#data = next;
+    old.release();
+  }
+
+  /**
+   * Frees the allocation now and keeps an empty (zero-byte) one, like
+   * PyTorch's `StorageImpl::reset`. Views of this storage become empty-backed:
+   * reading them throws.
+   *
+   * @throws {UseAfterFreeError} After the storage was freed.
+   */
+  reset(): void {
+    const old = this.data;
+    this.#data = this.#allocator.allocate(0);
+    old.release();
+  }
+
+  /**
+   * Short description such as `Storage(id=3, cpu:0, byteLength=64)`.
+   *
+   * @returns The description.
+   */
+  override toString(): string {
+    return `Storage(id=${this.id}, ${this.#data.device}, byteLength=${this.#data.byteLength}${
+      this.resourcesReleased ? ", freed" : ""
+    })`;
+  }
+
+  /** Frees the allocation; runs once, when the last strong reference goes. */
+  protected override releaseResources(): void {
+    this.#data.release();
+  }
+
+  #throwFreed(what: string): never {
+    throw new UseAfterFreeError(
+      `Cannot read ${what} of storage ${this.id}: it was freed`,
+    );
+  }
+}
