@@ -12,25 +12,31 @@ import type { Kernel } from "./kernel.ts";
 /** Most dimensions a strided view may have. */
 export const MAX_RANK = 16;
 /** u32 words of the meta buffer: header plus shape and strides. */
-export const META_WORDS = 8 + 2 * MAX_RANK;
+export const META_WORDS = 8 + 3 * MAX_RANK;
 
-function header(aliased: boolean): string {
+function header(aliased: boolean, atomic = false): string {
   // Aliased: source and destination share one buffer; WebGPU forbids binding
   // one buffer as read-only and writable storage in the same dispatch, so it
-  // is bound once, read-write.
+  // is bound once, read-write. Atomic: sub-word elements scattered to a
+  // strided destination, where two threads may share a word.
+  const t = atomic ? "atomic<u32>" : "u32";
+  const load = (a: string) => (atomic ? `atomicLoad(&${a})` : a);
   return aliased
-    ? `@group(0) @binding(0) var<storage, read_write> buf: array<u32>;
+    ? `@group(0) @binding(0) var<storage, read_write> buf: array<${t}>;
 @group(0) @binding(1) var<storage, read> info: array<u32>;
-fn src_word(i: u32) -> u32 { return buf[i]; }
-fn dst_read(i: u32) -> u32 { return buf[i]; }
-fn dst_write(i: u32, v: u32) { buf[i] = v; }
+fn src_word(i: u32) -> u32 { return ${load("buf[i]")}; }
 `
     : `@group(0) @binding(0) var<storage, read> src: array<u32>;
-@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<${t}>;
 @group(0) @binding(2) var<storage, read> info: array<u32>;
 fn src_word(i: u32) -> u32 { return src[i]; }
-fn dst_read(i: u32) -> u32 { return dst[i]; }
-fn dst_write(i: u32, v: u32) { dst[i] = v; }
+`;
+}
+
+function plainDst(aliased: boolean): string {
+  const a = aliased ? "buf" : "dst";
+  return `fn dst_read(i: u32) -> u32 { return ${a}[i]; }
+fn dst_write(i: u32, v: u32) { ${a}[i] = v; }
 `;
 }
 
@@ -52,30 +58,75 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
 }
 
 /**
- * Strided to contiguous. Meta: [invocations, count, rank, srcOffset,
- * dstOffset, -, -, -, shape[MAX_RANK], strides[MAX_RANK] (i32)], offsets in
+ * Strided to contiguous, or to strided with `dstStrided`. Meta:
+ * [invocations, count, rank, srcOffset, dstOffset, -, -, -, shape[MAX_RANK],
+ * srcStrides[MAX_RANK] (i32), dstStrides[MAX_RANK] (i32)], offsets in
  * elements from each binding's start.
  */
 export function _stridedKernel(
   elementBytes: 1 | 2 | 4 | 8,
   aliased: boolean,
+  dstStrided: boolean,
   workgroupSize: number,
 ): Kernel {
-  const index = `
-fn src_index(e: u32) -> u32 {
+  const index = (name: string, base: number, strides: number) => `
+fn ${name}(e: u32) -> u32 {
   var rest = e;
-  var pos = i32(info[3]);
+  var pos = i32(info[${base}]);
   let rank = info[2];
   for (var d = i32(rank) - 1; d >= 0; d--) {
     let n = info[8u + u32(d)];
     let c = rest % n;
     rest = rest / n;
-    pos += i32(c) * bitcast<i32>(info[${8 + MAX_RANK}u + u32(d)]);
+    pos += i32(c) * bitcast<i32>(info[${strides}u + u32(d)]);
   }
   return u32(pos);
 }
 `;
+  const atomic = dstStrided && elementBytes < 4;
   let body: string;
+  if (dstStrided) {
+    const a = aliased ? "buf" : "dst";
+    if (elementBytes === 4) {
+      body = `fn run(i: u32) {
+  ${a}[dst_index(i)] = src_word(src_index(i));
+}
+`;
+    } else if (elementBytes === 8) {
+      body = `fn run(i: u32) {
+  let s = src_index(i) * 2u;
+  let d = dst_index(i) * 2u;
+  ${a}[d] = src_word(s);
+  ${a}[d + 1u] = src_word(s + 1u);
+}
+`;
+    } else {
+      const per = 4 / elementBytes;
+      const bits = elementBytes * 8;
+      const mask = elementBytes === 1 ? "0xffu" : "0xffffu";
+      // Each thread owns its element's bits; clear-then-set with atomics
+      // keeps the neighbours' bits in a shared word.
+      body = `fn run(i: u32) {
+  let s = src_index(i);
+  let v = (src_word(s / ${per}u) >> ((s % ${per}u) * ${bits}u)) & ${mask};
+  let d = dst_index(i);
+  let sh = (d % ${per}u) * ${bits}u;
+  atomicAnd(&${a}[d / ${per}u], ~(${mask} << sh));
+  atomicOr(&${a}[d / ${per}u], v << sh);
+}
+`;
+    }
+    return {
+      name: "strided_copy",
+      key: `strided2:b${elementBytes}:${
+        aliased ? "a" : "s"
+      }:wg${workgroupSize}`,
+      source: header(aliased, atomic) + index("src_index", 3, 8 + MAX_RANK) +
+        index("dst_index", 4, 8 + 2 * MAX_RANK) + body + entry(workgroupSize),
+      bindings: bindings(aliased),
+      workgroupSize,
+    };
+  }
   if (elementBytes === 4) {
     body = `fn run(i: u32) {
   dst_write(info[4] + i, src_word(src_index(i)));
@@ -120,7 +171,8 @@ fn src_index(e: u32) -> u32 {
   return {
     name: "strided_to_contiguous",
     key: `strided:b${elementBytes}:${aliased ? "a" : "s"}:wg${workgroupSize}`,
-    source: header(aliased) + index + body + entry(workgroupSize),
+    source: header(aliased) + plainDst(aliased) +
+      index("src_index", 3, 8 + MAX_RANK) + body + entry(workgroupSize),
     bindings: bindings(aliased),
     workgroupSize,
   };
@@ -158,7 +210,7 @@ export function _copyBytesKernel(
   return {
     name: "copy_bytes",
     key: `copy:${aliased ? "a" : "s"}:wg${workgroupSize}`,
-    source: header(aliased) + body + entry(workgroupSize),
+    source: header(aliased) + plainDst(aliased) + body + entry(workgroupSize),
     bindings: bindings(aliased),
     workgroupSize,
   };

@@ -226,82 +226,120 @@ export class GpuKernels {
     dst: GpuBinding,
     options: ContiguousOptions,
   ): void {
-    const what = "copy a strided view";
+    this.#strided("copy a strided view", src, layout, dst, undefined, options);
+  }
+
+  /**
+   * Copies the strided view `srcLayout` of `src` into the strided view
+   * `dstLayout` of `dst`, element for element in row-major logical order.
+   * Both layouts must have the same shape; the destination must not be a
+   * broadcast view (a stride of 0 over more than one element) and must not
+   * overlap itself or the source. A contiguous destination at any offset
+   * takes the faster {@linkcode GpuKernels.contiguous} path; 1- and 2-byte
+   * elements scattered to a strided destination use atomic word updates.
+   *
+   * @param src The source range.
+   * @param srcLayout The source view, in elements from `src`'s start.
+   * @param dst The destination range.
+   * @param dstLayout The destination view, in elements from `dst`'s start.
+   * @param dtype Element type of both views.
+   * @throws {InvalidArgumentError} For bad or mismatched layouts, views
+   * reaching outside their bindings, a broadcast destination, or overlap.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  copyStrided(
+    src: GpuBinding,
+    srcLayout: StridedLayout,
+    dst: GpuBinding,
+    dstLayout: StridedLayout,
+    dtype: GpuDtype,
+  ): void {
+    const what = "copy between strided views";
+    const shape = srcLayout.shape;
+    const dstShape = dstLayout.shape;
+    if (
+      dstShape.length !== shape.length ||
+      dstShape.some((n, d) => n !== shape[d])
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: shapes differ, source [${shape}] and destination [${dstShape}]`,
+        { name: "dstLayout", value: [...dstShape], limit: [...shape] },
+      );
+    }
+    if (_isRowMajor(dstLayout)) {
+      this.#strided(what, src, srcLayout, dst, undefined, {
+        dtype,
+        dstOffset: dstLayout.offset,
+      });
+    } else {
+      this.#strided(what, src, srcLayout, dst, dstLayout, { dtype });
+    }
+  }
+
+  #strided(
+    what: string,
+    src: GpuBinding,
+    layout: StridedLayout,
+    dst: GpuBinding,
+    dstLayout: StridedLayout | undefined,
+    options: ContiguousOptions,
+  ): void {
     _assertAlive(this.gpuDevice, what);
     const dtype = options?.dtype;
     const size = dtypeByteSize(dtype);
     this.#checkBinding(src, what, size);
     this.#checkBinding(dst, what, size);
-    const { shape, strides } = layout;
-    const rank = shape.length;
-    if (rank > MAX_RANK) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: rank must be at most ${MAX_RANK}, received ${rank}`,
-        { name: "shape", value: rank, limit: MAX_RANK },
+    const source = _reach(what, layout, "", src.size / size);
+    const count = source.count;
+    let dstOffset: number;
+    let target: { lo: number; hi: number };
+    if (dstLayout === undefined) {
+      dstOffset = validateInteger(
+        options.dstOffset ?? 0,
+        0,
+        0xffffffff,
+        "dstOffset",
       );
-    }
-    if (strides.length !== rank) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: strides must have one entry per dimension (${rank}), received ${strides.length}`,
-        { name: "strides", value: strides.length, limit: rank },
-      );
-    }
-    const offset = validateInteger(layout.offset, 0, 0xffffffff, "offset");
-    let count = 1;
-    let lo = offset;
-    let hi = offset;
-    for (let d = 0; d < rank; d++) {
-      const n = validateInteger(shape[d], 0, I32_MAX, `shape[${d}]`);
-      const s = validateInteger(strides[d], -I32_MAX, I32_MAX, `strides[${d}]`);
-      count *= n;
-      if (n > 0) {
-        if (s < 0) lo += s * (n - 1);
-        else hi += s * (n - 1);
+      const dstElements = Math.floor(dst.size / size);
+      if (count > 0 && dstOffset + count > dstElements) {
+        throw new InvalidArgumentError(
+          `Cannot ${what}: ${count} elements at offset ${dstOffset} do not fit the destination of ${dstElements} elements`,
+          { name: "dstOffset", value: dstOffset + count, limit: dstElements },
+        );
       }
+      target = { lo: dstOffset, hi: dstOffset + count - 1 };
+    } else {
+      const reach = _reach(what, dstLayout, "destination ", dst.size / size);
+      dstLayout.shape.forEach((n, d) => {
+        if (n > 1 && dstLayout.strides[d] === 0) {
+          throw new InvalidArgumentError(
+            `Cannot ${what}: the destination is a broadcast view (stride 0 over ${n} elements in dimension ${d})`,
+            { name: `dstLayout.strides[${d}]`, value: 0, limit: "non-zero" },
+          );
+        }
+      });
+      dstOffset = dstLayout.offset;
+      target = reach;
     }
-    const dstOffset = validateInteger(
-      options.dstOffset ?? 0,
-      0,
-      0xffffffff,
-      "dstOffset",
-    );
     if (count === 0) return;
-    if (count > 0xffffffff) {
+    const srcStart = src.offset + source.lo * size;
+    const srcEnd = src.offset + (source.hi + 1) * size;
+    const dstStart = dst.offset + target.lo * size;
+    const dstEnd = dst.offset + (target.hi + 1) * size;
+    if (src.buffer === dst.buffer && srcStart < dstEnd && dstStart < srcEnd) {
       throw new InvalidArgumentError(
-        `Cannot ${what}: at most ${0xffffffff} elements, received ${count}`,
-        { name: "shape", value: count, limit: 0xffffffff },
-      );
-    }
-    const srcElements = Math.floor(src.size / size);
-    if (lo < 0 || hi >= srcElements) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: it reaches elements [${lo}, ${hi}], outside its binding of ${srcElements} elements`,
-        { name: "layout", value: [lo, hi], limit: srcElements },
-      );
-    }
-    const dstElements = Math.floor(dst.size / size);
-    if (dstOffset + count > dstElements) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: ${count} elements at offset ${dstOffset} do not fit the destination of ${dstElements} elements`,
-        { name: "dstOffset", value: dstOffset + count, limit: dstElements },
+        `Cannot ${what}: source bytes [${srcStart}, ${srcEnd}) and destination bytes [${dstStart}, ${dstEnd}) overlap in one buffer`,
+        { name: "dst", value: [dstStart, dstEnd], limit: [srcStart, srcEnd] },
       );
     }
     const bound = this.#bind(what, [
-      {
-        binding: src,
-        start: src.offset + lo * size,
-        end: src.offset + (hi + 1) * size,
-      },
-      {
-        binding: dst,
-        start: dst.offset + dstOffset * size,
-        end: dst.offset + (dstOffset + count) * size,
-      },
+      { binding: src, start: srcStart, end: srcEnd },
+      { binding: dst, start: dstStart, end: dstEnd },
     ]);
-    const srcBase = bound.shifts[0] / size + offset;
+    const srcBase = bound.shifts[0] / size + layout.offset;
     const dstBase = bound.shifts[1] / size + dstOffset;
     let invocations = count;
-    if (size < 4) {
+    if (size < 4 && dstLayout === undefined) {
       const per = 4 / size;
       invocations = Math.floor((dstBase + count - 1) / per) -
         Math.floor(dstBase / per) + 1;
@@ -310,14 +348,22 @@ export class GpuKernels {
     meta.fill(0);
     meta[0] = invocations;
     meta[1] = count;
-    meta[2] = rank;
+    meta[2] = layout.shape.length;
     meta[3] = srcBase;
     meta[4] = dstBase;
-    for (let d = 0; d < rank; d++) {
-      meta[8 + d] = shape[d];
-      meta[8 + MAX_RANK + d] = strides[d] >>> 0;
+    for (let d = 0; d < layout.shape.length; d++) {
+      meta[8 + d] = layout.shape[d];
+      meta[8 + MAX_RANK + d] = layout.strides[d] >>> 0;
+      if (dstLayout !== undefined) {
+        meta[8 + 2 * MAX_RANK + d] = dstLayout.strides[d] >>> 0;
+      }
     }
-    const kernel = _stridedKernel(size, bound.aliased, this.workgroupSize);
+    const kernel = _stridedKernel(
+      size,
+      bound.aliased,
+      dstLayout !== undefined,
+      this.workgroupSize,
+    );
     this.#dispatch(kernel, bound, invocations);
   }
 
@@ -567,4 +613,70 @@ export class GpuKernels {
     device.queue.submit([encoder.finish()]);
     this.#dispatches++;
   }
+}
+
+/** Whether a layout is row-major contiguous from its offset. */
+function _isRowMajor(layout: StridedLayout): boolean {
+  let expected = 1;
+  for (let d = layout.shape.length - 1; d >= 0; d--) {
+    if (layout.shape[d] !== 1 && layout.strides[d] !== expected) return false;
+    expected *= layout.shape[d];
+  }
+  return true;
+}
+
+/** Validates a layout and returns its element count and reach. */
+function _reach(
+  what: string,
+  layout: StridedLayout,
+  role: string,
+  bindingElements: number,
+): { count: number; lo: number; hi: number } {
+  const { shape, strides } = layout;
+  const rank = shape?.length;
+  if (!Array.isArray(shape) || !Array.isArray(strides)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: the ${role}layout needs shape and strides arrays`,
+      { name: "layout", value: layout },
+    );
+  }
+  if (rank > MAX_RANK) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: ${role}rank must be at most ${MAX_RANK}, received ${rank}`,
+      { name: "shape", value: rank, limit: MAX_RANK },
+    );
+  }
+  if (strides.length !== rank) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: ${role}strides must have one entry per dimension (${rank}), received ${strides.length}`,
+      { name: "strides", value: strides.length, limit: rank },
+    );
+  }
+  const offset = validateInteger(layout.offset, 0, 0xffffffff, "offset");
+  let count = 1;
+  let lo = offset;
+  let hi = offset;
+  for (let d = 0; d < rank; d++) {
+    const n = validateInteger(shape[d], 0, I32_MAX, `shape[${d}]`);
+    const s = validateInteger(strides[d], -I32_MAX, I32_MAX, `strides[${d}]`);
+    count *= n;
+    if (n > 0) {
+      if (s < 0) lo += s * (n - 1);
+      else hi += s * (n - 1);
+    }
+  }
+  if (count > 0xffffffff) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: at most ${0xffffffff} elements, received ${count}`,
+      { name: "shape", value: count, limit: 0xffffffff },
+    );
+  }
+  const elements = Math.floor(bindingElements);
+  if (count > 0 && (lo < 0 || hi >= elements)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: the ${role}view reaches elements [${lo}, ${hi}], outside its binding of ${elements} elements`,
+      { name: "layout", value: [lo, hi], limit: elements },
+    );
+  }
+  return { count, lo, hi };
 }

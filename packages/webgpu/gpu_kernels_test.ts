@@ -141,6 +141,114 @@ describe("GpuKernels", { skip }, () => {
     staging.release();
   });
 
+  it("GpuKernels.copyStrided() scatters into permuted, stepped and flipped views like the CPU", async () => {
+    const device = await sharedDevice();
+    const kernels = GpuKernels.of(device);
+    const staging = new GpuStaging(device);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...DTYPES),
+        fc.array(
+          fc.record({
+            n: fc.integer({ min: 1, max: 4 }),
+            srcStride: fc.integer({ min: -5, max: 5 }),
+            step: fc.integer({ min: 1, max: 2 }),
+            flip: fc.boolean(),
+            key: fc.double({ min: 0, max: 1, noNaN: true }),
+          }),
+          { minLength: 1, maxLength: 6 },
+        ),
+        fc.boolean(),
+        fc.integer(),
+        async (dtype, dims, aliased, seed) => {
+          const size = dtypeByteSize(dtype);
+          const shape = dims.map((d) => d.n);
+          // Source: any strides, offset so that it stays in range.
+          let lo = 0;
+          let hi = 0;
+          for (const d of dims) {
+            if (d.srcStride < 0) lo += d.srcStride * (d.n - 1);
+            else hi += d.srcStride * (d.n - 1);
+          }
+          const srcLayout = {
+            shape,
+            strides: dims.map((d) => d.srcStride),
+            offset: -lo,
+          };
+          const srcElements = hi - lo + 1;
+          // Destination: a permuted, stepped, flipped view of a dense block.
+          const order = dims.map((_, i) => i).sort((a, b) =>
+            dims[a].key - dims[b].key
+          );
+          const base = new Array(dims.length).fill(0);
+          let run = 1;
+          for (let j = order.length - 1; j >= 0; j--) {
+            const d = order[j];
+            base[d] = run;
+            run *= dims[d].n * dims[d].step;
+          }
+          let offset = 0;
+          const dstStrides = dims.map((d, i) => {
+            const s = base[i] * d.step;
+            if (d.flip) {
+              offset += s * (d.n - 1);
+              return -s;
+            }
+            return s;
+          });
+          const dstLayout = { shape, strides: dstStrides, offset };
+          const dstElements = run;
+          const srcBytes = srcElements * size;
+          const dstBytes = dstElements * size;
+          const dstStart = aliased ? Math.ceil(srcBytes / 256) * 256 + 256 : 0;
+          const total =
+            Math.ceil((Math.max(srcBytes, dstStart + dstBytes) + 4) / 4) * 4;
+          const a = device.createBuffer({ size: total, usage: USAGE });
+          const b = aliased
+            ? a
+            : device.createBuffer({ size: total, usage: USAGE });
+          const ia = randomBytes(total, seed);
+          const ib = aliased ? ia : randomBytes(total, seed ^ 0x55);
+          device.queue.writeBuffer(a, 0, ia);
+          if (!aliased) device.queue.writeBuffer(b, 0, ib);
+          kernels.copyStrided(
+            { buffer: a, offset: 0, size: srcBytes },
+            srcLayout,
+            { buffer: b, offset: dstStart, size: dstBytes },
+            dstLayout,
+            dtype,
+          );
+          const got = await staging.download({
+            buffer: b,
+            offset: 0,
+            size: total,
+          });
+          const expected = ib.slice();
+          const values = gather(ia, srcLayout, size);
+          const index = new Array(dims.length).fill(0);
+          for (let e = 0; e < values.length / size; e++) {
+            let pos = offset;
+            for (let d = 0; d < dims.length; d++) {
+              pos += index[d] * dstStrides[d];
+            }
+            expected.set(
+              values.subarray(e * size, e * size + size),
+              dstStart + pos * size,
+            );
+            for (let d = dims.length - 1; d >= 0; d--) {
+              if (++index[d] < shape[d]) break;
+              index[d] = 0;
+            }
+          }
+          a.destroy();
+          b.destroy();
+          assert.deepEqual(got, expected);
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+
   it("GpuKernels.contiguous() handles rank MAX_RANK with broadcast strides", async () => {
     const device = await sharedDevice();
     const staging = new GpuStaging(device);
@@ -320,6 +428,20 @@ describe("GpuKernels", { skip }, () => {
       () => kernels.fill(src, 1, { dtype: "f128" as GpuDtype }),
       // Overlapping ranges of one buffer.
       () => kernels.copyBytes(src, { buffer: a, offset: 3, size: 64 }),
+      // Broadcast destination.
+      () =>
+        kernels.copyStrided(src, { shape: [2], strides: [1], offset: 0 }, dst, {
+          shape: [2],
+          strides: [0],
+          offset: 0,
+        }, "u8"),
+      // Shapes differ.
+      () =>
+        kernels.copyStrided(src, { shape: [2], strides: [1], offset: 0 }, dst, {
+          shape: [3],
+          strides: [1],
+          offset: 0,
+        }, "u8"),
       // Fill past the binding.
       () => kernels.fill(src, 1, { dtype: "f32", offset: 10, length: 7 }),
     ];
