@@ -122,26 +122,176 @@ export const sections = {
     assert.equal(freed, 1);
   },
 
+  async buddy(env) {
+    const { PlaceAllocator } = await env.load("buddy");
+    const memory = new PlaceAllocator({ initialPoolByteLength: 1 << 20 });
+    const a = memory.alloc("cpu", 4096);
+    const b = memory.alloc("cpu", 4096);
+    assert.equal(a.byteOffset % 64, 0, "64-byte alignment");
+    assert.equal(memory.used("cpu"), 8192);
+    const bytesA = new Uint8Array(a.memory, a.byteOffset, a.byteLength);
+    const bytesB = new Uint8Array(b.memory, b.byteOffset, b.byteLength);
+    bytesA.fill(7);
+    bytesB.set(bytesA);
+    assert.equal(bytesB[4095], 7);
+    memory.free("cpu", a);
+    memory.free("cpu", b);
+    assert.equal(memory.used("cpu"), 0);
+  },
+
+  async caching(env) {
+    const { CachingAllocator } = await env.load("caching");
+    const { ManualStream, MockSegmentSource } = await env.load("core");
+    const device = new MockSegmentSource({ capacityBytes: 64 * 2 ** 20 });
+    const allocator = new CachingAllocator(device);
+    const stream = new ManualStream();
+    const a = allocator.allocate(3000, { stream });
+    assert.equal(a.byteLength >= 3000, true);
+    a.release();
+    const b = allocator.allocate(3000, { stream }); // served from the cache
+    assert.equal(device.allocationCount, 1);
+    assert.equal(allocator.memoryStats().allocatedBytes.all.current, 3072);
+    b.release();
+    assert.equal(allocator.memoryStats().allocatedBytes.all.current, 0);
+    assert.ok(allocator.snapshot().segments.length >= 1);
+    allocator.validate();
+  },
+
+  async cpu(env) {
+    const { CpuAllocator, CpuHeap, SystemAllocator } = await env.load("cpu");
+    const { OutOfMemoryError } = await env.load("core");
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 4 });
+    const heap = new CpuHeap(memory, { maxByteLength: 4 * 65536 });
+    const allocator = new CpuAllocator({ heap });
+    const a = allocator.allocate(4096);
+    const b = allocator.allocate(4096);
+    assert.equal(a.byteOffset % 64, 0, "64-byte alignment");
+    allocator.view(a, Float32Array).fill(1.5);
+    allocator.copyData(b, a, 4096);
+    assert.equal(allocator.view(b, Float32Array)[1023], 1.5);
+    assert.equal(heap.bytesInUse, 8192);
+    assert.throws(() => allocator.allocate(1 << 30), OutOfMemoryError);
+    assert.equal(heap.bytesInUse, 8192, "a refused call changes nothing");
+    a.release();
+    b[Symbol.dispose]();
+    assert.equal(heap.bytesInUse, 0);
+    const system = new SystemAllocator();
+    const c = system.allocate(64);
+    assert.equal(c.byteLength, 64);
+    c.release();
+  },
+
+  async registry(env) {
+    const { AllocatorNotFoundError, Registry } = await env.load("registry");
+    const { AllocatorBase, DataPtr, Device } = await env.load("core");
+    class Plain extends AllocatorBase {
+      device = Device.cpu();
+      allocate(byteLength) {
+        return new DataPtr(
+          new ArrayBuffer(byteLength),
+          0,
+          byteLength,
+          this.device,
+        );
+      }
+    }
+    const registry = new Registry();
+    const user = new Plain();
+    registry.set("cpu", user, { priority: 10 });
+    assert.equal(registry.set("cpu", new Plain()), false, "lower priority");
+    assert.equal(registry.get(Device.cpu()), user);
+    const a = registry.get("cpu:0").allocate(64);
+    new Uint8Array(a.memory).fill(3);
+    const b = user.clone(a);
+    assert.equal(new Uint8Array(b.memory)[63], 3);
+    a.release();
+    b.release();
+    assert.throws(() => registry.get("webgpu:0"), AllocatorNotFoundError);
+  },
+
+  async sparse(env) {
+    const { SparseMatrix } = await env.load("sparse");
+    const { OwnershipRegistry } = await env.load("registry");
+    const registry = new OwnershipRegistry();
+    const csr = {
+      values: new Float64Array([10, 20, 30, 40]),
+      indices: new Int32Array([0, 3, 1, 2]),
+      indptr: new Int32Array([0, 2, 2, 4]),
+    };
+    const m = SparseMatrix.build(csr, { shape: [3, 4], registry });
+    const last = m.slice(2, 3);
+    m.release(); // the slice keeps its block alive
+    assert.deepEqual([...last.entries()], [[0, 1, 30], [0, 2, 40]]);
+    last.release();
+    assert.equal(registry.totalBytes, 0);
+    registry[Symbol.dispose]();
+  },
+
+  async storage(env) {
+    const { Buffer } = await env.load("storage");
+    const m = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], { shape: [2, 3] });
+    const t = m.transpose(); // a view: same storage
+    assert.deepEqual(t.shape, [3, 2]);
+    assert.equal(t.storageId, m.storageId);
+    const packed = t.contiguous(); // a copy
+    assert.deepEqual([...packed.toData()], [1, 4, 2, 5, 3, 6]);
+    packed.release();
+    t.release();
+    m.release();
+  },
+
+  async watermark(env) {
+    const { WatermarkAllocator, WatermarkOutOfMemoryError } = await env.load(
+      "watermark",
+    );
+    const { MockSegmentSource } = await env.load("core");
+    const MiB = 1 << 20;
+    const device = new MockSegmentSource({ capacityBytes: 256 * MiB });
+    const allocator = new WatermarkAllocator(device, {
+      highWatermarkRatio: 1.0,
+      lowWatermarkRatio: 0.5,
+    });
+    const buffers = [1, 2, 3].map(() => allocator.allocateBuffer(60 * MiB));
+    for (const b of buffers) b.release();
+    allocator.allocateBuffer(100 * MiB).release();
+    assert.ok(allocator.stats().numGarbageCollections >= 1);
+    assert.ok(allocator.driverAllocatedBytes <= allocator.highWatermarkLimit);
+    assert.throws(
+      () => allocator.allocateBuffer(300 * MiB),
+      WatermarkOutOfMemoryError,
+    );
+  },
+
   async webgpu(env) {
-    const { GpuSegmentSource } = await env.load("webgpu");
+    const { GpuKernels, GpuSegmentSource, GpuStaging } = await env.load(
+      "webgpu",
+    );
     const device = await env.gpuDevice();
     const source = new GpuSegmentSource(device);
-    const segment = source.tryAllocateSegment(256);
-    assert.ok(segment, "no segment");
-    assert.equal(segment.byteLength, 256);
-    device.queue.writeBuffer(
-      segment.memory,
-      segment.byteOffset,
-      new Uint32Array([7, 8, 9, 10]),
+    const staging = new GpuStaging(device);
+    const a = source.tryAllocateSegment(256);
+    const b = source.tryAllocateSegment(256);
+    assert.ok(a && b, "no segment");
+    assert.equal(a.byteLength, 256);
+    const binding = (s) => ({
+      buffer: s.memory,
+      offset: s.byteOffset,
+      size: 24,
+    });
+    // Upload a 2x3 matrix, make its transposed view contiguous on the GPU,
+    // read it back.
+    await staging.upload(binding(a), new Float32Array([1, 2, 3, 4, 5, 6]));
+    GpuKernels.of(device).contiguous(
+      binding(a),
+      { shape: [3, 2], strides: [1, 3], offset: 0 },
+      binding(b),
+      { dtype: "f32" },
     );
-    const bytes = await readBack(
-      device,
-      segment.memory,
-      segment.byteOffset,
-      16,
-    );
-    assert.deepEqual([...new Uint32Array(bytes.buffer)], [7, 8, 9, 10]);
-    source.freeSegment(segment);
+    const bytes = await staging.download(binding(b));
+    assert.deepEqual([...new Float32Array(bytes.buffer)], [1, 4, 2, 5, 3, 6]);
+    staging.release();
+    source.freeSegment(a);
+    source.freeSegment(b);
   },
 };
 
