@@ -1,0 +1,149 @@
+/**
+ * {@linkcode GpuAllocation}: an owning handle to a range of a `GPUBuffer`
+ * from a pooling allocator, usable directly as a bind group resource.
+ *
+ * @module
+ */
+
+import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import { _assertAlive, _deviceState } from "./_device_state.ts";
+import type { GpuBinding } from "./gpu_binding.ts";
+
+let nextId = 1;
+
+/**
+ * A live range of a `GPUBuffer`: `buffer`, `offset` and `size` (bytes, as in
+ * WebGPU's `GPUBufferBinding`, so the handle itself can be a bind group
+ * entry's `resource`). Release it exactly once with `release()` or `using`.
+ *
+ * After release, `buffer`, `offset` and `binding` throw
+ * `UseAfterFreeError`; after device loss they throw `DeviceLostError` and
+ * `release()` does nothing, so cleanup loops never throw.
+ *
+ * @example Allocate, bind, release
+ * ```ts
+ * import { GpuCachingAllocator } from "@allot/webgpu";
+ * import { UseAfterFreeError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const allocator = new GpuCachingAllocator(device);
+ *   const a = allocator.allocate(1000);
+ *   assert.equal(a.size, 1000);
+ *   assert.equal(a.offset % device.limits.minStorageBufferOffsetAlignment, 0);
+ *   a.release();
+ *   assert.throws(() => a.buffer, UseAfterFreeError);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuAllocation implements GpuBinding {
+  /** A unique id, for messages. */
+  readonly id: number;
+  /** Bytes asked for; also `size`. */
+  readonly byteLength: number;
+  #device: GPUDevice;
+  #buffer: GPUBuffer;
+  #offset: number;
+  #free: (() => void) | null;
+
+  /**
+   * Wraps a range; called by allot's GPU allocators.
+   *
+   * @param device The device of the buffer.
+   * @param binding The range.
+   * @param free Gives the range back to its pool; called once.
+   */
+  constructor(device: GPUDevice, binding: GpuBinding, free: () => void) {
+    this.id = nextId++;
+    this.#device = device;
+    this.#buffer = binding.buffer;
+    this.#offset = binding.offset;
+    this.byteLength = binding.size;
+    this.#free = free;
+  }
+
+  /** The buffer. */
+  get buffer(): GPUBuffer {
+    this.#check("buffer");
+    return this.#buffer;
+  }
+
+  /** Byte offset in the buffer. */
+  get offset(): number {
+    this.#check("offset");
+    return this.#offset;
+  }
+
+  /** Byte length (same as `byteLength`). */
+  get size(): number {
+    return this.byteLength;
+  }
+
+  /**
+   * A detached plain binding for kernels and bind groups; valid until the
+   * handle is released.
+   *
+   * @throws {UseAfterFreeError} After release.
+   * @throws {DeviceLostError} After device loss.
+   */
+  get binding(): GpuBinding {
+    this.#check("binding");
+    return {
+      buffer: this.#buffer,
+      offset: this.#offset,
+      size: this.byteLength,
+    };
+  }
+
+  /** Whether the handle was released. */
+  get released(): boolean {
+    return this.#free === null;
+  }
+
+  /**
+   * Gives the range back to its pool; work already submitted that uses it
+   * finishes before the range is reused.
+   *
+   * @throws {DoubleFreeError} When released twice (never after device loss).
+   */
+  release(): void {
+    const free = this.#free;
+    if (free === null) {
+      if (_deviceState(this.#device).lost) return;
+      throw new DoubleFreeError(
+        `Cannot release ${this}: it was already released`,
+      );
+    }
+    this.#free = null;
+    if (_deviceState(this.#device).lost) return;
+    free();
+  }
+
+  /** Same as {@linkcode GpuAllocation.release}. */
+  [Symbol.dispose](): void {
+    if (this.#free !== null) this.release();
+  }
+
+  /**
+   * A short description.
+   *
+   * @returns Such as `GpuAllocation#3(1000 bytes at 256 of "allot:segment#1")`.
+   */
+  toString(): string {
+    return `GpuAllocation#${this.id}(${this.byteLength} bytes at ${this.#offset} of ${
+      JSON.stringify(this.#buffer.label)
+    })`;
+  }
+
+  #check(what: string): void {
+    _assertAlive(this.#device, `read ${what} of ${this}`);
+    if (this.#free === null) {
+      throw new UseAfterFreeError(
+        `Cannot read ${what} of ${this}: it was released`,
+      );
+    }
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * {@linkcode GpuAllocatorAdapter}: a GPU pooling allocator behind core's
+ * `Allocator` interface, so `@allot/storage` can put `Storage` on GPU memory.
+ *
+ * @module
+ */
+
+import {
+  AllocatorBase,
+  DataPtr,
+  type Deleter,
+  type Device,
+  validateByteLength,
+} from "@allot/core";
+import type { GpuAllocation } from "./gpu_allocation.ts";
+import { GpuKernels } from "./gpu_kernels.ts";
+
+/** What {@linkcode GpuAllocatorAdapter} needs from a GPU allocator. */
+export interface GpuAllocationSource {
+  /** The allot device. */
+  readonly device: Device;
+  /** The WebGPU device. */
+  readonly gpuDevice: GPUDevice;
+  /**
+   * Allocates a range.
+   *
+   * @param byteLength Bytes.
+   * @returns The owning handle.
+   */
+  allocate(byteLength: number): GpuAllocation;
+}
+
+const releaseAllocation: Deleter<GpuAllocation | null> = (a) => a?.release();
+
+/**
+ * Serves core's `Allocator` from a GPU allocator: each `DataPtr` has the
+ * `GPUBuffer` as its memory, the range's offset as its byte offset, and the
+ * {@linkcode GpuAllocation} as its context; releasing the pointer releases
+ * the range. Zero-byte requests give a pointer with `null` memory that owns
+ * nothing. `copyData` runs on the GPU.
+ *
+ * @example Storage on GPU memory
+ * ```ts
+ * import { GpuCachingAllocator } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const allocator = new GpuCachingAllocator(device).asAllocator();
+ *   using ptr = allocator.allocate(64);
+ *   assert.ok(ptr.memory instanceof GPUBuffer);
+ *   assert.equal(ptr.byteLength, 64);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuAllocatorAdapter
+  extends AllocatorBase<GPUBuffer | null, GpuAllocation | null> {
+  /** The allocator behind the interface. */
+  readonly source: GpuAllocationSource;
+
+  /**
+   * Wraps a GPU allocator.
+   *
+   * @param source The allocator.
+   */
+  constructor(source: GpuAllocationSource) {
+    super();
+    this.source = source;
+  }
+
+  /** The device served. */
+  get device(): Device {
+    return this.source.device;
+  }
+
+  /**
+   * Allocates `byteLength` bytes of GPU memory.
+   *
+   * @param byteLength Bytes.
+   * @returns The owning pointer.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  allocate(
+    byteLength: number,
+  ): DataPtr<GPUBuffer | null, GpuAllocation | null> {
+    validateByteLength(byteLength);
+    if (byteLength === 0) {
+      return new DataPtr<GPUBuffer | null, GpuAllocation | null>(
+        null,
+        0,
+        0,
+        this.device,
+      );
+    }
+    const allocation = this.source.allocate(byteLength);
+    return new DataPtr<GPUBuffer | null, GpuAllocation | null>(
+      allocation.buffer,
+      allocation.offset,
+      byteLength,
+      this.device,
+      { context: allocation, deleter: releaseAllocation },
+    );
+  }
+
+  /**
+   * The deleter of `rawAllocate` contexts.
+   *
+   * @returns A deleter that releases the allocation.
+   */
+  override rawDeleter(): Deleter<GpuAllocation | null> {
+    return releaseAllocation;
+  }
+
+  /**
+   * Copies `byteLength` bytes on the GPU.
+   *
+   * @param dest Destination pointer.
+   * @param src Source pointer.
+   * @param byteLength Bytes.
+   * @throws {InvalidArgumentError} For a length beyond either pointer.
+   */
+  override copyData(
+    dest: DataPtr<GPUBuffer | null, GpuAllocation | null>,
+    src: DataPtr<GPUBuffer | null, GpuAllocation | null>,
+    byteLength: number,
+  ): void {
+    validateByteLength(
+      byteLength,
+      Math.min(dest.byteLength, src.byteLength),
+    );
+    if (byteLength === 0) return;
+    GpuKernels.of(this.source.gpuDevice).copyBytes(
+      { buffer: src.memory!, offset: src.byteOffset, size: src.byteLength },
+      { buffer: dest.memory!, offset: dest.byteOffset, size: dest.byteLength },
+      { byteLength },
+    );
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * {@linkcode GpuCachingAllocator}: `@allot/caching`'s caching allocator on a
+ * {@linkcode GpuSegmentSource}, with the device's queue as the stream.
+ *
+ * @module
+ */
+
+import {
+  CachingAllocator,
+  type CachingAllocatorOptions,
+  type MemoryStats,
+} from "@allot/caching";
+import { type Device, validateByteLength } from "@allot/core";
+import { _assertAlive } from "./_device_state.ts";
+import { GpuAllocation } from "./gpu_allocation.ts";
+import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
+import {
+  GpuSegmentSource,
+  type GpuSegmentSourceOptions,
+} from "./gpu_segment_source.ts";
+import { QueueStream } from "./queue_stream.ts";
+
+/** When a freed range may serve a new request. */
+export type GpuReuse = "after-fence" | "queue-order";
+
+/** Options of {@linkcode GpuCachingAllocator}. */
+export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
+  /**
+   * Options of the segment source made for the allocator.
+   *
+   * @default {{}}
+   */
+  source?: GpuSegmentSourceOptions;
+  /**
+   * `"after-fence"`: a freed range comes back only once the queue has
+   * finished every command buffer submitted before the free
+   * (`onSubmittedWorkDone`). `"queue-order"`: it comes back at once, as
+   * PyTorch does for a block used only on its own stream; safe when every
+   * use of the memory goes through the device's single queue, which orders
+   * later writes after earlier reads.
+   *
+   * @default {"after-fence"}
+   */
+  reuse?: GpuReuse;
+}
+
+/**
+ * PyTorch's caching allocator over `GPUBuffer`s: segments come from a
+ * {@linkcode GpuSegmentSource} (one labelled storage buffer each, with the
+ * device's limits), blocks are {@linkcode GpuAllocation}s at offsets aligned
+ * to `minStorageBufferOffsetAlignment`, and frees are ordered by
+ * {@linkcode QueueStream} fences. Large segments are capped at
+ * `maxStorageBufferBindingSize`, so every block that can be bound at all sits
+ * in a segment it can be bound from, and larger requests get their own
+ * buffer.
+ *
+ * @example A freed block waits for the queue
+ * ```ts
+ * import { GpuCachingAllocator } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const allocator = new GpuCachingAllocator(device);
+ *   const a = allocator.allocate(4096);
+ *   const where = a.offset;
+ *   a.release(); // the queue may still use it
+ *   using b = allocator.allocate(4096);
+ *   assert.notEqual(b.offset, where);
+ *   await allocator.synchronize();
+ *   using c = allocator.allocate(4096);
+ *   assert.equal(c.offset, where);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuCachingAllocator {
+  /** The WebGPU device. */
+  readonly gpuDevice: GPUDevice;
+  /** Where segments come from. */
+  readonly source: GpuSegmentSource;
+  /** The device's queue. */
+  readonly stream: QueueStream;
+  /** The caching allocator itself, for stats, snapshots and tuning. */
+  readonly caching: CachingAllocator<GPUBuffer>;
+  /** When freed ranges come back. */
+  readonly reuse: GpuReuse;
+  #adapter: GpuAllocatorAdapter | undefined;
+
+  /**
+   * Creates the source, the stream and the allocator.
+   *
+   * @param device The WebGPU device.
+   * @param options Caching options, source options and the reuse rule.
+   * @throws {InvalidArgumentError} For an option out of range.
+   */
+  constructor(device: GPUDevice, options: GpuCachingAllocatorOptions = {}) {
+    this.gpuDevice = device;
+    this.source = new GpuSegmentSource(device, options.source);
+    this.stream = QueueStream.of(device);
+    this.reuse = options.reuse ?? "after-fence";
+    const maxBinding = this.source.maxBindingByteLength;
+    const large = options.largeSegmentByteLength ?? 20 * 2 ** 20;
+    const caching: CachingAllocatorOptions = { label: "webgpu", ...options };
+    if (large > maxBinding) {
+      caching.largeSegmentByteLength = Math.floor(maxBinding / 2 ** 20) *
+        2 ** 20;
+      caching.ownSegmentMinByteLength = Math.min(
+        options.ownSegmentMinByteLength ?? 10 * 2 ** 20,
+        caching.largeSegmentByteLength,
+      );
+    }
+    this.caching = new CachingAllocator(this.source, caching);
+  }
+
+  /** The allot device (`webgpu:<index>`). */
+  get device(): Device {
+    return this.source.device;
+  }
+
+  /** Whether the device was lost. */
+  get lost(): boolean {
+    return this.source.lost;
+  }
+
+  /**
+   * Allocates `byteLength` bytes.
+   *
+   * @param byteLength Bytes, at least 1.
+   * @returns The owning handle.
+   * @throws {InvalidArgumentError} For a bad size or one above the device's
+   * `maxBufferSize`.
+   * @throws {CachingOutOfMemoryError} When the device cannot hold it.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  allocate(byteLength: number): GpuAllocation {
+    validateByteLength(byteLength, this.source.maxSegmentByteLength);
+    _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    const queueOrder = this.reuse === "queue-order";
+    const block = this.caching.allocate(
+      byteLength,
+      queueOrder ? { stream: this.stream } : undefined,
+    );
+    // Allocated on the default stream and used on the queue: the free takes
+    // a queue fence, and the block waits for it.
+    if (!queueOrder) this.caching.recordStream(block, this.stream);
+    return new GpuAllocation(this.gpuDevice, {
+      buffer: block.memory,
+      offset: block.byteOffset,
+      size: byteLength,
+    }, () => block.release());
+  }
+
+  /**
+   * Waits for the queue, then returns every block waiting for it to the pool.
+   *
+   * @returns Resolves when the pending blocks are back.
+   */
+  synchronize(): Promise<void> {
+    return this.caching.synchronize();
+  }
+
+  /** Destroys every whole free segment (`emptyCache`). */
+  emptyCache(): void {
+    if (!this.lost) this.caching.emptyCache();
+  }
+
+  /**
+   * PyTorch's memory stats of the caching allocator.
+   *
+   * @returns The stats.
+   */
+  memoryStats(): MemoryStats {
+    return this.caching.memoryStats();
+  }
+
+  /**
+   * Core's `Allocator` over this allocator, for `@allot/storage`.
+   *
+   * @returns The adapter (one per allocator).
+   */
+  asAllocator(): GpuAllocatorAdapter {
+    this.#adapter ??= new GpuAllocatorAdapter(this);
+    return this.#adapter;
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * {@linkcode GpuWatermarkAllocator}: `@allot/watermark`'s MPS-style
+ * allocator on a {@linkcode GpuSegmentSource}, with the device's queue as
+ * the stream.
+ *
+ * @module
+ */
+
+import { type Device, validateByteLength } from "@allot/core";
+import {
+  WatermarkAllocator,
+  type WatermarkAllocatorOptions,
+  type WatermarkStats,
+} from "@allot/watermark";
+import { _assertAlive } from "./_device_state.ts";
+import { GpuAllocation } from "./gpu_allocation.ts";
+import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
+import type { GpuReuse } from "./gpu_caching_allocator.ts";
+import {
+  GpuSegmentSource,
+  type GpuSegmentSourceOptions,
+} from "./gpu_segment_source.ts";
+import { QueueStream } from "./queue_stream.ts";
+
+/** Options of {@linkcode GpuWatermarkAllocator}. */
+export interface GpuWatermarkAllocatorOptions
+  extends WatermarkAllocatorOptions<GPUBuffer> {
+  /**
+   * Options of the segment source made for the allocator.
+   *
+   * @default {{}}
+   */
+  source?: GpuSegmentSourceOptions;
+  /**
+   * When a freed range may serve a new request; see `GpuReuse`.
+   *
+   * @default {"after-fence"}
+   */
+  reuse?: GpuReuse;
+}
+
+/** Options of {@linkcode GpuWatermarkAllocator.allocate}. */
+export interface GpuWatermarkAllocateOptions {
+  /**
+   * `"private"`, or `"shared"` (on WebGPU an ordinary storage buffer marked
+   * shared, reached from the host through `GpuStaging`).
+   *
+   * @default {"private"}
+   */
+  pool?: "private" | "shared";
+}
+
+/**
+ * PyTorch's MPS allocator over `GPUBuffer`s: heaps are segments of a
+ * {@linkcode GpuSegmentSource}, buffers are {@linkcode GpuAllocation}s, the
+ * watermarks default to WebGPU's lack of unified memory, and frees are
+ * ordered by {@linkcode QueueStream} fences.
+ *
+ * @example A freed buffer waits for the queue
+ * ```ts
+ * import { GpuWatermarkAllocator } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const allocator = new GpuWatermarkAllocator(device);
+ *   const a = allocator.allocate(4096);
+ *   const where = a.offset;
+ *   a.release();
+ *   using b = allocator.allocate(4096);
+ *   assert.notEqual(b.offset, where);
+ *   await allocator.synchronize();
+ *   using c = allocator.allocate(4096);
+ *   assert.equal(c.offset, where);
+ *   device.destroy();
+ * }
+ * ```
+ */
+export class GpuWatermarkAllocator {
+  /** The WebGPU device. */
+  readonly gpuDevice: GPUDevice;
+  /** Where heaps come from. */
+  readonly source: GpuSegmentSource;
+  /** The device's queue. */
+  readonly stream: QueueStream;
+  /** The watermark allocator itself, for stats, callbacks and tuning. */
+  readonly watermark: WatermarkAllocator<GPUBuffer>;
+  /** When freed ranges come back. */
+  readonly reuse: GpuReuse;
+  #adapter: GpuAllocatorAdapter | undefined;
+
+  /**
+   * Creates the source, the stream and the allocator.
+   *
+   * @param device The WebGPU device.
+   * @param options Watermark options, source options and the reuse rule.
+   * @throws {InvalidArgumentError} For an option out of range.
+   */
+  constructor(device: GPUDevice, options: GpuWatermarkAllocatorOptions = {}) {
+    this.gpuDevice = device;
+    this.source = new GpuSegmentSource(device, options.source);
+    this.stream = QueueStream.of(device);
+    this.reuse = options.reuse ?? "after-fence";
+    this.watermark = new WatermarkAllocator(this.source, {
+      unifiedMemory: false,
+      ...options,
+    });
+  }
+
+  /** The allot device (`webgpu:<index>`). */
+  get device(): Device {
+    return this.source.device;
+  }
+
+  /** Whether the device was lost. */
+  get lost(): boolean {
+    return this.source.lost;
+  }
+
+  /**
+   * Allocates `byteLength` bytes.
+   *
+   * @param byteLength Bytes, at least 1.
+   * @param options The pool.
+   * @returns The owning handle.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {WatermarkOutOfMemoryError} Past the high watermark or the
+   * device's memory.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  allocate(
+    byteLength: number,
+    options: GpuWatermarkAllocateOptions = {},
+  ): GpuAllocation {
+    validateByteLength(byteLength, this.source.maxSegmentByteLength);
+    _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    const buffer = this.watermark.allocateBuffer(byteLength, options);
+    const afterFence = this.reuse === "after-fence";
+    return new GpuAllocation(this.gpuDevice, {
+      buffer: buffer.memory,
+      offset: buffer.byteOffset,
+      size: byteLength,
+    }, () => {
+      // The fence covers everything submitted before the free.
+      if (afterFence) this.watermark.recordEvents([buffer], this.stream);
+      buffer.release();
+    });
+  }
+
+  /**
+   * Waits for the queue, then returns every buffer waiting for it to its
+   * pool.
+   *
+   * @returns Resolves when the pending buffers are back.
+   */
+  async synchronize(): Promise<void> {
+    await this.stream.fence().wait();
+    if (!this.lost) this.watermark.freeInactiveBuffers();
+  }
+
+  /** Releases every cached buffer and empty heap. */
+  emptyCache(): void {
+    if (!this.lost) this.watermark.emptyCache();
+  }
+
+  /**
+   * The watermark allocator's figures.
+   *
+   * @returns The stats.
+   */
+  stats(): WatermarkStats {
+    return this.watermark.stats();
+  }
+
+  /**
+   * Core's `Allocator` over this allocator, for `@allot/storage`.
+   *
+   * @returns The adapter (one per allocator).
+   */
+  asAllocator(): GpuAllocatorAdapter {
+    this.#adapter ??= new GpuAllocatorAdapter(this);
+    return this.#adapter;
+  }
+}
