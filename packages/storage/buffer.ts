@@ -8,7 +8,7 @@
 import {
   type Allocator,
   hostBuffer,
-  IntrusivePtr,
+  type IntrusivePtr,
   InvalidArgumentError,
   isHostMemory,
   UnsupportedOperationError,

@@ -28,6 +28,8 @@
  * @module
  */
 
+export { AllocationStrategy } from "./allocation_strategy.ts";
+export type { PooledStrategyOptions } from "./allocation_strategy.ts";
 export { Buffer } from "./buffer.ts";
 export type {
   BufferFromStorageOptions,
@@ -54,8 +56,12 @@ export type {
   TypedArrayConstructorOf,
   TypedArrayOf,
 } from "./dtype.ts";
+export { BufferPool } from "./buffer_pool.ts";
+export type { BufferPoolOptions, PoolStats } from "./buffer_pool.ts";
 export { DynBuffer } from "./dyn_buffer.ts";
 export { ShapeError } from "./errors.ts";
+export { ManagedBufferPool } from "./managed_buffer_pool.ts";
+export type { ManagedBufferPoolOptions } from "./managed_buffer_pool.ts";
 export type { ShapeErrorDetails } from "./errors.ts";
 export { Storage } from "./storage.ts";
 export type { StorageOptions } from "./storage.ts";
