@@ -525,17 +525,18 @@ export class OwnershipRegistry {
       );
     }
     const allocation = entry.allocation;
-    const [aliasMemory, aliasOffset] = this.#placeOf(alias, "alias");
-    this.#checkAlias(allocation, aliasMemory, aliasOffset, "addAlias");
-    const aliasEntry = this.#store.get(aliasMemory, aliasOffset);
-    if (aliasEntry === undefined) {
-      this.#store.set(aliasMemory, aliasOffset, {
-        allocation,
-        count: 1,
-      } as _Entry);
-    } else {
-      aliasEntry.count++;
+    // Fast path: one more reference through the same pointer.
+    let aliasEntry: RegistryEntry | undefined = entry;
+    if (alias !== existing) {
+      const [aliasMemory, aliasOffset] = this.#placeOf(alias, "alias");
+      this.#checkAlias(allocation, aliasMemory, aliasOffset, "addAlias");
+      aliasEntry = this.#store.get(aliasMemory, aliasOffset);
+      if (aliasEntry === undefined) {
+        aliasEntry = { allocation, count: 0 } as _Entry;
+        this.#store.set(aliasMemory, aliasOffset, aliasEntry);
+      }
     }
+    aliasEntry.count++;
     if (!allocation.buffer) {
       allocation.buffer = true;
       this.#pointers--;

@@ -9,6 +9,7 @@ import {
 import { OwnershipRegistry } from "@allot/registry";
 import { type CompressedArrays, SparseMatrix } from "./sparse_matrix.ts";
 import { blockElements } from "./block_strategy.ts";
+import { CpuAllocator } from "@allot/cpu";
 
 interface Case {
   primary: number;
@@ -394,5 +395,35 @@ describe("SparseMatrix", () => {
     assert.equal(none.blockCount, 0);
     using nothing = none.slice(0, 0);
     assert.deepEqual([...nothing.toContiguous().indptr], [0]);
+  });
+
+  it("SparseMatrix.build() with an allocator carves blocks from its heap and frees them there", () => {
+    fc.assert(
+      fc.property(caseArb, fc.nat(), (c, cut) => {
+        using registry = new OwnershipRegistry();
+        const allocator = new CpuAllocator({ byteLength: 1 << 16 });
+        const arrays = toArrays(c);
+        const m = SparseMatrix.build(arrays, {
+          shape: shapeOf(c),
+          layout: c.layout,
+          registry,
+          allocator,
+          blockStrategy: { minElements: c.minElements, maxElements: 64 },
+        });
+        assert.ok(m.blockCount === 0 || allocator.bytesInUse > 0);
+        assert.ok(registry.records().every((r) => r.kind === "heap"));
+        const start = cut % (c.primary + 1);
+        const tail = m.slice(start);
+        m.release();
+        assert.deepEqual(
+          plain(tail.toContiguous()),
+          pick(arrays, [...Array(c.primary).keys()].slice(start)),
+        );
+        tail.release();
+        assert.equal(allocator.bytesInUse, 0);
+        assert.equal(registry.totalBytes, 0);
+      }),
+      { numRuns: 100 },
+    );
   });
 });
