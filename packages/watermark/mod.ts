@@ -38,7 +38,6 @@
  */
 
 export * from "./debug_verbosity.ts";
-export * from "./segment_source_error.ts";
 export * from "./watermark_allocator.ts";
 export * from "./watermark_buffer.ts";
 export * from "./watermark_snapshot.ts";
@@ -58,6 +57,9 @@ export type {
   Stream,
   UniqueVoidPtr,
 } from "@allot/core";
+// The error of a failing segment source, shared with `@allot/caching`: the
+// same class, so one `instanceof` check serves both allocators.
+export { SegmentSourceError } from "@allot/caching";
 // The snapshot vocabulary shared with `@allot/caching`.
 export type {
   BlockSnapshot,

@@ -33,7 +33,7 @@ import { _Handle, type _Owner } from "./_handle.ts";
 import { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
-import { SegmentSourceError } from "./segment_source_error.ts";
+import { SegmentSourceError } from "@allot/caching";
 import type {
   BufferCallback,
   BufferEvent,
@@ -127,7 +127,7 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    * Size of an extra-large heap, made for requests below half of it while
    * not under memory pressure.
    *
-   * @default {1 GiB}
+   * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapBytes`)}
    */
   xlargeHeapBytes?: number;
   /**
@@ -325,6 +325,19 @@ function formatBytes(bytes: number): string {
   return `${(bytes / (1024 * MiB)).toFixed(2)} GiB`;
 }
 
+/**
+ * 1 GiB, as in MPS, but at most a sixteenth of the recommended working set
+ * (rounded down to a power of two, at least the large heap): one
+ * extra-large heap pinned by a few live buffers must not hold a large share
+ * of a small device.
+ */
+function defaultXlargeHeap(recommended: number, largeHeap: number): number {
+  const GiB = 1024 * MiB;
+  if (!Number.isFinite(recommended) || recommended >= 16 * GiB) return GiB;
+  const share = 2 ** Math.floor(Math.log2(recommended / 16));
+  return Math.max(largeHeap, Math.min(GiB, share));
+}
+
 function positiveOption(
   options: Record<string, unknown>,
   name: string,
@@ -347,20 +360,25 @@ function positiveOption(
  * {@linkcode SegmentSource}.
  *
  * - **Heaps** are segments. Requests of at most 1 MiB go into 8 MiB heaps,
- *   below 10 MiB into 32 MiB heaps, below 512 MiB into 1 GiB heaps while not
- *   under memory pressure, and larger ones into a heap of their own rounded to
- *   2 MiB (all configurable). When a class-sized heap would break the high
+ *   below 10 MiB into 32 MiB heaps, below half the extra-large heap into an
+ *   extra-large heap (1 GiB, or a sixteenth of a smaller recommended size)
+ *   while not under memory pressure and while that heap would not reach the
+ *   low watermark, and larger ones into a heap of their own rounded to 2 MiB
+ *   (all configurable). When a class-sized heap would break the high
  *   watermark or the device refuses it, a heap of exactly the request is
  *   tried.
  * - **Pools**: private, shared (host-visible segments) and scalar, each with
  *   small and large heaps. A cached buffer is reused by best fit if it is at
- *   most `maxSlackBytes` larger; when the only fit is larger, the allocator
- *   makes a new buffer in a heap with room, or else releases the oversize
- *   buffer and reuses its heap space.
+ *   most `maxSlackBytes` larger (under memory pressure at most
+ *   `roundLargeBytes` larger, since carving an exact buffer costs nothing
+ *   here); when the only fit is larger, the allocator makes a new buffer in a
+ *   heap with room, or else releases the idle oversize buffer and carves the
+ *   request from its heap.
  * - **Watermarks**: the high limit (`highWatermarkRatio` × recommended) is
  *   hard; the low limit is soft: at or above it, large requests are under
- *   pressure: no extra-large heaps, and cached buffers older than the average
- *   are collected until driver bytes fall below the low limit.
+ *   pressure: no extra-large heaps, narrow reuse slack, and cached buffers
+ *   older than the average are collected (releasing heaps that become empty)
+ *   until driver bytes fall below the low limit.
  * - **Order of attempts**: cached buffer, garbage collection under
  *   pressure, new buffer, `allocation-failed` callbacks then cached buffer or
  *   new buffer, release cached buffers of the pool, release all cached
@@ -477,7 +495,11 @@ export class WatermarkAllocator<M = unknown>
     this.#minLarge = positiveOption(o, "minLargeBytes", 10 * MiB);
     this.#smallHeap = positiveOption(o, "smallHeapBytes", 8 * MiB);
     this.#largeHeap = positiveOption(o, "largeHeapBytes", 32 * MiB);
-    this.#xlargeHeap = positiveOption(o, "xlargeHeapBytes", 1024 * MiB);
+    this.#xlargeHeap = positiveOption(
+      o,
+      "xlargeHeapBytes",
+      defaultXlargeHeap(recommended, this.#largeHeap),
+    );
     this.#roundLarge = positiveOption(o, "roundLargeBytes", 2 * MiB);
     this.#maxSlack = positiveOption(o, "maxSlackBytes", this.#largeHeap);
     this.#maxScalar = positiveOption(o, "maxScalarBytes", 8);
@@ -1162,7 +1184,10 @@ export class WatermarkAllocator<M = unknown>
     const i = pool.lowerBound(params.size);
     if (i >= available.length) return undefined;
     const block = available[i];
-    if (block.byteLength > params.size + this.#maxSlack) {
+    const slack = params.pressure
+      ? Math.min(this.#maxSlack, this.#roundLarge)
+      : this.#maxSlack;
+    if (block.byteLength > params.size + slack) {
       // Keep using heap capacity: a heap with room gets a new buffer;
       // otherwise the idle oversize buffer is released to make room in its
       // heap for the smaller one.
@@ -1196,7 +1221,10 @@ export class WatermarkAllocator<M = unknown>
     let isSplit = true;
     if (size <= this.#maxSmall) heapSize = this.#smallHeap;
     else if (size < this.#minLarge) heapSize = this.#largeHeap;
-    else if (size < this.#xlargeHeap / 2 && !params.pressure) {
+    else if (
+      size < this.#xlargeHeap / 2 && !params.pressure &&
+      this.driverAllocatedBytes + this.#xlargeHeap < this.#lowLimit
+    ) {
       heapSize = this.#xlargeHeap;
     } else {
       heapSize = alignUp(size, this.#roundLarge);

@@ -87,21 +87,39 @@ describe("WatermarkAllocator heaps and pools", () => {
     assert.equal(a.shared, false);
   });
 
-  it("WatermarkAllocator stops making extra-large heaps under memory pressure", () => {
-    const { device, allocator } = setup(4 * MiB, {
-      recommendedMaxBytes: MiB,
+  it("WatermarkAllocator makes no extra-large heap under pressure or one that would reach the low watermark", () => {
+    const { device, allocator } = setup(8 * MiB, {
+      recommendedMaxBytes: 4 * MiB,
       highWatermarkRatio: 2,
-      lowWatermarkRatio: 0.5,
+      lowWatermarkRatio: 0.5, // 2 MiB
     });
-    const first = allocator.allocateBuffer(400 * KiB); // 1 MiB heap: pressure now
-    assert.equal(device.reservedBytes, MiB);
+    const a = allocator.allocateBuffer(400 * KiB); // 1 MiB heap: 0 + 1 < 2
+    allocator.allocateBuffer(700 * KiB); // 1 + 1 MiB would reach 2: own heap
     allocator.allocateBuffer(400 * KiB); // fits in the first heap
-    allocator.allocateBuffer(300 * KiB); // under pressure: own heap
+    allocator.allocateBuffer(300 * KiB); // own heap
     assert.deepEqual(
       allocator.snapshot().segments.map((s) => s.byteLength),
-      [MiB, 300 * KiB],
+      [MiB, 700 * KiB, 300 * KiB],
     );
-    first.release();
+    assert.equal(device.reservedBytes, 2024 * KiB);
+    allocator.allocateBuffer(250 * KiB); // now under pressure: own heap
+    assert.equal(allocator.lowWatermarkValue, 0);
+    assert.equal(allocator.snapshot().segments.at(-1)?.byteLength, 250 * KiB);
+    a.release();
+  });
+
+  it("WatermarkAllocator scales the default extra-large heap to small devices", () => {
+    const heapOf = (capacityBytes: number) => {
+      const allocator = new WatermarkAllocator(
+        new MockSegmentSource({ capacityBytes }),
+        { lowWatermarkRatio: 0 },
+      );
+      allocator.allocateBuffer(10 * MiB);
+      return allocator.totalAllocatedBytes / MiB;
+    };
+    assert.equal(heapOf(64 * 1024 * MiB), 1024); // 1 GiB as in MPS
+    assert.equal(heapOf(4 * 1024 * MiB), 256); // a sixteenth
+    assert.equal(heapOf(256 * MiB), 32); // at least the large heap...
   });
 
   it("WatermarkAllocator falls back to an exact heap when a class heap breaks the high watermark", () => {
@@ -146,6 +164,28 @@ describe("WatermarkAllocator heaps and pools", () => {
     assert.equal(released?.bufferId, big.id);
     assert.equal(released?.reason, "oversize");
     assert.equal(small.heapId, bigHeap); // reused the heap space
+  });
+
+  it("WatermarkAllocator narrows the reuse slack under memory pressure", () => {
+    const run = (lowWatermarkRatio: number) => {
+      const { allocator, events } = setup(MiB, {
+        highWatermarkRatio: 1,
+        lowWatermarkRatio,
+        xlargeHeapBytes: 64 * KiB, // 600 KiB gets a heap of its own
+        maxSlackBytes: 200 * KiB,
+      });
+      const big = allocator.allocateBuffer(600 * KiB);
+      big.release();
+      const next = allocator.allocateBuffer(500 * KiB);
+      return { next, big, events: events.slice(2).map((e) => e.type) };
+    };
+    const calm = run(0); // no pressure: the whole 600 KiB buffer is reused
+    assert.equal(calm.next.id, calm.big.id);
+    assert.equal(calm.next.byteLength, 600 * KiB);
+    const pressed = run(0.5); // 600 KiB >= 512 KiB: only 2 KiB of slack
+    assert.notEqual(pressed.next.id, pressed.big.id);
+    assert.equal(pressed.next.byteLength, 500 * KiB);
+    assert.deepEqual(pressed.events, ["released", "allocated"]);
   });
 
   it("WatermarkAllocator sends tiny requests to the shared pool on unified memory only", () => {
