@@ -46,7 +46,7 @@ export class _Block<M> {
 
 /**
  * Free blocks of one pool, sorted by (stream id, size, address): best fit is
- * a lower-bound binary search. A sorted array: inserts and removals move
+ * a lower-bound binary search. A sorted array: inserts and removals shift
  * elements, which is fast at the few hundred free blocks pools hold.
  */
 export class _BlockPool<M> {
@@ -86,8 +86,15 @@ export class _BlockPool<M> {
   insert(block: _Block<M>): void {
     const i = this.#position(block);
     const blocks = this.blocks;
-    if (i === blocks.length) blocks.push(block);
-    else blocks.splice(i, 0, block);
+    let j = blocks.length;
+    if (i === j) {
+      blocks.push(block);
+      return;
+    }
+    // Manual shifts: several times faster than splice on short arrays.
+    blocks.push(blocks[j - 1]);
+    for (j--; j > i; j--) blocks[j] = blocks[j - 1];
+    blocks[i] = block;
   }
 
   indexOf(block: _Block<M>): number {
@@ -103,7 +110,8 @@ export class _BlockPool<M> {
 
   removeAt(i: number): void {
     const blocks = this.blocks;
-    if (i === blocks.length - 1) blocks.pop();
-    else blocks.splice(i, 1);
+    const last = blocks.length - 1;
+    for (let j = i; j < last; j++) blocks[j] = blocks[j + 1];
+    blocks.pop();
   }
 }

@@ -19,7 +19,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import type { SegmentSource } from "@allot/core";
+import type { SegmentSource, StatValues } from "@allot/core";
 import {
   _Block,
   _BlockPool,
@@ -373,18 +373,55 @@ function checkFraction(value: number, name: string, max: number): number {
   return value;
 }
 
-function makeStats(): [Stat, Stat, Stat] {
-  return [new Stat(), new Stat(), new Stat()];
+// Stats live in one Float64Array: for each of the 9 figures (in
+// STAT_ARRAY_NAMES order) and each pool (all, small, large), the four values
+// current, peak, allocated, freed. Plain indexed updates keep the hot path
+// free of calls.
+const ALLOCATION = 0;
+const SEGMENT = 1;
+const ACTIVE = 2;
+const INACTIVE_SPLIT = 3;
+const ALLOCATED_BYTES = 4;
+const RESERVED_BYTES = 5;
+const ACTIVE_BYTES = 6;
+const INACTIVE_SPLIT_BYTES = 7;
+const REQUESTED_BYTES = 8;
+
+function up(s: Float64Array, stat: number, pool: number, d: number): void {
+  let i = stat * 12;
+  let c = s[i] + d;
+  s[i] = c;
+  s[i + 2] += d;
+  if (c > s[i + 1]) s[i + 1] = c;
+  i += pool * 4;
+  c = s[i] + d;
+  s[i] = c;
+  s[i + 2] += d;
+  if (c > s[i + 1]) s[i + 1] = c;
 }
 
-function change(stats: [Stat, Stat, Stat], pool: number, delta: number): void {
-  if (delta > 0) {
-    stats[0].increase(delta);
-    stats[pool].increase(delta);
-  } else if (delta < 0) {
-    stats[0].decrease(-delta);
-    stats[pool].decrease(-delta);
-  }
+function down(s: Float64Array, stat: number, pool: number, d: number): void {
+  let i = stat * 12;
+  s[i] -= d;
+  s[i + 3] += d;
+  i += pool * 4;
+  s[i] -= d;
+  s[i + 3] += d;
+}
+
+function change(s: Float64Array, stat: number, pool: number, d: number): void {
+  if (d > 0) up(s, stat, pool, d);
+  else if (d < 0) down(s, stat, pool, -d);
+}
+
+function statValues(s: Float64Array, stat: number, pool: number): StatValues {
+  const i = stat * 12 + pool * 4;
+  return {
+    current: s[i],
+    peak: s[i + 1],
+    allocated: s[i + 2],
+    freed: s[i + 3],
+  };
 }
 
 /**
@@ -463,15 +500,7 @@ export class CachingAllocator<M = unknown> {
   #history: TraceRecorder | null = null;
   #segmentOptions: { label: string };
 
-  #allocation = makeStats();
-  #segment = makeStats();
-  #active = makeStats();
-  #inactiveSplit = makeStats();
-  #allocatedBytes = makeStats();
-  #reservedBytes = makeStats();
-  #activeBytes = makeStats();
-  #inactiveSplitBytes = makeStats();
-  #requestedBytes = makeStats();
+  #s = new Float64Array(9 * 3 * 4);
   #oversizeAllocations = new Stat();
   #oversizeSegments = new Stat();
   #numAllocRetries = 0;
@@ -611,12 +640,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return this.#allocatedBytes[0].current;
+    return this.#s[ALLOCATED_BYTES * 12];
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return this.#reservedBytes[0].current;
+    return this.#s[RESERVED_BYTES * 12];
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -788,10 +817,8 @@ export class CachingAllocator<M = unknown> {
     b.handle = null;
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
-    this.#allocation[0].decrease(1);
-    this.#allocation[pool].decrease(1);
-    this.#allocatedBytes[0].decrease(b.size);
-    this.#allocatedBytes[pool].decrease(b.size);
+    down(this.#s, ALLOCATION, pool, 1);
+    down(this.#s, ALLOCATED_BYTES, pool, b.size);
     if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
     if (this.#history !== null) {
       this.#record(
@@ -888,16 +915,16 @@ export class CachingAllocator<M = unknown> {
 
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
-    for (const name of this.#statArrays()) for (const s of name) s.resetPeak();
+    const s = this.#s;
+    for (let i = 0; i < s.length; i += 4) s[i + 1] = s[i];
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();
   }
 
   /** Sets every allocated and freed total, and the counters, to zero. */
   resetAccumulatedStats(): void {
-    for (const name of this.#statArrays()) {
-      for (const s of name) s.resetAccumulated();
-    }
+    const s = this.#s;
+    for (let i = 0; i < s.length; i += 4) s[i + 2] = s[i + 3] = 0;
     this.#oversizeAllocations.resetAccumulated();
     this.#oversizeSegments.resetAccumulated();
     this.#numAllocRetries = 0;
@@ -928,14 +955,13 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   memoryStats(): MemoryStats {
-    const arrays = this.#statArrays();
+    const s = this.#s;
     const out = {} as Record<string, StatArray>;
     STAT_ARRAY_NAMES.forEach((name, i) => {
-      const s = arrays[i];
       out[name] = {
-        all: s[0].values(),
-        smallPool: s[1].values(),
-        largePool: s[2].values(),
+        all: statValues(s, i, 0),
+        smallPool: statValues(s, i, 1),
+        largePool: statValues(s, i, 2),
       };
     });
     return {
@@ -1157,10 +1183,9 @@ export class CachingAllocator<M = unknown> {
         if (b.segment.small !== pool.small) fail(`block in the wrong pool`);
       }
     }
-    const arrays = this.#statArrays();
     STAT_ARRAY_NAMES.forEach((name, i) => {
       for (let p = 0; p < 3; p++) {
-        const s = arrays[i][p];
+        const s = statValues(this.#s, i, p);
         if (s.current !== c[name][p]) {
           fail(`stat ${name}[${p}] is ${s.current}, recount ${c[name][p]}`);
         }
@@ -1176,20 +1201,6 @@ export class CachingAllocator<M = unknown> {
   }
 
   // ---- internals ----
-
-  #statArrays(): [Stat, Stat, Stat][] {
-    return [
-      this.#allocation,
-      this.#segment,
-      this.#active,
-      this.#inactiveSplit,
-      this.#allocatedBytes,
-      this.#reservedBytes,
-      this.#activeBytes,
-      this.#inactiveSplitBytes,
-      this.#requestedBytes,
-    ];
-  }
 
   #checkStream(stream: Stream | undefined): Stream {
     if (stream === undefined) return DEFAULT_STREAM;
@@ -1284,28 +1295,23 @@ export class CachingAllocator<M = unknown> {
       rest.stamp = this.#clock;
       pool.insert(rest);
       if (alreadySplit) {
-        change(this.#inactiveSplitBytes, p, -size);
+        change(this.#s, INACTIVE_SPLIT_BYTES, p, -size);
       } else {
-        change(this.#inactiveSplitBytes, p, rest.size);
-        change(this.#inactiveSplit, p, 1);
+        change(this.#s, INACTIVE_SPLIT_BYTES, p, rest.size);
+        change(this.#s, INACTIVE_SPLIT, p, 1);
       }
     } else if (alreadySplit) {
-      change(this.#inactiveSplitBytes, p, -b.size);
-      change(this.#inactiveSplit, p, -1);
+      change(this.#s, INACTIVE_SPLIT_BYTES, p, -b.size);
+      change(this.#s, INACTIVE_SPLIT, p, -1);
     }
     b.state = ALLOCATED;
     b.requested = requested;
     const bytes = b.size;
-    this.#allocation[0].increase(1);
-    this.#allocation[p].increase(1);
-    this.#allocatedBytes[0].increase(bytes);
-    this.#allocatedBytes[p].increase(bytes);
-    this.#active[0].increase(1);
-    this.#active[p].increase(1);
-    this.#activeBytes[0].increase(bytes);
-    this.#activeBytes[p].increase(bytes);
-    this.#requestedBytes[0].increase(requested);
-    this.#requestedBytes[p].increase(requested);
+    up(this.#s, ALLOCATION, p, 1);
+    up(this.#s, ALLOCATED_BYTES, p, bytes);
+    up(this.#s, ACTIVE, p, 1);
+    up(this.#s, ACTIVE_BYTES, p, bytes);
+    up(this.#s, REQUESTED_BYTES, p, requested);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
     const raw = b.segment.raw;
     const handle = new CachedBlock<M>(
@@ -1366,14 +1372,11 @@ export class CachingAllocator<M = unknown> {
       splitBlocks++;
       splitBytes += b.size;
     }
-    change(this.#inactiveSplit, p, splitBlocks);
-    change(this.#inactiveSplitBytes, p, splitBytes);
-    this.#active[0].decrease(1);
-    this.#active[p].decrease(1);
-    this.#activeBytes[0].decrease(originalSize);
-    this.#activeBytes[p].decrease(originalSize);
-    this.#requestedBytes[0].decrease(requested);
-    this.#requestedBytes[p].decrease(requested);
+    change(this.#s, INACTIVE_SPLIT, p, splitBlocks);
+    change(this.#s, INACTIVE_SPLIT_BYTES, p, splitBytes);
+    down(this.#s, ACTIVE, p, 1);
+    down(this.#s, ACTIVE_BYTES, p, originalSize);
+    down(this.#s, REQUESTED_BYTES, p, requested);
   }
 
   #processEvents(): void {
@@ -1428,7 +1431,7 @@ export class CachingAllocator<M = unknown> {
     if (isRetry) this.#numAllocRetries++;
     const full = this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = this.#reservedBytes[0].current;
+    const reserved = this.#s[RESERVED_BYTES * 12];
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size);
@@ -1471,8 +1474,8 @@ export class CachingAllocator<M = unknown> {
     b.prev = b.next = null;
     seg.head = b;
     const p = pool.small ? 1 : 2;
-    change(this.#segment, p, 1);
-    change(this.#reservedBytes, p, segSize);
+    change(this.#s, SEGMENT, p, 1);
+    change(this.#s, RESERVED_BYTES, p, segSize);
     if (segSize >= this.maxSplitSize) this.#oversizeSegments.increase(1);
     this.#numDeviceAlloc++;
     if (this.#history !== null) {
@@ -1504,8 +1507,8 @@ export class CachingAllocator<M = unknown> {
     pool.remove(b);
     this.#segments.delete(seg);
     const p = seg.small ? 1 : 2;
-    change(this.#segment, p, -1);
-    change(this.#reservedBytes, p, -seg.byteLength);
+    change(this.#s, SEGMENT, p, -1);
+    change(this.#s, RESERVED_BYTES, p, -seg.byteLength);
     if (seg.byteLength >= this.maxSplitSize) {
       this.#oversizeSegments.decrease(1);
     }
@@ -1579,7 +1582,7 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = this.#reservedBytes[0].current;
+    const reserved = this.#s[RESERVED_BYTES * 12];
     if (reserved <= threshold) return;
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];

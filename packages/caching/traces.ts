@@ -170,7 +170,8 @@ export interface TransformerInferenceOptions {
 /**
  * A GPT-style decoder (GPT-2 small by default) serving rounds of requests of
  * changing prompt lengths. Per request: a prefill pass over the prompt, then
- * `decodeSteps` passes of one token. In every pass and layer: layer-norm,
+ * `decodeSteps` passes of one token (each pass starts with a `mark`, as each
+ * is one session run in a runtime). In every pass and layer: layer-norm,
  * QKV projection, key/value caches grown by concatenation (a new tensor of
  * the new length, the old one freed), attention scores and probabilities
  * (`heads × t × T`), context, output projection, residual, layer-norm, MLP up
@@ -225,6 +226,7 @@ export function transformerInferenceTrace(
         const t = step === 0 ? prompt : 1;
         total += t;
         const T = total;
+        if (step > 0) b.mark(`request ${request} token ${step}`);
         const ids = b.alloc(t * 4, "input_ids");
         let x = b.alloc(t * d * e, "embeddings");
         b.free(ids);

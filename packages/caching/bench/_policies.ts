@@ -1,0 +1,111 @@
+// Minimal pooling policies of two GPU runtimes, for trace replay next to
+// allot's caching allocator. Both take whole buffers from a segment source
+// and never split them.
+
+import type { Segment, SegmentSource } from "@allot/core";
+
+/** A pool the trace replay drives. */
+export interface ReplayPool<H> {
+  allocate(byteLength: number): H;
+  free(handle: H): void;
+  /** Called at trace marks (end of a request or step). */
+  flush?(): void;
+}
+
+/**
+ * TF.js WebGPU `BufferManager` policy: sizes padded to 4 bytes; a free list
+ * per exact size; a buffer is reused only for a request of the same padded
+ * size; nothing is ever returned to the device.
+ */
+export class ExactSizePool<M> implements ReplayPool<Segment<M>> {
+  #source: SegmentSource<M>;
+  #free = new Map<number, Segment<M>[]>();
+  constructor(source: SegmentSource<M>) {
+    this.#source = source;
+  }
+  allocate(byteLength: number): Segment<M> {
+    const size = Math.ceil(byteLength / 4) * 4;
+    const list = this.#free.get(size);
+    if (list !== undefined && list.length > 0) return list.pop()!;
+    const segment = this.#source.tryAllocateSegment(size);
+    if (segment === undefined) throw new Error(`out of memory: ${size}`);
+    return segment;
+  }
+  free(segment: Segment<M>): void {
+    let list = this.#free.get(segment.byteLength);
+    if (list === undefined) this.#free.set(segment.byteLength, list = []);
+    list.push(segment);
+  }
+}
+
+/** onnxruntime-web's bucket sizes and how many free buffers each keeps. */
+const BUCKETS: [number, number][] = [
+  [64, 250],
+  [128, 200],
+  [256, 200],
+  [512, 200],
+  [1024, 200],
+  [2048, 230],
+  [4096, 200],
+  [8192, 50],
+  [16384, 50],
+  [32768, 50],
+  [65536, 50],
+  [131072, 50],
+  [262144, 50],
+  [524288, 50],
+  [1048576, 50],
+  [2097152, 30],
+  [4194304, 20],
+  [8388608, 10],
+  [12582912, 10],
+  [16777216, 10],
+  [26214400, 15],
+  [33554432, 22],
+  [44236800, 2],
+  [58982400, 6],
+  [67108864, 6],
+  [134217728, 6],
+  [167772160, 6],
+];
+const BUCKET_LIMIT = new Map(BUCKETS);
+
+/**
+ * onnxruntime-web `GpuDataManager` policy: a request takes the smallest
+ * bucket that holds it (sizes above the largest bucket round to 16 bytes);
+ * free buffers are kept per bucket size and reused for the same bucket; at
+ * each session-run boundary (`flush`), every size whose free list is not a
+ * bucket or is at its limit destroys one buffer.
+ */
+export class BucketPool<M> implements ReplayPool<Segment<M>> {
+  #source: SegmentSource<M>;
+  #free = new Map<number, Segment<M>[]>();
+  constructor(source: SegmentSource<M>) {
+    this.#source = source;
+  }
+  static bucketSize(byteLength: number): number {
+    for (const [size] of BUCKETS) if (byteLength <= size) return size;
+    return Math.ceil(byteLength / 16) * 16;
+  }
+  allocate(byteLength: number): Segment<M> {
+    const size = BucketPool.bucketSize(byteLength);
+    const list = this.#free.get(size);
+    if (list !== undefined && list.length > 0) return list.pop()!;
+    const segment = this.#source.tryAllocateSegment(size);
+    if (segment === undefined) throw new Error(`out of memory: ${size}`);
+    return segment;
+  }
+  free(segment: Segment<M>): void {
+    let list = this.#free.get(segment.byteLength);
+    if (list === undefined) this.#free.set(segment.byteLength, list = []);
+    list.push(segment);
+  }
+  flush(): void {
+    for (const [size, list] of this.#free) {
+      const limit = BUCKET_LIMIT.get(size);
+      if (list.length > 0 && (limit === undefined || list.length >= limit)) {
+        this.#source.freeSegment(list.pop()!);
+      }
+    }
+  }
+}

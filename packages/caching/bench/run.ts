@@ -1,0 +1,359 @@
+/**
+ * Benchmarks of `@allot/caching`:
+ *
+ * 1. Hit path: allocate + free pairs of 64 KiB from a warm cache, in ns per
+ *    pair and JS heap bytes per operation, against `typedarray-pool` and the
+ *    raw segment sources (`MockSegmentSource`, `new ArrayBuffer`, and
+ *    `GPUDevice.createBuffer` + `destroy` when an adapter exists).
+ * 2. Trace replay: peak reserved over peak requested bytes and device
+ *    allocations after warm-up, for allot, an exact-size free-list pool
+ *    (TF.js policy) and a bucket pool (onnxruntime-web policy), on the
+ *    transformer-inference and training-step traces.
+ *
+ * Run: `deno run -A --v8-flags=--expose-gc packages/caching/bench/run.ts [--quick]`
+ *
+ * @module
+ */
+
+import type {
+  BenchOptions,
+  Ratio,
+  Scenario,
+} from "../../../scripts/bench/types.ts";
+import { MockSegmentSource, type SegmentSource } from "@allot/core";
+import pool from "typedarray-pool";
+import { CachingAllocator } from "../mod.ts";
+import {
+  type AllocationTrace,
+  replayTrace,
+  summarizeTrace,
+  trainingStepTrace,
+  transformerInferenceTrace,
+} from "../traces.ts";
+import {
+  ArrayBufferSegmentSource,
+  GpuBufferSegmentSource,
+  tryGpuDevice,
+} from "./_array_buffer_source.ts";
+import { BucketPool, ExactSizePool, type ReplayPool } from "./_policies.ts";
+
+const KiB = 1024;
+
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** Median ns per pair over `reps` timed runs of `pairs` pairs. */
+function nsPerPair(pair: () => void, pairs: number, reps: number): number {
+  // Warm up until the JIT has settled: at least 300 ms or `pairs` pairs.
+  const until = performance.now() + 300;
+  for (let i = 0; i < pairs || performance.now() < until; i++) pair();
+  const runs: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < pairs; i++) pair();
+    runs.push(((performance.now() - t0) * 1e6) / pairs);
+  }
+  return median(runs);
+}
+
+/**
+ * JS heap bytes per operation (allocate or free): heap growth over batches of
+ * 500 pairs, median over batches that saw no collection.
+ */
+function heapBytesPerOp(pair: () => void, batches: number): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const deltas: number[] = [];
+  for (let b = 0; b < batches; b++) {
+    if (b % 10 === 0) gc?.();
+    const h0 = Deno.memoryUsage().heapUsed;
+    for (let i = 0; i < 500; i++) pair();
+    const h1 = Deno.memoryUsage().heapUsed;
+    if (h1 >= h0) deltas.push((h1 - h0) / 1000);
+  }
+  return deltas.length === 0 ? NaN : median(deltas);
+}
+
+async function hitPath(quick: boolean): Promise<Scenario[]> {
+  const size = 64 * KiB;
+  const pairs = quick ? 20_000 : 200_000;
+  const reps = quick ? 3 : 9;
+  const batches = quick ? 20 : 60;
+  const allot = new CachingAllocator(new ArrayBufferSegmentSource());
+  allot.allocate(size).release(); // warm: one 2 MiB segment
+  const allotPair = (): void => {
+    const block = allot.allocate(size);
+    block.release();
+  };
+  const tpPair = (): void => {
+    pool.freeArrayBuffer(pool.mallocArrayBuffer(size));
+  };
+  const mock = new MockSegmentSource();
+  const mockPair = (): void => {
+    mock.freeSegment(mock.tryAllocateSegment(size)!);
+  };
+  const ab = new ArrayBufferSegmentSource();
+  const abPair = (): void => {
+    ab.freeSegment(ab.tryAllocateSegment(size));
+  };
+  const rows = [];
+  const ns = {
+    allot: nsPerPair(allotPair, pairs, reps),
+    tp: nsPerPair(tpPair, pairs, reps),
+    mock: nsPerPair(mockPair, pairs, reps),
+    ab: nsPerPair(abPair, quick ? 2_000 : 20_000, reps),
+  };
+  const heap = {
+    allot: heapBytesPerOp(allotPair, batches),
+    tp: heapBytesPerOp(tpPair, batches),
+  };
+  rows.push(
+    {
+      name: "allot CachingAllocator",
+      value: ns.allot,
+      ours: true,
+      note: `${heap.allot.toFixed(0)} B heap/op`,
+    },
+    {
+      name: "typedarray-pool (pow2 ArrayBuffer cache)",
+      value: ns.tp,
+      note: `${heap.tp.toFixed(0)} B heap/op`,
+    },
+    { name: "raw MockSegmentSource (no cache)", value: ns.mock },
+    { name: "raw new ArrayBuffer (no cache)", value: ns.ab },
+  );
+  const ratios: Ratio[] = [
+    {
+      label: "1000 ns / allot pair",
+      value: 1000 / ns.allot,
+      target: ">= 1",
+      met: ns.allot <= 1000,
+    },
+    {
+      label: "raw new ArrayBuffer / allot",
+      value: ns.ab / ns.allot,
+      target: ">= 100",
+      met: ns.ab / ns.allot >= 100,
+    },
+    { label: "typedarray-pool / allot", value: ns.tp / ns.allot },
+    { label: "raw MockSegmentSource / allot", value: ns.mock / ns.allot },
+  ];
+  const gpu = quick ? undefined : await tryGpuDevice();
+  if (gpu !== undefined) {
+    const source = new GpuBufferSegmentSource(gpu);
+    const gpuNs = nsPerPair(
+      () => {
+        source.freeSegment(source.tryAllocateSegment(size));
+      },
+      2_000,
+      3,
+    );
+    const gpuAllot = new CachingAllocator(source);
+    gpuAllot.allocate(size).release();
+    const gpuAllotNs = nsPerPair(
+      () => {
+        gpuAllot.allocate(size).release();
+      },
+      pairs,
+      reps,
+    );
+    gpuAllot.emptyCache();
+    rows.push(
+      {
+        name: "allot CachingAllocator over GPUBuffer segments",
+        value: gpuAllotNs,
+      },
+      { name: "raw GPUDevice.createBuffer + destroy", value: gpuNs },
+    );
+    ratios.push({
+      label: "raw createBuffer / allot (GPUBuffer segments)",
+      value: gpuNs / gpuAllotNs,
+      target: ">= 100",
+      met: gpuNs / gpuAllotNs >= 100,
+    });
+    gpu.destroy();
+  }
+  return [{
+    package: "caching",
+    scenario: "hit path: allocate + free 64 KiB from a warm cache",
+    unit: "ns/pair",
+    higherIsBetter: false,
+    rows,
+    ratios,
+    notes: [
+      `median of ${reps} runs of ${pairs} pairs; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
+      "allot makes one handle object per allocation (the owning CachedBlock); internal block records are recycled",
+      gpu === undefined && !quick
+        ? "no WebGPU adapter: the createBuffer row is missing"
+        : "",
+    ].filter((n) => n !== ""),
+  }];
+}
+
+interface ReplayResult {
+  ratio: number;
+  afterWarmup: number;
+  peakReserved: number;
+}
+
+function replayWith<H>(
+  trace: AllocationTrace,
+  device: MockSegmentSource,
+  target: ReplayPool<H>,
+): ReplayResult {
+  let atWarmup = 0;
+  replayTrace(trace, {
+    allocate: (n) => target.allocate(n),
+    free: (h) => target.free(h),
+    onOp: (i, op) => {
+      if (i === trace.warmupOps) atWarmup = device.allocationCount;
+      if (op.kind === "mark") target.flush?.();
+    },
+  });
+  const peak = summarizeTrace(trace).peakLiveBytes;
+  return {
+    ratio: device.peakReservedBytes / peak,
+    afterWarmup: device.allocationCount - atWarmup,
+    peakReserved: device.peakReservedBytes,
+  };
+}
+
+function traceScenarios(quick: boolean): Scenario[] {
+  const traces = quick
+    ? [
+      transformerInferenceTrace({ layers: 4, rounds: 2, decodeSteps: 4 }),
+      trainingStepTrace({ layers: 2, steps: 3 }),
+    ]
+    : [transformerInferenceTrace(), trainingStepTrace()];
+  const out: Scenario[] = [];
+  for (const trace of traces) {
+    const summary = summarizeTrace(trace);
+    const allotDevice = new MockSegmentSource();
+    const allocator = new CachingAllocator(allotDevice);
+    const allot = replayWith(trace, allotDevice, {
+      allocate: (n: number) => allocator.allocate(n),
+      free: (b) => b.release(),
+    });
+    const exactDevice = new MockSegmentSource();
+    const exact = replayWith(
+      trace,
+      exactDevice,
+      new ExactSizePool(exactDevice),
+    );
+    const bucketDevice = new MockSegmentSource();
+    const bucket = replayWith(
+      trace,
+      bucketDevice,
+      new BucketPool(bucketDevice),
+    );
+    const mib = (n: number): string => `${(n / 2 ** 20).toFixed(0)} MiB`;
+    out.push({
+      package: "caching",
+      scenario:
+        `trace replay: ${trace.name} (${summary.allocations} allocations, peak ${
+          mib(summary.peakLiveBytes)
+        } requested)`,
+      unit: "x peak requested",
+      higherIsBetter: false,
+      rows: [
+        {
+          name: "allot CachingAllocator",
+          value: allot.ratio,
+          ours: true,
+          note: `${
+            mib(allot.peakReserved)
+          }; ${allot.afterWarmup} device allocs after warm-up`,
+        },
+        {
+          name: "exact-size free lists (TF.js policy)",
+          value: exact.ratio,
+          note: `${
+            mib(exact.peakReserved)
+          }; ${exact.afterWarmup} device allocs after warm-up`,
+        },
+        {
+          name: "size buckets (onnxruntime-web policy)",
+          value: bucket.ratio,
+          note: `${
+            mib(bucket.peakReserved)
+          }; ${bucket.afterWarmup} device allocs after warm-up`,
+        },
+      ],
+      ratios: [
+        {
+          label: "1.15 / allot (peak reserved within 1.15x requested)",
+          value: 1.15 / allot.ratio,
+          target: ">= 1",
+          met: allot.ratio <= 1.15,
+        },
+        {
+          label: "exact-size pool / allot",
+          value: exact.ratio / allot.ratio,
+          target: "> 1",
+          met: exact.ratio > allot.ratio,
+        },
+        {
+          label: "bucket pool / allot",
+          value: bucket.ratio / allot.ratio,
+          target: "> 1",
+          met: bucket.ratio > allot.ratio,
+        },
+        {
+          label: "allot has zero device allocations after warm-up (1 = yes)",
+          value: allot.afterWarmup === 0 ? 1 : 0,
+          target: "= 1",
+          met: allot.afterWarmup === 0,
+        },
+      ],
+      notes: [
+        trace.description,
+        `${summary.distinctSizes} distinct sizes; warm-up = ops before index ${trace.warmupOps}; device = MockSegmentSource (counts bytes, no memory behind)`,
+        "bucket pool trims its free lists at every mark (request, decode token, training step), as onnxruntime-web does after each session run",
+      ],
+    });
+  }
+  return out;
+}
+
+/**
+ * Runs the caching benchmarks.
+ *
+ * @param options `quick` for a CI smoke run.
+ * @returns The scenarios.
+ */
+export async function run(options: BenchOptions): Promise<Scenario[]> {
+  options.progress?.("caching: hit path");
+  const hit = await hitPath(options.quick);
+  options.progress?.("caching: trace replay");
+  const traces = traceScenarios(options.quick);
+  return [...hit, ...traces];
+}
+
+function printTable(scenarios: Scenario[]): void {
+  for (const s of scenarios) {
+    console.log(`\n## ${s.scenario} (${s.unit})`);
+    for (const r of s.rows) {
+      console.log(
+        `  ${r.ours ? "*" : " "} ${r.name.padEnd(48)} ${
+          r.value.toFixed(r.value < 10 ? 3 : 1).padStart(12)
+        }  ${r.note ?? ""}`,
+      );
+    }
+    for (const q of s.ratios ?? []) {
+      console.log(
+        `    ${q.label.padEnd(58)} ${q.value.toFixed(2).padStart(9)} ${
+          q.target ?? ""
+        } ${q.met === undefined ? "" : q.met ? "met" : "NOT met"}`,
+      );
+    }
+    for (const n of s.notes ?? []) console.log(`    note: ${n}`);
+  }
+}
+
+if (import.meta.main) {
+  const quick = Deno.args.includes("--quick");
+  printTable(await run({ quick, progress: (m) => console.error(m) }));
+}
+
+export type { SegmentSource };
