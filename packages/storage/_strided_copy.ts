@@ -95,6 +95,14 @@ export function _copyStrided(
   }
   const last = rank - 1;
   const len = n[last], dIn = ds[last], sIn = ss[last];
+  // 4o. leading broadcast dims over a dense destination: copy the inner block
+  // once, then replicate it inside the destination
+  if (rank >= 2 && ss[0] === 0 && dIn === 1 && isDense(n, ds)) {
+    const block = ds[0];
+    _copyStrided(dst, dOff, ds.slice(1), src, sOff, ss.slice(1), n.slice(1));
+    replicate(dst, dOff, block, block * n[0]);
+    return;
+  }
   // 4a. transposes: the source's smallest stride is on an outer dim
   if (dIn === 1 && len >= 8 && rank >= 2) {
     let k = -1;
@@ -125,7 +133,18 @@ export function _copyStrided(
     oss = ss.slice(0, last);
   // 4b. contiguous runs
   if (dIn === 1 && sIn === 1) {
-    if (len >= SET_MIN) {
+    if (
+      len >= SET_MIN && dst.buffer === src.buffer &&
+      dst.buffer.byteLength % dst.BYTES_PER_ELEMENT === 0
+    ) {
+      // one memory (such as a CpuHeap): memmove with no view per run
+      const whole = wholeOf(dst);
+      const dBase = dOff + dst.byteOffset / dst.BYTES_PER_ELEMENT;
+      const sBase = sOff + src.byteOffset / src.BYTES_PER_ELEMENT;
+      forEachOuter(outer, ods, oss, dBase, sBase, (d, s) => {
+        whole.copyWithin(d, s, s + len);
+      });
+    } else if (len >= SET_MIN) {
       forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
         dst.set(src.subarray(s, s + len), d);
       });
@@ -153,6 +172,49 @@ export function _copyStrided(
   forEachOuter(outer, ods, oss, dOff, sOff, (d, s) => {
     for (let j = 0; j < len; j++, d += dIn, s += sIn) dst[d] = src[s];
   });
+}
+
+/** Whether `ds` are the row-major strides of `n` (a dense block). */
+function isDense(n: number[], ds: number[]): boolean {
+  let acc = 1;
+  for (let i = n.length - 1; i >= 0; i--) {
+    if (ds[i] !== acc) return false;
+    acc *= n[i];
+  }
+  return true;
+}
+
+/** Largest replication chunk: big enough to amortise calls, small enough for L2. */
+const REPLICATE_CHUNK = 1 << 16;
+
+/**
+ * Fills `dst[at + block, at + total)` with copies of `dst[at, at + block)`:
+ * doubling up to a chunk that stays in cache, then chunk by chunk.
+ */
+function replicate(
+  dst: _BitArray,
+  at: number,
+  block: number,
+  total: number,
+): void {
+  let filled = block;
+  while (filled < total && filled < REPLICATE_CHUNK) {
+    const c = Math.min(filled, total - filled);
+    dst.copyWithin(at + filled, at, at + c);
+    filled += c;
+  }
+  const chunk = filled - (filled % block);
+  while (filled < total) {
+    const c = Math.min(chunk, total - filled);
+    dst.copyWithin(at + filled, at, at + c);
+    filled += c;
+  }
+}
+
+/** An array of the same type over the whole buffer of `array`. */
+function wholeOf(array: _BitArray): _BitArray {
+  const Ctor = array.constructor as new (buffer: ArrayBufferLike) => _BitArray;
+  return new Ctor(array.buffer);
 }
 
 function swap(list: number[], j: number): void {

@@ -1,0 +1,115 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { _copyStrided } from "./_strided_copy.ts";
+import { unravel } from "./_test_model.ts";
+
+const ARRAYS = [Uint8Array, Uint16Array, Int32Array, Float64Array] as const;
+
+/** A random strided source over a dense base: permute, step, broadcast. */
+const layoutArb = fc.record({
+  shape: fc.array(fc.integer({ min: 1, max: 70 }), {
+    minLength: 1,
+    maxLength: 4,
+  }),
+  perm: fc.nat(),
+  steps: fc.array(fc.integer({ min: -3, max: 3 }), {
+    minLength: 4,
+    maxLength: 4,
+  }),
+  broadcast: fc.nat(15),
+  sameBuffer: fc.boolean(),
+  type: fc.nat(3),
+}).filter((l) => l.shape.reduce((a, b) => a * b, 1) <= 40000);
+
+describe("_copyStrided", () => {
+  it("_copyStrided() matches a naive copy for permuted, stepped and broadcast layouts", () => {
+    fc.assert(
+      fc.property(layoutArb, (l) => {
+        const rank = l.shape.length;
+        const baseShape = l.shape;
+        const baseStrides = new Array<number>(rank);
+        let acc = 1;
+        for (let i = rank - 1; i >= 0; i--) {
+          baseStrides[i] = acc;
+          acc *= baseShape[i];
+        }
+        const total = acc;
+        // view: step each dim, then permute, then broadcast some size-1 dims
+        let shape: number[] = [], strides: number[] = [];
+        let offset = 0;
+        for (let i = 0; i < rank; i++) {
+          const step = l.steps[i] === 0 ? 1 : l.steps[i];
+          const n = baseShape[i];
+          const count = Math.ceil(n / Math.abs(step));
+          shape.push(count);
+          strides.push(baseStrides[i] * step);
+          if (step < 0) offset += (n - 1) * baseStrides[i];
+        }
+        const axes = shape.map((_, i) => i);
+        for (let i = axes.length - 1; i > 0; i--) {
+          const j = (l.perm + i * 13) % (i + 1);
+          [axes[i], axes[j]] = [axes[j], axes[i]];
+        }
+        shape = axes.map((a) => shape[a]);
+        strides = axes.map((a) => strides[a]);
+        for (let i = 0; i < rank; i++) {
+          if ((l.broadcast >> i) & 1) {
+            shape[i] = Math.min(shape[i] * 2, 80);
+            strides[i] = 0;
+          }
+        }
+        const Ctor = ARRAYS[l.type];
+        const count = shape.reduce((a, b) => a * b, 1);
+        const pad = 3;
+        let src: InstanceType<typeof Ctor>, dst: InstanceType<typeof Ctor>;
+        if (l.sameBuffer) {
+          const buffer = new ArrayBuffer(
+            (pad + total + pad + count) * Ctor.BYTES_PER_ELEMENT,
+          );
+          src = new Ctor(buffer, pad * Ctor.BYTES_PER_ELEMENT, total);
+          dst = new Ctor(
+            buffer,
+            (pad + total + pad) * Ctor.BYTES_PER_ELEMENT,
+            count,
+          );
+        } else {
+          src = new Ctor(total);
+          dst = new Ctor(count);
+        }
+        for (let i = 0; i < total; i++) src[i] = (i * 7 + 1) % 251;
+        const dStrides = new Array<number>(shape.length);
+        acc = 1;
+        for (let i = shape.length - 1; i >= 0; i--) {
+          dStrides[i] = acc;
+          acc *= shape[i];
+        }
+        _copyStrided(dst, 0, dStrides, src, offset, strides, shape);
+        for (let f = 0; f < count; f++) {
+          const idx = unravel(f, shape);
+          let at = offset;
+          for (let i = 0; i < idx.length; i++) at += idx[i] * strides[i];
+          if (dst[f] !== src[at]) {
+            assert.fail(
+              `element ${f} of shape [${shape}] strides [${strides}]: ${
+                dst[f]
+              } !== ${src[at]}`,
+            );
+          }
+        }
+        // strided destination: write back through the same layout into a copy
+        if (!strides.includes(0)) {
+          const back = new Ctor(total);
+          _copyStrided(back, offset, strides, dst, 0, dStrides, shape);
+          for (let f = 0; f < count; f++) {
+            const idx = unravel(f, shape);
+            let at = offset;
+            for (let i = 0; i < idx.length; i++) at += idx[i] * strides[i];
+            assert.equal(back[at], src[at]);
+          }
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -1,0 +1,357 @@
+/**
+ * Benchmarks of `Buffer.contiguous()` against `ndarray` + `ndarray-ops`
+ * (`assign`) and `@stdlib/ndarray-base-assign`, with two ceilings: one
+ * `Float32Array.prototype.set` of the same byte count (memcpy) and a plain JS
+ * copy loop. Every row copies the same view of the same f32 data in the same
+ * process; rows are measured interleaved, and the figure is the median of the
+ * rounds, as output GB/s (bytes of the packed result per second).
+ *
+ * Run: `deno run -A packages/storage/bench/run.ts [--quick]`.
+ *
+ * @module
+ */
+
+import type {
+  BenchOptions,
+  Row,
+  Scenario,
+} from "../../../scripts/bench/types.ts";
+import { createRequire } from "node:module";
+import ndarray from "ndarray";
+import ops from "ndarray-ops";
+import { Buffer, ManagedBufferPool, Storage } from "../mod.ts";
+
+type Assign = (arrays: unknown[]) => void;
+
+interface Case {
+  scenario: string;
+  /** Shape of the source storage, row-major. */
+  base: number[];
+  /** Makes the view from the base buffer. */
+  view: (b: Buffer<"f32">) => Buffer<"f32">;
+  /** Target kind. */
+  target: "peer" | "memcpy" | "none";
+}
+
+const CASES: Case[] = [
+  {
+    scenario: "transposed 1024×1024 f32 view",
+    base: [1024, 1024],
+    view: (b) => b.transpose(),
+    target: "peer",
+  },
+  {
+    scenario: "permuted 64×64×64 f32 view (axes [2, 1, 0])",
+    base: [64, 64, 64],
+    view: (b) => b.permute([2, 1, 0]),
+    target: "peer",
+  },
+  {
+    scenario: "permuted 64×64×64 f32 view (axes [1, 2, 0])",
+    base: [64, 64, 64],
+    view: (b) => b.permute([1, 2, 0]),
+    target: "peer",
+  },
+  {
+    scenario: "stepped slice [::2, ::2] of 1024×1024 f32",
+    base: [1024, 1024],
+    view: (b) => {
+      const v = b.view.slice(0, { step: 2 }).slice(1, { step: 2 });
+      return b.withView(v);
+    },
+    target: "none",
+  },
+  {
+    scenario: "broadcast 1024 → 1024×1024 f32 (stride 0 rows)",
+    base: [1024],
+    view: (b) => b.broadcastTo([1024, 1024]),
+    target: "memcpy",
+  },
+  {
+    scenario: "contiguous-row sub-view [128:896, 128:896] of 1024×1024 f32",
+    base: [1024, 1024],
+    view: (b) => {
+      const v = b.view.slice(0, { start: 128, stop: 896 }).slice(1, {
+        start: 128,
+        stop: 896,
+      });
+      return b.withView(v);
+    },
+    target: "memcpy",
+  },
+];
+
+async function loadStdlib(
+  quick: boolean,
+  progress: (m: string) => void,
+): Promise<Assign | string> {
+  const home = Deno.env.get("XDG_CACHE_HOME") ??
+    `${Deno.env.get("HOME") ?? "/tmp"}/.cache`;
+  const dir = `${home}/allot/storage-bench-peers`;
+  const entry = `${dir}/node_modules/@stdlib/ndarray-base-assign/lib/index.js`;
+  const exists = async (p: string) => {
+    try {
+      await Deno.stat(p);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!(await exists(entry))) {
+    if (quick) return "not installed (quick run skips the npm install)";
+    progress(`installing @stdlib/ndarray-base-assign with npm into ${dir}`);
+    await Deno.mkdir(dir, { recursive: true });
+    await Deno.copyFile(
+      new URL("./peers.json", import.meta.url),
+      `${dir}/package.json`,
+    );
+    try {
+      const out = await new Deno.Command("npm", {
+        args: ["install", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd: dir,
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      if (!out.success) {
+        return `npm install failed: ${
+          new TextDecoder().decode(out.stderr).slice(0, 200)
+        }`;
+      }
+    } catch (error) {
+      return `npm not available: ${error}`;
+    }
+  }
+  return createRequire(import.meta.url)(entry) as Assign;
+}
+
+function stdlibArray(
+  data: Float32Array,
+  shape: number[],
+  strides: number[],
+  offset: number,
+) {
+  return { dtype: "float32", data, shape, strides, offset, order: "row-major" };
+}
+
+/** Median seconds per call of each function, measured round-robin. */
+function measure(
+  fns: (() => void)[],
+  minSeconds: number,
+  rounds: number,
+): number[] {
+  const reps = fns.map((f) => {
+    f();
+    let n = 1;
+    for (;;) {
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) f();
+      const s = (performance.now() - t0) / 1000;
+      if (s >= minSeconds) return n;
+      n *= 2;
+    }
+  });
+  const samples = fns.map(() => [] as number[]);
+  for (let r = 0; r < rounds; r++) {
+    fns.forEach((f, i) => {
+      const t0 = performance.now();
+      for (let k = 0; k < reps[i]; k++) f();
+      samples[i].push((performance.now() - t0) / 1000 / reps[i]);
+    });
+  }
+  return samples.map((s) => s.sort((a, b) => a - b)[s.length >> 1]);
+}
+
+/**
+ * Runs every scenario.
+ *
+ * @param options `quick` for a CI smoke run.
+ * @returns One scenario per view.
+ */
+export async function run(options: BenchOptions): Promise<Scenario[]> {
+  const progress = options.progress ?? (() => {});
+  const stdlib = await loadStdlib(options.quick, progress);
+  const minSeconds = options.quick ? 0.005 : 0.05;
+  const rounds = options.quick ? 3 : 9;
+  const results: Scenario[] = [];
+  for (const c of CASES) {
+    progress(c.scenario);
+    const count = c.base.reduce((a, b) => a * b, 1);
+    const data = Float32Array.from({ length: count }, (_, i) => i % 1000);
+    const pool = new ManagedBufferPool(
+      Storage.allocate(0).target.allocator,
+    );
+    const base = pool.alloc("f32", c.base);
+    (base.storage.bytes() as Uint8Array).set(new Uint8Array(data.buffer));
+    const view = c.view(base);
+    const src = new Float32Array(
+      base.storage.bytes().buffer,
+      base.storage.data.byteOffset,
+      count,
+    );
+    const n = view.length, bytes = n * 4;
+    const out = Buffer.empty("f32", view.shape);
+    const outData = out.toData().fill(0) && new Float32Array(
+      out.storage.bytes().buffer,
+      out.storage.data.byteOffset,
+      n,
+    );
+    const expected = view.toData();
+
+    const nd = ndarray(src, view.shape, view.strides, view.offset);
+    const ndOut = ndarray(outData, view.shape);
+    const sdIn = stdlibArray(src, view.shape, view.strides, view.offset);
+    const sdOut = stdlibArray(
+      outData,
+      view.shape,
+      view.shape.map((_, i) =>
+        view.shape.slice(i + 1).reduce((a, b) => a * b, 1)
+      ),
+      0,
+    );
+    const memSrc = new Float32Array(n), memDst = new Float32Array(n);
+    const check = (name: string) => {
+      for (let i = 0; i < n; i++) {
+        if (outData[i] !== expected[i]) {
+          throw new Error(`${name} gave a wrong element ${i} in ${c.scenario}`);
+        }
+      }
+      outData.fill(-1);
+    };
+
+    const rows: {
+      name: string;
+      fn: () => void;
+      ours?: boolean;
+      note?: string;
+    }[] = [
+      {
+        name: "allot contiguous()",
+        ours: true,
+        note: "output from a ManagedBufferPool; includes acquire and release",
+        fn: () => view.contiguous().release(),
+      },
+      {
+        name: "allot copyFrom()",
+        note: "into a preallocated contiguous buffer",
+        fn: () => out.copyFrom(view),
+      },
+      { name: "ndarray-ops assign", fn: () => ops.assign(ndOut, nd) },
+    ];
+    if (typeof stdlib !== "string") {
+      rows.push({
+        name: "@stdlib/ndarray-base-assign",
+        fn: () => stdlib([sdIn, sdOut]),
+      });
+    }
+    rows.push(
+      {
+        name: "Float32Array.set (memcpy ceiling)",
+        note: `${bytes} contiguous bytes`,
+        fn: () => memDst.set(memSrc),
+      },
+      {
+        name: "plain JS copy loop (ceiling)",
+        note: `${n} contiguous f32`,
+        fn: () => {
+          for (let i = 0; i < n; i++) memDst[i] = memSrc[i];
+        },
+      },
+    );
+    // correctness of every strided row before timing
+    const packed = view.contiguous();
+    if (packed.toData().some((x, i) => x !== expected[i])) {
+      throw new Error(`allot contiguous() is wrong in ${c.scenario}`);
+    }
+    packed.release();
+    for (const r of rows.slice(1)) {
+      if (r.name.includes("ceiling")) continue;
+      r.fn();
+      check(r.name);
+    }
+    const seconds = measure(rows.map((r) => r.fn), minSeconds, rounds);
+    const gbps = seconds.map((s) => bytes / s / 1e9);
+    const table: Row[] = rows.map((r, i) => ({
+      name: r.name,
+      value: Number(gbps[i].toFixed(2)),
+      ...(r.ours ? { ours: true } : {}),
+      ...(r.note ? { note: r.note } : {}),
+    }));
+    const ours = gbps[0];
+    const peer = (name: string) => gbps[rows.findIndex((r) => r.name === name)];
+    const peers = rows
+      .map((r, i) => ({ r, v: gbps[i] }))
+      .filter(({ r }) =>
+        r.name.startsWith("ndarray") || r.name.startsWith("@stdlib")
+      );
+    const fastest = peers.reduce((a, b) => (b.v > a.v ? b : a));
+    const ratios = [
+      {
+        label: `allot / faster peer (${fastest.r.name})`,
+        value: Number((ours / fastest.v).toFixed(2)),
+        ...(c.target === "peer"
+          ? { target: ">= 2.5", met: ours / fastest.v >= 2.5 }
+          : {}),
+      },
+      {
+        label: "allot / memcpy",
+        value: Number(
+          (ours / peer("Float32Array.set (memcpy ceiling)")).toFixed(2),
+        ),
+        ...(c.target === "memcpy"
+          ? {
+            target: ">= 0.9",
+            met: ours / peer("Float32Array.set (memcpy ceiling)") >= 0.9,
+          }
+          : {}),
+      },
+      {
+        label: "allot / plain JS copy loop",
+        value: Number((ours / peer("plain JS copy loop (ceiling)")).toFixed(2)),
+      },
+    ];
+    const notes: string[] = [];
+    if (typeof stdlib === "string") {
+      notes.push(`@stdlib/ndarray-base-assign: ${stdlib}`);
+    }
+    results.push({
+      package: "storage",
+      scenario: c.scenario,
+      unit: "GB/s",
+      higherIsBetter: true,
+      rows: table,
+      ratios,
+      notes,
+    });
+    view.release();
+    base.release();
+    out.release();
+    pool.dispose();
+  }
+  return results;
+}
+
+function print(scenarios: Scenario[]): void {
+  for (const s of scenarios) {
+    console.log(`\n${s.scenario} (${s.unit})`);
+    for (const r of s.rows) {
+      console.log(
+        `  ${r.ours ? "*" : " "} ${r.name.padEnd(36)} ${
+          r.value.toFixed(2).padStart(7)
+        }${r.note ? `  (${r.note})` : ""}`,
+      );
+    }
+    for (const r of s.ratios ?? []) {
+      console.log(
+        `    ${r.label}: ${r.value.toFixed(2)}${
+          r.target ? ` (target ${r.target}: ${r.met ? "met" : "NOT met"})` : ""
+        }`,
+      );
+    }
+    for (const n of s.notes ?? []) console.log(`    note: ${n}`);
+  }
+}
+
+if (import.meta.main) {
+  const quick = Deno.args.includes("--quick");
+  print(await run({ quick, progress: (m) => console.error(`# ${m}`) }));
+}
