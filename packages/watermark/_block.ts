@@ -29,8 +29,11 @@ export class _Block<M = unknown> {
   state: _BlockState = "active";
   /** Fences of work that uses the buffer; pruned when they complete. */
   fences: Fence[] = [];
-  /** Allocations of the pool since this buffer became cached (its age). */
-  gcCount = 0;
+  /**
+   * The pool's epoch when the buffer became cached; its age (MPS's
+   * `gc_count`) is the pool's epoch minus this.
+   */
+  cachedEpoch = 0;
   /** How many times the buffer was handed out. */
   useCount = 0;
   /** The live handle while the buffer is in use. */

@@ -95,6 +95,10 @@ export class _Handle<M> implements WatermarkBuffer<M> {
     this.#owner.free(this);
   }
 
+  belongsTo(owner: _Owner<M>): boolean {
+    return this.#owner === owner;
+  }
+
   [Symbol.dispose](): void {
     this.#owner.free(this);
   }

@@ -87,12 +87,13 @@ export class _Heap<M = unknown> {
     if (best < 0) return -1;
     const range = this.#free[best];
     const offset = range.offset;
+    const wasLargest = range.byteLength === this.#largestFree;
     if (range.byteLength === byteLength) this.#free.splice(best, 1);
     else {
       range.offset += byteLength;
       range.byteLength -= byteLength;
     }
-    this.#updateLargest();
+    if (wasLargest) this.#updateLargest();
     return offset;
   }
 
@@ -107,19 +108,25 @@ export class _Heap<M = unknown> {
     }
     const prev = lo > 0 ? free[lo - 1] : undefined;
     const next = lo < free.length ? free[lo] : undefined;
+    let merged: _Range;
     if (prev && prev.offset + prev.byteLength === offset) {
       prev.byteLength += byteLength;
       if (next && offset + byteLength === next.offset) {
         prev.byteLength += next.byteLength;
         free.splice(lo, 1);
       }
+      merged = prev;
     } else if (next && offset + byteLength === next.offset) {
       next.offset = offset;
       next.byteLength += byteLength;
+      merged = next;
     } else {
-      free.splice(lo, 0, { offset, byteLength });
+      merged = { offset, byteLength };
+      free.splice(lo, 0, merged);
     }
-    this.#updateLargest();
+    if (merged.byteLength > this.#largestFree) {
+      this.#largestFree = merged.byteLength;
+    }
   }
 
   #updateLargest(): void {

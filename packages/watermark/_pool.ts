@@ -30,6 +30,8 @@ export class _Pool<M = unknown> {
   allocatedBytes = 0;
   /** Bytes of cached buffers. */
   availableBytes = 0;
+  /** Requests that looked for a cached buffer (large pools): the clock of buffer ages. */
+  epoch = 0;
 
   constructor(kind: PoolKind, small: boolean) {
     this.kind = kind;

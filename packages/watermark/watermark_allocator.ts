@@ -445,7 +445,7 @@ export class WatermarkAllocator<M = unknown>
   };
   #poolList: _Pool<M>[];
   #live = new Map<_Handle<M>, _Block<M>>();
-  #known = new WeakSet<object>();
+  #pendingCount = 0;
   #callbacks: BufferCallback[] = [];
   #owner: _Owner<M>;
   #allocated = new Stat();
@@ -883,12 +883,14 @@ export class WatermarkAllocator<M = unknown>
         }
       }
       if (fences.length > 0) {
-        this.#log(
-          DebugVerbosity.profiling,
-          undefined,
-          () =>
-            `Waiting for ${fences.length} fences before releasing every cached buffer`,
-        );
+        if (this.#verbosity !== 0) {
+          this.#log(
+            DebugVerbosity.profiling,
+            undefined,
+            () =>
+              `Waiting for ${fences.length} fences before releasing every cached buffer`,
+          );
+        }
         await Promise.all(fences.map((f) => f.wait().catch(() => {})));
       }
       this.freeInactiveBuffers();
@@ -1146,30 +1148,33 @@ export class WatermarkAllocator<M = unknown>
         requested,
       );
     }
-    this.#known.add(handle);
     if (recycled) {
       this.#numRecycles++;
-      this.#log(
-        DebugVerbosity.recycles,
-        pool,
-        () =>
-          `Reusing ${pool.kind} buffer #${block.id} of size ${
-            formatBytes(block.byteLength)
-          } (requested: ${formatBytes(requested)}, use#: ${block.useCount})`,
-      );
+      if (this.#verbosity !== 0) {
+        this.#log(
+          DebugVerbosity.recycles,
+          pool,
+          () =>
+            `Reusing ${pool.kind} buffer #${block.id} of size ${
+              formatBytes(block.byteLength)
+            } (requested: ${formatBytes(requested)}, use#: ${block.useCount})`,
+        );
+      }
       this.#emit("recycled", block, pool, block.byteLength);
     } else {
       this.#numAllocations++;
-      this.#log(
-        DebugVerbosity.allocations,
-        pool,
-        () =>
-          `Allocated ${pool.kind} buffer #${block.id} of size ${
-            formatBytes(block.byteLength)
-          } from heap #${block.heap.id} (requested: ${
-            formatBytes(requested)
-          }, total: ${formatBytes(this.#reserved.current)})`,
-      );
+      if (this.#verbosity !== 0) {
+        this.#log(
+          DebugVerbosity.allocations,
+          pool,
+          () =>
+            `Allocated ${pool.kind} buffer #${block.id} of size ${
+              formatBytes(block.byteLength)
+            } from heap #${block.heap.id} (requested: ${
+              formatBytes(requested)
+            }, total: ${formatBytes(this.#reserved.current)})`,
+        );
+      }
       this.#emit("allocated", block, pool, block.byteLength);
     }
     return block;
@@ -1179,7 +1184,7 @@ export class WatermarkAllocator<M = unknown>
     const pool = params.pool;
     const available = pool.available;
     if (this.#lowRatio > 0 && !pool.small) {
-      for (const b of available) b.gcCount++;
+      pool.epoch++; // ages every cached buffer of the pool by one
     }
     const i = pool.lowerBound(params.size);
     if (i >= available.length) return undefined;
@@ -1198,7 +1203,6 @@ export class WatermarkAllocator<M = unknown>
       return undefined;
     }
     pool.removeAvailable(block);
-    block.gcCount = 0;
     return block;
   }
 
@@ -1261,16 +1265,18 @@ export class WatermarkAllocator<M = unknown>
       pool.heaps.add(heap);
       this.#reserved.increase(byteLength);
       this.#heapCount.increase(1);
-      this.#log(
-        DebugVerbosity.allocations,
-        pool,
-        () =>
-          `Allocated ${pool.name} heap #${heap.id} of size ${
-            formatBytes(byteLength)
-          } (#heaps: ${pool.heaps.size}, driver allocated: ${
-            formatBytes(this.driverAllocatedBytes)
-          })`,
-      );
+      if (this.#verbosity !== 0) {
+        this.#log(
+          DebugVerbosity.allocations,
+          pool,
+          () =>
+            `Allocated ${pool.name} heap #${heap.id} of size ${
+              formatBytes(byteLength)
+            } (#heaps: ${pool.heaps.size}, driver allocated: ${
+              formatBytes(this.driverAllocatedBytes)
+            })`,
+        );
+      }
       return heap;
     }
     return undefined;
@@ -1345,13 +1351,14 @@ export class WatermarkAllocator<M = unknown>
     else {
       block.state = "pending-free";
       block.heap.pool.pendingFree.add(block);
+      this.#pendingCount++;
     }
   }
 
   #makeCached(block: _Block<M>): void {
     const pool = block.heap.pool;
     block.state = "cached";
-    block.gcCount = 0;
+    block.cachedEpoch = pool.epoch;
     block.fences = [];
     pool.addAvailable(block);
     this.#allocated.decrease(block.byteLength);
@@ -1374,12 +1381,14 @@ export class WatermarkAllocator<M = unknown>
    * @returns The number of buffers that returned to their pools.
    */
   freeInactiveBuffers(): number {
+    if (this.#pendingCount === 0) return 0;
     let count = 0;
     for (const pool of this.#poolList) {
       if (pool.pendingFree.size === 0) continue;
       for (const block of [...pool.pendingFree]) {
         if (block.idle()) {
           pool.pendingFree.delete(block);
+          this.#pendingCount--;
           this.#makeCached(block);
           count++;
         }
@@ -1423,14 +1432,18 @@ export class WatermarkAllocator<M = unknown>
     heap.give(block.offset, block.byteLength);
     pool.allocatedBytes -= block.byteLength;
     this.#numReleases++;
-    this.#log(
-      DebugVerbosity.releases,
-      pool,
-      () =>
-        `Released buffer #${block.id} of size ${
-          formatBytes(block.byteLength)
-        } from heap #${heap.id} (${reason}, use#: ${block.useCount}, gc#: ${block.gcCount})`,
-    );
+    if (this.#verbosity !== 0) {
+      this.#log(
+        DebugVerbosity.releases,
+        pool,
+        () =>
+          `Released buffer #${block.id} of size ${
+            formatBytes(block.byteLength)
+          } from heap #${heap.id} (${reason}, use#: ${block.useCount}, gc#: ${
+            pool.epoch - block.cachedEpoch
+          })`,
+      );
+    }
     this.#emit("released", block, pool, block.byteLength, reason);
     if (removeEmptyHeap && heap.blocks.size === 0) this.#releaseHeap(heap);
   }
@@ -1450,14 +1463,16 @@ export class WatermarkAllocator<M = unknown>
     if (this.#history !== null) {
       this.#record("segment_free", heap.address, heap.byteLength, 0);
     }
-    this.#log(
-      DebugVerbosity.releases,
-      heap.pool,
-      () =>
-        `Released heap #${heap.id} of size ${
-          formatBytes(heap.byteLength)
-        } (driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
-    );
+    if (this.#verbosity !== 0) {
+      this.#log(
+        DebugVerbosity.releases,
+        heap.pool,
+        () =>
+          `Released heap #${heap.id} of size ${
+            formatBytes(heap.byteLength)
+          } (driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
+      );
+    }
   }
 
   #releaseAvailableCached(params: _Params<M>): boolean {
@@ -1479,14 +1494,16 @@ export class WatermarkAllocator<M = unknown>
   }
 
   #releaseCachedBuffers(reason: ReleaseReason): void {
-    this.#log(
-      DebugVerbosity.profiling,
-      undefined,
-      () =>
-        `Releasing cached buffers (allocated: ${
-          formatBytes(this.#reserved.current)
-        }, driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
-    );
+    if (this.#verbosity !== 0) {
+      this.#log(
+        DebugVerbosity.profiling,
+        undefined,
+        () =>
+          `Releasing cached buffers (allocated: ${
+            formatBytes(this.#reserved.current)
+          }, driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
+      );
+    }
     for (const pool of this.#poolList) {
       while (pool.available.length > 0) {
         this.#releaseBlock(
@@ -1509,7 +1526,8 @@ export class WatermarkAllocator<M = unknown>
     let totalAge = 0;
     let freeable = pool.available.length;
     if (freeable === 0) return;
-    for (const b of pool.available) totalAge += b.gcCount;
+    const epoch = pool.epoch;
+    for (const b of pool.available) totalAge += epoch - b.cachedEpoch;
     this.#numGc++;
     let reclaimed = 0;
     let freedCount = 0;
@@ -1519,10 +1537,11 @@ export class WatermarkAllocator<M = unknown>
       freed = false;
       for (const block of [...pool.available]) {
         if (reclaimed >= target) break;
-        if (block.gcCount >= threshold) {
+        const age = epoch - block.cachedEpoch;
+        if (age >= threshold) {
           freed = true;
           reclaimed += block.byteLength;
-          totalAge -= block.gcCount;
+          totalAge -= age;
           freeable--;
           freedCount++;
           this.#releaseBlock(block, true, "garbage-collection");
@@ -1530,14 +1549,16 @@ export class WatermarkAllocator<M = unknown>
       }
     }
     this.#numGcReleased += freedCount;
-    this.#log(
-      DebugVerbosity.releases,
-      pool,
-      () =>
-        `Garbage collected ${freedCount} buffers from the ${pool.name} pool (reclaimed: ${
-          formatBytes(reclaimed)
-        }, #cached: ${pool.available.length})`,
-    );
+    if (this.#verbosity !== 0) {
+      this.#log(
+        DebugVerbosity.releases,
+        pool,
+        () =>
+          `Garbage collected ${freedCount} buffers from the ${pool.name} pool (reclaimed: ${
+            formatBytes(reclaimed)
+          }, #cached: ${pool.available.length})`,
+      );
+    }
   }
 
   // ---------------------------------------------------------------- events
@@ -1623,7 +1644,7 @@ export class WatermarkAllocator<M = unknown>
   #blockOf(buffer: WatermarkBuffer<M>, what: string): _Block<M> {
     const block = this.#live.get(buffer as _Handle<M>);
     if (block !== undefined) return block;
-    if (this.#known.has(buffer as object)) {
+    if (buffer instanceof _Handle && buffer.belongsTo(this.#owner)) {
       if (what === "free") {
         throw new DoubleFreeError(
           `Cannot free buffer #${buffer.id}: it was already released`,

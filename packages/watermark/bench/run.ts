@@ -139,7 +139,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   const scenarios: Scenario[] = [];
   const runs = quick ? 1 : 3;
   for (const trace of traces) {
-    for (const headroom of [1.25, 1.1]) {
+    for (const headroom of [1.5, 1.25, 1.1]) {
       options.progress?.(`watermark: ${trace.name}, capacity ${headroom}x`);
       const capacity = Math.ceil(trace.peakRequestedBytes * headroom / 4096) *
         4096;
