@@ -1195,9 +1195,16 @@ export class WatermarkAllocator<M = unknown>
     if (block.byteLength > params.size + slack) {
       // Keep using heap capacity: a heap with room gets a new buffer;
       // otherwise the idle oversize buffer is released to make room in its
-      // heap for the smaller one.
+      // heap for the smaller one. A heap of its own is released with it
+      // under pressure, or when the request belongs in a shared heap, so
+      // that small buffers do not pin a big heap.
       if (pool.findHeap(params.size) === undefined) {
-        this.#releaseBlock(block, false, "oversize");
+        const own = !block.heap.isSplit;
+        this.#releaseBlock(
+          block,
+          own && (params.pressure || params.size < this.#minLarge),
+          "oversize",
+        );
         params.pressure = false;
       }
       return undefined;

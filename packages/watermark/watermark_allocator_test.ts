@@ -166,6 +166,23 @@ describe("WatermarkAllocator heaps and pools", () => {
     assert.equal(small.heapId, bigHeap); // reused the heap space
   });
 
+  it("WatermarkAllocator releases an own heap with its oversize buffer rather than pin it with a small one", () => {
+    const { device, allocator, events } = setup(4 * MiB, {
+      lowWatermarkRatio: 0,
+      maxSlackBytes: 2 * KiB,
+    });
+    const big = allocator.allocateBuffer(600 * KiB); // a heap of its own
+    const bigHeap = big.heapId;
+    big.release();
+    const small = allocator.allocateBuffer(5 * KiB); // belongs in a 32 KiB heap
+    assert.notEqual(small.heapId, bigHeap);
+    assert.equal(device.reservedBytes, 32 * KiB);
+    assert.deepEqual(
+      events.slice(-2).map((e) => e.reason ?? e.type),
+      ["oversize", "allocated"],
+    );
+  });
+
   it("WatermarkAllocator narrows the reuse slack under memory pressure", () => {
     const run = (lowWatermarkRatio: number) => {
       const { allocator, events } = setup(MiB, {
