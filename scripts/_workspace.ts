@@ -77,16 +77,22 @@ export interface ExecOptions {
   cwd?: string;
   /** Extra environment variables. @default {} */
   env?: Record<string, string>;
-  /** Capture stdout and return it instead of printing it. @default false */
-  capture?: boolean;
+  /**
+   * `"stdout"`: return stdout (stderr still shows). `"all"`: return stdout
+   * and stderr together and show neither; a failure's error message then
+   * carries the output.
+   *
+   * @default undefined (both shown)
+   */
+  capture?: "stdout" | "all";
 }
 
 /**
- * Runs a command with inherited stderr and throws when it fails.
+ * Runs a command and throws when it fails.
  *
  * @param command The program followed by its arguments.
  * @param options Working directory, environment, capture.
- * @returns Captured stdout when `capture` is set, otherwise `""`.
+ * @returns Captured output when `capture` is set, otherwise `""`.
  * @throws {Error} When the command exits non-zero.
  */
 export async function exec(
@@ -104,14 +110,50 @@ export async function exec(
     cwd,
     env: options.env,
     stdout: options.capture ? "piped" : "inherit",
-    stderr: "inherit",
+    stderr: options.capture === "all" ? "piped" : "inherit",
   }).output();
+  const decoder = new TextDecoder();
+  const output = options.capture === "all"
+    ? decoder.decode(result.stdout) + decoder.decode(result.stderr)
+    : options.capture
+    ? decoder.decode(result.stdout)
+    : "";
   if (result.code !== 0) {
+    const shown = options.capture === "all" ? `\n${output.trimEnd()}` : "";
     throw new Error(
-      `Command failed with exit code ${result.code}: ${command.join(" ")}`,
+      `Command failed with exit code ${result.code}: ${
+        command.join(" ")
+      }${shown}`,
     );
   }
-  return options.capture ? new TextDecoder().decode(result.stdout) : "";
+  return output;
+}
+
+/**
+ * Runs `task` over `items`, as many at once as the machine has cores;
+ * results keep the order of `items`.
+ *
+ * @param items The inputs.
+ * @param task What to do with one input.
+ * @returns The results.
+ */
+export async function mapConcurrent<T, R>(
+  items: readonly T[],
+  task: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const limit = navigator.hardwareConcurrency;
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await task(items[i]);
+    }
+  };
+  await Promise.all(
+    Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker),
+  );
+  return results;
 }
 
 /**

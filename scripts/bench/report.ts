@@ -200,7 +200,9 @@ export function renderScenario(scenario: Scenario): string {
       ),
     );
   }
-  for (const note of scenario.notes ?? []) out.push("", `- ${note}`);
+  if (scenario.notes?.length) {
+    out.push("", ...scenario.notes.map((note) => `- ${note}`));
+  }
   return out.join("\n");
 }
 
@@ -224,6 +226,13 @@ export function renderReport(report: BenchReport): string {
     "Every peer runs in the same process on the same input; ratios are",
     "oriented so that greater is better for allot.",
   ];
+  if (env.mode === "quick") {
+    out.push(
+      "",
+      "This is a quick run (small inputs, few iterations): a smoke test of the",
+      "benchmarks, not figures to compare. `deno task bench` makes the full one.",
+    );
+  }
   const ratios = report.scenarios.flatMap((s) =>
     (s.ratios ?? []).filter((r) => r.met !== undefined).map((r) => ({
       ...r,

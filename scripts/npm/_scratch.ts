@@ -56,7 +56,7 @@ export async function installScratch(): Promise<string> {
       "--pack-destination",
       "./packs",
       "--loglevel=error",
-    ], { cwd: scratchDir, capture: true });
+    ], { cwd: scratchDir, capture: "stdout" });
     const tarball = out.trim().split("\n").pop()!;
     const name = JSON.parse(
       await Deno.readTextFile(`${outDir}${pkg}/package.json`),

@@ -22,7 +22,14 @@
  */
 
 import { createRequire } from "node:module";
-import { abs, exec, type Member, members, root } from "../_workspace.ts";
+import {
+  abs,
+  exec,
+  mapConcurrent,
+  type Member,
+  members,
+  root,
+} from "../_workspace.ts";
 import { bin, ensureTools, pinnedVersion, toolsDir } from "./_tools.ts";
 
 /** Where the built packages go (ignored by git and by Deno). */
@@ -142,8 +149,12 @@ async function readOptional(path: string): Promise<string | undefined> {
  * @param all Every member, to resolve sibling dependencies.
  * @returns Problems that make the build unfit to publish (empty when fine).
  */
-async function buildMember(member: Member, all: Member[]): Promise<string[]> {
+async function buildMember(
+  member: Member,
+  all: Member[],
+): Promise<{ problems: string[]; notes: string[] }> {
   const problems: string[] = [];
+  const notes: string[] = [];
   const dir = packageDir(member);
   const tarball = `${outDir}${member.pkg}.deno-pack.tgz`;
   await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -156,7 +167,7 @@ async function buildMember(member: Member, all: Member[]): Promise<string[]> {
     "--quiet",
     "--output",
     tarball,
-  ], { cwd: member.dir });
+  ], { cwd: member.dir, capture: "all" });
   await exec(["tar", "-xzf", tarball, "-C", dir, "--strip-components=1"]);
   await Deno.remove(tarball);
 
@@ -258,7 +269,7 @@ async function buildMember(member: Member, all: Member[]): Promise<string[]> {
     manifestPath,
     JSON.stringify(ordered, null, 2) + "\n",
   );
-  return problems;
+  return { problems, notes };
 }
 
 /**
@@ -302,22 +313,18 @@ async function lint(member: Member): Promise<string[]> {
   for (
     const command of [
       [bin("publint"), "--strict", dir],
-      [
-        bin("attw"),
-        "--pack",
-        dir,
-        "--profile",
-        "esm-only",
-        "--format",
-        "table-flipped",
-      ],
+      [bin("attw"), "--pack", dir, "--profile", "esm-only"],
     ]
   ) {
+    const tool = command[0].split("/").pop();
     try {
-      const tool = command[0].split("/").pop();
-      console.log(`npm: ${tool} ${member.config.name}`);
-      await exec(command, { env: { NO_COLOR: "1", FORCE_COLOR: "0" } });
+      await exec(command, {
+        env: { NO_COLOR: "1", FORCE_COLOR: "0" },
+        capture: "all",
+      });
+      console.log(`npm: ${tool} ${member.config.name}: clean`);
     } catch (error) {
+      console.log(`npm: ${tool} ${member.config.name}: FAILED`);
       failures.push(`${member.config.name}: ${(error as Error).message}`);
     }
   }
@@ -333,15 +340,20 @@ if (import.meta.main) {
   await Deno.mkdir(outDir, { recursive: true });
   const problems: string[] = [];
   const failed = new Set<Member>();
-  for (const member of chosen) {
-    console.log(`npm: building ${member.config.name} -> npm/${member.pkg}/`);
+  await mapConcurrent(chosen, async (member) => {
     try {
-      problems.push(...await buildMember(member, all));
+      const result = await buildMember(member, all);
+      problems.push(...result.problems);
+      const notes = result.notes.map((n) => `\n  note: ${n}`).join("");
+      console.log(
+        `npm: built ${member.config.name} -> npm/${member.pkg}/${notes}`,
+      );
     } catch (error) {
+      console.log(`npm: ${member.config.name}: build FAILED`);
       problems.push(`${member.config.name}: ${(error as Error).message}`);
       failed.add(member);
     }
-  }
+  });
   // Remove packages whose member has gone.
   for await (const entry of Deno.readDir(outDir)) {
     if (entry.isDirectory && !all.some((m) => m.pkg === entry.name)) {
@@ -355,11 +367,13 @@ if (import.meta.main) {
     problems.push((error as Error).message);
   }
   if (!noLint) {
-    for (const member of built) problems.push(...await lint(member));
+    for (const failures of await mapConcurrent(built, lint)) {
+      problems.push(...failures);
+    }
   }
   if (problems.length) {
     console.error(`npm: ${problems.length} problem(s):`);
-    for (const p of problems) console.error(`  - ${p}`);
+    for (const p of problems.sort()) console.error(`  - ${p}`);
     Deno.exit(1);
   }
   console.log(
