@@ -167,9 +167,9 @@ export interface AllocateOptions {
   stream?: Stream;
 }
 
-let blockOf: <M>(handle: CachedBlock<M>) => _Block<M> | null;
+/** The block of a handle (`null` once released), or `undefined` for a non-handle. */
+let blockOf: <M>(handle: CachedBlock<M>) => _Block<M> | null | undefined;
 let detach: <M>(handle: CachedBlock<M>) => void;
-let isHandle: (value: unknown) => boolean;
 
 /**
  * An owning handle to a block of a {@linkcode CachingAllocator}: a place in a
@@ -204,12 +204,11 @@ export class CachedBlock<M = unknown> {
   #stream: Stream;
 
   static {
-    blockOf = <M>(h: CachedBlock<M>): _Block<M> | null => h.#block;
+    blockOf = <M>(h: CachedBlock<M>): _Block<M> | null | undefined =>
+      typeof h === "object" && h !== null && #block in h ? h.#block : undefined;
     detach = <M>(h: CachedBlock<M>): void => {
       h.#block = null;
     };
-    isHandle = (value: unknown): boolean =>
-      typeof value === "object" && value !== null && #block in value;
   }
 
   /**
@@ -412,6 +411,59 @@ function down(s: Float64Array, stat: number, pool: number, d: number): void {
 function change(s: Float64Array, stat: number, pool: number, d: number): void {
   if (d > 0) up(s, stat, pool, d);
   else if (d < 0) down(s, stat, pool, -d);
+}
+
+// The hot paths update several figures in one call: calls are what costs.
+function bumpUp(s: Float64Array, i: number, d: number): void {
+  const c = s[i] + d;
+  s[i] = c;
+  s[i + 2] += d;
+  if (c > s[i + 1]) s[i + 1] = c;
+}
+
+function bumpDown(s: Float64Array, i: number, d: number): void {
+  s[i] -= d;
+  s[i + 3] += d;
+}
+
+/** A block handed out: allocation, active, allocated, active and requested bytes. */
+function statsAllocated(
+  s: Float64Array,
+  pool: number,
+  bytes: number,
+  requested: number,
+): void {
+  const o = pool * 4;
+  bumpUp(s, ALLOCATION * 12, 1);
+  bumpUp(s, ALLOCATION * 12 + o, 1);
+  bumpUp(s, ACTIVE * 12, 1);
+  bumpUp(s, ACTIVE * 12 + o, 1);
+  bumpUp(s, ALLOCATED_BYTES * 12, bytes);
+  bumpUp(s, ALLOCATED_BYTES * 12 + o, bytes);
+  bumpUp(s, ACTIVE_BYTES * 12, bytes);
+  bumpUp(s, ACTIVE_BYTES * 12 + o, bytes);
+  bumpUp(s, REQUESTED_BYTES * 12, requested);
+  bumpUp(s, REQUESTED_BYTES * 12 + o, requested);
+}
+
+/** A block back in the pool: active, active and requested bytes, and the change in split fragments. */
+function statsInactive(
+  s: Float64Array,
+  pool: number,
+  bytes: number,
+  requested: number,
+  splitBlocks: number,
+  splitBytes: number,
+): void {
+  const o = pool * 4;
+  bumpDown(s, ACTIVE * 12, 1);
+  bumpDown(s, ACTIVE * 12 + o, 1);
+  bumpDown(s, ACTIVE_BYTES * 12, bytes);
+  bumpDown(s, ACTIVE_BYTES * 12 + o, bytes);
+  bumpDown(s, REQUESTED_BYTES * 12, requested);
+  bumpDown(s, REQUESTED_BYTES * 12 + o, requested);
+  if (splitBlocks !== 0) change(s, INACTIVE_SPLIT, pool, splitBlocks);
+  if (splitBytes !== 0) change(s, INACTIVE_SPLIT_BYTES, pool, splitBytes);
 }
 
 function statValues(s: Float64Array, stat: number, pool: number): StatValues {
@@ -726,8 +778,18 @@ export class CachingAllocator<M = unknown> {
    * @throws {SegmentSourceError} When the device threw.
    */
   allocate(byteLength: number, options?: AllocateOptions): CachedBlock<M> {
-    const size = this.roundSize(byteLength);
-    const stream = this.#checkStream(options?.stream);
+    let size: number;
+    const g = this.minBlockByteLength;
+    if (
+      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
+      byteLength >= 0 && byteLength <= this.maxBlockByteLength
+    ) {
+      // The common case of roundSize(), without calls.
+      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
+    } else size = this.roundSize(byteLength);
+    const stream = options === undefined || options.stream === undefined
+      ? DEFAULT_STREAM
+      : this.#checkStream(options.stream);
     if (this.#pending.length > 0) this.#processEvents();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
@@ -796,12 +858,12 @@ export class CachingAllocator<M = unknown> {
    * another allocator.
    */
   free(block: CachedBlock<M>): void {
-    if (!isHandle(block) || block.allocator !== this) {
+    const b = blockOf(block);
+    if (b === undefined || block.allocator !== this) {
       throw new DoubleFreeError(
         `Cannot free ${block}: it is not a block of this ${this.label}`,
       );
     }
-    const b = blockOf(block);
     if (b === null) {
       throw new DoubleFreeError(`Cannot free ${block}: it was already freed`);
     }
@@ -817,8 +879,11 @@ export class CachingAllocator<M = unknown> {
     b.handle = null;
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
-    down(this.#s, ALLOCATION, pool, 1);
-    down(this.#s, ALLOCATED_BYTES, pool, b.size);
+    const s = this.#s, o = pool * 4;
+    bumpDown(s, ALLOCATION * 12, 1);
+    bumpDown(s, ALLOCATION * 12 + o, 1);
+    bumpDown(s, ALLOCATED_BYTES * 12, b.size);
+    bumpDown(s, ALLOCATED_BYTES * 12 + o, b.size);
     if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
     if (this.#history !== null) {
       this.#record(
@@ -867,13 +932,13 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   recordStream(block: CachedBlock<M>, stream: Stream): void {
-    if (!isHandle(block) || block.allocator !== this) {
+    const b = blockOf(block);
+    if (b === undefined || block.allocator !== this) {
       throw new InvalidArgumentError(
         `Cannot record a stream on ${block}: it is not a block of this ${this.label}`,
         { name: "block", value: block },
       );
     }
-    const b = blockOf(block);
     if (b === null) {
       throw new UseAfterFreeError(
         `Cannot record a stream on ${block}: the block was released`,
@@ -1307,11 +1372,7 @@ export class CachingAllocator<M = unknown> {
     b.state = ALLOCATED;
     b.requested = requested;
     const bytes = b.size;
-    up(this.#s, ALLOCATION, p, 1);
-    up(this.#s, ALLOCATED_BYTES, p, bytes);
-    up(this.#s, ACTIVE, p, 1);
-    up(this.#s, ACTIVE_BYTES, p, bytes);
-    up(this.#s, REQUESTED_BYTES, p, requested);
+    statsAllocated(this.#s, p, bytes, requested);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
     const raw = b.segment.raw;
     const handle = new CachedBlock<M>(
@@ -1372,11 +1433,14 @@ export class CachingAllocator<M = unknown> {
       splitBlocks++;
       splitBytes += b.size;
     }
-    change(this.#s, INACTIVE_SPLIT, p, splitBlocks);
-    change(this.#s, INACTIVE_SPLIT_BYTES, p, splitBytes);
-    down(this.#s, ACTIVE, p, 1);
-    down(this.#s, ACTIVE_BYTES, p, originalSize);
-    down(this.#s, REQUESTED_BYTES, p, requested);
+    statsInactive(
+      this.#s,
+      p,
+      originalSize,
+      requested,
+      splitBlocks,
+      splitBytes,
+    );
   }
 
   #processEvents(): void {

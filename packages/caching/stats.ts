@@ -205,7 +205,7 @@ export function formatMemorySummary(
   stats: MemoryStats,
   options: MemorySummaryOptions = {},
 ): string {
-  const width = 75;
+  const width = 79;
   const line = "=".repeat(width);
   const thin = "-".repeat(width);
   const title = options.title ?? "allot memory summary";
@@ -234,7 +234,7 @@ export function formatMemorySummary(
   rows.push(
     `|${" Metric".padEnd(25)}|${cell("Cur Usage")}|${cell("Peak Usage")}|${
       cell("Tot Alloc")
-    }|${cell("Tot Freed")}|`.slice(0, width) + "",
+    }|${cell("Tot Freed")}|`,
   );
   const section = (
     label: string,

@@ -44,18 +44,31 @@ function median(values: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-/** Median ns per pair over `reps` timed runs of `pairs` pairs. */
-function nsPerPair(pair: () => void, pairs: number, reps: number): number {
-  // Warm up until the JIT has settled: at least 300 ms or `pairs` pairs.
-  const until = performance.now() + 300;
-  for (let i = 0; i < pairs || performance.now() < until; i++) pair();
-  const runs: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
-    for (let i = 0; i < pairs; i++) pair();
-    runs.push(((performance.now() - t0) * 1e6) / pairs);
+interface Candidate {
+  pair: () => void;
+  pairs: number;
+}
+
+/**
+ * Median ns per pair of each candidate. Runs are interleaved (one run of
+ * each candidate per round) so that the load of a shared machine falls on
+ * all of them alike.
+ */
+function nsPerPair(candidates: Candidate[], rounds: number): number[] {
+  for (const c of candidates) {
+    // Warm up until the JIT has settled: at least 300 ms and `pairs` pairs.
+    const until = performance.now() + 300;
+    for (let i = 0; i < c.pairs || performance.now() < until; i++) c.pair();
   }
-  return median(runs);
+  const runs: number[][] = candidates.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    candidates.forEach((c, k) => {
+      const t0 = performance.now();
+      for (let i = 0; i < c.pairs; i++) c.pair();
+      runs[k].push(((performance.now() - t0) * 1e6) / c.pairs);
+    });
+  }
+  return runs.map(median);
 }
 
 /**
@@ -98,12 +111,13 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     ab.freeSegment(ab.tryAllocateSegment(size));
   };
   const rows = [];
-  const ns = {
-    allot: nsPerPair(allotPair, pairs, reps),
-    tp: nsPerPair(tpPair, pairs, reps),
-    mock: nsPerPair(mockPair, pairs, reps),
-    ab: nsPerPair(abPair, quick ? 2_000 : 20_000, reps),
-  };
+  const [allotNs, tpNs, mockNs, abNs] = nsPerPair([
+    { pair: allotPair, pairs },
+    { pair: tpPair, pairs },
+    { pair: mockPair, pairs },
+    { pair: abPair, pairs: pairs / 20 },
+  ], reps);
+  const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
   const heap = {
     allot: heapBytesPerOp(allotPair, batches),
     tp: heapBytesPerOp(tpPair, batches),
@@ -142,22 +156,15 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
   const gpu = quick ? undefined : await tryGpuDevice();
   if (gpu !== undefined) {
     const source = new GpuBufferSegmentSource(gpu);
-    const gpuNs = nsPerPair(
-      () => {
-        source.freeSegment(source.tryAllocateSegment(size));
-      },
-      2_000,
-      3,
-    );
     const gpuAllot = new CachingAllocator(source);
     gpuAllot.allocate(size).release();
-    const gpuAllotNs = nsPerPair(
-      () => {
-        gpuAllot.allocate(size).release();
+    const [gpuAllotNs, gpuNs] = nsPerPair([
+      { pair: () => gpuAllot.allocate(size).release(), pairs },
+      {
+        pair: () => source.freeSegment(source.tryAllocateSegment(size)),
+        pairs: 1_000,
       },
-      pairs,
-      reps,
-    );
+    ], reps);
     gpuAllot.emptyCache();
     rows.push(
       {
@@ -182,7 +189,7 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     rows,
     ratios,
     notes: [
-      `median of ${reps} runs of ${pairs} pairs; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
+      `median of ${reps} interleaved runs of ${pairs} pairs (raw sources: fewer pairs per run); heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
       "allot makes one handle object per allocation (the owning CachedBlock); internal block records are recycled",
       gpu === undefined && !quick
         ? "no WebGPU adapter: the createBuffer row is missing"
