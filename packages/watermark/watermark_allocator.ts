@@ -373,7 +373,9 @@ function positiveOption(
  *   `roundLargeBytes` larger, since carving an exact buffer costs nothing
  *   here); when the only fit is larger, the allocator makes a new buffer in a
  *   heap with room, or else releases the idle oversize buffer and carves the
- *   request from its heap.
+ *   request from its heap (a heap of its own is released with it under
+ *   pressure, or when the request belongs in a shared heap, so small buffers
+ *   never pin a big heap).
  * - **Watermarks**: the high limit (`highWatermarkRatio` × recommended) is
  *   hard; the low limit is soft: at or above it, large requests are under
  *   pressure: no extra-large heaps, narrow reuse slack, and cached buffers

@@ -243,7 +243,7 @@ if (import.meta.main) {
     for (const r of s.ratios ?? []) {
       const met = r.met === undefined ? "" : r.met ? "  met" : "  NOT met";
       console.log(
-        `  ratio ${r.label}: ${r.value.toFixed(3)}${
+        `  ratio ${r.label}: ${r.value.toFixed(4)}${
           r.target ? ` (target ${r.target})` : ""
         }${met}`,
       );
