@@ -223,7 +223,8 @@ export interface NewArrayOptions {
   alignment?: number;
   /**
    * Allocate from this allocator (its memory must be host memory) instead of
-   * a fresh `ArrayBuffer`; the record's kind is `heap`.
+   * a fresh `ArrayBuffer`; the record's kind is `heap`. Zero-length arrays
+   * always get their own empty `ArrayBuffer`.
    *
    * @default {undefined}
    */
@@ -662,7 +663,9 @@ export class OwnershipRegistry {
     const reserved = alignment === undefined
       ? byteLength
       : alignUp(byteLength, alignment);
-    const allocator = options.allocator;
+    // Zero-length arrays never come from the allocator: a zero-byte place in
+    // a heap may coincide with a live allocation's place.
+    const allocator = length === 0 ? undefined : options.allocator;
     if (allocator !== undefined) {
       if (options.shared) {
         throw new InvalidArgumentError(

@@ -485,24 +485,31 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
         }
         const count = end - base;
         const indexOffset = alignUp(count * vBytes, 4);
-        const bytes = registry.newArray(
-          "u8",
-          indexOffset + count * 4,
-          allocation,
-        );
-        const memory = bytes.buffer as ArrayBuffer;
-        const at = bytes.byteOffset;
-        keys.set(blocks.length, { memory, byteOffset: at });
-        if (at % 8 !== 0) {
-          throw new InvalidArgumentError(
-            `Cannot build a block: the allocator returned byteOffset ${at}, not a multiple of 8`,
-            { name: "allocator", value: at, limit: 8 },
+        let blockValues: V, blockIndices: IndexArray;
+        if (count === 0) {
+          // Rows without non-zeros need no memory and no record.
+          blockValues = new V(0);
+          blockIndices = new I(0);
+        } else {
+          const bytes = registry.newArray(
+            "u8",
+            indexOffset + count * 4,
+            allocation,
           );
+          const memory = bytes.buffer as ArrayBuffer;
+          const at = bytes.byteOffset;
+          keys.set(blocks.length, { memory, byteOffset: at });
+          if (at % 8 !== 0) {
+            throw new InvalidArgumentError(
+              `Cannot build a block: the allocator returned byteOffset ${at}, not a multiple of 8`,
+              { name: "allocator", value: at, limit: 8 },
+            );
+          }
+          blockValues = new V(memory, at, count);
+          blockIndices = new I(memory, at + indexOffset, count);
+          blockValues.set(values.subarray(base, end) as never);
+          blockIndices.set(indices.subarray(base, end));
         }
-        const blockValues = new V(memory, at, count);
-        const blockIndices = new I(memory, at + indexOffset, count);
-        blockValues.set(values.subarray(base, end) as never);
-        blockIndices.set(indices.subarray(base, end));
         const b = blocks.length;
         blocks.push({ values: blockValues, indices: blockIndices });
         for (let r = first; r < i; r++) {
@@ -566,7 +573,11 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
     return this.#nnz;
   }
 
-  /** Number of blocks this matrix references (1 for a wrapped matrix). */
+  /**
+   * Number of registered blocks this matrix holds a reference on (blocks of
+   * rows without non-zeros own no memory and are not counted); 1 for a
+   * wrapped matrix.
+   */
   get blockCount(): number {
     return this.#registry === undefined ? this.#blocks.length : this.#keys.size;
   }
@@ -870,7 +881,8 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
       // One more reference per block, through the block's own place.
       try {
         for (const b of used) {
-          const place = this.#keys.get(b)!;
+          const place = this.#keys.get(b);
+          if (place === undefined) continue; // an empty block owns nothing
           registry.addAlias(place, place);
           keys.set(b, place);
         }

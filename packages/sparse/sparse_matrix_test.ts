@@ -381,8 +381,21 @@ describe("SparseMatrix", () => {
       indices: new Int32Array(0),
       indptr: new Int32Array(4),
     };
+    const allocator = new CpuAllocator({ byteLength: 1 << 12 });
     using m = SparseMatrix.build(empty, { shape: [3, 3], registry });
-    assert.equal(m.nnz, 0);
+    using m2 = SparseMatrix.build(empty, {
+      shape: [3, 3],
+      registry,
+      allocator,
+    });
+    using m3 = SparseMatrix.build(empty, {
+      shape: [3, 3],
+      registry,
+      allocator,
+    });
+    assert.equal(m.nnz + m2.nnz + m3.nnz, 0);
+    assert.equal(m.blockCount, 0);
+    assert.equal(registry.records().length, 0);
     assert.deepEqual([...m.toContiguous().indptr], [0, 0, 0, 0]);
     using none = SparseMatrix.build(
       {
@@ -410,7 +423,7 @@ describe("SparseMatrix", () => {
           allocator,
           blockStrategy: { minElements: c.minElements, maxElements: 64 },
         });
-        assert.ok(m.blockCount === 0 || allocator.bytesInUse > 0);
+        assert.ok(m.nnz === 0 || allocator.bytesInUse > 0);
         assert.ok(registry.records().every((r) => r.kind === "heap"));
         const start = cut % (c.primary + 1);
         const tail = m.slice(start);
