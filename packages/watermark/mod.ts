@@ -70,3 +70,9 @@ export type {
   TraceEntry,
   TraceRecorderOptions,
 } from "@allot/caching";
+// The stats vocabulary shared with `@allot/caching`.
+export type {
+  MemoryStats,
+  MemorySummaryOptions,
+  StatArray,
+} from "@allot/caching";

@@ -32,6 +32,7 @@ import { _Block } from "./_block.ts";
 import { _Handle, type _Owner } from "./_handle.ts";
 import { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
+import { _StatArray } from "./_stat_array.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
 import { SegmentSourceError } from "@allot/caching";
 import type {
@@ -48,6 +49,9 @@ import type {
   WatermarkSnapshot,
 } from "./watermark_snapshot.ts";
 import {
+  formatMemorySummary,
+  type MemoryStats,
+  type MemorySummaryOptions,
   SNAPSHOT_FORMAT_VERSION,
   type TraceAction,
   TraceRecorder,
@@ -454,6 +458,24 @@ export class WatermarkAllocator<M = unknown>
   #requested = new Stat();
   #reserved = new Stat();
   #heapCount = new Stat();
+  // The figures of @allot/caching's MemoryStats, per small and large pool.
+  #m = {
+    allocation: new _StatArray(),
+    segment: new _StatArray(),
+    active: new _StatArray(),
+    inactiveSplit: new _StatArray(),
+    allocatedBytes: new _StatArray(),
+    reservedBytes: new _StatArray(),
+    activeBytes: new _StatArray(),
+    inactiveSplitBytes: new _StatArray(),
+    requestedBytes: new _StatArray(),
+  };
+  #oversizeAllocations = new Stat();
+  #oversizeSegments = new Stat();
+  #numAllocRetries = 0;
+  #numSyncAll = 0;
+  #numDeviceAlloc = 0;
+  #numDeviceFree = 0;
   #numAllocations = 0;
   #numRecycles = 0;
   #numReleases = 0;
@@ -885,6 +907,7 @@ export class WatermarkAllocator<M = unknown>
         }
       }
       if (fences.length > 0) {
+        this.#numSyncAll++;
         if (this.#verbosity !== 0) {
           this.#log(
             DebugVerbosity.profiling,
@@ -1130,6 +1153,7 @@ export class WatermarkAllocator<M = unknown>
       }
       if (block === undefined) {
         this.#releaseCachedBuffers("release-cached");
+        this.#numAllocRetries++;
         block = this.#allocBuffer(params);
       }
     }
@@ -1139,6 +1163,15 @@ export class WatermarkAllocator<M = unknown>
     block.requestedByteLength = requested;
     this.#allocated.increase(block.byteLength);
     this.#requested.increase(requested);
+    {
+      const m = this.#m, small = pool.small, n = block.byteLength;
+      m.allocation.add(small, 1);
+      m.active.add(small, 1);
+      m.allocatedBytes.add(small, n);
+      m.activeBytes.add(small, n);
+      m.requestedBytes.add(small, requested);
+      if (!block.heap.isSplit) this.#oversizeAllocations.increase(1);
+    }
     const handle = new _Handle(block, this.#owner);
     block.handle = handle;
     this.#live.set(handle, block);
@@ -1212,7 +1245,15 @@ export class WatermarkAllocator<M = unknown>
       return undefined;
     }
     pool.removeAvailable(block);
+    this.#inactiveSplit(block, -1);
     return block;
+  }
+
+  #inactiveSplit(block: _Block<M>, sign: 1 | -1): void {
+    if (!block.heap.isSplit) return;
+    const small = block.heap.pool.small;
+    this.#m.inactiveSplit.add(small, sign);
+    this.#m.inactiveSplitBytes.add(small, sign * block.byteLength);
   }
 
   #allocBuffer(params: _Params<M>): _Block<M> | undefined {
@@ -1273,6 +1314,10 @@ export class WatermarkAllocator<M = unknown>
       }
       pool.heaps.add(heap);
       this.#reserved.increase(byteLength);
+      this.#m.segment.add(pool.small, 1);
+      this.#m.reservedBytes.add(pool.small, byteLength);
+      this.#numDeviceAlloc++;
+      if (!split) this.#oversizeSegments.increase(1);
       this.#heapCount.increase(1);
       if (this.#verbosity !== 0) {
         this.#log(
@@ -1346,6 +1391,12 @@ export class WatermarkAllocator<M = unknown>
   free(buffer: WatermarkBuffer<M>): void {
     const block = this.#blockOf(buffer, "free");
     this.#live.delete(buffer as _Handle<M>);
+    {
+      const m = this.#m, small = block.heap.pool.small;
+      m.allocation.add(small, -1);
+      m.allocatedBytes.add(small, -block.byteLength);
+      if (!block.heap.isSplit) this.#oversizeAllocations.decrease(1);
+    }
     if (this.#history !== null) {
       this.#record(
         "free_requested",
@@ -1372,6 +1423,13 @@ export class WatermarkAllocator<M = unknown>
     pool.addAvailable(block);
     this.#allocated.decrease(block.byteLength);
     this.#requested.decrease(block.requestedByteLength);
+    {
+      const m = this.#m, small = pool.small;
+      m.active.add(small, -1);
+      m.activeBytes.add(small, -block.byteLength);
+      m.requestedBytes.add(small, -block.requestedByteLength);
+    }
+    this.#inactiveSplit(block, 1);
     if (this.#history !== null) {
       this.#record(
         "free_completed",
@@ -1437,6 +1495,7 @@ export class WatermarkAllocator<M = unknown>
     const heap = block.heap;
     const pool = heap.pool;
     pool.removeAvailable(block);
+    this.#inactiveSplit(block, -1);
     heap.blocks.delete(block);
     heap.give(block.offset, block.byteLength);
     pool.allocatedBytes -= block.byteLength;
@@ -1468,6 +1527,10 @@ export class WatermarkAllocator<M = unknown>
     }
     heap.pool.heaps.delete(heap);
     this.#reserved.decrease(heap.byteLength);
+    this.#m.segment.add(heap.pool.small, -1);
+    this.#m.reservedBytes.add(heap.pool.small, -heap.byteLength);
+    this.#numDeviceFree++;
+    if (!heap.isSplit) this.#oversizeSegments.decrease(1);
     this.#heapCount.decrease(1);
     if (this.#history !== null) {
       this.#record("segment_free", heap.address, heap.byteLength, 0);
@@ -1715,10 +1778,75 @@ export class WatermarkAllocator<M = unknown>
 
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
+    for (const a of Object.values(this.#m)) a.resetPeak();
+    this.#oversizeAllocations.resetPeak();
+    this.#oversizeSegments.resetPeak();
     this.#allocated.resetPeak();
     this.#requested.resetPeak();
     this.#reserved.resetPeak();
     this.#heapCount.resetPeak();
+  }
+
+  /**
+   * The stats in `@allot/caching`'s vocabulary (PyTorch's
+   * `memory_stats()`), so one report serves both allocators. Heaps are
+   * segments; small and large pools are the pools of small and large
+   * heaps (the scalar pool is small); `inactiveSplit` counts cached buffers
+   * in shared heaps; `oversize…` count heaps of their own and their buffers;
+   * `maxSplitSize` is the request size from which buffers get heaps of their
+   * own.
+   *
+   * @returns A plain object.
+   *
+   * @example A text report like `torch.mps` users know from CUDA
+   * ```ts
+   * import { WatermarkAllocator } from "@allot/watermark";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new WatermarkAllocator(new MockSegmentSource({ capacityBytes: 1 << 30 }));
+   * using buffer = allocator.allocateBuffer(1000);
+   * const stats = allocator.memoryStats();
+   * assert.equal(stats.allocatedBytes.smallPool.current, 1024);
+   * assert.equal(stats.reservedBytes.all.current, 8 << 20);
+   * assert.match(allocator.memorySummary(), /Allocated memory/);
+   * ```
+   */
+  memoryStats(): MemoryStats {
+    const m = this.#m;
+    return {
+      allocation: m.allocation.values(),
+      segment: m.segment.values(),
+      active: m.active.values(),
+      inactiveSplit: m.inactiveSplit.values(),
+      allocatedBytes: m.allocatedBytes.values(),
+      reservedBytes: m.reservedBytes.values(),
+      activeBytes: m.activeBytes.values(),
+      inactiveSplitBytes: m.inactiveSplitBytes.values(),
+      requestedBytes: m.requestedBytes.values(),
+      numAllocRetries: this.#numAllocRetries,
+      numOoms: this.#numFailures,
+      numSyncAllStreams: this.#numSyncAll,
+      numDeviceAlloc: this.#numDeviceAlloc,
+      numDeviceFree: this.#numDeviceFree,
+      oversizeAllocations: this.#oversizeAllocations.values(),
+      oversizeSegments: this.#oversizeSegments.values(),
+      maxSplitSize: this.#xlargeHeap / 2,
+    };
+  }
+
+  /**
+   * {@linkcode WatermarkAllocator.memoryStats} as `@allot/caching`'s text
+   * table (PyTorch's `memory_summary()` layout).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatMemorySummary(this.memoryStats(), {
+      title: `WatermarkAllocator on ${this.device}`,
+      ...options,
+    });
   }
 
   /**

@@ -161,8 +161,35 @@ describe("WatermarkAllocator model", () => {
               }
             }
             assert.equal(stats.allocatedBytes.current, inUse);
+            // the shared MemoryStats agree with the snapshot
+            const m = allocator.memoryStats();
+            const snap = allocator.snapshot();
+            let handed = 0, active = 0, splitCached = 0, splitCount = 0;
+            for (const seg of snap.segments) {
+              for (const b of seg.blocks) {
+                if (b.state === "active_allocated") handed += b.byteLength;
+                if (b.state !== "inactive") active += b.byteLength;
+                if (b.cached && seg.split) {
+                  splitCached += b.byteLength;
+                  splitCount++;
+                }
+              }
+            }
+            assert.equal(m.allocatedBytes.all.current, handed);
+            assert.equal(m.activeBytes.all.current, active);
+            assert.equal(m.activeBytes.all.current, inUse);
+            assert.equal(m.reservedBytes.all.current, reserved);
+            assert.equal(m.segment.all.current, snap.segments.length);
+            assert.equal(m.inactiveSplitBytes.all.current, splitCached);
+            assert.equal(m.inactiveSplit.all.current, splitCount);
+            for (const name of ["allocatedBytes", "reservedBytes"] as const) {
+              assert.equal(
+                m[name].all.current,
+                m[name].smallPool.current + m[name].largePool.current,
+              );
+            }
             // heaps are tiled by their ranges; active ranges do not overlap
-            for (const seg of allocator.snapshot().segments) {
+            for (const seg of snap.segments) {
               let at = 0;
               for (const b of seg.blocks) {
                 assert.equal(b.offset, at);
