@@ -13,7 +13,7 @@ import type { _Heap } from "./_heap.ts";
 let nextBlockId = 1;
 
 /** Where a buffer is in its life. */
-export type _BlockState = "active" | "pending-free" | "cached";
+export type _BlockState = "active" | "pending-free" | "cached" | "released";
 
 /** One buffer inside a heap. */
 export class _Block<M = unknown> {

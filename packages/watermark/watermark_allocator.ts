@@ -1453,8 +1453,8 @@ export class WatermarkAllocator<M = unknown>
     for (const pool of this.#poolList) {
       if (pool.pendingFree.size === 0) continue;
       for (const block of [...pool.pendingFree]) {
-        if (block.idle()) {
-          pool.pendingFree.delete(block);
+        // (a callback may have freed it already, re-entering this method)
+        if (block.idle() && pool.pendingFree.delete(block)) {
           this.#pendingCount--;
           this.#makeCached(block);
           count++;
@@ -1496,6 +1496,7 @@ export class WatermarkAllocator<M = unknown>
     const pool = heap.pool;
     pool.removeAvailable(block);
     this.#inactiveSplit(block, -1);
+    block.state = "released";
     heap.blocks.delete(block);
     heap.give(block.offset, block.byteLength);
     pool.allocatedBytes -= block.byteLength;
@@ -1512,11 +1513,16 @@ export class WatermarkAllocator<M = unknown>
           })`,
       );
     }
-    this.#emit("released", block, pool, block.byteLength, reason);
-    if (removeEmptyHeap && heap.blocks.size === 0) this.#releaseHeap(heap);
+    try {
+      if (removeEmptyHeap && heap.blocks.size === 0) this.#releaseHeap(heap);
+    } finally {
+      this.#emit("released", block, pool, block.byteLength, reason);
+    }
   }
 
   #releaseHeap(heap: _Heap<M>): void {
+    // A callback may have released it already, re-entering the allocator.
+    if (!heap.pool.heaps.has(heap)) return;
     try {
       this.#source.freeSegment(heap.segment);
     } catch (error) {
@@ -1609,6 +1615,7 @@ export class WatermarkAllocator<M = unknown>
       freed = false;
       for (const block of [...pool.available]) {
         if (reclaimed >= target) break;
+        if (block.state !== "cached") continue; // taken by a callback
         const age = epoch - block.cachedEpoch;
         if (age >= threshold) {
           freed = true;

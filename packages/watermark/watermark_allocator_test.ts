@@ -417,6 +417,35 @@ describe("WatermarkAllocator order of attempts and callbacks", () => {
     assert.ok(lines.some((l) => l.includes("boom")));
   });
 
+  it("WatermarkAllocator stays consistent when callbacks re-enter it", () => {
+    const lines: string[] = [];
+    const { device, allocator } = setup(MiB, {
+      highWatermarkRatio: 1,
+      lowWatermarkRatio: 0.5,
+      xlargeHeapBytes: 64 * KiB,
+      logger: (l) => lines.push(l),
+    });
+    const stream = new ManualStream();
+    allocator.addCallback((e) => {
+      if (e.type === "released") allocator.emptyCache();
+      if (e.type === "freed") allocator.freeInactiveBuffers();
+    });
+    const bufs = [100, 110, 120, 130, 140].map((k) =>
+      allocator.allocateBuffer(k * KiB)
+    );
+    allocator.recordEvents(bufs.slice(0, 2), stream);
+    for (const b of bufs) b.release();
+    stream.completeAll();
+    const big = allocator.allocateBuffer(300 * KiB); // GC under pressure
+    assert.deepEqual(lines, []);
+    const s = allocator.stats();
+    assert.equal(s.reservedBytes.current, device.reservedBytes);
+    assert.equal(s.allocatedBytes.current, 300 * KiB);
+    big.release();
+    allocator.emptyCache();
+    assert.equal(device.reservedBytes, 0);
+  });
+
   it("WatermarkAllocator logs by verbosity mask through the logger", () => {
     const lines: string[] = [];
     const { allocator } = setup(4 * MiB, {
