@@ -10,9 +10,18 @@ import {
   AllotError,
   Device,
   type DeviceType,
+  type IntrusivePtr,
   InvalidArgumentError,
   validateInteger,
 } from "@allot/core";
+import { CpuAllocator } from "@allot/cpu";
+import {
+  Buffer,
+  type BufferBackend,
+  type Dtype as StorageDtype,
+  type Shape,
+  Storage,
+} from "@allot/storage";
 
 /**
  * No allocator is registered for a device (nor for its device type).
@@ -50,6 +59,44 @@ export interface SetAllocatorOptions {
    * @default {0}
    */
   priority?: number;
+}
+
+/** Options of {@linkcode Registry.storage}. */
+export interface RegistryStorageOptions {
+  /**
+   * The device whose allocator serves the storage.
+   *
+   * @default {"cpu"}
+   */
+  device?: DeviceTarget;
+  /**
+   * Whether the storage may be resized.
+   *
+   * @default {false}
+   */
+  resizable?: boolean;
+}
+
+/** Options of {@linkcode Registry.buffer}. */
+export interface RegistryBufferOptions {
+  /**
+   * The device whose allocator serves the buffer.
+   *
+   * @default {"cpu"}
+   */
+  device?: DeviceTarget;
+  /**
+   * Set every element to this value; left as allocated when omitted.
+   *
+   * @default {undefined}
+   */
+  fill?: number;
+  /**
+   * Moves elements when the memory is not host memory (a GPU buffer).
+   *
+   * @default {undefined}
+   */
+  backend?: BufferBackend;
 }
 
 /** One registration, as {@linkcode Registry.entries} lists it. */
@@ -229,25 +276,95 @@ export class Registry {
   entries(): AllocatorEntry[] {
     return [...this.#entries.values()];
   }
+
+  /**
+   * Allocates a `@allot/storage` {@linkcode Storage} with the allocator
+   * serving a device.
+   *
+   * @param byteLength Number of bytes.
+   * @param options Device and resizability.
+   * @returns The owning handle; release it to free the bytes.
+   * @throws {AllocatorNotFoundError} When nothing serves the device.
+   * @throws {InvalidArgumentError} For a bad byte length.
+   *
+   * @example
+   * ```ts
+   * import { defaultRegistry } from "@allot/registry";
+   * import assert from "node:assert/strict";
+   *
+   * using storage = defaultRegistry().storage(256);
+   * assert.equal(storage.target.byteLength, 256);
+   * ```
+   */
+  storage(
+    byteLength: number,
+    options: RegistryStorageOptions = {},
+  ): IntrusivePtr<Storage> {
+    const allocator = this.get(options.device ?? "cpu");
+    return Storage.allocate(byteLength, {
+      allocator,
+      resizable: options.resizable,
+    });
+  }
+
+  /**
+   * Allocates a contiguous `@allot/storage` {@linkcode Buffer} with the
+   * allocator serving a device.
+   *
+   * @param dtype Element type.
+   * @param shape The shape.
+   * @param options Device, fill value and backend.
+   * @returns The buffer; release it to free the storage.
+   * @throws {AllocatorNotFoundError} When nothing serves the device.
+   * @throws {InvalidArgumentError} For a bad dtype or shape.
+   *
+   * @example
+   * ```ts
+   * import { defaultRegistry } from "@allot/registry";
+   * import assert from "node:assert/strict";
+   *
+   * using ones = defaultRegistry().buffer("f32", [2, 3], { fill: 1 });
+   * assert.deepEqual([...ones.toData()], [1, 1, 1, 1, 1, 1]);
+   * ```
+   */
+  buffer<D extends StorageDtype>(
+    dtype: D,
+    shape: Shape,
+    options: RegistryBufferOptions = {},
+  ): Buffer<D> {
+    const allocator = this.get(options.device ?? "cpu");
+    const make = { allocator, backend: options.backend };
+    return options.fill === undefined
+      ? Buffer.empty(dtype, shape, make)
+      : Buffer.filled(dtype, shape, { ...make, value: options.fill });
+  }
 }
 
 let defaultInstance: Registry | undefined;
 
 /**
  * The default registry, created on first use, for users who do not make
- * their own. Nothing registers into it at import time.
+ * their own. Nothing registers at import time; on creation it registers an
+ * `@allot/cpu` {@linkcode CpuAllocator} (its own heap: a resizable
+ * `ArrayBuffer` of 16 MiB growing up to 1 GiB) for device type `cpu` at
+ * priority 0, so any registration of yours for `cpu` replaces it.
  *
  * @returns The same registry on every call.
  *
  * @example
  * ```ts
+ * import { CpuAllocator } from "@allot/cpu";
  * import { defaultRegistry } from "@allot/registry";
  * import assert from "node:assert/strict";
  *
  * assert.equal(defaultRegistry(), defaultRegistry());
+ * assert.ok(defaultRegistry().get("cpu:0") instanceof CpuAllocator);
  * ```
  */
 export function defaultRegistry(): Registry {
-  defaultInstance ??= new Registry();
+  if (defaultInstance === undefined) {
+    defaultInstance = new Registry();
+    defaultInstance.set("cpu", new CpuAllocator(), { priority: 0 });
+  }
   return defaultInstance;
 }

@@ -7,6 +7,7 @@ import {
   Device,
   InvalidArgumentError,
 } from "@allot/core";
+import { CpuAllocator } from "@allot/cpu";
 import {
   AllocatorNotFoundError,
   defaultRegistry,
@@ -114,5 +115,49 @@ describe("Registry", () => {
     const r = defaultRegistry();
     assert.ok(r instanceof Registry);
     assert.equal(defaultRegistry(), r);
+  });
+
+  it("Registry.storage() and Registry.buffer() allocate through the allocator serving the device", () => {
+    const registry = new Registry();
+    const counts = { cpu: 0, wasm: 0 };
+    class Counting extends Plain {
+      override allocate(byteLength: number): DataPtr<ArrayBuffer, null> {
+        counts[this.device.type as "cpu" | "wasm"]++;
+        return super.allocate(byteLength);
+      }
+    }
+    registry.set("cpu", new Counting("cpu:0"));
+    registry.set("wasm", new Counting("wasm:0"));
+    {
+      using storage = registry.storage(64, { resizable: true });
+      assert.equal(storage.target.byteLength, 64);
+      using ones = registry.buffer("i32", [2, 2], {
+        device: "wasm:0",
+        fill: 7,
+      });
+      assert.deepEqual([...ones.toData()], [7, 7, 7, 7]);
+      using empty = registry.buffer("u8", [3]);
+      assert.deepEqual(empty.shape, [3]);
+    }
+    assert.deepEqual(counts, { cpu: 2, wasm: 1 });
+    assert.throws(
+      () => registry.storage(8, { device: "webgpu" }),
+      AllocatorNotFoundError,
+    );
+    assert.throws(() => registry.storage(-1), InvalidArgumentError);
+    assert.deepEqual(counts, { cpu: 2, wasm: 1 });
+  });
+
+  it("defaultRegistry() serves cpu with @allot/cpu's CpuAllocator at priority 0, which users replace", () => {
+    const r = defaultRegistry();
+    const previous = r.get("cpu");
+    assert.ok(previous instanceof CpuAllocator);
+    assert.equal(r.priorityOf("cpu"), 0);
+    using b = r.buffer("f64", [4], { fill: 0.5 });
+    assert.equal(b.toData()[3], 0.5);
+    const mine = new Plain();
+    assert.ok(r.set("cpu", mine));
+    assert.equal(r.get("cpu:0"), mine);
+    r.set("cpu", previous); // restore for other tests
   });
 });
