@@ -4,7 +4,9 @@
  * - {@linkcode Registry}: which {@linkcode Allocator} serves which device,
  *   with PyTorch's priority rule (a registration replaces the current one
  *   only at equal or higher priority). An instance, never global static
- *   registration; {@linkcode defaultRegistry} is created on first use.
+ *   registration; {@linkcode defaultRegistry} is created on first use,
+ *   with `@allot/cpu`'s `CpuAllocator` serving `cpu` at priority 0.
+ *   `storage()` and `buffer()` make `@allot/storage` objects on a device.
  * - {@linkcode OwnershipRegistry}: SCL-Core's registry of live allocations:
  *   records with an allocation kind (`heap`, `system`, `aligned`, `custom`),
  *   reference-counted buffers with aliases, statistics and a printable
