@@ -372,10 +372,13 @@ function checkFraction(value: number, name: string, max: number): number {
   return value;
 }
 
-// Stats live in one Float64Array: for each of the 9 figures (in
-// STAT_ARRAY_NAMES order) and each pool (all, small, large), the four values
-// current, peak, allocated, freed. Plain indexed updates keep the hot path
-// free of calls.
+// Stats live in one Float64Array. For each of the 9 figures (in
+// STAT_ARRAY_NAMES order) 12 slots: [0..3] all pools, [4..7] small pool,
+// [8..11] large pool. Only what cannot be derived is written on the hot path:
+// per pool, current (+0), peak (+1) and freed (+3); slot +2 holds the
+// allocated total's base (current at the last resetAccumulatedStats(), so
+// allocated = current + freed - base); for all pools only the peak (+1) is
+// kept; its current, freed and allocated are sums of the pools'.
 const ALLOCATION = 0;
 const SEGMENT = 1;
 const ACTIVE = 2;
@@ -386,44 +389,33 @@ const ACTIVE_BYTES = 6;
 const INACTIVE_SPLIT_BYTES = 7;
 const REQUESTED_BYTES = 8;
 
-function up(s: Float64Array, stat: number, pool: number, d: number): void {
-  let i = stat * 12;
-  let c = s[i] + d;
+function bumpUp(s: Float64Array, base: number, pool: number, d: number): void {
+  const i = base + pool * 4;
+  const c = s[i] + d;
   s[i] = c;
-  s[i + 2] += d;
   if (c > s[i + 1]) s[i + 1] = c;
-  i += pool * 4;
-  c = s[i] + d;
-  s[i] = c;
-  s[i + 2] += d;
-  if (c > s[i + 1]) s[i + 1] = c;
+  const all = s[base + 4] + s[base + 8];
+  if (all > s[base + 1]) s[base + 1] = all;
 }
 
-function down(s: Float64Array, stat: number, pool: number, d: number): void {
-  let i = stat * 12;
-  s[i] -= d;
-  s[i + 3] += d;
-  i += pool * 4;
+function bumpDown(
+  s: Float64Array,
+  base: number,
+  pool: number,
+  d: number,
+): void {
+  const i = base + pool * 4;
   s[i] -= d;
   s[i + 3] += d;
 }
 
 function change(s: Float64Array, stat: number, pool: number, d: number): void {
-  if (d > 0) up(s, stat, pool, d);
-  else if (d < 0) down(s, stat, pool, -d);
+  if (d > 0) bumpUp(s, stat * 12, pool, d);
+  else if (d < 0) bumpDown(s, stat * 12, pool, -d);
 }
 
-// The hot paths update several figures in one call: calls are what costs.
-function bumpUp(s: Float64Array, i: number, d: number): void {
-  const c = s[i] + d;
-  s[i] = c;
-  s[i + 2] += d;
-  if (c > s[i + 1]) s[i + 1] = c;
-}
-
-function bumpDown(s: Float64Array, i: number, d: number): void {
-  s[i] -= d;
-  s[i + 3] += d;
+function current(s: Float64Array, stat: number): number {
+  return s[stat * 12 + 4] + s[stat * 12 + 8];
 }
 
 /** A block handed out: allocation, active, allocated, active and requested bytes. */
@@ -433,17 +425,11 @@ function statsAllocated(
   bytes: number,
   requested: number,
 ): void {
-  const o = pool * 4;
-  bumpUp(s, ALLOCATION * 12, 1);
-  bumpUp(s, ALLOCATION * 12 + o, 1);
-  bumpUp(s, ACTIVE * 12, 1);
-  bumpUp(s, ACTIVE * 12 + o, 1);
-  bumpUp(s, ALLOCATED_BYTES * 12, bytes);
-  bumpUp(s, ALLOCATED_BYTES * 12 + o, bytes);
-  bumpUp(s, ACTIVE_BYTES * 12, bytes);
-  bumpUp(s, ACTIVE_BYTES * 12 + o, bytes);
-  bumpUp(s, REQUESTED_BYTES * 12, requested);
-  bumpUp(s, REQUESTED_BYTES * 12 + o, requested);
+  bumpUp(s, ALLOCATION * 12, pool, 1);
+  bumpUp(s, ACTIVE * 12, pool, 1);
+  bumpUp(s, ALLOCATED_BYTES * 12, pool, bytes);
+  bumpUp(s, ACTIVE_BYTES * 12, pool, bytes);
+  bumpUp(s, REQUESTED_BYTES * 12, pool, requested);
 }
 
 /** A block back in the pool: active, active and requested bytes, and the change in split fragments. */
@@ -455,24 +441,31 @@ function statsInactive(
   splitBlocks: number,
   splitBytes: number,
 ): void {
-  const o = pool * 4;
-  bumpDown(s, ACTIVE * 12, 1);
-  bumpDown(s, ACTIVE * 12 + o, 1);
-  bumpDown(s, ACTIVE_BYTES * 12, bytes);
-  bumpDown(s, ACTIVE_BYTES * 12 + o, bytes);
-  bumpDown(s, REQUESTED_BYTES * 12, requested);
-  bumpDown(s, REQUESTED_BYTES * 12 + o, requested);
+  bumpDown(s, ACTIVE * 12, pool, 1);
+  bumpDown(s, ACTIVE_BYTES * 12, pool, bytes);
+  bumpDown(s, REQUESTED_BYTES * 12, pool, requested);
   if (splitBlocks !== 0) change(s, INACTIVE_SPLIT, pool, splitBlocks);
   if (splitBytes !== 0) change(s, INACTIVE_SPLIT_BYTES, pool, splitBytes);
 }
 
 function statValues(s: Float64Array, stat: number, pool: number): StatValues {
-  const i = stat * 12 + pool * 4;
+  const b = stat * 12;
+  if (pool !== 0) {
+    const i = b + pool * 4;
+    return {
+      current: s[i],
+      peak: s[i + 1],
+      allocated: s[i] + s[i + 3] - s[i + 2],
+      freed: s[i + 3],
+    };
+  }
+  const c = s[b + 4] + s[b + 8];
+  const freed = s[b + 7] + s[b + 11];
   return {
-    current: s[i],
-    peak: s[i + 1],
-    allocated: s[i + 2],
-    freed: s[i + 3],
+    current: c,
+    peak: s[b + 1],
+    allocated: c + freed - s[b + 6] - s[b + 10],
+    freed,
   };
 }
 
@@ -692,12 +685,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return this.#s[ALLOCATED_BYTES * 12];
+    return current(this.#s, ALLOCATED_BYTES);
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return this.#s[RESERVED_BYTES * 12];
+    return current(this.#s, RESERVED_BYTES);
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -879,11 +872,9 @@ export class CachingAllocator<M = unknown> {
     b.handle = null;
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
-    const s = this.#s, o = pool * 4;
-    bumpDown(s, ALLOCATION * 12, 1);
-    bumpDown(s, ALLOCATION * 12 + o, 1);
-    bumpDown(s, ALLOCATED_BYTES * 12, b.size);
-    bumpDown(s, ALLOCATED_BYTES * 12 + o, b.size);
+    const s = this.#s;
+    bumpDown(s, ALLOCATION * 12, pool, 1);
+    bumpDown(s, ALLOCATED_BYTES * 12, pool, b.size);
     if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
     if (this.#history !== null) {
       this.#record(
@@ -981,7 +972,11 @@ export class CachingAllocator<M = unknown> {
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
     const s = this.#s;
-    for (let i = 0; i < s.length; i += 4) s[i + 1] = s[i];
+    for (let b = 0; b < s.length; b += 12) {
+      s[b + 5] = s[b + 4];
+      s[b + 9] = s[b + 8];
+      s[b + 1] = s[b + 4] + s[b + 8];
+    }
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();
   }
@@ -989,7 +984,11 @@ export class CachingAllocator<M = unknown> {
   /** Sets every allocated and freed total, and the counters, to zero. */
   resetAccumulatedStats(): void {
     const s = this.#s;
-    for (let i = 0; i < s.length; i += 4) s[i + 2] = s[i + 3] = 0;
+    for (let b = 0; b < s.length; b += 12) {
+      s[b + 6] = s[b + 4];
+      s[b + 10] = s[b + 8];
+      s[b + 7] = s[b + 11] = 0;
+    }
     this.#oversizeAllocations.resetAccumulated();
     this.#oversizeSegments.resetAccumulated();
     this.#numAllocRetries = 0;
@@ -1495,7 +1494,7 @@ export class CachingAllocator<M = unknown> {
     if (isRetry) this.#numAllocRetries++;
     const full = this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = this.#s[RESERVED_BYTES * 12];
+    const reserved = current(this.#s, RESERVED_BYTES);
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size);
@@ -1646,7 +1645,7 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = this.#s[RESERVED_BYTES * 12];
+    const reserved = current(this.#s, RESERVED_BYTES);
     if (reserved <= threshold) return;
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];

@@ -422,6 +422,45 @@ describe("CachingAllocator", () => {
     assert.equal(allocator.roundSize(5 * MiB + 1), 6 * MiB);
   });
 
+  it("CachingAllocator.memoryStats() keeps current, peak, allocated and freed per pool", () => {
+    const { allocator } = setup();
+    const a = allocator.allocate(1000);
+    const big = allocator.allocate(3 * MiB);
+    a.release();
+    let stats = allocator.memoryStats();
+    assert.deepEqual(stats.allocatedBytes.smallPool, {
+      current: 0,
+      peak: 1024,
+      allocated: 1024,
+      freed: 1024,
+    });
+    assert.deepEqual(stats.allocatedBytes.all, {
+      current: 3 * MiB,
+      peak: 3 * MiB + 1024,
+      allocated: 3 * MiB + 1024,
+      freed: 1024,
+    });
+    assert.deepEqual(stats.segment.all, {
+      current: 2,
+      peak: 2,
+      allocated: 2,
+      freed: 0,
+    });
+    allocator.resetAccumulatedStats();
+    allocator.allocate(512).release();
+    stats = allocator.memoryStats();
+    assert.deepEqual(stats.allocation.all, {
+      current: 1,
+      peak: 2,
+      allocated: 1,
+      freed: 1,
+    });
+    big.release();
+    allocator.resetPeakStats();
+    assert.equal(allocator.memoryStats().allocatedBytes.all.peak, 0);
+    allocator.validate();
+  });
+
   it("CachingAllocator.resetPeakStats() sets peaks to current values", () => {
     const { allocator } = setup();
     const a = allocator.allocate(10000);
