@@ -22,6 +22,8 @@
  * @module
  */
 
+import { _wasmKernels, _wasmKernelsIn } from "./_wasm_kernels.ts";
+
 /** A typed array used to move elements of one width. */
 export type _BitArray = Uint8Array | Uint16Array | Int32Array | Float64Array;
 
@@ -113,6 +115,7 @@ export function _copyStrided(
         (k < 0 || a < Math.abs(ss[k]))
       ) k = i;
     }
+    if (k >= 0 && wasmTranspose(dst, dOff, src, sOff, n, ds, ss, k)) return;
     if (k >= 0) {
       const nk = n[k], dk = ds[k], sk = ss[k];
       const on: number[] = [], ods: number[] = [], oss: number[] = [];
@@ -174,6 +177,88 @@ export function _copyStrided(
   });
 }
 
+/** Transposes at least this many elements go to WebAssembly. */
+const WASM_MIN = 4096;
+
+/**
+ * The transpose path through WebAssembly SIMD: copy the source span into the
+ * kernel's memory, run the blocked transpose for every outer index, copy the
+ * packed result out. Needs 4- or 8-byte elements, a dense destination, unit
+ * source stride on dim `k` and a source span at most 4× the element count.
+ *
+ * @returns `false` (having done nothing) when the path does not apply.
+ */
+function wasmTranspose(
+  dst: _BitArray,
+  dOff: number,
+  src: _BitArray,
+  sOff: number,
+  n: number[],
+  ds: number[],
+  ss: number[],
+  k: number,
+): boolean {
+  const bpe = dst.BYTES_PER_ELEMENT;
+  if ((bpe !== 4 && bpe !== 8) || ss[k] !== 1 || !isDense(n, ds)) {
+    return false;
+  }
+  let count = 1, lo = sOff, hi = sOff;
+  for (let i = 0; i < n.length; i++) {
+    count *= n[i];
+    const reach = ss[i] * (n[i] - 1);
+    if (reach < 0) lo += reach;
+    else hi += reach;
+  }
+  if (count < WASM_MIN) return false;
+  const last = n.length - 1;
+  const on: number[] = [], ods: number[] = [], oss: number[] = [];
+  for (let i = 0; i < last; i++) {
+    if (i === k) continue;
+    on.push(n[i]);
+    ods.push(ds[i]);
+    oss.push(ss[i]);
+  }
+  const da = ds[k] * bpe, sb = ss[last] * bpe, na = n[k], nb = n[last];
+  if (dst.buffer === src.buffer) {
+    // both in one WebAssembly memory: transpose in place, no copies
+    const inPlace = _wasmKernelsIn(src.buffer);
+    if (inPlace !== undefined) {
+      const f = bpe === 4 ? inPlace.t32 : inPlace.t64;
+      forEachOuter(
+        on,
+        ods,
+        oss,
+        dst.byteOffset + dOff * bpe,
+        src.byteOffset + sOff * bpe,
+        (d, s) => f(d, da, s, sb, na, nb),
+        bpe,
+      );
+      return true;
+    }
+  }
+  const span = hi - lo + 1;
+  if (span > 4 * count) return false;
+  const dstAt = Math.ceil((span * bpe) / 16) * 16;
+  const total = dstAt + count * bpe;
+  if (total > 0x7fff0000) return false;
+  const kernels = _wasmKernels(total);
+  if (kernels === undefined) return false;
+  const buffer = kernels.memory.buffer as ArrayBuffer;
+  const Bits = bpe === 4 ? Int32Array : Float64Array;
+  (new Bits(buffer, 0, span) as Int32Array).set(
+    src.subarray(lo, hi + 1) as Int32Array,
+  );
+  const fn = bpe === 4 ? kernels.t32 : kernels.t64;
+  forEachOuter(on, ods, oss, dstAt, (sOff - lo) * bpe, (d, s) => {
+    fn(d, da, s, sb, na, nb);
+  }, bpe);
+  (dst as Int32Array).set(
+    new Bits(buffer, dstAt, count) as Int32Array,
+    dOff,
+  );
+  return true;
+}
+
 /** Whether `ds` are the row-major strides of `n` (a dense block). */
 function isDense(n: number[], ds: number[]): boolean {
   let acc = 1;
@@ -223,16 +308,22 @@ function swap(list: number[], j: number): void {
   list[j - 1] = t;
 }
 
-/** Calls `body(d, s)` for every index of the outer dims, in row-major order. */
+/**
+ * Calls `body(d, s)` for every index of the outer dims, in row-major order;
+ * strides are multiplied by `unit` (1 for elements, the width for bytes).
+ */
 function forEachOuter(
   n: number[],
-  ds: number[],
-  ss: number[],
+  dStrides: number[],
+  sStrides: number[],
   d: number,
   s: number,
   body: (d: number, s: number) => void,
+  unit = 1,
 ): void {
   const rank = n.length;
+  const ds = unit === 1 ? dStrides : dStrides.map((x) => x * unit);
+  const ss = unit === 1 ? sStrides : sStrides.map((x) => x * unit);
   if (rank === 0) {
     body(d, s);
     return;

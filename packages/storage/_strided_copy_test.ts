@@ -112,4 +112,45 @@ describe("_copyStrided", () => {
       { numRuns: 200 },
     );
   });
+
+  it("_copyStrided() transposes 4- and 8-byte elements (the WebAssembly path) with ragged edges", () => {
+    const cases: [number[], number[]][] = [
+      [[67, 131], [1, 0]],
+      [[64, 64], [1, 0]],
+      [[5, 1000], [1, 0]],
+      [[1000, 5], [1, 0]],
+      [[33, 17, 40], [2, 1, 0]],
+      [[33, 17, 40], [1, 2, 0]],
+      [[9, 70, 70], [0, 2, 1]],
+    ];
+    for (const Ctor of [Int32Array, Float64Array, Uint16Array]) {
+      for (const [base, axes] of cases) {
+        const total = base.reduce((a, b) => a * b, 1);
+        const src = new Ctor(total + 7);
+        for (let i = 0; i < src.length; i++) src[i] = i % 32749;
+        const baseStrides = base.map((_, i) =>
+          base.slice(i + 1).reduce((a, b) => a * b, 1)
+        );
+        const shape = axes.map((a) => base[a]);
+        const strides = axes.map((a) => baseStrides[a]);
+        const dStrides = shape.map((_, i) =>
+          shape.slice(i + 1).reduce((a, b) => a * b, 1)
+        );
+        const dst = new Ctor(total + 2);
+        _copyStrided(dst, 2, dStrides, src, 7, strides, shape);
+        for (let f = 0; f < total; f++) {
+          const idx = unravel(f, shape);
+          let at = 7;
+          for (let i = 0; i < idx.length; i++) at += idx[i] * strides[i];
+          if (dst[f + 2] !== src[at]) {
+            assert.fail(
+              `${Ctor.name} [${base}] axes [${axes}]: element ${f} is ${
+                dst[f + 2]
+              }, expected ${src[at]}`,
+            );
+          }
+        }
+      }
+    }
+  });
 });

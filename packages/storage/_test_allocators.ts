@@ -103,3 +103,32 @@ export class FakeBackend implements BufferBackend {
     return Promise.resolve(out);
   }
 }
+
+/** Bump allocator inside one WebAssembly.Memory, 16-byte aligned. */
+export class WasmBumpAllocator
+  extends AllocatorBase<WebAssembly.Memory, number> {
+  readonly device: Device = Device.cpu();
+  readonly memory: WebAssembly.Memory;
+  next = 16;
+  live = 0;
+  constructor(pages = 64) {
+    super();
+    this.memory = new WebAssembly.Memory({ initial: pages });
+  }
+  allocate(byteLength: number): DataPtr<WebAssembly.Memory, number> {
+    const at = this.next;
+    this.next = at + Math.ceil((byteLength + 1) / 16) * 16;
+    if (this.next > this.memory.buffer.byteLength) {
+      this.memory.grow(
+        Math.ceil((this.next - this.memory.buffer.byteLength) / 65536),
+      );
+    }
+    this.live++;
+    return new DataPtr(this.memory, at, byteLength, this.device, {
+      context: at,
+      deleter: () => {
+        this.live--;
+      },
+    });
+  }
+}

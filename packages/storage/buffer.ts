@@ -26,6 +26,7 @@ import {
 import { _fmt, ShapeError } from "./errors.ts";
 import { Storage } from "./storage.ts";
 import { type _BitArray, _copyStrided } from "./_strided_copy.ts";
+import { _noteMemory } from "./_wasm_kernels.ts";
 
 /** Options for every {@linkcode Buffer} constructor. */
 export interface BufferOptions {
@@ -764,8 +765,14 @@ export class Buffer<D extends Dtype = Dtype> {
         `Cannot read ${this.#dtype} elements of storage ${storage.id}: its byte offset ${data.byteOffset} is not a multiple of ${bpe}`,
       );
     }
+    const memory = data.memory;
+    if (
+      typeof WebAssembly !== "undefined" && memory instanceof WebAssembly.Memory
+    ) {
+      _noteMemory(memory);
+    }
     return new this.#info.arrayType(
-      hostBuffer(data.memory as ArrayBuffer),
+      hostBuffer(memory as ArrayBuffer),
       data.byteOffset,
       Math.floor(data.byteLength / bpe),
     );

@@ -14,6 +14,7 @@ import {
   BumpAllocator,
   FakeBackend,
   FakeDeviceAllocator,
+  WasmBumpAllocator,
 } from "./_test_allocators.ts";
 
 /** A buffer whose element k holds k (as i32), from a bump allocator. */
@@ -254,6 +255,37 @@ describe("Buffer", () => {
     const bare = Buffer.empty("f32", [2], { allocator });
     assert.throws(() => bare.fill(1), UnsupportedOperationError);
     for (const b of [a, t, c, z, bare]) b.release();
+    assert.equal(allocator.live, 0);
+  });
+
+  it("Buffer.contiguous() packs transposes in place inside a WebAssembly.Memory", () => {
+    const allocator = new WasmBumpAllocator(4);
+    for (const dtype of ["f32", "f64", "i32", "u16"] as const) {
+      for (
+        const [shape, axes] of [
+          [[130, 67], [1, 0]],
+          [[20, 30, 40], [2, 0, 1]],
+          [[20, 30, 40], [1, 2, 0]],
+        ] as const
+      ) {
+        const n = shape.reduce((a: number, b: number) => a * b, 1);
+        using base = Buffer.fromData(
+          dtype,
+          Array.from({ length: n }, (_, i) => i % 2000),
+          { shape, allocator },
+        );
+        using view = base.permute(axes);
+        using packed = view.contiguous();
+        assert.equal(packed.storage.data.memory, allocator.memory);
+        const ref = model.permute(model.modelOf([...shape]), [...axes]).data
+          .map((i) => i % 2000);
+        assert.deepEqual(
+          [...packed.toData()],
+          ref,
+          `${dtype} [${shape}] axes [${axes}]`,
+        );
+      }
+    }
     assert.equal(allocator.live, 0);
   });
 });

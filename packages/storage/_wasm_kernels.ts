@@ -1,0 +1,126 @@
+/**
+ * Loads the WebAssembly transposes of `_transpose_wasm.ts` (compiled once,
+ * synchronously: the module is about 1 KB). Internal.
+ *
+ * @module
+ */
+
+import { _TRANSPOSE_WASM } from "./_transpose_wasm.ts";
+
+/** `tN(d, da, s, sb, na, nb)`, addresses and strides in bytes. */
+export type _Transpose = (
+  d: number,
+  da: number,
+  s: number,
+  sb: number,
+  na: number,
+  nb: number,
+) => void;
+
+/** An instance of the module with its own memory. */
+export interface _WasmKernels {
+  /** The instance's memory; read `.buffer` after every grow. */
+  readonly memory: WebAssembly.Memory;
+  /** Transpose of 4-byte elements. */
+  readonly t32: _Transpose;
+  /** Transpose of 8-byte elements. */
+  readonly t64: _Transpose;
+}
+
+const PAGE = 65536;
+/** Scratch kept between calls; larger requests get a temporary instance. */
+const KEEP_BYTES = 16 << 20;
+
+let module: WebAssembly.Module | null | undefined;
+let kept: _WasmKernels | undefined;
+
+function compile(): WebAssembly.Module | null {
+  if (module === undefined) {
+    try {
+      const text = atob(_TRANSPOSE_WASM);
+      const bytes = new Uint8Array(text.length);
+      for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+      module = new WebAssembly.Module(bytes);
+    } catch {
+      // no WebAssembly, no SIMD, or a CSP without wasm-unsafe-eval
+      module = null;
+    }
+  }
+  return module;
+}
+
+function instantiate(
+  mod: WebAssembly.Module,
+  byteLength: number,
+): _WasmKernels {
+  const memory = new WebAssembly.Memory({
+    initial: Math.max(1, Math.ceil(byteLength / PAGE)),
+  });
+  const exports = new WebAssembly.Instance(mod, { env: { memory } })
+    .exports as unknown as { t32: _Transpose; t64: _Transpose };
+  return { memory, t32: exports.t32, t64: exports.t64 };
+}
+
+/**
+ * Kernels whose memory holds at least `byteLength` bytes, or `undefined`
+ * where WebAssembly SIMD is unavailable.
+ *
+ * @param byteLength Scratch bytes needed.
+ * @returns The kernels.
+ */
+export function _wasmKernels(byteLength: number): _WasmKernels | undefined {
+  const mod = compile();
+  if (mod === null) return undefined;
+  if (byteLength > KEEP_BYTES) return instantiate(mod, byteLength);
+  if (kept === undefined) kept = instantiate(mod, byteLength);
+  const have = kept.memory.buffer.byteLength;
+  if (have < byteLength) {
+    kept.memory.grow(Math.ceil((byteLength - have) / PAGE));
+  }
+  return kept;
+}
+
+const byMemory = new WeakMap<WebAssembly.Memory, _WasmKernels | null>();
+const memoryOfBuffer = new WeakMap<ArrayBufferLike, WebAssembly.Memory>();
+
+/**
+ * Records that `memory.buffer` belongs to `memory`, so copies between views
+ * of it can run in place (call again after the memory grows).
+ *
+ * @param memory A WebAssembly memory that holds storages.
+ */
+export function _noteMemory(memory: WebAssembly.Memory): void {
+  const buffer = memory.buffer;
+  if (memoryOfBuffer.get(buffer) !== memory) memoryOfBuffer.set(buffer, memory);
+}
+
+/**
+ * Kernels that work directly in the WebAssembly memory owning `buffer`, or
+ * `undefined` when the buffer is not a noted memory's, or the memory cannot
+ * be imported (a shared memory, no SIMD).
+ *
+ * @param buffer The buffer of a typed array.
+ * @returns The kernels, whose `memory` is that memory.
+ */
+export function _wasmKernelsIn(
+  buffer: ArrayBufferLike,
+): _WasmKernels | undefined {
+  const memory = memoryOfBuffer.get(buffer);
+  if (memory === undefined) return undefined;
+  let kernels = byMemory.get(memory);
+  if (kernels === undefined) {
+    const mod = compile();
+    kernels = null;
+    if (mod !== null) {
+      try {
+        const exports = new WebAssembly.Instance(mod, { env: { memory } })
+          .exports as unknown as { t32: _Transpose; t64: _Transpose };
+        kernels = { memory, t32: exports.t32, t64: exports.t64 };
+      } catch {
+        kernels = null;
+      }
+    }
+    byMemory.set(memory, kernels);
+  }
+  return kernels ?? undefined;
+}
