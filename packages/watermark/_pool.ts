@@ -17,7 +17,7 @@ function before(a: _Block, byteLength: number, id: number): boolean {
 /** One pool: a kind (private, shared, scalar) and a size class. */
 export class _Pool<M = unknown> {
   readonly kind: PoolKind;
-  /** Small pools pack buffers in small heaps and are never under pressure. */
+  /** Small pools pack buffers in small heaps. */
   readonly small: boolean;
   readonly hostVisible: boolean;
   readonly name: string;

@@ -373,18 +373,20 @@ function positiveOption(
  *   tried.
  * - **Pools**: private, shared (host-visible segments) and scalar, each with
  *   small and large heaps. A cached buffer is reused by best fit if it is at
- *   most `maxSlackBytes` larger (under memory pressure at most
- *   `roundLargeBytes` larger, since carving an exact buffer costs nothing
- *   here); when the only fit is larger, the allocator makes a new buffer in a
+ *   most `maxSlackBytes` larger and at most twice the request (under memory
+ *   pressure at most `roundLargeBytes` larger, since carving an exact buffer
+ *   costs nothing here); when the only fit is larger, the allocator makes a new buffer in a
  *   heap with room, or else releases the idle oversize buffer and carves the
  *   request from its heap (a heap of its own is released with it under
  *   pressure, or when the request belongs in a shared heap, so small buffers
  *   never pin a big heap).
  * - **Watermarks**: the high limit (`highWatermarkRatio` × recommended) is
- *   hard; the low limit is soft: at or above it, large requests are under
+ *   hard; the low limit is soft: at or above it, requests are under
  *   pressure: no extra-large heaps, narrow reuse slack, and cached buffers
- *   older than the average are collected (releasing heaps that become empty)
- *   until driver bytes fall below the low limit.
+ *   of the request's pool older than the average are collected (releasing
+ *   heaps that become empty) until driver bytes fall below the low limit.
+ *   Unlike MPS, small pools are collected too: a decoder's growing caches
+ *   leave many cached small buffers of distinct sizes.
  * - **Order of attempts**: cached buffer, garbage collection under
  *   pressure, new buffer, `allocation-failed` callbacks then cached buffer or
  *   new buffer, release cached buffers of the pool, release all cached
@@ -1132,7 +1134,7 @@ export class WatermarkAllocator<M = unknown>
       size,
       requested,
       pool,
-      pressure: !pool.small && this.lowWatermarkValue <= 0,
+      pressure: this.lowWatermarkValue <= 0,
     };
     let block = this.#getFreeBuffer(params);
     let recycled = block !== undefined;
@@ -1218,15 +1220,19 @@ export class WatermarkAllocator<M = unknown>
   #getFreeBuffer(params: _Params<M>): _Block<M> | undefined {
     const pool = params.pool;
     const available = pool.available;
-    if (this.#lowRatio > 0 && !pool.small) {
+    if (this.#lowRatio > 0) {
       pool.epoch++; // ages every cached buffer of the pool by one
     }
     const i = pool.lowerBound(params.size);
     if (i >= available.length) return undefined;
     const block = available[i];
-    const slack = params.pressure
-      ? Math.min(this.#maxSlack, this.#roundLarge)
-      : this.#maxSlack;
+    // At most the request again (MPS allows a whole large heap), and at most
+    // `roundLargeBytes` under pressure: carving an exact buffer costs nothing.
+    const slack = Math.min(
+      this.#maxSlack,
+      params.size,
+      params.pressure ? this.#roundLarge : Infinity,
+    );
     if (block.byteLength > params.size + slack) {
       // Keep using heap capacity: a heap with room gets a new buffer;
       // otherwise the idle oversize buffer is released to make room in its

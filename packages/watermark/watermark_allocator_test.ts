@@ -343,7 +343,26 @@ describe("WatermarkAllocator watermarks", () => {
     assert.ok(device.reservedBytes <= allocator.highWatermarkLimit);
   });
 
-  it("WatermarkAllocator does not collect small pools or below the low watermark", () => {
+  it("WatermarkAllocator collects small pools under pressure too", () => {
+    const { device, allocator, events } = setup(MiB, {
+      recommendedMaxBytes: 16 * KiB,
+      highWatermarkRatio: 2,
+      lowWatermarkRatio: 0.5, // 8 KiB
+    });
+    const bufs = Array.from(
+      { length: 48 },
+      () => allocator.allocateBuffer(256),
+    );
+    assert.equal(device.reservedBytes, 16 * KiB); // two small heaps
+    for (const b of bufs) b.release();
+    allocator.allocateBuffer(512); // no cached fit: collect, then allocate
+    const gc = events.filter((e) => e.reason === "garbage-collection");
+    assert.ok(gc.length >= 32, `${gc.length}`);
+    assert.ok(device.freeCount >= 1); // a heap became empty and went back
+    assert.ok(device.reservedBytes <= 16 * KiB);
+  });
+
+  it("WatermarkAllocator does not collect below the low watermark", () => {
     const { allocator, events } = setup(4 * MiB);
     const bufs = [100, 110, 120].map((k) => allocator.allocateBuffer(k * KiB));
     for (const b of bufs) b.release();

@@ -1,9 +1,11 @@
 /**
- * Benchmark of `@allot/watermark`: replays allocation traces through the
- * watermark allocator and `@allot/caching`'s caching allocator on the same
- * mock device, with a capacity that forces memory pressure, and reports peak
- * device bytes over peak requested bytes, garbage-collection passes and
- * out-of-memory failures; plus replay speed without pressure.
+ * Benchmark of `@allot/watermark`: replays `@allot/caching/traces`'
+ * transformer-inference and training-step traces (and a local churn stress
+ * trace) through the watermark allocator and `@allot/caching`'s caching
+ * allocator on the same mock device, with a capacity that forces memory
+ * pressure, and reports peak device bytes over peak requested bytes,
+ * garbage-collection passes and out-of-memory failures; plus replay speed
+ * without pressure.
  *
  * Run: `deno run -A packages/watermark/bench/run.ts [--quick]`
  *
@@ -19,11 +21,27 @@ import type {
   Scenario,
 } from "../../../scripts/bench/types.ts";
 import {
-  churnTrace,
-  inferenceTrace,
-  type Trace,
-  trainingTrace,
-} from "./_traces.ts";
+  type AllocationTrace,
+  summarizeTrace,
+  trainingStepTrace,
+  transformerInferenceTrace,
+} from "@allot/caching/traces";
+import { churnTrace } from "./_traces.ts";
+
+/** A trace with its peak of live requested bytes. */
+interface Trace {
+  name: string;
+  ops: AllocationTrace["ops"];
+  peakRequestedBytes: number;
+}
+
+function withPeak(trace: AllocationTrace, name: string): Trace {
+  return {
+    name,
+    ops: trace.ops,
+    peakRequestedBytes: summarizeTrace(trace).peakLiveBytes,
+  };
+}
 
 /** What one replay measured. */
 interface Replay {
@@ -47,13 +65,13 @@ function replayWatermark(trace: Trace, capacityBytes: number): Replay {
   const live = new Map<number, WatermarkBuffer>();
   let failures = 0, allocations = 0;
   const t0 = performance.now();
-  for (const e of trace.events) {
+  for (const e of trace.ops) {
     if (e.kind === "alloc") {
       allocations++;
       const b = allocator.tryAllocateBuffer(e.byteLength);
       if (b === undefined) failures++;
       else live.set(e.id, b);
-    } else {
+    } else if (e.kind === "free") {
       const b = live.get(e.id);
       if (b !== undefined) {
         live.delete(e.id);
@@ -79,7 +97,7 @@ function replayCaching(trace: Trace, capacityBytes: number): Replay {
   const live = new Map<number, CachedBlock>();
   let failures = 0, allocations = 0;
   const t0 = performance.now();
-  for (const e of trace.events) {
+  for (const e of trace.ops) {
     if (e.kind === "alloc") {
       allocations++;
       try {
@@ -90,7 +108,7 @@ function replayCaching(trace: Trace, capacityBytes: number): Replay {
         }
         failures++;
       }
-    } else {
+    } else if (e.kind === "free") {
       const b = live.get(e.id);
       if (b !== undefined) {
         live.delete(e.id);
@@ -131,11 +149,27 @@ function mib(bytes: number): string {
  */
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   const quick = options.quick;
-  const traces = [
-    trainingTrace(quick ? 3 : 40),
-    inferenceTrace(quick ? 20 : 400),
-    churnTrace(quick ? 2000 : 40000),
-  ];
+  // The caching package's traces, with the parameters its benchmark uses.
+  const traces = quick
+    ? [
+      withPeak(
+        transformerInferenceTrace({ layers: 4, rounds: 2, decodeSteps: 4 }),
+        "transformer inference (4 layers, 2 rounds)",
+      ),
+      withPeak(
+        trainingStepTrace({ layers: 2, steps: 3 }),
+        "training steps (2 layers, 3 steps)",
+      ),
+      withPeak(churnTrace(2000), "log-uniform churn (2000 allocations)"),
+    ]
+    : [
+      withPeak(
+        transformerInferenceTrace(),
+        "transformer inference (GPT-2 small, 3 rounds)",
+      ),
+      withPeak(trainingStepTrace(), "training steps (6 layers, 5 steps)"),
+      withPeak(churnTrace(40000), "log-uniform churn (40000 allocations)"),
+    ];
   const scenarios: Scenario[] = [];
   const runs = quick ? 1 : 3;
   for (const trace of traces) {
@@ -198,7 +232,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     options.progress?.(`watermark: ${trace.name}, speed`);
     const w = best(runs, () => replayWatermark(trace, Infinity));
     const c = best(runs, () => replayCaching(trace, Infinity));
-    const n = trace.events.length;
+    const n = trace.ops.length;
     const wOps = n / (w.ms / 1000), cOps = n / (c.ms / 1000);
     scenarios.push({
       package: "watermark",
