@@ -530,6 +530,7 @@ export class OwnershipRegistry {
     let aliasEntry: RegistryEntry | undefined = entry;
     if (alias !== existing) {
       const [aliasMemory, aliasOffset] = this.#placeOf(alias, "alias");
+      if (aliasOffset < 0) this.#throwDetached("addAlias", "alias");
       this.#checkAlias(allocation, aliasMemory, aliasOffset, "addAlias");
       aliasEntry = this.#store.get(aliasMemory, aliasOffset);
       if (aliasEntry === undefined) {
@@ -1072,7 +1073,11 @@ export class OwnershipRegistry {
 
   #placeOf(pointer: Pointer, name: string): [object, number] {
     if (ArrayBuffer.isView(pointer)) {
-      return [pointer.buffer, pointer.byteOffset];
+      const buffer = pointer.buffer;
+      // A detached view reports byteOffset 0; -1 matches no record, so
+      // lookups fail (DoubleFreeError, false) instead of hitting offset 0.
+      if (buffer instanceof ArrayBuffer && buffer.detached) return [buffer, -1];
+      return [buffer, pointer.byteOffset];
     }
     if (pointer === null || typeof pointer !== "object") {
       throw new InvalidArgumentError(
@@ -1101,6 +1106,12 @@ export class OwnershipRegistry {
       `${name}.byteOffset`,
     );
     return [memory, byteOffset];
+  }
+
+  #throwDetached(what: string, name: string): never {
+    throw new UseAfterFreeError(
+      `Cannot ${what}: the ${name}'s ArrayBuffer is detached (freed or transferred)`,
+    );
   }
 
   #checkAlias(
@@ -1148,6 +1159,7 @@ export class OwnershipRegistry {
   ): number {
     this.#requireLive(what);
     const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
+    if (byteOffset < 0) this.#throwDetached(what, "pointer");
     const implicitLength = ArrayBuffer.isView(pointer)
       ? pointer.byteLength
       : pointer instanceof DataPtr
@@ -1225,6 +1237,7 @@ export class OwnershipRegistry {
       }
       for (const alias of aliases) {
         const [m, o] = this.#placeOf(alias, "alias");
+        if (o < 0) this.#throwDetached(what, "alias");
         this.#checkAlias(allocation, m, o, what);
         places.push([m, o]);
       }

@@ -293,6 +293,26 @@ describe("OwnershipRegistry", () => {
     );
   });
 
+  it("OwnershipRegistry treats views of a detached buffer as registered nowhere", () => {
+    const registry = new OwnershipRegistry({ onLeak: () => {} });
+    const a = registry.newArray("f32", 100);
+    const b = registry.newArray("f32", 100);
+    registry.addAlias(b, b.subarray(50));
+    const alias = a.subarray(50);
+    registry.unregister(a); // detached: alias now reports byteOffset 0
+    assert.equal(alias.byteOffset, 0);
+    assert.ok(!registry.isRegistered(alias));
+    assert.throws(() => registry.unregister(alias), DoubleFreeError);
+    assert.throws(() => registry.register(alias), /detached/);
+    assert.throws(() => registry.addAlias(b, alias), UseAfterFreeError);
+    assert.throws(
+      () => registry.registerBuffer(new Float32Array(4), { aliases: [alias] }),
+      /alias's ArrayBuffer is detached/,
+    );
+    assert.equal(registry.records().length, 1);
+    registry.dispose();
+  });
+
   it("OwnershipRegistry.addAlias() turns a plain pointer into a buffer", () => {
     const registry = new OwnershipRegistry();
     const a = registry.newArray("i32", 100);
