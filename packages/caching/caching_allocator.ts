@@ -1080,7 +1080,7 @@ export class CachingAllocator<M = unknown> {
    * const snapshot = JSON.parse(JSON.stringify(allocator.snapshot()));
    * assert.equal(snapshot.segments.length, 1);
    * assert.deepEqual(snapshot.segments[0].blocks.map((b: { state: string }) => b.state), ["active_allocated", "inactive"]);
-   * assert.deepEqual(snapshot.history.map((e: { action: string }) => e.action), ["segment_alloc", "alloc"]);
+   * assert.deepEqual(snapshot.history.map((e: { action: string }) => e.action), ["segment_alloc", "alloc", "snapshot"]);
    * ```
    */
   snapshot(): MemorySnapshot {
@@ -1122,6 +1122,10 @@ export class CachingAllocator<M = unknown> {
         blocks,
       });
     }
+    let reserved = 0;
+    for (const seg of segments) reserved += seg.byteLength;
+    // A marker in the history, as PyTorch writes when a snapshot is taken.
+    this.#history?.record("snapshot", 0, reserved, 0, 0);
     const history: TraceEntry[] = this.#history?.entries() ?? [];
     return {
       version: SNAPSHOT_FORMAT_VERSION,

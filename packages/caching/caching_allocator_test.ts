@@ -487,9 +487,11 @@ describe("CachingAllocator", () => {
       "segment_alloc",
       "alloc",
       "oom",
+      "snapshot",
       "free_requested",
       "free_completed",
       "segment_free",
+      "snapshot",
     ]);
     assert.equal(json.version, 1);
     assert.equal(json.segments.length, 0);

@@ -86,10 +86,10 @@ export interface TraceEntry {
   action: TraceAction;
   /**
    * Virtual address of the block or segment (for `oom`: bytes free on the
-   * device, as PyTorch records it).
+   * device, as PyTorch records it; for `snapshot`: 0).
    */
   address: number;
-  /** Bytes of the block, segment or failed request. */
+  /** Bytes of the block, segment or failed request (for `snapshot`: bytes reserved). */
   byteLength: number;
   /** Bytes the caller asked for (`alloc` and `oom`), else 0. */
   requestedByteLength: number;
