@@ -439,4 +439,40 @@ describe("SparseMatrix", () => {
       { numRuns: 100 },
     );
   });
+
+  it("SparseMatrix.build() that runs out of memory midway frees the blocks it made and changes nothing", () => {
+    using registry = new OwnershipRegistry();
+    const heap = new CpuAllocator({ byteLength: 1 << 16 });
+    class Failing extends CpuAllocator {
+      left: number;
+      constructor(left: number) {
+        super({ heap: heap.heap });
+        this.left = left;
+      }
+      override allocate(byteLength: number) {
+        if (this.left-- <= 0) throw new RangeError("simulated out of memory");
+        return super.allocate(byteLength);
+      }
+    }
+    const primary = 64, perRow = 8;
+    const arrays = {
+      values: new Float64Array(primary * perRow).fill(2),
+      indices: new Int32Array(primary * perRow).fill(3),
+      indptr: new Int32Array(primary + 1).map((_, i) => i * perRow),
+    };
+    for (const left of [0, 1, 3]) {
+      assert.throws(
+        () =>
+          SparseMatrix.build(arrays, {
+            shape: [primary, 4],
+            registry,
+            allocator: new Failing(left),
+            blockStrategy: { minElements: 16, maxElements: 16 },
+          }),
+        /simulated out of memory/,
+      );
+      assert.equal(heap.heap.bytesInUse, 0);
+      assert.equal(registry.records().length, 0);
+    }
+  });
 });
