@@ -10,6 +10,7 @@ import {
   type Allocator,
   DoubleFreeError,
   InvalidArgumentError,
+  type LeakDetector,
   UseAfterFreeError,
   validateInteger,
 } from "@allot/core";
@@ -71,6 +72,14 @@ export interface SparseMatrixOptions {
    * @default {undefined} (one `ArrayBuffer` per block)
    */
   allocator?: Allocator;
+  /**
+   * Reports matrices (built ones and their slices) that are garbage-collected
+   * without `release()` (`build` only). Detection only: their blocks stay
+   * registered until released or the registry is disposed.
+   *
+   * @default {undefined}
+   */
+  leakDetector?: LeakDetector;
   /**
    * How big the blocks are (`build` only).
    *
@@ -350,6 +359,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
   /** Rows use blocks in order, every block between the first and last. */
   readonly #monotonic: boolean;
   readonly #template: { values: V; indices: IndexArray };
+  readonly #detector: LeakDetector | undefined;
   #released = false;
 
   private constructor(
@@ -364,6 +374,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
     keys: Map<number, Place>,
     template: { values: V; indices: IndexArray },
     monotonic: boolean,
+    detector: LeakDetector | undefined,
   ) {
     this.#layout = layout;
     this.#rows = shape[0];
@@ -377,6 +388,14 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
     this.#keys = keys;
     this.#template = template;
     this.#monotonic = monotonic;
+    this.#detector = detector;
+    if (detector !== undefined && registry !== undefined) {
+      detector.watch(this, {
+        label: `SparseMatrix(${layout} ${shape[0]}x${
+          shape[1]
+        }, ${keys.size} blocks)`,
+      });
+    }
   }
 
   /**
@@ -435,6 +454,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
       new Map(),
       { values, indices },
       true,
+      undefined,
     );
   }
 
@@ -534,6 +554,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
       keys,
       { values, indices },
       true,
+      options.leakDetector,
     );
   }
 
@@ -830,6 +851,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
       );
     }
     this.#released = true;
+    this.#detector?.forget(this);
     const registry = this.#registry;
     if (registry === undefined || registry.disposed) return;
     for (const key of this.#keys.values()) registry.unregister(key);
@@ -903,6 +925,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
       keys,
       this.#template,
       monotonic,
+      this.#detector,
     );
   }
 

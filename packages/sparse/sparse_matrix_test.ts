@@ -4,6 +4,7 @@ import fc from "fast-check";
 import {
   DoubleFreeError,
   InvalidArgumentError,
+  LeakDetector,
   UseAfterFreeError,
 } from "@allot/core";
 import { OwnershipRegistry } from "@allot/registry";
@@ -474,5 +475,34 @@ describe("SparseMatrix", () => {
       assert.equal(heap.heap.bytesInUse, 0);
       assert.equal(registry.records().length, 0);
     }
+  });
+
+  it("SparseMatrix with a leakDetector reports matrices collected without release", async () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    if (gc === undefined) return; // needs --v8-flags=--expose-gc
+    using registry = new OwnershipRegistry({ onLeak: () => {} });
+    const detector = new LeakDetector();
+    const arrays = {
+      values: new Float32Array([1, 2]),
+      indices: new Int32Array([0, 1]),
+      indptr: new Int32Array([0, 1, 2]),
+    };
+    const kept = SparseMatrix.build(arrays, {
+      shape: [2, 2],
+      registry,
+      leakDetector: detector,
+    });
+    (() => {
+      kept.slice(0, 1); // dropped without release
+    })();
+    assert.equal(detector.watching, 2);
+    for (let i = 0; i < 20 && detector.leaks.length === 0; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(detector.leaks.length, 1);
+    assert.match(detector.leaks[0].label, /SparseMatrix\(csr 1x2, 1 blocks\)/);
+    kept.release();
+    assert.equal(detector.watching, 0);
   });
 });
