@@ -34,6 +34,8 @@ export class _Block<M = unknown> {
    * `gc_count`) is the pool's epoch minus this.
    */
   cachedEpoch = 0;
+  /** Index in its pool's bucket of cached buffers, -1 when not cached. */
+  availableIndex = -1;
   /** How many times the buffer was handed out. */
   useCount = 0;
   /** The live handle while the buffer is in use. */

@@ -9,11 +9,6 @@ import type { _Block } from "./_block.ts";
 import type { _Heap } from "./_heap.ts";
 import type { PoolKind } from "./watermark_buffer.ts";
 
-function before(a: _Block, byteLength: number, id: number): boolean {
-  return a.byteLength < byteLength ||
-    (a.byteLength === byteLength && a.id < id);
-}
-
 /** One pool: a kind (private, shared, scalar) and a size class. */
 export class _Pool<M = unknown> {
   readonly kind: PoolKind;
@@ -22,8 +17,12 @@ export class _Pool<M = unknown> {
   readonly hostVisible: boolean;
   readonly name: string;
   readonly heaps: Set<_Heap<M>> = new Set();
-  /** Cached (idle, not in use) buffers ordered by (byteLength, id). */
-  readonly available: _Block<M>[] = [];
+  /** Cached buffers by byte length: one stack per size. */
+  readonly #buckets: Map<number, _Block<M>[]> = new Map();
+  /** The sizes with cached buffers, ascending. */
+  readonly #sizes: number[] = [];
+  /** Number of cached buffers. */
+  availableCount = 0;
   /** Freed buffers whose recorded work has not completed yet. */
   readonly pendingFree: Set<_Block<M>> = new Set();
   /** Bytes of all buffers in this pool. */
@@ -40,41 +39,73 @@ export class _Pool<M = unknown> {
     this.name = `${small ? "small" : "large"} ${kind}`;
   }
 
-  /** Index of the first cached buffer of at least `byteLength` bytes. */
-  lowerBound(byteLength: number): number {
-    const a = this.available;
+  #sizeIndex(byteLength: number): number {
+    const a = this.#sizes;
     let lo = 0, hi = a.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (a[mid].byteLength < byteLength) lo = mid + 1;
+      if (a[mid] < byteLength) lo = mid + 1;
       else hi = mid;
     }
     return lo;
   }
 
+  /** The most recently cached buffer of the smallest size `>= byteLength`. */
+  bestFit(byteLength: number): _Block<M> | undefined {
+    const i = this.#sizeIndex(byteLength);
+    if (i >= this.#sizes.length) return undefined;
+    const bucket = this.#buckets.get(this.#sizes[i])!;
+    return bucket[bucket.length - 1];
+  }
+
+  /** A cached buffer of the largest size. */
+  largest(): _Block<M> | undefined {
+    const sizes = this.#sizes;
+    if (sizes.length === 0) return undefined;
+    const bucket = this.#buckets.get(sizes[sizes.length - 1])!;
+    return bucket[bucket.length - 1];
+  }
+
+  /** The cached buffers in ascending size (a copy). */
+  availableList(): _Block<M>[] {
+    const out: _Block<M>[] = [];
+    for (const size of this.#sizes) out.push(...this.#buckets.get(size)!);
+    return out;
+  }
+
   addAvailable(block: _Block<M>): void {
-    const a = this.available;
-    let lo = 0, hi = a.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (before(a[mid], block.byteLength, block.id)) lo = mid + 1;
-      else hi = mid;
+    const n = block.byteLength;
+    let bucket = this.#buckets.get(n);
+    if (bucket === undefined) {
+      bucket = [];
+      this.#buckets.set(n, bucket);
+      this.#sizes.splice(this.#sizeIndex(n), 0, n);
     }
-    a.splice(lo, 0, block);
-    this.availableBytes += block.byteLength;
+    block.availableIndex = bucket.length;
+    bucket.push(block);
+    this.availableCount++;
+    this.availableBytes += n;
   }
 
   removeAvailable(block: _Block<M>): void {
-    const a = this.available;
-    let lo = 0, hi = a.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (before(a[mid], block.byteLength, block.id)) lo = mid + 1;
-      else hi = mid;
+    const n = block.byteLength;
+    const bucket = this.#buckets.get(n);
+    const i = block.availableIndex;
+    if (bucket === undefined || bucket[i] !== block) {
+      throw new Error("internal: block not cached");
     }
-    if (a[lo] !== block) throw new Error("internal: block not cached");
-    a.splice(lo, 1);
-    this.availableBytes -= block.byteLength;
+    const last = bucket.pop()!;
+    if (last !== block) {
+      bucket[i] = last;
+      last.availableIndex = i;
+    }
+    if (bucket.length === 0) {
+      this.#buckets.delete(n);
+      this.#sizes.splice(this.#sizeIndex(n), 1);
+    }
+    block.availableIndex = -1;
+    this.availableCount--;
+    this.availableBytes -= n;
   }
 
   /** The heap with the smallest free range that still fits, if any. */

@@ -1219,13 +1219,11 @@ export class WatermarkAllocator<M = unknown>
 
   #getFreeBuffer(params: _Params<M>): _Block<M> | undefined {
     const pool = params.pool;
-    const available = pool.available;
     if (this.#lowRatio > 0) {
       pool.epoch++; // ages every cached buffer of the pool by one
     }
-    const i = pool.lowerBound(params.size);
-    if (i >= available.length) return undefined;
-    const block = available[i];
+    const block = pool.bestFit(params.size);
+    if (block === undefined) return undefined;
     // At most the request again (MPS allows a whole large heap), and at most
     // `roundLargeBytes` under pressure: carving an exact buffer costs nothing.
     const slack = Math.min(
@@ -1561,16 +1559,15 @@ export class WatermarkAllocator<M = unknown>
 
   #releaseAvailableCached(params: _Params<M>): boolean {
     const pool = params.pool;
-    const available = pool.available;
-    if (available.length === 0) return false;
-    const i = pool.lowerBound(params.size);
-    if (i < available.length) {
-      this.#releaseBlock(available[i], true, "release-cached");
+    if (pool.availableCount === 0) return false;
+    const fit = pool.bestFit(params.size);
+    if (fit !== undefined) {
+      this.#releaseBlock(fit, true, "release-cached");
       return true;
     }
     let released = 0;
-    while (released < params.size && available.length > 0) {
-      const block = available[available.length - 1];
+    while (released < params.size && pool.availableCount > 0) {
+      const block = pool.largest()!;
       released += block.byteLength;
       this.#releaseBlock(block, true, "release-cached");
     }
@@ -1589,9 +1586,9 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     for (const pool of this.#poolList) {
-      while (pool.available.length > 0) {
+      while (pool.availableCount > 0) {
         this.#releaseBlock(
-          pool.available[pool.available.length - 1],
+          pool.largest()!,
           true,
           reason,
         );
@@ -1608,10 +1605,11 @@ export class WatermarkAllocator<M = unknown>
     const target = driver - this.#lowLimit;
     const pool = params.pool;
     let totalAge = 0;
-    let freeable = pool.available.length;
+    let freeable = pool.availableCount;
     if (freeable === 0) return;
     const epoch = pool.epoch;
-    for (const b of pool.available) totalAge += epoch - b.cachedEpoch;
+    const candidates = pool.availableList();
+    for (const b of candidates) totalAge += epoch - b.cachedEpoch;
     this.#numGc++;
     let reclaimed = 0;
     let freedCount = 0;
@@ -1619,7 +1617,7 @@ export class WatermarkAllocator<M = unknown>
     while (reclaimed < target && freed && freeable > 0) {
       const threshold = totalAge / freeable;
       freed = false;
-      for (const block of [...pool.available]) {
+      for (const block of candidates) {
         if (reclaimed >= target) break;
         if (block.state !== "cached") continue; // taken by a callback
         const age = epoch - block.cachedEpoch;
@@ -1641,7 +1639,7 @@ export class WatermarkAllocator<M = unknown>
         () =>
           `Garbage collected ${freedCount} buffers from the ${pool.name} pool (reclaimed: ${
             formatBytes(reclaimed)
-          }, #cached: ${pool.available.length})`,
+          }, #cached: ${pool.availableCount})`,
       );
     }
   }
