@@ -18,11 +18,12 @@
 import initWabt from "npm:wabt@1.0.39";
 
 /**
- * Edge of the square tiles, in elements. Small tiles keep the rows a tile
- * touches within one L1 set's ways even at power-of-two strides (measured:
- * 8 beats 16, 32 and 64 on a 1024×1024 f32 transpose).
+ * Edge of the square tiles, in elements. Small tiles limit how many rows a
+ * tile touches, which matters at power-of-two strides where those rows share
+ * cache sets (measured on filled memory: 16 is best on 1024×1024 f32 and
+ * within 25% of the best, 8, on 1000×1000).
  */
-const TILE = 8;
+const TILE = 16;
 
 function kernel(name: string, bytes: 4 | 8): string {
   const q = bytes === 4 ? 4 : 2; // block edge (elements per v128)

@@ -19,6 +19,7 @@ import type {
 import { createRequire } from "node:module";
 import ndarray from "ndarray";
 import ops from "ndarray-ops";
+import { CpuAllocator, CpuHeap } from "@allot/cpu";
 import { Buffer, ManagedBufferPool, Storage } from "../mod.ts";
 
 type Assign = (arrays: unknown[]) => void;
@@ -124,6 +125,11 @@ async function loadStdlib(
   return createRequire(import.meta.url)(entry) as Assign;
 }
 
+function hostBufferOf(b: Buffer): ArrayBuffer {
+  const m = b.storage.data.memory;
+  return (m instanceof WebAssembly.Memory ? m.buffer : m) as ArrayBuffer;
+}
+
 function stdlibArray(
   data: Float32Array,
   shape: number[],
@@ -177,20 +183,28 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     progress(c.scenario);
     const count = c.base.reduce((a, b) => a * b, 1);
     const data = Float32Array.from({ length: count }, (_, i) => i % 1000);
-    const pool = new ManagedBufferPool(
-      Storage.allocate(0).target.allocator,
-    );
-    const base = pool.alloc("f32", c.base);
-    (base.storage.bytes() as Uint8Array).set(new Uint8Array(data.buffer));
+    // configuration 1: storages in one CpuHeap over a WebAssembly.Memory
+    const memory = new WebAssembly.Memory({ initial: 256, maximum: 1024 });
+    const heap = new CpuHeap(memory, { maxByteLength: 1024 * 65536 });
+    const cpu = new CpuAllocator({ heap });
+    const base = Buffer.fromData("f32", data, {
+      shape: c.base,
+      allocator: cpu,
+    });
     const view = c.view(base);
+    // configuration 2: one ArrayBuffer per storage, outputs from a pool
+    const pool = new ManagedBufferPool(Storage.allocate(0).target.allocator);
+    const base2 = pool.alloc("f32", c.base);
+    base2.storage.bytes().set(new Uint8Array(data.buffer));
+    const view2 = base2.withView(view.view);
     const src = new Float32Array(
-      base.storage.bytes().buffer,
+      hostBufferOf(base),
       base.storage.data.byteOffset,
       count,
     );
     const n = view.length, bytes = n * 4;
     const out = Buffer.empty("f32", view.shape);
-    const outData = out.toData().fill(0) && new Float32Array(
+    const outData = new Float32Array(
       out.storage.bytes().buffer,
       out.storage.data.byteOffset,
       n,
@@ -225,15 +239,21 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       note?: string;
     }[] = [
       {
-        name: "allot contiguous()",
+        name: "allot contiguous(), wasm-memory heap",
         ours: true,
-        note: "output from a ManagedBufferPool; includes acquire and release",
+        note:
+          "CpuAllocator over a WebAssembly.Memory; includes allocate and free",
         fn: () => view.contiguous().release(),
       },
       {
+        name: "allot contiguous(), ArrayBuffers",
+        note: "one ArrayBuffer per storage; output from a ManagedBufferPool",
+        fn: () => view2.contiguous().release(),
+      },
+      {
         name: "allot copyFrom()",
-        note: "into a preallocated contiguous buffer",
-        fn: () => out.copyFrom(view),
+        note: "ArrayBuffers; into a preallocated contiguous buffer",
+        fn: () => out.copyFrom(view2),
       },
       { name: "ndarray-ops assign", fn: () => ops.assign(ndOut, nd) },
     ];
@@ -263,7 +283,14 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       throw new Error(`allot contiguous() is wrong in ${c.scenario}`);
     }
     packed.release();
-    for (const r of rows.slice(1)) {
+    const packed2 = view2.contiguous();
+    if (packed2.toData().some((x, i) => x !== expected[i])) {
+      throw new Error(
+        `allot contiguous() on ArrayBuffers is wrong in ${c.scenario}`,
+      );
+    }
+    packed2.release();
+    for (const r of rows.slice(2)) {
       if (r.name.includes("ceiling")) continue;
       r.fn();
       check(r.name);
@@ -276,7 +303,6 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       ...(r.ours ? { ours: true } : {}),
       ...(r.note ? { note: r.note } : {}),
     }));
-    const ours = gbps[0];
     const peer = (name: string) => gbps[rows.findIndex((r) => r.name === name)];
     const peers = rows
       .map((r, i) => ({ r, v: gbps[i] }))
@@ -284,31 +310,36 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
         r.name.startsWith("ndarray") || r.name.startsWith("@stdlib")
       );
     const fastest = peers.reduce((a, b) => (b.v > a.v ? b : a));
-    const ratios = [
-      {
-        label: `allot / faster peer (${fastest.r.name})`,
-        value: Number((ours / fastest.v).toFixed(2)),
-        ...(c.target === "peer"
-          ? { target: ">= 2.5", met: ours / fastest.v >= 2.5 }
-          : {}),
-      },
-      {
-        label: "allot / memcpy",
-        value: Number(
-          (ours / peer("Float32Array.set (memcpy ceiling)")).toFixed(2),
-        ),
-        ...(c.target === "memcpy"
-          ? {
-            target: ">= 0.9",
-            met: ours / peer("Float32Array.set (memcpy ceiling)") >= 0.9,
-          }
-          : {}),
-      },
-      {
-        label: "allot / plain JS copy loop",
-        value: Number((ours / peer("plain JS copy loop (ceiling)")).toFixed(2)),
-      },
-    ];
+    const memcpy = peer("Float32Array.set (memcpy ceiling)");
+    const loop = peer("plain JS copy loop (ceiling)");
+    const ratios: Scenario["ratios"] = [];
+    for (
+      const [tag, ours] of [["wasm-memory heap", gbps[0]], [
+        "ArrayBuffers",
+        gbps[1],
+      ]] as const
+    ) {
+      ratios.push(
+        {
+          label: `allot (${tag}) / faster peer (${fastest.r.name})`,
+          value: Number((ours / fastest.v).toFixed(2)),
+          ...(c.target === "peer"
+            ? { target: ">= 2.5", met: ours / fastest.v >= 2.5 }
+            : {}),
+        },
+        {
+          label: `allot (${tag}) / memcpy`,
+          value: Number((ours / memcpy).toFixed(2)),
+          ...(c.target === "memcpy"
+            ? { target: ">= 0.9", met: ours / memcpy >= 0.9 }
+            : {}),
+        },
+        {
+          label: `allot (${tag}) / plain JS copy loop`,
+          value: Number((ours / loop).toFixed(2)),
+        },
+      );
+    }
     const notes: string[] = [];
     if (typeof stdlib === "string") {
       notes.push(`@stdlib/ndarray-base-assign: ${stdlib}`);
@@ -324,6 +355,8 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     });
     view.release();
     base.release();
+    view2.release();
+    base2.release();
     out.release();
     pool.dispose();
   }
