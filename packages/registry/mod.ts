@@ -44,7 +44,6 @@
  * @module
  */
 
-export * from "./dtype.ts";
 export * from "./ownership_registry.ts";
 export * from "./record_store.ts";
 export * from "./registry.ts";

@@ -23,11 +23,7 @@ import {
   validateByteLength,
   validateInteger,
 } from "@allot/core";
-import {
-  type Dtype,
-  typedArrayConstructor,
-  type TypedArrayFor,
-} from "./dtype.ts";
+import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
 
 /**
@@ -647,9 +643,9 @@ export class OwnershipRegistry {
     dtype: D,
     length: number,
     options: NewArrayOptions = {},
-  ): TypedArrayFor<D> {
+  ): TypedArrayOf<D> {
     this.#requireLive("newArray");
-    const Ctor = typedArrayConstructor(dtype);
+    const Ctor = dtypeInfo(dtype).arrayType;
     const bpe = Ctor.BYTES_PER_ELEMENT;
     validateInteger(
       length,
@@ -676,7 +672,7 @@ export class OwnershipRegistry {
       }
       const pad = alignment === undefined ? 0 : alignment - 1;
       const ptr = allocator.allocate(reserved + pad);
-      let array: TypedArrayFor<D>;
+      let array: TypedArrayOf<D>;
       try {
         if (!isHostMemory(ptr.memory)) {
           throw new InvalidArgumentError(

@@ -346,7 +346,7 @@ describe("OwnershipRegistry", () => {
     assert.throws(() => registry.newArray("f32", 1.5), /length/);
     assert.throws(
       () => registry.newArray("float" as "f32", 1),
-      /Invalid dtype/,
+      /Unknown dtype/,
     );
     assert.throws(
       () => registry.newArray("f32", 1, { alignment: 48 }),

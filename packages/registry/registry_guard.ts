@@ -6,7 +6,7 @@
  */
 
 import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
-import type { Dtype, TypedArrayFor } from "./dtype.ts";
+import type { Dtype, TypedArrayOf } from "@allot/storage";
 import type {
   NewArrayOptions,
   OwnershipRegistry,
@@ -128,7 +128,7 @@ export class ArrayOwner<T extends ArrayBufferView> {
  */
 export class RegistryGuard<D extends Dtype> {
   #registry: OwnershipRegistry;
-  #array: TypedArrayFor<D> | undefined;
+  #array: TypedArrayOf<D> | undefined;
 
   /**
    * Allocates `length` elements of `dtype` in `registry`.
@@ -159,7 +159,7 @@ export class RegistryGuard<D extends Dtype> {
    *
    * @throws {UseAfterFreeError} After `release()`, `handOff()` or disposal.
    */
-  get array(): TypedArrayFor<D> {
+  get array(): TypedArrayOf<D> {
     if (this.#array === undefined) {
       throw new UseAfterFreeError(
         "Cannot read the array of a RegistryGuard: ownership was released or moved out",
@@ -175,7 +175,7 @@ export class RegistryGuard<D extends Dtype> {
    * @returns The array.
    * @throws {UseAfterFreeError} When the guard no longer owns it.
    */
-  release(): TypedArrayFor<D> {
+  release(): TypedArrayOf<D> {
     const array = this.array;
     this.#array = undefined;
     return array;
@@ -188,7 +188,7 @@ export class RegistryGuard<D extends Dtype> {
    * @returns The owner.
    * @throws {UseAfterFreeError} When the guard no longer owns it.
    */
-  handOff(): ArrayOwner<TypedArrayFor<D>> {
+  handOff(): ArrayOwner<TypedArrayOf<D>> {
     const owner = new ArrayOwner(this.#registry, this.array);
     this.#array = undefined;
     return owner;

@@ -9,7 +9,7 @@ import {
   UseAfterFreeError,
   validateInteger,
 } from "@allot/core";
-import type { Dtype, TypedArrayFor } from "./dtype.ts";
+import type { Dtype, TypedArrayOf } from "@allot/storage";
 import type {
   NewArrayOptions,
   OwnershipRegistry,
@@ -54,7 +54,7 @@ export interface WorkspacePoolOptions extends NewArrayOptions {
  */
 export class WorkspacePool<D extends Dtype> {
   #registry: OwnershipRegistry;
-  #workspaces: TypedArrayFor<D>[];
+  #workspaces: TypedArrayOf<D>[];
   #length: number;
   #released = false;
 
@@ -106,7 +106,7 @@ export class WorkspacePool<D extends Dtype> {
    * @throws {InvalidArgumentError} When the rank is out of range.
    * @throws {UseAfterFreeError} After `release()`.
    */
-  get(rank: number): TypedArrayFor<D> {
+  get(rank: number): TypedArrayOf<D> {
     if (this.#released) {
       throw new UseAfterFreeError(
         `Cannot get workspace ${rank}: the pool was released`,

@@ -16,11 +16,10 @@ import {
 } from "@allot/core";
 import {
   defaultOwnershipRegistry,
-  dtypeOf,
-  type NumericArray,
   type OwnershipRegistry,
   type Place,
 } from "@allot/registry";
+import { type AnyTypedArray, dtypeOf } from "@allot/storage";
 import { blockElements, type BlockStrategy } from "./block_strategy.ts";
 
 /** `csr`: rows are primary. `csc`: columns are primary. */
@@ -38,7 +37,7 @@ export type IndptrArray = Int32Array | Uint32Array | Float64Array;
  *
  * @typeParam V Type of the values array.
  */
-export interface CompressedArrays<V extends NumericArray = NumericArray> {
+export interface CompressedArrays<V extends AnyTypedArray = AnyTypedArray> {
   /** Non-zero values, primary row after primary row. */
   values: V;
   /** Secondary index of each value. */
@@ -100,7 +99,7 @@ export interface ToContiguousOptions {
 }
 
 /** One primary row (column for CSC): zero-copy views of its non-zeros. */
-export interface SparseRow<V extends NumericArray> {
+export interface SparseRow<V extends AnyTypedArray> {
   /** The row's values. */
   values: V;
   /** The row's secondary indices. */
@@ -108,7 +107,7 @@ export interface SparseRow<V extends NumericArray> {
 }
 
 /** The per-row tables of a {@linkcode SparseMatrix}; see `rowTable()`. */
-export interface SparseRowTable<V extends NumericArray> {
+export interface SparseRowTable<V extends AnyTypedArray> {
   /** Values array of each block. */
   readonly values: readonly V[];
   /** Indices array of each block. */
@@ -122,7 +121,7 @@ export interface SparseRowTable<V extends NumericArray> {
 }
 
 /** A block: one memory holding values then indices for some rows. */
-interface _Block<V extends NumericArray> {
+interface _Block<V extends AnyTypedArray> {
   values: V;
   indices: IndexArray;
 }
@@ -344,7 +343,7 @@ function validateArrays(
  * assert.deepEqual([...back.indices], [2, 0, 1]);
  * ```
  */
-export class SparseMatrix<V extends NumericArray = NumericArray> {
+export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
   readonly #layout: SparseLayout;
   readonly #rows: number;
   readonly #cols: number;
@@ -424,7 +423,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
    * ), /non-decreasing integers, received indptr\[1\] = 2 and indptr\[2\] = 1/);
    * ```
    */
-  static wrap<V extends NumericArray>(
+  static wrap<V extends AnyTypedArray>(
     arrays: CompressedArrays<V>,
     options: SparseMatrixOptions,
   ): SparseMatrix<V> {
@@ -467,7 +466,7 @@ export class SparseMatrix<V extends NumericArray = NumericArray> {
    * @throws {InvalidArgumentError} For a bad shape, layout, strategy or array;
    * nothing is allocated.
    */
-  static build<V extends NumericArray>(
+  static build<V extends AnyTypedArray>(
     arrays: CompressedArrays<V>,
     options: SparseMatrixOptions,
   ): SparseMatrix<V> {
