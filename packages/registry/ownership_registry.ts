@@ -1096,11 +1096,13 @@ export class OwnershipRegistry {
         { name: `${name}.memory`, value: memory, limit: "object" },
       );
     }
-    validateByteLength(
-      byteOffset,
-      Number.MAX_SAFE_INTEGER,
-      `${name}.byteOffset`,
-    );
+    if (!Number.isSafeInteger(byteOffset) || byteOffset < 0) {
+      validateByteLength(
+        byteOffset,
+        Number.MAX_SAFE_INTEGER,
+        `${name}.byteOffset`,
+      );
+    }
     return [memory, byteOffset];
   }
 
