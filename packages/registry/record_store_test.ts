@@ -1,0 +1,53 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { MapRecordStore } from "./record_store.ts";
+
+describe("MapRecordStore", () => {
+  it("MapRecordStore behaves like one map keyed by (memory, byteOffset)", () => {
+    const memories = [new ArrayBuffer(8), new ArrayBuffer(8), {}];
+    const op = fc.record({
+      kind: fc.constantFrom("set", "delete", "clear"),
+      memory: fc.integer({ min: 0, max: 2 }),
+      offset: fc.integer({ min: 0, max: 5 }),
+      value: fc.integer(),
+    });
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
+        const store = new MapRecordStore<number>();
+        const model = new Map<string, number>();
+        for (const o of ops) {
+          const memory = memories[o.memory];
+          const key = `${o.memory}:${o.offset}`;
+          if (o.kind === "set") {
+            store.set(memory, o.offset, o.value);
+            model.set(key, o.value);
+          } else if (o.kind === "delete") {
+            assert.equal(store.delete(memory, o.offset), model.delete(key));
+          } else if (o.value % 10 === 0) {
+            store.clear();
+            model.clear();
+          }
+          assert.equal(store.size, model.size);
+          for (let m = 0; m < memories.length; m++) {
+            for (let off = 0; off <= 5; off++) {
+              assert.equal(
+                store.get(memories[m], off),
+                model.get(`${m}:${off}`),
+              );
+            }
+          }
+          const listed = [...store.entries()].map((
+            [memory, offset, value],
+          ) => [`${memories.indexOf(memory)}:${offset}`, value]);
+          assert.deepEqual(
+            new Map(listed as [string, number][]),
+            model,
+          );
+          assert.equal(listed.length, model.size);
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
