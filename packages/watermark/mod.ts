@@ -40,7 +40,9 @@
 export * from "./debug_verbosity.ts";
 export * from "./watermark_allocator.ts";
 export * from "./watermark_buffer.ts";
+export * from "./watermark_out_of_memory_error.ts";
 export * from "./watermark_snapshot.ts";
+export * from "./watermark_stats.ts";
 // Core types that appear in this package's signatures, so its documentation
 // is complete; import them from `@allot/core` in your code.
 export type {

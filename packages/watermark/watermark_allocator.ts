@@ -19,10 +19,8 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
-  OutOfMemoryError,
   type SegmentSource,
   Stat,
-  type StatValues,
   type Stream,
   UnsupportedOperationError,
   UseAfterFreeError,
@@ -43,6 +41,8 @@ import type {
   ReleaseReason,
   WatermarkBuffer,
 } from "./watermark_buffer.ts";
+import type { WatermarkStats } from "./watermark_stats.ts";
+import { WatermarkOutOfMemoryError } from "./watermark_out_of_memory_error.ts";
 import type {
   WatermarkBlockSnapshot,
   WatermarkSegmentSnapshot,
@@ -142,7 +142,8 @@ export interface WatermarkAllocatorOptions<M = unknown> {
   roundLargeBytes?: number;
   /**
    * A cached buffer is reused for a smaller request only if it is at most
-   * this many bytes larger.
+   * this many bytes larger (and at most twice the request; under memory
+   * pressure at most `roundLargeBytes` larger).
    *
    * @default {largeHeapBytes}
    */
@@ -197,98 +198,6 @@ export interface AllocateBufferOptions {
    * @default {"private"}
    */
   pool?: "private" | "shared";
-}
-
-/** The figures of {@linkcode WatermarkAllocator.stats}. All sizes are bytes. */
-export interface WatermarkStats {
-  /** Bytes of buffers in use, after alignment ("current allocated"). */
-  allocatedBytes: StatValues;
-  /** Bytes of buffers in use, as requested. */
-  requestedBytes: StatValues;
-  /** Bytes of heaps ("total allocated"; reserved from the device). */
-  reservedBytes: StatValues;
-  /** Number of heaps. */
-  heaps: StatValues;
-  /** Bytes of cached (idle, reusable) buffers. */
-  cachedBytes: number;
-  /** Bytes of freed buffers waiting for their work to complete. */
-  pendingFreeBytes: number;
-  /** Bytes the device reports for this process (see options). */
-  driverAllocatedBytes: number;
-  /** The recommended maximum working-set size. */
-  recommendedMaxBytes: number;
-  /** High watermark ratio (0: no limit). */
-  highWatermarkRatio: number;
-  /** Low watermark ratio (0: no garbage collection). */
-  lowWatermarkRatio: number;
-  /** Hard limit on driver bytes (`Infinity` when disabled). */
-  highWatermarkLimit: number;
-  /** Soft limit on driver bytes (`Infinity` when disabled). */
-  lowWatermarkLimit: number;
-  /** Bytes left below the low limit (0 under pressure). */
-  lowWatermarkValue: number;
-  /** New buffers made in heaps. */
-  numAllocations: number;
-  /** Cached buffers handed out again. */
-  numRecycles: number;
-  /** Cached buffers given back to their heaps. */
-  numReleases: number;
-  /** Garbage-collection passes under memory pressure. */
-  numGarbageCollections: number;
-  /** Buffers released by garbage collection. */
-  numGarbageCollected: number;
-  /** Requests that ran out of memory (thrown or `undefined`). */
-  numAllocationFailures: number;
-}
-
-/** Figures of a {@linkcode WatermarkOutOfMemoryError}. */
-export interface WatermarkOutOfMemoryDetails {
-  /** Bytes asked for, after alignment. */
-  requestedBytes: number;
-  /** Bytes of this allocator's heaps. */
-  allocatedBytes: number;
-  /** Driver bytes not in this allocator's heaps. */
-  otherBytes: number;
-  /** The high watermark limit (`Infinity` when disabled). */
-  maxAllowedBytes: number;
-}
-
-/**
- * A request could not be served. Like MPS's message, it states the
- * allocator's heap bytes, other driver bytes, the maximum allowed and the
- * request.
- *
- * @example
- * ```ts
- * import { WatermarkAllocator, WatermarkOutOfMemoryError } from "@allot/watermark";
- * import { MockSegmentSource } from "@allot/core";
- * import assert from "node:assert/strict";
- *
- * const allocator = new WatermarkAllocator(new MockSegmentSource({ capacityBytes: 64 << 20 }), { highWatermarkRatio: 1 });
- * assert.throws(() => allocator.allocateBuffer(100 << 20), WatermarkOutOfMemoryError);
- * ```
- */
-export class WatermarkOutOfMemoryError extends OutOfMemoryError {
-  /** Driver bytes not in this allocator's heaps. */
-  readonly otherBytes: number;
-  /** The high watermark limit (`Infinity` when disabled). */
-  readonly maxAllowedBytes: number;
-
-  /**
-   * Creates the error.
-   *
-   * @param message Message with the figures.
-   * @param details The figures.
-   */
-  constructor(message: string, details: WatermarkOutOfMemoryDetails) {
-    super(message, {
-      requestedBytes: details.requestedBytes,
-      reservedBytes: details.allocatedBytes,
-      capacityBytes: details.maxAllowedBytes,
-    });
-    this.otherBytes = details.otherBytes;
-    this.maxAllowedBytes = details.maxAllowedBytes;
-  }
 }
 
 interface _Params<M> {

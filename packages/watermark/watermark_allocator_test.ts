@@ -707,6 +707,79 @@ describe("WatermarkAllocator buffer metadata", () => {
   });
 });
 
+describe("WatermarkAllocator snapshots and shared stats", () => {
+  it("WatermarkAllocator.snapshot() records history in @allot/caching's actions", () => {
+    const { allocator } = setup(MiB, {
+      highWatermarkRatio: 1,
+      lowWatermarkRatio: 1,
+      recordHistory: { maxEntries: 100 },
+    });
+    const stream = new ManualStream();
+    const a = allocator.allocateBuffer(20 * KiB);
+    allocator.recordEvents([a], stream);
+    a.release();
+    assert.equal(allocator.tryAllocateBuffer(2 * MiB), undefined);
+    stream.completeAll();
+    allocator.emptyCache();
+    const snap = allocator.snapshot();
+    assert.deepEqual(snap.history.map((e) => e.action), [
+      "segment_alloc",
+      "alloc",
+      "free_requested",
+      "oom",
+      "free_completed",
+      "segment_free",
+      "snapshot",
+    ]);
+    const [segAlloc, alloc] = snap.history;
+    assert.equal(segAlloc.byteLength, 20 * KiB); // a heap of its own
+    assert.equal(alloc.address, segAlloc.address);
+    assert.equal(alloc.requestedByteLength, 20 * KiB);
+    assert.equal(snap.version, 1);
+    assert.equal(snap.allocator, "WatermarkAllocator");
+    assert.deepEqual(JSON.parse(JSON.stringify(snap)), snap);
+    allocator.recordHistory(false);
+    assert.deepEqual(allocator.snapshot().history, []);
+  });
+
+  it("WatermarkAllocator.memoryStats() splits figures by small and large pools", () => {
+    const { allocator } = setup(4 * MiB);
+    const stream = new ManualStream();
+    const small = allocator.allocateBuffer(512);
+    const large = allocator.allocateBuffer(20 * KiB);
+    const own = allocator.allocateBuffer(1010 * KiB); // no room left: own heap
+    allocator.recordEvents([large], stream);
+    large.release(); // pending: active, not allocated
+    let m = allocator.memoryStats();
+    assert.equal(m.allocation.all.current, 2);
+    assert.equal(m.active.all.current, 3);
+    assert.equal(m.allocatedBytes.smallPool.current, 512);
+    assert.equal(m.allocatedBytes.largePool.current, 1010 * KiB);
+    assert.equal(m.activeBytes.largePool.current, 1030 * KiB);
+    assert.equal(m.segment.all.current, 3);
+    assert.equal(m.oversizeSegments.current, 1);
+    assert.equal(m.oversizeAllocations.current, 1);
+    assert.equal(m.maxSplitSize, 512 * KiB);
+    stream.completeAll();
+    small.release();
+    allocator.freeInactiveBuffers();
+    m = allocator.memoryStats();
+    assert.equal(m.inactiveSplit.all.current, 2);
+    assert.equal(m.inactiveSplitBytes.all.current, 512 + 20 * KiB);
+    assert.equal(m.requestedBytes.all.current, 1010 * KiB);
+    own.release();
+    allocator.emptyCache();
+    m = allocator.memoryStats();
+    assert.equal(m.numDeviceAlloc, 3);
+    assert.equal(m.numDeviceFree, 3);
+    assert.equal(m.reservedBytes.all.current, 0);
+    assert.equal(m.reservedBytes.all.peak, (8 + 1024 + 1010) * KiB);
+    allocator.resetPeakStats();
+    assert.equal(allocator.memoryStats().reservedBytes.all.peak, 0);
+    assert.match(allocator.memorySummary(), /WatermarkAllocator on mock:0/);
+  });
+});
+
 describe("WatermarkAllocator bad input and faults", () => {
   it("WatermarkAllocator refuses bad sizes and pools, changing nothing", () => {
     const { device, allocator } = setup(4 * MiB);

@@ -19,7 +19,7 @@ import type {
   SegmentSnapshot,
 } from "@allot/caching";
 import type { PoolKind } from "./watermark_buffer.ts";
-import type { WatermarkStats } from "./watermark_allocator.ts";
+import type { WatermarkStats } from "./watermark_stats.ts";
 
 /** One range of a heap. */
 export interface WatermarkBlockSnapshot extends BlockSnapshot {
