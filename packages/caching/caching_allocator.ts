@@ -1202,7 +1202,7 @@ export class CachingAllocator<M = unknown> {
           if (b.next !== null && b.next.state === FREE) {
             fail(`two free neighbours at ${b.address}`);
           }
-          if (pool.indexOf(b) < 0) fail(`free block ${b.address} not in pool`);
+          if (!pool.has(b)) fail(`free block ${b.address} not in pool`);
           if (seg.small) freeSmall++;
           else freeLarge++;
           if (split) {
@@ -1232,11 +1232,12 @@ export class CachingAllocator<M = unknown> {
         fail(`segment ${seg.id} blocks do not tile it`);
       }
     }
-    if (freeSmall !== this.#small.blocks.length) fail(`small pool size`);
-    if (freeLarge !== this.#large.blocks.length) fail(`large pool size`);
+    if (freeSmall !== this.#small.count) fail(`small pool size`);
+    if (freeLarge !== this.#large.count) fail(`large pool size`);
     if (pending !== this.#pending.length) fail(`pending list size`);
     for (const pool of [this.#small, this.#large]) {
-      const bs = pool.blocks;
+      const bs = pool.all();
+      if (bs.length !== pool.count) fail(`pool count`);
       for (let i = 1; i < bs.length; i++) {
         const a = bs[i - 1], b = bs[i];
         const ordered = a.streamId < b.streamId ||
@@ -1316,18 +1317,15 @@ export class CachingAllocator<M = unknown> {
     size: number,
   ): _Block<M> | undefined {
     this.#clock++;
-    const blocks = pool.blocks;
-    if (blocks.length === 0) return undefined;
-    const i = pool.lowerBound(streamId, size);
-    if (i === blocks.length) return undefined;
-    const b = blocks[i];
-    if (b.streamId !== streamId) return undefined;
+    if (pool.count === 0) return undefined;
+    const b = pool.lowerBound(streamId, size);
+    if (b === undefined || b.streamId !== streamId) return undefined;
     const maxSplit = this.maxSplitSize;
     if (size < maxSplit && b.size >= maxSplit) return undefined;
     if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
       return undefined;
     }
-    pool.removeAt(i);
+    pool.remove(b);
     return b;
   }
 
@@ -1610,8 +1608,14 @@ export class CachingAllocator<M = unknown> {
     const maxSplit = this.maxSplitSize;
     if (maxSplit === Infinity) return false;
     const key = size < maxSplit ? maxSplit : size;
-    const blocks = pool.blocks;
-    let i = pool.lowerBound(streamId, key);
+    // The slow path: work on a flat copy of the pool.
+    const blocks = pool.all();
+    let i = 0;
+    while (
+      i < blocks.length &&
+      (blocks[i].streamId < streamId ||
+        (blocks[i].streamId === streamId && blocks[i].size < key))
+    ) i++;
     if (i === blocks.length || blocks[i].streamId !== streamId) {
       if (i === 0) return false;
       let released = 0;
@@ -1637,7 +1641,7 @@ export class CachingAllocator<M = unknown> {
   #releaseCachedBlocks(): void {
     if (this.#pending.length > 0) this.#processEvents();
     for (const pool of [this.#small, this.#large]) {
-      const blocks = pool.blocks;
+      const blocks = pool.all();
       for (let i = blocks.length - 1; i >= 0; i--) {
         const b = blocks[i];
         if (b.prev === null && b.next === null) this.#releaseBlock(b);
@@ -1655,7 +1659,7 @@ export class CachingAllocator<M = unknown> {
     const candidates: _Block<M>[] = [];
     let totalAge = 0;
     for (const pool of [this.#large, this.#small]) {
-      for (const b of pool.blocks) {
+      for (const b of pool.all()) {
         if (b.prev === null && b.next === null) {
           candidates.push(b);
           totalAge += this.#clock - b.stamp;
@@ -1698,7 +1702,7 @@ export class CachingAllocator<M = unknown> {
     for (const b of this.#pending) pendingBytes += b.size;
     let largest = 0;
     for (const pool of [this.#small, this.#large]) {
-      for (const b of pool.blocks) if (b.size > largest) largest = b.size;
+      for (const b of pool.all()) if (b.size > largest) largest = b.size;
     }
     if (this.#history !== null) {
       this.#record("oom", free, size, requested, stream.id);

@@ -198,6 +198,86 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
   }];
 }
 
+/** A small deterministic PRNG (mulberry32). */
+function rng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Churn with a live set: `live` blocks of log-uniform sizes (512 B to 4 MiB);
+ * each step frees a random live block and allocates a new random size. Shows
+ * best fit, split and merge with many free blocks in the pools.
+ */
+function churn(quick: boolean): Scenario {
+  const live = quick ? 500 : 2000;
+  const steps = quick ? 20_000 : 200_000;
+  const random = rng(42);
+  const sizes = Array.from(
+    { length: 4096 },
+    () => Math.floor(2 ** (9 + random() * 13)),
+  );
+  const picks = Array.from({ length: 4096 }, () => Math.floor(random() * live));
+  const allot = new CachingAllocator(new ArrayBufferSegmentSource());
+  const blocks = sizes.slice(0, live).map((n) => allot.allocate(n));
+  const buffers = sizes.slice(0, live).map((n) => pool.mallocArrayBuffer(n));
+  let k = 0;
+  const allotStep = (): void => {
+    const j = picks[k & 4095];
+    blocks[j].release();
+    blocks[j] = allot.allocate(sizes[k++ & 4095]);
+  };
+  let m = 0;
+  const tpStep = (): void => {
+    const j = picks[m & 4095];
+    pool.freeArrayBuffer(buffers[j]);
+    buffers[j] = pool.mallocArrayBuffer(sizes[m++ & 4095]);
+  };
+  const [allotNs, tpNs] = nsPerPair([
+    { pair: allotStep, pairs: steps },
+    { pair: tpStep, pairs: steps },
+  ], quick ? 3 : 7);
+  const stats = allot.memoryStats();
+  const freeBlocks = allot.snapshot().segments.reduce(
+    (n, seg) => n + seg.blocks.filter((b) => b.state === "inactive").length,
+    0,
+  );
+  const requested = stats.requestedBytes.all.current;
+  const reserved = stats.reservedBytes.all.current;
+  for (const b of blocks) b.release();
+  for (const b of buffers) pool.freeArrayBuffer(b);
+  return {
+    package: "caching",
+    scenario:
+      `churn: ${live} live blocks of 512 B to 4 MiB (log-uniform), free one + allocate one`,
+    unit: "ns/step",
+    higherIsBetter: false,
+    rows: [
+      {
+        name: "allot CachingAllocator",
+        value: allotNs,
+        ours: true,
+        note: `${freeBlocks} free blocks in the pools; reserved ${
+          (reserved / requested).toFixed(2)
+        }x requested`,
+      },
+      {
+        name: "typedarray-pool (pow2 ArrayBuffer cache)",
+        value: tpNs,
+        note: "rounds every size up to a power of two",
+      },
+    ],
+    ratios: [{ label: "typedarray-pool / allot", value: tpNs / allotNs }],
+    notes: [
+      "a step is one free and one allocate; sizes and victims from a seeded PRNG, the same for both",
+    ],
+  };
+}
+
 interface ReplayResult {
   ratio: number;
   afterWarmup: number;
@@ -332,9 +412,11 @@ function traceScenarios(quick: boolean): Scenario[] {
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   options.progress?.("caching: hit path");
   const hit = await hitPath(options.quick);
+  options.progress?.("caching: churn");
+  const churned = churn(options.quick);
   options.progress?.("caching: trace replay");
   const traces = traceScenarios(options.quick);
-  return [...hit, ...traces];
+  return [...hit, churned, ...traces];
 }
 
 function printTable(scenarios: Scenario[]): void {
