@@ -6,7 +6,11 @@
  */
 
 import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
-import { _assertAlive, _deviceState } from "./_device_state.ts";
+import {
+  type _DeviceState,
+  _deviceState,
+  _lostError,
+} from "./_device_state.ts";
 import type { GpuBinding } from "./gpu_binding.ts";
 
 let nextId = 1;
@@ -45,6 +49,7 @@ export class GpuAllocation implements GpuBinding {
   /** Bytes asked for; also `size`. */
   readonly byteLength: number;
   #device: GPUDevice;
+  #state: _DeviceState;
   #buffer: GPUBuffer;
   #offset: number;
   #free: (() => void) | null;
@@ -59,6 +64,7 @@ export class GpuAllocation implements GpuBinding {
   constructor(device: GPUDevice, binding: GpuBinding, free: () => void) {
     this.id = nextId++;
     this.#device = device;
+    this.#state = _deviceState(device);
     this.#buffer = binding.buffer;
     this.#offset = binding.offset;
     this.byteLength = binding.size;
@@ -112,13 +118,13 @@ export class GpuAllocation implements GpuBinding {
   release(): void {
     const free = this.#free;
     if (free === null) {
-      if (_deviceState(this.#device).lost) return;
+      if (this.#state.lost) return;
       throw new DoubleFreeError(
         `Cannot release ${this}: it was already released`,
       );
     }
     this.#free = null;
-    if (_deviceState(this.#device).lost) return;
+    if (this.#state.lost) return;
     free();
   }
 
@@ -139,7 +145,9 @@ export class GpuAllocation implements GpuBinding {
   }
 
   #check(what: string): void {
-    _assertAlive(this.#device, `read ${what} of ${this}`);
+    if (this.#state.lost) {
+      throw _lostError(this.#device, this.#state, `read ${what} of ${this}`);
+    }
     if (this.#free === null) {
       throw new UseAfterFreeError(
         `Cannot read ${what} of ${this}: it was released`,

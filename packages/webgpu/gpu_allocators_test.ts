@@ -107,6 +107,8 @@ describe("GPU allocators", { skip }, () => {
       kernels.fill(a, 1, { dtype: "f32" }); // submitted work that uses `a`
       const fence = allocator.stream.fence();
       a.release();
+      assert.equal(allocator.pendingFreeCount, 1);
+      assert.ok(allocator.pendingFreeBytes >= 1 << 16);
       const b = allocator.allocate(1 << 16);
       assert.equal(fence.completed, false);
       assert.ok(
@@ -115,6 +117,7 @@ describe("GPU allocators", { skip }, () => {
       );
       await fence.wait();
       await allocator.synchronize();
+      assert.equal(allocator.pendingFreeCount, 0);
       const c = allocator.allocate(1 << 16);
       assert.ok(
         c.buffer === where[0] && c.offset === where[1],

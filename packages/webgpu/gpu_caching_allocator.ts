@@ -12,6 +12,7 @@ import {
 } from "@allot/caching";
 import { type Device, validateByteLength } from "@allot/core";
 import { _assertAlive } from "./_device_state.ts";
+import { _DeferredFrees } from "./_deferred_frees.ts";
 import { GpuAllocation } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import {
@@ -49,7 +50,10 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
  * {@linkcode GpuSegmentSource} (one labelled storage buffer each, with the
  * device's limits), blocks are {@linkcode GpuAllocation}s at offsets aligned
  * to `minStorageBufferOffsetAlignment`, and frees are ordered by
- * {@linkcode QueueStream} fences. Large segments are capped at
+ * {@linkcode QueueStream} fences: a freed block is held (counted in
+ * `pendingFreeBytes`) until the queue has finished the work submitted before
+ * the free, then handed back to the caching allocator. The frees of one task
+ * share one fence and one batch. Large segments are capped at
  * `maxStorageBufferBindingSize`, so every block that can be bound at all sits
  * in a segment it can be bound from, and larger requests get their own
  * buffer.
@@ -87,6 +91,7 @@ export class GpuCachingAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
+  #deferred: _DeferredFrees;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -112,6 +117,17 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
+    this.#deferred = new _DeferredFrees(this.stream);
+  }
+
+  /** Freed blocks waiting for their queue fence. */
+  get pendingFreeCount(): number {
+    return this.#deferred.count;
+  }
+
+  /** Bytes of freed blocks waiting for their queue fence. */
+  get pendingFreeBytes(): number {
+    return this.#deferred.bytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -137,19 +153,16 @@ export class GpuCachingAllocator {
   allocate(byteLength: number): GpuAllocation {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
     _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
-    const queueOrder = this.reuse === "queue-order";
-    const block = this.caching.allocate(
-      byteLength,
-      queueOrder ? { stream: this.stream } : undefined,
+    const block = this.caching.allocate(byteLength);
+    const release = (): void => block.release();
+    const deferred = this.reuse === "after-fence" ? this.#deferred : undefined;
+    return new GpuAllocation(
+      this.gpuDevice,
+      { buffer: block.memory, offset: block.byteOffset, size: byteLength },
+      deferred === undefined
+        ? release
+        : () => deferred.defer(release, block.blockByteLength),
     );
-    // Allocated on the default stream and used on the queue: the free takes
-    // a queue fence, and the block waits for it.
-    if (!queueOrder) this.caching.recordStream(block, this.stream);
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: block.memory,
-      offset: block.byteOffset,
-      size: byteLength,
-    }, () => block.release());
   }
 
   /**
@@ -157,8 +170,9 @@ export class GpuCachingAllocator {
    *
    * @returns Resolves when the pending blocks are back.
    */
-  synchronize(): Promise<void> {
-    return this.caching.synchronize();
+  async synchronize(): Promise<void> {
+    await this.#deferred.settle();
+    await this.caching.synchronize();
   }
 
   /** Destroys every whole free segment (`emptyCache`). */

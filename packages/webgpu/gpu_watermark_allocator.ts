@@ -13,6 +13,7 @@ import {
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive } from "./_device_state.ts";
+import { _DeferredFrees } from "./_deferred_frees.ts";
 import { GpuAllocation } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import type { GpuReuse } from "./gpu_caching_allocator.ts";
@@ -54,7 +55,8 @@ export interface GpuWatermarkAllocateOptions {
  * PyTorch's MPS allocator over `GPUBuffer`s: heaps are segments of a
  * {@linkcode GpuSegmentSource}, buffers are {@linkcode GpuAllocation}s, the
  * watermarks default to WebGPU's lack of unified memory, and frees are
- * ordered by {@linkcode QueueStream} fences.
+ * ordered by {@linkcode QueueStream} fences: a freed buffer is held until the
+ * queue has finished the work submitted before the free.
  *
  * @example A freed buffer waits for the queue
  * ```ts
@@ -89,6 +91,7 @@ export class GpuWatermarkAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
+  #deferred: _DeferredFrees;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -106,6 +109,17 @@ export class GpuWatermarkAllocator {
       unifiedMemory: false,
       ...options,
     });
+    this.#deferred = new _DeferredFrees(this.stream);
+  }
+
+  /** Freed buffers waiting for their queue fence. */
+  get pendingFreeCount(): number {
+    return this.#deferred.count;
+  }
+
+  /** Bytes of freed buffers waiting for their queue fence. */
+  get pendingFreeBytes(): number {
+    return this.#deferred.bytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -136,16 +150,15 @@ export class GpuWatermarkAllocator {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
     _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     const buffer = this.watermark.allocateBuffer(byteLength, options);
-    const afterFence = this.reuse === "after-fence";
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: buffer.memory,
-      offset: buffer.byteOffset,
-      size: byteLength,
-    }, () => {
-      // The fence covers everything submitted before the free.
-      if (afterFence) this.watermark.recordEvents([buffer], this.stream);
-      buffer.release();
-    });
+    const release = (): void => buffer.release();
+    const deferred = this.reuse === "after-fence" ? this.#deferred : undefined;
+    return new GpuAllocation(
+      this.gpuDevice,
+      { buffer: buffer.memory, offset: buffer.byteOffset, size: byteLength },
+      deferred === undefined
+        ? release
+        : () => deferred.defer(release, buffer.byteLength),
+    );
   }
 
   /**
@@ -155,7 +168,7 @@ export class GpuWatermarkAllocator {
    * @returns Resolves when the pending buffers are back.
    */
   async synchronize(): Promise<void> {
-    await this.stream.fence().wait();
+    await this.#deferred.settle();
     if (!this.lost) this.watermark.freeInactiveBuffers();
   }
 

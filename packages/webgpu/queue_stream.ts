@@ -5,12 +5,7 @@
  * @module
  */
 
-import {
-  COMPLETED_FENCE,
-  type Fence,
-  PromiseFence,
-  type Stream,
-} from "@allot/core";
+import { COMPLETED_FENCE, type Fence, type Stream } from "@allot/core";
 import { _deviceState } from "./_device_state.ts";
 
 // Far from the small ids of core's ManualStream, so both can share an allocator.
@@ -23,8 +18,11 @@ const streams = new WeakMap<GPUDevice, QueueStream>();
  * `queue.onSubmittedWorkDone()` resolves. A block freed with such a fence
  * goes back to its pool only after the work that may use it is done.
  *
- * On a lost device, `fence()` returns a completed fence: the work will never
- * run, so nothing waits for it.
+ * Every `fence()` call of one task (up to the next microtask checkpoint)
+ * gets the same fence, which takes `onSubmittedWorkDone()` right after the
+ * task: the queue runs in order, so that later promise covers everything
+ * submitted before each call. On a lost device, `fence()` returns a
+ * completed fence: the work will never run, so nothing waits for it.
  *
  * @example Wait for submitted work
  * ```ts
@@ -48,6 +46,7 @@ export class QueueStream implements Stream {
   readonly id: number;
   /** The device whose queue this is. */
   readonly gpuDevice: GPUDevice;
+  #current: _QueueFence | undefined;
 
   /**
    * The stream of `device`'s queue, one per device.
@@ -89,6 +88,58 @@ export class QueueStream implements Stream {
    */
   fence(): Fence {
     if (this.lost) return COMPLETED_FENCE;
-    return new PromiseFence(this.gpuDevice.queue.onSubmittedWorkDone());
+    if (this.#current === undefined) {
+      const fence: _QueueFence = new _QueueFence(() => {
+        if (this.#current === fence) this.#current = undefined;
+        return this.lost
+          ? undefined
+          : this.gpuDevice.queue.onSubmittedWorkDone();
+      });
+      this.#current = fence;
+    }
+    return this.#current;
+  }
+}
+
+/**
+ * A queue fence shared by every `fence()` call of one task: it takes
+ * `onSubmittedWorkDone()` in a microtask after the first call, so it covers
+ * all work submitted before any of those calls (the queue runs in order, and
+ * a later promise covers more work, never less). One promise per task
+ * instead of one per free: `onSubmittedWorkDone` costs about as much as
+ * `createBuffer` in some implementations.
+ */
+class _QueueFence implements Fence {
+  #completed = false;
+  #done: Promise<void>;
+
+  constructor(seal: () => Promise<undefined> | undefined) {
+    this.#done = new Promise<void>((resolve, reject) => {
+      queueMicrotask(() => {
+        const work = seal();
+        if (work === undefined) {
+          this.#completed = true;
+          resolve();
+          return;
+        }
+        work.then(() => {
+          this.#completed = true;
+          resolve();
+        }, (error) => {
+          // The work will never run: nothing waits for it any longer.
+          this.#completed = true;
+          reject(error);
+        });
+      });
+    });
+    this.#done.catch(() => {});
+  }
+
+  get completed(): boolean {
+    return this.#completed;
+  }
+
+  wait(): Promise<void> {
+    return this.#done;
   }
 }
