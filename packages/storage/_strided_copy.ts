@@ -134,6 +134,37 @@ export function _copyStrided(
   const outer = n.slice(0, last),
     ods = ds.slice(0, last),
     oss = ss.slice(0, last);
+  // 4w. both in one WebAssembly memory: runs and strided rows in wasm, so
+  // a run costs a few instructions rather than a builtin call
+  if (dIn === 1 && sIn !== 0 && dst.buffer === src.buffer) {
+    const inPlace = _wasmKernelsIn(dst.buffer);
+    if (inPlace !== undefined) {
+      const bpe = dst.BYTES_PER_ELEMENT;
+      const m = outer.length - 1;
+      const dBase = dst.byteOffset + dOff * bpe;
+      const sBase = src.byteOffset + sOff * bpe;
+      const rows = m < 0 ? 1 : outer[m];
+      const dRow = m < 0 ? 0 : ods[m] * bpe, sRow = m < 0 ? 0 : oss[m] * bpe;
+      const rowsFn = inPlace.rows, gatherFn = inPlace.gather[bpe];
+      const lenBytes = len * bpe, sb = sIn * bpe;
+      const run = sIn === 1
+        ? (d: number, s: number) => rowsFn(d, dRow, s, sRow, lenBytes, rows)
+        : (d: number, s: number) => gatherFn(d, dRow, s, sRow, sb, len, rows);
+      if (m < 0) run(dBase, sBase);
+      else {
+        forEachOuter(
+          outer.slice(0, m),
+          ods.slice(0, m),
+          oss.slice(0, m),
+          dBase,
+          sBase,
+          run,
+          bpe,
+        );
+      }
+      return;
+    }
+  }
   // 4b. contiguous runs
   if (dIn === 1 && sIn === 1) {
     if (

@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { _copyStrided } from "./_strided_copy.ts";
+import { _noteMemory } from "./_wasm_kernels.ts";
 import { unravel } from "./_test_model.ts";
 
 const ARRAYS = [Uint8Array, Uint16Array, Int32Array, Float64Array] as const;
@@ -18,7 +19,7 @@ const layoutArb = fc.record({
     maxLength: 4,
   }),
   broadcast: fc.nat(15),
-  sameBuffer: fc.boolean(),
+  memoryKind: fc.integer({ min: 0, max: 2 }),
   type: fc.nat(3),
 }).filter((l) => l.shape.reduce((a, b) => a * b, 1) <= 40000);
 
@@ -63,10 +64,19 @@ describe("_copyStrided", () => {
         const count = shape.reduce((a, b) => a * b, 1);
         const pad = 3;
         let src: InstanceType<typeof Ctor>, dst: InstanceType<typeof Ctor>;
-        if (l.sameBuffer) {
-          const buffer = new ArrayBuffer(
-            (pad + total + pad + count) * Ctor.BYTES_PER_ELEMENT,
-          );
+        if (l.memoryKind > 0) {
+          // one memory for both: an ArrayBuffer, or a WebAssembly.Memory
+          const bytes = (pad + total + pad + count) * Ctor.BYTES_PER_ELEMENT;
+          let buffer: ArrayBuffer;
+          if (l.memoryKind === 2) {
+            const memory = new WebAssembly.Memory({
+              initial: Math.ceil(bytes / 65536) + 1,
+            });
+            _noteMemory(memory);
+            buffer = memory.buffer as ArrayBuffer;
+          } else {
+            buffer = new ArrayBuffer(bytes);
+          }
           src = new Ctor(buffer, pad * Ctor.BYTES_PER_ELEMENT, total);
           dst = new Ctor(
             buffer,
@@ -109,7 +119,7 @@ describe("_copyStrided", () => {
           }
         }
       }),
-      { numRuns: 200 },
+      { numRuns: 300 },
     );
   });
 

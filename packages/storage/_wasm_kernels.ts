@@ -17,6 +17,27 @@ export type _Transpose = (
   nb: number,
 ) => void;
 
+/** `rows(d, ds, s, ss, len, n)`: n runs of len bytes (memory.copy). */
+export type _Rows = (
+  d: number,
+  ds: number,
+  s: number,
+  ss: number,
+  len: number,
+  n: number,
+) => void;
+
+/** `gN(d, ds, s, ss, sb, nb, n)`: n rows of nb strided elements. */
+export type _Gather = (
+  d: number,
+  ds: number,
+  s: number,
+  ss: number,
+  sb: number,
+  nb: number,
+  n: number,
+) => void;
+
 /** An instance of the module with its own memory. */
 export interface _WasmKernels {
   /** The instance's memory; read `.buffer` after every grow. */
@@ -25,6 +46,30 @@ export interface _WasmKernels {
   readonly t32: _Transpose;
   /** Transpose of 8-byte elements. */
   readonly t64: _Transpose;
+  /** Runs of bytes. */
+  readonly rows: _Rows;
+  /** Strided gathers by element width in bytes. */
+  readonly gather: { readonly [width: number]: _Gather };
+}
+
+interface Exports {
+  t32: _Transpose;
+  t64: _Transpose;
+  rows: _Rows;
+  g8: _Gather;
+  g16: _Gather;
+  g32: _Gather;
+  g64: _Gather;
+}
+
+function kernelsOf(memory: WebAssembly.Memory, e: Exports): _WasmKernels {
+  return {
+    memory,
+    t32: e.t32,
+    t64: e.t64,
+    rows: e.rows,
+    gather: { 1: e.g8, 2: e.g16, 4: e.g32, 8: e.g64 },
+  };
 }
 
 const PAGE = 65536;
@@ -57,8 +102,8 @@ function instantiate(
     initial: Math.max(1, Math.ceil(byteLength / PAGE)),
   });
   const exports = new WebAssembly.Instance(mod, { env: { memory } })
-    .exports as unknown as { t32: _Transpose; t64: _Transpose };
-  return { memory, t32: exports.t32, t64: exports.t64 };
+    .exports as unknown as Exports;
+  return kernelsOf(memory, exports);
 }
 
 /**
@@ -114,8 +159,8 @@ export function _wasmKernelsIn(
     if (mod !== null) {
       try {
         const exports = new WebAssembly.Instance(mod, { env: { memory } })
-          .exports as unknown as { t32: _Transpose; t64: _Transpose };
-        kernels = { memory, t32: exports.t32, t64: exports.t64 };
+          .exports as unknown as Exports;
+        kernels = kernelsOf(memory, exports);
       } catch {
         kernels = null;
       }
