@@ -214,6 +214,7 @@ export class CpuHeap {
   readonly maxByteLength: number;
 
   #shift: number;
+  #granuleMask: number;
   #isWasm: boolean;
   #buffer: ArrayBuffer | SharedArrayBuffer;
   #generation = 0;
@@ -232,7 +233,11 @@ export class CpuHeap {
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
 
-  #live = new Map<number, number>(); // start unit -> record
+  // Start unit -> record of every used block: a chained hash table whose
+  // chains run through the free-list link of used records (unused by them).
+  #buckets = new Int32Array(256).fill(-1);
+  #bucketShift = 32 - 8;
+  #liveCount = 0;
 
   #requested = new Stat();
   #allocated = new Stat();
@@ -264,6 +269,7 @@ export class CpuHeap {
     }
     this.alignment = alignment;
     this.#shift = 31 - Math.clz32(alignment);
+    this.#granuleMask = alignment - 1;
     const maxUnitBytes = MAX_UNITS * alignment;
     if (typeof memory === "number") {
       validateByteLength(memory, maxUnitBytes, "byteLength");
@@ -453,6 +459,94 @@ export class CpuHeap {
    * it states the request, the free bytes and the largest free region.
    */
   alloc(byteLength: number, alignment?: number): number {
+    // Fast path, written out by hand so that it compiles to one function:
+    // default alignment, a length below 2 GiB, a good-fit block at hand.
+    if (
+      alignment === undefined && (byteLength >>> 0) === byteLength &&
+      byteLength <= 0x7fff0000
+    ) {
+      const units = byteLength === 0 ? 1 : (byteLength + this.#granuleMask) >>>
+        this.#shift;
+      let idx = units;
+      if (units >= SL_COUNT) {
+        const t = 31 - Math.clz32(units);
+        const rounded = units + (1 << (t - SL_LOG2)) - 1;
+        const t2 = 31 - Math.clz32(rounded);
+        idx = ((t2 - SL_LOG2 + 1) << SL_LOG2) |
+          ((rounded >>> (t2 - SL_LOG2)) & 31);
+      }
+      const sl = this.#slBitmap;
+      let fl = idx >>> SL_LOG2;
+      let bits = sl[fl] & (-1 << (idx & 31));
+      if (bits === 0) {
+        const flBits = this.#flBitmap & (-1 << (fl + 1));
+        if (flBits !== 0) {
+          fl = 31 - Math.clz32(flBits & -flBits);
+          bits = sl[fl];
+        }
+      }
+      if (bits !== 0) {
+        const b =
+          this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
+        let rec = this.#rec;
+        const r = b * STRIDE;
+        const start = rec[r + R_START];
+        const size = rec[r + R_SIZE];
+        let u = b;
+        if (size === units) {
+          this.#removeFree(b);
+        } else {
+          // Carve the block off the front of b; b keeps the rest, and its
+          // list unless the class changes.
+          u = this.#unusedHead;
+          if (u >= 0) this.#unusedHead = rec[u * STRIDE + R_FNEXT];
+          else {
+            u = this.#newRecord();
+            rec = this.#rec;
+          }
+          const n = u * STRIDE;
+          const prev = rec[r + R_PPREV];
+          rec[n + R_START] = start;
+          rec[n + R_SIZE] = units;
+          rec[n + R_PPREV] = prev;
+          rec[n + R_PNEXT] = b;
+          if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = u;
+          rec[r + R_PPREV] = u;
+          const rest = size - units;
+          rec[r + R_START] = start + units;
+          if (mappingIndex(size) === mappingIndex(rest)) {
+            rec[r + R_SIZE] = rest;
+            this.#largestCache = -1;
+          } else this.#resizeFreeSlow(b, size, rest);
+        }
+        const n = u * STRIDE;
+        rec[n + R_STATE] = USED;
+        rec[n + R_ALIGN] = 1;
+        this.#req[u] = byteLength;
+        this.#liveSet(start, u);
+        const g = this.alignment;
+        const requested = this.#requested;
+        requested.current += byteLength;
+        requested.allocated += byteLength;
+        if (requested.current > requested.peak) {
+          requested.peak = requested.current;
+        }
+        const allocated = this.#allocated;
+        const bytes = units * g;
+        allocated.current += bytes;
+        allocated.allocated += bytes;
+        if (allocated.current > allocated.peak) {
+          allocated.peak = allocated.current;
+        }
+        const count = this.#count;
+        count.current++;
+        count.allocated++;
+        if (count.current > count.peak) count.peak = count.current;
+        const hw = (start + units - this.#startUnit) * g;
+        if (hw > this.#highWater) this.#highWater = hw;
+        return start * g;
+      }
+    }
     const offset = this.tryAlloc(byteLength, alignment);
     if (offset === undefined) throw this.#outOfMemory(byteLength, alignment);
     return offset;
@@ -509,15 +603,55 @@ export class CpuHeap {
    * `byteOffset` (freed twice, or never allocated here); nothing changes.
    */
   free(byteOffset: number): void {
-    const b = this.#lookup(byteOffset, "free");
+    let b = -1;
+    if (
+      (byteOffset >>> 0) === byteOffset &&
+      (byteOffset & this.#granuleMask) === 0
+    ) {
+      b = this.#liveTake(byteOffset >>> this.#shift);
+    }
+    if (b < 0) {
+      b = this.#lookupSlow(byteOffset, "free");
+      this.#liveTake(this.#rec[b * STRIDE + R_START]);
+    }
     const rec = this.#rec;
     const r = b * STRIDE;
-    const units = rec[r + R_SIZE];
-    this.#live.delete(rec[r + R_START]);
-    this.#requested.decrease(this.#req[b]);
-    this.#allocated.decrease(units * this.alignment);
-    this.#count.decrease(1);
-    this.#release(b);
+    const size = rec[r + R_SIZE];
+    const req = this.#req[b];
+    const requested = this.#requested;
+    requested.current -= req;
+    requested.freed += req;
+    const allocated = this.#allocated;
+    const bytes = size * this.alignment;
+    allocated.current -= bytes;
+    allocated.freed += bytes;
+    const count = this.#count;
+    count.current--;
+    count.freed++;
+    // Merge with free neighbours, keeping a neighbour's list when its class
+    // does not change.
+    const prev = rec[r + R_PPREV];
+    const next = rec[r + R_PNEXT];
+    const nextFree = next >= 0 && rec[next * STRIDE + R_STATE] === FREE;
+    if (prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE) {
+      this.#release(b);
+    } else if (nextFree) {
+      const n = next * STRIDE;
+      rec[n + R_PPREV] = prev;
+      if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = next;
+      const nextSize = rec[n + R_SIZE];
+      const merged = nextSize + size;
+      rec[n + R_START] = rec[r + R_START];
+      if (mappingIndex(nextSize) === mappingIndex(merged)) {
+        rec[n + R_SIZE] = merged;
+        this.#largestCache = -1;
+      } else this.#resizeFreeSlow(next, nextSize, merged);
+      rec[r + R_STATE] = UNUSED;
+      rec[r + R_FNEXT] = this.#unusedHead;
+      this.#unusedHead = b;
+    } else {
+      this.#insertFree(b);
+    }
   }
 
   /**
@@ -542,7 +676,7 @@ export class CpuHeap {
   owns(byteOffset: number): boolean {
     return Number.isInteger(byteOffset) &&
       byteOffset % this.alignment === 0 &&
-      this.#live.has(byteOffset / this.alignment);
+      this.#liveGet(byteOffset / this.alignment) >= 0;
   }
 
   /**
@@ -657,7 +791,11 @@ export class CpuHeap {
     length: number,
     type: TypedArrayConstructor<T>,
   ): T {
-    return new type(this.buffer, byteOffset, length);
+    return new type(
+      this.#isWasm ? this.buffer : this.#buffer,
+      byteOffset,
+      length,
+    );
   }
 
   /**
@@ -669,7 +807,11 @@ export class CpuHeap {
    * @returns The bytes.
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
-    return new Uint8Array(this.buffer, byteOffset, byteLength);
+    return new Uint8Array(
+      this.#isWasm ? this.buffer : this.#buffer,
+      byteOffset,
+      byteLength,
+    );
   }
 
   /**
@@ -793,7 +935,7 @@ export class CpuHeap {
         used += rec[r + R_SIZE];
         usedCount++;
         requested += this.#req[b];
-        if (this.#live.get(rec[r + R_START]) !== b) {
+        if (this.#liveGet(rec[r + R_START]) !== b) {
           fail(`used block ${b} is not in the live map`);
         }
         if (rec[r + R_START] % rec[r + R_ALIGN] !== 0) {
@@ -829,7 +971,7 @@ export class CpuHeap {
     const g = this.alignment;
     if (used * g !== this.#allocated.current) fail("allocated bytes are wrong");
     if (usedCount !== this.#count.current) fail("allocation count is wrong");
-    if (usedCount !== this.#live.size) fail("live map size is wrong");
+    if (usedCount !== this.#liveCount) fail("live map size is wrong");
     if (requested !== this.#requested.current) {
       fail("requested bytes are wrong");
     }
@@ -886,18 +1028,32 @@ export class CpuHeap {
   }
 
   #lookup(byteOffset: number, what: string): number {
+    // Fast path: a uint32 offset (no floating-point modulo or division).
+    if ((byteOffset >>> 0) === byteOffset) {
+      const g = this.alignment;
+      if ((byteOffset & (g - 1)) === 0) {
+        const b = this.#liveGet(byteOffset >>> this.#shift);
+        if (b >= 0) return b;
+      }
+    }
+    return this.#lookupSlow(byteOffset, what);
+  }
+
+  #lookupSlow(byteOffset: number, what: string): number {
     const g = this.alignment;
     if (
       typeof byteOffset !== "number" || !(byteOffset >= 0) ||
-      byteOffset % 1 !== 0
+      !Number.isSafeInteger(byteOffset)
     ) {
       throw new InvalidArgumentError(
         `Cannot ${what} byte offset ${byteOffset}: must be a non-negative integer`,
         { name: "byteOffset", value: byteOffset, limit: 0 },
       );
     }
-    const b = byteOffset % g === 0 ? this.#live.get(byteOffset / g) : undefined;
-    if (b === undefined) {
+    const b = byteOffset % g === 0 && byteOffset / g <= MAX_UNITS
+      ? this.#liveGet(byteOffset / g)
+      : -1;
+    if (b < 0) {
       const begin = this.#startUnit * g, end = this.#endUnit * g;
       const where = byteOffset < begin || byteOffset >= end
         ? `it is outside this heap's range [${begin}, ${end})`
@@ -907,6 +1063,62 @@ export class CpuHeap {
       );
     }
     return b;
+  }
+
+  #liveSet(unit: number, b: number): void {
+    if (++this.#liveCount > this.#buckets.length) this.#rehash();
+    const h = Math.imul(unit, 0x9e3779b1) >>> this.#bucketShift;
+    this.#rec[b * STRIDE + R_FNEXT] = this.#buckets[h];
+    this.#buckets[h] = b;
+  }
+
+  #liveGet(unit: number): number {
+    const rec = this.#rec;
+    let b = this.#buckets[Math.imul(unit, 0x9e3779b1) >>> this.#bucketShift];
+    while (b >= 0 && rec[b * STRIDE + R_START] !== unit) {
+      b = rec[b * STRIDE + R_FNEXT];
+    }
+    return b;
+  }
+
+  #liveTake(unit: number): number {
+    const rec = this.#rec;
+    const h = Math.imul(unit, 0x9e3779b1) >>> this.#bucketShift;
+    let b = this.#buckets[h];
+    if (b < 0) return -1;
+    if (rec[b * STRIDE + R_START] === unit) {
+      this.#buckets[h] = rec[b * STRIDE + R_FNEXT];
+      this.#liveCount--;
+      return b;
+    }
+    for (;;) {
+      const prev = b;
+      b = rec[b * STRIDE + R_FNEXT];
+      if (b < 0) return -1;
+      if (rec[b * STRIDE + R_START] === unit) {
+        rec[prev * STRIDE + R_FNEXT] = rec[b * STRIDE + R_FNEXT];
+        this.#liveCount--;
+        return b;
+      }
+    }
+  }
+
+  #rehash(): void {
+    const old = this.#buckets;
+    const buckets = new Int32Array(old.length * 2).fill(-1);
+    const shift = this.#bucketShift - 1;
+    const rec = this.#rec;
+    for (let i = 0; i < old.length; i++) {
+      for (let b = old[i]; b >= 0;) {
+        const next = rec[b * STRIDE + R_FNEXT];
+        const h = Math.imul(rec[b * STRIDE + R_START], 0x9e3779b1) >>> shift;
+        rec[b * STRIDE + R_FNEXT] = buckets[h];
+        buckets[h] = b;
+        b = next;
+      }
+    }
+    this.#buckets = buckets;
+    this.#bucketShift = shift;
   }
 
   #newRecord(): number {
@@ -935,9 +1147,17 @@ export class CpuHeap {
   }
 
   #insertFree(b: number): void {
+    this.#link(b, mappingIndex(this.#rec[b * STRIDE + R_SIZE]));
+  }
+
+  #removeFree(b: number): void {
+    this.#unlink(b, mappingIndex(this.#rec[b * STRIDE + R_SIZE]));
+  }
+
+  // Pushes free block `b` on list `idx`.
+  #link(b: number, idx: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
-    const idx = mappingIndex(rec[r + R_SIZE]);
     const head = this.#heads[idx];
     rec[r + R_STATE] = FREE;
     rec[r + R_FPREV] = -1;
@@ -953,7 +1173,8 @@ export class CpuHeap {
     this.#largestCache = -1;
   }
 
-  #removeFree(b: number): void {
+  // Takes free block `b` off list `idx`.
+  #unlink(b: number, idx: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
     const prev = rec[r + R_FPREV];
@@ -961,7 +1182,6 @@ export class CpuHeap {
     if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
     if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
     else {
-      const idx = mappingIndex(rec[r + R_SIZE]);
       this.#heads[idx] = next;
       if (next < 0) {
         const fl = idx >>> SL_LOG2;
@@ -972,6 +1192,32 @@ export class CpuHeap {
     }
     this.#freeRegions--;
     this.#largestCache = -1;
+  }
+
+  // Changes the size of free block `b` (and its start), moving it to the
+  // list of its new class only when the class changes.
+  // Moves free block `b`, whose size changed from `from` to `to` units
+  // (already written except the size), to the list of its new class.
+  #resizeFreeSlow(b: number, from: number, to: number): void {
+    this.#unlink(b, mappingIndex(from));
+    this.#rec[b * STRIDE + R_SIZE] = to;
+    this.#link(b, mappingIndex(to));
+  }
+
+  #resizeFree(b: number, start: number, size: number): void {
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const from = mappingIndex(rec[r + R_SIZE]);
+    const to = mappingIndex(size);
+    rec[r + R_START] = start;
+    if (from !== to) {
+      this.#unlink(b, from);
+      rec[r + R_SIZE] = size;
+      this.#link(b, to);
+    } else {
+      rec[r + R_SIZE] = size;
+      this.#largestCache = -1;
+    }
   }
 
   // Finds a free block that holds `units` at an alignment of `a` units.
@@ -1009,44 +1255,75 @@ export class CpuHeap {
   }
 
   #take(b: number, units: number, a: number, byteLength: number): number {
-    this.#removeFree(b);
-    const rec = this.#rec;
+    let rec = this.#rec;
     let r = b * STRIDE;
     let start = rec[r + R_START];
     let size = rec[r + R_SIZE];
     if (a > 1) {
-      const aligned = Math.ceil(start / a) * a;
+      const aligned = start <= 0x7fff0000
+        ? (start + a - 1) & -a
+        : Math.ceil(start / a) * a;
       const gap = aligned - start;
       if (gap > 0) {
+        // The gap stays a free block; carve the rest off as a new record.
         const nb = this.#newRecord();
-        const rec2 = this.#rec;
+        rec = this.#rec;
         const n = nb * STRIDE;
-        const next = rec2[r + R_PNEXT];
-        rec2[n + R_START] = aligned;
-        rec2[n + R_SIZE] = size - gap;
-        rec2[n + R_PPREV] = b;
-        rec2[n + R_PNEXT] = next;
-        if (next >= 0) rec2[next * STRIDE + R_PPREV] = nb;
+        const next = rec[r + R_PNEXT];
+        this.#resizeFree(b, start, gap);
+        rec[n + R_START] = aligned;
+        rec[n + R_SIZE] = size - gap;
+        rec[n + R_PPREV] = b;
+        rec[n + R_PNEXT] = next;
+        if (next >= 0) rec[next * STRIDE + R_PPREV] = nb;
         else this.#last = nb;
-        rec2[r + R_PNEXT] = nb;
-        rec2[r + R_SIZE] = gap;
-        this.#insertFree(b);
+        rec[r + R_PNEXT] = nb;
         b = nb;
         r = n;
         start = aligned;
         size -= gap;
+        if (size > units) this.#splitTail(b, units, size - units);
+        return this.#mark(b, start, units, a, byteLength);
       }
     }
-    if (size > units) this.#splitTail(b, units, size - units);
-    const rec3 = this.#rec;
-    rec3[r + R_STATE] = USED;
-    rec3[r + R_ALIGN] = a;
+    if (size === units) {
+      this.#removeFree(b);
+      return this.#mark(b, start, units, a, byteLength);
+    }
+    // Carve the block off the front of free block b, which keeps the rest
+    // (and its list, unless its class changes).
+    const u = this.#newRecord();
+    rec = this.#rec;
+    const n = u * STRIDE;
+    const prev = rec[r + R_PPREV];
+    rec[n + R_START] = start;
+    rec[n + R_SIZE] = units;
+    rec[n + R_PPREV] = prev;
+    rec[n + R_PNEXT] = b;
+    if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = u;
+    rec[r + R_PPREV] = u;
+    this.#resizeFree(b, start + units, size - units);
+    return this.#mark(u, start, units, a, byteLength);
+  }
+
+  #mark(
+    b: number,
+    start: number,
+    units: number,
+    a: number,
+    byteLength: number,
+  ): number {
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    rec[r + R_STATE] = USED;
+    rec[r + R_ALIGN] = a;
     this.#req[b] = byteLength;
-    this.#live.set(start, b);
+    this.#liveSet(start, b);
     this.#requested.increase(byteLength);
     this.#allocated.increase(units * this.alignment);
     this.#count.increase(1);
-    this.#bumpHighWater(start + units);
+    const hw = (start + units - this.#startUnit) * this.alignment;
+    if (hw > this.#highWater) this.#highWater = hw;
     return start * this.alignment;
   }
 
@@ -1091,35 +1368,44 @@ export class CpuHeap {
     }
   }
 
-  // Marks used block `b` free and merges it with free neighbours.
+  // Marks used block `b` free and merges it with free neighbours, keeping a
+  // neighbour's list when its class does not change.
   #release(b: number): void {
     const rec = this.#rec;
-    let r = b * STRIDE;
+    const r = b * STRIDE;
     const prev = rec[r + R_PPREV];
-    if (prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE) {
-      this.#removeFree(prev);
+    const next = rec[r + R_PNEXT];
+    const prevFree = prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE;
+    const nextFree = next >= 0 && rec[next * STRIDE + R_STATE] === FREE;
+    if (prevFree) {
       const p = prev * STRIDE;
-      rec[p + R_SIZE] += rec[r + R_SIZE];
-      const next = rec[r + R_PNEXT];
-      rec[p + R_PNEXT] = next;
-      if (next >= 0) rec[next * STRIDE + R_PPREV] = prev;
+      let size = rec[p + R_SIZE] + rec[r + R_SIZE];
+      let after = next;
+      if (nextFree) {
+        const n = next * STRIDE;
+        this.#unlink(next, mappingIndex(rec[n + R_SIZE]));
+        size += rec[n + R_SIZE];
+        after = rec[n + R_PNEXT];
+        this.#freeRecord(next);
+      }
+      rec[p + R_PNEXT] = after;
+      if (after >= 0) rec[after * STRIDE + R_PPREV] = prev;
       else this.#last = prev;
       this.#freeRecord(b);
-      b = prev;
-      r = p;
-    }
-    const next = rec[r + R_PNEXT];
-    if (next >= 0 && rec[next * STRIDE + R_STATE] === FREE) {
-      this.#removeFree(next);
+      this.#resizeFree(prev, rec[p + R_START], size);
+    } else if (nextFree) {
       const n = next * STRIDE;
-      rec[r + R_SIZE] += rec[n + R_SIZE];
-      const after = rec[n + R_PNEXT];
-      rec[r + R_PNEXT] = after;
-      if (after >= 0) rec[after * STRIDE + R_PPREV] = b;
-      else this.#last = b;
-      this.#freeRecord(next);
+      rec[n + R_PPREV] = prev;
+      if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = next;
+      this.#resizeFree(
+        next,
+        rec[r + R_START],
+        rec[n + R_SIZE] + rec[r + R_SIZE],
+      );
+      this.#freeRecord(b);
+    } else {
+      this.#insertFree(b);
     }
-    this.#insertFree(b);
   }
 
   // Grows so that a request of `units` at alignment `a` fits.
