@@ -89,6 +89,10 @@ const BIT_ARRAYS = {
  * storage. Each buffer is an owning handle: `release()` it (or `using`) and
  * the storage is freed when its last buffer goes.
  *
+ * Every view is an owning handle: release each one. To chain view
+ * operations without intermediate handles, chain them on the layout and wrap
+ * once: `b.withView(b.view.slice(0, { step: 2 }).transpose())`.
+ *
  * On host memory (`ArrayBuffer`, `SharedArrayBuffer`, `WebAssembly.Memory`)
  * every operation runs here, with blocked copy kernels. On other memory (a
  * `GPUBuffer`) operations that touch elements go through the

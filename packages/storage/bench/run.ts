@@ -3,7 +3,7 @@
  * (`assign`) and `@stdlib/ndarray-base-assign`, with two ceilings: one
  * `Float32Array.prototype.set` of the same byte count (memcpy) and a plain JS
  * copy loop. Every row copies the same view of the same f32 data in the same
- * process; rows are measured interleaved, and the figure is the median of the
+ * process; rows are measured interleaved, and the figure is the best of the
  * rounds, as output GB/s (bytes of the packed result per second).
  *
  * Run: `deno run -A packages/storage/bench/run.ts [--quick]`.
@@ -139,7 +139,11 @@ function stdlibArray(
   return { dtype: "float32", data, shape, strides, offset, order: "row-major" };
 }
 
-/** Median seconds per call of each function, measured round-robin. */
+/**
+ * Best (lowest) seconds per call of each function over `rounds` rounds,
+ * measured round-robin: on a shared machine the minimum is the figure least
+ * disturbed by other processes.
+ */
 function measure(
   fns: (() => void)[],
   minSeconds: number,
@@ -164,7 +168,7 @@ function measure(
       samples[i].push((performance.now() - t0) / 1000 / reps[i]);
     });
   }
-  return samples.map((s) => s.sort((a, b) => a - b)[s.length >> 1]);
+  return samples.map((s) => Math.min(...s));
 }
 
 /**
@@ -176,8 +180,8 @@ function measure(
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   const progress = options.progress ?? (() => {});
   const stdlib = await loadStdlib(options.quick, progress);
-  const minSeconds = options.quick ? 0.005 : 0.05;
-  const rounds = options.quick ? 3 : 9;
+  const minSeconds = options.quick ? 0.005 : 0.03;
+  const rounds = options.quick ? 3 : 15;
   const results: Scenario[] = [];
   for (const c of CASES) {
     progress(c.scenario);
