@@ -12,6 +12,7 @@ import {
   Device,
   DoubleFreeError,
   type HostMemory,
+  InvalidArgumentError,
   OutOfMemoryError,
   Stat,
   type StatValues,
@@ -42,6 +43,7 @@ export interface CpuAllocation {
 class Allocation implements CpuAllocation {
   released = false;
   constructor(
+    readonly owner: CpuAllocator,
     readonly heap: CpuHeap,
     readonly byteOffset: number,
     readonly byteLength: number,
@@ -49,15 +51,25 @@ class Allocation implements CpuAllocation {
 }
 
 /** Options of {@linkcode CpuAllocator}. */
-export interface CpuAllocatorOptions extends CpuHeapOptions {
+export interface CpuAllocatorOptions
+  extends Omit<CpuHeapOptions, "byteOffset" | "maxByteLength"> {
   /**
-   * The heap to allocate from. When omitted, the allocator makes one over a
-   * new resizable `ArrayBuffer` of `byteLength` bytes growing up to
-   * `maxByteLength` (the other heap options apply to it).
+   * The one heap to allocate from (it grows only as its own options allow).
+   * When omitted, the allocator makes its own heaps: a first one of
+   * `byteLength` bytes, then, when a request does not fit, more heaps of
+   * twice the size (or the request's size), each a plain `ArrayBuffer` (or
+   * `SharedArrayBuffer` with `shared`), until `maxByteLength` bytes in all.
    *
-   * @default {a new heap}
+   * @default {its own heaps}
    */
   heap?: CpuHeap;
+  /**
+   * Most bytes the allocator's own heaps may hold in all (ignored with
+   * `heap`).
+   *
+   * @default {Infinity: until the engine refuses a buffer}
+   */
+  maxByteLength?: number;
   /**
    * Fill fresh allocations with zeros (PyTorch's `zero_fill`).
    *
@@ -88,16 +100,19 @@ export interface CpuAllocatorOptions extends CpuHeapOptions {
 
 /** Default initial heap length of a {@linkcode CpuAllocator}: 16 MiB. */
 export const DEFAULT_HEAP_BYTE_LENGTH = 16 * 1024 * 1024;
-/** Default growth limit of a {@linkcode CpuAllocator}'s own heap: 1 GiB. */
-export const DEFAULT_HEAP_MAX_BYTE_LENGTH = 1024 * 1024 * 1024;
+const MAX_CHUNK_BYTE_LENGTH = 1024 * 1024 * 1024;
 
 /**
  * The CPU allocator, like PyTorch's `DefaultCPUAllocator` over `alloc_cpu`:
- * it hands out {@linkcode DataPtr}s into one {@linkcode CpuHeap}, each
- * carrying (memory, byteOffset, byteLength) and the device `cpu`, aligned to
- * 64 bytes (16 on the mobile setting). Optional zero-fill, junk-fill and a
+ * it hands out {@linkcode DataPtr}s into {@linkcode CpuHeap}s, each carrying
+ * (memory, byteOffset, byteLength) and the device `cpu`, aligned to 64 bytes
+ * (16 on the mobile setting). Optional zero-fill, junk-fill and a
  * {@linkcode MemoryReporter}. The raw interface is enabled: `rawAllocate`
  * returns a {@linkcode CpuAllocation} that `rawDeallocate` frees.
+ *
+ * Unless given one heap, it grows by adding heaps (never by moving one), so
+ * every pointer's memory stays a plain `ArrayBuffer` that V8 makes fast
+ * views of, and no pointer ever moves.
  *
  * @example Allocate, view and release
  * ```ts
@@ -119,8 +134,11 @@ export const DEFAULT_HEAP_MAX_BYTE_LENGTH = 1024 * 1024 * 1024;
 export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   /** The device of every pointer. */
   readonly device: Device;
-  /** The heap the allocator allocates from. */
-  readonly heap: CpuHeap;
+  /** Most bytes the allocator's own heaps may hold in all. */
+  readonly maxByteLength: number;
+  #heaps: CpuHeap[];
+  #own: boolean;
+  #heapOptions: CpuHeapOptions;
   #zeroFill: boolean;
   #junkFill: boolean;
   #reporter: MemoryReporter | undefined;
@@ -136,21 +154,72 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   constructor(options: CpuAllocatorOptions = {}) {
     super();
     this.device = options.device ?? Device.cpu();
+    this.#heapOptions = {
+      alignment: options.alignment,
+      mobile: options.mobile,
+      shared: options.shared,
+    };
     if (options.heap !== undefined) {
-      this.heap = options.heap;
+      if (!(options.heap instanceof CpuHeap)) {
+        throw new InvalidArgumentError(
+          `Invalid heap: must be a CpuHeap, received ${options.heap}`,
+          { name: "heap", value: options.heap },
+        );
+      }
+      this.#heaps = [options.heap];
+      this.#own = false;
+      this.maxByteLength = options.heap.maxByteLength;
     } else {
-      const byteLength = options.byteLength ?? DEFAULT_HEAP_BYTE_LENGTH;
-      this.heap = new CpuHeap(byteLength, {
-        ...options,
-        byteLength: undefined,
-        maxByteLength: options.maxByteLength ??
-          Math.max(byteLength, DEFAULT_HEAP_MAX_BYTE_LENGTH),
-      });
+      const byteLength = validateByteLength(
+        options.byteLength ?? DEFAULT_HEAP_BYTE_LENGTH,
+      );
+      const max = options.maxByteLength ?? Infinity;
+      if (!(max >= byteLength)) {
+        throw new InvalidArgumentError(
+          `Invalid maxByteLength: must be at least the byteLength ${byteLength}, received ${max}`,
+          { name: "maxByteLength", value: max, limit: byteLength },
+        );
+      }
+      this.maxByteLength = max;
+      this.#heaps = [new CpuHeap(byteLength, this.#heapOptions)];
+      this.#own = true;
     }
     this.#zeroFill = options.zeroFill ?? false;
     this.#junkFill = options.junkFill ?? false;
     this.#reporter = options.reporter;
     this.#deleter = (context) => this.#free(context);
+  }
+
+  /** The first heap (the only one when the allocator was given a heap). */
+  get heap(): CpuHeap {
+    return this.#heaps[0];
+  }
+
+  /** Every heap of the allocator, oldest first. */
+  get heaps(): readonly CpuHeap[] {
+    return this.#heaps;
+  }
+
+  /** Bytes held by the allocator's heaps. */
+  get reservedBytes(): number {
+    let total = 0;
+    for (const heap of this.#heaps) total += heap.byteLength;
+    return total;
+  }
+
+  /**
+   * Gives back heaps (other than the first) that hold no allocation.
+   *
+   * @returns Bytes given back.
+   */
+  trim(): number {
+    let freed = 0;
+    this.#heaps = this.#heaps.filter((heap, i) => {
+      if (i === 0 || !this.#own || heap.allocationCount > 0) return true;
+      freed += heap.byteLength;
+      return false;
+    });
+    return freed;
   }
 
   /** Bytes handed out and not freed (as requested). */
@@ -181,31 +250,86 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     byteLength: number,
     alignment?: number,
   ): DataPtr<HostMemory, CpuAllocation> {
-    const heap = this.heap;
+    const heaps = this.#heaps;
     if (byteLength === 0) {
       validateByteLength(byteLength);
       if (alignment !== undefined) validateAlignment(alignment, MAX_ALIGNMENT);
-      return new DataPtr(heap.memory, heap.byteOffset, 0, this.device);
+      return new DataPtr(heaps[0].memory, heaps[0].byteOffset, 0, this.device);
     }
-    let byteOffset: number;
-    try {
-      byteOffset = heap.alloc(byteLength, alignment);
-    } catch (error) {
-      if (error instanceof OutOfMemoryError) {
-        this.#report("onOutOfMemory", byteLength, -1);
+    // Newest heap first: it is the one with room, usually.
+    let heap = heaps[heaps.length - 1];
+    let byteOffset = heap.tryAlloc(byteLength, alignment);
+    for (let i = heaps.length - 2; byteOffset === undefined && i >= 0; i--) {
+      heap = heaps[i];
+      byteOffset = heap.tryAlloc(byteLength, alignment);
+    }
+    if (byteOffset === undefined) {
+      const added = this.#addHeap(byteLength, alignment);
+      if (added !== undefined) {
+        heap = added;
+        byteOffset = heap.tryAlloc(byteLength, alignment);
       }
-      throw error;
+      if (byteOffset === undefined) {
+        this.#report("onOutOfMemory", byteLength, -1);
+        throw this.#outOfMemory(byteLength, alignment);
+      }
     }
-    if (this.#zeroFill) zeroFill(heap.buffer, byteOffset, byteLength);
-    else if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
+    const buffer = heap.buffer;
+    if (this.#zeroFill) zeroFill(buffer, byteOffset, byteLength);
+    else if (this.#junkFill) junkFill(buffer, byteOffset, byteLength);
     this.#bytes.increase(byteLength);
     if (this.#reporter !== undefined) {
       this.#report("onAllocate", byteLength, byteOffset);
     }
     return new DataPtr(heap.memory, byteOffset, byteLength, this.device, {
-      context: new Allocation(heap, byteOffset, byteLength),
+      context: new Allocation(this, heap, byteOffset, byteLength),
       deleter: this.#deleter,
     });
+  }
+
+  #addHeap(byteLength: number, alignment?: number): CpuHeap | undefined {
+    if (!this.#own) return undefined;
+    const last = this.#heaps[this.#heaps.length - 1];
+    const g = last.alignment;
+    const need = Math.ceil(byteLength / g) * g +
+      Math.max(0, (alignment ?? g) - g);
+    const room = this.maxByteLength - this.reservedBytes;
+    const size = Math.min(
+      Math.max(need, Math.min(last.byteLength * 2, MAX_CHUNK_BYTE_LENGTH)),
+      room,
+    );
+    if (size < need) return undefined;
+    let heap: CpuHeap;
+    try {
+      heap = new CpuHeap(size, this.#heapOptions);
+    } catch {
+      return undefined; // the engine refused the buffer
+    }
+    this.#heaps.push(heap);
+    return heap;
+  }
+
+  #outOfMemory(byteLength: number, alignment?: number): OutOfMemoryError {
+    let free = 0, largest = 0, used = 0;
+    for (const heap of this.#heaps) {
+      free += heap.freeBytes;
+      used += heap.bytesInUse;
+      largest = Math.max(largest, heap.largestFreeBytes);
+    }
+    const reserved = this.reservedBytes;
+    return new OutOfMemoryError(
+      `Cannot allocate ${byteLength} bytes${
+        alignment !== undefined ? ` aligned to ${alignment}` : ""
+      }: ${free} bytes free, largest free region ${largest} bytes, ${used} of ${reserved} bytes in use in ${this.#heaps.length} heaps (at most ${this.maxByteLength} bytes)`,
+      {
+        requestedBytes: byteLength,
+        capacityBytes: this.maxByteLength,
+        freeBytes: free,
+        largestFreeBytes: largest,
+        allocatedBytes: used,
+        reservedBytes: reserved,
+      },
+    );
   }
 
   /**
@@ -232,7 +356,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     type: TypedArrayConstructor<T>,
   ): T {
     const byteOffset = ptr.byteOffset;
-    return this.heap.view(
+    const memory = ptr.memory;
+    const heap = this.#heaps.find((h) => h.memory === memory) ?? this.heap;
+    return heap.view(
       byteOffset,
       Math.floor(ptr.byteLength / type.BYTES_PER_ELEMENT),
       type,
@@ -240,11 +366,11 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   }
 
   #free(context: CpuAllocation): void {
-    if (!(context instanceof Allocation) || context.heap !== this.heap) {
+    if (!(context instanceof Allocation) || context.owner !== this) {
       throw new DoubleFreeError(
         `Cannot free ${
           context?.byteLength ?? "an"
-        } bytes at byte offset ${context?.byteOffset}: the allocation belongs to another heap`,
+        } bytes at byte offset ${context?.byteOffset}: the allocation belongs to another allocator or heap`,
       );
     }
     if (context.released) {
@@ -253,8 +379,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       );
     }
     const { byteOffset, byteLength } = context;
-    if (this.#junkFill) junkFill(this.heap.buffer, byteOffset, byteLength);
-    this.heap.free(byteOffset);
+    const heap = context.heap;
+    if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
+    heap.free(byteOffset);
     context.released = true;
     this.#bytes.decrease(byteLength);
     if (this.#reporter !== undefined) {

@@ -112,7 +112,7 @@ describe("CpuAllocator", () => {
     const foreign = other.rawAllocate(100);
     assert.equal(context.byteOffset, foreign.byteOffset);
     const before = allocator.heap.stats();
-    assert.throws(() => allocator.rawDeallocate(foreign), /another heap/);
+    assert.throws(() => allocator.rawDeallocate(foreign), /another allocator/);
     assert.deepEqual(allocator.heap.stats(), before);
     allocator.rawDeallocate(context);
     assert.throws(() => allocator.rawDeallocate(context), DoubleFreeError);
@@ -120,7 +120,7 @@ describe("CpuAllocator", () => {
     other.rawDeallocate(foreign);
   });
 
-  it("CpuAllocator.clone() copies bytes and grows its heap on demand", () => {
+  it("CpuAllocator.clone() copies bytes and adds a heap on demand", () => {
     const allocator = new CpuAllocator({
       byteLength: 1024,
       maxByteLength: 1 << 16,
@@ -128,8 +128,60 @@ describe("CpuAllocator", () => {
     const a = allocator.allocate(1000);
     allocator.view(a, Uint8Array).fill(3);
     const b = allocator.clone(a);
-    assert.ok(allocator.heap.byteLength > 1024);
+    assert.equal(allocator.heaps.length, 2);
+    assert.notEqual(b.memory, a.memory);
+    assert.ok(b.memory instanceof ArrayBuffer && !b.memory.resizable);
     assert.ok(allocator.view(b, Uint8Array).every((x) => x === 3));
+    assert.equal(allocator.reservedBytes, 1024 + 2048);
+    a.release();
+    b.release();
+    assert.equal(allocator.trim(), 2048);
+    assert.equal(allocator.heaps.length, 1);
+  });
+
+  it("CpuAllocator grows by heaps up to maxByteLength, then states what is free", () => {
+    const allocator = new CpuAllocator({
+      byteLength: 4096,
+      maxByteLength: 3 * 4096,
+    });
+    const a = allocator.allocate(4096);
+    const b = allocator.allocate(8000);
+    assert.equal(allocator.heaps.length, 2);
+    assert.throws(
+      () => allocator.allocate(200),
+      (e: unknown) =>
+        e instanceof OutOfMemoryError && e.requestedBytes === 200 &&
+        /largest free region 192 bytes, 12096 of 12288 bytes in use in 2 heaps/
+          .test(e.message),
+    );
+    b.release();
+    assert.equal(allocator.allocate(100).byteLength, 100);
+    a.release();
+  });
+
+  it("CpuAllocator keeps pointers in place across growth", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.nat(20000), { minLength: 1, maxLength: 60 }),
+        (sizes) => {
+          const allocator = new CpuAllocator({ byteLength: 4096 });
+          const ptrs = sizes.map((n, i) => {
+            const p = allocator.allocate(n + 1);
+            allocator.view(p, Uint8Array).fill(i & 255);
+            return p;
+          });
+          ptrs.forEach((p, i) =>
+            assert.ok(
+              allocator.view(p, Uint8Array).every((x) => x === (i & 255)),
+            )
+          );
+          for (const p of ptrs) p.release();
+          assert.equal(allocator.bytesInUse, 0);
+          for (const heap of allocator.heaps) heap.checkIntegrity();
+        },
+      ),
+      { numRuns: 30 },
+    );
   });
 
   it("CpuAllocator keeps byte totals equal to its live pointers over random sequences", () => {
