@@ -57,6 +57,28 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
 `;
 }
 
+/** Output elements each invocation of a word-or-wider strided copy moves. */
+export const ELEMENTS_PER_INVOCATION = 8;
+/** Destination words each invocation of the other kernels writes. */
+export const WORDS_PER_INVOCATION = 4;
+const C = ELEMENTS_PER_INVOCATION;
+const W = WORDS_PER_INVOCATION;
+
+// Per invocation: the index of the first element is found with divisions,
+// the next ones by adding the last dimension's stride, with a new division
+// chain only where a row ends. Software adapters pay dearly per invocation
+// and per integer division; GPUs lose little.
+const LAST = `  let rank = info[2];
+  var n_last = 1u;
+  var s_last = 0i;
+  var d_last = 0i;
+  if (rank > 0u) {
+    n_last = info[7u + rank];
+    s_last = bitcast<i32>(info[${7 + MAX_RANK}u + rank]);
+    d_last = bitcast<i32>(info[${7 + 2 * MAX_RANK}u + rank]);
+  }
+`;
+
 /**
  * Strided to contiguous, or to strided with `dstStrided`. Meta:
  * [invocations, count, rank, srcOffset, dstOffset, -, -, -, shape[MAX_RANK],
@@ -83,96 +105,108 @@ fn ${name}(e: u32) -> u32 {
   return u32(pos);
 }
 `;
+  const per = 4 / elementBytes;
+  const bits = elementBytes * 8;
+  const mask = elementBytes === 1 ? "0xffu" : "0xffffu";
+  const a = aliased ? "buf" : "dst";
   const atomic = dstStrided && elementBytes < 4;
   let body: string;
-  if (dstStrided) {
-    const a = aliased ? "buf" : "dst";
-    if (elementBytes === 4) {
-      body = `fn run(i: u32) {
-  ${a}[dst_index(i)] = src_word(src_index(i));
-}
-`;
-    } else if (elementBytes === 8) {
-      body = `fn run(i: u32) {
-  let s = src_index(i) * 2u;
-  let d = dst_index(i) * 2u;
-  ${a}[d] = src_word(s);
-  ${a}[d + 1u] = src_word(s + 1u);
-}
-`;
-    } else {
-      const per = 4 / elementBytes;
-      const bits = elementBytes * 8;
-      const mask = elementBytes === 1 ? "0xffu" : "0xffffu";
+  if (dstStrided || elementBytes >= 4) {
+    let store: string;
+    if (dstStrided && elementBytes === 4) {
+      store = `${a}[dpos] = src_word(pos);`;
+    } else if (dstStrided && elementBytes === 8) {
+      store = `${a}[dpos * 2u] = src_word(pos * 2u);
+    ${a}[dpos * 2u + 1u] = src_word(pos * 2u + 1u);`;
+    } else if (dstStrided) {
       // Each thread owns its element's bits; clear-then-set with atomics
       // keeps the neighbours' bits in a shared word.
-      body = `fn run(i: u32) {
-  let s = src_index(i);
-  let v = (src_word(s / ${per}u) >> ((s % ${per}u) * ${bits}u)) & ${mask};
-  let d = dst_index(i);
-  let sh = (d % ${per}u) * ${bits}u;
-  atomicAnd(&${a}[d / ${per}u], ~(${mask} << sh));
-  atomicOr(&${a}[d / ${per}u], v << sh);
-}
-`;
+      store =
+        `let v = (src_word(pos / ${per}u) >> ((pos % ${per}u) * ${bits}u)) & ${mask};
+    let sh = (dpos % ${per}u) * ${bits}u;
+    atomicAnd(&${a}[dpos / ${per}u], ~(${mask} << sh));
+    atomicOr(&${a}[dpos / ${per}u], v << sh);`;
+    } else if (elementBytes === 4) {
+      store = `dst_write(dpos, src_word(pos));`;
+    } else {
+      store = `dst_write(dpos * 2u, src_word(pos * 2u));
+    dst_write(dpos * 2u + 1u, src_word(pos * 2u + 1u));`;
     }
-    return {
-      name: "strided_copy",
-      key: `strided2:b${elementBytes}:${
-        aliased ? "a" : "s"
-      }:wg${workgroupSize}`,
-      source: header(aliased, atomic) + index("src_index", 3, 8 + MAX_RANK) +
-        index("dst_index", 4, 8 + 2 * MAX_RANK) + body + entry(workgroupSize),
-      bindings: bindings(aliased),
-      workgroupSize,
-    };
+    const dstStart = dstStrided ? "dst_index(e0)" : "info[4] + e0";
+    const dstJump = dstStrided ? "dst_index(e + 1u)" : "info[4] + e + 1u";
+    const dstStep = dstStrided ? "u32(i32(dpos) + d_last)" : "dpos + 1u";
+    body = `fn run(i: u32) {
+  let count = info[1];
+${LAST}  let e0 = i * ${C}u;
+  var pos = src_index(e0);
+  var dpos = ${dstStart};
+  var c = e0 % n_last;
+  for (var k = 0u; k < ${C}u; k++) {
+    let e = e0 + k;
+    if (e >= count) { break; }
+    ${store}
+    c++;
+    if (c == n_last) {
+      c = 0u;
+      pos = src_index(e + 1u);
+      dpos = ${dstJump};
+    } else {
+      pos = u32(i32(pos) + s_last);
+      dpos = ${dstStep};
+    }
   }
-  if (elementBytes === 4) {
-    body = `fn run(i: u32) {
-  dst_write(info[4] + i, src_word(src_index(i)));
-}
-`;
-  } else if (elementBytes === 8) {
-    body = `fn run(i: u32) {
-  let s = src_index(i) * 2u;
-  let d = (info[4] + i) * 2u;
-  dst_write(d, src_word(s));
-  dst_write(d + 1u, src_word(s + 1u));
 }
 `;
   } else {
-    const per = 4 / elementBytes;
-    const bits = elementBytes * 8;
-    const mask = elementBytes === 1 ? "0xffu" : "0xffffu";
-    // One invocation per destination word; words the range only partly
-    // covers keep their other bytes (read-modify-write, one writer each).
+    // One invocation per run of destination words; words the range only
+    // partly covers keep their other bytes (read-modify-write, one writer).
     body = `fn run(i: u32) {
   let count = info[1];
-  let dst_off = info[4];
-  let w = dst_off / ${per}u + i;
-  let first = w * ${per}u;
-  var word = 0u;
-  if (first < dst_off || first + ${per}u > dst_off + count) {
-    word = dst_read(w);
-  }
-  for (var k = 0u; k < ${per}u; k++) {
-    let slot = first + k;
-    if (slot >= dst_off && slot < dst_off + count) {
-      let s = src_index(slot - dst_off);
-      let v = (src_word(s / ${per}u) >> ((s % ${per}u) * ${bits}u)) & ${mask};
-      let sh = k * ${bits}u;
-      word = (word & ~(${mask} << sh)) | (v << sh);
+${LAST}  let dst_off = info[4];
+  let end = dst_off + count;
+  let last_w = (end - 1u) / ${per}u;
+  let w0 = dst_off / ${per}u + i * ${W}u;
+  var e = max(w0 * ${per}u, dst_off) - dst_off;
+  var pos = src_index(e);
+  var c = e % n_last;
+  for (var j = 0u; j < ${W}u; j++) {
+    let w = w0 + j;
+    if (w > last_w) { break; }
+    let first = w * ${per}u;
+    var word = 0u;
+    if (first < dst_off || first + ${per}u > end) {
+      word = dst_read(w);
     }
+    for (var k = 0u; k < ${per}u; k++) {
+      let slot = first + k;
+      if (slot >= dst_off && slot < end) {
+        let v = (src_word(pos / ${per}u) >> ((pos % ${per}u) * ${bits}u)) & ${mask};
+        let sh = k * ${bits}u;
+        word = (word & ~(${mask} << sh)) | (v << sh);
+        e++;
+        c++;
+        if (c == n_last) {
+          c = 0u;
+          pos = src_index(e);
+        } else {
+          pos = u32(i32(pos) + s_last);
+        }
+      }
+    }
+    dst_write(w, word);
   }
-  dst_write(w, word);
 }
 `;
   }
+  const dstIndex = dstStrided ? index("dst_index", 4, 8 + 2 * MAX_RANK) : "";
   return {
-    name: "strided_to_contiguous",
-    key: `strided:b${elementBytes}:${aliased ? "a" : "s"}:wg${workgroupSize}`,
-    source: header(aliased) + plainDst(aliased) +
-      index("src_index", 3, 8 + MAX_RANK) + body + entry(workgroupSize),
+    name: dstStrided ? "strided_copy" : "strided_to_contiguous",
+    key: `${dstStrided ? "strided2" : "strided"}:b${elementBytes}:${
+      aliased ? "a" : "s"
+    }:c${C}:w${W}:wg${workgroupSize}`,
+    source: header(aliased, atomic) + (atomic ? "" : plainDst(aliased)) +
+      index("src_index", 3, 8 + MAX_RANK) + dstIndex + body +
+      entry(workgroupSize),
     bindings: bindings(aliased),
     workgroupSize,
   };
@@ -190,26 +224,41 @@ export function _copyBytesKernel(
   let len = info[1];
   let src_off = info[2];
   let dst_off = info[3];
-  let w = dst_off / 4u + i;
-  let first = w * 4u;
-  var word = 0u;
-  if (first < dst_off || first + 4u > dst_off + len) {
-    word = dst_read(w);
-  }
-  for (var k = 0u; k < 4u; k++) {
-    let b = first + k;
-    if (b >= dst_off && b < dst_off + len) {
-      let s = b - dst_off + src_off;
-      let v = (src_word(s / 4u) >> ((s % 4u) * 8u)) & 0xffu;
-      word = (word & ~(0xffu << (k * 8u))) | (v << (k * 8u));
+  let end = dst_off + len;
+  let last_w = (end - 1u) / 4u;
+  let w0 = dst_off / 4u + i * ${W}u;
+  for (var j = 0u; j < ${W}u; j++) {
+    let w = w0 + j;
+    if (w > last_w) { break; }
+    let first = w * 4u;
+    if (first >= dst_off && first + 4u <= end) {
+      // A whole word: one or two source words, funnel-shifted.
+      let s0 = first - dst_off + src_off;
+      let sw = s0 / 4u;
+      let sh = (s0 % 4u) * 8u;
+      if (sh == 0u) {
+        dst_write(w, src_word(sw));
+      } else {
+        dst_write(w, (src_word(sw) >> sh) | (src_word(sw + 1u) << (32u - sh)));
+      }
+    } else {
+      var word = dst_read(w);
+      for (var k = 0u; k < 4u; k++) {
+        let b = first + k;
+        if (b >= dst_off && b < end) {
+          let s = b - dst_off + src_off;
+          let v = (src_word(s / 4u) >> ((s % 4u) * 8u)) & 0xffu;
+          word = (word & ~(0xffu << (k * 8u))) | (v << (k * 8u));
+        }
+      }
+      dst_write(w, word);
     }
   }
-  dst_write(w, word);
 }
 `;
   return {
     name: "copy_bytes",
-    key: `copy:${aliased ? "a" : "s"}:wg${workgroupSize}`,
+    key: `copy:${aliased ? "a" : "s"}:w${W}:wg${workgroupSize}`,
     source: header(aliased) + plainDst(aliased) + body + entry(workgroupSize),
     bindings: bindings(aliased),
     workgroupSize,
@@ -227,27 +276,33 @@ export function _fillKernel(workgroupSize: number): Kernel {
 fn run(i: u32) {
   let len = info[1];
   let off = info[2];
-  let w = off / 4u + i;
-  let first = w * 4u;
-  let pattern = select(info[3], info[4], (w & 1u) == 1u);
-  if (first >= off && first + 4u <= off + len) {
-    dst[w] = pattern;
-    return;
-  }
-  var word = dst[w];
-  for (var k = 0u; k < 4u; k++) {
-    let b = first + k;
-    if (b >= off && b < off + len) {
-      let m = 0xffu << (k * 8u);
-      word = (word & ~m) | (pattern & m);
+  let end = off + len;
+  let last_w = (end - 1u) / 4u;
+  let w0 = off / 4u + i * ${W}u;
+  for (var j = 0u; j < ${W}u; j++) {
+    let w = w0 + j;
+    if (w > last_w) { break; }
+    let first = w * 4u;
+    let pattern = select(info[3], info[4], (w & 1u) == 1u);
+    if (first >= off && first + 4u <= end) {
+      dst[w] = pattern;
+    } else {
+      var word = dst[w];
+      for (var k = 0u; k < 4u; k++) {
+        let b = first + k;
+        if (b >= off && b < end) {
+          let m = 0xffu << (k * 8u);
+          word = (word & ~m) | (pattern & m);
+        }
+      }
+      dst[w] = word;
     }
   }
-  dst[w] = word;
 }
 ` + entry(workgroupSize);
   return {
     name: "fill",
-    key: `fill:wg${workgroupSize}`,
+    key: `fill:w${W}:wg${workgroupSize}`,
     source,
     bindings: ["storage", "read-only-storage"],
     workgroupSize,

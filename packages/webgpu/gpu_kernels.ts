@@ -19,8 +19,10 @@ import {
   _copyBytesKernel,
   _fillKernel,
   _stridedKernel,
+  ELEMENTS_PER_INVOCATION,
   MAX_RANK,
   META_WORDS,
+  WORDS_PER_INVOCATION,
 } from "./_wgsl.ts";
 
 export { MAX_RANK };
@@ -338,11 +340,12 @@ export class GpuKernels {
     ]);
     const srcBase = bound.shifts[0] / size + layout.offset;
     const dstBase = bound.shifts[1] / size + dstOffset;
-    let invocations = count;
+    let invocations = Math.ceil(count / ELEMENTS_PER_INVOCATION);
     if (size < 4 && dstLayout === undefined) {
       const per = 4 / size;
-      invocations = Math.floor((dstBase + count - 1) / per) -
+      const words = Math.floor((dstBase + count - 1) / per) -
         Math.floor(dstBase / per) + 1;
+      invocations = Math.ceil(words / WORDS_PER_INVOCATION);
     }
     const meta = this.#metaData;
     meta.fill(0);
@@ -442,8 +445,10 @@ export class GpuKernels {
     ]);
     const srcBase = bound.shifts[0] + srcByteOffset;
     const dstBase = bound.shifts[1] + dstByteOffset;
-    const invocations = Math.floor((dstBase + byteLength - 1) / 4) -
-      Math.floor(dstBase / 4) + 1;
+    const invocations = Math.ceil(
+      (Math.floor((dstBase + byteLength - 1) / 4) - Math.floor(dstBase / 4) +
+        1) / WORDS_PER_INVOCATION,
+    );
     const meta = this.#metaData;
     meta.fill(0);
     meta[0] = invocations;
@@ -503,8 +508,10 @@ export class GpuKernels {
     const words = new Uint32Array(2);
     const wordBytes = new Uint8Array(words.buffer);
     for (let k = 0; k < 8; k++) wordBytes[k] = bytes[k % size];
-    const invocations = Math.floor((base + byteLength - 1) / 4) -
-      Math.floor(base / 4) + 1;
+    const invocations = Math.ceil(
+      (Math.floor((base + byteLength - 1) / 4) - Math.floor(base / 4) + 1) /
+        WORDS_PER_INVOCATION,
+    );
     const meta = this.#metaData;
     meta.fill(0);
     meta[0] = invocations;

@@ -282,7 +282,8 @@ describe("GpuKernels", { skip }, () => {
   it("GpuKernels folds dispatches past maxComputeWorkgroupsPerDimension", async () => {
     const device = await sharedDevice();
     const kernels = new GpuKernels(device, { workgroupSize: 1 });
-    const n = device.limits.maxComputeWorkgroupsPerDimension + 1000;
+    // Each invocation writes up to 4 words: make more groups than one dimension holds.
+    const n = (device.limits.maxComputeWorkgroupsPerDimension + 1000) * 4;
     const buffer = device.createBuffer({ size: n * 4, usage: USAGE });
     kernels.fill({ buffer, offset: 0, size: n * 4 }, 7, { dtype: "u32" });
     const staging = new GpuStaging(device);

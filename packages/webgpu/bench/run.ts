@@ -12,7 +12,8 @@
  *    kernel, against download, gather on the CPU, upload; and
  *    `copyBufferToBuffer` of the same bytes as the device's copy bandwidth.
  *
- * Run: `deno run -A packages/webgpu/bench/run.ts [--quick]`.
+ * Run: `deno run -A packages/webgpu/bench/run.ts [--quick] [--kernels |
+ * --allocation]`.
  *
  * @module
  */
@@ -444,6 +445,13 @@ function gather(
  * @returns The scenarios; empty when this runtime has no WebGPU adapter.
  */
 export async function run(options: BenchOptions): Promise<Scenario[]> {
+  return await _run(options, "all");
+}
+
+async function _run(
+  options: BenchOptions,
+  only: "all" | "kernels" | "allocation",
+): Promise<Scenario[]> {
   const progress = options.progress ?? (() => {});
   const adapter = await navigator.gpu?.requestAdapter();
   if (!adapter) {
@@ -456,11 +464,18 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     info.isFallbackAdapter ? " (software fallback adapter)" : ""
   }`;
   try {
-    const scenarios = [
-      ...await allocationScenarios(device, options.quick, progress),
-      await kernelScenario(device, options.quick, "f32", progress),
-      await kernelScenario(device, options.quick, "u16", progress),
-    ];
+    const scenarios: Scenario[] = [];
+    if (only !== "kernels") {
+      scenarios.push(
+        ...await allocationScenarios(device, options.quick, progress),
+      );
+    }
+    if (only !== "allocation") {
+      scenarios.push(
+        await kernelScenario(device, options.quick, "f32", progress),
+        await kernelScenario(device, options.quick, "u16", progress),
+      );
+    }
     for (const s of scenarios) (s.notes ??= []).push(`device: ${where}`);
     return scenarios;
   } finally {
@@ -470,10 +485,15 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
 
 if (import.meta.main) {
   const quick = Deno.args.includes("--quick");
-  const scenarios = await run({
+  const only = Deno.args.includes("--kernels")
+    ? "kernels"
+    : Deno.args.includes("--allocation")
+    ? "allocation"
+    : "all";
+  const scenarios = await _run({
     quick,
     progress: (m) => console.error(`… ${m}`),
-  });
+  }, only);
   for (const s of scenarios) {
     console.log(
       `\n## ${s.scenario} (${s.unit}, ${
