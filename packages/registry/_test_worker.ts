@@ -10,7 +10,15 @@ type Message =
   | { op: "share"; array: Int32Array; add: number }
   | { op: "close" };
 
-self.onmessage = (event: MessageEvent<Message>) => {
+/** The parts of a Worker's global scope used here (typed without the worker lib). */
+interface WorkerScope {
+  onmessage: ((event: MessageEvent<Message>) => void) | null;
+  postMessage(message: unknown, transfer?: Transferable[]): void;
+  close(): void;
+}
+const scope = globalThis as unknown as WorkerScope;
+
+scope.onmessage = (event: MessageEvent<Message>) => {
   const m = event.data;
   if (m.op === "transfer") {
     const array = new Float64Array(m.buffer);
@@ -20,7 +28,7 @@ self.onmessage = (event: MessageEvent<Message>) => {
     const worker = registry.allocationInfo(array)?.worker;
     const ownedBytes = registry.totalBytes;
     registry.unregister(array); // the receiver frees it
-    self.postMessage({
+    scope.postMessage({
       sum,
       worker,
       ownedBytes,
@@ -31,17 +39,17 @@ self.onmessage = (event: MessageEvent<Message>) => {
     const array = registry.newArray("u32", m.length);
     for (let i = 0; i < m.length; i++) array[i] = i * 3;
     const buffer = registry.transferOut(array);
-    self.postMessage({ buffer, totalAfter: registry.totalBytes }, [buffer]);
+    scope.postMessage({ buffer, totalAfter: registry.totalBytes }, [buffer]);
   } else if (m.op === "share") {
     // Borrowed: never registered here, never freed here.
     for (let i = 0; i < m.array.length; i++) Atomics.add(m.array, i, m.add);
-    self.postMessage({
+    scope.postMessage({
       done: true,
       registered: registry.isRegistered(m.array),
     });
   } else {
     const leaks = registry.dispose();
-    self.postMessage({ leaks: leaks?.records.length ?? 0 });
-    self.close();
+    scope.postMessage({ leaks: leaks?.records.length ?? 0 });
+    scope.close();
   }
 };
