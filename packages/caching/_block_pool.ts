@@ -44,6 +44,13 @@ export class _Block<M> {
   }
 }
 
+/** Whether `x` sorts before `y` by (stream id, size, address). */
+function precedes<M>(x: _Block<M>, y: _Block<M>): boolean {
+  return x.streamId < y.streamId ||
+    (x.streamId === y.streamId &&
+      (x.size < y.size || (x.size === y.size && x.address < y.address)));
+}
+
 /**
  * Free blocks of one pool, sorted by (stream id, size, address): best fit is
  * a lower-bound binary search. A sorted array: a pool of a few blocks costs
@@ -81,7 +88,8 @@ export class _BlockPool<M> {
    * address first), else the next block in order, else `undefined`.
    */
   lowerBound(streamId: number, size: number): _Block<M> | undefined {
-    return this.#blocks[this.#position(streamId, size, -1)];
+    const i = this.#position(streamId, size, -1);
+    return i < this.#blocks.length ? this.#blocks[i] : undefined;
   }
 
   insert(block: _Block<M>): void {
@@ -101,15 +109,14 @@ export class _BlockPool<M> {
 
   /** Whether the block is in the pool. */
   has(block: _Block<M>): boolean {
-    return this.#blocks[
-      this.#position(block.streamId, block.size, block.address)
-    ] === block;
+    const i = this.#position(block.streamId, block.size, block.address);
+    return i < this.#blocks.length && this.#blocks[i] === block;
   }
 
   remove(block: _Block<M>): void {
     const blocks = this.#blocks;
     const i = this.#position(block.streamId, block.size, block.address);
-    if (blocks[i] !== block) {
+    if (i >= blocks.length || blocks[i] !== block) {
       throw new Error("Internal error: block not in its pool");
     }
     const last = blocks.length - 1;
@@ -119,6 +126,40 @@ export class _BlockPool<M> {
     }
     for (let j = i; j < last; j++) blocks[j] = blocks[j + 1];
     blocks.pop();
+  }
+
+  /**
+   * Index of a block in the pool, for {@linkcode _BlockPool.rekeyAt}: take it
+   * before changing the block's size or address.
+   */
+  indexOf(block: _Block<M>): number {
+    const i = this.#position(block.streamId, block.size, block.address);
+    if (i >= this.#blocks.length || this.#blocks[i] !== block) {
+      throw new Error("Internal error: block not in its pool");
+    }
+    return i;
+  }
+
+  /**
+   * Puts the block at index `i`, whose size or address changed, back in
+   * order. When it still sorts between its neighbours nothing moves: the
+   * common case of a split remainder or a merge survivor.
+   */
+  rekeyAt(i: number): void {
+    const blocks = this.#blocks;
+    const block = blocks[i];
+    const last = blocks.length - 1;
+    // (No reads outside the array: they are slow in V8.)
+    if (
+      (i === 0 || precedes(blocks[i - 1], block)) &&
+      (i === last || precedes(block, blocks[i + 1]))
+    ) return;
+    if (last - i > 32) blocks.splice(i, 1);
+    else {
+      for (let j = i; j < last; j++) blocks[j] = blocks[j + 1];
+      blocks.pop();
+    }
+    this.insert(block);
   }
 
   /** Every free block in order (a copy). */

@@ -11,7 +11,7 @@ function compare(x: _Block<unknown>, y: _Block<unknown>): number {
 }
 
 describe("_BlockPool", () => {
-  it("_BlockPool keeps (stream, size, address) order and finds the lower bound, across chunk splits and merges", () => {
+  it("_BlockPool keeps (stream, size, address) order through inserts, removals and in-place re-keys, and finds the lower bound", () => {
     const segment = new _Segment<unknown>(
       1,
       0,
@@ -32,6 +32,7 @@ describe("_BlockPool", () => {
         fc.array(
           fc.record({
             insert: fc.boolean(),
+            resize: fc.boolean(),
             stream: fc.integer({ min: 0, max: 2 }),
             size: fc.integer({ min: 1, max: 40 }),
             pick: fc.nat(),
@@ -50,6 +51,12 @@ describe("_BlockPool", () => {
               b.address = address++ * 512;
               pool.insert(b);
               model.push(b);
+            } else if (op.resize) {
+              // Change a block's size in place, as split and merge do.
+              const b = model[op.pick % model.length];
+              const at = pool.indexOf(b);
+              b.size = op.size * 512;
+              pool.rekeyAt(at);
             } else {
               const [b] = model.splice(op.pick % model.length, 1);
               assert.ok(pool.has(b));

@@ -1325,8 +1325,7 @@ export class CachingAllocator<M = unknown> {
     if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
       return undefined;
     }
-    pool.remove(b);
-    return b;
+    return b; // still in the pool: #allocFound re-keys or removes it
   }
 
   #allocFound(
@@ -1355,20 +1354,24 @@ export class CachingAllocator<M = unknown> {
       else seg.head = b;
       b.next = rest;
       rest.prev = b;
+      const at = pool.indexOf(rest);
       rest.offset += size;
       rest.address += size;
       rest.size -= size;
       rest.stamp = this.#clock;
-      pool.insert(rest);
+      pool.rekeyAt(at);
       if (alreadySplit) {
         change(this.#s, INACTIVE_SPLIT_BYTES, p, -size);
       } else {
         change(this.#s, INACTIVE_SPLIT_BYTES, p, rest.size);
         change(this.#s, INACTIVE_SPLIT, p, 1);
       }
-    } else if (alreadySplit) {
-      change(this.#s, INACTIVE_SPLIT_BYTES, p, -b.size);
-      change(this.#s, INACTIVE_SPLIT, p, -1);
+    } else {
+      pool.remove(b);
+      if (alreadySplit) {
+        change(this.#s, INACTIVE_SPLIT_BYTES, p, -b.size);
+        change(this.#s, INACTIVE_SPLIT, p, -1);
+      }
     }
     b.state = ALLOCATED;
     b.requested = requested;
@@ -1400,39 +1403,60 @@ export class CachingAllocator<M = unknown> {
     if (this.#history !== null) {
       this.#record("free_completed", b.address, b.size, requested, b.streamId);
     }
+    // The merged block lives on in a free neighbour when there is one
+    // (already in the pool: re-keyed in place), else in b (inserted).
     let splitBlocks = 0, splitBytes = 0;
-    const prev = b.prev;
-    if (prev !== null && prev.state === FREE) {
-      pool.remove(prev);
+    const prev = b.prev, next = b.next;
+    const prevFree = prev !== null && prev.state === FREE;
+    const nextFree = next !== null && next.state === FREE;
+    let survivor: _Block<M>;
+    if (prevFree) {
+      survivor = prev;
+      // Remove next before prev's key changes: the pool must stay sorted.
+      if (nextFree) pool.remove(next);
+      const at = pool.indexOf(prev);
       splitBlocks--;
       splitBytes -= prev.size;
-      b.offset = prev.offset;
-      b.address = prev.address;
-      b.size += prev.size;
-      b.prev = prev.prev;
-      if (b.prev !== null) b.prev.next = b;
-      else seg.head = b;
-      this.#recycle(prev);
-    }
-    const next = b.next;
-    if (next !== null && next.state === FREE) {
-      pool.remove(next);
+      prev.size += b.size;
+      prev.next = next;
+      if (next !== null) next.prev = prev;
+      if (nextFree) {
+        splitBlocks--;
+        splitBytes -= next.size;
+        prev.size += next.size;
+        prev.next = next.next;
+        if (next.next !== null) next.next.prev = prev;
+        this.#recycle(next);
+      }
+      this.#recycle(b);
+      prev.stamp = this.#clock;
+      pool.rekeyAt(at);
+    } else if (nextFree) {
+      survivor = next;
+      const at = pool.indexOf(next);
       splitBlocks--;
       splitBytes -= next.size;
-      b.size += next.size;
-      b.next = next.next;
-      if (b.next !== null) b.next.prev = b;
-      this.#recycle(next);
+      next.offset = b.offset;
+      next.address = b.address;
+      next.size += b.size;
+      next.prev = prev;
+      if (prev !== null) prev.next = next;
+      else seg.head = next;
+      this.#recycle(b);
+      next.stamp = this.#clock;
+      pool.rekeyAt(at);
+    } else {
+      survivor = b;
+      b.state = FREE;
+      b.requested = 0;
+      b.fences = null;
+      b.stack = undefined;
+      b.stamp = this.#clock;
+      pool.insert(b);
     }
-    b.state = FREE;
-    b.requested = 0;
-    b.fences = null;
-    b.stack = undefined;
-    b.stamp = this.#clock;
-    pool.insert(b);
-    if (b.prev !== null || b.next !== null) {
+    if (survivor.prev !== null || survivor.next !== null) {
       splitBlocks++;
-      splitBytes += b.size;
+      splitBytes += survivor.size;
     }
     statsInactive(
       this.#s,
@@ -1537,7 +1561,9 @@ export class CachingAllocator<M = unknown> {
     b.state = FREE;
     b.requested = 0;
     b.prev = b.next = null;
+    b.stamp = this.#clock;
     seg.head = b;
+    pool.insert(b); // #allocFound takes it from the pool like a cached one
     const p = pool.small ? 1 : 2;
     change(this.#s, SEGMENT, p, 1);
     change(this.#s, RESERVED_BYTES, p, segSize);
