@@ -1,5 +1,40 @@
 /**
- * `@allot/webgpu`: GPU memory for allot.
+ * `@allot/webgpu`: GPU memory for allot on any WebGPU implementation. It
+ * takes a `GPUDevice` from the caller and never looks one up.
+ *
+ * - {@linkcode GpuSegmentSource}: the raw allocator (one labelled storage
+ *   buffer per segment, within the device's limits).
+ * - {@linkcode GpuCachingAllocator} and {@linkcode GpuWatermarkAllocator}:
+ *   `@allot/caching` and `@allot/watermark` on it, with the queue as the
+ *   stream ({@linkcode QueueStream}); they hand out
+ *   {@linkcode GpuAllocation}s, which are bind group resources as they are.
+ * - {@linkcode GpuStaging}: uploads and downloads through a bounded pool of
+ *   mappable staging buffers.
+ * - {@linkcode GpuKernels}: WGSL strided-to-contiguous and strided-to-strided
+ *   copies, byte copies at any offsets, fill; pipelines cached per device.
+ * - {@linkcode GpuBufferBackend}: `@allot/storage` `Buffer`s on GPU memory.
+ * - {@linkcode DeviceLostError}: what every handle throws once its device is
+ *   lost.
+ *
+ * @example Tensors on the GPU: zero-copy views, packed by a kernel
+ * ```ts
+ * import { GpuBufferBackend, GpuCachingAllocator } from "@allot/webgpu";
+ * import { Buffer } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const memory = new GpuCachingAllocator(device);
+ *   const gpu = { allocator: memory.asAllocator(), backend: new GpuBufferBackend(device) };
+ *   using a = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], { shape: [2, 3], ...gpu });
+ *   using column = a.slice(1, { start: 1, stop: 2 }); // a view: no copy
+ *   using packed = column.contiguous(); // the strided copy kernel
+ *   assert.deepEqual([...await packed.read()], [2, 5]);
+ *   assert.equal(memory.source.allocationCount, 1); // one GPUBuffer so far
+ *   device.destroy();
+ * }
+ * ```
  *
  * @module
  */
@@ -17,3 +52,66 @@ export * from "./gpu_allocator_adapter.ts";
 export * from "./gpu_caching_allocator.ts";
 export * from "./gpu_watermark_allocator.ts";
 export * from "./gpu_buffer_backend.ts";
+// Types of sibling packages that appear in this package's signatures, so its
+// documentation is complete; import them from their own packages in code.
+export type {
+  Allocator,
+  AllocatorBase,
+  AllotError,
+  DataPtr,
+  Deleter,
+  Device,
+  DeviceType,
+  Fence,
+  IntrusiveTarget,
+  Segment,
+  SegmentRequestOptions,
+  SegmentSource,
+  StatValues,
+  Stream,
+  UniqueVoidPtr,
+} from "@allot/core";
+export type {
+  AllocateOptions,
+  BlockSnapshot,
+  BlockState,
+  CachedBlock,
+  CachingAllocator,
+  CachingAllocatorOptions,
+  MemorySnapshot,
+  MemoryStats,
+  MemorySummaryOptions,
+  RoundupPower2Divisions,
+  SegmentSnapshot,
+  StatArray,
+  TraceAction,
+  TraceEntry,
+  TraceRecorderOptions,
+} from "@allot/caching";
+export type {
+  AnyTypedArray,
+  BufferBackend,
+  BufferView,
+  Dtype,
+  DtypeArrayMap,
+  Shape,
+  SliceOptions,
+  Storage,
+  StridedBinding,
+} from "@allot/storage";
+export type {
+  AllocateBufferOptions,
+  BufferCallback,
+  BufferEvent,
+  BufferEventType,
+  HostViewFunction,
+  PoolKind,
+  ReleaseReason,
+  WatermarkAllocator,
+  WatermarkAllocatorOptions,
+  WatermarkBlockSnapshot,
+  WatermarkBuffer,
+  WatermarkSegmentSnapshot,
+  WatermarkSnapshot,
+  WatermarkStats,
+} from "@allot/watermark";
