@@ -61,8 +61,11 @@ function nsPerPair(candidates: Candidate[], rounds: number): number[] {
     for (let i = 0; i < c.pairs || performance.now() < until; i++) c.pair();
   }
   const runs: number[][] = candidates.map(() => []);
+  const gc = (globalThis as { gc?: () => void }).gc;
   for (let r = 0; r < rounds; r++) {
     candidates.forEach((c, k) => {
+      // Collect first, so no run pays for another's garbage.
+      gc?.();
       const t0 = performance.now();
       for (let i = 0; i < c.pairs; i++) c.pair();
       runs[k].push(((performance.now() - t0) * 1e6) / c.pairs);
@@ -115,7 +118,7 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     { pair: allotPair, pairs },
     { pair: tpPair, pairs },
     { pair: mockPair, pairs },
-    { pair: abPair, pairs: pairs / 20 },
+    { pair: abPair, pairs: pairs / 50 },
   ], reps);
   const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
   const heap = {
@@ -189,7 +192,7 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     rows,
     ratios,
     notes: [
-      `median of ${reps} interleaved runs of ${pairs} pairs (raw sources: fewer pairs per run); heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
+      `median of ${reps} interleaved runs of ${pairs} pairs (raw sources: fewer pairs per run), a full collection before each run; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
       "allot makes one handle object per allocation (the owning CachedBlock); internal block records are recycled",
       gpu === undefined && !quick
         ? "no WebGPU adapter: the createBuffer row is missing"

@@ -1,0 +1,65 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  Device,
+  ManualStream,
+  type Segment,
+  type SegmentSource,
+} from "@allot/core";
+import { CachingAllocator } from "./caching_allocator.ts";
+import { CachingAllocatorAdapter } from "./caching_allocator_adapter.ts";
+
+/** Host memory segments: one ArrayBuffer each. */
+class HostSource implements SegmentSource<ArrayBuffer> {
+  readonly device: Device = Device.cpu();
+  readonly alignment = 64;
+  readonly maxSegmentByteLength = 2 ** 30;
+  readonly capacityBytes = Infinity;
+  tryAllocateSegment(byteLength: number): Segment<ArrayBuffer> {
+    return { memory: new ArrayBuffer(byteLength), byteOffset: 0, byteLength };
+  }
+  freeSegment(): void {}
+}
+
+describe("CachingAllocatorAdapter", () => {
+  it("CachingAllocatorAdapter.allocate() returns DataPtrs into segment memory that free their block", () => {
+    const caching = new CachingAllocator(new HostSource());
+    const allocator = new CachingAllocatorAdapter(caching);
+    const a = allocator.allocate(100);
+    const b = allocator.allocate(100);
+    assert.equal(a.memory, b.memory); // same 2 MiB segment
+    assert.equal(b.byteOffset - a.byteOffset, 512);
+    new Uint8Array(a.memory, a.byteOffset, 100).fill(7);
+    const c = allocator.clone(a);
+    assert.deepEqual(
+      [...new Uint8Array(c.memory, c.byteOffset, 3)],
+      [7, 7, 7],
+    );
+    assert.equal(caching.memoryStats().allocation.all.current, 3);
+    for (const p of [a, b, c]) p.release();
+    assert.equal(caching.allocatedBytes, 0);
+    caching.validate();
+  });
+
+  it("CachingAllocatorAdapter gives zero-byte pointers that own nothing", () => {
+    const caching = new CachingAllocator(new HostSource());
+    const allocator = new CachingAllocatorAdapter(caching);
+    const p = allocator.allocate(0);
+    assert.equal(p.byteLength, 0);
+    assert.equal(p.owns, false);
+    p.release();
+    assert.equal(caching.memoryStats().numDeviceAlloc, 0);
+  });
+
+  it("CachingAllocatorAdapter supports the raw interface and a stream", () => {
+    const caching = new CachingAllocator(new HostSource());
+    const stream = new ManualStream();
+    const allocator = new CachingAllocatorAdapter(caching, stream);
+    const block = allocator.rawAllocate(4096);
+    assert.equal(block.stream, stream);
+    assert.equal(caching.allocatedBytes, 4096);
+    allocator.rawDeallocate(block);
+    assert.equal(caching.allocatedBytes, 0);
+    assert.throws(() => allocator.rawDeallocate(block), /already freed/);
+  });
+});
