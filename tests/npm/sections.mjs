@@ -289,9 +289,19 @@ export const sections = {
     );
     const bytes = await staging.download(binding(b));
     assert.deepEqual([...new Float32Array(bytes.buffer)], [1, 4, 2, 5, 3, 6]);
-    staging.release();
     source.freeSegment(a);
     source.freeSegment(b);
+    // The pooled path: @allot/caching carving blocks out of GPU segments.
+    const { CachingAllocator } = await env.load("caching");
+    const pool = new CachingAllocator(source);
+    const block = pool.allocate(4096);
+    const view = { buffer: block.memory, offset: block.byteOffset, size: 16 };
+    await staging.upload(view, new Uint32Array([1, 2, 3, 4]));
+    const back = await staging.download(view);
+    assert.deepEqual([...new Uint32Array(back.buffer)], [1, 2, 3, 4]);
+    block.release();
+    pool.emptyCache();
+    staging.release();
   },
 };
 
