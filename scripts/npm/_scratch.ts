@@ -87,3 +87,26 @@ export async function installScratch(): Promise<string> {
   ], { cwd: scratchDir });
   return scratchDir;
 }
+
+/**
+ * Reuses the scratch project when it was installed after the last build of
+ * every package (as `deno task test:node` leaves it), else installs it.
+ *
+ * @returns The scratch project folder.
+ */
+export async function reuseOrInstallScratch(): Promise<string> {
+  const installed = await Deno.stat(
+    `${scratchDir}node_modules/.package-lock.json`,
+  )
+    .then((s) => s.mtime?.getTime() ?? 0, () => 0);
+  let newest = 0;
+  for (const pkg of await builtPackages()) {
+    const built = await Deno.stat(`${outDir}${pkg}/package.json`);
+    newest = Math.max(newest, built.mtime?.getTime() ?? Infinity);
+  }
+  if (installed > newest) {
+    console.log("npm: reusing the scratch project test:node installed");
+    return scratchDir;
+  }
+  return await installScratch();
+}

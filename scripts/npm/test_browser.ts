@@ -1,6 +1,7 @@
 /**
- * `deno task test:browser`: installs the npm build into the scratch project
- * (as `deno task test:node` does), then runs `tests/npm/browser_check.mjs`,
+ * `deno task test:browser [--fresh]`: installs the npm build into the
+ * scratch project as `deno task test:node` does (or reuses that install when
+ * it is newer than the build, unless `--fresh`), then runs `tests/npm/browser_check.mjs`,
  * which serves it on 127.0.0.1 with an import map and opens it in Debian's
  * `chromium` through `playwright-core`, with WebGPU on SwiftShader.
  *
@@ -11,14 +12,14 @@
  */
 
 import { abs, exec } from "../_workspace.ts";
-import { installScratch } from "./_scratch.ts";
+import { installScratch, reuseOrInstallScratch } from "./_scratch.ts";
 import { ensureTools, toolsDir } from "./_tools.ts";
 
 if (import.meta.main) {
   await ensureTools();
-  const dir = Deno.args.includes("--reuse")
-    ? (await import("./_scratch.ts")).scratchDir
-    : await installScratch();
+  const dir = Deno.args.includes("--fresh")
+    ? await installScratch()
+    : await reuseOrInstallScratch();
   for (
     const file of ["browser_check.mjs", "browser_page.mjs", "sections.mjs"]
   ) {
