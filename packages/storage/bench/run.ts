@@ -391,7 +391,35 @@ function print(scenarios: Scenario[]): void {
   }
 }
 
+/** The table of the README: one line per scenario. */
+function markdown(scenarios: Scenario[]): void {
+  const short = (name: string) =>
+    name.replace(/^allot contiguous\(\), /, "allot ").replace(/ \(.*\)$/, "");
+  const names = scenarios[0].rows.map((r) => short(r.name));
+  console.log(
+    `| view | ${
+      names.join(" | ")
+    } | heap / faster peer | ArrayBuffers / faster peer | heap / memcpy | ArrayBuffers / memcpy |`,
+  );
+  console.log(`|---|${names.map(() => "--:").join("|")}|--:|--:|--:|--:|`);
+  for (const s of scenarios) {
+    const r = s.ratios ?? [];
+    const cell = (i: number) =>
+      `${r[i].value.toFixed(2)}${r[i].target ? (r[i].met ? " ✓" : " ✗") : ""}`;
+    console.log(
+      `| ${s.scenario.replace(" f32 view", "").replace(" f32", "")} | ${
+        s.rows.map((x) => x.value.toFixed(2)).join(" | ")
+      } | ${cell(0)} | ${cell(3)} | ${cell(1)} | ${cell(4)} |`,
+    );
+  }
+}
+
 if (import.meta.main) {
   const quick = Deno.args.includes("--quick");
-  print(await run({ quick, progress: (m) => console.error(`# ${m}`) }));
+  const results = await run({
+    quick,
+    progress: (m) => console.error(`# ${m}`),
+  });
+  print(results);
+  if (Deno.args.includes("--markdown")) markdown(results);
 }
