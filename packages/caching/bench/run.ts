@@ -49,10 +49,14 @@ interface Candidate {
   pairs: number;
 }
 
+/** Medians of the last nsPerPair() call, for the notes. */
+let lastMedians: number[] = [];
+
 /**
- * Median ns per pair of each candidate. Runs are interleaved (one run of
- * each candidate per round) so that the load of a shared machine falls on
- * all of them alike.
+ * Fastest ns per pair of each candidate over `rounds` runs (medians kept in
+ * `lastMedians`). Runs are interleaved (one run of each candidate per round)
+ * so that the load of a shared machine falls on all of them alike; the
+ * minimum is reported because load only ever adds time.
  */
 function nsPerPair(candidates: Candidate[], rounds: number): number[] {
   for (const c of candidates) {
@@ -71,7 +75,8 @@ function nsPerPair(candidates: Candidate[], rounds: number): number[] {
       runs[k].push(((performance.now() - t0) * 1e6) / c.pairs);
     });
   }
-  return runs.map(median);
+  lastMedians = runs.map(median);
+  return runs.map((r) => Math.min(...r));
 }
 
 /**
@@ -121,6 +126,7 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     { pair: abPair, pairs: pairs / 50 },
   ], reps);
   const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
+  const medians = lastMedians;
   const heap = {
     allot: heapBytesPerOp(allotPair, batches),
     tp: heapBytesPerOp(tpPair, batches),
@@ -161,8 +167,12 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     const source = new GpuBufferSegmentSource(gpu);
     const gpuAllot = new CachingAllocator(source);
     gpuAllot.allocate(size).release();
-    const [gpuAllotNs, gpuNs] = nsPerPair([
+    // Not interleaved: destroyed buffers leave work on the driver's threads
+    // that would land on allot's runs. allot first, then the raw device.
+    const [gpuAllotNs] = nsPerPair([
       { pair: () => gpuAllot.allocate(size).release(), pairs },
+    ], reps);
+    const [gpuNs] = nsPerPair([
       {
         pair: () => source.freeSegment(source.tryAllocateSegment(size)),
         pairs: 1_000,
@@ -192,7 +202,13 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     rows,
     ratios,
     notes: [
-      `median of ${reps} interleaved runs of ${pairs} pairs (raw sources: fewer pairs per run), a full collection before each run; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
+      `fastest of ${reps} interleaved runs of ${pairs} pairs (raw sources: fewer pairs per run), a full collection before each run; medians: allot ${
+        medians[0].toFixed(0)
+      }, typedarray-pool ${medians[1].toFixed(0)}, MockSegmentSource ${
+        medians[2].toFixed(0)
+      }, new ArrayBuffer ${medians[3].toFixed(0)} ns/pair (ratio ${
+        (medians[3] / medians[0]).toFixed(1)
+      }x); heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
       "allot makes one handle object per allocation (the owning CachedBlock); internal block records are recycled",
       gpu === undefined && !quick
         ? "no WebGPU adapter: the createBuffer row is missing"
@@ -276,7 +292,9 @@ function churn(quick: boolean): Scenario {
     ],
     ratios: [{ label: "typedarray-pool / allot", value: tpNs / allotNs }],
     notes: [
-      "a step is one free and one allocate; sizes and victims from a seeded PRNG, the same for both",
+      `a step is one free and one allocate; sizes and victims from a seeded PRNG, the same for both; fastest of the interleaved runs (medians: allot ${
+        lastMedians[0].toFixed(0)
+      }, typedarray-pool ${lastMedians[1].toFixed(0)} ns/step)`,
     ],
   };
 }
