@@ -241,15 +241,28 @@ export function renderReport(report: BenchReport): string {
   );
   const met = ratios.filter((r) => r.met).length;
   if (ratios.length) {
-    out.push("", `Targets met: ${met} of ${ratios.length}.`);
-    const unmet = ratios.filter((r) => !r.met);
-    for (const r of unmet) {
-      out.push(
-        `- not met: ${r.scenario}: ${r.label} = ${
-          r.value.toFixed(2)
-        }x (target ${r.target ?? "?"})`,
-      );
-    }
+    out.push(
+      "",
+      `### Summary: ${met} of ${ratios.length} targets met`,
+      "",
+      table(
+        [
+          "scenario",
+          "ratio (greater is better for allot)",
+          "value",
+          "target",
+          "met",
+        ],
+        ratios.map((r) => [
+          r.scenario,
+          r.label,
+          `${r.value.toFixed(2)}x`,
+          r.target ?? "",
+          r.met ? "yes" : "**no**",
+        ]),
+        ["l", "l", "r", "l", "l"],
+      ),
+    );
   }
   let current = "";
   for (const scenario of report.scenarios) {
