@@ -12,20 +12,22 @@ import type { QueueStream } from "./queue_stream.ts";
 
 interface _Batch {
   fence: Fence;
-  items: (() => void)[];
+  items: unknown[];
   bytes: number;
 }
 
 /** Frees waiting for queue fences. */
 export class _DeferredFrees {
   #stream: QueueStream;
+  #free: (item: unknown) => void;
   #current: _Batch | undefined;
   #waits = new Set<Promise<void>>();
   #count = 0;
   #bytes = 0;
 
-  constructor(stream: QueueStream) {
+  constructor(stream: QueueStream, free: (item: unknown) => void) {
     this.#stream = stream;
+    this.#free = free;
   }
 
   /** Frees waiting for their fence. */
@@ -39,15 +41,15 @@ export class _DeferredFrees {
   }
 
   /**
-   * Runs `free` once the work submitted so far is done.
+   * Frees `item` once the work submitted so far is done.
    *
-   * @param free Gives the memory back to its pool.
+   * @param item What the free function takes (a block).
    * @param bytes Its size, for the figures.
    */
-  defer(free: () => void, bytes: number): void {
+  defer(item: unknown, bytes: number): void {
     const fence = this.#stream.fence();
     if (fence.completed) {
-      free();
+      this.#free(item);
       return;
     }
     let batch = this.#current;
@@ -59,9 +61,10 @@ export class _DeferredFrees {
         if (this.#current === fresh) this.#current = undefined;
         this.#count -= fresh.items.length;
         this.#bytes -= fresh.bytes;
+        const free = this.#free;
         for (const item of fresh.items) {
           try {
-            item();
+            free(item);
           } catch {
             // One failed free must not keep the others from their pool.
           }
@@ -69,7 +72,7 @@ export class _DeferredFrees {
       });
       this.#waits.add(wait);
     }
-    batch.items.push(free);
+    batch.items.push(item);
     batch.bytes += bytes;
     this.#count++;
     this.#bytes += bytes;

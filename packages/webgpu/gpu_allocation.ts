@@ -16,6 +16,19 @@ import type { GpuBinding } from "./gpu_binding.ts";
 let nextId = 1;
 
 /**
+ * What a {@linkcode GpuAllocation} gives its range back to: `free(token)` is
+ * called once, with the token given at construction.
+ */
+export interface GpuAllocationOwner {
+  /**
+   * Gives a range back.
+   *
+   * @param token What the owner needs to find the range (its block).
+   */
+  free(token: unknown): void;
+}
+
+/**
  * A live range of a `GPUBuffer`: `buffer`, `offset` and `size` (bytes, as in
  * WebGPU's `GPUBufferBinding`, so the handle itself can be a bind group
  * entry's `resource`). Release it exactly once with `release()` or `using`.
@@ -52,23 +65,29 @@ export class GpuAllocation implements GpuBinding {
   #state: _DeviceState;
   #buffer: GPUBuffer;
   #offset: number;
-  #free: (() => void) | null;
+  #owner: GpuAllocationOwner | null;
+  #token: unknown;
 
   /**
    * Wraps a range; called by allot's GPU allocators.
    *
    * @param device The device of the buffer.
    * @param binding The range.
-   * @param free Gives the range back to its pool; called once.
+   * @param owner Gives the range back to its pool; `owner.free(token)` is
+   * called once, on the first release. `token` is the range's block.
    */
-  constructor(device: GPUDevice, binding: GpuBinding, free: () => void) {
+  constructor(
+    device: GPUDevice,
+    binding: GpuBinding & { owner: GpuAllocationOwner; token: unknown },
+  ) {
     this.id = nextId++;
     this.#device = device;
     this.#state = _deviceState(device);
     this.#buffer = binding.buffer;
     this.#offset = binding.offset;
     this.byteLength = binding.size;
-    this.#free = free;
+    this.#owner = binding.owner;
+    this.#token = binding.token;
   }
 
   /** The buffer. */
@@ -106,7 +125,7 @@ export class GpuAllocation implements GpuBinding {
 
   /** Whether the handle was released. */
   get released(): boolean {
-    return this.#free === null;
+    return this.#owner === null;
   }
 
   /**
@@ -116,21 +135,21 @@ export class GpuAllocation implements GpuBinding {
    * @throws {DoubleFreeError} When released twice (never after device loss).
    */
   release(): void {
-    const free = this.#free;
-    if (free === null) {
+    const owner = this.#owner;
+    if (owner === null) {
       if (this.#state.lost) return;
       throw new DoubleFreeError(
         `Cannot release ${this}: it was already released`,
       );
     }
-    this.#free = null;
+    this.#owner = null;
     if (this.#state.lost) return;
-    free();
+    owner.free(this.#token);
   }
 
   /** Same as {@linkcode GpuAllocation.release}. */
   [Symbol.dispose](): void {
-    if (this.#free !== null) this.release();
+    if (this.#owner !== null) this.release();
   }
 
   /**
@@ -148,7 +167,7 @@ export class GpuAllocation implements GpuBinding {
     if (this.#state.lost) {
       throw _lostError(this.#device, this.#state, `read ${what} of ${this}`);
     }
-    if (this.#free === null) {
+    if (this.#owner === null) {
       throw new UseAfterFreeError(
         `Cannot read ${what} of ${this}: it was released`,
       );

@@ -6,6 +6,7 @@
  */
 
 import {
+  type CachedBlock,
   CachingAllocator,
   type CachingAllocatorOptions,
   type MemoryStats,
@@ -13,7 +14,7 @@ import {
 import { type Device, validateByteLength } from "@allot/core";
 import { _assertAlive } from "./_device_state.ts";
 import { _DeferredFrees } from "./_deferred_frees.ts";
-import { GpuAllocation } from "./gpu_allocation.ts";
+import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import {
   GpuSegmentSource,
@@ -92,6 +93,7 @@ export class GpuCachingAllocator {
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
   #deferred: _DeferredFrees;
+  #owner: GpuAllocationOwner;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -117,7 +119,19 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
-    this.#deferred = new _DeferredFrees(this.stream);
+    const release = (item: unknown): void =>
+      (item as { release(): void }).release();
+    const deferred = new _DeferredFrees(this.stream, release);
+    this.#deferred = deferred;
+    this.#owner = this.reuse === "after-fence"
+      ? {
+        free: (item) =>
+          deferred.defer(
+            item,
+            (item as CachedBlock<GPUBuffer>).blockByteLength,
+          ),
+      }
+      : { free: release };
   }
 
   /** Freed blocks waiting for their queue fence. */
@@ -154,15 +168,13 @@ export class GpuCachingAllocator {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
     _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     const block = this.caching.allocate(byteLength);
-    const release = (): void => block.release();
-    const deferred = this.reuse === "after-fence" ? this.#deferred : undefined;
-    return new GpuAllocation(
-      this.gpuDevice,
-      { buffer: block.memory, offset: block.byteOffset, size: byteLength },
-      deferred === undefined
-        ? release
-        : () => deferred.defer(release, block.blockByteLength),
-    );
+    return new GpuAllocation(this.gpuDevice, {
+      buffer: block.memory,
+      offset: block.byteOffset,
+      size: byteLength,
+      owner: this.#owner,
+      token: block,
+    });
   }
 
   /**

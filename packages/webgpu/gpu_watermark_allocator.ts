@@ -10,11 +10,12 @@ import { type Device, validateByteLength } from "@allot/core";
 import {
   WatermarkAllocator,
   type WatermarkAllocatorOptions,
+  type WatermarkBuffer,
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive } from "./_device_state.ts";
 import { _DeferredFrees } from "./_deferred_frees.ts";
-import { GpuAllocation } from "./gpu_allocation.ts";
+import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import type { GpuReuse } from "./gpu_caching_allocator.ts";
 import {
@@ -92,6 +93,7 @@ export class GpuWatermarkAllocator {
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
   #deferred: _DeferredFrees;
+  #owner: GpuAllocationOwner;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -109,7 +111,16 @@ export class GpuWatermarkAllocator {
       unifiedMemory: false,
       ...options,
     });
-    this.#deferred = new _DeferredFrees(this.stream);
+    const release = (item: unknown): void =>
+      (item as { release(): void }).release();
+    const deferred = new _DeferredFrees(this.stream, release);
+    this.#deferred = deferred;
+    this.#owner = this.reuse === "after-fence"
+      ? {
+        free: (item) =>
+          deferred.defer(item, (item as WatermarkBuffer<GPUBuffer>).byteLength),
+      }
+      : { free: release };
   }
 
   /** Freed buffers waiting for their queue fence. */
@@ -150,15 +161,13 @@ export class GpuWatermarkAllocator {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
     _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     const buffer = this.watermark.allocateBuffer(byteLength, options);
-    const release = (): void => buffer.release();
-    const deferred = this.reuse === "after-fence" ? this.#deferred : undefined;
-    return new GpuAllocation(
-      this.gpuDevice,
-      { buffer: buffer.memory, offset: buffer.byteOffset, size: byteLength },
-      deferred === undefined
-        ? release
-        : () => deferred.defer(release, buffer.byteLength),
-    );
+    return new GpuAllocation(this.gpuDevice, {
+      buffer: buffer.memory,
+      offset: buffer.byteOffset,
+      size: byteLength,
+      owner: this.#owner,
+      token: buffer,
+    });
   }
 
   /**
