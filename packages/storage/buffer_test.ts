@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  type Allocator,
   DoubleFreeError,
   IntrusivePtr,
   InvalidArgumentError,
@@ -20,7 +21,7 @@ import {
 /** A buffer whose element k holds k (as i32), from a bump allocator. */
 function indexBuffer(
   n: number,
-  allocator = new BumpAllocator(),
+  allocator: Allocator = new BumpAllocator(),
 ): Buffer<"i32"> {
   return Buffer.fromData("i32", Int32Array.from({ length: n }, (_, i) => i), {
     allocator,
@@ -41,62 +42,75 @@ describe("Buffer", () => {
       c: fc.integer({ min: -3, max: 3 }),
     });
     fc.assert(
-      fc.property(shapeArb, fc.array(opArb, { maxLength: 6 }), (shape, ops) => {
-        const allocator = new BumpAllocator();
-        const base = indexBuffer(model.count(shape), allocator);
-        let buf = base.reshape(shape);
-        let ref = model.modelOf(shape);
-        for (const op of ops) {
-          const rank = ref.shape.length;
-          let next: Buffer<"i32"> | undefined;
-          if (op.kind === 0 && rank >= 2) {
-            const a = op.a % rank, b = op.b % rank;
-            next = buf.transpose(a, b);
-            ref = model.transpose(ref, a, b);
-          } else if (op.kind === 1 && rank >= 1) {
-            const d = op.a % rank, n = ref.shape[d];
-            const step = op.c === 0 ? 2 : op.c;
-            const start = step > 0 ? op.b % (n + 1) : (n === 0 ? -1 : op.b % n);
-            const stop = step > 0 ? n : -1;
-            next = buf.slice(d, { start, stop, step });
-            ref = model.slice(ref, d, start, stop, step);
-          } else if (op.kind === 2 && rank < 6) {
-            const target = [
-              1 + (op.a % 3),
-              ...ref.shape.map((n, i) =>
-                n === 1 && (op.b >> i) % 2 ? 1 + (op.b % 4) : n
-              ),
-            ];
-            if (model.count(target) <= 3000) {
-              next = buf.broadcastTo(target);
-              ref = model.broadcast(ref, target);
+      fc.property(
+        shapeArb,
+        fc.array(opArb, { maxLength: 6 }),
+        fc.boolean(),
+        (shape, ops, wasm) => {
+          const allocator = wasm
+            ? new WasmBumpAllocator(1)
+            : new BumpAllocator();
+          const liveBlocks =
+            () => (allocator instanceof BumpAllocator
+              ? allocator.live.size
+              : allocator.live);
+          const base = indexBuffer(model.count(shape), allocator);
+          let buf = base.reshape(shape);
+          let ref = model.modelOf(shape);
+          for (const op of ops) {
+            const rank = ref.shape.length;
+            let next: Buffer<"i32"> | undefined;
+            if (op.kind === 0 && rank >= 2) {
+              const a = op.a % rank, b = op.b % rank;
+              next = buf.transpose(a, b);
+              ref = model.transpose(ref, a, b);
+            } else if (op.kind === 1 && rank >= 1) {
+              const d = op.a % rank, n = ref.shape[d];
+              const step = op.c === 0 ? 2 : op.c;
+              const start = step > 0
+                ? op.b % (n + 1)
+                : (n === 0 ? -1 : op.b % n);
+              const stop = step > 0 ? n : -1;
+              next = buf.slice(d, { start, stop, step });
+              ref = model.slice(ref, d, start, stop, step);
+            } else if (op.kind === 2 && rank < 6) {
+              const target = [
+                1 + (op.a % 3),
+                ...ref.shape.map((n, i) =>
+                  n === 1 && (op.b >> i) % 2 ? 1 + (op.b % 4) : n
+                ),
+              ];
+              if (model.count(target) <= 3000) {
+                next = buf.broadcastTo(target);
+                ref = model.broadcast(ref, target);
+              }
+            } else if (op.kind === 3) {
+              const axes = ref.shape.map((_, i) => i).reverse();
+              next = buf.permute(axes);
+              ref = model.permute(ref, axes);
             }
-          } else if (op.kind === 3) {
-            const axes = ref.shape.map((_, i) => i).reverse();
-            next = buf.permute(axes);
-            ref = model.permute(ref, axes);
+            if (next !== undefined) {
+              buf.release();
+              buf = next;
+            }
           }
-          if (next !== undefined) {
-            buf.release();
-            buf = next;
+          assert.deepEqual([...buf.toData()], ref.data);
+          const packed = buf.contiguous();
+          assert.ok(packed.isContiguous);
+          assert.equal(packed.offset, 0);
+          assert.deepEqual([...packed.toData()], ref.data);
+          if (buf.isContiguous && buf.offset === 0) {
+            assert.ok(packed.sharesStorageWith(buf));
+          } else {
+            assert.ok(!packed.sharesStorageWith(buf));
           }
-        }
-        assert.deepEqual([...buf.toData()], ref.data);
-        const packed = buf.contiguous();
-        assert.ok(packed.isContiguous);
-        assert.equal(packed.offset, 0);
-        assert.deepEqual([...packed.toData()], ref.data);
-        if (buf.isContiguous && buf.offset === 0) {
-          assert.ok(packed.sharesStorageWith(buf));
-        } else {
-          assert.ok(!packed.sharesStorageWith(buf));
-        }
-        packed.release();
-        buf.release();
-        base.release();
-        assert.equal(allocator.live.size, 0);
-      }),
-      { numRuns: 250 },
+          packed.release();
+          buf.release();
+          base.release();
+          assert.equal(liveBlocks(), 0);
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 
