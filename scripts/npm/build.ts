@@ -24,6 +24,7 @@
 import { createRequire } from "node:module";
 import {
   abs,
+  entryFiles,
   exec,
   mapConcurrent,
   type Member,
@@ -117,20 +118,25 @@ async function npmVersions(member: Member): Promise<Map<string, string>> {
   return versions;
 }
 
-function description(readme: string | undefined, member: Member): string {
+/** The first sentence of the module doc of the member's main entry. */
+async function description(member: Member): Promise<string> {
   if (member.config.description) return member.config.description;
-  if (readme) {
-    const paragraph = readme
-      .split(/\n\s*\n/)
-      .map((p) => p.trim())
-      .find((p) => p && !p.startsWith("#") && !p.startsWith("```"));
-    if (paragraph) {
-      const text = paragraph.replace(/\s+/g, " ").replace(/[`*]/g, "");
-      const sentence = /^(.+?\.)(\s|$)/.exec(text)?.[1] ?? text;
-      return sentence.replace(/\.$/, "");
-    }
-  }
-  return `${member.config.name}: part of allot`;
+  const [entry] = entryFiles(member);
+  const source = await readOptional(abs(entry)) ?? "";
+  const doc = /^\s*\/\*\*([\s\S]*?)\*\//.exec(source)?.[1] ?? "";
+  const text = doc
+    .split("\n")
+    .map((line) => line.replace(/^\s*\*\s?/, ""))
+    .join(" ")
+    .split(/\s@[a-z]+/)[0] // up to the first tag
+    .replace(/\{@link(?:code|plain)?\s+([^}|]+)[^}]*\}/g, "$1")
+    .replace(/[`*]/g, "")
+    .replace(/\s+/g, " ")
+    .trim()
+    .replace(new RegExp(`^${member.config.name}:\\s*`), "");
+  const sentence = /^(.+?)\.(\s|$)/.exec(text)?.[1] ?? text;
+  if (!sentence) return `${member.config.name}, part of allot`;
+  return sentence[0].toUpperCase() + sentence.slice(1);
 }
 
 async function readOptional(path: string): Promise<string | undefined> {
@@ -255,7 +261,7 @@ async function buildMember(
   const ordered = {
     name: manifest.name,
     version: manifest.version,
-    description: description(readme, member),
+    description: await description(member),
     license: manifest.license ?? member.config.license,
     type: "module",
     sideEffects: false,
