@@ -302,4 +302,50 @@ describe("Buffer", () => {
     }
     assert.equal(allocator.live, 0);
   });
+
+  it("Buffer refuses bad calls without leaking references or allocations", () => {
+    const allocator = new BumpAllocator();
+    using a = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], {
+      shape: [2, 3],
+      allocator,
+    });
+    const before = a.toString();
+    const uses = IntrusivePtr.retain(a.storage);
+    const count = uses.useCount;
+    assert.throws(() => a.reshape([7]), ShapeError);
+    assert.throws(() => a.permute([0]), ShapeError);
+    assert.throws(() => a.slice(0, { start: 3 }), ShapeError);
+    assert.throws(() => a.broadcastTo([3, 3]), ShapeError);
+    assert.throws(
+      () => a.withView(a.view.broadcastTo([4, 2, 3]).reshape([24])),
+      ShapeError,
+    );
+    assert.throws(() => a.set([2, 0], 1), ShapeError);
+    assert.throws(
+      () => Buffer.fromData("f32", [1, 2], { shape: [3], allocator }),
+      ShapeError,
+    );
+    assert.equal(
+      uses.useCount,
+      count,
+      "no reference was retained by a refused call",
+    );
+    assert.equal(a.toString(), before);
+    assert.deepEqual([...a.toData()], [1, 2, 3, 4, 5, 6]);
+    assert.equal(allocator.live.size, 1, "no allocation was left behind");
+    uses.release();
+
+    const device = new FakeDeviceAllocator();
+    const g = Buffer.empty("f32", [4, 4], { allocator: device });
+    const t = g.transpose();
+    assert.throws(() => t.contiguous(), UnsupportedOperationError);
+    assert.equal(
+      device.live,
+      1,
+      "the packed output was freed when packing failed",
+    );
+    t.release();
+    g.release();
+    assert.equal(device.live, 0);
+  });
 });

@@ -111,4 +111,15 @@ describe("Storage", () => {
     p.target.resize(16);
     assert.equal(p.target.byteLength, 16);
   });
+
+  it("Storage.resize() leaves the storage unchanged when the allocator fails", () => {
+    const allocator = new BumpAllocator(256);
+    using p = Storage.allocate(16, { allocator, resizable: true });
+    p.target.bytes().fill(9);
+    const data = p.target.data;
+    assert.throws(() => p.target.resize(1024), RangeError);
+    assert.equal(p.target.data, data);
+    assert.deepEqual([...p.target.bytes()], new Array(16).fill(9));
+    assert.equal(allocator.live.size, 1);
+  });
 });
