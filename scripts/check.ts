@@ -1,12 +1,14 @@
 /**
  * `deno task check`: formatting, lint, type check, `doc --lint` of every
- * exported entry point, and `publish --dry-run`. Stops at the first failure
- * and exits non-zero.
+ * exported entry point, and `publish --dry-run`. Runs every step, lists the
+ * ones that failed, and exits non-zero if any did.
  *
  * @module
  */
 
 import { entryFiles, members, root } from "./_workspace.ts";
+
+const failed: string[] = [];
 
 async function run(label: string, args: string[]): Promise<void> {
   console.log(`check: ${label}`);
@@ -18,7 +20,7 @@ async function run(label: string, args: string[]): Promise<void> {
   }).output();
   if (code !== 0) {
     console.error(`check: ${label} failed (exit ${code})`);
-    Deno.exit(code);
+    failed.push(label);
   }
 }
 
@@ -38,4 +40,8 @@ await run("publish --dry-run", [
   "--allow-dirty",
   "--quiet",
 ]);
+if (failed.length) {
+  console.error(`check: ${failed.length} step(s) failed: ${failed.join(", ")}`);
+  Deno.exit(1);
+}
 console.log("check: all clean");
