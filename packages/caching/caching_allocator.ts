@@ -13,6 +13,7 @@ import {
   DoubleFreeError,
   type Fence,
   InvalidArgumentError,
+  type LeakDetector,
   Stat,
   type Stream,
   UseAfterFreeError,
@@ -154,6 +155,13 @@ export interface CachingAllocatorOptions {
    * @default {"CachingAllocator"}
    */
   label?: string;
+  /**
+   * Reports blocks whose handle was garbage-collected without `release()`
+   * (the block stays allocated: the detector only reports).
+   *
+   * @default {undefined}
+   */
+  leakDetector?: LeakDetector;
 }
 
 /** Options of one allocation. */
@@ -543,6 +551,7 @@ export class CachingAllocator<M = unknown> {
   #nextAddress = 0;
   #clock = 0;
   #history: TraceRecorder | null = null;
+  #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string };
 
   #s = new Float64Array(9 * 3 * 4);
@@ -662,6 +671,7 @@ export class CachingAllocator<M = unknown> {
       Math.floor(source.maxSegmentByteLength / granule) *
       granule;
     this.#segmentOptions = { label: this.label };
+    this.#leaks = options.leakDetector;
     const history = options.recordHistory ?? false;
     if (history !== false) {
       this.recordHistory(history === true ? {} : history);
@@ -869,6 +879,7 @@ export class CachingAllocator<M = unknown> {
       }
     }
     detach(block);
+    this.#leaks?.forget(block);
     b.handle = null;
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
@@ -1388,6 +1399,12 @@ export class CachingAllocator<M = unknown> {
       stream,
     );
     b.handle = handle;
+    if (this.#leaks !== undefined) {
+      this.#leaks.watch(handle, {
+        label: `${this.label} block of ${requested} bytes on ${this.device}`,
+        byteLength: bytes,
+      });
+    }
     if (this.#history !== null) {
       this.#record("alloc", b.address, bytes, requested, b.streamId);
       if (this.#history.captureStack) b.stack = captureStack();

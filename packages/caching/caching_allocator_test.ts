@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import {
   DoubleFreeError,
   InvalidArgumentError,
+  LeakDetector,
   ManualStream,
   MockSegmentSource,
   OutOfMemoryError,
@@ -471,6 +472,20 @@ describe("CachingAllocator", () => {
     allocator.resetAccumulatedStats();
     assert.equal(allocator.memoryStats().allocation.all.allocated, 0);
     a.release();
+  });
+
+  it("CachingAllocator watches handles with a LeakDetector until they are released", () => {
+    const leakDetector = new LeakDetector();
+    const allocator = new CachingAllocator(new MockSegmentSource(), {
+      leakDetector,
+    });
+    const a = allocator.allocate(100);
+    const b = allocator.allocate(100);
+    assert.equal(leakDetector.watching, 2);
+    a.release();
+    assert.equal(leakDetector.watching, 1);
+    b.release();
+    assert.equal(leakDetector.watching, 0);
   });
 
   it("CachingAllocator.snapshot() records history with stacks and survives JSON", () => {
