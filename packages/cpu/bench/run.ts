@@ -296,35 +296,43 @@ interface Contender {
 }
 
 const CONTENDERS: Contender[] = [
-  { name: "allot CpuHeap", replay: replayHeapFixed, ours: true, maxReps: 7 },
+  { name: "allot CpuHeap", replay: replayHeapFixed, ours: true, maxReps: 15 },
   {
     name: GROWABLE,
     replay: replayHeap,
-    maxReps: 5,
+    maxReps: 15,
   },
-  { name: "AssemblyScript TLSF (wasm)", replay: replayAs, maxReps: 7 },
+  { name: "AssemblyScript TLSF (wasm)", replay: replayAs, maxReps: 15 },
   { name: "@thi.ng/malloc MemPool", replay: replayMemPool, maxReps: 3 },
-  { name: "typedarray-pool", replay: replayTypedArrayPool, maxReps: 5 },
+  { name: "typedarray-pool", replay: replayTypedArrayPool, maxReps: 15 },
   { name: "new ArrayBuffer", replay: replayArrayBuffer, maxReps: 2 },
 ];
 
-async function best(
-  c: Contender,
+// Round-robin: every contender runs once per round, so load that comes and
+// goes on a shared machine hits all of them alike. Each keeps its best run;
+// a contender stops after maxReps runs or 2 CPU seconds.
+async function bestOfAll(
   trace: Trace,
   view: boolean,
   quick: boolean,
-): Promise<Measured> {
-  const reps = quick ? Math.min(2, c.maxReps) : c.maxReps;
-  let result: Measured | undefined;
-  let spent = 0;
-  for (let r = 0; r < reps && (r === 0 || spent < 3); r++) {
-    const m = await c.replay(trace, view);
-    spent += m.seconds;
-    if (result === undefined || m.seconds < result.seconds) {
-      result = { ...m, footprint: m.footprint ?? result?.footprint };
+): Promise<Map<string, Measured>> {
+  const best = new Map<string, Measured>();
+  const spent = new Map<string, number>();
+  const rounds = Math.max(...CONTENDERS.map((c) => c.maxReps));
+  for (let r = 0; r < (quick ? 1 : rounds); r++) {
+    for (const c of CONTENDERS) {
+      if (r >= c.maxReps || (r > 0 && (spent.get(c.name) ?? 0) >= 2)) {
+        continue;
+      }
+      const m = await c.replay(trace, view);
+      spent.set(c.name, (spent.get(c.name) ?? 0) + m.seconds);
+      const old = best.get(c.name);
+      if (old === undefined || m.seconds < old.seconds) {
+        best.set(c.name, { ...m, footprint: m.footprint ?? old?.footprint });
+      }
     }
   }
-  return result!;
+  return best;
 }
 
 function ratio(
@@ -358,11 +366,10 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     for (const view of [false, true]) {
       const rows: Row[] = [];
       const rate = new Map<string, number>();
+      options.progress?.(`cpu: ${trace.name}${view ? " + view" : ""}`);
+      const measured = await bestOfAll(trace, view, quick);
       for (const c of CONTENDERS) {
-        options.progress?.(
-          `cpu: ${trace.name}: ${c.name}${view ? " + view" : ""}`,
-        );
-        const m = await best(c, trace, view, quick);
+        const m = measured.get(c.name)!;
         const opsPerSecond = ops / m.seconds;
         rate.set(c.name, opsPerSecond);
         rows.push({ name: c.name, value: opsPerSecond, ours: c.ours });
@@ -408,7 +415,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
         ],
         notes: [
           "ops per CPU second (process.cpuUsage, all threads, so GC helper threads count): the machines are shared, and CPU time is steadier than wall time there.",
-          "Best of up to 7 replays (fewer for slow peers) in one process; one op is one alloc or one free.",
+          "Best of up to 15 replays per row, run round-robin across the rows (2 CPU seconds at most per row, so 2 or 3 replays for MemPool and new ArrayBuffer), in one process; one op is one alloc or one free.",
           "allot CpuHeap is the default heap: one plain ArrayBuffer of 1 GiB. The growable row starts at 16 MiB of a resizable ArrayBuffer and grows to fit (up to 1 GiB), as AssemblyScript's memory grows; V8 makes views of resizable buffers about 2x more slowly.",
           "new ArrayBuffer and typedarray-pool hand out zero-filled whole buffers; the heaps hand out offsets into one memory.",
         ],
