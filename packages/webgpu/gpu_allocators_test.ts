@@ -183,6 +183,24 @@ describe("GPU allocators", { skip }, () => {
     assert.throws(() => a.release(), /already released/);
   });
 
+  it("GpuKernels and GpuStaging refuse a released allocation before submitting anything", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuCachingAllocator(device);
+    const kernels = new GpuKernels(device);
+    const staging = new GpuStaging(device);
+    const a = allocator.allocate(256);
+    using b = allocator.allocate(256);
+    a.release();
+    assert.throws(() => kernels.fill(a, 1, { dtype: "u8" }), UseAfterFreeError);
+    assert.throws(() => kernels.copyBytes(b, a), UseAfterFreeError);
+    await assert.rejects(staging.download(a), UseAfterFreeError);
+    await assert.rejects(
+      staging.upload(a, new Uint8Array(4)),
+      UseAfterFreeError,
+    );
+    assert.equal(kernels.dispatchCount, 0);
+  });
+
   it("GpuWatermarkAllocator serves the shared pool from staged storage buffers", async () => {
     const device = await sharedDevice();
     const allocator = new GpuWatermarkAllocator(device);

@@ -210,7 +210,9 @@ export class GpuKernels {
 
   /**
    * Copies the strided view `layout` of `src` into contiguous elements of
-   * `dst`, row-major, starting at element `dstOffset`.
+   * `dst`, row-major, starting at element `dstOffset`. A view that is
+   * already row-major goes through {@linkcode GpuKernels.copyBytes}
+   * (`copyBufferToBuffer` when aligned).
    *
    * @param src The source range; the layout's element indices count from
    * its start.
@@ -333,6 +335,15 @@ export class GpuKernels {
         `Cannot ${what}: source bytes [${srcStart}, ${srcEnd}) and destination bytes [${dstStart}, ${dstEnd}) overlap in one buffer`,
         { name: "dst", value: [dstStart, dstEnd], limit: [srcStart, srcEnd] },
       );
+    }
+    if (dstLayout === undefined && _isRowMajor(layout)) {
+      // Dense on both sides: a byte copy (copyBufferToBuffer when aligned).
+      this.copyBytes(src, dst, {
+        srcByteOffset: layout.offset * size,
+        dstByteOffset: dstOffset * size,
+        byteLength: count * size,
+      });
+      return;
     }
     const bound = this.#bind(what, [
       { binding: src, start: srcStart, end: srcEnd },
