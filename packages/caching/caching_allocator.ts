@@ -1753,9 +1753,13 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     let message = `Cannot allocate ${requested} bytes: tried to allocate ${
       formatSize(size)
-    } on ${this.device}, which has a total capacity of ${
-      formatSize(capacity)
-    } of which ${formatSize(free)} is free`;
+    } on ${this.device}, which ${
+      Number.isFinite(capacity)
+        ? `has a total capacity of ${formatSize(capacity)} of which ${
+          formatSize(free)
+        } is free`
+        : "reports no capacity limit but refused the segment"
+    }`;
     if (this.#fraction < 1) {
       message += `; this allocator may reserve ${
         formatSize(allowed)

@@ -290,6 +290,16 @@ describe("CachingAllocator", () => {
     allocator.validate();
   });
 
+  it("CachingAllocator.allocate() explains a refusal by a device without a capacity limit", () => {
+    const { device, allocator } = setup();
+    device.failNext(10);
+    assert.throws(
+      () => allocator.allocate(100),
+      /reports no capacity limit but refused the segment/,
+    );
+    allocator.validate();
+  });
+
   it("CachingAllocator.allocate() frees cached segments and retries when the device is full", () => {
     const { device, allocator } = setup(26 * MiB);
     const a = allocator.allocate(8 * MiB); // 20 MiB segment
