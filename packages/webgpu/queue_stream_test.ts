@@ -19,6 +19,25 @@ describe("QueueStream", { skip }, () => {
     buffer.destroy();
   });
 
+  it("QueueStream.fence() shares one fence per task, taken after the task", async () => {
+    const device = await sharedDevice();
+    const stream = QueueStream.of(device);
+    const a = stream.fence();
+    const buffer = device.createBuffer({
+      size: 1 << 20,
+      usage: GPUBufferUsage.COPY_DST,
+    });
+    // Work submitted after the first call in the task is covered too.
+    device.queue.writeBuffer(buffer, 0, new Uint8Array(1 << 20));
+    assert.equal(stream.fence(), a);
+    await a.wait();
+    assert.equal(a.completed, true);
+    const b = stream.fence();
+    assert.notEqual(b, a);
+    await b.wait();
+    buffer.destroy();
+  });
+
   it("QueueStream.of() keeps one stream per device with distinct ids", async () => {
     const a = await sharedDevice();
     const b = await newDevice("other");
