@@ -14,8 +14,8 @@ const memory = new WebAssembly.Memory({ initial: 16, maximum: 256 });
 const heap = new CpuHeap(memory, { maxByteLength: 256 * 65536 });
 const a = heap.alloc(4 * 256 * 256); // a 256x256 f32 matrix
 const b = heap.alloc(4 * 256 * 256);
-heap.view(a, 256 * 256, Float32Array).fill(1);
-heap.view(b, 256 * 256, Float32Array).fill(2);
+heap.view(a, Float32Array).fill(1);
+heap.view(b, Float32Array).fill(2);
 console.log(
   `matrices at byte offsets ${a} and ${b} (64-byte aligned: ${
     a % 64 === 0 && b % 64 === 0
@@ -27,7 +27,7 @@ const before = heap.generation;
 const big = heap.alloc(2 * 1024 * 1024);
 console.log(
   `grew to ${heap.byteLength} bytes, generation ${before} -> ${heap.generation}; a[0] = ${
-    heap.view(a, 1, Float32Array)[0]
+    heap.view(a, Float32Array)[0]
   }`,
 );
 heap.free(big);

@@ -105,7 +105,7 @@ const MAX_ORDER = 30;
  * const b = buddy.alloc(100);  // a second pool, split down to 128 bytes
  * assert.equal(buddy.poolCount, 2);
  * assert.equal(buddy.usedBytes, 4096 + 128);
- * buddy.view(b, 25, Float32Array).fill(1);
+ * buddy.view(b, Float32Array).fill(1); // 32 floats: the 128-byte block
  * buddy.free(b);
  * buddy.free(a);
  * assert.equal(buddy.largestFreeBytes, 4096);
@@ -388,36 +388,42 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   }
 
   /**
-   * A typed-array view of `length` elements of the block at `address`, for
-   * host memories.
+   * A typed-array view of the whole block at `address` (its power-of-two
+   * length), for host memories.
    *
    * @typeParam T The typed array type.
    * @param address A live block's address.
-   * @param length Number of elements.
    * @param type The typed-array constructor.
    * @returns The view.
+   * @throws {DoubleFreeError} When no live block has that address.
    * @throws {UnsupportedOperationError} When the pools are not host memory.
    */
   view<T>(
     address: number,
-    length: number,
-    type: new (
-      buffer: ArrayBuffer | SharedArrayBuffer,
-      byteOffset: number,
-      length: number,
-    ) => T,
+    type: {
+      new (
+        buffer: ArrayBuffer | SharedArrayBuffer,
+        byteOffset: number,
+        length: number,
+      ): T;
+      readonly BYTES_PER_ELEMENT: number;
+    },
   ): T {
+    return new type(
+      this.#hostBuffer(address),
+      this.byteOffsetOf(address),
+      Math.floor(this.byteLengthOf(address) / type.BYTES_PER_ELEMENT),
+    );
+  }
+
+  #hostBuffer(address: number): ArrayBuffer | SharedArrayBuffer {
     const memory = this.memoryOf(address);
     if (!isHostMemory(memory)) {
       throw new UnsupportedOperationError(
         `Cannot view address ${address}: the pools are not host memory`,
       );
     }
-    return new type(
-      hostBuffer(memory as HostMemory),
-      this.byteOffsetOf(address),
-      length,
-    );
+    return hostBuffer(memory as HostMemory);
   }
 
   /**
@@ -449,7 +455,11 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         }
       }
     }
-    return this.view(address, byteLength, Uint8Array);
+    return new Uint8Array(
+      this.#hostBuffer(address),
+      this.byteOffsetOf(address),
+      byteLength,
+    );
   }
 
   /**

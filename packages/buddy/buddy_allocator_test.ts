@@ -22,7 +22,7 @@ interface Live {
 }
 
 function bytesOf(buddy: BuddyAllocator, block: Live): Uint8Array {
-  return buddy.view(block.address, block.byteLength, Uint8Array);
+  return buddy.bytes(block.address, block.byteLength);
 }
 
 describe("BuddyAllocator", () => {
@@ -84,7 +84,7 @@ describe("BuddyAllocator", () => {
     assert.ok(big < 0);
     assert.equal(buddy.byteLengthOf(big), 10000);
     assert.equal(buddy.usedBytes, 10000);
-    buddy.view(big, 10000, Uint8Array).fill(1);
+    buddy.view(big, Uint8Array).fill(1);
     buddy.free(big);
     assert.throws(() => buddy.free(big), DoubleFreeError);
     assert.equal(system.bytesInUse, 0);

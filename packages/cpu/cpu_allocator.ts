@@ -358,10 +358,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     const byteOffset = ptr.byteOffset;
     const memory = ptr.memory;
     const heap = this.#heaps.find((h) => h.memory === memory) ?? this.heap;
-    return heap.view(
+    return new type(
+      heap.buffer,
       byteOffset,
       Math.floor(ptr.byteLength / type.BYTES_PER_ELEMENT),
-      type,
     );
   }
 

@@ -15,6 +15,7 @@ import {
   OutOfMemoryError,
   Stat,
   type StatValues,
+  UseAfterFreeError,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
@@ -198,7 +199,7 @@ function ctz(x: number): number {
  * const heap = new CpuHeap(1 << 20);
  * const a = heap.alloc(1000);
  * assert.equal(a % 64, 0);
- * const floats = heap.view(a, 250, Float32Array);
+ * const floats = heap.view(a, Float32Array); // 250 elements
  * floats.fill(1.5);
  * heap.free(a);
  * assert.equal(heap.bytesInUse, 0);
@@ -660,7 +661,7 @@ export class CpuHeap {
    *
    * @param byteOffset A live block's byte offset.
    * @returns The usable byte length.
-   * @throws {DoubleFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
    */
   usableByteLength(byteOffset: number): number {
     const b = this.#lookup(byteOffset, "read");
@@ -687,7 +688,7 @@ export class CpuHeap {
    * @param byteLength The new byte length.
    * @returns `true` when resized; `false` (nothing changed) when it must move.
    * @throws {InvalidArgumentError} For a bad length.
-   * @throws {DoubleFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
    */
   resizeInPlace(byteOffset: number, byteLength: number): boolean {
     const b = this.#lookup(byteOffset, "resize");
@@ -743,7 +744,7 @@ export class CpuHeap {
    * @param byteLength The new byte length.
    * @returns The byte offset of the block, new or unchanged.
    * @throws {InvalidArgumentError} For a bad length.
-   * @throws {DoubleFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
    * @throws {OutOfMemoryError} When the block must move and no region fits;
    * the old block is unchanged.
    */
@@ -765,15 +766,16 @@ export class CpuHeap {
   }
 
   /**
-   * A typed-array view of `length` elements at `byteOffset` over the current
-   * buffer. Views of a `WebAssembly.Memory` go stale when it grows; make them
-   * again when {@linkcode CpuHeap.generation} changes.
+   * A typed-array view of the live block at `byteOffset`, over the current
+   * buffer: as many elements as fit in the bytes that were requested. Views of
+   * a `WebAssembly.Memory` go stale when it grows; make them again when
+   * {@linkcode CpuHeap.generation} changes.
    *
    * @typeParam T The typed array type.
-   * @param byteOffset Byte offset, usually from `alloc`.
-   * @param length Number of elements.
+   * @param byteOffset A live block's byte offset.
    * @param type The typed-array constructor, such as `Float32Array`.
-   * @returns A view over the heap's memory.
+   * @returns A view of the block.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
    *
    * @example View as floats
    * ```ts
@@ -782,25 +784,25 @@ export class CpuHeap {
    *
    * const heap = new CpuHeap(4096);
    * const at = heap.alloc(16);
-   * heap.view(at, 4, Float32Array).set([1, 2, 3, 4]);
-   * assert.equal(heap.view(at, 4, Float32Array)[3], 4);
+   * heap.view(at, Float32Array).set([1, 2, 3, 4]);
+   * assert.equal(heap.view(at, Float32Array)[3], 4);
+   * heap.free(at);
+   * assert.throws(() => heap.view(at, Float32Array));
    * ```
    */
-  view<T>(
-    byteOffset: number,
-    length: number,
-    type: TypedArrayConstructor<T>,
-  ): T {
+  view<T>(byteOffset: number, type: TypedArrayConstructor<T>): T {
+    const b = this.#lookup(byteOffset, "view");
     return new type(
       this.#isWasm ? this.buffer : this.#buffer,
       byteOffset,
-      length,
+      Math.floor(this.#req[b] / type.BYTES_PER_ELEMENT),
     );
   }
 
   /**
    * A `Uint8Array` over `byteLength` bytes at `byteOffset` of the current
-   * buffer.
+   * buffer, without checking that a live block is there (the fast way to
+   * view bytes on a hot path).
    *
    * @param byteOffset Byte offset.
    * @param byteLength Number of bytes.
@@ -1058,9 +1060,10 @@ export class CpuHeap {
       const where = byteOffset < begin || byteOffset >= end
         ? `it is outside this heap's range [${begin}, ${end})`
         : "no live block of this heap starts there (freed already, or never allocated here)";
-      throw new DoubleFreeError(
-        `Cannot ${what} byte offset ${byteOffset}: ${where}`,
-      );
+      const message = `Cannot ${what} byte offset ${byteOffset}: ${where}`;
+      throw what === "free"
+        ? new DoubleFreeError(message)
+        : new UseAfterFreeError(message);
     }
     return b;
   }

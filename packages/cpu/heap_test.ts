@@ -5,6 +5,7 @@ import {
   DoubleFreeError,
   InvalidArgumentError,
   OutOfMemoryError,
+  UseAfterFreeError,
 } from "@allot/core";
 import { CpuHeap } from "./heap.ts";
 
@@ -296,6 +297,8 @@ describe("CpuHeap", () => {
     heap.free(a);
     const before = heap.stats();
     assert.throws(() => heap.free(a), DoubleFreeError);
+    assert.throws(() => heap.view(a, Uint8Array), UseAfterFreeError);
+    assert.throws(() => heap.realloc(a, 10), UseAfterFreeError);
     assert.throws(() => heap.free(b + 64), DoubleFreeError);
     assert.throws(() => heap.free(b + 1), DoubleFreeError);
     assert.throws(() => heap.free(1 << 20), /outside this heap's range/);
@@ -385,13 +388,13 @@ describe("CpuHeap", () => {
     const memory = new WebAssembly.Memory({ initial: 1, maximum: 8 });
     const heap = new CpuHeap(memory, { maxByteLength: 8 * 65536 });
     const a = heap.alloc(60000);
-    heap.view(a, 15000, Float32Array).fill(2.5);
-    const stale = heap.view(a, 15000, Float32Array);
+    heap.view(a, Float32Array).fill(2.5);
+    const stale = heap.view(a, Float32Array);
     assert.equal(heap.generation, 0);
     const b = heap.alloc(100000);
     assert.ok(heap.generation > 0);
     assert.equal(stale.length, 0); // the old buffer was detached
-    assert.equal(heap.view(a, 15000, Float32Array)[14999], 2.5);
+    assert.equal(heap.view(a, Float32Array)[14999], 2.5);
     assert.ok(b + 100000 <= memory.buffer.byteLength);
     assert.throws(() => heap.alloc(1 << 20), OutOfMemoryError);
     heap.checkIntegrity();
@@ -401,7 +404,7 @@ describe("CpuHeap", () => {
     const heap = new CpuHeap(1024, { shared: true, maxByteLength: 8192 });
     assert.ok(heap.memory instanceof SharedArrayBuffer);
     const a = heap.alloc(512);
-    const view = heap.view(a, 512, Uint8Array);
+    const view = heap.view(a, Uint8Array);
     view.fill(9);
     heap.alloc(4000);
     assert.equal(view[511], 9);
