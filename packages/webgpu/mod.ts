@@ -64,6 +64,8 @@ export type {
   DeviceType,
   Fence,
   IntrusiveTarget,
+  LeakDetector,
+  LeakReport,
   Segment,
   SegmentRequestOptions,
   SegmentSource,
