@@ -7,6 +7,7 @@
  * @module
  */
 
+import { _Usage } from "./_flags.ts";
 import {
   type AnyTypedArray,
   type BufferBackend,
@@ -36,8 +37,8 @@ export interface GpuBufferBackendOptions {
   staging?: GpuStaging;
 }
 
-const TEMP_USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
-  GPUBufferUsage.COPY_DST;
+const TEMP_USAGE = _Usage.STORAGE | _Usage.COPY_SRC |
+  _Usage.COPY_DST;
 
 /**
  * The WebGPU {@linkcode BufferBackend} of `@allot/storage`. It reads each

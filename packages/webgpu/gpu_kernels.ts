@@ -5,6 +5,7 @@
  * @module
  */
 
+import { _Usage } from "./_flags.ts";
 import {
   alignUp,
   InvalidArgumentError,
@@ -441,8 +442,8 @@ export class GpuKernels {
       src.buffer !== dst.buffer && from % 4 === 0 && to % 4 === 0 &&
       byteLength % 4 === 0
     ) {
-      this.#require(src.buffer, GPUBufferUsage.COPY_SRC, "COPY_SRC", what);
-      this.#require(dst.buffer, GPUBufferUsage.COPY_DST, "COPY_DST", what);
+      this.#require(src.buffer, _Usage.COPY_SRC, "COPY_SRC", what);
+      this.#require(dst.buffer, _Usage.COPY_DST, "COPY_DST", what);
       const encoder = this.gpuDevice.createCommandEncoder({
         label: `${this.#label}:copy_bytes`,
       });
@@ -502,7 +503,7 @@ export class GpuKernels {
     if (
       bytes.every((b) => b === 0) && start % 4 === 0 && byteLength % 4 === 0
     ) {
-      this.#require(dst.buffer, GPUBufferUsage.COPY_DST, "COPY_DST", what);
+      this.#require(dst.buffer, _Usage.COPY_DST, "COPY_DST", what);
       const encoder = this.gpuDevice.createCommandEncoder({
         label: `${this.#label}:fill`,
       });
@@ -561,7 +562,7 @@ export class GpuKernels {
     for (const range of ranges) {
       this.#require(
         range.binding.buffer,
-        GPUBufferUsage.STORAGE,
+        _Usage.STORAGE,
         "STORAGE",
         what,
       );
@@ -608,7 +609,7 @@ export class GpuKernels {
     this.#meta ??= device.createBuffer({
       label: `${this.#label}:kernel-meta`,
       size: META_WORDS * 4,
-      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+      usage: _Usage.STORAGE | _Usage.COPY_DST,
     });
     // The queue orders this write after every earlier submit, so one meta
     // buffer serves every dispatch as long as each is submitted at once.

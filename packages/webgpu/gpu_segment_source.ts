@@ -6,6 +6,7 @@
  * @module
  */
 
+import { _Usage } from "./_flags.ts";
 import {
   alignUp,
   Device,
@@ -251,8 +252,8 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
       buffer = device.createBuffer({
         label,
         size,
-        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
-          GPUBufferUsage.COPY_DST,
+        usage: _Usage.STORAGE | _Usage.COPY_SRC |
+          _Usage.COPY_DST,
       });
     } finally {
       device.popErrorScope().then((error) => {

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { _MapMode, _Usage } from "./_flags.ts";
 import {
   alignUp,
   InvalidArgumentError,
@@ -323,8 +324,8 @@ export class GpuStaging {
       temp = this.gpuDevice.createBuffer({
         label: `${this.#label}:unaligned-download`,
         size: alignUp(byteLength, 4),
-        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
-          GPUBufferUsage.COPY_DST,
+        usage: _Usage.STORAGE | _Usage.COPY_SRC |
+          _Usage.COPY_DST,
       });
       GpuKernels.of(this.gpuDevice).copyBytes(src, {
         buffer: temp,
@@ -382,7 +383,7 @@ export class GpuStaging {
       }
       this.gpuDevice.queue.submit([encoder.finish()]);
       try {
-        await staging.mapAsync(GPUMapMode.READ, 0, size);
+        await staging.mapAsync(_MapMode.READ, 0, size);
       } catch (error) {
         throw await this.#explain(error, "download");
       }
@@ -403,8 +404,8 @@ export class GpuStaging {
     const temp = this.gpuDevice.createBuffer({
       label: `${this.#label}:unaligned-upload`,
       size: alignUp(bytes.byteLength, 4),
-      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
-        GPUBufferUsage.COPY_DST,
+      usage: _Usage.STORAGE | _Usage.COPY_SRC |
+        _Usage.COPY_DST,
     });
     try {
       const padded = new Uint8Array(temp.size);
@@ -463,8 +464,8 @@ export class GpuStaging {
           label: `${this.#label}:${kind}#${this.#created + 1}`,
           size: bucket,
           usage: kind === "upload"
-            ? GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC
-            : GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+            ? _Usage.MAP_WRITE | _Usage.COPY_SRC
+            : _Usage.MAP_READ | _Usage.COPY_DST,
           mappedAtCreation: kind === "upload",
         });
         this.#created++;
@@ -480,7 +481,7 @@ export class GpuStaging {
   }
 
   #remap(staging: GPUBuffer): void {
-    staging.mapAsync(GPUMapMode.WRITE).then(
+    staging.mapAsync(_MapMode.WRITE).then(
       () => this.#giveBack("upload", staging),
       () => this.#discard(staging),
     );

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { _COMPUTE_STAGE } from "./_flags.ts";
 import { InvalidArgumentError, validateInteger } from "@allot/core";
 
 /** A compute kernel as data: everything a pipeline is built from. */
@@ -73,7 +74,7 @@ export function kernelPipeline(
       label,
       entries: kernel.bindings.map((type, binding) => ({
         binding,
-        visibility: GPUShaderStage.COMPUTE,
+        visibility: _COMPUTE_STAGE,
         buffer: { type },
       })),
     });
