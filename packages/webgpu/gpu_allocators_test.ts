@@ -1,7 +1,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { InvalidArgumentError, UseAfterFreeError } from "@allot/core";
+import {
+  InvalidArgumentError,
+  OutOfMemoryError,
+  UseAfterFreeError,
+} from "@allot/core";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { GpuWatermarkAllocator } from "./gpu_watermark_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
@@ -210,6 +214,19 @@ describe("GPU allocators", { skip }, () => {
     const data = new Uint8Array(1000).map((_, i) => i * 7);
     await staging.upload(a, data);
     assert.deepEqual(await staging.download(a), data);
+  });
+
+  it("GpuCachingAllocator.allocateAsync() waits for held blocks instead of failing", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuCachingAllocator(device, {
+      source: { capacityBytes: 4 << 20 },
+    });
+    const a = allocator.allocate(3 << 20);
+    a.release(); // held for the queue fence
+    assert.throws(() => allocator.allocate(3 << 20), OutOfMemoryError);
+    using b = await allocator.allocateAsync(3 << 20);
+    assert.equal(b.size, 3 << 20);
+    assert.ok(allocator.source.reservedBytes <= 4 << 20);
   });
 
   it("GpuCachingAllocator keeps large segments bindable", async () => {

@@ -11,7 +11,7 @@ import {
   type CachingAllocatorOptions,
   type MemoryStats,
 } from "@allot/caching";
-import { type Device, validateByteLength } from "@allot/core";
+import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
 import { _assertAlive } from "./_device_state.ts";
 import { _DeferredFrees } from "./_deferred_frees.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
@@ -175,6 +175,28 @@ export class GpuCachingAllocator {
       owner: this.#owner,
       token: block,
     });
+  }
+
+  /**
+   * Allocates like {@linkcode GpuCachingAllocator.allocate}; when the device
+   * is out of memory, first waits for the blocks held for queue fences, gives
+   * every whole free segment back, and tries once more.
+   *
+   * @param byteLength Bytes, at least 1.
+   * @returns The owning handle.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {CachingOutOfMemoryError} When it still does not fit.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  async allocateAsync(byteLength: number): Promise<GpuAllocation> {
+    try {
+      return this.allocate(byteLength);
+    } catch (error) {
+      if (!(error instanceof OutOfMemoryError)) throw error;
+      await this.synchronize();
+      this.emptyCache();
+      return this.allocate(byteLength);
+    }
   }
 
   /**
