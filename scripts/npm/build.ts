@@ -32,6 +32,11 @@ import {
   root,
 } from "../_workspace.ts";
 import { bin, ensureTools, pinnedVersion, toolsDir } from "./_tools.ts";
+import {
+  importedPackages,
+  parseNpmSpecifier,
+  stripComments,
+} from "./_specifiers.ts";
 
 /** Where the built packages go (ignored by git and by Deno). */
 export const outDir: string = abs("npm/");
@@ -61,33 +66,6 @@ async function* walk(dir: string): AsyncGenerator<string> {
     if (entry.isDirectory) yield* walk(`${path}/`);
     else if (entry.isFile) yield path;
   }
-}
-
-const specifierPattern =
-  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)["']([^"']+)["']/g;
-
-function stripComments(text: string): string {
-  return text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
-}
-
-/** Bare package names imported by a module (`node:` builtins left out). */
-function importedPackages(text: string): Set<string> {
-  const names = new Set<string>();
-  for (const [, spec] of stripComments(text).matchAll(specifierPattern)) {
-    if (spec.startsWith(".") || spec.startsWith("/")) continue;
-    if (spec.startsWith("node:")) continue;
-    const parts = spec.split("/");
-    names.add(spec.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]);
-  }
-  return names;
-}
-
-/** `npm:name@version/sub` -> `{ name, version }`. */
-function parseNpmSpecifier(
-  value: string,
-): { name: string; version: string } | undefined {
-  const match = /^npm:\/?((?:@[^/@]+\/)?[^/@]+)@([^/]+)/.exec(value);
-  return match ? { name: match[1], version: match[2] } : undefined;
 }
 
 async function npmVersions(member: Member): Promise<Map<string, string>> {
