@@ -38,7 +38,7 @@ export interface PooledStrategyOptions {
 /**
  * The three strategies of CubeCL's `AllocationStrategy`.
  *
- * @example
+ * @example How each strategy rounds a request
  * ```ts
  * import { AllocationStrategy } from "@allot/storage";
  * import assert from "node:assert/strict";

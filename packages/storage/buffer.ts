@@ -202,7 +202,7 @@ export class Buffer<D extends Dtype = Dtype> {
    * @returns The buffer.
    * @throws {ShapeError} When the shape is invalid.
    *
-   * @example
+   * @example Fill a buffer with one value
    * ```ts
    * import { Buffer } from "@allot/storage";
    * import assert from "node:assert/strict";
@@ -240,7 +240,7 @@ export class Buffer<D extends Dtype = Dtype> {
    * @throws {ShapeError} When the shape's element count differs from
    * `data.length`.
    *
-   * @example
+   * @example Copy numbers into a new buffer
    * ```ts
    * import { Buffer } from "@allot/storage";
    * import assert from "node:assert/strict";

@@ -69,7 +69,7 @@ export interface BufferPoolOptions {
  * @typeParam M Memory type of the allocator.
  * @typeParam C Context type of the allocator.
  *
- * @example
+ * @example Recycle a block and get it back
  * ```ts
  * import { AllocationStrategy, BufferPool, Storage } from "@allot/storage";
  * import assert from "node:assert/strict";

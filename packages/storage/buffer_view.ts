@@ -307,7 +307,7 @@ export class BufferView {
    * @returns The storage index.
    * @throws {ShapeError} When the count or any index is out of range.
    *
-   * @example
+   * @example Find the storage index of an element
    * ```ts
    * import { BufferView } from "@allot/storage";
    * import assert from "node:assert/strict";
@@ -360,7 +360,7 @@ export class BufferView {
    * @throws {ShapeError} When the element counts differ, the shape is
    * invalid, or the layout cannot be expressed without a copy.
    *
-   * @example
+   * @example Reshape a stepped view without copying
    * ```ts
    * import { BufferView } from "@allot/storage";
    * import assert from "node:assert/strict";
@@ -420,7 +420,7 @@ export class BufferView {
    * @returns The permuted view.
    * @throws {ShapeError} When `axes` is not a permutation of the dims.
    *
-   * @example
+   * @example Move the last axis first
    * ```ts
    * import { BufferView } from "@allot/storage";
    * import assert from "node:assert/strict";
@@ -470,7 +470,7 @@ export class BufferView {
    * @throws {ShapeError} When `dim`, `start` or `stop` is out of range or
    * `step` is zero or not an integer.
    *
-   * @example
+   * @example Slice forwards and backwards
    * ```ts
    * import { BufferView } from "@allot/storage";
    * import assert from "node:assert/strict";
@@ -594,7 +594,7 @@ export class BufferView {
    * @returns The broadcast view (elements repeat; do not write through it).
    * @throws {ShapeError} When the shapes are not compatible.
    *
-   * @example
+   * @example Broadcast a row
    * ```ts
    * import { BufferView } from "@allot/storage";
    * import assert from "node:assert/strict";
@@ -866,7 +866,7 @@ function validateStrides(strides: Shape, shape: number[]): number[] {
  * @returns The strides, in elements.
  * @throws {ShapeError} When the shape is invalid.
  *
- * @example
+ * @example Strides of a C-order shape
  * ```ts
  * import { rowMajorStrides } from "@allot/storage";
  * import assert from "node:assert/strict";
@@ -894,7 +894,7 @@ export function rowMajorStrides(shape: Shape): number[] {
  * @returns The strides, in elements.
  * @throws {ShapeError} When the shape is invalid.
  *
- * @example
+ * @example Strides of a Fortran-order shape
  * ```ts
  * import { columnMajorStrides } from "@allot/storage";
  * import assert from "node:assert/strict";
@@ -924,7 +924,7 @@ export function columnMajorStrides(shape: Shape): number[] {
  * @throws {ShapeError} When the shape is invalid.
  * @throws {InvalidArgumentError} When `alignment` is not a positive integer.
  *
- * @example
+ * @example Pad rows to 4 elements
  * ```ts
  * import { alignedStrides, alignedStorageLength } from "@allot/storage";
  * import assert from "node:assert/strict";
@@ -980,7 +980,7 @@ function validateElementAlignment(alignment: number): void {
  * @returns The broadcast shape.
  * @throws {ShapeError} When the shapes are incompatible or invalid.
  *
- * @example
+ * @example Combine three shapes
  * ```ts
  * import { broadcastShapes } from "@allot/storage";
  * import assert from "node:assert/strict";

@@ -123,7 +123,7 @@ const ALL: readonly Dtype[] = Object.freeze([
  *
  * @returns A frozen list of dtype names.
  *
- * @example
+ * @example List the dtypes
  * ```ts
  * import { supportedDtypes } from "@allot/storage";
  * import assert from "node:assert/strict";
@@ -148,7 +148,7 @@ const SUPPORTED: readonly Dtype[] = Object.freeze(
  * @throws {UnsupportedOperationError} For `f16` on a runtime without
  * `Float16Array`.
  *
- * @example
+ * @example Look up a dtype
  * ```ts
  * import { dtypeInfo } from "@allot/storage";
  * import assert from "node:assert/strict";
@@ -181,7 +181,7 @@ export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
  * @param array Any value.
  * @returns The dtype name, or `undefined`.
  *
- * @example
+ * @example Name the dtype of a typed array
  * ```ts
  * import { dtypeOf } from "@allot/storage";
  * import assert from "node:assert/strict";

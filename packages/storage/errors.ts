@@ -27,7 +27,7 @@ export interface ShapeErrorDetails {
  * the same facts are fields on the error. It is an
  * {@linkcode InvalidArgumentError}, so one `instanceof` check catches both.
  *
- * @example
+ * @example Read the shape and strides from the error
  * ```ts
  * import { BufferView, ShapeError } from "@allot/storage";
  * import assert from "node:assert/strict";
