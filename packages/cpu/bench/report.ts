@@ -32,9 +32,10 @@ export function printScenarios(scenarios: Scenario[]): void {
         } | ${r.note ?? ""} |`,
       );
     }
+    if (s.ratios?.length) console.log("");
     for (const r of s.ratios ?? []) {
       console.log(
-        `\n- ${r.label}: **${r.value.toFixed(2)}**${
+        `- ${r.label}: **${r.value.toFixed(2)}**${
           r.target ? ` (target ${r.target}: ${r.met ? "met" : "not met"})` : ""
         }`,
       );
