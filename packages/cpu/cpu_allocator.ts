@@ -11,6 +11,7 @@ import {
   type Deleter,
   Device,
   DoubleFreeError,
+  hostBuffer,
   type HostMemory,
   InvalidArgumentError,
   OutOfMemoryError,
@@ -356,10 +357,8 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     type: TypedArrayConstructor<T>,
   ): T {
     const byteOffset = ptr.byteOffset;
-    const memory = ptr.memory;
-    const heap = this.#heaps.find((h) => h.memory === memory) ?? this.heap;
     return new type(
-      heap.buffer,
+      hostBuffer(ptr.memory),
       byteOffset,
       Math.floor(ptr.byteLength / type.BYTES_PER_ELEMENT),
     );

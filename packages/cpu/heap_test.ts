@@ -400,6 +400,32 @@ describe("CpuHeap", () => {
     heap.checkIntegrity();
   });
 
+  it("CpuHeap leaves a WebAssembly module's static data before byteOffset alone as it grows", () => {
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 4 });
+    new Uint8Array(memory.buffer, 0, 1000).fill(42); // "static data"
+    const heap = new CpuHeap(memory, {
+      byteOffset: 1000,
+      maxByteLength: 4 * 65536 - 1024,
+    });
+    assert.equal(heap.byteOffset, 1024);
+    const blocks = [];
+    for (let i = 0; i < 6; i++) {
+      const at = heap.alloc(30000);
+      assert.ok(at >= 1024);
+      heap.bytes(at, 30000).fill(i);
+      blocks.push(at);
+    }
+    assert.ok(heap.generation > 0);
+    assert.ok(new Uint8Array(memory.buffer, 0, 1000).every((x) => x === 42));
+    blocks.forEach((at, i) =>
+      assert.ok(heap.bytes(at, 30000).every((x) => x === i))
+    );
+    assert.throws(() => heap.alloc(100000), OutOfMemoryError);
+    for (const at of blocks) heap.free(at);
+    heap.checkIntegrity();
+    assert.equal(heap.freeRegionCount, 1);
+  });
+
   it("CpuHeap over a growable SharedArrayBuffer grows in place", () => {
     const heap = new CpuHeap(1024, { shared: true, maxByteLength: 8192 });
     assert.ok(heap.memory instanceof SharedArrayBuffer);
