@@ -18,6 +18,8 @@ import {
   InvalidArgumentError,
   isHostMemory,
   OutOfMemoryError,
+  type Segment,
+  type SegmentSource,
   Stat,
   type StatValues,
   UnsupportedOperationError,
@@ -53,11 +55,12 @@ export interface BuddyAllocatorOptions {
    */
   minBlockByteLength?: number;
   /**
-   * Where pools come from.
+   * Where pools come from: a core `Allocator` (pools are its pointers) or a
+   * core `SegmentSource` (pools are its segments, such as `GPUBuffer`s).
    *
    * @default {new SystemAllocator()}
    */
-  backing?: Allocator;
+  backing?: Allocator | SegmentSource;
 }
 
 /** The figures of {@linkcode BuddyAllocator.stats}. */
@@ -75,6 +78,10 @@ export interface BuddyAllocatorStats {
 }
 
 const MAX_ORDER = 30;
+
+function isSegmentSource(value: unknown): value is SegmentSource {
+  return typeof (value as SegmentSource)?.tryAllocateSegment === "function";
+}
 
 /**
  * A buddy allocator: pools of `2^n` bytes from a backing allocator (the
@@ -121,7 +128,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   /** Smallest block and the alignment of every block. */
   readonly minBlockByteLength: number;
   /** Where pools come from. */
-  readonly backing: Allocator<M>;
+  readonly backing: Allocator<M> | SegmentSource<M>;
+  #obtain: (byteLength: number) => DataPtr<M>;
 
   #minShift: number;
   #poolShift: number; // log2(units per pool)
@@ -189,8 +197,33 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#minShift = 31 - Math.clz32(min);
     this.#poolShift = 31 - Math.clz32(poolUnits);
     this.#maxOrder = this.#poolShift;
-    this.backing = (options.backing ?? new SystemAllocator()) as Allocator<M>;
-    this.device = this.backing.device;
+    const backing = options.backing ?? new SystemAllocator();
+    this.backing = backing as Allocator<M> | SegmentSource<M>;
+    this.device = backing.device;
+    if (isSegmentSource(backing)) {
+      const source = backing as SegmentSource<M>;
+      const release = (segment: Segment<M>) => source.freeSegment(segment);
+      this.#obtain = (byteLength) => {
+        const segment = source.tryAllocateSegment(byteLength);
+        if (segment === undefined) {
+          throw new OutOfMemoryError(
+            `Cannot allocate a segment of ${byteLength} bytes: the segment source is out of memory`,
+            { requestedBytes: byteLength },
+          );
+        }
+        return new DataPtr(
+          segment.memory,
+          segment.byteOffset,
+          segment.byteLength,
+          source.device,
+          { context: segment, deleter: release },
+        );
+      };
+    } else {
+      const allocator = backing as Allocator<M>;
+      this.#obtain = (byteLength) =>
+        allocator.allocate(byteLength) as DataPtr<M>;
+    }
     this.#deleter = (address) => this.free(address);
   }
 
@@ -557,7 +590,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     let ptr: DataPtr<M>;
     try {
-      ptr = this.backing.allocate(pool) as DataPtr<M>;
+      ptr = this.#obtain(pool);
     } catch (error) {
       throw this.#outOfMemory(byteLength, error);
     }
@@ -622,7 +655,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #allocLarge(byteLength: number): number {
     let ptr: DataPtr<M>;
     try {
-      ptr = this.backing.allocate(byteLength) as DataPtr<M>;
+      ptr = this.#obtain(byteLength);
     } catch (error) {
       throw this.#outOfMemory(byteLength, error);
     }

@@ -11,6 +11,7 @@ import {
   Device,
   DoubleFreeError,
   InvalidArgumentError,
+  type SegmentSource,
   UnsupportedOperationError,
 } from "@allot/core";
 import { SystemAllocator } from "@allot/cpu";
@@ -26,12 +27,13 @@ export type Place = Device | string;
 export interface PlaceAllocatorOptions
   extends Omit<BuddyAllocatorOptions, "backing"> {
   /**
-   * Makes the backing (system) allocator of a place the first time it is
-   * used. Return `undefined` for places this process has no memory for.
+   * Makes the backing allocator (or segment source, such as a WebGPU one) of
+   * a place the first time it is used. Return `undefined` for places this
+   * process has no memory for.
    *
    * @default {a SystemAllocator for cpu places, none for others}
    */
-  backing?: (device: Device) => Allocator | undefined;
+  backing?: (device: Device) => Allocator | SegmentSource | undefined;
 }
 
 /**
@@ -56,7 +58,7 @@ export interface PlaceAllocatorOptions
  */
 export class PlaceAllocator {
   #options: Omit<BuddyAllocatorOptions, "backing">;
-  #backing: (device: Device) => Allocator | undefined;
+  #backing: (device: Device) => Allocator | SegmentSource | undefined;
   #allocators = new Map<string, BuddyAllocator>();
 
   /**

@@ -4,6 +4,8 @@ import {
   Device,
   DoubleFreeError,
   InvalidArgumentError,
+  MockSegmentSource,
+  OutOfMemoryError,
   UnsupportedOperationError,
 } from "@allot/core";
 import { SystemAllocator } from "@allot/cpu";
@@ -38,6 +40,33 @@ describe("PlaceAllocator", () => {
     assert.equal(memory.used("cpu:0"), 256);
     memory.free("cpu:0", a);
     assert.throws(() => memory.free("cpu:0", a), DoubleFreeError);
+  });
+
+  it("PlaceAllocator serves a GPU-like place from a segment source", () => {
+    const gpu = new MockSegmentSource({
+      device: Device.parse("webgpu:0"),
+      capacityBytes: 1 << 20,
+    });
+    const memory = new PlaceAllocator({
+      initialPoolByteLength: 1 << 18,
+      maxPoolByteLength: 1 << 20,
+      backing: (device) => device.type === "webgpu" ? gpu : undefined,
+    });
+    const p = memory.alloc("webgpu:0", 1000);
+    assert.equal(p.device.type, "webgpu");
+    assert.equal(gpu.reservedBytes, 1 << 18);
+    assert.equal(memory.used("webgpu:0"), 1024);
+    const buddy = memory.allocatorFor("webgpu:0");
+    assert.throws(
+      () => buddy.view(p.getContext()!, Uint8Array),
+      UnsupportedOperationError,
+    );
+    memory.free("webgpu:0", p);
+    assert.equal(buddy.trim(), 1 << 18);
+    assert.equal(gpu.reservedBytes, 0);
+    gpu.failNext();
+    assert.throws(() => memory.alloc("webgpu:0", 10), OutOfMemoryError);
+    assert.equal(memory.used("webgpu:0"), 0);
   });
 
   it("PlaceAllocator uses the backing factory for other places", () => {
