@@ -306,6 +306,59 @@ export const sections = {
 };
 
 /**
+ * The packages composed as the demo composes them: a registry with a CPU
+ * heap and a caching allocator over WebGPU, a storage tensor on the GPU, a
+ * zero-copy strided view, packed by a WGSL kernel, read back and compared
+ * with the same view on the CPU, then everything released.
+ */
+export const composition = {
+  needs: ["cpu", "registry", "storage", "webgpu"],
+  async run(env) {
+    const { CpuAllocator } = await env.load("cpu");
+    const { Registry } = await env.load("registry");
+    const { Buffer } = await env.load("storage");
+    const { GpuBufferBackend, GpuCachingAllocator } = await env.load("webgpu");
+    const device = await env.gpuDevice();
+    const registry = new Registry();
+    const cpu = new CpuAllocator({ byteLength: 1 << 24 });
+    const gpu = new GpuCachingAllocator(device);
+    registry.set("cpu", cpu);
+    registry.set("webgpu", gpu.asAllocator(), { priority: 10 });
+    const backend = new GpuBufferBackend(device);
+    const [rows, cols] = [64, 96];
+    const data = Float32Array.from({ length: rows * cols }, (_, i) => i % 251);
+    const owned = [];
+    const keep = (b) => (owned.push(b), b);
+    const a = keep(Buffer.fromData("f32", data, {
+      shape: [rows, cols],
+      allocator: registry.get("webgpu:0"),
+      backend,
+    }));
+    const ref = keep(Buffer.fromData("f32", data, {
+      shape: [rows, cols],
+      allocator: registry.get("cpu"),
+    }));
+    const view = keep(
+      keep(a.transpose()).slice(0, { start: cols - 1, step: -3 }),
+    );
+    assert.ok(view.sharesStorageWith(a), "a view shares its storage");
+    const packed = keep(view.contiguous());
+    const got = await packed.read();
+    const expected = keep(
+      keep(ref.transpose()).slice(0, {
+        start: cols - 1,
+        step: -3,
+      }),
+    ).toData();
+    assert.equal(got.length, expected.length);
+    assert.deepEqual([...got], [...expected]);
+    for (const b of owned.reverse()) b.release();
+    await gpu.synchronize();
+    assert.equal(cpu.bytesInUse, 0, "the CPU heap is empty again");
+  },
+};
+
+/**
  * Runs the environment check and every installed package's section.
  *
  * @param {string[]} packages Installed `@allot/*` folder names.
@@ -340,6 +393,12 @@ export async function runAll(packages, env) {
           `no section for @allot/${pkg} in tests/npm/sections.mjs: add one`,
         );
       }),
+    );
+  }
+  if (composition.needs.every((pkg) => packages.includes(pkg))) {
+    await check(
+      "composition: a strided tensor view packed on WebGPU equals the CPU's",
+      composition.run,
     );
   }
   const failed = results.filter((r) => !r.ok).length;
