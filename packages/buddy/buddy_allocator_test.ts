@@ -145,7 +145,7 @@ describe("BuddyAllocator", () => {
             fc.oneof(fc.nat(300), fc.nat(5000), fc.nat(20000)),
             fc.nat(),
           ),
-          { minLength: 50, maxLength: 400 },
+          { minLength: 50, maxLength: 1000, size: "max" },
         ),
         (min, ops) => {
           const pool = 8192;

@@ -188,7 +188,8 @@ describe("CpuAllocator", () => {
     fc.assert(
       fc.property(
         fc.array(fc.tuple(fc.boolean(), fc.nat(5000), fc.nat()), {
-          maxLength: 200,
+          maxLength: 400,
+          size: "max",
         }),
         (ops) => {
           const allocator = new CpuAllocator({

@@ -341,19 +341,23 @@ describe("CpuHeap", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(16, 64),
-        fc.array(opArb(20000), { minLength: 100, maxLength: 600 }),
+        fc.array(opArb(20000), {
+          minLength: 200,
+          maxLength: 1500,
+          size: "max",
+        }),
         (alignment, ops) => {
           runModel(new CpuHeap(1 << 16, { alignment }), ops);
         },
       ),
-      { numRuns: 150 },
+      { numRuns: 200 },
     );
   });
 
   it("CpuHeap managing a sub-range keeps its blocks inside it", () => {
     fc.assert(
       fc.property(
-        fc.array(opArb(4000), { minLength: 20, maxLength: 150 }),
+        fc.array(opArb(4000), { minLength: 20, maxLength: 150, size: "max" }),
         (ops) => {
           const buffer = new ArrayBuffer(1 << 15);
           const heap = new CpuHeap(buffer, {
@@ -371,7 +375,7 @@ describe("CpuHeap", () => {
   it("CpuHeap grows a resizable ArrayBuffer up to its maximum and keeps data", () => {
     fc.assert(
       fc.property(
-        fc.array(opArb(30000), { minLength: 20, maxLength: 200 }),
+        fc.array(opArb(30000), { minLength: 20, maxLength: 200, size: "max" }),
         (ops) => {
           const heap = new CpuHeap(4096, { maxByteLength: 1 << 17 });
           const memory = heap.memory;
