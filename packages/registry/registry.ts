@@ -345,8 +345,8 @@ let defaultInstance: Registry | undefined;
 /**
  * The default registry, created on first use, for users who do not make
  * their own. Nothing registers at import time; on creation it registers an
- * `@allot/cpu` {@linkcode CpuAllocator} (its own heap: a resizable
- * `ArrayBuffer` of 16 MiB growing up to 1 GiB) for device type `cpu` at
+ * `@allot/cpu` {@linkcode CpuAllocator} (its own heaps: plain `ArrayBuffer`s,
+ * more added as needed, so pointers never move) for device type `cpu` at
  * priority 0, so any registration of yours for `cpu` replaces it.
  *
  * @returns The same registry on every call.
