@@ -7,19 +7,14 @@
  */
 
 import { InvalidArgumentError } from "@allot/core";
+import type { Dtype } from "@allot/storage";
 
-/** An element type, named as in WGSL. */
-export type GpuDtype =
-  | "f32"
-  | "f16"
-  | "f64"
-  | "i32"
-  | "u32"
-  | "i16"
-  | "u16"
-  | "i8"
-  | "u8"
-  | "bool";
+/**
+ * An element type, named as in WGSL: `@allot/storage`'s `Dtype`. The byte
+ * sizes below are kept here because kernels move bits and must not depend on
+ * the runtime having `Float16Array`.
+ */
+export type GpuDtype = Dtype;
 
 const SIZES: Readonly<Record<GpuDtype, 1 | 2 | 4 | 8>> = Object.freeze({
   f32: 4,
