@@ -13,6 +13,20 @@ import { pinnedVersion } from "./_tools.ts";
 /** The scratch project folder (inside the ignored `.out/`). */
 export const scratchDir: string = abs(".out/npm-scratch/");
 
+async function buildState(): Promise<{ built: string[]; missing: string[] }> {
+  const built: string[] = [];
+  const missing: string[] = [];
+  for (const member of await members()) {
+    try {
+      await Deno.stat(`${outDir}${member.pkg}/package.json`);
+      built.push(member.pkg);
+    } catch {
+      missing.push(member.config.name);
+    }
+  }
+  return { built, missing };
+}
+
 /**
  * Lists the members that have a build in `npm/`; warns about the others.
  *
@@ -20,14 +34,9 @@ export const scratchDir: string = abs(".out/npm-scratch/");
  * @throws {Error} When nothing is built.
  */
 export async function builtPackages(): Promise<string[]> {
-  const built: string[] = [];
-  for (const member of await members()) {
-    try {
-      await Deno.stat(`${outDir}${member.pkg}/package.json`);
-      built.push(member.pkg);
-    } catch {
-      console.warn(`npm: ${member.config.name} has no build in npm/, skipped`);
-    }
+  const { built, missing } = await buildState();
+  for (const name of missing) {
+    console.warn(`npm: ${name} has no build in npm/, skipped`);
   }
   if (built.length === 0) {
     throw new Error(
@@ -35,6 +44,16 @@ export async function builtPackages(): Promise<string[]> {
     );
   }
   return built;
+}
+
+/**
+ * The members without a build in `npm/`; a check that ran without them must
+ * still fail, since every package that exists must be exercised.
+ *
+ * @returns Their names, such as `@allot/cpu`.
+ */
+export async function unbuiltMembers(): Promise<string[]> {
+  return (await buildState()).missing;
 }
 
 /**

@@ -12,7 +12,11 @@
  */
 
 import { abs, exec } from "../_workspace.ts";
-import { installScratch, reuseOrInstallScratch } from "./_scratch.ts";
+import {
+  installScratch,
+  reuseOrInstallScratch,
+  unbuiltMembers,
+} from "./_scratch.ts";
 import { ensureTools, toolsDir } from "./_tools.ts";
 
 if (import.meta.main) {
@@ -29,6 +33,13 @@ if (import.meta.main) {
     await exec(["node", "browser_check.mjs", toolsDir], { cwd: dir });
   } catch (error) {
     console.error(`browser check failed: ${(error as Error).message}`);
+    Deno.exit(1);
+  }
+  const missing = await unbuiltMembers();
+  if (missing.length) {
+    console.error(
+      `browser check failed: not checked, no npm build: ${missing.join(", ")}`,
+    );
     Deno.exit(1);
   }
 }

@@ -8,7 +8,7 @@
  */
 
 import { abs, exec } from "../_workspace.ts";
-import { installScratch } from "./_scratch.ts";
+import { installScratch, unbuiltMembers } from "./_scratch.ts";
 import { ensureTools } from "./_tools.ts";
 
 if (import.meta.main) {
@@ -24,6 +24,13 @@ if (import.meta.main) {
     });
   } catch (error) {
     console.error(`node check failed: ${(error as Error).message}`);
+    Deno.exit(1);
+  }
+  const missing = await unbuiltMembers();
+  if (missing.length) {
+    console.error(
+      `node check failed: not checked, no npm build: ${missing.join(", ")}`,
+    );
     Deno.exit(1);
   }
 }
