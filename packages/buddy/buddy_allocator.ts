@@ -20,7 +20,6 @@ import {
   OutOfMemoryError,
   type Segment,
   type SegmentSource,
-  Stat,
   type StatValues,
   UnsupportedOperationError,
   validateAlignment,
@@ -48,8 +47,8 @@ export interface BuddyAllocatorOptions {
   /**
    * Smallest block, a power of two; every block is aligned to it (relative
    * to the pool, whose offset the backing allocator must align as well).
-   * The allocator keeps 9 bytes of metadata per minimum block of its pools
-   * (3.5% at 256 bytes).
+   * The allocator keeps 1.25 bytes of metadata per minimum block of its
+   * pools (0.5% at 256 bytes).
    *
    * @default {256}
    */
@@ -89,8 +88,9 @@ function isSegmentSource(value: unknown): value is SegmentSource {
  * request takes the smallest free block of at least its length (found in
  * O(1) with a bitmap over the orders) and splits it in halves down to the
  * request's order; a free block merges with its buddy while the buddy is
- * free. Block metadata (order and free-list links per minimum-block unit)
- * sits in typed arrays outside the pools, so pools may be GPU buffers too.
+ * free. Block metadata (an order byte per minimum-block unit, free lists as
+ * stacks of units, 1.25 bytes per unit in all) sits in typed arrays outside
+ * the pools, so pools may be GPU buffers too.
  *
  * `alloc` returns an address, a plain number (pool × pool length + offset);
  * `memoryOf`, `byteOffsetOf` and `view` turn it into a place. `allocate`
@@ -140,16 +140,34 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #poolBuffers: (ArrayBuffer | SharedArrayBuffer | undefined)[] = [];
   #poolOffsets: number[] = [];
   #poolCount = 0;
-  #order = new Int8Array(0); // free: order + 1; used: -(order + 1); else 0
-  #next = new Int32Array(0);
-  #prev = new Int32Array(0);
-  #heads = new Int32Array(MAX_ORDER + 1).fill(-1);
+  // Per minimum-block unit: a free block's start holds order + 1, a used
+  // block's start -(order + 1), anything else 0.
+  #order = new Int8Array(0);
+  // Free lists, one stack of units per order. A merge does not unlink the
+  // buddy it absorbs (that would need links per unit): it zeroes its order,
+  // and `alloc` skips such stale entries when it pops. `#listed` holds one
+  // bit per (order, unit) pair in a stack, so a unit is never in one stack
+  // twice and the stacks stay bounded.
+  #stacks: number[][] = Array.from({ length: MAX_ORDER + 1 }, () => []);
+  #listed = new Int32Array(1);
+  // Twice the units the metadata covers: order j's bits of `#listed` start
+  // at #cap2 - (#cap2 >>> j), one bit per block of that order.
+  #cap2 = 0;
+  // Free blocks per order, and a bitmap of the orders with any.
+  #free = new Int32Array(MAX_ORDER + 1);
   #bits = 0;
   #large = new Map<number, DataPtr<M>>();
   #largeReq = new Map<number, number>();
   #nextLarge = -1;
-  #used = new Stat();
-  #count = new Stat();
+  // Stats as plain numbers (cheaper on the hot path than Stat objects).
+  #usedBytes = 0;
+  #usedPeak = 0;
+  #bytesAllocated = 0;
+  #bytesFreed = 0;
+  #liveCount = 0;
+  #livePeak = 0;
+  #allocCount = 0;
+  #freeCount = 0;
   #largeBytes = 0;
   #deleter: Deleter<number>;
 
@@ -234,7 +252,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
 
   /** Bytes of live blocks: Paddle's `Used`. */
   get usedBytes(): number {
-    return this.#used.current;
+    return this.#usedBytes;
   }
 
   /** Bytes held from the backing allocator. */
@@ -256,8 +274,18 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   stats(): BuddyAllocatorStats {
     return {
-      usedBytes: this.#used.values(),
-      allocations: this.#count.values(),
+      usedBytes: {
+        current: this.#usedBytes,
+        peak: this.#usedPeak,
+        allocated: this.#bytesAllocated,
+        freed: this.#bytesFreed,
+      },
+      allocations: {
+        current: this.#liveCount,
+        peak: this.#livePeak,
+        allocated: this.#allocCount,
+        freed: this.#freeCount,
+      },
       reservedBytes: this.reservedBytes,
       poolCount: this.#poolCount,
       largestFreeBytes: this.largestFreeBytes,
@@ -278,48 +306,52 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       validateByteLength(byteLength);
     }
     if (byteLength > this.poolByteLength) return this.#allocLarge(byteLength);
-    const units = byteLength === 0
-      ? 1
-      : (byteLength + this.minBlockByteLength - 1) >>> this.#minShift;
-    const k = units === 1 ? 0 : 32 - Math.clz32(units - 1);
+    // Order k: 2^k minimum blocks hold the request.
+    const units = (byteLength - 1) >> this.#minShift;
+    const k = units <= 0 ? 0 : 32 - Math.clz32(units);
     let bits = this.#bits & (-1 << k);
     if (bits === 0) {
       this.#addPool(byteLength);
       bits = this.#bits & (-1 << k);
     }
+    // The lowest order j >= k with a free block.
     let j = 31 - Math.clz32(bits & -bits);
     const order = this.#order;
-    const next = this.#next;
-    const prev = this.#prev;
-    const heads = this.#heads;
-    // Pop the head of list j.
-    const g = heads[j];
-    const after = next[g];
-    heads[j] = after;
-    if (after >= 0) prev[after] = -1;
-    else this.#bits &= ~(1 << j);
-    // Split down to order k, pushing the upper halves.
+    const listed = this.#listed;
+    const stacks = this.#stacks;
+    const free = this.#free;
+    const cap2 = this.#cap2;
+    // Pop list j, skipping entries whose block a merge took away.
+    const stack = stacks[j];
+    let g: number;
+    do {
+      g = stack.pop()!;
+      const bit = cap2 - (cap2 >>> j) + (g >>> j);
+      listed[bit >>> 5] &= ~(1 << bit);
+    } while (order[g] !== j + 1);
+    if (--free[j] === 0) this.#bits &= ~(1 << j);
+    // Split down to order k: the upper halves become free blocks.
     while (j > k) {
       j--;
       const buddy = g + (1 << j);
-      const head = heads[j];
-      next[buddy] = head;
-      prev[buddy] = -1;
-      if (head >= 0) prev[head] = buddy;
-      else this.#bits |= 1 << j;
-      heads[j] = buddy;
       order[buddy] = j + 1;
+      if (free[j]++ === 0) this.#bits |= 1 << j;
+      const bit = cap2 - (cap2 >>> j) + (buddy >>> j);
+      const word = listed[bit >>> 5];
+      if ((word & (1 << bit)) === 0) {
+        listed[bit >>> 5] = word | (1 << bit);
+        stacks[j].push(buddy);
+      }
     }
     order[g] = -(k + 1);
-    const used = this.#used;
-    const bytes = this.minBlockByteLength * (1 << k);
-    used.current += bytes;
-    used.allocated += bytes;
-    if (used.current > used.peak) used.peak = used.current;
-    const count = this.#count;
-    count.current++;
-    count.allocated++;
-    if (count.current > count.peak) count.peak = count.current;
+    const bytes = this.minBlockByteLength << k;
+    const used = this.#usedBytes + bytes;
+    this.#usedBytes = used;
+    if (used > this.#usedPeak) this.#usedPeak = used;
+    this.#bytesAllocated += bytes;
+    const live = ++this.#liveCount;
+    if (live > this.#livePeak) this.#livePeak = live;
+    this.#allocCount++;
     return g * this.minBlockByteLength;
   }
 
@@ -340,43 +372,39 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const order = this.#order;
     let k = -order[g] - 1;
     order[g] = 0;
-    const used = this.#used;
-    const bytes = this.minBlockByteLength * (1 << k);
-    used.current -= bytes;
-    used.freed += bytes;
-    const count = this.#count;
-    count.current--;
-    count.freed++;
-    const next = this.#next;
-    const prev = this.#prev;
-    const heads = this.#heads;
-    const mask = (1 << this.#poolShift) - 1;
-    const base = g & ~mask;
-    let local = g & mask;
+    const bytes = this.minBlockByteLength << k;
+    this.#usedBytes -= bytes;
+    this.#bytesFreed += bytes;
+    this.#liveCount--;
+    this.#freeCount++;
+    const free = this.#free;
     const maxOrder = this.#maxOrder;
+    // Merge while the buddy is a free block of the same order (blocks of a
+    // pool never reach past it: pools start at multiples of 2^maxOrder units).
+    let block = g;
     while (k < maxOrder) {
-      const buddy = base + (local ^ (1 << k));
+      const buddy = block ^ (1 << k);
       if (order[buddy] !== k + 1) break;
-      // Unlink the buddy from list k.
-      const p = prev[buddy], n = next[buddy];
-      if (n >= 0) prev[n] = p;
-      if (p >= 0) next[p] = n;
-      else {
-        heads[k] = n;
-        if (n < 0) this.#bits &= ~(1 << k);
-      }
-      order[buddy] = 0;
-      local &= ~(1 << k);
+      order[buddy] = 0; // its stack entry goes stale
+      if (--free[k] === 0) this.#bits &= ~(1 << k);
+      block &= ~(1 << k);
       k++;
     }
-    const block = base + local;
-    const head = heads[k];
-    next[block] = head;
-    prev[block] = -1;
-    if (head >= 0) prev[head] = block;
-    else this.#bits |= 1 << k;
-    heads[k] = block;
-    order[block] = k + 1;
+    this.#pushFree(block, k);
+  }
+
+  // Makes `block` a free block of order k.
+  #pushFree(block: number, k: number): void {
+    this.#order[block] = k + 1;
+    if (this.#free[k]++ === 0) this.#bits |= 1 << k;
+    const cap2 = this.#cap2;
+    const bit = cap2 - (cap2 >>> k) + (block >>> k);
+    const listed = this.#listed;
+    const word = listed[bit >>> 5];
+    if ((word & (1 << bit)) === 0) {
+      listed[bit >>> 5] = word | (1 << bit);
+      this.#stacks[k].push(block);
+    }
   }
 
   /**
@@ -536,14 +564,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       const ptr = this.#poolPtrs[i];
       const g = i << this.#poolShift;
       if (ptr === undefined || order[g] !== maxOrder + 1) continue;
-      const p = this.#prev[g], n = this.#next[g];
-      if (n >= 0) this.#prev[n] = p;
-      if (p >= 0) this.#next[p] = n;
-      else {
-        this.#heads[maxOrder] = n;
-        if (n < 0) this.#bits &= ~(1 << maxOrder);
-      }
-      order[g] = 0;
+      order[g] = 0; // its stack entry goes stale
+      if (--this.#free[maxOrder] === 0) this.#bits &= ~(1 << maxOrder);
       this.#poolPtrs[i] = undefined;
       this.#poolBuffers[i] = undefined;
       this.#poolCount--;
@@ -601,18 +623,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       );
     }
     const units = (index + 1) << this.#poolShift;
-    if (units > this.#order.length) {
-      const capacity = Math.max(units, this.#order.length * 2);
-      const order = new Int8Array(capacity);
-      order.set(this.#order);
-      const next = new Int32Array(capacity);
-      next.set(this.#next);
-      const prev = new Int32Array(capacity);
-      prev.set(this.#prev);
-      this.#order = order;
-      this.#next = next;
-      this.#prev = prev;
-    }
+    if (units > this.#order.length) this.#grow(units);
     this.#poolPtrs[index] = ptr;
     const memory = ptr.memory as unknown;
     this.#poolBuffers[index] = memory instanceof ArrayBuffer ||
@@ -622,30 +633,48 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       : undefined;
     this.#poolOffsets[index] = ptr.byteOffset;
     this.#poolCount++;
-    const g = index << this.#poolShift;
-    const k = this.#maxOrder;
-    const head = this.#heads[k];
-    this.#next[g] = head;
-    this.#prev[g] = -1;
-    if (head >= 0) this.#prev[head] = g;
-    this.#heads[k] = g;
-    this.#bits |= 1 << k;
-    this.#order[g] = k + 1;
+    this.#pushFree(index << this.#poolShift, this.#maxOrder);
+  }
+
+  // Makes the metadata cover at least `units` units: 1.25 bytes per unit
+  // (the order byte and two bits of `#listed`), doubling each time.
+  #grow(units: number): void {
+    const maxUnits = Math.floor(this.maxPoolByteLength / this.poolByteLength) <<
+      this.#poolShift;
+    const capacity = Math.min(
+      Math.max(units, this.#order.length * 2),
+      maxUnits,
+    );
+    const order = new Int8Array(capacity);
+    order.set(this.#order);
+    this.#order = order;
+    // The bit layout depends on the capacity: list the stacks' units again.
+    const cap2 = 2 * capacity;
+    const listed = new Int32Array((cap2 >>> 5) + 1);
+    for (let j = 0; j <= this.#maxOrder; j++) {
+      const base = cap2 - (cap2 >>> j);
+      for (const g of this.#stacks[j]) {
+        const bit = base + (g >>> j);
+        listed[bit >>> 5] |= 1 << bit;
+      }
+    }
+    this.#listed = listed;
+    this.#cap2 = cap2;
   }
 
   #outOfMemory(byteLength: number, cause?: unknown): OutOfMemoryError {
     const largest = this.largestFreeBytes;
     const reserved = this.reservedBytes;
     return new OutOfMemoryError(
-      `Cannot allocate ${byteLength} bytes: largest free block ${largest} bytes, ${this.#used.current} bytes used, ${this.#poolCount} pools of ${this.poolByteLength} bytes held (at most ${this.maxPoolByteLength} bytes)${
+      `Cannot allocate ${byteLength} bytes: largest free block ${largest} bytes, ${this.#usedBytes} bytes used, ${this.#poolCount} pools of ${this.poolByteLength} bytes held (at most ${this.maxPoolByteLength} bytes)${
         cause === undefined ? "" : `, the backing allocator refused: ${cause}`
       }`,
       {
         requestedBytes: byteLength,
         capacityBytes: this.maxPoolByteLength,
-        freeBytes: reserved - this.#used.current,
+        freeBytes: reserved - this.#usedBytes,
         largestFreeBytes: largest,
-        allocatedBytes: this.#used.current,
+        allocatedBytes: this.#usedBytes,
         reservedBytes: reserved,
       },
       { cause },
@@ -664,8 +693,11 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#large.set(address, ptr);
     this.#largeReq.set(address, byteLength);
     this.#largeBytes += byteLength;
-    this.#used.increase(byteLength);
-    this.#count.increase(1);
+    this.#usedBytes += byteLength;
+    if (this.#usedBytes > this.#usedPeak) this.#usedPeak = this.#usedBytes;
+    this.#bytesAllocated += byteLength;
+    if (++this.#liveCount > this.#livePeak) this.#livePeak = this.#liveCount;
+    this.#allocCount++;
     return address;
   }
 
@@ -685,8 +717,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#large.delete(address);
     this.#largeReq.delete(address);
     this.#largeBytes -= byteLength;
-    this.#used.decrease(byteLength);
-    this.#count.decrease(1);
+    this.#usedBytes -= byteLength;
+    this.#bytesFreed += byteLength;
+    this.#liveCount--;
+    this.#freeCount++;
     ptr.release();
   }
 }

@@ -135,13 +135,13 @@ describe("BuddyAllocator", () => {
     assert.throws(() => buddy.rawDeallocate(raw), DoubleFreeError);
   });
 
-  it("BuddyAllocator keeps its invariants over long random sequences", () => {
+  it("BuddyAllocator keeps its invariants over long random sequences with trims", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(16, 64),
         fc.array(
           fc.tuple(
-            fc.nat(9),
+            fc.nat(10),
             fc.oneof(fc.nat(300), fc.nat(5000), fc.nat(20000)),
             fc.nat(),
           ),
@@ -157,7 +157,16 @@ describe("BuddyAllocator", () => {
           const live: Live[] = [];
           let tag = 1;
           for (const [kind, byteLength, pick] of ops) {
-            if (kind < 5 || live.length === 0) {
+            if (kind === 10) {
+              // Fully free pools go back; the rest stays as it was.
+              const pools = buddy.poolCount;
+              const freed = buddy.trim();
+              assert.equal(freed % pool, 0);
+              assert.equal(buddy.poolCount, pools - freed / pool);
+              for (const block of live) {
+                assert.ok(bytesOf(buddy, block).every((x) => x === block.tag));
+              }
+            } else if (kind < 5 || live.length === 0) {
               try {
                 const address = buddy.alloc(byteLength);
                 const block = { address, byteLength, tag: tag++ & 255 || 1 };
