@@ -123,7 +123,7 @@ describe("_copyStrided", () => {
     );
   });
 
-  it("_copyStrided() transposes 4- and 8-byte elements (the WebAssembly path) with ragged edges", () => {
+  it("_copyStrided() transposes 4- and 8-byte elements (the WebAssembly path) with ragged edges and chunks", () => {
     const cases: [number[], number[]][] = [
       [[67, 131], [1, 0]],
       [[64, 64], [1, 0]],
@@ -132,6 +132,11 @@ describe("_copyStrided", () => {
       [[33, 17, 40], [2, 1, 0]],
       [[33, 17, 40], [1, 2, 0]],
       [[9, 70, 70], [0, 2, 1]],
+      // several staged chunks of output (256 KiB each), the last one ragged:
+      // chunked along the transposed dim, then along an outer dim
+      [[333, 301], [1, 0]],
+      [[150, 41, 67], [2, 1, 0]],
+      [[37, 45, 300], [0, 2, 1]],
     ];
     for (const Ctor of [Int32Array, Float64Array, Uint16Array]) {
       for (const [base, axes] of cases) {
