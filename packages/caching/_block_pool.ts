@@ -39,132 +39,319 @@ export class _Block<M> {
   stamp = 0;
   stack: string | undefined = undefined;
   handle: object | null = null;
+  /** Index of its bin while in a pool, else -1. */
+  bin = -1;
   constructor(segment: _Segment<M>) {
     this.segment = segment;
   }
 }
 
-/** Whether `x` sorts before `y` by (stream id, size, address). */
+// ---- Free-block pool: segregated bins with an exact best fit ----
+//
+// Blocks are binned by size: up to 16 KiB one bin per 512 bytes (exact for
+// the default granule); above, every power of two is cut into 8 equal bins
+// (TLSF's two-level mapping). Bins are closed at the top, (lo, hi], so a
+// power-of-two segment sits at the top of its bin and a split that takes
+// at most a sixteenth of it leaves the rest in the same bin, where it is
+// re-keyed in place. A bin holds its blocks sorted by (size, address), and a
+// bitmap with a summary word finds the first non-empty bin at or after an
+// index in a few integer operations. Bins are ordered by size, so the order
+// of (bin, position) is the order of (size, address), and best fit is: the
+// first block of the request's own bin that is large enough, else the first
+// block of the next non-empty bin. That is exactly the lower bound of one
+// array sorted by (size, address), found without touching the other blocks.
+// One set of bins per stream.
+
+/** Bins up to 16 KiB: one per 512 bytes. */
+const LINEAR_BINS = 32;
+/** log2 of the sub-bins per power of two above 16 KiB. */
+const SUB_BITS = 3;
+/** log2 of the first (size - 1) outside the linear bins (16 KiB). */
+const FIRST_OCTAVE = 14;
+/** Bins in all: up to sizes of 2^53. */
+const BIN_COUNT = LINEAR_BINS + (53 - FIRST_OCTAVE) * (1 << SUB_BITS);
+const WORDS = (BIN_COUNT + 31) >>> 5;
+
+/** Index of the bin of a block of `size` bytes (non-decreasing in size). */
+export function _binOf(size: number): number {
+  const x = size - 1;
+  if (x < 16384) return x >>> 9;
+  let f: number;
+  let sub: number;
+  if (x < 2147483648) {
+    f = 31 - Math.clz32(x);
+    sub = (x >>> (f - SUB_BITS)) & 7;
+  } else {
+    f = Math.floor(Math.log2(x));
+    if (2 ** f > x) f--;
+    else if (2 ** (f + 1) <= x) f++;
+    sub = Math.floor(x / 2 ** (f - SUB_BITS)) - 8;
+  }
+  return LINEAR_BINS + ((f - FIRST_OCTAVE) << SUB_BITS) + sub;
+}
+
+/** Index of the lowest set bit of a non-zero 32-bit integer. */
+function ctz(x: number): number {
+  return 31 - Math.clz32(x & -x);
+}
+
+/** Whether `x` sorts before `y` by (size, address). */
 function precedes<M>(x: _Block<M>, y: _Block<M>): boolean {
-  return x.streamId < y.streamId ||
-    (x.streamId === y.streamId &&
-      (x.size < y.size || (x.size === y.size && x.address < y.address)));
+  return x.size < y.size || (x.size === y.size && x.address < y.address);
+}
+
+/** First index in `bin` whose block is not before (size, address). */
+function position<M>(bin: _Block<M>[], size: number, address: number): number {
+  let lo = 0, hi = bin.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const b = bin[mid];
+    if (b.size < size || (b.size === size && b.address < address)) {
+      lo = mid + 1;
+    } else hi = mid;
+  }
+  return lo;
+}
+
+/** The free blocks of one stream in one pool: the bins and their bitmap. */
+class _StreamBins<M> {
+  readonly bins: (_Block<M>[] | null)[] = new Array(BIN_COUNT).fill(null);
+  readonly words: Int32Array = new Int32Array(WORDS);
+  summary = 0;
+  count = 0;
+  constructor(readonly streamId: number) {}
+
+  /** First non-empty bin at or after `i`, else -1. */
+  next(i: number): number {
+    if (i >= BIN_COUNT) return -1;
+    let w = i >>> 5;
+    const m = this.words[w] & (-1 << (i & 31));
+    if (m !== 0) return (w << 5) + ctz(m);
+    const s = this.summary & (-2 << w);
+    if (s === 0) return -1;
+    w = ctz(s);
+    return (w << 5) + ctz(this.words[w]);
+  }
+
+  lowerBound(size: number): _Block<M> | undefined {
+    const i = _binOf(size);
+    const bin = this.bins[i];
+    if (bin !== null && bin.length > 0 && bin[bin.length - 1].size >= size) {
+      return bin[bin[0].size >= size ? 0 : position(bin, size, -1)];
+    }
+    const j = this.next(i + 1);
+    return j < 0 ? undefined : this.bins[j]![0];
+  }
+
+  /** Puts a block in bin `i`, in order. */
+  #put(block: _Block<M>, i: number): void {
+    let bin = this.bins[i];
+    if (bin === null) bin = this.bins[i] = [];
+    const n = bin.length;
+    if (n === 0) {
+      bin.push(block);
+      this.words[i >>> 5] |= 1 << (i & 31);
+      this.summary |= 1 << (i >>> 5);
+    } else if (precedes(bin[n - 1], block)) {
+      bin.push(block);
+    } else {
+      // Shift by hand: splice() allocates its result array.
+      const at = position(bin, block.size, block.address);
+      bin.push(bin[n - 1]);
+      for (let j = n - 1; j > at; j--) bin[j] = bin[j - 1];
+      bin[at] = block;
+    }
+    block.bin = i;
+  }
+
+  /** Takes the block at index `at` out of its bin. */
+  #take(block: _Block<M>, at: number): void {
+    const i = block.bin;
+    const bin = this.bins[i]!;
+    const n = bin.length;
+    for (let j = at + 1; j < n; j++) bin[j - 1] = bin[j];
+    bin.pop();
+    if (n === 1) {
+      const w = i >>> 5;
+      const word = this.words[w] & ~(1 << (i & 31));
+      this.words[w] = word;
+      if (word === 0) this.summary &= ~(1 << w);
+    }
+    block.bin = -1;
+  }
+
+  /** Index of a block in its bin, or -1 when the block is not here. */
+  #find(block: _Block<M>): number {
+    const i = block.bin;
+    if (i < 0) return -1;
+    const bin = this.bins[i];
+    if (bin === null) return -1;
+    const n = bin.length;
+    if (n === 1) return bin[0] === block ? 0 : -1;
+    const at = position(bin, block.size, block.address);
+    return at < n && bin[at] === block ? at : -1;
+  }
+
+  insert(block: _Block<M>): void {
+    this.#put(block, _binOf(block.size));
+    this.count++;
+  }
+
+  has(block: _Block<M>): boolean {
+    return this.#find(block) >= 0 && _binOf(block.size) === block.bin;
+  }
+
+  remove(block: _Block<M>): void {
+    const at = this.#find(block);
+    if (at < 0) throw new Error("Internal error: block not in its pool");
+    this.#take(block, at);
+    this.count--;
+  }
+
+  resize(block: _Block<M>, size: number, address: number): void {
+    const at = this.#find(block);
+    if (at < 0) throw new Error("Internal error: block not in its pool");
+    const i = block.bin;
+    const j = _binOf(size);
+    if (i !== j) {
+      this.#take(block, at);
+      block.size = size;
+      block.address = address;
+      this.#put(block, j);
+      return;
+    }
+    // Same bin: move it within the bin until it is in order again.
+    block.size = size;
+    block.address = address;
+    const bin = this.bins[i]!;
+    const n = bin.length;
+    if (n === 1) return;
+    let k = at;
+    while (k > 0 && precedes(block, bin[k - 1])) {
+      bin[k] = bin[k - 1];
+      k--;
+    }
+    if (k === at) {
+      while (k < n - 1 && precedes(bin[k + 1], block)) {
+        bin[k] = bin[k + 1];
+        k++;
+      }
+    }
+    bin[k] = block;
+  }
 }
 
 /**
- * Free blocks of one pool, sorted by (stream id, size, address): best fit is
- * a lower-bound binary search. A sorted array: a pool of a few blocks costs
- * one small array; short moves are manual shifts, long ones `splice`'s
- * memmove. (A list of sorted chunks of at most 64 blocks was measured too:
- * 2.2x faster on the churn benchmark with about 370 free blocks, but 10-20 %
- * slower on the hit path and on trace replay, where pools hold few blocks.)
+ * Free blocks of one pool, ordered by (stream id, size, address): PyTorch's
+ * `BlockComparatorSize`. Best fit (the lower bound of a stream and size) and
+ * every insert and removal cost a bin lookup and a search within one bin of
+ * blocks of nearly the same size, however many blocks the pool holds.
  */
 export class _BlockPool<M> {
-  readonly #blocks: _Block<M>[] = [];
-  constructor(readonly small: boolean) {}
+  /** Bins of each stream that ever had a free block here. */
+  readonly #streams = new Map<number, _StreamBins<M>>();
+  #last: _StreamBins<M>;
+  #count = 0;
+  constructor(readonly small: boolean) {
+    this.#last = new _StreamBins<M>(0);
+    this.#streams.set(0, this.#last);
+  }
 
   /** Number of free blocks. */
   get count(): number {
-    return this.#blocks.length;
+    return this.#count;
   }
 
-  /** First index whose block is not before the key (stream, size, address). */
-  #position(s: number, z: number, a: number): number {
-    const blocks = this.#blocks;
-    let lo = 0, hi = blocks.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      const b = blocks[mid];
-      if (
-        b.streamId < s ||
-        (b.streamId === s && (b.size < z || (b.size === z && b.address < a)))
-      ) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+  #bins(streamId: number): _StreamBins<M> | undefined {
+    const last = this.#last;
+    if (last.streamId === streamId) return last;
+    const bins = this.#streams.get(streamId);
+    if (bins !== undefined) this.#last = bins;
+    return bins;
   }
 
   /**
    * The smallest block of stream `streamId` at least `size` large (lowest
-   * address first), else the next block in order, else `undefined`.
+   * address first), else `undefined`.
    */
   lowerBound(streamId: number, size: number): _Block<M> | undefined {
-    const i = this.#position(streamId, size, -1);
-    return i < this.#blocks.length ? this.#blocks[i] : undefined;
+    const bins = this.#bins(streamId);
+    return bins === undefined || bins.count === 0
+      ? undefined
+      : bins.lowerBound(size);
   }
 
+  /** Adds a free block (its key must not change while it is here). */
   insert(block: _Block<M>): void {
-    const blocks = this.#blocks;
-    const i = this.#position(block.streamId, block.size, block.address);
-    let j = blocks.length;
-    if (i === j) {
-      blocks.push(block);
-    } else if (j - i > 32) {
-      blocks.splice(i, 0, block);
-    } else {
-      blocks.push(blocks[j - 1]);
-      for (j--; j > i; j--) blocks[j] = blocks[j - 1];
-      blocks[i] = block;
+    let bins = this.#bins(block.streamId);
+    if (bins === undefined) {
+      bins = new _StreamBins<M>(block.streamId);
+      this.#streams.set(block.streamId, bins);
+      this.#last = bins;
     }
+    bins.insert(block);
+    this.#count++;
+  }
+
+  /**
+   * Changes the size and address of a block in the pool, keeping the order
+   * (in place when it stays in its bin: the common case of a split
+   * remainder or a merge survivor).
+   *
+   * @throws {Error} When the block is not in the pool.
+   */
+  resize(block: _Block<M>, size: number, address: number): void {
+    const bins = this.#bins(block.streamId);
+    if (bins === undefined) {
+      throw new Error("Internal error: block not in its pool");
+    }
+    bins.resize(block, size, address);
   }
 
   /** Whether the block is in the pool. */
   has(block: _Block<M>): boolean {
-    const i = this.#position(block.streamId, block.size, block.address);
-    return i < this.#blocks.length && this.#blocks[i] === block;
+    const bins = this.#bins(block.streamId);
+    return bins !== undefined && bins.has(block);
   }
 
+  /**
+   * Takes a block out (before its size or address changes, when it is to
+   * go back in with {@linkcode _BlockPool.insert}).
+   *
+   * @throws {Error} When the block is not in the pool.
+   */
   remove(block: _Block<M>): void {
-    const blocks = this.#blocks;
-    const i = this.#position(block.streamId, block.size, block.address);
-    if (i >= blocks.length || blocks[i] !== block) {
+    const bins = this.#bins(block.streamId);
+    if (bins === undefined) {
       throw new Error("Internal error: block not in its pool");
     }
-    const last = blocks.length - 1;
-    if (last - i > 32) {
-      blocks.splice(i, 1);
-      return;
-    }
-    for (let j = i; j < last; j++) blocks[j] = blocks[j + 1];
-    blocks.pop();
+    bins.remove(block);
+    this.#count--;
   }
 
-  /**
-   * Index of a block in the pool, for {@linkcode _BlockPool.rekeyAt}: take it
-   * before changing the block's size or address.
-   */
-  indexOf(block: _Block<M>): number {
-    const i = this.#position(block.streamId, block.size, block.address);
-    if (i >= this.#blocks.length || this.#blocks[i] !== block) {
-      throw new Error("Internal error: block not in its pool");
-    }
-    return i;
+  /** Number of streams with bins (the default stream always has them). */
+  get streamCount(): number {
+    return this.#streams.size;
   }
 
-  /**
-   * Puts the block at index `i`, whose size or address changed, back in
-   * order. When it still sorts between its neighbours nothing moves: the
-   * common case of a split remainder or a merge survivor.
-   */
-  rekeyAt(i: number): void {
-    const blocks = this.#blocks;
-    const block = blocks[i];
-    const last = blocks.length - 1;
-    // (No reads outside the array: they are slow in V8.)
-    if (
-      (i === 0 || precedes(blocks[i - 1], block)) &&
-      (i === last || precedes(block, blocks[i + 1]))
-    ) return;
-    if (last - i > 32) blocks.splice(i, 1);
-    else {
-      for (let j = i; j < last; j++) blocks[j] = blocks[j + 1];
-      blocks.pop();
+  /** Drops the bins of streams other than the default that hold no block. */
+  prune(): void {
+    for (const [id, bins] of this.#streams) {
+      if (id !== 0 && bins.count === 0) this.#streams.delete(id);
     }
-    this.insert(block);
+    this.#last = this.#streams.get(0)!;
   }
 
-  /** Every free block in order (a copy). */
+  /** Every free block in (stream id, size, address) order (a copy). */
   all(): _Block<M>[] {
-    return this.#blocks.slice();
+    const out: _Block<M>[] = [];
+    const ids = [...this.#streams.keys()].sort((a, b) => a - b);
+    for (const id of ids) {
+      const { bins } = this.#streams.get(id)!;
+      for (const bin of bins) {
+        if (bin !== null) { for (const b of bin) out.push(b); }
+      }
+    }
+    return out;
   }
 }

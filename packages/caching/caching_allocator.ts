@@ -1330,7 +1330,7 @@ export class CachingAllocator<M = unknown> {
     this.#clock++;
     if (pool.count === 0) return undefined;
     const b = pool.lowerBound(streamId, size);
-    if (b === undefined || b.streamId !== streamId) return undefined;
+    if (b === undefined) return undefined;
     const maxSplit = this.maxSplitSize;
     if (size < maxSplit && b.size >= maxSplit) return undefined;
     if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
@@ -1365,12 +1365,9 @@ export class CachingAllocator<M = unknown> {
       else seg.head = b;
       b.next = rest;
       rest.prev = b;
-      const at = pool.indexOf(rest);
+      pool.resize(rest, rest.size - size, rest.address + size);
       rest.offset += size;
-      rest.address += size;
-      rest.size -= size;
       rest.stamp = this.#clock;
-      pool.rekeyAt(at);
       if (alreadySplit) {
         change(this.#s, INACTIVE_SPLIT_BYTES, p, -size);
       } else {
@@ -1429,39 +1426,34 @@ export class CachingAllocator<M = unknown> {
     let survivor: _Block<M>;
     if (prevFree) {
       survivor = prev;
-      // Remove next before prev's key changes: the pool must stay sorted.
-      if (nextFree) pool.remove(next);
-      const at = pool.indexOf(prev);
       splitBlocks--;
       splitBytes -= prev.size;
-      prev.size += b.size;
+      let size = prev.size + b.size;
       prev.next = next;
       if (next !== null) next.prev = prev;
       if (nextFree) {
+        pool.remove(next);
         splitBlocks--;
         splitBytes -= next.size;
-        prev.size += next.size;
+        size += next.size;
         prev.next = next.next;
         if (next.next !== null) next.next.prev = prev;
         this.#recycle(next);
       }
       this.#recycle(b);
       prev.stamp = this.#clock;
-      pool.rekeyAt(at);
+      pool.resize(prev, size, prev.address);
     } else if (nextFree) {
       survivor = next;
-      const at = pool.indexOf(next);
       splitBlocks--;
       splitBytes -= next.size;
+      pool.resize(next, next.size + b.size, b.address);
       next.offset = b.offset;
-      next.address = b.address;
-      next.size += b.size;
       next.prev = prev;
       if (prev !== null) prev.next = next;
       else seg.head = next;
       this.#recycle(b);
       next.stamp = this.#clock;
-      pool.rekeyAt(at);
     } else {
       survivor = b;
       b.state = FREE;
@@ -1689,6 +1681,7 @@ export class CachingAllocator<M = unknown> {
         const b = blocks[i];
         if (b.prev === null && b.next === null) this.#releaseBlock(b);
       }
+      pool.prune(); // streams that hold nothing more keep no bins
     }
   }
 
