@@ -610,8 +610,12 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if ((this.#poolCount + 1) * pool > this.maxPoolByteLength) {
       throw this.#outOfMemory(byteLength);
     }
+    // Metadata first: if the engine refuses it, no pool is taken (a larger
+    // metadata array alone changes nothing).
+    const units = (index + 1) << this.#poolShift;
     let ptr: DataPtr<M>;
     try {
+      if (units > this.#order.length) this.#grow(units);
       ptr = this.#obtain(pool);
     } catch (error) {
       throw this.#outOfMemory(byteLength, error);
@@ -622,8 +626,6 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         `Cannot use a pool at byte offset ${ptr.byteOffset}: the backing allocator must align pools to ${this.minBlockByteLength} bytes`,
       );
     }
-    const units = (index + 1) << this.#poolShift;
-    if (units > this.#order.length) this.#grow(units);
     this.#poolPtrs[index] = ptr;
     const memory = ptr.memory as unknown;
     this.#poolBuffers[index] = memory instanceof ArrayBuffer ||
@@ -646,11 +648,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       maxUnits,
     );
     const order = new Int8Array(capacity);
-    order.set(this.#order);
-    this.#order = order;
     // The bit layout depends on the capacity: list the stacks' units again.
     const cap2 = 2 * capacity;
     const listed = new Int32Array((cap2 >>> 5) + 1);
+    order.set(this.#order);
     for (let j = 0; j <= this.#maxOrder; j++) {
       const base = cap2 - (cap2 >>> j);
       for (const g of this.#stacks[j]) {
@@ -658,6 +659,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         listed[bit >>> 5] |= 1 << bit;
       }
     }
+    this.#order = order;
     this.#listed = listed;
     this.#cap2 = cap2;
   }

@@ -74,6 +74,34 @@ describe("BuddyAllocator", () => {
     assert.equal(system.bytesInUse, 2 * 4096);
   });
 
+  it("BuddyAllocator turns a refusal of the backing allocator into an OutOfMemoryError and changes nothing", () => {
+    const system = new SystemAllocator({ capacityBytes: 2 * 4096 });
+    const buddy = new BuddyAllocator({
+      initialPoolByteLength: 4096,
+      maxPoolByteLength: 8 * 4096,
+      minBlockByteLength: 64,
+      backing: system,
+    });
+    const blocks = [buddy.alloc(4096), buddy.alloc(100)];
+    const before = buddy.stats();
+    assert.throws(
+      () => buddy.alloc(4096),
+      (e: unknown) =>
+        e instanceof OutOfMemoryError && e.requestedBytes === 4096 &&
+        /the backing allocator refused/.test(e.message),
+    );
+    assert.deepEqual(buddy.stats(), before);
+    assert.equal(system.bytesInUse, 2 * 4096);
+    buddy.free(blocks[1]);
+    assert.equal(buddy.largestFreeBytes, 4096);
+    const c = buddy.alloc(4096); // the freed pool, merged back whole
+    assert.equal(buddy.byteLengthOf(c), 4096);
+    buddy.free(c);
+    buddy.free(blocks[0]);
+    assert.equal(buddy.trim(), 2 * 4096);
+    assert.equal(system.bytesInUse, 0);
+  });
+
   it("BuddyAllocator sends requests longer than a pool to the backing allocator", () => {
     const system = new SystemAllocator();
     const buddy = new BuddyAllocator({
