@@ -38,7 +38,6 @@ export class _Block<M> {
   /** Allocation counter when the block last entered a pool (GC age). */
   stamp = 0;
   stack: string | undefined = undefined;
-  handle: object | null = null;
   /** Index of its bin while in a pool, else -1. */
   bin = -1;
   constructor(segment: _Segment<M>) {
@@ -115,7 +114,10 @@ function position<M>(bin: _Block<M>[], size: number, address: number): number {
 
 /** The free blocks of one stream in one pool: the bins and their bitmap. */
 class _StreamBins<M> {
-  readonly bins: (_Block<M>[] | null)[] = new Array(BIN_COUNT).fill(null);
+  readonly bins: (_Block<M>[] | null)[] = Array.from(
+    { length: BIN_COUNT },
+    () => null,
+  );
   readonly words: Int32Array = new Int32Array(WORDS);
   summary = 0;
   count = 0;
@@ -301,6 +303,20 @@ export class _BlockPool<M> {
    * @throws {Error} When the block is not in the pool.
    */
   resize(block: _Block<M>, size: number, address: number): void {
+    const last = this.#last;
+    const i = block.bin;
+    if (last.streamId === block.streamId && i >= 0) {
+      // The common case first: alone in its bin, and staying there.
+      const bin = last.bins[i];
+      if (
+        bin !== null && bin.length === 1 && bin[0] === block &&
+        _binOf(size) === i
+      ) {
+        block.size = size;
+        block.address = address;
+        return;
+      }
+    }
     const bins = this.#bins(block.streamId);
     if (bins === undefined) {
       throw new Error("Internal error: block not in its pool");

@@ -178,6 +178,8 @@ export interface AllocateOptions {
 /** The block of a handle (`null` once released), or `undefined` for a non-handle. */
 let blockOf: <M>(handle: CachedBlock<M>) => _Block<M> | null | undefined;
 let detach: <M>(handle: CachedBlock<M>) => void;
+/** Frees the live block `b` of `handle` (checked by the caller). */
+let releaseHandle: <M>(handle: CachedBlock<M>, b: _Block<M>) => void;
 
 /**
  * An owning handle to a block of a {@linkcode CachingAllocator}: a place in a
@@ -315,12 +317,15 @@ export class CachedBlock<M = unknown> {
    * @throws {DoubleFreeError} When already released.
    */
   release(): void {
-    this.allocator.free(this);
+    const b = this.#block;
+    if (b === null) this.allocator.free(this); // throws DoubleFreeError
+    else releaseHandle(this, b);
   }
 
   /** Releases the block unless it was released already. */
   [Symbol.dispose](): void {
-    if (this.#block !== null) this.allocator.free(this);
+    const b = this.#block;
+    if (b !== null) releaseHandle(this, b);
   }
 
   /**
@@ -387,6 +392,17 @@ function checkFraction(value: number, name: string, max: number): number {
 // allocated total's base (current at the last resetAccumulatedStats(), so
 // allocated = current + freed - base); for all pools only the peak (+1) is
 // kept; its current, freed and allocated are sums of the pools'.
+//
+// Active figures are not written when a block is handed out or returned:
+// active = allocation + pending free (blocks freed by the caller that wait
+// for fences), so their slots hold the pending part instead: per pool the
+// pending current (+0), the active peak as last stored (+1: written only
+// while blocks are pending, and by resetPeakStats(); the reported peak is the
+// larger of it and the allocation peak, since active equals allocation when
+// nothing is pending) and the active current at the last
+// resetAccumulatedStats() (+2); for all pools the stored peak (+1). Active
+// allocated equals allocation allocated (both grow only on allocate), and
+// freed = base + allocated - current.
 const ALLOCATION = 0;
 const SEGMENT = 1;
 const ACTIVE = 2;
@@ -426,38 +442,93 @@ function current(s: Float64Array, stat: number): number {
   return s[stat * 12 + 4] + s[stat * 12 + 8];
 }
 
-/** A block handed out: allocation, active, allocated, active and requested bytes. */
+/**
+ * A block handed out: allocation, allocated and requested bytes (active
+ * follows; its stored peaks only matter while blocks are pending).
+ */
 function statsAllocated(
   s: Float64Array,
   pool: number,
   bytes: number,
   requested: number,
+  pending: boolean,
 ): void {
   bumpUp(s, ALLOCATION * 12, pool, 1);
-  bumpUp(s, ACTIVE * 12, pool, 1);
   bumpUp(s, ALLOCATED_BYTES * 12, pool, bytes);
-  bumpUp(s, ACTIVE_BYTES * 12, pool, bytes);
   bumpUp(s, REQUESTED_BYTES * 12, pool, requested);
+  if (pending) {
+    storeActivePeak(s, ACTIVE, ALLOCATION, pool);
+    storeActivePeak(s, ACTIVE_BYTES, ALLOCATED_BYTES, pool);
+  }
 }
 
-/** A block back in the pool: active, active and requested bytes, and the change in split fragments. */
+/** Raises the stored active peaks of `pool` and all pools to the current. */
+function storeActivePeak(
+  s: Float64Array,
+  stat: number,
+  source: number,
+  pool: number,
+): void {
+  const b = stat * 12, a = source * 12, i = pool * 4;
+  const c = s[a + i] + s[b + i];
+  if (c > s[b + i + 1]) s[b + i + 1] = c;
+  const all = s[a + 4] + s[a + 8] + s[b + 4] + s[b + 8];
+  if (all > s[b + 1]) s[b + 1] = all;
+}
+
+/** A block back in the pool: requested bytes, pending when it waited, and the change in split fragments. */
 function statsInactive(
   s: Float64Array,
   pool: number,
   bytes: number,
   requested: number,
+  wasPending: boolean,
   splitBlocks: number,
   splitBytes: number,
 ): void {
-  bumpDown(s, ACTIVE * 12, pool, 1);
-  bumpDown(s, ACTIVE_BYTES * 12, pool, bytes);
   bumpDown(s, REQUESTED_BYTES * 12, pool, requested);
+  if (wasPending) {
+    s[ACTIVE * 12 + pool * 4] -= 1;
+    s[ACTIVE_BYTES * 12 + pool * 4] -= bytes;
+  }
   if (splitBlocks !== 0) change(s, INACTIVE_SPLIT, pool, splitBlocks);
   if (splitBytes !== 0) change(s, INACTIVE_SPLIT_BYTES, pool, splitBytes);
 }
 
+/** Sets the stored active peaks (or, with `base`, the bases) to the current active figures. */
+function resetActive(s: Float64Array, slot: 1 | 2): void {
+  for (
+    const [stat, source] of [[ACTIVE, ALLOCATION], [
+      ACTIVE_BYTES,
+      ALLOCATED_BYTES,
+    ]]
+  ) {
+    const b = stat * 12, a = source * 12;
+    s[b + 4 + slot] = s[a + 4] + s[b + 4];
+    s[b + 8 + slot] = s[a + 8] + s[b + 8];
+    if (slot === 1) s[b + 1] = s[b + 5] + s[b + 9];
+  }
+}
+
 function statValues(s: Float64Array, stat: number, pool: number): StatValues {
   const b = stat * 12;
+  if (stat === ACTIVE || stat === ACTIVE_BYTES) {
+    const a = statValues(
+      s,
+      stat === ACTIVE ? ALLOCATION : ALLOCATED_BYTES,
+      pool,
+    );
+    const i = b + pool * 4;
+    const pending = pool === 0 ? s[b + 4] + s[b + 8] : s[i];
+    const base = pool === 0 ? s[b + 6] + s[b + 10] : s[i + 2];
+    const c = a.current + pending;
+    return {
+      current: c,
+      peak: Math.max(s[i + 1], a.peak),
+      allocated: a.allocated,
+      freed: base + a.allocated - c,
+    };
+  }
   if (pool !== 0) {
     const i = b + pool * 4;
     return {
@@ -870,6 +941,15 @@ export class CachingAllocator<M = unknown> {
     if (b === null) {
       throw new DoubleFreeError(`Cannot free ${block}: it was already freed`);
     }
+    this.#release(block, b);
+  }
+
+  static {
+    releaseHandle = <M>(h: CachedBlock<M>, b: _Block<M>): void =>
+      h.allocator.#release(h, b);
+  }
+
+  #release(block: CachedBlock<M>, b: _Block<M>): void {
     let fences: Fence[] | null = null;
     if (b.streamUses !== null) {
       // Take fences before changing anything: a stream may throw.
@@ -880,7 +960,6 @@ export class CachingAllocator<M = unknown> {
     }
     detach(block);
     this.#leaks?.forget(block);
-    b.handle = null;
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
     const s = this.#s;
@@ -900,6 +979,9 @@ export class CachingAllocator<M = unknown> {
       b.state = PENDING;
       b.fences = fences;
       this.#pending.push(b);
+      // Still active: allocation moved to pending free.
+      s[ACTIVE * 12 + pool * 4] += 1;
+      s[ACTIVE_BYTES * 12 + pool * 4] += b.size;
     } else {
       this.#freeBlock(b);
     }
@@ -988,6 +1070,7 @@ export class CachingAllocator<M = unknown> {
       s[b + 9] = s[b + 8];
       s[b + 1] = s[b + 4] + s[b + 8];
     }
+    resetActive(s, 1);
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();
   }
@@ -1000,6 +1083,7 @@ export class CachingAllocator<M = unknown> {
       s[b + 10] = s[b + 8];
       s[b + 7] = s[b + 11] = 0;
     }
+    resetActive(s, 2);
     this.#oversizeAllocations.resetAccumulated();
     this.#oversizeSegments.resetAccumulated();
     this.#numAllocRetries = 0;
@@ -1222,11 +1306,6 @@ export class CachingAllocator<M = unknown> {
           }
         } else {
           if (b.state === ALLOCATED) {
-            if (
-              b.handle === null || blockOf(b.handle as CachedBlock<M>) !== b
-            ) {
-              fail(`allocated block ${b.address} has no live handle`);
-            }
             add("allocation", p, 1);
             add("allocatedBytes", p, b.size);
             if (b.size >= this.maxSplitSize) oversizeAlloc++;
@@ -1315,7 +1394,6 @@ export class CachingAllocator<M = unknown> {
 
   #recycle(b: _Block<M>): void {
     b.prev = b.next = null;
-    b.handle = null;
     b.streamUses = null;
     b.fences = null;
     b.stack = undefined;
@@ -1384,7 +1462,7 @@ export class CachingAllocator<M = unknown> {
     b.state = ALLOCATED;
     b.requested = requested;
     const bytes = b.size;
-    statsAllocated(this.#s, p, bytes, requested);
+    statsAllocated(this.#s, p, bytes, requested, this.#pending.length !== 0);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
     const raw = b.segment.raw;
     const handle = new CachedBlock<M>(
@@ -1395,7 +1473,6 @@ export class CachingAllocator<M = unknown> {
       requested,
       stream,
     );
-    b.handle = handle;
     if (this.#leaks !== undefined) {
       this.#leaks.watch(handle, {
         label: `${this.label} block of ${requested} bytes on ${this.device}`,
@@ -1414,6 +1491,7 @@ export class CachingAllocator<M = unknown> {
     const pool = seg.small ? this.#small : this.#large;
     const p = seg.small ? 1 : 2;
     const originalSize = b.size, requested = b.requested;
+    const wasPending = b.state === PENDING;
     if (this.#history !== null) {
       this.#record("free_completed", b.address, b.size, requested, b.streamId);
     }
@@ -1472,6 +1550,7 @@ export class CachingAllocator<M = unknown> {
       p,
       originalSize,
       requested,
+      wasPending,
       splitBlocks,
       splitBytes,
     );

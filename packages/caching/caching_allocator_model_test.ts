@@ -261,3 +261,128 @@ describe("CachingAllocator model", () => {
     );
   });
 });
+
+type StatOp =
+  | { kind: "alloc"; size: number; stream: number }
+  | { kind: "free"; index: number; record: boolean }
+  | { kind: "complete" }
+  | { kind: "resetPeak" }
+  | { kind: "resetAccumulated" };
+
+const statOpArb: fc.Arbitrary<StatOp> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant("alloc" as const),
+      size: fc.oneof(
+        fc.integer({ min: 0, max: 256 * 1024 }),
+        fc.integer({ min: MiB + 1, max: 4 * MiB }),
+      ),
+      stream: fc.integer({ min: 0, max: 1 }),
+    }),
+  },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant("free" as const),
+      index: fc.nat(),
+      record: fc.boolean(),
+    }),
+  },
+  { weight: 2, arbitrary: fc.constant({ kind: "complete" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "resetPeak" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "resetAccumulated" as const }) },
+);
+
+describe("CachingAllocator active stats", () => {
+  it("CachingAllocator active and activeBytes (current, peak, allocated, freed) match a recount through pending frees and resets", () => {
+    fc.assert(
+      fc.property(fc.array(statOpArb, { maxLength: 120 }), (ops) => {
+        const allocator = new CachingAllocator(new MockSegmentSource());
+        const other = new ManualStream();
+        const live: CachedBlock[] = [];
+        // Per figure (count, bytes) and pool (all, small, large): the model.
+        const zero = () => [0, 0, 0];
+        const model = {
+          peak: [zero(), zero()],
+          allocated: [zero(), zero()],
+          base: [zero(), zero()],
+        };
+        const recount = (): number[][] => {
+          const out = [zero(), zero()];
+          for (const seg of allocator.snapshot().segments) {
+            const p = seg.pool === "small" ? 1 : 2;
+            for (const b of seg.blocks) {
+              if (b.state === "inactive") continue;
+              out[0][0]++;
+              out[0][p]++;
+              out[1][0] += b.byteLength;
+              out[1][p] += b.byteLength;
+            }
+          }
+          return out;
+        };
+        const check = (): void => {
+          const now = recount();
+          const stats = allocator.memoryStats();
+          for (
+            const [f, name] of [[0, "active"], [1, "activeBytes"]] as const
+          ) {
+            (["all", "smallPool", "largePool"] as const).forEach((type, p) => {
+              model.peak[f][p] = Math.max(model.peak[f][p], now[f][p]);
+              const got = stats[name][type];
+              const what = `${name}.${type}`;
+              assert.equal(got.current, now[f][p], what);
+              assert.equal(got.peak, model.peak[f][p], what);
+              assert.equal(got.allocated, model.allocated[f][p], what);
+              assert.equal(
+                got.freed,
+                model.base[f][p] + model.allocated[f][p] - now[f][p],
+                what,
+              );
+            });
+          }
+        };
+        for (const op of ops) {
+          switch (op.kind) {
+            case "alloc": {
+              const block = allocator.allocate(
+                op.size,
+                op.stream === 1 ? { stream: other } : undefined,
+              );
+              const p = op.size <= MiB ? 1 : 2;
+              for (const q of [0, p]) {
+                model.allocated[0][q]++;
+                model.allocated[1][q] += block.blockByteLength;
+              }
+              live.push(block);
+              break;
+            }
+            case "free": {
+              if (live.length === 0) break;
+              const [block] = live.splice(op.index % live.length, 1);
+              if (op.record) block.recordStream(other);
+              block.release();
+              break;
+            }
+            case "complete":
+              other.completeAll();
+              break;
+            case "resetPeak":
+              allocator.resetPeakStats();
+              model.peak = recount();
+              break;
+            case "resetAccumulated":
+              allocator.resetAccumulatedStats();
+              model.allocated = [zero(), zero()];
+              model.base = recount();
+              break;
+          }
+          check();
+          allocator.validate();
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+});

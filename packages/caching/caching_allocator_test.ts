@@ -13,6 +13,7 @@ import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 
 const MiB = 2 ** 20;
+const gc = (globalThis as { gc?: () => void }).gc;
 
 function setup(
   capacityBytes = Infinity,
@@ -483,6 +484,36 @@ describe("CachingAllocator", () => {
     assert.equal(allocator.memoryStats().allocation.all.allocated, 0);
     a.release();
   });
+
+  it(
+    "CachingAllocator reports a handle dropped without release to its LeakDetector",
+    {
+      skip: gc ? false : "needs --v8-flags=--expose-gc",
+    },
+    async () => {
+      const leaks: string[] = [];
+      const leakDetector = new LeakDetector({
+        onLeak: (r) => leaks.push(r.label),
+      });
+      const allocator = new CachingAllocator(new MockSegmentSource(), {
+        leakDetector,
+      });
+      (() => {
+        allocator.allocate(100); // dropped: nothing in the allocator keeps it
+        allocator.allocate(200).release();
+      })();
+      for (let i = 0; i < 10 && leaks.length === 0; i++) {
+        gc!();
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(leaks.length, 1);
+      assert.match(leaks[0], /block of 100 bytes/);
+      assert.equal(leakDetector.watching, 0);
+      // The detector only reports: the block stays allocated.
+      assert.equal(allocator.memoryStats().allocation.all.current, 1);
+      allocator.validate();
+    },
+  );
 
   it("CachingAllocator watches handles with a LeakDetector until they are released", () => {
     const leakDetector = new LeakDetector();
