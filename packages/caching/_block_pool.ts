@@ -51,7 +51,7 @@ export class _Block<M> {
 // the default granule); above, every power of two is cut into 8 equal bins
 // (TLSF's two-level mapping). Bins are closed at the top, (lo, hi], so a
 // power-of-two segment sits at the top of its bin and a split that takes
-// at most a sixteenth of it leaves the rest in the same bin, where it is
+// less than a sixteenth of it leaves the rest in the same bin, where it is
 // re-keyed in place. A bin holds its blocks sorted by (size, address), and a
 // bitmap with a summary word finds the first non-empty bin at or after an
 // index in a few integer operations. Bins are ordered by size, so the order
