@@ -90,6 +90,46 @@ function kernel(name: string, bytes: 4 | 8): string {
   // inside a tile: 4-byte elements walk each destination row (b inner);
   // 8-byte elements walk each pair of source rows (a inner), which measured
   // 1.3× faster for f64 (more bytes per page visit on the source side)
+  // a full 16-column tile row (the common case) runs unrolled: four 4×4
+  // blocks with the destination rows' addresses kept in registers and the
+  // column as an immediate offset, the source walked by one pointer
+  // (1.3× faster in cache than the loop below, the same out of cache)
+  let unrolled = "";
+  for (let k = 0; k < 4; k++) {
+    unrolled += `
+              (local.set $r0 (v128.load (local.get $si)))
+              (local.set $si (i32.add (local.get $si) (local.get $sb)))
+              (local.set $r1 (v128.load (local.get $si)))
+              (local.set $si (i32.add (local.get $si) (local.get $sb)))
+              (local.set $r2 (v128.load (local.get $si)))
+              (local.set $si (i32.add (local.get $si) (local.get $sb)))
+              (local.set $r3 (v128.load (local.get $si)))
+              (local.set $si (i32.add (local.get $si) (local.get $sb)))
+              (local.set $t0 (i8x16.shuffle ${
+      lanes([0, 4, 1, 5])
+    } (local.get $r0) (local.get $r1)))
+              (local.set $t1 (i8x16.shuffle ${
+      lanes([2, 6, 3, 7])
+    } (local.get $r0) (local.get $r1)))
+              (local.set $t2 (i8x16.shuffle ${
+      lanes([0, 4, 1, 5])
+    } (local.get $r2) (local.get $r3)))
+              (local.set $t3 (i8x16.shuffle ${
+      lanes([2, 6, 3, 7])
+    } (local.get $r2) (local.get $r3)))
+              (v128.store offset=${16 * k} (local.get $di) (i8x16.shuffle ${
+      lanes([0, 1, 4, 5])
+    } (local.get $t0) (local.get $t2)))
+              (v128.store offset=${16 * k} (local.get $p1) (i8x16.shuffle ${
+      lanes([2, 3, 6, 7])
+    } (local.get $t0) (local.get $t2)))
+              (v128.store offset=${16 * k} (local.get $p2) (i8x16.shuffle ${
+      lanes([0, 1, 4, 5])
+    } (local.get $t1) (local.get $t3)))
+              (v128.store offset=${16 * k} (local.get $p3) (i8x16.shuffle ${
+      lanes([2, 3, 6, 7])
+    } (local.get $t1) (local.get $t3)))`;
+  }
   const rowsOfDst = `
         (local.set $a (local.get $a0))
         (block $ea (loop $la
@@ -98,13 +138,19 @@ function kernel(name: string, bytes: 4 | 8): string {
             (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
           (local.set $si (i32.add (local.get $s)
             (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
+          (if (i32.eq (i32.sub (local.get $b1) (local.get $b0)) (i32.const ${TILE}))
+            (then
+              (local.set $p1 (i32.add (local.get $di) (local.get $da)))
+              (local.set $p2 (i32.add (local.get $di) (local.get $da2)))
+              (local.set $p3 (i32.add (local.get $di) (local.get $da3)))${unrolled})
+            (else
           (local.set $b (local.get $b0))
           (block $eb (loop $lb
             (br_if $eb (i32.ge_s (local.get $b) (local.get $b1)))${body}
             (local.set $di (i32.add (local.get $di) (i32.const ${q * bytes})))
             (local.set $si (i32.add (local.get $si) (i32.mul (local.get $sb) (i32.const ${q}))))
             (local.set $b (i32.add (local.get $b) (i32.const ${q})))
-            (br $lb)))
+            (br $lb)))))
           (local.set $a (i32.add (local.get $a) (i32.const ${q})))
           (br $la)))`;
   const rowsOfSrc = `
@@ -152,6 +198,7 @@ function kernel(name: string, bytes: 4 | 8): string {
     (local $na4 i32) (local $nb4 i32) (local $a0 i32) (local $b0 i32) (local $a1 i32) (local $b1 i32)
     (local $a i32) (local $b i32) (local $di i32) (local $si i32)
     (local $da2 i32) (local $da3 i32) (local $sb2 i32) (local $sb3 i32)
+    (local $p1 i32) (local $p2 i32) (local $p3 i32)
     (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128)
     (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)
     (local.set $na4 (i32.and (local.get $na) (i32.const ${-q})))
