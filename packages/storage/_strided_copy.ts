@@ -381,7 +381,8 @@ const WASM_MIN = 4096;
 /**
  * Bytes of packed output staged in the kernel's memory before one `set`
  * copies them out (small enough to stay in L2; measured on 1024×1024 f32:
- * 128 KiB to 512 KiB time the same, a full-size stage 1.3–1.6× slower).
+ * 128 KiB to 2 MiB timed the same within noise, a full-size stage 1.3–1.6×
+ * slower).
  */
 const STAGE_BYTES = 256 << 10;
 /**
