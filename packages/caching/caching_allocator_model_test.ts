@@ -109,6 +109,49 @@ function overlaps(
   return a.memory === b.memory && a.start < b.end && b.start < a.end;
 }
 
+/**
+ * Address of the free block a request must take, by PyTorch's rule: the
+ * smallest free block of the stream and pool at least as large, lowest
+ * address first, unless the split limits rule it out; `undefined` when no
+ * cached block serves it or when blocks wait for fences (they may return to
+ * the pool first).
+ */
+function bestFit(
+  allocator: CachingAllocator<{ id: number }>,
+  byteLength: number,
+  stream: number,
+): number | undefined {
+  let size: number;
+  try {
+    size = allocator.roundSize(byteLength);
+  } catch {
+    return undefined;
+  }
+  const pool = size <= allocator.smallRequestMaxByteLength ? "small" : "large";
+  let best: { byteLength: number; address: number } | undefined;
+  for (const seg of allocator.snapshot().segments) {
+    for (const b of seg.blocks) {
+      if (b.state === "active_pending_free") return undefined;
+      if (
+        b.state !== "inactive" || seg.stream !== stream || seg.pool !== pool ||
+        b.byteLength < size
+      ) continue;
+      if (
+        best === undefined || b.byteLength < best.byteLength ||
+        (b.byteLength === best.byteLength && b.address < best.address)
+      ) best = b;
+    }
+  }
+  if (best === undefined) return undefined;
+  const maxSplit = allocator.maxSplitSize;
+  if (size < maxSplit && best.byteLength >= maxSplit) return undefined;
+  if (
+    size >= maxSplit &&
+    best.byteLength >= size + allocator.maxNonSplitRoundingSize
+  ) return undefined;
+  return best.address;
+}
+
 function run(options: CachingAllocatorOptions, ops: Op[]): void {
   const device = new MockSegmentSource({ capacityBytes: 96 * MiB });
   const allocator = new CachingAllocator(device, options);
@@ -140,6 +183,7 @@ function run(options: CachingAllocatorOptions, ops: Op[]): void {
         const stream = streams[op.stream];
         let block: CachedBlock<{ id: number }>;
         const before = allocator.memoryStats().allocation.all.current;
+        const fit = bestFit(allocator, op.size, stream?.id ?? 0);
         try {
           block = allocator.allocate(op.size, stream && { stream });
         } catch (error) {
@@ -158,6 +202,9 @@ function run(options: CachingAllocatorOptions, ops: Op[]): void {
           memory: block.memory.id,
           requested: op.size,
         };
+        if (fit !== undefined) {
+          assert.equal(block.address, fit, "not the best-fitting free block");
+        }
         assert.ok(block.blockByteLength >= op.size);
         assert.equal(block.blockByteLength % 512, 0);
         assert.equal(block.byteOffset % device.alignment, 0);
@@ -383,6 +430,44 @@ describe("CachingAllocator active stats", () => {
         }
       }),
       { numRuns: 150 },
+    );
+  });
+});
+
+describe("CachingAllocator best fit", () => {
+  it("CachingAllocator takes the smallest, then lowest-addressed, free block among many of similar sizes", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            // Sizes that share bins: exact 512 B steps and 2 KiB-wide bins.
+            size: fc.oneof(
+              fc.integer({ min: 1, max: 6 }).map((k) => k * 512),
+              fc.integer({ min: 16 * 1024 + 1, max: 24 * 1024 }),
+              fc.integer({ min: 1, max: 4 * MiB }),
+            ),
+            free: fc.boolean(),
+            pick: fc.nat(),
+          }),
+          { minLength: 1, maxLength: 300 },
+        ),
+        (ops) => {
+          const allocator = new CachingAllocator(new MockSegmentSource());
+          const live: CachedBlock<{ id: number }>[] = [];
+          for (const op of ops) {
+            if (op.free && live.length > 0) {
+              live.splice(op.pick % live.length, 1)[0].release();
+              continue;
+            }
+            const fit = bestFit(allocator, op.size, 0);
+            const block = allocator.allocate(op.size);
+            if (fit !== undefined) assert.equal(block.address, fit);
+            live.push(block);
+          }
+          allocator.validate();
+        },
+      ),
+      { numRuns: 60 },
     );
   });
 });
