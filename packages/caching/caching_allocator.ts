@@ -318,13 +318,19 @@ export class CachedBlock<M = unknown> {
   release(): void {
     const b = this.#block;
     if (b === null) this.allocator.free(this); // throws DoubleFreeError
-    else releaseHandle(this, b);
+    else {
+      releaseHandle(this, b); // may throw (a stream's fence()): still live
+      this.#block = null;
+    }
   }
 
   /** Releases the block unless it was released already. */
   [Symbol.dispose](): void {
     const b = this.#block;
-    if (b !== null) releaseHandle(this, b);
+    if (b !== null) {
+      releaseHandle(this, b);
+      this.#block = null;
+    }
   }
 
   /**
@@ -417,7 +423,7 @@ function bumpUp(s: Float64Array, base: number, pool: number, d: number): void {
   const c = s[i] + d;
   s[i] = c;
   if (c > s[i + 1]) s[i + 1] = c;
-  const all = s[base + 4] + s[base + 8];
+  const all = c + s[base + 12 - pool * 4]; // plus the other pool's current
   if (all > s[base + 1]) s[base + 1] = all;
 }
 
@@ -941,6 +947,7 @@ export class CachingAllocator<M = unknown> {
       throw new DoubleFreeError(`Cannot free ${block}: it was already freed`);
     }
     this.#release(block, b);
+    detach(block);
   }
 
   static {
@@ -957,7 +964,6 @@ export class CachingAllocator<M = unknown> {
         if (!fence.completed) (fences ??= []).push(fence);
       }
     }
-    detach(block);
     this.#leaks?.forget(block);
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
@@ -1446,16 +1452,16 @@ export class CachingAllocator<M = unknown> {
       rest.offset += size;
       rest.stamp = this.#clock;
       if (alreadySplit) {
-        change(this.#s, INACTIVE_SPLIT_BYTES, p, -size);
+        bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, size);
       } else {
-        change(this.#s, INACTIVE_SPLIT_BYTES, p, rest.size);
-        change(this.#s, INACTIVE_SPLIT, p, 1);
+        bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, rest.size);
+        bumpUp(this.#s, INACTIVE_SPLIT * 12, p, 1);
       }
     } else {
       pool.remove(b);
       if (alreadySplit) {
-        change(this.#s, INACTIVE_SPLIT_BYTES, p, -b.size);
-        change(this.#s, INACTIVE_SPLIT, p, -1);
+        bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, b.size);
+        bumpDown(this.#s, INACTIVE_SPLIT * 12, p, 1);
       }
     }
     b.state = ALLOCATED;
