@@ -8,7 +8,11 @@
 
 import { Device } from "./device.ts";
 import { DoubleFreeError, InvalidArgumentError } from "./errors.ts";
-import { validateAlignment, validateByteLength } from "./validate.ts";
+import {
+  validateAlignment,
+  validateByteLength,
+  validateCapacity,
+} from "./validate.ts";
 
 /** One device allocation: a whole memory, or a range of one. */
 export interface Segment<M = unknown> {
@@ -161,13 +165,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    * @param options Capacity, alignment, limits and backing.
    */
   constructor(options: MockSegmentSourceOptions = {}) {
-    const capacity = options.capacityBytes ?? Infinity;
-    if (!(capacity >= 0)) {
-      throw new InvalidArgumentError(
-        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
-        { name: "capacityBytes", value: capacity, limit: 0 },
-      );
-    }
+    const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(options.alignment ?? 256);
     this.maxSegmentByteLength = validateByteLength(

@@ -175,3 +175,38 @@ export function alignUp(value: number, alignment: number): number {
   const rem = value % alignment;
   return rem === 0 ? value : value + alignment - rem;
 }
+
+/**
+ * Checks a capacity in bytes: a non-negative number, where `Infinity` means
+ * no limit (the default of every segment source).
+ *
+ * @param value The capacity; `undefined` gives `Infinity`.
+ * @param name Name of the argument, used in the message.
+ * @returns The capacity, `Infinity` when `value` is `undefined`.
+ * @throws {InvalidArgumentError} For NaN, negative numbers and non-numbers.
+ *
+ * @example
+ * ```ts
+ * import { validateCapacity } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(validateCapacity(undefined), Infinity);
+ * assert.equal(validateCapacity(1024), 1024);
+ * assert.throws(() => validateCapacity(-1), /non-negative number, received -1/);
+ * ```
+ */
+export function validateCapacity(
+  value: number | undefined,
+  name = "capacityBytes",
+): number {
+  if (value === undefined) return Infinity;
+  if (typeof value !== "number" || !(value >= 0)) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a non-negative number, received ${
+        describe(value)
+      }`,
+      { name, value, limit: 0 },
+    );
+  }
+  return value;
+}

@@ -6,6 +6,7 @@ import {
   isPowerOfTwo,
   validateAlignment,
   validateByteLength,
+  validateCapacity,
   validateInteger,
 } from "./validate.ts";
 import { AllotError, InvalidArgumentError } from "./errors.ts";
@@ -62,5 +63,18 @@ describe("validate", () => {
       () => validateInteger(9, 0, 8, "axis"),
       /axis.*\[0, 8\], received 9/,
     );
+  });
+});
+
+describe("validateCapacity", () => {
+  it("validateCapacity() accepts non-negative numbers and Infinity, refuses the rest", () => {
+    assert.equal(validateCapacity(undefined), Infinity);
+    assert.equal(validateCapacity(Infinity), Infinity);
+    assert.equal(validateCapacity(0), 0);
+    for (
+      const v of [-1, NaN, "5" as unknown as number, null as unknown as number]
+    ) {
+      assert.throws(() => validateCapacity(v), InvalidArgumentError);
+    }
   });
 });

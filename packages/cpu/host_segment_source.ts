@@ -14,6 +14,7 @@ import {
   type SegmentSource,
   validateAlignment,
   validateByteLength,
+  validateCapacity,
 } from "@allot/core";
 import type { SystemMemory } from "./system_allocator.ts";
 
@@ -91,13 +92,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    * @throws {InvalidArgumentError} For bad limits.
    */
   constructor(options: HostSegmentSourceOptions = {}) {
-    const capacity = options.capacityBytes ?? Infinity;
-    if (!(capacity >= 0)) {
-      throw new InvalidArgumentError(
-        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
-        { name: "capacityBytes", value: capacity, limit: 0 },
-      );
-    }
+    const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(options.alignment ?? 64);
     this.maxSegmentByteLength = validateByteLength(

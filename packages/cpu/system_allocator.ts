@@ -11,11 +11,12 @@ import {
   type Deleter,
   Device,
   DoubleFreeError,
-  InvalidArgumentError,
+  type InvalidArgumentError,
   OutOfMemoryError,
   Stat,
   type StatValues,
   validateByteLength,
+  validateCapacity,
 } from "@allot/core";
 import type { MemoryReporter } from "./memory_reporter.ts";
 import { junkFill } from "./_fill.ts";
@@ -101,13 +102,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
    */
   constructor(options: SystemAllocatorOptions = {}) {
     super();
-    const capacity = options.capacityBytes ?? Infinity;
-    if (!(capacity >= 0)) {
-      throw new InvalidArgumentError(
-        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
-        { name: "capacityBytes", value: capacity, limit: 0 },
-      );
-    }
+    const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.#shared = options.shared ?? false;
     this.#junkFill = options.junkFill ?? false;

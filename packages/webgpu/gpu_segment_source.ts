@@ -16,6 +16,7 @@ import {
   type SegmentRequestOptions,
   type SegmentSource,
   validateByteLength,
+  validateCapacity,
   validateInteger,
 } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
@@ -128,13 +129,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    * @throws {InvalidArgumentError} For a negative budget or a bad index.
    */
   constructor(device: GPUDevice, options: GpuSegmentSourceOptions = {}) {
-    const capacity = options.capacityBytes ?? Infinity;
-    if (!(capacity >= 0)) {
-      throw new InvalidArgumentError(
-        `Invalid capacityBytes: must be a non-negative number, received ${capacity}`,
-        { name: "capacityBytes", value: capacity, limit: 0 },
-      );
-    }
+    const capacity = validateCapacity(options.capacityBytes);
     const mode = options.hostVisible ?? "staged";
     if (mode !== "staged" && mode !== "refuse") {
       throw new InvalidArgumentError(
