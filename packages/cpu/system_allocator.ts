@@ -11,7 +11,6 @@ import {
   type Deleter,
   Device,
   DoubleFreeError,
-  type InvalidArgumentError,
   OutOfMemoryError,
   Stat,
   type StatValues,
