@@ -110,18 +110,18 @@ for (const entry of registry.entries()) {
   );
   if (mismatches !== 0) throw new Error("device result differs from the CPU");
 
-  // 5. A step loop: each step allocates a scratch tensor, submits work, frees
-  //    it, and waits for the queue as a runtime does when it reads a result.
-  //    A freed block returns to the pool once the work that used it is done,
-  //    so every step after the first is served from the cache.
+  // 5. A step loop: each step waits for the previous step's work (as a runtime
+  //    does when it reads a result), allocates a scratch tensor that the GPU
+  //    fills, and frees it at the end of the step. A freed block returns to
+  //    the pool once the work that used it is done, so every step after the
+  //    first is served from the cache.
   const before = deviceAllocations();
   for (let step = 0; step < 50; step++) {
-    using scratch = Buffer.zeros("f32", [rows, cols], {
+    await synchronize(); // the previous step's work is done
+    using _scratch = Buffer.zeros("f32", [rows, cols], {
       allocator: device,
       backend,
-    });
-    scratch.release();
-    await synchronize();
+    }); // released at the end of the step
   }
   console.log(
     `loop: 50 steps made ${
