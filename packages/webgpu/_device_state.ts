@@ -21,6 +21,10 @@ export interface _DeviceState {
 }
 
 const states = new WeakMap<GPUDevice, _DeviceState>();
+// the last device asked for: allocation paths ask for the same one every
+// call, and a comparison is cheaper than a WeakMap lookup
+let lastDevice: GPUDevice | undefined;
+let lastState: _DeviceState | undefined;
 
 /**
  * Returns the state of `device`, watching `device.lost` on first use.
@@ -29,8 +33,13 @@ const states = new WeakMap<GPUDevice, _DeviceState>();
  * @returns Its shared state.
  */
 export function _deviceState(device: GPUDevice): _DeviceState {
+  if (device === lastDevice) return lastState!;
   let state = states.get(device);
-  if (state !== undefined) return state;
+  if (state !== undefined) {
+    lastDevice = device;
+    lastState = state;
+    return state;
+  }
   const created: _DeviceState = {
     lost: false,
     reason: "",
@@ -39,6 +48,8 @@ export function _deviceState(device: GPUDevice): _DeviceState {
   };
   state = created;
   states.set(device, created);
+  lastDevice = device;
+  lastState = created;
   device.lost.then((info) => {
     if (created.lost) return;
     created.lost = true;

@@ -12,7 +12,7 @@ import {
   type MemoryStats,
 } from "@allot/caching";
 import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
-import { _assertAlive } from "./_device_state.ts";
+import { _assertAlive, _deviceState } from "./_device_state.ts";
 import { _DeferredFrees } from "./_deferred_frees.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
@@ -166,7 +166,9 @@ export class GpuCachingAllocator {
    */
   allocate(byteLength: number): GpuAllocation {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
-    _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    if (_deviceState(this.gpuDevice).lost) {
+      _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    }
     const block = this.caching.allocate(byteLength);
     return new GpuAllocation(this.gpuDevice, {
       buffer: block.memory,

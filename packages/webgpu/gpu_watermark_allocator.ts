@@ -13,7 +13,7 @@ import {
   type WatermarkBuffer,
   type WatermarkStats,
 } from "@allot/watermark";
-import { _assertAlive } from "./_device_state.ts";
+import { _assertAlive, _deviceState } from "./_device_state.ts";
 import { _DeferredFrees } from "./_deferred_frees.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
@@ -159,7 +159,9 @@ export class GpuWatermarkAllocator {
     options: GpuWatermarkAllocateOptions = {},
   ): GpuAllocation {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
-    _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    if (_deviceState(this.gpuDevice).lost) {
+      _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    }
     const buffer = this.watermark.allocateBuffer(byteLength, options);
     return new GpuAllocation(this.gpuDevice, {
       buffer: buffer.memory,

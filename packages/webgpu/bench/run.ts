@@ -238,6 +238,12 @@ async function allocationScenarios(
       await tfjs(device, trace, repeats),
     ];
     const [ours, ordered, create, tf] = peers;
+    // the replay loop itself (trace walk, live-handle map, awaits at
+    // marks): what no target can go below
+    const floor = await replay<number>(device, trace, {
+      allocate: () => 0,
+      free: () => {},
+    }, repeats);
     const ops = trace.ops.filter((o) => o.kind !== "mark").length;
     const note = (p: PeerFigures) =>
       `${p.buffersCreated} buffers created over all replays, peak ${
@@ -249,12 +255,19 @@ async function allocationScenarios(
         `allocate + free after warm-up (hit path), ${trace.name}, ${ops} ops`,
       unit: "ns/op",
       higherIsBetter: false,
-      rows: peers.map((p): Row => ({
-        name: p.name,
-        value: p.nsPerOpSteady,
-        ours: p.ours,
-        note: note(p),
-      })),
+      rows: [
+        ...peers.map((p): Row => ({
+          name: p.name,
+          value: p.nsPerOpSteady,
+          ours: p.ours,
+          note: note(p),
+        })),
+        {
+          name: "replay harness alone (no-op target)",
+          value: floor.nsPerOpSteady,
+          note: "the same loop with allocate/free doing nothing",
+        },
+      ],
       ratios: [
         ratio(
           "createBuffer / allot (after-fence), hit path",
@@ -268,6 +281,11 @@ async function allocationScenarios(
         ratio(
           "TF.js pool / allot (after-fence), hit path",
           tf.nsPerOpSteady / ours.nsPerOpSteady,
+        ),
+        ratio(
+          "createBuffer / allot (after-fence), hit path less the harness",
+          (create.nsPerOpSteady - floor.nsPerOpSteady) /
+            Math.max(1, ours.nsPerOpSteady - floor.nsPerOpSteady),
         ),
       ],
       notes: [
