@@ -54,6 +54,7 @@ export * from "./fence.ts";
 export * from "./host_memory.ts";
 export * from "./intrusive_ptr.ts";
 export * from "./leak_detector.ts";
+export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
 export * from "./stat.ts";
 export * from "./unique_void_ptr.ts";

@@ -7,7 +7,7 @@
  */
 
 import { Device } from "./device.ts";
-import { DoubleFreeError, InvalidArgumentError } from "./errors.ts";
+import { SegmentLedger } from "./segment_ledger.ts";
 import {
   validateAlignment,
   validateByteLength,
@@ -150,11 +150,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
   capacityBytes: number;
   #backed: boolean;
   #nextId = 1;
-  #live = new Set<Segment<MockMemory>>();
-  #reserved = 0;
-  #peak = 0;
-  #allocations = 0;
-  #frees = 0;
+  #ledger: SegmentLedger<MockMemory>;
   #failures = 0;
   #failNext = 0;
   #throwNext = 0;
@@ -175,26 +171,27 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
     );
     this.#backed = options.backed ?? false;
     this.device = options.device ?? new Device("mock", 0);
+    this.#ledger = new SegmentLedger(String(this.device));
   }
 
   /** Bytes in live segments. */
   get reservedBytes(): number {
-    return this.#reserved;
+    return this.#ledger.reservedBytes;
   }
 
   /** Highest `reservedBytes` ever. */
   get peakReservedBytes(): number {
-    return this.#peak;
+    return this.#ledger.peakReservedBytes;
   }
 
   /** Successful segment allocations so far. */
   get allocationCount(): number {
-    return this.#allocations;
+    return this.#ledger.allocationCount;
   }
 
   /** Segment frees so far. */
   get freeCount(): number {
-    return this.#frees;
+    return this.#ledger.freeCount;
   }
 
   /** Requests refused for capacity or by `failNext`. */
@@ -204,7 +201,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
 
   /** Number of live segments. */
   get liveSegmentCount(): number {
-    return this.#live.size;
+    return this.#ledger.liveSegmentCount;
   }
 
   /**
@@ -236,19 +233,13 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
     byteLength: number,
     options: SegmentRequestOptions = {},
   ): Segment<MockMemory> | undefined {
-    validateByteLength(byteLength, this.maxSegmentByteLength);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Invalid byteLength: a segment must be at least 1 byte, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
-    }
+    this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
     if (this.#throwNext > 0) {
       this.#throwNext--;
       throw new Error(`Mock device failed to allocate ${byteLength} bytes`);
     }
     if (
-      this.#failNext > 0 || this.#reserved + byteLength > this.capacityBytes
+      this.#failNext > 0 || !this.#ledger.fits(byteLength, this.capacityBytes)
     ) {
       if (this.#failNext > 0) this.#failNext--;
       this.#failures++;
@@ -263,10 +254,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
       byteOffset: 0,
       byteLength,
     });
-    this.#live.add(segment);
-    this.#reserved += byteLength;
-    this.#allocations++;
-    if (this.#reserved > this.#peak) this.#peak = this.#reserved;
+    this.#ledger.add(segment);
     return segment;
   }
 
@@ -277,12 +265,6 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    * @throws {DoubleFreeError} When the segment is not live on this device.
    */
   freeSegment(segment: Segment<MockMemory>): void {
-    if (!this.#live.delete(segment)) {
-      throw new DoubleFreeError(
-        `Cannot free segment ${segment?.memory?.id}: it is not a live segment of ${this.device}`,
-      );
-    }
-    this.#reserved -= segment.byteLength;
-    this.#frees++;
+    this.#ledger.remove(segment);
   }
 }

@@ -7,9 +7,8 @@
 
 import {
   Device,
-  DoubleFreeError,
-  InvalidArgumentError,
   type Segment,
+  SegmentLedger,
   type SegmentRequestOptions,
   type SegmentSource,
   validateAlignment,
@@ -81,9 +80,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
   /** Most bytes in live segments. */
   readonly capacityBytes: number;
   #shared: boolean;
-  #live = new Set<Segment<SystemMemory>>();
-  #reserved = 0;
-  #peak = 0;
+  #ledger = new SegmentLedger<SystemMemory>("this HostSegmentSource");
 
   /**
    * Creates a host segment source.
@@ -106,17 +103,27 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
 
   /** Bytes in live segments. */
   get reservedBytes(): number {
-    return this.#reserved;
+    return this.#ledger.reservedBytes;
   }
 
   /** Highest `reservedBytes` so far. */
   get peakReservedBytes(): number {
-    return this.#peak;
+    return this.#ledger.peakReservedBytes;
+  }
+
+  /** Segments made so far. */
+  get allocationCount(): number {
+    return this.#ledger.allocationCount;
+  }
+
+  /** Segments freed so far. */
+  get freeCount(): number {
+    return this.#ledger.freeCount;
   }
 
   /** Number of live segments. */
   get liveSegmentCount(): number {
-    return this.#live.size;
+    return this.#ledger.liveSegmentCount;
   }
 
   /**
@@ -132,14 +139,8 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
     byteLength: number,
     _options?: SegmentRequestOptions,
   ): Segment<SystemMemory> | undefined {
-    validateByteLength(byteLength, this.maxSegmentByteLength);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Invalid byteLength: a segment must be at least 1 byte, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
-    }
-    if (this.#reserved + byteLength > this.capacityBytes) return undefined;
+    this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    if (!this.#ledger.fits(byteLength, this.capacityBytes)) return undefined;
     let memory: SystemMemory;
     try {
       memory = this.#shared
@@ -149,9 +150,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
       return undefined;
     }
     const segment = Object.freeze({ memory, byteOffset: 0, byteLength });
-    this.#live.add(segment);
-    this.#reserved += byteLength;
-    if (this.#reserved > this.#peak) this.#peak = this.#reserved;
+    this.#ledger.add(segment);
     return segment;
   }
 
@@ -162,11 +161,6 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    * @throws {DoubleFreeError} When the segment is not live here.
    */
   freeSegment(segment: Segment<SystemMemory>): void {
-    if (!this.#live.delete(segment)) {
-      throw new DoubleFreeError(
-        `Cannot free a segment of ${segment?.byteLength} bytes: it is not a live segment of this HostSegmentSource`,
-      );
-    }
-    this.#reserved -= segment.byteLength;
+    this.#ledger.remove(segment);
   }
 }

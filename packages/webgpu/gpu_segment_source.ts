@@ -10,12 +10,11 @@ import { _Usage } from "./_flags.ts";
 import {
   alignUp,
   Device,
-  DoubleFreeError,
   InvalidArgumentError,
   type Segment,
+  SegmentLedger,
   type SegmentRequestOptions,
   type SegmentSource,
-  validateByteLength,
   validateCapacity,
   validateInteger,
 } from "@allot/core";
@@ -112,12 +111,8 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
   capacityBytes: number;
   #label: string;
   #hostVisible: HostVisibleMode;
-  #live = new Set<Segment<GPUBuffer>>();
+  #ledger: SegmentLedger<GPUBuffer>;
   #shared = new WeakSet<GPUBuffer>();
-  #reserved = 0;
-  #peak = 0;
-  #allocations = 0;
-  #frees = 0;
   #refusals = 0;
   #outOfMemory = 0;
 
@@ -150,28 +145,29 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.alignment = Math.max(4, device.limits.minStorageBufferOffsetAlignment);
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
     this.maxBindingByteLength = device.limits.maxStorageBufferBindingSize;
+    this.#ledger = new SegmentLedger(String(this.device));
     const state = _deviceState(device);
     if (!state.lost) state.listeners.add(() => this.#drop());
   }
 
   /** Bytes in live segments. */
   get reservedBytes(): number {
-    return this.#reserved;
+    return this.#ledger.reservedBytes;
   }
 
   /** Highest `reservedBytes` so far. */
   get peakReservedBytes(): number {
-    return this.#peak;
+    return this.#ledger.peakReservedBytes;
   }
 
   /** Buffers created so far. */
   get allocationCount(): number {
-    return this.#allocations;
+    return this.#ledger.allocationCount;
   }
 
   /** Buffers destroyed through `freeSegment` so far. */
   get freeCount(): number {
-    return this.#frees;
+    return this.#ledger.freeCount;
   }
 
   /** Requests refused by the budget or by `hostVisible: "refuse"`. */
@@ -186,7 +182,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
 
   /** Number of live segments. */
   get liveSegmentCount(): number {
-    return this.#live.size;
+    return this.#ledger.liveSegmentCount;
   }
 
   /** Whether the device was lost. */
@@ -220,19 +216,13 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     byteLength: number,
     options: SegmentRequestOptions = {},
   ): Segment<GPUBuffer> | undefined {
-    validateByteLength(byteLength, this.maxSegmentByteLength);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Invalid byteLength: a segment must be at least 1 byte, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
-    }
+    this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
     _assertAlive(this.gpuDevice, `allocate a segment of ${byteLength} bytes`);
     const shared = options.hostVisible ?? false;
     const size = alignUp(byteLength, 4);
     if (
       (shared && this.#hostVisible === "refuse") ||
-      this.#reserved + size > this.capacityBytes
+      !this.#ledger.fits(size, this.capacityBytes)
     ) {
       this.#refusals++;
       return undefined;
@@ -261,10 +251,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
       byteLength,
     });
     if (shared) this.#shared.add(buffer);
-    this.#live.add(segment);
-    this.#reserved += size;
-    this.#allocations++;
-    if (this.#reserved > this.#peak) this.#peak = this.#reserved;
+    this.#ledger.add(segment, size);
     return segment;
   }
 
@@ -276,33 +263,26 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    */
   freeSegment(segment: Segment<GPUBuffer>): void {
     if (this.lost) return;
-    if (!this.#live.delete(segment)) {
-      throw new DoubleFreeError(
-        `Cannot free segment ${
-          JSON.stringify(segment?.memory?.label)
-        }: it is not a live segment of ${this.device}`,
-      );
-    }
-    this.#reserved -= alignUp(segment.byteLength, 4);
-    this.#frees++;
+    this.#ledger.remove(segment);
     segment.memory.destroy();
   }
 
   #onOutOfMemory(): void {
     this.#outOfMemory++;
     // Learn the real capacity: refuse anything beyond what is held now.
-    this.capacityBytes = Math.min(this.capacityBytes, this.#reserved);
+    this.capacityBytes = Math.min(
+      this.capacityBytes,
+      this.#ledger.reservedBytes,
+    );
   }
 
   #drop(): void {
-    for (const segment of this.#live) {
+    for (const segment of this.#ledger.clear()) {
       try {
         segment.memory.destroy();
       } catch {
         // Destroying on a lost device may fail; the memory is gone anyway.
       }
     }
-    this.#live.clear();
-    this.#reserved = 0;
   }
 }
