@@ -87,3 +87,27 @@ export class _DeferredFrees {
     while (this.#waits.size > 0) await Promise.all([...this.#waits]);
   }
 }
+
+/**
+ * The owner a GPU allocator gives its allocations: under `"after-fence"`
+ * frees wait in `deferred` for the queue, under `"queue-order"` they go
+ * back at once. Items are handles of the pooling allocator (`release()`).
+ *
+ * @param stream The device's queue stream.
+ * @param afterFence Whether frees wait for the queue.
+ * @param bytesOf Bytes of an item, for the pending figures.
+ * @returns The deferred frees and the owner.
+ */
+export function _releaseOwner(
+  stream: QueueStream,
+  afterFence: boolean,
+  bytesOf: (item: unknown) => number,
+): { deferred: _DeferredFrees; owner: { free(item: unknown): void } } {
+  const release = (item: unknown): void =>
+    (item as { release(): void }).release();
+  const deferred = new _DeferredFrees(stream, release);
+  const owner = afterFence
+    ? { free: (item: unknown) => deferred.defer(item, bytesOf(item)) }
+    : { free: release };
+  return { deferred, owner };
+}

@@ -13,7 +13,7 @@ import {
 } from "@allot/caching";
 import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { _DeferredFrees } from "./_deferred_frees.ts";
+import { type _DeferredFrees, _releaseOwner } from "./_deferred_frees.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import {
@@ -119,19 +119,13 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
-    const release = (item: unknown): void =>
-      (item as { release(): void }).release();
-    const deferred = new _DeferredFrees(this.stream, release);
+    const { deferred, owner } = _releaseOwner(
+      this.stream,
+      this.reuse === "after-fence",
+      (item) => (item as CachedBlock<GPUBuffer>).blockByteLength,
+    );
     this.#deferred = deferred;
-    this.#owner = this.reuse === "after-fence"
-      ? {
-        free: (item) =>
-          deferred.defer(
-            item,
-            (item as CachedBlock<GPUBuffer>).blockByteLength,
-          ),
-      }
-      : { free: release };
+    this.#owner = owner;
   }
 
   /** Freed blocks waiting for their queue fence. */

@@ -14,7 +14,7 @@ import {
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { _DeferredFrees } from "./_deferred_frees.ts";
+import { type _DeferredFrees, _releaseOwner } from "./_deferred_frees.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import type { GpuReuse } from "./gpu_caching_allocator.ts";
@@ -111,16 +111,13 @@ export class GpuWatermarkAllocator {
       unifiedMemory: false,
       ...options,
     });
-    const release = (item: unknown): void =>
-      (item as { release(): void }).release();
-    const deferred = new _DeferredFrees(this.stream, release);
+    const { deferred, owner } = _releaseOwner(
+      this.stream,
+      this.reuse === "after-fence",
+      (item) => (item as WatermarkBuffer<GPUBuffer>).byteLength,
+    );
     this.#deferred = deferred;
-    this.#owner = this.reuse === "after-fence"
-      ? {
-        free: (item) =>
-          deferred.defer(item, (item as WatermarkBuffer<GPUBuffer>).byteLength),
-      }
-      : { free: release };
+    this.#owner = owner;
   }
 
   /** Freed buffers waiting for their queue fence. */
