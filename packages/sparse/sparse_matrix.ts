@@ -87,6 +87,12 @@ export interface SparseMatrixOptions {
   blockStrategy?: BlockStrategy;
 }
 
+/**
+ * Options of {@linkcode SparseMatrix.toLayout}: where the new blocks go, as
+ * for {@linkcode SparseMatrix.build}.
+ */
+export type ToLayoutOptions = Omit<SparseMatrixOptions, "shape" | "layout">;
+
 /** Options of {@linkcode SparseMatrix.toContiguous}. */
 export interface ToContiguousOptions {
   /**
@@ -780,6 +786,120 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
   }
 
   /**
+   * The transpose, without copying: a CSR matrix of shape `[r, c]` read as
+   * the CSC matrix of shape `[c, r]` over the same blocks (and CSC as CSR).
+   * Each block used gets one more alias reference.
+   *
+   * @returns The view; release it like any matrix.
+   * @throws {UseAfterFreeError} After `release()`.
+   *
+   * @example
+   * ```ts
+   * import { SparseMatrix } from "@allot/sparse";
+   * import assert from "node:assert/strict";
+   *
+   * using m = SparseMatrix.build({
+   *   values: new Float32Array([1, 2, 3]),
+   *   indices: new Int32Array([2, 0, 1]),
+   *   indptr: new Int32Array([0, 1, 3]),
+   * }, { shape: [2, 3] });
+   * using t = m.transpose();
+   * assert.equal(t.layout, "csc");
+   * assert.deepEqual(t.shape, [3, 2]);
+   * assert.deepEqual([...t.entries()], [[2, 0, 1], [0, 1, 2], [1, 1, 3]]);
+   * ```
+   */
+  transpose(): SparseMatrix<V> {
+    this.#live("transpose");
+    return this.#derive(
+      this.#rowBlock,
+      this.#rowStart,
+      this.#rowLength,
+      this.#monotonic,
+      this.#layout === "csr" ? "csc" : "csr",
+    );
+  }
+
+  /**
+   * The same matrix in `layout` (CSR to CSC or back), copied into new
+   * blocks of `options.registry`: a counting sort over the non-zeros,
+   * O(nnz + rows + cols), stable, so each new primary row lists its
+   * secondary indices in increasing order when the old rows were in order.
+   * With the layout it already has, a compacted copy.
+   *
+   * @param layout The layout wanted.
+   * @param options Registry, allocator, block strategy, leak detector.
+   * @returns A new matrix that owns its blocks.
+   * @throws {InvalidArgumentError} For a bad layout or option; nothing is
+   * allocated.
+   * @throws {UseAfterFreeError} After `release()`.
+   *
+   * @example CSR to CSC
+   * ```ts
+   * import { SparseMatrix } from "@allot/sparse";
+   * import assert from "node:assert/strict";
+   *
+   * using m = SparseMatrix.build({
+   *   values: new Float64Array([1, 2, 3]),
+   *   indices: new Int32Array([2, 0, 2]),
+   *   indptr: new Int32Array([0, 1, 3]),
+   * }, { shape: [2, 3] });
+   * using c = m.toLayout("csc");
+   * const { values, indices, indptr } = c.toContiguous();
+   * assert.deepEqual([...indptr], [0, 1, 1, 3]); // columns 0, 1, 2
+   * assert.deepEqual([...indices], [1, 0, 1]); // their rows
+   * assert.deepEqual([...values], [2, 1, 3]);
+   * ```
+   */
+  toLayout(
+    layout: SparseLayout,
+    options: ToLayoutOptions = {},
+  ): SparseMatrix<V> {
+    this.#live("toLayout");
+    const target = validateLayout(layout);
+    const shape: [number, number] = [this.#rows, this.#cols];
+    if (target === this.#layout) {
+      return SparseMatrix.build(this.toContiguous(), {
+        ...options,
+        shape,
+        layout: target,
+      });
+    }
+    const n = this.primaryLength;
+    const m = target === "csr" ? this.#rows : this.#cols;
+    const nnz = this.nnz;
+    const wide = nnz > MAX_DIM;
+    const indptr = wide ? new Float64Array(m + 1) : new Int32Array(m + 1);
+    const rowBlock = this.#rowBlock, rowStart = this.#rowStart;
+    const rowLength = this.#rowLength, blocks = this.#blocks;
+    // count per new primary row, then prefix sums
+    for (let i = 0; i < n; i++) {
+      const idx = blocks[rowBlock[i]].indices;
+      const s = rowStart[i], e = s + rowLength[i];
+      for (let k = s; k < e; k++) indptr[idx[k] + 1]++;
+    }
+    for (let j = 0; j < m; j++) indptr[j + 1] += indptr[j];
+    const values = new (ctorOf(this.#template.values))(nnz);
+    const indices = new Int32Array(nnz);
+    const next = indptr.slice(0, m);
+    for (let i = 0; i < n; i++) {
+      const block = blocks[rowBlock[i]];
+      const idx = block.indices, vals = block.values;
+      const s = rowStart[i], e = s + rowLength[i];
+      for (let k = s; k < e; k++) {
+        const at = next[idx[k]]++;
+        values[at] = vals[k];
+        indices[at] = i;
+      }
+    }
+    return SparseMatrix.build({ values, indices, indptr }, {
+      ...options,
+      shape,
+      layout: target,
+    });
+  }
+
+  /**
    * Copies into traditional contiguous arrays (SCL's `to_contiguous_arrays`),
    * for libraries that need them. Rows adjacent in one block are copied in
    * one `set`.
@@ -877,11 +997,14 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     rowStart: Uint32Array,
     rowLength: Uint32Array,
     monotonic: boolean,
+    layout: SparseLayout = this.#layout,
   ): SparseMatrix<V> {
     const m = rowLength.length;
-    const shape: [number, number] = this.#layout === "csr"
-      ? [m, this.#cols]
-      : [this.#rows, m];
+    // the secondary length stays; a flipped layout swaps the shape
+    const secondary = this.#layout === "csr" ? this.#cols : this.#rows;
+    const shape: [number, number] = layout === "csr"
+      ? [m, secondary]
+      : [secondary, m];
     const registry = this.#registry;
     const keys = new Map<number, Place>();
     if (registry !== undefined && m > 0) {
@@ -913,7 +1036,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
       }
     }
     return new SparseMatrix<V>(
-      this.#layout,
+      layout,
       shape,
       -1,
       this.#blocks,

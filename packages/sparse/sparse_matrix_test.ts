@@ -155,6 +155,110 @@ describe("SparseMatrix", () => {
     );
   });
 
+  it("SparseMatrix.toLayout() and transpose() match a model on built, sliced and selected matrices", () => {
+    fc.assert(
+      fc.property(
+        caseArb,
+        fc.array(fc.nat(), { maxLength: 20 }),
+        fc.boolean(),
+        (c, picks, useSelect) => {
+          const registry = new OwnershipRegistry({ onLeak: () => {} });
+          const built = SparseMatrix.build(toArrays(c), {
+            shape: shapeOf(c),
+            layout: c.layout,
+            registry,
+            blockStrategy: { minElements: c.minElements, maxElements: 64 },
+          });
+          const m = useSelect && c.primary > 0
+            ? built.select(picks.map((p) => p % c.primary))
+            : built;
+          const other = m.layout === "csr" ? "csc" : "csr";
+          // model: new primary row j lists (old primary i, value) in the
+          // order the old matrix stores them
+          const secondary = m.layout === "csr" ? m.cols : m.rows;
+          const model: [number, number][][] = Array.from(
+            { length: secondary },
+            () => [],
+          );
+          for (let i = 0; i < m.primaryLength; i++) {
+            const row = m.row(i);
+            row.indices.forEach((j, k) => model[j].push([i, row.values[k]]));
+          }
+          const converted = m.toLayout(other, {
+            registry,
+            blockStrategy: { minElements: c.minElements, maxElements: 64 },
+          });
+          assert.equal(converted.layout, other);
+          assert.deepEqual(converted.shape, m.shape);
+          assert.equal(converted.nnz, m.nnz);
+          for (let j = 0; j < secondary; j++) {
+            const row = converted.row(j);
+            assert.deepEqual(
+              [...row.indices].map((i, k) => [i, row.values[k]]),
+              model[j],
+            );
+          }
+          // the same (row, col, value) set either way
+          const sorted = (x: SparseMatrix) =>
+            [...x.entries()].sort((a, b) =>
+              a[0] - b[0] || a[1] - b[1] || a[2] - b[2]
+            );
+          assert.deepEqual(sorted(converted), sorted(m));
+          // back again, and the same layout: a compacted copy
+          const back = converted.toLayout(m.layout, { registry });
+          assert.deepEqual(sorted(back), sorted(m));
+          const same = m.toLayout(m.layout, { registry });
+          assert.deepEqual([...same.entries()], [...m.entries()]);
+          // transpose: swapped coordinates, same order, shared blocks
+          const t = m.transpose();
+          assert.equal(t.layout, other);
+          assert.deepEqual(t.shape, [m.shape[1], m.shape[0]]);
+          assert.deepEqual(
+            [...t.entries()],
+            [...m.entries()].map(([r, col, v]) => [col, r, v]),
+          );
+          const expected = [...t.entries()];
+          if (m !== built) m.release();
+          built.release();
+          // the transpose keeps the blocks alive
+          assert.deepEqual([...t.entries()], expected);
+          const tt = t.transpose();
+          assert.equal(tt.layout, m.layout);
+          assert.equal(tt.nnz, t.nnz);
+          for (const x of [t, tt, converted, back, same]) x.release();
+          // everything given back
+          assert.equal(registry.totalBytes, 0);
+          registry.dispose();
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it("SparseMatrix.toLayout() refuses a bad layout and transpose() a released matrix, changing nothing", () => {
+    const registry = new OwnershipRegistry({ onLeak: () => {} });
+    const m = SparseMatrix.build({
+      values: new Float32Array([1, 2]),
+      indices: new Int32Array([0, 1]),
+      indptr: new Int32Array([0, 1, 2]),
+    }, { shape: [2, 2], registry });
+    const before = registry.totalBytes;
+    assert.throws(
+      () => m.toLayout("coo" as "csr", { registry }),
+      InvalidArgumentError,
+    );
+    assert.throws(
+      () => m.toLayout("csc", { registry, blockStrategy: { minElements: -1 } }),
+      InvalidArgumentError,
+    );
+    assert.equal(registry.totalBytes, before);
+    m.release();
+    assert.throws(() => m.transpose(), UseAfterFreeError);
+    assert.throws(() => m.toLayout("csc"), UseAfterFreeError);
+    assert.equal(registry.totalBytes, 0);
+    registry.dispose();
+  });
+
   it("SparseMatrix.slice() and select() share blocks, keep them alive, and free them with the last user", () => {
     fc.assert(
       fc.property(

@@ -141,12 +141,12 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     (nnz / 1e6).toFixed(nnz < 1e6 ? 2 : 1)
   }M nnz`;
   const registry = new OwnershipRegistry({ onLeak: () => {} });
-  // A heap big enough for the matrix and a slice of it: no growth while timed.
-  // Over a fixed-length ArrayBuffer: typed arrays on resizable buffers are
-  // slower to read in V8.
+  // A heap big enough for the matrix and a copy of it (the converted one):
+  // no growth while timed. Over a fixed-length ArrayBuffer: typed arrays on
+  // resizable buffers are slower to read in V8.
   const allocator = new CpuAllocator({
     heap: new CpuHeap(
-      new ArrayBuffer(Math.ceil(nnz * 8 * 1.2) + (1 << 20)),
+      new ArrayBuffer(Math.ceil(nnz * 8 * 2.4) + (1 << 20)),
     ),
   });
   const shape: [number, number] = [n, n];
@@ -294,6 +294,36 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     [["plain slice of ranges + rebased indptr", convertHalfPlain]],
   ));
 
+  // 4b. CSR -> CSC.
+  progress("sparse: toLayout");
+  const [layoutOurs, layoutPlain, transposeOurs] = measure(reps, [
+    {
+      body: () => matrix.toLayout("csc", { registry, allocator }),
+      after: release,
+    },
+    { body: () => plainToCsc(csr, n) },
+    { body: () => matrix.transpose(), after: release },
+  ]);
+  out.push(scenario(
+    `CSR to CSC, ${label}`,
+    ['allot toLayout("csc"), CpuAllocator blocks', layoutOurs],
+    [
+      [
+        "plain counting sort of contiguous arrays",
+        layoutPlain,
+        "output stays in three plain arrays",
+      ],
+      [
+        "allot transpose() (no copy)",
+        transposeOurs,
+        "the CSC matrix of the transposed shape",
+      ],
+    ],
+    [
+      "toLayout counts per column, sorts stably into plain arrays, then builds registry-owned blocks from them (a second copy and a validation pass)",
+    ],
+  ));
+
   // 5. Read every row (sum of values per row).
   progress("sparse: row reads");
   const sums = new Float64Array(n);
@@ -369,4 +399,26 @@ if (import.meta.main) {
     }
     for (const note of s.notes ?? []) console.log(`    note: ${note}`);
   }
+}
+
+/** CSR to CSC of an n×n matrix over plain arrays: what a user would write. */
+function plainToCsc(
+  csr: { values: Float32Array; indices: Int32Array; indptr: Int32Array },
+  n: number,
+): { values: Float32Array; indices: Int32Array; indptr: Int32Array } {
+  const { values, indices, indptr } = csr;
+  const nnz = values.length;
+  const colPtr = new Int32Array(n + 1);
+  for (let k = 0; k < nnz; k++) colPtr[indices[k] + 1]++;
+  for (let j = 0; j < n; j++) colPtr[j + 1] += colPtr[j];
+  const next = colPtr.slice(0, n);
+  const outValues = new Float32Array(nnz), outRows = new Int32Array(nnz);
+  for (let i = 0; i < n; i++) {
+    for (let k = indptr[i]; k < indptr[i + 1]; k++) {
+      const at = next[indices[k]]++;
+      outValues[at] = values[k];
+      outRows[at] = i;
+    }
+  }
+  return { values: outValues, indices: outRows, indptr: colPtr };
 }
