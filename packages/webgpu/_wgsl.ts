@@ -308,3 +308,98 @@ fn run(i: u32) {
     workgroupSize,
   };
 }
+
+/**
+ * Block transpose, for views whose unit-stride dimension is not the last
+ * (see `_block_plan.ts`): each invocation loads `per` 16-byte vectors, one
+ * per source row of its block, and stores `per` vectors of transposed
+ * output, where `per` = 16 / elementBytes (a 4×4 block of 4-byte
+ * elements, 2×2 of 8-byte, 8×8 of 2-byte), for `BLOCKS` consecutive
+ * blocks along the output's last dimension. No workgroup memory and no
+ * barrier: software adapters pay heavily for those. Meta: [invocations,
+ * blockCols, blockRows, srcBase (i32), dstBase, otherRank, srcColStride
+ * (i32), dstRowStride, otherShape[MAX_RANK], otherSrc[MAX_RANK] (i32),
+ * otherDst[MAX_RANK]], in vectors.
+ */
+export function _blockTransposeKernel(
+  elementBytes: 2 | 4 | 8,
+  aliased: boolean,
+  workgroupSize: number,
+  BLOCKS: number,
+): Kernel {
+  const per = 16 / elementBytes;
+  const decl = aliased
+    ? `@group(0) @binding(0) var<storage, read_write> buf: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> info: array<u32>;
+fn load4(i: u32) -> vec4<u32> { return buf[i]; }
+fn store4(i: u32, v: vec4<u32>) { buf[i] = v; }
+`
+    : `@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> info: array<u32>;
+fn load4(i: u32) -> vec4<u32> { return src[i]; }
+fn store4(i: u32, v: vec4<u32>) { dst[i] = v; }
+`;
+  let loads = "";
+  for (let j = 0; j < per; j++) {
+    loads += `    let v${j} = load4(u32(s_row + ${j} * s_col));\n`;
+  }
+  const lanes = "xyzw";
+  let stores = "";
+  for (let i = 0; i < per; i++) {
+    let value: string;
+    if (per === 4) {
+      value = `vec4<u32>(v0.${lanes[i]}, v1.${lanes[i]}, v2.${lanes[i]}, v3.${
+        lanes[i]
+      })`;
+    } else if (per === 2) {
+      const a = lanes[2 * i], b = lanes[2 * i + 1];
+      value = `vec4<u32>(v0.${a}, v0.${b}, v1.${a}, v1.${b})`;
+    } else {
+      // element i of a vector of eight 16-bit elements
+      const half = (v: number) =>
+        `((v${v}.${lanes[i >> 1]} >> ${16 * (i & 1)}u) & 0xffffu)`;
+      value = `vec4<u32>(${
+        [0, 1, 2, 3].map((w) => `${half(2 * w)} | (${half(2 * w + 1)} << 16u)`)
+          .join(", ")
+      })`;
+    }
+    stores += `    store4(d_row + ${i}u * info[7], ${value});\n`;
+  }
+  // each invocation runs BLOCKS blocks along the output's last dimension
+  // (the plan makes blockCols a multiple): one index decomposition for all
+  const body = `fn run(i: u32) {
+  let cols = info[1] / ${BLOCKS}u;
+  let rows = info[2];
+  let cb0 = (i % cols) * ${BLOCKS}u;
+  var rest = i / cols;
+  let rb = rest % rows;
+  rest = rest / rows;
+  var s_off = bitcast<i32>(info[3]);
+  var d_off = info[4];
+  for (var d = i32(info[5]) - 1; d >= 0; d--) {
+    let n = info[8u + u32(d)];
+    let c = rest % n;
+    rest = rest / n;
+    s_off += i32(c) * bitcast<i32>(info[${8 + MAX_RANK}u + u32(d)]);
+    d_off += c * info[${8 + 2 * MAX_RANK}u + u32(d)];
+  }
+  let s_col = bitcast<i32>(info[6]);
+  var s_row = s_off + i32(cb0 * ${per}u) * s_col + i32(rb);
+  var d_row = d_off + rb * ${per}u * info[7] + cb0;
+  for (var q = 0u; q < ${BLOCKS}u; q++) {
+${loads}${stores}    s_row += ${per} * s_col;
+    d_row += 1u;
+  }
+}
+`;
+  return {
+    name: "block_transpose",
+    key: `block:b${elementBytes}:${
+      aliased ? "a" : "s"
+    }:q${BLOCKS}:wg${workgroupSize}`,
+    source: decl + body + entry(workgroupSize),
+    bindings: bindings(aliased),
+    workgroupSize,
+  };
+}

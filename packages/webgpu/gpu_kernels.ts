@@ -16,7 +16,9 @@ import { _assertAlive, _deviceState } from "./_device_state.ts";
 import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
 import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
+import { _blockPlan } from "./_block_plan.ts";
 import {
+  _blockTransposeKernel,
   _copyBytesKernel,
   _fillKernel,
   _stridedKernel,
@@ -121,6 +123,8 @@ interface _Bound {
 }
 
 const kernelsByDevice = new WeakMap<GPUDevice, GpuKernels>();
+/** Blocks per invocation of the block transpose, where the shape allows. */
+const BLOCKS_PER_INVOCATION = 4;
 const I32_MAX = 0x7fffffff;
 
 /**
@@ -352,6 +356,10 @@ export class GpuKernels {
     ]);
     const srcBase = bound.shifts[0] / size + layout.offset;
     const dstBase = bound.shifts[1] / size + dstOffset;
+    if (
+      dstLayout === undefined &&
+      this.#blockTranspose(bound, layout, srcBase, dstBase, size)
+    ) return;
     let invocations = Math.ceil(count / ELEMENTS_PER_INVOCATION);
     if (size < 4 && dstLayout === undefined) {
       const per = 4 / size;
@@ -380,6 +388,65 @@ export class GpuKernels {
       this.workgroupSize,
     );
     this.#dispatch(kernel, bound, invocations);
+  }
+
+  /**
+   * Runs a transpose as whole 16-byte blocks when the view allows it (see
+   * `_blockPlan`) and both bindings start on a 16-byte boundary.
+   *
+   * @returns `false`, having done nothing, when it does not apply.
+   */
+  #blockTranspose(
+    bound: _Bound,
+    layout: StridedLayout,
+    srcBase: number,
+    dstBase: number,
+    size: number,
+  ): boolean {
+    for (const entry of bound.entries) {
+      if ((entry.resource as GPUBufferBinding).offset! % 16 !== 0) {
+        return false;
+      }
+    }
+    // several blocks per invocation where the last dimension allows: one
+    // index decomposition for all (about 1.3x faster on llvmpipe)
+    let blocks = BLOCKS_PER_INVOCATION;
+    let plan = _blockPlan(
+      layout.shape,
+      layout.strides,
+      srcBase,
+      dstBase,
+      size,
+      blocks,
+    );
+    if (plan === undefined) {
+      blocks = 1;
+      plan = _blockPlan(layout.shape, layout.strides, srcBase, dstBase, size);
+    }
+    if (plan === undefined) return false;
+    const meta = this.#metaData;
+    meta.fill(0);
+    meta[0] = plan.invocations;
+    meta[1] = plan.blockCols;
+    meta[2] = plan.blockRows;
+    meta[3] = plan.srcBase >>> 0;
+    meta[4] = plan.dstBase;
+    meta[5] = plan.otherShape.length;
+    meta[6] = plan.srcColStride >>> 0;
+    meta[7] = plan.dstRowStride;
+    plan.otherShape.forEach((n, d) => {
+      meta[8 + d] = n;
+      meta[8 + MAX_RANK + d] = plan.otherSrc[d] >>> 0;
+      meta[8 + 2 * MAX_RANK + d] = plan.otherDst[d];
+    });
+    const kernel = _blockTransposeKernel(
+      size as 2 | 4 | 8,
+      bound.aliased,
+      this.workgroupSize,
+      blocks,
+    );
+    this.#dispatch(kernel, bound, plan.invocations);
+    return true;
   }
 
   /**

@@ -141,6 +141,110 @@ describe("GpuKernels", { skip }, () => {
     staging.release();
   });
 
+  it("GpuKernels.contiguous() block transposes (permuted, batched, flipped, offset views) match the CPU gather", async () => {
+    const device = await sharedDevice();
+    const kernels = GpuKernels.of(device);
+    const staging = new GpuStaging(device);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom<GpuDtype>("f32", "u32", "u16", "f16", "f64", "i16"),
+        // a dense tensor of rank 2-4: extents in whole vectors (or not)
+        fc.array(fc.integer({ min: 1, max: 3 }), {
+          minLength: 2,
+          maxLength: 4,
+        }),
+        fc.integer({ min: 0, max: 2 ** 30 }),
+        fc.boolean(), // aliased
+        fc.boolean(), // flip the outermost view dimension
+        fc.integer({ min: 0, max: 3 }), // source start, in vectors
+        fc.integer({ min: 0, max: 3 }), // destination start, in vectors
+        fc.boolean(), // misalign the start by one element (fallback path)
+        fc.integer(),
+        async (dtype, units, permSeed, aliased, flip, s0, d0, skew, seed) => {
+          const size = dtypeByteSize(dtype);
+          const per = 16 / size;
+          // the unit-stride dimension and the even ones whole vectors long, the
+          // odd ones not: some views take the block kernel, some fall back
+          const base = units.map((u, i) =>
+            i === units.length - 1 || i % 2 === 0
+              ? (u === 3 ? 4 : u) * per // 4 vectors: several blocks a thread
+              : u + 1
+          );
+          const rank = base.length;
+          const dense: number[] = new Array(rank);
+          let acc = 1;
+          for (let d = rank - 1; d >= 0; d--) {
+            dense[d] = acc;
+            acc *= base[d];
+          }
+          // a permutation that moves the unit-stride dimension off the end
+          const axes = [...base.keys()];
+          let r = permSeed;
+          for (let i = rank - 1; i > 0; i--) {
+            const j = r % (i + 1);
+            r = Math.floor(r / (i + 1));
+            [axes[i], axes[j]] = [axes[j], axes[i]];
+          }
+          if (axes[rank - 1] === rank - 1) {
+            [axes[rank - 1], axes[0]] = [axes[0], axes[rank - 1]];
+          }
+          const shape = axes.map((a) => base[a]);
+          const strides = axes.map((a) => dense[a]);
+          let offset = s0 * per + (skew ? 1 : 0);
+          if (flip) {
+            offset += strides[0] * (shape[0] - 1);
+            strides[0] = -strides[0];
+          }
+          const layout = { shape, strides, offset };
+          const count = acc;
+          const srcBytes = (offset + count + per) * size;
+          const dstOffset = d0 * per;
+          const dstBytes = (dstOffset + count + per) * size;
+          const srcStart = 256;
+          const dstStart = aliased
+            ? Math.ceil((srcStart + srcBytes) / 256) * 256 + 256
+            : 256;
+          const total =
+            Math.ceil(Math.max(srcStart + srcBytes, dstStart + dstBytes) / 16) *
+              16 + 256;
+          const a = device.createBuffer({ size: total, usage: USAGE });
+          const b = aliased
+            ? a
+            : device.createBuffer({ size: total, usage: USAGE });
+          const initialA = randomBytes(total, seed);
+          const initialB = aliased ? initialA : randomBytes(total, seed + 1);
+          device.queue.writeBuffer(a, 0, initialA);
+          if (!aliased) device.queue.writeBuffer(b, 0, initialB);
+          kernels.contiguous(
+            { buffer: a, offset: srcStart, size: srcBytes },
+            layout,
+            { buffer: b, offset: dstStart, size: dstBytes },
+            { dtype, dstOffset },
+          );
+          const got = await staging.download({
+            buffer: b,
+            offset: 0,
+            size: total,
+          });
+          const expected = initialB.slice();
+          expected.set(
+            gather(
+              initialA.subarray(srcStart, srcStart + srcBytes),
+              layout,
+              size,
+            ),
+            dstStart + dstOffset * size,
+          );
+          a.destroy();
+          if (!aliased) b.destroy();
+          assert.deepEqual(got, expected);
+        },
+      ),
+      { numRuns: 60 },
+    );
+    staging.release();
+  });
+
   it("GpuKernels.copyStrided() scatters into permuted, stepped and flipped views like the CPU", async () => {
     const device = await sharedDevice();
     const kernels = GpuKernels.of(device);
