@@ -73,6 +73,62 @@ const viewArb = fc.record({
   seed: fc.integer(),
 });
 
+/**
+ * Runs `contiguous()` on random bytes, the source at `srcStart` and the
+ * output after it (in the same buffer when `aliased`, else at `dstStart` of a
+ * second one), and compares every byte of the destination buffer with the
+ * CPU gather: the output where it belongs, everything else untouched.
+ */
+async function checkContiguous(
+  device: GPUDevice,
+  kernels: GpuKernels,
+  staging: GpuStaging,
+  c: {
+    layout: StridedLayout;
+    dtype: GpuDtype;
+    srcStart: number;
+    srcBytes: number;
+    dstStart: number;
+    dstBytes: number;
+    dstOffset: number;
+    aliased: boolean;
+    seed: number;
+  },
+): Promise<void> {
+  const size = dtypeByteSize(c.dtype);
+  const dstStart = c.aliased
+    ? Math.ceil((c.srcStart + c.srcBytes) / 256) * 256 + 256
+    : c.dstStart;
+  const total = Math.ceil(
+        Math.max(c.srcStart + c.srcBytes, dstStart + c.dstBytes) / 16,
+      ) * 16 + 256;
+  const a = device.createBuffer({ size: total, usage: USAGE });
+  const b = c.aliased ? a : device.createBuffer({ size: total, usage: USAGE });
+  const initialA = randomBytes(total, c.seed);
+  const initialB = c.aliased ? initialA : randomBytes(total, c.seed + 1);
+  device.queue.writeBuffer(a, 0, initialA);
+  if (!c.aliased) device.queue.writeBuffer(b, 0, initialB);
+  kernels.contiguous(
+    { buffer: a, offset: c.srcStart, size: c.srcBytes },
+    c.layout,
+    { buffer: b, offset: dstStart, size: c.dstBytes },
+    { dtype: c.dtype, dstOffset: c.dstOffset },
+  );
+  const got = await staging.download({ buffer: b, offset: 0, size: total });
+  const expected = initialB.slice();
+  expected.set(
+    gather(
+      initialA.subarray(c.srcStart, c.srcStart + c.srcBytes),
+      c.layout,
+      size,
+    ),
+    dstStart + c.dstOffset * size,
+  );
+  a.destroy();
+  if (!c.aliased) b.destroy();
+  assert.deepEqual(got, expected);
+}
+
 describe("GpuKernels", { skip }, () => {
   it("GpuKernels.contiguous() matches the CPU gather over random views, dtypes and offsets", async () => {
     const device = await sharedDevice();
@@ -95,46 +151,17 @@ describe("GpuKernels", { skip }, () => {
         const srcByteOffset = c.srcElementOffset * size;
         const srcBytes = srcElements * size;
         const dstBytes = (c.dstOffset + count + 3) * size;
-        // Aliased: both ranges in one buffer, the destination after the source.
-        const srcStart = 256 + srcByteOffset;
-        const dstStart = c.aliased
-          ? Math.ceil((srcStart + srcBytes) / 256) * 256 + 256
-          : 512;
-        const total =
-          Math.ceil(Math.max(srcStart + srcBytes, dstStart + dstBytes) / 4) *
-            4 +
-          256;
-        const a = device.createBuffer({ size: total, usage: USAGE });
-        const b = c.aliased
-          ? a
-          : device.createBuffer({ size: total, usage: USAGE });
-        const initialA = randomBytes(total, c.seed);
-        const initialB = c.aliased ? initialA : randomBytes(total, c.seed + 1);
-        device.queue.writeBuffer(a, 0, initialA);
-        if (!c.aliased) device.queue.writeBuffer(b, 0, initialB);
-        const src = { buffer: a, offset: srcStart, size: srcBytes };
-        const dst = { buffer: b, offset: dstStart, size: dstBytes };
-        kernels.contiguous(src, layout, dst, {
+        await checkContiguous(device, kernels, staging, {
+          layout,
           dtype: c.dtype,
+          srcStart: 256 + srcByteOffset,
+          srcBytes,
+          dstStart: 512,
+          dstBytes,
           dstOffset: c.dstOffset,
+          aliased: c.aliased,
+          seed: c.seed,
         });
-        const got = await staging.download({
-          buffer: b,
-          offset: 0,
-          size: total,
-        });
-        const expected = initialB.slice();
-        expected.set(
-          gather(
-            initialA.subarray(srcStart, srcStart + srcBytes),
-            layout,
-            size,
-          ),
-          dstStart + c.dstOffset * size,
-        );
-        a.destroy();
-        b.destroy();
-        assert.deepEqual(got, expected);
       }),
       { numRuns: 40 },
     );
@@ -200,44 +227,17 @@ describe("GpuKernels", { skip }, () => {
           const srcBytes = (offset + count + per) * size;
           const dstOffset = d0 * per;
           const dstBytes = (dstOffset + count + per) * size;
-          const srcStart = 256;
-          const dstStart = aliased
-            ? Math.ceil((srcStart + srcBytes) / 256) * 256 + 256
-            : 256;
-          const total =
-            Math.ceil(Math.max(srcStart + srcBytes, dstStart + dstBytes) / 16) *
-              16 + 256;
-          const a = device.createBuffer({ size: total, usage: USAGE });
-          const b = aliased
-            ? a
-            : device.createBuffer({ size: total, usage: USAGE });
-          const initialA = randomBytes(total, seed);
-          const initialB = aliased ? initialA : randomBytes(total, seed + 1);
-          device.queue.writeBuffer(a, 0, initialA);
-          if (!aliased) device.queue.writeBuffer(b, 0, initialB);
-          kernels.contiguous(
-            { buffer: a, offset: srcStart, size: srcBytes },
+          await checkContiguous(device, kernels, staging, {
             layout,
-            { buffer: b, offset: dstStart, size: dstBytes },
-            { dtype, dstOffset },
-          );
-          const got = await staging.download({
-            buffer: b,
-            offset: 0,
-            size: total,
+            dtype,
+            srcStart: 256,
+            srcBytes,
+            dstStart: 256,
+            dstBytes,
+            dstOffset,
+            aliased,
+            seed,
           });
-          const expected = initialB.slice();
-          expected.set(
-            gather(
-              initialA.subarray(srcStart, srcStart + srcBytes),
-              layout,
-              size,
-            ),
-            dstStart + dstOffset * size,
-          );
-          a.destroy();
-          if (!aliased) b.destroy();
-          assert.deepEqual(got, expected);
         },
       ),
       { numRuns: 60 },
