@@ -352,6 +352,12 @@ export const composition = {
     ).toData();
     assert.equal(got.length, expected.length);
     assert.deepEqual([...got], [...expected]);
+    // a plain transpose takes the block kernel (16-byte vectors)
+    const transposed = keep(keep(a.transpose()).contiguous());
+    assert.deepEqual(
+      [...await transposed.read()],
+      [...keep(ref.transpose()).toData()],
+    );
     for (const b of owned.reverse()) b.release();
     await gpu.synchronize();
     assert.equal(cpu.bytesInUse, 0, "the CPU heap is empty again");
