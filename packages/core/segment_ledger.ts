@@ -127,9 +127,11 @@ export class SegmentLedger<M = unknown> {
    *
    * @param segment The segment just made.
    * @param bytes Bytes to count for it.
-   * @throws {InvalidArgumentError} When it is already live.
+   * @throws {InvalidArgumentError} For a count that is not a non-negative
+   * safe integer, or a segment already live; nothing changes.
    */
   add(segment: Segment<M>, bytes: number = segment.byteLength): void {
+    validateByteLength(bytes, Number.MAX_SAFE_INTEGER, "bytes");
     if (this.#live.has(segment)) {
       throw new InvalidArgumentError(
         `Invalid segment: it is already live in ${this.owner}`,

@@ -99,11 +99,16 @@ describe("SegmentLedger", () => {
     ledger.checkRequest(2048, 2048);
   });
 
-  it("SegmentLedger.add() refuses a segment already live, changing nothing", () => {
+  it("SegmentLedger.add() refuses a segment already live or a bad count, changing nothing", () => {
     const ledger = new SegmentLedger<null>("test");
     const s = { memory: null, byteOffset: 0, byteLength: 8 };
     ledger.add(s);
     assert.throws(() => ledger.add(s), InvalidArgumentError);
+    const t = { memory: null, byteOffset: 0, byteLength: 8 };
+    for (const bad of [-1, 0.5, NaN, Infinity]) {
+      assert.throws(() => ledger.add(t, bad), InvalidArgumentError);
+    }
+    assert.ok(!ledger.has(t));
     assert.equal(ledger.reservedBytes, 8);
     assert.equal(ledger.allocationCount, 1);
   });
