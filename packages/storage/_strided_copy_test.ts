@@ -138,10 +138,29 @@ describe("_copyStrided", () => {
       [[150, 41, 67], [2, 1, 0]],
       [[37, 45, 300], [0, 2, 1]],
     ];
-    for (const Ctor of [Int32Array, Float64Array, Uint16Array]) {
+    // [48, 96] and [64, 64] have 64-byte-aligned destination rows (in place
+    // in one memory); the others are staged even there
+    cases.push([[48, 96], [1, 0]]);
+    const combos = [Int32Array, Float64Array, Uint16Array].flatMap((Ctor) =>
+      [false, true].map((oneMemory) => [Ctor, oneMemory] as const)
+    );
+    for (const [Ctor, oneMemory] of combos) {
       for (const [base, axes] of cases) {
         const total = base.reduce((a, b) => a * b, 1);
-        const src = new Ctor(total + 7);
+        // one WebAssembly memory for both (the in-place kernels), or two
+        // plain arrays (copied into the kernel's memory)
+        let memory: WebAssembly.Memory | undefined;
+        if (oneMemory) {
+          const bytes = (2 * total + 16) * Ctor.BYTES_PER_ELEMENT + 128;
+          memory = new WebAssembly.Memory({
+            initial: Math.ceil(bytes / 65536),
+          });
+          _noteMemory(memory);
+        }
+        const bpe = Ctor.BYTES_PER_ELEMENT;
+        const src = memory
+          ? new Ctor(memory.buffer as ArrayBuffer, 64, total + 7)
+          : new Ctor(total + 7);
         for (let i = 0; i < src.length; i++) src[i] = i % 32749;
         const baseStrides = base.map((_, i) =>
           base.slice(i + 1).reduce((a, b) => a * b, 1)
@@ -151,7 +170,13 @@ describe("_copyStrided", () => {
         const dStrides = shape.map((_, i) =>
           shape.slice(i + 1).reduce((a, b) => a * b, 1)
         );
-        const dst = new Ctor(total + 2);
+        const dst = memory
+          ? new Ctor(
+            memory.buffer as ArrayBuffer,
+            Math.ceil((64 + (total + 7) * bpe) / 64) * 64,
+            total + 2,
+          )
+          : new Ctor(total + 2);
         _copyStrided(dst, 2, dStrides, src, 7, strides, shape);
         for (let f = 0; f < total; f++) {
           const idx = unravel(f, shape);
@@ -159,9 +184,9 @@ describe("_copyStrided", () => {
           for (let i = 0; i < idx.length; i++) at += idx[i] * strides[i];
           if (dst[f + 2] !== src[at]) {
             assert.fail(
-              `${Ctor.name} [${base}] axes [${axes}]: element ${f} is ${
-                dst[f + 2]
-              }, expected ${src[at]}`,
+              `${Ctor.name} [${base}] axes [${axes}]${
+                oneMemory ? " in one memory" : ""
+              }: element ${f} is ${dst[f + 2]}, expected ${src[at]}`,
             );
           }
         }
