@@ -22,7 +22,12 @@
  * @module
  */
 
-import { _wasmKernels, _wasmKernelsIn } from "./_wasm_kernels.ts";
+import {
+  _stagedKernelsIn,
+  type _Transpose,
+  _wasmKernels,
+  _wasmKernelsIn,
+} from "./_wasm_kernels.ts";
 
 /** A typed array used to move elements of one width. */
 export type _BitArray = Uint8Array | Uint16Array | Int32Array | Float64Array;
@@ -438,15 +443,40 @@ function wasmTranspose(
   const da = ds[k] * bpe, sb = ss[last] * bpe, na = n[k], nb = n[last];
   const span = hi - lo + 1;
   const staged = span <= 4 * count && span * bpe <= COPY_IN_MAX;
+  // the packed result goes out in chunks of whole indices of the outermost
+  // destination dim, each staged where it stays in cache: no full-size
+  // staging area
+  const perIndex = ds[0];
+  const chunkRows = Math.max(1, Math.floor(STAGE_BYTES / (perIndex * bpe)));
+  const chunk = Math.min(n[0], chunkRows);
+  const chunkBytes = chunk * perIndex * bpe;
+  const plan = { n, ss, k, on, ods, oss, bpe, da, sb, na, nb, chunk };
   if (dst.buffer === src.buffer) {
-    // both in one WebAssembly memory: transpose in place, no copies, unless
-    // the destination rows are not whole cache lines apart: then each tile
-    // row writes parts of two lines far away in memory, and copying the
-    // source into the kernel's memory and staging the output in cache
-    // measured 1.3-1.5x faster (1000x1000 and 777x1500 f32; rows 64-byte
-    // aligned, such as 1024 or 1040 wide, are faster in place)
+    // both in one WebAssembly memory: transpose in place, no copies. When
+    // the destination rows are not whole cache lines apart, each tile row
+    // writes parts of two lines far away in memory; staging the output in
+    // cache then measured 1.3-1.5x faster (1000x1000 and 777x1500 f32; rows
+    // 64-byte aligned, such as 1024 or 1040 wide, are faster written in
+    // place). With multi-memory WebAssembly the kernel stages into its own
+    // memory and copies back; without it, the copy path below stages.
+    const aligned = da % 64 === 0;
+    if (!aligned) {
+      const two = _stagedKernelsIn(src.buffer, chunkBytes);
+      if (two !== undefined) {
+        const dBase = dst.byteOffset + dOff * bpe;
+        stageChunks(
+          plan,
+          bpe === 4 ? two.t32 : two.t64,
+          src.byteOffset + sOff * bpe,
+          0,
+          (i0, rows) =>
+            two.out(dBase + i0 * perIndex * bpe, 0, rows * perIndex * bpe),
+        );
+        return true;
+      }
+    }
     const inPlace = _wasmKernelsIn(src.buffer);
-    if (inPlace !== undefined && (da % 64 === 0 || !staged)) {
+    if (inPlace !== undefined && (aligned || !staged)) {
       const f = bpe === 4 ? inPlace.t32 : inPlace.t64;
       forEachOuter(
         on,
@@ -461,14 +491,9 @@ function wasmTranspose(
     }
   }
   if (!staged) return false;
-  // the packed result goes out in chunks of whole indices of the outermost
-  // destination dim, each staged in the kernel's memory (where it stays in
-  // cache) and copied out with one `set`: no full-size staging area
-  const perIndex = ds[0];
-  const chunkRows = Math.max(1, Math.floor(STAGE_BYTES / (perIndex * bpe)));
-  const chunk = Math.min(n[0], chunkRows);
+  // copy the source span into the kernel's memory, stage the output after it
   const dstAt = Math.ceil((span * bpe) / 16) * 16;
-  const total = dstAt + chunk * perIndex * bpe;
+  const total = dstAt + chunkBytes;
   if (total > 0x7fff0000) return false;
   const kernels = _wasmKernels(total);
   if (kernels === undefined) return false;
@@ -477,35 +502,73 @@ function wasmTranspose(
   (new Bits(buffer, 0, span) as Int32Array).set(
     src.subarray(lo, hi + 1) as Int32Array,
   );
-  const fn = bpe === 4 ? kernels.t32 : kernels.t64;
+  stageChunks(
+    plan,
+    bpe === 4 ? kernels.t32 : kernels.t64,
+    (sOff - lo) * bpe,
+    dstAt,
+    (i0, rows) =>
+      (dst as Int32Array).set(
+        new Bits(buffer, dstAt, rows * perIndex) as Int32Array,
+        dOff + i0 * perIndex,
+      ),
+  );
+  return true;
+}
+
+/** The shape facts of one staged transpose (see `wasmTranspose`). */
+interface _StagePlan {
+  n: number[];
+  ss: number[];
+  k: number;
+  on: number[];
+  ods: number[];
+  oss: number[];
+  bpe: number;
+  da: number;
+  sb: number;
+  na: number;
+  nb: number;
+  chunk: number;
+}
+
+/**
+ * Runs `fn` over the transpose chunk by chunk of the outermost destination
+ * dim: each chunk is written at `stageAt` (in the kernel's output memory),
+ * then `flush(first index, indices)` moves it to the destination.
+ */
+function stageChunks(
+  p: _StagePlan,
+  fn: _Transpose,
+  srcAt: number,
+  stageAt: number,
+  flush: (i0: number, rows: number) => void,
+): void {
+  const { n, ss, k, on, ods, oss, bpe, da, sb, na, nb, chunk } = p;
   const n0 = n[0], s0 = ss[0] * bpe;
   let rows = 0;
   const body = (d: number, s: number) => fn(d, da, s, sb, na, nb);
   const body0 = (d: number, s: number) => fn(d, da, s, sb, rows, nb);
   for (let i0 = 0; i0 < n0; i0 += chunk) {
     rows = Math.min(chunk, n0 - i0);
-    const sAt = (sOff - lo) * bpe + i0 * s0;
+    const sAt = srcAt + i0 * s0;
     if (k === 0) {
       // the chunked dim is the transposed one: `rows` rows of each plane
-      forEachOuter(on, ods, oss, dstAt, sAt, body0, bpe);
+      forEachOuter(on, ods, oss, stageAt, sAt, body0, bpe);
     } else {
       // the chunked dim is the first outer one (on[0] === n[0])
       forEachOuter(
         [rows, ...on.slice(1)],
         ods,
         oss,
-        dstAt,
+        stageAt,
         sAt,
         body,
         bpe,
       );
     }
-    (dst as Int32Array).set(
-      new Bits(buffer, dstAt, rows * perIndex) as Int32Array,
-      dOff + i0 * perIndex,
-    );
+    flush(i0, rows);
   }
-  return true;
 }
 
 /** Whether `ds` are the row-major strides of `n` (a dense block). */

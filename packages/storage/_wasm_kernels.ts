@@ -5,7 +5,7 @@
  * @module
  */
 
-import { _TRANSPOSE_WASM } from "./_transpose_wasm.ts";
+import { _TRANSPOSE_STAGED_WASM, _TRANSPOSE_WASM } from "./_transpose_wasm.ts";
 
 /** `tN(d, da, s, sb, na, nb)`, addresses and strides in bytes. */
 export type _Transpose = (
@@ -79,13 +79,17 @@ const KEEP_BYTES = 16 << 20;
 let module: WebAssembly.Module | null | undefined;
 let kept: _WasmKernels | undefined;
 
+function decode(b64: string): Uint8Array<ArrayBuffer> {
+  const text = atob(b64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
 function compile(): WebAssembly.Module | null {
   if (module === undefined) {
     try {
-      const text = atob(_TRANSPOSE_WASM);
-      const bytes = new Uint8Array(text.length);
-      for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-      module = new WebAssembly.Module(bytes);
+      module = new WebAssembly.Module(decode(_TRANSPOSE_WASM));
     } catch {
       // no WebAssembly, no SIMD, or a CSP without wasm-unsafe-eval
       module = null;
@@ -168,4 +172,84 @@ export function _wasmKernelsIn(
     byMemory.set(memory, kernels);
   }
   return kernels ?? undefined;
+}
+
+/** `out(d, s, len)`: `len` bytes from the scratch at `s` to memory at `d`. */
+export type _CopyOut = (d: number, s: number, len: number) => void;
+
+/**
+ * Transposes that read a storage memory and write their own scratch memory,
+ * and the copy back: staged output in place.
+ */
+export interface _StagedKernels {
+  /** The scratch memory (output staging); read `.buffer` after a grow. */
+  readonly scratch: WebAssembly.Memory;
+  /** Transpose of 4-byte elements, memory to scratch. */
+  readonly t32: _Transpose;
+  /** Transpose of 8-byte elements, memory to scratch. */
+  readonly t64: _Transpose;
+  /** Scratch to memory. */
+  readonly out: _CopyOut;
+}
+
+let stagedModule: WebAssembly.Module | null | undefined;
+const stagedByMemory = new WeakMap<
+  WebAssembly.Memory,
+  _StagedKernels | null
+>();
+
+/**
+ * Staged-output kernels for the noted WebAssembly memory owning `buffer`,
+ * with a scratch of at least `scratchBytes`, or `undefined` when the buffer
+ * is not a noted memory's or the runtime lacks multi-memory WebAssembly (V8
+ * before 12, such as Node 20).
+ *
+ * @param buffer The buffer of a typed array.
+ * @param scratchBytes Bytes of output staged at a time.
+ * @returns The kernels.
+ */
+export function _stagedKernelsIn(
+  buffer: ArrayBufferLike,
+  scratchBytes: number,
+): _StagedKernels | undefined {
+  const memory = memoryOfBuffer.get(buffer);
+  if (memory === undefined) return undefined;
+  let kernels = stagedByMemory.get(memory);
+  if (kernels === undefined) {
+    kernels = null;
+    if (stagedModule === undefined) {
+      const bytes = decode(_TRANSPOSE_STAGED_WASM);
+      try {
+        stagedModule = WebAssembly.validate(bytes)
+          ? new WebAssembly.Module(bytes)
+          : null;
+      } catch {
+        stagedModule = null;
+      }
+    }
+    if (stagedModule !== null) {
+      try {
+        const scratch = new WebAssembly.Memory({
+          initial: Math.max(1, Math.ceil(scratchBytes / PAGE)),
+        });
+        const e = new WebAssembly.Instance(stagedModule, {
+          env: { memory, scratch },
+        }).exports as unknown as {
+          t32: _Transpose;
+          t64: _Transpose;
+          out: _CopyOut;
+        };
+        kernels = { scratch, t32: e.t32, t64: e.t64, out: e.out };
+      } catch {
+        kernels = null;
+      }
+    }
+    stagedByMemory.set(memory, kernels);
+  }
+  if (kernels === null) return undefined;
+  const have = kernels.scratch.buffer.byteLength;
+  if (have < scratchBytes) {
+    kernels.scratch.grow(Math.ceil((scratchBytes - have) / PAGE));
+  }
+  return kernels;
 }
