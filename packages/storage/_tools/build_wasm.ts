@@ -334,13 +334,12 @@ const parsed = wabt.parseWat("transpose.wat", wat, {
 parsed.validate();
 const { buffer } = parsed.toBinary({});
 const b64 = btoa(String.fromCharCode(...buffer));
-// wabt's validator rejects a second memory even with the feature on; V8
-// validates the module when the loader compiles it
-const staged = wabt.parseWat("transpose_staged.wat", watStaged, {
-  simd: true,
-  bulk_memory: true,
-  multi_memory: true,
-}).toBinary({}).buffer;
+// wabt parses the second memory with `multi_memory` (missing from its
+// type declarations, hence the variable) but its validator rejects it, so
+// V8 validates the module instead
+const stagedFeatures = { simd: true, bulk_memory: true, multi_memory: true };
+const staged = wabt.parseWat("transpose_staged.wat", watStaged, stagedFeatures)
+  .toBinary({}).buffer as Uint8Array<ArrayBuffer>;
 if (!WebAssembly.validate(staged)) {
   throw new Error("the two-memory module does not validate in this runtime");
 }
