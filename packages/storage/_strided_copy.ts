@@ -390,6 +390,8 @@ const WASM_MIN = 4096;
  * slower).
  */
 const STAGE_BYTES = 256 << 10;
+/** Largest chunk (one index of the outermost dim) worth a scratch memory. */
+const STAGE_MAX = 64 << 20;
 /**
  * Largest source span (bytes) copied into the kernel's memory; larger
  * transposes between `ArrayBuffer`s take the JS tiles, which need no copies.
@@ -460,7 +462,7 @@ function wasmTranspose(
     // place). With multi-memory WebAssembly the kernel stages into its own
     // memory and copies back; without it, the copy path below stages.
     const aligned = da % 64 === 0;
-    if (!aligned) {
+    if (!aligned && chunkBytes <= STAGE_MAX) {
       const two = _stagedKernelsIn(src.buffer, chunkBytes);
       if (two !== undefined) {
         const dBase = dst.byteOffset + dOff * bpe;

@@ -249,7 +249,12 @@ export function _stagedKernelsIn(
   if (kernels === null) return undefined;
   const have = kernels.scratch.buffer.byteLength;
   if (have < scratchBytes) {
-    kernels.scratch.grow(Math.ceil((scratchBytes - have) / PAGE));
+    try {
+      kernels.scratch.grow(Math.ceil((scratchBytes - have) / PAGE));
+    } catch {
+      // out of memory for the scratch: the caller takes another path
+      return undefined;
+    }
   }
   return kernels;
 }
