@@ -462,6 +462,28 @@ function wasmTranspose(
     // place). With multi-memory WebAssembly the kernel stages into its own
     // memory and copies back; without it, the copy path below stages.
     const aligned = da % 64 === 0;
+    if (
+      aligned && bpe === 4 && on.length === 0 && k === 0 &&
+      chunk * (da + 64) <= STAGE_MAX
+    ) {
+      // a plain 2-D transpose with line-aligned rows: stage with the rows
+      // one line further apart than in the destination (so that rows a
+      // power of two apart do not share cache sets) using 32×8 tiles, then
+      // copy row by row (1024×1024 f32: 0.71-0.74 ms against 0.90 in place)
+      const pitch = da + 64;
+      const two = _stagedKernelsIn(src.buffer, chunk * pitch);
+      if (two !== undefined) {
+        const dBase = dst.byteOffset + dOff * bpe;
+        stageChunks(
+          { ...plan, da: pitch },
+          two.t32w,
+          src.byteOffset + sOff * bpe,
+          0,
+          (i0, rows) => two.outRows(dBase + i0 * da, da, 0, pitch, da, rows),
+        );
+        return true;
+      }
+    }
     if (!aligned && chunkBytes <= STAGE_MAX) {
       const two = _stagedKernelsIn(src.buffer, chunkBytes);
       if (two !== undefined) {

@@ -138,9 +138,11 @@ describe("_copyStrided", () => {
       [[150, 41, 67], [2, 1, 0]],
       [[37, 45, 300], [0, 2, 1]],
     ];
-    // [48, 96] and [64, 64] have 64-byte-aligned destination rows (in place
-    // in one memory); the others are staged even there
-    cases.push([[48, 96], [1, 0]]);
+    // [48, 96], [64, 64] and [80, 1040] have 64-byte-aligned destination
+    // rows; the others are staged unpadded in one memory
+    // [80, 1040]: line-aligned 2-D rows staged a line apart in 32×8 tiles,
+    // in two chunks, the 1040 rows ragged against the 32-row tiles
+    cases.push([[48, 96], [1, 0]], [[80, 1040], [1, 0]]);
     const combos = [Int32Array, Float64Array, Uint16Array].flatMap((Ctor) =>
       [false, true].map((oneMemory) => [Ctor, oneMemory] as const)
     );

@@ -188,8 +188,16 @@ export interface _StagedKernels {
   readonly t32: _Transpose;
   /** Transpose of 8-byte elements, memory to scratch. */
   readonly t64: _Transpose;
+  /**
+   * Transpose of 4-byte elements in 32×8 tiles (eight source rows at a time:
+   * fewer lines of one cache set when source rows are a power of two apart),
+   * memory to scratch.
+   */
+  readonly t32w: _Transpose;
   /** Scratch to memory. */
   readonly out: _CopyOut;
+  /** Scratch to memory, `n` runs of `len` bytes (as `rows`). */
+  readonly outRows: _Rows;
 }
 
 let stagedModule: WebAssembly.Module | null | undefined;
@@ -237,9 +245,18 @@ export function _stagedKernelsIn(
         }).exports as unknown as {
           t32: _Transpose;
           t64: _Transpose;
+          t32w: _Transpose;
           out: _CopyOut;
+          outRows: _Rows;
         };
-        kernels = { scratch, t32: e.t32, t64: e.t64, out: e.out };
+        kernels = {
+          scratch,
+          t32: e.t32,
+          t64: e.t64,
+          t32w: e.t32w,
+          out: e.out,
+          outRows: e.outRows,
+        };
       } catch {
         kernels = null;
       }

@@ -35,7 +35,12 @@ const TILE = 16;
  */
 const BLOCK = 128;
 
-function kernel(name: string, bytes: 4 | 8): string {
+function kernel(
+  name: string,
+  bytes: 4 | 8,
+  ta: number = TILE,
+  tb: number = TILE,
+): string {
   const q = bytes === 4 ? 4 : 2; // block edge (elements per v128)
   const load = bytes === 4 ? "i32.load" : "i64.load";
   const store = bytes === 4 ? "i32.store" : "i64.store";
@@ -95,7 +100,7 @@ function kernel(name: string, bytes: 4 | 8): string {
   // column as an immediate offset, the source walked by one pointer
   // (1.3× faster in cache than the loop below, the same out of cache)
   let unrolled = "";
-  for (let k = 0; k < 4; k++) {
+  for (let k = 0; k < tb / 4; k++) {
     unrolled += `
               (local.set $r0 (v128.load (local.get $si)))
               (local.set $si (i32.add (local.get $si) (local.get $sb)))
@@ -138,7 +143,7 @@ function kernel(name: string, bytes: 4 | 8): string {
             (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
           (local.set $si (i32.add (local.get $s)
             (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
-          (if (i32.eq (i32.sub (local.get $b1) (local.get $b0)) (i32.const ${TILE}))
+          (if (i32.eq (i32.sub (local.get $b1) (local.get $b0)) (i32.const ${tb}))
             (then
               (local.set $p1 (i32.add (local.get $di) (local.get $da)))
               (local.set $p2 (i32.add (local.get $di) (local.get $da2)))
@@ -220,13 +225,13 @@ function kernel(name: string, bytes: 4 | 8): string {
     (local.set $a0 (local.get $A0))
     (block $ea0 (loop $la0
       (br_if $ea0 (i32.ge_s (local.get $a0) (local.get $A1)))
-      (local.set $a1 (select (i32.add (local.get $a0) (i32.const ${TILE})) (local.get $A1)
-        (i32.lt_s (i32.add (local.get $a0) (i32.const ${TILE})) (local.get $A1))))
+      (local.set $a1 (select (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1)
+        (i32.lt_s (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1))))
       (local.set $b0 (local.get $B0))
       (block $eb0 (loop $lb0
         (br_if $eb0 (i32.ge_s (local.get $b0) (local.get $B1)))
-        (local.set $b1 (select (i32.add (local.get $b0) (i32.const ${TILE})) (local.get $B1)
-          (i32.lt_s (i32.add (local.get $b0) (i32.const ${TILE})) (local.get $B1))))
+        (local.set $b1 (select (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1)
+          (i32.lt_s (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1))))
 ${bytes === 4 ? rowsOfDst : rowsOfSrc}
         (local.set $b0 (local.get $b1))
         (br $lb0)))
@@ -323,8 +328,18 @@ const watStaged = `(module
   (import "env" "scratch" (memory $m1 1))
 ${twoMemories(kernel("t32", 4))}
 ${twoMemories(kernel("t64", 8))}
+${twoMemories(kernel("t32w", 4, 32, 8))}
   (func (export "out") (param $d i32) (param $s i32) (param $len i32)
-    (memory.copy $m0 $m1 (local.get $d) (local.get $s) (local.get $len))))`;
+    (memory.copy $m0 $m1 (local.get $d) (local.get $s) (local.get $len)))
+  (func (export "outRows") (param $d i32) (param $ds i32) (param $s i32)
+      (param $ss i32) (param $len i32) (param $n i32)
+    (block $e (loop $l
+      (br_if $e (i32.le_s (local.get $n) (i32.const 0)))
+      (memory.copy $m0 $m1 (local.get $d) (local.get $s) (local.get $len))
+      (local.set $d (i32.add (local.get $d) (local.get $ds)))
+      (local.set $s (i32.add (local.get $s) (local.get $ss)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br $l)))))`;
 
 const wabt = await initWabt();
 const parsed = wabt.parseWat("transpose.wat", wat, {
