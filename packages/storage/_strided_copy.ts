@@ -463,13 +463,15 @@ function wasmTranspose(
     // memory and copies back; without it, the copy path below stages.
     const aligned = da % 64 === 0;
     if (
-      aligned && bpe === 4 && on.length === 0 && k === 0 &&
+      da % 4096 === 0 && bpe === 4 && on.length === 0 && k === 0 &&
       chunk * (da + 64) <= STAGE_MAX
     ) {
-      // a plain 2-D transpose with line-aligned rows: stage with the rows
-      // one line further apart than in the destination (so that rows a
-      // power of two apart do not share cache sets) using 32×8 tiles, then
-      // copy row by row (1024×1024 f32: 0.71-0.74 ms against 0.90 in place)
+      // a plain 2-D transpose whose rows are whole pages apart: stage with
+      // the rows one line further apart than in the destination (so that
+      // they do not all share cache sets) using 32×8 tiles, then copy row by
+      // row (1024×1024 f32: 0.71-0.74 ms against 0.90 in place). Shorter
+      // rows stay in place: for 256-byte rows (64³ permuted [1, 2, 0], which
+      // merges to 4096×64) the row copies cost more than they save.
       const pitch = da + 64;
       const two = _stagedKernelsIn(src.buffer, chunk * pitch);
       if (two !== undefined) {

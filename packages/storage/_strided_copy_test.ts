@@ -139,10 +139,10 @@ describe("_copyStrided", () => {
       [[37, 45, 300], [0, 2, 1]],
     ];
     // [48, 96], [64, 64] and [80, 1040] have 64-byte-aligned destination
-    // rows; the others are staged unpadded in one memory
-    // [80, 1040]: line-aligned 2-D rows staged a line apart in 32×8 tiles,
-    // in two chunks, the 1040 rows ragged against the 32-row tiles
-    cases.push([[48, 96], [1, 0]], [[80, 1040], [1, 0]]);
+    // rows (in place in one memory); most others are staged there
+    // [1024, 70]: 4-byte destination rows a page apart, staged a line apart
+    // in 32×8 tiles, in two chunks, the 70 rows ragged against the tiles
+    cases.push([[48, 96], [1, 0]], [[80, 1040], [1, 0]], [[1024, 70], [1, 0]]);
     const combos = [Int32Array, Float64Array, Uint16Array].flatMap((Ctor) =>
       [false, true].map((oneMemory) => [Ctor, oneMemory] as const)
     );
