@@ -1,0 +1,188 @@
+/**
+ * `deno task test`: every unit, property, doc and README test of the
+ * workspace, in two `deno test` runs: everything but `@allot/webgpu` with
+ * `--parallel`, then `@allot/webgpu` on its own, serially. Both run with
+ * `--doc` and `--expose-gc` (for the leak-detection tests). The last line is
+ * one summary in `deno test`'s format, the sum of the two. With arguments
+ * (paths, flags), one `--parallel` run of exactly those.
+ *
+ * Why two runs, and what is told apart from a failure: Deno's WebGPU (2.9.5
+ * and 2.9.6, on llvmpipe) sometimes aborts or segfaults while a `deno test`
+ * process shuts down, after the last test has run and the summary has been
+ * printed ("corrupted size vs. prev_size in fastbins"), and with
+ * `--parallel` it has also left the whole run hanging. Plain WebGPU code
+ * with no allot in it does the same under `deno test` (about 1 run in 7 on
+ * the project's machine) and never under `deno run`. So the GPU tests run
+ * apart, with a time limit, and:
+ * - a run that dies from a signal after a summary of `0 failed` counts as
+ *   passed, and says so;
+ * - a run that dies or hangs before its summary (seen once without WebGPU
+ *   too, in six runs) is run once more, and says so; a second such run
+ *   fails.
+ * Every other outcome (a failed test, an error) fails as it would.
+ *
+ * @module
+ */
+
+interface Summary {
+  ok: boolean;
+  passed: number;
+  steps: number;
+  failed: number;
+  ignored: number;
+}
+
+interface RunResult {
+  /** Exit code, or `null` when the process died from a signal. */
+  code: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  summary: Summary | undefined;
+}
+
+const GPU_DIR = "packages/webgpu";
+const TIME_LIMIT_MS = 300_000;
+const base = ["test", "--allow-all", "--doc", "--v8-flags=--expose-gc"];
+
+async function runDenoTest(args: string[]): Promise<RunResult> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [...base, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+  }, TIME_LIMIT_MS);
+  // the last 64 KiB of output, where the summary line is
+  let tail = "";
+  const decoder = new TextDecoder();
+  const forward = async (
+    stream: ReadableStream<Uint8Array>,
+    to: { write(p: Uint8Array): Promise<number> },
+  ) => {
+    for await (const chunk of stream) {
+      tail = (tail + decoder.decode(chunk, { stream: true })).slice(-65536);
+      let written = 0;
+      while (written < chunk.length) {
+        written += await to.write(chunk.subarray(written));
+      }
+    }
+  };
+  const [status] = await Promise.all([
+    child.status,
+    forward(child.stdout, Deno.stdout),
+    forward(child.stderr, Deno.stderr),
+  ]);
+  clearTimeout(timer);
+  return {
+    code: status.signal === null ? status.code : null,
+    signal: status.signal,
+    timedOut,
+    summary: parseSummary(tail),
+  };
+}
+
+/** The last `ok | N passed ... | N failed` line of `deno test`'s output. */
+function parseSummary(output: string): Summary | undefined {
+  // deno-lint-ignore no-control-regex
+  const plain = output.replace(/\x1b\[[0-9;]*m/g, "");
+  const lines = [
+    ...plain.matchAll(
+      /^(ok|FAILED) \| (\d+) passed(?: \((\d+) steps?\))? \| (\d+) failed(?: \((\d+) steps?\))?(?: \| (\d+) ignored)?/gm,
+    ),
+  ];
+  const m = lines.at(-1);
+  if (m === undefined) return undefined;
+  return {
+    ok: m[1] === "ok",
+    passed: Number(m[2]),
+    steps: Number(m[3] ?? 0),
+    failed: Number(m[4]),
+    ignored: Number(m[6] ?? 0),
+  };
+}
+
+function say(message: string): void {
+  console.error(`\ntest: ${message}`);
+}
+
+/** Whether a run passed or died only after a clean summary. */
+function cleanEnough(r: RunResult): boolean {
+  if (r.timedOut) return false;
+  return r.code === 0 ||
+    (r.signal !== null && r.summary?.ok === true && r.summary.failed === 0);
+}
+
+/**
+ * Whether a run passed, counting a crash after a clean summary as passed
+ * (and saying so).
+ */
+function passed(name: string, r: RunResult): boolean {
+  if (r.timedOut) return false;
+  if (r.code === 0) return true;
+  if (r.signal !== null && r.summary?.ok && r.summary.failed === 0) {
+    say(
+      `${name}: all ${r.summary.passed} test modules passed; then the process ` +
+        `died from ${r.signal} while shutting down (a fault of Deno's WebGPU ` +
+        "under `deno test`, reproduced without allot; see " +
+        "scripts/run_tests.ts). Counted as passed.",
+    );
+    return true;
+  }
+  return false;
+}
+
+if (Deno.args.length > 0) {
+  // paths or flags given: one run of exactly that
+  const only = await runDenoTest(["--parallel", ...Deno.args]);
+  Deno.exit(passed("tests", only) ? 0 : only.code || 1);
+}
+
+/**
+ * Runs once, and once more when the process died or hung before printing
+ * its summary (never after a test failed).
+ */
+async function runWithRetry(name: string, args: string[]): Promise<RunResult> {
+  let r = await runDenoTest(args);
+  if (cleanEnough(r) || (r.summary !== undefined && !r.timedOut)) return r;
+  say(
+    r.timedOut
+      ? `${name}: no result after ${
+        TIME_LIMIT_MS / 1000
+      } s; running them once more`
+      : `${name}: the process ended (${
+        r.signal ?? `exit ${r.code}`
+      }) before its summary; running them once more`,
+  );
+  r = await runDenoTest(args);
+  return r;
+}
+
+const cpu = await runWithRetry("tests without WebGPU", [
+  "--parallel",
+  `--ignore=${GPU_DIR}`,
+]);
+const cpuOk = passed("tests without WebGPU", cpu);
+const gpu = await runWithRetry("WebGPU tests", [GPU_DIR]);
+const gpuOk = passed("WebGPU tests", gpu);
+
+const total: Summary = {
+  ok: cpuOk && gpuOk,
+  passed: (cpu.summary?.passed ?? 0) + (gpu.summary?.passed ?? 0),
+  steps: (cpu.summary?.steps ?? 0) + (gpu.summary?.steps ?? 0),
+  failed: (cpu.summary?.failed ?? 0) + (gpu.summary?.failed ?? 0),
+  ignored: (cpu.summary?.ignored ?? 0) + (gpu.summary?.ignored ?? 0),
+};
+if (!total.ok && total.failed === 0) total.failed = 1;
+console.log(
+  `\n${
+    total.ok ? "ok" : "FAILED"
+  } | ${total.passed} passed (${total.steps} steps) | ${total.failed} failed | ${total.ignored} ignored (both runs)`,
+);
+Deno.exit(total.ok ? 0 : 1);
