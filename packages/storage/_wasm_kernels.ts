@@ -154,22 +154,35 @@ export function _noteMemory(memory: WebAssembly.Memory): void {
 export function _wasmKernelsIn(
   buffer: ArrayBufferLike,
 ): _WasmKernels | undefined {
+  return perMemory(byMemory, buffer, (memory) => {
+    const mod = compile();
+    if (mod === null) return null;
+    const exports = new WebAssembly.Instance(mod, { env: { memory } })
+      .exports as unknown as Exports;
+    return kernelsOf(memory, exports);
+  });
+}
+
+/**
+ * The kernels of the noted memory owning `buffer`, made once per memory by
+ * `make` (`null`, or a throw, when they cannot be made there).
+ */
+function perMemory<K>(
+  cache: WeakMap<WebAssembly.Memory, K | null>,
+  buffer: ArrayBufferLike,
+  make: (memory: WebAssembly.Memory) => K | null,
+): K | undefined {
   const memory = memoryOfBuffer.get(buffer);
   if (memory === undefined) return undefined;
-  let kernels = byMemory.get(memory);
+  let kernels = cache.get(memory);
   if (kernels === undefined) {
-    const mod = compile();
-    kernels = null;
-    if (mod !== null) {
-      try {
-        const exports = new WebAssembly.Instance(mod, { env: { memory } })
-          .exports as unknown as Exports;
-        kernels = kernelsOf(memory, exports);
-      } catch {
-        kernels = null;
-      }
+    try {
+      kernels = make(memory);
+    } catch {
+      // a shared memory, no SIMD, no multi-memory: another path copies
+      kernels = null;
     }
-    byMemory.set(memory, kernels);
+    cache.set(memory, kernels);
   }
   return kernels ?? undefined;
 }
@@ -220,50 +233,36 @@ export function _stagedKernelsIn(
   buffer: ArrayBufferLike,
   scratchBytes: number,
 ): _StagedKernels | undefined {
-  const memory = memoryOfBuffer.get(buffer);
-  if (memory === undefined) return undefined;
-  let kernels = stagedByMemory.get(memory);
-  if (kernels === undefined) {
-    kernels = null;
+  const kernels = perMemory(stagedByMemory, buffer, (memory) => {
     if (stagedModule === undefined) {
       const bytes = decode(_TRANSPOSE_STAGED_WASM);
-      try {
-        stagedModule = WebAssembly.validate(bytes)
-          ? new WebAssembly.Module(bytes)
-          : null;
-      } catch {
-        stagedModule = null;
-      }
+      stagedModule = WebAssembly.validate(bytes)
+        ? new WebAssembly.Module(bytes)
+        : null;
     }
-    if (stagedModule !== null) {
-      try {
-        const scratch = new WebAssembly.Memory({
-          initial: Math.max(1, Math.ceil(scratchBytes / PAGE)),
-        });
-        const e = new WebAssembly.Instance(stagedModule, {
-          env: { memory, scratch },
-        }).exports as unknown as {
-          t32: _Transpose;
-          t64: _Transpose;
-          t32w: _Transpose;
-          out: _CopyOut;
-          outRows: _Rows;
-        };
-        kernels = {
-          scratch,
-          t32: e.t32,
-          t64: e.t64,
-          t32w: e.t32w,
-          out: e.out,
-          outRows: e.outRows,
-        };
-      } catch {
-        kernels = null;
-      }
-    }
-    stagedByMemory.set(memory, kernels);
-  }
-  if (kernels === null) return undefined;
+    if (stagedModule === null) return null;
+    const scratch = new WebAssembly.Memory({
+      initial: Math.max(1, Math.ceil(scratchBytes / PAGE)),
+    });
+    const e = new WebAssembly.Instance(stagedModule, {
+      env: { memory, scratch },
+    }).exports as unknown as {
+      t32: _Transpose;
+      t64: _Transpose;
+      t32w: _Transpose;
+      out: _CopyOut;
+      outRows: _Rows;
+    };
+    return {
+      scratch,
+      t32: e.t32,
+      t64: e.t64,
+      t32w: e.t32w,
+      out: e.out,
+      outRows: e.outRows,
+    };
+  });
+  if (kernels === undefined) return undefined;
   const have = kernels.scratch.buffer.byteLength;
   if (have < scratchBytes) {
     try {
