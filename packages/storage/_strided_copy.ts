@@ -407,7 +407,7 @@ const COPY_IN_MAX = 8 << 20;
  * the kernel's memory, then, chunk by chunk of the outermost destination dim
  * (about `STAGE_BYTES` each), run the blocked transpose into a staging area
  * and copy that chunk out with one `set` (for source spans up to
- * `COPY_IN_MAX`). Needs 4- or 8-byte elements, a dense destination, unit
+ * `COPY_IN_MAX`). Needs a dense destination, unit
  * source stride on dim `k` and a source span at most 4× the element count.
  *
  * @returns `false` (having done nothing) when the path does not apply.
@@ -423,7 +423,7 @@ function wasmTranspose(
   k: number,
 ): boolean {
   const bpe = dst.BYTES_PER_ELEMENT;
-  if ((bpe !== 4 && bpe !== 8) || ss[k] !== 1 || !isDense(n, ds)) {
+  if (ss[k] !== 1 || !isDense(n, ds)) {
     return false;
   }
   let count = 1, lo = sOff, hi = sOff;
@@ -492,7 +492,7 @@ function wasmTranspose(
         const dBase = dst.byteOffset + dOff * bpe;
         stageChunks(
           plan,
-          bpe === 4 ? two.t32 : two.t64,
+          two.transpose[bpe],
           src.byteOffset + sOff * bpe,
           0,
           (i0, rows) =>
@@ -503,7 +503,7 @@ function wasmTranspose(
     }
     const inPlace = _wasmKernelsIn(src.buffer);
     if (inPlace !== undefined && (aligned || !staged)) {
-      const f = bpe === 4 ? inPlace.t32 : inPlace.t64;
+      const f = inPlace.transpose[bpe];
       forEachOuter(
         on,
         ods,
@@ -524,13 +524,17 @@ function wasmTranspose(
   const kernels = _wasmKernels(total);
   if (kernels === undefined) return false;
   const buffer = kernels.memory.buffer as ArrayBuffer;
-  const Bits = bpe === 4 ? Int32Array : Float64Array;
+  const Bits = src.constructor as new (
+    buffer: ArrayBuffer,
+    byteOffset: number,
+    length: number,
+  ) => _BitArray;
   (new Bits(buffer, 0, span) as Int32Array).set(
     src.subarray(lo, hi + 1) as Int32Array,
   );
   stageChunks(
     plan,
-    bpe === 4 ? kernels.t32 : kernels.t64,
+    kernels.transpose[bpe],
     (sOff - lo) * bpe,
     dstAt,
     (i0, rows) =>

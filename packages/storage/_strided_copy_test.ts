@@ -123,7 +123,7 @@ describe("_copyStrided", () => {
     );
   });
 
-  it("_copyStrided() transposes 4- and 8-byte elements (the WebAssembly path) with ragged edges and chunks", () => {
+  it("_copyStrided() transposes 1-, 2-, 4- and 8-byte elements (the WebAssembly path) with ragged edges and chunks", () => {
     const cases: [number[], number[]][] = [
       [[67, 131], [1, 0]],
       [[64, 64], [1, 0]],
@@ -143,9 +143,9 @@ describe("_copyStrided", () => {
     // [1024, 70]: 4-byte destination rows a page apart, staged a line apart
     // in 32×8 tiles, in two chunks, the 70 rows ragged against the tiles
     cases.push([[48, 96], [1, 0]], [[80, 1040], [1, 0]], [[1024, 70], [1, 0]]);
-    const combos = [Int32Array, Float64Array, Uint16Array].flatMap((Ctor) =>
-      [false, true].map((oneMemory) => [Ctor, oneMemory] as const)
-    );
+    const combos = [Int32Array, Float64Array, Uint16Array, Uint8Array].flatMap((
+      Ctor,
+    ) => [false, true].map((oneMemory) => [Ctor, oneMemory] as const));
     for (const [Ctor, oneMemory] of combos) {
       for (const [base, axes] of cases) {
         const total = base.reduce((a, b) => a * b, 1);
@@ -163,7 +163,10 @@ describe("_copyStrided", () => {
         const src = memory
           ? new Ctor(memory.buffer as ArrayBuffer, 64, total + 7)
           : new Ctor(total + 7);
-        for (let i = 0; i < src.length; i++) src[i] = i % 32749;
+        // higher bits folded in, so that 1-byte elements differ beyond 256
+        for (let i = 0; i < src.length; i++) {
+          src[i] = (i ^ ((i >> 8) * 31)) % 32749;
+        }
         const baseStrides = base.map((_, i) =>
           base.slice(i + 1).reduce((a, b) => a * b, 1)
         );

@@ -42,10 +42,8 @@ export type _Gather = (
 export interface _WasmKernels {
   /** The instance's memory; read `.buffer` after every grow. */
   readonly memory: WebAssembly.Memory;
-  /** Transpose of 4-byte elements. */
-  readonly t32: _Transpose;
-  /** Transpose of 8-byte elements. */
-  readonly t64: _Transpose;
+  /** Transposes by element width in bytes (1, 2, 4, 8). */
+  readonly transpose: { readonly [width: number]: _Transpose };
   /** Runs of bytes. */
   readonly rows: _Rows;
   /** Strided gathers by element width in bytes. */
@@ -53,6 +51,8 @@ export interface _WasmKernels {
 }
 
 interface Exports {
+  t8: _Transpose;
+  t16: _Transpose;
   t32: _Transpose;
   t64: _Transpose;
   rows: _Rows;
@@ -65,8 +65,7 @@ interface Exports {
 function kernelsOf(memory: WebAssembly.Memory, e: Exports): _WasmKernels {
   return {
     memory,
-    t32: e.t32,
-    t64: e.t64,
+    transpose: { 1: e.t8, 2: e.t16, 4: e.t32, 8: e.t64 },
     rows: e.rows,
     gather: { 1: e.g8, 2: e.g16, 4: e.g32, 8: e.g64 },
   };
@@ -197,10 +196,8 @@ export type _CopyOut = (d: number, s: number, len: number) => void;
 export interface _StagedKernels {
   /** The scratch memory (output staging); read `.buffer` after a grow. */
   readonly scratch: WebAssembly.Memory;
-  /** Transpose of 4-byte elements, memory to scratch. */
-  readonly t32: _Transpose;
-  /** Transpose of 8-byte elements, memory to scratch. */
-  readonly t64: _Transpose;
+  /** Transposes by element width in bytes (1, 2, 4, 8), memory to scratch. */
+  readonly transpose: { readonly [width: number]: _Transpose };
   /**
    * Transpose of 4-byte elements in 32×8 tiles (eight source rows at a time:
    * fewer lines of one cache set when source rows are a power of two apart),
@@ -247,6 +244,8 @@ export function _stagedKernelsIn(
     const e = new WebAssembly.Instance(stagedModule, {
       env: { memory, scratch },
     }).exports as unknown as {
+      t8: _Transpose;
+      t16: _Transpose;
       t32: _Transpose;
       t64: _Transpose;
       t32w: _Transpose;
@@ -255,8 +254,7 @@ export function _stagedKernelsIn(
     };
     return {
       scratch,
-      t32: e.t32,
-      t64: e.t64,
+      transpose: { 1: e.t8, 2: e.t16, 4: e.t32, 8: e.t64 },
       t32w: e.t32w,
       out: e.out,
       outRows: e.outRows,

@@ -3,15 +3,16 @@
  * `deno run -A packages/storage/_tools/build_wasm.ts`. Dev-only; the package
  * ships the bytes, not this script or wabt.
  *
- * The module imports one memory and exports two blocked transposes, for
- * 4-byte and 8-byte elements, a run copier (`rows`, bulk memory) and strided
+ * The module imports one memory and exports blocked transposes for 1-, 2-,
+ * 4- and 8-byte elements, a run copier (`rows`, bulk memory) and strided
  * row gathers (`g8`, `g16`, `g32`, `g64`):
  *
  *   tN(d, da, s, sb, na, nb): dst[d + a·da + b·N] = src[s + a·N + b·sb]
  *
  * for a < na, b < nb (all addresses and strides in bytes). The source is
- * contiguous along a and the destination along b; 4×4 (or 2×2) blocks are
- * transposed in SIMD registers inside TILE×TILE tiles; ragged edges are scalar.
+ * contiguous along a and the destination along b; q×q blocks (q = 16 / N
+ * bytes: 16×16, 8×8, 4×4, 2×2) are transposed in SIMD registers inside
+ * tiles; ragged edges are scalar.
  *
  * @module
  */
@@ -34,6 +35,14 @@ const TILE = 16;
  * and no blocking timed the same; the guard is for machines without them.)
  */
 const BLOCK = 128;
+
+/**
+ * Tile edges of the 2- and 1-byte kernels, in elements: one 64-byte line
+ * per tile row. Measured on 1024², 1000², 64×16384 and 4096×256 views (u16:
+ * 16 to 128, u8: 16 to 128): 32 and 64 were best or within noise of it.
+ */
+const TILE16 = 32;
+const TILE8 = 64;
 
 function kernel(
   name: string,
@@ -249,6 +258,172 @@ ${bytes === 4 ? rowsOfDst : rowsOfSrc}
 }
 
 /**
+ * Byte lanes of the unpack that interleaves units of `u` bytes from the low
+ * (or high) halves of two vectors: `punpckl*` / `punpckh*` on x86, `zip1` /
+ * `zip2` on Arm, which V8 recognises in an `i8x16.shuffle`.
+ */
+function unpack(u: number, high: boolean): string {
+  const ids: number[] = [];
+  const at = high ? 8 : 0;
+  for (let k = 0; k < 8 / u; k++) {
+    for (let i = 0; i < u; i++) ids.push(at + k * u + i);
+    for (let i = 0; i < u; i++) ids.push(16 + at + k * u + i);
+  }
+  return ids.join(" ");
+}
+
+/**
+ * Blocked transposes of 1- and 2-byte elements (same signature and layout
+ * as `kernel`): q×q blocks (q = 16 / bytes) transposed in registers by
+ * log2(q) rounds of unpacks, each round pairing vectors `p` apart and
+ * interleaving units of `p` elements (for q = 4 this is the 4-byte kernel's
+ * network), inside ta×tb tiles, inside BLOCK×BLOCK blocks; ragged edges are
+ * scalar.
+ */
+function smallKernel(
+  name: string,
+  bytes: 1 | 2,
+  ta: number,
+  tb: number,
+): string {
+  const q = 16 / bytes;
+  const [load, store] = bytes === 1
+    ? ["i32.load8_u", "i32.store8"]
+    : ["i32.load16_u", "i32.store16"];
+  const v = (set: string, i: number) => `$${set}${i}`;
+  let body = `
+            (local.set $p (local.get $si))`;
+  for (let j = 0; j < q; j++) {
+    body += `
+            (local.set ${v("v", j)} (v128.load (local.get $p)))`;
+    if (j < q - 1) {
+      body += `
+            (local.set $p (i32.add (local.get $p) (local.get $sb)))`;
+    }
+  }
+  let from = "v", to = "w";
+  for (let p = 1; p < q; p *= 2) {
+    const last = p * 2 === q;
+    const u = p * bytes;
+    for (let g = 0; g < q; g += 2 * p) {
+      for (let j = 0; j < p; j++) {
+        const x = `(local.get ${v(from, g + j)})`;
+        const y = `(local.get ${v(from, g + j + p)})`;
+        for (const high of [false, true]) {
+          const out = g + 2 * j + (high ? 1 : 0);
+          const value = `(i8x16.shuffle ${unpack(u, high)} ${x} ${y})`;
+          if (!last) {
+            body += `
+            (local.set ${v(to, out)} ${value})`;
+          } else {
+            // the last round stores dst row a + out at column b
+            body += `
+            (v128.store (i32.add (local.get $di) (local.get ${
+              v("o", out)
+            })) ${value})`;
+          }
+        }
+      }
+    }
+    [from, to] = [to, from];
+  }
+  const vectors = Array.from(
+    { length: q },
+    (_, i) => `(local ${v("v", i)} v128) (local ${v("w", i)} v128)`,
+  ).join(" ");
+  const offsets = Array.from(
+    { length: q },
+    (_, i) => `(local ${v("o", i)} i32)`,
+  )
+    .join(" ");
+  const setOffsets = Array.from(
+    { length: q },
+    (_, i) =>
+      `(local.set ${v("o", i)} (i32.mul (local.get $da) (i32.const ${i})))`,
+  ).join("\n    ");
+  return `
+  (func $${name}_edge (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
+      (param $a0 i32) (param $a1 i32) (param $b0 i32) (param $b1 i32)
+    (local $a i32) (local $b i32) (local $di i32) (local $si i32)
+    (local.set $a (local.get $a0))
+    (block $ea (loop $la
+      (br_if $ea (i32.ge_s (local.get $a) (local.get $a1)))
+      (local.set $di (i32.add (local.get $d)
+        (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
+      (local.set $si (i32.add (local.get $s)
+        (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
+      (local.set $b (local.get $b0))
+      (block $eb (loop $lb
+        (br_if $eb (i32.ge_s (local.get $b) (local.get $b1)))
+        (${store} (local.get $di) (${load} (local.get $si)))
+        (local.set $di (i32.add (local.get $di) (i32.const ${bytes})))
+        (local.set $si (i32.add (local.get $si) (local.get $sb)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $lb)))
+      (local.set $a (i32.add (local.get $a) (i32.const 1)))
+      (br $la))))
+
+  (func (export "${name}") (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
+      (param $na i32) (param $nb i32)
+    (local $A0 i32) (local $A1 i32) (local $B0 i32) (local $B1 i32)
+    (local $naq i32) (local $nbq i32) (local $a0 i32) (local $b0 i32) (local $a1 i32) (local $b1 i32)
+    (local $a i32) (local $b i32) (local $di i32) (local $si i32) (local $p i32)
+    ${offsets}
+    ${vectors}
+    (local.set $naq (i32.and (local.get $na) (i32.const ${-q})))
+    (local.set $nbq (i32.and (local.get $nb) (i32.const ${-q})))
+    ${setOffsets}
+    (local.set $A0 (i32.const 0))
+    (block $eA0 (loop $lA0
+      (br_if $eA0 (i32.ge_s (local.get $A0) (local.get $naq)))
+      (local.set $A1 (select (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $naq)
+        (i32.lt_s (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $naq))))
+    (local.set $B0 (i32.const 0))
+    (block $eB0 (loop $lB0
+      (br_if $eB0 (i32.ge_s (local.get $B0) (local.get $nbq)))
+      (local.set $B1 (select (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nbq)
+        (i32.lt_s (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nbq))))
+    (local.set $a0 (local.get $A0))
+    (block $ea0 (loop $la0
+      (br_if $ea0 (i32.ge_s (local.get $a0) (local.get $A1)))
+      (local.set $a1 (select (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1)
+        (i32.lt_s (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1))))
+      (local.set $b0 (local.get $B0))
+      (block $eb0 (loop $lb0
+        (br_if $eb0 (i32.ge_s (local.get $b0) (local.get $B1)))
+        (local.set $b1 (select (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1)
+          (i32.lt_s (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1))))
+        (local.set $a (local.get $a0))
+        (block $ea (loop $la
+          (br_if $ea (i32.ge_s (local.get $a) (local.get $a1)))
+          (local.set $di (i32.add (local.get $d)
+            (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
+          (local.set $si (i32.add (local.get $s)
+            (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
+          (local.set $b (local.get $b0))
+          (block $eb (loop $lb
+            (br_if $eb (i32.ge_s (local.get $b) (local.get $b1)))${body}
+            (local.set $di (i32.add (local.get $di) (i32.const 16)))
+            (local.set $si (i32.add (local.get $p) (local.get $sb)))
+            (local.set $b (i32.add (local.get $b) (i32.const ${q})))
+            (br $lb)))
+          (local.set $a (i32.add (local.get $a) (i32.const ${q})))
+          (br $la)))
+        (local.set $b0 (local.get $b1))
+        (br $lb0)))
+      (local.set $a0 (local.get $a1))
+      (br $la0)))
+      (local.set $B0 (local.get $B1))
+      (br $lB0)))
+      (local.set $A0 (local.get $A1))
+      (br $lA0)))
+    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
+      (i32.const 0) (local.get $naq) (local.get $nbq) (local.get $nb))
+    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
+      (local.get $naq) (local.get $na) (i32.const 0) (local.get $nb)))`;
+}
+
+/**
  * rows(d, ds, s, ss, len, n): n runs of len bytes, each with memory.copy;
  * the per-run cost is a few instructions instead of a JS builtin call.
  */
@@ -299,6 +474,8 @@ const wat = `(module
   (import "env" "memory" (memory 1))
 ${kernel("t32", 4)}
 ${kernel("t64", 8)}
+${smallKernel("t16", 2, TILE16, TILE16)}
+${smallKernel("t8", 1, TILE8, TILE8)}
 ${rows}
 ${gather("g8", 1)}
 ${gather("g16", 2)}
@@ -318,6 +495,10 @@ function twoMemories(text: string): string {
     .replaceAll("(v128.load ", "(v128.load $m0 ")
     .replaceAll("(i32.load ", "(i32.load $m0 ")
     .replaceAll("(i64.load ", "(i64.load $m0 ")
+    .replaceAll("(i32.load8_u ", "(i32.load8_u $m0 ")
+    .replaceAll("(i32.load16_u ", "(i32.load16_u $m0 ")
+    .replaceAll("(i32.store8 ", "(i32.store8 $m1 ")
+    .replaceAll("(i32.store16 ", "(i32.store16 $m1 ")
     .replaceAll("(v128.store ", "(v128.store $m1 ")
     .replaceAll("(i32.store ", "(i32.store $m1 ")
     .replaceAll("(i64.store ", "(i64.store $m1 ");
@@ -329,6 +510,8 @@ const watStaged = `(module
 ${twoMemories(kernel("t32", 4))}
 ${twoMemories(kernel("t64", 8))}
 ${twoMemories(kernel("t32w", 4, 32, 8))}
+${twoMemories(smallKernel("t16", 2, TILE16, TILE16))}
+${twoMemories(smallKernel("t8", 1, TILE8, TILE8))}
   (func (export "out") (param $d i32) (param $s i32) (param $len i32)
     (memory.copy $m0 $m1 (local.get $d) (local.get $s) (local.get $len)))
   (func (export "outRows") (param $d i32) (param $ds i32) (param $s i32)
