@@ -1,6 +1,8 @@
 /**
  * Loads the WebAssembly transposes of `_transpose_wasm.ts` (compiled once,
- * synchronously: the module is about 1 KB). Internal.
+ * synchronously: the module is about 6.6 KB, which browsers compile on the
+ * main thread since Chrome 114 lifted its 4 KB limit; a refusal means the JS
+ * kernels run). Internal.
  *
  * @module
  */
