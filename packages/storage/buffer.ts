@@ -760,6 +760,16 @@ export class Buffer<D extends Dtype = Dtype> {
 
   /** Typed array over the whole storage; checks the view still fits. */
   #typed(): TypedArrayOf<D> {
+    return this.#over(this.#info.arrayType) as TypedArrayOf<D>;
+  }
+
+  /**
+   * An array of type `Type` over the whole storage (elements of this dtype's
+   * width); checks the view still fits.
+   */
+  #over<T>(
+    Type: new (buffer: ArrayBuffer, byteOffset: number, length: number) => T,
+  ): T {
     const storage = this.#storage.target;
     checkFits(this.#view, storage, this.#info);
     const data = storage.data;
@@ -775,8 +785,8 @@ export class Buffer<D extends Dtype = Dtype> {
     ) {
       _noteMemory(memory);
     }
-    return new this.#info.arrayType(
-      hostBuffer(memory as ArrayBuffer),
+    return new Type(
+      hostBuffer(memory as ArrayBuffer) as ArrayBuffer,
       data.byteOffset,
       Math.floor(data.byteLength / bpe),
     );
@@ -794,7 +804,10 @@ export class Buffer<D extends Dtype = Dtype> {
   }
 
   #bits(): _BitArray {
-    return bitsOf(this.#typed(), this.#info);
+    // straight to the raw-bits array: one view per call, not two
+    return this.#over<_BitArray>(
+      BIT_ARRAYS[this.#info.bytesPerElement as 1 | 2 | 4 | 8],
+    );
   }
 
   /** Copies `src` (same dtype and shape) into this view. */
