@@ -44,6 +44,97 @@ const BLOCK = 128;
 const TILE16 = 32;
 const TILE8 = 64;
 
+/** Scalar load and store of one element, by width in bytes. */
+const SCALAR: Record<number, [string, string]> = {
+  1: ["i32.load8_u", "i32.store8"],
+  2: ["i32.load16_u", "i32.store16"],
+  4: ["i32.load", "i32.store"],
+  8: ["i64.load", "i64.store"],
+};
+
+/**
+ * `$name_edge(d, da, s, sb, a0, a1, b0, b1)`: the scalar transpose of the
+ * rectangle a0 ≤ a < a1, b0 ≤ b < b1 (the ragged edges of a blocked one).
+ */
+function edge(name: string, bytes: number): string {
+  const [load, store] = SCALAR[bytes];
+  return `
+  (func $${name}_edge (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
+      (param $a0 i32) (param $a1 i32) (param $b0 i32) (param $b1 i32)
+    (local $a i32) (local $b i32) (local $di i32) (local $si i32)
+    (local.set $a (local.get $a0))
+    (block $ea (loop $la
+      (br_if $ea (i32.ge_s (local.get $a) (local.get $a1)))
+      (local.set $di (i32.add (local.get $d)
+        (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
+      (local.set $si (i32.add (local.get $s)
+        (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
+      (local.set $b (local.get $b0))
+      (block $eb (loop $lb
+        (br_if $eb (i32.ge_s (local.get $b) (local.get $b1)))
+        (${store} (local.get $di) (${load} (local.get $si)))
+        (local.set $di (i32.add (local.get $di) (i32.const ${bytes})))
+        (local.set $si (i32.add (local.get $si) (local.get $sb)))
+        (local.set $b (i32.add (local.get $b) (i32.const 1)))
+        (br $lb)))
+      (local.set $a (i32.add (local.get $a) (i32.const 1)))
+      (br $la))))`;
+}
+
+/**
+ * The loops of a blocked transpose: BLOCK×BLOCK blocks of ta×tb tiles over
+ * the whole q×q blocks (`$naq`, `$nbq`), `inTile` run for each tile (bounds
+ * `$a0`..`$a1`, `$b0`..`$b1`), then the ragged edges through `$name_edge`:
+ * columns b ≥ nbq for a < naq, then rows a ≥ naq.
+ */
+function tiles(
+  name: string,
+  q: number,
+  ta: number,
+  tb: number,
+  inTile: string,
+): string {
+  return `
+    (local.set $naq (i32.and (local.get $na) (i32.const ${-q})))
+    (local.set $nbq (i32.and (local.get $nb) (i32.const ${-q})))
+    (local.set $A0 (i32.const 0))
+    (block $eA0 (loop $lA0
+      (br_if $eA0 (i32.ge_s (local.get $A0) (local.get $naq)))
+      (local.set $A1 (select (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $naq)
+        (i32.lt_s (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $naq))))
+    (local.set $B0 (i32.const 0))
+    (block $eB0 (loop $lB0
+      (br_if $eB0 (i32.ge_s (local.get $B0) (local.get $nbq)))
+      (local.set $B1 (select (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nbq)
+        (i32.lt_s (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nbq))))
+    (local.set $a0 (local.get $A0))
+    (block $ea0 (loop $la0
+      (br_if $ea0 (i32.ge_s (local.get $a0) (local.get $A1)))
+      (local.set $a1 (select (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1)
+        (i32.lt_s (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1))))
+      (local.set $b0 (local.get $B0))
+      (block $eb0 (loop $lb0
+        (br_if $eb0 (i32.ge_s (local.get $b0) (local.get $B1)))
+        (local.set $b1 (select (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1)
+          (i32.lt_s (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1))))${inTile}
+        (local.set $b0 (local.get $b1))
+        (br $lb0)))
+      (local.set $a0 (local.get $a1))
+      (br $la0)))
+      (local.set $B0 (local.get $B1))
+      (br $lB0)))
+      (local.set $A0 (local.get $A1))
+      (br $lA0)))
+    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
+      (i32.const 0) (local.get $naq) (local.get $nbq) (local.get $nb))
+    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
+      (local.get $naq) (local.get $na) (i32.const 0) (local.get $nb))`;
+}
+
+/**
+ * Blocked transposes of 4- and 8-byte elements: 4×4 (or 2×2) blocks in
+ * registers inside ta×tb tiles; full 4-byte tile rows run unrolled.
+ */
 function kernel(
   name: string,
   bytes: 4 | 8,
@@ -51,8 +142,6 @@ function kernel(
   tb: number = TILE,
 ): string {
   const q = bytes === 4 ? 4 : 2; // block edge (elements per v128)
-  const load = bytes === 4 ? "i32.load" : "i64.load";
-  const store = bytes === 4 ? "i32.store" : "i64.store";
   const rows = Array.from({ length: q }, (_, k) => k);
   const lanes = (ids: number[]) =>
     ids.flatMap((l) => Array.from({ length: bytes }, (_, i) => l * bytes + i))
@@ -184,77 +273,23 @@ function kernel(
             (br $la)))
           (local.set $b (i32.add (local.get $b) (i32.const ${q})))
           (br $lb)))`;
-  return `
-  (func $${name}_edge (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
-      (param $a0 i32) (param $a1 i32) (param $b0 i32) (param $b1 i32)
-    (local $a i32) (local $b i32) (local $di i32) (local $si i32)
-    (local.set $a (local.get $a0))
-    (block $ea (loop $la
-      (br_if $ea (i32.ge_s (local.get $a) (local.get $a1)))
-      (local.set $di (i32.add (local.get $d)
-        (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
-      (local.set $si (i32.add (local.get $s)
-        (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
-      (local.set $b (local.get $b0))
-      (block $eb (loop $lb
-        (br_if $eb (i32.ge_s (local.get $b) (local.get $b1)))
-        (${store} (local.get $di) (${load} (local.get $si)))
-        (local.set $di (i32.add (local.get $di) (i32.const ${bytes})))
-        (local.set $si (i32.add (local.get $si) (local.get $sb)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
-        (br $lb)))
-      (local.set $a (i32.add (local.get $a) (i32.const 1)))
-      (br $la))))
+  return `${edge(name, bytes)}
 
   (func (export "${name}") (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
       (param $na i32) (param $nb i32)
     (local $A0 i32) (local $A1 i32) (local $B0 i32) (local $B1 i32)
-    (local $na4 i32) (local $nb4 i32) (local $a0 i32) (local $b0 i32) (local $a1 i32) (local $b1 i32)
+    (local $naq i32) (local $nbq i32) (local $a0 i32) (local $b0 i32) (local $a1 i32) (local $b1 i32)
     (local $a i32) (local $b i32) (local $di i32) (local $si i32)
     (local $da2 i32) (local $da3 i32) (local $sb2 i32) (local $sb3 i32)
     (local $p1 i32) (local $p2 i32) (local $p3 i32)
     (local $r0 v128) (local $r1 v128) (local $r2 v128) (local $r3 v128)
     (local $t0 v128) (local $t1 v128) (local $t2 v128) (local $t3 v128)
-    (local.set $na4 (i32.and (local.get $na) (i32.const ${-q})))
-    (local.set $nb4 (i32.and (local.get $nb) (i32.const ${-q})))
     (local.set $da2 (i32.shl (local.get $da) (i32.const 1)))
     (local.set $da3 (i32.add (local.get $da2) (local.get $da)))
     (local.set $sb2 (i32.shl (local.get $sb) (i32.const 1)))
-    (local.set $sb3 (i32.add (local.get $sb2) (local.get $sb)))
-    (local.set $A0 (i32.const 0))
-    (block $eA0 (loop $lA0
-      (br_if $eA0 (i32.ge_s (local.get $A0) (local.get $na4)))
-      (local.set $A1 (select (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $na4)
-        (i32.lt_s (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $na4))))
-    (local.set $B0 (i32.const 0))
-    (block $eB0 (loop $lB0
-      (br_if $eB0 (i32.ge_s (local.get $B0) (local.get $nb4)))
-      (local.set $B1 (select (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nb4)
-        (i32.lt_s (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nb4))))
-    (local.set $a0 (local.get $A0))
-    (block $ea0 (loop $la0
-      (br_if $ea0 (i32.ge_s (local.get $a0) (local.get $A1)))
-      (local.set $a1 (select (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1)
-        (i32.lt_s (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1))))
-      (local.set $b0 (local.get $B0))
-      (block $eb0 (loop $lb0
-        (br_if $eb0 (i32.ge_s (local.get $b0) (local.get $B1)))
-        (local.set $b1 (select (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1)
-          (i32.lt_s (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1))))
-${bytes === 4 ? rowsOfDst : rowsOfSrc}
-        (local.set $b0 (local.get $b1))
-        (br $lb0)))
-      (local.set $a0 (local.get $a1))
-      (br $la0)))
-      (local.set $B0 (local.get $B1))
-      (br $lB0)))
-      (local.set $A0 (local.get $A1))
-      (br $lA0)))
-    ;; ragged edges: columns b >= nb4 for a < na4, then rows a >= na4
-    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
-      (i32.const 0) (local.get $na4) (local.get $nb4) (local.get $nb))
-    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
-      (local.get $na4) (local.get $na) (i32.const 0) (local.get $nb)))`;
+    (local.set $sb3 (i32.add (local.get $sb2) (local.get $sb)))${
+    tiles(name, q, ta, tb, bytes === 4 ? rowsOfDst : rowsOfSrc)
+  })`;
 }
 
 /**
@@ -287,9 +322,6 @@ function smallKernel(
   tb: number,
 ): string {
   const q = 16 / bytes;
-  const [load, store] = bytes === 1
-    ? ["i32.load8_u", "i32.store8"]
-    : ["i32.load16_u", "i32.store16"];
   const v = (set: string, i: number) => `$${set}${i}`;
   let body = `
             (local.set $p (local.get $si))`;
@@ -341,58 +373,7 @@ function smallKernel(
     (_, i) =>
       `(local.set ${v("o", i)} (i32.mul (local.get $da) (i32.const ${i})))`,
   ).join("\n    ");
-  return `
-  (func $${name}_edge (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
-      (param $a0 i32) (param $a1 i32) (param $b0 i32) (param $b1 i32)
-    (local $a i32) (local $b i32) (local $di i32) (local $si i32)
-    (local.set $a (local.get $a0))
-    (block $ea (loop $la
-      (br_if $ea (i32.ge_s (local.get $a) (local.get $a1)))
-      (local.set $di (i32.add (local.get $d)
-        (i32.add (i32.mul (local.get $a) (local.get $da)) (i32.mul (local.get $b0) (i32.const ${bytes})))))
-      (local.set $si (i32.add (local.get $s)
-        (i32.add (i32.mul (local.get $a) (i32.const ${bytes})) (i32.mul (local.get $b0) (local.get $sb)))))
-      (local.set $b (local.get $b0))
-      (block $eb (loop $lb
-        (br_if $eb (i32.ge_s (local.get $b) (local.get $b1)))
-        (${store} (local.get $di) (${load} (local.get $si)))
-        (local.set $di (i32.add (local.get $di) (i32.const ${bytes})))
-        (local.set $si (i32.add (local.get $si) (local.get $sb)))
-        (local.set $b (i32.add (local.get $b) (i32.const 1)))
-        (br $lb)))
-      (local.set $a (i32.add (local.get $a) (i32.const 1)))
-      (br $la))))
-
-  (func (export "${name}") (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
-      (param $na i32) (param $nb i32)
-    (local $A0 i32) (local $A1 i32) (local $B0 i32) (local $B1 i32)
-    (local $naq i32) (local $nbq i32) (local $a0 i32) (local $b0 i32) (local $a1 i32) (local $b1 i32)
-    (local $a i32) (local $b i32) (local $di i32) (local $si i32) (local $p i32)
-    ${offsets}
-    ${vectors}
-    (local.set $naq (i32.and (local.get $na) (i32.const ${-q})))
-    (local.set $nbq (i32.and (local.get $nb) (i32.const ${-q})))
-    ${setOffsets}
-    (local.set $A0 (i32.const 0))
-    (block $eA0 (loop $lA0
-      (br_if $eA0 (i32.ge_s (local.get $A0) (local.get $naq)))
-      (local.set $A1 (select (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $naq)
-        (i32.lt_s (i32.add (local.get $A0) (i32.const ${BLOCK})) (local.get $naq))))
-    (local.set $B0 (i32.const 0))
-    (block $eB0 (loop $lB0
-      (br_if $eB0 (i32.ge_s (local.get $B0) (local.get $nbq)))
-      (local.set $B1 (select (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nbq)
-        (i32.lt_s (i32.add (local.get $B0) (i32.const ${BLOCK})) (local.get $nbq))))
-    (local.set $a0 (local.get $A0))
-    (block $ea0 (loop $la0
-      (br_if $ea0 (i32.ge_s (local.get $a0) (local.get $A1)))
-      (local.set $a1 (select (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1)
-        (i32.lt_s (i32.add (local.get $a0) (i32.const ${ta})) (local.get $A1))))
-      (local.set $b0 (local.get $B0))
-      (block $eb0 (loop $lb0
-        (br_if $eb0 (i32.ge_s (local.get $b0) (local.get $B1)))
-        (local.set $b1 (select (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1)
-          (i32.lt_s (i32.add (local.get $b0) (i32.const ${tb})) (local.get $B1))))
+  const inTile = `
         (local.set $a (local.get $a0))
         (block $ea (loop $la
           (br_if $ea (i32.ge_s (local.get $a) (local.get $a1)))
@@ -408,19 +389,17 @@ function smallKernel(
             (local.set $b (i32.add (local.get $b) (i32.const ${q})))
             (br $lb)))
           (local.set $a (i32.add (local.get $a) (i32.const ${q})))
-          (br $la)))
-        (local.set $b0 (local.get $b1))
-        (br $lb0)))
-      (local.set $a0 (local.get $a1))
-      (br $la0)))
-      (local.set $B0 (local.get $B1))
-      (br $lB0)))
-      (local.set $A0 (local.get $A1))
-      (br $lA0)))
-    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
-      (i32.const 0) (local.get $naq) (local.get $nbq) (local.get $nb))
-    (call $${name}_edge (local.get $d) (local.get $da) (local.get $s) (local.get $sb)
-      (local.get $naq) (local.get $na) (i32.const 0) (local.get $nb)))`;
+          (br $la)))`;
+  return `${edge(name, bytes)}
+
+  (func (export "${name}") (param $d i32) (param $da i32) (param $s i32) (param $sb i32)
+      (param $na i32) (param $nb i32)
+    (local $A0 i32) (local $A1 i32) (local $B0 i32) (local $B1 i32)
+    (local $naq i32) (local $nbq i32) (local $a0 i32) (local $b0 i32) (local $a1 i32) (local $b1 i32)
+    (local $a i32) (local $b i32) (local $di i32) (local $si i32) (local $p i32)
+    ${offsets}
+    ${vectors}
+    ${setOffsets}${tiles(name, q, ta, tb, inTile)})`;
 }
 
 /**
@@ -443,12 +422,7 @@ const rows = `
  * strided by sb bytes within a row, the destination dense within a row.
  */
 function gather(name: string, bytes: 1 | 2 | 4 | 8): string {
-  const [load, store] = {
-    1: ["i32.load8_u", "i32.store8"],
-    2: ["i32.load16_u", "i32.store16"],
-    4: ["i32.load", "i32.store"],
-    8: ["i64.load", "i64.store"],
-  }[bytes];
+  const [load, store] = SCALAR[bytes];
   return `
   (func (export "${name}") (param $d i32) (param $ds i32) (param $s i32) (param $ss i32)
       (param $sb i32) (param $nb i32) (param $n i32)
