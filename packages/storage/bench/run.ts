@@ -32,6 +32,11 @@ interface Case {
   view: <D extends BenchDtype>(b: Buffer<D>) => Buffer<D>;
   /** Element type; f32 unless stated. */
   dtype?: BenchDtype;
+  /**
+   * Element types that allot and the peers copy (stepped and transposed
+   * views) before this case is timed: a process that mixes dtypes.
+   */
+  after?: BenchDtype[];
   /** Target kind. */
   target: "peer" | "memcpy" | "none";
 }
@@ -40,12 +45,19 @@ interface Case {
 const DTYPES = {
   f32: { Array: Float32Array, stdlib: "float32" },
   u16: { Array: Uint16Array, stdlib: "uint16" },
+  u8: { Array: Uint8Array, stdlib: "uint8" },
+  f64: { Array: Float64Array, stdlib: "float64" },
 } as const;
 type BenchDtype = keyof typeof DTYPES;
-type BenchArray = typeof Float32Array | typeof Uint16Array;
+type BenchArray =
+  | typeof Float32Array
+  | typeof Uint16Array
+  | typeof Uint8Array
+  | typeof Float64Array;
+type BenchData = Float32Array | Uint16Array | Uint8Array | Float64Array;
 
-/** `count` elements `i % 1000`. */
-function sample(Data: BenchArray, count: number): Float32Array | Uint16Array {
+/** `count` elements `i % 1000` (wrapped for 1-byte types). */
+function sample(Data: BenchArray, count: number): BenchData {
   const a = new Data(count);
   for (let i = 0; i < count; i++) a[i] = i % 1000;
   return a;
@@ -106,6 +118,14 @@ const CASES: Case[] = [
     target: "memcpy",
   },
   {
+    // per-call cost: 4 KiB, where setting up a copy weighs as much as moving
+    // the bytes; no target
+    scenario: "transposed 32×32 f32 view (small: per-call cost)",
+    base: [32, 32],
+    view: (b) => b.transpose(),
+    target: "none",
+  },
+  {
     // 2-byte elements (f16, bf16 bits): blocked 8×8 in SIMD registers; no
     // target. Last, so that the f32 rows run before any JS function here or
     // in a peer has seen a second array type (V8 keeps type feedback per
@@ -114,6 +134,17 @@ const CASES: Case[] = [
     base: [1024, 1024],
     view: (b) => b.transpose(),
     dtype: "u16",
+    target: "none",
+  },
+  {
+    // the stepped slice again, after allot and both peers have copied u8,
+    // u16 and f64 views in this process: V8 keeps type feedback per
+    // function, so loops shared by several array types slow down; no target
+    scenario:
+      "stepped slice [::2, ::2] of 1024×1024 f32, after u8, u16 and f64 copies",
+    base: [1024, 1024],
+    view: (b) => b.withView(b.view.slice(0, { step: 2 }).slice(1, { step: 2 })),
+    after: ["u8", "u16", "f64"],
     target: "none",
   },
 ];
@@ -168,7 +199,7 @@ function hostBufferOf(b: Buffer): ArrayBuffer {
 
 function stdlibArray(
   dtype: string,
-  data: Float32Array | Uint16Array,
+  data: BenchData,
   shape: number[],
   strides: number[],
   offset: number,
@@ -206,6 +237,61 @@ function measure(
     });
   }
   return samples.map((s) => Math.min(...s));
+}
+
+/**
+ * Copies a stepped and a transposed 256×256 view of each of `dtypes` with
+ * allot (heap and `ArrayBuffer` storages) and with both peers, enough times
+ * for the JIT to optimise what it sees: the state of a process that has
+ * worked with several dtypes before the next row is timed.
+ */
+function mixDtypes(dtypes: BenchDtype[], stdlib: Assign | string): void {
+  const memory = new WebAssembly.Memory({ initial: 64, maximum: 64 });
+  const cpu = new CpuAllocator({ heap: new CpuHeap(memory) });
+  for (const dtype of dtypes) {
+    const { Array: Data, stdlib: stdlibDtype } = DTYPES[dtype];
+    const data = sample(Data, 256 * 256);
+    for (const allocator of [cpu, undefined]) {
+      const base = Buffer.fromData(dtype, data, {
+        shape: [256, 256],
+        ...(allocator ? { allocator } : {}),
+      });
+      const views = [
+        base.withView(base.view.slice(0, { step: 2 }).slice(1, { step: 2 })),
+        base.transpose(),
+      ];
+      for (const v of views) {
+        for (let i = 0; i < 200; i++) v.contiguous().release();
+        if (allocator === undefined) {
+          const nd = ndarray(data, v.shape, v.strides, v.offset);
+          const out = ndarray(new Data(v.length), v.shape);
+          for (let i = 0; i < 200; i++) ops.assign(out, nd);
+          if (typeof stdlib !== "string") {
+            const dense = v.shape.map((_, i) =>
+              v.shape.slice(i + 1).reduce((a, b) => a * b, 1)
+            );
+            const sdIn = stdlibArray(
+              stdlibDtype,
+              data,
+              v.shape,
+              v.strides,
+              v.offset,
+            );
+            const sdOut = stdlibArray(
+              stdlibDtype,
+              new Data(v.length),
+              v.shape,
+              dense,
+              0,
+            );
+            for (let i = 0; i < 200; i++) stdlib([sdIn, sdOut]);
+          }
+        }
+        v.release();
+      }
+      base.release();
+    }
+  }
 }
 
 /**
@@ -348,6 +434,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       r.fn();
       check(r.name);
     }
+    if (c.after !== undefined) mixDtypes(c.after, stdlib);
     const seconds = measure(rows.map((r) => r.fn), minSeconds, rounds);
     const gbps = seconds.map((s) => bytes / s / 1e9);
     const table: Row[] = rows.map((r, i) => ({
