@@ -27,6 +27,7 @@ import { _fmt, ShapeError } from "./errors.ts";
 import { Storage } from "./storage.ts";
 import { type _BitArray, _copyStrided } from "./_strided_copy.ts";
 import { _noteMemory } from "./_wasm_kernels.ts";
+import { _track } from "./tidy.ts";
 
 /** Options for every {@linkcode Buffer} constructor. */
 export interface BufferOptions {
@@ -91,7 +92,8 @@ const BIT_ARRAYS = {
  *
  * Every view is an owning handle: release each one. To chain view
  * operations without intermediate handles, chain them on the layout and wrap
- * once: `b.withView(b.view.slice(0, { step: 2 }).transpose())`.
+ * once: `b.withView(b.view.slice(0, { step: 2 }).transpose())`, or run the
+ * chain in `tidy()`, which releases the buffers made inside it.
  *
  * On host memory (`ArrayBuffer`, `SharedArrayBuffer`, `WebAssembly.Memory`)
  * every operation runs here, with blocked copy kernels. On other memory (a
@@ -149,6 +151,7 @@ export class Buffer<D extends Dtype = Dtype> {
     this.#dtype = options.dtype;
     this.#info = info;
     this.#backend = options.backend;
+    _track(this);
   }
 
   /**

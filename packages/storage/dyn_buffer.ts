@@ -9,6 +9,7 @@ import type { Buffer } from "./buffer.ts";
 import type { BufferView } from "./buffer_view.ts";
 import type { Dtype } from "./dtype.ts";
 import type { Storage } from "./storage.ts";
+import { _adopt } from "./tidy.ts";
 
 /**
  * A buffer whose dtype is known only at run time, like CubeCL's
@@ -43,6 +44,7 @@ export class DynBuffer {
    */
   constructor(buffer: Buffer) {
     this.#buffer = buffer;
+    _adopt(buffer, this);
   }
 
   /** The element type. */

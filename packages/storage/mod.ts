@@ -9,6 +9,8 @@
  * - {@linkcode Buffer}: a typed view over shared storage, with fast
  *   `contiguous()`, `toData()` and `copyFrom()`; {@linkcode DynBuffer} erases
  *   its dtype.
+ * - {@linkcode tidy} and {@linkcode keep}: scopes that release the buffers
+ *   made inside them (chains of view operations without a handle each).
  * - {@linkcode BufferPool} and {@linkcode ManagedBufferPool}: reuse of
  *   allocations with the `exact`, `padded` and `pooled` strategies.
  *
@@ -56,6 +58,8 @@ export type {
   TypedArrayConstructorOf,
   TypedArrayOf,
 } from "./dtype.ts";
+export { keep, tidy } from "./tidy.ts";
+export type { TidyHandle } from "./tidy.ts";
 export { BufferPool } from "./buffer_pool.ts";
 export type { BufferPoolOptions, PoolStats } from "./buffer_pool.ts";
 export { DynBuffer } from "./dyn_buffer.ts";

@@ -1,0 +1,206 @@
+/**
+ * Scopes that release the buffers made inside them: {@linkcode tidy} and
+ * {@linkcode keep}, after TensorFlow.js's `tf.tidy` and `tf.keep`. Every
+ * `Buffer` is an owning handle, so a chain such as
+ * `b.transpose().contiguous()` leaves the intermediate view to release; in a
+ * `tidy()` the scope releases it when the function returns, deterministically
+ * (nothing here waits for the garbage collector).
+ *
+ * @module
+ */
+
+import { InvalidArgumentError } from "@allot/core";
+
+/**
+ * What a {@linkcode tidy} scope tracks and {@linkcode keep} takes: an owning
+ * handle (a `Buffer` or a `DynBuffer`).
+ */
+export interface TidyHandle {
+  /** Whether the handle was released. */
+  readonly released: boolean;
+  /** Drops the handle's reference. */
+  release(): void;
+}
+
+/** The open scopes, innermost last; each holds the handles made in it. */
+const scopes: Set<TidyHandle>[] = [];
+
+/**
+ * Records a handle made now in the innermost open scope, if any. Called by
+ * every `Buffer` constructor.
+ *
+ * @param handle The new handle.
+ */
+export function _track(handle: TidyHandle): void {
+  if (scopes.length > 0) scopes[scopes.length - 1].add(handle);
+}
+
+/**
+ * Moves the scope membership of `inner` to `outer`, which took `inner`'s
+ * handle over (a `DynBuffer` wrapping a `Buffer`).
+ *
+ * @param inner The wrapped handle.
+ * @param outer The wrapper, now the owner.
+ */
+export function _adopt(inner: TidyHandle, outer: TidyHandle): void {
+  for (const scope of scopes) {
+    if (scope.delete(inner)) scope.add(outer);
+  }
+}
+
+/**
+ * Runs `fn` and releases every buffer made while it ran (views, copies,
+ * pooled buffers, `DynBuffer`s), except those it returns and those passed to
+ * {@linkcode keep}. Returned buffers (alone, or inside arrays and plain
+ * objects, at any depth) move to the enclosing scope, so an outer `tidy()`
+ * still releases them. Buffers released inside are skipped. When `fn` throws,
+ * everything made in it is released and the error goes on.
+ *
+ * `fn` must be synchronous: a buffer made after an `await` would belong to
+ * whatever scope is open then. A returned promise (or any thenable) is
+ * refused after the scope is released.
+ *
+ * @typeParam T The result.
+ * @param fn The function to run.
+ * @returns What `fn` returned.
+ * @throws {InvalidArgumentError} When `fn` is not a function or returns a
+ * promise.
+ *
+ * @example Chain view operations without releasing each handle
+ * ```ts
+ * import { Buffer, tidy } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * using m = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], { shape: [2, 3] });
+ * using packed = tidy(() => m.transpose().slice(0, { stop: 2 }).contiguous());
+ * assert.deepEqual([...packed.toData()], [1, 4, 2, 5]);
+ * assert.ok(m.isStorageUnique); // the transposed and sliced views are gone
+ * ```
+ */
+export function tidy<T>(fn: () => T): T {
+  if (typeof fn !== "function") {
+    throw new InvalidArgumentError(
+      `tidy() takes a function; got ${describe(fn)}`,
+      { name: "fn", value: describe(fn) },
+    );
+  }
+  const scope = new Set<TidyHandle>();
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } catch (error) {
+    close(scope, new Set());
+    throw error;
+  }
+  if (isThenable(result)) {
+    close(scope, new Set());
+    throw new InvalidArgumentError(
+      "tidy() takes a synchronous function; it returned a promise (buffers made after an await would escape the scope)",
+      { name: "fn", value: "a promise" },
+    );
+  }
+  const kept = new Set<TidyHandle>();
+  collect(result, scope, kept, new Set());
+  close(scope, kept);
+  if (scopes.length > 0) {
+    const parent = scopes[scopes.length - 1];
+    for (const handle of kept) parent.add(handle);
+  }
+  return result;
+}
+
+/**
+ * Exempts `buffer` from every open {@linkcode tidy} scope: it stays live
+ * when they end, and releasing it is again the caller's job.
+ *
+ * @typeParam B The buffer type.
+ * @param buffer A buffer (or `DynBuffer`) made in a scope.
+ * @returns `buffer`.
+ * @throws {InvalidArgumentError} When `buffer` is not an owning handle.
+ *
+ * @example Keep one of the buffers a scope makes
+ * ```ts
+ * import { Buffer, keep, tidy } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * using m = Buffer.zeros("f32", [4]);
+ * const views: Buffer<"f32">[] = [];
+ * tidy(() => {
+ *   views.push(keep(m.reshape([2, 2])));
+ *   m.reshape([4, 1]); // released when the scope ends
+ * });
+ * assert.equal(m.storage.useCount, 2); // m and the kept view
+ * views[0].release();
+ * ```
+ */
+export function keep<B extends TidyHandle>(buffer: B): B {
+  if (
+    typeof buffer !== "object" || buffer === null ||
+    typeof (buffer as Partial<TidyHandle>).release !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `keep() takes a buffer; got ${describe(buffer)}`,
+      { name: "buffer", value: describe(buffer) },
+    );
+  }
+  for (const scope of scopes) scope.delete(buffer);
+  return buffer;
+}
+
+/** Closes the innermost scope: releases what it tracked but `kept`. */
+function close(scope: Set<TidyHandle>, kept: Set<TidyHandle>): void {
+  const at = scopes.lastIndexOf(scope);
+  if (at >= 0) scopes.splice(at, 1);
+  let first: unknown;
+  let failed = false;
+  for (const handle of scope) {
+    if (kept.has(handle) || handle.released) continue;
+    try {
+      handle.release();
+    } catch (error) {
+      // release the rest, then report the first failure
+      if (!failed) [first, failed] = [error, true];
+    }
+  }
+  if (failed) throw first;
+}
+
+/** Adds the tracked handles reachable from `value` to `kept`. */
+function collect(
+  value: unknown,
+  scope: Set<TidyHandle>,
+  kept: Set<TidyHandle>,
+  seen: Set<object>,
+): void {
+  if (typeof value !== "object" || value === null || seen.has(value)) return;
+  seen.add(value);
+  if (scope.has(value as TidyHandle)) {
+    kept.add(value as TidyHandle);
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (const item of value) collect(item, scope, kept, seen);
+    return;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) {
+    for (const item of Object.values(value)) {
+      collect(item, scope, kept, seen);
+    }
+  }
+}
+
+function isThenable(value: unknown): boolean {
+  return (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function";
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value === "object") {
+    return (value as object).constructor?.name ?? "an object";
+  }
+  return typeof value;
+}
