@@ -2,7 +2,8 @@
  * `@allot/storage` at work: a batch of images lives in one WebAssembly
  * memory; views (transpose, slice, broadcast) copy nothing; `contiguous()`
  * packs a view when a kernel needs dense data; a managed pool recycles
- * scratch buffers; a type-erased list holds buffers of mixed dtypes.
+ * scratch buffers; a `tidy()` scope releases the views of a chain; a
+ * type-erased list holds buffers of mixed dtypes.
  *
  * Run: `deno run -A examples/storage.ts`
  *
@@ -15,6 +16,7 @@ import {
   Buffer,
   DynBuffer,
   ManagedBufferPool,
+  tidy,
 } from "@allot/storage";
 
 // One heap over a WebAssembly.Memory: every storage is a block inside it.
@@ -52,6 +54,19 @@ using image0 = nhwc.slice(0, { start: 0, stop: 1 });
 using mirrored = image0.slice(2, { step: -1 });
 using everyOtherRow = mirrored.slice(1, { step: 2 });
 console.log(`stepped view ${everyOtherRow.view}`);
+
+// The same chain in a tidy() scope: the intermediate views are released when
+// it returns; only the packed result lives on.
+const before = nhwc.storage.useCount;
+using thumbnail = tidy(() =>
+  nhwc.slice(0, { start: 0, stop: 1 }).slice(2, { step: -1 })
+    .slice(1, { step: 2 }).contiguous()
+);
+console.log(
+  `tidy: packed ${thumbnail.shape}, views of the input left behind: ${
+    nhwc.storage.useCount - before
+  }`,
+);
 
 // Per-channel means, broadcast to the image shape without copying.
 using means = Buffer.fromData("f32", [125, 124, 126], { shape: [3] });
