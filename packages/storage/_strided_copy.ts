@@ -310,8 +310,8 @@ const loopsByType = new Map<unknown, _Loops>();
  * The element loops for arrays of `array`'s type. V8 keeps type feedback per
  * function, so loops shared by `Uint8Array`, `Uint16Array`, `Int32Array` and
  * `Float64Array` turn polymorphic once a process has copied two dtypes, and
- * ran 4-6× slower (a stepped f32 slice: 0.31-0.48 ms alone, 1.78 ms after
- * u8, u16 and f64 copies). Each type therefore gets fresh instances made
+ * ran 3-6× slower (a stepped f32 slice: 0.27-0.39 ms alone, 1.1-1.8 ms
+ * after u8, u16 and f64 copies; 0.39-0.49 ms with loops per type). Each type therefore gets fresh instances made
  * from the loops' own source; where the runtime forbids that (a
  * Content-Security-Policy without 'unsafe-eval'), the shared loops run.
  */

@@ -102,11 +102,11 @@ export function tidy<T>(fn: () => T): T {
   }
   const kept = new Set<TidyHandle>();
   collect(result, scope, kept, new Set());
+  // hand the returned buffers to the enclosing scope first, so that they
+  // stay tracked even if a release below throws
+  const at = scopes.lastIndexOf(scope);
+  if (at > 0) { for (const handle of kept) scopes[at - 1].add(handle); }
   close(scope, kept);
-  if (scopes.length > 0) {
-    const parent = scopes[scopes.length - 1];
-    for (const handle of kept) parent.add(handle);
-  }
   return result;
 }
 

@@ -20,7 +20,7 @@ import { createRequire } from "node:module";
 import ndarray from "ndarray";
 import ops from "ndarray-ops";
 import { CpuAllocator, CpuHeap } from "@allot/cpu";
-import { Buffer, ManagedBufferPool, Storage } from "../mod.ts";
+import { Buffer, ManagedBufferPool, rowMajorStrides, Storage } from "../mod.ts";
 
 type Assign = (arrays: unknown[]) => void;
 
@@ -267,9 +267,6 @@ function mixDtypes(dtypes: BenchDtype[], stdlib: Assign | string): void {
           const out = ndarray(new Data(v.length), v.shape);
           for (let i = 0; i < 200; i++) ops.assign(out, nd);
           if (typeof stdlib !== "string") {
-            const dense = v.shape.map((_, i) =>
-              v.shape.slice(i + 1).reduce((a, b) => a * b, 1)
-            );
             const sdIn = stdlibArray(
               stdlibDtype,
               data,
@@ -281,7 +278,7 @@ function mixDtypes(dtypes: BenchDtype[], stdlib: Assign | string): void {
               stdlibDtype,
               new Data(v.length),
               v.shape,
-              dense,
+              rowMajorStrides(v.shape),
               0,
             );
             for (let i = 0; i < 200; i++) stdlib([sdIn, sdOut]);
@@ -353,9 +350,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       stdlibDtype,
       outData,
       view.shape,
-      view.shape.map((_, i) =>
-        view.shape.slice(i + 1).reduce((a, b) => a * b, 1)
-      ),
+      rowMajorStrides(view.shape),
       0,
     );
     // ceilings copy real data: an untouched array reads the OS's shared zero
