@@ -19,6 +19,9 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
+import { claimMemory, releaseMemory } from "./_claims.ts";
+import { junkFill } from "./_fill.ts";
+import { elementBytes } from "./_view.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -33,6 +36,10 @@ const SL_COUNT = 1 << SL_LOG2;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
+// 2^31 less one largest alignment: a byte length or unit index at most this
+// rounds up to any granule or alignment and stays an int32, so the fast
+// paths may use integer (`>>>`, `&`) arithmetic.
+const INT_ROUNDING_LIMIT = 0x7fff0000;
 
 // Block records: one Int32Array, eight slots per record.
 const R_START = 0; // first unit (absolute: unit i is byte i * granule)
@@ -48,14 +55,18 @@ const UNUSED = 0;
 const FREE = 1;
 const USED = 2;
 
-/** Typed-array constructors that {@linkcode CpuHeap.view} accepts. */
+/**
+ * Constructors that {@linkcode CpuHeap.view} accepts: a typed-array
+ * constructor (its `length` argument counts elements) or `DataView` (no
+ * `BYTES_PER_ELEMENT`; its `length` argument counts bytes).
+ */
 export type TypedArrayConstructor<T> = {
   new (
     buffer: ArrayBuffer | SharedArrayBuffer,
     byteOffset: number,
     length: number,
   ): T;
-  readonly BYTES_PER_ELEMENT: number;
+  readonly BYTES_PER_ELEMENT?: number;
 };
 
 /** Options of {@linkcode CpuHeap}. */
@@ -104,6 +115,16 @@ export interface CpuHeapOptions {
    * @default {false}
    */
   shared?: boolean;
+  /**
+   * Debug mode for hunting a bug: checks every invariant
+   * ({@linkcode CpuHeap.checkIntegrity}, O(blocks)) after each call that
+   * changes the heap and fills freed bytes with a junk pattern (`0x7fedbeef`,
+   * a NaN as f32), so a stale view reads junk rather than plausible data.
+   * Views cannot be detached here: they share the heap's one buffer.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** The figures of {@linkcode CpuHeap.stats}. All byte figures are bytes. */
@@ -247,6 +268,7 @@ export class CpuHeap {
   #ooms = 0;
   #grows = 0;
   #largestCache = -1;
+  #disposed = false;
 
   /**
    * Creates a heap over a memory, or over a new `ArrayBuffer` of the given
@@ -346,6 +368,13 @@ export class CpuHeap {
     }
     this.maxByteLength = Math.max(initialBytes, maxBytes);
     this.#maxEndUnit = startUnit + Math.floor(this.maxByteLength / alignment);
+    claimMemory(
+      memory,
+      startUnit * alignment,
+      this.#maxEndUnit * alignment,
+      this,
+    );
+    if (options.strict === true) _makeStrict(this);
     this.#rec = new Int32Array(64 * STRIDE);
     this.#req = new Float64Array(64);
     if (this.#endUnit > startUnit) {
@@ -463,8 +492,8 @@ export class CpuHeap {
     // Fast path, written out by hand so that it compiles to one function:
     // default alignment, a length below 2 GiB, a good-fit block at hand.
     if (
-      alignment === undefined && (byteLength >>> 0) === byteLength &&
-      byteLength <= 0x7fff0000
+      alignment === undefined && typeof byteLength === "number" &&
+      (byteLength >>> 0) === byteLength && byteLength <= INT_ROUNDING_LIMIT
     ) {
       const units = byteLength === 0 ? 1 : (byteLength + this.#granuleMask) >>>
         this.#shift;
@@ -563,12 +592,17 @@ export class CpuHeap {
    * @throws {InvalidArgumentError} For a bad length or alignment.
    */
   tryAlloc(byteLength: number, alignment?: number): number | undefined {
-    if ((byteLength >>> 0) !== byteLength || byteLength > 0x7fffffff) {
+    if (this.#disposed) this.#refuseDisposed("allocate");
+    if (
+      typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
+      byteLength > 0x7fffffff
+    ) {
       validateByteLength(byteLength);
     }
     let a = 1;
     if (alignment !== undefined && alignment !== this.alignment) {
       if (
+        typeof alignment !== "number" ||
         alignment <= 0 || alignment > MAX_ALIGNMENT ||
         (alignment & (alignment - 1)) !== 0 || (alignment | 0) !== alignment
       ) {
@@ -576,7 +610,7 @@ export class CpuHeap {
       }
       if (alignment > this.alignment) a = alignment >>> this.#shift;
     }
-    let units = byteLength <= 0x7fff0000
+    let units = byteLength <= INT_ROUNDING_LIMIT
       ? (byteLength + this.alignment - 1) >>> this.#shift
       : Math.ceil(byteLength / this.alignment);
     if (units === 0) units = 1;
@@ -606,7 +640,7 @@ export class CpuHeap {
   free(byteOffset: number): void {
     let b = -1;
     if (
-      (byteOffset >>> 0) === byteOffset &&
+      typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset &&
       (byteOffset & this.#granuleMask) === 0
     ) {
       b = this.#liveTake(byteOffset >>> this.#shift);
@@ -795,25 +829,68 @@ export class CpuHeap {
     return new type(
       this.#isWasm ? this.buffer : this.#buffer,
       byteOffset,
-      Math.floor(this.#req[b] / type.BYTES_PER_ELEMENT),
+      Math.floor(this.#req[b] / elementBytes(type)),
     );
   }
 
   /**
-   * A `Uint8Array` over `byteLength` bytes at `byteOffset` of the current
-   * buffer, without checking that a live block is there (the fast way to
-   * view bytes on a hot path).
+   * A `Uint8Array` over the first `byteLength` bytes of the live block at
+   * `byteOffset`, over the current buffer.
    *
-   * @param byteOffset Byte offset.
-   * @param byteLength Number of bytes.
+   * @param byteOffset A live block's byte offset.
+   * @param byteLength Number of bytes, at most the block's usable length
+   * ({@linkcode CpuHeap.usableByteLength}).
    * @returns The bytes.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
+   * @throws {InvalidArgumentError} When `byteLength` is not an integer or
+   * reaches past the block.
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
+    const b = this.#lookup(byteOffset, "view");
+    const usable = this.#rec[b * STRIDE + R_SIZE] * this.alignment;
+    if (
+      typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
+      byteLength > usable
+    ) {
+      validateByteLength(byteLength, usable, "byteLength");
+    }
     return new Uint8Array(
       this.#isWasm ? this.buffer : this.#buffer,
       byteOffset,
       byteLength,
     );
+  }
+
+  /**
+   * Whether {@linkcode CpuHeap.dispose} was called.
+   */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /**
+   * Gives up the memory: the heap refuses every later call with an
+   * `InvalidArgumentError`, and another heap may now manage the same bytes.
+   * Live blocks are forgotten (their bytes belong to the next owner). Calling
+   * it again does nothing.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    releaseMemory(this.memory, this);
+    // Empty every structure the fast paths read, so they all fall through to
+    // the slow paths, which refuse.
+    this.#heads.fill(-1);
+    this.#slBitmap.fill(0);
+    this.#flBitmap = 0;
+    this.#buckets.fill(-1);
+    this.#liveCount = 0;
+    this.#maxEndUnit = this.#endUnit;
+  }
+
+  /** Same as {@linkcode CpuHeap.dispose}, for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 
   /**
@@ -825,6 +902,7 @@ export class CpuHeap {
    * @throws {InvalidArgumentError} For a bad length.
    */
   grow(byteLength: number): boolean {
+    if (this.#disposed) this.#refuseDisposed("grow");
     validateByteLength(byteLength);
     const units = Math.ceil(byteLength / this.alignment);
     if (units === 0) return true;
@@ -984,6 +1062,13 @@ export class CpuHeap {
 
   // ---- internals -------------------------------------------------------
 
+  #refuseDisposed(what: string): never {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: this CpuHeap was disposed`,
+      { name: "heap", value: "disposed" },
+    );
+  }
+
   #refreshBuffer(): void {
     const buffer = (this.memory as WebAssembly.Memory).buffer;
     if (buffer !== this.#buffer) {
@@ -1031,7 +1116,7 @@ export class CpuHeap {
 
   #lookup(byteOffset: number, what: string): number {
     // Fast path: a uint32 offset (no floating-point modulo or division).
-    if ((byteOffset >>> 0) === byteOffset) {
+    if (typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset) {
       const g = this.alignment;
       if ((byteOffset & (g - 1)) === 0) {
         const b = this.#liveGet(byteOffset >>> this.#shift);
@@ -1042,6 +1127,7 @@ export class CpuHeap {
   }
 
   #lookupSlow(byteOffset: number, what: string): number {
+    if (this.#disposed) this.#refuseDisposed(what);
     const g = this.alignment;
     if (
       typeof byteOffset !== "number" || !(byteOffset >= 0) ||
@@ -1263,7 +1349,7 @@ export class CpuHeap {
     let start = rec[r + R_START];
     let size = rec[r + R_SIZE];
     if (a > 1) {
-      const aligned = start <= 0x7fff0000
+      const aligned = start <= INT_ROUNDING_LIMIT
         ? (start + a - 1) & -a
         : Math.ceil(start / a) * a;
       const gap = aligned - start;
@@ -1480,4 +1566,35 @@ export class CpuHeap {
       return false;
     }
   }
+}
+
+// Strict mode: wraps the calls that change a heap so that each checks every
+// invariant after it ran, and junk-fills the bytes a free gives back.
+function _makeStrict(heap: CpuHeap): void {
+  const proto = CpuHeap.prototype;
+  const checked = <A extends unknown[], R>(
+    f: (this: CpuHeap, ...args: A) => R,
+  ) =>
+  (...args: A): R => {
+    const result = f.apply(heap, args);
+    heap.checkIntegrity();
+    return result;
+  };
+  const free = checked(proto.free);
+  Object.defineProperties(heap, {
+    alloc: { value: checked(proto.alloc) },
+    tryAlloc: { value: checked(proto.tryAlloc) },
+    resizeInPlace: { value: checked(proto.resizeInPlace) },
+    realloc: { value: checked(proto.realloc) },
+    grow: { value: checked(proto.grow) },
+    free: {
+      value: (byteOffset: number): void => {
+        const length = heap.owns(byteOffset)
+          ? heap.usableByteLength(byteOffset)
+          : 0;
+        free(byteOffset);
+        if (length > 0) junkFill(heap.buffer, byteOffset, length);
+      },
+    },
+  });
 }
