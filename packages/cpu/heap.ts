@@ -13,7 +13,6 @@ import {
   InvalidArgumentError,
   isHostMemory,
   OutOfMemoryError,
-  Stat,
   type StatValues,
   UseAfterFreeError,
   validateAlignment,
@@ -33,6 +32,7 @@ export const MAX_ALIGNMENT = 65536;
 // Two-level segregated fit: 32 second-level classes per power of two.
 const SL_LOG2 = 5;
 const SL_COUNT = 1 << SL_LOG2;
+const SL_MASK = SL_COUNT - 1;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
@@ -172,7 +172,7 @@ export class HeapCorruptionError extends AllotError {}
 function mappingIndex(units: number): number {
   if (units < SL_COUNT) return units;
   const t = 31 - Math.clz32(units);
-  return ((t - SL_LOG2 + 1) << SL_LOG2) | ((units >>> (t - SL_LOG2)) & 31);
+  return ((t - SL_LOG2 + 1) << SL_LOG2) | ((units >>> (t - SL_LOG2)) & SL_MASK);
 }
 
 // Index of the first class whose every block is at least `units` long.
@@ -261,9 +261,18 @@ export class CpuHeap {
   #bucketShift = 32 - 8;
   #liveCount = 0;
 
-  #requested = new Stat();
-  #allocated = new Stat();
-  #count = new Stat();
+  // Stats as plain numbers (cheaper on the hot paths than Stat objects):
+  // current, peak and cumulative total of requested bytes, block bytes and
+  // blocks; what was freed is total - current.
+  #reqNow = 0;
+  #reqPeak = 0;
+  #reqTotal = 0;
+  #usedNow = 0;
+  #usedPeak = 0;
+  #usedTotal = 0;
+  #liveNow = 0;
+  #livePeak = 0;
+  #liveTotal = 0;
   #highWater = 0;
   #ooms = 0;
   #grows = 0;
@@ -421,22 +430,22 @@ export class CpuHeap {
 
   /** Bytes in live blocks, including rounding to the alignment. */
   get bytesInUse(): number {
-    return this.#allocated.current;
+    return this.#usedNow;
   }
 
   /** Bytes the callers asked for, in live blocks. */
   get requestedBytes(): number {
-    return this.#requested.current;
+    return this.#reqNow;
   }
 
   /** Bytes not in live blocks. */
   get freeBytes(): number {
-    return this.byteLength - this.#allocated.current;
+    return this.byteLength - this.#usedNow;
   }
 
   /** Number of live blocks. */
   get allocationCount(): number {
-    return this.#count.current;
+    return this.#liveNow;
   }
 
   /** Number of free regions. */
@@ -503,11 +512,11 @@ export class CpuHeap {
         const rounded = units + (1 << (t - SL_LOG2)) - 1;
         const t2 = 31 - Math.clz32(rounded);
         idx = ((t2 - SL_LOG2 + 1) << SL_LOG2) |
-          ((rounded >>> (t2 - SL_LOG2)) & 31);
+          ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
       const sl = this.#slBitmap;
       let fl = idx >>> SL_LOG2;
-      let bits = sl[fl] & (-1 << (idx & 31));
+      let bits = sl[fl] & (-1 << (idx & SL_MASK));
       if (bits === 0) {
         const flBits = this.#flBitmap & (-1 << (fl + 1));
         if (flBits !== 0) {
@@ -555,23 +564,19 @@ export class CpuHeap {
         this.#req[u] = byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
-        const requested = this.#requested;
-        requested.current += byteLength;
-        requested.allocated += byteLength;
-        if (requested.current > requested.peak) {
-          requested.peak = requested.current;
-        }
-        const allocated = this.#allocated;
+        const req = this.#reqNow + byteLength;
+        this.#reqNow = req;
+        this.#reqTotal += byteLength;
+        if (req > this.#reqPeak) this.#reqPeak = req;
         const bytes = units * g;
-        allocated.current += bytes;
-        allocated.allocated += bytes;
-        if (allocated.current > allocated.peak) {
-          allocated.peak = allocated.current;
-        }
-        const count = this.#count;
-        count.current++;
-        count.allocated++;
-        if (count.current > count.peak) count.peak = count.current;
+        const used = this.#usedNow + bytes;
+        this.#usedNow = used;
+        this.#usedTotal += bytes;
+        if (used > this.#usedPeak) this.#usedPeak = used;
+        const live = this.#liveNow + 1;
+        this.#liveNow = live;
+        this.#liveTotal++;
+        if (live > this.#livePeak) this.#livePeak = live;
         const hw = (start + units - this.#startUnit) * g;
         if (hw > this.#highWater) this.#highWater = hw;
         return start * g;
@@ -653,40 +658,11 @@ export class CpuHeap {
     const r = b * STRIDE;
     const size = rec[r + R_SIZE];
     const req = this.#req[b];
-    const requested = this.#requested;
-    requested.current -= req;
-    requested.freed += req;
-    const allocated = this.#allocated;
+    this.#reqNow -= req;
     const bytes = size * this.alignment;
-    allocated.current -= bytes;
-    allocated.freed += bytes;
-    const count = this.#count;
-    count.current--;
-    count.freed++;
-    // Merge with free neighbours, keeping a neighbour's list when its class
-    // does not change.
-    const prev = rec[r + R_PPREV];
-    const next = rec[r + R_PNEXT];
-    const nextFree = next >= 0 && rec[next * STRIDE + R_STATE] === FREE;
-    if (prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE) {
-      this.#release(b);
-    } else if (nextFree) {
-      const n = next * STRIDE;
-      rec[n + R_PPREV] = prev;
-      if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = next;
-      const nextSize = rec[n + R_SIZE];
-      const merged = nextSize + size;
-      rec[n + R_START] = rec[r + R_START];
-      if (mappingIndex(nextSize) === mappingIndex(merged)) {
-        rec[n + R_SIZE] = merged;
-        this.#largestCache = -1;
-      } else this.#resizeFreeSlow(next, nextSize, merged);
-      rec[r + R_STATE] = UNUSED;
-      rec[r + R_FNEXT] = this.#unusedHead;
-      this.#unusedHead = b;
-    } else {
-      this.#insertFree(b);
-    }
+    this.#usedNow -= bytes;
+    this.#liveNow--;
+    this.#release(b);
   }
 
   /**
@@ -737,7 +713,7 @@ export class CpuHeap {
       if (units < size) {
         this.#giveTail(b, size - units);
         rec[r + R_SIZE] = units;
-        this.#allocated.decrease((size - units) * g);
+        this.#usedNow -= (size - units) * g;
       }
     } else {
       const next = rec[r + R_PNEXT];
@@ -759,11 +735,11 @@ export class CpuHeap {
         this.#insertFree(next);
       }
       rec[r + R_SIZE] = units;
-      this.#allocated.increase(more * g);
+      this.#addUsed(more * g);
       this.#bumpHighWater(rec[r + R_START] + units);
     }
-    this.#requested.decrease(this.#req[b]);
-    this.#requested.increase(byteLength);
+    this.#reqNow -= this.#req[b];
+    this.#addRequested(byteLength);
     this.#req[b] = byteLength;
     return true;
   }
@@ -916,9 +892,13 @@ export class CpuHeap {
    */
   stats(): CpuHeapStats {
     return {
-      requestedBytes: this.#requested.values(),
-      allocatedBytes: this.#allocated.values(),
-      allocations: this.#count.values(),
+      requestedBytes: statValues(this.#reqNow, this.#reqPeak, this.#reqTotal),
+      allocatedBytes: statValues(
+        this.#usedNow,
+        this.#usedPeak,
+        this.#usedTotal,
+      ),
+      allocations: statValues(this.#liveNow, this.#livePeak, this.#liveTotal),
       reservedBytes: this.byteLength,
       freeBytes: this.freeBytes,
       largestFreeBytes: this.largestFreeBytes,
@@ -931,9 +911,9 @@ export class CpuHeap {
 
   /** Sets every peak to its current value and the high-water mark to the highest live byte. */
   resetPeaks(): void {
-    this.#requested.resetPeak();
-    this.#allocated.resetPeak();
-    this.#count.resetPeak();
+    this.#reqPeak = this.#reqNow;
+    this.#usedPeak = this.#usedNow;
+    this.#livePeak = this.#liveNow;
     let hw = 0;
     const rec = this.#rec;
     for (let b = this.#last; b >= 0; b = rec[b * STRIDE + R_PPREV]) {
@@ -1030,7 +1010,7 @@ export class CpuHeap {
     if (at !== this.#endUnit) fail(`blocks end at ${at}, not ${this.#endUnit}`);
     let listed = 0;
     for (let idx = 0; idx < LIST_COUNT; idx++) {
-      const fl = idx >>> SL_LOG2, sl = idx & 31;
+      const fl = idx >>> SL_LOG2, sl = idx & SL_MASK;
       const bit = (this.#slBitmap[fl] >>> sl) & 1;
       const head = this.#heads[idx];
       if ((head >= 0) !== (bit === 1)) fail(`bitmap of list ${idx} is wrong`);
@@ -1049,10 +1029,10 @@ export class CpuHeap {
     }
     if (freeCount !== this.#freeRegions) fail("free region count is wrong");
     const g = this.alignment;
-    if (used * g !== this.#allocated.current) fail("allocated bytes are wrong");
-    if (usedCount !== this.#count.current) fail("allocation count is wrong");
+    if (used * g !== this.#usedNow) fail("allocated bytes are wrong");
+    if (usedCount !== this.#liveNow) fail("allocation count is wrong");
     if (usedCount !== this.#liveCount) fail("live map size is wrong");
-    if (requested !== this.#requested.current) {
+    if (requested !== this.#reqNow) {
       fail("requested bytes are wrong");
     }
     if (free + used !== this.#endUnit - this.#startUnit) {
@@ -1254,7 +1234,7 @@ export class CpuHeap {
     if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
     else {
       const fl = idx >>> SL_LOG2;
-      this.#slBitmap[fl] |= 1 << (idx & 31);
+      this.#slBitmap[fl] |= 1 << (idx & SL_MASK);
       this.#flBitmap |= 1 << fl;
     }
     this.#heads[idx] = b;
@@ -1274,7 +1254,7 @@ export class CpuHeap {
       this.#heads[idx] = next;
       if (next < 0) {
         const fl = idx >>> SL_LOG2;
-        const bits = this.#slBitmap[fl] & ~(1 << (idx & 31));
+        const bits = this.#slBitmap[fl] & ~(1 << (idx & SL_MASK));
         this.#slBitmap[fl] = bits;
         if (bits === 0) this.#flBitmap &= ~(1 << fl);
       }
@@ -1315,7 +1295,7 @@ export class CpuHeap {
     let idx = searchIndex(need);
     if (idx < LIST_COUNT) {
       let fl = idx >>> SL_LOG2;
-      let bits = this.#slBitmap[fl] & (-1 << (idx & 31));
+      let bits = this.#slBitmap[fl] & (-1 << (idx & SL_MASK));
       if (bits === 0) {
         const flBits = fl + 1 < 32 ? this.#flBitmap & (-1 << (fl + 1)) : 0;
         if (flBits !== 0) {
@@ -1329,8 +1309,8 @@ export class CpuHeap {
     const rec = this.#rec;
     for (let i = mappingIndex(units); i < idx; i++) {
       const fl = i >>> SL_LOG2;
-      if (((this.#slBitmap[fl] >>> (i & 31)) & 1) === 0) {
-        if (this.#slBitmap[fl] >>> (i & 31) === 0) i |= 31; // skip empty rest
+      if (((this.#slBitmap[fl] >>> (i & SL_MASK)) & 1) === 0) {
+        if (this.#slBitmap[fl] >>> (i & SL_MASK) === 0) i |= SL_MASK; // skip empty rest
         continue;
       }
       for (let b = this.#heads[i]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
@@ -1408,12 +1388,26 @@ export class CpuHeap {
     rec[r + R_ALIGN] = a;
     this.#req[b] = byteLength;
     this.#liveSet(start, b);
-    this.#requested.increase(byteLength);
-    this.#allocated.increase(units * this.alignment);
-    this.#count.increase(1);
+    this.#addRequested(byteLength);
+    this.#addUsed(units * this.alignment);
+    const live = ++this.#liveNow;
+    this.#liveTotal++;
+    if (live > this.#livePeak) this.#livePeak = live;
     const hw = (start + units - this.#startUnit) * this.alignment;
     if (hw > this.#highWater) this.#highWater = hw;
     return start * this.alignment;
+  }
+
+  #addRequested(bytes: number): void {
+    const now = this.#reqNow += bytes;
+    this.#reqTotal += bytes;
+    if (now > this.#reqPeak) this.#reqPeak = now;
+  }
+
+  #addUsed(bytes: number): void {
+    const now = this.#usedNow += bytes;
+    this.#usedTotal += bytes;
+    if (now > this.#usedPeak) this.#usedPeak = now;
   }
 
   #bumpHighWater(endUnit: number): void {
@@ -1597,4 +1591,8 @@ function _makeStrict(heap: CpuHeap): void {
       },
     },
   });
+}
+
+function statValues(current: number, peak: number, total: number): StatValues {
+  return { current, peak, allocated: total, freed: total - current };
 }
