@@ -605,12 +605,12 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       typeof byteLength === "number" && (byteLength >>> 0) === byteLength
     ) {
       const g = address >>> this.#minShift;
-      const k = -this.#order[g] - 1; // the block's order, if it is used
-      if (
-        (address & (this.minBlockByteLength - 1)) === 0 &&
-        g < this.#order.length && k >= 0 &&
-        byteLength <= this.minBlockByteLength * 2 ** k
-      ) {
+      const order = this.#order;
+      const min = this.minBlockByteLength;
+      // A used block's start holds -(order + 1); blocks in pools are at
+      // most a pool long (< 2^31 bytes), so `min << k` stays an int32.
+      const k = g < order.length ? -order[g] - 1 : -1;
+      if ((address & (min - 1)) === 0 && k >= 0 && byteLength <= min << k) {
         const pool = g >>> this.#poolShift;
         const buffer = this.#poolBuffers[pool];
         if (buffer !== undefined) {
