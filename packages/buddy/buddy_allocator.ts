@@ -189,6 +189,12 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   constructor(options: BuddyAllocatorOptions = {}) {
     super();
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Invalid options: must be an object, received ${String(options)}`,
+        { name: "options", value: options },
+      );
+    }
     const min = validateAlignment(
       options.minBlockByteLength ?? 256,
       1 << 20,
@@ -566,13 +572,23 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         byteOffset: number,
         length: number,
       ): T;
-      readonly BYTES_PER_ELEMENT: number;
+      readonly BYTES_PER_ELEMENT?: number;
     },
   ): T {
+    if (typeof type !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid view type: must be a typed-array constructor or DataView, received ${
+          String(type)
+        }`,
+        { name: "type", value: type },
+      );
+    }
+    // DataView (no BYTES_PER_ELEMENT) counts bytes.
+    const size = type.BYTES_PER_ELEMENT ?? 1;
     return new type(
       this.#hostBuffer(address),
       this.byteOffsetOf(address),
-      Math.floor(this.byteLengthOf(address) / type.BYTES_PER_ELEMENT),
+      Math.floor(this.byteLengthOf(address) / size),
     );
   }
 
@@ -699,14 +715,16 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const min = this.minBlockByteLength;
     if (!Number.isSafeInteger(address)) {
       throw new InvalidArgumentError(
-        `Cannot ${what} address ${address}: must be an integer`,
+        `Cannot ${what} address ${String(address)}: must be an integer`,
         { name: "address", value: address },
       );
     }
     const g = address / min;
     if (address % min !== 0 || g >= this.#order.length || this.#order[g] >= 0) {
       throw new DoubleFreeError(
-        `Cannot ${what} address ${address}: no live block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+        `Cannot ${what} address ${
+          String(address)
+        }: no live block of this buddy allocator has it (freed already, or allocated elsewhere)`,
       );
     }
     return g;
@@ -818,7 +836,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const ptr = this.#large.get(address);
     if (ptr === undefined) {
       throw new DoubleFreeError(
-        `Cannot ${what} address ${address}: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+        `Cannot ${what} address ${
+          String(address)
+        }: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
       );
     }
     return ptr;

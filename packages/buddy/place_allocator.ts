@@ -68,6 +68,12 @@ export class PlaceAllocator {
    * @param options Buddy options for every place and the backing factory.
    */
   constructor(options: PlaceAllocatorOptions = {}) {
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Invalid options: must be an object, received ${describe(options)}`,
+        { name: "options", value: options },
+      );
+    }
     const { backing, ...rest } = options;
     this.#options = rest;
     this.#backing = backing ??

@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   type Allocator,
+  AllotError,
   DataPtr,
   Device,
   DoubleFreeError,
@@ -158,5 +159,55 @@ describe("PlaceAllocator refusals", () => {
     assert.deepEqual(places.places().map(String), [String(Device.cpu())]);
     places.free("cpu", p);
     assert.equal(places.used("cpu"), 0);
+  });
+});
+
+describe("buddy entry points under hostile values", () => {
+  it("every buddy constructor and entry point refuses hostile values with a typed error, never a TypeError", () => {
+    const values: unknown[] = [NaN, -1, 0.5, 2 ** 53, 5n, null, "64", {}];
+    // deno-lint-ignore no-explicit-any
+    const cases: [string, (v: any) => unknown][] = [
+      ["BuddyAllocator()", (v) => new BuddyAllocator(v)],
+      [
+        "BuddyAllocator({ initialPoolByteLength })",
+        (v) => new BuddyAllocator({ initialPoolByteLength: v }),
+      ],
+      [
+        "BuddyAllocator({ minBlockByteLength })",
+        (v) => new BuddyAllocator({ minBlockByteLength: v }),
+      ],
+      [
+        "BuddyAllocator({ maxPoolByteLength })",
+        (v) => new BuddyAllocator({ maxPoolByteLength: v }),
+      ],
+      ["BuddyAllocator.view(type)", (v) => {
+        const b = new BuddyAllocator({ initialPoolByteLength: 1 << 16 });
+        return b.view(b.alloc(8), v);
+      }],
+      ["PlaceAllocator()", (v) => new PlaceAllocator(v)],
+      ["PlaceAllocator.alloc(place)", (v) => new PlaceAllocator().alloc(v, 8)],
+      [
+        "PlaceAllocator.allocatorFor()",
+        (v) => new PlaceAllocator().allocatorFor(v),
+      ],
+    ];
+    for (const [name, call] of cases) {
+      for (const value of values) {
+        try {
+          call(value);
+        } catch (error) {
+          assert.ok(
+            error instanceof AllotError,
+            `${name} with ${String(value)} threw ${error}`,
+          );
+        }
+      }
+    }
+  });
+
+  it("BuddyAllocator.view() with DataView spans the block", () => {
+    const buddy = new BuddyAllocator({ initialPoolByteLength: 1 << 16 });
+    const a = buddy.alloc(100);
+    assert.equal(buddy.view(a, DataView).byteLength, 256);
   });
 });

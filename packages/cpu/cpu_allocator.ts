@@ -20,6 +20,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
+import { validateOptions } from "./_options.ts";
 import { elementBytes } from "./_view.ts";
 import {
   CpuHeap,
@@ -166,6 +167,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
    */
   constructor(options: CpuAllocatorOptions = {}) {
     super();
+    validateOptions(options);
     const device = options.device ?? Device.cpu();
     if (!(device instanceof Device)) {
       throw new InvalidArgumentError(
@@ -186,7 +188,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     if (options.heap !== undefined) {
       if (!(options.heap instanceof CpuHeap)) {
         throw new InvalidArgumentError(
-          `Invalid heap: must be a CpuHeap, received ${options.heap}`,
+          `Invalid heap: must be a CpuHeap, received ${String(options.heap)}`,
           { name: "heap", value: options.heap },
         );
       }
@@ -380,6 +382,14 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     ptr: DataPtr<HostMemory, CpuAllocation>,
     type: TypedArrayConstructor<T>,
   ): T {
+    if (!(ptr instanceof DataPtr)) {
+      throw new InvalidArgumentError(
+        `Cannot view ${
+          String(ptr)
+        }: expected a DataPtr of this allocator from allocate()`,
+        { name: "ptr", value: ptr },
+      );
+    }
     const byteOffset = ptr.byteOffset;
     return new type(
       hostBuffer(ptr.memory),

@@ -18,6 +18,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
+import { validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
@@ -288,6 +289,7 @@ export class CpuHeap {
    * @throws {InvalidArgumentError} For a bad alignment, range or growth limit.
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
+    validateOptions(options);
     const alignment = validateAlignment(
       options.alignment ??
         (options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT),
@@ -1114,7 +1116,9 @@ export class CpuHeap {
       !Number.isSafeInteger(byteOffset)
     ) {
       throw new InvalidArgumentError(
-        `Cannot ${what} byte offset ${byteOffset}: must be a non-negative integer`,
+        `Cannot ${what} byte offset ${
+          String(byteOffset)
+        }: must be a non-negative integer`,
         { name: "byteOffset", value: byteOffset, limit: 0 },
       );
     }
@@ -1126,7 +1130,9 @@ export class CpuHeap {
       const where = byteOffset < begin || byteOffset >= end
         ? `it is outside this heap's range [${begin}, ${end})`
         : "no live block of this heap starts there (freed already, or never allocated here)";
-      const message = `Cannot ${what} byte offset ${byteOffset}: ${where}`;
+      const message = `Cannot ${what} byte offset ${
+        String(byteOffset)
+      }: ${where}`;
       throw what === "free"
         ? new DoubleFreeError(message)
         : new UseAfterFreeError(message);

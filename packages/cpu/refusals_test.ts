@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  AllotError,
   DataPtr,
   type Device,
   DoubleFreeError,
@@ -8,6 +9,8 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { CpuAllocator } from "./cpu_allocator.ts";
+import { HostSegmentSource } from "./host_segment_source.ts";
+import { SystemAllocator } from "./system_allocator.ts";
 import { CpuHeap } from "./heap.ts";
 
 // Hostile numbers every size, offset and alignment must refuse with a typed
@@ -195,5 +198,64 @@ describe("CpuAllocator refusals", () => {
     assert.equal(stale[0], 0x7fedbeef);
     assert.throws(() => allocator.view(ptr, Uint32Array), UseAfterFreeError);
     assert.ok(ptr instanceof DataPtr);
+  });
+});
+
+describe("cpu entry points under hostile values", () => {
+  it("every cpu constructor and entry point refuses hostile values with a typed error, never a TypeError", () => {
+    const values: unknown[] = [
+      NaN,
+      -1,
+      0.5,
+      2 ** 53,
+      5n,
+      null,
+      "64",
+      {},
+      Symbol("x"),
+    ];
+    // deno-lint-ignore no-explicit-any
+    const cases: [string, (v: any) => unknown][] = [
+      ["SystemAllocator()", (v) => new SystemAllocator(v)],
+      ["SystemAllocator.allocate()", (v) => new SystemAllocator().allocate(v)],
+      ["HostSegmentSource()", (v) => new HostSegmentSource(v)],
+      [
+        "HostSegmentSource.tryAllocateSegment()",
+        (v) => new HostSegmentSource().tryAllocateSegment(v),
+      ],
+      ["CpuAllocator()", (v) => new CpuAllocator(v)],
+      ["CpuAllocator({ heap })", (v) => new CpuAllocator({ heap: v })],
+      [
+        "CpuAllocator.view(ptr)",
+        (v) => new CpuAllocator({ byteLength: 4096 }).view(v, Uint8Array),
+      ],
+      ["CpuAllocator.view(type)", (v) => {
+        const a = new CpuAllocator({ byteLength: 4096 });
+        return a.view(a.allocate(8), v);
+      }],
+      ["CpuHeap(memory)", (v) => new CpuHeap(v)],
+      ["CpuHeap(options)", (v) => new CpuHeap(4096, v)],
+      ["CpuHeap({ byteOffset })", (v) => new CpuHeap(4096, { byteOffset: v })],
+      ["CpuHeap.realloc()", (v) => {
+        const h = new CpuHeap(4096);
+        return h.realloc(h.alloc(8), v);
+      }],
+      [
+        "CpuHeap.usableByteLength()",
+        (v) => new CpuHeap(4096).usableByteLength(v),
+      ],
+    ];
+    for (const [name, call] of cases) {
+      for (const value of values) {
+        try {
+          call(value);
+        } catch (error) {
+          assert.ok(
+            error instanceof AllotError,
+            `${name} with ${String(value)} threw ${error}`,
+          );
+        }
+      }
+    }
   });
 });
