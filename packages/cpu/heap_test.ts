@@ -523,7 +523,7 @@ describe("CpuHeap fast path", () => {
           fast.checkIntegrity();
         },
       ),
-      { numRuns: 200 },
+      { numRuns: 1000 },
     );
   });
 });
