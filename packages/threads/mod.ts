@@ -6,6 +6,10 @@
  *   `SharedArrayBuffer` or shared `WebAssembly.Memory`; per-Worker arenas of
  *   slabs in front of a locked page core, lock-free frees from any thread
  *   (mimalloc's remote free lists), dead-Worker reports and reclaim.
+ * - {@linkcode SharedHeapAllocator}: the core `Allocator` over it, with a
+ *   reference count in shared memory per allocation: `share(buffer)` gives a
+ *   small descriptor to post, `receive(descriptor)` rebuilds the `Buffer`
+ *   over the same bytes in the other Worker; the last release frees once.
  *
  * Cross-origin isolation is needed in browsers (`SharedArrayBuffer` exists
  * only on pages served with `Cross-Origin-Opener-Policy: same-origin` and
@@ -30,3 +34,4 @@
 
 export * from "./errors.ts";
 export * from "./shared_heap.ts";
+export * from "./shared_heap_allocator.ts";
