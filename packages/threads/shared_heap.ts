@@ -85,9 +85,9 @@ import {
 } from "./errors.ts";
 
 /** Largest alignment a shared heap serves: one page. */
-export const SHARED_MAX_ALIGNMENT = PAGE;
+export const SHARED_MAX_ALIGNMENT: number = PAGE;
 /** Largest byte range a shared heap may end at: offsets are 31-bit. */
-export const SHARED_MAX_BYTE_END = 0x7fffffff;
+export const SHARED_MAX_BYTE_END: number = 0x7fffffff;
 const MIN_PAGES = SLAB_PAGES;
 
 /** Memory a shared heap can live in. */

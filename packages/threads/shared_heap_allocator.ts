@@ -25,10 +25,10 @@ import {
   Storage,
 } from "@allot/storage";
 import { ForeignHeapError } from "./errors.ts";
-import { SHARED_MAX_BYTE_END, SharedHeap } from "./shared_heap.ts";
+import { SHARED_MAX_BYTE_END, type SharedHeap } from "./shared_heap.ts";
 
 /** Bytes in front of every allocation: magic, reference count, length, heap. */
-export const SHARED_HEADER_BYTES = 64;
+export const SHARED_HEADER_BYTES: number = 64;
 const BLOCK_MAGIC = 0x73686172; // "shar"
 const W_MAGIC = 0, W_REFS = 1, W_LENGTH = 2, W_HEAP = 3;
 
@@ -38,8 +38,10 @@ const W_MAGIC = 0, W_REFS = 1, W_LENGTH = 2, W_HEAP = 3;
  * It holds one reference to the bytes until
  * {@linkcode SharedHeapAllocator.receive} takes it over (or
  * {@linkcode SharedHeapAllocator.discard} drops it).
+ *
+ * @typeParam D The element type.
  */
-export interface SharedBufferDescriptor {
+export interface SharedBufferDescriptor<D extends Dtype = Dtype> {
   /** Always `"allot.shared-buffer"`. */
   readonly kind: "allot.shared-buffer";
   /** The heap the bytes live in. */
@@ -49,7 +51,7 @@ export interface SharedBufferDescriptor {
   /** Bytes of the storage. */
   readonly byteLength: number;
   /** Element type. */
-  readonly dtype: Dtype;
+  readonly dtype: D;
   /** Shape of the view. */
   readonly shape: readonly number[];
   /** Strides of the view, in elements. */
@@ -153,13 +155,14 @@ export class SharedHeapAllocator
    * which the descriptor holds until it is received or discarded. The buffer
    * stays usable here.
    *
+   * @typeParam D The element type.
    * @param buffer A buffer whose storage came from a `SharedHeapAllocator`
    * of the same heap.
    * @returns The descriptor, to post.
    * @throws {ForeignHeapError} When the storage is not in this heap.
    * @throws {UseAfterFreeError} When the buffer was released.
    */
-  share(buffer: Buffer): SharedBufferDescriptor {
+  share<D extends Dtype>(buffer: Buffer<D>): SharedBufferDescriptor<D> {
     if (buffer.released) {
       throw new UseAfterFreeError("Cannot share a released buffer");
     }
@@ -182,6 +185,7 @@ export class SharedHeapAllocator
    * Rebuilds a buffer over the bytes a descriptor names, taking over the
    * descriptor's reference (receive each descriptor once).
    *
+   * @typeParam D The element type.
    * @param descriptor What {@linkcode SharedHeapAllocator.share} returned.
    * @returns A buffer over the same bytes; release it like any buffer.
    * @throws {ForeignHeapError} When the descriptor names another heap.
@@ -190,7 +194,7 @@ export class SharedHeapAllocator
    * @throws {ShapeError} When the view does not fit the storage.
    */
   receive<D extends Dtype>(
-    descriptor: SharedBufferDescriptor & { dtype: D },
+    descriptor: SharedBufferDescriptor<D>,
   ): Buffer<D> {
     const block = this.#checkDescriptor(descriptor, "receive");
     dtypeInfo(descriptor.dtype);
