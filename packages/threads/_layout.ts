@@ -6,11 +6,11 @@
  * byteOffset ┌────────────────────────────┐
  *            │ header (64 words)          │ magic, id, state, lock, bins
  *            │ arena table (64 × 16 words)│ one 64-byte line per arena
- *            │ page meta (7 × pages words)│ kind, len, tail, start, next,
+ *            │ page meta (8 words a page) │ kind, len, tail, start, next,
  *            │                            │ prev, owner of every 4 KiB page
  * pageBase   ├────────────────────────────┤ (4096-aligned)
  *            │ pages: large spans and     │
- *            │ 64 KiB slabs (256-byte     │
+ *            │ 64 KiB slabs (1280-byte    │
  *            │ header + equal blocks)     │
  *            └────────────────────────────┘
  * ```
@@ -31,35 +31,41 @@ export const PAGE = 1 << PAGE_SHIFT;
 export const SLAB_PAGES = 16;
 /** Bytes per slab. */
 export const SLAB_BYTES = SLAB_PAGES * PAGE;
-/** Bytes of a slab's header, before its first block. */
-export const SLAB_HEADER = 256;
+/**
+ * Bytes of a slab's header, before its first block: 16 words, then one
+ * state byte per block (1 live, 0 free), rounded to a multiple of 256.
+ */
+export const SLAB_HEADER = 1280;
 /** Most arenas (attached handles) a heap serves at once. */
 export const MAX_ARENAS = 64;
 
 // --- header words ---
+// Line 0 (words 0-15): read by every call, written once.
 export const H_MAGIC = 0;
 export const H_VERSION = 1;
 export const H_HEAP_ID = 2;
 /** 1 open, 2 closed. */
 export const H_STATE = 3;
-/** 0 or the token of the arena that holds the core lock. */
-export const H_LOCK = 4;
-/** Threads blocked in `Atomics.wait` on the lock. */
-export const H_WAITERS = 5;
 export const H_PAGES = 6;
 /** Absolute byte offset of page 0. */
 export const H_PAGE_BASE = 7;
-/** Absolute byte offset of the page meta arrays. */
+/** Absolute byte offset of the page meta records. */
 export const H_META = 8;
-export const H_FREE_PAGES = 9;
-/** Bit b set when free-span bin b is not empty. */
-export const H_BIN_MASK = 10;
 export const H_BYTE_LENGTH = 11;
-/** 32 bin heads (page index, -1 when empty). */
-export const H_BINS = 16;
-export const BINS = 32;
-/** The arena table. */
-export const H_ARENAS = 64;
+// Line 1 (words 16-31) and on: the core, written under its lock only, so
+// that lock traffic never evicts line 0 from the other threads' caches.
+/** 0 or the token of the arena that holds the core lock. */
+export const H_LOCK = 16;
+/** Threads blocked in `Atomics.wait` on the lock. */
+export const H_WAITERS = 17;
+export const H_FREE_PAGES = 18;
+/** Bit b % 32 of word H_BIN_MASK + b / 32 set when bin b is not empty. */
+export const H_BIN_MASK = 20;
+/** Bin heads (page index, -1 when empty): four bins per power of two. */
+export const H_BINS = 32;
+export const BINS = 96;
+/** The arena table: one 64-byte line per arena. */
+export const H_ARENAS = 128;
 export const ARENA_WORDS = 16;
 /** Header plus arena table, in bytes. */
 export const HEADER_BYTES = (H_ARENAS + MAX_ARENAS * ARENA_WORDS) * 4;
@@ -81,7 +87,7 @@ export const ARENA_FREE = 0;
 export const ARENA_ATTACHED = 1;
 export const ARENA_RECLAIMING = 2;
 
-// --- page meta arrays (each `pages` words long) ---
+// --- page meta: eight words per page, one 32-byte record ---
 export const M_KIND = 0;
 export const M_LEN = 1;
 /** On the last page of a free span: its first page. */
@@ -92,7 +98,7 @@ export const M_NEXT = 4;
 export const M_PREV = 5;
 /** On the first page of a large span: the token of its allocating arena. */
 export const M_OWNER = 6;
-export const META_ARRAYS = 7;
+export const META_WORDS = 8;
 
 export const K_NONE = 0;
 export const K_FREE = 1;
@@ -109,12 +115,12 @@ export const S_BUMP = 3;
 export const S_FREE = 4;
 /** Blocks not in the owner's free list (live or remote-freed). */
 export const S_USED = 5;
-/** Remote free list head, pushed with compare-exchange. */
-export const S_REMOTE = 6;
+/** Remote free list head, pushed with compare-exchange (its own line). */
+export const S_REMOTE = 16;
 /** Owner token, or ABANDONED / ADOPTING. */
 export const S_OWNER = 7;
-/** Allocated-block bitmap: 32 words. */
-export const S_BITS = 16;
+/** Byte offset of the block state bytes in the slab header. */
+export const S_STATES = 128;
 export const OWNER_ABANDONED = -1;
 export const OWNER_ADOPTING = -2;
 

@@ -56,12 +56,11 @@ import {
   MAGIC,
   MAX_ARENAS,
   MAX_SMALL,
-  META_ARRAYS,
+  META_WORDS,
   OWNER_ABANDONED,
   OWNER_ADOPTING,
   PAGE,
   PAGE_SHIFT,
-  S_BITS,
   S_BUMP,
   S_CAP,
   S_CLASS,
@@ -69,6 +68,7 @@ import {
   S_OWNER,
   S_REMOTE,
   S_SIZE,
+  S_STATES,
   S_USED,
   SLAB_BYTES,
   SLAB_HEADER,
@@ -361,10 +361,10 @@ export class SharedHeap {
     const end = byteOffset + byteLength;
     const metaStart = byteOffset + HEADER_BYTES;
     let pages = Math.floor(
-      (end - metaStart - PAGE) / (PAGE + META_ARRAYS * 4),
+      (end - metaStart - PAGE) / (PAGE + META_WORDS * 4),
     );
     const baseOf = (n: number) =>
-      Math.ceil((metaStart + META_ARRAYS * 4 * n) / PAGE) * PAGE;
+      Math.ceil((metaStart + META_WORDS * 4 * n) / PAGE) * PAGE;
     while (pages > 0 && baseOf(pages) + pages * PAGE > end) pages--;
     if (pages < MIN_PAGES) {
       const need = baseOf(MIN_PAGES) + MIN_PAGES * PAGE - byteOffset;
@@ -377,9 +377,11 @@ export class SharedHeap {
     const h = byteOffset >> 2;
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
     const meta = metaStart >> 2;
-    i32.fill(0, meta, meta + META_ARRAYS * pages);
-    i32.fill(-1, meta + M_TAIL * pages, meta + (M_TAIL + 1) * pages);
-    i32.fill(-1, meta + M_START * pages, meta + (M_START + 1) * pages);
+    i32.fill(0, meta, meta + META_WORDS * pages);
+    for (let p = 0; p < pages; p++) {
+      i32[meta + (p << 3) + M_TAIL] = -1;
+      i32[meta + (p << 3) + M_START] = -1;
+    }
     i32[h + H_PAGES] = pages;
     i32[h + H_PAGE_BASE] = baseOf(pages);
     i32[h + H_META] = metaStart;
@@ -565,10 +567,10 @@ export class SharedHeap {
     ) this.#throwNotBlock(byteOffset, "outside the page area");
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     const page = rel >> PAGE_SHIFT;
-    const start = i32[m + M_START * n + page];
+    const start = i32[m + (page << 3) + M_START];
     if (
       start >= 0 && start <= page && page < start + SLAB_PAGES &&
-      i32[m + M_KIND * n + start] === K_SLAB
+      i32[m + (start << 3) + M_KIND] === K_SLAB
     ) return this.#freeSmall(this.#pageBase + start * PAGE, byteOffset);
     if ((rel & (PAGE - 1)) === 0) return this.#freeLarge(page, byteOffset);
     this.#throwNotBlock(byteOffset, "not the start of a block");
@@ -741,7 +743,7 @@ export class SharedHeap {
       for (let k = 0; k < bump; k++) {
         const off = slab + SLAB_HEADER + k * size;
         if (!freedSet.has(off)) continue;
-        Atomics.and(i32, s + S_BITS + (k >> 5), ~(1 << (k & 31)));
+        Atomics.store(this.#u8, slab + S_STATES + k, 0);
         i32[off >> 2] = head;
         head = off;
         used--;
@@ -755,7 +757,7 @@ export class SharedHeap {
     }
     for (const offset of large) {
       const page = (offset - this.#pageBase) >> PAGE_SHIFT;
-      bytes += i32[this.#meta + M_LEN * this.#pages + page] * PAGE;
+      bytes += i32[this.#meta + (page << 3) + M_LEN] * PAGE;
       blocks++;
       this.#lock("reclaim");
       this.#releaseSpan(page);
@@ -824,13 +826,13 @@ export class SharedHeap {
     let p = 0, free = 0;
     let prevFree = false;
     while (p < n) {
-      const kind = i32[m + M_KIND * n + p], len = i32[m + M_LEN * n + p];
+      const kind = i32[m + (p << 3) + M_KIND], len = i32[m + (p << 3) + M_LEN];
       if (kind === K_NONE || len <= 0 || p + len > n) {
         throw new Error(`Page ${p}: kind ${kind}, length ${len}: no span`);
       }
       if (kind === K_FREE) {
         if (prevFree) throw new Error(`Page ${p}: two free spans in a row`);
-        if (i32[m + M_TAIL * n + p + len - 1] !== p) {
+        if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p) {
           throw new Error(`Page ${p}: free span tail does not point back`);
         }
         free += len;
@@ -909,9 +911,10 @@ export class SharedHeap {
     this.#lock("walk");
     try {
       for (let p = 0; p < n;) {
-        const kind = i32[m + M_KIND * n + p], len = i32[m + M_LEN * n + p];
+        const kind = i32[m + (p << 3) + M_KIND],
+          len = i32[m + (p << 3) + M_LEN];
         const offset = this.#pageBase + p * PAGE;
-        if (kind === K_LARGE && i32[m + M_OWNER * n + p] === token) {
+        if (kind === K_LARGE && i32[m + (p << 3) + M_OWNER] === token) {
           fn({ byteOffset: offset, byteLength: len * PAGE }, 0);
         } else if (
           kind === K_SLAB &&
@@ -921,7 +924,7 @@ export class SharedHeap {
           const bump = i32[s + S_BUMP];
           slabs?.add(offset);
           for (let k = 0; k < bump; k++) {
-            if (i32[s + S_BITS + (k >> 5)] & (1 << (k & 31))) {
+            if (this.#u8[offset + S_STATES + k] !== 0) {
               fn({
                 byteOffset: offset + SLAB_HEADER + k * size,
                 byteLength: size,
@@ -954,8 +957,10 @@ export class SharedHeap {
       }
       i32[s + S_USED]++;
       const size = CLASS_SIZES[cls];
-      const k = ((block - slab - SLAB_HEADER) / size) | 0;
-      Atomics.or(i32, s + S_BITS + (k >> 5), 1 << (k & 31));
+      // Only the owner marks a block live; frees clear it with a
+      // compare-exchange, so a plain store suffices here.
+      this.#u8[slab + S_STATES + (((block - slab - SLAB_HEADER) / size) | 0)] =
+        1;
       const a = this.#arenaWord;
       i32[a + A_LIVE_BLOCKS]++;
       i32[a + A_LIVE_BYTES] += size;
@@ -1015,8 +1020,7 @@ export class SharedHeap {
     if (rel < 0 || k * size !== rel || k >= i32[s + S_CAP]) {
       this.#throwNotBlock(block, `not a block start in a ${size}-byte slab`);
     }
-    const bit = 1 << (k & 31);
-    if ((Atomics.and(i32, s + S_BITS + (k >> 5), ~bit) & bit) === 0) {
+    if (Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1) {
       throw new DoubleFreeError(
         `Cannot free ${block}: the block is not live (freed twice, or never allocated)`,
       );
@@ -1024,8 +1028,8 @@ export class SharedHeap {
     const a = this.#arenaWord;
     i32[a + A_LIVE_BLOCKS]--;
     i32[a + A_LIVE_BYTES] -= size;
-    const owner = Atomics.load(i32, s + S_OWNER);
-    if (owner === this.#token) {
+    // A plain read: only this handle ever sets or clears its own token.
+    if (i32[s + S_OWNER] === this.#token) {
       i32[block >> 2] = i32[s + S_FREE];
       i32[s + S_FREE] = block;
       if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
@@ -1100,7 +1104,7 @@ export class SharedHeap {
   #freeLarge(page: number, byteOffset: number): void {
     const i32 = this.#i32, n = this.#pages;
     this.#lock("free");
-    const kind = i32[this.#meta + M_KIND * n + page];
+    const kind = i32[this.#meta + (page << 3) + M_KIND];
     if (kind !== K_LARGE) {
       this.#unlock();
       if (kind === K_FREE || kind === K_NONE) {
@@ -1110,7 +1114,7 @@ export class SharedHeap {
       }
       this.#throwNotBlock(byteOffset, "a slab header, not a block");
     }
-    const len = i32[this.#meta + M_LEN * n + page];
+    const len = i32[this.#meta + (page << 3) + M_LEN];
     this.#releaseSpan(page);
     this.#unlock();
     const a = this.#arenaWord;
@@ -1125,21 +1129,19 @@ export class SharedHeap {
     ) return undefined;
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     const page = rel >> PAGE_SHIFT;
-    const start = i32[m + M_START * n + page];
+    const start = i32[m + (page << 3) + M_START];
     if (
       start >= 0 && start <= page && page < start + SLAB_PAGES &&
-      i32[m + M_KIND * n + start] === K_SLAB
+      i32[m + (start << 3) + M_KIND] === K_SLAB
     ) {
       const slab = this.#pageBase + start * PAGE, s = slab >> 2;
       const size = i32[s + S_SIZE], r = byteOffset - slab - SLAB_HEADER;
       const k = (r / size) | 0;
       if (r < 0 || k * size !== r || k >= i32[s + S_CAP]) return undefined;
-      return (Atomics.load(i32, s + S_BITS + (k >> 5)) & (1 << (k & 31)))
-        ? size
-        : undefined;
+      return Atomics.load(this.#u8, slab + S_STATES + k) ? size : undefined;
     }
-    if ((rel & (PAGE - 1)) === 0 && i32[m + M_KIND * n + page] === K_LARGE) {
-      return i32[m + M_LEN * n + page] * PAGE;
+    if ((rel & (PAGE - 1)) === 0 && i32[m + (page << 3) + M_KIND] === K_LARGE) {
+      return i32[m + (page << 3) + M_LEN] * PAGE;
     }
     return undefined;
   }
@@ -1150,35 +1152,25 @@ export class SharedHeap {
     this.#lock("allocate");
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     const h = this.#base >> 2;
-    let found = -1;
-    const bin = 31 - Math.clz32(pages);
-    for (
-      let p = i32[h + H_BINS + bin];
-      p !== -1;
-      p = i32[m + M_NEXT * n + p]
-    ) {
-      if (i32[m + M_LEN * n + p] >= pages) {
-        found = p;
-        break;
-      }
-    }
-    if (found < 0) {
-      const mask = bin >= 31 ? 0 : i32[h + H_BIN_MASK] & (-1 << (bin + 1));
-      if (mask !== 0) found = i32[h + H_BINS + (31 - Math.clz32(mask & -mask))];
-    }
+    // Good fit in O(1): the first non-empty bin whose every span fits.
+    let bin = binOf(pages);
+    if (pages >= 4 && binBase(bin) !== pages) bin++;
+    const found = this.#firstBin(bin);
     if (found < 0) {
       this.#unlock();
       return -1;
     }
-    const len = i32[m + M_LEN * n + found];
+    const len = i32[m + (found << 3) + M_LEN];
     this.#unlink(found);
     if (len > pages) this.#makeFree(found + pages, len - pages);
-    i32[m + M_KIND * n + found] = kind;
-    i32[m + M_LEN * n + found] = pages;
-    i32[m + M_OWNER * n + found] = this.#token;
+    i32[m + (found << 3) + M_KIND] = kind;
+    i32[m + (found << 3) + M_LEN] = pages;
+    i32[m + (found << 3) + M_OWNER] = this.#token;
     i32[h + H_FREE_PAGES] -= pages;
     if (kind === K_SLAB) {
-      i32.fill(found, m + M_START * n + found, m + M_START * n + found + pages);
+      for (let p = found; p < found + pages; p++) {
+        i32[m + (p << 3) + M_START] = found;
+      }
     }
     this.#unlock();
     return found;
@@ -1187,26 +1179,26 @@ export class SharedHeap {
   /** Under the lock: frees a used span and merges it with free neighbours. */
   #releaseSpan(page: number): void {
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
-    let len = i32[m + M_LEN * n + page];
+    let len = i32[m + (page << 3) + M_LEN];
     i32[(this.#base >> 2) + H_FREE_PAGES] += len;
-    if (i32[m + M_KIND * n + page] === K_SLAB) {
-      i32.fill(-1, m + M_START * n + page, m + M_START * n + page + len);
+    if (i32[m + (page << 3) + M_KIND] === K_SLAB) {
+      for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = -1;
     }
-    i32[m + M_KIND * n + page] = K_NONE;
+    i32[m + (page << 3) + M_KIND] = K_NONE;
     const next = page + len;
-    if (next < n && i32[m + M_KIND * n + next] === K_FREE) {
+    if (next < n && i32[m + (next << 3) + M_KIND] === K_FREE) {
       this.#unlink(next);
-      len += i32[m + M_LEN * n + next];
-      i32[m + M_KIND * n + next] = K_NONE;
+      len += i32[m + (next << 3) + M_LEN];
+      i32[m + (next << 3) + M_KIND] = K_NONE;
     }
     if (page > 0) {
-      const t = i32[m + M_TAIL * n + page - 1];
+      const t = i32[m + ((page - 1) << 3) + M_TAIL];
       if (
-        t >= 0 && t < page && i32[m + M_KIND * n + t] === K_FREE &&
-        t + i32[m + M_LEN * n + t] === page
+        t >= 0 && t < page && i32[m + (t << 3) + M_KIND] === K_FREE &&
+        t + i32[m + (t << 3) + M_LEN] === page
       ) {
         this.#unlink(t);
-        len += i32[m + M_LEN * n + t];
+        len += i32[m + (t << 3) + M_LEN];
         page = t;
       }
     }
@@ -1217,29 +1209,43 @@ export class SharedHeap {
   #makeFree(page: number, len: number): void {
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     const h = this.#base >> 2;
-    i32[m + M_KIND * n + page] = K_FREE;
-    i32[m + M_LEN * n + page] = len;
-    i32[m + M_TAIL * n + page + len - 1] = page;
-    const bin = 31 - Math.clz32(len);
+    i32[m + (page << 3) + M_KIND] = K_FREE;
+    i32[m + (page << 3) + M_LEN] = len;
+    i32[m + ((page + len - 1) << 3) + M_TAIL] = page;
+    const bin = binOf(len);
     const head = i32[h + H_BINS + bin];
-    i32[m + M_NEXT * n + page] = head;
-    i32[m + M_PREV * n + page] = -1;
-    if (head !== -1) i32[m + M_PREV * n + head] = page;
+    i32[m + (page << 3) + M_NEXT] = head;
+    i32[m + (page << 3) + M_PREV] = -1;
+    if (head !== -1) i32[m + (head << 3) + M_PREV] = page;
     i32[h + H_BINS + bin] = page;
-    i32[h + H_BIN_MASK] |= 1 << bin;
+    i32[h + H_BIN_MASK + (bin >> 5)] |= 1 << (bin & 31);
+  }
+
+  /** Under the lock: the head of the first non-empty bin >= `bin`, or -1. */
+  #firstBin(bin: number): number {
+    const i32 = this.#i32, h = this.#base >> 2;
+    for (let word = bin >> 5; word < BINS >> 5; word++) {
+      let mask = i32[h + H_BIN_MASK + word];
+      if (word === bin >> 5) mask &= -1 << (bin & 31);
+      if (mask !== 0) {
+        return i32[h + H_BINS + word * 32 + (31 - Math.clz32(mask & -mask))];
+      }
+    }
+    return -1;
   }
 
   #unlink(page: number): void {
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     const h = this.#base >> 2;
-    const next = i32[m + M_NEXT * n + page], prev = i32[m + M_PREV * n + page];
-    const bin = 31 - Math.clz32(i32[m + M_LEN * n + page]);
-    if (prev !== -1) i32[m + M_NEXT * n + prev] = next;
+    const next = i32[m + (page << 3) + M_NEXT],
+      prev = i32[m + (page << 3) + M_PREV];
+    const bin = binOf(i32[m + (page << 3) + M_LEN]);
+    if (prev !== -1) i32[m + (prev << 3) + M_NEXT] = next;
     else {
       i32[h + H_BINS + bin] = next;
-      if (next === -1) i32[h + H_BIN_MASK] &= ~(1 << bin);
+      if (next === -1) i32[h + H_BIN_MASK + (bin >> 5)] &= ~(1 << (bin & 31));
     }
-    if (next !== -1) i32[m + M_PREV * n + next] = prev;
+    if (next !== -1) i32[m + (next << 3) + M_PREV] = prev;
   }
 
   #lock(what: string): void {
@@ -1325,6 +1331,20 @@ export class SharedHeap {
       },
     );
   }
+}
+
+/** Bin of a span of `len` pages: exact below 4, then four per power of two. */
+function binOf(len: number): number {
+  if (len < 4) return len;
+  const l = 31 - Math.clz32(len);
+  return 4 * (l - 1) + ((len >>> (l - 2)) & 3);
+}
+
+/** Smallest span length of a bin (inverse of `binOf` on bin bases). */
+function binBase(bin: number): number {
+  if (bin < 4) return bin;
+  const l = (bin >> 2) + 1;
+  return (4 + (bin & 3)) << (l - 2);
 }
 
 function validateTimeout(value: number | undefined): number {
