@@ -104,6 +104,8 @@ export const K_NONE = 0;
 export const K_FREE = 1;
 export const K_LARGE = 2;
 export const K_SLAB = 3;
+/** A large span its arena freed and keeps for reuse without the lock. */
+export const K_CACHED = 4;
 
 // --- slab header words (relative to the slab's first word) ---
 export const S_CLASS = 0;

@@ -42,6 +42,7 @@ import {
   H_VERSION,
   H_WAITERS,
   HEADER_BYTES,
+  K_CACHED,
   K_FREE,
   K_LARGE,
   K_NONE,
@@ -291,6 +292,10 @@ export class SharedHeap {
   // Owner-only slab lists per class (absolute byte offsets).
   #slabs: number[][] = CLASS_SIZES.map(() => []);
   #cur: Int32Array = new Int32Array(CLASS_SIZES.length);
+  // Owner-only cache of freed large spans, by bin (first pages).
+  #cache: number[][] = Array.from({ length: BINS }, () => []);
+  #cachePages = 0;
+  #cacheLimit = 0;
 
   private constructor(
     memory: SharedMemory,
@@ -307,6 +312,7 @@ export class SharedHeap {
     this.#pageBase = this.#i32[h + H_PAGE_BASE];
     this.#meta = this.#i32[h + H_META] >> 2;
     this.#timeoutMs = timeoutMs;
+    this.#cacheLimit = Math.min(16384, this.#pages >> 4);
     this.#arena = -1;
     this.#token = 0;
     this.#arenaWord = 0;
@@ -755,6 +761,16 @@ export class SharedHeap {
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
     }
+    // Spans the dead arena kept cached: back to the core.
+    this.#lock("reclaim");
+    for (let p = 0; p < this.#pages;) {
+      const w = this.#meta + (p << 3), len = i32[w + M_LEN];
+      if (i32[w + M_KIND] === K_CACHED && i32[w + M_OWNER] === token) {
+        this.#releaseSpan(p);
+      }
+      p += len > 0 ? len : 1;
+    }
+    this.#unlock();
     for (const offset of large) {
       const page = (offset - this.#pageBase) >> PAGE_SHIFT;
       bytes += i32[this.#meta + (page << 3) + M_LEN] * PAGE;
@@ -778,6 +794,7 @@ export class SharedHeap {
   detach(): void {
     if (!this.#open) return;
     const i32 = this.#i32;
+    this.#flushCache(0);
     for (let c = 0; c < CLASS_SIZES.length; c++) {
       for (const slab of this.#slabs[c]) {
         Atomics.store(i32, (slab >> 2) + S_OWNER, OWNER_ABANDONED);
@@ -982,7 +999,11 @@ export class SharedHeap {
         return slab;
       }
     }
-    const page = this.#takePages(SLAB_PAGES, K_SLAB);
+    let page = this.#takePages(SLAB_PAGES, K_SLAB);
+    if (page < 0 && this.#cachePages !== 0) {
+      this.#flushCache(0);
+      page = this.#takePages(SLAB_PAGES, K_SLAB);
+    }
     if (page < 0) return 0;
     const slab = this.#pageBase + page * PAGE, s = slab >> 2;
     const size = CLASS_SIZES[cls];
@@ -1092,34 +1113,87 @@ export class SharedHeap {
   // --- large blocks ---
 
   #allocLarge(byteLength: number): number | undefined {
+    const i32 = this.#i32, a = this.#arenaWord;
     const pages = Math.max(1, Math.ceil(byteLength / PAGE));
-    const page = this.#takePages(pages, K_LARGE);
+    if (this.#cachePages !== 0) {
+      // Lock-free reuse of a span this arena freed: the first two bins
+      // whose every span fits (at most about 1.5x the request).
+      let bin = binOf(pages);
+      if (pages >= 4 && binBase(bin) !== pages) bin++;
+      for (let b = bin; b < bin + 2 && b < BINS; b++) {
+        const list = this.#cache[b];
+        if (list.length === 0) continue;
+        const page = list.pop()!, w = this.#meta + (page << 3);
+        const len = i32[w + M_LEN];
+        this.#cachePages -= len;
+        Atomics.store(i32, w + M_KIND, K_LARGE);
+        i32[a + A_LIVE_BLOCKS]++;
+        i32[a + A_LIVE_BYTES] += len * PAGE;
+        return this.#pageBase + page * PAGE;
+      }
+    }
+    let page = this.#takePages(pages, K_LARGE);
+    if (page < 0 && this.#cachePages !== 0) {
+      this.#flushCache(0);
+      page = this.#takePages(pages, K_LARGE);
+    }
     if (page < 0) return undefined;
-    const a = this.#arenaWord;
-    this.#i32[a + A_LIVE_BLOCKS]++;
-    this.#i32[a + A_LIVE_BYTES] += pages * PAGE;
+    i32[a + A_LIVE_BLOCKS]++;
+    i32[a + A_LIVE_BYTES] += pages * PAGE;
     return this.#pageBase + page * PAGE;
   }
 
   #freeLarge(page: number, byteOffset: number): void {
-    const i32 = this.#i32, n = this.#pages;
+    const i32 = this.#i32, w = this.#meta + (page << 3), a = this.#arenaWord;
+    if (
+      i32[w + M_OWNER] === this.#token && this.#cacheLimit !== 0 &&
+      Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
+    ) {
+      // The owner keeps the span for its next large block: no lock.
+      const len = i32[w + M_LEN];
+      i32[a + A_LIVE_BLOCKS]--;
+      i32[a + A_LIVE_BYTES] -= len * PAGE;
+      this.#cache[binOf(len)].push(page);
+      this.#cachePages += len;
+      if (this.#cachePages > this.#cacheLimit) {
+        this.#flushCache(this.#cacheLimit >> 1);
+      }
+      return;
+    }
     this.#lock("free");
-    const kind = i32[this.#meta + (page << 3) + M_KIND];
-    if (kind !== K_LARGE) {
+    const kind = i32[w + M_KIND];
+    if (
+      kind !== K_LARGE ||
+      Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) !== K_LARGE
+    ) {
       this.#unlock();
-      if (kind === K_FREE || kind === K_NONE) {
+      if (kind !== K_SLAB) {
         throw new DoubleFreeError(
           `Cannot free ${byteOffset}: the block is not live (freed twice, or never allocated)`,
         );
       }
       this.#throwNotBlock(byteOffset, "a slab header, not a block");
     }
-    const len = i32[this.#meta + (page << 3) + M_LEN];
+    const len = i32[w + M_LEN];
     this.#releaseSpan(page);
     this.#unlock();
-    const a = this.#arenaWord;
     i32[a + A_LIVE_BLOCKS]--;
     i32[a + A_LIVE_BYTES] -= len * PAGE;
+  }
+
+  /** Gives cached spans back to the core, largest first, down to `keep` pages. */
+  #flushCache(keep: number): void {
+    if (this.#cachePages <= keep) return;
+    this.#lock("free");
+    for (let b = BINS - 1; b >= 0 && this.#cachePages > keep; b--) {
+      const list = this.#cache[b];
+      while (list.length !== 0 && this.#cachePages > keep) {
+        const page = list.pop()!;
+        this.#cachePages -= this.#i32[this.#meta + (page << 3) + M_LEN];
+        this.#releaseSpan(page);
+      }
+    }
+    this.#unlock();
   }
 
   #find(byteOffset: number): number | undefined {
@@ -1256,7 +1330,7 @@ export class SharedHeap {
 
   #lockSlow(what: string, w: number): void {
     const i32 = this.#i32, token = this.#token;
-    for (let spin = 0; spin < 200; spin++) {
+    for (let spin = 0; spin < 2000; spin++) {
       if (
         Atomics.load(i32, w) === 0 &&
         Atomics.compareExchange(i32, w, 0, token) === 0
