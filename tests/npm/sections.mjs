@@ -240,6 +240,47 @@ export const sections = {
     m.release();
   },
 
+  async threads(env) {
+    // Browsers give SharedArrayBuffer to cross-origin isolated pages only
+    // (the browser check serves COOP/COEP headers).
+    assert.ok(
+      typeof SharedArrayBuffer === "function",
+      `SharedArrayBuffer is missing (crossOriginIsolated: ${globalThis.crossOriginIsolated})`,
+    );
+    const { NotSharedMemoryError, SharedHeap, SharedHeapAllocator } = await env
+      .load("threads");
+    const { Buffer } = await env.load("storage");
+    assert.throws(
+      () => SharedHeap.create(new ArrayBuffer(1 << 20)),
+      NotSharedMemoryError,
+    );
+    const memory = new WebAssembly.Memory({
+      initial: 64,
+      maximum: 64,
+      shared: true,
+    });
+    const heap = SharedHeap.create(memory);
+    // A second handle, as a Worker makes from the posted descriptor.
+    const other = SharedHeap.attach(structuredClone(heap.descriptor()));
+    const a = heap.alloc(100), big = other.alloc(100_000);
+    heap.free(big); // a free into the other arena
+    other.free(a);
+    const here = new SharedHeapAllocator(heap);
+    const there = new SharedHeapAllocator(other);
+    const m = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], {
+      shape: [2, 3],
+      allocator: here,
+    });
+    const b = there.receive(structuredClone(here.share(m)));
+    b.set([1, 2], 9);
+    assert.equal(m.get([1, 2]), 9, "both sides see the same bytes");
+    m.release();
+    b.release();
+    assert.equal(heap.stats().allocationCount, 0);
+    other.detach();
+    heap.close();
+  },
+
   async watermark(env) {
     const { WatermarkAllocator, WatermarkOutOfMemoryError } = await env.load(
       "watermark",
