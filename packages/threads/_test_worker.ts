@@ -34,7 +34,13 @@ export type Command =
   | { type: "take-buffer"; descriptor: SharedBufferDescriptor; tag: number }
   | { type: "pause" }
   | { type: "finish" }
-  | { type: "hold"; count: number };
+  | { type: "hold"; count: number }
+  | {
+    type: "free-all";
+    heap: SharedHeapDescriptor;
+    offsets: Int32Array;
+    sync: SharedArrayBuffer;
+  };
 
 /** What a Worker reports. */
 export type Report =
@@ -50,6 +56,7 @@ export type Report =
   }
   | { type: "finished"; ops: number }
   | { type: "holding"; blocks: HandOff[] }
+  | { type: "freed"; count: number }
   | { type: "error"; message: string };
 
 function prng(seed: number): () => number {
@@ -188,6 +195,16 @@ scope.onmessage = (event: MessageEvent<Command>) => {
         heap.detach();
         post({ type: "finished", ops });
         break;
+      case "free-all": {
+        // Remote frees only, all at once with the other Workers.
+        const h = heap ?? SharedHeap.attach(command.heap);
+        const sync = new Int32Array(command.sync);
+        Atomics.add(sync, 1, 1);
+        while (Atomics.load(sync, 0) === 0) Atomics.wait(sync, 0, 0, 20);
+        for (const at of command.offsets) h.free(at);
+        post({ type: "freed", count: command.offsets.length });
+        break;
+      }
       case "hold": {
         const blocks: HandOff[] = [];
         for (let i = 0; i < command.count; i++) {

@@ -66,7 +66,11 @@ function checkPattern(u8: Uint8Array, b: HandOff): void {
   assert.ok(view.every((x) => x === b.tag), `block ${b.byteOffset} intact`);
 }
 
-async function stress(n: number, ms: number): Promise<void> {
+async function stress(
+  n: number,
+  ms: number,
+  handOffRate: number,
+): Promise<void> {
   const heap = SharedHeap.create(256 * MiB);
   const allocator = new SharedHeapAllocator(heap);
   const u8 = new Uint8Array(heap.buffer);
@@ -77,7 +81,8 @@ async function stress(n: number, ms: number): Promise<void> {
     [];
   let handOffs = 0;
   pool.onReport = (r, from) => {
-    const to = (from + 1) % n;
+    // Any other Worker: blocks of one arena get freed by several others.
+    const to = (from + 1 + Math.floor(Math.random() * (n - 1))) % n;
     if (r.type === "hand-off") {
       handOffs++;
       if (pausing) pending.push(r.block);
@@ -102,7 +107,7 @@ async function stress(n: number, ms: number): Promise<void> {
         heap: heap.descriptor(),
         seed: 1000 + i,
         maxBytes: 256 * 1024,
-        handOffRate: 0.1,
+        handOffRate,
       });
     }
     await Promise.all(started);
@@ -152,11 +157,65 @@ async function stress(n: number, ms: number): Promise<void> {
 }
 
 Deno.test("SharedHeap: 2 Workers allocate, verify, free and hand off at once", async () => {
-  await stress(2, STRESS_MS);
+  await stress(2, STRESS_MS, 0.1);
 });
 
 Deno.test("SharedHeap: 4 Workers allocate, verify, free and hand off at once", async () => {
-  await stress(4, STRESS_MS);
+  await stress(4, STRESS_MS, 0.35);
+});
+
+Deno.test("SharedHeap: Workers free one arena's blocks at once while it allocates", async () => {
+  const heap = SharedHeap.create(64 * MiB);
+  const pool = new Pool(2);
+  try {
+    const sizes = [64, 128, 192, 4096];
+    const lists = [0, 1].map(() => new Int32Array(6000));
+    for (let i = 0; i < 6000; i++) {
+      for (const list of lists) list[i] = heap.alloc(sizes[i % 4]);
+    }
+    const sync = new SharedArrayBuffer(8);
+    const s = new Int32Array(sync);
+    const freed = [0, 1].map((i) => pool.next(i, "freed"));
+    for (let i = 0; i < 2; i++) {
+      pool.send(i, {
+        type: "free-all",
+        heap: heap.descriptor(),
+        offsets: lists[i],
+        sync,
+      });
+    }
+    while (Atomics.load(s, 1) < 2) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    Atomics.store(s, 0, 1);
+    Atomics.notify(s, 0);
+    // Meanwhile the owner allocates and frees, taking remote lists back.
+    const seen = new Set<number>();
+    const mine: number[] = [];
+    for (let round = 0; round < 40; round++) {
+      for (let i = 0; i < 200; i++) mine.push(heap.alloc(sizes[i % 4]));
+      while (mine.length > 100) heap.free(mine.pop()!);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    await Promise.all(freed);
+    assert.deepEqual(pool.errors, []);
+    // Everything the Workers freed is handed out again exactly once.
+    for (let i = 0; i < 12000; i++) {
+      const at = heap.alloc(sizes[i % 4]);
+      assert.ok(!seen.has(at) && !mine.includes(at), `block ${at} given twice`);
+      seen.add(at);
+    }
+    for (const at of seen) heap.free(at);
+    for (const at of mine) heap.free(at);
+    heap.checkIntegrity();
+    assert.equal(heap.stats().allocationCount, 0);
+    heap.detach();
+    const after = SharedHeap.attach(heap.descriptor());
+    assert.equal(after.stats().freeBytes, after.stats().byteLength);
+    after.detach();
+  } finally {
+    pool.terminate();
+  }
 });
 
 Deno.test("SharedHeap: a terminated Worker's blocks are reported, not reused, then reclaimed", async () => {
