@@ -278,6 +278,48 @@ export const sections = {
     b.release();
     assert.equal(heap.stats().allocationCount, 0);
     other.detach();
+    if (globalThis.process?.versions?.node) {
+      // A real worker_threads Worker allocates from the same heap and
+      // reads a Buffer handed to it; this thread frees its blocks.
+      const { Worker } = await import("node:worker_threads");
+      const v = Buffer.fromData("i32", [5, 6, 7], { allocator: here });
+      const worker = new Worker(
+        `const { parentPort, workerData } = require("node:worker_threads");
+        import("@allot/threads").then(({ SharedHeap, SharedHeapAllocator }) => {
+          const heap = SharedHeap.attach(workerData.heap);
+          const allocator = new SharedHeapAllocator(heap);
+          const got = allocator.receive(workerData.buffer);
+          const sum = got.toData().reduce((a, x) => a + x, 0);
+          got.release();
+          const blocks = [];
+          for (let i = 0; i < 200; i++) {
+            const at = heap.alloc(16 << (i % 14));
+            new Uint8Array(heap.buffer, at, 16).fill(i & 255);
+            blocks.push(at);
+          }
+          heap.detach();
+          parentPort.postMessage({ sum, blocks });
+        }).catch((e) => parentPort.postMessage({ error: String(e.stack) }));`,
+        {
+          eval: true,
+          workerData: { heap: heap.descriptor(), buffer: here.share(v) },
+        },
+      );
+      const reply = await new Promise((resolve, reject) => {
+        worker.once("message", resolve);
+        worker.once("error", reject);
+      });
+      await worker.terminate();
+      assert.equal(reply.error, undefined, reply.error);
+      assert.equal(reply.sum, 18);
+      reply.blocks.forEach((at, i) => {
+        assert.equal(new Uint8Array(heap.buffer, at, 16)[15], i & 255);
+        heap.free(at); // frees into the Worker's abandoned slabs
+      });
+      v.release();
+      assert.equal(heap.stats().allocationCount, 0);
+      env.log("  threads: a worker_threads Worker shared the heap");
+    }
     heap.close();
   },
 
