@@ -571,7 +571,7 @@ export class SharedHeap {
     if (
       !(rel >= 0 && rel < this.#pages * PAGE) || !Number.isInteger(byteOffset)
     ) this.#throwNotBlock(byteOffset, "outside the page area");
-    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
     const start = i32[m + (page << 3) + M_START];
     if (
@@ -1201,7 +1201,7 @@ export class SharedHeap {
     if (
       !Number.isInteger(byteOffset) || !(rel >= 0 && rel < this.#pages * PAGE)
     ) return undefined;
-    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
     const start = i32[m + (page << 3) + M_START];
     if (
@@ -1224,7 +1224,7 @@ export class SharedHeap {
 
   #takePages(pages: number, kind: number): number {
     this.#lock("allocate");
-    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    const i32 = this.#i32, m = this.#meta;
     const h = this.#base >> 2;
     // Good fit in O(1): the first non-empty bin whose every span fits.
     let bin = binOf(pages);
@@ -1281,7 +1281,7 @@ export class SharedHeap {
 
   /** Under the lock: marks a span free and links it at its bin's head. */
   #makeFree(page: number, len: number): void {
-    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    const i32 = this.#i32, m = this.#meta;
     const h = this.#base >> 2;
     i32[m + (page << 3) + M_KIND] = K_FREE;
     i32[m + (page << 3) + M_LEN] = len;
@@ -1309,7 +1309,7 @@ export class SharedHeap {
   }
 
   #unlink(page: number): void {
-    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    const i32 = this.#i32, m = this.#meta;
     const h = this.#base >> 2;
     const next = i32[m + (page << 3) + M_NEXT],
       prev = i32[m + (page << 3) + M_PREV];
