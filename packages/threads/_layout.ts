@@ -10,7 +10,7 @@
  *            │                            │ prev, owner of every 4 KiB page
  * pageBase   ├────────────────────────────┤ (4096-aligned)
  *            │ pages: large spans and     │
- *            │ 64 KiB slabs (1280-byte    │
+ *            │ 64 KiB slabs (3328-byte    │
  *            │ header + equal blocks)     │
  *            └────────────────────────────┘
  * ```
@@ -32,10 +32,13 @@ export const SLAB_PAGES = 16;
 /** Bytes per slab. */
 export const SLAB_BYTES = SLAB_PAGES * PAGE;
 /**
- * Bytes of a slab's header, before its first block: 16 words, then one
- * state byte per block (1 live, 0 free), rounded to a multiple of 256.
+ * Bytes of a slab's header, before its first block: 16 words, the remote
+ * list head on its own line, one state byte per block (1 live, 0 free), then
+ * the owner's free stack of block indices (16 bits each), rounded to a
+ * multiple of 256. The free stack keeps the owner's frees off the blocks'
+ * own cache lines.
  */
-export const SLAB_HEADER = 1280;
+export const SLAB_HEADER = 3328;
 /** Most arenas (attached handles) a heap serves at once. */
 export const MAX_ARENAS = 64;
 
@@ -113,7 +116,7 @@ export const S_SIZE = 1;
 export const S_CAP = 2;
 /** Blocks below this index were handed out at least once. */
 export const S_BUMP = 3;
-/** Owner-only free list head (absolute byte offset, 0 empty). */
+/** Owner-only free stack depth (block indices at S_STACK). */
 export const S_FREE = 4;
 /** Blocks not in the owner's free list (live or remote-freed). */
 export const S_USED = 5;
@@ -123,6 +126,8 @@ export const S_REMOTE = 16;
 export const S_OWNER = 7;
 /** Byte offset of the block state bytes in the slab header. */
 export const S_STATES = 128;
+/** Byte offset of the owner's free stack (Uint16 block indices). */
+export const S_STACK = 1152;
 export const OWNER_ABANDONED = -1;
 export const OWNER_ADOPTING = -2;
 

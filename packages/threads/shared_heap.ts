@@ -69,6 +69,7 @@ import {
   S_OWNER,
   S_REMOTE,
   S_SIZE,
+  S_STACK,
   S_STATES,
   S_USED,
   SLAB_BYTES,
@@ -280,6 +281,7 @@ export class SharedHeap {
   #memory: SharedMemory;
   #i32: Int32Array;
   #u8: Uint8Array;
+  #u16: Uint16Array;
   #base: number; // byteOffset of the header
   #pages: number;
   #pageBase: number;
@@ -289,6 +291,7 @@ export class SharedHeap {
   #token: number;
   #timeoutMs: number;
   #open = true;
+  #stateWord: number;
   // Owner-only slab lists per class (absolute byte offsets).
   #slabs: number[][] = CLASS_SIZES.map(() => []);
   #cur: Int32Array = new Int32Array(CLASS_SIZES.length);
@@ -306,8 +309,10 @@ export class SharedHeap {
     this.#buffer = sharedBuffer(memory);
     this.#i32 = new Int32Array(this.#buffer, 0, this.#buffer.byteLength >> 2);
     this.#u8 = new Uint8Array(this.#buffer);
+    this.#u16 = new Uint16Array(this.#buffer, 0, this.#buffer.byteLength >> 1);
     this.#base = byteOffset;
     const h = byteOffset >> 2;
+    this.#stateWord = h + H_STATE;
     this.#pages = this.#i32[h + H_PAGES];
     this.#pageBase = this.#i32[h + H_PAGE_BASE];
     this.#meta = this.#i32[h + H_META] >> 2;
@@ -573,11 +578,12 @@ export class SharedHeap {
     ) this.#throwNotBlock(byteOffset, "outside the page area");
     const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
+    // Only the pages of a live slab name their slab's first page (others
+    // hold -1), so this one read tells small from large.
     const start = i32[m + (page << 3) + M_START];
-    if (
-      start >= 0 && start <= page && page < start + SLAB_PAGES &&
-      i32[m + (start << 3) + M_KIND] === K_SLAB
-    ) return this.#freeSmall(this.#pageBase + start * PAGE, byteOffset);
+    if (start >= 0) {
+      return this.#freeSmall(this.#pageBase + start * PAGE, byteOffset);
+    }
     if ((rel & (PAGE - 1)) === 0) return this.#freeLarge(page, byteOffset);
     this.#throwNotBlock(byteOffset, "not the start of a block");
   }
@@ -736,27 +742,19 @@ export class SharedHeap {
     for (const slab of slabs) {
       const s = slab >> 2;
       const size = i32[s + S_SIZE];
-      let head = i32[s + S_FREE], used = i32[s + S_USED];
-      let r = Atomics.exchange(i32, s + S_REMOTE, 0);
-      while (r !== 0) {
-        const next = i32[r >> 2];
-        i32[r >> 2] = head;
-        head = r;
-        used--;
-        r = next;
-      }
+      this.#collect(slab);
+      const stack = (slab + S_STACK) >> 1;
+      let top = i32[s + S_FREE], used = i32[s + S_USED];
       const bump = i32[s + S_BUMP];
       for (let k = 0; k < bump; k++) {
-        const off = slab + SLAB_HEADER + k * size;
-        if (!freedSet.has(off)) continue;
+        if (!freedSet.has(slab + SLAB_HEADER + k * size)) continue;
         Atomics.store(this.#u8, slab + S_STATES + k, 0);
-        i32[off >> 2] = head;
-        head = off;
+        this.#u16[stack + top++] = k;
         used--;
         blocks++;
         bytes += size;
       }
-      i32[s + S_FREE] = head;
+      i32[s + S_FREE] = top;
       i32[s + S_USED] = used;
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
@@ -963,10 +961,13 @@ export class SharedHeap {
     let slab = this.#cur[cls];
     if (slab !== 0) {
       const s = slab >> 2;
-      let block = i32[s + S_FREE];
-      if (block !== 0) i32[s + S_FREE] = i32[block >> 2];
-      else if (i32[s + S_BUMP] < i32[s + S_CAP]) {
-        block = slab + SLAB_HEADER + i32[s + S_BUMP]++ * i32[s + S_SIZE];
+      let k: number;
+      const top = i32[s + S_FREE];
+      if (top !== 0) {
+        k = this.#u16[((slab + S_STACK) >> 1) + top - 1];
+        i32[s + S_FREE] = top - 1;
+      } else if (i32[s + S_BUMP] < i32[s + S_CAP]) {
+        k = i32[s + S_BUMP]++;
       } else {
         slab = this.#refill(cls);
         if (slab === 0) return undefined;
@@ -976,8 +977,8 @@ export class SharedHeap {
       const size = CLASS_SIZES[cls];
       // Only the owner marks a block live; frees clear it with a
       // compare-exchange, so a plain store suffices here.
-      this.#u8[slab + S_STATES + (((block - slab - SLAB_HEADER) / size) | 0)] =
-        1;
+      this.#u8[slab + S_STATES + k] = 1;
+      const block = slab + SLAB_HEADER + k * size;
       const a = this.#arenaWord;
       i32[a + A_LIVE_BLOCKS]++;
       i32[a + A_LIVE_BYTES] += size;
@@ -1021,15 +1022,17 @@ export class SharedHeap {
   #collect(slab: number): void {
     const i32 = this.#i32, s = slab >> 2;
     let r = Atomics.exchange(i32, s + S_REMOTE, 0);
-    let head = i32[s + S_FREE], n = 0;
+    if (r === 0) return;
+    const u16 = this.#u16, stack = (slab + S_STACK) >> 1;
+    const size = i32[s + S_SIZE];
+    let top = i32[s + S_FREE], n = 0;
     while (r !== 0) {
       const next = i32[r >> 2];
-      i32[r >> 2] = head;
-      head = r;
+      u16[stack + top++] = ((r - slab - SLAB_HEADER) / size) | 0;
       n++;
       r = next;
     }
-    i32[s + S_FREE] = head;
+    i32[s + S_FREE] = top;
     i32[s + S_USED] -= n;
   }
 
@@ -1051,8 +1054,9 @@ export class SharedHeap {
     i32[a + A_LIVE_BYTES] -= size;
     // A plain read: only this handle ever sets or clears its own token.
     if (i32[s + S_OWNER] === this.#token) {
-      i32[block >> 2] = i32[s + S_FREE];
-      i32[s + S_FREE] = block;
+      const top = i32[s + S_FREE];
+      this.#u16[((slab + S_STACK) >> 1) + top] = k;
+      i32[s + S_FREE] = top + 1;
       if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
       return;
     }
@@ -1372,7 +1376,7 @@ export class SharedHeap {
     if (!this.#open) {
       throw new HeapClosedError(`Cannot ${what}: this handle was detached`);
     }
-    if (this.#i32[(this.#base >> 2) + H_STATE] !== STATE_OPEN) {
+    if (this.#i32[this.#stateWord] !== STATE_OPEN) {
       throw new HeapClosedError(
         `Cannot ${what}: the heap's owner closed heap ${this.heapId}`,
       );
