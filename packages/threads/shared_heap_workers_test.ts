@@ -5,7 +5,7 @@ import type { SharedBufferDescriptor } from "./mod.ts";
 
 const MiB = 1 << 20;
 /** Milliseconds of random work per stress run (a few seconds in CI). */
-const STRESS_MS = Number(Deno.env.get("ALLOT_STRESS_MS") ?? 1500);
+const STRESS_MS = Number(Deno.env.get("ALLOT_STRESS_MS") ?? 1000);
 
 class Pool {
   workers: Worker[] = [];
