@@ -8,6 +8,7 @@
  * the trace's live and held bytes equal TF.js's own counters.
  */
 import { startTfjs, tf } from "./_tfjs.ts";
+import { ortMlpVarBatch } from "./_ort.ts";
 import {
   cnnTraining,
   kvDecode,
@@ -22,10 +23,29 @@ const workloads = {
   "kv-decode": kvDecode,
 } as const;
 
+async function gzip(text: string): Promise<Uint8Array> {
+  return new Uint8Array(
+    await new Response(
+      new Blob([text]).stream().pipeThrough(new CompressionStream("gzip")),
+    ).arrayBuffer(),
+  );
+}
+
 const dir = new URL("./tfjs-webgpu/", import.meta.url);
 await Deno.mkdir(dir, { recursive: true });
-const names = Deno.args.length ? Deno.args : Object.keys(workloads);
+const names = Deno.args.length ? Deno.args : [...Object.keys(workloads), "ort-mlp-varbatch"];
 for (const name of names) {
+  if (name === "ort-mlp-varbatch") {
+    const started = performance.now();
+    const rec = await ortMlpVarBatch(`onnxruntime-web 1.22 webgpu ${name}`);
+    const text = rec.recorder.toJsonLines();
+    const gz = await gzip(text);
+    const ortDir = new URL("./onnxruntime-web/", import.meta.url);
+    await Deno.mkdir(ortDir, { recursive: true });
+    await Deno.writeFile(new URL("mlp-varbatch.jsonl.gz", ortDir), gz);
+    console.log(`${name}: ${rec.recorder.events.length} events, ${(gz.length / 1024).toFixed(0)} KiB gz, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    continue;
+  }
   const run = workloads[name as keyof typeof workloads];
   if (!run) {
     throw new Error(
