@@ -12,7 +12,7 @@ export async function mobilenet(
   rec: TfjsRecording,
   opts = { passes: 3, size: 96, batch: 1 },
 ): Promise<void> {
-  const tag = (t: string) => rec.recording.recorder.setTag(t);
+  const tag = (t: string | undefined) => rec.recording.recorder.setTag(t);
   tag("weights");
   const cfg: [number, number, number, number][] = [ // expand, out, repeats, stride
     [1, 16, 1, 1],
@@ -120,7 +120,7 @@ export async function cnnTraining(
         return tf.losses.softmaxCrossEntropy(labels, logits) as tf.Scalar;
       });
       tag("optimizer");
-      opt.applyGradients(grads);
+      opt.applyGradients(grads as tf.NamedTensorMap as never);
       return value;
     });
     tag("readback");

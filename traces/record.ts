@@ -33,7 +33,9 @@ async function gzip(text: string): Promise<Uint8Array> {
 
 const dir = new URL("./tfjs-webgpu/", import.meta.url);
 await Deno.mkdir(dir, { recursive: true });
-const names = Deno.args.length ? Deno.args : [...Object.keys(workloads), "ort-mlp-varbatch"];
+const names = Deno.args.length
+  ? Deno.args
+  : [...Object.keys(workloads), "ort-mlp-varbatch"];
 for (const name of names) {
   if (name === "ort-mlp-varbatch") {
     const started = performance.now();
@@ -43,7 +45,11 @@ for (const name of names) {
     const ortDir = new URL("./onnxruntime-web/", import.meta.url);
     await Deno.mkdir(ortDir, { recursive: true });
     await Deno.writeFile(new URL("mlp-varbatch.jsonl.gz", ortDir), gz);
-    console.log(`${name}: ${rec.recorder.events.length} events, ${(gz.length / 1024).toFixed(0)} KiB gz, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `${name}: ${rec.recorder.events.length} events, ${
+        (gz.length / 1024).toFixed(0)
+      } KiB gz, ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
     continue;
   }
   const run = workloads[name as keyof typeof workloads];

@@ -9,22 +9,33 @@ import {
 
 /** One history entry of an allot allocator (`@allot/caching`'s `TraceEntry` shape). */
 export interface HistoryEntryLike {
+  /** What happened: `alloc`, `free_requested`, `segment_alloc`, `segment_free` (others are skipped). */
   readonly action: string;
+  /** Virtual address of the block or segment. */
   readonly address: number;
+  /** Bytes of the block or segment. */
   readonly byteLength: number;
+  /** Bytes the caller asked for. */
   readonly requestedByteLength?: number;
+  /** Milliseconds since the allocator was made. */
   readonly timeMs: number;
+  /** Stack text captured with the entry (V8's `Error.stack` format). */
   readonly stack?: string;
+  /** The tag the caller set, where the allocator records one. */
   readonly tag?: string;
 }
 
 /** An allocator snapshot with history (`@allot/caching`'s `MemorySnapshot` shape). */
 export interface SnapshotLike {
+  /** The device, such as `webgpu:0`. */
   readonly device?: string;
+  /** The allocator's label. */
   readonly allocator?: string;
+  /** History entries, oldest first. */
   readonly history: readonly HistoryEntryLike[];
   /** Entries the history ring buffer dropped, where the allocator counts them. */
   readonly droppedEntries?: number;
+  /** The same count under another name. */
   readonly dropped?: number;
 }
 

@@ -12,7 +12,9 @@ interface BufferLike {
 
 /** The parts of a `GPUDevice` the recorder touches (any WebGPU implementation). */
 export interface DeviceLike {
+  /** Creates a buffer (recorded). */
   createBuffer(descriptor: GPUBufferDescriptor): GPUBuffer;
+  /** The device's queue (its `submit` and `writeBuffer` are recorded). */
   readonly queue: GPUQueue;
 }
 

@@ -2,7 +2,9 @@ import type { StackFrame, Trace } from "./trace_format.ts";
 
 /** One allocation of a timeline: when it lived, its size, tag and stack. */
 export interface TimelineAllocation {
+  /** Its id in the trace. */
   readonly id: number;
+  /** Bytes. */
   readonly size: number;
   /** Index of its tag in {@linkcode MemoryTimeline.tags} (-1: none). */
   readonly tag: number;
@@ -14,17 +16,25 @@ export interface TimelineAllocation {
   end: number;
   /** The buffer or segment it lies in, and where, when the trace says. */
   readonly buffer?: number;
+  /** Byte offset in that buffer or segment, when known. */
   readonly offset?: number;
 }
 
 /** One buffer or segment: its lifetime and size. */
 export interface TimelineSegment {
+  /** Its id in the trace. */
   readonly id: number;
+  /** Bytes. */
   readonly size: number;
+  /** WebGPU usage bits (0 for allocator segments). */
   readonly usage: number;
+  /** Point index of its creation. */
   readonly start: number;
+  /** Point index of its destruction (the timeline length if never). */
   end: number;
+  /** Index of its tag in `tags` (-1: none). */
   readonly tag: number;
+  /** Index of its stack in `stacks` (-1: none). */
   readonly stack: number;
 }
 
@@ -34,6 +44,7 @@ export interface TimelineSegment {
  * buffers or segments), and the allocations and segments with their spans.
  */
 export interface MemoryTimeline {
+  /** The trace's `source`. */
   readonly source: string;
   /** Time (ms) of each point. */
   readonly time: Float64Array;
@@ -45,15 +56,23 @@ export interface MemoryTimeline {
   readonly subject: Int32Array;
   /** +1 for an allocation or creation, -1 for a free or destroy. */
   readonly sign: Int8Array;
+  /** Every allocation, in order. */
   readonly allocations: readonly TimelineAllocation[];
+  /** Every buffer or segment, in order. */
   readonly segments: readonly TimelineSegment[];
+  /** Tag names, indexed by the allocations' `tag`. */
   readonly tags: readonly string[];
+  /** Stacks (user frames first), indexed by the allocations' `stack`. */
   readonly stacks: readonly (readonly StackFrame[])[];
   /** Step marks: point index and name. */
   readonly steps: readonly { readonly at: number; readonly name: string }[];
+  /** Highest live bytes. */
   readonly peakLive: number;
+  /** Point index of the live peak. */
   readonly peakLiveAt: number;
+  /** Highest held bytes. */
   readonly peakHeld: number;
+  /** Point index of the held peak. */
   readonly peakHeldAt: number;
   /** Entries the source said it lost. */
   readonly dropped: number;

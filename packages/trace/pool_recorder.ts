@@ -5,7 +5,9 @@ import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
  * TF.js's WebGPU `BufferManager` (`backend.bufferManager`) has it.
  */
 export interface BufferPoolLike {
+  /** Hands out a buffer of `size` bytes and `usage`. */
   acquireBuffer(size: number, usage: number, ...rest: unknown[]): unknown;
+  /** Takes a buffer back. */
   releaseBuffer(buffer: unknown, ...rest: unknown[]): unknown;
   /** When present, a release that does not lower it is not recorded. */
   readonly numBytesUsed?: number;

@@ -45,7 +45,9 @@ export interface ReplayOptions {
 
 /** One policy's figures. */
 export interface PolicyResult {
+  /** The policy's name. */
   readonly name: string;
+  /** What the policy models. */
   readonly description: string;
   /** Highest bytes held at any point. */
   readonly peakHeldBytes: number;
@@ -71,7 +73,9 @@ export interface ReplayReport {
   readonly allocations: number;
   /** Which events were replayed. */
   readonly from: "alloc" | "create";
+  /** Which buffers were replayed. */
   readonly usage: "all" | "storage";
+  /** One row per policy, in the order given. */
   readonly policies: readonly PolicyResult[];
 }
 

@@ -45,7 +45,9 @@ export interface StackFrame {
 
 /** The first line of a trace. */
 export interface TraceHeader {
+  /** Always `allot-trace`. */
   readonly format: typeof TRACE_FORMAT;
+  /** The format version ({@linkcode TRACE_VERSION} for this reader). */
   readonly version: number;
   /** What was recorded (free text, e.g. `tfjs-webgpu 4.22 mobilenet`). */
   readonly source?: string;
@@ -67,75 +69,112 @@ export interface EventBase {
 
 /** A buffer or segment was created. */
 export interface CreateEvent extends EventBase {
+  /** The operation. */
   readonly op: "create";
+  /** The buffer's (or segment's) id. */
   readonly id: number;
+  /** Bytes. */
   readonly size: number;
+  /** `GPUBufferUsage` bits (0 for allocator segments). */
   readonly usage: number;
+  /** The buffer's label, when it has one. */
   readonly label?: string;
+  /** Created mapped (`mappedAtCreation`). */
   readonly mapped?: boolean;
 }
 /** A buffer or segment was destroyed. */
 export interface DestroyEvent extends EventBase {
+  /** The operation. */
   readonly op: "destroy";
+  /** The buffer's id. */
   readonly id: number;
 }
 /** A logical allocation was handed out. */
 export interface AllocEvent extends EventBase {
+  /** The operation. */
   readonly op: "alloc";
+  /** The allocation's id. */
   readonly id: number;
+  /** Bytes asked for. */
   readonly size: number;
+  /** `GPUBufferUsage` bits, when known. */
   readonly usage?: number;
+  /** The buffer or segment the allocation lies in. */
   readonly buffer?: number;
+  /** Byte offset inside `buffer`. */
   readonly offset?: number;
 }
 /** A logical allocation was given back. */
 export interface FreeEvent extends EventBase {
+  /** The operation. */
   readonly op: "free";
+  /** The allocation's id. */
   readonly id: number;
 }
 /** `queue.submit`. */
 export interface SubmitEvent extends EventBase {
+  /** The operation. */
   readonly op: "submit";
+  /** Command buffers submitted. */
   readonly count: number;
 }
 /** `buffer.mapAsync`. */
 export interface MapEvent extends EventBase {
+  /** The operation. */
   readonly op: "map";
+  /** The buffer's id. */
   readonly id: number;
+  /** `GPUMapMode` bits. */
   readonly mode: number;
 }
 /** `buffer.unmap`. */
 export interface UnmapEvent extends EventBase {
+  /** The operation. */
   readonly op: "unmap";
+  /** The buffer's id. */
   readonly id: number;
 }
 /** `queue.writeBuffer`. */
 export interface WriteEvent extends EventBase {
+  /** The operation. */
   readonly op: "write";
+  /** The buffer's id. */
   readonly id: number;
+  /** Byte offset written at. */
   readonly offset: number;
+  /** Bytes written. */
   readonly size: number;
 }
 /** A step mark. */
 export interface StepEvent extends EventBase {
+  /** The operation. */
   readonly op: "step";
+  /** The step's name. */
   readonly name?: string;
 }
 /** Defines a stack for later events. */
 export interface StackEvent extends EventBase {
+  /** The operation. */
   readonly op: "stack";
+  /** The stack's id, used by later events' `s`. */
   readonly sid: number;
+  /** Frames, user frames first. */
   readonly frames: readonly StackFrame[];
 }
 /** A wrapped call threw. */
 export interface ErrorEvent extends EventBase {
+  /** The operation. */
   readonly op: "error";
+  /** The wrapped call that threw. */
   readonly call: string;
+  /** The error's message. */
   readonly message: string;
 }
 /** Entries lost by the source. */
 export interface DroppedEvent extends EventBase {
+  /** The operation. */
   readonly op: "dropped";
+  /** Entries lost. */
   readonly count: number;
 }
 
@@ -159,7 +198,9 @@ export type TraceOp = TraceEvent["op"];
 
 /** A whole trace: its header and its events in order. */
 export interface Trace {
+  /** The header line. */
   readonly header: TraceHeader;
+  /** The events, in order. */
   readonly events: readonly TraceEvent[];
 }
 

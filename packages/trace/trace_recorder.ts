@@ -41,6 +41,7 @@ export class TraceRecorder {
   #tag: string | undefined;
   #nextId = 0;
 
+  /** Starts a recording (the clock starts now). */
   constructor(options: TraceRecorderOptions = {}) {
     const stacks = options.stacks ?? "allocations";
     if (stacks !== "allocations" && stacks !== "all" && stacks !== "none") {
