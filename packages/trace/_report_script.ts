@@ -160,4 +160,5 @@ window.addEventListener("resize", draw);
     rows.map((r) => "<tr><td>" + esc(r[0]) + "</td><td>" + fmt(r[1]) + "</td><td>" + (live ? (r[1] / live).toFixed(2) : "") + "</td><td>" + r[2] + "</td><td>" + r[3] + "</td><td>" + esc(r[4]) + "</td></tr>").join("") + "</tbody></table>";
 })();
 legend(); draw();
+window.__reportReadyMs = performance.now();
 `;

@@ -12,6 +12,7 @@ import { gunzipSync } from "node:zlib";
 import type { BenchOptions, Scenario } from "../../../scripts/bench/types.ts";
 import { memoryReport, parseTrace, recordDevice, replayTrace } from "../mod.ts";
 import { syntheticTrace } from "./_synthetic.ts";
+import { haveBrowser, launch } from "../_test_browser.ts";
 
 function median(xs: number[]): number {
   const s = xs.slice().sort((a, b) => a - b);
@@ -149,24 +150,59 @@ function recorderAlone(quick: boolean): Scenario {
   };
 }
 
-function reportSize(quick: boolean): Scenario {
-  const n = quick ? 10_000 : 100_000;
+async function reportSize(quick: boolean): Promise<Scenario> {
+  const n = quick || Deno.env.get("TRACE_BENCH_N")
+    ? Number(Deno.env.get("TRACE_BENCH_N") ?? 10_000)
+    : 100_000;
   const text = syntheticTrace(n);
   const t0 = performance.now();
   const html = memoryReport(text, { repeat: 1 });
   const ms = performance.now() - t0;
+  const rows = [{
+    name: "memoryReport (generate)",
+    value: ms,
+    ours: true,
+    note: `${(html.length / 2 ** 20).toFixed(2)} MiB of HTML`,
+  }];
+  if (haveBrowser()) {
+    const file = await Deno.makeTempFile({ suffix: ".html" });
+    await Deno.writeTextFile(file, html);
+    const browser = await launch();
+    try {
+      const opens: number[] = [];
+      for (let r = 0; r < (quick ? 1 : 3); r++) {
+        const page = await browser.newPage({
+          viewport: { width: 1200, height: 900 },
+        });
+        await page.goto(`file://${file}`);
+        await page.waitForFunction(
+          "window.__reportReadyMs !== undefined",
+          undefined,
+          { timeout: 60000 },
+        );
+        opens.push(await page.evaluate("window.__reportReadyMs"));
+        await page.close();
+      }
+      rows.push({
+        name: "chromium: open until drawn",
+        value: median(opens),
+        ours: true,
+        note: `range ${Math.min(...opens).toFixed(0)}–${
+          Math.max(...opens).toFixed(0)
+        } ms`,
+      });
+    } finally {
+      await browser.close();
+      await Deno.remove(file);
+    }
+  }
   return {
     package: "trace",
     scenario:
       `HTML report of a ${n}-event trace (parse, replay 5 policies, draw)`,
     unit: "ms",
     higherIsBetter: false,
-    rows: [{
-      name: "memoryReport",
-      value: ms,
-      ours: true,
-      note: `${(html.length / 2 ** 20).toFixed(2)} MiB of HTML`,
-    }],
+    rows,
   };
 }
 
@@ -212,7 +248,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   options.progress?.("recorder overhead");
   const a = [recorderAlone(options.quick), ...await overhead(options.quick)];
   options.progress?.("report size");
-  const b = reportSize(options.quick);
+  const b = await reportSize(options.quick);
   options.progress?.("real traces");
   const c = await realTraces(options.quick);
   return [...a, b, ...c];
