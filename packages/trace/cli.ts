@@ -7,7 +7,7 @@
  * deno task mem validate trace.jsonl[.gz]
  * ```
  *
- * On Node (from the npm package): `node node_modules/@allot/trace/esm/cli.js report ...`.
+ * On Node (from the npm package): `node node_modules/@allot/trace/cli.js report ...`.
  *
  * @module
  */
