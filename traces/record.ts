@@ -18,6 +18,8 @@ import {
 
 const workloads = {
   "mobilenet-inference": mobilenet,
+  "mobilenet-224-batch2": (rec: Parameters<typeof mobilenet>[0]) =>
+    mobilenet(rec, { passes: 3, size: 224, batch: 2 }),
   "cnn-training": cnnTraining,
   "transformer-varlen": transformerVarLen,
   "kv-decode": kvDecode,

@@ -108,7 +108,10 @@ export function memoryTimeline(trace: Trace): MemoryTimeline {
     const i = time.length - 1;
     if (l > peakLive) peakLive = l, peakLiveAt = i;
     const hh = hasAllocs ? h : l;
-    if (hh > peakHeld) peakHeld = hh, peakHeldAt = i;
+    // at equal held bytes, the later point with more live bytes shows more
+    if (hh > peakHeld || (hh === peakHeld && l > live[peakHeldAt])) {
+      peakHeld = hh, peakHeldAt = i;
+    }
   };
   for (const e of trace.events) {
     const sIdx = e.s === undefined ? -1 : stackIndex.get(e.s) ?? -1;
