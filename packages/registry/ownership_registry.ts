@@ -249,7 +249,6 @@ export interface NewArrayOptions {
   allocator?: Allocator;
 }
 
-
 const KINDS: readonly AllocationKind[] = [
   "heap",
   "system",
@@ -628,7 +627,9 @@ export class OwnershipRegistry {
     let r: number;
     if ((v & 1) === 0) {
       r = v >> 1;
-      if (--t.placeCount[r] === 0) this.#store.delete(this.#memory, this.#offset);
+      if (--t.placeCount[r] === 0) {
+        this.#store.delete(this.#memory, this.#offset);
+      }
     } else {
       const a = v >> 1;
       r = this.#aliases.record[a];
@@ -1144,10 +1145,15 @@ export class OwnershipRegistry {
    */
   #placeOf(pointer: Pointer, name: string): number {
     if (ArrayBuffer.isView(pointer)) {
-      const buffer = pointer.buffer;
-      this.#memory = buffer;
-      if ((buffer as ArrayBuffer).detached === true) return this.#offset = -1;
-      return this.#offset = pointer.byteOffset;
+      this.#memory = pointer.buffer;
+      const offset = pointer.byteOffset;
+      // A detached view reads as offset 0, length 0; `detached` is a call
+      // into C++, so only such views pay for it.
+      if (
+        offset === 0 && pointer.byteLength === 0 &&
+        (this.#memory as ArrayBuffer).detached === true
+      ) return this.#offset = -1;
+      return this.#offset = offset;
     }
     return this.#placeOfObject(pointer, name);
   }
@@ -1266,9 +1272,7 @@ export class OwnershipRegistry {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
-        }: the pointer is registered for allocation #${
-          t.id[this.#slotOf(w)]
-        }`,
+        }: the pointer is registered for allocation #${t.id[this.#slotOf(w)]}`,
         { name: "alias", value: byteOffset, limit: "unregistered" },
       );
     }
@@ -1398,9 +1402,7 @@ export class OwnershipRegistry {
         if (o < 0) this.#throwDetached(what, "alias");
         if (m !== memory || o < byteOffset || o > end) {
           throw new InvalidArgumentError(
-            `Cannot ${what} ${
-              describePointer(m, o)
-            }: an alias must lie in ${
+            `Cannot ${what} ${describePointer(m, o)}: an alias must lie in ${
               describePointer(memory, byteOffset)
             } up to byte ${end}`,
             { name: "alias", value: o, limit: [byteOffset, end] },

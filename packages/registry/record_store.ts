@@ -42,24 +42,24 @@ export interface RecordStore {
    * @returns `true` when a value was removed.
    */
   delete(memory: object, byteOffset: number): boolean;
-  /**
-   * Every value with its place.
-   *
-   * @returns An iterator of `[memory, byteOffset, value]`.
-   */
-  entries(): IterableIterator<[object, number, number]>;
   /** Removes every entry. */
   clear(): void;
 }
 
 /**
- * The default {@linkcode RecordStore}: a `Map` from memory to either the one
- * value stored in that memory (the common case: an array that owns its
- * buffer) or a `Map` from byte offset to value. A memory with one place costs
- * no inner `Map`, so registering and unregistering such a pointer allocates
- * nothing. One JS thread owns it, so it needs no lock (and no shards: the
- * seed's sharding spreads lock contention between threads, which one JS
- * thread does not have).
+ * The default {@linkcode RecordStore}: a `WeakMap` from memory to either the
+ * one value stored in that memory (the common case: an array that owns its
+ * buffer) or a `Map` from byte offset to value.
+ *
+ * Built so that registering and unregistering allocate nothing: a memory
+ * with one place costs no inner `Map`, and a memory whose last entry goes
+ * keeps its key with an empty mark instead of being deleted (deleting the
+ * last key of a `Map` shrinks its table, which allocates, and that was most
+ * of a register + unregister pair). The `WeakMap` holds no memory alive: a
+ * memory the program drops leaves with its marks at the next collection.
+ * One JS thread owns it, so it needs no lock (and no shards: the seed's
+ * sharding spreads lock contention between threads, which one JS thread does
+ * not have).
  *
  * @example
  * ```ts
@@ -76,10 +76,32 @@ export interface RecordStore {
  * ```
  */
 export class MapRecordStore implements RecordStore {
-  #byMemory = new Map<object, number | Map<number, number>>();
+  /** Memory to its one value, `EMPTY`, or a map of offsets to values. */
+  #byMemory = new WeakMap<object, number | Map<number, number>>();
   /** Byte offset of each value stored alone in its memory, by value. */
   #offsetOf: number[] = [];
   #size = 0;
+  /**
+   * The memory looked up last and its entry: a register or unregister looks
+   * the same memory up twice (check, then change), and a runtime often
+   * works on one memory at a time. Holds at most that one memory alive.
+   */
+  #lastMemory: object | undefined = undefined;
+  #lastEntry: number | Map<number, number> | undefined = undefined;
+
+  #entry(memory: object): number | Map<number, number> | undefined {
+    if (memory === this.#lastMemory) return this.#lastEntry;
+    const e = this.#byMemory.get(memory);
+    this.#lastMemory = memory;
+    this.#lastEntry = e;
+    return e;
+  }
+
+  #put(memory: object, e: number | Map<number, number>): void {
+    this.#byMemory.set(memory, e);
+    this.#lastMemory = memory;
+    this.#lastEntry = e;
+  }
 
   /** Number of entries. */
   get size(): number {
@@ -94,10 +116,10 @@ export class MapRecordStore implements RecordStore {
    * @returns The value, or `-1`.
    */
   get(memory: object, byteOffset: number): number {
-    const e = this.#byMemory.get(memory);
+    const e = this.#entry(memory);
     if (e === undefined) return -1;
     if (typeof e === "number") {
-      return this.#offsetOf[e] === byteOffset ? e : -1;
+      return e >= 0 && this.#offsetOf[e] === byteOffset ? e : -1;
     }
     const v = e.get(byteOffset);
     return v === undefined ? -1 : v;
@@ -111,21 +133,18 @@ export class MapRecordStore implements RecordStore {
    * @param value A non-negative integer not stored at another place.
    */
   set(memory: object, byteOffset: number, value: number): void {
-    const e = this.#byMemory.get(memory);
-    if (e === undefined) {
-      this.#byMemory.set(memory, value);
+    const e = this.#entry(memory);
+    if (e === undefined || e === EMPTY) {
+      this.#put(memory, value);
       this.#offsetOf[value] = byteOffset;
       this.#size++;
     } else if (typeof e === "number") {
       const offset = this.#offsetOf[e];
       if (offset === byteOffset) {
-        this.#byMemory.set(memory, value);
+        this.#put(memory, value);
         this.#offsetOf[value] = byteOffset;
       } else {
-        this.#byMemory.set(
-          memory,
-          new Map([[offset, e], [byteOffset, value]]),
-        );
+        this.#put(memory, new Map([[offset, e], [byteOffset, value]]));
         this.#size++;
       }
     } else {
@@ -143,35 +162,24 @@ export class MapRecordStore implements RecordStore {
    * @returns `true` when a value was removed.
    */
   delete(memory: object, byteOffset: number): boolean {
-    const e = this.#byMemory.get(memory);
+    const e = this.#entry(memory);
     if (e === undefined) return false;
     if (typeof e === "number") {
-      if (this.#offsetOf[e] !== byteOffset) return false;
-      this.#byMemory.delete(memory);
-    } else {
-      if (!e.delete(byteOffset)) return false;
-      if (e.size === 0) this.#byMemory.delete(memory);
-    }
+      if (e < 0 || this.#offsetOf[e] !== byteOffset) return false;
+      this.#put(memory, EMPTY); // a mark, not a delete: no shrink
+    } else if (!e.delete(byteOffset)) return false;
     this.#size--;
     return true;
   }
 
-  /**
-   * Every value with its place.
-   *
-   * @returns An iterator of `[memory, byteOffset, value]`.
-   */
-  *entries(): IterableIterator<[object, number, number]> {
-    for (const [memory, e] of this.#byMemory) {
-      if (typeof e === "number") yield [memory, this.#offsetOf[e], e];
-      else { for (const [byteOffset, v] of e) yield [memory, byteOffset, v]; }
-    }
-  }
-
   /** Removes every entry. */
   clear(): void {
-    this.#byMemory.clear();
+    this.#byMemory = new WeakMap();
+    this.#lastMemory = this.#lastEntry = undefined;
     this.#offsetOf.length = 0;
     this.#size = 0;
   }
 }
+
+/** The mark of a memory that holds no entry now. */
+const EMPTY = -1;
