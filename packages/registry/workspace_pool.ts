@@ -104,12 +104,15 @@ export class WorkspacePool<D extends Dtype> {
    * @param rank A rank in `[0, ranks)`.
    * @returns That rank's array.
    * @throws {InvalidArgumentError} When the rank is out of range.
-   * @throws {UseAfterFreeError} After `release()`.
+   * @throws {UseAfterFreeError} After `release()`, or after the registry's
+   * `dispose()` (which freed the workspaces).
    */
   get(rank: number): TypedArrayOf<D> {
-    if (this.#released) {
+    if (this.#released || this.#registry.disposed) {
       throw new UseAfterFreeError(
-        `Cannot get workspace ${rank}: the pool was released`,
+        `Cannot get workspace ${String(rank)}: the ${
+          this.#released ? "pool was released" : "registry was disposed"
+        }`,
       );
     }
     const w = this.#workspaces[rank];

@@ -1,0 +1,180 @@
+/**
+ * Ownership hazards from issue #17 (item 2, item 10 and WorkspacePool after
+ * dispose): each test failed on the registry before the fix.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  AllocatorBase,
+  DataPtr,
+  Device,
+  DoubleFreeError,
+  UnsupportedOperationError,
+  UseAfterFreeError,
+} from "@allot/core";
+import { OwnershipRegistry } from "./ownership_registry.ts";
+import { WorkspacePool } from "./workspace_pool.ts";
+
+function snapshot(registry: OwnershipRegistry) {
+  return {
+    stats: registry.stats(),
+    records: registry.records().map((r) => ({ ...r })),
+  };
+}
+
+/** Hands the most recently freed block out again first, like a real heap. */
+class ReusingAllocator extends AllocatorBase<ArrayBuffer, number> {
+  readonly device: Device = Device.cpu();
+  readonly memory = new ArrayBuffer(1 << 12);
+  #next = 0;
+  #free: number[] = [];
+  live = new Set<number>();
+  allocate(byteLength: number): DataPtr<ArrayBuffer, number> {
+    const offset = this.#free.pop() ?? this.#next;
+    if (offset === this.#next) this.#next += 64;
+    assert.ok(byteLength <= 64);
+    this.live.add(offset);
+    return new DataPtr(this.memory, offset, byteLength, this.device, {
+      context: offset,
+      deleter: (ctx) => {
+        assert.ok(this.live.delete(ctx), `double free of ${ctx}`);
+        this.#free.push(ctx);
+      },
+    });
+  }
+}
+
+describe("OwnershipRegistry ownership hazards (#17)", () => {
+  it("unregister() of a stale heap array whose place was reused throws UseAfterFreeError and leaves the new owner alone", () => {
+    const allocator = new ReusingAllocator();
+    using registry = new OwnershipRegistry();
+    const stale = registry.newArray("f32", 4, { allocator });
+    registry.unregister(stale);
+    const owner = registry.newArray("f32", 4, { allocator });
+    assert.equal(owner.byteOffset, stale.byteOffset, "the place was reused");
+    assert.equal(owner.buffer, stale.buffer);
+    const before = snapshot(registry);
+    assert.throws(() => registry.unregister(stale), UseAfterFreeError);
+    assert.throws(() => registry.addAlias(stale, stale), UseAfterFreeError);
+    assert.throws(() => registry.transferOut(stale), UseAfterFreeError);
+    assert.equal(registry.isRegistered(stale), false);
+    assert.equal(registry.tryUnregister(stale), false);
+    assert.equal(registry.recordOf(stale), undefined);
+    assert.deepEqual(snapshot(registry), before);
+    assert.equal(allocator.live.size, 1, "the new owner's block is alive");
+    // A view the owner made of its own array still reaches its record.
+    assert.ok(registry.isRegistered(owner.subarray(0)));
+    assert.equal(registry.unregister(owner), true);
+    assert.equal(allocator.live.size, 0);
+    // Re-registering the very array that was stale makes it live again.
+    const again = registry.newArray("f32", 4, { allocator });
+    registry.unregister(again);
+    registry.register(stale, { kind: "heap" });
+    assert.ok(registry.isRegistered(stale));
+    registry.unregister(stale);
+  });
+
+  it("adopt() of a view that does not own its whole ArrayBuffer does not detach the rest on unregister", () => {
+    using registry = new OwnershipRegistry();
+    const buffer = new ArrayBuffer(16);
+    const left = new Uint8Array(buffer, 0, 8);
+    const right = new Uint8Array(buffer, 8, 8).fill(7);
+    registry.adopt(left);
+    assert.equal(registry.reservedBytes, 8, "it holds its own bytes only");
+    registry.unregister(left);
+    assert.equal(buffer.detached, false);
+    assert.equal(right.length, 8);
+    assert.equal(right[7], 7);
+    // A view over the whole buffer does own it: detached when freed.
+    const whole = new Uint8Array(new ArrayBuffer(8));
+    registry.adopt(whole);
+    registry.unregister(whole);
+    assert.equal(whole.length, 0);
+  });
+
+  it("two adopt()s of the halves of one buffer are both freeable, with no record left", () => {
+    using registry = new OwnershipRegistry();
+    const buffer = new ArrayBuffer(32);
+    const left = new Float32Array(buffer, 0, 4);
+    const right = new Float32Array(buffer, 16, 4);
+    registry.adopt(left);
+    registry.adopt(right);
+    assert.equal(registry.pointerCount, 2);
+    assert.equal(registry.unregister(left), true);
+    assert.equal(registry.unregister(right), true);
+    assert.equal(registry.pointerCount, 0);
+    assert.deepEqual(registry.records(), []);
+    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.reservedBytes, 0);
+    // Neither half can be transferred: that would move the other half too.
+    registry.adopt(left);
+    assert.throws(() => registry.transferOut(left), UnsupportedOperationError);
+    registry.unregister(left);
+  });
+
+  it("strict mode detects a stale view that wrote freed heap memory", () => {
+    const allocator = new ReusingAllocator();
+    const registry = new OwnershipRegistry({ strict: true });
+    assert.equal(registry.strict, true);
+    const kept = registry.newArray("u8", 8, { allocator });
+    const stale = registry.newArray("u8", 8, { allocator });
+    registry.unregister(stale);
+    assert.deepEqual([...stale], new Array(8).fill(0xdd), "junk-filled");
+    stale[3] = 1; // a stale view writes freed memory
+    const before = snapshot(registry);
+    assert.throws(
+      () => registry.register(new Uint8Array(4)),
+      (e: unknown) =>
+        e instanceof UseAfterFreeError && /byte 67\b/.test(e.message),
+    );
+    assert.deepEqual(
+      snapshot(registry),
+      before,
+      "the refused call changed nothing",
+    );
+    // Reported once; the registry keeps working.
+    const next = registry.newArray("u8", 8, { allocator });
+    next.fill(9); // the new owner writes its own memory: no report
+    registry.unregister(kept);
+    registry.unregister(next);
+    registry.dispose();
+  });
+
+  it("without strict mode a stale write is not detected (documented limit)", () => {
+    const allocator = new ReusingAllocator();
+    using registry = new OwnershipRegistry();
+    const stale = registry.newArray("u8", 8, { allocator });
+    registry.unregister(stale);
+    stale[0] = 1;
+    registry.unregister(registry.newArray("u8", 8, { allocator }));
+  });
+
+  it("transferOut() of a record whose aliases were all unregistered is allowed", () => {
+    using registry = new OwnershipRegistry();
+    const data = registry.newArray("f32", 8);
+    const half = data.subarray(4);
+    registry.addAlias(data, half);
+    const before = snapshot(registry);
+    assert.throws(() => registry.transferOut(data), UnsupportedOperationError);
+    assert.throws(() => registry.transferOut(half), UnsupportedOperationError);
+    assert.deepEqual(snapshot(registry), before);
+    registry.unregister(half);
+    const buffer = registry.transferOut(data);
+    assert.equal(buffer, data.buffer);
+    assert.equal(registry.bufferCount, 0);
+    assert.equal(registry.pointerCount, 0);
+    assert.equal(registry.stats().references, 0);
+    assert.equal(registry.totalBytes, 0);
+    assert.throws(() => registry.unregister(data), DoubleFreeError);
+  });
+
+  it("WorkspacePool.get() after the registry was disposed throws UseAfterFreeError, not a detached array", () => {
+    const registry = new OwnershipRegistry({ onLeak: () => {} });
+    const pool = new WorkspacePool(registry, "f32", 16, { ranks: 2 });
+    assert.equal(pool.get(1).length, 16);
+    registry.dispose();
+    assert.throws(() => pool.get(0), UseAfterFreeError);
+    pool.release();
+    assert.throws(() => pool.get(0), UseAfterFreeError);
+  });
+});
