@@ -25,6 +25,7 @@ import {
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
+import { describeValue, readOptions } from "./_describe.ts";
 import {
   _AliasTable,
   _RecordTable,
@@ -272,22 +273,12 @@ interface _Quarantined {
   id: number;
 }
 
-function typeName(value: unknown): string {
-  return typeof value === "bigint"
-    ? `${value}n (a bigint)`
-    : typeof value === "string"
-    ? JSON.stringify(value)
-    : value === null || typeof value !== "object" && typeof value !== "function"
-    ? String(value)
-    : `a ${(value as object).constructor?.name ?? "object"}`;
-}
-
 /** A byte length option: a safe integer >= 0, else a typed error. */
 function checkLength(value: unknown, name: string): number {
   if (typeof value !== "number") {
     throw new InvalidArgumentError(
       `Invalid ${name}: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], received ${
-        typeName(value)
+        describeValue(value)
       }`,
       { name, value, limit: [0, Number.MAX_SAFE_INTEGER] },
     );
@@ -696,11 +687,57 @@ export class OwnershipRegistry {
   newArray<D extends Dtype>(
     dtype: D,
     length: number,
-    options: NewArrayOptions = {},
+    options?: NewArrayOptions,
   ): TypedArrayOf<D> {
     this.#requireLive("newArray");
+    if (typeof dtype !== "string") {
+      throw new InvalidArgumentError(
+        `Invalid dtype: expected a dtype name such as "f32", received ${
+          describeValue(dtype)
+        }`,
+        { name: "dtype", value: dtype, limit: "Dtype" },
+      );
+    }
+    const read = readOptions(options, ["shared", "alignment", "allocator"]);
+    if (read.problem !== undefined) {
+      throw new InvalidArgumentError(`Cannot allocate: ${read.problem}`, {
+        name: "options",
+        value: options,
+        limit: "NewArrayOptions",
+      });
+    }
+    const { shared, alignment: alignmentOption } = read.values;
+    const allocatorOption = read.values.allocator as Allocator | undefined;
     const Ctor = dtypeInfo(dtype).arrayType;
     const bpe = Ctor.BYTES_PER_ELEMENT;
+    if (typeof length !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid length: must be an integer in [0, ${
+          Math.floor(Number.MAX_SAFE_INTEGER / bpe)
+        }], received ${describeValue(length)}`,
+        { name: "length", value: length, limit: "integer >= 0" },
+      );
+    }
+    if (alignmentOption !== undefined && typeof alignmentOption !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid alignment: must be a power of two, received ${
+          describeValue(alignmentOption)
+        }`,
+        { name: "alignment", value: alignmentOption, limit: "power of two" },
+      );
+    }
+    if (
+      allocatorOption !== undefined &&
+      (allocatorOption === null || typeof allocatorOption !== "object" ||
+        !this.#hasAllocate(allocatorOption))
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid allocator: expected an Allocator (an object with allocate()), received ${
+          describeValue(allocatorOption)
+        }`,
+        { name: "allocator", value: allocatorOption, limit: "Allocator" },
+      );
+    }
     validateInteger(
       length,
       0,
@@ -708,17 +745,17 @@ export class OwnershipRegistry {
       "length",
     );
     const byteLength = length * bpe;
-    const alignment = options.alignment === undefined
+    const alignment = alignmentOption === undefined
       ? undefined
-      : validateAlignment(options.alignment);
+      : validateAlignment(alignmentOption);
     const reserved = alignment === undefined
       ? byteLength
       : alignUp(byteLength, alignment);
     // Zero-length arrays never come from the allocator: a zero-byte place in
     // a heap may coincide with a live allocation's place.
-    const allocator = length === 0 ? undefined : options.allocator;
+    const allocator = length === 0 ? undefined : allocatorOption;
     if (allocator !== undefined) {
-      if (options.shared) {
+      if (shared) {
         throw new InvalidArgumentError(
           `Cannot allocate ${byteLength} bytes: shared and allocator are exclusive, received both`,
           { name: "shared", value: true, limit: "no allocator" },
@@ -767,13 +804,13 @@ export class OwnershipRegistry {
     }
     let memory: ArrayBuffer | SharedArrayBuffer;
     try {
-      memory = options.shared
+      memory = shared
         ? new SharedArrayBuffer(reserved)
         : new ArrayBuffer(reserved);
     } catch (error) {
       throw new OutOfMemoryError(
         `Cannot allocate ${reserved} bytes: the engine refused a ${
-          options.shared ? "SharedArrayBuffer" : "ArrayBuffer"
+          shared ? "SharedArrayBuffer" : "ArrayBuffer"
         } of that length`,
         { requestedBytes: reserved },
         { cause: error },
@@ -786,7 +823,7 @@ export class OwnershipRegistry {
         byteLength,
         kind: alignment === undefined ? "system" : "aligned",
         alignment,
-        detach: !options.shared,
+        detach: !shared,
       },
       false,
       "newArray",
@@ -824,7 +861,7 @@ export class OwnershipRegistry {
     this.#requireLive("adopt");
     if (!ArrayBuffer.isView(array)) {
       throw new InvalidArgumentError(
-        `Cannot adopt ${typeName(array)}: expected a typed array or DataView`,
+        `Cannot adopt ${describeValue(array)}: expected a typed array or DataView`,
         { name: "array", value: array, limit: "ArrayBufferView" },
       );
     }
@@ -1162,18 +1199,14 @@ export class OwnershipRegistry {
     if (pointer === null || typeof pointer !== "object") {
       throw new InvalidArgumentError(
         `Invalid ${name}: expected a typed array, DataPtr or { memory, byteOffset }, received ${
-          typeName(pointer)
+          describeValue(pointer)
         }`,
         { name, value: pointer, limit: "Pointer" },
       );
     }
-    if (pointer instanceof DataPtr && pointer.released) {
-      throw new UseAfterFreeError(
-        `Cannot use ${pointer} as a ${name}: the pointer was released`,
-      );
-    }
-    let memory: unknown, byteOffset: unknown;
+    let memory: unknown, byteOffset: unknown, released = false;
     try {
+      released = pointer instanceof DataPtr && pointer.released;
       memory = (pointer as Place).memory;
       byteOffset = (pointer as Place).byteOffset;
     } catch (error) {
@@ -1184,10 +1217,15 @@ export class OwnershipRegistry {
         { name, value: pointer, limit: "Pointer" },
       );
     }
+    if (released) {
+      throw new UseAfterFreeError(
+        `Cannot use ${pointer} as a ${name}: the pointer was released`,
+      );
+    }
     if (memory === null || typeof memory !== "object") {
       throw new InvalidArgumentError(
         `Invalid ${name}: memory must be an object, received ${
-          typeName(memory)
+          describeValue(memory)
         }`,
         { name: `${name}.memory`, value: memory, limit: "object" },
       );
@@ -1278,6 +1316,14 @@ export class OwnershipRegistry {
     }
   }
 
+  #hasAllocate(allocator: object): boolean {
+    try {
+      return typeof (allocator as Allocator).allocate === "function";
+    } catch {
+      return false;
+    }
+  }
+
   #badOptions(what: string, error: unknown): never {
     throw new InvalidArgumentError(
       `Cannot ${what}: reading its options threw ${
@@ -1306,7 +1352,7 @@ export class OwnershipRegistry {
       if (options === null || typeof options !== "object") {
         throw new InvalidArgumentError(
           `Cannot ${what}: options must be an object, received ${
-            typeName(options)
+            describeValue(options)
           }`,
           { name: "options", value: options, limit: "object" },
         );
@@ -1343,7 +1389,7 @@ export class OwnershipRegistry {
     if (kind < 0) {
       throw new InvalidArgumentError(
         `Invalid kind: must be one of ${KINDS.join(", ")}, received ${
-          typeName(kindOption)
+          describeValue(kindOption)
         }`,
         { name: "kind", value: kindOption, limit: KINDS },
       );
@@ -1351,7 +1397,7 @@ export class OwnershipRegistry {
     if (kind === CUSTOM && typeof deleter !== "function") {
       throw new InvalidArgumentError(
         `Cannot ${what} with kind custom: a deleter function is required, received ${
-          typeName(deleter)
+          describeValue(deleter)
         }`,
         { name: "deleter", value: deleter, limit: "function" },
       );
@@ -1360,7 +1406,7 @@ export class OwnershipRegistry {
       if (typeof alignmentOption !== "number") {
         throw new InvalidArgumentError(
           `Invalid alignment: must be a power of two, received ${
-            typeName(alignmentOption)
+            describeValue(alignmentOption)
           }`,
           { name: "alignment", value: alignmentOption, limit: "power of two" },
         );
@@ -1388,7 +1434,7 @@ export class OwnershipRegistry {
       if (!Array.isArray(aliases)) {
         throw new InvalidArgumentError(
           `Invalid aliases: expected an array of pointers, received ${
-            typeName(aliases)
+            describeValue(aliases)
           }`,
           { name: "aliases", value: aliases, limit: "Pointer[]" },
         );
