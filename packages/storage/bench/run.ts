@@ -303,7 +303,11 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   const minSeconds = options.quick ? 0.005 : 0.03;
   const rounds = options.quick ? 3 : 15;
   const results: Scenario[] = [];
+  // `--only=<text>`: run the scenarios whose title contains the text
+  const only = (globalThis as { Deno?: { args?: string[] } }).Deno?.args
+    ?.find((a) => a.startsWith("--only="))?.slice("--only=".length);
   for (const c of CASES) {
+    if (only !== undefined && !c.scenario.includes(only)) continue;
     progress(c.scenario);
     const count = c.base.reduce((a, b) => a * b, 1);
     const dtype = c.dtype ?? "f32";
