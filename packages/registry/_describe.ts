@@ -26,7 +26,9 @@ export function describeValue(value: unknown): string {
       if (value === null) return "null";
       try {
         const name = (value as object).constructor?.name;
-        return typeof name === "string" && name !== "" ? `a ${name}` : "an object";
+        return typeof name === "string" && name !== ""
+          ? `a ${name}`
+          : "an object";
       } catch {
         return "an object whose reads throw";
       }
@@ -62,9 +64,9 @@ export function readOptions<K extends string>(
   } catch (error) {
     return {
       values,
-      problem: `reading its options threw ${
-        describeValue(error)
-      }: ${(error as Error)?.message}`,
+      problem: `reading its options threw ${describeValue(error)}: ${
+        (error as Error)?.message
+      }`,
     };
   }
   return { values };

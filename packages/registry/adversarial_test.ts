@@ -159,9 +159,9 @@ function refused(
   if (threw) {
     assert.ok(
       error instanceof AllotError,
-      `${label}: threw an untyped ${
-        (error as Error)?.constructor?.name
-      }: ${(error as Error)?.message}`,
+      `${label}: threw an untyped ${(error as Error)?.constructor?.name}: ${
+        (error as Error)?.message
+      }`,
     );
   } else {
     assert.ok(
@@ -210,7 +210,8 @@ describe("registry adversarial table (#17)", () => {
       refused(
         f,
         at("registerBuffer aliases"),
-        () => f.registry.registerBuffer(new Float32Array(8), { aliases: [ptr] }),
+        () =>
+          f.registry.registerBuffer(new Float32Array(8), { aliases: [ptr] }),
       );
       calls += 9;
     }
@@ -235,51 +236,98 @@ describe("registry adversarial table (#17)", () => {
     const r = f.registry;
     for (const [label, v] of NUMBERS) {
       const x = v as number;
-      refused(f, `register byteLength ${label}`, () =>
-        r.register(f.free, { byteLength: x }));
-      refused(f, `register alignment ${label}`, () =>
-        r.register(f.free, { alignment: x }));
-      refused(f, `register kind ${label}`, () =>
-        r.register(f.free, { kind: x as never }));
-      refused(f, `register deleter ${label}`, () =>
-        r.register(f.free, { kind: "custom", deleter: x as never }));
+      refused(
+        f,
+        `register byteLength ${label}`,
+        () => r.register(f.free, { byteLength: x }),
+      );
+      refused(
+        f,
+        `register alignment ${label}`,
+        () => r.register(f.free, { alignment: x }),
+      );
+      refused(
+        f,
+        `register kind ${label}`,
+        () => r.register(f.free, { kind: x as never }),
+      );
+      refused(
+        f,
+        `register deleter ${label}`,
+        () => r.register(f.free, { kind: "custom", deleter: x as never }),
+      );
       // `{}` is valid options; the getters object has none of newArray's.
       const options = label !== "{}";
       if (options) {
-        refused(f, `register options ${label}`, () =>
-          r.register(f.free, x as never));
+        refused(
+          f,
+          `register options ${label}`,
+          () => r.register(f.free, x as never),
+        );
       }
-      refused(f, `registerBuffer aliases ${label}`, () =>
-        r.registerBuffer(f.free, { aliases: x as never }));
+      refused(
+        f,
+        `registerBuffer aliases ${label}`,
+        () => r.registerBuffer(f.free, { aliases: x as never }),
+      );
       refused(f, `newArray length ${label}`, () => r.newArray("f32", x));
       refused(f, `newArray dtype ${label}`, () => r.newArray(x as never, 4));
-      refused(f, `newArray alignment ${label}`, () =>
-        r.newArray("f32", 4, { alignment: x }));
-      refused(f, `newArray allocator ${label}`, () =>
-        r.newArray("f32", 4, { allocator: x as never }));
+      refused(
+        f,
+        `newArray alignment ${label}`,
+        () => r.newArray("f32", 4, { alignment: x }),
+      );
+      refused(
+        f,
+        `newArray allocator ${label}`,
+        () => r.newArray("f32", 4, { allocator: x as never }),
+      );
       if (options && label !== "throwing getters") {
-        refused(f, `newArray options ${label}`, () =>
-          r.newArray("f32", 4, x as never));
+        refused(
+          f,
+          `newArray options ${label}`,
+          () => r.newArray("f32", 4, x as never),
+        );
       }
-      refused(f, `WorkspacePool length ${label}`, () =>
-        new WorkspacePool(r, "f32", x));
-      refused(f, `WorkspacePool ranks ${label}`, () =>
-        new WorkspacePool(r, "f32", 4, { ranks: x }));
+      refused(
+        f,
+        `WorkspacePool length ${label}`,
+        () => new WorkspacePool(r, "f32", x),
+      );
+      refused(
+        f,
+        `WorkspacePool ranks ${label}`,
+        () => new WorkspacePool(r, "f32", 4, { ranks: x }),
+      );
     }
-    refused(f, "register kind bogus", () =>
-      r.register(f.free, { kind: "bogus" as never }));
-    refused(f, "register place without byteLength", () =>
-      r.register({ memory: new ArrayBuffer(8), byteOffset: 0 }));
-    refused(f, "register misaligned", () =>
-      r.register(f.owned.subarray(1), { alignment: 8 }));
+    refused(
+      f,
+      "register kind bogus",
+      () => r.register(f.free, { kind: "bogus" as never }),
+    );
+    refused(
+      f,
+      "register place without byteLength",
+      () => r.register({ memory: new ArrayBuffer(8), byteOffset: 0 }),
+    );
+    refused(
+      f,
+      "register misaligned",
+      () => r.register(f.owned.subarray(1), { alignment: 8 }),
+    );
     refused(f, "register twice", () => r.register(f.owned));
-    refused(f, "alias outside the buffer", () =>
-      r.registerBuffer(f.free, { aliases: [new Float32Array(4)] }));
-    refused(f, "alias of another record", () =>
-      r.addAlias(f.owned, f.heap));
+    refused(
+      f,
+      "alias outside the buffer",
+      () => r.registerBuffer(f.free, { aliases: [new Float32Array(4)] }),
+    );
+    refused(f, "alias of another record", () => r.addAlias(f.owned, f.heap));
     refused(f, "transferOut of a heap record", () => r.transferOut(f.heap));
-    refused(f, "newArray shared + allocator", () =>
-      r.newArray("f32", 4, { shared: true, allocator: f.allocator }));
+    refused(
+      f,
+      "newArray shared + allocator",
+      () => r.newArray("f32", 4, { shared: true, allocator: f.allocator }),
+    );
     refused(f, "newArray too long", () => r.newArray("f64", 2 ** 53 / 4));
     f.registry.dispose();
     f.other.dispose();

@@ -4,6 +4,7 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import {
   AllocatorBase,
   DataPtr,
@@ -176,5 +177,118 @@ describe("OwnershipRegistry ownership hazards (#17)", () => {
     assert.throws(() => pool.get(0), UseAfterFreeError);
     pool.release();
     assert.throws(() => pool.get(0), UseAfterFreeError);
+  });
+
+  it("heap places reused at random: stale arrays never reach a live record, counts and blocks match a model", () => {
+    type Op =
+      | { op: "heap" }
+      | { op: "system"; whole: boolean }
+      | { op: "free"; pick: number }
+      | { op: "stale"; pick: number }
+      | { op: "transfer"; pick: number }
+      | { op: "alias"; pick: number };
+    const opArb: fc.Arbitrary<Op> = fc.oneof(
+      fc.constant({ op: "heap" as const }),
+      fc.record({ op: fc.constant("system" as const), whole: fc.boolean() }),
+      fc.record({ op: fc.constant("free" as const), pick: fc.nat() }),
+      fc.record({ op: fc.constant("stale" as const), pick: fc.nat() }),
+      fc.record({ op: fc.constant("transfer" as const), pick: fc.nat() }),
+      fc.record({ op: fc.constant("alias" as const), pick: fc.nat() }),
+    );
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 50 }), (ops) => {
+        const allocator = new ReusingAllocator();
+        const registry = new OwnershipRegistry({ onLeak: () => {} });
+        interface M {
+          array: Uint8Array;
+          heap: boolean;
+          aliases: Uint8Array[];
+        }
+        const live: M[] = [];
+        const stale: Uint8Array[] = [];
+        const drop = (i: number) => {
+          const [m] = live.splice(i, 1);
+          if (m.heap) stale.push(m.array);
+        };
+        for (const o of ops) {
+          if (o.op === "heap") {
+            const array = registry.newArray("u8", 16, { allocator });
+            live.push({ array, heap: true, aliases: [] });
+          } else if (o.op === "system") {
+            const buffer = new ArrayBuffer(32);
+            const array = o.whole
+              ? new Uint8Array(buffer)
+              : new Uint8Array(buffer, 8, 8);
+            registry.adopt(array);
+            live.push({ array, heap: false, aliases: [] });
+          } else if (o.op === "alias") {
+            if (live.length === 0) continue;
+            const m = live[o.pick % live.length];
+            const alias = m.array.subarray(1 + m.aliases.length % 4);
+            registry.addAlias(m.array, alias);
+            m.aliases.push(alias);
+          } else if (o.op === "free") {
+            if (live.length === 0) continue;
+            const i = o.pick % live.length;
+            const m = live[i];
+            // unregister the aliases first, then the array: freed at the end
+            for (const a of m.aliases) {
+              assert.equal(registry.unregister(a), false);
+            }
+            assert.equal(registry.unregister(m.array), true);
+            drop(i);
+          } else if (o.op === "stale") {
+            if (stale.length === 0) continue;
+            const array = stale[o.pick % stale.length];
+            const before = snapshot(registry);
+            const blocks = [...allocator.live];
+            assert.throws(
+              () => registry.unregister(array),
+              (e) =>
+                e instanceof UseAfterFreeError || e instanceof DoubleFreeError,
+            );
+            assert.equal(registry.isRegistered(array), false);
+            assert.deepEqual(snapshot(registry), before);
+            assert.deepEqual([...allocator.live], blocks);
+          } else {
+            if (live.length === 0) continue;
+            const i = o.pick % live.length;
+            const m = live[i];
+            const movable = !m.heap && m.array.byteLength === 32 &&
+              m.aliases.length === 0;
+            if (movable) {
+              registry.transferOut(m.array);
+              drop(i);
+            } else {
+              const before = snapshot(registry);
+              assert.throws(
+                () => registry.transferOut(m.array),
+                UnsupportedOperationError,
+              );
+              assert.deepEqual(snapshot(registry), before);
+            }
+          }
+          const stats = registry.stats();
+          assert.equal(
+            stats.pointers + stats.buffers,
+            live.length,
+            "one record per live array",
+          );
+          assert.equal(
+            stats.buffers,
+            live.filter((m) => m.aliases.length).length,
+          );
+          assert.equal(
+            registry.totalBytes,
+            live.reduce((s, m) => s + m.array.byteLength, 0),
+          );
+          assert.equal(allocator.live.size, live.filter((m) => m.heap).length);
+          for (const m of live) assert.ok(registry.isRegistered(m.array));
+        }
+        registry.dispose();
+        assert.equal(allocator.live.size, 0);
+      }),
+      { numRuns: 1000 },
+    );
   });
 });

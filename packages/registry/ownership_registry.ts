@@ -861,7 +861,9 @@ export class OwnershipRegistry {
     this.#requireLive("adopt");
     if (!ArrayBuffer.isView(array)) {
       throw new InvalidArgumentError(
-        `Cannot adopt ${describeValue(array)}: expected a typed array or DataView`,
+        `Cannot adopt ${
+          describeValue(array)
+        }: expected a typed array or DataView`,
         { name: "array", value: array, limit: "ArrayBufferView" },
       );
     }
@@ -1207,8 +1209,10 @@ export class OwnershipRegistry {
     let memory: unknown, byteOffset: unknown, released = false;
     try {
       released = pointer instanceof DataPtr && pointer.released;
-      memory = (pointer as Place).memory;
-      byteOffset = (pointer as Place).byteOffset;
+      if (!released) {
+        memory = (pointer as Place).memory;
+        byteOffset = (pointer as Place).byteOffset;
+      }
     } catch (error) {
       throw new InvalidArgumentError(
         `Invalid ${name}: reading its memory or byteOffset threw ${
