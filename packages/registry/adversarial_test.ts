@@ -8,29 +8,10 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { AllocatorBase, AllotError, DataPtr, Device } from "@allot/core";
+import { AllotError } from "@allot/core";
 import { OwnershipRegistry, type Pointer } from "./ownership_registry.ts";
 import { WorkspacePool } from "./workspace_pool.ts";
-
-class Allocator extends AllocatorBase<ArrayBuffer, number> {
-  readonly device: Device = Device.cpu();
-  readonly memory = new ArrayBuffer(1 << 12);
-  #next = 0;
-  #free: number[] = [];
-  live = new Set<number>();
-  allocate(byteLength: number): DataPtr<ArrayBuffer, number> {
-    const offset = this.#free.pop() ?? this.#next;
-    if (offset === this.#next) this.#next += 64;
-    this.live.add(offset);
-    return new DataPtr(this.memory, offset, byteLength, this.device, {
-      context: offset,
-      deleter: (ctx) => {
-        this.live.delete(ctx);
-        this.#free.push(ctx);
-      },
-    });
-  }
-}
+import { ReusingAllocator as Allocator } from "./_test_reusing_allocator.ts";
 
 const boom = () => {
   throw new Error("boom");

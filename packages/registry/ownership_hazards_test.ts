@@ -6,43 +6,19 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
-  AllocatorBase,
-  DataPtr,
-  Device,
   DoubleFreeError,
   UnsupportedOperationError,
   UseAfterFreeError,
 } from "@allot/core";
 import { OwnershipRegistry } from "./ownership_registry.ts";
 import { WorkspacePool } from "./workspace_pool.ts";
+import { ReusingAllocator } from "./_test_reusing_allocator.ts";
 
 function snapshot(registry: OwnershipRegistry) {
   return {
     stats: registry.stats(),
     records: registry.records().map((r) => ({ ...r })),
   };
-}
-
-/** Hands the most recently freed block out again first, like a real heap. */
-class ReusingAllocator extends AllocatorBase<ArrayBuffer, number> {
-  readonly device: Device = Device.cpu();
-  readonly memory = new ArrayBuffer(1 << 12);
-  #next = 0;
-  #free: number[] = [];
-  live = new Set<number>();
-  allocate(byteLength: number): DataPtr<ArrayBuffer, number> {
-    const offset = this.#free.pop() ?? this.#next;
-    if (offset === this.#next) this.#next += 64;
-    assert.ok(byteLength <= 64);
-    this.live.add(offset);
-    return new DataPtr(this.memory, offset, byteLength, this.device, {
-      context: offset,
-      deleter: (ctx) => {
-        assert.ok(this.live.delete(ctx), `double free of ${ctx}`);
-        this.#free.push(ctx);
-      },
-    });
-  }
 }
 
 describe("OwnershipRegistry ownership hazards (#17)", () => {
