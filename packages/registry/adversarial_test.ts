@@ -338,4 +338,60 @@ describe("registry adversarial table (#17)", () => {
     refused(f, "transferOut", () => f.registry.transferOut(f.owned));
     f.other.dispose();
   });
+
+  it("deleters that throw or re-enter the registry leave it consistent", () => {
+    const registry = new OwnershipRegistry({ onLeak: () => {} });
+    // a throwing deleter: the record is gone, the error reaches the caller
+    const a = new Float32Array(4);
+    registry.register(a, {
+      deleter: () => {
+        throw new Error("deleter failed");
+      },
+    });
+    assert.throws(() => registry.unregister(a), /deleter failed/);
+    assert.equal(registry.isRegistered(a), false);
+    assert.equal(registry.pointerCount, 0);
+    assert.equal(registry.totalBytes, 0);
+    // a re-entrant deleter registers one array and frees another
+    const b = new Float32Array(4), c = new Float32Array(4);
+    const d = new Float32Array(4);
+    registry.register(c);
+    registry.register(b, {
+      deleter: () => {
+        registry.register(d);
+        registry.unregister(c);
+      },
+    });
+    assert.equal(registry.unregister(b), true);
+    assert.ok(registry.isRegistered(d));
+    assert.equal(registry.isRegistered(c), false);
+    assert.equal(registry.pointerCount, 1);
+    assert.equal(registry.totalBytes, 16);
+    // a deleter that unregisters its own pointer again sees a double free
+    const e = new Float32Array(4);
+    let inner: unknown;
+    registry.register(e, {
+      deleter: () => {
+        try {
+          registry.unregister(e);
+        } catch (error) {
+          inner = error;
+        }
+      },
+    });
+    registry.unregister(e);
+    assert.ok(inner instanceof AllotError);
+    // dispose frees everything even when a deleter throws, then rethrows
+    let freed = 0;
+    registry.register(new Float32Array(2), {
+      deleter: () => {
+        throw new Error("dispose deleter failed");
+      },
+    });
+    registry.register(new Float32Array(2), { deleter: () => freed++ });
+    assert.throws(() => registry.dispose(), /dispose deleter failed/);
+    assert.equal(freed, 1);
+    assert.equal(registry.pointerCount, 0);
+    assert.deepEqual(registry.records(), []);
+  });
 });

@@ -595,7 +595,11 @@ export class OwnershipRegistry {
    * @returns `true` when the memory was freed by this call.
    * @throws {DoubleFreeError} When the pointer is not registered (never was,
    * or was already unregistered); nothing changes.
-   * @throws {UseAfterFreeError} After `dispose()`.
+   * @throws {UseAfterFreeError} After `dispose()`, or for a freed heap-kind
+   * array whose place now belongs to another allocation (a stale array);
+   * nothing changes.
+   * @throws What a custom deleter throws: the record is removed first, so the
+   * registry stays consistent (a deleter may also call the registry).
    *
    * @example
    * ```ts
