@@ -182,6 +182,19 @@ function check<S>(
   if (!outcome.threw) assert.fail(`${what} was accepted`);
   const expected = options.error ?? AllotError;
   const error = outcome.error;
+  // User code that throws (a trap, a throwing getter) may propagate its own
+  // error: allot does not swallow it. It must not leave a crash of allot's
+  // own (TypeError) or changed state behind.
+  if (error instanceof HostileTrapError) {
+    if (options.snapshot !== undefined) {
+      assert.deepStrictEqual(
+        options.snapshot(),
+        before,
+        `${what} threw the value's own error but changed state`,
+      );
+    }
+    return;
+  }
   if (!(error instanceof expected)) {
     assert.fail(
       `${what} threw ${
