@@ -7,6 +7,7 @@
 
 import {
   type Allocator,
+  describeValue,
   hostBuffer,
   type IntrusivePtr,
   InvalidArgumentError,
@@ -259,6 +260,7 @@ export class Buffer<D extends Dtype = Dtype> {
     options: FromDataOptions = {},
   ): Buffer<D> {
     const info = dtypeInfo(dtype);
+    _checkData(data);
     const shape = options.shape ?? [data.length];
     const view = BufferView.contiguous(shape);
     if (view.length !== data.length) {
@@ -291,7 +293,7 @@ export class Buffer<D extends Dtype = Dtype> {
       }
     } catch (error) {
       buffer.release();
-      throw error;
+      throw _elementError(data) ?? error;
     }
     return buffer;
   }
@@ -890,4 +892,43 @@ function checkFits(view: BufferView, storage: Storage, info: DtypeInfo): void {
       },
     );
   }
+}
+
+/** Refuses `data` that is not array-like (null, a string, a number). */
+function _checkData(data: unknown): void {
+  if (typeof data === "object" && data !== null) {
+    const length = (data as { length?: unknown }).length;
+    if (
+      Number.isSafeInteger(length) && (length as number) >= 0 &&
+      !(data instanceof DataView)
+    ) return;
+  }
+  throw new InvalidArgumentError(
+    `Cannot make a buffer from ${
+      describeValue(data)
+    }: data must be an array or a typed array of numbers`,
+    { name: "data", value: data, limit: "ArrayLike<number>" },
+  );
+}
+
+/**
+ * After a failed copy-in: the typed error naming the first element that is
+ * not convertible to a number (a BigInt, a symbol), or `undefined`. Runs
+ * only on failure, so the copy itself pays nothing.
+ */
+function _elementError(
+  data: ArrayLike<unknown>,
+): InvalidArgumentError | undefined {
+  for (let i = 0; i < data.length; i++) {
+    const x = data[i];
+    if (typeof x === "bigint" || typeof x === "symbol") {
+      return new InvalidArgumentError(
+        `Cannot make a buffer from data: element ${i} must be a number, received ${
+          describeValue(x)
+        }`,
+        { name: `data[${i}]`, value: x, limit: "number" },
+      );
+    }
+  }
+  return undefined;
 }
