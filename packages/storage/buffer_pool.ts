@@ -114,6 +114,7 @@ export class BufferPool<M = unknown, C = unknown> {
   #maxFreeBytes: number;
   #free = new Map<number, DataPtr<M, C>[]>();
   #inUse = new Map<DataPtr<M, C>, number>();
+  #freeSet = new Set<DataPtr<M, C>>();
   #freeHandles = 0;
   #freeBytes = 0;
   #allocations = 0;
@@ -195,6 +196,7 @@ export class BufferPool<M = unknown, C = unknown> {
     const list = this.#free.get(reserved);
     let block = list?.pop();
     if (block !== undefined) {
+      this.#freeSet.delete(block);
       this.#freeHandles--;
       this.#freeBytes -= reserved;
       this.#reuses++;
@@ -216,9 +218,14 @@ export class BufferPool<M = unknown, C = unknown> {
     else if (block.released) why = "already released";
     else if (block.byteLength !== reserved) {
       why = `${block.byteLength} bytes long`;
-    } else if (this.#inUse.has(block)) why = "a block already in use";
+    } else if (this.#inUse.has(block) || this.#freeSet.has(block)) {
+      why = "a block the pool already holds";
+    }
     if (why === undefined) return block;
-    if (block instanceof DataPtr && !this.#inUse.has(block)) {
+    if (
+      block instanceof DataPtr && !this.#inUse.has(block) &&
+      !this.#freeSet.has(block)
+    ) {
       try {
         block.release();
       } catch {
@@ -263,6 +270,7 @@ export class BufferPool<M = unknown, C = unknown> {
     let list = this.#free.get(reserved);
     if (list === undefined) this.#free.set(reserved, list = []);
     list.push(block);
+    this.#freeSet.add(block);
     this.#freeHandles++;
     this.#freeBytes += reserved;
   }
@@ -279,6 +287,7 @@ export class BufferPool<M = unknown, C = unknown> {
     // The books are settled first, so a deleter that throws leaves them
     // right; every block is still released, and the first error rethrown.
     this.#free.clear();
+    this.#freeSet.clear();
     this.#reserved.decrease(freed);
     this.#freeHandles = 0;
     this.#freeBytes = 0;
@@ -326,6 +335,11 @@ export class BufferPool<M = unknown, C = unknown> {
       }
       handles += list.length;
       bytes += size * list.length;
+    }
+    if (handles !== this.#freeSet.size) {
+      throw new ContractViolationError(
+        `BufferPool is corrupt: free lists hold ${handles} blocks, the free set ${this.#freeSet.size}`,
+      );
     }
     let inUse = 0;
     for (const block of this.#inUse.keys()) {
