@@ -293,7 +293,7 @@ export class Buffer<D extends Dtype = Dtype> {
       }
     } catch (error) {
       buffer.release();
-      throw _elementError(data) ?? error;
+      throw error;
     }
     return buffer;
   }
@@ -901,7 +901,11 @@ function _checkData(data: unknown): void {
     if (
       Number.isSafeInteger(length) && (length as number) >= 0 &&
       !(data instanceof DataView)
-    ) return;
+    ) {
+      const error = _elementError(data as ArrayLike<unknown>);
+      if (error !== undefined) throw error;
+      return;
+    }
   }
   throw new InvalidArgumentError(
     `Cannot make a buffer from ${
@@ -912,16 +916,24 @@ function _checkData(data: unknown): void {
 }
 
 /**
- * After a failed copy-in: the typed error naming the first element that is
- * not convertible to a number (a BigInt, a symbol), or `undefined`. Runs
- * only on failure, so the copy itself pays nothing.
+ * The typed error naming the first element that typed arrays cannot convert
+ * (a BigInt, a symbol), or `undefined`. Typed arrays of numbers need no
+ * scan; a plain array is scanned before anything is allocated, so a refused
+ * call changes nothing.
  */
 function _elementError(
   data: ArrayLike<unknown>,
 ): InvalidArgumentError | undefined {
+  if (ArrayBuffer.isView(data)) {
+    if (!(data instanceof BigInt64Array || data instanceof BigUint64Array)) {
+      return undefined;
+    }
+  }
   for (let i = 0; i < data.length; i++) {
     const x = data[i];
-    if (typeof x === "bigint" || typeof x === "symbol") {
+    if (
+      typeof x !== "number" && (typeof x === "bigint" || typeof x === "symbol")
+    ) {
       return new InvalidArgumentError(
         `Cannot make a buffer from data: element ${i} must be a number, received ${
           describeValue(x)
