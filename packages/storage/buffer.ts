@@ -426,6 +426,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   withView(view: BufferView): Buffer<D> {
     const handle = this.#live("withView");
+    _requireInstance(view, BufferView, "view", "withView");
     checkFits(view, handle.target, this.#info);
     return new Buffer(handle.clone(), {
       dtype: this.#dtype,
@@ -536,6 +537,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   set(indices: readonly number[], value: number): void {
     const at = this.#view.index(indices);
+    _checkValue(value, "set");
     const typed = this.#hostTyped("set");
     typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : value;
   }
@@ -549,6 +551,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   fill(value: number): void {
     this.#live("fill");
+    _checkValue(value, "fill");
     this.#checkWritable("fill");
     const v = this.#dtype === "bool" ? (value ? 1 : 0) : value;
     if (!this.#isHost()) {
@@ -665,6 +668,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   copyFrom(src: Buffer<D>): void {
     this.#live("copyFrom");
+    _requireInstance(src, Buffer, "src", "copyFrom");
     src.#live("copyFrom");
     if (src.#dtype !== this.#dtype) {
       throw new InvalidArgumentError(
@@ -943,4 +947,33 @@ function _elementError(
     }
   }
   return undefined;
+}
+
+/** Refuses element values typed arrays cannot convert (BigInt, symbol). */
+function _checkValue(value: unknown, what: string): void {
+  if (typeof value === "bigint" || typeof value === "symbol") {
+    throw new InvalidArgumentError(
+      `Cannot ${what} an element to ${
+        describeValue(value)
+      }: the value must be a number`,
+      { name: "value", value, limit: "number" },
+    );
+  }
+}
+
+function _requireInstance(
+  value: unknown,
+  // deno-lint-ignore no-explicit-any
+  type: abstract new (...args: any[]) => unknown,
+  name: string,
+  what: string,
+): void {
+  if (!(value instanceof type)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: ${name} must be a ${type.name}, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: type.name },
+    );
+  }
 }

@@ -338,9 +338,9 @@ export class BufferView {
       const k = indices[i];
       if (!Number.isInteger(k) || k < 0 || k >= shp[i]) {
         throw this.#error(
-          `Cannot index a view of shape ${
-            _fmt(shp)
-          }: index ${k} at dim ${i} is outside [0, ${shp[i]})`,
+          `Cannot index a view of shape ${_fmt(shp)}: index ${
+            describeValue(k)
+          } at dim ${i} is outside [0, ${shp[i]})`,
           "indices",
           [...indices],
           shp[i],
@@ -505,7 +505,9 @@ export class BufferView {
         throw this.#error(
           `Cannot slice dim ${d} of a view of shape ${
             _fmt(this.#shape)
-          } with step ${step}: ${name} ${value} is outside [${lo}, ${hi}]`,
+          } with step ${step}: ${name} ${
+            describeValue(value)
+          } is outside [${lo}, ${hi}]`,
           name,
           value,
           [lo, hi],
@@ -571,7 +573,9 @@ export class BufferView {
     const d = Number.isInteger(dim) && dim < 0 ? dim + rank + 1 : dim;
     if (!Number.isInteger(d) || d < 0 || d > rank || rank >= MAX_RANK) {
       throw this.#error(
-        `Cannot unsqueeze a view of shape ${_fmt(this.#shape)} at dim ${dim}: ${
+        `Cannot unsqueeze a view of shape ${_fmt(this.#shape)} at dim ${
+          describeValue(dim)
+        }: ${
           rank >= MAX_RANK
             ? `rank would exceed ${MAX_RANK}`
             : `must be in [${-rank - 1}, ${rank}]`
@@ -677,7 +681,7 @@ export class BufferView {
     const d = Number.isInteger(dim) && dim < 0 ? dim + rank : dim;
     if (!Number.isInteger(d) || d < 0 || d >= rank) {
       throw this.#error(
-        `Cannot ${what} dim ${dim} of a view of shape ${
+        `Cannot ${what} dim ${describeValue(dim)} of a view of shape ${
           _fmt(this.#shape)
         }: must be in [${-rank}, ${rank})`,
         "dim",
