@@ -239,6 +239,8 @@ function _checkPlace(
       `must end at most at 2^53 - 1 (byteOffset ${byteOffset})`,
     );
   }
+  // Fast path: a place inside a plain ArrayBuffer's current length.
+  if (memory instanceof ArrayBuffer && end <= memory.byteLength) return;
   const limit = _hostLimit(memory);
   if (limit !== undefined && end > limit) {
     throw _placeError(
