@@ -1,7 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { modelRuns } from "../core/_test_faults.ts";
 import { _copyStrided } from "./_strided_copy.ts";
 import { _noteMemory } from "./_wasm_kernels.ts";
 import { unravel } from "./_test_model.ts";
@@ -120,7 +119,7 @@ describe("_copyStrided", () => {
           }
         }
       }),
-      { numRuns: modelRuns() },
+      { numRuns: 300 },
     );
   });
 
