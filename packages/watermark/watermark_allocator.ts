@@ -13,6 +13,7 @@ import {
   AllocatorBase,
   DataPtr,
   type Deleter,
+  describeValue,
   type Device,
   DoubleFreeError,
   type Fence,
@@ -1587,6 +1588,14 @@ export class WatermarkAllocator<M = unknown>
     buffers: readonly WatermarkBuffer<M>[],
     work: Fence | Stream,
   ): boolean {
+    if (!Array.isArray(buffers)) {
+      throw new InvalidArgumentError(
+        `Cannot record events: buffers must be an array, received ${
+          describeValue(buffers)
+        }`,
+        { name: "buffers", value: buffers, limit: "array" },
+      );
+    }
     const blocks = buffers.map((b) => this.#blockOf(b, "record events on"));
     if (
       typeof work !== "object" || work === null ||
@@ -1594,7 +1603,9 @@ export class WatermarkAllocator<M = unknown>
         typeof (work as Fence).wait !== "function")
     ) {
       throw new InvalidArgumentError(
-        `Cannot record events: work must be a Fence or a Stream, received ${work}`,
+        `Cannot record events: work must be a Fence or a Stream, received ${
+          describeValue(work)
+        }`,
         { name: "work", value: work },
       );
     }
