@@ -1,6 +1,6 @@
 // Internal block and pool structures of the caching allocator.
 
-import type { Fence, Segment, Stream } from "@allot/core";
+import type { Segment, Stream } from "@allot/core";
 
 /** Block states. */
 export const FREE = 0;
