@@ -966,7 +966,7 @@ export class CachingAllocator<M = unknown> {
       // Take fences before changing anything: a stream may throw.
       for (const stream of b.streamUses) {
         const fence = stream.fence();
-        if (!fence.completed) {
+        if (!completedOrThrew(fence)) {
           (fences ??= []).push(fence);
           (streamIds ??= []).push(stream.id);
         }
@@ -1862,5 +1862,14 @@ export class CachingAllocator<M = unknown> {
       allowedBytes: allowed,
       pendingFreeBytes: pendingBytes,
     });
+  }
+}
+
+/** A fence that throws counts as not complete: DeferredFrees reports it. */
+function completedOrThrew(fence: Fence): boolean {
+  try {
+    return fence.completed === true;
+  } catch {
+    return false;
   }
 }
