@@ -7,6 +7,7 @@
  */
 
 import {
+  acquireSegment,
   AllotError,
   COMPLETED_FENCE,
   DeferredFrees,
@@ -1658,16 +1659,7 @@ export class CachingAllocator<M = unknown> {
     segSize: number,
     size: number,
   ): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
-    try {
-      return this.#source.tryAllocateSegment(segSize, this.#segmentOptions);
-    } catch (error) {
-      throw new SegmentSourceError(
-        `Cannot allocate ${size} bytes: the segment source of ${this.device} threw while making a ${segSize}-byte segment: ${
-          (error as Error)?.message ?? error
-        }`,
-        { cause: error },
-      );
-    }
+    return acquireSegment(this.#source, segSize, size, this.#segmentOptions);
   }
 
   /** Returns a whole free segment (in its pool) to the device. */

@@ -642,4 +642,34 @@ describe("CachingAllocator", () => {
     assert.equal(allocator.pendingFreeCount, 0);
     allocator.validate();
   });
+  it("CachingAllocator.allocate() refuses a segment shorter than asked with SegmentSourceError, and gives it back", () => {
+    const device = new MockSegmentSource();
+    let short = true;
+    const lying = {
+      device: device.device,
+      alignment: device.alignment,
+      maxSegmentByteLength: device.maxSegmentByteLength,
+      capacityBytes: device.capacityBytes,
+      tryAllocateSegment(byteLength: number) {
+        const seg = device.tryAllocateSegment(byteLength);
+        return seg && short ? { ...seg, byteLength: byteLength / 2 } : seg;
+      },
+      freeSegment: (seg: Parameters<typeof device.freeSegment>[0]) =>
+        device.freeSegment(seg),
+    };
+    const allocator = new CachingAllocator(lying);
+    assert.throws(
+      () => allocator.allocate(4096),
+      (e: Error) =>
+        e instanceof SegmentSourceError &&
+        /returned a segment of 1048576 bytes for a 2097152-byte request/.test(
+          e.message,
+        ),
+    );
+    assert.equal(allocator.reservedBytes, 0);
+    allocator.validate();
+    short = false;
+    allocator.allocate(4096).release();
+    allocator.validate();
+  });
 });

@@ -57,6 +57,7 @@ export * from "./intrusive_ptr.ts";
 export * from "./leak_detector.ts";
 export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
+export * from "./segment_source_error.ts";
 export * from "./stat.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";

@@ -9,6 +9,7 @@
  */
 
 import {
+  acquireSegment,
   alignUp,
   AllocatorBase,
   DataPtr,
@@ -21,6 +22,7 @@ import {
   InvalidArgumentError,
   isHostMemory,
   type SegmentSource,
+  SegmentSourceError,
   Stat,
   type Stream,
   UnsupportedOperationError,
@@ -33,7 +35,6 @@ import { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
 import { _StatArray } from "./_stat_array.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
-import { SegmentSourceError } from "@allot/caching";
 import type {
   BufferCallback,
   BufferEvent,
@@ -1213,18 +1214,10 @@ export class WatermarkAllocator<M = unknown>
     const pool = params.pool;
     for (const [byteLength, split] of candidates) {
       if (driver + byteLength > this.#highLimit) continue;
-      let segment;
-      try {
-        segment = this.#source.tryAllocateSegment(byteLength, {
-          hostVisible: pool.hostVisible,
-          label: `allot watermark ${pool.name} heap`,
-        });
-      } catch (error) {
-        throw new SegmentSourceError(
-          `Cannot allocate a heap of ${byteLength} bytes for a ${pool.name} buffer of ${size} bytes: the segment source failed`,
-          { cause: error },
-        );
-      }
+      const segment = acquireSegment(this.#source, byteLength, size, {
+        hostVisible: pool.hostVisible,
+        label: `allot watermark ${pool.name} heap`,
+      });
       if (segment === undefined) continue;
       const heap = new _Heap(segment, pool, split, this.#nextAddress);
       this.#nextAddress += byteLength;

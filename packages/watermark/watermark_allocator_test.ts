@@ -922,3 +922,31 @@ describe("WatermarkAllocator deferred frees", () => {
     assert.equal(allocator.stats().pendingFreeBytes, 0);
   });
 });
+
+describe("WatermarkAllocator segment source", () => {
+  it("WatermarkAllocator refuses a heap shorter than asked with SegmentSourceError and stays usable", () => {
+    const device = new MockSegmentSource({ capacityBytes: 1 << 30 });
+    let short = true;
+    const lying: SegmentSource<MockMemory> = {
+      device: device.device,
+      alignment: device.alignment,
+      maxSegmentByteLength: device.maxSegmentByteLength,
+      capacityBytes: device.capacityBytes,
+      tryAllocateSegment(byteLength: number) {
+        const seg = device.tryAllocateSegment(byteLength);
+        return seg && short ? { ...seg, byteLength: 256 } : seg;
+      },
+      freeSegment: (seg: Segment<MockMemory>) => device.freeSegment(seg),
+    };
+    const allocator = new WatermarkAllocator(lying);
+    assert.throws(
+      () => allocator.allocateBuffer(4096),
+      (e: Error) =>
+        e instanceof SegmentSourceError &&
+        /returned a segment of 256 bytes/.test(e.message),
+    );
+    assert.equal(allocator.stats().reservedBytes.current, 0);
+    short = false;
+    allocator.allocateBuffer(4096).release();
+  });
+});
