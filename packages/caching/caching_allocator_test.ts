@@ -672,4 +672,30 @@ describe("CachingAllocator", () => {
     allocator.allocate(4096).release();
     allocator.validate();
   });
+  it("CachingAllocator.allocate() keeps a tag in snapshots and history, counts dropped entries, and records the caller's frames first", () => {
+    const { allocator } = setup(Infinity, {
+      recordHistory: { maxEntries: 4, captureStack: true },
+    });
+    const a = allocator.allocate(4096, { tag: "conv1" });
+    const b = allocator.withTag("attention", () => allocator.allocate(512));
+    assert.throws(
+      () => allocator.allocate(64, { tag: 5 as unknown as string }),
+      InvalidArgumentError,
+    );
+    const snapshot = allocator.snapshot();
+    const tags = snapshot.segments.flatMap((s) => s.blocks).map((b) => b.tag);
+    assert.ok(tags.includes("conv1") && tags.includes("attention"));
+    const alloc = snapshot.history.filter((e) => e.action === "alloc");
+    assert.deepEqual(alloc.map((e) => e.tag), ["conv1", "attention"]);
+    assert.match(alloc[0].stack!, /caching_allocator_test\.ts/);
+    a.release();
+    b.release();
+    const later = allocator.snapshot();
+    assert.ok(later.droppedEntries! > 0);
+    assert.equal(
+      later.history.find((e) => e.action === "free_completed")?.tag,
+      "conv1",
+    );
+    allocator.validate();
+  });
 });
