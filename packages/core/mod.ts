@@ -58,6 +58,7 @@ export * from "./host_memory.ts";
 export * from "./intrusive_ptr.ts";
 export * from "./leak_detector.ts";
 export * from "./memory_snapshot.ts";
+export * from "./memory_stats.ts";
 export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
 export * from "./segment_source_error.ts";

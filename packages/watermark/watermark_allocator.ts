@@ -58,7 +58,7 @@ import {
   type TraceAction,
   TraceRecorder,
   type TraceRecorderOptions,
-} from "@allot/caching";
+} from "@allot/core";
 
 const MiB = 1024 * 1024;
 /** The largest high watermark ratio, as in MPS: twice the recommended size. */
@@ -382,7 +382,7 @@ export class WatermarkAllocator<M = unknown>
   #requested = new Stat();
   #reserved = new Stat();
   #heapCount = new Stat();
-  // The figures of @allot/caching's MemoryStats, per small and large pool.
+  // The figures of @allot/core's MemoryStats, per small and large pool.
   #m = {
     allocation: new _StatArray(),
     segment: new _StatArray(),
@@ -1717,7 +1717,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * The stats in `@allot/caching`'s vocabulary (PyTorch's
+   * The stats in `@allot/core`'s vocabulary (PyTorch's
    * `memory_stats()`), so one report serves both allocators. Heaps are
    * segments; small and large pools are the pools of small and large
    * heaps (the scalar pool is small); `inactiveSplit` counts cached buffers
@@ -1765,7 +1765,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * {@linkcode WatermarkAllocator.memoryStats} as `@allot/caching`'s text
+   * {@linkcode WatermarkAllocator.memoryStats} as `@allot/core`'s text
    * table (PyTorch's `memory_summary()` layout).
    *
    * @param options Title and abbreviation.
@@ -1780,7 +1780,7 @@ export class WatermarkAllocator<M = unknown>
 
   /**
    * Starts (or restarts, emptied) or stops recording allocator events in a
-   * ring buffer, in `@allot/caching`'s `TraceEntry` format; `snapshot()`
+   * ring buffer, in `@allot/core`'s `TraceEntry` format; `snapshot()`
    * returns them as `history`.
    *
    * @param options Ring size and stack capture, or `false` to stop.
@@ -1799,7 +1799,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * Every heap with its buffers and free ranges, in `@allot/caching`'s
+   * Every heap with its buffers and free ranges, in `@allot/core`'s
    * snapshot format (heaps are segments, every stream id is 0), plus pool
    * kinds, buffer ids, shapes and the stats.
    *
