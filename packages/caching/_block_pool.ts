@@ -41,6 +41,10 @@ export class _Block<M> {
   stack: string | undefined = undefined;
   /** Tag given at allocation, if any. */
   tag: string | undefined = undefined;
+  /** Slot in the allocator's id table, -1 when it has none. */
+  slot = -1;
+  /** Whether the block was allocated through the id API. */
+  byId = false;
   /** Index of its bin while in a pool, else -1. */
   bin = -1;
   constructor(segment: _Segment<M>) {

@@ -635,11 +635,23 @@ export class CachingAllocator<M = unknown> {
   #deferred = new DeferredFrees<_Block<unknown>>((b) =>
     this.#freeBlock(b as _Block<M>)
   );
+  // Recycled block records, a stack that never shrinks: pop() to empty and
+  // push() again would reallocate the array's store on every hit.
   #spare: _Block<M>[] = [];
+  #spareCount = 0;
   #nextSegmentId = 1;
   #nextAddress = 0;
   #clock = 0;
   #history: TraceRecorder | null = null;
+  // The id API: a block's id is its slot plus its slot's generation times
+  // ID_SLOTS; a free bumps the generation, so a stale id never matches.
+  #byId: (_Block<M> | undefined)[] = [];
+  #slotGeneration: number[] = [];
+  // Free slots, a FIFO ring (an array that shrinks and grows would
+  // reallocate its store: garbage on every hit).
+  #freeSlots = new Int32Array(1024);
+  #freeHead = 0;
+  #freeCount = 0;
   #tag: string | undefined = undefined;
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string };
@@ -947,6 +959,180 @@ export class CachingAllocator<M = unknown> {
   }
 
   /**
+   * Allocates a block like {@linkcode CachingAllocator.allocate} but makes no
+   * object: returns the block's id, a number, for runtimes that keep
+   * offsets themselves. Look the block up with
+   * {@linkcode CachingAllocator.blockByteOffset} and
+   * {@linkcode CachingAllocator.blockMemory}; free it with
+   * {@linkcode CachingAllocator.freeById}. A freed id is refused until its
+   * slot has been reused 1,024 times (after 256 other ids each time).
+   * The block lives on the default stream and is not watched by a leak
+   * detector.
+   *
+   * @param byteLength Bytes; 0 gives a block of the minimum size.
+   * @returns The block id, a non-negative safe integer.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {CachingOutOfMemoryError} When the device cannot hold the block.
+   * @throws {SegmentSourceError} When the device threw.
+   *
+   * @example Offsets without handles
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource());
+   * const a = allocator.allocateId(1000);
+   * const b = allocator.allocateId(1000);
+   * assert.equal(allocator.blockMemory(a), allocator.blockMemory(b));
+   * assert.equal(allocator.blockByteOffset(b) - allocator.blockByteOffset(a), 1024);
+   * allocator.freeById(a);
+   * allocator.freeById(b);
+   * assert.equal(allocator.allocatedBytes, 0);
+   * ```
+   */
+  allocateId(byteLength: number): number {
+    let size: number;
+    const g = this.minBlockByteLength;
+    if (
+      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
+      byteLength >= 0 && byteLength <= this.maxBlockByteLength
+    ) {
+      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
+    } else size = this.roundSize(byteLength);
+    if (this.#deferred.count > 0) this.#deferred.poll();
+    const pool = size <= this.smallRequestMaxByteLength
+      ? this.#small
+      : this.#large;
+    const found = this.#getFreeBlock(pool, 0, size) ??
+      this.#allocSlow(pool, size, DEFAULT_STREAM);
+    if (found === undefined) {
+      this.#throwOom(byteLength, size, DEFAULT_STREAM, this.#tag);
+    }
+    // A free slot is reused only while FREE_SLOT_RESERVE others wait, so a
+    // stale id matches again only after many allocations.
+    let slot: number;
+    if (this.#freeCount > FREE_SLOT_RESERVE) {
+      const ring = this.#freeSlots;
+      slot = ring[this.#freeHead];
+      this.#freeHead = (this.#freeHead + 1) & (ring.length - 1);
+      this.#freeCount--;
+    } else {
+      slot = this.#byId.length;
+      if (slot >= ID_SLOTS) {
+        this.#throwIdsFull(byteLength);
+      }
+      this.#byId.push(undefined);
+      this.#slotGeneration.push(0);
+    }
+    const b = this.#take(found, pool, size, byteLength, this.#tag);
+    this.#byId[slot] = b;
+    b.slot = slot;
+    b.byId = true;
+    return this.#slotGeneration[slot] * ID_SLOTS + slot;
+  }
+
+  /**
+   * Byte offset of a block allocated by id, in its segment's memory.
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @returns The byte offset.
+   * @throws {UseAfterFreeError} When the id is not of a live block.
+   */
+  blockByteOffset(id: number): number {
+    const b = this.#blockById(id, "read the offset of");
+    return b.segment.raw.byteOffset + b.offset;
+  }
+
+  /**
+   * Byte length of a block allocated by id (the rounded size it holds).
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @returns The block's byte length.
+   * @throws {UseAfterFreeError} When the id is not of a live block.
+   */
+  blockByteLength(id: number): number {
+    return this.#blockById(id, "read the length of").size;
+  }
+
+  /**
+   * Memory of a block allocated by id (its segment's memory).
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @returns The memory.
+   * @throws {UseAfterFreeError} When the id is not of a live block.
+   */
+  blockMemory(id: number): M {
+    return this.#blockById(id, "read the memory of").segment.raw.memory;
+  }
+
+  /**
+   * Frees a block allocated by id.
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @throws {DoubleFreeError} When the id is not of a live block (freed
+   * already, never given, or a block of the handle API); nothing changes.
+   */
+  freeById(id: number): void {
+    const b = this.#lookUp(id);
+    if (b === undefined) {
+      throw new DoubleFreeError(
+        `Cannot free block id ${id}: it is not a live block of this ${this.label} allocated by id`,
+      );
+    }
+    this.#freeSlot(b);
+    this.#release(null, b);
+  }
+
+  #throwIdsFull(byteLength: number): never {
+    throw new InvalidArgumentError(
+      `Cannot allocate ${byteLength} bytes by id: ${ID_SLOTS} blocks have ids already`,
+      { name: "byteLength", value: byteLength, limit: ID_SLOTS },
+    );
+  }
+
+  #lookUp(id: number): _Block<M> | undefined {
+    if (!(id >= 0) || !Number.isSafeInteger(id)) return undefined;
+    const slot = id % ID_SLOTS;
+    const b = this.#byId[slot];
+    if (
+      b === undefined || !b.byId || b.state !== ALLOCATED ||
+      (id - slot) / ID_SLOTS !== this.#slotGeneration[slot]
+    ) return undefined;
+    return b;
+  }
+
+  #blockById(id: number, what: string): _Block<M> {
+    const b = this.#lookUp(id);
+    if (b === undefined) {
+      throw new UseAfterFreeError(
+        `Cannot ${what} block id ${id}: it is not a live block of this ${this.label} allocated by id`,
+      );
+    }
+    return b;
+  }
+
+  #freeSlot(b: _Block<M>): void {
+    const slot = b.slot;
+    this.#byId[slot] = undefined;
+    this.#slotGeneration[slot] = (this.#slotGeneration[slot] + 1) &
+      (ID_GENERATIONS - 1);
+    let ring = this.#freeSlots;
+    if (this.#freeCount === ring.length) {
+      const grown = new Int32Array(ring.length * 2);
+      for (let i = 0; i < this.#freeCount; i++) {
+        grown[i] = ring[(this.#freeHead + i) & (ring.length - 1)];
+      }
+      this.#freeSlots = ring = grown;
+      this.#freeHead = 0;
+    }
+    ring[(this.#freeHead + this.#freeCount) & (ring.length - 1)] = slot;
+    this.#freeCount++;
+    b.slot = -1;
+    b.byId = false;
+  }
+
+  /**
    * Runs `fn` with `tag` as the tag of every allocation inside it that gives
    * none of its own (scopes nest; the previous tag is restored after `fn`,
    * also when it throws).
@@ -1008,7 +1194,7 @@ export class CachingAllocator<M = unknown> {
       h.allocator.#release(h, b);
   }
 
-  #release(block: CachedBlock<M>, b: _Block<M>): void {
+  #release(block: CachedBlock<M> | null, b: _Block<M>): void {
     let fences: Fence[] | null = null;
     let streamIds: number[] | null = null;
     if (b.streamUses !== null) {
@@ -1021,7 +1207,7 @@ export class CachingAllocator<M = unknown> {
         }
       }
     }
-    this.#leaks?.forget(block);
+    if (block !== null) this.#leaks?.forget(block);
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
     const s = this.#s;
@@ -1451,8 +1637,8 @@ export class CachingAllocator<M = unknown> {
   }
 
   #newBlock(segment: _Segment<M>): _Block<M> {
-    const b = this.#spare.pop();
-    if (b === undefined) return new _Block(segment);
+    if (this.#spareCount === 0) return new _Block(segment);
+    const b = this.#spare[--this.#spareCount];
     b.segment = segment;
     return b;
   }
@@ -1463,7 +1649,12 @@ export class CachingAllocator<M = unknown> {
     b.waitingFences = 0;
     b.stack = undefined;
     b.tag = undefined;
-    if (this.#spare.length < 1024) this.#spare.push(b);
+    if (b.slot >= 0) this.#freeSlot(b);
+    if (this.#spareCount < 1024) {
+      if (this.#spareCount === this.#spare.length) this.#spare.push(b);
+      else this.#spare[this.#spareCount] = b;
+      this.#spareCount++;
+    }
   }
 
   #getFreeBlock(
@@ -1491,6 +1682,32 @@ export class CachingAllocator<M = unknown> {
     stream: Stream,
     tag: string | undefined,
   ): CachedBlock<M> {
+    b = this.#take(b, pool, size, requested, tag);
+    const raw = b.segment.raw;
+    const handle = new CachedBlock<M>(
+      this,
+      b,
+      raw.byteOffset + b.offset,
+      requested,
+      stream,
+    );
+    if (this.#leaks !== undefined) {
+      this.#leaks.watch(handle, {
+        label: `${this.label} block of ${requested} bytes on ${this.device}`,
+        byteLength: b.size,
+      });
+    }
+    return handle;
+  }
+
+  /** Carves `size` bytes from free block `b`: the allocated block. */
+  #take(
+    b: _Block<M>,
+    pool: _BlockPool<M>,
+    size: number,
+    requested: number,
+    tag: string | undefined,
+  ): _Block<M> {
     const p = pool.small ? 1 : 2;
     const alreadySplit = b.prev !== null || b.next !== null;
     const remaining = b.size - size;
@@ -1532,25 +1749,11 @@ export class CachingAllocator<M = unknown> {
     const bytes = b.size;
     statsAllocated(this.#s, p, bytes, requested, this.#deferred.count !== 0);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
-    const raw = b.segment.raw;
-    const handle = new CachedBlock<M>(
-      this,
-      b,
-      raw.byteOffset + b.offset,
-      requested,
-      stream,
-    );
-    if (this.#leaks !== undefined) {
-      this.#leaks.watch(handle, {
-        label: `${this.label} block of ${requested} bytes on ${this.device}`,
-        byteLength: bytes,
-      });
-    }
     if (this.#history !== null) {
       this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
       if (this.#history.captureStack) b.stack = captureStack();
     }
-    return handle;
+    return b;
   }
 
   #freeBlock(b: _Block<M>): void {
@@ -1945,3 +2148,9 @@ function checkTag(tag: unknown): string {
   }
   return tag;
 }
+
+// An id is `generation * ID_SLOTS + slot`, below 2^30 so that it stays a
+// small integer (no heap number per id): 2^20 slots, 2^10 generations.
+const ID_SLOTS = 2 ** 20;
+const ID_GENERATIONS = 2 ** 10;
+const FREE_SLOT_RESERVE = 256;

@@ -1,4 +1,5 @@
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import assert from "node:assert/strict";
 import {
   DoubleFreeError,
@@ -697,5 +698,113 @@ describe("CachingAllocator", () => {
       "conv1",
     );
     allocator.validate();
+  });
+  it("CachingAllocator.allocateId() serves disjoint blocks by id, refuses stale and foreign ids, and matches the handle API's accounting (model)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({ alloc: fc.integer({ min: 0, max: 3 * MiB }) }),
+            fc.record({ free: fc.nat(), stale: fc.boolean() }),
+            fc.constant({ empty: true }),
+          ),
+          { maxLength: 80 },
+        ),
+        (ops) => {
+          const { device, allocator } = setup(64 * MiB);
+          const live: {
+            id: number;
+            start: number;
+            end: number;
+            m: unknown;
+            bytes: number;
+          }[] = [];
+          const dead: number[] = [];
+          for (const op of ops) {
+            if ("alloc" in op) {
+              let id: number;
+              try {
+                id = allocator.allocateId(op.alloc);
+              } catch (e) {
+                assert.ok(e instanceof CachingOutOfMemoryError, String(e));
+                continue;
+              }
+              const start = allocator.blockByteOffset(id);
+              const bytes = allocator.blockByteLength(id);
+              assert.ok(bytes >= allocator.roundSize(op.alloc));
+              const entry = {
+                id,
+                start,
+                end: start + bytes,
+                m: allocator.blockMemory(id),
+                bytes,
+              };
+              for (const o of live) {
+                assert.ok(
+                  o.m !== entry.m || o.end <= start || entry.end <= o.start,
+                  "overlap",
+                );
+              }
+              assert.ok(
+                !live.some((o) => o.id === id) && !dead.includes(id),
+                "id reused",
+              );
+              live.push(entry);
+            } else if ("free" in op) {
+              if (op.stale && dead.length > 0) {
+                const id = dead[op.free % dead.length];
+                assert.throws(() => allocator.freeById(id), DoubleFreeError);
+                assert.throws(
+                  () => allocator.blockByteOffset(id),
+                  UseAfterFreeError,
+                );
+              } else if (live.length > 0) {
+                const [e] = live.splice(op.free % live.length, 1);
+                allocator.freeById(e.id);
+                dead.push(e.id);
+              }
+            } else allocator.emptyCache();
+            allocator.validate();
+            assert.equal(
+              allocator.allocatedBytes,
+              live.reduce((n, e) => n + e.bytes, 0),
+            );
+          }
+          for (const e of live) allocator.freeById(e.id);
+          allocator.emptyCache();
+          assert.equal(device.reservedBytes, 0);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    const { allocator } = setup();
+    const handle = allocator.allocate(512);
+    for (const junk of [-1, 0.5, NaN, 2 ** 53, 12345]) {
+      assert.throws(() => allocator.freeById(junk), DoubleFreeError);
+    }
+    assert.equal(allocator.allocatedBytes, 512);
+    handle.release();
+  });
+
+  it("CachingAllocator.allocateId() makes no garbage on the hit path", {
+    skip: gc === undefined,
+  }, () => {
+    const { allocator } = setup();
+    allocator.freeById(allocator.allocateId(65536));
+    for (let i = 0; i < 10_000; i++) {
+      allocator.freeById(allocator.allocateId(65536));
+    }
+    const deltas: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      gc!();
+      const h0 = Deno.memoryUsage().heapUsed;
+      for (let i = 0; i < 100_000; i++) {
+        allocator.freeById(allocator.allocateId(65536));
+      }
+      deltas.push(Deno.memoryUsage().heapUsed - h0);
+    }
+    deltas.sort((a, b) => a - b);
+    // 200,000 operations: well under one byte each
+    assert.ok(deltas[2] < 20_000, `heap grew ${deltas.join(", ")} bytes`);
   });
 });
