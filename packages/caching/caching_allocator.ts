@@ -1029,7 +1029,7 @@ export class CachingAllocator<M = unknown> {
     this.#byId[slot] = b;
     b.slot = slot;
     b.byId = true;
-    return this.#slotGeneration[slot] * ID_SLOTS + slot;
+    return (this.#slotGeneration[slot] << ID_SLOT_BITS) | slot;
   }
 
   /**
@@ -1092,12 +1092,13 @@ export class CachingAllocator<M = unknown> {
   }
 
   #lookUp(id: number): _Block<M> | undefined {
-    if (!(id >= 0) || !Number.isSafeInteger(id)) return undefined;
-    const slot = id % ID_SLOTS;
+    // ids are below 2^30: integer tests and bit operations suffice
+    if ((id | 0) !== id || id < 0) return undefined;
+    const slot = id & (ID_SLOTS - 1);
     const b = this.#byId[slot];
     if (
       b === undefined || !b.byId || b.state !== ALLOCATED ||
-      (id - slot) / ID_SLOTS !== this.#slotGeneration[slot]
+      id >>> ID_SLOT_BITS !== this.#slotGeneration[slot]
     ) return undefined;
     return b;
   }
@@ -2151,6 +2152,7 @@ function checkTag(tag: unknown): string {
 
 // An id is `generation * ID_SLOTS + slot`, below 2^30 so that it stays a
 // small integer (no heap number per id): 2^20 slots, 2^10 generations.
-const ID_SLOTS = 2 ** 20;
+const ID_SLOT_BITS = 20;
+const ID_SLOTS = 2 ** ID_SLOT_BITS;
 const ID_GENERATIONS = 2 ** 10;
 const FREE_SLOT_RESERVE = 256;

@@ -113,6 +113,11 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     const block = allot.allocate(size);
     block.release();
   };
+  const byId = new CachingAllocator(new ArrayBufferSegmentSource());
+  byId.freeById(byId.allocateId(size));
+  const idPair = (): void => {
+    byId.freeById(byId.allocateId(size));
+  };
   const tpPair = (): void => {
     pool.freeArrayBuffer(pool.mallocArrayBuffer(size));
   };
@@ -125,17 +130,19 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     ab.freeSegment(ab.tryAllocateSegment(size));
   };
   const rows = [];
-  const [allotNs, tpNs, mockNs, abNs] = nsPerPair([
+  const [allotNs, tpNs, mockNs, abNs, idNs] = nsPerPair([
     { pair: allotPair, pairs },
     { pair: tpPair, pairs },
     { pair: mockPair, pairs },
     { pair: abPair, pairs: pairs / 50 },
+    { pair: idPair, pairs },
   ], reps);
   const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
   const medians = lastMedians;
   const heap = {
     allot: heapBytesPerOp(allotPair, batches),
     tp: heapBytesPerOp(tpPair, batches),
+    id: heapBytesPerOp(idPair, batches),
   };
   rows.push(
     {
@@ -143,6 +150,11 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       value: ns.allot,
       ours: true,
       note: `${heap.allot.toFixed(0)} B heap/op`,
+    },
+    {
+      name: "allot CachingAllocator.allocateId / freeById (no object)",
+      value: idNs,
+      note: `${heap.id.toFixed(1)} B heap/op`,
     },
     {
       name: "typedarray-pool (pow2 ArrayBuffer cache)",
@@ -164,6 +176,18 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       value: ns.ab / ns.allot,
       target: ">= 100",
       met: ns.ab / ns.allot >= 100,
+    },
+    {
+      label: "100 ns / allot id pair",
+      value: 100 / idNs,
+      target: ">= 1",
+      met: idNs <= 100,
+    },
+    {
+      label: "200 ns / allot handle pair",
+      value: 200 / ns.allot,
+      target: ">= 1",
+      met: ns.allot <= 200,
     },
     { label: "typedarray-pool / allot", value: ns.tp / ns.allot },
     { label: "raw MockSegmentSource / allot", value: ns.mock / ns.allot },
@@ -214,8 +238,10 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
         medians[2].toFixed(0)
       }, new ArrayBuffer ${medians[3].toFixed(0)} ns/pair (ratio ${
         (medians[3] / medians[0]).toFixed(1)
-      }x); heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
-      "allot makes one handle object per allocation (the owning CachedBlock); internal block records are recycled",
+      }x), id path ${
+        medians[4].toFixed(0)
+      }; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
+      "allot's handle API makes one handle object per allocation (the owning CachedBlock); the id API makes none; internal block records are recycled",
       gpu === undefined && !quick
         ? "no WebGPU adapter: the createBuffer row is missing"
         : "",
