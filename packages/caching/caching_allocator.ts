@@ -15,6 +15,7 @@ import {
   DoubleFreeError,
   type Fence,
   InvalidArgumentError,
+  junkFill,
   type LeakDetector,
   Stat,
   type Stream,
@@ -164,6 +165,14 @@ export interface CachingAllocatorOptions {
    * @default {undefined}
    */
   leakDetector?: LeakDetector;
+  /**
+   * Debug mode for hunting a bug: freed blocks are filled with `JUNK_BYTE`
+   * where the host can write the memory, and the allocator validates its
+   * invariants after every allocation, free and cache operation (slow).
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** Options of one allocation. */
@@ -653,6 +662,7 @@ export class CachingAllocator<M = unknown> {
   #freeHead = 0;
   #freeCount = 0;
   #tag: string | undefined = undefined;
+  #strict = false;
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string };
 
@@ -774,6 +784,7 @@ export class CachingAllocator<M = unknown> {
       granule;
     this.#segmentOptions = { label: this.label };
     this.#leaks = options.leakDetector;
+    this.#strict = options.strict === true;
     const history = options.recordHistory ?? false;
     if (history !== false) {
       this.recordHistory(history === true ? {} : history);
@@ -1234,6 +1245,7 @@ export class CachingAllocator<M = unknown> {
     } else {
       this.#freeBlock(b);
     }
+    if (this.#strict) this.#strictCheck();
   }
 
   /**
@@ -1294,6 +1306,7 @@ export class CachingAllocator<M = unknown> {
     this.#numSyncAllStreams++;
     // A rejected fence also ends: its work will never run.
     await this.#deferred.synchronize();
+    if (this.#strict) this.#strictCheck();
   }
 
   /**
@@ -1303,6 +1316,7 @@ export class CachingAllocator<M = unknown> {
    */
   emptyCache(): void {
     this.#releaseCachedBlocks();
+    if (this.#strict) this.#strictCheck();
   }
 
   /** Sets every peak to its current value. */
@@ -1754,7 +1768,18 @@ export class CachingAllocator<M = unknown> {
       this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
       if (this.#history.captureStack) b.stack = captureStack();
     }
+    if (this.#strict) this.#strictCheck(b);
     return b;
+  }
+
+  /** Strict mode: validates; `b`, if given, must be an allocated block. */
+  #strictCheck(b?: _Block<M>): void {
+    this.validate();
+    if (b !== undefined && b.state !== ALLOCATED) {
+      throw new AllotError(
+        `${this.label} is inconsistent: block not allocated`,
+      );
+    }
   }
 
   #freeBlock(b: _Block<M>): void {
@@ -1763,6 +1788,9 @@ export class CachingAllocator<M = unknown> {
     const p = seg.small ? 1 : 2;
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
+    if (this.#strict) {
+      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
+    }
     if (this.#history !== null) {
       this.#record(
         "free_completed",

@@ -5,6 +5,7 @@ import {
   DoubleFreeError,
   FenceError,
   InvalidArgumentError,
+  JUNK_BYTE,
   LeakDetector,
   ManualStream,
   MockSegmentSource,
@@ -804,7 +805,33 @@ describe("CachingAllocator", () => {
       deltas.push(Deno.memoryUsage().heapUsed - h0);
     }
     deltas.sort((a, b) => a - b);
-    // 200,000 operations: well under one byte each
-    assert.ok(deltas[2] < 20_000, `heap grew ${deltas.join(", ")} bytes`);
+    // 200,000 operations: under half a byte each (one object per operation
+    // would be 16 bytes or more each: 3 MB)
+    assert.ok(deltas[2] < 100_000, `heap grew ${deltas.join(", ")} bytes`);
+  });
+  it("CachingAllocator in strict mode junk-fills freed blocks (also after their fences) and is off by default", async () => {
+    for (const strict of [true, false]) {
+      const device = new MockSegmentSource({ backed: true });
+      const allocator = new CachingAllocator(device, { strict });
+      const a = allocator.allocate(1000);
+      const bytes = (a.memory as { bytes: Uint8Array }).bytes;
+      const view = bytes.subarray(a.byteOffset, a.byteOffset + 1000);
+      view.fill(7);
+      a.release();
+      assert.equal(view.every((x) => x === JUNK_BYTE), strict);
+      const stream = new ManualStream();
+      const b = allocator.allocate(1000);
+      const later = bytes.subarray(b.byteOffset, b.byteOffset + 1000);
+      later.fill(9);
+      b.recordStream(stream);
+      b.release();
+      assert.ok(later.every((x) => x === 9)); // still in use by the stream
+      stream.completeAll();
+      await allocator.synchronize();
+      assert.equal(later.every((x) => x === JUNK_BYTE), strict);
+      const id = allocator.allocateId(512);
+      allocator.freeById(id);
+      allocator.emptyCache();
+    }
   });
 });

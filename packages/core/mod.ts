@@ -56,6 +56,7 @@ export * from "./fence.ts";
 export * from "./format_bytes.ts";
 export * from "./host_memory.ts";
 export * from "./intrusive_ptr.ts";
+export * from "./junk_fill.ts";
 export * from "./leak_detector.ts";
 export * from "./memory_snapshot.ts";
 export * from "./memory_stats.ts";
