@@ -1,0 +1,10 @@
+/** A trace that does not follow the format: names the line and what is wrong. */
+export class TraceFormatError extends Error {
+  /** The 1-based line number of the offending line (0 when the whole text is at fault). */
+  readonly line: number;
+  constructor(line: number, problem: string) {
+    super(line > 0 ? `trace line ${line}: ${problem}` : `trace: ${problem}`);
+    this.name = "TraceFormatError";
+    this.line = line;
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * The allot trace format, version 1: JSON Lines, one JSON object per line.
+ *
+ * Line 1 is the header: `{"format":"allot-trace","version":1,...}`. Every
+ * later line is one event with a time `t` (milliseconds since the recording
+ * started, non-decreasing) and an operation `op`:
+ *
+ * | op | fields | meaning |
+ * |---|---|---|
+ * | `create` | `id`, `size`, `usage`, `label?`, `mapped?` | a device buffer (or an allocator segment) was created |
+ * | `destroy` | `id` | that buffer or segment was destroyed |
+ * | `alloc` | `id`, `size`, `usage?`, `buffer?`, `offset?` | a logical allocation (a runtime's pool handed out a buffer, or an allocator handed out a block, optionally inside buffer/segment `buffer` at `offset`) |
+ * | `free` | `id` | that logical allocation was given back |
+ * | `submit` | `count` | `queue.submit` with `count` command buffers |
+ * | `map` | `id`, `mode` | `mapAsync` on buffer `id` (mode bits) |
+ * | `unmap` | `id` | `unmap` on buffer `id` |
+ * | `write` | `id`, `offset`, `size` | `queue.writeBuffer` into buffer `id` |
+ * | `step` | `name?` | a step mark set by the caller |
+ * | `stack` | `sid`, `frames` | defines stack `sid` (frames user-first, each `{at, kind}`) for later events |
+ * | `error` | `call`, `message` | a wrapped call threw (the error went on to the caller unchanged) |
+ * | `dropped` | `count` | the source lost `count` entries here (a history ring buffer wrapped) |
+ *
+ * Every event may carry `tag` (a string the caller set) and `s` (a stack id
+ * defined by an earlier `stack` line). Ids are non-negative integers; an id
+ * is live from its `create` (or `alloc`) to its `destroy` (or `free`).
+ *
+ * @module
+ */
+
+/** The `format` field of the header line. */
+export const TRACE_FORMAT = "allot-trace";
+/** The version this package writes and reads. */
+export const TRACE_VERSION = 1;
+
+/** Where a stack frame comes from. */
+export type FrameKind = "user" | "allot" | "runtime";
+
+/** One stack frame: its text (`fn (file:line:col)`) and where it comes from. */
+export interface StackFrame {
+  /** The frame as V8 prints it, without the leading `at `. */
+  readonly at: string;
+  /** `user` for the caller's code, `allot` for allot's, `runtime` for the rest. */
+  readonly kind: FrameKind;
+}
+
+/** The first line of a trace. */
+export interface TraceHeader {
+  readonly format: typeof TRACE_FORMAT;
+  readonly version: number;
+  /** What was recorded (free text, e.g. `tfjs-webgpu 4.22 mobilenet`). */
+  readonly source?: string;
+  /** When the recording started (ISO 8601). */
+  readonly created?: string;
+  /** Anything else the recorder wants to keep (adapter, model, options). */
+  readonly meta?: Record<string, unknown>;
+}
+
+/** Fields every event carries. */
+export interface EventBase {
+  /** Milliseconds since the recording started. */
+  readonly t: number;
+  /** The caller's tag at the time of the event. */
+  readonly tag?: string;
+  /** The id of the stack captured for this event. */
+  readonly s?: number;
+}
+
+/** A buffer or segment was created. */
+export interface CreateEvent extends EventBase {
+  readonly op: "create";
+  readonly id: number;
+  readonly size: number;
+  readonly usage: number;
+  readonly label?: string;
+  readonly mapped?: boolean;
+}
+/** A buffer or segment was destroyed. */
+export interface DestroyEvent extends EventBase {
+  readonly op: "destroy";
+  readonly id: number;
+}
+/** A logical allocation was handed out. */
+export interface AllocEvent extends EventBase {
+  readonly op: "alloc";
+  readonly id: number;
+  readonly size: number;
+  readonly usage?: number;
+  readonly buffer?: number;
+  readonly offset?: number;
+}
+/** A logical allocation was given back. */
+export interface FreeEvent extends EventBase {
+  readonly op: "free";
+  readonly id: number;
+}
+/** `queue.submit`. */
+export interface SubmitEvent extends EventBase {
+  readonly op: "submit";
+  readonly count: number;
+}
+/** `buffer.mapAsync`. */
+export interface MapEvent extends EventBase {
+  readonly op: "map";
+  readonly id: number;
+  readonly mode: number;
+}
+/** `buffer.unmap`. */
+export interface UnmapEvent extends EventBase {
+  readonly op: "unmap";
+  readonly id: number;
+}
+/** `queue.writeBuffer`. */
+export interface WriteEvent extends EventBase {
+  readonly op: "write";
+  readonly id: number;
+  readonly offset: number;
+  readonly size: number;
+}
+/** A step mark. */
+export interface StepEvent extends EventBase {
+  readonly op: "step";
+  readonly name?: string;
+}
+/** Defines a stack for later events. */
+export interface StackEvent extends EventBase {
+  readonly op: "stack";
+  readonly sid: number;
+  readonly frames: readonly StackFrame[];
+}
+/** A wrapped call threw. */
+export interface ErrorEvent extends EventBase {
+  readonly op: "error";
+  readonly call: string;
+  readonly message: string;
+}
+/** Entries lost by the source. */
+export interface DroppedEvent extends EventBase {
+  readonly op: "dropped";
+  readonly count: number;
+}
+
+/** One line of a trace after the header. */
+export type TraceEvent =
+  | CreateEvent
+  | DestroyEvent
+  | AllocEvent
+  | FreeEvent
+  | SubmitEvent
+  | MapEvent
+  | UnmapEvent
+  | WriteEvent
+  | StepEvent
+  | StackEvent
+  | ErrorEvent
+  | DroppedEvent;
+
+/** The operations of {@linkcode TraceEvent}. */
+export type TraceOp = TraceEvent["op"];
+
+/** A whole trace: its header and its events in order. */
+export interface Trace {
+  readonly header: TraceHeader;
+  readonly events: readonly TraceEvent[];
+}
+
+/** Writes a trace as JSON Lines (header first, one event a line, a final newline). */
+export function formatTrace(trace: Trace): string {
+  const lines = [JSON.stringify(trace.header)];
+  for (const e of trace.events) lines.push(JSON.stringify(e));
+  return lines.join("\n") + "\n";
+}
