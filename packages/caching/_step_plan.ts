@@ -1,0 +1,70 @@
+// Offline layout of one step's allocations in one arena: TFLite's
+// greedy-by-size planner. Items are placed largest first, each at the
+// smallest gap (between items already placed that overlap it in time) that
+// holds it, else after the highest of them. A step that repeats is laid out
+// once, near its lower bound (the peak of the bytes live at once).
+
+/** One allocation of a recorded step: its size and the op times it lives. */
+export interface _PlanItem {
+  /** Bytes (already aligned). */
+  size: number;
+  /** Op index of the allocation. */
+  start: number;
+  /** Op index of the free (`Infinity` when still live at the step's end). */
+  end: number;
+  /** A fixed offset (a block already placed, live at the step's start). */
+  fixed?: number;
+}
+
+/**
+ * Lays the items out; returns each item's offset (in input order) and the
+ * arena size.
+ *
+ * @param items The step's allocations (fixed ones keep their offset).
+ * @param alignment Offsets are multiples of it.
+ */
+export function _planStep(
+  items: readonly _PlanItem[],
+  alignment: number,
+): { offsets: Float64Array; size: number } {
+  const n = items.length;
+  const offsets = new Float64Array(n);
+  const order: number[] = [];
+  const placed: number[] = [];
+  let size = 0;
+  for (let i = 0; i < n; i++) {
+    const fixed = items[i].fixed;
+    if (fixed !== undefined) {
+      offsets[i] = fixed;
+      placed.push(i);
+      size = Math.max(size, fixed + items[i].size);
+    } else order.push(i);
+  }
+  order.sort((a, b) => items[b].size - items[a].size || items[a].start - items[b].start);
+  const conflicts: number[] = [];
+  for (const i of order) {
+    const it = items[i];
+    conflicts.length = 0;
+    for (const j of placed) {
+      const o = items[j];
+      if (o.start < it.end && it.start < o.end) conflicts.push(j);
+    }
+    conflicts.sort((a, b) => offsets[a] - offsets[b]);
+    let best = -1;
+    let bestGap = Infinity;
+    let cursor = 0;
+    for (const j of conflicts) {
+      const gap = offsets[j] - cursor;
+      if (gap >= it.size && gap < bestGap) {
+        best = cursor;
+        bestGap = gap;
+      }
+      cursor = Math.max(cursor, offsets[j] + items[j].size);
+    }
+    const at = best >= 0 ? best : cursor;
+    offsets[i] = at;
+    size = Math.max(size, at + it.size);
+    placed.push(i);
+  }
+  return { offsets, size: Math.ceil(size / alignment) * alignment };
+}
