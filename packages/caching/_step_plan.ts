@@ -22,10 +22,12 @@ export interface _PlanItem {
  *
  * @param items The step's allocations (fixed ones keep their offset).
  * @param alignment Offsets are multiples of it.
+ * @param limit Items that would end above it are left out (offset -1).
  */
 export function _planStep(
   items: readonly _PlanItem[],
   alignment: number,
+  limit = Infinity,
 ): { offsets: Float64Array; size: number } {
   const n = items.length;
   const offsets = new Float64Array(n);
@@ -62,6 +64,10 @@ export function _planStep(
       cursor = Math.max(cursor, offsets[j] + items[j].size);
     }
     const at = best >= 0 ? best : cursor;
+    if (at + it.size > limit) {
+      offsets[i] = -1;
+      continue;
+    }
     offsets[i] = at;
     size = Math.max(size, at + it.size);
     placed.push(i);

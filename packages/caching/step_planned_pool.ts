@@ -123,6 +123,7 @@ export class StepPlannedPool<M = unknown> {
   /** free blocks of the arena by offset, ascending */
   #arenaFree: PlannedBlock<M>[] = [];
   #planOffsets = new Float64Array(0);
+  #planSizes = new Float64Array(0);
   #planCount = -1;
   #recSize: number[] = [];
   #recStart: number[] = [];
@@ -241,14 +242,22 @@ export class StepPlannedPool<M = unknown> {
     const size = alignUp(byteLength, this.#align);
     const item = this.#recSize.length;
     let block: PlannedBlock<M> | undefined;
-    if (item < this.#planCount) {
+    // a request the plan says outlives the step stays out of the arena
+    let arenaOk = true;
+    if (item < this.#planCount && this.#misses === 0) {
+      // the step follows the plan while each request is the planned one
+      // or a little smaller (a shorter sequence); once it does not, the
+      // rest of the step is served by best fit
       const at = this.#planOffsets[item];
-      if (at >= 0) {
-        block = this.#carve(at, size);
-        if (block === undefined) this.#misses++;
+      const planned = this.#planSizes[item];
+      if (size === planned) {
+        if (at >= 0) block = this.#carve(at, size);
+        else arenaOk = false;
       }
+      if (block === undefined && arenaOk) this.#misses++;
     } else if (this.#planCount >= 0) this.#misses++;
-    block ??= this.#bestFit(size) ?? this.#grow(size);
+    block ??= this.#bestFit(size, arenaOk) ?? this.#grow(size) ??
+      this.#bestFit(size, true);
     if (block === undefined) return undefined;
     block._free = false;
     block.requestedByteLength = byteLength;
@@ -405,15 +414,14 @@ export class StepPlannedPool<M = unknown> {
     }
     let plan = _planStep(items, this.#align);
     if (arena !== undefined && arena.liveBlocks > 0 && plan.size > arena.size) {
-      // the arena cannot move: it becomes an ordinary segment
-      arena.arena = false;
-      this.#arenaFree.length = 0;
-      this.#arena = undefined;
-      plan = _planStep(items.slice(0, fixedFrom), this.#align);
+      // blocks outlived the step inside the arena, and it cannot move: plan
+      // around them inside it; what does not fit is left to best fit
+      plan = _planStep(items, this.#align, arena.size);
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
     this.#planOffsets = offsets;
+    this.#planSizes = Float64Array.from(this.#recSize.slice(0, count));
     this.#planCount = count;
     if (plan.size === 0) return;
     const current = this.#arena;
@@ -471,7 +479,7 @@ export class StepPlannedPool<M = unknown> {
   }
 
   /** Takes the best fitting free block, outside the arena when one fits. */
-  #bestFit(size: number): PlannedBlock<M> | undefined {
+  #bestFit(size: number, arenaOk: boolean): PlannedBlock<M> | undefined {
     const free = this.#free;
     let lo = 0, hi = free.length;
     while (lo < hi) {
@@ -480,13 +488,14 @@ export class StepPlannedPool<M = unknown> {
       else hi = mid;
     }
     if (lo === free.length) return undefined;
-    let pick = lo;
+    let pick = arenaOk ? lo : -1;
     for (let i = lo; i < free.length; i++) {
       if (!free[i]._seg.arena) {
         pick = i;
         break;
       }
     }
+    if (pick < 0) return undefined;
     const block = free[pick];
     this.#unindex(block);
     return this.#split(block, block._offset, size);
