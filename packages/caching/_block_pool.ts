@@ -1,6 +1,6 @@
 // Internal block and pool structures of the caching allocator.
 
-import type { Fence, Segment, Stream } from "@allot/core";
+import type { Segment, Stream } from "@allot/core";
 
 /** Block states. */
 export const FREE = 0;
@@ -34,7 +34,8 @@ export class _Block<M> {
   prev: _Block<M> | null = null;
   next: _Block<M> | null = null;
   streamUses: Stream[] | null = null;
-  fences: Fence[] | null = null;
+  /** Fences a pending block still waits for (see DeferredFrees). */
+  waitingFences = 0;
   /** Allocation counter when the block last entered a pool (GC age). */
   stamp = 0;
   stack: string | undefined = undefined;

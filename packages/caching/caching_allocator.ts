@@ -9,6 +9,7 @@
 import {
   AllotError,
   COMPLETED_FENCE,
+  DeferredFrees,
   type Device,
   DoubleFreeError,
   type Fence,
@@ -621,7 +622,10 @@ export class CachingAllocator<M = unknown> {
   #small = new _BlockPool<M>(true);
   #large = new _BlockPool<M>(false);
   #segments = new Set<_Segment<M>>();
-  #pending: _Block<M>[] = [];
+  // _Block<unknown>: a callback parameter of M would make M invariant.
+  #deferred = new DeferredFrees<_Block<unknown>>((b) =>
+    this.#freeBlock(b as _Block<M>)
+  );
   #spare: _Block<M>[] = [];
   #nextSegmentId = 1;
   #nextAddress = 0;
@@ -781,7 +785,7 @@ export class CachingAllocator<M = unknown> {
 
   /** Blocks freed by callers that still wait for fences. */
   get pendingFreeCount(): number {
-    return this.#pending.length;
+    return this.#deferred.count;
   }
 
   /**
@@ -869,7 +873,7 @@ export class CachingAllocator<M = unknown> {
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
       : this.#checkStream(options.stream);
-    if (this.#pending.length > 0) this.#processEvents();
+    if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
       : this.#large;
@@ -913,13 +917,13 @@ export class CachingAllocator<M = unknown> {
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
     const stream = this.#checkStream(options?.stream);
-    if (this.#pending.length > 0) this.#processEvents();
+    if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
       : this.#large;
     let block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
-    while (block === undefined && this.#pending.length > 0) {
+    while (block === undefined && this.#deferred.count > 0) {
       await this.synchronize();
       block = this.#getFreeBlock(pool, stream.id, size) ??
         this.#allocSlow(pool, size, stream);
@@ -957,11 +961,15 @@ export class CachingAllocator<M = unknown> {
 
   #release(block: CachedBlock<M>, b: _Block<M>): void {
     let fences: Fence[] | null = null;
+    let streamIds: number[] | null = null;
     if (b.streamUses !== null) {
       // Take fences before changing anything: a stream may throw.
       for (const stream of b.streamUses) {
         const fence = stream.fence();
-        if (!fence.completed) (fences ??= []).push(fence);
+        if (!fence.completed) {
+          (fences ??= []).push(fence);
+          (streamIds ??= []).push(stream.id);
+        }
       }
     }
     this.#leaks?.forget(block);
@@ -982,8 +990,7 @@ export class CachingAllocator<M = unknown> {
     }
     if (fences !== null) {
       b.state = PENDING;
-      b.fences = fences;
-      this.#pending.push(b);
+      this.#deferred.defer(b, streamIds!, fences);
       // Still active: allocation moved to pending free.
       s[ACTIVE * 12 + pool * 4] += 1;
       s[ACTIVE_BYTES * 12 + pool * 4] += b.size;
@@ -1047,15 +1054,9 @@ export class CachingAllocator<M = unknown> {
    * @returns Resolves when the blocks pending at the call are back in the pool.
    */
   async synchronize(): Promise<void> {
-    const waited = new Set<Fence>();
-    for (const b of this.#pending) for (const f of b.fences!) waited.add(f);
     this.#numSyncAllStreams++;
     // A rejected fence also ends: its work will never run.
-    await Promise.all([...waited].map((f) => f.wait().catch(() => {})));
-    for (const b of this.#pending) {
-      if (b.fences !== null) b.fences = b.fences.filter((f) => !waited.has(f));
-    }
-    this.#processEvents();
+    await this.#deferred.synchronize();
   }
 
   /**
@@ -1268,7 +1269,8 @@ export class CachingAllocator<M = unknown> {
       pending = 0,
       oversizeAlloc = 0,
       oversizeSeg = 0;
-    const pendingSet = new Set(this.#pending);
+    const pendingSet = new Set<_Block<unknown>>();
+    this.#deferred.forEach((b) => pendingSet.add(b));
     for (const seg of this.#segments) {
       const p = seg.small ? 1 : 2;
       const pool = seg.small ? this.#small : this.#large;
@@ -1316,6 +1318,7 @@ export class CachingAllocator<M = unknown> {
             if (b.size >= this.maxSplitSize) oversizeAlloc++;
           } else {
             if (!pendingSet.has(b)) fail(`pending block not in pending list`);
+            if (b.waitingFences <= 0) fail(`pending block waits for no fence`);
             pending++;
           }
           add("active", p, 1);
@@ -1329,7 +1332,9 @@ export class CachingAllocator<M = unknown> {
     }
     if (freeSmall !== this.#small.count) fail(`small pool size`);
     if (freeLarge !== this.#large.count) fail(`large pool size`);
-    if (pending !== this.#pending.length) fail(`pending list size`);
+    if (pending !== this.#deferred.count || pending !== pendingSet.size) {
+      fail(`pending list size`);
+    }
     for (const pool of [this.#small, this.#large]) {
       const bs = pool.all();
       if (bs.length !== pool.count) fail(`pool count`);
@@ -1400,7 +1405,7 @@ export class CachingAllocator<M = unknown> {
   #recycle(b: _Block<M>): void {
     b.prev = b.next = null;
     b.streamUses = null;
-    b.fences = null;
+    b.waitingFences = 0;
     b.stack = undefined;
     if (this.#spare.length < 1024) this.#spare.push(b);
   }
@@ -1467,7 +1472,7 @@ export class CachingAllocator<M = unknown> {
     b.state = ALLOCATED;
     b.requested = requested;
     const bytes = b.size;
-    statsAllocated(this.#s, p, bytes, requested, this.#pending.length !== 0);
+    statsAllocated(this.#s, p, bytes, requested, this.#deferred.count !== 0);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
     const raw = b.segment.raw;
     const handle = new CachedBlock<M>(
@@ -1540,7 +1545,6 @@ export class CachingAllocator<M = unknown> {
       survivor = b;
       b.state = FREE;
       b.requested = 0;
-      b.fences = null;
       b.stack = undefined;
       b.stamp = this.#clock;
       pool.insert(b);
@@ -1558,23 +1562,6 @@ export class CachingAllocator<M = unknown> {
       splitBlocks,
       splitBytes,
     );
-  }
-
-  #processEvents(): void {
-    const pending = this.#pending;
-    let w = 0;
-    for (let r = 0; r < pending.length; r++) {
-      const b = pending[r];
-      const fences = b.fences!;
-      let live = 0;
-      for (let i = 0; i < fences.length; i++) {
-        if (!fences[i].completed) fences[live++] = fences[i];
-      }
-      fences.length = live;
-      if (live === 0) this.#freeBlock(b);
-      else pending[w++] = b;
-    }
-    pending.length = w;
   }
 
   #allocSlow(
@@ -1757,7 +1744,7 @@ export class CachingAllocator<M = unknown> {
   }
 
   #releaseCachedBlocks(): void {
-    if (this.#pending.length > 0) this.#processEvents();
+    if (this.#deferred.count > 0) this.#deferred.poll();
     for (const pool of [this.#small, this.#large]) {
       const blocks = pool.all();
       for (let i = blocks.length - 1; i >= 0; i--) {
@@ -1818,7 +1805,9 @@ export class CachingAllocator<M = unknown> {
     const reserved = this.reservedBytes;
     const unallocated = reserved - allocated;
     let pendingBytes = 0;
-    for (const b of this.#pending) pendingBytes += b.size;
+    this.#deferred.forEach((b) => {
+      pendingBytes += b.size;
+    });
     let largest = 0;
     for (const pool of [this.#small, this.#large]) {
       for (const b of pool.all()) if (b.size > largest) largest = b.size;
@@ -1851,7 +1840,14 @@ export class CachingAllocator<M = unknown> {
         formatSize(pendingBytes)
       } is freed but waits for fences of other streams (await synchronize() or use allocateAsync())`;
     }
-    if (unallocated + pendingBytes >= size) {
+    // Pending blocks count as reserved but unallocated: the cache itself
+    // holds only the rest.
+    const cached = unallocated - pendingBytes;
+    if (pendingBytes > 0 && cached < size) {
+      message += cached + pendingBytes >= size
+        ? `; the memory is only waiting on fences, not fragmented: it returns once that work completes`
+        : "";
+    } else if (cached >= size) {
       message +=
         `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitSize to keep large blocks whole`;
     }

@@ -2,11 +2,13 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   DoubleFreeError,
+  FenceError,
   InvalidArgumentError,
   LeakDetector,
   ManualStream,
   MockSegmentSource,
   OutOfMemoryError,
+  type Stream,
   UseAfterFreeError,
 } from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
@@ -552,5 +554,92 @@ describe("CachingAllocator", () => {
     assert.equal(json.version, 1);
     assert.equal(json.segments.length, 0);
     assert.match(allocator.memorySummary(), /Oversize segments/);
+  });
+  it("CachingAllocator.allocate() survives a fence that throws: typed error, consistent pending frees, later allocations work", async () => {
+    const { allocator } = setup(8 * MiB);
+    let throws = true;
+    let done = false;
+    const stream: Stream = {
+      id: 4242,
+      fence: () => ({
+        get completed() {
+          if (throws) throw new Error("device lost");
+          return done;
+        },
+        wait: () => Promise.resolve(),
+      }),
+    };
+    const a = allocator.allocate(MiB);
+    a.recordStream(stream);
+    const address = a.address;
+    throws = false;
+    a.release(); // fence taken, not complete
+    throws = true;
+    assert.equal(allocator.pendingFreeCount, 1);
+    assert.throws(() => allocator.allocate(MiB), FenceError);
+    allocator.validate();
+    for (let i = 0; i < 3; i++) {
+      const b = allocator.allocate(MiB); // never the pending block
+      assert.notEqual(b.address, address);
+      b.release();
+      allocator.validate();
+    }
+    assert.equal(allocator.pendingFreeCount, 1);
+    await allocator.synchronize();
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.validate();
+    done = true;
+  });
+
+  it("CachingAllocator.allocate() does not blame fragmentation when memory only waits on fences", () => {
+    const { allocator } = setup(2 * MiB);
+    const stream = new ManualStream();
+    const a = allocator.allocate(2 * MiB);
+    a.recordStream(stream);
+    a.release();
+    assert.throws(() => allocator.allocate(MiB), (e: Error) => {
+      assert.ok(e instanceof CachingOutOfMemoryError);
+      assert.doesNotMatch(e.message, /fragmentation/);
+      assert.match(e.message, /only waiting on fences/);
+      return true;
+    });
+    stream.completeAll();
+    allocator.allocate(MiB).release();
+  });
+
+  it("CachingAllocator.allocate() costs about the same with 10,000 frees pending (one fence read per stream)", () => {
+    const { allocator } = setup();
+    const stream = new ManualStream();
+    const held = [];
+    for (let i = 0; i < 10_000; i++) {
+      const b = allocator.allocate(512);
+      b.recordStream(stream);
+      held.push(b);
+    }
+    let reads = 0;
+    const counting: Stream = {
+      id: stream.id,
+      fence() {
+        const f = stream.fence();
+        return {
+          get completed() {
+            reads++;
+            return f.completed;
+          },
+          wait: () => f.wait(),
+        };
+      },
+    };
+    for (const b of held) {
+      b.recordStream(counting);
+      b.release();
+    }
+    reads = 0;
+    for (let i = 0; i < 100; i++) allocator.allocate(512).release();
+    assert.ok(reads <= 100, `${reads} fence reads for 100 allocations`);
+    stream.completeAll();
+    allocator.allocate(512).release();
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.validate();
   });
 });

@@ -48,6 +48,7 @@
 
 export * from "./allocator.ts";
 export * from "./data_ptr.ts";
+export * from "./deferred_frees.ts";
 export * from "./device.ts";
 export * from "./errors.ts";
 export * from "./fence.ts";
