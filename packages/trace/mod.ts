@@ -37,3 +37,7 @@ export * from "./replay_policy.ts";
 export * from "./baseline_policies.ts";
 export * from "./allot_policies.ts";
 export * from "./replay.ts";
+export * from "./memory_timeline.ts";
+export * from "./timeline_svg.ts";
+export * from "./report_html.ts";
+export * from "./report.ts";

@@ -51,7 +51,7 @@ export interface PolicyResult {
   readonly peakHeldBytes: number;
   /** Device buffers (or segments) created. */
   readonly buffersCreated: number;
-  /** Device buffers created after the first step mark. */
+  /** Device buffers created after the first step mark that follows an allocation (0 on traces whose steps repeat, for a policy that reuses well). */
   readonly buffersCreatedAfterFirstStep: number;
   /** Nanoseconds per alloc or free (best of the repetitions). */
   readonly nsPerOp: number;
@@ -169,17 +169,18 @@ export function replayOps(ops: ReplayOps, options: ReplayOptions = {}): Omit<Rep
   for (const f of policies) {
     try {
       const p = f.create();
-      let peak = 0, afterFirst = -1;
+      let peak = 0, afterFirst = -1, seen = false;
       for (let i = 0; i < ops.length; i++) {
         const c = code[i];
         if (c === 0) {
           p.alloc(id[i], size[i], usage[i]);
+          seen = true;
           const h = p.heldBytes();
           if (h > peak) peak = h;
         } else if (c === 1) p.free(id[i]);
         else {
           p.sync(c === 2 ? "fence" : "step");
-          if (c === 3 && afterFirst < 0) afterFirst = p.buffersCreated();
+          if (c === 3 && seen && afterFirst < 0) afterFirst = p.buffersCreated();
         }
       }
       const created = p.buffersCreated();
