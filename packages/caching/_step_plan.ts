@@ -32,36 +32,43 @@ export function _planStep(
   const n = items.length;
   const offsets = new Float64Array(n);
   const order: number[] = [];
+  // items placed so far, by offset
   const placed: number[] = [];
+  const insert = (i: number) => {
+    let lo = 0, hi = placed.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (offsets[placed[mid]] <= offsets[i]) lo = mid + 1;
+      else hi = mid;
+    }
+    placed.splice(lo, 0, i);
+  };
   let size = 0;
   for (let i = 0; i < n; i++) {
     const fixed = items[i].fixed;
     if (fixed !== undefined) {
       offsets[i] = fixed;
-      placed.push(i);
+      insert(i);
       size = Math.max(size, fixed + items[i].size);
     } else order.push(i);
   }
-  order.sort((a, b) => items[b].size - items[a].size || items[a].start - items[b].start);
-  const conflicts: number[] = [];
+  order.sort((a, b) =>
+    items[b].size - items[a].size || items[a].start - items[b].start
+  );
   for (const i of order) {
     const it = items[i];
-    conflicts.length = 0;
-    for (const j of placed) {
-      const o = items[j];
-      if (o.start < it.end && it.start < o.end) conflicts.push(j);
-    }
-    conflicts.sort((a, b) => offsets[a] - offsets[b]);
     let best = -1;
     let bestGap = Infinity;
     let cursor = 0;
-    for (const j of conflicts) {
+    for (const j of placed) {
+      const o = items[j];
+      if (o.start >= it.end || it.start >= o.end) continue;
       const gap = offsets[j] - cursor;
       if (gap >= it.size && gap < bestGap) {
         best = cursor;
         bestGap = gap;
       }
-      cursor = Math.max(cursor, offsets[j] + items[j].size);
+      cursor = Math.max(cursor, offsets[j] + o.size);
     }
     const at = best >= 0 ? best : cursor;
     if (at + it.size > limit) {
@@ -70,7 +77,7 @@ export function _planStep(
     }
     offsets[i] = at;
     size = Math.max(size, at + it.size);
-    placed.push(i);
+    insert(i);
   }
   return { offsets, size: Math.ceil(size / alignment) * alignment };
 }
