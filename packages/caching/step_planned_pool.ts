@@ -80,6 +80,20 @@ export class PlannedBlock<M = unknown> {
   }
 }
 
+/** A layout of one step: offsets in the arena (-1: not planned). */
+interface _Plan {
+  offsets: Float64Array;
+  sizes: Float64Array;
+  count: number;
+  size: number;
+}
+
+/** Plans kept for steps that alternate. */
+const _PLANS = 8;
+
+/** Steps whose peak live bytes bound the bytes kept. */
+const _WINDOW = 8;
+
 const bySize = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
   a.byteLength - b.byteLength;
 
@@ -122,9 +136,9 @@ export class StepPlannedPool<M = unknown> {
   #arena: _Seg<M> | undefined;
   /** free blocks of the arena by offset, ascending */
   #arenaFree: PlannedBlock<M>[] = [];
-  #planOffsets = new Float64Array(0);
-  #planSizes = new Float64Array(0);
-  #planCount = -1;
+  /** the plan the current step follows, and the last plans made */
+  #plan: _Plan | undefined;
+  #plans: _Plan[] = [];
   #recSize: number[] = [];
   #recStart: number[] = [];
   #recEnd: number[] = [];
@@ -133,9 +147,13 @@ export class StepPlannedPool<M = unknown> {
   #step = 0;
   #live = 0;
   #held = 0;
+  /** peak live bytes of the current step and of the last steps */
+  #stepPeak = 0;
+  #window: number[] = [];
   #peakLive = 0;
   #peakHeld = 0;
   #created = 0;
+  #replans = 0;
   #released = 0;
 
   /**
@@ -185,6 +203,10 @@ export class StepPlannedPool<M = unknown> {
   /** Segments held now. */
   get segmentCount(): number {
     return this.#segs.size;
+  }
+  /** Steps laid out again because they did not follow the plan. */
+  get replanCount(): number {
+    return this.#replans;
   }
   /** Steps ended so far. */
   get stepCount(): number {
@@ -244,18 +266,22 @@ export class StepPlannedPool<M = unknown> {
     let block: PlannedBlock<M> | undefined;
     // a request the plan says outlives the step stays out of the arena
     let arenaOk = true;
-    if (item < this.#planCount && this.#misses === 0) {
-      // the step follows the plan while each request is the planned one
-      // or a little smaller (a shorter sequence); once it does not, the
-      // rest of the step is served by best fit
-      const at = this.#planOffsets[item];
-      const planned = this.#planSizes[item];
-      if (size === planned) {
-        if (at >= 0) block = this.#carve(at, size);
-        else arenaOk = false;
-      }
-      if (block === undefined && arenaOk) this.#misses++;
-    } else if (this.#planCount >= 0) this.#misses++;
+    if (item === 0 && this.#plans.length > 0) this.#pick(size);
+    const plan = this.#plan;
+    if (plan !== undefined) {
+      if (item < plan.count && this.#misses === 0) {
+        // the step follows the plan while each request is the planned one;
+        // once it does not, the rest of the step is served by best fit
+        let p = plan;
+        if (size !== p.sizes[item]) p = this.#switch(item, size) ?? p;
+        const at = p.offsets[item];
+        if (size === p.sizes[item]) {
+          if (at >= 0) block = this.#carve(at, size);
+          else arenaOk = false;
+        }
+        if (block === undefined && arenaOk) this.#misses++;
+      } else this.#misses++;
+    }
     block ??= this.#bestFit(size, arenaOk) ?? this.#grow(size) ??
       this.#bestFit(size, true);
     if (block === undefined) return undefined;
@@ -270,7 +296,10 @@ export class StepPlannedPool<M = unknown> {
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
     this.#live += byteLength;
-    if (this.#live > this.#peakLive) this.#peakLive = this.#live;
+    if (this.#live > this.#stepPeak) {
+      this.#stepPeak = this.#live;
+      if (this.#live > this.#peakLive) this.#peakLive = this.#live;
+    }
     return block;
   }
 
@@ -320,13 +349,18 @@ export class StepPlannedPool<M = unknown> {
    */
   endStep(): void {
     const count = this.#recSize.length;
-    if (this.#misses > 0 || count !== this.#planCount) this.#replan(count);
-    const step = this.#step;
-    for (const seg of [...this.#segs]) {
-      if (!seg.arena && seg.liveBlocks === 0 && seg.lastUsed < step) {
-        this.#release(seg);
-      }
+    if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
+      this.#replan(count);
+      this.#replans++;
     }
+    const window = this.#window;
+    window.push(this.#stepPeak);
+    if (window.length > _WINDOW) window.shift();
+    this.#stepPeak = this.#live;
+    // free segments are kept while held bytes stay within the ratio of the
+    // recent steps' peak, so steps that vary reuse them instead of making
+    // new ones; the least recently used go first
+    this.#trimFree(this.maxHeldRatio * Math.max(...window));
     this.#step++;
     this.#recSize.length = 0;
     this.#recStart.length = 0;
@@ -420,9 +454,15 @@ export class StepPlannedPool<M = unknown> {
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
-    this.#planOffsets = offsets;
-    this.#planSizes = Float64Array.from(this.#recSize.slice(0, count));
-    this.#planCount = count;
+    const made: _Plan = {
+      offsets,
+      sizes: Float64Array.from(this.#recSize.slice(0, count)),
+      count,
+      size: plan.size,
+    };
+    this.#plan = made;
+    this.#plans.push(made);
+    if (this.#plans.length > _PLANS) this.#plans.shift();
     if (plan.size === 0) return;
     const current = this.#arena;
     if (current !== undefined && plan.size <= current.size) return;
@@ -430,8 +470,39 @@ export class StepPlannedPool<M = unknown> {
     for (const seg of [...this.#segs]) {
       if (seg.liveBlocks === 0) this.#release(seg);
     }
-    const made = this.#make(plan.size, true);
-    if (made === undefined) this.#planCount = -1;
+    if (this.#make(plan.size, true) === undefined) this.#plan = undefined;
+  }
+
+  /**
+   * At a request the current plan did not expect: the latest kept plan
+   * whose requests so far were this step's (carving checks every range, so
+   * a switch can never overlap blocks; it only decides where they go).
+   */
+  #switch(item: number, size: number): _Plan | undefined {
+    const room = this.#arena?.size ?? 0;
+    const rec = this.#recSize;
+    search: for (let i = this.#plans.length - 1; i >= 0; i--) {
+      const plan = this.#plans[i];
+      if (plan === this.#plan || plan.count <= item || plan.size > room) continue;
+      if (plan.sizes[item] !== size) continue;
+      for (let k = 0; k < item; k++) if (plan.sizes[k] !== rec[k]) continue search;
+      this.#plan = plan;
+      return plan;
+    }
+    return undefined;
+  }
+
+  /** At a step's first request: the latest plan that starts with it. */
+  #pick(size: number): void {
+    if (this.#plan !== undefined && this.#plan.sizes[0] === size) return;
+    const room = this.#arena?.size ?? 0;
+    for (let i = this.#plans.length - 1; i >= 0; i--) {
+      const plan = this.#plans[i];
+      if (plan.sizes[0] === size && plan.size <= room) {
+        this.#plan = plan;
+        return;
+      }
+    }
   }
 
   #make(size: number, arena: boolean): _Seg<M> | undefined {
@@ -449,6 +520,17 @@ export class StepPlannedPool<M = unknown> {
     return seg;
   }
 
+  /** Gives free segments outside the arena back, least recently used first, until held <= limit. */
+  #trimFree(limit: number): void {
+    if (this.#held <= limit) return;
+    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
+      .sort((a, b) => a.lastUsed - b.lastUsed || b.size - a.size);
+    for (const seg of free) {
+      if (this.#held <= limit) break;
+      this.#release(seg);
+    }
+  }
+
   #release(seg: _Seg<M>): void {
     this.#unindex(seg.first);
     this.#segs.delete(seg);
@@ -459,15 +541,10 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #grow(size: number): PlannedBlock<M> | undefined {
-    const limit = this.maxHeldRatio * (this.#live + size);
-    if (this.#held + size > limit) {
-      const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
-        .sort((a, b) => b.size - a.size);
-      for (const seg of free) {
-        if (this.#held + size <= limit) break;
-        this.#release(seg);
-      }
-    }
+    let recent = this.#live + size;
+    for (const peak of this.#window) if (peak > recent) recent = peak;
+    const limit = this.maxHeldRatio * recent - size;
+    if (this.#held > limit) this.#trimFree(limit);
     let seg = this.#make(size, false);
     if (seg === undefined) {
       this.trim(0);
@@ -521,7 +598,7 @@ export class StepPlannedPool<M = unknown> {
   #split(block: PlannedBlock<M>, at: number, size: number): PlannedBlock<M> {
     const seg = block._seg;
     const end = block._offset + block.byteLength;
-    if (at === block._offset && size === block.byteLength) return block;
+    // always a new object: a stale handle of a freed block stays free
     const used = new PlannedBlock(seg, at, size);
     let before = block._prev;
     if (at > block._offset) {
