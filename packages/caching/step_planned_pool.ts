@@ -424,7 +424,7 @@ export class StepPlannedPool<M = unknown> {
     }
     if (held !== this.#held) throw new Error(`held ${this.#held} != recount ${held}`);
     if (live !== this.#live) throw new Error(`live ${this.#live} != recount ${live}`);
-    if (freeCount !== this.#free.length) throw new Error("free index wrong");
+    if (freeCount - arenaFree !== this.#free.length) throw new Error("free index wrong");
     if (arenaFree !== this.#arenaFree.length) throw new Error("arena index wrong");
     for (let i = 1; i < this.#free.length; i++) {
       if (this.#free[i - 1].byteLength > this.#free[i].byteLength) throw new Error("free index unsorted");
@@ -564,16 +564,13 @@ export class StepPlannedPool<M = unknown> {
       if (free[mid].byteLength < size) lo = mid + 1;
       else hi = mid;
     }
-    if (lo === free.length) return undefined;
-    let pick = arenaOk ? lo : -1;
-    for (let i = lo; i < free.length; i++) {
-      if (!free[i]._seg.arena) {
-        pick = i;
-        break;
+    let block: PlannedBlock<M> | undefined = free[lo];
+    if (block === undefined && arenaOk) {
+      for (const b of this.#arenaFree) {
+        if (b.byteLength >= size && (!block || b.byteLength < block.byteLength)) block = b;
       }
     }
-    if (pick < 0) return undefined;
-    const block = free[pick];
+    if (block === undefined) return undefined;
     this.#unindex(block);
     return this.#split(block, block._offset, size);
   }
@@ -597,26 +594,38 @@ export class StepPlannedPool<M = unknown> {
   /** Cuts `[at, at + size)` out of the free, unindexed `block`; indexes the rest. */
   #split(block: PlannedBlock<M>, at: number, size: number): PlannedBlock<M> {
     const seg = block._seg;
-    const end = block._offset + block.byteLength;
+    const start = block._offset;
+    const end = start + block.byteLength;
     // always a new object: a stale handle of a freed block stays free
     const used = new PlannedBlock(seg, at, size);
-    let before = block._prev;
-    if (at > block._offset) {
-      const left = new PlannedBlock(seg, block._offset, at - block._offset);
-      this.#link(before, left);
+    const prev = block._prev, next = block._next;
+    let left = prev, right = next;
+    let spare: PlannedBlock<M> | undefined = block;
+    if (at > start) {
+      _place(spare, start, at - start);
+      left = spare;
+      spare = undefined;
       this.#index(left);
-      before = left;
     }
-    this.#link(before, used);
-    let last = used;
     if (at + size < end) {
-      const right = new PlannedBlock(seg, at + size, end - at - size);
-      this.#link(used, right);
+      right = spare ?? new PlannedBlock(seg, at + size, end - at - size);
+      if (spare !== undefined) _place(spare, at + size, end - at - size);
       this.#index(right);
-      last = right;
+      if (right !== next) {
+        right._next = next;
+        if (next) next._prev = right;
+      }
     }
-    last._next = block._next;
-    if (block._next) block._next._prev = last;
+    if (left !== prev) {
+      left!._prev = prev;
+      if (prev) prev._next = left;
+      else seg.first = left!;
+    }
+    used._prev = left;
+    if (left) left._next = used;
+    else seg.first = used;
+    used._next = right;
+    if (right) right._prev = used;
     return used;
   }
 
@@ -626,24 +635,31 @@ export class StepPlannedPool<M = unknown> {
     else prev._next = block;
   }
 
-  /** Merges two adjacent free blocks (both unindexed) into a new one. */
+  /** Merges two adjacent free blocks (both unindexed) into `a`. */
   #join(a: PlannedBlock<M>, b: PlannedBlock<M>): PlannedBlock<M> {
-    const merged = new PlannedBlock(a._seg, a._offset, a.byteLength + b.byteLength);
-    this.#link(a._prev, merged);
-    merged._next = b._next;
-    if (b._next) b._next._prev = merged;
-    return merged;
+    _place(a, a._offset, a.byteLength + b.byteLength);
+    a._next = b._next;
+    if (b._next) b._next._prev = a;
+    return a;
   }
 
   #index(block: PlannedBlock<M>): void {
-    _insertSorted(this.#free, block, bySize);
     if (block._seg.arena) _insertSorted(this.#arenaFree, block, byOffset);
+    else _insertSorted(this.#free, block, bySize);
   }
 
   #unindex(block: PlannedBlock<M>): void {
-    _removeSorted(this.#free, block, bySize);
     if (block._seg.arena) _removeSorted(this.#arenaFree, block, byOffset);
+    else _removeSorted(this.#free, block, bySize);
   }
+}
+
+/** Moves a free range node (never a handle in use). */
+function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
+  const b = block as { byteOffset: number; byteLength: number };
+  block._offset = offset;
+  b.byteOffset = block._seg.segment.byteOffset + offset;
+  b.byteLength = size;
 }
 
 const byOffset = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
