@@ -541,7 +541,9 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #grow(size: number): PlannedBlock<M> | undefined {
-    let recent = this.#live + size;
+    // the peak of this step and of the last ones (all time when no step
+    // was ever marked), so a pool without marks does not churn segments
+    let recent = Math.max(this.#live + size, this.#stepPeak);
     for (const peak of this.#window) if (peak > recent) recent = peak;
     const limit = this.maxHeldRatio * recent - size;
     if (this.#held > limit) this.#trimFree(limit);
