@@ -39,6 +39,8 @@ export class _Block<M> {
   /** Allocation counter when the block last entered a pool (GC age). */
   stamp = 0;
   stack: string | undefined = undefined;
+  /** Tag given at allocation, if any. */
+  tag: string | undefined = undefined;
   /** Index of its bin while in a pool, else -1. */
   bin = -1;
   constructor(segment: _Segment<M>) {

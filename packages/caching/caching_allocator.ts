@@ -7,6 +7,7 @@
  */
 
 import {
+  acquireSegment,
   AllotError,
   COMPLETED_FENCE,
   DeferredFrees,
@@ -174,6 +175,14 @@ export interface AllocateOptions {
    * @default {DEFAULT_STREAM}
    */
   stream?: Stream;
+  /**
+   * A tag for the block (a layer or kernel name): kept in its snapshot and
+   * history entries. Without one, the tag of the enclosing
+   * {@linkcode CachingAllocator.withTag} scope applies.
+   *
+   * @default {undefined}
+   */
+  tag?: string;
 }
 
 /** The block of a handle (`null` once released), or `undefined` for a non-handle. */
@@ -631,6 +640,7 @@ export class CachingAllocator<M = unknown> {
   #nextAddress = 0;
   #clock = 0;
   #history: TraceRecorder | null = null;
+  #tag: string | undefined = undefined;
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string };
 
@@ -873,14 +883,17 @@ export class CachingAllocator<M = unknown> {
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
       : this.#checkStream(options.stream);
+    const tag = options === undefined || options.tag === undefined
+      ? this.#tag
+      : checkTag(options.tag);
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
       : this.#large;
     const block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
-    if (block === undefined) this.#throwOom(byteLength, size, stream);
-    return this.#allocFound(block, pool, size, byteLength, stream);
+    if (block === undefined) this.#throwOom(byteLength, size, stream, tag);
+    return this.#allocFound(block, pool, size, byteLength, stream, tag);
   }
 
   /**
@@ -917,6 +930,7 @@ export class CachingAllocator<M = unknown> {
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
     const stream = this.#checkStream(options?.stream);
+    const tag = options?.tag === undefined ? this.#tag : checkTag(options.tag);
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
@@ -928,8 +942,43 @@ export class CachingAllocator<M = unknown> {
       block = this.#getFreeBlock(pool, stream.id, size) ??
         this.#allocSlow(pool, size, stream);
     }
-    if (block === undefined) this.#throwOom(byteLength, size, stream);
-    return this.#allocFound(block, pool, size, byteLength, stream);
+    if (block === undefined) this.#throwOom(byteLength, size, stream, tag);
+    return this.#allocFound(block, pool, size, byteLength, stream, tag);
+  }
+
+  /**
+   * Runs `fn` with `tag` as the tag of every allocation inside it that gives
+   * none of its own (scopes nest; the previous tag is restored after `fn`,
+   * also when it throws).
+   *
+   * @typeParam T What `fn` returns.
+   * @param tag The tag, such as a layer name.
+   * @param fn The scope.
+   * @returns What `fn` returned.
+   * @throws {InvalidArgumentError} When `tag` is not a string.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource(), { recordHistory: true });
+   * const block = allocator.withTag("conv1", () => allocator.allocate(4096));
+   * const entry = allocator.snapshot().history.find((e) => e.action === "alloc");
+   * assert.equal(entry?.tag, "conv1");
+   * block.release();
+   * ```
+   */
+  withTag<T>(tag: string, fn: () => T): T {
+    checkTag(tag);
+    const outer = this.#tag;
+    this.#tag = tag;
+    try {
+      return fn();
+    } finally {
+      this.#tag = outer;
+    }
   }
 
   /**
@@ -966,7 +1015,7 @@ export class CachingAllocator<M = unknown> {
       // Take fences before changing anything: a stream may throw.
       for (const stream of b.streamUses) {
         const fence = stream.fence();
-        if (!fence.completed) {
+        if (!completedOrThrew(fence)) {
           (fences ??= []).push(fence);
           (streamIds ??= []).push(stream.id);
         }
@@ -986,6 +1035,7 @@ export class CachingAllocator<M = unknown> {
         b.size,
         b.requested,
         b.streamId,
+        b.tag,
       );
     }
     if (fences !== null) {
@@ -1208,6 +1258,7 @@ export class CachingAllocator<M = unknown> {
           state,
         };
         if (b.stack !== undefined && b.state !== FREE) entry.stack = b.stack;
+        if (b.tag !== undefined && b.state !== FREE) entry.tag = b.tag;
         blocks.push(entry);
       }
       segments.push({
@@ -1228,13 +1279,16 @@ export class CachingAllocator<M = unknown> {
     // A marker in the history, as PyTorch writes when a snapshot is taken.
     this.#history?.record("snapshot", 0, reserved, 0, 0);
     const history: TraceEntry[] = this.#history?.entries() ?? [];
-    return {
+    const snapshot: MemorySnapshot = {
       version: SNAPSHOT_FORMAT_VERSION,
       device: String(this.device),
       allocator: this.label,
       segments,
       history,
     };
+    const dropped = this.#history?.droppedEntries ?? 0;
+    if (dropped > 0) snapshot.droppedEntries = dropped;
+    return snapshot;
   }
 
   /**
@@ -1391,8 +1445,9 @@ export class CachingAllocator<M = unknown> {
     size: number,
     requested: number,
     stream: number,
+    tag?: string,
   ): void {
-    this.#history!.record(action, address, size, requested, stream);
+    this.#history!.record(action, address, size, requested, stream, tag);
   }
 
   #newBlock(segment: _Segment<M>): _Block<M> {
@@ -1407,6 +1462,7 @@ export class CachingAllocator<M = unknown> {
     b.streamUses = null;
     b.waitingFences = 0;
     b.stack = undefined;
+    b.tag = undefined;
     if (this.#spare.length < 1024) this.#spare.push(b);
   }
 
@@ -1433,6 +1489,7 @@ export class CachingAllocator<M = unknown> {
     size: number,
     requested: number,
     stream: Stream,
+    tag: string | undefined,
   ): CachedBlock<M> {
     const p = pool.small ? 1 : 2;
     const alreadySplit = b.prev !== null || b.next !== null;
@@ -1471,6 +1528,7 @@ export class CachingAllocator<M = unknown> {
     }
     b.state = ALLOCATED;
     b.requested = requested;
+    b.tag = tag;
     const bytes = b.size;
     statsAllocated(this.#s, p, bytes, requested, this.#deferred.count !== 0);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
@@ -1489,7 +1547,7 @@ export class CachingAllocator<M = unknown> {
       });
     }
     if (this.#history !== null) {
-      this.#record("alloc", b.address, bytes, requested, b.streamId);
+      this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
       if (this.#history.captureStack) b.stack = captureStack();
     }
     return handle;
@@ -1502,7 +1560,14 @@ export class CachingAllocator<M = unknown> {
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
     if (this.#history !== null) {
-      this.#record("free_completed", b.address, b.size, requested, b.streamId);
+      this.#record(
+        "free_completed",
+        b.address,
+        b.size,
+        requested,
+        b.streamId,
+        b.tag,
+      );
     }
     // The merged block lives on in a free neighbour when there is one
     // (already in the pool: re-keyed in place), else in b (inserted).
@@ -1546,6 +1611,7 @@ export class CachingAllocator<M = unknown> {
       b.state = FREE;
       b.requested = 0;
       b.stack = undefined;
+      b.tag = undefined;
       b.stamp = this.#clock;
       pool.insert(b);
     }
@@ -1658,16 +1724,7 @@ export class CachingAllocator<M = unknown> {
     segSize: number,
     size: number,
   ): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
-    try {
-      return this.#source.tryAllocateSegment(segSize, this.#segmentOptions);
-    } catch (error) {
-      throw new SegmentSourceError(
-        `Cannot allocate ${size} bytes: the segment source of ${this.device} threw while making a ${segSize}-byte segment: ${
-          (error as Error)?.message ?? error
-        }`,
-        { cause: error },
-      );
-    }
+    return acquireSegment(this.#source, segSize, size, this.#segmentOptions);
   }
 
   /** Returns a whole free segment (in its pool) to the device. */
@@ -1791,7 +1848,12 @@ export class CachingAllocator<M = unknown> {
     }
   }
 
-  #throwOom(requested: number, size: number, stream: Stream): never {
+  #throwOom(
+    requested: number,
+    size: number,
+    stream: Stream,
+    tag: string | undefined,
+  ): never {
     this.#numOoms++;
     const source = this.#source;
     const capacity = source.capacityBytes;
@@ -1813,7 +1875,7 @@ export class CachingAllocator<M = unknown> {
       for (const b of pool.all()) if (b.size > largest) largest = b.size;
     }
     if (this.#history !== null) {
-      this.#record("oom", free, size, requested, stream.id);
+      this.#record("oom", free, size, requested, stream.id, tag);
     }
     const allowed = this.allowedBytes;
     let message = `Cannot allocate ${requested} bytes: tried to allocate ${
@@ -1863,4 +1925,23 @@ export class CachingAllocator<M = unknown> {
       pendingFreeBytes: pendingBytes,
     });
   }
+}
+
+/** A fence that throws counts as not complete: DeferredFrees reports it. */
+function completedOrThrew(fence: Fence): boolean {
+  try {
+    return fence.completed === true;
+  } catch {
+    return false;
+  }
+}
+
+function checkTag(tag: unknown): string {
+  if (typeof tag !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid tag: must be a string, received ${typeof tag}`,
+      { name: "tag", value: tag },
+    );
+  }
+  return tag;
 }

@@ -642,4 +642,60 @@ describe("CachingAllocator", () => {
     assert.equal(allocator.pendingFreeCount, 0);
     allocator.validate();
   });
+  it("CachingAllocator.allocate() refuses a segment shorter than asked with SegmentSourceError, and gives it back", () => {
+    const device = new MockSegmentSource();
+    let short = true;
+    const lying = {
+      device: device.device,
+      alignment: device.alignment,
+      maxSegmentByteLength: device.maxSegmentByteLength,
+      capacityBytes: device.capacityBytes,
+      tryAllocateSegment(byteLength: number) {
+        const seg = device.tryAllocateSegment(byteLength);
+        return seg && short ? { ...seg, byteLength: byteLength / 2 } : seg;
+      },
+      freeSegment: (seg: Parameters<typeof device.freeSegment>[0]) =>
+        device.freeSegment(seg),
+    };
+    const allocator = new CachingAllocator(lying);
+    assert.throws(
+      () => allocator.allocate(4096),
+      (e: Error) =>
+        e instanceof SegmentSourceError &&
+        /returned a segment of 1048576 bytes for a 2097152-byte request/.test(
+          e.message,
+        ),
+    );
+    assert.equal(allocator.reservedBytes, 0);
+    allocator.validate();
+    short = false;
+    allocator.allocate(4096).release();
+    allocator.validate();
+  });
+  it("CachingAllocator.allocate() keeps a tag in snapshots and history, counts dropped entries, and records the caller's frames first", () => {
+    const { allocator } = setup(Infinity, {
+      recordHistory: { maxEntries: 4, captureStack: true },
+    });
+    const a = allocator.allocate(4096, { tag: "conv1" });
+    const b = allocator.withTag("attention", () => allocator.allocate(512));
+    assert.throws(
+      () => allocator.allocate(64, { tag: 5 as unknown as string }),
+      InvalidArgumentError,
+    );
+    const snapshot = allocator.snapshot();
+    const tags = snapshot.segments.flatMap((s) => s.blocks).map((b) => b.tag);
+    assert.ok(tags.includes("conv1") && tags.includes("attention"));
+    const alloc = snapshot.history.filter((e) => e.action === "alloc");
+    assert.deepEqual(alloc.map((e) => e.tag), ["conv1", "attention"]);
+    assert.match(alloc[0].stack!, /caching_allocator_test\.ts/);
+    a.release();
+    b.release();
+    const later = allocator.snapshot();
+    assert.ok(later.droppedEntries! > 0);
+    assert.equal(
+      later.history.find((e) => e.action === "free_completed")?.tag,
+      "conv1",
+    );
+    allocator.validate();
+  });
 });

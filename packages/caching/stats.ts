@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { StatValues } from "@allot/core";
+import { formatBytes, type StatValues } from "@allot/core";
 
 /** Which pools a figure covers: every pool, or only the small or large one. */
 export type StatType = "all" | "smallPool" | "largePool";
@@ -89,7 +89,7 @@ export const STAT_ARRAY_NAMES: readonly (
 ]);
 
 /**
- * Formats a byte count like PyTorch's `format_size`: bytes below 1 KiB, then
+ * Formats a byte count like PyTorch's `format_size` (core's `formatBytes`): bytes below 1 KiB, then
  * KiB, MiB or GiB with two decimals.
  *
  * @param byteLength Bytes.
@@ -105,13 +105,7 @@ export const STAT_ARRAY_NAMES: readonly (
  * ```
  */
 export function formatSize(byteLength: number): string {
-  if (!Number.isFinite(byteLength)) return String(byteLength);
-  if (byteLength < 1024) return `${byteLength} bytes`;
-  if (byteLength < 1048576) return `${(byteLength / 1024).toFixed(2)} KiB`;
-  if (byteLength < 1073741824) {
-    return `${(byteLength / 1048576).toFixed(2)} MiB`;
-  }
-  return `${(byteLength / 1073741824).toFixed(2)} GiB`;
+  return formatBytes(byteLength);
 }
 
 /**

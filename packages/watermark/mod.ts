@@ -61,7 +61,7 @@ export type {
 } from "@allot/core";
 // The error of a failing segment source, shared with `@allot/caching`: the
 // same class, so one `instanceof` check serves both allocators.
-export { SegmentSourceError } from "@allot/caching";
+export { SegmentSourceError } from "@allot/core";
 // The snapshot vocabulary shared with `@allot/caching`.
 export type {
   BlockSnapshot,
