@@ -4,14 +4,23 @@ import { tf } from "./_tfjs.ts";
 type T = tf.Tensor;
 type T4 = tf.Tensor4D;
 
-const rnd = (shape: number[], scale = 0.1) => tf.randomNormal(shape, 0, scale, "float32", 7);
+const rnd = (shape: number[], scale = 0.1) =>
+  tf.randomNormal(shape, 0, scale, "float32", 7);
 
 /** MobileNetV2-like inference: stem, inverted residual blocks (expand, depthwise, project), head. */
-export async function mobilenet(rec: TfjsRecording, opts = { passes: 3, size: 96, batch: 1 }): Promise<void> {
+export async function mobilenet(
+  rec: TfjsRecording,
+  opts = { passes: 3, size: 96, batch: 1 },
+): Promise<void> {
   const tag = (t: string) => rec.recording.recorder.setTag(t);
   tag("weights");
   const cfg: [number, number, number, number][] = [ // expand, out, repeats, stride
-    [1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 2, 2], [6, 96, 2, 1], [6, 160, 2, 2],
+    [1, 16, 1, 1],
+    [6, 24, 2, 2],
+    [6, 32, 3, 2],
+    [6, 64, 2, 2],
+    [6, 96, 2, 1],
+    [6, 160, 2, 2],
   ];
   const stem = rnd([3, 3, 3, 32]);
   const blocks: { e?: T; d: T; p: T; stride: number; res: boolean }[] = [];
@@ -43,7 +52,9 @@ export async function mobilenet(rec: TfjsRecording, opts = { passes: 3, size: 96
         tag(`block${i}`);
         let h = x;
         if (b.e) h = relu6(tf.conv2d(h, b.e as tf.Tensor4D, 1, "same")) as T4;
-        h = relu6(tf.depthwiseConv2d(h, b.d as tf.Tensor4D, b.stride, "same")) as T4;
+        h = relu6(
+          tf.depthwiseConv2d(h, b.d as tf.Tensor4D, b.stride, "same"),
+        ) as T4;
         h = tf.conv2d(h, b.p as tf.Tensor4D, 1, "same");
         x = b.res ? tf.add(x, h) : h;
       });
@@ -59,12 +70,20 @@ export async function mobilenet(rec: TfjsRecording, opts = { passes: 3, size: 96
     tag(undefined);
     rec.step(`pass ${pass}`);
   }
-  tf.dispose([stem, headW, fc, ...blocks.flatMap((b) => [b.e, b.d, b.p].filter((t): t is T => !!t))]);
+  tf.dispose([
+    stem,
+    headW,
+    fc,
+    ...blocks.flatMap((b) => [b.e, b.d, b.p].filter((t): t is T => !!t)),
+  ]);
   rec.step("disposed");
 }
 
 /** A small CNN trained a few steps with tf.variableGrads through an Adam optimizer. */
-export async function cnnTraining(rec: TfjsRecording, opts = { steps: 5, batch: 8, size: 32 }): Promise<void> {
+export async function cnnTraining(
+  rec: TfjsRecording,
+  opts = { steps: 5, batch: 8, size: 32 },
+): Promise<void> {
   const tag = (t: string | undefined) => rec.recording.recorder.setTag(t);
   tag("weights");
   const v = (shape: number[]) => tf.variable(rnd(shape));
@@ -75,17 +94,29 @@ export async function cnnTraining(rec: TfjsRecording, opts = { steps: 5, batch: 
   for (let s = 0; s < opts.steps; s++) {
     tag("batch");
     const x = tf.randomNormal([opts.batch, opts.size, opts.size, 3]) as T4;
-    const labels = tf.oneHot(tf.randomUniform([opts.batch], 0, 10, "int32") as tf.Tensor1D, 10);
+    const labels = tf.oneHot(
+      tf.randomUniform([opts.batch], 0, 10, "int32") as tf.Tensor1D,
+      10,
+    );
     tag("forward+backward");
     const loss = tf.tidy(() => {
       const { value, grads } = tf.variableGrads(() => {
-        let h = tf.relu(tf.conv2d(x, w1 as unknown as tf.Tensor4D, 1, "same")) as T4;
+        let h = tf.relu(
+          tf.conv2d(x, w1 as unknown as tf.Tensor4D, 1, "same"),
+        ) as T4;
         h = tf.maxPool(h, 2, 2, "same");
-        h = tf.relu(tf.conv2d(h, w2 as unknown as tf.Tensor4D, 1, "same")) as T4;
+        h = tf.relu(
+          tf.conv2d(h, w2 as unknown as tf.Tensor4D, 1, "same"),
+        ) as T4;
         h = tf.maxPool(h, 2, 2, "same");
-        h = tf.relu(tf.conv2d(h, w3 as unknown as tf.Tensor4D, 1, "same")) as T4;
+        h = tf.relu(
+          tf.conv2d(h, w3 as unknown as tf.Tensor4D, 1, "same"),
+        ) as T4;
         h = tf.maxPool(h, 2, 2, "same");
-        const logits = tf.matMul(tf.reshape(h, [opts.batch, -1]) as tf.Tensor2D, fc as unknown as tf.Tensor2D);
+        const logits = tf.matMul(
+          tf.reshape(h, [opts.batch, -1]) as tf.Tensor2D,
+          fc as unknown as tf.Tensor2D,
+        );
         return tf.losses.softmaxCrossEntropy(labels, logits) as tf.Scalar;
       });
       tag("optimizer");
@@ -103,12 +134,23 @@ export async function cnnTraining(rec: TfjsRecording, opts = { steps: 5, batch: 
   rec.step("disposed");
 }
 
-interface Layer { wq: T; wk: T; wv: T; wo: T; w1: T; w2: T }
+interface Layer {
+  wq: T;
+  wk: T;
+  wv: T;
+  wo: T;
+  w1: T;
+  w2: T;
+}
 
 function layers(n: number, d: number): Layer[] {
   return Array.from({ length: n }, () => ({
-    wq: rnd([d, d]), wk: rnd([d, d]), wv: rnd([d, d]), wo: rnd([d, d]),
-    w1: rnd([d, 4 * d]), w2: rnd([4 * d, d]),
+    wq: rnd([d, d]),
+    wk: rnd([d, d]),
+    wv: rnd([d, d]),
+    wo: rnd([d, d]),
+    w1: rnd([d, 4 * d]),
+    w2: rnd([4 * d, d]),
   }));
 }
 
@@ -122,7 +164,10 @@ function heads(x: T, n: number, h: number, d: number): T { // [n, d] -> [h, n, d
 }
 
 function attention(q: T, k: T, v: T, d: number, h: number, causal: boolean): T {
-  let s = tf.mul(tf.matMul(q as tf.Tensor3D, k as tf.Tensor3D, false, true), 1 / Math.sqrt(d / h));
+  let s = tf.mul(
+    tf.matMul(q as tf.Tensor3D, k as tf.Tensor3D, false, true),
+    1 / Math.sqrt(d / h),
+  );
   if (causal) {
     const n = q.shape[1]!, m = k.shape[1]!;
     const mask = tf.linalg.bandPart(tf.ones([n, m]), -1, m - n);
@@ -132,7 +177,10 @@ function attention(q: T, k: T, v: T, d: number, h: number, causal: boolean): T {
 }
 
 /** An encoder run over batches whose sequence length changes every pass. */
-export async function transformerVarLen(rec: TfjsRecording, opts = { d: 128, h: 4, layers: 2, lengths: [16, 48, 32, 64, 24, 40, 8, 56] }): Promise<void> {
+export async function transformerVarLen(
+  rec: TfjsRecording,
+  opts = { d: 128, h: 4, layers: 2, lengths: [16, 48, 32, 64, 24, 40, 8, 56] },
+): Promise<void> {
   const tag = (t: string | undefined) => rec.recording.recorder.setTag(t);
   const { d, h } = opts;
   tag("weights");
@@ -146,14 +194,40 @@ export async function transformerVarLen(rec: TfjsRecording, opts = { d: 128, h: 
       ls.forEach((l, li) => {
         tag(`layer${li}.attn`);
         const y = layerNorm(x);
-        const q = heads(tf.matMul(y as tf.Tensor2D, l.wq as tf.Tensor2D), n, h, d);
-        const k = heads(tf.matMul(y as tf.Tensor2D, l.wk as tf.Tensor2D), n, h, d);
-        const v = heads(tf.matMul(y as tf.Tensor2D, l.wv as tf.Tensor2D), n, h, d);
-        const a = tf.reshape(tf.transpose(attention(q, k, v, d, h, false), [1, 0, 2]), [n, d]);
+        const q = heads(
+          tf.matMul(y as tf.Tensor2D, l.wq as tf.Tensor2D),
+          n,
+          h,
+          d,
+        );
+        const k = heads(
+          tf.matMul(y as tf.Tensor2D, l.wk as tf.Tensor2D),
+          n,
+          h,
+          d,
+        );
+        const v = heads(
+          tf.matMul(y as tf.Tensor2D, l.wv as tf.Tensor2D),
+          n,
+          h,
+          d,
+        );
+        const a = tf.reshape(
+          tf.transpose(attention(q, k, v, d, h, false), [1, 0, 2]),
+          [n, d],
+        );
         x = tf.add(x, tf.matMul(a as tf.Tensor2D, l.wo as tf.Tensor2D));
         tag(`layer${li}.mlp`);
         const z = layerNorm(x);
-        x = tf.add(x, tf.matMul(tf.relu(tf.matMul(z as tf.Tensor2D, l.w1 as tf.Tensor2D)) as tf.Tensor2D, l.w2 as tf.Tensor2D));
+        x = tf.add(
+          x,
+          tf.matMul(
+            tf.relu(
+              tf.matMul(z as tf.Tensor2D, l.w1 as tf.Tensor2D),
+            ) as tf.Tensor2D,
+            l.w2 as tf.Tensor2D,
+          ),
+        );
       });
       return tf.mean(x, 0);
     });
@@ -168,7 +242,10 @@ export async function transformerVarLen(rec: TfjsRecording, opts = { d: 128, h: 
 }
 
 /** Autoregressive decoding with a per-layer KV cache that grows by one row a token. */
-export async function kvDecode(rec: TfjsRecording, opts = { d: 128, h: 4, layers: 2, prompt: 8, tokens: 40 }): Promise<void> {
+export async function kvDecode(
+  rec: TfjsRecording,
+  opts = { d: 128, h: 4, layers: 2, prompt: 8, tokens: 40 },
+): Promise<void> {
   const tag = (t: string | undefined) => rec.recording.recorder.setTag(t);
   const { d, h } = opts;
   tag("weights");
@@ -186,23 +263,54 @@ export async function kvDecode(rec: TfjsRecording, opts = { d: 128, h: 4, layers
       ls.forEach((l, li) => {
         tag(`layer${li}.attn`);
         const y = layerNorm(x);
-        const q = heads(tf.matMul(y as tf.Tensor2D, l.wq as tf.Tensor2D), n, h, d);
+        const q = heads(
+          tf.matMul(y as tf.Tensor2D, l.wq as tf.Tensor2D),
+          n,
+          h,
+          d,
+        );
         tag(`layer${li}.kv-cache`);
-        const k = tf.keep(tf.concat([kc[li], heads(tf.matMul(y as tf.Tensor2D, l.wk as tf.Tensor2D), n, h, d)], 1));
-        const v = tf.keep(tf.concat([vc[li], heads(tf.matMul(y as tf.Tensor2D, l.wv as tf.Tensor2D), n, h, d)], 1));
-        nk.push(k); nv.push(v);
+        const k = tf.keep(
+          tf.concat([
+            kc[li],
+            heads(tf.matMul(y as tf.Tensor2D, l.wk as tf.Tensor2D), n, h, d),
+          ], 1),
+        );
+        const v = tf.keep(
+          tf.concat([
+            vc[li],
+            heads(tf.matMul(y as tf.Tensor2D, l.wv as tf.Tensor2D), n, h, d),
+          ], 1),
+        );
+        nk.push(k);
+        nv.push(v);
         tag(`layer${li}.attn`);
-        const a = tf.reshape(tf.transpose(attention(q, k, v, d, h, true), [1, 0, 2]), [n, d]);
+        const a = tf.reshape(
+          tf.transpose(attention(q, k, v, d, h, true), [1, 0, 2]),
+          [n, d],
+        );
         x = tf.add(x, tf.matMul(a as tf.Tensor2D, l.wo as tf.Tensor2D));
         tag(`layer${li}.mlp`);
         const z = layerNorm(x);
-        x = tf.add(x, tf.matMul(tf.relu(tf.matMul(z as tf.Tensor2D, l.w1 as tf.Tensor2D)) as tf.Tensor2D, l.w2 as tf.Tensor2D));
+        x = tf.add(
+          x,
+          tf.matMul(
+            tf.relu(
+              tf.matMul(z as tf.Tensor2D, l.w1 as tf.Tensor2D),
+            ) as tf.Tensor2D,
+            l.w2 as tf.Tensor2D,
+          ),
+        );
       });
       tag("logits");
-      return tf.matMul(tf.slice(x, [n - 1, 0], [1, d]) as tf.Tensor2D, unembed as tf.Tensor2D);
+      return tf.matMul(
+        tf.slice(x, [n - 1, 0], [1, d]) as tf.Tensor2D,
+        unembed as tf.Tensor2D,
+      );
     });
     tf.dispose([...kc, ...vc, x0]);
-    kc = nk; vc = nv;
+    kc = nk;
+    vc = nv;
     tag("sample");
     const next = (await tf.argMax(logits, 1).data())[0];
     logits.dispose();
@@ -211,6 +319,12 @@ export async function kvDecode(rec: TfjsRecording, opts = { d: 128, h: 4, layers
     tag(undefined);
     rec.step(s === 0 ? "prefill" : `token ${s}`);
   }
-  tf.dispose([...kc, ...vc, x0, unembed, ...ls.flatMap((l) => Object.values(l))]);
+  tf.dispose([
+    ...kc,
+    ...vc,
+    x0,
+    unembed,
+    ...ls.flatMap((l) => Object.values(l)),
+  ]);
   rec.step("disposed");
 }

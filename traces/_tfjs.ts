@@ -17,7 +17,10 @@ export { tf };
 
 export interface TfjsRecording {
   readonly recording: DeviceRecording<GPUDevice>;
-  readonly pool: BufferPoolLike & { numBytesUsed: number; numBytesAllocated: number };
+  readonly pool: BufferPoolLike & {
+    numBytesUsed: number;
+    numBytesAllocated: number;
+  };
   /** Marks a step and checks live and held bytes against TF.js's counters. */
   step(name: string): void;
   readonly checks: { steps: number; mismatches: number };
@@ -25,20 +28,34 @@ export interface TfjsRecording {
 }
 
 /** Live and held bytes of the trace so far. */
-export function traceBytes(events: readonly TraceEvent[]): { live: number; held: number } {
+export function traceBytes(
+  events: readonly TraceEvent[],
+): { live: number; held: number } {
   const sizes = new Map<number, number>();
   const bufSizes = new Map<number, number>();
   let live = 0, held = 0;
   for (const e of events) {
-    if (e.op === "alloc") { sizes.set(e.id, e.size); live += e.size; }
-    else if (e.op === "free") { live -= sizes.get(e.id)!; sizes.delete(e.id); }
-    else if (e.op === "create") { bufSizes.set(e.id, e.size); held += e.size; }
-    else if (e.op === "destroy") { held -= bufSizes.get(e.id)!; bufSizes.delete(e.id); }
+    if (e.op === "alloc") {
+      sizes.set(e.id, e.size);
+      live += e.size;
+    } else if (e.op === "free") {
+      live -= sizes.get(e.id)!;
+      sizes.delete(e.id);
+    } else if (e.op === "create") {
+      bufSizes.set(e.id, e.size);
+      held += e.size;
+    } else if (e.op === "destroy") {
+      held -= bufSizes.get(e.id)!;
+      bufSizes.delete(e.id);
+    }
   }
   return { live, held };
 }
 
-export async function startTfjs(source: string, meta: Record<string, unknown> = {}): Promise<TfjsRecording> {
+export async function startTfjs(
+  source: string,
+  meta: Record<string, unknown> = {},
+): Promise<TfjsRecording> {
   const adapter = await navigator.gpu.requestAdapter();
   if (!adapter) throw new Error("no WebGPU adapter");
   const raw = await adapter.requestDevice({
@@ -47,13 +64,18 @@ export async function startTfjs(source: string, meta: Record<string, unknown> = 
       maxBufferSize: adapter.limits.maxBufferSize,
     },
   });
-  const info = (adapter as unknown as { info?: Record<string, unknown> }).info ?? {};
+  const info =
+    (adapter as unknown as { info?: Record<string, unknown> }).info ?? {};
   const recording = recordDevice(raw, {
     source,
     meta: {
       runtime: "@tensorflow/tfjs-backend-webgpu@4.22.0",
       host: `Deno ${Deno.version.deno}`,
-      adapter: { vendor: info.vendor, architecture: info.architecture, description: info.description },
+      adapter: {
+        vendor: info.vendor,
+        architecture: info.architecture,
+        description: info.description,
+      },
       ...meta,
     },
   });
@@ -75,7 +97,9 @@ export async function startTfjs(source: string, meta: Record<string, unknown> = 
       checks.steps++;
       if (live !== pool.numBytesUsed || held !== pool.numBytesAllocated) {
         checks.mismatches++;
-        console.error(`${name}: trace live ${live} held ${held}, TF.js used ${pool.numBytesUsed} allocated ${pool.numBytesAllocated}`);
+        console.error(
+          `${name}: trace live ${live} held ${held}, TF.js used ${pool.numBytesUsed} allocated ${pool.numBytesAllocated}`,
+        );
       }
     },
     finish() {

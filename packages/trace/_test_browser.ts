@@ -8,7 +8,9 @@ const TOOLS = new URL("../../tools/npm/package.json", import.meta.url);
 /** Whether a browser and playwright-core are at hand. */
 export function haveBrowser(): boolean {
   return existsSync(CHROMIUM) &&
-    existsSync(new URL("../../tools/npm/node_modules/playwright-core", import.meta.url));
+    existsSync(
+      new URL("../../tools/npm/node_modules/playwright-core", import.meta.url),
+    );
 }
 
 // deno-lint-ignore no-explicit-any
@@ -17,6 +19,11 @@ export async function launch(): Promise<any> {
   return await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+    args: [
+      "--no-sandbox",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
   });
 }

@@ -1,4 +1,4 @@
-import { CachingAllocator, type CachedBlock } from "@allot/caching";
+import { type CachedBlock, CachingAllocator } from "@allot/caching";
 import { type MockMemory, MockSegmentSource } from "@allot/core";
 import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
 import type { PolicyFactory, ReplayPolicy } from "./replay_policy.ts";
@@ -87,7 +87,8 @@ export const allotCachingQueueOrderPolicy: PolicyFactory = {
  */
 export const allotCachingAfterFencePolicy: PolicyFactory = {
   name: "allot-caching-fence",
-  description: "@allot/caching CachingAllocator, defaults, frees reusable after the next fence",
+  description:
+    "@allot/caching CachingAllocator, defaults, frees reusable after the next fence",
   create: () =>
     perUsage<CachingAllocator<MockMemory>, CachedBlock<MockMemory>>(
       (s) => new CachingAllocator(s),
@@ -100,7 +101,8 @@ export const allotCachingAfterFencePolicy: PolicyFactory = {
 /** `@allot/watermark`'s `WatermarkAllocator` (PyTorch's MPS policy), defaults, queue-order reuse. */
 export const allotWatermarkPolicy: PolicyFactory = {
   name: "allot-watermark",
-  description: "@allot/watermark WatermarkAllocator, defaults, queue-order reuse",
+  description:
+    "@allot/watermark WatermarkAllocator, defaults, queue-order reuse",
   create: () =>
     perUsage<WatermarkAllocator<MockMemory>, WatermarkBuffer>(
       (s) => new WatermarkAllocator(s),

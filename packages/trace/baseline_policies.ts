@@ -8,7 +8,8 @@ import { MAP_USAGE, STORAGE_USAGE } from "./replay_policy.ts";
  */
 export const tfjsExactPolicy: PolicyFactory = {
   name: "tfjs-exact",
-  description: "TF.js BufferManager: reuse a free buffer of the exact size+usage, never destroy",
+  description:
+    "TF.js BufferManager: reuse a free buffer of the exact size+usage, never destroy",
   create(): ReplayPolicy {
     const free = new Map<string, number>();
     const live = new Map<number, string>();
@@ -47,7 +48,8 @@ export const tfjsExactPolicy: PolicyFactory = {
  */
 export const ortBucketPolicy: PolicyFactory = {
   name: "ort-buckets",
-  description: "onnxruntime-web GpuDataManager: bucketed sizes, per-bucket free-list limits trimmed per run",
+  description:
+    "onnxruntime-web GpuDataManager: bucketed sizes, per-bucket free-list limits trimmed per run",
   create(): ReplayPolicy {
     const free = new Map<number, Map<number, number[]>>();
     const live = new Map<number, [usage: number, size: number]>();

@@ -12,7 +12,8 @@ export interface CaptureOptions {
 
 const RUNTIME =
   /(node_modules|registry\.npmjs\.org|\/npm\/|ext:|node:|deno:|native|<anonymous>|chrome-extension:)/;
-const ALLOT = /(\/packages\/(?:core|caching|watermark|webgpu|storage|registry|cpu|buddy|sparse|trace)\/|@allot\/)/;
+const ALLOT =
+  /(\/packages\/(?:core|caching|watermark|webgpu|storage|registry|cpu|buddy|sparse|trace)\/|@allot\/)/;
 
 /** The default classification: allot's packages, then runtimes and libraries, then the user. */
 export function classifyFrame(at: string): FrameKind {

@@ -14,9 +14,10 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { gunzipSync } from "node:zlib";
 import process from "node:process";
-import { formatBytes, memoryTimeline } from "./memory_timeline.ts";
+import { memoryTimeline } from "./memory_timeline.ts";
 import { parseTrace } from "./parse_trace.ts";
-import { type ReplayReport, replayTrace } from "./replay.ts";
+import { replayTrace } from "./replay.ts";
+import { formatReplay } from "./replay_table.ts";
 import { reportHtml } from "./report_html.ts";
 import { timelineSvg } from "./timeline_svg.ts";
 import type { Trace } from "./trace_format.ts";
@@ -32,28 +33,6 @@ export async function readTraceFile(path: string): Promise<Trace> {
   let bytes: Uint8Array = await readFile(path);
   if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = gunzipSync(bytes);
   return parseTrace(new TextDecoder().decode(bytes));
-}
-
-/** A plain-text side-by-side table of a replay. */
-export function formatReplay(r: ReplayReport): string {
-  const rows: string[][] = [["policy", "peak held", "held/live", "buffers", "after 1st step", "ns/op"]];
-  if (r.recordedPeakHeldBytes !== undefined) {
-    rows.push(["your app (recorded)", formatBytes(r.recordedPeakHeldBytes), (r.recordedPeakHeldBytes / r.peakLiveBytes).toFixed(2), String(r.recordedBuffersCreated), "", ""]);
-  }
-  for (const p of r.policies) {
-    rows.push(p.error ? [p.name, "error: " + p.error, "", "", "", ""] : [
-      p.name, formatBytes(p.peakHeldBytes), (p.peakHeldBytes / r.peakLiveBytes).toFixed(2),
-      String(p.buffersCreated), String(p.buffersCreatedAfterFirstStep), p.nsPerOp.toFixed(0),
-    ]);
-  }
-  const w = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
-  const lines = rows.map((row) => row.map((s, c) => c === 0 ? s.padEnd(w[c]) : s.padStart(w[c])).join("  "));
-  const allot = r.policies.find((p) => p.name === "allot-caching");
-  const head = `peak live ${formatBytes(r.peakLiveBytes)} over ${r.allocations} allocations (${r.usage} buffers, from ${r.from} events)`;
-  const say = r.recordedPeakHeldBytes !== undefined && allot && !allot.error
-    ? `\nyour app held ${formatBytes(r.recordedPeakHeldBytes)}; allot's default would hold ${formatBytes(allot.peakHeldBytes)}`
-    : "";
-  return head + say + "\n" + lines.join("\n");
 }
 
 /** Runs the command with `args`; returns the exit code. */
@@ -85,7 +64,11 @@ export async function main(args: readonly string[]): Promise<number> {
     return 1;
   }
   if (cmd === "validate") {
-    console.log(`${pos[0]}: valid, version ${trace.header.version}, ${trace.events.length} events`);
+    console.log(
+      `${
+        pos[0]
+      }: valid, version ${trace.header.version}, ${trace.events.length} events`,
+    );
     return 0;
   }
   if (cmd === "replay") {
@@ -101,11 +84,21 @@ export async function main(args: readonly string[]): Promise<number> {
     }
     const t0 = performance.now();
     const tl = memoryTimeline(trace);
-    const whatIf = opt["--no-replay"] ? undefined : replayTrace(trace, { usage });
+    const whatIf = opt["--no-replay"]
+      ? undefined
+      : replayTrace(trace, { usage });
     const html = reportHtml(tl, { whatIf });
     await writeFile(out, html);
-    if (typeof opt["--svg"] === "string") await writeFile(opt["--svg"], timelineSvg(tl));
-    console.log(`${out}: ${(html.length / 1024).toFixed(0)} KiB, ${trace.events.length} events, ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+    if (typeof opt["--svg"] === "string") {
+      await writeFile(opt["--svg"], timelineSvg(tl));
+    }
+    console.log(
+      `${out}: ${
+        (html.length / 1024).toFixed(0)
+      } KiB, ${trace.events.length} events, ${
+        ((performance.now() - t0) / 1000).toFixed(2)
+      } s`,
+    );
     if (whatIf) console.log(formatReplay(whatIf));
     return 0;
   }
@@ -113,6 +106,10 @@ export async function main(args: readonly string[]): Promise<number> {
   return 2;
 }
 
-if (import.meta.main || (globalThis as { process?: { argv?: string[] } }).process?.argv?.[1]?.endsWith("cli.js")) {
+if (
+  import.meta.main ||
+  (globalThis as { process?: { argv?: string[] } }).process?.argv?.[1]
+    ?.endsWith("cli.js")
+) {
   process.exitCode = await main(process.argv.slice(2));
 }

@@ -67,7 +67,9 @@ export function recordDevice<D extends DeviceLike>(
     throw new TypeError("recordDevice: device must be a GPUDevice");
   }
   if (Object.hasOwn(device, "createBuffer")) {
-    throw new Error("recordDevice: this device is already recorded (or patched)");
+    throw new Error(
+      "recordDevice: this device is already recorded (or patched)",
+    );
   }
   const recorder = options.recorder ?? new TraceRecorder(options);
   const ids = new WeakMap<object, number>();
@@ -78,11 +80,15 @@ export function recordDevice<D extends DeviceLike>(
   const origWrite = queue.writeBuffer;
 
   function note(call: string, err: unknown): void {
-    recorder.push({
-      op: "error",
-      call,
-      message: String((err as Error)?.message ?? err),
-    }, false, 1);
+    recorder.push(
+      {
+        op: "error",
+        call,
+        message: String((err as Error)?.message ?? err),
+      },
+      false,
+      1,
+    );
   }
 
   function destroy(this: BufferLike): void {
@@ -106,7 +112,9 @@ export function recordDevice<D extends DeviceLike>(
   ): Promise<void> {
     const proto = Object.getPrototypeOf(this) as BufferLike;
     const id = ids.get(this);
-    if (id !== undefined) recorder.push({ op: "map", id, mode: mode >>> 0 }, false);
+    if (id !== undefined) {
+      recorder.push({ op: "map", id, mode: mode >>> 0 }, false);
+    }
     try {
       return proto.mapAsync.call(this, mode, ...rest);
     } catch (err) {

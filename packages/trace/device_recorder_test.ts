@@ -52,7 +52,10 @@ Deno.test("recordDevice records every call, in order, and the device still works
   const { device, recorder, stop } = recordDevice(raw as unknown as GPUDevice);
   assert.equal(device, raw); // the same object: native calls get genuine objects
   recorder.step("a");
-  const b = recorder.withTag("t1", () => device.createBuffer({ size: 64, usage: 8 }));
+  const b = recorder.withTag(
+    "t1",
+    () => device.createBuffer({ size: 64, usage: 8 }),
+  );
   device.queue.writeBuffer(b, 0, new Float32Array(4));
   device.queue.writeBuffer(b, 4, new Float32Array(8), 2, 3);
   device.queue.submit([{} as GPUCommandBuffer, {} as GPUCommandBuffer]);
@@ -65,8 +68,15 @@ Deno.test("recordDevice records every call, in order, and the device still works
   device.createBuffer({ size: 1, usage: 1 }); // not recorded after stop
   const trace = parseTrace(recorder.toJsonLines());
   assert.deepEqual(ops(trace.events), [
-    "step a", "create 0", "write 0", "write 0", "submit 2", "map 0", "unmap 0",
-    "destroy 0", "step b",
+    "step a",
+    "create 0",
+    "write 0",
+    "write 0",
+    "submit 2",
+    "map 0",
+    "unmap 0",
+    "destroy 0",
+    "step b",
   ]);
   const create = trace.events.find((e) => e.op === "create")!;
   assert.equal(create.tag, "t1");
@@ -78,8 +88,13 @@ Deno.test("recordDevice records every call, in order, and the device still works
 });
 
 Deno.test("recordDevice lets the device's own error through unchanged", () => {
-  const { device, recorder } = recordDevice(new FakeDevice() as unknown as GPUDevice);
-  assert.throws(() => device.createBuffer({ size: -1, usage: 1 }), (e) => e === FAIL);
+  const { device, recorder } = recordDevice(
+    new FakeDevice() as unknown as GPUDevice,
+  );
+  assert.throws(
+    () => device.createBuffer({ size: -1, usage: 1 }),
+    (e) => e === FAIL,
+  );
   const last = recorder.events.at(-1)!;
   assert.equal(last.op, "error");
   assert.equal(parseTrace(recorder.toJsonLines()).events.length, 1);
@@ -96,15 +111,31 @@ Deno.test("captureCallStack: user frames first, allot and runtime frames marked,
   const E = Error as { stackTraceLimit?: number };
   const before = E.stackTraceLimit;
   const deep = (n: number): ReturnType<typeof captureCallStack> =>
-    n === 0 ? captureCallStack({ classify: (at) => at.includes("deep") ? "user" : classifyFrame(at) }) : deep(n - 1);
+    n === 0
+      ? captureCallStack({
+        classify: (at) => at.includes("deep") ? "user" : classifyFrame(at),
+      })
+      : deep(n - 1);
   const frames = deep(30);
   assert.equal(E.stackTraceLimit, before);
-  assert.ok(frames.length > 30, `only ${frames.length} frames: the limit was not raised`);
+  assert.ok(
+    frames.length > 30,
+    `only ${frames.length} frames: the limit was not raised`,
+  );
   const firstOther = frames.findIndex((f) => f.kind !== "user");
   assert.ok(frames.slice(firstOther).every((f) => f.kind !== "user"));
-  assert.equal(classifyFrame("x (file:///r/packages/caching/caching_allocator.ts:1:1)"), "allot");
-  assert.equal(classifyFrame("x (file:///c/npm/registry.npmjs.org/@tensorflow/a.js:1:1)"), "runtime");
-  assert.equal(classifyFrame("x (ext:deno_webgpu/01_webgpu.js:1:1)"), "runtime");
+  assert.equal(
+    classifyFrame("x (file:///r/packages/caching/caching_allocator.ts:1:1)"),
+    "allot",
+  );
+  assert.equal(
+    classifyFrame("x (file:///c/npm/registry.npmjs.org/@tensorflow/a.js:1:1)"),
+    "runtime",
+  );
+  assert.equal(
+    classifyFrame("x (ext:deno_webgpu/01_webgpu.js:1:1)"),
+    "runtime",
+  );
   assert.equal(classifyFrame("main (file:///home/me/app.ts:3:3)"), "user");
 });
 
@@ -135,8 +166,13 @@ Deno.test({
   async fn() {
     const adapter = await navigator.gpu.requestAdapter();
     if (!adapter) return;
-    const { device, recorder, stop } = recordDevice(await adapter.requestDevice());
-    const b = device.createBuffer({ size: 256, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const { device, recorder, stop } = recordDevice(
+      await adapter.requestDevice(),
+    );
+    const b = device.createBuffer({
+      size: 256,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     device.queue.writeBuffer(
       device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_DST }),
       0,
@@ -165,7 +201,14 @@ Deno.test({
     stop();
     device.destroy();
     assert.deepEqual(ops(parseTrace(recorder.toJsonLines()).events), [
-      "create 0", "create 1", "write 1", "submit 1", "map 0", "unmap 0", "destroy 0", "error createBuffer",
+      "create 0",
+      "create 1",
+      "write 1",
+      "submit 1",
+      "map 0",
+      "unmap 0",
+      "destroy 0",
+      "error createBuffer",
     ]);
   },
 });

@@ -105,8 +105,14 @@ export function memoryTimeline(trace: Trace): MemoryTimeline {
         break;
       case "alloc": {
         const a: TimelineAllocation = {
-          id: e.id, size: e.size, tag: tagOf(e.tag), stack: sIdx,
-          start: time.length, end: -1, buffer: e.buffer, offset: e.offset,
+          id: e.id,
+          size: e.size,
+          tag: tagOf(e.tag),
+          stack: sIdx,
+          start: time.length,
+          end: -1,
+          buffer: e.buffer,
+          offset: e.offset,
         };
         liveAlloc.set(e.id, allocations.push(a) - 1);
         l += e.size;
@@ -124,14 +130,25 @@ export function memoryTimeline(trace: Trace): MemoryTimeline {
       }
       case "create": {
         const seg: TimelineSegment = {
-          id: e.id, size: e.size, usage: e.usage, start: time.length, end: -1,
-          tag: tagOf(e.tag), stack: sIdx,
+          id: e.id,
+          size: e.size,
+          usage: e.usage,
+          start: time.length,
+          end: -1,
+          tag: tagOf(e.tag),
+          stack: sIdx,
         };
         liveSeg.set(e.id, segments.push(seg) - 1);
         if (!hasAllocs) {
           const a: TimelineAllocation = {
-            id: e.id, size: e.size, tag: seg.tag, stack: sIdx,
-            start: time.length, end: -1, buffer: e.id, offset: 0,
+            id: e.id,
+            size: e.size,
+            tag: seg.tag,
+            stack: sIdx,
+            start: time.length,
+            end: -1,
+            buffer: e.id,
+            offset: 0,
           };
           liveAlloc.set(e.id, allocations.push(a) - 1);
           l += e.size;

@@ -3,10 +3,10 @@ import {
   type FrameKind,
   type StackFrame,
   type Trace,
-  type TraceEvent,
-  type TraceHeader,
   TRACE_FORMAT,
   TRACE_VERSION,
+  type TraceEvent,
+  type TraceHeader,
 } from "./trace_format.ts";
 
 const KINDS: ReadonlySet<string> = new Set(["user", "allot", "runtime"]);
@@ -20,7 +20,10 @@ function fail(line: number, problem: string): never {
 function id(o: Raw, key: string, line: number): number {
   const v = o[key];
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
-    fail(line, `"${key}" must be a non-negative integer, got ${JSON.stringify(v)}`);
+    fail(
+      line,
+      `"${key}" must be a non-negative integer, got ${JSON.stringify(v)}`,
+    );
   }
   return v;
 }
@@ -57,10 +60,20 @@ function header(o: unknown): TraceHeader {
   }
   const h = o as Raw;
   if (h.format !== TRACE_FORMAT) {
-    fail(1, `the header's "format" must be "${TRACE_FORMAT}", got ${JSON.stringify(h.format)}`);
+    fail(
+      1,
+      `the header's "format" must be "${TRACE_FORMAT}", got ${
+        JSON.stringify(h.format)
+      }`,
+    );
   }
   if (h.version !== TRACE_VERSION) {
-    fail(1, `version ${JSON.stringify(h.version)} is not supported (this reader knows version ${TRACE_VERSION})`);
+    fail(
+      1,
+      `version ${
+        JSON.stringify(h.version)
+      } is not supported (this reader knows version ${TRACE_VERSION})`,
+    );
   }
   return h as unknown as TraceHeader;
 }
@@ -74,7 +87,9 @@ function header(o: unknown): TraceHeader {
  */
 export function parseTrace(text: string): Trace {
   if (typeof text !== "string") {
-    throw new TypeError(`parseTrace: text must be a string, got ${typeof text}`);
+    throw new TypeError(
+      `parseTrace: text must be a string, got ${typeof text}`,
+    );
   }
   const lines = text.split("\n");
   let first = 0;
@@ -97,7 +112,10 @@ export function parseTrace(text: string): Trace {
     const e = o as Raw;
     const t = e.t;
     if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
-      fail(n, `"t" must be a finite non-negative number, got ${JSON.stringify(t)}`);
+      fail(
+        n,
+        `"t" must be a finite non-negative number, got ${JSON.stringify(t)}`,
+      );
     }
     if (t < last) fail(n, `time goes back: ${t} after ${last}`);
     last = t;
@@ -121,7 +139,9 @@ export function parseTrace(text: string): Trace {
       }
       case "destroy": {
         const b = id(e, "id", n);
-        if (!liveBuffers.delete(b)) fail(n, `buffer ${b} is destroyed but not live`);
+        if (!liveBuffers.delete(b)) {
+          fail(n, `buffer ${b} is destroyed but not live`);
+        }
         break;
       }
       case "alloc": {
@@ -136,7 +156,9 @@ export function parseTrace(text: string): Trace {
       }
       case "free": {
         const a = id(e, "id", n);
-        if (!liveAllocs.delete(a)) fail(n, `allocation ${a} is freed but not live`);
+        if (!liveAllocs.delete(a)) {
+          fail(n, `allocation ${a} is freed but not live`);
+        }
         break;
       }
       case "submit":
@@ -183,7 +205,10 @@ function parseLine(text: string, n: number): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    fail(n, `not JSON (${(err as Error).message}); a truncated or hand-edited file?`);
+    fail(
+      n,
+      `not JSON (${(err as Error).message}); a truncated or hand-edited file?`,
+    );
   }
 }
 

@@ -1,4 +1,4 @@
-import type { DeviceRecording, DeviceLike } from "./device_recorder.ts";
+import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
 
 /**
  * The shape of a runtime's buffer pool that hands out whole device buffers:

@@ -80,7 +80,10 @@ export interface ReplayReport {
  * it has them, else the device's `create`/`destroy`; `map` events are
  * fences, `step` events steps.
  */
-export function traceOps(trace: Trace, usage: "all" | "storage" = "all"): ReplayOps {
+export function traceOps(
+  trace: Trace,
+  usage: "all" | "storage" = "all",
+): ReplayOps {
   const hasAlloc = trace.events.some((e) => e.op === "alloc");
   const from = hasAlloc ? "alloc" : "create";
   const n = trace.events.length;
@@ -146,11 +149,19 @@ export function recordedHeld(
 }
 
 /** Replays a request stream through policies; see {@linkcode replayTrace}. */
-export function replayOps(ops: ReplayOps, options: ReplayOptions = {}): Omit<ReplayReport, "recordedPeakHeldBytes" | "recordedBuffersCreated" | "usage"> {
+export function replayOps(
+  ops: ReplayOps,
+  options: ReplayOptions = {},
+): Omit<
+  ReplayReport,
+  "recordedPeakHeldBytes" | "recordedBuffersCreated" | "usage"
+> {
   const policies = options.policies ?? DEFAULT_POLICIES;
   const repeat = options.repeat ?? 3;
   if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > 1000) {
-    throw new RangeError(`replay: repeat must be an integer in [1, 1000], got ${repeat}`);
+    throw new RangeError(
+      `replay: repeat must be an integer in [1, 1000], got ${repeat}`,
+    );
   }
   const { code, id, size, usage } = ops;
   let live = 0, peakLive = 0, allocations = 0;
@@ -180,7 +191,9 @@ export function replayOps(ops: ReplayOps, options: ReplayOptions = {}): Omit<Rep
         } else if (c === 1) p.free(id[i]);
         else {
           p.sync(c === 2 ? "fence" : "step");
-          if (c === 3 && seen && afterFirst < 0) afterFirst = p.buffersCreated();
+          if (c === 3 && seen && afterFirst < 0) {
+            afterFirst = p.buffersCreated();
+          }
         }
       }
       const created = p.buffersCreated();
@@ -220,7 +233,12 @@ export function replayOps(ops: ReplayOps, options: ReplayOptions = {}): Omit<Rep
       });
     }
   }
-  return { peakLiveBytes: peakLive, allocations, from: ops.from, policies: results };
+  return {
+    peakLiveBytes: peakLive,
+    allocations,
+    from: ops.from,
+    policies: results,
+  };
 }
 
 /**
@@ -244,10 +262,15 @@ export function replayOps(ops: ReplayOps, options: ReplayOptions = {}): Omit<Rep
  * assert.equal(tfjs.buffersCreated, 1);
  * ```
  */
-export function replayTrace(trace: Trace, options: ReplayOptions = {}): ReplayReport {
+export function replayTrace(
+  trace: Trace,
+  options: ReplayOptions = {},
+): ReplayReport {
   const usage = options.usage ?? "all";
   if (usage !== "all" && usage !== "storage") {
-    throw new RangeError(`replay: usage must be "all" or "storage", got ${JSON.stringify(usage)}`);
+    throw new RangeError(
+      `replay: usage must be "all" or "storage", got ${JSON.stringify(usage)}`,
+    );
   }
   const ops = traceOps(trace, usage);
   const rec = recordedHeld(trace, usage);

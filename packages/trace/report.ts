@@ -1,6 +1,6 @@
 import { memoryTimeline } from "./memory_timeline.ts";
 import { parseTrace } from "./parse_trace.ts";
-import { replayTrace, type ReplayOptions } from "./replay.ts";
+import { type ReplayOptions, replayTrace } from "./replay.ts";
 import { reportHtml } from "./report_html.ts";
 import type { Trace } from "./trace_format.ts";
 

@@ -19,7 +19,10 @@ const KIND = { user: "u", allot: "a", runtime: "r" } as const;
  * allocation, with size, tag and stack on hover; the segment map at the held
  * peak; the largest allocations at the live peak; and the what-if table.
  */
-export function reportHtml(tl: MemoryTimeline, options: ReportOptions = {}): string {
+export function reportHtml(
+  tl: MemoryTimeline,
+  options: ReportOptions = {},
+): string {
   const { group, names } = tagGroups(tl);
   const r = (v: number) => Math.round(v * 1000) / 1000;
   const frames: string[] = [];
@@ -42,9 +45,18 @@ export function reportHtml(tl: MemoryTimeline, options: ReportOptions = {}): str
     held: Array.from(tl.held),
     subject: Array.from(tl.subject),
     allocs: tl.allocations.map((a, i) => [
-      a.size, a.tag, a.stack, a.start, a.end, a.buffer ?? -1, a.offset ?? -1, group[i],
+      a.size,
+      a.tag,
+      a.stack,
+      a.start,
+      a.end,
+      a.buffer ?? -1,
+      a.offset ?? -1,
+      group[i],
     ]),
-    segs: tl.segments.map((s) => [s.id, s.size, s.usage, s.start, s.end, s.tag]),
+    segs: tl.segments.map((
+      s,
+    ) => [s.id, s.size, s.usage, s.start, s.end, s.tag]),
     tags: tl.tags,
     groups: names,
     palette: PALETTE,
@@ -74,11 +86,19 @@ table{border-collapse:collapse}td,th{border-bottom:1px solid #eee;padding:2px 8p
 </style></head><body>
 <h1>${esc(title)}</h1>
 <div class="cards">
-<div class="card">peak live<b id="peak-live">${formatBytes(tl.peakLive)}</b></div>
-<div class="card">peak held<b id="peak-held">${formatBytes(tl.peakHeld)}</b></div>
+<div class="card">peak live<b id="peak-live">${
+    formatBytes(tl.peakLive)
+  }</b></div>
+<div class="card">peak held<b id="peak-held">${
+    formatBytes(tl.peakHeld)
+  }</b></div>
 <div class="card">allocations<b id="alloc-count">${tl.allocations.length}</b></div>
 <div class="card">buffers/segments<b id="seg-count">${tl.segments.length}</b></div>
-${tl.dropped ? `<div class="card">dropped entries<b id="dropped">${tl.dropped}</b></div>` : ""}
+${
+    tl.dropped
+      ? `<div class="card">dropped entries<b id="dropped">${tl.dropped}</b></div>`
+      : ""
+  }
 </div>
 <h2>Timeline</h2>
 <div><label><input type="radio" name="mode" value="tag" checked> stacked by tag</label>
@@ -103,5 +123,8 @@ ${tl.dropped ? `<div class="card">dropped entries<b id="dropped">${tl.dropped}</
 }
 
 function esc(s: string): string {
-  return s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+  return s.replace(
+    /[&<>"]/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!,
+  );
 }

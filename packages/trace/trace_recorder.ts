@@ -2,10 +2,10 @@ import { captureCallStack, type CaptureOptions } from "./call_stack.ts";
 import {
   formatTrace,
   type Trace,
-  type TraceEvent,
-  type TraceHeader,
   TRACE_FORMAT,
   TRACE_VERSION,
+  type TraceEvent,
+  type TraceHeader,
 } from "./trace_format.ts";
 
 /** Which events get a captured stack. */
@@ -76,7 +76,9 @@ export class TraceRecorder {
   /** Sets the tag carried by later events (undefined clears it); returns the previous one. */
   setTag(tag: string | undefined): string | undefined {
     if (tag !== undefined && typeof tag !== "string") {
-      throw new TypeError(`setTag: tag must be a string or undefined, got ${typeof tag}`);
+      throw new TypeError(
+        `setTag: tag must be a string or undefined, got ${typeof tag}`,
+      );
     }
     const prev = this.#tag;
     this.#tag = tag;
@@ -96,9 +98,14 @@ export class TraceRecorder {
   /** Writes a step mark. */
   step(name?: string): void {
     if (name !== undefined && typeof name !== "string") {
-      throw new TypeError(`step: name must be a string or undefined, got ${typeof name}`);
+      throw new TypeError(
+        `step: name must be a string or undefined, got ${typeof name}`,
+      );
     }
-    this.push(name === undefined ? { op: "step" } : { op: "step", name }, false);
+    this.push(
+      name === undefined ? { op: "step" } : { op: "step", name },
+      false,
+    );
   }
 
   /** A fresh id for a buffer or an allocation. */
