@@ -1,4 +1,4 @@
-// Each real TF.js WebGPU trace (traces/tfjs-webgpu, recorded by
+// Each real runtime trace (traces/*/*.jsonl.gz, recorded by
 // @allot/trace) replayed through StepPlannedPool, one pool per WebGPU usage
 // as a WebGPU runtime would keep them: invariants only (the figures belong
 // to packages/webgpu/bench/real_traces.ts).
@@ -8,17 +8,21 @@ import { MockSegmentSource } from "@allot/core";
 import { parseTrace, traceOps } from "@allot/trace";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
 
-const dir = new URL("../../traces/tfjs-webgpu/", import.meta.url);
-const names = [...Deno.readDirSync(dir)].map((e) => e.name)
-  .filter((n) => n.endsWith(".jsonl.gz")).sort();
+const root = new URL("../../traces/", import.meta.url);
+const names = [...Deno.readDirSync(root)].filter((d) => d.isDirectory)
+  .flatMap((d) =>
+    [...Deno.readDirSync(new URL(`${d.name}/`, root))].map((e) =>
+      `${d.name}/${e.name}`
+    )
+  ).filter((n) => n.endsWith(".jsonl.gz")).sort();
 
-describe("StepPlannedPool on real TF.js traces", () => {
+describe("StepPlannedPool on real runtime traces", () => {
   it("there are real traces to replay", () => {
     assert.ok(names.length >= 4, `found ${names.join(", ")}`);
   });
   for (const name of names) {
     it(`${name}: no overlap, stats add up, everything returned`, async () => {
-      const data = await Deno.readFile(new URL(name, dir));
+      const data = await Deno.readFile(new URL(name, root));
       const text = await new Response(
         new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
       ).text();

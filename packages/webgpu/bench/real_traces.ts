@@ -1,6 +1,6 @@
 /**
- * Real TF.js 4.22 WebGPU allocation traces (`traces/tfjs-webgpu/*.jsonl.gz`,
- * recorded by `@allot/trace`) replayed through allot's pools and the real
+ * Real runtime allocation traces (`traces/*/*.jsonl.gz`: TF.js 4.22 WebGPU,
+ * onnxruntime-web WebGPU; recorded by `@allot/trace`) replayed through allot's pools and the real
  * peers, all in one process:
  *
  * 1. Bytes: peak held / peak live for storage buffers and for all buffers,
@@ -47,7 +47,7 @@ import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
 
 const quick = Deno.args.includes("--quick");
-const dir = new URL("../../../traces/tfjs-webgpu/", import.meta.url);
+const dir = new URL("../../../traces/", import.meta.url);
 
 async function load(name: string): Promise<Trace> {
   const data = await Deno.readFile(new URL(name, dir));
@@ -57,8 +57,12 @@ async function load(name: string): Promise<Trace> {
   return parseTrace(text);
 }
 
-const names = [...Deno.readDirSync(dir)].map((e) => e.name)
-  .filter((n) => n.endsWith(".jsonl.gz")).sort();
+const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
+  .flatMap((d) =>
+    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
+      `${d.name}/${e.name}`
+    )
+  ).filter((n) => n.endsWith(".jsonl.gz")).sort();
 const traces = await Promise.all(names.map(async (n) => ({
   name: n.replace(".jsonl.gz", ""),
   trace: await load(n),
