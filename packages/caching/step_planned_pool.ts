@@ -380,7 +380,11 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} For a negative or non-integer target.
    */
   trim(targetByteLength = 0): number {
-    validateByteLength(targetByteLength, Number.MAX_SAFE_INTEGER, "targetByteLength");
+    validateByteLength(
+      targetByteLength,
+      Number.MAX_SAFE_INTEGER,
+      "targetByteLength",
+    );
     const free = [...this.#segs].filter((s) => s.liveBlocks === 0)
       .sort((a, b) => Number(a.arena) - Number(b.arena) || b.size - a.size);
     for (const seg of free) {
@@ -408,7 +412,9 @@ export class StepPlannedPool<M = unknown> {
       held += seg.size;
       let at = 0, liveBlocks = 0;
       for (let b: PlannedBlock<M> | undefined = seg.first; b; b = b._next) {
-        if (b._seg !== seg || b._offset !== at) throw new Error(`block tiling broken at ${at}`);
+        if (b._seg !== seg || b._offset !== at) {
+          throw new Error(`block tiling broken at ${at}`);
+        }
         if (b._free) {
           freeCount++;
           if (seg.arena) arenaFree++;
@@ -419,15 +425,29 @@ export class StepPlannedPool<M = unknown> {
         }
         at += b.byteLength;
       }
-      if (at !== seg.size) throw new Error(`segment covers ${at} of ${seg.size} bytes`);
-      if (liveBlocks !== seg.liveBlocks) throw new Error("live block count wrong");
+      if (at !== seg.size) {
+        throw new Error(`segment covers ${at} of ${seg.size} bytes`);
+      }
+      if (liveBlocks !== seg.liveBlocks) {
+        throw new Error("live block count wrong");
+      }
     }
-    if (held !== this.#held) throw new Error(`held ${this.#held} != recount ${held}`);
-    if (live !== this.#live) throw new Error(`live ${this.#live} != recount ${live}`);
-    if (freeCount - arenaFree !== this.#free.length) throw new Error("free index wrong");
-    if (arenaFree !== this.#arenaFree.length) throw new Error("arena index wrong");
+    if (held !== this.#held) {
+      throw new Error(`held ${this.#held} != recount ${held}`);
+    }
+    if (live !== this.#live) {
+      throw new Error(`live ${this.#live} != recount ${live}`);
+    }
+    if (freeCount - arenaFree !== this.#free.length) {
+      throw new Error("free index wrong");
+    }
+    if (arenaFree !== this.#arenaFree.length) {
+      throw new Error("arena index wrong");
+    }
     for (let i = 1; i < this.#free.length; i++) {
-      if (this.#free[i - 1].byteLength > this.#free[i].byteLength) throw new Error("free index unsorted");
+      if (this.#free[i - 1].byteLength > this.#free[i].byteLength) {
+        throw new Error("free index unsorted");
+      }
     }
   }
 
@@ -436,14 +456,25 @@ export class StepPlannedPool<M = unknown> {
     const index: number[] = [];
     for (let i = 0; i < count; i++) {
       if (this.#recEnd[i] === Infinity) continue;
-      items.push({ size: this.#recSize[i], start: this.#recStart[i], end: this.#recEnd[i] });
+      items.push({
+        size: this.#recSize[i],
+        start: this.#recStart[i],
+        end: this.#recEnd[i],
+      });
       index.push(i);
     }
     const arena = this.#arena;
     const fixedFrom = items.length;
     if (arena !== undefined && arena.liveBlocks > 0) {
       for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
-        if (!b._free) items.push({ size: b.byteLength, start: -1, end: Infinity, fixed: b._offset });
+        if (!b._free) {
+          items.push({
+            size: b.byteLength,
+            start: -1,
+            end: Infinity,
+            fixed: b._offset,
+          });
+        }
       }
     }
     let plan = _planStep(items, this.#align);
@@ -483,9 +514,13 @@ export class StepPlannedPool<M = unknown> {
     const rec = this.#recSize;
     search: for (let i = this.#plans.length - 1; i >= 0; i--) {
       const plan = this.#plans[i];
-      if (plan === this.#plan || plan.count <= item || plan.size > room) continue;
+      if (plan === this.#plan || plan.count <= item || plan.size > room) {
+        continue;
+      }
       if (plan.sizes[item] !== size) continue;
-      for (let k = 0; k < item; k++) if (plan.sizes[k] !== rec[k]) continue search;
+      for (let k = 0; k < item; k++) {
+        if (plan.sizes[k] !== rec[k]) continue search;
+      }
       this.#plan = plan;
       return plan;
     }
@@ -569,7 +604,9 @@ export class StepPlannedPool<M = unknown> {
     let block: PlannedBlock<M> | undefined = free[lo];
     if (block === undefined && arenaOk) {
       for (const b of this.#arenaFree) {
-        if (b.byteLength >= size && (!block || b.byteLength < block.byteLength)) block = b;
+        if (
+          b.byteLength >= size && (!block || b.byteLength < block.byteLength)
+        ) block = b;
       }
     }
     if (block === undefined) return undefined;

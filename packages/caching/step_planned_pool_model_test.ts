@@ -24,14 +24,27 @@ const sizeArb = fc.oneof(
   { weight: 2, arbitrary: fc.constantFrom(256, 1000, 4096, 12288) },
 );
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 8, arbitrary: sizeArb.map((size) => ({ kind: "alloc", size }) as Op) },
-  { weight: 7, arbitrary: fc.nat(1000).map((index) => ({ kind: "free", index }) as Op) },
+  {
+    weight: 8,
+    arbitrary: sizeArb.map((size) => ({ kind: "alloc", size }) as Op),
+  },
+  {
+    weight: 7,
+    arbitrary: fc.nat(1000).map((index) => ({ kind: "free", index }) as Op),
+  },
   { weight: 2, arbitrary: fc.constant({ kind: "step" } as Op) },
   { weight: 1, arbitrary: fc.constant({ kind: "repeat" } as Op) },
-  { weight: 1, arbitrary: fc.nat(1 << 18).map((target) => ({ kind: "trim", target }) as Op) },
   {
     weight: 1,
-    arbitrary: fc.constantFrom(0, -1, 1.5, NaN, Infinity, 2 ** 53).map((size) => ({ kind: "bad", size }) as Op),
+    arbitrary: fc.nat(1 << 18).map((target) =>
+      ({ kind: "trim", target }) as Op
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(0, -1, 1.5, NaN, Infinity, 2 ** 53).map((size) =>
+      ({ kind: "bad", size }) as Op
+    ),
   },
 );
 
@@ -43,21 +56,28 @@ interface Live {
 
 function fill(l: Live) {
   const bytes = l.block.memory.bytes!;
-  for (let i = 0; i < l.size; i++) bytes[l.block.byteOffset + i] = (l.seed + i * 31) & 255;
+  for (let i = 0; i < l.size; i++) {
+    bytes[l.block.byteOffset + i] = (l.seed + i * 31) & 255;
+  }
 }
 
 function check(l: Live) {
   const bytes = l.block.memory.bytes!;
   for (let i = 0; i < l.size; i++) {
     if (bytes[l.block.byteOffset + i] !== ((l.seed + i * 31) & 255)) {
-      assert.fail(`block of ${l.size} bytes at ${l.block.byteOffset} overwritten at +${i}`);
+      assert.fail(
+        `block of ${l.size} bytes at ${l.block.byteOffset} overwritten at +${i}`,
+      );
     }
   }
 }
 
 /** A step: requests, and for each the request after which it is freed (or never). */
 const templateArb = fc.array(
-  fc.record({ size: sizeArb, life: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.constant(-1)) }),
+  fc.record({
+    size: sizeArb,
+    life: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.constant(-1)),
+  }),
   { minLength: 1, maxLength: 24 },
 );
 
@@ -66,9 +86,15 @@ describe("StepPlannedPool model", () => {
     fc.assert(
       fc.property(
         fc.array(templateArb, { minLength: 1, maxLength: 3 }),
-        fc.array(fc.tuple(fc.nat(2), fc.nat(20)), { minLength: 2, maxLength: 14 }),
+        fc.array(fc.tuple(fc.nat(2), fc.nat(20)), {
+          minLength: 2,
+          maxLength: 14,
+        }),
         (templates, schedule) => {
-          const source = new MockSegmentSource({ alignment: 256, backed: true });
+          const source = new MockSegmentSource({
+            alignment: 256,
+            backed: true,
+          });
           const pool = new StepPlannedPool(source);
           const carried: Live[] = [];
           let seed = 1;
@@ -120,7 +146,11 @@ describe("StepPlannedPool model", () => {
         fc.array(opArb, { maxLength: 160 }),
         fc.constantFrom(1 << 20, 1 << 22, Infinity),
         (ops, capacity) => {
-          const source = new MockSegmentSource({ capacityBytes: capacity, alignment: 256, backed: true });
+          const source = new MockSegmentSource({
+            capacityBytes: capacity,
+            alignment: 256,
+            backed: true,
+          });
           const pool = new StepPlannedPool(source);
           const live: Live[] = [];
           let seed = 1;
@@ -169,7 +199,10 @@ describe("StepPlannedPool model", () => {
               for (const o of lastStep) {
                 if (o.kind === "alloc") run(o);
                 else if (o.kind === "free" && live.length > start) {
-                  run({ kind: "free", index: start + (o.index % (live.length - start)) });
+                  run({
+                    kind: "free",
+                    index: start + (o.index % (live.length - start)),
+                  });
                 }
               }
               pool.endStep();

@@ -27,14 +27,25 @@ describe("StepPlannedPool", () => {
   it("makes no segment after the first steps when steps repeat, and holds the planned bound", () => {
     const src = source();
     const pool = new StepPlannedPool(src);
-    const sizes = [1 << 20, 3 << 19, 1 << 19, 5 << 18, 1 << 18, 3 << 20, 1 << 16];
+    const sizes = [
+      1 << 20,
+      3 << 19,
+      1 << 19,
+      5 << 18,
+      1 << 18,
+      3 << 20,
+      1 << 16,
+    ];
     step(pool, sizes);
     step(pool, sizes);
     const made = src.allocationCount;
     for (let i = 0; i < 10; i++) step(pool, sizes);
     assert.equal(src.allocationCount, made);
     // the largest pair live at once is 3 MiB + 1.25 MiB
-    assert.ok(pool.heldBytes <= (3 << 20) + (5 << 18), `held ${pool.heldBytes}`);
+    assert.ok(
+      pool.heldBytes <= (3 << 20) + (5 << 18),
+      `held ${pool.heldBytes}`,
+    );
     pool.validate();
   });
 
@@ -68,10 +79,17 @@ describe("StepPlannedPool", () => {
     pool.free(a);
     assert.throws(() => pool.free(a), DoubleFreeError);
     const b = pool.allocate(100);
-    assert.throws(() => pool.free(a), DoubleFreeError, "a stale handle never frees a new block");
+    assert.throws(
+      () => pool.free(a),
+      DoubleFreeError,
+      "a stale handle never frees a new block",
+    );
     assert.equal(pool.liveBytes, 100);
     pool.free(b);
-    assert.throws(() => new StepPlannedPool(source(), { maxHeldRatio: 0.5 }), InvalidArgumentError);
+    assert.throws(
+      () => new StepPlannedPool(source(), { maxHeldRatio: 0.5 }),
+      InvalidArgumentError,
+    );
   });
 
   it("reports out of memory with the figures and keeps its state", () => {

@@ -1,4 +1,4 @@
-// Each real runtime trace (traces/*/*.jsonl.gz, recorded by
+// Each real runtime trace (traces/<runtime>/<name>.jsonl.gz, recorded by
 // @allot/trace) replayed through StepPlannedPool, one pool per WebGPU usage
 // as a WebGPU runtime would keep them: invariants only (the figures belong
 // to packages/webgpu/bench/real_traces.ts).
@@ -29,7 +29,10 @@ describe("StepPlannedPool on real runtime traces", () => {
       const ops = traceOps(parseTrace(text), "all");
       const sources = new Map<number, MockSegmentSource>();
       const pools = new Map<number, StepPlannedPool>();
-      const live = new Map<number, { pool: StepPlannedPool; block: PlannedBlock; size: number }>();
+      const live = new Map<
+        number,
+        { pool: StepPlannedPool; block: PlannedBlock; size: number }
+      >();
       let liveBytes = 0;
       const checkAll = () => {
         let sum = 0;

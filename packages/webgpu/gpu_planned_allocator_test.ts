@@ -42,7 +42,10 @@ describe("GpuPlannedAllocator", { skip: !adapter }, () => {
     const b = allocator.allocate(256);
     device.queue.writeBuffer(a.buffer, a.offset, new Uint32Array(64).fill(7));
     device.queue.writeBuffer(b.buffer, b.offset, new Uint32Array(64).fill(9));
-    const read = device.createBuffer({ size: 512, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const read = device.createBuffer({
+      size: 512,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     const enc = device.createCommandEncoder();
     enc.copyBufferToBuffer(a.buffer, a.offset, read, 0, 256);
     enc.copyBufferToBuffer(b.buffer, b.offset, read, 256, 256);

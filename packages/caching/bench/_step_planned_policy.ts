@@ -10,15 +10,22 @@ import { type PlannedBlock, StepPlannedPool } from "../step_planned_pool.ts";
 export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
   return {
     name,
-    description: "@allot/caching StepPlannedPool: best fit + per-step greedy-by-size plan, queue-order reuse",
+    description:
+      "@allot/caching StepPlannedPool: best fit + per-step greedy-by-size plan, queue-order reuse",
     create(): ReplayPolicy {
       const pools = new Map<number, StepPlannedPool<MockMemory>>();
-      const live = new Map<number, [StepPlannedPool<MockMemory>, PlannedBlock<MockMemory>]>();
+      const live = new Map<
+        number,
+        [StepPlannedPool<MockMemory>, PlannedBlock<MockMemory>]
+      >();
       return {
         alloc(id, size, usage) {
           let p = pools.get(usage);
           if (p === undefined) {
-            const source = new MockSegmentSource({ capacityBytes: 2 ** 40, alignment: 256 });
+            const source = new MockSegmentSource({
+              capacityBytes: 2 ** 40,
+              alignment: 256,
+            });
             pools.set(usage, p = new StepPlannedPool(source));
           }
           live.set(id, [p, p.allocate(Math.max(1, size))]);
@@ -29,7 +36,7 @@ export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
           p.free(b);
         },
         sync(kind) {
-          if (kind === "step") for (const p of pools.values()) p.endStep();
+          if (kind === "step") { for (const p of pools.values()) p.endStep(); }
         },
         heldBytes() {
           let n = 0;

@@ -11,12 +11,33 @@
 import { ortBucketSize } from "@allot/trace";
 
 const LIMITS: ReadonlyMap<number, number> = new Map([
-  [64, 250], [128, 200], [256, 200], [512, 200], [1024, 200], [2048, 230],
-  [4096, 200], [8192, 50], [16384, 50], [32768, 50], [65536, 50],
-  [131072, 50], [262144, 50], [524288, 50], [1048576, 50], [2097152, 30],
-  [4194304, 20], [8388608, 10], [12582912, 10], [16777216, 10],
-  [26214400, 15], [33554432, 22], [44236800, 2], [58982400, 6],
-  [67108864, 6], [134217728, 6], [167772160, 6],
+  [64, 250],
+  [128, 200],
+  [256, 200],
+  [512, 200],
+  [1024, 200],
+  [2048, 230],
+  [4096, 200],
+  [8192, 50],
+  [16384, 50],
+  [32768, 50],
+  [65536, 50],
+  [131072, 50],
+  [262144, 50],
+  [524288, 50],
+  [1048576, 50],
+  [2097152, 30],
+  [4194304, 20],
+  [8388608, 10],
+  [12582912, 10],
+  [16777216, 10],
+  [26214400, 15],
+  [33554432, 22],
+  [44236800, 2],
+  [58982400, 6],
+  [67108864, 6],
+  [134217728, 6],
+  [167772160, 6],
 ]);
 
 export class OrtBucketPool {
@@ -39,9 +60,13 @@ export class OrtBucketPool {
     return buffer;
   }
   release(buffer: GPUBuffer): void {
-    if (!this.#live.delete(buffer)) throw new Error("releasing data does not exist");
+    if (!this.#live.delete(buffer)) {
+      throw new Error("releasing data does not exist");
+    }
     let byUsage = this.#free.get(buffer.usage);
-    if (byUsage === undefined) this.#free.set(buffer.usage, byUsage = new Map());
+    if (byUsage === undefined) {
+      this.#free.set(buffer.usage, byUsage = new Map());
+    }
     let list = byUsage.get(buffer.size);
     if (list === undefined) byUsage.set(buffer.size, list = []);
     list.push(buffer);

@@ -1,5 +1,5 @@
 /**
- * Real runtime allocation traces (`traces/*/*.jsonl.gz`: TF.js 4.22 WebGPU,
+ * Real runtime allocation traces (`traces/<runtime>/<name>.jsonl.gz`: TF.js 4.22 WebGPU,
  * onnxruntime-web WebGPU; recorded by `@allot/trace`) replayed through allot's pools and the real
  * peers, all in one process:
  *
@@ -25,10 +25,10 @@
  */
 
 import {
-  type PolicyFactory,
   parseTrace,
-  replayOps,
+  type PolicyFactory,
   type ReplayOps,
+  replayOps,
   type Trace,
   traceOps,
 } from "@allot/trace";
@@ -106,7 +106,8 @@ for (const { name, trace } of traces) {
     console.log(
       `| ${name} | ${usage} | ${(r.peakLiveBytes / 2 ** 20).toFixed(2)} | ` +
         r.policies.map((p) => (p.peakHeldBytes / r.peakLiveBytes).toFixed(3))
-          .join(" | ") + " |",
+          .join(" | ") +
+        " |",
     );
     created.push(
       `| ${name} | ${usage} | ` +
