@@ -15,6 +15,7 @@ import {
   DataPtr,
   DeferredFrees,
   type Deleter,
+  describeValue,
   type Device,
   DoubleFreeError,
   type Fence,
@@ -1590,6 +1591,14 @@ export class WatermarkAllocator<M = unknown>
     buffers: readonly WatermarkBuffer<M>[],
     work: Fence | Stream,
   ): boolean {
+    if (!Array.isArray(buffers)) {
+      throw new InvalidArgumentError(
+        `Cannot record events: buffers must be an array, received ${
+          describeValue(buffers)
+        }`,
+        { name: "buffers", value: buffers, limit: "array" },
+      );
+    }
     const blocks = buffers.map((b) => this.#blockOf(b, "record events on"));
     if (
       typeof work !== "object" || work === null ||
@@ -1597,7 +1606,9 @@ export class WatermarkAllocator<M = unknown>
         typeof (work as Fence).wait !== "function")
     ) {
       throw new InvalidArgumentError(
-        `Cannot record events: work must be a Fence or a Stream, received ${work}`,
+        `Cannot record events: work must be a Fence or a Stream, received ${
+          describeValue(work)
+        }`,
         { name: "work", value: work },
       );
     }
