@@ -22,12 +22,21 @@ export type Dtype =
   | "u8"
   | "bool";
 
+/**
+ * `Float16Array` where the compiler's lib declares it (ES2025 and later),
+ * else `Uint16Array`: written without naming the global, so that the types
+ * compile under any `lib` setting (`tsc --strict` with `lib: ["ES2022"]`
+ * included).
+ */
+export type Float16ArrayType = typeof globalThis extends
+  { Float16Array: { prototype: infer P } } ? P : Uint16Array;
+
 /** The typed array that holds each {@linkcode Dtype}. */
 export interface DtypeArrayMap {
   /** 32-bit floats. */
   f32: Float32Array;
   /** 16-bit floats (runtimes with `Float16Array`). */
-  f16: Float16Array;
+  f16: Float16ArrayType;
   /** 64-bit floats. */
   f64: Float64Array;
   /** 32-bit signed integers. */

@@ -55,6 +55,7 @@ export type {
   Dtype,
   DtypeArrayMap,
   DtypeInfo,
+  Float16ArrayType,
   TypedArrayConstructorOf,
   TypedArrayOf,
 } from "./dtype.ts";

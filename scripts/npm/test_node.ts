@@ -2,7 +2,10 @@
  * `deno task test:node`: packs the npm build, installs the tarballs into a
  * scratch project and runs `tests/npm/node_check.mjs` there on Node (real
  * code against every package, and the WebGPU path through the `webgpu` npm
- * package on Dawn's OpenGL ES backend).
+ * package on Dawn's OpenGL ES backend). Before that, `tsc --strict` compiles
+ * every README and example snippet that uses `using`, the guide and the
+ * runtime-style samples against the installed types
+ * (`scripts/npm/_types_check.ts`).
  *
  * @module
  */
@@ -10,12 +13,20 @@
 import { abs, exec } from "../_workspace.ts";
 import { installScratch, unbuiltMembers } from "./_scratch.ts";
 import { ensureTools } from "./_tools.ts";
+import { collectSnippets, typesCheck } from "./_types_check.ts";
 
 if (import.meta.main) {
   await ensureTools();
   const dir = await installScratch();
   for (const file of ["node_check.mjs", "sections.mjs"]) {
     await Deno.copyFile(abs(`tests/npm/${file}`), `${dir}${file}`);
+  }
+  let failed = false;
+  try {
+    await typesCheck(dir, await collectSnippets());
+  } catch (error) {
+    console.error(`types check failed: ${(error as Error).message}`);
+    failed = true;
   }
   try {
     await exec(["node", "node_check.mjs"], {
@@ -26,6 +37,7 @@ if (import.meta.main) {
     console.error(`node check failed: ${(error as Error).message}`);
     Deno.exit(1);
   }
+  if (failed) Deno.exit(1);
   const missing = await unbuiltMembers();
   if (missing.length) {
     console.error(
