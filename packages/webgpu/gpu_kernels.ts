@@ -8,6 +8,7 @@
 import { _Usage } from "./_flags.ts";
 import {
   alignUp,
+  AllotError,
   InvalidArgumentError,
   UnsupportedOperationError,
   validateInteger,
@@ -170,6 +171,8 @@ export class GpuKernels {
   #meta: GPUBuffer | undefined;
   #metaData = new Uint32Array(META_WORDS);
   #dispatches = 0;
+  #pending = new Set<Promise<void>>();
+  #failure: GpuKernelError | undefined;
 
   /**
    * The shared kernels of `device`, one instance per device.
@@ -294,6 +297,7 @@ export class GpuKernels {
     options: ContiguousOptions,
   ): void {
     _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
     const dtype = options?.dtype;
     const size = dtypeByteSize(dtype);
     this.#checkBinding(src, what, size);
@@ -470,6 +474,7 @@ export class GpuKernels {
   ): void {
     const what = "copy bytes";
     _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
     this.#checkBinding(src, what, 1);
     this.#checkBinding(dst, what, 1);
     const srcByteOffset = validateInteger(
@@ -552,6 +557,7 @@ export class GpuKernels {
   fill(dst: GpuBinding, value: number, options: FillOptions): void {
     const what = "fill";
     _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
     const dtype = options?.dtype;
     const size = dtypeByteSize(dtype);
     this.#checkBinding(dst, what, size);
@@ -673,7 +679,7 @@ export class GpuKernels {
       device.limits.maxComputeWorkgroupsPerDimension,
     );
     const pipeline = kernelPipeline(device, kernel);
-    this.#meta ??= device.createBuffer({
+    const meta = this.#meta ??= device.createBuffer({
       label: `${this.#label}:kernel-meta`,
       size: META_WORDS * 4,
       usage: _Usage.STORAGE | _Usage.COPY_DST,
@@ -682,12 +688,39 @@ export class GpuKernels {
     // buffer serves every dispatch as long as each is submitted at once.
     device.queue.writeBuffer(this.#meta, 0, this.#metaData);
     const label = `${this.#label}:${kernel.name}`;
+    // Every dispatch runs inside error scopes, so a validation or
+    // out-of-memory error becomes a GpuKernelError (thrown by the next
+    // kernel call or by flush()) instead of an uncaptured device error.
+    device.pushErrorScope("out-of-memory");
+    device.pushErrorScope("validation");
+    try {
+      this.#encode(device, label, pipeline, bound, meta, x, y);
+    } finally {
+      this.#watch(
+        kernel.name,
+        label,
+        device.popErrorScope(),
+        device.popErrorScope(),
+      );
+    }
+    this.#dispatches++;
+  }
+
+  #encode(
+    device: GPUDevice,
+    label: string,
+    pipeline: GPUComputePipeline,
+    bound: _Bound,
+    meta: GPUBuffer,
+    x: number,
+    y: number,
+  ): void {
     const group = device.createBindGroup({
       label,
       layout: pipeline.getBindGroupLayout(0),
       entries: [
         ...bound.entries,
-        { binding: bound.entries.length, resource: { buffer: this.#meta } },
+        { binding: bound.entries.length, resource: { buffer: meta } },
       ],
     });
     const encoder = device.createCommandEncoder({ label });
@@ -697,7 +730,89 @@ export class GpuKernels {
     pass.dispatchWorkgroups(x, y);
     pass.end();
     device.queue.submit([encoder.finish()]);
-    this.#dispatches++;
+  }
+
+  #watch(
+    kernel: string,
+    label: string,
+    validation: Promise<GPUError | null>,
+    memory: Promise<GPUError | null>,
+  ): void {
+    const settled = Promise.all([validation, memory]).then(
+      ([invalid, oom]) => {
+        const error = invalid ?? oom;
+        if (error && this.#failure === undefined) {
+          this.#failure = new GpuKernelError(
+            `Kernel ${kernel} (${label}) failed on the device: ${error.message}`,
+            {
+              kernel,
+              label,
+              kind: invalid ? "validation" : "out-of-memory",
+            },
+          );
+        }
+      },
+      () => {/* the device was lost: DeviceLostError reports it */},
+    ).finally(() => this.#pending.delete(settled));
+    this.#pending.add(settled);
+  }
+
+  /** Throws (once) the error a previous dispatch raised on the device. */
+  #throwFailure(): void {
+    const failure = this.#failure;
+    if (failure !== undefined) {
+      this.#failure = undefined;
+      throw failure;
+    }
+  }
+
+  /**
+   * Waits until the device has validated every dispatch submitted so far,
+   * and throws the first error one of them raised.
+   *
+   * @returns Resolves when every dispatch so far passed.
+   * @throws {GpuKernelError} When a dispatch failed validation or ran out of
+   * memory on the device.
+   */
+  async flush(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+    this.#throwFailure();
+  }
+}
+
+/** Details of a {@linkcode GpuKernelError}. */
+export interface GpuKernelErrorDetails {
+  /** The kernel's name. */
+  kernel: string;
+  /** The label of its command encoder, pass and bind group. */
+  label: string;
+  /** Which error scope caught it. */
+  kind: "validation" | "out-of-memory";
+}
+
+/**
+ * A dispatch of allot's kernels failed on the device (caught by an error
+ * scope): thrown by the next kernel call on the same {@linkcode GpuKernels},
+ * or by {@linkcode GpuKernels.flush} (which `Buffer.read()` on WebGPU
+ * awaits).
+ */
+export class GpuKernelError extends AllotError {
+  /** The kernel's name. */
+  readonly kernel: string;
+  /** The label of its command encoder, pass and bind group. */
+  readonly label: string;
+  /** Which error scope caught it. */
+  readonly kind: "validation" | "out-of-memory";
+
+  /**
+   * @param message What failed.
+   * @param details Kernel, label and kind.
+   */
+  constructor(message: string, details: GpuKernelErrorDetails) {
+    super(message);
+    this.kernel = details.kernel;
+    this.label = details.label;
+    this.kind = details.kind;
   }
 }
 

@@ -46,6 +46,7 @@ export * from "./gpu_kernels.ts";
 export * from "./gpu_segment_source.ts";
 export * from "./gpu_staging.ts";
 export * from "./kernel.ts";
+export * from "./kernel_bindings.ts";
 export * from "./queue_stream.ts";
 export * from "./gpu_allocation.ts";
 export * from "./gpu_allocator_adapter.ts";
