@@ -59,8 +59,8 @@ export type {
   TypedArrayConstructorOf,
   TypedArrayOf,
 } from "./dtype.ts";
-export { keep, tidy } from "./tidy.ts";
-export type { TidyHandle } from "./tidy.ts";
+export { isBufferOwner, keep, ownedBuffers, tidy } from "./tidy.ts";
+export type { BufferOwner, TidyHandle } from "./tidy.ts";
 export { BufferPool } from "./buffer_pool.ts";
 export type { BufferPoolOptions, PoolStats } from "./buffer_pool.ts";
 export { DynBuffer } from "./dyn_buffer.ts";
