@@ -604,6 +604,56 @@ export class Buffer<D extends Dtype = Dtype> {
   }
 
   /**
+   * A typed array over this buffer's elements in host memory, without a
+   * copy: writes through it change the buffer. For kernel authors who need
+   * the elements as an array of the dtype (`Float32Array` for `f32`). The
+   * view must be contiguous (row-major, so that the array's element `i` is
+   * the buffer's logical element `i`); call `contiguous()` first otherwise.
+   * The array is valid until the storage moves: a `resize()`, or a
+   * `WebAssembly.Memory` that grows, detaches it.
+   *
+   * @returns A typed array of `length` elements of the dtype.
+   * @throws {ShapeError} When the view is not contiguous.
+   * @throws {UnsupportedOperationError} When the storage is not host memory
+   *   (use `read()`), or for `f16` where the runtime lacks `Float16Array`.
+   * @throws {UseAfterFreeError} After release.
+   *
+   * @example Write a kernel's output in place
+   * ```ts
+   * import { Buffer } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using b = Buffer.zeros("f32", [2, 3]);
+   * const out = b.hostView(); // a Float32Array of 6 elements, no copy
+   * for (let i = 0; i < out.length; i++) out[i] = i * i;
+   * assert.equal(b.get([1, 2]), 25);
+   * ```
+   */
+  hostView(): TypedArrayOf<D> {
+    const typed = this.#hostTyped("view");
+    const view = this.#view;
+    if (!view.isContiguous) {
+      throw new ShapeError(
+        `Cannot view a non-contiguous buffer of shape ${
+          _fmt(view.shape)
+        } with strides ${
+          _fmt(view.strides)
+        } as a typed array: call contiguous() first`,
+        {
+          name: "strides",
+          value: view.strides,
+          shape: view.shape,
+          strides: view.strides,
+        },
+      );
+    }
+    return typed.subarray(
+      view.offset,
+      view.offset + view.length,
+    ) as TypedArrayOf<D>;
+  }
+
+  /**
    * The logical elements of the view, from any memory: host memory answers
    * at once, other memory through the backend's `read`.
    *

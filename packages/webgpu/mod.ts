@@ -39,6 +39,7 @@
  * @module
  */
 
+export * from "./buffer_access.ts";
 export * from "./device_lost_error.ts";
 export * from "./dtype.ts";
 export * from "./gpu_binding.ts";
