@@ -8,7 +8,7 @@ import {
   InvalidArgumentError,
 } from "@allot/core";
 import { CpuAllocator } from "@allot/cpu";
-import { Buffer, type BufferBackend } from "@allot/storage";
+import type { Buffer, BufferBackend } from "@allot/storage";
 import {
   AllocatorNotFoundError,
   BackendNotFoundError,

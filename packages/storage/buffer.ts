@@ -373,6 +373,28 @@ export class Buffer<D extends Dtype = Dtype> {
   /**
    * Whether writing in place is safe and simple: the storage is not shared
    * and the view is contiguous.
+   *
+   * "Not shared" counts every live handle, views included: allot cannot know
+   * whether a view escaped (into a closure, a cache, a returned tensor), and
+   * a runtime that reuses an input's memory for an output (an in-place
+   * `relu` on a dead input) must be sure no one observes the write. So a
+   * live view makes this `false`. Release views when done (or make them
+   * inside `tidy()`), and it is `true` again; to write through views on
+   * purpose (PyTorch's in-place semantics), write without asking.
+   *
+   * @example
+   * ```ts
+   * import { Buffer, tidy } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using x = Buffer.zeros("f32", [2, 2]);
+   * assert.ok(x.canModifyInPlace);
+   * const sum = tidy(() => x.transpose().toData().reduce((a, b) => a + b));
+   * assert.equal(sum, 0);
+   * assert.ok(x.canModifyInPlace); // the transposed view is gone
+   * using view = x.reshape([4]);
+   * assert.ok(!x.canModifyInPlace); // a live view could observe the write
+   * ```
    */
   get canModifyInPlace(): boolean {
     return this.isStorageUnique && this.#view.isContiguous;

@@ -8,7 +8,8 @@ import { InvalidArgumentError, UnsupportedOperationError } from "@allot/core";
 
 /**
  * An element type, named as in WGSL. `bool` is stored as one byte (0 or 1) and
- * read through a `Uint8Array`; `f16` needs a runtime with `Float16Array`.
+ * read through a `Uint8Array`; viewing `f16` elements on the host needs a
+ * runtime with `Float16Array` (without it, f16 buffers still live on a GPU).
  */
 export type Dtype =
   | "f32"
@@ -100,6 +101,20 @@ function info<D extends Dtype>(
   });
 }
 
+/**
+ * Stands in for `Float16Array` where the runtime lacks it (Node 20): f16
+ * buffers can then be allocated, copied, packed and moved to and from a GPU
+ * (all of which go by bits), and only a host view of their elements throws.
+ */
+class _NoFloat16Array {
+  static readonly BYTES_PER_ELEMENT = 2;
+  constructor() {
+    throw new UnsupportedOperationError(
+      "Cannot view f16 elements on the host: this runtime has no Float16Array (Node 20, older browsers). f16 buffers still allocate, copy and live on the GPU; read their bits through a u16 buffer over the same storage, or use a runtime with Float16Array",
+    );
+  }
+}
+
 const INFOS: { [D in Dtype]?: DtypeInfo<D> } = {
   f32: info("f32", Float32Array),
   f64: info("f64", Float64Array),
@@ -110,7 +125,10 @@ const INFOS: { [D in Dtype]?: DtypeInfo<D> } = {
   i8: info("i8", Int8Array),
   u8: info("u8", Uint8Array),
   bool: info("bool", Uint8Array),
-  ...(F16 === undefined ? {} : { f16: info("f16", F16) }),
+  f16: info(
+    "f16",
+    F16 ?? (_NoFloat16Array as unknown as TypedArrayConstructorOf<"f16">),
+  ),
 };
 
 const ALL: readonly Dtype[] = Object.freeze([
@@ -127,8 +145,10 @@ const ALL: readonly Dtype[] = Object.freeze([
 ]);
 
 /**
- * The dtypes this runtime supports: every {@linkcode Dtype}, less `f16` where
- * `Float16Array` is missing.
+ * The dtypes whose elements this runtime can view on the host: every
+ * {@linkcode Dtype}, less `f16` where `Float16Array` is missing (there, f16
+ * buffers still allocate, copy and live on a GPU; only element access on the
+ * host throws).
  *
  * @returns A frozen list of dtype names.
  *
@@ -145,7 +165,7 @@ export function supportedDtypes(): readonly Dtype[] {
 }
 
 const SUPPORTED: readonly Dtype[] = Object.freeze(
-  ALL.filter((d) => INFOS[d] !== undefined),
+  ALL.filter((d) => d !== "f16" || F16 !== undefined),
 );
 
 /**
@@ -154,8 +174,9 @@ const SUPPORTED: readonly Dtype[] = Object.freeze(
  * @param dtype A dtype name.
  * @returns The frozen facts.
  * @throws {InvalidArgumentError} When `dtype` is not a dtype name.
- * @throws {UnsupportedOperationError} For `f16` on a runtime without
- * `Float16Array`.
+ * Where `Float16Array` is missing, `f16`'s `arrayType` is a stand-in that
+ * throws {@linkcode UnsupportedOperationError} when constructed: the facts
+ * are there, only host views of the elements are refused.
  *
  * @example Look up a dtype
  * ```ts
@@ -170,11 +191,6 @@ const SUPPORTED: readonly Dtype[] = Object.freeze(
 export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
   const found = INFOS[dtype] as DtypeInfo<D> | undefined;
   if (found !== undefined) return found;
-  if (dtype === "f16") {
-    throw new UnsupportedOperationError(
-      "Cannot use dtype f16: this runtime has no Float16Array",
-    );
-  }
   throw new InvalidArgumentError(
     `Unknown dtype: expected one of ${ALL.join(", ")}, received ${
       JSON.stringify(dtype)

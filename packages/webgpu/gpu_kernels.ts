@@ -805,6 +805,8 @@ export class GpuKernelError extends AllotError {
   readonly kind: "validation" | "out-of-memory";
 
   /**
+   * Creates the error.
+   *
    * @param message What failed.
    * @param details Kernel, label and kind.
    */

@@ -122,6 +122,8 @@ export class BindingAliasError extends AllotError {
   readonly rule: string;
 
   /**
+   * Creates the error.
+   *
    * @param message What happened and what to do.
    * @param details Both names and the rule.
    */

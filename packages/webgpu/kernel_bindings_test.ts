@@ -12,7 +12,6 @@ import {
 } from "./kernel_bindings.ts";
 import { GpuKernelError, GpuKernels } from "./gpu_kernels.ts";
 import { GpuBufferBackend } from "./gpu_buffer_backend.ts";
-import { GpuSegmentSource } from "./gpu_segment_source.ts";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
 
