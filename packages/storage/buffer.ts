@@ -180,6 +180,45 @@ export class Buffer<D extends Dtype = Dtype> {
   }
 
   /**
+   * A contiguous buffer whose storage allocates on first use (see
+   * `Storage.lazy`): plan shapes and views first, spend bytes at the first
+   * write. Views of it allocate nothing; its first fill, write, copy or
+   * element access allocates. Its elements are as the allocator returns
+   * them: write before reading.
+   *
+   * @param dtype The element type.
+   * @param shape The shape.
+   * @param options Allocator and backend.
+   * @returns The buffer.
+   * @throws {ShapeError} When the shape is invalid.
+   * @throws {InvalidArgumentError} When the dtype is unknown or the byte
+   * length is too large.
+   *
+   * @example
+   * ```ts
+   * import { Buffer } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using w = Buffer.lazy("f32", [1024, 1024]); // 4 MiB planned, 0 spent
+   * assert.equal(w.storage.isAllocated, false);
+   * w.set([0, 0], 1); // first write: allocates
+   * assert.equal(w.storage.isAllocated, true);
+   * ```
+   */
+  static lazy<D extends Dtype>(
+    dtype: D,
+    shape: Shape,
+    options: BufferOptions = {},
+  ): Buffer<D> {
+    const info = dtypeInfo(dtype);
+    const view = BufferView.contiguous(shape);
+    const storage = Storage.lazy(view.length * info.bytesPerElement, {
+      allocator: options.allocator,
+    });
+    return new Buffer(storage, { dtype, view, backend: options.backend });
+  }
+
+  /**
    * Allocates a contiguous buffer filled with zeros.
    *
    * @param dtype The element type.
