@@ -12,8 +12,36 @@
 
 import { abs, exec } from "../_workspace.ts";
 import { installScratch, unbuiltMembers } from "./_scratch.ts";
-import { ensureTools } from "./_tools.ts";
+import { createRequire } from "node:module";
+import { ensureTools, toolsDir } from "./_tools.ts";
 import { collectSnippets, typesCheck } from "./_types_check.ts";
+
+/**
+ * Runs `guide/runtime.ts` on Node against the installed tarballs: lowered to
+ * JavaScript with the pinned TypeScript (types were checked by the strict
+ * check), then run by `tests/npm/guide_check.mjs`.
+ */
+async function runGuide(dir: string): Promise<void> {
+  const ts = createRequire(toolsDir)("typescript") as {
+    transpileModule(
+      input: string,
+      options: { compilerOptions: Record<string, unknown> },
+    ): { outputText: string };
+  };
+  const source = await Deno.readTextFile(abs("guide/runtime.ts"));
+  const { outputText } = ts.transpileModule(source, {
+    compilerOptions: { target: "ES2022", module: "ESNext" },
+  });
+  await Deno.writeTextFile(`${dir}guide_runtime.mjs`, outputText);
+  await Deno.copyFile(
+    abs("tests/npm/guide_check.mjs"),
+    `${dir}guide_check.mjs`,
+  );
+  await exec(["node", "guide_check.mjs"], {
+    cwd: dir,
+    env: { EGL_PLATFORM: "surfaceless" },
+  });
+}
 
 if (import.meta.main) {
   await ensureTools();
@@ -26,6 +54,12 @@ if (import.meta.main) {
     await typesCheck(dir, await collectSnippets());
   } catch (error) {
     console.error(`types check failed: ${(error as Error).message}`);
+    failed = true;
+  }
+  try {
+    await runGuide(dir);
+  } catch (error) {
+    console.error(`guide check failed: ${(error as Error).message}`);
     failed = true;
   }
   try {
