@@ -12,27 +12,17 @@
 
 import { abs, exec } from "../_workspace.ts";
 import { installScratch, unbuiltMembers } from "./_scratch.ts";
-import { createRequire } from "node:module";
-import { ensureTools, toolsDir } from "./_tools.ts";
+import { ensureTools } from "./_tools.ts";
+import { writeGuide } from "./_guide.ts";
 import { collectSnippets, typesCheck } from "./_types_check.ts";
 
 /**
- * Runs `guide/runtime.ts` on Node against the installed tarballs: lowered to
- * JavaScript with the pinned TypeScript (types were checked by the strict
- * check), then run by `tests/npm/guide_check.mjs`.
+ * Runs `guide/runtime.ts` on Node against the installed tarballs (lowered to
+ * JavaScript by `writeGuide`; its types were checked by the strict check),
+ * through `tests/npm/guide_check.mjs`.
  */
 async function runGuide(dir: string): Promise<void> {
-  const ts = createRequire(toolsDir)("typescript") as {
-    transpileModule(
-      input: string,
-      options: { compilerOptions: Record<string, unknown> },
-    ): { outputText: string };
-  };
-  const source = await Deno.readTextFile(abs("guide/runtime.ts"));
-  const { outputText } = ts.transpileModule(source, {
-    compilerOptions: { target: "ES2022", module: "ESNext" },
-  });
-  await Deno.writeTextFile(`${dir}guide_runtime.mjs`, outputText);
+  await writeGuide(dir);
   await Deno.copyFile(
     abs("tests/npm/guide_check.mjs"),
     `${dir}guide_check.mjs`,
