@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { DataPtr } from "./data_ptr.ts";
+import { DataPtr } from "./data_ptr.ts";
 import type { Device } from "./device.ts";
 import {
   InvalidArgumentError,
@@ -15,6 +15,7 @@ import {
 } from "./errors.ts";
 import { hostBuffer, isHostMemory } from "./host_memory.ts";
 import type { Deleter } from "./unique_void_ptr.ts";
+import { describeValue } from "./validate.ts";
 
 /**
  * Hands out memory on one device as owning {@linkcode DataPtr}s, like
@@ -162,12 +163,16 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
    * @throws {UnsupportedOperationError} When a memory is not host memory.
    */
   copyData(dest: DataPtr<M, C>, src: DataPtr<M, C>, byteLength: number): void {
+    _requireDataPtr(dest, "dest", "copy");
+    _requireDataPtr(src, "src", "copy");
     const limit = Math.min(dest.byteLength, src.byteLength);
     if (
       !Number.isSafeInteger(byteLength) || byteLength < 0 || byteLength > limit
     ) {
       throw new InvalidArgumentError(
-        `Cannot copy ${byteLength} bytes: must be an integer in [0, ${limit}] (dest ${dest.byteLength}, src ${src.byteLength})`,
+        `Cannot copy ${
+          describeValue(byteLength)
+        } bytes: must be an integer in [0, ${limit}] (dest ${dest.byteLength}, src ${src.byteLength})`,
         { name: "byteLength", value: byteLength, limit },
       );
     }
@@ -197,6 +202,13 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
    * @returns A new owning pointer.
    */
   clone(src: DataPtr<M, C>): DataPtr<M, C> {
+    // Refused before allocating: a refused call changes nothing.
+    _requireDataPtr(src, "src", "clone");
+    if (src.released) {
+      throw new UseAfterFreeError(
+        `Cannot clone ${src}: the pointer was released`,
+      );
+    }
     const dest = this.allocate(src.byteLength);
     try {
       this.copyData(dest, src, src.byteLength);
@@ -215,5 +227,16 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
       );
     }
     return deleter;
+  }
+}
+
+function _requireDataPtr(value: unknown, name: string, what: string): void {
+  if (!(value instanceof DataPtr)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: ${name} must be a DataPtr, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: "DataPtr" },
+    );
   }
 }

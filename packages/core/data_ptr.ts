@@ -5,8 +5,10 @@
  * @module
  */
 
-import type { Device } from "./device.ts";
-import { UseAfterFreeError } from "./errors.ts";
+import { Device } from "./device.ts";
+import { InvalidArgumentError, UseAfterFreeError } from "./errors.ts";
+import { hostBuffer, isHostMemory } from "./host_memory.ts";
+import { describeValue } from "./validate.ts";
 import { type Deleter, UniqueVoidPtr } from "./unique_void_ptr.ts";
 
 /** Ownership part of a {@linkcode DataPtr}: what to free and how. */
@@ -64,6 +66,11 @@ export class DataPtr<M = unknown, C = unknown> extends UniqueVoidPtr<M, C> {
    * @param byteLength Byte length of the place.
    * @param device Device that owns the memory.
    * @param ownership Context and deleter; omit for a non-owning pointer.
+   * @throws {InvalidArgumentError} When `byteOffset` or `byteLength` is not a
+   * non-negative safe integer, the place ends past the end of host memory
+   * (an `ArrayBuffer`, `SharedArrayBuffer` or `WebAssembly.Memory`; its
+   * `maxByteLength` when it can grow), `device` is not a `Device`, or the
+   * deleter is not a function.
    */
   constructor(
     memory: M,
@@ -72,10 +79,37 @@ export class DataPtr<M = unknown, C = unknown> extends UniqueVoidPtr<M, C> {
     device: Device,
     ownership: DataPtrOwnership<C> = {},
   ) {
-    super(memory, ownership.context ?? null, ownership.deleter ?? null);
+    _checkPlace(memory, byteOffset, byteLength);
+    if (!(device instanceof Device)) {
+      throw new InvalidArgumentError(
+        `Cannot create a DataPtr: device must be a Device, received ${
+          describeValue(device)
+        }`,
+        { name: "device", value: device, limit: "Device" },
+      );
+    }
+    if (typeof ownership !== "object" || ownership === null) {
+      throw new InvalidArgumentError(
+        `Cannot create a DataPtr: ownership must be an object, received ${
+          describeValue(ownership)
+        }`,
+        { name: "ownership", value: ownership, limit: "DataPtrOwnership" },
+      );
+    }
+    const deleter = ownership.deleter ?? null;
+    if (deleter !== null && typeof deleter !== "function") {
+      throw new InvalidArgumentError(
+        `Cannot create a DataPtr: deleter must be a function, received ${
+          describeValue(deleter)
+        }`,
+        { name: "deleter", value: deleter, limit: "function" },
+      );
+    }
+    super(memory, ownership.context ?? null, deleter);
     this.device = device;
-    this.#byteOffset = byteOffset;
-    this.#byteLength = byteLength;
+    // + 0 turns -0 into 0.
+    this.#byteOffset = byteOffset + 0;
+    this.#byteLength = byteLength + 0;
   }
 
   /**
@@ -143,6 +177,77 @@ export class DataPtr<M = unknown, C = unknown> extends UniqueVoidPtr<M, C> {
   #throwReleased(what: string): never {
     throw new UseAfterFreeError(
       `Cannot read ${what} of ${this}: the pointer was released`,
+    );
+  }
+}
+
+function _placeError(
+  name: string,
+  value: unknown,
+  limit: number,
+  why: string,
+): InvalidArgumentError {
+  return new InvalidArgumentError(
+    `Cannot create a DataPtr: ${name} ${why}, received ${describeValue(value)}`,
+    { name, value, limit },
+  );
+}
+
+/** The byte length host memory can reach, or `undefined` for other memory. */
+function _hostLimit(memory: unknown): number | undefined {
+  if (!isHostMemory(memory)) return undefined;
+  const buffer = hostBuffer(memory) as ArrayBuffer & {
+    growable?: boolean;
+    resizable?: boolean;
+    maxByteLength?: number;
+  };
+  // A wasm memory grows by replacing its buffer: its current length counts.
+  return buffer !== memory
+    ? buffer.byteLength
+    : buffer.resizable || buffer.growable
+    ? buffer.maxByteLength ?? buffer.byteLength
+    : buffer.byteLength;
+}
+
+function _checkPlace(
+  memory: unknown,
+  byteOffset: unknown,
+  byteLength: unknown,
+): void {
+  if (!Number.isSafeInteger(byteOffset) || (byteOffset as number) < 0) {
+    throw _placeError(
+      "byteOffset",
+      byteOffset,
+      Number.MAX_SAFE_INTEGER,
+      "must be a non-negative integer",
+    );
+  }
+  if (!Number.isSafeInteger(byteLength) || (byteLength as number) < 0) {
+    throw _placeError(
+      "byteLength",
+      byteLength,
+      Number.MAX_SAFE_INTEGER,
+      "must be a non-negative integer",
+    );
+  }
+  const end = (byteOffset as number) + (byteLength as number);
+  if (end > Number.MAX_SAFE_INTEGER) {
+    throw _placeError(
+      "byteLength",
+      byteLength,
+      Number.MAX_SAFE_INTEGER - (byteOffset as number),
+      `must end at most at 2^53 - 1 (byteOffset ${byteOffset})`,
+    );
+  }
+  // Fast path: a place inside a plain ArrayBuffer's current length.
+  if (memory instanceof ArrayBuffer && end <= memory.byteLength) return;
+  const limit = _hostLimit(memory);
+  if (limit !== undefined && end > limit) {
+    throw _placeError(
+      "byteLength",
+      byteLength,
+      limit - Math.min(limit, byteOffset as number),
+      `must end within the ${limit}-byte memory (byteOffset ${byteOffset})`,
     );
   }
 }

@@ -5,6 +5,7 @@
  */
 
 import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 
 /**
  * Kind of device. The built-in kinds are `cpu`, `webgpu` and `wasm`; any other
@@ -54,14 +55,16 @@ export class Device {
     if (typeof type !== "string" || !TYPE_PATTERN.test(type)) {
       throw new InvalidArgumentError(
         `Invalid device type: must match ${TYPE_PATTERN}, received ${
-          JSON.stringify(type)
+          describeValue(type)
         }`,
         { name: "type", value: type, limit: String(TYPE_PATTERN) },
       );
     }
     if (!Number.isInteger(index) || index < 0 || index > MAX_INDEX) {
       throw new InvalidArgumentError(
-        `Invalid device index: must be an integer in [0, ${MAX_INDEX}], received ${index}`,
+        `Invalid device index: must be an integer in [0, ${MAX_INDEX}], received ${
+          describeValue(index)
+        }`,
         { name: "index", value: index, limit: [0, MAX_INDEX] },
       );
     }
@@ -93,7 +96,7 @@ export class Device {
     if (match === null || (match[2] !== undefined && +match[2] > MAX_INDEX)) {
       throw new InvalidArgumentError(
         `Invalid device string: expected "type" or "type:index" with index in [0, ${MAX_INDEX}], received ${
-          JSON.stringify(text)
+          describeValue(text)
         }`,
         { name: "text", value: text, limit: "type[:index]" },
       );

@@ -188,3 +188,23 @@ export class UseAfterFreeError extends AllotError {}
  * ```
  */
 export class UnsupportedOperationError extends AllotError {}
+
+/**
+ * A collaborator broke its contract: an allocator returned a block shorter
+ * than asked or already released, a segment source a short or misaligned
+ * segment, a fence completed and then went back. The receiving allocator
+ * refuses what it was given (and frees it where it can) instead of trusting
+ * it; its own state is unchanged.
+ *
+ * @example
+ * ```ts
+ * import { AllotError, ContractViolationError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const error = new ContractViolationError(
+ *   "Cannot use a block of 8 bytes: the allocator was asked for 16",
+ * );
+ * assert.ok(error instanceof AllotError);
+ * ```
+ */
+export class ContractViolationError extends AllotError {}

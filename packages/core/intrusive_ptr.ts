@@ -20,6 +20,7 @@ import {
   InvalidArgumentError,
   UseAfterFreeError,
 } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 
 let addStrong: (target: IntrusiveTarget, delta: number) => number;
 let addWeak: (target: IntrusiveTarget, delta: number) => number;
@@ -96,7 +97,19 @@ export class IntrusiveTarget {
   protected releaseResources(): void {}
 }
 
+function requireTarget(target: unknown, what: string): void {
+  if (!(target instanceof IntrusiveTarget)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: the target must be an IntrusiveTarget, received ${
+        describeValue(target)
+      }`,
+      { name: "target", value: target, limit: "IntrusiveTarget" },
+    );
+  }
+}
+
 function retainStrong(target: IntrusiveTarget): void {
+  requireTarget(target, "retain a reference");
   if (target.useCount === 0) {
     throw new UseAfterFreeError(
       "Cannot retain a reference-counted object: its strong count already reached 0",
@@ -151,6 +164,7 @@ export class IntrusivePtr<T extends IntrusiveTarget> {
    * @throws {InvalidArgumentError} When the target was owned before.
    */
   static make<T extends IntrusiveTarget>(target: T): IntrusivePtr<T> {
+    requireTarget(target, "make an owning reference");
     if (
       target.useCount !== 0 || target.weakUseCount !== 0 ||
       target.resourcesReleased
@@ -293,6 +307,7 @@ export class WeakIntrusivePtr<T extends IntrusiveTarget> {
    * @throws {UseAfterFreeError} When the target is finished or never owned.
    */
   static of<T extends IntrusiveTarget>(target: T): WeakIntrusivePtr<T> {
+    requireTarget(target, "make a weak reference");
     if (target.weakUseCount === 0) {
       throw new UseAfterFreeError(
         "Cannot make a weak reference: the target has no owners (weakUseCount 0)",

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "./_test_faults.ts";
 import {
   IntrusivePtr,
   IntrusiveTarget,
@@ -185,7 +186,7 @@ describe("IntrusivePtr", () => {
           if (everZero) assert.equal(s, 0, "strong count rose after zero");
         }
       }),
-      { numRuns: 300 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -5,6 +5,13 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import {
+  describeValue,
+  MAX_BYTE_LENGTH,
+  validateByteLength,
+} from "./validate.ts";
+
 /** What a {@linkcode LeakDetector} knows about a watched handle. */
 export interface LeakReport {
   /** A label given when the handle was watched, such as `DataPtr(cpu:0, ...)`. */
@@ -65,7 +72,23 @@ export class LeakDetector {
    * @param options Leak callback and stack capture.
    */
   constructor(options: LeakDetectorOptions = {}) {
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Cannot create a LeakDetector: options must be an object, received ${
+          describeValue(options)
+        }`,
+        { name: "options", value: options, limit: "LeakDetectorOptions" },
+      );
+    }
     const onLeak = options.onLeak;
+    if (onLeak !== undefined && typeof onLeak !== "function") {
+      throw new InvalidArgumentError(
+        `Cannot create a LeakDetector: onLeak must be a function, received ${
+          describeValue(onLeak)
+        }`,
+        { name: "onLeak", value: onLeak, limit: "function" },
+      );
+    }
     this.#captureStack = options.captureStack ?? false;
     this.#registry = new FinalizationRegistry((report) => {
       this.#watching--;
@@ -97,9 +120,30 @@ export class LeakDetector {
    * @param info A label and the bytes it owns.
    */
   watch(handle: object, info: { label: string; byteLength?: number }): void {
+    _requireHandle(handle, "watch");
+    if (typeof info !== "object" || info === null) {
+      throw new InvalidArgumentError(
+        `Cannot watch a handle: info must be an object, received ${
+          describeValue(info)
+        }`,
+        { name: "info", value: info, limit: "{ label, byteLength? }" },
+      );
+    }
+    const label = info.label;
+    if (typeof label !== "string") {
+      throw new InvalidArgumentError(
+        `Cannot watch a handle: info.label must be a string, received ${
+          describeValue(label)
+        }`,
+        { name: "label", value: label, limit: "string" },
+      );
+    }
+    const byteLength = info.byteLength === undefined
+      ? 0
+      : validateByteLength(info.byteLength, MAX_BYTE_LENGTH, "byteLength");
     const report: LeakReport = {
-      label: info.label,
-      byteLength: info.byteLength ?? 0,
+      label,
+      byteLength,
       createdAt: Date.now(),
     };
     if (this.#captureStack) {
@@ -118,8 +162,23 @@ export class LeakDetector {
    * @returns `true` when the handle was being watched.
    */
   forget(handle: object): boolean {
+    _requireHandle(handle, "forget");
     const removed = this.#registry.unregister(handle);
     if (removed) this.#watching--;
     return removed;
+  }
+}
+
+function _requireHandle(handle: unknown, what: string): void {
+  if (
+    (typeof handle !== "object" && typeof handle !== "function") ||
+    handle === null
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} a handle: it must be an object, received ${
+        describeValue(handle)
+      }`,
+      { name: "handle", value: handle, limit: "object" },
+    );
   }
 }

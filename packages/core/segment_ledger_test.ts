@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "./_test_faults.ts";
 import { SegmentLedger } from "./segment_ledger.ts";
 import type { Segment } from "./segment_source.ts";
 import { DoubleFreeError, InvalidArgumentError } from "./errors.ts";
@@ -86,7 +87,7 @@ describe("SegmentLedger", () => {
           for (const s of live.keys()) assert.ok(ledger.has(s));
         }
       }),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 

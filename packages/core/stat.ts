@@ -4,6 +4,22 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
+
+function invalidAmount(
+  what: string,
+  amount: unknown,
+  limit: number,
+): InvalidArgumentError {
+  return new InvalidArgumentError(
+    `Cannot ${what} a stat by ${
+      describeValue(amount)
+    }: must be an integer in [0, ${limit}]`,
+    { name: "amount", value: amount, limit },
+  );
+}
+
 /** A plain snapshot of a {@linkcode Stat}. */
 export interface StatValues {
   /** Value now. */
@@ -47,8 +63,13 @@ export class Stat implements StatValues {
    * Adds `amount` to the current value.
    *
    * @param amount A non-negative amount.
+   * @throws {InvalidArgumentError} When the amount is not a non-negative safe
+   * integer; the stat is unchanged.
    */
   increase(amount: number): void {
+    if (!Number.isSafeInteger(amount) || amount < 0) {
+      throw invalidAmount("increase", amount, Number.MAX_SAFE_INTEGER);
+    }
     this.current += amount;
     this.allocated += amount;
     if (this.current > this.peak) this.peak = this.current;
@@ -57,9 +78,14 @@ export class Stat implements StatValues {
   /**
    * Subtracts `amount` from the current value.
    *
-   * @param amount A non-negative amount.
+   * @param amount A non-negative amount, at most the current value.
+   * @throws {InvalidArgumentError} When the amount is not an integer in
+   * `[0, current]`; the stat is unchanged.
    */
   decrease(amount: number): void {
+    if (!Number.isSafeInteger(amount) || amount < 0 || amount > this.current) {
+      throw invalidAmount("decrease", amount, this.current);
+    }
     this.current -= amount;
     this.freed += amount;
   }

@@ -11,11 +11,54 @@ import { InvalidArgumentError } from "./errors.ts";
 /** The largest byte length any allot allocator accepts: 2^53 - 1. */
 export const MAX_BYTE_LENGTH: number = Number.MAX_SAFE_INTEGER;
 
-function describe(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "bigint") return `${value}n`;
-  return String(value);
+/**
+ * Describes any value for an error message without running user code: no
+ * `valueOf`, `toString`, getter or proxy trap is called, so describing a
+ * hostile object cannot throw. Strings are quoted (and cut at 40
+ * characters), BigInts end in `n`, objects and functions are named by kind.
+ *
+ * @param value The value to describe.
+ * @returns A short description.
+ *
+ * @example
+ * ```ts
+ * import { describeValue } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(describeValue(8n), "8n");
+ * assert.equal(describeValue("8"), '"8"');
+ * assert.equal(describeValue([1, 2]), "an array of length 2");
+ * assert.equal(describeValue({ valueOf: () => 8 }), "an object");
+ * ```
+ */
+export function describeValue(value: unknown): string {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(
+        value.length > 40 ? `${value.slice(0, 40)}…` : value,
+      );
+    case "bigint":
+      return `${value}n`;
+    case "symbol":
+      return "a symbol";
+    case "function":
+      return "a function";
+    case "object":
+      if (value === null) return "null";
+      try {
+        if (Array.isArray(value)) {
+          return `an array of length ${(value as unknown[]).length}`;
+        }
+      } catch {
+        // A revoked proxy or a throwing length getter.
+      }
+      return "an object";
+    default:
+      return Object.is(value, -0) ? "-0" : String(value);
+  }
 }
+
+const describe = describeValue;
 
 /**
  * Checks that `value` is a non-negative safe integer no larger than `max`.

@@ -8,6 +8,7 @@
 import {
   type Allocator,
   AllotError,
+  describeValue,
   Device,
   type DeviceType,
   type IntrusivePtr,
@@ -184,7 +185,7 @@ function resolveTarget(
   if (typeof target !== "string" || !TYPE_PATTERN.test(target)) {
     throw new InvalidArgumentError(
       `Invalid device target: expected a Device, "type" or "type:index", received ${
-        JSON.stringify(target)
+        describeValue(target)
       }`,
       { name: "target", value: target, limit: "Device | type[:index]" },
     );

@@ -8,6 +8,7 @@
 import {
   alignUp,
   type Allocator,
+  describeValue,
   DoubleFreeError,
   InvalidArgumentError,
   type LeakDetector,
@@ -149,7 +150,11 @@ function isIndexArray(value: unknown): value is IndexArray {
 function validateShape(shape: unknown): [number, number] {
   if (!Array.isArray(shape) || shape.length !== 2) {
     throw new InvalidArgumentError(
-      `Invalid shape: expected [rows, cols], received ${JSON.stringify(shape)}`,
+      `Invalid shape: expected [rows, cols], received ${
+        Array.isArray(shape)
+          ? `[${shape.map((x: unknown) => describeValue(x)).join(", ")}]`
+          : describeValue(shape)
+      }`,
       { name: "shape", value: shape, limit: "[rows, cols]" },
     );
   }
@@ -163,7 +168,7 @@ function validateLayout(layout: unknown): SparseLayout {
   if (layout !== "csr" && layout !== "csc") {
     throw new InvalidArgumentError(
       `Invalid layout: must be "csr" or "csc", received ${
-        JSON.stringify(layout)
+        describeValue(layout)
       }`,
       { name: "layout", value: layout, limit: ["csr", "csc"] },
     );
@@ -182,7 +187,9 @@ function validateArrays(
   if (dtypeOf(values) === undefined) {
     throw new InvalidArgumentError(
       `Invalid values: expected a numeric typed array (f64, f32, f16, i32, u32, i16, u16, i8, u8), received ${
-        (values as object | undefined)?.constructor?.name ?? typeof values
+        ArrayBuffer.isView(values)
+          ? (values as ArrayBufferView).constructor.name
+          : describeValue(values)
       }`,
       { name: "values", value: values, limit: "typed array" },
     );
@@ -190,7 +197,9 @@ function validateArrays(
   if (!isIndexArray(indices)) {
     throw new InvalidArgumentError(
       `Invalid indices: expected an Int32Array or Uint32Array, received ${
-        (indices as object | undefined)?.constructor?.name ?? typeof indices
+        ArrayBuffer.isView(indices)
+          ? (indices as ArrayBufferView).constructor.name
+          : describeValue(indices)
       }`,
       { name: "indices", value: indices, limit: "Int32Array | Uint32Array" },
     );
@@ -201,7 +210,9 @@ function validateArrays(
   ) {
     throw new InvalidArgumentError(
       `Invalid indptr: expected an Int32Array, Uint32Array or Float64Array, received ${
-        (indptr as object | undefined)?.constructor?.name ?? typeof indptr
+        ArrayBuffer.isView(indptr)
+          ? (indptr as ArrayBufferView).constructor.name
+          : describeValue(indptr)
       }`,
       {
         name: "indptr",
@@ -699,6 +710,14 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
    */
   forEach(fn: (row: number, col: number, value: number) => void): void {
     this.#live("forEach");
+    if (typeof fn !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid callback: forEach() needs a function, received ${
+          describeValue(fn)
+        }`,
+        { name: "fn", value: fn, limit: "function" },
+      );
+    }
     const csr = this.#layout === "csr";
     const n = this.#rowLength.length;
     for (let i = 0; i < n; i++) {
@@ -769,6 +788,17 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
   select(rows: ArrayLike<number>): SparseMatrix<V> {
     this.#live("select");
     const n = this.primaryLength;
+    if (
+      typeof rows !== "object" || rows === null ||
+      !Number.isSafeInteger(rows.length) || rows.length < 0
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid rows: select() needs an array of indices, received ${
+          describeValue(rows)
+        }`,
+        { name: "rows", value: rows, limit: "ArrayLike<number>" },
+      );
+    }
     const m = rows.length;
     for (let k = 0; k < m; k++) {
       validateInteger(rows[k], 0, n - 1, `rows[${k}]`);
@@ -1057,6 +1087,12 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         `Cannot ${what} ${this}: the matrix was released`,
       );
     }
+    // The registry owns the blocks' memory: once disposed, it is gone.
+    if (this.#registry !== undefined && this.#registry.disposed) {
+      throw new UseAfterFreeError(
+        `Cannot ${what} ${this}: its registry was disposed`,
+      );
+    }
   }
 
   #check(i: number, what: string): void {
@@ -1064,7 +1100,9 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     const n = this.#rowLength.length;
     if (!Number.isInteger(i) || i < 0 || i >= n) {
       throw new InvalidArgumentError(
-        `Invalid index: ${what}() needs an integer in [0, ${n}), received ${i}`,
+        `Invalid index: ${what}() needs an integer in [0, ${n}), received ${
+          describeValue(i)
+        }`,
         { name: "index", value: i, limit: [0, n] },
       );
     }

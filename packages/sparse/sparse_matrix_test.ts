@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "../core/_test_faults.ts";
 import {
   DoubleFreeError,
   InvalidArgumentError,
@@ -151,7 +152,7 @@ describe("SparseMatrix", () => {
         );
         registry.dispose();
       }),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -231,7 +232,7 @@ describe("SparseMatrix", () => {
           registry.dispose();
         },
       ),
-      { numRuns: 150 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -333,7 +334,7 @@ describe("SparseMatrix", () => {
           assert.equal(registry.dispose(), undefined);
         },
       ),
-      { numRuns: 150 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -541,7 +542,7 @@ describe("SparseMatrix", () => {
         assert.equal(allocator.bytesInUse, 0);
         assert.equal(registry.totalBytes, 0);
       }),
-      { numRuns: 100 },
+      { numRuns: modelRuns() },
     );
   });
 

@@ -5,7 +5,15 @@
  * @module
  */
 
-import { alignUp, validateAlignment, validateByteLength } from "@allot/core";
+import {
+  alignUp,
+  MAX_BYTE_LENGTH,
+  validateAlignment,
+  validateByteLength,
+} from "@allot/core";
+
+/** The largest request a pooled strategy rounds up to a safe power of two. */
+const MAX_POOLED = 2 ** 52;
 
 /**
  * Rounds a requested byte length to the size of the block a pool reserves.
@@ -21,6 +29,9 @@ export interface AllocationStrategy {
    *
    * @param byteLength The requested bytes, a non-negative integer.
    * @returns A byte length `>= byteLength`.
+   * @throws {InvalidArgumentError} When `byteLength` is not a non-negative
+   * safe integer, or its rounded size would pass 2^53 - 1 (for `pooled`,
+   * requests above 2^52).
    */
   reserve(byteLength: number): number;
 }
@@ -87,7 +98,13 @@ export const AllocationStrategy: {
       kind: "padded" as const,
       granule: alignment,
       reserve: (byteLength: number) =>
-        alignUp(validateByteLength(byteLength), alignment),
+        alignUp(
+          validateByteLength(
+            byteLength,
+            MAX_BYTE_LENGTH - (MAX_BYTE_LENGTH % alignment),
+          ),
+          alignment,
+        ),
     });
   },
   pooled(options: PooledStrategyOptions = {}): AllocationStrategy {
@@ -100,9 +117,11 @@ export const AllocationStrategy: {
       kind: "pooled" as const,
       granule: min,
       reserve: (byteLength: number) => {
-        validateByteLength(byteLength);
+        validateByteLength(byteLength, MAX_POOLED, "byteLength");
         if (byteLength <= min) return min;
-        return 2 ** Math.ceil(Math.log2(byteLength));
+        // Math.log2 rounds: log2(2^50 + 1) is exactly 50 in floating point.
+        const bucket = 2 ** Math.ceil(Math.log2(byteLength));
+        return bucket < byteLength ? bucket * 2 : bucket;
       },
     });
   },

@@ -7,6 +7,7 @@
 
 import {
   type Allocator,
+  describeValue,
   hostBuffer,
   type IntrusivePtr,
   InvalidArgumentError,
@@ -298,6 +299,7 @@ export class Buffer<D extends Dtype = Dtype> {
     options: FromDataOptions = {},
   ): Buffer<D> {
     const info = dtypeInfo(dtype);
+    _checkData(data);
     const shape = options.shape ?? [data.length];
     const view = BufferView.contiguous(shape);
     if (view.length !== data.length) {
@@ -485,6 +487,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   withView(view: BufferView): Buffer<D> {
     const handle = this.#live("withView");
+    _requireInstance(view, BufferView, "view", "withView");
     checkFits(view, handle.target, this.#info);
     return new Buffer(handle.clone(), {
       dtype: this.#dtype,
@@ -595,6 +598,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   set(indices: readonly number[], value: number): void {
     const at = this.#view.index(indices);
+    _checkValue(value, "set");
     const typed = this.#hostTyped("set");
     typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : value;
   }
@@ -608,6 +612,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   fill(value: number): void {
     this.#live("fill");
+    _checkValue(value, "fill");
     this.#checkWritable("fill");
     const v = this.#dtype === "bool" ? (value ? 1 : 0) : value;
     if (!this.#isHost()) {
@@ -774,6 +779,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   copyFrom(src: Buffer<D>): void {
     this.#live("copyFrom");
+    _requireInstance(src, Buffer, "src", "copyFrom");
     src.#live("copyFrom");
     if (src.#dtype !== this.#dtype) {
       throw new InvalidArgumentError(
@@ -999,6 +1005,86 @@ function checkFits(view: BufferView, storage: Storage, info: DtypeInfo): void {
         shape: view.shape,
         strides: view.strides,
       },
+    );
+  }
+}
+
+/** Refuses `data` that is not array-like (null, a string, a number). */
+function _checkData(data: unknown): void {
+  if (typeof data === "object" && data !== null) {
+    const length = (data as { length?: unknown }).length;
+    if (
+      Number.isSafeInteger(length) && (length as number) >= 0 &&
+      !(data instanceof DataView)
+    ) {
+      const error = _elementError(data as ArrayLike<unknown>);
+      if (error !== undefined) throw error;
+      return;
+    }
+  }
+  throw new InvalidArgumentError(
+    `Cannot make a buffer from ${
+      describeValue(data)
+    }: data must be an array or a typed array of numbers`,
+    { name: "data", value: data, limit: "ArrayLike<number>" },
+  );
+}
+
+/**
+ * The typed error naming the first element that typed arrays cannot convert
+ * (a BigInt, a symbol), or `undefined`. Typed arrays of numbers need no
+ * scan; a plain array is scanned before anything is allocated, so a refused
+ * call changes nothing.
+ */
+function _elementError(
+  data: ArrayLike<unknown>,
+): InvalidArgumentError | undefined {
+  if (ArrayBuffer.isView(data)) {
+    if (!(data instanceof BigInt64Array || data instanceof BigUint64Array)) {
+      return undefined;
+    }
+  }
+  for (let i = 0; i < data.length; i++) {
+    const x = data[i];
+    if (
+      typeof x !== "number" && (typeof x === "bigint" || typeof x === "symbol")
+    ) {
+      return new InvalidArgumentError(
+        `Cannot make a buffer from data: element ${i} must be a number, received ${
+          describeValue(x)
+        }`,
+        { name: `data[${i}]`, value: x, limit: "number" },
+      );
+    }
+  }
+  return undefined;
+}
+
+/** Refuses element values typed arrays cannot convert (BigInt, symbol). */
+function _checkValue(value: unknown, what: string): void {
+  if (typeof value === "bigint" || typeof value === "symbol") {
+    throw new InvalidArgumentError(
+      `Cannot ${what} an element to ${
+        describeValue(value)
+      }: the value must be a number`,
+      { name: "value", value, limit: "number" },
+    );
+  }
+}
+
+function _requireInstance(
+  value: unknown,
+  // deno-lint-ignore no-explicit-any
+  type: abstract new (...args: any[]) => unknown,
+  name: string,
+  what: string,
+): void {
+  if (!(value instanceof type)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: ${name} must be a ${type.name}, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: type.name },
     );
   }
 }

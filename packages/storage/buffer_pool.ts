@@ -7,8 +7,13 @@
 
 import {
   type Allocator,
-  type DataPtr,
+  ContractViolationError,
+  DataPtr,
+  describeValue,
   DoubleFreeError,
+  hostBuffer,
+  InvalidArgumentError,
+  isHostMemory,
   Stat,
   type StatValues,
   UseAfterFreeError,
@@ -52,7 +57,21 @@ export interface BufferPoolOptions {
    * @default {Infinity}
    */
   maxFreeBytes?: number;
+  /**
+   * Debug mode for hunting memory bugs, off by default: fills every
+   * recycled host block with `0xdd` and checks the fill when the block is
+   * handed out again (a write through a stale reference throws
+   * `UseAfterFreeError` naming the block and the first changed byte), and
+   * checks the pool's own counters on every call. Costs a fill and a scan
+   * per reuse.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
+
+/** The byte a strict pool writes into recycled host blocks. */
+const JUNK = 0xdd;
 
 /**
  * A pool of blocks from one allocator, kept by reserved size, like CubeCL's
@@ -95,11 +114,13 @@ export class BufferPool<M = unknown, C = unknown> {
   #maxFreeBytes: number;
   #free = new Map<number, DataPtr<M, C>[]>();
   #inUse = new Map<DataPtr<M, C>, number>();
+  #freeSet = new Set<DataPtr<M, C>>();
   #freeHandles = 0;
   #freeBytes = 0;
   #allocations = 0;
   #reuses = 0;
   #reserved = new Stat();
+  #strict: boolean;
 
   /**
    * Creates an empty pool.
@@ -109,11 +130,48 @@ export class BufferPool<M = unknown, C = unknown> {
    * @throws {InvalidArgumentError} When `maxFreeBytes` is negative.
    */
   constructor(allocator: Allocator<M, C>, options: BufferPoolOptions = {}) {
-    this.allocator = allocator;
-    this.strategy = options.strategy ?? AllocationStrategy.pooled();
+    if (
+      typeof allocator !== "object" || allocator === null ||
+      typeof allocator.allocate !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot create a BufferPool: allocator must have allocate(), received ${
+          describeValue(allocator)
+        }`,
+        { name: "allocator", value: allocator, limit: "Allocator" },
+      );
+    }
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Cannot create a BufferPool: options must be an object, received ${
+          describeValue(options)
+        }`,
+        { name: "options", value: options, limit: "BufferPoolOptions" },
+      );
+    }
+    const strategy = options.strategy ?? AllocationStrategy.pooled();
+    if (
+      typeof strategy !== "object" || strategy === null ||
+      typeof strategy.reserve !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot create a BufferPool: strategy must have reserve(), received ${
+          describeValue(strategy)
+        }`,
+        { name: "strategy", value: strategy, limit: "AllocationStrategy" },
+      );
+    }
     const max = options.maxFreeBytes ?? Infinity;
     if (max !== Infinity) validateByteLength(max, undefined, "maxFreeBytes");
+    this.allocator = allocator;
+    this.strategy = strategy;
     this.#maxFreeBytes = max;
+    this.#strict = options.strict === true;
+  }
+
+  /** Whether the pool runs in strict (debug) mode. */
+  get strict(): boolean {
+    return this.#strict;
   }
 
   /**
@@ -125,20 +183,58 @@ export class BufferPool<M = unknown, C = unknown> {
    * @throws {InvalidArgumentError} When `byteLength` is invalid.
    */
   acquire(byteLength: number): DataPtr<M, C> {
+    validateByteLength(byteLength);
     const reserved = this.strategy.reserve(byteLength);
+    if (!Number.isSafeInteger(reserved) || reserved < byteLength) {
+      throw new ContractViolationError(
+        `Cannot acquire ${byteLength} bytes: the strategy reserved ${
+          describeValue(reserved)
+        }, less than asked`,
+      );
+    }
+    if (this.#strict) this.#validate();
     const list = this.#free.get(reserved);
     let block = list?.pop();
     if (block !== undefined) {
+      this.#freeSet.delete(block);
       this.#freeHandles--;
       this.#freeBytes -= reserved;
       this.#reuses++;
+      if (this.#strict) this.#checkJunk(block);
     } else {
-      block = this.allocator.allocate(reserved);
+      block = this.#checkedAllocate(reserved);
       this.#reserved.increase(block.byteLength);
       this.#allocations++;
     }
     this.#inUse.set(block, byteLength);
     return block;
+  }
+
+  /** Allocates a block and refuses one that breaks the allocator contract. */
+  #checkedAllocate(reserved: number): DataPtr<M, C> {
+    const block = this.allocator.allocate(reserved);
+    let why: string | undefined;
+    if (!(block instanceof DataPtr)) why = "not a DataPtr";
+    else if (block.released) why = "already released";
+    else if (block.byteLength !== reserved) {
+      why = `${block.byteLength} bytes long`;
+    } else if (this.#inUse.has(block) || this.#freeSet.has(block)) {
+      why = "a block the pool already holds";
+    }
+    if (why === undefined) return block;
+    if (
+      block instanceof DataPtr && !this.#inUse.has(block) &&
+      !this.#freeSet.has(block)
+    ) {
+      try {
+        block.release();
+      } catch {
+        // The contract is already broken; the refusal below says so.
+      }
+    }
+    throw new ContractViolationError(
+      `Cannot acquire ${reserved} bytes: the allocator returned ${why}`,
+    );
   }
 
   /**
@@ -151,9 +247,12 @@ export class BufferPool<M = unknown, C = unknown> {
   recycle(block: DataPtr<M, C>): void {
     if (!this.#inUse.has(block)) {
       throw new DoubleFreeError(
-        `Cannot recycle ${block}: it is not handed out by this pool`,
+        `Cannot recycle ${
+          block instanceof DataPtr ? String(block) : describeValue(block)
+        }: it is not handed out by this pool`,
       );
     }
+    if (this.#strict) this.#validate();
     this.#inUse.delete(block);
     if (block.released) {
       this.#reserved.decrease(block.byteLength);
@@ -167,9 +266,11 @@ export class BufferPool<M = unknown, C = unknown> {
       block.release();
       return;
     }
+    if (this.#strict) _fill(block, JUNK);
     let list = this.#free.get(reserved);
     if (list === undefined) this.#free.set(reserved, list = []);
     list.push(block);
+    this.#freeSet.add(block);
     this.#freeHandles++;
     this.#freeBytes += reserved;
   }
@@ -180,15 +281,98 @@ export class BufferPool<M = unknown, C = unknown> {
    * @returns The bytes freed.
    */
   cleanup(): number {
+    if (this.#strict) this.#validate();
     const freed = this.#freeBytes;
-    for (const list of this.#free.values()) {
-      for (const block of list) block.release();
-    }
+    const lists = [...this.#free.values()];
+    // The books are settled first, so a deleter that throws leaves them
+    // right; every block is still released, and the first error rethrown.
     this.#free.clear();
+    this.#freeSet.clear();
     this.#reserved.decrease(freed);
     this.#freeHandles = 0;
     this.#freeBytes = 0;
+    let failure: { error: unknown } | undefined;
+    for (const list of lists) {
+      for (const block of list) {
+        try {
+          block.release();
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+    }
+    if (failure !== undefined) throw failure.error;
     return freed;
+  }
+
+  /**
+   * Checks the pool's books: free lists against the free counters, reserved
+   * bytes against in-use plus free. Runs on every call in strict mode.
+   *
+   * @throws {ContractViolationError} When the books disagree (a bug, or a
+   * block freed behind the pool's back).
+   */
+  validate(): void {
+    this.#validate();
+  }
+
+  #validate(): void {
+    let handles = 0, bytes = 0;
+    for (const [size, list] of this.#free) {
+      for (const block of list) {
+        if (block.released || block.byteLength !== size) {
+          throw new ContractViolationError(
+            `BufferPool is corrupt: a free block of the ${size}-byte list is ${
+              block.released ? "released" : `${block.byteLength} bytes`
+            }`,
+          );
+        }
+        if (this.#inUse.has(block)) {
+          throw new ContractViolationError(
+            `BufferPool is corrupt: ${block} is both free and in use`,
+          );
+        }
+      }
+      handles += list.length;
+      bytes += size * list.length;
+    }
+    if (handles !== this.#freeSet.size) {
+      throw new ContractViolationError(
+        `BufferPool is corrupt: free lists hold ${handles} blocks, the free set ${this.#freeSet.size}`,
+      );
+    }
+    let inUse = 0;
+    for (const block of this.#inUse.keys()) {
+      if (!block.released) inUse += block.byteLength;
+    }
+    if (
+      handles !== this.#freeHandles || bytes !== this.#freeBytes ||
+      bytes > this.#maxFreeBytes
+    ) {
+      throw new ContractViolationError(
+        `BufferPool is corrupt: free lists hold ${handles} blocks, ${bytes} bytes; counters say ${this.#freeHandles}, ${this.#freeBytes} (limit ${this.#maxFreeBytes})`,
+      );
+    }
+    if (inUse + bytes > this.#reserved.current) {
+      throw new ContractViolationError(
+        `BufferPool is corrupt: ${inUse} bytes in use and ${bytes} free exceed the ${this.#reserved.current} reserved`,
+      );
+    }
+  }
+
+  #checkJunk(block: DataPtr<M, C>): void {
+    const bytes = _hostBytes(block);
+    if (bytes === undefined) return;
+    const at = bytes.findIndex((b) => b !== JUNK);
+    if (at < 0) return;
+    // The block is corrupt: it leaves the pool.
+    this.#reserved.decrease(block.byteLength);
+    block.release();
+    throw new UseAfterFreeError(
+      `Cannot reuse ${block}: byte ${at} was written after the block was recycled (0x${
+        bytes[at].toString(16)
+      }, expected 0x${JUNK.toString(16)})`,
+    );
   }
 
   /**
@@ -230,4 +414,14 @@ export class BufferPool<M = unknown, C = unknown> {
       reserved: this.#reserved.values(),
     };
   }
+}
+
+function _hostBytes(block: DataPtr): Uint8Array | undefined {
+  const memory = block.memory;
+  if (!isHostMemory(memory)) return undefined;
+  return new Uint8Array(hostBuffer(memory), block.byteOffset, block.byteLength);
+}
+
+function _fill(block: DataPtr, value: number): void {
+  _hostBytes(block)?.fill(value);
 }

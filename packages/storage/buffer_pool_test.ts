@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "../core/_test_faults.ts";
 import {
   type DataPtr,
   DoubleFreeError,
@@ -114,7 +115,7 @@ describe("BufferPool", () => {
           assert.equal(pool.stats().reserved.current, 0);
         },
       ),
-      { numRuns: 150 },
+      { numRuns: modelRuns() },
     );
   });
 

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "../core/_test_faults.ts";
 import {
   type Allocator,
   DoubleFreeError,
@@ -110,7 +111,7 @@ describe("Buffer", () => {
           assert.equal(liveBlocks(), 0);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: modelRuns() },
     );
   });
 

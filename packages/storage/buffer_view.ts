@@ -5,7 +5,7 @@
  * @module
  */
 
-import { alignUp, InvalidArgumentError } from "@allot/core";
+import { alignUp, describeValue, InvalidArgumentError } from "@allot/core";
 import { _fmt, ShapeError } from "./errors.ts";
 
 /** A shape or strides list, in elements. */
@@ -135,7 +135,9 @@ export class BufferView {
       const offset = options.offset ?? 0;
       if (!Number.isSafeInteger(offset) || offset < 0) {
         throw new InvalidArgumentError(
-          `Invalid view offset: must be a non-negative integer, received ${offset}`,
+          `Invalid view offset: must be a non-negative integer, received ${
+            describeValue(offset)
+          }`,
           { name: "offset", value: offset, limit: 0 },
         );
       }
@@ -324,7 +326,7 @@ export class BufferView {
         `Cannot index a view of shape ${
           _fmt(shp)
         }: expected ${shp.length} indices, received ${
-          Array.isArray(indices) ? _fmt(indices) : String(indices)
+          Array.isArray(indices) ? _fmt(indices) : describeValue(indices)
         }`,
         "indices",
         indices,
@@ -336,9 +338,9 @@ export class BufferView {
       const k = indices[i];
       if (!Number.isInteger(k) || k < 0 || k >= shp[i]) {
         throw this.#error(
-          `Cannot index a view of shape ${
-            _fmt(shp)
-          }: index ${k} at dim ${i} is outside [0, ${shp[i]})`,
+          `Cannot index a view of shape ${_fmt(shp)}: index ${
+            describeValue(k)
+          } at dim ${i} is outside [0, ${shp[i]})`,
           "indices",
           [...indices],
           shp[i],
@@ -444,7 +446,7 @@ export class BufferView {
         `Cannot permute a view of shape ${_fmt(this.#shape)} with strides ${
           _fmt(this.#strides)
         }: axes ${
-          Array.isArray(axes) ? _fmt(axes) : String(axes)
+          Array.isArray(axes) ? _fmt(axes) : describeValue(axes)
         } are not a permutation of [0, ${rank})`,
         "axes",
         Array.isArray(axes) ? [...axes] : axes,
@@ -490,7 +492,7 @@ export class BufferView {
       throw this.#error(
         `Cannot slice dim ${d} of a view of shape ${
           _fmt(this.#shape)
-        }: step must be a non-zero integer, received ${step}`,
+        }: step must be a non-zero integer, received ${describeValue(step)}`,
         "step",
         step,
       );
@@ -503,7 +505,9 @@ export class BufferView {
         throw this.#error(
           `Cannot slice dim ${d} of a view of shape ${
             _fmt(this.#shape)
-          } with step ${step}: ${name} ${value} is outside [${lo}, ${hi}]`,
+          } with step ${step}: ${name} ${
+            describeValue(value)
+          } is outside [${lo}, ${hi}]`,
           name,
           value,
           [lo, hi],
@@ -569,7 +573,9 @@ export class BufferView {
     const d = Number.isInteger(dim) && dim < 0 ? dim + rank + 1 : dim;
     if (!Number.isInteger(d) || d < 0 || d > rank || rank >= MAX_RANK) {
       throw this.#error(
-        `Cannot unsqueeze a view of shape ${_fmt(this.#shape)} at dim ${dim}: ${
+        `Cannot unsqueeze a view of shape ${_fmt(this.#shape)} at dim ${
+          describeValue(dim)
+        }: ${
           rank >= MAX_RANK
             ? `rank would exceed ${MAX_RANK}`
             : `must be in [${-rank - 1}, ${rank}]`
@@ -675,7 +681,7 @@ export class BufferView {
     const d = Number.isInteger(dim) && dim < 0 ? dim + rank : dim;
     if (!Number.isInteger(d) || d < 0 || d >= rank) {
       throw this.#error(
-        `Cannot ${what} dim ${dim} of a view of shape ${
+        `Cannot ${what} dim ${describeValue(dim)} of a view of shape ${
           _fmt(this.#shape)
         }: must be in [${-rank}, ${rank})`,
         "dim",
@@ -802,7 +808,9 @@ function sameList(a: readonly number[], b: readonly number[]): boolean {
 function validateShape(shape: Shape, what = "shape"): number[] {
   if (!Array.isArray(shape)) {
     throw new ShapeError(
-      `Invalid ${what}: expected an array of sizes, received ${String(shape)}`,
+      `Invalid ${what}: expected an array of sizes, received ${
+        describeValue(shape)
+      }`,
       { name: "shape", value: shape, shape: [] },
     );
   }
@@ -819,7 +827,9 @@ function validateShape(shape: Shape, what = "shape"): number[] {
       throw new ShapeError(
         `Invalid ${what} ${
           _fmt(shape)
-        }: sizes must be non-negative integers, received ${n} at dim ${i}`,
+        }: sizes must be non-negative integers, received ${
+          describeValue(n)
+        } at dim ${i}`,
         { name: "shape", value: n, limit: 0, shape },
       );
     }
@@ -840,7 +850,7 @@ function validateStrides(strides: Shape, shape: number[]): number[] {
   if (!Array.isArray(strides) || strides.length !== shape.length) {
     throw new ShapeError(
       `Invalid strides ${
-        Array.isArray(strides) ? _fmt(strides) : String(strides)
+        Array.isArray(strides) ? _fmt(strides) : describeValue(strides)
       } for shape ${_fmt(shape)}: expected ${shape.length} strides`,
       { name: "strides", value: strides, limit: shape.length, shape },
     );
@@ -850,7 +860,9 @@ function validateStrides(strides: Shape, shape: number[]): number[] {
       throw new ShapeError(
         `Invalid strides ${_fmt(strides)} for shape ${
           _fmt(shape)
-        }: strides must be integers, received ${strides[i]} at dim ${i}`,
+        }: strides must be integers, received ${
+          describeValue(strides[i])
+        } at dim ${i}`,
         { name: "strides", value: strides[i], shape, strides },
       );
     }
@@ -966,7 +978,9 @@ export function alignedStorageLength(shape: Shape, alignment: number): number {
 function validateElementAlignment(alignment: number): void {
   if (!Number.isSafeInteger(alignment) || alignment < 1) {
     throw new InvalidArgumentError(
-      `Invalid alignment: must be a positive integer count of elements, received ${alignment}`,
+      `Invalid alignment: must be a positive integer count of elements, received ${
+        describeValue(alignment)
+      }`,
       { name: "alignment", value: alignment, limit: 1 },
     );
   }

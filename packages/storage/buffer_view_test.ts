@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "../core/_test_faults.ts";
 import { InvalidArgumentError } from "@allot/core";
 import {
   alignedStorageLength,
@@ -306,7 +307,7 @@ describe("BufferView", () => {
           }
         },
       ),
-      { numRuns: 300 },
+      { numRuns: modelRuns() },
     );
   });
 });

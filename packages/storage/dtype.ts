@@ -4,7 +4,11 @@
  * @module
  */
 
-import { InvalidArgumentError, UnsupportedOperationError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  UnsupportedOperationError,
+} from "@allot/core";
 
 /**
  * An element type, named as in WGSL. `bool` is stored as one byte (0 or 1) and
@@ -193,7 +197,7 @@ export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
   if (found !== undefined) return found;
   throw new InvalidArgumentError(
     `Unknown dtype: expected one of ${ALL.join(", ")}, received ${
-      JSON.stringify(dtype)
+      describeValue(dtype)
     }`,
     { name: "dtype", value: dtype, limit: ALL },
   );

@@ -4,8 +4,8 @@
  * @module
  */
 
-import { InvalidArgumentError } from "@allot/core";
-import type { Buffer } from "./buffer.ts";
+import { describeValue, InvalidArgumentError } from "@allot/core";
+import { Buffer } from "./buffer.ts";
 import type { BufferView } from "./buffer_view.ts";
 import type { Dtype } from "./dtype.ts";
 import type { Storage } from "./storage.ts";
@@ -43,6 +43,14 @@ export class DynBuffer {
    * @param buffer Any typed buffer.
    */
   constructor(buffer: Buffer) {
+    if (!(buffer instanceof Buffer)) {
+      throw new InvalidArgumentError(
+        `Cannot make a DynBuffer: expected a Buffer, received ${
+          describeValue(buffer)
+        }`,
+        { name: "buffer", value: buffer, limit: "Buffer" },
+      );
+    }
     this.#buffer = buffer;
     _adopt(buffer, this);
   }

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 
 /** Details of a {@linkcode ShapeError}. */
 export interface ShapeErrorDetails {
@@ -65,5 +65,12 @@ export class ShapeError extends InvalidArgumentError {
 
 /** Formats a shape or strides list as `[2, 3]`. */
 export function _fmt(list: readonly number[]): string {
-  return `[${list.join(", ")}]`;
+  if (!Array.isArray(list)) return describeValue(list);
+  let out = "";
+  for (let i = 0; i < list.length; i++) {
+    const x = list[i];
+    out += (i === 0 ? "" : ", ") +
+      (typeof x === "number" ? String(x) : describeValue(x));
+  }
+  return `[${out}]`;
 }

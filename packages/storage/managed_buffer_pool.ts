@@ -9,6 +9,7 @@ import {
   type Allocator,
   AllocatorBase,
   DataPtr,
+  describeValue,
   type Device,
   IntrusivePtr,
   UseAfterFreeError,
@@ -137,7 +138,9 @@ export class ManagedBufferPool<M = unknown, C = unknown>
   allocate(byteLength: number): DataPtr<M, DataPtr<M, C>> {
     if (this.#closed) {
       throw new UseAfterFreeError(
-        `Cannot allocate ${byteLength} bytes: the pool was disposed`,
+        `Cannot allocate ${
+          describeValue(byteLength)
+        } bytes: the pool was disposed`,
       );
     }
     const block = this.#pool.acquire(byteLength);

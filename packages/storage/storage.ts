@@ -6,7 +6,9 @@
 
 import {
   type Allocator,
+  ContractViolationError,
   type DataPtr,
+  describeValue,
   type Device,
   hostBuffer,
   IntrusivePtr,
@@ -119,6 +121,15 @@ export class Storage extends IntrusiveTarget {
     validateByteLength(byteLength);
     const allocator = options.allocator ?? _defaultAllocator;
     const data = allocator.allocate(byteLength);
+    if (data.byteLength < byteLength || data.released) {
+      const got = data.released
+        ? "a released block"
+        : `${data.byteLength} bytes`;
+      if (!data.released) data.release();
+      throw new ContractViolationError(
+        `Cannot allocate a storage of ${byteLength} bytes: the allocator returned ${got}`,
+      );
+    }
     return IntrusivePtr.make(
       new Storage(data, { allocator, resizable: options.resizable }),
     );
@@ -255,12 +266,23 @@ export class Storage extends IntrusiveTarget {
     const old = this.data;
     if (!this.#resizable) {
       throw new UnsupportedOperationError(
-        `Cannot resize storage ${this.id} from ${old.byteLength} to ${byteLength} bytes: it is not resizable`,
+        `Cannot resize storage ${this.id} from ${old.byteLength} to ${
+          describeValue(byteLength)
+        } bytes: it is not resizable`,
       );
     }
     validateByteLength(byteLength);
     if (byteLength === old.byteLength) return;
     const next = this.#allocator.allocate(byteLength);
+    if (next.byteLength < byteLength || next.released) {
+      const got = next.released
+        ? "a released block"
+        : `${next.byteLength} bytes`;
+      if (!next.released) next.release();
+      throw new ContractViolationError(
+        `Cannot resize storage ${this.id} to ${byteLength} bytes: the allocator returned ${got}`,
+      );
+    }
     try {
       this.#allocator.copyData(
         next,

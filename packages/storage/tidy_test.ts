@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { modelRuns } from "../core/_test_faults.ts";
 import { InvalidArgumentError } from "@allot/core";
 import { Buffer } from "./buffer.ts";
 import { DynBuffer } from "./dyn_buffer.ts";
@@ -140,7 +141,7 @@ describe("tidy", () => {
           assert.equal(m.storage.useCount, 1);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: modelRuns() },
     );
   });
 

@@ -96,6 +96,7 @@ export class GpuBufferBackend implements BufferBackend {
    * @throws {DeviceLostError} When the device was lost.
    */
   copy(dst: StridedBinding, src: StridedBinding): void {
+    if (this.#empty(src, "copy") && this.#empty(dst, "copy")) return;
     const s = this.#resolve(src, "copy");
     const d = this.#resolve(dst, "copy");
     this.kernels.copyStrided(s.binding, s.layout, d.binding, d.layout, s.dtype);
@@ -109,6 +110,7 @@ export class GpuBufferBackend implements BufferBackend {
    * @throws {DeviceLostError} When the device was lost.
    */
   fill(dst: StridedBinding, value: number): void {
+    if (this.#empty(dst, "fill")) return;
     const d = this.#resolve(dst, "fill");
     const length = dst.view.length;
     if (dst.view.isContiguous) {
@@ -154,6 +156,7 @@ export class GpuBufferBackend implements BufferBackend {
    * @throws {DeviceLostError} When the device was lost.
    */
   write(dst: StridedBinding, data: AnyTypedArray): void {
+    if (this.#empty(dst, "write") && data.length === 0) return;
     const d = this.#resolve(dst, "write");
     const size = dtypeInfo(dst.dtype).bytesPerElement;
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -199,6 +202,9 @@ export class GpuBufferBackend implements BufferBackend {
    * @throws {DeviceLostError} When the device was lost.
    */
   async read(src: StridedBinding): Promise<AnyTypedArray> {
+    if (this.#empty(src, "read")) {
+      return new (dtypeInfo(src.dtype).arrayType)(0);
+    }
     const s = this.#resolve(src, "read");
     const info = dtypeInfo(src.dtype);
     const size = info.bytesPerElement;
@@ -230,6 +236,17 @@ export class GpuBufferBackend implements BufferBackend {
     // A kernel that failed on the device fails the read, not silently.
     await this.kernels.flush();
     return new info.arrayType(bytes.buffer, 0, length);
+  }
+
+  /**
+   * Whether `sb` has no elements: every operation on it is a no-op, like on
+   * the host (a zero-byte storage may have no GPUBuffer at all). The device
+   * must still be alive.
+   */
+  #empty(sb: StridedBinding, what: string): boolean {
+    if (sb.view.length !== 0) return false;
+    _assertAlive(this.gpuDevice, `${what} a GPU buffer`);
+    return true;
   }
 
   #resolve(
