@@ -187,7 +187,23 @@ export class Storage extends IntrusiveTarget {
    */
   get data(): DataPtr {
     if (this.resourcesReleased) this.#throwFreed("data");
-    return this.#data ??= this.#allocator.allocate(this.#lazyBytes);
+    return this.#data ??= this.#materialize();
+  }
+
+  /** The first allocation of a lazy storage, with `allocate`'s checks. */
+  #materialize(): DataPtr {
+    const byteLength = this.#lazyBytes;
+    const data = this.#allocator.allocate(byteLength);
+    if (data.byteLength < byteLength || data.released) {
+      const got = data.released
+        ? "a released block"
+        : `${data.byteLength} bytes`;
+      if (!data.released) data.release();
+      throw new ContractViolationError(
+        `Cannot allocate lazy storage ${this.id} of ${byteLength} bytes: the allocator returned ${got}`,
+      );
+    }
+    return data;
   }
 
   /**
