@@ -14,6 +14,12 @@ import { CpuAllocator, HostSegmentSource } from "@allot/cpu";
 import { Registry } from "@allot/registry";
 import { Buffer, type BufferBackend } from "@allot/storage";
 import { GpuBufferBackend, GpuCachingAllocator } from "@allot/webgpu";
+import {
+  formatTrace,
+  fromAllocatorSnapshot,
+  memoryReport,
+  type SnapshotLike,
+} from "@allot/trace";
 
 const MiB = 2 ** 20;
 const out = new URL("../.out/", import.meta.url);
@@ -142,6 +148,12 @@ await Deno.mkdir(out, { recursive: true });
 const file = new URL("demo-snapshot.json", out);
 await Deno.writeTextFile(file, JSON.stringify(snapshot(), null, 2));
 console.log(`snapshot written to ${file.pathname}`);
+// The same history as a trace, and a report to open in a browser.
+const trace = fromAllocatorSnapshot(snapshot() as SnapshotLike, "allot demo");
+await Deno.writeTextFile(new URL("demo-trace.jsonl", out), formatTrace(trace));
+const report = new URL("demo-report.html", out);
+await Deno.writeTextFile(report, memoryReport(trace, { repeat: 1 }));
+console.log(`memory report written to ${report.pathname}`);
 
 const live = snapshot() as { segments: { blocks: { state: string }[] }[] };
 const active =

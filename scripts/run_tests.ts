@@ -1,7 +1,7 @@
 /**
  * `deno task test`: every unit, property, doc and README test of the
- * workspace, in two serial `deno test` runs: everything but `@allot/webgpu`,
- * then `@allot/webgpu` on its own. Both run with `--doc` and `--expose-gc`
+ * workspace, in two serial `deno test` runs: everything but the WebGPU packages,
+ * then `@allot/webgpu` and `@allot/trace` on their own. Both run with `--doc` and `--expose-gc`
  * (for the leak-detection tests). The last line is one summary in `deno
  * test`'s format, the sum of the two. With arguments (paths, flags), one run
  * of exactly those.
@@ -48,7 +48,8 @@ interface RunResult {
   summary: Summary | undefined;
 }
 
-const GPU_DIR = "packages/webgpu";
+/** Packages whose tests drive WebGPU (`@allot/trace` records real devices). */
+const GPU_DIRS = ["packages/webgpu", "packages/trace"];
 /**
  * A run with no result by then is stopped and run once more. The non-WebGPU
  * run takes about 50 s here (two cores).
@@ -179,10 +180,10 @@ async function runWithRetry(name: string, args: string[]): Promise<RunResult> {
 }
 
 const cpu = await runWithRetry("tests without WebGPU", [
-  `--ignore=${GPU_DIR}`,
+  `--ignore=${GPU_DIRS.join(",")}`,
 ]);
 const cpuOk = passed("tests without WebGPU", cpu);
-const gpu = await runWithRetry("WebGPU tests", [GPU_DIR]);
+const gpu = await runWithRetry("WebGPU tests", GPU_DIRS);
 const gpuOk = passed("WebGPU tests", gpu);
 
 const total: Summary = {

@@ -11,7 +11,7 @@ import {
   AllocatorBase,
   DataPtr,
   type Deleter,
-  type Device,
+  Device,
   DoubleFreeError,
   hostBuffer,
   type HostMemory,
@@ -25,7 +25,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import { SystemAllocator } from "@allot/cpu";
+import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
 /** Options of {@linkcode BuddyAllocator}. */
 export interface BuddyAllocatorOptions {
@@ -60,6 +60,16 @@ export interface BuddyAllocatorOptions {
    * @default {new SystemAllocator()}
    */
   backing?: Allocator | SegmentSource;
+  /**
+   * Debug mode for hunting a bug: checks the allocator's invariants
+   * ({@linkcode BuddyAllocator.checkIntegrity}, O(blocks)) after each
+   * allocation and free, and fills freed blocks of host pools with the junk
+   * pattern `0x7fedbeef` (a NaN as f32). Views made before a free cannot be
+   * detached (they share the pool's buffer): they read junk.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** The figures of {@linkcode BuddyAllocator.stats}. */
@@ -179,6 +189,12 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   constructor(options: BuddyAllocatorOptions = {}) {
     super();
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Invalid options: must be an object, received ${String(options)}`,
+        { name: "options", value: options },
+      );
+    }
     const min = validateAlignment(
       options.minBlockByteLength ?? 256,
       1 << 20,
@@ -215,7 +231,28 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#minShift = 31 - Math.clz32(min);
     this.#poolShift = 31 - Math.clz32(poolUnits);
     this.#maxOrder = this.#poolShift;
-    const backing = options.backing ?? new SystemAllocator();
+    const backing = options.backing === undefined
+      ? new SystemAllocator()
+      : options.backing;
+    if (
+      !isSegmentSource(backing) &&
+      typeof (backing as Allocator)?.allocate !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid backing: must be an Allocator (with allocate()) or a SegmentSource (with tryAllocateSegment()), received ${
+          Object.prototype.toString.call(backing)
+        }`,
+        { name: "backing", value: backing },
+      );
+    }
+    if (!(backing.device instanceof Device)) {
+      throw new InvalidArgumentError(
+        `Invalid backing: its device must be a Device, received ${
+          String(backing.device)
+        }`,
+        { name: "backing", value: backing },
+      );
+    }
     this.backing = backing as Allocator<M> | SegmentSource<M>;
     this.device = backing.device;
     if (isSegmentSource(backing)) {
@@ -243,6 +280,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         allocator.allocate(byteLength) as DataPtr<M>;
     }
     this.#deleter = (address) => this.free(address);
+    if (options.strict === true) _makeStrict(this);
   }
 
   /** Number of pools held. */
@@ -293,6 +331,68 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   }
 
   /**
+   * Checks every invariant (O(blocks)): the blocks of each pool tile it at
+   * their natural alignment, no two free buddies of one order are left
+   * unmerged, and the free counts, order bitmap and stats match the blocks.
+   *
+   * @throws {HeapCorruptionError} When an invariant does not hold.
+   */
+  checkIntegrity(): void {
+    const fail = (why: string): never => {
+      throw new HeapCorruptionError(`Buddy allocator is corrupt: ${why}`);
+    };
+    const order = this.#order;
+    const free = new Int32Array(MAX_ORDER + 1);
+    let used = 0, live = 0, pools = 0;
+    for (let i = 0; i < this.#poolPtrs.length; i++) {
+      const first = i << this.#poolShift;
+      const end = first + (1 << this.#poolShift);
+      if (this.#poolPtrs[i] === undefined) {
+        for (let g = first; g < end && g < order.length; g++) {
+          if (order[g] !== 0) fail(`unit ${g} of an absent pool is marked`);
+        }
+        continue;
+      }
+      pools++;
+      let g = first;
+      while (g < end) {
+        const o = order[g];
+        if (o === 0) fail(`unit ${g} starts no block`);
+        const k = Math.abs(o) - 1;
+        if (k > this.#maxOrder || (g & ((1 << k) - 1)) !== 0) {
+          fail(`block at unit ${g} has a bad order ${k}`);
+        }
+        for (let u = g + 1; u < g + (1 << k); u++) {
+          if (order[u] !== 0) fail(`unit ${u} inside a block is marked`);
+        }
+        if (o > 0) {
+          free[k]++;
+          if (k < this.#maxOrder && order[g ^ (1 << k)] === o) {
+            fail(`free buddies at units ${g} and ${g ^ (1 << k)} not merged`);
+          }
+        } else {
+          used += this.minBlockByteLength * 2 ** k;
+          live++;
+        }
+        g += 1 << k;
+      }
+    }
+    if (pools !== this.#poolCount) fail("pool count is wrong");
+    for (let k = 0; k <= MAX_ORDER; k++) {
+      if (free[k] !== this.#free[k]) fail(`free count of order ${k} is wrong`);
+      if (((this.#bits >>> k) & 1) !== (free[k] > 0 ? 1 : 0)) {
+        fail(`order bitmap bit ${k} is wrong`);
+      }
+    }
+    if (used + this.#largeBytes !== this.#usedBytes) {
+      fail("used bytes are wrong");
+    }
+    if (live + this.#large.size !== this.#liveCount) {
+      fail("live count is wrong");
+    }
+  }
+
+  /**
    * Allocates a block of at least `byteLength` bytes.
    *
    * @param byteLength Number of bytes; 0 takes a minimum block.
@@ -300,9 +400,14 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @throws {InvalidArgumentError} For a bad length.
    * @throws {OutOfMemoryError} When no block is free, the pools are at their
    * maximum, or the backing allocator refuses.
+   * @throws {UnsupportedOperationError} When the backing allocator hands out
+   * a pool not aligned to `minBlockByteLength` (the pool is given back).
    */
   alloc(byteLength: number): number {
-    if ((byteLength >>> 0) !== byteLength || byteLength > 0x7fffffff) {
+    if (
+      typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
+      byteLength > 0x7fffffff
+    ) {
       validateByteLength(byteLength);
     }
     if (byteLength > this.poolByteLength) return this.#allocLarge(byteLength);
@@ -364,7 +469,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * changes.
    */
   free(address: number): void {
-    if (address < 0 && Number.isSafeInteger(address)) {
+    if (typeof address === "number" && address < 0) {
       this.#freeLarge(address);
       return;
     }
@@ -467,13 +572,23 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         byteOffset: number,
         length: number,
       ): T;
-      readonly BYTES_PER_ELEMENT: number;
+      readonly BYTES_PER_ELEMENT?: number;
     },
   ): T {
+    if (typeof type !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid view type: must be a typed-array constructor or DataView, received ${
+          String(type)
+        }`,
+        { name: "type", value: type },
+      );
+    }
+    // DataView (no BYTES_PER_ELEMENT) counts bytes.
+    const size = type.BYTES_PER_ELEMENT ?? 1;
     return new type(
       this.#hostBuffer(address),
       this.byteOffsetOf(address),
-      Math.floor(this.byteLengthOf(address) / type.BYTES_PER_ELEMENT),
+      Math.floor(this.byteLengthOf(address) / size),
     );
   }
 
@@ -492,18 +607,26 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * host memories; the fast way to view a block.
    *
    * @param address A live block's address.
-   * @param byteLength Number of bytes, at most the block's length.
+   * @param byteLength Number of bytes, at most the block's length
+   * ({@linkcode BuddyAllocator.byteLengthOf}).
    * @returns The bytes.
+   * @throws {InvalidArgumentError} When `byteLength` is not an integer or
+   * reaches past the block.
    * @throws {DoubleFreeError} When no live block has that address.
    * @throws {UnsupportedOperationError} When the pools are not host memory.
    */
   bytes(address: number, byteLength: number): Uint8Array {
-    if ((address >>> 0) === address) {
+    if (
+      typeof address === "number" && (address >>> 0) === address &&
+      typeof byteLength === "number" && (byteLength >>> 0) === byteLength
+    ) {
       const g = address >>> this.#minShift;
-      if (
-        (address & (this.minBlockByteLength - 1)) === 0 &&
-        g < this.#order.length && this.#order[g] < 0
-      ) {
+      const order = this.#order;
+      const min = this.minBlockByteLength;
+      // A used block's start holds -(order + 1); blocks in pools are at
+      // most a pool long (< 2^31 bytes), so `min << k` stays an int32.
+      const k = g < order.length ? -order[g] - 1 : -1;
+      if ((address & (min - 1)) === 0 && k >= 0 && byteLength <= min << k) {
         const pool = g >>> this.#poolShift;
         const buffer = this.#poolBuffers[pool];
         if (buffer !== undefined) {
@@ -516,6 +639,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         }
       }
     }
+    const limit = this.byteLengthOf(address);
+    validateByteLength(byteLength, limit, "byteLength");
     return new Uint8Array(
       this.#hostBuffer(address),
       this.byteOffsetOf(address),
@@ -577,7 +702,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
 
   #unit(address: number, what: string): number {
     if (
-      (address >>> 0) === address &&
+      typeof address === "number" && (address >>> 0) === address &&
       (address & (this.minBlockByteLength - 1)) === 0
     ) {
       const g = address >>> this.#minShift;
@@ -590,14 +715,16 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const min = this.minBlockByteLength;
     if (!Number.isSafeInteger(address)) {
       throw new InvalidArgumentError(
-        `Cannot ${what} address ${address}: must be an integer`,
+        `Cannot ${what} address ${String(address)}: must be an integer`,
         { name: "address", value: address },
       );
     }
     const g = address / min;
     if (address % min !== 0 || g >= this.#order.length || this.#order[g] >= 0) {
       throw new DoubleFreeError(
-        `Cannot ${what} address ${address}: no live block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+        `Cannot ${what} address ${
+          String(address)
+        }: no live block of this buddy allocator has it (freed already, or allocated elsewhere)`,
       );
     }
     return g;
@@ -620,10 +747,11 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     } catch (error) {
       throw this.#outOfMemory(byteLength, error);
     }
-    if (ptr.byteOffset % this.minBlockByteLength !== 0) {
+    const poolOffset = ptr.byteOffset;
+    if (poolOffset % this.minBlockByteLength !== 0) {
       ptr.release();
       throw new UnsupportedOperationError(
-        `Cannot use a pool at byte offset ${ptr.byteOffset}: the backing allocator must align pools to ${this.minBlockByteLength} bytes`,
+        `Cannot use a pool at byte offset ${poolOffset}: the backing allocator must align pools to ${this.minBlockByteLength} bytes`,
       );
     }
     this.#poolPtrs[index] = ptr;
@@ -704,10 +832,13 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   }
 
   #largePtr(address: number, what: string): DataPtr<M> {
+    if (!Number.isSafeInteger(address)) this.#unitSlow(address, what);
     const ptr = this.#large.get(address);
     if (ptr === undefined) {
       throw new DoubleFreeError(
-        `Cannot ${what} address ${address}: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+        `Cannot ${what} address ${
+          String(address)
+        }: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
       );
     }
     return ptr;
@@ -726,3 +857,48 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     ptr.release();
   }
 }
+
+// Strict mode: wraps the calls that change an allocator so that each checks
+// every invariant after it ran, and junk-fills host blocks a free gives back.
+function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
+  const proto = BuddyAllocator.prototype as BuddyAllocator<M>;
+  const alloc = proto.alloc, free = proto.free, trim = proto.trim;
+  Object.defineProperties(buddy, {
+    alloc: {
+      value: (byteLength: number): number => {
+        const address = alloc.call(buddy, byteLength);
+        buddy.checkIntegrity();
+        return address;
+      },
+    },
+    free: {
+      value: (address: number): void => {
+        let junk: Uint8Array | undefined;
+        try {
+          junk = buddy.bytes(address, buddy.byteLengthOf(address));
+        } catch {
+          // Not a live host block: free() says why, or there is no view.
+        }
+        free.call(buddy, address);
+        if (junk !== undefined) junkFill(junk);
+        buddy.checkIntegrity();
+      },
+    },
+    trim: {
+      value: (): number => {
+        const freed = trim.call(buddy);
+        buddy.checkIntegrity();
+        return freed;
+      },
+    },
+  });
+}
+
+// PyTorch's junk pattern: 0x7fedbeef (little-endian bytes), a NaN as f32.
+function junkFill(bytes: Uint8Array): void {
+  for (let i = 0; i < bytes.length; i++) {
+    bytes[i] = JUNK_BYTES[(bytes.byteOffset + i) & 3];
+  }
+}
+
+const JUNK_BYTES = [0xef, 0xbe, 0xed, 0x7f];

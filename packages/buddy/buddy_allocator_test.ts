@@ -240,6 +240,7 @@ describe("BuddyAllocator", () => {
             );
             assert.equal(buddy.usedBytes, used);
             assert.ok(buddy.poolCount * pool <= 4 * pool);
+            buddy.checkIntegrity();
           }
           for (const block of live) {
             assert.ok(bytesOf(buddy, block).every((x) => x === block.tag));

@@ -7,7 +7,7 @@
 
 import {
   type Allocator,
-  type DataPtr,
+  DataPtr,
   Device,
   DoubleFreeError,
   InvalidArgumentError,
@@ -68,6 +68,12 @@ export class PlaceAllocator {
    * @param options Buddy options for every place and the backing factory.
    */
   constructor(options: PlaceAllocatorOptions = {}) {
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Invalid options: must be an object, received ${describe(options)}`,
+        { name: "options", value: options },
+      );
+    }
     const { backing, ...rest } = options;
     this.#options = rest;
     this.#backing = backing ??
@@ -87,16 +93,10 @@ export class PlaceAllocator {
    * the place.
    */
   allocatorFor(place: Place): BuddyAllocator {
-    const device = typeof place === "string" ? Device.parse(place) : place;
-    if (!(device instanceof Device)) {
-      throw new InvalidArgumentError(
-        `Invalid place: must be a Device or a device string, received ${place}`,
-        { name: "place", value: place },
-      );
-    }
-    const key = device.toString();
+    const key = this.#key(place);
     let allocator = this.#allocators.get(key);
     if (allocator === undefined) {
+      const device = Device.parse(key);
       const backing = this.#backing(device);
       if (backing === undefined) {
         throw new UnsupportedOperationError(
@@ -119,7 +119,16 @@ export class PlaceAllocator {
    * @throws {OutOfMemoryError} When the place's pools are exhausted.
    */
   alloc(place: Place, byteLength: number): DataPtr<unknown, number> {
-    return this.allocatorFor(place).allocate(byteLength);
+    const key = this.#key(place);
+    const fresh = !this.#allocators.has(key);
+    const allocator = this.allocatorFor(key);
+    try {
+      return allocator.allocate(byteLength);
+    } catch (error) {
+      // A refused call leaves no new place behind.
+      if (fresh) this.#allocators.delete(key);
+      throw error;
+    }
   }
 
   /**
@@ -127,19 +136,32 @@ export class PlaceAllocator {
    *
    * @param place The place it was allocated on.
    * @param ptr The pointer.
+   * @throws {InvalidArgumentError} For a bad place, or a `ptr` that is not a
+   * `DataPtr`.
    * @throws {DoubleFreeError} When the pointer was released, or belongs to
    * another place; nothing changes.
    */
   free(place: Place, ptr: DataPtr<unknown, number>): void {
-    const allocator = this.allocatorFor(place);
-    if (ptr.released) {
-      throw new DoubleFreeError(
-        `Cannot free ${ptr} on ${allocator.device}: it was released already`,
+    const key = this.#key(place);
+    if (!(ptr instanceof DataPtr)) {
+      throw new InvalidArgumentError(
+        `Cannot free on ${key}: expected a DataPtr from alloc(), received ${
+          describe(ptr)
+        }`,
+        { name: "ptr", value: ptr },
       );
     }
-    if (ptr.getDeleter() !== allocator.rawDeleter()) {
+    const allocator = this.#allocators.get(key);
+    if (ptr.released) {
       throw new DoubleFreeError(
-        `Cannot free ${ptr} on ${allocator.device}: it was not allocated on this place`,
+        `Cannot free ${ptr} on ${key}: it was released already`,
+      );
+    }
+    if (
+      allocator === undefined || ptr.getDeleter() !== allocator.rawDeleter()
+    ) {
+      throw new DoubleFreeError(
+        `Cannot free ${ptr} on ${key}: it was not allocated on this place`,
       );
     }
     ptr.release();
@@ -150,10 +172,24 @@ export class PlaceAllocator {
    *
    * @param place A device or its string form.
    * @returns Bytes in use; 0 for a place never used.
+   * @throws {InvalidArgumentError} For a bad place.
    */
   used(place: Place): number {
+    return this.#allocators.get(this.#key(place))?.usedBytes ?? 0;
+  }
+
+  // The map key of a place: its device's string form.
+  #key(place: Place): string {
     const device = typeof place === "string" ? Device.parse(place) : place;
-    return this.#allocators.get(device.toString())?.usedBytes ?? 0;
+    if (!(device instanceof Device)) {
+      throw new InvalidArgumentError(
+        `Invalid place: must be a Device or a device string, received ${
+          describe(place)
+        }`,
+        { name: "place", value: place },
+      );
+    }
+    return device.toString();
   }
 
   /**
@@ -164,4 +200,13 @@ export class PlaceAllocator {
   places(): Device[] {
     return [...this.#allocators.keys()].map((key) => Device.parse(key));
   }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "bigint") return `${value}n`;
+  if (typeof value === "object" && value !== null) {
+    return Object.prototype.toString.call(value);
+  }
+  return String(value);
 }

@@ -1,6 +1,6 @@
 // Internal block and pool structures of the caching allocator.
 
-import type { Fence, Segment, Stream } from "@allot/core";
+import type { Segment, Stream } from "@allot/core";
 
 /** Block states. */
 export const FREE = 0;
@@ -34,10 +34,17 @@ export class _Block<M> {
   prev: _Block<M> | null = null;
   next: _Block<M> | null = null;
   streamUses: Stream[] | null = null;
-  fences: Fence[] | null = null;
+  /** Fences a pending block still waits for (see DeferredFrees). */
+  waitingFences = 0;
   /** Allocation counter when the block last entered a pool (GC age). */
   stamp = 0;
   stack: string | undefined = undefined;
+  /** Tag given at allocation, if any. */
+  tag: string | undefined = undefined;
+  /** Slot in the allocator's id table, -1 when it has none. */
+  slot = -1;
+  /** Whether the block was allocated through the id API. */
+  byId = false;
   /** Index of its bin while in a pool, else -1. */
   bin = -1;
   constructor(segment: _Segment<M>) {

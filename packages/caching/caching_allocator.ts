@@ -7,12 +7,15 @@
  */
 
 import {
+  acquireSegment,
   AllotError,
   COMPLETED_FENCE,
+  DeferredFrees,
   type Device,
   DoubleFreeError,
   type Fence,
   InvalidArgumentError,
+  junkFill,
   type LeakDetector,
   Stat,
   type Stream,
@@ -162,6 +165,14 @@ export interface CachingAllocatorOptions {
    * @default {undefined}
    */
   leakDetector?: LeakDetector;
+  /**
+   * Debug mode for hunting a bug: freed blocks are filled with `JUNK_BYTE`
+   * where the host can write the memory, and the allocator validates its
+   * invariants after every allocation, free and cache operation (slow).
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** Options of one allocation. */
@@ -173,6 +184,14 @@ export interface AllocateOptions {
    * @default {DEFAULT_STREAM}
    */
   stream?: Stream;
+  /**
+   * A tag for the block (a layer or kernel name): kept in its snapshot and
+   * history entries. Without one, the tag of the enclosing
+   * {@linkcode CachingAllocator.withTag} scope applies.
+   *
+   * @default {undefined}
+   */
+  tag?: string;
 }
 
 /** The block of a handle (`null` once released), or `undefined` for a non-handle. */
@@ -621,12 +640,29 @@ export class CachingAllocator<M = unknown> {
   #small = new _BlockPool<M>(true);
   #large = new _BlockPool<M>(false);
   #segments = new Set<_Segment<M>>();
-  #pending: _Block<M>[] = [];
+  // _Block<unknown>: a callback parameter of M would make M invariant.
+  #deferred = new DeferredFrees<_Block<unknown>>((b) =>
+    this.#freeBlock(b as _Block<M>)
+  );
+  // Recycled block records, a stack that never shrinks: pop() to empty and
+  // push() again would reallocate the array's store on every hit.
   #spare: _Block<M>[] = [];
+  #spareCount = 0;
   #nextSegmentId = 1;
   #nextAddress = 0;
   #clock = 0;
   #history: TraceRecorder | null = null;
+  // The id API: a block's id is its slot plus its slot's generation times
+  // ID_SLOTS; a free bumps the generation, so a stale id never matches.
+  #byId: (_Block<M> | undefined)[] = [];
+  #slotGeneration: number[] = [];
+  // Free slots, a FIFO ring (an array that shrinks and grows would
+  // reallocate its store: garbage on every hit).
+  #freeSlots = new Int32Array(1024);
+  #freeHead = 0;
+  #freeCount = 0;
+  #tag: string | undefined = undefined;
+  #strict = false;
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string };
 
@@ -748,6 +784,7 @@ export class CachingAllocator<M = unknown> {
       granule;
     this.#segmentOptions = { label: this.label };
     this.#leaks = options.leakDetector;
+    this.#strict = options.strict === true;
     const history = options.recordHistory ?? false;
     if (history !== false) {
       this.recordHistory(history === true ? {} : history);
@@ -781,7 +818,7 @@ export class CachingAllocator<M = unknown> {
 
   /** Blocks freed by callers that still wait for fences. */
   get pendingFreeCount(): number {
-    return this.#pending.length;
+    return this.#deferred.count;
   }
 
   /**
@@ -869,14 +906,17 @@ export class CachingAllocator<M = unknown> {
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
       : this.#checkStream(options.stream);
-    if (this.#pending.length > 0) this.#processEvents();
+    const tag = options === undefined || options.tag === undefined
+      ? this.#tag
+      : checkTag(options.tag);
+    if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
       : this.#large;
     const block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
-    if (block === undefined) this.#throwOom(byteLength, size, stream);
-    return this.#allocFound(block, pool, size, byteLength, stream);
+    if (block === undefined) this.#throwOom(byteLength, size, stream, tag);
+    return this.#allocFound(block, pool, size, byteLength, stream, tag);
   }
 
   /**
@@ -913,19 +953,230 @@ export class CachingAllocator<M = unknown> {
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
     const stream = this.#checkStream(options?.stream);
-    if (this.#pending.length > 0) this.#processEvents();
+    const tag = options?.tag === undefined ? this.#tag : checkTag(options.tag);
+    if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
       : this.#large;
     let block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
-    while (block === undefined && this.#pending.length > 0) {
+    while (block === undefined && this.#deferred.count > 0) {
       await this.synchronize();
       block = this.#getFreeBlock(pool, stream.id, size) ??
         this.#allocSlow(pool, size, stream);
     }
-    if (block === undefined) this.#throwOom(byteLength, size, stream);
-    return this.#allocFound(block, pool, size, byteLength, stream);
+    if (block === undefined) this.#throwOom(byteLength, size, stream, tag);
+    return this.#allocFound(block, pool, size, byteLength, stream, tag);
+  }
+
+  /**
+   * Allocates a block like {@linkcode CachingAllocator.allocate} but makes no
+   * object: returns the block's id, a number, for runtimes that keep
+   * offsets themselves. Look the block up with
+   * {@linkcode CachingAllocator.blockByteOffset} and
+   * {@linkcode CachingAllocator.blockMemory}; free it with
+   * {@linkcode CachingAllocator.freeById}. A freed id is refused until its
+   * slot has been reused 1,024 times (after 256 other ids each time).
+   * The block lives on the default stream and is not watched by a leak
+   * detector.
+   *
+   * @param byteLength Bytes; 0 gives a block of the minimum size.
+   * @returns The block id, a non-negative safe integer.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {CachingOutOfMemoryError} When the device cannot hold the block.
+   * @throws {SegmentSourceError} When the device threw.
+   *
+   * @example Offsets without handles
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource());
+   * const a = allocator.allocateId(1000);
+   * const b = allocator.allocateId(1000);
+   * assert.equal(allocator.blockMemory(a), allocator.blockMemory(b));
+   * assert.equal(allocator.blockByteOffset(b) - allocator.blockByteOffset(a), 1024);
+   * allocator.freeById(a);
+   * allocator.freeById(b);
+   * assert.equal(allocator.allocatedBytes, 0);
+   * ```
+   */
+  allocateId(byteLength: number): number {
+    let size: number;
+    const g = this.minBlockByteLength;
+    if (
+      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
+      byteLength >= 0 && byteLength <= this.maxBlockByteLength
+    ) {
+      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
+    } else size = this.roundSize(byteLength);
+    if (this.#deferred.count > 0) this.#deferred.poll();
+    const pool = size <= this.smallRequestMaxByteLength
+      ? this.#small
+      : this.#large;
+    const found = this.#getFreeBlock(pool, 0, size) ??
+      this.#allocSlow(pool, size, DEFAULT_STREAM);
+    if (found === undefined) {
+      this.#throwOom(byteLength, size, DEFAULT_STREAM, this.#tag);
+    }
+    // A free slot is reused only while FREE_SLOT_RESERVE others wait, so a
+    // stale id matches again only after many allocations.
+    let slot: number;
+    if (this.#freeCount > FREE_SLOT_RESERVE) {
+      const ring = this.#freeSlots;
+      slot = ring[this.#freeHead];
+      this.#freeHead = (this.#freeHead + 1) & (ring.length - 1);
+      this.#freeCount--;
+    } else {
+      slot = this.#byId.length;
+      if (slot >= ID_SLOTS) {
+        this.#throwIdsFull(byteLength);
+      }
+      this.#byId.push(undefined);
+      this.#slotGeneration.push(0);
+    }
+    const b = this.#take(found, pool, size, byteLength, this.#tag);
+    this.#byId[slot] = b;
+    b.slot = slot;
+    b.byId = true;
+    return (this.#slotGeneration[slot] << ID_SLOT_BITS) | slot;
+  }
+
+  /**
+   * Byte offset of a block allocated by id, in its segment's memory.
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @returns The byte offset.
+   * @throws {UseAfterFreeError} When the id is not of a live block.
+   */
+  blockByteOffset(id: number): number {
+    const b = this.#blockById(id, "read the offset of");
+    return b.segment.raw.byteOffset + b.offset;
+  }
+
+  /**
+   * Byte length of a block allocated by id (the rounded size it holds).
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @returns The block's byte length.
+   * @throws {UseAfterFreeError} When the id is not of a live block.
+   */
+  blockByteLength(id: number): number {
+    return this.#blockById(id, "read the length of").size;
+  }
+
+  /**
+   * Memory of a block allocated by id (its segment's memory).
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @returns The memory.
+   * @throws {UseAfterFreeError} When the id is not of a live block.
+   */
+  blockMemory(id: number): M {
+    return this.#blockById(id, "read the memory of").segment.raw.memory;
+  }
+
+  /**
+   * Frees a block allocated by id.
+   *
+   * @param id An id from {@linkcode CachingAllocator.allocateId}.
+   * @throws {DoubleFreeError} When the id is not of a live block (freed
+   * already, never given, or a block of the handle API); nothing changes.
+   */
+  freeById(id: number): void {
+    const b = this.#lookUp(id);
+    if (b === undefined) {
+      throw new DoubleFreeError(
+        `Cannot free block id ${id}: it is not a live block of this ${this.label} allocated by id`,
+      );
+    }
+    this.#freeSlot(b);
+    this.#release(null, b);
+  }
+
+  #throwIdsFull(byteLength: number): never {
+    throw new InvalidArgumentError(
+      `Cannot allocate ${byteLength} bytes by id: ${ID_SLOTS} blocks have ids already`,
+      { name: "byteLength", value: byteLength, limit: ID_SLOTS },
+    );
+  }
+
+  #lookUp(id: number): _Block<M> | undefined {
+    // ids are below 2^30: integer tests and bit operations suffice
+    if ((id | 0) !== id || id < 0) return undefined;
+    const slot = id & (ID_SLOTS - 1);
+    const b = this.#byId[slot];
+    if (
+      b === undefined || !b.byId || b.state !== ALLOCATED ||
+      id >>> ID_SLOT_BITS !== this.#slotGeneration[slot]
+    ) return undefined;
+    return b;
+  }
+
+  #blockById(id: number, what: string): _Block<M> {
+    const b = this.#lookUp(id);
+    if (b === undefined) {
+      throw new UseAfterFreeError(
+        `Cannot ${what} block id ${id}: it is not a live block of this ${this.label} allocated by id`,
+      );
+    }
+    return b;
+  }
+
+  #freeSlot(b: _Block<M>): void {
+    const slot = b.slot;
+    this.#byId[slot] = undefined;
+    this.#slotGeneration[slot] = (this.#slotGeneration[slot] + 1) &
+      (ID_GENERATIONS - 1);
+    let ring = this.#freeSlots;
+    if (this.#freeCount === ring.length) {
+      const grown = new Int32Array(ring.length * 2);
+      for (let i = 0; i < this.#freeCount; i++) {
+        grown[i] = ring[(this.#freeHead + i) & (ring.length - 1)];
+      }
+      this.#freeSlots = ring = grown;
+      this.#freeHead = 0;
+    }
+    ring[(this.#freeHead + this.#freeCount) & (ring.length - 1)] = slot;
+    this.#freeCount++;
+    b.slot = -1;
+    b.byId = false;
+  }
+
+  /**
+   * Runs `fn` with `tag` as the tag of every allocation inside it that gives
+   * none of its own (scopes nest; the previous tag is restored after `fn`,
+   * also when it throws).
+   *
+   * @typeParam T What `fn` returns.
+   * @param tag The tag, such as a layer name.
+   * @param fn The scope.
+   * @returns What `fn` returned.
+   * @throws {InvalidArgumentError} When `tag` is not a string.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource(), { recordHistory: true });
+   * const block = allocator.withTag("conv1", () => allocator.allocate(4096));
+   * const entry = allocator.snapshot().history.find((e) => e.action === "alloc");
+   * assert.equal(entry?.tag, "conv1");
+   * block.release();
+   * ```
+   */
+  withTag<T>(tag: string, fn: () => T): T {
+    checkTag(tag);
+    const outer = this.#tag;
+    this.#tag = tag;
+    try {
+      return fn();
+    } finally {
+      this.#tag = outer;
+    }
   }
 
   /**
@@ -955,16 +1206,20 @@ export class CachingAllocator<M = unknown> {
       h.allocator.#release(h, b);
   }
 
-  #release(block: CachedBlock<M>, b: _Block<M>): void {
+  #release(block: CachedBlock<M> | null, b: _Block<M>): void {
     let fences: Fence[] | null = null;
+    let streamIds: number[] | null = null;
     if (b.streamUses !== null) {
       // Take fences before changing anything: a stream may throw.
       for (const stream of b.streamUses) {
         const fence = stream.fence();
-        if (!fence.completed) (fences ??= []).push(fence);
+        if (!completedOrThrew(fence)) {
+          (fences ??= []).push(fence);
+          (streamIds ??= []).push(stream.id);
+        }
       }
     }
-    this.#leaks?.forget(block);
+    if (block !== null) this.#leaks?.forget(block);
     b.streamUses = null;
     const pool = b.segment.small ? 1 : 2;
     const s = this.#s;
@@ -978,18 +1233,19 @@ export class CachingAllocator<M = unknown> {
         b.size,
         b.requested,
         b.streamId,
+        b.tag,
       );
     }
     if (fences !== null) {
       b.state = PENDING;
-      b.fences = fences;
-      this.#pending.push(b);
+      this.#deferred.defer(b, streamIds!, fences);
       // Still active: allocation moved to pending free.
       s[ACTIVE * 12 + pool * 4] += 1;
       s[ACTIVE_BYTES * 12 + pool * 4] += b.size;
     } else {
       this.#freeBlock(b);
     }
+    if (this.#strict) this.#strictCheck();
   }
 
   /**
@@ -1047,15 +1303,10 @@ export class CachingAllocator<M = unknown> {
    * @returns Resolves when the blocks pending at the call are back in the pool.
    */
   async synchronize(): Promise<void> {
-    const waited = new Set<Fence>();
-    for (const b of this.#pending) for (const f of b.fences!) waited.add(f);
     this.#numSyncAllStreams++;
     // A rejected fence also ends: its work will never run.
-    await Promise.all([...waited].map((f) => f.wait().catch(() => {})));
-    for (const b of this.#pending) {
-      if (b.fences !== null) b.fences = b.fences.filter((f) => !waited.has(f));
-    }
-    this.#processEvents();
+    await this.#deferred.synchronize();
+    if (this.#strict) this.#strictCheck();
   }
 
   /**
@@ -1065,6 +1316,7 @@ export class CachingAllocator<M = unknown> {
    */
   emptyCache(): void {
     this.#releaseCachedBlocks();
+    if (this.#strict) this.#strictCheck();
   }
 
   /** Sets every peak to its current value. */
@@ -1207,6 +1459,7 @@ export class CachingAllocator<M = unknown> {
           state,
         };
         if (b.stack !== undefined && b.state !== FREE) entry.stack = b.stack;
+        if (b.tag !== undefined && b.state !== FREE) entry.tag = b.tag;
         blocks.push(entry);
       }
       segments.push({
@@ -1227,13 +1480,16 @@ export class CachingAllocator<M = unknown> {
     // A marker in the history, as PyTorch writes when a snapshot is taken.
     this.#history?.record("snapshot", 0, reserved, 0, 0);
     const history: TraceEntry[] = this.#history?.entries() ?? [];
-    return {
+    const snapshot: MemorySnapshot = {
       version: SNAPSHOT_FORMAT_VERSION,
       device: String(this.device),
       allocator: this.label,
       segments,
       history,
     };
+    const dropped = this.#history?.droppedEntries ?? 0;
+    if (dropped > 0) snapshot.droppedEntries = dropped;
+    return snapshot;
   }
 
   /**
@@ -1268,7 +1524,8 @@ export class CachingAllocator<M = unknown> {
       pending = 0,
       oversizeAlloc = 0,
       oversizeSeg = 0;
-    const pendingSet = new Set(this.#pending);
+    const pendingSet = new Set<_Block<unknown>>();
+    this.#deferred.forEach((b) => pendingSet.add(b));
     for (const seg of this.#segments) {
       const p = seg.small ? 1 : 2;
       const pool = seg.small ? this.#small : this.#large;
@@ -1316,6 +1573,7 @@ export class CachingAllocator<M = unknown> {
             if (b.size >= this.maxSplitSize) oversizeAlloc++;
           } else {
             if (!pendingSet.has(b)) fail(`pending block not in pending list`);
+            if (b.waitingFences <= 0) fail(`pending block waits for no fence`);
             pending++;
           }
           add("active", p, 1);
@@ -1329,7 +1587,9 @@ export class CachingAllocator<M = unknown> {
     }
     if (freeSmall !== this.#small.count) fail(`small pool size`);
     if (freeLarge !== this.#large.count) fail(`large pool size`);
-    if (pending !== this.#pending.length) fail(`pending list size`);
+    if (pending !== this.#deferred.count || pending !== pendingSet.size) {
+      fail(`pending list size`);
+    }
     for (const pool of [this.#small, this.#large]) {
       const bs = pool.all();
       if (bs.length !== pool.count) fail(`pool count`);
@@ -1386,13 +1646,14 @@ export class CachingAllocator<M = unknown> {
     size: number,
     requested: number,
     stream: number,
+    tag?: string,
   ): void {
-    this.#history!.record(action, address, size, requested, stream);
+    this.#history!.record(action, address, size, requested, stream, tag);
   }
 
   #newBlock(segment: _Segment<M>): _Block<M> {
-    const b = this.#spare.pop();
-    if (b === undefined) return new _Block(segment);
+    if (this.#spareCount === 0) return new _Block(segment);
+    const b = this.#spare[--this.#spareCount];
     b.segment = segment;
     return b;
   }
@@ -1400,9 +1661,15 @@ export class CachingAllocator<M = unknown> {
   #recycle(b: _Block<M>): void {
     b.prev = b.next = null;
     b.streamUses = null;
-    b.fences = null;
+    b.waitingFences = 0;
     b.stack = undefined;
-    if (this.#spare.length < 1024) this.#spare.push(b);
+    b.tag = undefined;
+    if (b.slot >= 0) this.#freeSlot(b);
+    if (this.#spareCount < 1024) {
+      if (this.#spareCount === this.#spare.length) this.#spare.push(b);
+      else this.#spare[this.#spareCount] = b;
+      this.#spareCount++;
+    }
   }
 
   #getFreeBlock(
@@ -1428,7 +1695,34 @@ export class CachingAllocator<M = unknown> {
     size: number,
     requested: number,
     stream: Stream,
+    tag: string | undefined,
   ): CachedBlock<M> {
+    b = this.#take(b, pool, size, requested, tag);
+    const raw = b.segment.raw;
+    const handle = new CachedBlock<M>(
+      this,
+      b,
+      raw.byteOffset + b.offset,
+      requested,
+      stream,
+    );
+    if (this.#leaks !== undefined) {
+      this.#leaks.watch(handle, {
+        label: `${this.label} block of ${requested} bytes on ${this.device}`,
+        byteLength: b.size,
+      });
+    }
+    return handle;
+  }
+
+  /** Carves `size` bytes from free block `b`: the allocated block. */
+  #take(
+    b: _Block<M>,
+    pool: _BlockPool<M>,
+    size: number,
+    requested: number,
+    tag: string | undefined,
+  ): _Block<M> {
     const p = pool.small ? 1 : 2;
     const alreadySplit = b.prev !== null || b.next !== null;
     const remaining = b.size - size;
@@ -1466,28 +1760,26 @@ export class CachingAllocator<M = unknown> {
     }
     b.state = ALLOCATED;
     b.requested = requested;
+    b.tag = tag;
     const bytes = b.size;
-    statsAllocated(this.#s, p, bytes, requested, this.#pending.length !== 0);
+    statsAllocated(this.#s, p, bytes, requested, this.#deferred.count !== 0);
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
-    const raw = b.segment.raw;
-    const handle = new CachedBlock<M>(
-      this,
-      b,
-      raw.byteOffset + b.offset,
-      requested,
-      stream,
-    );
-    if (this.#leaks !== undefined) {
-      this.#leaks.watch(handle, {
-        label: `${this.label} block of ${requested} bytes on ${this.device}`,
-        byteLength: bytes,
-      });
-    }
     if (this.#history !== null) {
-      this.#record("alloc", b.address, bytes, requested, b.streamId);
+      this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
       if (this.#history.captureStack) b.stack = captureStack();
     }
-    return handle;
+    if (this.#strict) this.#strictCheck(b);
+    return b;
+  }
+
+  /** Strict mode: validates; `b`, if given, must be an allocated block. */
+  #strictCheck(b?: _Block<M>): void {
+    this.validate();
+    if (b !== undefined && b.state !== ALLOCATED) {
+      throw new AllotError(
+        `${this.label} is inconsistent: block not allocated`,
+      );
+    }
   }
 
   #freeBlock(b: _Block<M>): void {
@@ -1496,8 +1788,18 @@ export class CachingAllocator<M = unknown> {
     const p = seg.small ? 1 : 2;
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
+    if (this.#strict) {
+      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
+    }
     if (this.#history !== null) {
-      this.#record("free_completed", b.address, b.size, requested, b.streamId);
+      this.#record(
+        "free_completed",
+        b.address,
+        b.size,
+        requested,
+        b.streamId,
+        b.tag,
+      );
     }
     // The merged block lives on in a free neighbour when there is one
     // (already in the pool: re-keyed in place), else in b (inserted).
@@ -1540,8 +1842,8 @@ export class CachingAllocator<M = unknown> {
       survivor = b;
       b.state = FREE;
       b.requested = 0;
-      b.fences = null;
       b.stack = undefined;
+      b.tag = undefined;
       b.stamp = this.#clock;
       pool.insert(b);
     }
@@ -1558,23 +1860,6 @@ export class CachingAllocator<M = unknown> {
       splitBlocks,
       splitBytes,
     );
-  }
-
-  #processEvents(): void {
-    const pending = this.#pending;
-    let w = 0;
-    for (let r = 0; r < pending.length; r++) {
-      const b = pending[r];
-      const fences = b.fences!;
-      let live = 0;
-      for (let i = 0; i < fences.length; i++) {
-        if (!fences[i].completed) fences[live++] = fences[i];
-      }
-      fences.length = live;
-      if (live === 0) this.#freeBlock(b);
-      else pending[w++] = b;
-    }
-    pending.length = w;
   }
 
   #allocSlow(
@@ -1671,16 +1956,7 @@ export class CachingAllocator<M = unknown> {
     segSize: number,
     size: number,
   ): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
-    try {
-      return this.#source.tryAllocateSegment(segSize, this.#segmentOptions);
-    } catch (error) {
-      throw new SegmentSourceError(
-        `Cannot allocate ${size} bytes: the segment source of ${this.device} threw while making a ${segSize}-byte segment: ${
-          (error as Error)?.message ?? error
-        }`,
-        { cause: error },
-      );
-    }
+    return acquireSegment(this.#source, segSize, size, this.#segmentOptions);
   }
 
   /** Returns a whole free segment (in its pool) to the device. */
@@ -1757,7 +2033,7 @@ export class CachingAllocator<M = unknown> {
   }
 
   #releaseCachedBlocks(): void {
-    if (this.#pending.length > 0) this.#processEvents();
+    if (this.#deferred.count > 0) this.#deferred.poll();
     for (const pool of [this.#small, this.#large]) {
       const blocks = pool.all();
       for (let i = blocks.length - 1; i >= 0; i--) {
@@ -1804,7 +2080,12 @@ export class CachingAllocator<M = unknown> {
     }
   }
 
-  #throwOom(requested: number, size: number, stream: Stream): never {
+  #throwOom(
+    requested: number,
+    size: number,
+    stream: Stream,
+    tag: string | undefined,
+  ): never {
     this.#numOoms++;
     const source = this.#source;
     const capacity = source.capacityBytes;
@@ -1818,13 +2099,15 @@ export class CachingAllocator<M = unknown> {
     const reserved = this.reservedBytes;
     const unallocated = reserved - allocated;
     let pendingBytes = 0;
-    for (const b of this.#pending) pendingBytes += b.size;
+    this.#deferred.forEach((b) => {
+      pendingBytes += b.size;
+    });
     let largest = 0;
     for (const pool of [this.#small, this.#large]) {
       for (const b of pool.all()) if (b.size > largest) largest = b.size;
     }
     if (this.#history !== null) {
-      this.#record("oom", free, size, requested, stream.id);
+      this.#record("oom", free, size, requested, stream.id, tag);
     }
     const allowed = this.allowedBytes;
     let message = `Cannot allocate ${requested} bytes: tried to allocate ${
@@ -1851,7 +2134,14 @@ export class CachingAllocator<M = unknown> {
         formatSize(pendingBytes)
       } is freed but waits for fences of other streams (await synchronize() or use allocateAsync())`;
     }
-    if (unallocated + pendingBytes >= size) {
+    // Pending blocks count as reserved but unallocated: the cache itself
+    // holds only the rest.
+    const cached = unallocated - pendingBytes;
+    if (pendingBytes > 0 && cached < size) {
+      message += cached + pendingBytes >= size
+        ? `; the memory is only waiting on fences, not fragmented: it returns once that work completes`
+        : "";
+    } else if (cached >= size) {
       message +=
         `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitSize to keep large blocks whole`;
     }
@@ -1868,3 +2158,29 @@ export class CachingAllocator<M = unknown> {
     });
   }
 }
+
+/** A fence that throws counts as not complete: DeferredFrees reports it. */
+function completedOrThrew(fence: Fence): boolean {
+  try {
+    return fence.completed === true;
+  } catch {
+    return false;
+  }
+}
+
+function checkTag(tag: unknown): string {
+  if (typeof tag !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid tag: must be a string, received ${typeof tag}`,
+      { name: "tag", value: tag },
+    );
+  }
+  return tag;
+}
+
+// An id is `generation * ID_SLOTS + slot`, below 2^30 so that it stays a
+// small integer (no heap number per id): 2^20 slots, 2^10 generations.
+const ID_SLOT_BITS = 20;
+const ID_SLOTS = 2 ** ID_SLOT_BITS;
+const ID_GENERATIONS = 2 ** 10;
+const FREE_SLOT_RESERVE = 256;

@@ -12,9 +12,10 @@ import {
   DataPtr,
   type Deleter,
   type Device,
+  InvalidArgumentError,
   type Stream,
 } from "@allot/core";
-import type { CachedBlock, CachingAllocator } from "./caching_allocator.ts";
+import { CachedBlock, type CachingAllocator } from "./caching_allocator.ts";
 
 const releaseBlock: Deleter<CachedBlock> = (block: CachedBlock): void => {
   block.release();
@@ -106,6 +107,29 @@ export class CachingAllocatorAdapter<M = unknown>
   }
 
   /**
+   * Frees a context from `rawAllocate`: a block of this adapter's caching
+   * allocator.
+   *
+   * @param context The block.
+   * @throws {InvalidArgumentError} For anything but a block of this
+   * adapter's caching allocator; nothing is freed.
+   * @throws {DoubleFreeError} When the block was freed already.
+   */
+  override rawDeallocate(context: CachedBlock<M>): void {
+    if (
+      !(context instanceof CachedBlock) || context.allocator !== this.caching
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot free ${
+          describe(context)
+        }: it is not a block of this adapter's ${this.caching.label}`,
+        { name: "context", value: context },
+      );
+    }
+    this.caching.free(context);
+  }
+
+  /**
    * The deleter that frees a context from `rawAllocate`.
    *
    * @returns A function that releases a {@linkcode CachedBlock}.
@@ -113,4 +137,18 @@ export class CachingAllocatorAdapter<M = unknown>
   override rawDeleter(): Deleter<CachedBlock<M>> {
     return releaseBlock as Deleter<CachedBlock<M>>;
   }
+}
+
+function describe(value: unknown): string {
+  if (value instanceof CachedBlock) return `${value}`;
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === "object") {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return typeof name === "string" && name !== "Object"
+      ? `a ${name}`
+      : "an object";
+  }
+  if (typeof value === "function") return "a function";
+  if (typeof value === "string") return `the string ${JSON.stringify(value)}`;
+  return `${typeof value} ${String(value)}`;
 }

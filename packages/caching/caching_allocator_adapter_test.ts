@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   Device,
+  InvalidArgumentError,
   ManualStream,
   type Segment,
   type SegmentSource,
@@ -61,5 +62,39 @@ describe("CachingAllocatorAdapter", () => {
     allocator.rawDeallocate(block);
     assert.equal(caching.allocatedBytes, 0);
     assert.throws(() => allocator.rawDeallocate(block), /already freed/);
+  });
+  it("CachingAllocatorAdapter.rawDeallocate() refuses a block of another caching allocator and junk, freeing nothing", () => {
+    const caching = new CachingAllocator(new HostSource());
+    const other = new CachingAllocator(new HostSource());
+    const allocator = new CachingAllocatorAdapter(caching);
+    const foreign = other.allocate(4096);
+    const mine = allocator.rawAllocate(4096);
+    assert.throws(
+      () => allocator.rawDeallocate(foreign),
+      (e: Error) =>
+        e instanceof InvalidArgumentError &&
+        /^Cannot free CachedBlock\(.*\): it is not a block of this adapter's CachingAllocator$/
+          .test(e.message),
+    );
+    assert.equal(other.allocatedBytes, 4096);
+    for (const junk of [{}, null, undefined, 42, "block", [], () => {}]) {
+      assert.throws(
+        () => allocator.rawDeallocate(junk as never),
+        (e: Error) =>
+          e instanceof InvalidArgumentError &&
+          !/undefined|an bytes/.test(
+            e.message.replace(/^Cannot free undefined/, ""),
+          ),
+      );
+    }
+    assert.throws(
+      () => allocator.rawDeallocate({} as never),
+      /^InvalidArgumentError: Cannot free an object: it is not a block/,
+    );
+    assert.equal(caching.allocatedBytes, 4096);
+    allocator.rawDeallocate(mine);
+    foreign.release();
+    caching.validate();
+    other.validate();
   });
 });

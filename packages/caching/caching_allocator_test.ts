@@ -1,12 +1,16 @@
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import assert from "node:assert/strict";
 import {
   DoubleFreeError,
+  FenceError,
   InvalidArgumentError,
+  JUNK_BYTE,
   LeakDetector,
   ManualStream,
   MockSegmentSource,
   OutOfMemoryError,
+  type Stream,
   UseAfterFreeError,
 } from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
@@ -552,5 +556,282 @@ describe("CachingAllocator", () => {
     assert.equal(json.version, 1);
     assert.equal(json.segments.length, 0);
     assert.match(allocator.memorySummary(), /Oversize segments/);
+  });
+  it("CachingAllocator.allocate() survives a fence that throws: typed error, consistent pending frees, later allocations work", async () => {
+    const { allocator } = setup(8 * MiB);
+    let throws = true;
+    let done = false;
+    const stream: Stream = {
+      id: 4242,
+      fence: () => ({
+        get completed() {
+          if (throws) throw new Error("device lost");
+          return done;
+        },
+        wait: () => Promise.resolve(),
+      }),
+    };
+    const a = allocator.allocate(MiB);
+    a.recordStream(stream);
+    const address = a.address;
+    throws = false;
+    a.release(); // fence taken, not complete
+    throws = true;
+    assert.equal(allocator.pendingFreeCount, 1);
+    assert.throws(() => allocator.allocate(MiB), FenceError);
+    allocator.validate();
+    for (let i = 0; i < 3; i++) {
+      const b = allocator.allocate(MiB); // never the pending block
+      assert.notEqual(b.address, address);
+      b.release();
+      allocator.validate();
+    }
+    assert.equal(allocator.pendingFreeCount, 1);
+    await allocator.synchronize();
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.validate();
+    done = true;
+  });
+
+  it("CachingAllocator.allocate() does not blame fragmentation when memory only waits on fences", () => {
+    const { allocator } = setup(2 * MiB);
+    const stream = new ManualStream();
+    const a = allocator.allocate(2 * MiB);
+    a.recordStream(stream);
+    a.release();
+    assert.throws(() => allocator.allocate(MiB), (e: Error) => {
+      assert.ok(e instanceof CachingOutOfMemoryError);
+      assert.doesNotMatch(e.message, /fragmentation/);
+      assert.match(e.message, /only waiting on fences/);
+      return true;
+    });
+    stream.completeAll();
+    allocator.allocate(MiB).release();
+  });
+
+  it("CachingAllocator.allocate() costs about the same with 10,000 frees pending (one fence read per stream)", () => {
+    const { allocator } = setup();
+    const stream = new ManualStream();
+    const held = [];
+    for (let i = 0; i < 10_000; i++) {
+      const b = allocator.allocate(512);
+      b.recordStream(stream);
+      held.push(b);
+    }
+    let reads = 0;
+    const counting: Stream = {
+      id: stream.id,
+      fence() {
+        const f = stream.fence();
+        return {
+          get completed() {
+            reads++;
+            return f.completed;
+          },
+          wait: () => f.wait(),
+        };
+      },
+    };
+    for (const b of held) {
+      b.recordStream(counting);
+      b.release();
+    }
+    reads = 0;
+    for (let i = 0; i < 100; i++) allocator.allocate(512).release();
+    assert.ok(reads <= 100, `${reads} fence reads for 100 allocations`);
+    stream.completeAll();
+    allocator.allocate(512).release();
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.validate();
+  });
+  it("CachingAllocator.allocate() refuses a segment shorter than asked with SegmentSourceError, and gives it back", () => {
+    const device = new MockSegmentSource();
+    let short = true;
+    const lying = {
+      device: device.device,
+      alignment: device.alignment,
+      maxSegmentByteLength: device.maxSegmentByteLength,
+      capacityBytes: device.capacityBytes,
+      tryAllocateSegment(byteLength: number) {
+        const seg = device.tryAllocateSegment(byteLength);
+        return seg && short ? { ...seg, byteLength: byteLength / 2 } : seg;
+      },
+      freeSegment: (seg: Parameters<typeof device.freeSegment>[0]) =>
+        device.freeSegment(seg),
+    };
+    const allocator = new CachingAllocator(lying);
+    assert.throws(
+      () => allocator.allocate(4096),
+      (e: Error) =>
+        e instanceof SegmentSourceError &&
+        /returned a segment of 1048576 bytes for a 2097152-byte request/.test(
+          e.message,
+        ),
+    );
+    assert.equal(allocator.reservedBytes, 0);
+    allocator.validate();
+    short = false;
+    allocator.allocate(4096).release();
+    allocator.validate();
+  });
+  it("CachingAllocator.allocate() keeps a tag in snapshots and history, counts dropped entries, and records the caller's frames first", () => {
+    const { allocator } = setup(Infinity, {
+      recordHistory: { maxEntries: 4, captureStack: true },
+    });
+    const a = allocator.allocate(4096, { tag: "conv1" });
+    const b = allocator.withTag("attention", () => allocator.allocate(512));
+    assert.throws(
+      () => allocator.allocate(64, { tag: 5 as unknown as string }),
+      InvalidArgumentError,
+    );
+    const snapshot = allocator.snapshot();
+    const tags = snapshot.segments.flatMap((s) => s.blocks).map((b) => b.tag);
+    assert.ok(tags.includes("conv1") && tags.includes("attention"));
+    const alloc = snapshot.history.filter((e) => e.action === "alloc");
+    assert.deepEqual(alloc.map((e) => e.tag), ["conv1", "attention"]);
+    assert.match(alloc[0].stack!, /caching_allocator_test\.ts/);
+    a.release();
+    b.release();
+    const later = allocator.snapshot();
+    assert.ok(later.droppedEntries! > 0);
+    assert.equal(
+      later.history.find((e) => e.action === "free_completed")?.tag,
+      "conv1",
+    );
+    allocator.validate();
+  });
+  it("CachingAllocator.allocateId() serves disjoint blocks by id, refuses stale and foreign ids, and matches the handle API's accounting (model)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({ alloc: fc.integer({ min: 0, max: 3 * MiB }) }),
+            fc.record({ free: fc.nat(), stale: fc.boolean() }),
+            fc.constant({ empty: true }),
+          ),
+          { maxLength: 80 },
+        ),
+        (ops) => {
+          const { device, allocator } = setup(64 * MiB);
+          const live: {
+            id: number;
+            start: number;
+            end: number;
+            m: unknown;
+            bytes: number;
+          }[] = [];
+          const dead: number[] = [];
+          for (const op of ops) {
+            if ("alloc" in op) {
+              let id: number;
+              try {
+                id = allocator.allocateId(op.alloc);
+              } catch (e) {
+                assert.ok(e instanceof CachingOutOfMemoryError, String(e));
+                continue;
+              }
+              const start = allocator.blockByteOffset(id);
+              const bytes = allocator.blockByteLength(id);
+              assert.ok(bytes >= allocator.roundSize(op.alloc));
+              const entry = {
+                id,
+                start,
+                end: start + bytes,
+                m: allocator.blockMemory(id),
+                bytes,
+              };
+              for (const o of live) {
+                assert.ok(
+                  o.m !== entry.m || o.end <= start || entry.end <= o.start,
+                  "overlap",
+                );
+              }
+              assert.ok(
+                !live.some((o) => o.id === id) && !dead.includes(id),
+                "id reused",
+              );
+              live.push(entry);
+            } else if ("free" in op) {
+              if (op.stale && dead.length > 0) {
+                const id = dead[op.free % dead.length];
+                assert.throws(() => allocator.freeById(id), DoubleFreeError);
+                assert.throws(
+                  () => allocator.blockByteOffset(id),
+                  UseAfterFreeError,
+                );
+              } else if (live.length > 0) {
+                const [e] = live.splice(op.free % live.length, 1);
+                allocator.freeById(e.id);
+                dead.push(e.id);
+              }
+            } else allocator.emptyCache();
+            allocator.validate();
+            assert.equal(
+              allocator.allocatedBytes,
+              live.reduce((n, e) => n + e.bytes, 0),
+            );
+          }
+          for (const e of live) allocator.freeById(e.id);
+          allocator.emptyCache();
+          assert.equal(device.reservedBytes, 0);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    const { allocator } = setup();
+    const handle = allocator.allocate(512);
+    for (const junk of [-1, 0.5, NaN, 2 ** 53, 12345]) {
+      assert.throws(() => allocator.freeById(junk), DoubleFreeError);
+    }
+    assert.equal(allocator.allocatedBytes, 512);
+    handle.release();
+  });
+
+  it("CachingAllocator.allocateId() makes no garbage on the hit path", {
+    skip: gc === undefined,
+  }, () => {
+    const { allocator } = setup();
+    allocator.freeById(allocator.allocateId(65536));
+    for (let i = 0; i < 10_000; i++) {
+      allocator.freeById(allocator.allocateId(65536));
+    }
+    const deltas: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      gc!();
+      const h0 = Deno.memoryUsage().heapUsed;
+      for (let i = 0; i < 100_000; i++) {
+        allocator.freeById(allocator.allocateId(65536));
+      }
+      deltas.push(Deno.memoryUsage().heapUsed - h0);
+    }
+    deltas.sort((a, b) => a - b);
+    // 200,000 operations: under half a byte each (one object per operation
+    // would be 16 bytes or more each: 3 MB)
+    assert.ok(deltas[2] < 100_000, `heap grew ${deltas.join(", ")} bytes`);
+  });
+  it("CachingAllocator in strict mode junk-fills freed blocks (also after their fences) and is off by default", async () => {
+    for (const strict of [true, false]) {
+      const device = new MockSegmentSource({ backed: true });
+      const allocator = new CachingAllocator(device, { strict });
+      const a = allocator.allocate(1000);
+      const bytes = (a.memory as { bytes: Uint8Array }).bytes;
+      const view = bytes.subarray(a.byteOffset, a.byteOffset + 1000);
+      view.fill(7);
+      a.release();
+      assert.equal(view.every((x) => x === JUNK_BYTE), strict);
+      const stream = new ManualStream();
+      const b = allocator.allocate(1000);
+      const later = bytes.subarray(b.byteOffset, b.byteOffset + 1000);
+      later.fill(9);
+      b.recordStream(stream);
+      b.release();
+      assert.ok(later.every((x) => x === 9)); // still in use by the stream
+      stream.completeAll();
+      await allocator.synchronize();
+      assert.equal(later.every((x) => x === JUNK_BYTE), strict);
+      const id = allocator.allocateId(512);
+      allocator.freeById(id);
+      allocator.emptyCache();
+    }
   });
 });

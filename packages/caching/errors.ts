@@ -5,11 +5,7 @@
  * @module
  */
 
-import {
-  AllotError,
-  type OutOfMemoryDetails,
-  OutOfMemoryError,
-} from "@allot/core";
+import { type OutOfMemoryDetails, OutOfMemoryError } from "@allot/core";
 
 /** Figures of a {@linkcode CachingOutOfMemoryError}, in bytes. */
 export interface CachingOutOfMemoryDetails extends OutOfMemoryDetails {
@@ -65,21 +61,7 @@ export class CachingOutOfMemoryError extends OutOfMemoryError {
 }
 
 /**
- * The segment source threw while making a segment (a faulty device, as
- * opposed to one that is out of memory). The allocator's pools are unchanged;
- * the device's error is the `cause`.
- *
- * @example
- * ```ts
- * import { CachingAllocator, SegmentSourceError } from "@allot/caching";
- * import { MockSegmentSource } from "@allot/core";
- * import assert from "node:assert/strict";
- *
- * const device = new MockSegmentSource();
- * const allocator = new CachingAllocator(device);
- * device.throwNext();
- * assert.throws(() => allocator.allocate(64), SegmentSourceError);
- * allocator.validate();
- * ```
+ * Re-exported from `@allot/core`, where every pooling allocator takes its
+ * segments through {@linkcode acquireSegment}.
  */
-export class SegmentSourceError extends AllotError {}
+export { SegmentSourceError } from "@allot/core";

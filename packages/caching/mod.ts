@@ -43,3 +43,4 @@ export * from "./errors.ts";
 export * from "./round_size.ts";
 export * from "./snapshot.ts";
 export * from "./stats.ts";
+export * from "./step_planned_pool.ts";

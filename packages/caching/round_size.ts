@@ -5,7 +5,11 @@
  * @module
  */
 
-import { InvalidArgumentError } from "@allot/core";
+import {
+  InvalidArgumentError,
+  validateAlignment,
+  validateByteLength,
+} from "@allot/core";
 
 /** Smallest block: every size is a multiple of this (PyTorch's `kMinBlockSize`). */
 export const MIN_BLOCK_BYTE_LENGTH = 512;
@@ -121,6 +125,8 @@ export function roundupPower2NextDivision(
  * @param divisions Expanded divisions per interval (from
  * {@linkcode expandRoundupPower2Divisions}), or `undefined` for none.
  * @returns The block size.
+ * @throws {InvalidArgumentError} When `byteLength` is not a non-negative
+ * safe integer or `minBlockByteLength` not a power of two up to 2^30.
  *
  * @example
  * ```ts
@@ -137,6 +143,8 @@ export function roundSize(
   minBlockByteLength: number = MIN_BLOCK_BYTE_LENGTH,
   divisions?: readonly number[],
 ): number {
+  validateByteLength(byteLength, Number.MAX_SAFE_INTEGER, "byteLength");
+  validateAlignment(minBlockByteLength, 2 ** 30, "minBlockByteLength");
   if (byteLength < minBlockByteLength) return minBlockByteLength;
   if (divisions !== undefined) {
     const log = floorLog2(byteLength);

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { InvalidArgumentError } from "@allot/core";
 import {
   expandRoundupPower2Divisions,
   roundSize,
@@ -61,5 +62,13 @@ describe("roundSize", () => {
     assert.throws(() => expandRoundupPower2Divisions([]), /1 to 17/);
     assert.throws(() => expandRoundupPower2Divisions(new Array(18).fill(2)));
     assert.equal(expandRoundupPower2Divisions([0, 2]).length, 17);
+  });
+  it("roundSize() refuses a negative, fractional or non-number size and a bad granule", () => {
+    for (const bad of [-1, -512, 0.5, NaN, Infinity, 2 ** 53, "4" as unknown]) {
+      assert.throws(() => roundSize(bad as number), InvalidArgumentError);
+    }
+    assert.throws(() => roundSize(100, 0), InvalidArgumentError);
+    assert.throws(() => roundSize(100, 384), InvalidArgumentError);
+    assert.equal(roundSize(0), 512);
   });
 });

@@ -15,7 +15,7 @@ describe("stats", () => {
     assert.equal(formatSize(1024), "1.00 KiB");
     assert.equal(formatSize(2 ** 20), "1.00 MiB");
     assert.equal(formatSize(2 ** 30 * 3), "3.00 GiB");
-    assert.equal(formatSize(Infinity), "Infinity");
+    assert.equal(formatSize(Infinity), "unlimited");
   });
 
   it("flattenMemoryStats() writes PyTorch's keys for every figure and pool", () => {

@@ -47,15 +47,22 @@
  */
 
 export * from "./allocator.ts";
+export * from "./call_stack.ts";
 export * from "./data_ptr.ts";
+export * from "./deferred_frees.ts";
 export * from "./device.ts";
 export * from "./errors.ts";
 export * from "./fence.ts";
+export * from "./format_bytes.ts";
 export * from "./host_memory.ts";
 export * from "./intrusive_ptr.ts";
+export * from "./junk_fill.ts";
 export * from "./leak_detector.ts";
+export * from "./memory_snapshot.ts";
+export * from "./memory_stats.ts";
 export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
+export * from "./segment_source_error.ts";
 export * from "./stat.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";

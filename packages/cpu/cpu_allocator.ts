@@ -20,6 +20,8 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
+import { validateOptions } from "./_options.ts";
+import { elementBytes } from "./_view.ts";
 import {
   CpuHeap,
   type CpuHeapOptions,
@@ -97,6 +99,16 @@ export interface CpuAllocatorOptions
    * @default {Device.cpu()}
    */
   device?: Device;
+  /**
+   * Debug mode for hunting a bug: every heap checks all its invariants after
+   * each call that changes it, freed bytes are junk-filled (as with
+   * `junkFill`), and a pointer's view is refused once it was released. Views
+   * made before a free cannot be detached (they share the heap's buffer):
+   * they read junk.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** Default initial heap length of a {@linkcode CpuAllocator}: 16 MiB. */
@@ -142,6 +154,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   #heapOptions: CpuHeapOptions;
   #zeroFill: boolean;
   #junkFill: boolean;
+  #strict: boolean;
   #reporter: MemoryReporter | undefined;
   #bytes = new Stat();
   #deleter: Deleter<CpuAllocation>;
@@ -154,16 +167,28 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
    */
   constructor(options: CpuAllocatorOptions = {}) {
     super();
-    this.device = options.device ?? Device.cpu();
+    validateOptions(options);
+    const device = options.device ?? Device.cpu();
+    if (!(device instanceof Device)) {
+      throw new InvalidArgumentError(
+        `Invalid device: must be a Device (such as Device.cpu()), received ${
+          typeof device === "string" ? JSON.stringify(device) : String(device)
+        }`,
+        { name: "device", value: device },
+      );
+    }
+    this.device = device;
+    this.#strict = options.strict === true;
     this.#heapOptions = {
       alignment: options.alignment,
       mobile: options.mobile,
       shared: options.shared,
+      strict: this.#strict,
     };
     if (options.heap !== undefined) {
       if (!(options.heap instanceof CpuHeap)) {
         throw new InvalidArgumentError(
-          `Invalid heap: must be a CpuHeap, received ${options.heap}`,
+          `Invalid heap: must be a CpuHeap, received ${String(options.heap)}`,
           { name: "heap", value: options.heap },
         );
       }
@@ -175,6 +200,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         options.byteLength ?? DEFAULT_HEAP_BYTE_LENGTH,
       );
       const max = options.maxByteLength ?? Infinity;
+      if (max !== Infinity) validateByteLength(max, undefined, "maxByteLength");
       if (!(max >= byteLength)) {
         throw new InvalidArgumentError(
           `Invalid maxByteLength: must be at least the byteLength ${byteLength}, received ${max}`,
@@ -186,7 +212,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       this.#own = true;
     }
     this.#zeroFill = options.zeroFill ?? false;
-    this.#junkFill = options.junkFill ?? false;
+    this.#junkFill = options.junkFill === true || this.#strict;
     this.#reporter = options.reporter;
     this.#deleter = (context) => this.#free(context);
   }
@@ -356,11 +382,19 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     ptr: DataPtr<HostMemory, CpuAllocation>,
     type: TypedArrayConstructor<T>,
   ): T {
+    if (!(ptr instanceof DataPtr)) {
+      throw new InvalidArgumentError(
+        `Cannot view ${
+          String(ptr)
+        }: expected a DataPtr of this allocator from allocate()`,
+        { name: "ptr", value: ptr },
+      );
+    }
     const byteOffset = ptr.byteOffset;
     return new type(
       hostBuffer(ptr.memory),
       byteOffset,
-      Math.floor(ptr.byteLength / type.BYTES_PER_ELEMENT),
+      Math.floor(ptr.byteLength / elementBytes(type)),
     );
   }
 

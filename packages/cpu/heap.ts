@@ -13,12 +13,15 @@ import {
   InvalidArgumentError,
   isHostMemory,
   OutOfMemoryError,
-  Stat,
   type StatValues,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
+import { validateOptions } from "./_options.ts";
+import { claimMemory, releaseMemory } from "./_claims.ts";
+import { junkFill } from "./_fill.ts";
+import { elementBytes } from "./_view.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -30,9 +33,14 @@ export const MAX_ALIGNMENT = 65536;
 // Two-level segregated fit: 32 second-level classes per power of two.
 const SL_LOG2 = 5;
 const SL_COUNT = 1 << SL_LOG2;
+const SL_MASK = SL_COUNT - 1;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
+// 2^31 less one largest alignment: a byte length or unit index at most this
+// rounds up to any granule or alignment and stays an int32, so the fast
+// paths may use integer (`>>>`, `&`) arithmetic.
+const INT_ROUNDING_LIMIT = 0x7fff0000;
 
 // Block records: one Int32Array, eight slots per record.
 const R_START = 0; // first unit (absolute: unit i is byte i * granule)
@@ -48,14 +56,18 @@ const UNUSED = 0;
 const FREE = 1;
 const USED = 2;
 
-/** Typed-array constructors that {@linkcode CpuHeap.view} accepts. */
+/**
+ * Constructors that {@linkcode CpuHeap.view} accepts: a typed-array
+ * constructor (its `length` argument counts elements) or `DataView` (no
+ * `BYTES_PER_ELEMENT`; its `length` argument counts bytes).
+ */
 export type TypedArrayConstructor<T> = {
   new (
     buffer: ArrayBuffer | SharedArrayBuffer,
     byteOffset: number,
     length: number,
   ): T;
-  readonly BYTES_PER_ELEMENT: number;
+  readonly BYTES_PER_ELEMENT?: number;
 };
 
 /** Options of {@linkcode CpuHeap}. */
@@ -104,6 +116,16 @@ export interface CpuHeapOptions {
    * @default {false}
    */
   shared?: boolean;
+  /**
+   * Debug mode for hunting a bug: checks every invariant
+   * ({@linkcode CpuHeap.checkIntegrity}, O(blocks)) after each call that
+   * changes the heap and fills freed bytes with a junk pattern (`0x7fedbeef`,
+   * a NaN as f32), so a stale view reads junk rather than plausible data.
+   * Views cannot be detached here: they share the heap's one buffer.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** The figures of {@linkcode CpuHeap.stats}. All byte figures are bytes. */
@@ -151,7 +173,7 @@ export class HeapCorruptionError extends AllotError {}
 function mappingIndex(units: number): number {
   if (units < SL_COUNT) return units;
   const t = 31 - Math.clz32(units);
-  return ((t - SL_LOG2 + 1) << SL_LOG2) | ((units >>> (t - SL_LOG2)) & 31);
+  return ((t - SL_LOG2 + 1) << SL_LOG2) | ((units >>> (t - SL_LOG2)) & SL_MASK);
 }
 
 // Index of the first class whose every block is at least `units` long.
@@ -240,13 +262,23 @@ export class CpuHeap {
   #bucketShift = 32 - 8;
   #liveCount = 0;
 
-  #requested = new Stat();
-  #allocated = new Stat();
-  #count = new Stat();
+  // Stats as plain numbers (cheaper on the hot paths than Stat objects):
+  // current, peak and cumulative total of requested bytes, block bytes and
+  // blocks; what was freed is total - current.
+  #reqNow = 0;
+  #reqPeak = 0;
+  #reqTotal = 0;
+  #usedNow = 0;
+  #usedPeak = 0;
+  #usedTotal = 0;
+  #liveNow = 0;
+  #livePeak = 0;
+  #liveTotal = 0;
   #highWater = 0;
   #ooms = 0;
   #grows = 0;
   #largestCache = -1;
+  #disposed = false;
 
   /**
    * Creates a heap over a memory, or over a new `ArrayBuffer` of the given
@@ -257,6 +289,7 @@ export class CpuHeap {
    * @throws {InvalidArgumentError} For a bad alignment, range or growth limit.
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
+    validateOptions(options);
     const alignment = validateAlignment(
       options.alignment ??
         (options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT),
@@ -346,6 +379,13 @@ export class CpuHeap {
     }
     this.maxByteLength = Math.max(initialBytes, maxBytes);
     this.#maxEndUnit = startUnit + Math.floor(this.maxByteLength / alignment);
+    claimMemory(
+      memory,
+      startUnit * alignment,
+      this.#maxEndUnit * alignment,
+      this,
+    );
+    if (options.strict === true) _makeStrict(this);
     this.#rec = new Int32Array(64 * STRIDE);
     this.#req = new Float64Array(64);
     if (this.#endUnit > startUnit) {
@@ -392,22 +432,22 @@ export class CpuHeap {
 
   /** Bytes in live blocks, including rounding to the alignment. */
   get bytesInUse(): number {
-    return this.#allocated.current;
+    return this.#usedNow;
   }
 
   /** Bytes the callers asked for, in live blocks. */
   get requestedBytes(): number {
-    return this.#requested.current;
+    return this.#reqNow;
   }
 
   /** Bytes not in live blocks. */
   get freeBytes(): number {
-    return this.byteLength - this.#allocated.current;
+    return this.byteLength - this.#usedNow;
   }
 
   /** Number of live blocks. */
   get allocationCount(): number {
-    return this.#count.current;
+    return this.#liveNow;
   }
 
   /** Number of free regions. */
@@ -463,8 +503,8 @@ export class CpuHeap {
     // Fast path, written out by hand so that it compiles to one function:
     // default alignment, a length below 2 GiB, a good-fit block at hand.
     if (
-      alignment === undefined && (byteLength >>> 0) === byteLength &&
-      byteLength <= 0x7fff0000
+      alignment === undefined && typeof byteLength === "number" &&
+      (byteLength >>> 0) === byteLength && byteLength <= INT_ROUNDING_LIMIT
     ) {
       const units = byteLength === 0 ? 1 : (byteLength + this.#granuleMask) >>>
         this.#shift;
@@ -474,11 +514,11 @@ export class CpuHeap {
         const rounded = units + (1 << (t - SL_LOG2)) - 1;
         const t2 = 31 - Math.clz32(rounded);
         idx = ((t2 - SL_LOG2 + 1) << SL_LOG2) |
-          ((rounded >>> (t2 - SL_LOG2)) & 31);
+          ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
       const sl = this.#slBitmap;
       let fl = idx >>> SL_LOG2;
-      let bits = sl[fl] & (-1 << (idx & 31));
+      let bits = sl[fl] & (-1 << (idx & SL_MASK));
       if (bits === 0) {
         const flBits = this.#flBitmap & (-1 << (fl + 1));
         if (flBits !== 0) {
@@ -526,23 +566,19 @@ export class CpuHeap {
         this.#req[u] = byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
-        const requested = this.#requested;
-        requested.current += byteLength;
-        requested.allocated += byteLength;
-        if (requested.current > requested.peak) {
-          requested.peak = requested.current;
-        }
-        const allocated = this.#allocated;
+        const req = this.#reqNow + byteLength;
+        this.#reqNow = req;
+        this.#reqTotal += byteLength;
+        if (req > this.#reqPeak) this.#reqPeak = req;
         const bytes = units * g;
-        allocated.current += bytes;
-        allocated.allocated += bytes;
-        if (allocated.current > allocated.peak) {
-          allocated.peak = allocated.current;
-        }
-        const count = this.#count;
-        count.current++;
-        count.allocated++;
-        if (count.current > count.peak) count.peak = count.current;
+        const used = this.#usedNow + bytes;
+        this.#usedNow = used;
+        this.#usedTotal += bytes;
+        if (used > this.#usedPeak) this.#usedPeak = used;
+        const live = this.#liveNow + 1;
+        this.#liveNow = live;
+        this.#liveTotal++;
+        if (live > this.#livePeak) this.#livePeak = live;
         const hw = (start + units - this.#startUnit) * g;
         if (hw > this.#highWater) this.#highWater = hw;
         return start * g;
@@ -563,12 +599,17 @@ export class CpuHeap {
    * @throws {InvalidArgumentError} For a bad length or alignment.
    */
   tryAlloc(byteLength: number, alignment?: number): number | undefined {
-    if ((byteLength >>> 0) !== byteLength || byteLength > 0x7fffffff) {
+    if (this.#disposed) this.#refuseDisposed("allocate");
+    if (
+      typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
+      byteLength > 0x7fffffff
+    ) {
       validateByteLength(byteLength);
     }
     let a = 1;
     if (alignment !== undefined && alignment !== this.alignment) {
       if (
+        typeof alignment !== "number" ||
         alignment <= 0 || alignment > MAX_ALIGNMENT ||
         (alignment & (alignment - 1)) !== 0 || (alignment | 0) !== alignment
       ) {
@@ -576,7 +617,7 @@ export class CpuHeap {
       }
       if (alignment > this.alignment) a = alignment >>> this.#shift;
     }
-    let units = byteLength <= 0x7fff0000
+    let units = byteLength <= INT_ROUNDING_LIMIT
       ? (byteLength + this.alignment - 1) >>> this.#shift
       : Math.ceil(byteLength / this.alignment);
     if (units === 0) units = 1;
@@ -606,7 +647,7 @@ export class CpuHeap {
   free(byteOffset: number): void {
     let b = -1;
     if (
-      (byteOffset >>> 0) === byteOffset &&
+      typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset &&
       (byteOffset & this.#granuleMask) === 0
     ) {
       b = this.#liveTake(byteOffset >>> this.#shift);
@@ -619,40 +660,11 @@ export class CpuHeap {
     const r = b * STRIDE;
     const size = rec[r + R_SIZE];
     const req = this.#req[b];
-    const requested = this.#requested;
-    requested.current -= req;
-    requested.freed += req;
-    const allocated = this.#allocated;
+    this.#reqNow -= req;
     const bytes = size * this.alignment;
-    allocated.current -= bytes;
-    allocated.freed += bytes;
-    const count = this.#count;
-    count.current--;
-    count.freed++;
-    // Merge with free neighbours, keeping a neighbour's list when its class
-    // does not change.
-    const prev = rec[r + R_PPREV];
-    const next = rec[r + R_PNEXT];
-    const nextFree = next >= 0 && rec[next * STRIDE + R_STATE] === FREE;
-    if (prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE) {
-      this.#release(b);
-    } else if (nextFree) {
-      const n = next * STRIDE;
-      rec[n + R_PPREV] = prev;
-      if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = next;
-      const nextSize = rec[n + R_SIZE];
-      const merged = nextSize + size;
-      rec[n + R_START] = rec[r + R_START];
-      if (mappingIndex(nextSize) === mappingIndex(merged)) {
-        rec[n + R_SIZE] = merged;
-        this.#largestCache = -1;
-      } else this.#resizeFreeSlow(next, nextSize, merged);
-      rec[r + R_STATE] = UNUSED;
-      rec[r + R_FNEXT] = this.#unusedHead;
-      this.#unusedHead = b;
-    } else {
-      this.#insertFree(b);
-    }
+    this.#usedNow -= bytes;
+    this.#liveNow--;
+    this.#release(b);
   }
 
   /**
@@ -703,7 +715,7 @@ export class CpuHeap {
       if (units < size) {
         this.#giveTail(b, size - units);
         rec[r + R_SIZE] = units;
-        this.#allocated.decrease((size - units) * g);
+        this.#usedNow -= (size - units) * g;
       }
     } else {
       const next = rec[r + R_PNEXT];
@@ -725,11 +737,11 @@ export class CpuHeap {
         this.#insertFree(next);
       }
       rec[r + R_SIZE] = units;
-      this.#allocated.increase(more * g);
+      this.#addUsed(more * g);
       this.#bumpHighWater(rec[r + R_START] + units);
     }
-    this.#requested.decrease(this.#req[b]);
-    this.#requested.increase(byteLength);
+    this.#reqNow -= this.#req[b];
+    this.#addRequested(byteLength);
     this.#req[b] = byteLength;
     return true;
   }
@@ -795,25 +807,68 @@ export class CpuHeap {
     return new type(
       this.#isWasm ? this.buffer : this.#buffer,
       byteOffset,
-      Math.floor(this.#req[b] / type.BYTES_PER_ELEMENT),
+      Math.floor(this.#req[b] / elementBytes(type)),
     );
   }
 
   /**
-   * A `Uint8Array` over `byteLength` bytes at `byteOffset` of the current
-   * buffer, without checking that a live block is there (the fast way to
-   * view bytes on a hot path).
+   * A `Uint8Array` over the first `byteLength` bytes of the live block at
+   * `byteOffset`, over the current buffer.
    *
-   * @param byteOffset Byte offset.
-   * @param byteLength Number of bytes.
+   * @param byteOffset A live block's byte offset.
+   * @param byteLength Number of bytes, at most the block's usable length
+   * ({@linkcode CpuHeap.usableByteLength}).
    * @returns The bytes.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
+   * @throws {InvalidArgumentError} When `byteLength` is not an integer or
+   * reaches past the block.
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
+    const b = this.#lookup(byteOffset, "view");
+    const usable = this.#rec[b * STRIDE + R_SIZE] * this.alignment;
+    if (
+      typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
+      byteLength > usable
+    ) {
+      validateByteLength(byteLength, usable, "byteLength");
+    }
     return new Uint8Array(
       this.#isWasm ? this.buffer : this.#buffer,
       byteOffset,
       byteLength,
     );
+  }
+
+  /**
+   * Whether {@linkcode CpuHeap.dispose} was called.
+   */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /**
+   * Gives up the memory: the heap refuses every later call with an
+   * `InvalidArgumentError`, and another heap may now manage the same bytes.
+   * Live blocks are forgotten (their bytes belong to the next owner). Calling
+   * it again does nothing.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    releaseMemory(this.memory, this);
+    // Empty every structure the fast paths read, so they all fall through to
+    // the slow paths, which refuse.
+    this.#heads.fill(-1);
+    this.#slBitmap.fill(0);
+    this.#flBitmap = 0;
+    this.#buckets.fill(-1);
+    this.#liveCount = 0;
+    this.#maxEndUnit = this.#endUnit;
+  }
+
+  /** Same as {@linkcode CpuHeap.dispose}, for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 
   /**
@@ -825,6 +880,7 @@ export class CpuHeap {
    * @throws {InvalidArgumentError} For a bad length.
    */
   grow(byteLength: number): boolean {
+    if (this.#disposed) this.#refuseDisposed("grow");
     validateByteLength(byteLength);
     const units = Math.ceil(byteLength / this.alignment);
     if (units === 0) return true;
@@ -838,9 +894,13 @@ export class CpuHeap {
    */
   stats(): CpuHeapStats {
     return {
-      requestedBytes: this.#requested.values(),
-      allocatedBytes: this.#allocated.values(),
-      allocations: this.#count.values(),
+      requestedBytes: statValues(this.#reqNow, this.#reqPeak, this.#reqTotal),
+      allocatedBytes: statValues(
+        this.#usedNow,
+        this.#usedPeak,
+        this.#usedTotal,
+      ),
+      allocations: statValues(this.#liveNow, this.#livePeak, this.#liveTotal),
       reservedBytes: this.byteLength,
       freeBytes: this.freeBytes,
       largestFreeBytes: this.largestFreeBytes,
@@ -853,9 +913,9 @@ export class CpuHeap {
 
   /** Sets every peak to its current value and the high-water mark to the highest live byte. */
   resetPeaks(): void {
-    this.#requested.resetPeak();
-    this.#allocated.resetPeak();
-    this.#count.resetPeak();
+    this.#reqPeak = this.#reqNow;
+    this.#usedPeak = this.#usedNow;
+    this.#livePeak = this.#liveNow;
     let hw = 0;
     const rec = this.#rec;
     for (let b = this.#last; b >= 0; b = rec[b * STRIDE + R_PPREV]) {
@@ -952,7 +1012,7 @@ export class CpuHeap {
     if (at !== this.#endUnit) fail(`blocks end at ${at}, not ${this.#endUnit}`);
     let listed = 0;
     for (let idx = 0; idx < LIST_COUNT; idx++) {
-      const fl = idx >>> SL_LOG2, sl = idx & 31;
+      const fl = idx >>> SL_LOG2, sl = idx & SL_MASK;
       const bit = (this.#slBitmap[fl] >>> sl) & 1;
       const head = this.#heads[idx];
       if ((head >= 0) !== (bit === 1)) fail(`bitmap of list ${idx} is wrong`);
@@ -971,10 +1031,10 @@ export class CpuHeap {
     }
     if (freeCount !== this.#freeRegions) fail("free region count is wrong");
     const g = this.alignment;
-    if (used * g !== this.#allocated.current) fail("allocated bytes are wrong");
-    if (usedCount !== this.#count.current) fail("allocation count is wrong");
+    if (used * g !== this.#usedNow) fail("allocated bytes are wrong");
+    if (usedCount !== this.#liveNow) fail("allocation count is wrong");
     if (usedCount !== this.#liveCount) fail("live map size is wrong");
-    if (requested !== this.#requested.current) {
+    if (requested !== this.#reqNow) {
       fail("requested bytes are wrong");
     }
     if (free + used !== this.#endUnit - this.#startUnit) {
@@ -983,6 +1043,13 @@ export class CpuHeap {
   }
 
   // ---- internals -------------------------------------------------------
+
+  #refuseDisposed(what: string): never {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: this CpuHeap was disposed`,
+      { name: "heap", value: "disposed" },
+    );
+  }
 
   #refreshBuffer(): void {
     const buffer = (this.memory as WebAssembly.Memory).buffer;
@@ -1031,7 +1098,7 @@ export class CpuHeap {
 
   #lookup(byteOffset: number, what: string): number {
     // Fast path: a uint32 offset (no floating-point modulo or division).
-    if ((byteOffset >>> 0) === byteOffset) {
+    if (typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset) {
       const g = this.alignment;
       if ((byteOffset & (g - 1)) === 0) {
         const b = this.#liveGet(byteOffset >>> this.#shift);
@@ -1042,13 +1109,16 @@ export class CpuHeap {
   }
 
   #lookupSlow(byteOffset: number, what: string): number {
+    if (this.#disposed) this.#refuseDisposed(what);
     const g = this.alignment;
     if (
       typeof byteOffset !== "number" || !(byteOffset >= 0) ||
       !Number.isSafeInteger(byteOffset)
     ) {
       throw new InvalidArgumentError(
-        `Cannot ${what} byte offset ${byteOffset}: must be a non-negative integer`,
+        `Cannot ${what} byte offset ${
+          String(byteOffset)
+        }: must be a non-negative integer`,
         { name: "byteOffset", value: byteOffset, limit: 0 },
       );
     }
@@ -1060,7 +1130,9 @@ export class CpuHeap {
       const where = byteOffset < begin || byteOffset >= end
         ? `it is outside this heap's range [${begin}, ${end})`
         : "no live block of this heap starts there (freed already, or never allocated here)";
-      const message = `Cannot ${what} byte offset ${byteOffset}: ${where}`;
+      const message = `Cannot ${what} byte offset ${
+        String(byteOffset)
+      }: ${where}`;
       throw what === "free"
         ? new DoubleFreeError(message)
         : new UseAfterFreeError(message);
@@ -1168,7 +1240,7 @@ export class CpuHeap {
     if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
     else {
       const fl = idx >>> SL_LOG2;
-      this.#slBitmap[fl] |= 1 << (idx & 31);
+      this.#slBitmap[fl] |= 1 << (idx & SL_MASK);
       this.#flBitmap |= 1 << fl;
     }
     this.#heads[idx] = b;
@@ -1188,7 +1260,7 @@ export class CpuHeap {
       this.#heads[idx] = next;
       if (next < 0) {
         const fl = idx >>> SL_LOG2;
-        const bits = this.#slBitmap[fl] & ~(1 << (idx & 31));
+        const bits = this.#slBitmap[fl] & ~(1 << (idx & SL_MASK));
         this.#slBitmap[fl] = bits;
         if (bits === 0) this.#flBitmap &= ~(1 << fl);
       }
@@ -1229,7 +1301,7 @@ export class CpuHeap {
     let idx = searchIndex(need);
     if (idx < LIST_COUNT) {
       let fl = idx >>> SL_LOG2;
-      let bits = this.#slBitmap[fl] & (-1 << (idx & 31));
+      let bits = this.#slBitmap[fl] & (-1 << (idx & SL_MASK));
       if (bits === 0) {
         const flBits = fl + 1 < 32 ? this.#flBitmap & (-1 << (fl + 1)) : 0;
         if (flBits !== 0) {
@@ -1243,8 +1315,8 @@ export class CpuHeap {
     const rec = this.#rec;
     for (let i = mappingIndex(units); i < idx; i++) {
       const fl = i >>> SL_LOG2;
-      if (((this.#slBitmap[fl] >>> (i & 31)) & 1) === 0) {
-        if (this.#slBitmap[fl] >>> (i & 31) === 0) i |= 31; // skip empty rest
+      if (((this.#slBitmap[fl] >>> (i & SL_MASK)) & 1) === 0) {
+        if (this.#slBitmap[fl] >>> (i & SL_MASK) === 0) i |= SL_MASK; // skip empty rest
         continue;
       }
       for (let b = this.#heads[i]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
@@ -1263,7 +1335,7 @@ export class CpuHeap {
     let start = rec[r + R_START];
     let size = rec[r + R_SIZE];
     if (a > 1) {
-      const aligned = start <= 0x7fff0000
+      const aligned = start <= INT_ROUNDING_LIMIT
         ? (start + a - 1) & -a
         : Math.ceil(start / a) * a;
       const gap = aligned - start;
@@ -1322,12 +1394,26 @@ export class CpuHeap {
     rec[r + R_ALIGN] = a;
     this.#req[b] = byteLength;
     this.#liveSet(start, b);
-    this.#requested.increase(byteLength);
-    this.#allocated.increase(units * this.alignment);
-    this.#count.increase(1);
+    this.#addRequested(byteLength);
+    this.#addUsed(units * this.alignment);
+    const live = ++this.#liveNow;
+    this.#liveTotal++;
+    if (live > this.#livePeak) this.#livePeak = live;
     const hw = (start + units - this.#startUnit) * this.alignment;
     if (hw > this.#highWater) this.#highWater = hw;
     return start * this.alignment;
+  }
+
+  #addRequested(bytes: number): void {
+    const now = this.#reqNow += bytes;
+    this.#reqTotal += bytes;
+    if (now > this.#reqPeak) this.#reqPeak = now;
+  }
+
+  #addUsed(bytes: number): void {
+    const now = this.#usedNow += bytes;
+    this.#usedTotal += bytes;
+    if (now > this.#usedPeak) this.#usedPeak = now;
   }
 
   #bumpHighWater(endUnit: number): void {
@@ -1480,4 +1566,39 @@ export class CpuHeap {
       return false;
     }
   }
+}
+
+// Strict mode: wraps the calls that change a heap so that each checks every
+// invariant after it ran, and junk-fills the bytes a free gives back.
+function _makeStrict(heap: CpuHeap): void {
+  const proto = CpuHeap.prototype;
+  const checked = <A extends unknown[], R>(
+    f: (this: CpuHeap, ...args: A) => R,
+  ) =>
+  (...args: A): R => {
+    const result = f.apply(heap, args);
+    heap.checkIntegrity();
+    return result;
+  };
+  const free = checked(proto.free);
+  Object.defineProperties(heap, {
+    alloc: { value: checked(proto.alloc) },
+    tryAlloc: { value: checked(proto.tryAlloc) },
+    resizeInPlace: { value: checked(proto.resizeInPlace) },
+    realloc: { value: checked(proto.realloc) },
+    grow: { value: checked(proto.grow) },
+    free: {
+      value: (byteOffset: number): void => {
+        const length = heap.owns(byteOffset)
+          ? heap.usableByteLength(byteOffset)
+          : 0;
+        free(byteOffset);
+        if (length > 0) junkFill(heap.buffer, byteOffset, length);
+      },
+    },
+  });
+}
+
+function statValues(current: number, peak: number, total: number): StatValues {
+  return { current, peak, allocated: total, freed: total - current };
 }

@@ -481,3 +481,49 @@ describe("CpuHeap", () => {
     assert.equal(heap.highWaterBytes, 0);
   });
 });
+
+describe("CpuHeap fast path", () => {
+  it("CpuHeap.alloc()'s fast path (default alignment) matches the general path block for block", () => {
+    // The same operations on two heaps: one through alloc(n), which takes the
+    // hand-written fast path, one through alloc(n, alignment), which takes
+    // tryAlloc's #find/#take/#mark. Offsets, blocks and stats must agree.
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(fc.boolean(), sizeArb(1 << 16), fc.nat()),
+          { minLength: 1, maxLength: 300 },
+        ),
+        (ops) => {
+          const fast = new CpuHeap(1 << 20);
+          const slow = new CpuHeap(1 << 20);
+          const live: number[] = [];
+          for (const [isAlloc, byteLength, pick] of ops) {
+            if (isAlloc || live.length === 0) {
+              let x: number | undefined, y: number | undefined;
+              try {
+                x = fast.alloc(byteLength);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              try {
+                y = slow.alloc(byteLength, slow.alignment);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              assert.equal(x, y);
+              if (x !== undefined) live.push(x);
+            } else {
+              const [at] = live.splice(pick % live.length, 1);
+              fast.free(at);
+              slow.free(at);
+            }
+            assert.deepEqual(fast.snapshot(), slow.snapshot());
+            assert.deepEqual(fast.stats(), slow.stats());
+          }
+          fast.checkIntegrity();
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+});

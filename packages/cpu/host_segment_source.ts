@@ -15,6 +15,7 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
+import { validateOptions } from "./_options.ts";
 import type { SystemMemory } from "./system_allocator.ts";
 
 /** Options of {@linkcode HostSegmentSource}. */
@@ -89,6 +90,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    * @throws {InvalidArgumentError} For bad limits.
    */
   constructor(options: HostSegmentSourceOptions = {}) {
+    validateOptions(options);
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(options.alignment ?? 64);

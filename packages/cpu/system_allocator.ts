@@ -17,6 +17,7 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
+import { validateOptions } from "./_options.ts";
 import type { MemoryReporter } from "./memory_reporter.ts";
 import { junkFill } from "./_fill.ts";
 
@@ -101,6 +102,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
    */
   constructor(options: SystemAllocatorOptions = {}) {
     super();
+    validateOptions(options);
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.#shared = options.shared ?? false;

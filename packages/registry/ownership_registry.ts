@@ -25,6 +25,15 @@ import {
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
+import { describeValue, readOptions } from "./_describe.ts";
+import {
+  _AliasTable,
+  _RecordTable,
+  FREE_DELETER,
+  FREE_DETACH,
+  FREE_NONE,
+  FREE_RELEASE,
+} from "./_record_table.ts";
 
 /**
  * How a registered allocation is freed, after SCL-Core's `AllocType`:
@@ -152,7 +161,21 @@ export interface OwnershipRegistryOptions {
    *
    * @default {new MapRecordStore()}
    */
-  store?: RecordStore<RegistryEntry>;
+  store?: RecordStore;
+  /**
+   * Debug mode for hunting use-after-free bugs (slow): freed heap-kind
+   * memory is filled with junk (`0xdd`) and kept in a quarantine of recent
+   * frees; every later `register`, `unregister` and `newArray` first checks
+   * the junk and throws {@linkcode UseAfterFreeError} naming the first byte a
+   * stale view wrote. Memory that an allocator hands out again through this
+   * registry's `newArray` leaves the quarantine; memory reused by code
+   * outside the registry (the same allocator used directly) is reported as
+   * written, so use strict mode where the registry is the allocator's only
+   * user.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** Options of {@linkcode OwnershipRegistry.register}. */
@@ -227,41 +250,53 @@ export interface NewArrayOptions {
   allocator?: Allocator;
 }
 
-/** An allocation: a plain pointer or a reference-counted buffer. Internal. */
-interface _Allocation {
-  id: number;
-  kind: AllocationKind;
-  memory: object;
-  byteOffset: number;
-  byteLength: number;
-  reservedByteLength: number;
-  buffer: boolean;
-  references: number;
-  free: () => void;
-  info: AllocationInfo | undefined;
-}
-
-/**
- * What a {@linkcode RecordStore} of an {@linkcode OwnershipRegistry} holds at
- * one place: the allocation and how many references that place holds.
- */
-export interface RegistryEntry {
-  /** The allocation (opaque to stores). */
-  readonly allocation: unknown;
-  /** References held at this place. */
-  count: number;
-}
-
-interface _Entry extends RegistryEntry {
-  readonly allocation: _Allocation;
-}
-
 const KINDS: readonly AllocationKind[] = [
   "heap",
   "system",
   "aligned",
   "custom",
 ];
+const HEAP = 0, SYSTEM = 1, ALIGNED = 2, CUSTOM = 3;
+
+/** Freed ranges a strict registry keeps junk-filled and checks. */
+const QUARANTINE_RANGES = 256;
+/** The byte strict mode fills freed memory with. */
+const JUNK = 0xdd;
+/** What a lookup returns for a stale array (freed, its place reused). */
+const STALE = -2;
+
+/** A freed range in quarantine (strict mode). */
+interface _Quarantined {
+  memory: object;
+  byteOffset: number;
+  byteLength: number;
+  id: number;
+}
+
+/** A byte length option: a safe integer >= 0, else a typed error. */
+function checkLength(value: unknown, name: string): number {
+  if (typeof value !== "number") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: [0, Number.MAX_SAFE_INTEGER] },
+    );
+  }
+  return validateByteLength(value, Number.MAX_SAFE_INTEGER, name);
+}
+
+function callFree(
+  mode: number,
+  target: unknown,
+  pointer: unknown,
+  memory: object,
+): void {
+  if (mode === FREE_RELEASE) (target as DataPtr).release();
+  else if (mode === FREE_DELETER) {
+    (target as (pointer: Pointer) => void)(pointer as Pointer);
+  } else if (mode === FREE_DETACH) detach(memory);
+}
 
 function detectWorker(): string {
   const scope = (globalThis as { WorkerGlobalScope?: unknown })
@@ -354,8 +389,13 @@ function detach(memory: object): void {
  * ```
  */
 export class OwnershipRegistry {
-  #store: RecordStore<RegistryEntry>;
+  #store: RecordStore;
+  /** Records by slot; the store maps a real pointer's place to `slot * 2`. */
+  #records = new _RecordTable();
+  /** Alias places by slot; the store maps them to `slot * 2 + 1`. */
+  #aliases = new _AliasTable();
   #track: boolean;
+  #strict: boolean;
   #worker: string;
   #onLeak: ((report: LeakReport) => void) | undefined;
   #nextId = 1;
@@ -364,21 +404,37 @@ export class OwnershipRegistry {
   #references = 0;
   #requested = new Stat();
   #reserved = new Stat();
-  #live = new Set<_Allocation>();
   #disposed = false;
   #exitCleanup: (() => void) | undefined;
+  /**
+   * Arrays of freed heap-kind records: the allocator may give their place
+   * to a new owner, and these arrays must not reach the new record.
+   */
+  #retired = new WeakSet<object>();
+  #anyRetired = false;
+  #quarantine: _Quarantined[] = [];
+  /** The place `#placeOf` found last (no tuple per call). */
+  #memory: object = this;
+  #offset = 0;
 
   /**
    * Creates an empty registry.
    *
-   * @param options Tracking, leak reporting and the record store.
+   * @param options Tracking, leak reporting, strict mode and the record
+   * store.
    */
   constructor(options: OwnershipRegistryOptions = {}) {
-    this.#store = options.store ?? new MapRecordStore<RegistryEntry>();
+    this.#store = options.store ?? new MapRecordStore();
     this.#track = options.track ?? false;
+    this.#strict = options.strict ?? false;
     this.#worker = options.worker ?? detectWorker();
     this.#onLeak = options.onLeak;
     if (options.checkAtExit) this.#installExitCheck();
+  }
+
+  /** Whether strict mode (junk-filled, checked frees) is on. */
+  get strict(): boolean {
+    return this.#strict;
   }
 
   /** Whether tracking (stack, time, worker per record) is on. */
@@ -440,8 +496,8 @@ export class OwnershipRegistry {
    * assert.deepEqual(freed, [64]);
    * ```
    */
-  register(pointer: Pointer, options: RegisterOptions = {}): number {
-    return this.#register(pointer, options, undefined, "register");
+  register(pointer: Pointer, options?: RegisterOptions): number {
+    return this.#register(pointer, options, false, "register");
   }
 
   /**
@@ -472,14 +528,9 @@ export class OwnershipRegistry {
    */
   registerBuffer(
     pointer: Pointer,
-    options: RegisterBufferOptions = {},
+    options?: RegisterBufferOptions,
   ): number {
-    return this.#register(
-      pointer,
-      options,
-      options.aliases ?? [],
-      "registerBuffer",
-    );
+    return this.#register(pointer, options, true, "registerBuffer");
   }
 
   /**
@@ -512,38 +563,28 @@ export class OwnershipRegistry {
    */
   addAlias(existing: Pointer, alias: Pointer): number {
     this.#requireLive("addAlias");
-    const [memory, byteOffset] = this.#placeOf(existing, "existing");
-    const entry = this.#store.get(memory, byteOffset) as _Entry | undefined;
-    if (entry === undefined) {
-      throw new DoubleFreeError(
-        `Cannot add an alias to ${
-          describePointer(memory, byteOffset)
-        }: the pointer is not registered`,
-      );
+    const v = this.#find(existing, "existing");
+    if (v < 0) this.#throwNotRegistered(v, "add an alias to");
+    const t = this.#records;
+    const r = this.#slotOf(v);
+    if (alias === existing) this.#countPlace(v); // one more through the same pointer
+    else {
+      const o = this.#placeOf(alias, "alias");
+      if (o < 0) this.#throwDetached("addAlias", "alias");
+      const m = this.#memory;
+      this.#checkAlias(r, m, o, "addAlias");
+      const w = this.#store.get(m, o);
+      if (w >= 0) this.#countPlace(w);
+      else this.#addAliasPlace(r, m, o);
     }
-    const allocation = entry.allocation;
-    // Fast path: one more reference through the same pointer.
-    let aliasEntry: RegistryEntry | undefined = entry;
-    if (alias !== existing) {
-      const [aliasMemory, aliasOffset] = this.#placeOf(alias, "alias");
-      if (aliasOffset < 0) this.#throwDetached("addAlias", "alias");
-      this.#checkAlias(allocation, aliasMemory, aliasOffset, "addAlias");
-      aliasEntry = this.#store.get(aliasMemory, aliasOffset);
-      if (aliasEntry === undefined) {
-        aliasEntry = { allocation, count: 0 } as _Entry;
-        this.#store.set(aliasMemory, aliasOffset, aliasEntry);
-      }
-    }
-    aliasEntry.count++;
-    if (!allocation.buffer) {
-      allocation.buffer = true;
+    if (t.buffer[r] === 0) {
+      t.buffer[r] = 1;
       this.#pointers--;
       this.#buffers++;
-      this.#references += allocation.references;
+      this.#references += t.refs[r];
     }
-    allocation.references++;
     this.#references++;
-    return allocation.references;
+    return ++t.refs[r];
   }
 
   /**
@@ -554,7 +595,11 @@ export class OwnershipRegistry {
    * @returns `true` when the memory was freed by this call.
    * @throws {DoubleFreeError} When the pointer is not registered (never was,
    * or was already unregistered); nothing changes.
-   * @throws {UseAfterFreeError} After `dispose()`.
+   * @throws {UseAfterFreeError} After `dispose()`, or for a freed heap-kind
+   * array whose place now belongs to another allocation (a stale array);
+   * nothing changes.
+   * @throws What a custom deleter throws: the record is removed first, so the
+   * registry stays consistent (a deleter may also call the registry).
    *
    * @example
    * ```ts
@@ -569,23 +614,28 @@ export class OwnershipRegistry {
    * ```
    */
   unregister(pointer: Pointer): boolean {
-    this.#requireLive("unregister");
-    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
-    const entry = this.#store.get(memory, byteOffset) as _Entry | undefined;
-    if (entry === undefined) {
-      throw new DoubleFreeError(
-        `Cannot unregister ${
-          describePointer(memory, byteOffset)
-        }: the pointer is not registered (never registered, or already unregistered)`,
-      );
+    if (this.#disposed) this.#requireLive("unregister");
+    if (this.#strict) this.#checkQuarantine();
+    const v = this.#find(pointer, "pointer");
+    if (v < 0) this.#throwNotRegistered(v, "unregister");
+    const t = this.#records;
+    let r: number;
+    if ((v & 1) === 0) {
+      r = v >> 1;
+      if (--t.placeCount[r] === 0) {
+        this.#store.delete(this.#memory, this.#offset);
+      }
+    } else {
+      const a = v >> 1;
+      r = this.#aliases.record[a];
+      if (--this.#aliases.count[a] === 0) {
+        this.#store.delete(this.#memory, this.#offset);
+        this.#aliases.put(a);
+      }
     }
-    const allocation = entry.allocation;
-    if (--entry.count === 0) this.#store.delete(memory, byteOffset);
-    allocation.references--;
-    if (allocation.buffer) this.#references--;
-    if (allocation.references > 0) return false;
-    this.#forget(allocation);
-    allocation.free();
+    if (t.buffer[r] === 1) this.#references--;
+    if (--t.refs[r] > 0) return false;
+    this.#free(r);
     return true;
   }
 
@@ -610,8 +660,7 @@ export class OwnershipRegistry {
    * @returns `true` when registered.
    */
   isRegistered(pointer: Pointer): boolean {
-    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
-    return this.#store.get(memory, byteOffset) !== undefined;
+    return this.#find(pointer, "pointer") >= 0;
   }
 
   /**
@@ -642,11 +691,57 @@ export class OwnershipRegistry {
   newArray<D extends Dtype>(
     dtype: D,
     length: number,
-    options: NewArrayOptions = {},
+    options?: NewArrayOptions,
   ): TypedArrayOf<D> {
     this.#requireLive("newArray");
+    if (typeof dtype !== "string") {
+      throw new InvalidArgumentError(
+        `Invalid dtype: expected a dtype name such as "f32", received ${
+          describeValue(dtype)
+        }`,
+        { name: "dtype", value: dtype, limit: "Dtype" },
+      );
+    }
+    const read = readOptions(options, ["shared", "alignment", "allocator"]);
+    if (read.problem !== undefined) {
+      throw new InvalidArgumentError(`Cannot allocate: ${read.problem}`, {
+        name: "options",
+        value: options,
+        limit: "NewArrayOptions",
+      });
+    }
+    const { shared, alignment: alignmentOption } = read.values;
+    const allocatorOption = read.values.allocator as Allocator | undefined;
     const Ctor = dtypeInfo(dtype).arrayType;
     const bpe = Ctor.BYTES_PER_ELEMENT;
+    if (typeof length !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid length: must be an integer in [0, ${
+          Math.floor(Number.MAX_SAFE_INTEGER / bpe)
+        }], received ${describeValue(length)}`,
+        { name: "length", value: length, limit: "integer >= 0" },
+      );
+    }
+    if (alignmentOption !== undefined && typeof alignmentOption !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid alignment: must be a power of two, received ${
+          describeValue(alignmentOption)
+        }`,
+        { name: "alignment", value: alignmentOption, limit: "power of two" },
+      );
+    }
+    if (
+      allocatorOption !== undefined &&
+      (allocatorOption === null || typeof allocatorOption !== "object" ||
+        !this.#hasAllocate(allocatorOption))
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid allocator: expected an Allocator (an object with allocate()), received ${
+          describeValue(allocatorOption)
+        }`,
+        { name: "allocator", value: allocatorOption, limit: "Allocator" },
+      );
+    }
     validateInteger(
       length,
       0,
@@ -654,17 +749,17 @@ export class OwnershipRegistry {
       "length",
     );
     const byteLength = length * bpe;
-    const alignment = options.alignment === undefined
+    const alignment = alignmentOption === undefined
       ? undefined
-      : validateAlignment(options.alignment);
+      : validateAlignment(alignmentOption);
     const reserved = alignment === undefined
       ? byteLength
       : alignUp(byteLength, alignment);
     // Zero-length arrays never come from the allocator: a zero-byte place in
     // a heap may coincide with a live allocation's place.
-    const allocator = length === 0 ? undefined : options.allocator;
+    const allocator = length === 0 ? undefined : allocatorOption;
     if (allocator !== undefined) {
-      if (options.shared) {
+      if (shared) {
         throw new InvalidArgumentError(
           `Cannot allocate ${byteLength} bytes: shared and allocator are exclusive, received both`,
           { name: "shared", value: true, limit: "no allocator" },
@@ -699,11 +794,12 @@ export class OwnershipRegistry {
             kind: alignment === undefined ? "heap" : "aligned",
             alignment,
           },
-          undefined,
+          false,
           "newArray",
-          () => ptr.release(),
+          ptr,
           reserved + pad,
         );
+        if (this.#strict) this.#leaveQuarantine(array.buffer, offset, reserved);
       } catch (error) {
         ptr.release();
         throw error;
@@ -712,13 +808,13 @@ export class OwnershipRegistry {
     }
     let memory: ArrayBuffer | SharedArrayBuffer;
     try {
-      memory = options.shared
+      memory = shared
         ? new SharedArrayBuffer(reserved)
         : new ArrayBuffer(reserved);
     } catch (error) {
       throw new OutOfMemoryError(
         `Cannot allocate ${reserved} bytes: the engine refused a ${
-          options.shared ? "SharedArrayBuffer" : "ArrayBuffer"
+          shared ? "SharedArrayBuffer" : "ArrayBuffer"
         } of that length`,
         { requestedBytes: reserved },
         { cause: error },
@@ -731,9 +827,9 @@ export class OwnershipRegistry {
         byteLength,
         kind: alignment === undefined ? "system" : "aligned",
         alignment,
-        detach: !options.shared,
+        detach: !shared,
       },
-      undefined,
+      false,
       "newArray",
       undefined,
       reserved,
@@ -766,24 +862,33 @@ export class OwnershipRegistry {
    * ```
    */
   adopt(array: ArrayBufferView): number {
-    const buffer = array?.buffer;
-    if (buffer instanceof ArrayBuffer && buffer.detached) {
+    this.#requireLive("adopt");
+    if (!ArrayBuffer.isView(array)) {
+      throw new InvalidArgumentError(
+        `Cannot adopt ${
+          describeValue(array)
+        }: expected a typed array or DataView`,
+        { name: "array", value: array, limit: "ArrayBufferView" },
+      );
+    }
+    const buffer = array.buffer;
+    if ((buffer as ArrayBuffer).detached === true) {
       throw new InvalidArgumentError(
         `Cannot adopt a ${array.constructor.name}: its ArrayBuffer is detached`,
         { name: "array", value: "detached", limit: "attached buffer" },
       );
     }
+    // Only a view over its whole ArrayBuffer owns it: freeing a part must
+    // not detach (destroy) the rest.
+    const whole = buffer instanceof ArrayBuffer && array.byteOffset === 0 &&
+      array.byteLength === buffer.byteLength;
     return this.#register(
       array,
-      {
-        kind: "system",
-        byteLength: array.byteLength,
-        detach: buffer instanceof ArrayBuffer,
-      },
-      undefined,
+      { kind: "system", byteLength: array.byteLength, detach: whole },
+      false,
       "adopt",
       undefined,
-      buffer?.byteLength,
+      whole ? buffer.byteLength : array.byteLength,
     );
   }
 
@@ -791,15 +896,17 @@ export class OwnershipRegistry {
    * Gives up ownership of an array so its `ArrayBuffer` can be transferred
    * to a Worker (`worker.postMessage(message, [buffer])`): the record is
    * removed without freeing, and the buffer is returned. The receiver owns
-   * it from then on (`adopt` it in the Worker's registry). Only plain
-   * `system` or `aligned` records that own a whole non-shared `ArrayBuffer`
-   * can move; share a `SharedArrayBuffer` instead of transferring it.
+   * it from then on (`adopt` it in the Worker's registry). Only `system` or
+   * `aligned` records that own a whole non-shared `ArrayBuffer` and hold one
+   * reference (a buffer whose aliases were all unregistered is fine) can
+   * move; share a `SharedArrayBuffer` instead of transferring it.
    *
    * @param pointer The registered array (its real pointer).
    * @returns The buffer to put in the transfer list.
    * @throws {DoubleFreeError} When the pointer is not registered.
-   * @throws {UnsupportedOperationError} For a buffer with aliases, a heap or
-   * custom allocation, or a `SharedArrayBuffer`; nothing changes.
+   * @throws {UnsupportedOperationError} For a buffer with aliases still
+   * registered, an alias, a heap or custom allocation, a record that does not
+   * own its whole `ArrayBuffer`, or a `SharedArrayBuffer`; nothing changes.
    *
    * @example
    * ```ts
@@ -817,24 +924,22 @@ export class OwnershipRegistry {
    */
   transferOut(pointer: Pointer): ArrayBuffer {
     this.#requireLive("transferOut");
-    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
-    const entry = this.#store.get(memory, byteOffset) as _Entry | undefined;
-    if (entry === undefined) {
-      throw new DoubleFreeError(
-        `Cannot transfer ${
-          describePointer(memory, byteOffset)
-        }: the pointer is not registered`,
-      );
-    }
-    const a = entry.allocation;
-    const why = a.buffer
-      ? "it is a buffer with aliases"
-      : a.kind !== "system" && a.kind !== "aligned"
-      ? `its kind is ${a.kind}`
+    const v = this.#find(pointer, "pointer");
+    if (v < 0) this.#throwNotRegistered(v, "transfer");
+    const memory = this.#memory, byteOffset = this.#offset;
+    const t = this.#records;
+    const r = this.#slotOf(v);
+    const kind = t.kind[r];
+    const why = (v & 1) === 1
+      ? "it is an alias, not the real pointer"
+      : t.refs[r] > 1
+      ? `it is a buffer with aliases (${t.refs[r]} references held)`
+      : kind !== SYSTEM && kind !== ALIGNED
+      ? `its kind is ${KINDS[kind]}`
       : !(memory instanceof ArrayBuffer)
       ? `its memory is a ${memory.constructor?.name} (share it instead)`
-      : a.byteOffset !== byteOffset || byteOffset !== 0
-      ? "it does not own its ArrayBuffer from byte 0"
+      : byteOffset !== 0 || t.reserved[r] < memory.byteLength
+      ? `it does not own its whole ArrayBuffer (bytes 0 to ${memory.byteLength})`
       : undefined;
     if (why !== undefined) {
       throw new UnsupportedOperationError(
@@ -842,7 +947,9 @@ export class OwnershipRegistry {
       );
     }
     this.#store.delete(memory, byteOffset);
-    this.#forget(a);
+    if (t.buffer[r] === 1) this.#references--;
+    this.#forget(r);
+    t.put(r);
     return memory as ArrayBuffer;
   }
 
@@ -865,9 +972,10 @@ export class OwnershipRegistry {
    * ```
    */
   allocationInfo(pointer: Pointer): AllocationInfo | undefined {
-    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
-    return (this.#store.get(memory, byteOffset) as _Entry | undefined)
-      ?.allocation.info;
+    const v = this.#find(pointer, "pointer");
+    return v < 0
+      ? undefined
+      : this.#records.info[this.#slotOf(v)] as AllocationInfo | undefined;
   }
 
   /**
@@ -877,9 +985,8 @@ export class OwnershipRegistry {
    * @returns The record, or `undefined` when the pointer is not registered.
    */
   recordOf(pointer: Pointer): RecordInfo | undefined {
-    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
-    const entry = this.#store.get(memory, byteOffset) as _Entry | undefined;
-    return entry === undefined ? undefined : toInfo(entry.allocation);
+    const v = this.#find(pointer, "pointer");
+    return v < 0 ? undefined : this.#info(this.#slotOf(v));
   }
 
   /**
@@ -888,7 +995,7 @@ export class OwnershipRegistry {
    * @returns The records.
    */
   records(): RecordInfo[] {
-    return [...this.#live].map(toInfo);
+    return this.#records.liveSlots().map((r) => this.#info(r));
   }
 
   /**
@@ -937,7 +1044,7 @@ export class OwnershipRegistry {
         formatBytes(s.current)
       } (${s.current}), peak ${formatBytes(s.peak)}`,
     ];
-    const live = [...this.#live].sort((a, b) =>
+    const live = this.records().sort((a, b) =>
       b.reservedByteLength - a.reservedByteLength
     );
     for (const a of live.slice(0, Math.max(0, limit))) {
@@ -984,18 +1091,24 @@ export class OwnershipRegistry {
     this.#exitCleanup?.();
     this.#exitCleanup = undefined;
     const report = this.#leakReport("dispose");
-    const live = [...this.#live];
-    this.#store.clear();
-    this.#live.clear();
-    for (const allocation of live) {
-      this.#requested.decrease(allocation.byteLength);
-      this.#reserved.decrease(allocation.reservedByteLength);
+    const t = this.#records;
+    const slots = t.liveSlots();
+    const frees = slots.map((r) =>
+      [t.free[r], t.target[r], t.pointer[r], t.memory[r]!] as const
+    );
+    for (const r of slots) {
+      this.#requested.decrease(t.length[r]);
+      this.#reserved.decrease(t.reserved[r]);
+      t.put(r);
     }
+    this.#store.clear();
+    this.#aliases.clear();
+    this.#quarantine.length = 0;
     this.#pointers = this.#buffers = this.#references = 0;
     let failure: unknown;
-    for (const allocation of live) {
+    for (const [mode, target, pointer, memory] of frees) {
       try {
-        allocation.free();
+        callFree(mode, target, pointer, memory);
       } catch (error) {
         failure ??= error;
       }
@@ -1018,8 +1131,8 @@ export class OwnershipRegistry {
   }
 
   #leakReport(reason: "dispose" | "exit"): LeakReport | undefined {
-    if (this.#live.size === 0) return undefined;
-    const records = [...this.#live].map(toInfo);
+    if (this.#records.live === 0) return undefined;
+    const records = this.records();
     let byteLength = 0, reservedByteLength = 0;
     for (const r of records) {
       byteLength += r.byteLength;
@@ -1067,43 +1180,116 @@ export class OwnershipRegistry {
     }
   }
 
-  #placeOf(pointer: Pointer, name: string): [object, number] {
+  /**
+   * Finds a pointer's place: sets `#memory` and `#offset`.
+   *
+   * @returns The byte offset, or -1 for a view whose buffer is detached
+   * (matches no record, so lookups fail instead of hitting offset 0).
+   */
+  #placeOf(pointer: Pointer, name: string): number {
     if (ArrayBuffer.isView(pointer)) {
-      const buffer = pointer.buffer;
-      // A detached view reports byteOffset 0; -1 matches no record, so
-      // lookups fail (DoubleFreeError, false) instead of hitting offset 0.
-      if (buffer instanceof ArrayBuffer && buffer.detached) return [buffer, -1];
-      return [buffer, pointer.byteOffset];
+      this.#memory = pointer.buffer;
+      const offset = pointer.byteOffset;
+      // A detached view reads as offset 0, length 0; `detached` is a call
+      // into C++, so only such views pay for it.
+      if (
+        offset === 0 && pointer.byteLength === 0 &&
+        (this.#memory as ArrayBuffer).detached === true
+      ) return this.#offset = -1;
+      return this.#offset = offset;
     }
+    return this.#placeOfObject(pointer, name);
+  }
+
+  #placeOfObject(pointer: unknown, name: string): number {
     if (pointer === null || typeof pointer !== "object") {
       throw new InvalidArgumentError(
         `Invalid ${name}: expected a typed array, DataPtr or { memory, byteOffset }, received ${
-          String(pointer)
+          describeValue(pointer)
         }`,
         { name, value: pointer, limit: "Pointer" },
       );
     }
-    if (pointer instanceof DataPtr && pointer.released) {
+    let memory: unknown, byteOffset: unknown, released = false;
+    try {
+      released = pointer instanceof DataPtr && pointer.released;
+      if (!released) {
+        memory = (pointer as Place).memory;
+        byteOffset = (pointer as Place).byteOffset;
+      }
+    } catch (error) {
+      throw new InvalidArgumentError(
+        `Invalid ${name}: reading its memory or byteOffset threw ${
+          (error as Error)?.message ?? String(error)
+        }`,
+        { name, value: pointer, limit: "Pointer" },
+      );
+    }
+    if (released) {
       throw new UseAfterFreeError(
         `Cannot use ${pointer} as a ${name}: the pointer was released`,
       );
     }
-    const memory = pointer.memory;
-    const byteOffset = pointer.byteOffset;
     if (memory === null || typeof memory !== "object") {
       throw new InvalidArgumentError(
-        `Invalid ${name}: memory must be an object, received ${String(memory)}`,
+        `Invalid ${name}: memory must be an object, received ${
+          describeValue(memory)
+        }`,
         { name: `${name}.memory`, value: memory, limit: "object" },
       );
     }
-    if (!Number.isSafeInteger(byteOffset) || byteOffset < 0) {
-      validateByteLength(
-        byteOffset,
-        Number.MAX_SAFE_INTEGER,
-        `${name}.byteOffset`,
+    if (!Number.isSafeInteger(byteOffset) || (byteOffset as number) < 0) {
+      checkLength(byteOffset, `${name}.byteOffset`);
+    }
+    this.#memory = memory;
+    return this.#offset = byteOffset as number;
+  }
+
+  /**
+   * The store's value for a pointer's place (`#placeOf` runs first).
+   *
+   * @returns The value; -1 when not registered; `STALE` for a freed
+   * heap-kind array whose place now belongs to another record.
+   */
+  #find(pointer: Pointer, name: string): number {
+    const offset = this.#placeOf(pointer, name);
+    const v = this.#store.get(this.#memory, offset);
+    if (
+      v >= 0 && this.#anyRetired &&
+      this.#records.pointer[this.#slotOf(v)] !== pointer &&
+      this.#retired.has(pointer)
+    ) return STALE;
+    return v;
+  }
+
+  /** The record slot of a store value. */
+  #slotOf(v: number): number {
+    return (v & 1) === 0 ? v >> 1 : this.#aliases.record[v >> 1];
+  }
+
+  /** One more reference at the place of store value `v`. */
+  #countPlace(v: number): void {
+    if ((v & 1) === 0) this.#records.placeCount[v >> 1]++;
+    else this.#aliases.count[v >> 1]++;
+  }
+
+  #addAliasPlace(r: number, memory: object, byteOffset: number): void {
+    const a = this.#aliases.take();
+    this.#aliases.record[a] = r;
+    this.#aliases.count[a] = 1;
+    this.#store.set(memory, byteOffset, (a << 1) | 1);
+  }
+
+  #throwNotRegistered(v: number, what: string): never {
+    const place = describePointer(this.#memory, this.#offset);
+    if (v === STALE) {
+      throw new UseAfterFreeError(
+        `Cannot ${what} ${place}: this array's allocation was freed and its place now belongs to another allocation (a stale array)`,
       );
     }
-    return [memory, byteOffset];
+    throw new DoubleFreeError(
+      `Cannot ${what} ${place}: the pointer is not registered (never registered, or already unregistered)`,
+    );
   }
 
   #throwDetached(what: string, name: string): never {
@@ -1112,59 +1298,92 @@ export class OwnershipRegistry {
     );
   }
 
-  #checkAlias(
-    allocation: _Allocation,
-    memory: object,
-    byteOffset: number,
-    what: string,
-  ): void {
-    const end = allocation.byteOffset + allocation.byteLength;
-    if (
-      memory !== allocation.memory || byteOffset < allocation.byteOffset ||
-      byteOffset > end
-    ) {
+  /** An alias must lie in record `r` and not belong to another record. */
+  #checkAlias(r: number, memory: object, byteOffset: number, what: string) {
+    const t = this.#records;
+    const start = t.offset[r], end = start + t.length[r];
+    const own = t.memory[r]!;
+    if (memory !== own || byteOffset < start || byteOffset > end) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
         }: an alias must lie in ${
-          describePointer(allocation.memory, allocation.byteOffset)
+          describePointer(own, start)
         } up to byte ${end}`,
-        {
-          name: "alias",
-          value: byteOffset,
-          limit: [allocation.byteOffset, end],
-        },
+        { name: "alias", value: byteOffset, limit: [start, end] },
       );
     }
-    const existing = this.#store.get(memory, byteOffset) as _Entry | undefined;
-    if (existing !== undefined && existing.allocation !== allocation) {
+    const w = this.#store.get(memory, byteOffset);
+    if (w >= 0 && this.#slotOf(w) !== r) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
-        }: the pointer is registered for allocation #${existing.allocation.id}`,
+        }: the pointer is registered for allocation #${t.id[this.#slotOf(w)]}`,
         { name: "alias", value: byteOffset, limit: "unregistered" },
       );
     }
   }
 
+  #hasAllocate(allocator: object): boolean {
+    try {
+      return typeof (allocator as Allocator).allocate === "function";
+    } catch {
+      return false;
+    }
+  }
+
+  #badOptions(what: string, error: unknown): never {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: reading its options threw ${
+        (error as Error)?.message ?? String(error)
+      }`,
+      { name: "options", value: error, limit: "RegisterOptions" },
+    );
+  }
+
   #register(
     pointer: Pointer,
-    options: RegisterOptions,
-    aliases: readonly Pointer[] | undefined,
+    options: RegisterBufferOptions | undefined,
+    buffer: boolean,
     what: string,
-    free?: () => void,
+    release?: DataPtr,
     reservedByteLength?: number,
   ): number {
-    this.#requireLive(what);
-    const [memory, byteOffset] = this.#placeOf(pointer, "pointer");
+    if (this.#disposed) this.#requireLive(what);
+    if (this.#strict) this.#checkQuarantine();
+    const byteOffset = this.#placeOf(pointer, "pointer");
+    const memory = this.#memory;
     if (byteOffset < 0) this.#throwDetached(what, "pointer");
-    const implicitLength = ArrayBuffer.isView(pointer)
-      ? pointer.byteLength
-      : pointer instanceof DataPtr
-      ? pointer.byteLength
-      : undefined;
-    const byteLengthValue = options.byteLength ?? implicitLength;
-    if (byteLengthValue === undefined) {
+    let lengthOption: unknown, kindOption: unknown, deleter: unknown;
+    let alignmentOption: unknown, detachOption: unknown, aliases: unknown;
+    if (options !== undefined) {
+      if (options === null || typeof options !== "object") {
+        throw new InvalidArgumentError(
+          `Cannot ${what}: options must be an object, received ${
+            describeValue(options)
+          }`,
+          { name: "options", value: options, limit: "object" },
+        );
+      }
+      try {
+        lengthOption = options.byteLength;
+        kindOption = options.kind;
+        deleter = options.deleter;
+        alignmentOption = options.alignment;
+        detachOption = options.detach;
+        if (buffer) aliases = options.aliases;
+      } catch (error) {
+        this.#badOptions(what, error);
+      }
+    }
+    const isView = ArrayBuffer.isView(pointer);
+    const isPtr = !isView && pointer instanceof DataPtr;
+    let byteLength: number;
+    if (lengthOption !== undefined) {
+      byteLength = checkLength(lengthOption, "byteLength");
+    } else if (isView || isPtr) {
+      byteLength = (pointer as ArrayBufferView | DataPtr).byteLength;
+    } else {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
@@ -1172,30 +1391,35 @@ export class OwnershipRegistry {
         { name: "byteLength", value: undefined, limit: "integer >= 0" },
       );
     }
-    const byteLength = validateByteLength(byteLengthValue);
-    const kind: AllocationKind = options.kind ??
-      (pointer instanceof DataPtr
-        ? "heap"
-        : options.deleter
-        ? "custom"
-        : "system");
-    if (!KINDS.includes(kind)) {
+    const kind = kindOption === undefined
+      ? (isPtr ? HEAP : deleter !== undefined ? CUSTOM : SYSTEM)
+      : KINDS.indexOf(kindOption as AllocationKind);
+    if (kind < 0) {
       throw new InvalidArgumentError(
         `Invalid kind: must be one of ${KINDS.join(", ")}, received ${
-          JSON.stringify(kind)
+          describeValue(kindOption)
         }`,
-        { name: "kind", value: kind, limit: KINDS },
+        { name: "kind", value: kindOption, limit: KINDS },
       );
     }
-    if (kind === "custom" && typeof options.deleter !== "function") {
+    if (kind === CUSTOM && typeof deleter !== "function") {
       throw new InvalidArgumentError(
-        `Cannot ${what} with kind custom: a deleter function is required, received ${typeof options
-          .deleter}`,
-        { name: "deleter", value: options.deleter, limit: "function" },
+        `Cannot ${what} with kind custom: a deleter function is required, received ${
+          describeValue(deleter)
+        }`,
+        { name: "deleter", value: deleter, limit: "function" },
       );
     }
-    if (options.alignment !== undefined) {
-      const alignment = validateAlignment(options.alignment);
+    if (alignmentOption !== undefined) {
+      if (typeof alignmentOption !== "number") {
+        throw new InvalidArgumentError(
+          `Invalid alignment: must be a power of two, received ${
+            describeValue(alignmentOption)
+          }`,
+          { name: "alignment", value: alignmentOption, limit: "power of two" },
+        );
+      }
+      const alignment = validateAlignment(alignmentOption);
       if (byteOffset % alignment !== 0) {
         throw new InvalidArgumentError(
           `Cannot ${what} ${
@@ -1205,7 +1429,7 @@ export class OwnershipRegistry {
         );
       }
     }
-    if (this.#store.get(memory, byteOffset) !== undefined) {
+    if (this.#store.get(memory, byteOffset) >= 0) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
@@ -1213,100 +1437,197 @@ export class OwnershipRegistry {
         { name: "pointer", value: byteOffset, limit: "unregistered" },
       );
     }
-    const allocation: _Allocation = {
-      id: this.#nextId,
-      kind,
-      memory,
-      byteOffset,
-      byteLength,
-      reservedByteLength: reservedByteLength ?? byteLength,
-      buffer: aliases !== undefined,
-      references: 1,
-      free: free ?? makeFree(kind, pointer, memory, options),
-      info: undefined,
-    };
-    const places: [object, number][] = [];
-    if (aliases !== undefined) {
+    let aliasMemories: object[] | undefined, aliasOffsets: number[] | undefined;
+    if (buffer && aliases !== undefined) {
       if (!Array.isArray(aliases)) {
         throw new InvalidArgumentError(
-          `Invalid aliases: expected an array of pointers, received ${typeof aliases}`,
+          `Invalid aliases: expected an array of pointers, received ${
+            describeValue(aliases)
+          }`,
           { name: "aliases", value: aliases, limit: "Pointer[]" },
         );
       }
-      for (const alias of aliases) {
-        const [m, o] = this.#placeOf(alias, "alias");
+      aliasMemories = [];
+      aliasOffsets = [];
+      const end = byteOffset + byteLength;
+      for (const alias of aliases as Pointer[]) {
+        const o = this.#placeOf(alias, "alias");
+        const m = this.#memory;
         if (o < 0) this.#throwDetached(what, "alias");
-        this.#checkAlias(allocation, m, o, what);
-        places.push([m, o]);
+        if (m !== memory || o < byteOffset || o > end) {
+          throw new InvalidArgumentError(
+            `Cannot ${what} ${describePointer(m, o)}: an alias must lie in ${
+              describePointer(memory, byteOffset)
+            } up to byte ${end}`,
+            { name: "alias", value: o, limit: [byteOffset, end] },
+          );
+        }
+        const w = o === byteOffset ? -1 : this.#store.get(m, o);
+        if (w >= 0) {
+          throw new InvalidArgumentError(
+            `Cannot ${what} ${
+              describePointer(m, o)
+            }: the pointer is registered for allocation #${
+              this.#records.id[this.#slotOf(w)]
+            }`,
+            { name: "alias", value: o, limit: "unregistered" },
+          );
+        }
+        aliasMemories.push(m);
+        aliasOffsets.push(o);
       }
     }
+    let free = FREE_NONE, target: unknown = undefined;
+    if (release !== undefined) {
+      free = FREE_RELEASE;
+      target = release;
+    } else if (kind === CUSTOM) {
+      free = FREE_DELETER;
+      target = deleter;
+    } else if (isPtr && (kind === HEAP || !detachOption)) {
+      free = FREE_RELEASE;
+      target = pointer;
+    } else if (detachOption) free = FREE_DETACH;
     // Validated: from here on nothing throws.
-    this.#nextId++;
+    const t = this.#records;
+    const r = t.take();
+    const id = this.#nextId++;
+    t.id[r] = id;
+    t.kind[r] = kind;
+    t.free[r] = free;
+    t.buffer[r] = buffer ? 1 : 0;
+    t.offset[r] = byteOffset;
+    t.length[r] = byteLength;
+    const reserved = reservedByteLength ?? byteLength;
+    t.reserved[r] = reserved;
+    t.refs[r] = 1;
+    t.placeCount[r] = 1;
+    t.memory[r] = memory;
+    t.pointer[r] = pointer;
+    t.target[r] = target;
     if (this.#track) {
-      allocation.info = {
+      t.info[r] = {
         stack: (new Error().stack ?? "").split("\n").slice(3).join("\n"),
         time: performance.now(),
         worker: this.#worker,
-      };
+      } satisfies AllocationInfo;
     }
-    this.#store.set(memory, byteOffset, { allocation, count: 1 } as _Entry);
-    for (const [m, o] of places) {
-      const entry = this.#store.get(m, o);
-      if (entry === undefined) {
-        this.#store.set(m, o, { allocation, count: 1 } as _Entry);
-      } else entry.count++;
+    this.#store.set(memory, byteOffset, r << 1);
+    if (aliasMemories !== undefined) {
+      for (let i = 0; i < aliasMemories.length; i++) {
+        const m = aliasMemories[i], o = aliasOffsets![i];
+        const w = this.#store.get(m, o);
+        if (w >= 0) this.#countPlace(w);
+        else this.#addAliasPlace(r, m, o);
+      }
+      t.refs[r] += aliasMemories.length;
     }
-    allocation.references += places.length;
-    if (allocation.buffer) {
+    if (buffer) {
       this.#buffers++;
-      this.#references += allocation.references;
+      this.#references += t.refs[r];
     } else this.#pointers++;
     this.#requested.increase(byteLength);
-    this.#reserved.increase(allocation.reservedByteLength);
-    this.#live.add(allocation);
-    return allocation.id;
+    this.#reserved.increase(reserved);
+    if (this.#anyRetired && isView) this.#retired.delete(pointer);
+    return id;
   }
 
-  #forget(allocation: _Allocation): void {
-    this.#live.delete(allocation);
-    if (allocation.buffer) this.#buffers--;
+  /** Drops record `r` from the counts (not its slot). */
+  #forget(r: number): void {
+    const t = this.#records;
+    if (t.buffer[r] === 1) this.#buffers--;
     else this.#pointers--;
-    this.#requested.decrease(allocation.byteLength);
-    this.#reserved.decrease(allocation.reservedByteLength);
+    this.#requested.decrease(t.length[r]);
+    this.#reserved.decrease(t.reserved[r]);
   }
-}
 
-function makeFree(
-  kind: AllocationKind,
-  pointer: Pointer,
-  memory: object,
-  options: RegisterOptions,
-): () => void {
-  if (kind === "custom") {
-    const deleter = options.deleter!;
-    return () => deleter(pointer);
+  /** Frees record `r`: counts, slot, then its memory. */
+  #free(r: number): void {
+    const t = this.#records;
+    this.#forget(r);
+    const mode = t.free[r], target = t.target[r], pointer = t.pointer[r];
+    const memory = t.memory[r]!;
+    if (t.kind[r] === HEAP && ArrayBuffer.isView(pointer)) {
+      // The allocator may give this place to a new owner: remember the
+      // array so it cannot reach the new owner's record.
+      this.#retired.add(pointer);
+      this.#anyRetired = true;
+    }
+    if (this.#strict && t.kind[r] === HEAP) {
+      this.#enterQuarantine(memory, t.offset[r], t.length[r], t.id[r]);
+    }
+    t.put(r);
+    callFree(mode, target, pointer, memory);
   }
-  if (kind === "heap" && pointer instanceof DataPtr) {
-    return () => pointer.release();
-  }
-  if (options.detach) return () => detach(memory);
-  if (pointer instanceof DataPtr) return () => pointer.release();
-  return () => {};
-}
 
-function toInfo(a: _Allocation): RecordInfo {
-  const info: RecordInfo = {
-    id: a.id,
-    kind: a.kind,
-    memory: a.memory,
-    byteOffset: a.byteOffset,
-    byteLength: a.byteLength,
-    reservedByteLength: a.reservedByteLength,
-    buffer: a.buffer,
-    references: a.references,
-    ...(a.info ? { info: a.info } : {}),
-  };
-  return info;
+  #enterQuarantine(
+    memory: object,
+    byteOffset: number,
+    byteLength: number,
+    id: number,
+  ): void {
+    if (!isHostMemory(memory) || byteLength === 0) return;
+    new Uint8Array(hostBuffer(memory), byteOffset, byteLength).fill(JUNK);
+    if (this.#quarantine.length === QUARANTINE_RANGES) {
+      this.#checkRange(this.#quarantine[0], 0);
+      this.#quarantine.shift();
+    }
+    this.#quarantine.push({ memory, byteOffset, byteLength, id });
+  }
+
+  /** Throws when a stale view wrote a quarantined range (strict mode). */
+  #checkQuarantine(): void {
+    const q = this.#quarantine;
+    for (let i = 0; i < q.length; i++) this.#checkRange(q[i], i);
+  }
+
+  #checkRange(range: _Quarantined, index: number): void {
+    const buffer = hostBuffer(range.memory as ArrayBuffer);
+    if (range.byteOffset + range.byteLength > buffer.byteLength) return;
+    const bytes = new Uint8Array(buffer, range.byteOffset, range.byteLength);
+    for (let i = 0; i < bytes.length; i++) {
+      if (bytes[i] !== JUNK) {
+        this.#quarantine.splice(index, 1); // report it once
+        throw new UseAfterFreeError(
+          `Strict mode: freed memory was written after free: byte ${
+            range.byteOffset + i
+          } of ${
+            describePointer(range.memory, range.byteOffset)
+          } (allocation #${range.id}, ${range.byteLength} bytes) holds ${
+            bytes[i]
+          }, not the junk 0x${
+            JUNK.toString(16)
+          } left there; a stale view of that allocation wrote it`,
+        );
+      }
+    }
+  }
+
+  /** A range handed out again through newArray leaves the quarantine. */
+  #leaveQuarantine(memory: object, byteOffset: number, byteLength: number) {
+    const end = byteOffset + byteLength;
+    this.#quarantine = this.#quarantine.filter((q) =>
+      hostBuffer(q.memory as ArrayBuffer) !== memory ||
+      q.byteOffset >= end || q.byteOffset + q.byteLength <= byteOffset
+    );
+  }
+
+  /** The public record of slot `r`. */
+  #info(r: number): RecordInfo {
+    const t = this.#records;
+    const info = t.info[r] as AllocationInfo | undefined;
+    return {
+      id: t.id[r],
+      kind: KINDS[t.kind[r]],
+      memory: t.memory[r]!,
+      byteOffset: t.offset[r],
+      byteLength: t.length[r],
+      reservedByteLength: t.reserved[r],
+      buffer: t.buffer[r] === 1,
+      references: t.refs[r],
+      ...(info ? { info } : {}),
+    };
+  }
 }
 
 let defaultOwnership: OwnershipRegistry | undefined;

@@ -289,7 +289,7 @@ describe("OwnershipRegistry", () => {
         for (const m of [...live, ...dead]) assert.equal(m.freed, 1);
         assert.equal(reports.length, 0);
       }),
-      { numRuns: 150 },
+      { numRuns: 1000 },
     );
   });
 

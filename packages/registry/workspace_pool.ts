@@ -14,6 +14,7 @@ import type {
   NewArrayOptions,
   OwnershipRegistry,
 } from "./ownership_registry.ts";
+import { describeValue, readOptions } from "./_describe.ts";
 
 /** Options of {@linkcode WorkspacePool}. */
 export interface WorkspacePoolOptions extends NewArrayOptions {
@@ -74,7 +75,24 @@ export class WorkspacePool<D extends Dtype> {
     length: number,
     options: WorkspacePoolOptions = {},
   ) {
-    const ranks = validateInteger(options.ranks ?? 1, 1, 65536, "ranks");
+    const read = readOptions(options, ["ranks"]);
+    if (read.problem !== undefined) {
+      throw new InvalidArgumentError(`Cannot make a pool: ${read.problem}`, {
+        name: "options",
+        value: options,
+        limit: "WorkspacePoolOptions",
+      });
+    }
+    const rankOption = read.values.ranks === undefined ? 1 : read.values.ranks;
+    if (typeof rankOption !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid ranks: must be an integer in [1, 65536], received ${
+          describeValue(rankOption)
+        }`,
+        { name: "ranks", value: rankOption, limit: [1, 65536] },
+      );
+    }
+    const ranks = validateInteger(rankOption, 1, 65536, "ranks");
     this.#registry = registry;
     this.#length = length;
     this.#workspaces = [];
@@ -104,20 +122,25 @@ export class WorkspacePool<D extends Dtype> {
    * @param rank A rank in `[0, ranks)`.
    * @returns That rank's array.
    * @throws {InvalidArgumentError} When the rank is out of range.
-   * @throws {UseAfterFreeError} After `release()`.
+   * @throws {UseAfterFreeError} After `release()`, or after the registry's
+   * `dispose()` (which freed the workspaces).
    */
   get(rank: number): TypedArrayOf<D> {
-    if (this.#released) {
+    if (this.#released || this.#registry.disposed) {
       throw new UseAfterFreeError(
-        `Cannot get workspace ${rank}: the pool was released`,
+        `Cannot get workspace ${describeValue(rank)}: the ${
+          this.#released ? "pool was released" : "registry was disposed"
+        }`,
       );
     }
-    const w = this.#workspaces[rank];
-    if (w === undefined || !Number.isInteger(rank)) {
+    const w = typeof rank === "number" && Number.isInteger(rank)
+      ? this.#workspaces[rank]
+      : undefined;
+    if (w === undefined) {
       throw new InvalidArgumentError(
         `Invalid rank: must be an integer in [0, ${
           this.#workspaces.length - 1
-        }], received ${rank}`,
+        }], received ${describeValue(rank)}`,
         { name: "rank", value: rank, limit: [0, this.#workspaces.length - 1] },
       );
     }

@@ -17,9 +17,10 @@
  *
  * Elements are copied as raw bits: callers pass same-width integer views
  * (`Uint8Array`, `Uint16Array`, `Int32Array`) or `Float64Array`, so floats
- * are never converted. The element loops are instantiated once per array
- * type from their own source (see `loopsFor`), so that each keeps type
- * feedback of one element kind.
+ * are never converted. The element loops come one set per array type from
+ * the generated `_strided_loops.ts`, so that each keeps type feedback of one
+ * element kind. The helpers pass one {@linkcode _CopyPlan} (the kernel and
+ * its fixed arguments) instead of a dozen positional parameters.
  *
  * @module
  */
@@ -30,9 +31,57 @@ import {
   _wasmKernels,
   _wasmKernelsIn,
 } from "./_wasm_kernels.ts";
+import { _loopsFor } from "./_strided_loops.ts";
 
 /** A typed array used to move elements of one width. */
 export type _BitArray = Uint8Array | Uint16Array | Int32Array | Float64Array;
+
+/**
+ * One copy's row kernel and its fixed arguments, made once per copy and
+ * passed to `walk`, `block`, `row`, `tile` and the element loops.
+ */
+export interface _CopyPlan {
+  /** The row kernel: `SET`, `LOOP`, `MOVE`, `FILL`, `GATHER`, `STRIDED` or `TILED`. */
+  readonly kind: number;
+  /** Destination array. */
+  readonly dst: _BitArray;
+  /** Source array. */
+  readonly src: _BitArray;
+  /** Elements per row (`TILED`: columns of the plane). */
+  readonly len: number;
+  /** Destination stride inside a row (`TILED`: of the tiled dim). */
+  readonly dIn: number;
+  /** Source stride inside a row. */
+  readonly sIn: number;
+  /** `TILED`: rows of the plane (size of the tiled dim). */
+  readonly na: number;
+  /** `TILED`: source stride of the tiled dim. */
+  readonly sa: number;
+  /** Destination stride between the rows of one `block` (set per block). */
+  d0: number;
+  /** Source stride between the rows of one `block` (set per block). */
+  s0: number;
+}
+
+/** A plan with every field, in one order (one hidden class for all plans). */
+function plan(
+  p:
+    & Pick<_CopyPlan, "kind" | "dst" | "src" | "len">
+    & Partial<Pick<_CopyPlan, "dIn" | "sIn" | "na" | "sa">>,
+): _CopyPlan {
+  return {
+    kind: p.kind,
+    dst: p.dst,
+    src: p.src,
+    len: p.len,
+    dIn: p.dIn ?? 1,
+    sIn: p.sIn ?? 1,
+    na: p.na ?? 0,
+    sa: p.sa ?? 0,
+    d0: 0,
+    s0: 0,
+  };
+}
 
 /** Runs at least this long are copied with `set`; shorter ones with a loop. */
 const SET_MIN = 48;
@@ -132,7 +181,17 @@ export function _copyStrided(
         ods.push(ds[i]);
         oss.push(ss[i]);
       }
-      walk(TILED, on, ods, oss, dst, dOff, src, sOff, len, dk, sIn, nk, sk);
+      const tiled = plan({
+        kind: TILED,
+        dst,
+        src,
+        len,
+        dIn: dk,
+        sIn,
+        na: nk,
+        sa: sk,
+      });
+      walk(tiled, on, ods, oss, dOff, sOff);
       return;
     }
   }
@@ -180,52 +239,43 @@ export function _copyStrided(
       const whole = wholeOf(dst);
       const dBase = dOff + dst.byteOffset / dst.BYTES_PER_ELEMENT;
       const sBase = sOff + src.byteOffset / src.BYTES_PER_ELEMENT;
-      walk(MOVE, outer, ods, oss, whole, dBase, whole, sBase, len, 1, 1, 0, 0);
+      const move = plan({ kind: MOVE, dst: whole, src: whole, len });
+      walk(move, outer, ods, oss, dBase, sBase);
     } else {
       const kind = len >= SET_MIN ? SET : LOOP;
-      walk(kind, outer, ods, oss, dst, dOff, src, sOff, len, 1, 1, 0, 0);
+      walk(plan({ kind, dst, src, len }), outer, ods, oss, dOff, sOff);
     }
     return;
   }
   // 4c. broadcast runs
   if (dIn === 1 && sIn === 0) {
-    walk(FILL, outer, ods, oss, dst, dOff, src, sOff, len, 1, 0, 0, 0);
+    const fill = plan({ kind: FILL, dst, src, len, sIn: 0 });
+    walk(fill, outer, ods, oss, dOff, sOff);
     return;
   }
   // 4d. strided runs
   const kind = dIn === 1 ? GATHER : STRIDED;
-  walk(kind, outer, ods, oss, dst, dOff, src, sOff, len, dIn, sIn, 0, 0);
+  walk(plan({ kind, dst, src, len, dIn, sIn }), outer, ods, oss, dOff, sOff);
 }
 
 /** Row kernels, chosen once per copy and dispatched by `row`. */
 const SET = 0, LOOP = 1, MOVE = 2, FILL = 3, GATHER = 4, STRIDED = 5, TILED = 6;
 
 /** Runs one builtin-backed row kernel (`SET`, `MOVE`, `FILL`, `TILED`) at `(d, s)`. */
-function row(
-  kind: number,
-  dst: _BitArray,
-  d: number,
-  src: _BitArray,
-  s: number,
-  len: number,
-  dIn: number,
-  sIn: number,
-  na: number,
-  sa: number,
-): void {
-  switch (kind) {
+function row(p: _CopyPlan, d: number, s: number): void {
+  const len = p.len;
+  switch (p.kind) {
     case SET:
-      dst.set(src.subarray(s, s + len), d);
+      p.dst.set(p.src.subarray(s, s + len), d);
       return;
     case MOVE:
-      dst.copyWithin(d, s, s + len);
+      p.dst.copyWithin(d, s, s + len);
       return;
     case FILL:
-      dst.fill(src[s], d, d + len);
+      p.dst.fill(p.src[s], d, d + len);
       return;
     case TILED:
-      // dIn carries the destination stride of the tiled dim
-      tile(dst, d, dIn, src, s, sa, sIn, na, len);
+      tile(p, d, s);
       return;
   }
 }
@@ -233,190 +283,66 @@ function row(
 /** Largest index that `| 0` keeps. */
 const INT32 = 0x7fffffff;
 
-function loopInt(
-  dst: _BitArray,
-  d: number,
-  d0: number,
-  src: _BitArray,
-  s: number,
-  s0: number,
-  n0: number,
-  len: number,
-): void {
-  for (let i = 0; i < n0; i = (i + 1) | 0) {
-    for (let j = 0; j < len; j = (j + 1) | 0) {
-      dst[(d + j) | 0] = src[(s + j) | 0];
-    }
-    d = (d + d0) | 0;
-    s = (s + s0) | 0;
-  }
-}
-
-function gatherInt(
-  dst: _BitArray,
-  d: number,
-  d0: number,
-  src: _BitArray,
-  s: number,
-  s0: number,
-  n0: number,
-  len: number,
-  sIn: number,
-): void {
-  for (let i = 0; i < n0; i = (i + 1) | 0) {
-    for (let j = 0, sj = s | 0; j < len; j = (j + 1) | 0, sj = (sj + sIn) | 0) {
-      dst[(d + j) | 0] = src[sj];
-    }
-    d = (d + d0) | 0;
-    s = (s + s0) | 0;
-  }
-}
-
-function stridedInt(
-  dst: _BitArray,
-  d: number,
-  d0: number,
-  src: _BitArray,
-  s: number,
-  s0: number,
-  n0: number,
-  len: number,
-  dIn: number,
-  sIn: number,
-): void {
-  for (let i = 0; i < n0; i = (i + 1) | 0) {
-    for (
-      let j = 0, dj = d | 0, sj = s | 0;
-      j < len;
-      j = (j + 1) | 0, dj = (dj + dIn) | 0, sj = (sj + sIn) | 0
-    ) dst[dj] = src[sj];
-    d = (d + d0) | 0;
-    s = (s + s0) | 0;
-  }
-}
-
-/** The element loops; each array type gets instances of its own. */
-interface _Loops {
-  loopInt: typeof loopInt;
-  gatherInt: typeof gatherInt;
-  stridedInt: typeof stridedInt;
-  tileInt: typeof tileInt;
-}
-
-const SHARED_LOOPS: _Loops = { loopInt, gatherInt, stridedInt, tileInt };
-const loopsByType = new Map<unknown, _Loops>();
-
 /**
- * The element loops for arrays of `array`'s type. V8 keeps type feedback per
- * function, so loops shared by `Uint8Array`, `Uint16Array`, `Int32Array` and
- * `Float64Array` turn polymorphic once a process has copied two dtypes, and
- * ran 3-6× slower (a stepped f32 slice: 0.27-0.39 ms alone, 1.1-1.8 ms
- * after u8, u16 and f64 copies; 0.39-0.49 ms with loops per type). Each type therefore gets fresh instances made
- * from the loops' own source; where the runtime forbids that (a
- * Content-Security-Policy without 'unsafe-eval'), the shared loops run.
- */
-function loopsFor(array: _BitArray): _Loops {
-  const type = array.constructor;
-  let loops = loopsByType.get(type);
-  if (loops === undefined) {
-    try {
-      // the loops are self-contained (no free variables, only arguments);
-      // the comment makes each type's source distinct, or V8's compilation
-      // cache hands back the same function with the same feedback
-      const tag = `// element loops for ${(type as { name?: string }).name}\n`;
-      const fresh = <F>(f: F): F =>
-        new Function(`${tag}return ${String(f)}`)() as F;
-      loops = {
-        loopInt: fresh(loopInt),
-        gatherInt: fresh(gatherInt),
-        stridedInt: fresh(stridedInt),
-        tileInt: fresh(tileInt),
-      };
-    } catch {
-      loops = SHARED_LOOPS;
-    }
-    loopsByType.set(type, loops);
-  }
-  return loops;
-}
-
-/**
- * Runs the kernel over `n0` rows (strides `d0`, `s0`). The element loops
- * (`LOOP`, `GATHER`, `STRIDED`) run both loops in one function, so V8
+ * Runs the plan's kernel over `n0` rows (strides `p.d0`, `p.s0`). The element
+ * loops (`LOOP`, `GATHER`, `STRIDED`) run both loops in one function, so V8
  * optimises the whole nest at once; the others call a builtin per row.
  */
-function block(
-  kind: number,
-  dst: _BitArray,
-  d: number,
-  d0: number,
-  src: _BitArray,
-  s: number,
-  s0: number,
-  n0: number,
-  len: number,
-  dIn: number,
-  sIn: number,
-  na: number,
-  sa: number,
-): void {
+function block(p: _CopyPlan, d: number, s: number, n0: number): void {
+  const kind = p.kind;
   if (kind === LOOP || kind === GATHER || kind === STRIDED) {
+    const dst = p.dst, src = p.src;
     if (dst.length <= INT32 && src.length <= INT32) {
       // every index fits in int32: say so with `| 0`, or V8 computes the
       // nested indices as float64 (measured 2× slower)
-      const loops = loopsFor(dst);
-      if (kind === LOOP) loops.loopInt(dst, d, d0, src, s, s0, n0, len);
-      else if (kind === GATHER) {
-        loops.gatherInt(dst, d, d0, src, s, s0, n0, len, sIn);
-      } else loops.stridedInt(dst, d, d0, src, s, s0, n0, len, dIn, sIn);
+      const loops = _loopsFor(dst);
+      if (kind === LOOP) loops.loop(p, d, s, n0);
+      else if (kind === GATHER) loops.gather(p, d, s, n0);
+      else loops.strided(p, d, s, n0);
       return;
     }
+    const len = p.len, d0 = p.d0, s0 = p.s0, dIn = p.dIn, sIn = p.sIn;
     for (let i = 0; i < n0; i++, d += d0, s += s0) {
       for (let j = 0, dj = d, sj = s; j < len; j++, dj += dIn, sj += sIn) {
         dst[dj] = src[sj];
       }
     }
   } else {
-    for (let i = 0; i < n0; i++, d += d0, s += s0) {
-      row(kind, dst, d, src, s, len, dIn, sIn, na, sa);
-    }
+    const d0 = p.d0, s0 = p.s0;
+    for (let i = 0; i < n0; i++, d += d0, s += s0) row(p, d, s);
   }
 }
 
 /**
- * Runs the kernel for every index of the outer dims `n` (strides `ds`,
- * `ss`), in row-major order: the last outer dim through `block`, the others
- * through an odometer.
+ * Runs the plan's kernel for every index of the outer dims `n` (strides
+ * `ds`, `ss`), in row-major order: the last outer dim through `block`, the
+ * others through an odometer.
  */
 function walk(
-  kind: number,
+  p: _CopyPlan,
   n: number[],
   ds: number[],
   ss: number[],
-  dst: _BitArray,
   d: number,
-  src: _BitArray,
   s: number,
-  len: number,
-  dIn: number,
-  sIn: number,
-  na: number,
-  sa: number,
 ): void {
   const rank = n.length;
   if (rank === 0) {
-    block(kind, dst, d, 0, src, s, 0, 1, len, dIn, sIn, na, sa);
+    p.d0 = p.s0 = 0;
+    block(p, d, s, 1);
     return;
   }
   const last = rank - 1;
-  const nl = n[last], dl = ds[last], sl = ss[last];
+  const nl = n[last];
+  p.d0 = ds[last];
+  p.s0 = ss[last];
   if (rank === 1) {
-    block(kind, dst, d, dl, src, s, sl, nl, len, dIn, sIn, na, sa);
+    block(p, d, s, nl);
     return;
   }
   const idx = new Array<number>(rank).fill(0);
   for (;;) {
-    block(kind, dst, d, dl, src, s, sl, nl, len, dIn, sIn, na, sa);
+    block(p, d, s, nl);
     let i = last - 1;
     for (; i >= 0; i--) {
       d += ds[i];
@@ -762,27 +688,19 @@ function forEachOuter(
 }
 
 /**
- * Blocked copy of an `na × nb` plane: `dst[d + a·da + b] = src[s + a·sa +
- * b·sb]`, tile by tile so both sides stay in cache.
+ * Blocked copy of a `p.na × p.len` plane: `dst[d + a·p.dIn + b] = src[s +
+ * a·p.sa + b·p.sIn]`, tile by tile so both sides stay in cache.
  */
-function tile(
-  dst: _BitArray,
-  d: number,
-  da: number,
-  src: _BitArray,
-  s: number,
-  sa: number,
-  sb: number,
-  na: number,
-  nb: number,
-): void {
+function tile(p: _CopyPlan, d: number, s: number): void {
+  const dst = p.dst, src = p.src;
+  const da = p.dIn, sa = p.sa, sb = p.sIn, na = p.na, nb = p.len;
   const int = dst.length <= INT32 && src.length <= INT32;
-  const tileInt = loopsFor(dst).tileInt;
+  const tileInt = _loopsFor(dst).tile;
   for (let a0 = 0; a0 < na; a0 += TILE) {
     const a1 = a0 + TILE < na ? a0 + TILE : na;
     for (let b0 = 0; b0 < nb; b0 += TILE) {
       const b1 = b0 + TILE < nb ? b0 + TILE : nb;
-      if (int) tileInt(dst, d, da, src, s, sa, sb, a0, a1, b0, b1);
+      if (int) tileInt(p, d, s, a0, a1, b0, b1);
       else {
         for (let a = a0; a < a1; a++) {
           let di = d + a * da + b0;
@@ -790,31 +708,6 @@ function tile(
           for (let b = b0; b < b1; b++, si += sb) dst[di++] = src[si];
         }
       }
-    }
-  }
-}
-
-/** One tile of `tile` with int32 index arithmetic (see `block`). */
-function tileInt(
-  dst: _BitArray,
-  d: number,
-  da: number,
-  src: _BitArray,
-  s: number,
-  sa: number,
-  sb: number,
-  a0: number,
-  a1: number,
-  b0: number,
-  b1: number,
-): void {
-  for (let a = a0; a < a1; a = (a + 1) | 0) {
-    let di = (d + a * da + b0) | 0;
-    let si = (s + a * sa + b0 * sb) | 0;
-    for (let b = b0; b < b1; b = (b + 1) | 0) {
-      dst[di] = src[si];
-      di = (di + 1) | 0;
-      si = (si + sb) | 0;
     }
   }
 }

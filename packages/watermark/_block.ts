@@ -29,6 +29,10 @@ export class _Block<M = unknown> {
   state: _BlockState = "active";
   /** Fences of work that uses the buffer; pruned when they complete. */
   fences: Fence[] = [];
+  /** Queue keys of `fences` (stream ids; a bare fence has a key of its own). */
+  fenceKeys: number[] = [];
+  /** Fences a pending-free buffer still waits for (see DeferredFrees). */
+  waitingFences = 0;
   /**
    * The pool's epoch when the buffer became cached; its age (MPS's
    * `gc_count`) is the pool's epoch minus this.
@@ -53,11 +57,28 @@ export class _Block<M = unknown> {
     this.requestedByteLength = requestedByteLength;
   }
 
-  /** Whether all recorded work on the buffer has completed. */
+  /** Whether all recorded work on the buffer has completed; prunes the rest. */
   idle(): boolean {
-    if (this.fences.length === 0) return true;
-    const still = this.fences.filter((f) => !f.completed);
-    this.fences = still;
-    return still.length === 0;
+    const fences = this.fences;
+    if (fences.length === 0) return true;
+    const keys = this.fenceKeys;
+    let live = 0;
+    for (let i = 0; i < fences.length; i++) {
+      if (!completed(fences[i])) {
+        fences[live] = fences[i];
+        keys[live++] = keys[i];
+      }
+    }
+    fences.length = keys.length = live;
+    return live === 0;
+  }
+}
+
+/** A fence that throws counts as not complete: DeferredFrees reports it. */
+function completed(fence: Fence): boolean {
+  try {
+    return fence.completed === true;
+  } catch {
+    return false;
   }
 }

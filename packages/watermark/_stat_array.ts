@@ -1,12 +1,12 @@
 /**
  * Internal: one figure kept for all pools together and for the small and
- * large pools apart, as `@allot/caching`'s `StatArray`.
+ * large pools apart, as `@allot/core`'s `StatArray`.
  *
  * @module
  */
 
 import { Stat } from "@allot/core";
-import type { StatArray } from "@allot/caching";
+import type { StatArray } from "@allot/core";
 
 /** Three {@linkcode Stat}s: all, small pools, large pools. */
 export class _StatArray {

@@ -61,8 +61,8 @@ export type {
 } from "@allot/core";
 // The error of a failing segment source, shared with `@allot/caching`: the
 // same class, so one `instanceof` check serves both allocators.
-export { SegmentSourceError } from "@allot/caching";
-// The snapshot vocabulary shared with `@allot/caching`.
+export { SegmentSourceError } from "@allot/core";
+// The snapshot vocabulary of every pooling allocator, defined in `@allot/core`.
 export type {
   BlockSnapshot,
   BlockState,
@@ -71,10 +71,6 @@ export type {
   TraceAction,
   TraceEntry,
   TraceRecorderOptions,
-} from "@allot/caching";
-// The stats vocabulary shared with `@allot/caching`.
-export type {
-  MemoryStats,
-  MemorySummaryOptions,
-  StatArray,
-} from "@allot/caching";
+} from "@allot/core";
+// The stats vocabulary of every pooling allocator, defined in `@allot/core`.
+export type { MemoryStats, MemorySummaryOptions, StatArray } from "@allot/core";

@@ -9,9 +9,11 @@
  */
 
 import {
+  acquireSegment,
   alignUp,
   AllocatorBase,
   DataPtr,
+  DeferredFrees,
   type Deleter,
   describeValue,
   type Device,
@@ -21,6 +23,7 @@ import {
   InvalidArgumentError,
   isHostMemory,
   type SegmentSource,
+  SegmentSourceError,
   Stat,
   type Stream,
   UnsupportedOperationError,
@@ -33,7 +36,6 @@ import { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
 import { _StatArray } from "./_stat_array.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
-import { SegmentSourceError } from "@allot/caching";
 import type {
   BufferCallback,
   BufferEvent,
@@ -57,7 +59,7 @@ import {
   type TraceAction,
   TraceRecorder,
   type TraceRecorderOptions,
-} from "@allot/caching";
+} from "@allot/core";
 
 const MiB = 1024 * 1024;
 /** The largest high watermark ratio, as in MPS: twice the recommended size. */
@@ -364,13 +366,24 @@ export class WatermarkAllocator<M = unknown>
   #poolList: _Pool<M>[];
   #live = new Map<_Handle<M>, _Block<M>>();
   #pendingCount = 0;
+  // _Block<unknown>: a callback parameter of M would make M invariant.
+  #deferred = new DeferredFrees<_Block<unknown>>((b) => {
+    const block = b as _Block<M>;
+    // (a callback may have freed it already)
+    if (block.heap.pool.pendingFree.delete(block)) {
+      this.#pendingCount--;
+      this.#released++;
+      this.#makeCached(block);
+    }
+  });
+  #released = 0;
   #callbacks: BufferCallback[] = [];
   #owner: _Owner<M>;
   #allocated = new Stat();
   #requested = new Stat();
   #reserved = new Stat();
   #heapCount = new Stat();
-  // The figures of @allot/caching's MemoryStats, per small and large pool.
+  // The figures of @allot/core's MemoryStats, per small and large pool.
   #m = {
     allocation: new _StatArray(),
     segment: new _StatArray(),
@@ -810,25 +823,19 @@ export class WatermarkAllocator<M = unknown>
     const kind = this.#validateRequest(byteLength, options);
     let block = this.#tryAllocate(byteLength, kind);
     if (block === undefined) {
-      const fences: Fence[] = [];
-      for (const pool of this.#poolList) {
-        for (const pending of pool.pendingFree) {
-          for (const fence of pending.fences) {
-            if (!fence.completed) fences.push(fence);
-          }
-        }
-      }
-      if (fences.length > 0) {
+      const waiting = this.#deferred.count;
+      if (waiting > 0) {
         this.#numSyncAll++;
         if (this.#verbosity !== 0) {
           this.#log(
             DebugVerbosity.profiling,
             undefined,
             () =>
-              `Waiting for ${fences.length} fences before releasing every cached buffer`,
+              `Waiting for the fences of ${waiting} buffers before releasing every cached buffer`,
           );
         }
-        await Promise.all(fences.map((f) => f.wait().catch(() => {})));
+        // A rejected or throwing fence also ends: its work will never run.
+        await this.#deferred.synchronize();
       }
       this.freeInactiveBuffers();
       this.#releaseCachedBuffers("release-cached");
@@ -1208,18 +1215,10 @@ export class WatermarkAllocator<M = unknown>
     const pool = params.pool;
     for (const [byteLength, split] of candidates) {
       if (driver + byteLength > this.#highLimit) continue;
-      let segment;
-      try {
-        segment = this.#source.tryAllocateSegment(byteLength, {
-          hostVisible: pool.hostVisible,
-          label: `allot watermark ${pool.name} heap`,
-        });
-      } catch (error) {
-        throw new SegmentSourceError(
-          `Cannot allocate a heap of ${byteLength} bytes for a ${pool.name} buffer of ${size} bytes: the segment source failed`,
-          { cause: error },
-        );
-      }
+      const segment = acquireSegment(this.#source, byteLength, size, {
+        hostVisible: pool.hostVisible,
+        label: `allot watermark ${pool.name} heap`,
+      });
       if (segment === undefined) continue;
       const heap = new _Heap(segment, pool, split, this.#nextAddress);
       this.#nextAddress += byteLength;
@@ -1326,6 +1325,7 @@ export class WatermarkAllocator<M = unknown>
       block.state = "pending-free";
       block.heap.pool.pendingFree.add(block);
       this.#pendingCount++;
+      this.#deferred.defer(block, block.fenceKeys, block.fences);
     }
   }
 
@@ -1334,6 +1334,7 @@ export class WatermarkAllocator<M = unknown>
     block.state = "cached";
     block.cachedEpoch = pool.epoch;
     block.fences = [];
+    block.fenceKeys = [];
     pool.addAvailable(block);
     this.#allocated.decrease(block.byteLength);
     this.#requested.decrease(block.requestedByteLength);
@@ -1356,6 +1357,18 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
+   * Waits for the work recorded on every buffer pending free (a rejected or
+   * throwing fence also ends: its work will never run), then returns those
+   * buffers to their pools.
+   *
+   * @returns Resolves when the buffers pending at the call are back.
+   */
+  async synchronize(): Promise<void> {
+    this.#numSyncAll++;
+    await this.#deferred.synchronize();
+  }
+
+  /**
    * Returns to their pools the freed buffers whose recorded work has
    * completed. Allocation does this by itself first.
    *
@@ -1363,19 +1376,9 @@ export class WatermarkAllocator<M = unknown>
    */
   freeInactiveBuffers(): number {
     if (this.#pendingCount === 0) return 0;
-    let count = 0;
-    for (const pool of this.#poolList) {
-      if (pool.pendingFree.size === 0) continue;
-      for (const block of [...pool.pendingFree]) {
-        // (a callback may have freed it already, re-entering this method)
-        if (block.idle() && pool.pendingFree.delete(block)) {
-          this.#pendingCount--;
-          this.#makeCached(block);
-          count++;
-        }
-      }
-    }
-    return count;
+    const before = this.#released;
+    this.#deferred.poll();
+    return this.#released - before;
   }
 
   /**
@@ -1613,8 +1616,14 @@ export class WatermarkAllocator<M = unknown>
     const fence = typeof (work as Stream).fence === "function"
       ? (work as Stream).fence()
       : work as Fence;
+    const key = typeof (work as Stream).fence === "function"
+      ? (work as Stream).id
+      : fenceKey(fence);
     for (const block of blocks) {
-      if (!block.fences.includes(fence)) block.fences.push(fence);
+      if (!block.fences.includes(fence)) {
+        block.fences.push(fence);
+        block.fenceKeys.push(key);
+      }
     }
     return true;
   }
@@ -1719,7 +1728,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * The stats in `@allot/caching`'s vocabulary (PyTorch's
+   * The stats in `@allot/core`'s vocabulary (PyTorch's
    * `memory_stats()`), so one report serves both allocators. Heaps are
    * segments; small and large pools are the pools of small and large
    * heaps (the scalar pool is small); `inactiveSplit` counts cached buffers
@@ -1767,7 +1776,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * {@linkcode WatermarkAllocator.memoryStats} as `@allot/caching`'s text
+   * {@linkcode WatermarkAllocator.memoryStats} as `@allot/core`'s text
    * table (PyTorch's `memory_summary()` layout).
    *
    * @param options Title and abbreviation.
@@ -1782,7 +1791,7 @@ export class WatermarkAllocator<M = unknown>
 
   /**
    * Starts (or restarts, emptied) or stops recording allocator events in a
-   * ring buffer, in `@allot/caching`'s `TraceEntry` format; `snapshot()`
+   * ring buffer, in `@allot/core`'s `TraceEntry` format; `snapshot()`
    * returns them as `history`.
    *
    * @param options Ring size and stack capture, or `false` to stop.
@@ -1801,7 +1810,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   /**
-   * Every heap with its buffers and free ranges, in `@allot/caching`'s
+   * Every heap with its buffers and free ranges, in `@allot/core`'s
    * snapshot format (heaps are segments, every stream id is 0), plus pool
    * kinds, buffer ids, shapes and the stats.
    *
@@ -1895,4 +1904,15 @@ export class WatermarkAllocator<M = unknown>
       stats: this.stats(),
     };
   }
+}
+
+// Fences of one stream complete in order, so DeferredFrees reads only the
+// oldest per stream. A bare fence has no stream: it gets a queue of its own
+// (a key below every stream id).
+const fenceKeys = new WeakMap<Fence, number>();
+let nextFenceKey = -1;
+function fenceKey(fence: Fence): number {
+  let key = fenceKeys.get(fence);
+  if (key === undefined) fenceKeys.set(fence, key = nextFenceKey--);
+  return key;
 }

@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import {
   Device,
   DoubleFreeError,
+  type Fence,
+  FenceError,
   InvalidArgumentError,
   ManualStream,
   type MockMemory,
@@ -855,5 +857,96 @@ describe("WatermarkAllocator bad input and faults", () => {
     a.release();
     allocator.emptyCache();
     assert.equal(device.reservedBytes, 0);
+  });
+});
+
+describe("WatermarkAllocator deferred frees", () => {
+  it("WatermarkAllocator reads one fence per stream per allocation, however many frees wait", () => {
+    const allocator = new WatermarkAllocator(
+      new MockSegmentSource({ capacityBytes: 1 << 30 }),
+    );
+    const stream = new ManualStream();
+    let reads = 0;
+    const counting = {
+      id: stream.id,
+      fence(): Fence {
+        const f = stream.fence();
+        return {
+          get completed() {
+            reads++;
+            return f.completed;
+          },
+          wait: () => f.wait(),
+        };
+      },
+    };
+    const held = [];
+    for (let i = 0; i < 2_000; i++) held.push(allocator.allocateBuffer(256));
+    for (const b of held) {
+      allocator.recordEvents([b], counting);
+      b.release();
+    }
+    reads = 0;
+    for (let i = 0; i < 100; i++) allocator.allocateBuffer(256).release();
+    assert.ok(reads <= 100, `${reads} fence reads for 100 allocations`);
+    stream.completeAll();
+    assert.equal(allocator.freeInactiveBuffers(), 2_000);
+    assert.equal(allocator.stats().pendingFreeBytes, 0);
+  });
+
+  it("WatermarkAllocator survives a fence that throws: FenceError, then allocations work and synchronize returns the buffer", async () => {
+    const allocator = new WatermarkAllocator(
+      new MockSegmentSource({ capacityBytes: 1 << 30 }),
+    );
+    let throws = false;
+    const fence: Fence = {
+      get completed() {
+        if (throws) throw new Error("device lost");
+        return false;
+      },
+      wait: () => Promise.resolve(),
+    };
+    const a = allocator.allocateBuffer(256);
+    const id = a.id;
+    allocator.recordEvents([a], fence);
+    a.release();
+    throws = true;
+    assert.throws(() => allocator.allocateBuffer(256), FenceError);
+    for (let i = 0; i < 3; i++) {
+      const b = allocator.allocateBuffer(256);
+      assert.notEqual(b.id, id);
+      b.release();
+    }
+    assert.equal(allocator.stats().pendingFreeBytes, 256);
+    await allocator.synchronize();
+    assert.equal(allocator.stats().pendingFreeBytes, 0);
+  });
+});
+
+describe("WatermarkAllocator segment source", () => {
+  it("WatermarkAllocator refuses a heap shorter than asked with SegmentSourceError and stays usable", () => {
+    const device = new MockSegmentSource({ capacityBytes: 1 << 30 });
+    let short = true;
+    const lying: SegmentSource<MockMemory> = {
+      device: device.device,
+      alignment: device.alignment,
+      maxSegmentByteLength: device.maxSegmentByteLength,
+      capacityBytes: device.capacityBytes,
+      tryAllocateSegment(byteLength: number) {
+        const seg = device.tryAllocateSegment(byteLength);
+        return seg && short ? { ...seg, byteLength: 256 } : seg;
+      },
+      freeSegment: (seg: Segment<MockMemory>) => device.freeSegment(seg),
+    };
+    const allocator = new WatermarkAllocator(lying);
+    assert.throws(
+      () => allocator.allocateBuffer(4096),
+      (e: Error) =>
+        e instanceof SegmentSourceError &&
+        /returned a segment of 256 bytes/.test(e.message),
+    );
+    assert.equal(allocator.stats().reservedBytes.current, 0);
+    short = false;
+    allocator.allocateBuffer(4096).release();
   });
 });

@@ -17,7 +17,7 @@ import type {
   BlockSnapshot,
   MemorySnapshot,
   SegmentSnapshot,
-} from "@allot/caching";
+} from "@allot/core";
 import type { PoolKind } from "./watermark_buffer.ts";
 import type { WatermarkStats } from "./watermark_stats.ts";
 

@@ -50,11 +50,11 @@ export function _deviceState(device: GPUDevice): _DeviceState {
   states.set(device, created);
   lastDevice = device;
   lastState = created;
-  device.lost.then((info) => {
+  const markLost = (reason: string, message: string): void => {
     if (created.lost) return;
     created.lost = true;
-    created.reason = info.reason ?? "unknown";
-    created.message = info.message ?? "";
+    created.reason = reason;
+    created.message = message;
     const listeners = [...created.listeners];
     created.listeners.clear();
     for (const listener of listeners) {
@@ -64,7 +64,30 @@ export function _deviceState(device: GPUDevice): _DeviceState {
         // A listener that fails must not stop the others from dropping pools.
       }
     }
-  }, () => {});
+  };
+  device.lost.then(
+    (info) => markLost(info.reason ?? "unknown", info.message ?? ""),
+    () => {},
+  );
+  // `device.lost` resolves in a later task: an allocation in the same task
+  // as `destroy()` would succeed and fail only on use. Seeing the call
+  // itself refuses it at once.
+  const destroy = device.destroy;
+  if (typeof destroy === "function") {
+    try {
+      Object.defineProperty(device, "destroy", {
+        configurable: true,
+        writable: true,
+        value: function (this: GPUDevice): undefined {
+          const result = destroy.call(this);
+          markLost("destroyed", "destroy() was called");
+          return result;
+        },
+      });
+    } catch {
+      // a frozen device: losses are seen when `device.lost` resolves
+    }
+  }
   return created;
 }
 

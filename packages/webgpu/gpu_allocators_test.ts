@@ -240,4 +240,28 @@ describe("GPU allocators", { skip }, () => {
         device.limits.maxStorageBufferBindingSize,
     );
   });
+  it("GpuWatermarkAllocator with default options makes no heap far larger than a 10 MiB request", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuWatermarkAllocator(device);
+    const a = allocator.allocate(10 << 20);
+    assert.ok(
+      a.buffer.size <= 32 << 20,
+      `a ${a.buffer.size}-byte buffer for a 10 MiB request`,
+    );
+    a.release();
+    await allocator.synchronize();
+    allocator.emptyCache();
+  });
+
+  for (const [name, make] of makers) {
+    it(`${name}.allocate() in the same task as device.destroy() is refused at once`, async () => {
+      const device = await newDevice(`destroyed-${name}`);
+      const allocator = make(device);
+      allocator.allocate(256).release();
+      device.destroy();
+      assert.throws(() => allocator.allocate(256), DeviceLostError);
+      await device.lost;
+      assert.throws(() => allocator.allocate(256), DeviceLostError);
+    });
+  }
 });

@@ -24,6 +24,8 @@ import {
 } from "./gpu_segment_source.ts";
 import { QueueStream } from "./queue_stream.ts";
 
+const GPU_HEAP_BYTE_LENGTH = 32 * 1024 * 1024;
+
 /** Options of {@linkcode GpuWatermarkAllocator}. */
 export interface GpuWatermarkAllocatorOptions
   extends WatermarkAllocatorOptions<GPUBuffer> {
@@ -109,7 +111,12 @@ export class GpuWatermarkAllocator {
     this.reuse = options.reuse ?? "after-fence";
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
+      // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to
+      // carve later ones from; a WebGPU buffer is memory the device commits
+      // at once, so no heap here is larger than a large heap (32 MiB).
       ...options,
+      xlargeHeapBytes: options.xlargeHeapBytes ?? options.largeHeapBytes ??
+        GPU_HEAP_BYTE_LENGTH,
     });
     const { deferred, owner } = _releaseOwner(
       this.stream,

@@ -50,6 +50,7 @@ export * from "./queue_stream.ts";
 export * from "./gpu_allocation.ts";
 export * from "./gpu_allocator_adapter.ts";
 export * from "./gpu_caching_allocator.ts";
+export * from "./gpu_planned_allocator.ts";
 export * from "./gpu_watermark_allocator.ts";
 export * from "./gpu_buffer_backend.ts";
 // Types of sibling packages that appear in this package's signatures, so its

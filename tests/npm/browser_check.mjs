@@ -81,10 +81,15 @@ const types = {
   ".map": "application/json",
 };
 const root = process.cwd();
+// Cross-origin isolation, so the page gets SharedArrayBuffer (@allot/threads).
+const isolation = {
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-embedder-policy": "require-corp",
+};
 const server = createServer((req, res) => {
   const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
   if (path === "/" || path === "/index.html") {
-    res.writeHead(200, { "content-type": types[".html"] });
+    res.writeHead(200, { "content-type": types[".html"], ...isolation });
     res.end(page);
     return;
   }
@@ -99,6 +104,7 @@ const server = createServer((req, res) => {
   }
   res.writeHead(200, {
     "content-type": types[extname(file)] ?? "application/octet-stream",
+    ...isolation,
   });
   res.end(readFileSync(file));
 });

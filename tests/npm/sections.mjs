@@ -240,6 +240,89 @@ export const sections = {
     m.release();
   },
 
+  async threads(env) {
+    // Browsers give SharedArrayBuffer to cross-origin isolated pages only
+    // (the browser check serves COOP/COEP headers).
+    assert.ok(
+      typeof SharedArrayBuffer === "function",
+      `SharedArrayBuffer is missing (crossOriginIsolated: ${globalThis.crossOriginIsolated})`,
+    );
+    const { NotSharedMemoryError, SharedHeap, SharedHeapAllocator } = await env
+      .load("threads");
+    const { Buffer } = await env.load("storage");
+    assert.throws(
+      () => SharedHeap.create(new ArrayBuffer(1 << 20)),
+      NotSharedMemoryError,
+    );
+    const memory = new WebAssembly.Memory({
+      initial: 64,
+      maximum: 64,
+      shared: true,
+    });
+    const heap = SharedHeap.create(memory);
+    // A second handle, as a Worker makes from the posted descriptor.
+    const other = SharedHeap.attach(structuredClone(heap.descriptor()));
+    const a = heap.alloc(100), big = other.alloc(100_000);
+    heap.free(big); // a free into the other arena
+    other.free(a);
+    const here = new SharedHeapAllocator(heap);
+    const there = new SharedHeapAllocator(other);
+    const m = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], {
+      shape: [2, 3],
+      allocator: here,
+    });
+    const b = there.receive(structuredClone(here.share(m)));
+    b.set([1, 2], 9);
+    assert.equal(m.get([1, 2]), 9, "both sides see the same bytes");
+    m.release();
+    b.release();
+    assert.equal(heap.stats().allocationCount, 0);
+    other.detach();
+    if (globalThis.process?.versions?.node) {
+      // A real worker_threads Worker allocates from the same heap and
+      // reads a Buffer handed to it; this thread frees its blocks.
+      const { Worker } = await import("node:worker_threads");
+      const v = Buffer.fromData("i32", [5, 6, 7], { allocator: here });
+      const worker = new Worker(
+        `const { parentPort, workerData } = require("node:worker_threads");
+        import("@allot/threads").then(({ SharedHeap, SharedHeapAllocator }) => {
+          const heap = SharedHeap.attach(workerData.heap);
+          const allocator = new SharedHeapAllocator(heap);
+          const got = allocator.receive(workerData.buffer);
+          const sum = got.toData().reduce((a, x) => a + x, 0);
+          got.release();
+          const blocks = [];
+          for (let i = 0; i < 200; i++) {
+            const at = heap.alloc(16 << (i % 14));
+            new Uint8Array(heap.buffer, at, 16).fill(i & 255);
+            blocks.push(at);
+          }
+          heap.detach();
+          parentPort.postMessage({ sum, blocks });
+        }).catch((e) => parentPort.postMessage({ error: String(e.stack) }));`,
+        {
+          eval: true,
+          workerData: { heap: heap.descriptor(), buffer: here.share(v) },
+        },
+      );
+      const reply = await new Promise((resolve, reject) => {
+        worker.once("message", resolve);
+        worker.once("error", reject);
+      });
+      await worker.terminate();
+      assert.equal(reply.error, undefined, reply.error);
+      assert.equal(reply.sum, 18);
+      reply.blocks.forEach((at, i) => {
+        assert.equal(new Uint8Array(heap.buffer, at, 16)[15], i & 255);
+        heap.free(at); // frees into the Worker's abandoned slabs
+      });
+      v.release();
+      assert.equal(heap.stats().allocationCount, 0);
+      env.log("  threads: a worker_threads Worker shared the heap");
+    }
+    heap.close();
+  },
+
   async watermark(env) {
     const { WatermarkAllocator, WatermarkOutOfMemoryError } = await env.load(
       "watermark",

@@ -1,7 +1,9 @@
 /**
  * Benchmark of `@allot/buddy`'s `BuddyAllocator` against the `alloc` npm
  * package (a buddy allocator over one Node `Buffer`), on the cpu package's
- * deterministic traces, in the same process.
+ * deterministic traces, in the same process, and under Node (the same code
+ * bundled with `deno bundle`) when `node` is present. Warm instances are the
+ * headline; fresh instances (made inside the timing) are second rows.
  *
  * Run: `deno run -A packages/buddy/bench/run.ts` (add `--quick` for a smoke
  * run).
@@ -9,122 +11,121 @@
  * @module
  */
 
-import process from "node:process";
 import type {
   BenchOptions,
   Ratio,
   Row,
   Scenario,
 } from "../../../scripts/bench/types.ts";
-import { BuddyAllocator } from "../mod.ts";
-import alloc from "alloc";
-import {
-  logUniformTrace,
-  tensorTrace,
-  type Trace,
-} from "../../cpu/bench/trace.ts";
+import { measure } from "./head_to_head.ts";
+import { logUniformTrace, tensorTrace } from "../../cpu/bench/trace.ts";
 import { printScenarios } from "../../cpu/bench/report.ts";
 
-const MiB = 1 << 20;
-
-interface PeerBuddy {
-  alloc(size: number): Uint8Array | null;
-  free(block: Uint8Array): void;
-}
-
-function cpuSeconds(): number {
-  const usage = process.cpuUsage();
-  return (usage.user + usage.system) / 1e6;
-}
-
-function makeOurs(): BuddyAllocator {
-  return new BuddyAllocator({
-    initialPoolByteLength: 64 * MiB,
-    maxPoolByteLength: 2048 * MiB,
-  });
-}
-
-function replayOurs(
-  buddy: BuddyAllocator,
-  trace: Trace,
-  view: boolean,
-): number {
-  const { kind, slot, byteLength } = trace;
-  const addresses = new Float64Array(trace.slots);
-  const views: (Uint8Array | undefined)[] = new Array(trace.slots);
-  const n = kind.length;
-  const t0 = cpuSeconds();
-  if (view) {
-    for (let i = 0; i < n; i++) {
-      const s = slot[i];
-      if (kind[i] === 1) {
-        const len = byteLength[i];
-        const address = buddy.alloc(len);
-        addresses[s] = address;
-        views[s] = buddy.bytes(address, len);
-      } else {
-        buddy.free(addresses[s]);
-        views[s] = undefined;
-      }
+// Runs the log-uniform head-to-head under Node (bundled with `deno bundle`).
+async function underNode(
+  quick: boolean,
+): Promise<
+  { version: string; ops: number; seconds: Record<string, number> } | string
+> {
+  const dir = await Deno.makeTempDir({ prefix: "allot-buddy-node-" });
+  try {
+    const bundle = `${dir}/node_main.mjs`;
+    const built = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "bundle",
+        "--quiet",
+        new URL("./node_main.ts", import.meta.url).pathname,
+        "-o",
+        bundle,
+      ],
+      stderr: "piped",
+    }).output();
+    if (!built.success) {
+      return `deno bundle failed: ${new TextDecoder().decode(built.stderr)}`;
     }
-  } else {
-    for (let i = 0; i < n; i++) {
-      const s = slot[i];
-      if (kind[i] === 1) addresses[s] = buddy.alloc(byteLength[i]);
-      else buddy.free(addresses[s]);
+    let out;
+    try {
+      out = await new Deno.Command("node", {
+        args: [bundle, quick ? "quick" : "full"],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+    } catch {
+      return "node not found";
     }
+    if (!out.success) {
+      return `node failed: ${new TextDecoder().decode(out.stderr)}`;
+    }
+    return JSON.parse(new TextDecoder().decode(out.stdout));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
-  const seconds = cpuSeconds() - t0;
-  if (buddy.usedBytes !== 0) throw new Error("BuddyAllocator replay leaked");
-  return seconds;
 }
 
-function makePeer(trace: Trace): PeerBuddy {
-  // One power-of-two Buffer; room for power-of-two rounding and buddy
-  // fragmentation.
-  let size = 1;
-  while (size < trace.peakLiveBytes * 4) size *= 2;
-  return new alloc.BuddyAllocator(Math.min(size, 2 ** 30), {
-    minSize: 256,
-  }) as PeerBuddy;
+function ratios(
+  t: Map<string, number>,
+  main: boolean,
+  runtime: string,
+): Ratio[] {
+  const target = (value: number) =>
+    main ? { target: ">= 2", met: value >= 2 } : {};
+  const warmView = t.get("peerWarm")! / t.get("oursViewWarm")!;
+  const freshView = t.get("peer")! / t.get("oursView")!;
+  return [
+    {
+      label: `${runtime}warm: BuddyAllocator + view / alloc`,
+      value: warmView,
+      ...target(warmView),
+    },
+    {
+      label: `${runtime}warm: BuddyAllocator (no view) / alloc`,
+      value: t.get("peerWarm")! / t.get("oursWarm")!,
+    },
+    {
+      label: `${runtime}fresh: BuddyAllocator + view / alloc`,
+      value: freshView,
+    },
+    {
+      label: `${runtime}fresh: BuddyAllocator (no view) / alloc`,
+      value: t.get("peer")! / t.get("ours")!,
+    },
+  ];
 }
 
-function replayPeer(trace: Trace, warm: PeerBuddy | undefined): number {
-  const { kind, slot, byteLength } = trace;
-  const blocks: (Uint8Array | null)[] = new Array(trace.slots);
-  const n = kind.length;
-  const t0 = cpuSeconds();
-  // A fresh run makes its Buffer inside the timing, as ours gets its pools.
-  const peer = warm ?? makePeer(trace);
-  for (let i = 0; i < n; i++) {
-    const s = slot[i];
-    if (kind[i] === 1) {
-      const block = peer.alloc(byteLength[i]);
-      if (block === null) throw new Error("alloc: out of memory");
-      blocks[s] = block;
-    } else {
-      peer.free(blocks[s]!);
-      blocks[s] = null;
-    }
-  }
-  return cpuSeconds() - t0;
+function rowsOf(t: Map<string, number>, ops: number): Row[] {
+  return [
+    {
+      name: "allot BuddyAllocator + Uint8Array view, warm",
+      value: ops / t.get("oursViewWarm")!,
+      ours: true,
+    },
+    { name: "allot BuddyAllocator, warm", value: ops / t.get("oursWarm")! },
+    {
+      name: "alloc (npm) BuddyAllocator, warm",
+      value: ops / t.get("peerWarm")!,
+      note: "returns a Buffer view per block",
+    },
+    {
+      name: "allot BuddyAllocator + Uint8Array view, fresh instance",
+      value: ops / t.get("oursView")!,
+    },
+    {
+      name: "allot BuddyAllocator, fresh instance",
+      value: ops / t.get("ours")!,
+    },
+    {
+      name: "alloc (npm) BuddyAllocator, fresh instance",
+      value: ops / t.get("peer")!,
+    },
+  ];
 }
 
-// Round-robin over the rows, so load that comes and goes on a shared machine
-// hits all of them alike; each row keeps its best run.
-function bestOfAll(
-  rounds: number,
-  rows: [string, () => number][],
-): Map<string, number> {
-  const best = new Map<string, number>();
-  for (let r = 0; r < rounds; r++) {
-    for (const [name, f] of rows) {
-      const seconds = f();
-      if (!(seconds >= (best.get(name) ?? Infinity))) best.set(name, seconds);
-    }
-  }
-  return best;
-}
+const NOTES = [
+  "Warm rows are the headline: one allocator per trace, replayed once untimed, then reused by every timed replay. Fresh rows make the allocator inside the timing (our pools and their metadata arrays, its one Buffer).",
+  "ops per CPU second (process.cpuUsage), best of 9 replays per row, run round-robin across the rows; one op is one alloc or one free.",
+  "allot: 64 MiB pools from the SystemAllocator on demand, up to 2 GiB, 256-byte minimum block (the default). alloc: one Buffer of the next power of two above 4x the peak live bytes (at most 1 GiB), 256-byte minimum block.",
+  "alloc returns a Buffer (a view) per block, so the ratio with a target compares it with allot making a Uint8Array view too (BuddyAllocator.bytes(), which checks the length against the block).",
+];
 
 /**
  * Runs the buddy benchmark.
@@ -132,7 +133,7 @@ function bestOfAll(
  * @param options `quick` for a smoke run; `progress` for messages.
  * @returns One scenario per trace.
  */
-export function run(options: BenchOptions): Promise<Scenario[]> {
+export async function run(options: BenchOptions): Promise<Scenario[]> {
   const quick = options.quick;
   const traces = quick
     ? [logUniformTrace(20_000, 300), tensorTrace(40)]
@@ -142,81 +143,45 @@ export function run(options: BenchOptions): Promise<Scenario[]> {
   for (const trace of traces) {
     const ops = trace.kind.length;
     options.progress?.(`buddy: ${trace.name}`);
-    const warmOurs = makeOurs();
-    replayOurs(warmOurs, trace, false);
-    const warmPeer = makePeer(trace);
-    const t = bestOfAll(reps, [
-      ["ours", () => replayOurs(makeOurs(), trace, false)],
-      ["oursView", () => replayOurs(makeOurs(), trace, true)],
-      ["peer", () => replayPeer(trace, undefined)],
-      ["oursWarm", () => replayOurs(warmOurs, trace, false)],
-      ["oursViewWarm", () => replayOurs(warmOurs, trace, true)],
-      ["peerWarm", () => replayPeer(trace, warmPeer)],
-    ]);
-    const ours = t.get("ours")!, oursView = t.get("oursView")!;
-    const peer = t.get("peer")!, oursWarm = t.get("oursWarm")!;
-    const oursViewWarm = t.get("oursViewWarm")!, peerWarm = t.get("peerWarm")!;
+    const t = measure(trace, reps);
     const main = trace === traces[0];
-    const rows: Row[] = [
-      { name: "allot BuddyAllocator", value: ops / ours, ours: true },
-      {
-        name: "allot BuddyAllocator + Uint8Array view",
-        value: ops / oursView,
-        ours: true,
-      },
-      {
-        name: "alloc (npm) BuddyAllocator",
-        value: ops / peer,
-        note: "returns a Buffer view per block",
-      },
-      {
-        name: "allot BuddyAllocator, warm pools",
-        value: ops / oursWarm,
-        ours: true,
-      },
-      {
-        name: "allot BuddyAllocator + Uint8Array view, warm pools",
-        value: ops / oursViewWarm,
-        ours: true,
-      },
-      {
-        name: "alloc (npm) BuddyAllocator, warm buffer",
-        value: ops / peerWarm,
-      },
-    ];
-    const ratios: Ratio[] = [
-      {
-        label: "BuddyAllocator + view / alloc",
-        value: peer / oursView,
-        target: main ? ">= 2" : undefined,
-        met: main ? peer / oursView >= 2 : undefined,
-      },
-      { label: "BuddyAllocator (no view) / alloc", value: peer / ours },
-      {
-        label: "warm: BuddyAllocator + view / alloc",
-        value: peerWarm / oursViewWarm,
-      },
-      {
-        label: "warm: BuddyAllocator (no view) / alloc",
-        value: peerWarm / oursWarm,
-      },
-    ];
     scenarios.push({
       package: "buddy",
       scenario: `${trace.name}, ${ops} ops`,
       unit: "ops/s",
       higherIsBetter: true,
-      rows,
-      ratios,
+      rows: rowsOf(t, ops),
+      ratios: ratios(t, main, ""),
+      notes: NOTES,
+    });
+  }
+  options.progress?.("buddy: the log-uniform trace under Node");
+  const node = await underNode(quick);
+  if (typeof node === "string") {
+    scenarios.push({
+      package: "buddy",
+      scenario: "Node: skipped",
+      unit: "ops/s",
+      higherIsBetter: true,
+      rows: [],
+      notes: [node],
+    });
+  } else {
+    const t = new Map(Object.entries(node.seconds));
+    scenarios.push({
+      package: "buddy",
+      scenario: `Node ${node.version}: ${traces[0].name}, ${node.ops} ops`,
+      unit: "ops/s",
+      higherIsBetter: true,
+      rows: rowsOf(t, node.ops),
+      ratios: ratios(t, true, "Node, "),
       notes: [
-        "ops per CPU second (process.cpuUsage), best of 9 replays per row, run round-robin across the rows; one op is one alloc or one free.",
-        "allot: 64 MiB pools from the SystemAllocator on demand, up to 2 GiB, 256-byte minimum block (the default). alloc: one Buffer of the next power of two above 4x the peak live bytes (at most 1 GiB), 256-byte minimum block.",
-        "Fresh rows time getting the memory too (our pools and their metadata arrays, its one Buffer); warm rows replay on an allocator that already holds its memory.",
-        "alloc returns a Buffer (a view) per block, so the ratio with a target compares it with allot making a Uint8Array view too.",
+        "The same code (head_to_head.ts), bundled with deno bundle and run by node in a separate process.",
+        ...NOTES,
       ],
     });
   }
-  return Promise.resolve(scenarios);
+  return scenarios;
 }
 
 if (import.meta.main) {

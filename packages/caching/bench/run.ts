@@ -5,7 +5,9 @@
  *    pair and JS heap bytes per operation, against `typedarray-pool` and the
  *    raw segment sources (`MockSegmentSource`, `new ArrayBuffer`, and
  *    `GPUDevice.createBuffer` + `destroy` when an adapter exists).
- * 2. Trace replay: peak reserved over peak requested bytes and device
+ * 2. Pending frees: allocate + free of 4 KiB with 0, 100, 1,000 and 10,000
+ *    frees waiting on fences of another stream (each free its own fence).
+ * 3. Trace replay: peak reserved over peak requested bytes and device
  *    allocations after warm-up, for allot, an exact-size free-list pool
  *    (TF.js policy) and a bucket pool (onnxruntime-web policy), on the
  *    transformer-inference and training-step traces.
@@ -20,7 +22,11 @@ import type {
   Ratio,
   Scenario,
 } from "../../../scripts/bench/types.ts";
-import { MockSegmentSource, type SegmentSource } from "@allot/core";
+import {
+  ManualStream,
+  MockSegmentSource,
+  type SegmentSource,
+} from "@allot/core";
 import pool from "typedarray-pool";
 import { CachingAllocator } from "../mod.ts";
 import {
@@ -107,6 +113,11 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     const block = allot.allocate(size);
     block.release();
   };
+  const byId = new CachingAllocator(new ArrayBufferSegmentSource());
+  byId.freeById(byId.allocateId(size));
+  const idPair = (): void => {
+    byId.freeById(byId.allocateId(size));
+  };
   const tpPair = (): void => {
     pool.freeArrayBuffer(pool.mallocArrayBuffer(size));
   };
@@ -119,17 +130,19 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     ab.freeSegment(ab.tryAllocateSegment(size));
   };
   const rows = [];
-  const [allotNs, tpNs, mockNs, abNs] = nsPerPair([
+  const [allotNs, tpNs, mockNs, abNs, idNs] = nsPerPair([
     { pair: allotPair, pairs },
     { pair: tpPair, pairs },
     { pair: mockPair, pairs },
     { pair: abPair, pairs: pairs / 50 },
+    { pair: idPair, pairs },
   ], reps);
   const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
   const medians = lastMedians;
   const heap = {
     allot: heapBytesPerOp(allotPair, batches),
     tp: heapBytesPerOp(tpPair, batches),
+    id: heapBytesPerOp(idPair, batches),
   };
   rows.push(
     {
@@ -137,6 +150,11 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       value: ns.allot,
       ours: true,
       note: `${heap.allot.toFixed(0)} B heap/op`,
+    },
+    {
+      name: "allot CachingAllocator.allocateId / freeById (no object)",
+      value: idNs,
+      note: `${heap.id.toFixed(1)} B heap/op`,
     },
     {
       name: "typedarray-pool (pow2 ArrayBuffer cache)",
@@ -158,6 +176,18 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       value: ns.ab / ns.allot,
       target: ">= 100",
       met: ns.ab / ns.allot >= 100,
+    },
+    {
+      label: "100 ns / allot id pair",
+      value: 100 / idNs,
+      target: ">= 1",
+      met: idNs <= 100,
+    },
+    {
+      label: "200 ns / allot handle pair",
+      value: 200 / ns.allot,
+      target: ">= 1",
+      met: ns.allot <= 200,
     },
     { label: "typedarray-pool / allot", value: ns.tp / ns.allot },
     { label: "raw MockSegmentSource / allot", value: ns.mock / ns.allot },
@@ -208,8 +238,10 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
         medians[2].toFixed(0)
       }, new ArrayBuffer ${medians[3].toFixed(0)} ns/pair (ratio ${
         (medians[3] / medians[0]).toFixed(1)
-      }x); heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
-      "allot makes one handle object per allocation (the owning CachedBlock); internal block records are recycled",
+      }x), id path ${
+        medians[4].toFixed(0)
+      }; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
+      "allot's handle API makes one handle object per allocation (the owning CachedBlock); the id API makes none; internal block records are recycled",
       gpu === undefined && !quick
         ? "no WebGPU adapter: the createBuffer row is missing"
         : "",
@@ -425,6 +457,58 @@ function traceScenarios(quick: boolean): Scenario[] {
 }
 
 /**
+ * Allocate + free pairs while `n` frees wait for fences of another stream
+ * (each with a fence of its own, none complete): the allocation reads one
+ * fence per stream, so the cost must not grow with `n`.
+ */
+function pendingFrees(quick: boolean): Scenario {
+  const counts = [0, 100, 1_000, 10_000];
+  const pairs = quick ? 20_000 : 200_000;
+  const reps = quick ? 3 : 9;
+  const candidates: Candidate[] = counts.map((n) => {
+    const allocator = new CachingAllocator(new MockSegmentSource());
+    const stream = new ManualStream();
+    for (let i = 0; i < n; i++) {
+      const block = allocator.allocate(4 * KiB);
+      block.recordStream(stream);
+      block.release();
+    }
+    allocator.allocate(4 * KiB).release(); // warm
+    if (allocator.pendingFreeCount !== n) throw new Error("frees not pending");
+    return {
+      pair: (): void => allocator.allocate(4 * KiB).release(),
+      pairs,
+    };
+  });
+  const ns = nsPerPair(candidates, reps);
+  const medians = lastMedians;
+  return {
+    package: "caching",
+    scenario: "allocate + free 4 KiB with frees pending on fences",
+    unit: "ns/pair",
+    higherIsBetter: false,
+    rows: counts.map((n, i) => ({
+      name: `allot CachingAllocator, ${n.toLocaleString("en")} pending`,
+      value: ns[i],
+      ours: i === 0,
+    })),
+    ratios: counts.slice(1).map((n, i) => {
+      const value = ns[0] / ns[i + 1];
+      return {
+        label: `none pending / ${n.toLocaleString("en")} pending`,
+        value,
+        target: ">= 0.5",
+        met: value >= 0.5,
+      };
+    }),
+    notes: [
+      `medians: ${medians.map((m) => m.toFixed(0)).join(" / ")} ns`,
+      "each pending free waits for a fence of its own (one stream, none complete)",
+    ],
+  };
+}
+
+/**
  * Runs the caching benchmarks.
  *
  * @param options `quick` for a CI smoke run.
@@ -433,11 +517,13 @@ function traceScenarios(quick: boolean): Scenario[] {
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   options.progress?.("caching: hit path");
   const hit = await hitPath(options.quick);
+  options.progress?.("caching: pending frees");
+  const pending = pendingFrees(options.quick);
   options.progress?.("caching: churn");
   const churned = churn(options.quick);
   options.progress?.("caching: trace replay");
   const traces = traceScenarios(options.quick);
-  return [...hit, churned, ...traces];
+  return [...hit, pending, churned, ...traces];
 }
 
 function printTable(scenarios: Scenario[]): void {

@@ -26,17 +26,18 @@ export function free(ptr: usize): void { heap.free(ptr); }
 export function heapBase(): usize { return __heap_base; }
 `;
 
+let binary: Uint8Array<ArrayBuffer> | undefined;
 let compiled: WebAssembly.Module | undefined;
 
 /**
- * Compiles (once per process) and instantiates a fresh AssemblyScript module
- * whose `alloc`/`free` are the runtime's TLSF `heap.alloc`/`heap.free`
+ * Compiles (once per process) the tiny AssemblyScript module whose
+ * `alloc`/`free` are the runtime's TLSF `heap.alloc`/`heap.free`
  * (`--runtime minimal -O3 --noAssert`).
  *
- * @returns A fresh instance with its own memory.
+ * @returns The wasm bytes.
  */
-export async function asTlsf(): Promise<AsTlsf> {
-  if (compiled === undefined) {
+export async function asBinary(): Promise<Uint8Array<ArrayBuffer>> {
+  if (binary === undefined) {
     const result = await asc.compileString(SOURCE, {
       runtime: "minimal",
       optimizeLevel: 3,
@@ -46,10 +47,28 @@ export async function asTlsf(): Promise<AsTlsf> {
     if (result.error || !result.binary) {
       throw new Error(`AssemblyScript compile failed: ${result.stderr}`);
     }
-    compiled = await WebAssembly.compile(
-      result.binary as Uint8Array<ArrayBuffer>,
-    );
+    binary = result.binary as Uint8Array<ArrayBuffer>;
   }
+  return binary;
+}
+
+/**
+ * The compiled AssemblyScript module (once per process).
+ *
+ * @returns The module.
+ */
+export async function asModule(): Promise<WebAssembly.Module> {
+  compiled ??= await WebAssembly.compile(await asBinary());
+  return compiled;
+}
+
+/**
+ * Instantiates a fresh AssemblyScript TLSF module with its own memory.
+ *
+ * @returns A fresh instance with its own memory.
+ */
+export async function asTlsf(): Promise<AsTlsf> {
+  const compiled = await asModule();
   const instance = await WebAssembly.instantiate(compiled, {
     env: {
       abort() {

@@ -1,13 +1,25 @@
 /**
- * Benchmark of `@allot/registry`: what a record costs. Registering and
- * unregistering against a plain `Map` doing the same bookkeeping, and
- * `newArray` + `unregister` against `new Float32Array` left to the GC.
+ * Benchmark of `@allot/registry`: what a record costs.
+ *
+ * Warm instances are the headline: one registry made before timing and
+ * reused by every round, as a runtime keeps its registry. Fresh instances
+ * (a new registry per round, its construction timed) are a second row. Peers
+ * run in the same process, interleaved with ours round by round:
+ *
+ * - a plain `Map<buffer, Map<offset, record>>` doing the bookkeeping alone
+ *   (no validation, counts or byte figures);
+ * - `FinalizationRegistry.register` + `unregister`, the JS platform's own
+ *   record of "who owns this object".
+ *
+ * Figures are medians over rounds with the range (min to max) of the
+ * per-round figures; `ratio` rows are ours over a peer per round, median.
  *
  * Run: `deno run -A packages/registry/bench/run.ts [--quick]`
  *
  * @module
  */
 
+import process from "node:process";
 import type { BenchOptions, Scenario } from "../../../scripts/bench/types.ts";
 import { OwnershipRegistry } from "../mod.ts";
 
@@ -16,22 +28,40 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-/** Operations per second of each job, interleaved rounds, median. */
-function opsPerSecond(
-  rounds: number,
-  ops: number,
-  jobs: (() => void)[],
-): number[] {
+/** Process CPU time figures of the last `nsPerOp` call, per job. */
+let cpuTimes: number[][] = [];
+
+/**
+ * Per-round wall-clock figures of each job (ns per op), interleaved rounds;
+ * process CPU time figures (user + system) land in `cpuTimes`, which a
+ * loaded machine disturbs less (time spent waiting for a core is not in it).
+ */
+function nsPerOp(rounds: number, ops: number, jobs: (() => void)[]) {
   const times: number[][] = jobs.map(() => []);
-  for (let r = -1; r < rounds; r++) {
+  cpuTimes = jobs.map(() => []);
+  for (let r = -2; r < rounds; r++) {
     jobs.forEach((job, j) => {
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
       job();
       const dt = performance.now() - t0;
-      if (r >= 0) times[j].push(dt);
+      const c = process.cpuUsage(c0);
+      if (r >= 0) {
+        times[j].push(dt * 1e6 / ops);
+        cpuTimes[j].push((c.user + c.system) * 1e3 / ops);
+      }
     });
   }
-  return times.map((t) => ops / (median(t) / 1000));
+  return times;
+}
+
+function range(xs: number[]): string {
+  return `${Math.min(...xs).toFixed(0)}-${Math.max(...xs).toFixed(0)}`;
+}
+
+/** Median over rounds of ours[i] / peer[i], oriented so > 1 is better for us. */
+function ratio(peer: number[], ours: number[]): number {
+  return median(ours.map((o, i) => peer[i] / o));
 }
 
 /**
@@ -41,105 +71,215 @@ function opsPerSecond(
  * @returns The scenarios.
  */
 export async function run(options: BenchOptions): Promise<Scenario[]> {
-  const n = options.quick ? 5_000 : 100_000;
+  const pairs = options.quick ? 20_000 : 500_000;
   const rounds = options.quick ? 3 : 9;
-  options.progress?.(`registry: ${n} records per round`);
-  const arrays = Array.from({ length: n }, () => new Float32Array(16));
-  const registry = new OwnershipRegistry();
+  options.progress?.(`registry: ${pairs} pairs per round, ${rounds} rounds`);
 
-  const [ours, map] = opsPerSecond(rounds, n, [
+  // One pointer, registered and unregistered again and again.
+  const one = new Float32Array(16);
+  const warm = new OwnershipRegistry();
+  const finalization = new FinalizationRegistry<number>(() => {});
+  const map = new Map<object, Map<number, { n: number }>>();
+  const custom = { kind: "custom" as const, deleter: () => {} };
+  const [oursWarm, oursCustom, oursFresh, mapRow, finRow] = nsPerOp(
+    rounds,
+    pairs,
+    [
+      () => {
+        for (let i = 0; i < pairs; i++) {
+          warm.register(one);
+          warm.unregister(one);
+        }
+      },
+      () => {
+        for (let i = 0; i < pairs; i++) {
+          warm.register(one, custom);
+          warm.unregister(one);
+        }
+      },
+      () => {
+        // Fresh: a new registry per 1,000 pairs, its construction timed.
+        for (let i = 0; i < pairs; i += 1000) {
+          const fresh = new OwnershipRegistry();
+          for (let k = 0; k < 1000; k++) {
+            fresh.register(one);
+            fresh.unregister(one);
+          }
+          fresh.dispose();
+        }
+      },
+      () => {
+        for (let i = 0; i < pairs; i++) {
+          let inner = map.get(one.buffer);
+          if (inner === undefined) map.set(one.buffer, inner = new Map());
+          inner.set(one.byteOffset, { n: one.byteLength });
+          const e = inner.get(one.byteOffset)!;
+          inner.delete(one.byteOffset);
+          if (inner.size === 0) map.delete(one.buffer);
+          if (e.n < 0) throw new Error("unreachable");
+        }
+      },
+      () => {
+        for (let i = 0; i < pairs; i++) {
+          finalization.register(one, 1, one);
+          finalization.unregister(one);
+        }
+      },
+    ],
+  );
+  const [oursWarmCpu, , , , finCpu] = cpuTimes;
+
+  // Many pointers: n live at once, each its own buffer (cache misses).
+  const n = options.quick ? 5_000 : 100_000;
+  const arrays = Array.from({ length: n }, () => new Float32Array(16));
+  const [manyWarm, manyMap] = nsPerOp(rounds, n, [
     () => {
-      for (const a of arrays) {
-        registry.register(a, { kind: "custom", deleter: () => {} });
-      }
-      for (const a of arrays) registry.unregister(a);
+      for (const a of arrays) warm.register(a);
+      for (const a of arrays) warm.unregister(a);
     },
     () => {
-      const m = new Map<object, Map<number, { n: number; free: () => void }>>();
+      const m = new Map<object, Map<number, { n: number }>>();
       for (const a of arrays) {
         let inner = m.get(a.buffer);
         if (inner === undefined) m.set(a.buffer, inner = new Map());
-        inner.set(a.byteOffset, { n: a.byteLength, free: () => {} });
+        inner.set(a.byteOffset, { n: a.byteLength });
       }
       for (const a of arrays) {
         const inner = m.get(a.buffer)!;
-        const e = inner.get(a.byteOffset)!;
         inner.delete(a.byteOffset);
         if (inner.size === 0) m.delete(a.buffer);
-        e.free();
       }
     },
   ]);
 
   const block = new Float32Array(n * 4);
   const aliases = Array.from({ length: n }, (_, i) => block.subarray(i * 4));
-  const [aliasOps] = opsPerSecond(rounds, n, [
+  const [aliasNs] = nsPerOp(rounds, n, [
     () => {
-      registry.register(block);
-      for (const a of aliases) registry.addAlias(block, a);
-      for (const a of aliases) registry.unregister(a);
-      registry.unregister(block);
+      warm.register(block);
+      for (const a of aliases) warm.addAlias(block, a);
+      for (const a of aliases) warm.unregister(a);
+      warm.unregister(block);
     },
   ]);
 
   const size = 1024;
-  const [newArray, plain] = opsPerSecond(rounds, n / 10, [
+  const arraysPerRound = n / 10;
+  const [newArray, plain] = nsPerOp(rounds, arraysPerRound, [
     () => {
-      for (let i = 0; i < n / 10; i++) {
-        registry.unregister(registry.newArray("f32", size));
+      for (let i = 0; i < arraysPerRound; i++) {
+        warm.unregister(warm.newArray("f32", size));
       }
     },
     () => {
       let keep = 0;
-      for (let i = 0; i < n / 10; i++) keep += new Float32Array(size).length;
+      for (let i = 0; i < arraysPerRound; i++) {
+        keep += new Float32Array(size).length;
+      }
       if (keep < 0) throw new Error("unreachable");
     },
   ]);
-  registry.dispose();
+  warm.dispose();
   await Promise.resolve();
+  const row = (name: string, xs: number[], ours = false, note = "") => ({
+    name,
+    value: median(xs),
+    ...(ours ? { ours } : {}),
+    note: `range ${range(xs)}${note ? `; ${note}` : ""}`,
+  });
   return [
     {
       package: "registry",
-      scenario: `register + unregister, ${n} pointers`,
-      unit: "ops/s",
-      higherIsBetter: true,
+      scenario:
+        `register + unregister of one pointer, ${pairs} pairs (warm registry)`,
+      unit: "ns/pair",
+      higherIsBetter: false,
       rows: [
-        { name: "allot OwnershipRegistry", value: ours, ours: true },
-        { name: "plain Map<buffer, Map<offset, record>>", value: map },
+        row("allot OwnershipRegistry, warm", oursWarm, true),
+        row(
+          "allot OwnershipRegistry, warm, custom deleter",
+          oursCustom,
+          false,
+          "kind custom: the deleter runs at unregister",
+        ),
+        row(
+          "allot OwnershipRegistry, fresh per 1,000 pairs",
+          oursFresh,
+          false,
+          "construction and dispose timed",
+        ),
+        row("plain Map<buffer, Map<offset, record>>", mapRow),
+        row("FinalizationRegistry register + unregister", finRow),
+        row(
+          "allot OwnershipRegistry, warm (process CPU time)",
+          oursWarmCpu,
+          false,
+          "CPU time, not wall clock",
+        ),
+        row(
+          "FinalizationRegistry (process CPU time)",
+          finCpu,
+          false,
+          "CPU time, not wall clock",
+        ),
+      ],
+      ratios: [
         {
-          name: "allot addAlias + unregister (aliases of one buffer)",
-          value: aliasOps,
+          label: "plain Map / allot warm (time)",
+          value: ratio(mapRow, oursWarm),
+        },
+        {
+          label: "FinalizationRegistry / allot warm (time)",
+          value: ratio(finRow, oursWarm),
+        },
+        {
+          label: "target 300 ns / allot warm",
+          value: 300 / median(oursWarm),
+          target: ">= 1",
+          met: median(oursWarm) <= 300,
         },
       ],
-      ratios: [{
-        label: "allot / plain Map (ops/s)",
-        value: ours / map,
-      }],
       notes: [
         "the registry validates every pointer and keeps counts, bytes and Stat figures; the Map baseline does none of that",
+        "the plain Map pays for shrinking its table when its last key goes; the registry's store marks the memory empty instead",
       ],
     },
     {
       package: "registry",
-      scenario: `allocate and free 4 KiB arrays, ${n / 10} times`,
-      unit: "ops/s",
-      higherIsBetter: true,
+      scenario: `register ${n} pointers, then unregister them (warm registry)`,
+      unit: "ns/pair",
+      higherIsBetter: false,
       rows: [
-        {
-          name: "allot newArray + unregister",
-          value: newArray,
-          ours: true,
-          note: "freed at once (detached)",
-        },
-        {
-          name: "new Float32Array, left to the GC",
-          value: plain,
-          note: "freed whenever the GC runs",
-        },
+        row("allot OwnershipRegistry, warm", manyWarm, true),
+        row("plain Map<buffer, Map<offset, record>>", manyMap),
+        row(
+          "allot addAlias + unregister (aliases of one buffer)",
+          aliasNs,
+        ),
       ],
       ratios: [{
-        label: "allot / new Float32Array (ops/s)",
-        value: newArray / plain,
+        label: "plain Map / allot (time)",
+        value: ratio(manyMap, manyWarm),
+      }],
+    },
+    {
+      package: "registry",
+      scenario:
+        `allocate and free 4 KiB arrays, ${arraysPerRound} times (warm registry)`,
+      unit: "ns/op",
+      higherIsBetter: false,
+      rows: [
+        row("allot newArray + unregister", newArray, true, "freed at once"),
+        row(
+          "new Float32Array, left to the GC",
+          plain,
+          false,
+          "freed whenever the GC runs",
+        ),
+      ],
+      ratios: [{
+        label: "new Float32Array / allot (time)",
+        value: ratio(plain, newArray),
       }],
     },
   ];
@@ -151,11 +291,15 @@ if (import.meta.main) {
     progress: (m) => console.error(m),
   });
   for (const s of scenarios) {
-    console.log(`\n${s.scenario} (${s.unit}, higher is better)`);
+    console.log(
+      `\n${s.scenario} (${s.unit}, ${
+        s.higherIsBetter ? "higher" : "lower"
+      } is better)`,
+    );
     for (const r of s.rows) {
       console.log(
-        `  ${r.ours ? "*" : " "} ${r.name.padEnd(52)} ${
-          Math.round(r.value).toLocaleString("en").padStart(14)
+        `  ${r.ours ? "*" : " "} ${r.name.padEnd(50)} ${
+          r.value.toFixed(0).padStart(8)
         }${r.note ? `  (${r.note})` : ""}`,
       );
     }

@@ -6,6 +6,11 @@
  * process; rows are measured interleaved, and the figure is the best of the
  * rounds, as output GB/s (bytes of the packed result per second).
  *
+ * Warm instances are the headline: each scenario makes its `CpuHeap`,
+ * `CpuAllocator` and `ManagedBufferPool` once and every round reuses them,
+ * as a runtime does. The fresh-instance figure is a second row: a new
+ * output `Buffer` (a new `ArrayBuffer` from the default allocator) per call.
+ *
  * Run: `deno run -A packages/storage/bench/run.ts [--quick]`.
  *
  * @module
@@ -303,7 +308,11 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   const minSeconds = options.quick ? 0.005 : 0.03;
   const rounds = options.quick ? 3 : 15;
   const results: Scenario[] = [];
+  // `--only=<text>`: run the scenarios whose title contains the text
+  const only = (globalThis as { Deno?: { args?: string[] } }).Deno?.args
+    ?.find((a) => a.startsWith("--only="))?.slice("--only=".length);
   for (const c of CASES) {
+    if (only !== undefined && !c.scenario.includes(only)) continue;
     progress(c.scenario);
     const count = c.base.reduce((a, b) => a * b, 1);
     const dtype = c.dtype ?? "f32";
@@ -389,6 +398,15 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
         note: "ArrayBuffers; into a preallocated contiguous buffer",
         fn: () => out.copyFrom(view2),
       },
+      {
+        name: "allot copyFrom(), fresh output per call",
+        note: "ArrayBuffers; into a new Buffer.empty() each call (fresh row)",
+        fn: () => {
+          const fresh = Buffer.empty(dtype, view.shape);
+          fresh.copyFrom(view2);
+          fresh.release();
+        },
+      },
       { name: "ndarray-ops assign", fn: () => ops.assign(ndOut, nd) },
     ];
     if (typeof stdlib !== "string") {
@@ -425,7 +443,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     }
     packed2.release();
     for (const r of rows.slice(2)) {
-      if (r.name.includes("ceiling")) continue;
+      if (r.name.includes("ceiling") || r.name.includes("fresh")) continue;
       r.fn();
       check(r.name);
     }

@@ -1,0 +1,732 @@
+/**
+ * {@linkcode StepPlannedPool}: best fit with splitting and coalescing over
+ * exactly sized segments, plus a plan for steps that repeat. At each step
+ * boundary (`endStep()`) the allocations of the step just finished are laid
+ * out once in one arena by greedy-by-size (TFLite's arena planner,
+ * onnxruntime's memory patterns); in the next step each request is placed at
+ * its planned offset when that range is free, so a repeating step runs at
+ * its lower bound with no segment made. Anything else (a new shape, a step
+ * that differs) falls back to best fit, and the next boundary plans again.
+ *
+ * @module
+ */
+
+import {
+  alignUp,
+  DoubleFreeError,
+  InvalidArgumentError,
+  OutOfMemoryError,
+  type Segment,
+  type SegmentSource,
+  validateByteLength,
+} from "@allot/core";
+import { type _PlanItem, _planStep } from "./_step_plan.ts";
+
+/** Options of {@linkcode StepPlannedPool}. */
+export interface StepPlannedPoolOptions {
+  /**
+   * Before a new segment is made, whole free segments are given back while
+   * held bytes would exceed this many times the live bytes.
+   *
+   * @default {1.1}
+   */
+  maxHeldRatio?: number;
+}
+
+/** A segment of a {@linkcode StepPlannedPool}. */
+class _Seg<M> {
+  constructor(
+    readonly segment: Segment<M>,
+    readonly size: number,
+    public arena: boolean,
+    public lastUsed: number,
+  ) {}
+  liveBlocks = 0;
+  first!: PlannedBlock<M>;
+}
+
+/** A block handed out by a {@linkcode StepPlannedPool}. */
+export class PlannedBlock<M = unknown> {
+  /** The segment's memory (a `GPUBuffer`, an `ArrayBuffer`, ...). */
+  readonly memory: M;
+  /** Offset of the block in `memory`. */
+  readonly byteOffset: number;
+  /** Bytes of the block (the request aligned up). */
+  readonly byteLength: number;
+  /** Bytes asked for (0 for a free range). */
+  requestedByteLength = 0;
+  /** @internal */
+  _seg: _Seg<M>;
+  /** @internal offset inside the segment */
+  _offset: number;
+  /** @internal */
+  _free = true;
+  /** @internal */
+  _prev: PlannedBlock<M> | undefined;
+  /** @internal */
+  _next: PlannedBlock<M> | undefined;
+  /** @internal step and index of the allocation in that step */
+  _step = -1;
+  /** @internal */
+  _item = -1;
+
+  /** @internal */
+  constructor(seg: _Seg<M>, offset: number, size: number) {
+    this._seg = seg;
+    this._offset = offset;
+    this.memory = seg.segment.memory;
+    this.byteOffset = seg.segment.byteOffset + offset;
+    this.byteLength = size;
+  }
+}
+
+/** A layout of one step: offsets in the arena (-1: not planned). */
+interface _Plan {
+  offsets: Float64Array;
+  sizes: Float64Array;
+  count: number;
+  size: number;
+}
+
+/** Plans kept for steps that alternate. */
+const _PLANS = 8;
+
+/** Steps whose peak live bytes bound the bytes kept. */
+const _WINDOW = 8;
+
+const bySize = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
+  a.byteLength - b.byteLength;
+
+/**
+ * A pool for runtimes whose work comes in steps (an inference, a training
+ * step, a decoded token): best fit inside exactly sized segments, a plan
+ * that lays a repeating step out once, and segments given back when held
+ * bytes run above live ones.
+ *
+ * @example A repeating step is served from one planned arena
+ * ```ts
+ * import { StepPlannedPool } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const source = new MockSegmentSource({ capacityBytes: 1 << 24 });
+ * const pool = new StepPlannedPool(source);
+ * for (let step = 0; step < 3; step++) {
+ *   const a = pool.allocate(4096);
+ *   const b = pool.allocate(8192);
+ *   pool.free(a);
+ *   const c = pool.allocate(4096);
+ *   pool.free(b);
+ *   pool.free(c);
+ *   pool.endStep();
+ * }
+ * assert.equal(pool.heldBytes, 12288);
+ * assert.equal(pool.liveBytes, 0);
+ * ```
+ */
+export class StepPlannedPool<M = unknown> {
+  /** Where segments come from. */
+  readonly source: SegmentSource<M>;
+  /** Held bytes allowed per live byte before free segments are given back. */
+  readonly maxHeldRatio: number;
+  #align: number;
+  #segs = new Set<_Seg<M>>();
+  /** free blocks by size, ascending */
+  #free: PlannedBlock<M>[] = [];
+  #arena: _Seg<M> | undefined;
+  /** free blocks of the arena by offset, ascending */
+  #arenaFree: PlannedBlock<M>[] = [];
+  /** the plan the current step follows, and the last plans made */
+  #plan: _Plan | undefined;
+  #plans: _Plan[] = [];
+  #recSize: number[] = [];
+  #recStart: number[] = [];
+  #recEnd: number[] = [];
+  #op = 0;
+  #misses = 0;
+  #step = 0;
+  #live = 0;
+  #held = 0;
+  /** peak live bytes of the current step and of the last steps */
+  #stepPeak = 0;
+  #window: number[] = [];
+  #peakLive = 0;
+  #peakHeld = 0;
+  #created = 0;
+  #replans = 0;
+  #released = 0;
+
+  /**
+   * Creates an empty pool.
+   *
+   * @param source Where segments come from.
+   * @param options The held-bytes ratio.
+   * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
+   */
+  constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
+    const ratio = options.maxHeldRatio ?? 1.1;
+    if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
+      throw new InvalidArgumentError(
+        `Invalid maxHeldRatio: must be a finite number >= 1, received ${ratio}`,
+        { name: "maxHeldRatio", value: ratio, limit: 1 },
+      );
+    }
+    this.source = source;
+    this.maxHeldRatio = ratio;
+    this.#align = Math.max(1, source.alignment);
+  }
+
+  /** Bytes asked for by blocks live now. */
+  get liveBytes(): number {
+    return this.#live;
+  }
+  /** Bytes of the segments held now. */
+  get heldBytes(): number {
+    return this.#held;
+  }
+  /** Highest `liveBytes` so far. */
+  get peakLiveBytes(): number {
+    return this.#peakLive;
+  }
+  /** Highest `heldBytes` so far. */
+  get peakHeldBytes(): number {
+    return this.#peakHeld;
+  }
+  /** Segments made so far. */
+  get segmentsCreated(): number {
+    return this.#created;
+  }
+  /** Segments given back so far. */
+  get segmentsReleased(): number {
+    return this.#released;
+  }
+  /** Segments held now. */
+  get segmentCount(): number {
+    return this.#segs.size;
+  }
+  /** Steps laid out again because they did not follow the plan. */
+  get replanCount(): number {
+    return this.#replans;
+  }
+  /** Steps ended so far. */
+  get stepCount(): number {
+    return this.#step;
+  }
+  /** Bytes of the planned arena (0 when there is none). */
+  get arenaByteLength(): number {
+    return this.#arena?.size ?? 0;
+  }
+
+  /**
+   * Allocates `byteLength` bytes.
+   *
+   * @param byteLength Bytes, at least 1.
+   * @returns The block.
+   * @throws {InvalidArgumentError} For a size that is not an integer in
+   * [1, `source.maxSegmentByteLength`].
+   * @throws {OutOfMemoryError} When the source refuses a segment even after
+   * every free segment was given back.
+   */
+  allocate(byteLength: number): PlannedBlock<M> {
+    const block = this.tryAllocate(byteLength);
+    if (block === undefined) {
+      throw new OutOfMemoryError(
+        `Cannot allocate ${byteLength} bytes: the segment source refused ${
+          alignUp(byteLength, this.#align)
+        } bytes with ${this.#held} bytes held and ${this.#live} live`,
+        {
+          requestedBytes: byteLength,
+          capacityBytes: this.source.capacityBytes,
+          allocatedBytes: this.#live,
+          reservedBytes: this.#held,
+        },
+      );
+    }
+    return block;
+  }
+
+  /**
+   * Allocates like {@linkcode StepPlannedPool.allocate} but returns
+   * `undefined` when the source has no memory left.
+   *
+   * @param byteLength Bytes, at least 1.
+   * @returns The block, or `undefined`.
+   * @throws {InvalidArgumentError} For a bad size.
+   */
+  tryAllocate(byteLength: number): PlannedBlock<M> | undefined {
+    validateByteLength(byteLength, this.source.maxSegmentByteLength);
+    if (byteLength === 0) {
+      throw new InvalidArgumentError(
+        "Invalid byteLength: must be at least 1, received 0",
+        { name: "byteLength", value: 0, limit: 1 },
+      );
+    }
+    const size = alignUp(byteLength, this.#align);
+    const item = this.#recSize.length;
+    let block: PlannedBlock<M> | undefined;
+    // a request the plan says outlives the step stays out of the arena
+    let arenaOk = true;
+    if (item === 0 && this.#plans.length > 0) this.#pick(size);
+    const plan = this.#plan;
+    if (plan !== undefined) {
+      if (item < plan.count && this.#misses === 0) {
+        // the step follows the plan while each request is the planned one;
+        // once it does not, the rest of the step is served by best fit
+        let p = plan;
+        if (size !== p.sizes[item]) p = this.#switch(item, size) ?? p;
+        const at = p.offsets[item];
+        if (size === p.sizes[item]) {
+          if (at >= 0) block = this.#carve(at, size);
+          else arenaOk = false;
+        }
+        if (block === undefined && arenaOk) this.#misses++;
+      } else this.#misses++;
+    }
+    block ??= this.#bestFit(size, arenaOk) ?? this.#grow(size) ??
+      this.#bestFit(size, true);
+    if (block === undefined) return undefined;
+    block._free = false;
+    block.requestedByteLength = byteLength;
+    block._step = this.#step;
+    block._item = item;
+    this.#recSize.push(size);
+    this.#recStart.push(this.#op++);
+    this.#recEnd.push(Infinity);
+    const seg = block._seg;
+    seg.liveBlocks++;
+    seg.lastUsed = this.#step;
+    this.#live += byteLength;
+    if (this.#live > this.#stepPeak) {
+      this.#stepPeak = this.#live;
+      if (this.#live > this.#peakLive) this.#peakLive = this.#live;
+    }
+    return block;
+  }
+
+  /**
+   * Gives a block back; its range merges with free neighbours.
+   *
+   * @param block A live block of this pool.
+   * @throws {DoubleFreeError} When the block is already free.
+   * @throws {InvalidArgumentError} When the block is not from this pool.
+   */
+  free(block: PlannedBlock<M>): void {
+    if (!(block instanceof PlannedBlock) || !this.#segs.has(block._seg)) {
+      throw new InvalidArgumentError(
+        "Invalid block: not a live block of this pool",
+        { name: "block", value: String(block) },
+      );
+    }
+    if (block._free) {
+      throw new DoubleFreeError(
+        `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed`,
+      );
+    }
+    if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
+    this.#live -= block.requestedByteLength;
+    block.requestedByteLength = 0;
+    block._free = true;
+    const seg = block._seg;
+    seg.liveBlocks--;
+    let merged = block;
+    const prev = block._prev;
+    if (prev !== undefined && prev._free) {
+      this.#unindex(prev);
+      merged = this.#join(prev, block);
+    }
+    const next = merged._next;
+    if (next !== undefined && next._free) {
+      this.#unindex(next);
+      merged = this.#join(merged, next);
+    }
+    this.#index(merged);
+  }
+
+  /**
+   * Marks a step boundary: plans the next step from the one just finished
+   * when that step did not follow the current plan, and gives back free
+   * segments the step did not use.
+   */
+  endStep(): void {
+    const count = this.#recSize.length;
+    if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
+      this.#replan(count);
+      this.#replans++;
+    }
+    const window = this.#window;
+    window.push(this.#stepPeak);
+    if (window.length > _WINDOW) window.shift();
+    this.#stepPeak = this.#live;
+    // free segments are kept while held bytes stay within the ratio of the
+    // recent steps' peak, so steps that vary reuse them instead of making
+    // new ones; the least recently used go first
+    this.#trimFree(this.maxHeldRatio * Math.max(...window));
+    this.#step++;
+    this.#recSize.length = 0;
+    this.#recStart.length = 0;
+    this.#recEnd.length = 0;
+    this.#op = 0;
+    this.#misses = 0;
+  }
+
+  /**
+   * Gives whole free segments back (free ones outside the arena first,
+   * largest first, then the arena when it is free) until held bytes are at
+   * most `targetByteLength`. For a runtime told by its host that memory is
+   * short.
+   *
+   * @param targetByteLength Held bytes to get down to (0: everything free).
+   * @returns The bytes held afterwards.
+   * @throws {InvalidArgumentError} For a negative or non-integer target.
+   */
+  trim(targetByteLength = 0): number {
+    validateByteLength(
+      targetByteLength,
+      Number.MAX_SAFE_INTEGER,
+      "targetByteLength",
+    );
+    const free = [...this.#segs].filter((s) => s.liveBlocks === 0)
+      .sort((a, b) => Number(a.arena) - Number(b.arena) || b.size - a.size);
+    for (const seg of free) {
+      if (this.#held <= targetByteLength) break;
+      this.#release(seg);
+    }
+    return this.#held;
+  }
+
+  /** Gives every whole free segment back (`trim(0)`). */
+  emptyCache(): void {
+    this.trim(0);
+  }
+
+  /**
+   * Checks the pool's invariants: blocks tile each segment with no overlap
+   * and no two free neighbours, the indexes hold exactly the free blocks,
+   * and live and held bytes equal a recount.
+   *
+   * @throws {Error} Naming the first broken invariant.
+   */
+  validate(): void {
+    let held = 0, live = 0, freeCount = 0, arenaFree = 0;
+    for (const seg of this.#segs) {
+      held += seg.size;
+      let at = 0, liveBlocks = 0;
+      for (let b: PlannedBlock<M> | undefined = seg.first; b; b = b._next) {
+        if (b._seg !== seg || b._offset !== at) {
+          throw new Error(`block tiling broken at ${at}`);
+        }
+        if (b._free) {
+          freeCount++;
+          if (seg.arena) arenaFree++;
+          if (b._next?._free) throw new Error("two free neighbours not merged");
+        } else {
+          liveBlocks++;
+          live += b.requestedByteLength;
+        }
+        at += b.byteLength;
+      }
+      if (at !== seg.size) {
+        throw new Error(`segment covers ${at} of ${seg.size} bytes`);
+      }
+      if (liveBlocks !== seg.liveBlocks) {
+        throw new Error("live block count wrong");
+      }
+    }
+    if (held !== this.#held) {
+      throw new Error(`held ${this.#held} != recount ${held}`);
+    }
+    if (live !== this.#live) {
+      throw new Error(`live ${this.#live} != recount ${live}`);
+    }
+    if (freeCount - arenaFree !== this.#free.length) {
+      throw new Error("free index wrong");
+    }
+    if (arenaFree !== this.#arenaFree.length) {
+      throw new Error("arena index wrong");
+    }
+    for (let i = 1; i < this.#free.length; i++) {
+      if (this.#free[i - 1].byteLength > this.#free[i].byteLength) {
+        throw new Error("free index unsorted");
+      }
+    }
+  }
+
+  #replan(count: number): void {
+    const items: _PlanItem[] = [];
+    const index: number[] = [];
+    for (let i = 0; i < count; i++) {
+      if (this.#recEnd[i] === Infinity) continue;
+      items.push({
+        size: this.#recSize[i],
+        start: this.#recStart[i],
+        end: this.#recEnd[i],
+      });
+      index.push(i);
+    }
+    const arena = this.#arena;
+    const fixedFrom = items.length;
+    if (arena !== undefined && arena.liveBlocks > 0) {
+      for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
+        if (!b._free) {
+          items.push({
+            size: b.byteLength,
+            start: -1,
+            end: Infinity,
+            fixed: b._offset,
+          });
+        }
+      }
+    }
+    let plan = _planStep(items, this.#align);
+    if (arena !== undefined && arena.liveBlocks > 0 && plan.size > arena.size) {
+      // blocks outlived the step inside the arena, and it cannot move: plan
+      // around them inside it; what does not fit is left to best fit
+      plan = _planStep(items, this.#align, arena.size);
+    }
+    const offsets = new Float64Array(count).fill(-1);
+    for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
+    const made: _Plan = {
+      offsets,
+      sizes: Float64Array.from(this.#recSize.slice(0, count)),
+      count,
+      size: plan.size,
+    };
+    this.#plan = made;
+    this.#plans.push(made);
+    if (this.#plans.length > _PLANS) this.#plans.shift();
+    if (plan.size === 0) return;
+    const current = this.#arena;
+    if (current !== undefined && plan.size <= current.size) return;
+    if (current !== undefined) this.#release(current);
+    for (const seg of [...this.#segs]) {
+      if (seg.liveBlocks === 0) this.#release(seg);
+    }
+    if (this.#make(plan.size, true) === undefined) this.#plan = undefined;
+  }
+
+  /**
+   * At a request the current plan did not expect: the latest kept plan
+   * whose requests so far were this step's (carving checks every range, so
+   * a switch can never overlap blocks; it only decides where they go).
+   */
+  #switch(item: number, size: number): _Plan | undefined {
+    const room = this.#arena?.size ?? 0;
+    const rec = this.#recSize;
+    search: for (let i = this.#plans.length - 1; i >= 0; i--) {
+      const plan = this.#plans[i];
+      if (plan === this.#plan || plan.count <= item || plan.size > room) {
+        continue;
+      }
+      if (plan.sizes[item] !== size) continue;
+      for (let k = 0; k < item; k++) {
+        if (plan.sizes[k] !== rec[k]) continue search;
+      }
+      this.#plan = plan;
+      return plan;
+    }
+    return undefined;
+  }
+
+  /** At a step's first request: the latest plan that starts with it. */
+  #pick(size: number): void {
+    if (this.#plan !== undefined && this.#plan.sizes[0] === size) return;
+    const room = this.#arena?.size ?? 0;
+    for (let i = this.#plans.length - 1; i >= 0; i--) {
+      const plan = this.#plans[i];
+      if (plan.sizes[0] === size && plan.size <= room) {
+        this.#plan = plan;
+        return;
+      }
+    }
+  }
+
+  #make(size: number, arena: boolean): _Seg<M> | undefined {
+    const segment = this.source.tryAllocateSegment(size);
+    if (segment === undefined) return undefined;
+    const seg = new _Seg(segment, size, arena, this.#step);
+    const block = new PlannedBlock(seg, 0, size);
+    seg.first = block;
+    this.#segs.add(seg);
+    this.#created++;
+    this.#held += size;
+    if (this.#held > this.#peakHeld) this.#peakHeld = this.#held;
+    if (arena) this.#arena = seg;
+    this.#index(block);
+    return seg;
+  }
+
+  /** Gives free segments outside the arena back, least recently used first, until held <= limit. */
+  #trimFree(limit: number): void {
+    if (this.#held <= limit) return;
+    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
+      .sort((a, b) => a.lastUsed - b.lastUsed || b.size - a.size);
+    for (const seg of free) {
+      if (this.#held <= limit) break;
+      this.#release(seg);
+    }
+  }
+
+  #release(seg: _Seg<M>): void {
+    this.#unindex(seg.first);
+    this.#segs.delete(seg);
+    if (seg === this.#arena) this.#arena = undefined;
+    this.#held -= seg.size;
+    this.#released++;
+    this.source.freeSegment(seg.segment);
+  }
+
+  #grow(size: number): PlannedBlock<M> | undefined {
+    // the peak of this step and of the last ones (all time when no step
+    // was ever marked), so a pool without marks does not churn segments
+    let recent = Math.max(this.#live + size, this.#stepPeak);
+    for (const peak of this.#window) if (peak > recent) recent = peak;
+    const limit = this.maxHeldRatio * recent - size;
+    if (this.#held > limit) this.#trimFree(limit);
+    let seg = this.#make(size, false);
+    if (seg === undefined) {
+      this.trim(0);
+      seg = this.#make(size, false);
+      if (seg === undefined) return undefined;
+    }
+    this.#unindex(seg.first);
+    return seg.first;
+  }
+
+  /** Takes the best fitting free block, outside the arena when one fits. */
+  #bestFit(size: number, arenaOk: boolean): PlannedBlock<M> | undefined {
+    const free = this.#free;
+    let lo = 0, hi = free.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid].byteLength < size) lo = mid + 1;
+      else hi = mid;
+    }
+    let block: PlannedBlock<M> | undefined = free[lo];
+    if (block === undefined && arenaOk) {
+      for (const b of this.#arenaFree) {
+        if (
+          b.byteLength >= size && (!block || b.byteLength < block.byteLength)
+        ) block = b;
+      }
+    }
+    if (block === undefined) return undefined;
+    this.#unindex(block);
+    return this.#split(block, block._offset, size);
+  }
+
+  /** Takes `[at, at + size)` of the arena when that range is free. */
+  #carve(at: number, size: number): PlannedBlock<M> | undefined {
+    const free = this.#arenaFree;
+    let lo = 0, hi = free.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid]._offset <= at) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === 0) return undefined;
+    const block = free[lo - 1];
+    if (block._offset + block.byteLength < at + size) return undefined;
+    this.#unindex(block);
+    return this.#split(block, at, size);
+  }
+
+  /** Cuts `[at, at + size)` out of the free, unindexed `block`; indexes the rest. */
+  #split(block: PlannedBlock<M>, at: number, size: number): PlannedBlock<M> {
+    const seg = block._seg;
+    const start = block._offset;
+    const end = start + block.byteLength;
+    // always a new object: a stale handle of a freed block stays free
+    const used = new PlannedBlock(seg, at, size);
+    const prev = block._prev, next = block._next;
+    let left = prev, right = next;
+    let spare: PlannedBlock<M> | undefined = block;
+    if (at > start) {
+      _place(spare, start, at - start);
+      left = spare;
+      spare = undefined;
+      this.#index(left);
+    }
+    if (at + size < end) {
+      right = spare ?? new PlannedBlock(seg, at + size, end - at - size);
+      if (spare !== undefined) _place(spare, at + size, end - at - size);
+      this.#index(right);
+      if (right !== next) {
+        right._next = next;
+        if (next) next._prev = right;
+      }
+    }
+    if (left !== prev) {
+      left!._prev = prev;
+      if (prev) prev._next = left;
+      else seg.first = left!;
+    }
+    used._prev = left;
+    if (left) left._next = used;
+    else seg.first = used;
+    used._next = right;
+    if (right) right._prev = used;
+    return used;
+  }
+
+  #link(prev: PlannedBlock<M> | undefined, block: PlannedBlock<M>): void {
+    block._prev = prev;
+    if (prev === undefined) block._seg.first = block;
+    else prev._next = block;
+  }
+
+  /** Merges two adjacent free blocks (both unindexed) into `a`. */
+  #join(a: PlannedBlock<M>, b: PlannedBlock<M>): PlannedBlock<M> {
+    _place(a, a._offset, a.byteLength + b.byteLength);
+    a._next = b._next;
+    if (b._next) b._next._prev = a;
+    return a;
+  }
+
+  #index(block: PlannedBlock<M>): void {
+    if (block._seg.arena) _insertSorted(this.#arenaFree, block, byOffset);
+    else _insertSorted(this.#free, block, bySize);
+  }
+
+  #unindex(block: PlannedBlock<M>): void {
+    if (block._seg.arena) _removeSorted(this.#arenaFree, block, byOffset);
+    else _removeSorted(this.#free, block, bySize);
+  }
+}
+
+/** Moves a free range node (never a handle in use). */
+function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
+  const b = block as { byteOffset: number; byteLength: number };
+  block._offset = offset;
+  b.byteOffset = block._seg.segment.byteOffset + offset;
+  b.byteLength = size;
+}
+
+const byOffset = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
+  a._offset - b._offset;
+
+function _insertSorted<T>(list: T[], item: T, cmp: (a: T, b: T) => number) {
+  let lo = 0, hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmp(list[mid], item) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, item);
+}
+
+function _removeSorted<T>(list: T[], item: T, cmp: (a: T, b: T) => number) {
+  let lo = 0, hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmp(list[mid], item) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < list.length; i++) {
+    if (list[i] === item) {
+      list.splice(i, 1);
+      return;
+    }
+    if (cmp(list[i], item) > 0) break;
+  }
+  throw new Error("internal: free index lost a block");
+}

@@ -1,0 +1,240 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  type MockMemory,
+  MockSegmentSource,
+  OutOfMemoryError,
+} from "@allot/core";
+import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+
+type Op =
+  | { kind: "alloc"; size: number }
+  | { kind: "free"; index: number }
+  | { kind: "step" }
+  | { kind: "repeat" }
+  | { kind: "trim"; target: number }
+  | { kind: "bad"; size: number };
+
+const sizeArb = fc.oneof(
+  { weight: 5, arbitrary: fc.integer({ min: 1, max: 4096 }) },
+  { weight: 2, arbitrary: fc.integer({ min: 4096, max: 65536 }) },
+  { weight: 2, arbitrary: fc.constantFrom(256, 1000, 4096, 12288) },
+);
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 8,
+    arbitrary: sizeArb.map((size) => ({ kind: "alloc", size }) as Op),
+  },
+  {
+    weight: 7,
+    arbitrary: fc.nat(1000).map((index) => ({ kind: "free", index }) as Op),
+  },
+  { weight: 2, arbitrary: fc.constant({ kind: "step" } as Op) },
+  { weight: 1, arbitrary: fc.constant({ kind: "repeat" } as Op) },
+  {
+    weight: 1,
+    arbitrary: fc.nat(1 << 18).map((target) =>
+      ({ kind: "trim", target }) as Op
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(0, -1, 1.5, NaN, Infinity, 2 ** 53).map((size) =>
+      ({ kind: "bad", size }) as Op
+    ),
+  },
+);
+
+interface Live {
+  block: PlannedBlock<MockMemory>;
+  size: number;
+  seed: number;
+}
+
+/** The bytes written and checked: both ends of a block and every 61st. */
+function _next(i: number, size: number): number {
+  return i < 32 || i >= size - 33 ? i + 1 : Math.min(i + 61, size - 32);
+}
+
+function fill(l: Live) {
+  const bytes = l.block.memory.bytes!;
+  for (let i = 0; i < l.size; i = _next(i, l.size)) {
+    bytes[l.block.byteOffset + i] = (l.seed + i * 31) & 255;
+  }
+}
+
+function check(l: Live) {
+  const bytes = l.block.memory.bytes!;
+  for (let i = 0; i < l.size; i = _next(i, l.size)) {
+    if (bytes[l.block.byteOffset + i] !== ((l.seed + i * 31) & 255)) {
+      assert.fail(
+        `block of ${l.size} bytes at ${l.block.byteOffset} overwritten at +${i}`,
+      );
+    }
+  }
+}
+
+/** A step: requests, and for each the request after which it is freed (or never). */
+const templateArb = fc.array(
+  fc.record({
+    size: sizeArb,
+    life: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.constant(-1)),
+  }),
+  { minLength: 1, maxLength: 12 },
+);
+
+describe("StepPlannedPool model", () => {
+  it("steps drawn from a few templates (repeating, alternating, varied): bytes intact and state consistent", () => {
+    fc.assert(
+      fc.property(
+        fc.array(templateArb, { minLength: 1, maxLength: 3 }),
+        fc.array(fc.tuple(fc.nat(2), fc.nat(16)), {
+          minLength: 2,
+          maxLength: 10,
+        }),
+        (templates, schedule) => {
+          const source = new MockSegmentSource({
+            alignment: 256,
+            backed: true,
+          });
+          const pool = new StepPlannedPool(source);
+          const carried: Live[] = [];
+          let seed = 1;
+          for (const [t, vary] of schedule) {
+            const template = templates[t % templates.length];
+            const pending: { l: Live; at: number }[] = [];
+            template.forEach((req, i) => {
+              // now and then a request of another size
+              const size = vary === i ? req.size + 256 : req.size;
+              const block = pool.allocate(size);
+              const l = { block, size, seed: seed++ };
+              fill(l);
+              if (req.life < 0) carried.push(l);
+              else pending.push({ l, at: i + req.life });
+              for (let k = pending.length - 1; k >= 0; k--) {
+                if (pending[k].at <= i) {
+                  check(pending[k].l);
+                  pool.free(pending[k].l.block);
+                  pending.splice(k, 1);
+                }
+              }
+              // blocks carried from earlier steps die a few steps later
+              if (carried.length > 3 && vary % 3 === 0) {
+                const old = carried.shift()!;
+                check(old);
+                pool.free(old.block);
+              }
+            });
+            for (const p of pending) {
+              check(p.l);
+              pool.free(p.l.block);
+            }
+            for (const l of carried) check(l);
+            pool.endStep();
+            pool.validate();
+          }
+          for (const l of carried) pool.free(l.block);
+          pool.emptyCache();
+          assert.equal(source.reservedBytes, 0);
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
+  it("random allocate/free/step/trim: bytes intact, no overlap, stats equal a recount, everything returned", () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { maxLength: 160 }),
+        fc.constantFrom(1 << 20, 1 << 22, Infinity),
+        (ops, capacity) => {
+          const source = new MockSegmentSource({
+            capacityBytes: capacity,
+            alignment: 256,
+            backed: true,
+          });
+          const pool = new StepPlannedPool(source);
+          const live: Live[] = [];
+          let seed = 1;
+          let stepOps: Op[] = [];
+          let lastStep: Op[] = [];
+          const run = (op: Op) => {
+            if (op.kind === "alloc") {
+              const held = pool.heldBytes, liveBytes = pool.liveBytes;
+              let block: PlannedBlock<MockMemory>;
+              try {
+                block = pool.allocate(op.size);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+                assert.equal(pool.liveBytes, liveBytes);
+                assert.ok(pool.heldBytes <= held);
+                return;
+              }
+              assert.ok(block.byteLength >= op.size);
+              assert.equal(block.byteOffset % 256, 0);
+              const l = { block, size: op.size, seed: seed++ };
+              fill(l);
+              live.push(l);
+            } else if (op.kind === "free") {
+              if (live.length === 0) return;
+              const [l] = live.splice(op.index % live.length, 1);
+              check(l);
+              pool.free(l.block);
+              assert.throws(() => pool.free(l.block), DoubleFreeError);
+            } else if (op.kind === "step") {
+              pool.endStep();
+            } else if (op.kind === "trim") {
+              const after = pool.trim(op.target);
+              assert.equal(after, pool.heldBytes);
+            } else if (op.kind === "bad") {
+              const held = pool.heldBytes, n = pool.liveBytes;
+              assert.throws(() => pool.allocate(op.size), InvalidArgumentError);
+              assert.equal(pool.heldBytes, held);
+              assert.equal(pool.liveBytes, n);
+            }
+          };
+          for (const op of ops) {
+            if (op.kind === "repeat") {
+              // replay the last step's requests (frees of its own blocks by
+              // position) so plans are followed, switched and broken
+              const start = live.length;
+              for (const o of lastStep) {
+                if (o.kind === "alloc") run(o);
+                else if (o.kind === "free" && live.length > start) {
+                  run({
+                    kind: "free",
+                    index: start + (o.index % (live.length - start)),
+                  });
+                }
+              }
+              pool.endStep();
+              continue;
+            }
+            run(op);
+            stepOps.push(op);
+            if (op.kind === "step") {
+              lastStep = stepOps;
+              stepOps = [];
+            }
+            for (const l of live) if (l.seed % 7 === 0) check(l);
+            pool.validate();
+            assert.equal(pool.liveBytes, live.reduce((n, l) => n + l.size, 0));
+            assert.equal(pool.heldBytes, source.reservedBytes);
+            assert.ok(pool.peakHeldBytes >= pool.heldBytes);
+          }
+          for (const l of live) check(l);
+          for (const l of live) pool.free(l.block);
+          pool.validate();
+          pool.emptyCache();
+          assert.equal(pool.heldBytes, 0);
+          assert.equal(source.reservedBytes, 0);
+          assert.equal(pool.segmentCount, 0);
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+});

@@ -1,0 +1,126 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  MockSegmentSource,
+  OutOfMemoryError,
+} from "@allot/core";
+import { StepPlannedPool } from "./step_planned_pool.ts";
+
+const source = (capacityBytes = 2 ** 30) =>
+  new MockSegmentSource({ capacityBytes, alignment: 256 });
+
+/** A step of a small network: activations of falling then rising sizes. */
+function step(pool: StepPlannedPool, sizes: number[]) {
+  let prev = pool.allocate(sizes[0]);
+  for (const s of sizes.slice(1)) {
+    const next = pool.allocate(s);
+    pool.free(prev);
+    prev = next;
+  }
+  pool.free(prev);
+  pool.endStep();
+}
+
+describe("StepPlannedPool", () => {
+  it("makes no segment after the first steps when steps repeat, and holds the planned bound", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    const sizes = [
+      1 << 20,
+      3 << 19,
+      1 << 19,
+      5 << 18,
+      1 << 18,
+      3 << 20,
+      1 << 16,
+    ];
+    step(pool, sizes);
+    step(pool, sizes);
+    const made = src.allocationCount;
+    for (let i = 0; i < 10; i++) step(pool, sizes);
+    assert.equal(src.allocationCount, made);
+    // the largest pair live at once is 3 MiB + 1.25 MiB
+    assert.ok(
+      pool.heldBytes <= (3 << 20) + (5 << 18),
+      `held ${pool.heldBytes}`,
+    );
+    pool.validate();
+  });
+
+  it("steps that alternate each follow their own plan", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    const a = [1 << 20, 1 << 19, 1 << 20];
+    const b = [4096, 1 << 21, 8192, 1 << 21];
+    for (let i = 0; i < 3; i++) {
+      step(pool, a);
+      step(pool, b);
+    }
+    const made = src.allocationCount;
+    const replans = pool.replanCount;
+    for (let i = 0; i < 5; i++) {
+      step(pool, a);
+      step(pool, b);
+    }
+    assert.equal(src.allocationCount, made);
+    assert.equal(pool.replanCount, replans);
+  });
+
+  it("refuses bad sizes and foreign or freed blocks, changing nothing", () => {
+    const pool = new StepPlannedPool(source());
+    const a = pool.allocate(100);
+    for (const bad of [0, -1, 1.5, NaN, 2 ** 53]) {
+      assert.throws(() => pool.allocate(bad), InvalidArgumentError);
+    }
+    const other = new StepPlannedPool(source()).allocate(100);
+    assert.throws(() => pool.free(other), InvalidArgumentError);
+    pool.free(a);
+    assert.throws(() => pool.free(a), DoubleFreeError);
+    const b = pool.allocate(100);
+    assert.throws(
+      () => pool.free(a),
+      DoubleFreeError,
+      "a stale handle never frees a new block",
+    );
+    assert.equal(pool.liveBytes, 100);
+    pool.free(b);
+    assert.throws(
+      () => new StepPlannedPool(source(), { maxHeldRatio: 0.5 }),
+      InvalidArgumentError,
+    );
+  });
+
+  it("reports out of memory with the figures and keeps its state", () => {
+    const pool = new StepPlannedPool(source(1 << 20));
+    const a = pool.allocate(1 << 19);
+    assert.throws(() => pool.allocate(1 << 20), (e: unknown) => {
+      assert.ok(e instanceof OutOfMemoryError);
+      assert.equal(e.requestedBytes, 1 << 20);
+      assert.equal(e.allocatedBytes, 1 << 19);
+      return true;
+    });
+    assert.equal(pool.tryAllocate(1 << 20), undefined);
+    assert.equal(pool.liveBytes, 1 << 19);
+    pool.free(a);
+    assert.ok(pool.allocate(1 << 20));
+  });
+
+  it("trim(target) gives free segments back down to the target", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    const blocks = [1 << 20, 1 << 19, 1 << 18].map((n) => pool.allocate(n));
+    const keep = pool.allocate(4096);
+    for (const b of blocks) pool.free(b);
+    assert.ok(pool.heldBytes > 1 << 20);
+    assert.equal(pool.trim(1 << 19), pool.heldBytes);
+    assert.ok(pool.heldBytes <= 1 << 19);
+    assert.equal(pool.trim(0), 4096);
+    assert.equal(src.reservedBytes, 4096);
+    assert.throws(() => pool.trim(-1), InvalidArgumentError);
+    pool.free(keep);
+    pool.emptyCache();
+    assert.equal(src.reservedBytes, 0);
+  });
+});

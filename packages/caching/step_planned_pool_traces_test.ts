@@ -1,0 +1,91 @@
+// Each real runtime trace (traces/<runtime>/<name>.jsonl.gz, recorded by
+// @allot/trace) replayed through StepPlannedPool, one pool per WebGPU usage
+// as a WebGPU runtime would keep them: invariants only (the figures belong
+// to packages/webgpu/bench/real_traces.ts).
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { MockSegmentSource } from "@allot/core";
+import { parseTrace, traceOps } from "@allot/trace";
+import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+
+const root = new URL("../../traces/", import.meta.url);
+const names = [...Deno.readDirSync(root)].filter((d) => d.isDirectory)
+  .flatMap((d) =>
+    [...Deno.readDirSync(new URL(`${d.name}/`, root))].map((e) =>
+      `${d.name}/${e.name}`
+    )
+  ).filter((n) => n.endsWith(".jsonl.gz")).sort();
+
+describe("StepPlannedPool on real runtime traces", () => {
+  it("there are real traces to replay", () => {
+    assert.ok(names.length >= 4, `found ${names.join(", ")}`);
+  });
+  for (const name of names) {
+    it(`${name}: no overlap, stats add up, everything returned`, async () => {
+      const data = await Deno.readFile(new URL(name, root));
+      const text = await new Response(
+        new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+      ).text();
+      const ops = traceOps(parseTrace(text), "all");
+      const sources = new Map<number, MockSegmentSource>();
+      const pools = new Map<number, StepPlannedPool>();
+      const live = new Map<
+        number,
+        { pool: StepPlannedPool; block: PlannedBlock; size: number }
+      >();
+      let liveBytes = 0;
+      const checkAll = () => {
+        let sum = 0;
+        for (const [usage, pool] of pools) {
+          pool.validate();
+          assert.equal(pool.heldBytes, sources.get(usage)!.reservedBytes);
+          sum += pool.liveBytes;
+        }
+        assert.equal(sum, liveBytes);
+        // live blocks of one memory never overlap
+        const byMemory = new Map<unknown, [number, number][]>();
+        for (const { block } of live.values()) {
+          let list = byMemory.get(block.memory);
+          if (!list) byMemory.set(block.memory, list = []);
+          list.push([block.byteOffset, block.byteOffset + block.byteLength]);
+        }
+        for (const list of byMemory.values()) {
+          list.sort((a, b) => a[0] - b[0]);
+          for (let i = 1; i < list.length; i++) {
+            assert.ok(list[i][0] >= list[i - 1][1], "live blocks overlap");
+          }
+        }
+      };
+      for (let i = 0; i < ops.length; i++) {
+        const code = ops.code[i];
+        if (code === 0) {
+          const usage = ops.usage[i];
+          let pool = pools.get(usage);
+          if (!pool) {
+            const source = new MockSegmentSource({ alignment: 256 });
+            sources.set(usage, source);
+            pools.set(usage, pool = new StepPlannedPool(source));
+          }
+          const size = Math.max(1, ops.size[i]);
+          live.set(ops.id[i], { pool, block: pool.allocate(size), size });
+          liveBytes += size;
+        } else if (code === 1) {
+          const l = live.get(ops.id[i])!;
+          l.pool.free(l.block);
+          live.delete(ops.id[i]);
+          liveBytes -= l.size;
+        } else if (code === 3) {
+          for (const pool of pools.values()) pool.endStep();
+          checkAll();
+        }
+      }
+      checkAll();
+      for (const l of live.values()) l.pool.free(l.block);
+      for (const [usage, pool] of pools) {
+        pool.emptyCache();
+        assert.equal(pool.heldBytes, 0);
+        assert.equal(sources.get(usage)!.reservedBytes, 0);
+      }
+    });
+  }
+});

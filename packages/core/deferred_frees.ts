@@ -1,0 +1,265 @@
+/**
+ * Frees that wait for fences, grouped by fence and queued per stream, so that
+ * checking them costs the same with none or ten thousand waiting.
+ *
+ * The fences of one stream complete in the order they were taken (PyTorch
+ * makes the same assumption of CUDA events), so only the oldest fence of each
+ * stream is checked: an allocation costs one `completed` read per stream
+ * that has frees waiting, not one per waiting free. Consecutive frees that
+ * take the same fence object share one group. A stream whose fences complete
+ * out of order only gets its memory back later, never too early.
+ *
+ * @module
+ */
+
+import { AllotError } from "./errors.ts";
+import type { Fence } from "./fence.ts";
+
+/** An item that waits for fences: the queue keeps its count of fences left. */
+export interface DeferredItem {
+  /** Fences the item still waits for; written by {@linkcode DeferredFrees}. */
+  waitingFences: number;
+}
+
+/**
+ * A fence threw when its `completed` state was read. The frees that waited on
+ * it stay held back (never reused early) until
+ * {@linkcode DeferredFrees.synchronize} has waited for the fence; the
+ * allocator that reports this error stays usable.
+ */
+export class FenceError extends AllotError {}
+
+interface _Group<T> {
+  fence: Fence;
+  items: T[];
+  /** Set by synchronize() once `fence.wait()` settled. */
+  done: boolean;
+}
+
+interface _Queue<T> {
+  streamId: number;
+  groups: (_Group<T> | undefined)[];
+  head: number;
+}
+
+/**
+ * Frees held back until their fences complete.
+ *
+ * @typeParam T The items (blocks) whose frees wait.
+ *
+ * @example
+ * ```ts
+ * import { DeferredFrees, ManualStream } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const released: string[] = [];
+ * const frees = new DeferredFrees<{ name: string; waitingFences: number }>(
+ *   (item) => released.push(item.name),
+ * );
+ * const stream = new ManualStream();
+ * frees.defer({ name: "a", waitingFences: 0 }, [stream.id], [stream.fence()]);
+ * frees.poll();
+ * assert.deepEqual(released, []);
+ * stream.completeAll();
+ * frees.poll();
+ * assert.deepEqual(released, ["a"]);
+ * ```
+ */
+export class DeferredFrees<T extends DeferredItem> {
+  #release: (item: T) => void;
+  #queues = new Map<number, _Queue<T>>();
+  #active: _Queue<T>[] = [];
+  #faulted: _Group<T>[] = [];
+  #count = 0;
+
+  /**
+   * Creates an empty set of deferred frees.
+   *
+   * @param release Called once per item when its last fence completed.
+   */
+  constructor(release: (item: T) => void) {
+    this.#release = release;
+  }
+
+  /** Items waiting for fences. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Items held back because one of their fences threw. */
+  get faultedCount(): number {
+    let n = 0;
+    for (const g of this.#faulted) n += g.items.length;
+    return n;
+  }
+
+  /**
+   * Holds `item` back until every fence completed. `fences[i]` was taken from
+   * the stream with id `streamIds[i]`.
+   *
+   * @param item The item; its `waitingFences` is set here.
+   * @param streamIds Ids of the streams the fences come from.
+   * @param fences At least one fence, none complete.
+   */
+  defer(item: T, streamIds: readonly number[], fences: readonly Fence[]): void {
+    item.waitingFences = fences.length;
+    this.#count++;
+    for (let i = 0; i < fences.length; i++) {
+      const id = streamIds[i], fence = fences[i];
+      let queue = this.#queues.get(id);
+      if (queue === undefined) {
+        queue = { streamId: id, groups: [], head: 0 };
+        this.#queues.set(id, queue);
+      }
+      const groups = queue.groups;
+      if (groups.length === queue.head) this.#active.push(queue);
+      const tail = groups.length > queue.head
+        ? groups[groups.length - 1]!
+        : undefined;
+      if (tail !== undefined && tail.fence === fence && !tail.done) {
+        tail.items.push(item);
+      } else groups.push({ fence, items: [item], done: false });
+    }
+  }
+
+  /**
+   * Releases the items whose fences completed. Reads the oldest fence of each
+   * stream, and the next while those complete.
+   *
+   * @throws {FenceError} When a fence threw on `completed`, after releasing
+   * everything else that was ready; the items of that fence stay held back
+   * until {@linkcode DeferredFrees.synchronize}.
+   */
+  poll(): void {
+    const active = this.#active;
+    let error: unknown = undefined;
+    let threw = false;
+    for (let q = 0; q < active.length;) {
+      const queue = active[q];
+      const groups = queue.groups;
+      while (queue.head < groups.length) {
+        const g = groups[queue.head]!;
+        let done = g.done;
+        if (!done) {
+          try {
+            done = g.fence.completed === true;
+          } catch (e) {
+            if (!threw) error = e;
+            threw = true;
+            groups[queue.head++] = undefined;
+            this.#faulted.push(g);
+            continue;
+          }
+          if (!done) break;
+        }
+        groups[queue.head++] = undefined;
+        this.#releaseGroup(g);
+      }
+      if (queue.head === groups.length) {
+        groups.length = 0;
+        queue.head = 0;
+        this.#queues.delete(queue.streamId);
+        active[q] = active[active.length - 1];
+        active.pop();
+      } else {
+        if (queue.head >= 64 && queue.head * 2 >= groups.length) {
+          groups.copyWithin(0, queue.head);
+          groups.length -= queue.head;
+          queue.head = 0;
+        }
+        q++;
+      }
+    }
+    if (threw) {
+      throw new FenceError(
+        `Cannot check a fence: reading its completed state threw (${
+          describe(error)
+        }); the frees waiting on it stay held back until synchronize()`,
+        { cause: error },
+      );
+    }
+  }
+
+  /**
+   * Waits for every fence taken so far (a rejected or throwing fence also
+   * ends: its work will never run), then releases the items that waited only
+   * on them.
+   *
+   * @returns Resolves when those items were released.
+   */
+  async synchronize(): Promise<void> {
+    const groups: _Group<T>[] = [...this.#faulted];
+    for (const queue of this.#active) {
+      for (let i = queue.head; i < queue.groups.length; i++) {
+        groups.push(queue.groups[i]!);
+      }
+    }
+    if (groups.length === 0) return;
+    await Promise.all(groups.map((g) => {
+      try {
+        return g.fence.wait().catch(() => {});
+      } catch {
+        return undefined;
+      }
+    }));
+    const faulted = this.#faulted;
+    for (const g of groups) g.done = true;
+    let w = 0;
+    for (let r = 0; r < faulted.length; r++) {
+      const g = faulted[r];
+      if (g.done) this.#releaseGroup(g);
+      else faulted[w++] = g;
+    }
+    faulted.length = w;
+    try {
+      this.poll();
+    } catch {
+      // done groups are not read again; a newer fence that threw stays
+      // faulted and is reported by the next poll() that meets it
+    }
+  }
+
+  /**
+   * Calls `fn` once per waiting item (for validation and reports).
+   *
+   * @param fn The visitor.
+   */
+  forEach(fn: (item: T) => void): void {
+    const seen = new Set<T>();
+    const visit = (g: _Group<T>): void => {
+      for (const item of g.items) {
+        if (!seen.has(item)) {
+          seen.add(item);
+          fn(item);
+        }
+      }
+    };
+    for (const g of this.#faulted) visit(g);
+    for (const queue of this.#active) {
+      for (let i = queue.head; i < queue.groups.length; i++) {
+        visit(queue.groups[i]!);
+      }
+    }
+  }
+
+  #releaseGroup(g: _Group<T>): void {
+    const items = g.items;
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
+      if (--item.waitingFences === 0) {
+        this.#count--;
+        this.#release(item);
+      }
+    }
+    items.length = 0;
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  try {
+    return String(error);
+  } catch {
+    return "an unprintable value";
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * {@linkcode formatBytes}: the one byte formatter of allot's messages and
+ * reports.
+ *
+ * @module
+ */
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const GiB = 1024 * MiB;
+const TiB = 1024 * GiB;
+
+/**
+ * Formats a byte count with binary units and two decimals.
+ *
+ * @param byteLength Bytes.
+ * @returns Text such as `512 bytes`, `1.50 MiB`, `unlimited` for `Infinity`.
+ *
+ * @example
+ * ```ts
+ * import { formatBytes } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(formatBytes(512), "512 bytes");
+ * assert.equal(formatBytes(3 * 2 ** 19), "1.50 MiB");
+ * assert.equal(formatBytes(Infinity), "unlimited");
+ * ```
+ */
+export function formatBytes(byteLength: number): string {
+  if (byteLength === Infinity) return "unlimited";
+  if (typeof byteLength !== "number" || !Number.isFinite(byteLength)) {
+    return String(byteLength);
+  }
+  const sign = byteLength < 0 ? "-" : "";
+  const n = Math.abs(byteLength);
+  if (n < KiB) return `${byteLength} bytes`;
+  if (n < MiB) return `${sign}${(n / KiB).toFixed(2)} KiB`;
+  if (n < GiB) return `${sign}${(n / MiB).toFixed(2)} MiB`;
+  if (n < TiB) return `${sign}${(n / GiB).toFixed(2)} GiB`;
+  return `${sign}${(n / TiB).toFixed(2)} TiB`;
+}

@@ -1,0 +1,115 @@
+/**
+ * {@linkcode SegmentSourceError} and {@linkcode acquireSegment}: taking a
+ * segment from a {@linkcode SegmentSource} without trusting it, written once
+ * for every pooling allocator.
+ *
+ * @module
+ */
+
+import { AllotError } from "./errors.ts";
+import type {
+  Segment,
+  SegmentRequestOptions,
+  SegmentSource,
+} from "./segment_source.ts";
+
+/**
+ * The segment source threw while making or releasing a segment, or returned
+ * one that does not hold what was asked (shorter, misaligned, malformed): a
+ * faulty device, as opposed to one that is out of memory. The allocator's
+ * pools are unchanged; the device's error, if any, is the `cause`.
+ *
+ * @example
+ * ```ts
+ * import { acquireSegment, MockSegmentSource, SegmentSourceError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const device = new MockSegmentSource();
+ * device.throwNext();
+ * assert.throws(() => acquireSegment(device, 4096, 100), SegmentSourceError);
+ * ```
+ */
+export class SegmentSourceError extends AllotError {}
+
+/**
+ * Takes a segment of `byteLength` bytes from `source` and checks it: a
+ * segment shorter than asked, at a byte offset that is not a non-negative
+ * multiple of `source.alignment`, or not an object at all is given back to
+ * the source and refused.
+ *
+ * @typeParam M Type of the segment memory.
+ * @param source The segment source.
+ * @param byteLength Bytes of the segment.
+ * @param forBytes Bytes of the request the segment is for (for messages).
+ * @param options Passed to `tryAllocateSegment`.
+ * @returns The segment, or `undefined` when the device is full.
+ * @throws {SegmentSourceError} When the source threw or returned a segment
+ * that does not hold `byteLength` bytes.
+ *
+ * @example
+ * ```ts
+ * import { acquireSegment, MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const device = new MockSegmentSource({ capacityBytes: 4096 });
+ * assert.equal(acquireSegment(device, 4096, 100)?.byteLength, 4096);
+ * assert.equal(acquireSegment(device, 4096, 100), undefined); // full
+ * ```
+ */
+export function acquireSegment<M>(
+  source: SegmentSource<M>,
+  byteLength: number,
+  forBytes: number,
+  options?: SegmentRequestOptions,
+): Segment<M> | undefined {
+  let segment: Segment<M> | undefined;
+  try {
+    segment = source.tryAllocateSegment(byteLength, options);
+  } catch (error) {
+    throw new SegmentSourceError(
+      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} threw while making a ${byteLength}-byte segment: ${
+        describeError(error)
+      }`,
+      { cause: error },
+    );
+  }
+  if (segment === undefined || segment === null) return undefined;
+  let problem: string | undefined;
+  if (typeof segment !== "object") {
+    problem = `returned ${typeof segment} ${String(segment)}, not a segment`;
+  } else if (
+    !Number.isSafeInteger(segment.byteLength) ||
+    segment.byteLength < byteLength
+  ) {
+    problem = `returned a segment of ${
+      String(segment.byteLength)
+    } bytes for a ${byteLength}-byte request`;
+  } else if (
+    !Number.isSafeInteger(segment.byteOffset) || segment.byteOffset < 0 ||
+    segment.byteOffset % source.alignment !== 0
+  ) {
+    problem = `returned a segment at byte offset ${
+      String(segment.byteOffset)
+    }, not a multiple of its alignment ${source.alignment}`;
+  }
+  if (problem === undefined) return segment;
+  if (typeof segment === "object") {
+    try {
+      source.freeSegment(segment);
+    } catch {
+      // refused anyway; the source is faulty
+    }
+  }
+  throw new SegmentSourceError(
+    `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} ${problem}`,
+  );
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return "an unprintable value";
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * The one declared layout of a shared heap's state inside its memory. Every
+ * word below is an `Int32Array` index; nothing else reads the shared state.
+ *
+ * ```text
+ * byteOffset ┌────────────────────────────┐
+ *            │ header (64 words)          │ magic, id, state, lock, bins
+ *            │ arena table (64 × 16 words)│ one 64-byte line per arena
+ *            │ page meta (8 words a page) │ kind, len, tail, start, next,
+ *            │                            │ prev, owner of every 4 KiB page
+ * pageBase   ├────────────────────────────┤ (4096-aligned)
+ *            │ pages: large spans and     │
+ *            │ 64 KiB slabs (3328-byte    │
+ *            │ header + equal blocks)     │
+ *            └────────────────────────────┘
+ * ```
+ *
+ * @module
+ */
+
+/** "alot": the first word of every heap header. */
+export const MAGIC = 0x616c6f74;
+/** Bumped when the layout changes. */
+export const VERSION = 1;
+
+/** Page: the unit of the shared core. */
+export const PAGE_SHIFT = 12;
+/** Bytes per page. */
+export const PAGE = 1 << PAGE_SHIFT;
+/** Pages per slab. */
+export const SLAB_PAGES = 16;
+/** Bytes per slab. */
+export const SLAB_BYTES = SLAB_PAGES * PAGE;
+/**
+ * Bytes of a slab's header, before its first block: 16 words, the remote
+ * list head on its own line, one state byte per block (1 live, 0 free), then
+ * the owner's free stack of block indices (16 bits each), rounded to a
+ * multiple of 256. The free stack keeps the owner's frees off the blocks'
+ * own cache lines.
+ */
+export const SLAB_HEADER = 3328;
+/** Most arenas (attached handles) a heap serves at once. */
+export const MAX_ARENAS = 64;
+
+// --- header words ---
+// Line 0 (words 0-15): read by every call, written once.
+export const H_MAGIC = 0;
+export const H_VERSION = 1;
+export const H_HEAP_ID = 2;
+/** 1 open, 2 closed. */
+export const H_STATE = 3;
+export const H_PAGES = 6;
+/** Absolute byte offset of page 0. */
+export const H_PAGE_BASE = 7;
+/** Absolute byte offset of the page meta records. */
+export const H_META = 8;
+export const H_BYTE_LENGTH = 11;
+// Line 1 (words 16-31) and on: the core, written under its lock only, so
+// that lock traffic never evicts line 0 from the other threads' caches.
+/** 0 or the token of the arena that holds the core lock. */
+export const H_LOCK = 16;
+/** Threads blocked in `Atomics.wait` on the lock. */
+export const H_WAITERS = 17;
+export const H_FREE_PAGES = 18;
+/** Bit b % 32 of word H_BIN_MASK + b / 32 set when bin b is not empty. */
+export const H_BIN_MASK = 20;
+/** Bin heads (page index, -1 when empty): four bins per power of two. */
+export const H_BINS = 32;
+export const BINS = 96;
+/** The arena table: one 64-byte line per arena. */
+export const H_ARENAS = 128;
+export const ARENA_WORDS = 16;
+/** Header plus arena table, in bytes. */
+export const HEADER_BYTES = (H_ARENAS + MAX_ARENAS * ARENA_WORDS) * 4;
+
+export const STATE_OPEN = 1;
+export const STATE_CLOSED = 2;
+
+// --- arena words ---
+/** 0 free, 1 attached, 2 being reclaimed. */
+export const A_STATE = 0;
+export const A_TOKEN = 1;
+export const A_GEN = 2;
+/** Live blocks this arena's handle allocated minus those it freed. */
+export const A_LIVE_BLOCKS = 3;
+/** The same in bytes (block sizes, not requested sizes). */
+export const A_LIVE_BYTES = 4;
+export const A_REMOTE_FREES = 5;
+export const ARENA_FREE = 0;
+export const ARENA_ATTACHED = 1;
+export const ARENA_RECLAIMING = 2;
+
+// --- page meta: eight words per page, one 32-byte record ---
+export const M_KIND = 0;
+export const M_LEN = 1;
+/** On the last page of a free span: its first page. */
+export const M_TAIL = 2;
+/** On every page of a slab: the slab's first page. */
+export const M_START = 3;
+export const M_NEXT = 4;
+export const M_PREV = 5;
+/** On the first page of a large span: the token of its allocating arena. */
+export const M_OWNER = 6;
+export const META_WORDS = 8;
+
+export const K_NONE = 0;
+export const K_FREE = 1;
+export const K_LARGE = 2;
+export const K_SLAB = 3;
+/** A large span its arena freed and keeps for reuse without the lock. */
+export const K_CACHED = 4;
+
+// --- slab header words (relative to the slab's first word) ---
+export const S_CLASS = 0;
+export const S_SIZE = 1;
+export const S_CAP = 2;
+/** Blocks below this index were handed out at least once. */
+export const S_BUMP = 3;
+/** Owner-only free stack depth (block indices at S_STACK). */
+export const S_FREE = 4;
+/** Blocks not in the owner's free list (live or remote-freed). */
+export const S_USED = 5;
+/** Remote free list head, pushed with compare-exchange (its own line). */
+export const S_REMOTE = 16;
+/** Owner token, or ABANDONED / ADOPTING. */
+export const S_OWNER = 7;
+/** Byte offset of the block state bytes in the slab header. */
+export const S_STATES = 128;
+/** Byte offset of the owner's free stack (Uint16 block indices). */
+export const S_STACK = 1152;
+export const OWNER_ABANDONED = -1;
+export const OWNER_ADOPTING = -2;
+
+/** Block sizes of the slab classes: 64 B to 8 KiB, four per doubling. */
+export const CLASS_SIZES: readonly number[] = (() => {
+  const sizes: number[] = [];
+  for (let s = 64; s <= 512; s += 64) sizes.push(s);
+  for (let base = 512; base < 8192; base *= 2) {
+    for (let i = 1; i <= 4; i++) sizes.push(base + (base / 4) * i);
+  }
+  return sizes;
+})();
+/** Largest block a slab serves; larger requests take whole pages. */
+export const MAX_SMALL = 8192;
+/** Class of a request of `n` bytes (alignment <= 64): `CLASS_OF[(n + 63) >> 6]`. */
+export const CLASS_OF: Uint8Array = (() => {
+  const table = new Uint8Array((MAX_SMALL >> 6) + 1);
+  let c = 0;
+  for (let i = 0; i < table.length; i++) {
+    while (CLASS_SIZES[c] < i * 64) c++;
+    table[i] = c;
+  }
+  return table;
+})();

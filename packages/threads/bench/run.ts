@@ -1,0 +1,340 @@
+/**
+ * Benchmark of `@allot/threads`, same process, interleaved, repeated:
+ *
+ * 1. Uncontended: one thread replays the log-uniform trace (16 B to 1 MiB,
+ *    ~1,000 live) on `SharedHeap` and on `@allot/cpu`'s `CpuHeap`, warm
+ *    (reused instances, the headline) and fresh (a new heap per replay).
+ * 2. Contended: 1 to 4 Workers replay the trace at once on one shared heap;
+ *    throughput against one Worker.
+ * 3. Hand-off of a 64 MiB buffer to a Worker and back: a shared descriptor
+ *    against `postMessage` with a structured clone and with a transfer.
+ *
+ * Run: `deno run -A packages/threads/bench/run.ts` (add `--quick`).
+ *
+ * @module
+ */
+
+import type {
+  BenchOptions,
+  Ratio,
+  Scenario,
+} from "../../../scripts/bench/types.ts";
+import { CpuHeap } from "../../cpu/mod.ts";
+import { logUniformTrace, type Trace } from "../../cpu/bench/trace.ts";
+import { printScenarios } from "../../cpu/bench/report.ts";
+import { SharedHeap, SharedHeapAllocator } from "../mod.ts";
+import { Buffer } from "../../storage/mod.ts";
+
+const MiB = 1 << 20;
+
+interface Alloc {
+  alloc(n: number): number;
+  free(at: number): void;
+}
+
+function replay(heap: Alloc, trace: Trace, slots: Int32Array): number {
+  const { kind, slot, byteLength } = trace;
+  const t0 = performance.now();
+  for (let i = 0; i < kind.length; i++) {
+    if (kind[i] === 1) slots[slot[i]] = heap.alloc(byteLength[i]);
+    else heap.free(slots[slot[i]]);
+  }
+  return performance.now() - t0;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function range(xs: number[]): string {
+  return `${Math.min(...xs).toFixed(2)}..${Math.max(...xs).toFixed(2)}`;
+}
+
+function uncontended(quick: boolean): Scenario[] {
+  const ops = quick ? 20_000 : 200_000;
+  const trace = logUniformTrace(ops, 1000, 42);
+  const slots = new Int32Array(trace.slots);
+  const heapBytes = 512 * MiB;
+  const cpu = new CpuHeap(heapBytes);
+  const shared = SharedHeap.create(heapBytes);
+  replay(cpu, trace, slots);
+  replay(shared, trace, slots);
+  const reps = quick ? 3 : 9;
+  const warm = { cpu: [] as number[], shared: [] as number[] };
+  const fresh = { cpu: [] as number[], shared: [] as number[] };
+  for (let r = 0; r < reps; r++) {
+    // Interleaved, alternating which goes first.
+    const order = r % 2 === 0 ? ["cpu", "shared"] : ["shared", "cpu"];
+    for (const who of order) {
+      if (who === "cpu") warm.cpu.push(replay(cpu, trace, slots));
+      else warm.shared.push(replay(shared, trace, slots));
+    }
+    for (const who of order) {
+      if (who === "cpu") {
+        const t0 = performance.now();
+        const h = new CpuHeap(heapBytes);
+        replay(h, trace, slots);
+        fresh.cpu.push(performance.now() - t0);
+      } else {
+        const t0 = performance.now();
+        const h = SharedHeap.create(heapBytes);
+        replay(h, trace, slots);
+        h.detach();
+        fresh.shared.push(performance.now() - t0);
+      }
+    }
+  }
+  shared.detach();
+  const n = trace.kind.length;
+  const perRep = (a: number[], b: number[]) => a.map((x, i) => b[i] / x);
+  const warmRatios = perRep(warm.shared, warm.cpu);
+  const freshRatios = perRep(fresh.shared, fresh.cpu);
+  const mk = (label: string, xs: number[], target?: number): Ratio => ({
+    label: `${label} (range ${range(xs)})`,
+    value: median(xs),
+    target: target === undefined ? undefined : `>= ${target.toFixed(3)}`,
+    met: target === undefined ? undefined : median(xs) >= target,
+  });
+  return [{
+    package: "threads",
+    scenario: `uncontended, one thread: ${trace.name}, ${n} ops`,
+    unit: "Mops/s",
+    higherIsBetter: true,
+    rows: [
+      {
+        name: "allot SharedHeap, warm",
+        value: n / median(warm.shared) / 1e3,
+        ours: true,
+      },
+      { name: "allot CpuHeap, warm", value: n / median(warm.cpu) / 1e3 },
+      {
+        name: "allot SharedHeap, fresh 512 MiB",
+        value: n / median(fresh.shared) / 1e3,
+        ours: true,
+      },
+      {
+        name: "allot CpuHeap, fresh 512 MiB",
+        value: n / median(fresh.cpu) / 1e3,
+      },
+    ],
+    ratios: [
+      mk(
+        "SharedHeap / CpuHeap, warm (target: at most 20% slower)",
+        warmRatios,
+        1 / 1.2,
+      ),
+      mk("SharedHeap / CpuHeap, fresh", freshRatios),
+    ],
+    notes: [
+      `median of ${reps} interleaved replays; the machine was shared with other engineers' jobs`,
+    ],
+  }];
+}
+
+function spawn(): Worker {
+  return new Worker(new URL("./_worker.ts", import.meta.url), {
+    type: "module",
+  });
+}
+
+function ask(w: Worker, message: unknown, transfer: Transferable[] = []) {
+  return new Promise<{ type: string; ms?: number; ops?: number }>(
+    (resolve) => {
+      w.onmessage = (e) => resolve(e.data);
+      w.postMessage(message, transfer);
+    },
+  );
+}
+
+async function contended(quick: boolean): Promise<Scenario[]> {
+  const operations = quick ? 20_000 : 100_000;
+  const live = 500;
+  const repeats = quick ? 2 : 5;
+  const counts = [1, 2, 3, 4];
+  const workers = counts.map(() => spawn());
+  const rounds = quick ? 1 : 3;
+  const throughput = new Map<number, number[]>(counts.map((n) => [n, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const n of round % 2 ? [...counts].reverse() : counts) {
+      const heap = SharedHeap.create(1024 * MiB);
+      const sync = new SharedArrayBuffer(8);
+      const s = new Int32Array(sync);
+      const done = workers.slice(0, n).map((w, i) =>
+        ask(w, {
+          type: "replay",
+          heap: heap.descriptor(),
+          operations,
+          live,
+          seed: 42 + i,
+          repeats,
+          sync,
+        })
+      );
+      while (Atomics.load(s, 1) < n) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      const t0 = performance.now();
+      Atomics.store(s, 0, 1);
+      Atomics.notify(s, 0);
+      const results = await Promise.all(done);
+      const wall = performance.now() - t0;
+      const ops = results.reduce((a, r) => a + (r.ops ?? 0), 0);
+      throughput.get(n)!.push(ops / wall / 1e3);
+      for (const w of workers.slice(0, n)) await ask(w, { type: "detach" });
+      heap.detach();
+    }
+  }
+  for (const w of workers) w.terminate();
+  const one = throughput.get(1)!;
+  const ratios: Ratio[] = counts.slice(1).map((n) => {
+    const xs = throughput.get(n)!.map((x, i) => x / one[i]);
+    return {
+      label: `${n} Workers / 1 Worker (range ${range(xs)})`,
+      value: median(xs),
+      target: n === 2 ? ">= 1.5" : undefined,
+      met: n === 2 ? median(xs) >= 1.5 : undefined,
+    };
+  });
+  return [{
+    package: "threads",
+    scenario:
+      `contended: N Workers replay a log-uniform trace (${operations} ops, ~${live} live each) on one SharedHeap`,
+    unit: "Mops/s (all Workers)",
+    higherIsBetter: true,
+    rows: counts.map((n, i) => ({
+      name: `SharedHeap, ${n} Worker${n > 1 ? "s" : ""}`,
+      value: median(throughput.get(n)!),
+      ours: i === 0 ? true : undefined,
+    })),
+    ratios,
+    notes: [
+      `${navigator.hardwareConcurrency} cores; medians of ${rounds} rounds; the machine was shared with other engineers' jobs, so contention figures are noisy`,
+    ],
+  }];
+}
+
+async function handOff(quick: boolean): Promise<Scenario[]> {
+  const reps = quick ? 3 : 9;
+  const heap = SharedHeap.create(256 * MiB);
+  const allocator = new SharedHeapAllocator(heap);
+  const w = spawn();
+  await ask(w, { type: "attach", heap: heap.descriptor() });
+  const sizes = [MiB, 64 * MiB];
+  const t: Record<string, number[]> = {};
+  const sync = (key: string, t0: number) =>
+    (t[key] ??= []).push(performance.now() - t0);
+  const time = async (key: string, fn: () => Promise<unknown>) => {
+    const t0 = performance.now();
+    await fn();
+    (t[key] ??= []).push(performance.now() - t0);
+  };
+  for (let r = 0; r < reps; r++) {
+    for (const size of sizes) {
+      const mb = size / MiB;
+      const b = Buffer.filled("f32", [size / 4], { value: 1, allocator });
+      // Sender-side cost: the synchronous part of each hand-off (the
+      // structured clone is serialised inside postMessage), no scheduling.
+      await time(`shared descriptor, ${mb} MiB`, () => {
+        const t0 = performance.now();
+        const done = ask(w, {
+          type: "descriptor",
+          descriptor: allocator.share(b),
+        });
+        sync(`sender: shared descriptor, ${mb} MiB`, t0);
+        return done;
+      });
+      b.release();
+      const clone = new Float32Array(size / 4).fill(1);
+      await time(`postMessage structured clone, ${mb} MiB`, () => {
+        const t0 = performance.now();
+        const done = ask(w, { type: "bytes", data: clone });
+        sync(`sender: postMessage structured clone, ${mb} MiB`, t0);
+        return done;
+      });
+      const moved = new Float32Array(size / 4).fill(1);
+      await time(`postMessage transfer, ${mb} MiB`, () => {
+        const t0 = performance.now();
+        const done = ask(w, { type: "bytes", data: moved }, [moved.buffer]);
+        sync(`sender: postMessage transfer, ${mb} MiB`, t0);
+        return done;
+      });
+    }
+  }
+  await ask(w, { type: "detach" });
+  w.terminate();
+  heap.detach();
+  const key64 = (k: string) => `${k}, 64 MiB`;
+  const ratio = (peer: string): Ratio => {
+    const xs = t[key64(peer)].map((x, i) =>
+      x / t[key64("shared descriptor")][i]
+    );
+    return {
+      label: `${peer} / shared descriptor, 64 MiB (range ${range(xs)})`,
+      value: median(xs),
+    };
+  };
+  const xs1 = t["sender: shared descriptor, 64 MiB"].map((x, i) =>
+    x / t["sender: shared descriptor, 1 MiB"][i]
+  );
+  const sender = (peer: string): Ratio => {
+    const xs = t[`sender: ${peer}, 64 MiB`].map((x, i) =>
+      x / t["sender: shared descriptor, 64 MiB"][i]
+    );
+    return {
+      label: `sender cost: ${peer} / shared descriptor, 64 MiB (range ${
+        range(xs)
+      })`,
+      value: median(xs),
+    };
+  };
+  return [{
+    package: "threads",
+    scenario:
+      "hand-off of a buffer to a Worker: round trip with an ack, and the sender's synchronous cost",
+    unit: "ms",
+    higherIsBetter: false,
+    rows: Object.keys(t).map((k) => ({
+      name: k,
+      value: median(t[k]),
+      ours: k.includes("shared descriptor") ? true : undefined,
+    })),
+    ratios: [
+      ratio("postMessage structured clone"),
+      ratio("postMessage transfer"),
+      sender("postMessage structured clone"),
+      sender("postMessage transfer"),
+      {
+        label:
+          `sender cost, shared descriptor 64 MiB / 1 MiB (constant time: ~1; range ${
+            range(xs1)
+          })`,
+        value: median(xs1),
+      },
+    ],
+    notes: [
+      "transfer detaches the sender's buffer; the shared descriptor leaves both sides holding the same bytes",
+      `median of ${reps}; machine shared with other jobs`,
+    ],
+  }];
+}
+
+/**
+ * Runs every scenario.
+ *
+ * @param options `quick` for a smoke run.
+ * @returns The scenarios.
+ */
+export async function run(options: BenchOptions): Promise<Scenario[]> {
+  options.progress?.("threads: uncontended");
+  const a = uncontended(options.quick);
+  options.progress?.("threads: contended");
+  const b = await contended(options.quick);
+  options.progress?.("threads: hand-off");
+  const c = await handOff(options.quick);
+  return [...a, ...b, ...c];
+}
+
+if (import.meta.main) {
+  printScenarios(await run({ quick: Deno.args.includes("--quick") }));
+}

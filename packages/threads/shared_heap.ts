@@ -1,0 +1,1437 @@
+/**
+ * {@linkcode SharedHeap}: one heap inside shared memory that several Workers
+ * allocate from and free to at once.
+ *
+ * @module
+ */
+
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  OutOfMemoryError,
+  validateAlignment,
+  validateByteLength,
+  validateInteger,
+} from "@allot/core";
+import {
+  A_GEN,
+  A_LIVE_BLOCKS,
+  A_LIVE_BYTES,
+  A_REMOTE_FREES,
+  A_STATE,
+  A_TOKEN,
+  ARENA_ATTACHED,
+  ARENA_FREE,
+  ARENA_RECLAIMING,
+  ARENA_WORDS,
+  BINS,
+  CLASS_OF,
+  CLASS_SIZES,
+  H_ARENAS,
+  H_BIN_MASK,
+  H_BINS,
+  H_BYTE_LENGTH,
+  H_FREE_PAGES,
+  H_HEAP_ID,
+  H_LOCK,
+  H_MAGIC,
+  H_META,
+  H_PAGE_BASE,
+  H_PAGES,
+  H_STATE,
+  H_VERSION,
+  H_WAITERS,
+  HEADER_BYTES,
+  K_CACHED,
+  K_FREE,
+  K_LARGE,
+  K_NONE,
+  K_SLAB,
+  M_KIND,
+  M_LEN,
+  M_NEXT,
+  M_OWNER,
+  M_PREV,
+  M_START,
+  M_TAIL,
+  MAGIC,
+  MAX_ARENAS,
+  MAX_SMALL,
+  META_WORDS,
+  OWNER_ABANDONED,
+  OWNER_ADOPTING,
+  PAGE,
+  PAGE_SHIFT,
+  S_BUMP,
+  S_CAP,
+  S_CLASS,
+  S_FREE,
+  S_OWNER,
+  S_REMOTE,
+  S_SIZE,
+  S_STACK,
+  S_STATES,
+  S_USED,
+  SLAB_BYTES,
+  SLAB_HEADER,
+  SLAB_PAGES,
+  STATE_CLOSED,
+  STATE_OPEN,
+  VERSION,
+} from "./_layout.ts";
+import {
+  ForeignHeapError,
+  HeapBusyError,
+  HeapClosedError,
+  NotSharedMemoryError,
+} from "./errors.ts";
+
+/** Largest alignment a shared heap serves: one page. */
+export const SHARED_MAX_ALIGNMENT: number = PAGE;
+/** Largest byte range a shared heap may end at: offsets are 31-bit. */
+export const SHARED_MAX_BYTE_END: number = 0x7fffffff;
+const MIN_PAGES = SLAB_PAGES;
+
+/** Memory a shared heap can live in. */
+export type SharedMemory = SharedArrayBuffer | WebAssembly.Memory;
+
+/** Options of {@linkcode SharedHeap.create}. */
+export interface SharedHeapOptions {
+  /**
+   * Where the heap starts in the memory (a multiple of 8).
+   *
+   * @default {0}
+   */
+  byteOffset?: number;
+  /**
+   * Bytes of the memory the heap takes, header and page metadata included.
+   *
+   * @default {the rest of the memory, up to 2 GiB}
+   */
+  byteLength?: number;
+  /**
+   * How long a call waits for the shared core lock before it throws
+   * {@linkcode HeapBusyError}, in milliseconds. Threads that may block
+   * (Workers, Deno's and Node's main threads) sleep in `Atomics.wait`; a
+   * browser's main thread spins for this long.
+   *
+   * @default {2000}
+   */
+  lockTimeoutMs?: number;
+}
+
+/**
+ * What a Worker needs to attach to a heap: post it with `postMessage` (the
+ * shared memory is shared, not copied).
+ */
+export interface SharedHeapDescriptor {
+  /** Always `"allot.shared-heap"`. */
+  readonly kind: "allot.shared-heap";
+  /** The shared memory. */
+  readonly memory: SharedMemory;
+  /** Where the heap starts in it. */
+  readonly byteOffset: number;
+  /** The heap's random identifier, checked on attach. */
+  readonly heapId: number;
+  /** Lock wait limit of the attached handle, in milliseconds. */
+  readonly lockTimeoutMs?: number;
+}
+
+/** Figures of a shared heap, summed over every arena. All values are bytes or counts. */
+export interface SharedHeapStats {
+  /** Bytes of the page area (what allocations can use). */
+  byteLength: number;
+  /** Bytes of live blocks (block sizes: slab class or whole pages). */
+  bytesInUse: number;
+  /** Live blocks. */
+  allocationCount: number;
+  /** Bytes of pages held by slabs and large blocks. */
+  bytesReserved: number;
+  /** Bytes of free pages in the shared core. */
+  freeBytes: number;
+  /** Arenas attached now (one per live handle). */
+  arenas: number;
+}
+
+/** One arena in {@linkcode SharedHeap.arenas}. */
+export interface ArenaInfo {
+  /** The arena's index (0 to 63). */
+  arena: number;
+  /** `"attached"` or `"reclaiming"`. */
+  state: "attached" | "reclaiming";
+  /** Whether this is the calling handle's own arena. */
+  self: boolean;
+}
+
+/** A block that an arena holds. */
+export interface HeldBlock {
+  /** Absolute byte offset of the block in the memory. */
+  byteOffset: number;
+  /** Usable bytes of the block. */
+  byteLength: number;
+}
+
+/** Options of {@linkcode SharedHeap.reclaim}. */
+export interface ReclaimOptions {
+  /**
+   * Offsets of the dead arena's blocks that are still in use elsewhere (for
+   * example handed to another Worker): they stay live and can be freed later
+   * from any thread.
+   *
+   * @default {[]}
+   */
+  keep?: Iterable<number>;
+}
+
+/** What {@linkcode SharedHeap.reclaim} did. */
+export interface ReclaimReport {
+  /** The reclaimed arena. */
+  arena: number;
+  /** Blocks freed. */
+  freed: HeldBlock[];
+  /** Blocks kept live, as asked. */
+  kept: HeldBlock[];
+}
+
+const CAN_BLOCK: boolean = (() => {
+  try {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 1, 0);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+function sharedBuffer(memory: unknown): SharedArrayBuffer {
+  const buffer = memory instanceof WebAssembly.Memory ? memory.buffer : memory;
+  if (
+    typeof SharedArrayBuffer === "undefined" ||
+    !(buffer instanceof SharedArrayBuffer)
+  ) {
+    const what = memory instanceof WebAssembly.Memory
+      ? "a WebAssembly.Memory made without shared: true"
+      : buffer instanceof ArrayBuffer
+      ? "an ArrayBuffer"
+      : String(memory);
+    throw new NotSharedMemoryError(
+      `Cannot place a shared heap: the memory must be a SharedArrayBuffer or a shared WebAssembly.Memory, received ${what}`,
+      { name: "memory", value: memory, limit: "SharedArrayBuffer" },
+    );
+  }
+  return buffer;
+}
+
+function randomId(): number {
+  const word = new Uint32Array(1);
+  crypto.getRandomValues(word);
+  return (word[0] & 0x7fffffff) | 1;
+}
+
+function blockList(found: HeldBlock[]): HeldBlock[] {
+  return found.sort((a, b) => a.byteOffset - b.byteOffset);
+}
+
+/**
+ * A heap whose whole state lives in shared memory, so that every Worker that
+ * attaches allocates from it and frees to it at once, like mimalloc:
+ *
+ * - Each handle owns an **arena**. Blocks up to 8 KiB come from the arena's
+ *   64 KiB **slabs** (24 size classes, 64-byte granularity): allocation and
+ *   a free by the owner are plain reads and writes on the arena's own slab,
+ *   plus one atomic bit in the slab's bitmap (which catches double frees).
+ * - A free from **another** thread pushes the block on the slab's remote
+ *   list with one compare-exchange; the owner takes the whole list back in
+ *   one exchange when its slab runs dry. No lock on either path.
+ * - Slabs and blocks over 8 KiB come from the **shared core**: 4 KiB pages,
+ *   segregated free spans with coalescing, behind one lock word. Threads
+ *   that may block wait with `Atomics.wait`; a browser's main thread spins
+ *   (it may not block) and throws {@linkcode HeapBusyError} after
+ *   `lockTimeoutMs`.
+ * - Counts live in the arena table (one cache line per arena, written only
+ *   by its owner), so {@linkcode SharedHeap.stats} sums them without a
+ *   shared counter to fight over.
+ *
+ * A handle is for the thread that made it: create one with
+ * {@linkcode SharedHeap.create} or, in a Worker, {@linkcode SharedHeap.attach}
+ * from the {@linkcode SharedHeap.descriptor} posted to it. `detach()` gives
+ * the arena back (blocks still live stay live and can be freed from any
+ * thread). A Worker that is terminated never detaches: its blocks stay
+ * unused (never handed out again) until {@linkcode SharedHeap.reclaim}
+ * frees them, keeping those still in use elsewhere.
+ *
+ * Offsets are absolute byte offsets in the shared buffer. Alignment up to
+ * 4096 bytes (64 by default).
+ *
+ * @example Allocate here, free in another arena
+ * ```ts
+ * import { SharedHeap } from "@allot/threads";
+ * import assert from "node:assert/strict";
+ *
+ * using heap = SharedHeap.create(4 << 20);
+ * using other = SharedHeap.attach(heap.descriptor()); // as a Worker would
+ * const a = heap.alloc(100);
+ * heap.bytes(a, 100).fill(7);
+ * assert.equal(heap.stats().bytesInUse, 128);
+ * other.free(a); // a remote free: one compare-exchange
+ * assert.equal(heap.stats().bytesInUse, 0);
+ * ```
+ */
+export class SharedHeap {
+  #buffer: SharedArrayBuffer;
+  #memory: SharedMemory;
+  #i32: Int32Array;
+  #u8: Uint8Array;
+  #u16: Uint16Array;
+  #base: number; // byteOffset of the header
+  #pages: number;
+  #pageBase: number;
+  #meta: number; // word index of the first meta array
+  #arenaWord: number;
+  #arena: number;
+  #token: number;
+  #timeoutMs: number;
+  #open = true;
+  #stateWord: number;
+  // Owner-only slab lists per class (absolute byte offsets).
+  #slabs: number[][] = CLASS_SIZES.map(() => []);
+  #cur: Int32Array = new Int32Array(CLASS_SIZES.length);
+  // Owner-only cache of freed large spans, by bin (first pages).
+  #cache: number[][] = Array.from({ length: BINS }, () => []);
+  #cachePages = 0;
+  #cacheLimit = 0;
+
+  private constructor(
+    memory: SharedMemory,
+    byteOffset: number,
+    timeoutMs: number,
+  ) {
+    this.#memory = memory;
+    this.#buffer = sharedBuffer(memory);
+    this.#i32 = new Int32Array(this.#buffer, 0, this.#buffer.byteLength >> 2);
+    this.#u8 = new Uint8Array(this.#buffer);
+    this.#u16 = new Uint16Array(this.#buffer, 0, this.#buffer.byteLength >> 1);
+    this.#base = byteOffset;
+    const h = byteOffset >> 2;
+    this.#stateWord = h + H_STATE;
+    this.#pages = this.#i32[h + H_PAGES];
+    this.#pageBase = this.#i32[h + H_PAGE_BASE];
+    this.#meta = this.#i32[h + H_META] >> 2;
+    this.#timeoutMs = timeoutMs;
+    this.#cacheLimit = Math.min(16384, this.#pages >> 4);
+    this.#arena = -1;
+    this.#token = 0;
+    this.#arenaWord = 0;
+  }
+
+  /**
+   * Places a new heap in shared memory (or in a new `SharedArrayBuffer` of
+   * `memory` bytes) and returns the creator's handle, which owns arena 0.
+   * Only {@linkcode SharedHeap.close} by this handle closes the heap.
+   *
+   * @param memory A `SharedArrayBuffer`, a shared `WebAssembly.Memory`, or a
+   * byte length for a new `SharedArrayBuffer`.
+   * @param options Where the heap sits and the lock wait limit.
+   * @returns The creator's handle.
+   * @throws {NotSharedMemoryError} When the memory is not shared.
+   * @throws {InvalidArgumentError} When the range is misaligned, out of the
+   * memory, past 2 GiB, or too small for one slab (about 80 KiB).
+   *
+   * @example
+   * ```ts
+   * import { SharedHeap } from "@allot/threads";
+   * import assert from "node:assert/strict";
+   *
+   * const memory = new WebAssembly.Memory({ initial: 64, maximum: 64, shared: true });
+   * using heap = SharedHeap.create(memory);
+   * const offset = heap.alloc(1 << 16, 4096);
+   * assert.equal(offset % 4096, 0);
+   * heap.free(offset);
+   * ```
+   */
+  static create(
+    memory: SharedMemory | number,
+    options: SharedHeapOptions = {},
+  ): SharedHeap {
+    if (typeof memory === "number") {
+      validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
+      memory = new SharedArrayBuffer(memory);
+    }
+    const buffer = sharedBuffer(memory);
+    const byteOffset = options.byteOffset ?? 0;
+    validateInteger(byteOffset, 0, buffer.byteLength, "byteOffset");
+    if (byteOffset % 8 !== 0) {
+      throw new InvalidArgumentError(
+        `Invalid byteOffset: must be a multiple of 8, received ${byteOffset}`,
+        { name: "byteOffset", value: byteOffset, limit: 8 },
+      );
+    }
+    const room = Math.min(buffer.byteLength, SHARED_MAX_BYTE_END) - byteOffset;
+    const byteLength = options.byteLength ?? Math.max(room, 0);
+    validateInteger(byteLength, 0, Math.max(room, 0), "byteLength");
+    const timeoutMs = validateTimeout(options.lockTimeoutMs);
+    const end = byteOffset + byteLength;
+    const metaStart = byteOffset + HEADER_BYTES;
+    let pages = Math.floor(
+      (end - metaStart - PAGE) / (PAGE + META_WORDS * 4),
+    );
+    const baseOf = (n: number) =>
+      Math.ceil((metaStart + META_WORDS * 4 * n) / PAGE) * PAGE;
+    while (pages > 0 && baseOf(pages) + pages * PAGE > end) pages--;
+    if (pages < MIN_PAGES) {
+      const need = baseOf(MIN_PAGES) + MIN_PAGES * PAGE - byteOffset;
+      throw new InvalidArgumentError(
+        `Invalid byteLength: a shared heap needs at least ${need} bytes, received ${byteLength}`,
+        { name: "byteLength", value: byteLength, limit: need },
+      );
+    }
+    const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
+    const h = byteOffset >> 2;
+    i32.fill(0, h, h + (HEADER_BYTES >> 2));
+    const meta = metaStart >> 2;
+    i32.fill(0, meta, meta + META_WORDS * pages);
+    for (let p = 0; p < pages; p++) {
+      i32[meta + (p << 3) + M_TAIL] = -1;
+      i32[meta + (p << 3) + M_START] = -1;
+    }
+    i32[h + H_PAGES] = pages;
+    i32[h + H_PAGE_BASE] = baseOf(pages);
+    i32[h + H_META] = metaStart;
+    i32[h + H_BYTE_LENGTH] = byteLength;
+    i32.fill(-1, h + H_BINS, h + H_BINS + BINS);
+    i32[h + H_HEAP_ID] = randomId();
+    i32[h + H_VERSION] = VERSION;
+    i32[h + H_STATE] = STATE_OPEN;
+    const heap = new SharedHeap(memory, byteOffset, timeoutMs);
+    heap.#makeFree(0, pages);
+    i32[h + H_FREE_PAGES] = pages;
+    Atomics.store(i32, h + H_MAGIC, MAGIC);
+    heap.#claimArena();
+    return heap;
+  }
+
+  /**
+   * Attaches to a heap from its descriptor (in a Worker, from the message
+   * that carried it) and claims an arena for this handle.
+   *
+   * @param descriptor What {@linkcode SharedHeap.descriptor} returned.
+   * @returns A handle for this thread.
+   * @throws {NotSharedMemoryError} When the descriptor's memory is not shared.
+   * @throws {ForeignHeapError} When the memory holds no heap at that offset,
+   * or another heap than `heapId`.
+   * @throws {HeapClosedError} When the owner closed the heap.
+   * @throws {InvalidArgumentError} When all 64 arenas are attached.
+   */
+  static attach(descriptor: SharedHeapDescriptor): SharedHeap {
+    if (typeof descriptor !== "object" || descriptor === null) {
+      throw new InvalidArgumentError(
+        `Cannot attach: the descriptor must be an object, received ${descriptor}`,
+        { name: "descriptor", value: descriptor },
+      );
+    }
+    const buffer = sharedBuffer(descriptor.memory);
+    const byteOffset = descriptor.byteOffset;
+    if (
+      !Number.isSafeInteger(byteOffset) || byteOffset < 0 ||
+      byteOffset % 8 !== 0 || byteOffset + HEADER_BYTES > buffer.byteLength
+    ) {
+      throw new ForeignHeapError(
+        `Cannot attach: no shared heap at byteOffset ${byteOffset} of a ${buffer.byteLength}-byte memory`,
+      );
+    }
+    const i32 = new Int32Array(buffer, byteOffset, HEADER_BYTES >> 2);
+    if (
+      Atomics.load(i32, H_MAGIC) !== MAGIC || i32[H_VERSION] !== VERSION
+    ) {
+      throw new ForeignHeapError(
+        `Cannot attach: no shared heap at byteOffset ${byteOffset} (no allot header there)`,
+      );
+    }
+    if (i32[H_HEAP_ID] !== descriptor.heapId) {
+      throw new ForeignHeapError(
+        `Cannot attach: the descriptor names heap ${descriptor.heapId}, the memory holds heap ${
+          i32[H_HEAP_ID]
+        }`,
+      );
+    }
+    if (Atomics.load(i32, H_STATE) !== STATE_OPEN) {
+      throw new HeapClosedError(
+        `Cannot attach to heap ${descriptor.heapId}: its owner closed it`,
+      );
+    }
+    const heap = new SharedHeap(
+      descriptor.memory,
+      byteOffset,
+      validateTimeout(descriptor.lockTimeoutMs),
+    );
+    heap.#claimArena();
+    return heap;
+  }
+
+  /** The heap's random identifier (the same in every handle). */
+  get heapId(): number {
+    return this.#i32[(this.#base >> 2) + H_HEAP_ID];
+  }
+
+  /** This handle's arena (0 for the creator), or -1 after detach. */
+  get arena(): number {
+    return this.#arena;
+  }
+
+  /** The shared buffer (for views: `new Float32Array(heap.buffer, offset, n)`). */
+  get buffer(): SharedArrayBuffer {
+    return this.#buffer;
+  }
+
+  /** The memory the heap was placed in. */
+  get memory(): SharedMemory {
+    return this.#memory;
+  }
+
+  /** Where the heap's header starts in the buffer. */
+  get byteOffset(): number {
+    return this.#base;
+  }
+
+  /** Bytes of the buffer the heap takes, header and metadata included. */
+  get byteLength(): number {
+    return this.#i32[(this.#base >> 2) + H_BYTE_LENGTH];
+  }
+
+  /** Whether this handle can allocate: attached, and the heap is open. */
+  get isOpen(): boolean {
+    return this.#open &&
+      Atomics.load(this.#i32, (this.#base >> 2) + H_STATE) === STATE_OPEN;
+  }
+
+  /**
+   * What a Worker needs to attach: post it with `postMessage`.
+   *
+   * @returns The descriptor.
+   */
+  descriptor(): SharedHeapDescriptor {
+    return {
+      kind: "allot.shared-heap",
+      memory: this.#memory,
+      byteOffset: this.#base,
+      heapId: this.heapId,
+      lockTimeoutMs: this.#timeoutMs,
+    };
+  }
+
+  /**
+   * Allocates `byteLength` bytes aligned to `alignment`. Zero bytes give the
+   * smallest block (64 bytes).
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 4096.
+   * @returns The absolute byte offset of the block in the buffer.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   * @throws {OutOfMemoryError} When no free pages are left.
+   * @throws {HeapClosedError} After detach or close.
+   * @throws {HeapBusyError} When the core lock stays held too long.
+   */
+  alloc(byteLength: number, alignment = 64): number {
+    const offset = this.tryAlloc(byteLength, alignment);
+    if (offset === undefined) this.#throwOom(byteLength);
+    return offset;
+  }
+
+  /**
+   * Like {@linkcode SharedHeap.alloc}, but returns `undefined` when no
+   * memory is left (invalid arguments still throw).
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 4096.
+   * @returns The absolute byte offset, or `undefined`.
+   */
+  tryAlloc(byteLength: number, alignment = 64): number | undefined {
+    if (
+      !(byteLength >= 0 && byteLength <= SHARED_MAX_BYTE_END &&
+        Number.isInteger(byteLength))
+    ) validateByteLength(byteLength, SHARED_MAX_BYTE_END);
+    if (alignment !== 64) validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
+    this.#checkOpen("allocate");
+    if (byteLength <= MAX_SMALL && alignment <= 256) {
+      let cls = CLASS_OF[(byteLength + 63) >> 6];
+      if (alignment > 64) {
+        while (cls < CLASS_SIZES.length && CLASS_SIZES[cls] % alignment) cls++;
+      }
+      if (cls < CLASS_SIZES.length) return this.#allocSmall(cls);
+    }
+    return this.#allocLarge(byteLength);
+  }
+
+  /**
+   * Frees a block from any handle of this heap (any thread). A block of
+   * another arena goes on that slab's remote list, without a lock.
+   *
+   * @param byteOffset What `alloc` returned (in any handle).
+   * @throws {InvalidArgumentError} When the offset is not a block of this heap.
+   * @throws {DoubleFreeError} When the block is not live.
+   * @throws {HeapClosedError} After detach or close.
+   */
+  free(byteOffset: number): void {
+    this.#checkOpen("free");
+    const rel = byteOffset - this.#pageBase;
+    if (
+      !(rel >= 0 && rel < this.#pages * PAGE) || !Number.isInteger(byteOffset)
+    ) this.#throwNotBlock(byteOffset, "outside the page area");
+    const i32 = this.#i32, m = this.#meta;
+    const page = rel >> PAGE_SHIFT;
+    // Only the pages of a live slab name their slab's first page (others
+    // hold -1), so this one read tells small from large.
+    const start = i32[m + (page << 3) + M_START];
+    if (start >= 0) {
+      return this.#freeSmall(this.#pageBase + start * PAGE, byteOffset);
+    }
+    if ((rel & (PAGE - 1)) === 0) return this.#freeLarge(page, byteOffset);
+    this.#throwNotBlock(byteOffset, "not the start of a block");
+  }
+
+  /**
+   * Usable bytes of a live block (its slab class or whole pages).
+   *
+   * @param byteOffset A live block.
+   * @returns The block's usable length.
+   * @throws {InvalidArgumentError} When the offset is not a live block.
+   */
+  usableByteLength(byteOffset: number): number {
+    const found = this.#find(byteOffset);
+    if (found === undefined) this.#throwNotBlock(byteOffset, "not live");
+    return found;
+  }
+
+  /**
+   * A byte view of part of the memory (no copy).
+   *
+   * @param byteOffset Absolute byte offset.
+   * @param byteLength Number of bytes.
+   * @returns The view.
+   * @throws {InvalidArgumentError} When the range leaves the page area.
+   */
+  bytes(byteOffset: number, byteLength: number): Uint8Array {
+    const end = this.#pageBase + this.#pages * PAGE;
+    validateInteger(byteOffset, this.#pageBase, end, "byteOffset");
+    validateInteger(byteLength, 0, end - byteOffset, "byteLength");
+    return this.#u8.subarray(byteOffset, byteOffset + byteLength);
+  }
+
+  /**
+   * Figures summed over every arena's counters (each written only by its
+   * owner, so the sum is exact once the threads are quiet).
+   *
+   * @returns The stats.
+   */
+  stats(): SharedHeapStats {
+    const i32 = this.#i32, h = this.#base >> 2;
+    let blocks = 0, bytes = 0, arenas = 0;
+    for (let a = 0; a < MAX_ARENAS; a++) {
+      const w = h + H_ARENAS + a * ARENA_WORDS;
+      blocks = (blocks + Atomics.load(i32, w + A_LIVE_BLOCKS)) | 0;
+      bytes = (bytes + Atomics.load(i32, w + A_LIVE_BYTES)) | 0;
+      if (Atomics.load(i32, w + A_STATE) !== ARENA_FREE) arenas++;
+    }
+    const free = Atomics.load(i32, h + H_FREE_PAGES) * PAGE;
+    return {
+      byteLength: this.#pages * PAGE,
+      bytesInUse: bytes,
+      allocationCount: blocks,
+      bytesReserved: this.#pages * PAGE - free,
+      freeBytes: free,
+      arenas,
+    };
+  }
+
+  /**
+   * The arenas attached now (or being reclaimed). A Worker that was
+   * terminated stays here until {@linkcode SharedHeap.reclaim}.
+   *
+   * @returns One entry per arena.
+   */
+  arenas(): ArenaInfo[] {
+    const out: ArenaInfo[] = [];
+    for (let a = 0; a < MAX_ARENAS; a++) {
+      const state = Atomics.load(this.#i32, this.#arenaAt(a) + A_STATE);
+      if (state === ARENA_FREE) continue;
+      out.push({
+        arena: a,
+        state: state === ARENA_ATTACHED ? "attached" : "reclaiming",
+        self: a === this.#arena,
+      });
+    }
+    return out;
+  }
+
+  /**
+   * The live blocks an attached arena allocated, found by walking the pages
+   * (a report for a Worker that died: what it held).
+   *
+   * @param arena An arena index from {@linkcode SharedHeap.arenas}.
+   * @returns The blocks, by offset.
+   * @throws {InvalidArgumentError} When the arena is not attached.
+   */
+  blocksOf(arena: number): HeldBlock[] {
+    const token = this.#attachedToken(arena, "list the blocks of");
+    const found: HeldBlock[] = [];
+    this.#walkOwned(token, (block) => found.push(block));
+    return blockList(found);
+  }
+
+  /**
+   * Frees the blocks of an arena whose Worker is gone (terminated without
+   * `detach()`), except those in `keep`, which stay live and can be freed
+   * later from any thread. The arena's slabs are then abandoned (freed when
+   * their last block goes) and its slot can be attached again.
+   *
+   * Only call it for an arena whose thread has stopped (after the Worker's
+   * `exit` or `terminate()`): the heap cannot tell a dead thread from a slow
+   * one. When that thread died while holding the shared core lock, the core
+   * may be half-updated: this throws {@linkcode HeapBusyError} and changes
+   * nothing.
+   *
+   * @param arena The dead Worker's arena.
+   * @param options Offsets still in use elsewhere.
+   * @returns What was freed and what was kept.
+   * @throws {InvalidArgumentError} When the arena is this handle's own, or not attached.
+   * @throws {HeapBusyError} When the dead arena holds the core lock.
+   */
+  reclaim(arena: number, options: ReclaimOptions = {}): ReclaimReport {
+    this.#checkOpen("reclaim");
+    const token = this.#attachedToken(arena, "reclaim");
+    if (arena === this.#arena) {
+      throw new InvalidArgumentError(
+        `Cannot reclaim arena ${arena}: it is this handle's own (detach it instead)`,
+        { name: "arena", value: arena, limit: "another handle's arena" },
+      );
+    }
+    const keep = new Set<number>(options.keep ?? []);
+    const i32 = this.#i32, aw = this.#arenaAt(arena);
+    if (Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token) {
+      throw new HeapBusyError(
+        `Cannot reclaim arena ${arena}: it died holding the shared core lock, the core state is unknown`,
+        arena,
+      );
+    }
+    if (
+      Atomics.compareExchange(
+        i32,
+        aw + A_STATE,
+        ARENA_ATTACHED,
+        ARENA_RECLAIMING,
+      ) !== ARENA_ATTACHED
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot reclaim arena ${arena}: another handle is reclaiming it`,
+        { name: "arena", value: arena, limit: "attached" },
+      );
+    }
+    const freed: HeldBlock[] = [], kept: HeldBlock[] = [];
+    const slabs = new Set<number>();
+    const large: number[] = [];
+    this.#walkOwned(token, (block, slab) => {
+      if (keep.has(block.byteOffset)) kept.push(block);
+      else {
+        freed.push(block);
+        if (slab === 0) large.push(block.byteOffset);
+      }
+      if (slab !== 0) slabs.add(slab);
+    }, slabs);
+    let blocks = 0, bytes = 0;
+    // Small blocks: clear their bits and put them on the slab's own list.
+    const freedSet = new Set(freed.map((b) => b.byteOffset));
+    for (const slab of slabs) {
+      const s = slab >> 2;
+      const size = i32[s + S_SIZE];
+      this.#collect(slab);
+      const stack = (slab + S_STACK) >> 1;
+      let top = i32[s + S_FREE], used = i32[s + S_USED];
+      const bump = i32[s + S_BUMP];
+      for (let k = 0; k < bump; k++) {
+        if (!freedSet.has(slab + SLAB_HEADER + k * size)) continue;
+        Atomics.store(this.#u8, slab + S_STATES + k, 0);
+        this.#u16[stack + top++] = k;
+        used--;
+        blocks++;
+        bytes += size;
+      }
+      i32[s + S_FREE] = top;
+      i32[s + S_USED] = used;
+      Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
+      this.#settleAbandoned(slab);
+    }
+    // Spans the dead arena kept cached: back to the core.
+    this.#lock("reclaim");
+    for (let p = 0; p < this.#pages;) {
+      const w = this.#meta + (p << 3), len = i32[w + M_LEN];
+      if (i32[w + M_KIND] === K_CACHED && i32[w + M_OWNER] === token) {
+        this.#releaseSpan(p);
+      }
+      p += len > 0 ? len : 1;
+    }
+    this.#unlock();
+    for (const offset of large) {
+      const page = (offset - this.#pageBase) >> PAGE_SHIFT;
+      bytes += i32[this.#meta + (page << 3) + M_LEN] * PAGE;
+      blocks++;
+      this.#lock("reclaim");
+      this.#releaseSpan(page);
+      this.#unlock();
+    }
+    Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
+    Atomics.sub(i32, aw + A_LIVE_BYTES, bytes);
+    Atomics.store(i32, aw + A_STATE, ARENA_FREE);
+    return { arena, freed: blockList(freed), kept: blockList(kept) };
+  }
+
+  /**
+   * Gives this handle's arena back: its empty slabs return to the core, the
+   * others are abandoned (their live blocks stay live and are freed from any
+   * handle; the slab goes back when the last one is freed). Afterwards this
+   * handle refuses every call. Idempotent.
+   */
+  detach(): void {
+    if (!this.#open) return;
+    const i32 = this.#i32;
+    this.#flushCache(0);
+    for (let c = 0; c < CLASS_SIZES.length; c++) {
+      for (const slab of this.#slabs[c]) {
+        Atomics.store(i32, (slab >> 2) + S_OWNER, OWNER_ABANDONED);
+        this.#settleAbandoned(slab);
+      }
+      this.#slabs[c] = [];
+      this.#cur[c] = 0;
+    }
+    Atomics.store(i32, this.#arenaWord + A_STATE, ARENA_FREE);
+    this.#open = false;
+    this.#arena = -1;
+  }
+
+  /**
+   * Closes the heap for every handle (only the creator, arena 0, may):
+   * later calls in any thread throw {@linkcode HeapClosedError}. Blocks still
+   * live are abandoned with the memory. Detaches this handle.
+   *
+   * @throws {InvalidArgumentError} When this handle is not the creator's.
+   */
+  close(): void {
+    if (!this.#open) return;
+    if (this.#arena !== 0) {
+      throw new InvalidArgumentError(
+        `Cannot close the heap from arena ${this.#arena}: only its creator (arena 0) may`,
+        { name: "arena", value: this.#arena, limit: 0 },
+      );
+    }
+    Atomics.store(this.#i32, (this.#base >> 2) + H_STATE, STATE_CLOSED);
+    this.detach();
+  }
+
+  /** Detaches this handle (see {@linkcode SharedHeap.detach}). */
+  [Symbol.dispose](): void {
+    this.detach();
+  }
+
+  /**
+   * Walks the core and every slab and throws on the first broken invariant
+   * (for tests). Call it while the other threads are quiet.
+   *
+   * @throws {Error} Naming the broken invariant.
+   */
+  checkIntegrity(): void {
+    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    let p = 0, free = 0;
+    let prevFree = false;
+    while (p < n) {
+      const kind = i32[m + (p << 3) + M_KIND], len = i32[m + (p << 3) + M_LEN];
+      if (kind === K_NONE || len <= 0 || p + len > n) {
+        throw new Error(`Page ${p}: kind ${kind}, length ${len}: no span`);
+      }
+      if (kind === K_FREE) {
+        if (prevFree) throw new Error(`Page ${p}: two free spans in a row`);
+        if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p) {
+          throw new Error(`Page ${p}: free span tail does not point back`);
+        }
+        free += len;
+      }
+      if (kind === K_SLAB) {
+        const s = (this.#pageBase + p * PAGE) >> 2;
+        const size = i32[s + S_SIZE];
+        if (CLASS_SIZES[i32[s + S_CLASS]] !== size) {
+          throw new Error(`Slab at page ${p}: class and size disagree`);
+        }
+      }
+      prevFree = kind === K_FREE;
+      p += len;
+    }
+    if (free !== i32[(this.#base >> 2) + H_FREE_PAGES]) {
+      throw new Error(
+        `Free pages counted ${free}, header says ${
+          i32[(this.#base >> 2) + H_FREE_PAGES]
+        }`,
+      );
+    }
+  }
+
+  // --- arenas ---
+
+  #claimArena(): void {
+    const i32 = this.#i32;
+    for (let a = 0; a < MAX_ARENAS; a++) {
+      const w = this.#arenaAt(a);
+      if (
+        Atomics.compareExchange(
+          i32,
+          w + A_STATE,
+          ARENA_FREE,
+          ARENA_ATTACHED,
+        ) ===
+          ARENA_FREE
+      ) {
+        const gen = (Atomics.add(i32, w + A_GEN, 1) + 1) & 0xffffff;
+        this.#token = (gen << 6) | a;
+        Atomics.store(i32, w + A_TOKEN, this.#token);
+        this.#arena = a;
+        this.#arenaWord = w;
+        return;
+      }
+    }
+    throw new InvalidArgumentError(
+      `Cannot attach: all ${MAX_ARENAS} arenas are attached (detach or reclaim one)`,
+      { name: "arenas", value: MAX_ARENAS + 1, limit: MAX_ARENAS },
+    );
+  }
+
+  #arenaAt(a: number): number {
+    return (this.#base >> 2) + H_ARENAS + a * ARENA_WORDS;
+  }
+
+  #attachedToken(arena: number, what: string): number {
+    validateInteger(arena, 0, MAX_ARENAS - 1, "arena");
+    const w = this.#arenaAt(arena);
+    if (Atomics.load(this.#i32, w + A_STATE) !== ARENA_ATTACHED) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} arena ${arena}: it is not attached`,
+        { name: "arena", value: arena, limit: "attached" },
+      );
+    }
+    return Atomics.load(this.#i32, w + A_TOKEN);
+  }
+
+  /** Calls `fn` for every live block of `token`'s slabs and large spans. */
+  #walkOwned(
+    token: number,
+    fn: (block: HeldBlock, slab: number) => void,
+    slabs?: Set<number>,
+  ): void {
+    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    this.#lock("walk");
+    try {
+      for (let p = 0; p < n;) {
+        const kind = i32[m + (p << 3) + M_KIND],
+          len = i32[m + (p << 3) + M_LEN];
+        const offset = this.#pageBase + p * PAGE;
+        if (kind === K_LARGE && i32[m + (p << 3) + M_OWNER] === token) {
+          fn({ byteOffset: offset, byteLength: len * PAGE }, 0);
+        } else if (
+          kind === K_SLAB &&
+          Atomics.load(i32, (offset >> 2) + S_OWNER) === token
+        ) {
+          const s = offset >> 2, size = i32[s + S_SIZE];
+          const bump = i32[s + S_BUMP];
+          slabs?.add(offset);
+          for (let k = 0; k < bump; k++) {
+            if (this.#u8[offset + S_STATES + k] !== 0) {
+              fn({
+                byteOffset: offset + SLAB_HEADER + k * size,
+                byteLength: size,
+              }, offset);
+            }
+          }
+        }
+        p += len > 0 ? len : 1;
+      }
+    } finally {
+      this.#unlock();
+    }
+  }
+
+  // --- small blocks ---
+
+  #allocSmall(cls: number): number | undefined {
+    const i32 = this.#i32;
+    let slab = this.#cur[cls];
+    if (slab !== 0) {
+      const s = slab >> 2;
+      let k: number;
+      const top = i32[s + S_FREE];
+      if (top !== 0) {
+        k = this.#u16[((slab + S_STACK) >> 1) + top - 1];
+        i32[s + S_FREE] = top - 1;
+      } else if (i32[s + S_BUMP] < i32[s + S_CAP]) {
+        k = i32[s + S_BUMP]++;
+      } else {
+        slab = this.#refill(cls);
+        if (slab === 0) return undefined;
+        return this.#allocSmall(cls);
+      }
+      i32[s + S_USED]++;
+      const size = CLASS_SIZES[cls];
+      // Only the owner marks a block live; frees clear it with a
+      // compare-exchange, so a plain store suffices here.
+      this.#u8[slab + S_STATES + k] = 1;
+      const block = slab + SLAB_HEADER + k * size;
+      const a = this.#arenaWord;
+      i32[a + A_LIVE_BLOCKS]++;
+      i32[a + A_LIVE_BYTES] += size;
+      return block;
+    }
+    if (this.#refill(cls) === 0) return undefined;
+    return this.#allocSmall(cls);
+  }
+
+  /** Makes `#cur[cls]` a slab with a block to give; 0 when out of memory. */
+  #refill(cls: number): number {
+    const i32 = this.#i32;
+    const list = this.#slabs[cls];
+    for (let i = 0; i < list.length; i++) {
+      const slab = list[i], s = slab >> 2;
+      if (Atomics.load(i32, s + S_REMOTE) !== 0) this.#collect(slab);
+      if (i32[s + S_FREE] !== 0 || i32[s + S_BUMP] < i32[s + S_CAP]) {
+        this.#cur[cls] = slab;
+        return slab;
+      }
+    }
+    let page = this.#takePages(SLAB_PAGES, K_SLAB);
+    if (page < 0 && this.#cachePages !== 0) {
+      this.#flushCache(0);
+      page = this.#takePages(SLAB_PAGES, K_SLAB);
+    }
+    if (page < 0) return 0;
+    const slab = this.#pageBase + page * PAGE, s = slab >> 2;
+    const size = CLASS_SIZES[cls];
+    i32.fill(0, s, s + (SLAB_HEADER >> 2));
+    i32[s + S_CLASS] = cls;
+    i32[s + S_SIZE] = size;
+    i32[s + S_CAP] = Math.floor((SLAB_BYTES - SLAB_HEADER) / size);
+    Atomics.store(i32, s + S_OWNER, this.#token);
+    list.push(slab);
+    this.#cur[cls] = slab;
+    return slab;
+  }
+
+  /** Owner: takes the slab's remote list into its own list. */
+  #collect(slab: number): void {
+    const i32 = this.#i32, s = slab >> 2;
+    let r = Atomics.exchange(i32, s + S_REMOTE, 0);
+    if (r === 0) return;
+    const u16 = this.#u16, stack = (slab + S_STACK) >> 1;
+    const size = i32[s + S_SIZE];
+    let top = i32[s + S_FREE], n = 0;
+    while (r !== 0) {
+      const next = i32[r >> 2];
+      u16[stack + top++] = ((r - slab - SLAB_HEADER) / size) | 0;
+      n++;
+      r = next;
+    }
+    i32[s + S_FREE] = top;
+    i32[s + S_USED] -= n;
+  }
+
+  #freeSmall(slab: number, block: number): void {
+    const i32 = this.#i32, s = slab >> 2;
+    const size = i32[s + S_SIZE];
+    const rel = block - slab - SLAB_HEADER;
+    const k = (rel / size) | 0;
+    if (rel < 0 || k * size !== rel || k >= i32[s + S_CAP]) {
+      this.#throwNotBlock(block, `not a block start in a ${size}-byte slab`);
+    }
+    if (Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1) {
+      throw new DoubleFreeError(
+        `Cannot free ${block}: the block is not live (freed twice, or never allocated)`,
+      );
+    }
+    const a = this.#arenaWord;
+    i32[a + A_LIVE_BLOCKS]--;
+    i32[a + A_LIVE_BYTES] -= size;
+    // A plain read: only this handle ever sets or clears its own token.
+    if (i32[s + S_OWNER] === this.#token) {
+      const top = i32[s + S_FREE];
+      this.#u16[((slab + S_STACK) >> 1) + top] = k;
+      i32[s + S_FREE] = top + 1;
+      if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
+      return;
+    }
+    i32[a + A_REMOTE_FREES]++;
+    let head: number;
+    do {
+      head = Atomics.load(i32, s + S_REMOTE);
+      i32[block >> 2] = head;
+    } while (Atomics.compareExchange(i32, s + S_REMOTE, head, block) !== head);
+    // Read the owner again after the push: a detach or reclaim that
+    // abandoned the slab meanwhile either saw this push or is seen here.
+    if (Atomics.load(i32, s + S_OWNER) === OWNER_ABANDONED) {
+      this.#settleAbandoned(slab);
+    }
+  }
+
+  /** Owner: gives an empty slab back unless it is the class's only one. */
+  #maybeRelease(slab: number): void {
+    const cls = this.#i32[(slab >> 2) + S_CLASS];
+    const list = this.#slabs[cls];
+    if (list.length < 2) return;
+    list.splice(list.indexOf(slab), 1);
+    if (this.#cur[cls] === slab) this.#cur[cls] = list[list.length - 1];
+    this.#lock("free");
+    this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
+    this.#unlock();
+  }
+
+  /**
+   * Any thread: an abandoned slab takes its remote frees in and goes back
+   * to the core when empty. One thread at a time (compare-exchange on the
+   * owner word); a push that lands meanwhile is taken by the next round.
+   */
+  #settleAbandoned(slab: number): void {
+    const i32 = this.#i32, s = slab >> 2;
+    for (;;) {
+      if (
+        Atomics.compareExchange(
+          i32,
+          s + S_OWNER,
+          OWNER_ABANDONED,
+          OWNER_ADOPTING,
+        ) !== OWNER_ABANDONED
+      ) return;
+      this.#collect(slab);
+      if (i32[s + S_USED] === 0) {
+        Atomics.store(i32, s + S_OWNER, 0);
+        this.#lock("free");
+        this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
+        this.#unlock();
+        return;
+      }
+      Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
+      if (Atomics.load(i32, s + S_REMOTE) === 0) return;
+    }
+  }
+
+  // --- large blocks ---
+
+  #allocLarge(byteLength: number): number | undefined {
+    const i32 = this.#i32, a = this.#arenaWord;
+    const pages = Math.max(1, Math.ceil(byteLength / PAGE));
+    if (this.#cachePages !== 0) {
+      // Lock-free reuse of a span this arena freed: the first two bins
+      // whose every span fits (at most about 1.5x the request).
+      let bin = binOf(pages);
+      if (pages >= 4 && binBase(bin) !== pages) bin++;
+      for (let b = bin; b < bin + 2 && b < BINS; b++) {
+        const list = this.#cache[b];
+        if (list.length === 0) continue;
+        const page = list.pop()!, w = this.#meta + (page << 3);
+        const len = i32[w + M_LEN];
+        this.#cachePages -= len;
+        Atomics.store(i32, w + M_KIND, K_LARGE);
+        i32[a + A_LIVE_BLOCKS]++;
+        i32[a + A_LIVE_BYTES] += len * PAGE;
+        return this.#pageBase + page * PAGE;
+      }
+    }
+    let page = this.#takePages(pages, K_LARGE);
+    if (page < 0 && this.#cachePages !== 0) {
+      this.#flushCache(0);
+      page = this.#takePages(pages, K_LARGE);
+    }
+    if (page < 0) return undefined;
+    i32[a + A_LIVE_BLOCKS]++;
+    i32[a + A_LIVE_BYTES] += pages * PAGE;
+    return this.#pageBase + page * PAGE;
+  }
+
+  #freeLarge(page: number, byteOffset: number): void {
+    const i32 = this.#i32, w = this.#meta + (page << 3), a = this.#arenaWord;
+    if (
+      i32[w + M_OWNER] === this.#token && this.#cacheLimit !== 0 &&
+      Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
+    ) {
+      // The owner keeps the span for its next large block: no lock.
+      const len = i32[w + M_LEN];
+      i32[a + A_LIVE_BLOCKS]--;
+      i32[a + A_LIVE_BYTES] -= len * PAGE;
+      this.#cache[binOf(len)].push(page);
+      this.#cachePages += len;
+      if (this.#cachePages > this.#cacheLimit) {
+        this.#flushCache(this.#cacheLimit >> 1);
+      }
+      return;
+    }
+    this.#lock("free");
+    const kind = i32[w + M_KIND];
+    if (
+      kind !== K_LARGE ||
+      Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) !== K_LARGE
+    ) {
+      this.#unlock();
+      if (kind !== K_SLAB) {
+        throw new DoubleFreeError(
+          `Cannot free ${byteOffset}: the block is not live (freed twice, or never allocated)`,
+        );
+      }
+      this.#throwNotBlock(byteOffset, "a slab header, not a block");
+    }
+    const len = i32[w + M_LEN];
+    this.#releaseSpan(page);
+    this.#unlock();
+    i32[a + A_LIVE_BLOCKS]--;
+    i32[a + A_LIVE_BYTES] -= len * PAGE;
+  }
+
+  /** Gives cached spans back to the core, largest first, down to `keep` pages. */
+  #flushCache(keep: number): void {
+    if (this.#cachePages <= keep) return;
+    this.#lock("free");
+    for (let b = BINS - 1; b >= 0 && this.#cachePages > keep; b--) {
+      const list = this.#cache[b];
+      while (list.length !== 0 && this.#cachePages > keep) {
+        const page = list.pop()!;
+        this.#cachePages -= this.#i32[this.#meta + (page << 3) + M_LEN];
+        this.#releaseSpan(page);
+      }
+    }
+    this.#unlock();
+  }
+
+  #find(byteOffset: number): number | undefined {
+    const rel = byteOffset - this.#pageBase;
+    if (
+      !Number.isInteger(byteOffset) || !(rel >= 0 && rel < this.#pages * PAGE)
+    ) return undefined;
+    const i32 = this.#i32, m = this.#meta;
+    const page = rel >> PAGE_SHIFT;
+    const start = i32[m + (page << 3) + M_START];
+    if (
+      start >= 0 && start <= page && page < start + SLAB_PAGES &&
+      i32[m + (start << 3) + M_KIND] === K_SLAB
+    ) {
+      const slab = this.#pageBase + start * PAGE, s = slab >> 2;
+      const size = i32[s + S_SIZE], r = byteOffset - slab - SLAB_HEADER;
+      const k = (r / size) | 0;
+      if (r < 0 || k * size !== r || k >= i32[s + S_CAP]) return undefined;
+      return Atomics.load(this.#u8, slab + S_STATES + k) ? size : undefined;
+    }
+    if ((rel & (PAGE - 1)) === 0 && i32[m + (page << 3) + M_KIND] === K_LARGE) {
+      return i32[m + (page << 3) + M_LEN] * PAGE;
+    }
+    return undefined;
+  }
+
+  // --- the shared core: page spans behind one lock ---
+
+  #takePages(pages: number, kind: number): number {
+    this.#lock("allocate");
+    const i32 = this.#i32, m = this.#meta;
+    const h = this.#base >> 2;
+    // Good fit in O(1): the first non-empty bin whose every span fits.
+    let bin = binOf(pages);
+    if (pages >= 4 && binBase(bin) !== pages) bin++;
+    const found = this.#firstBin(bin);
+    if (found < 0) {
+      this.#unlock();
+      return -1;
+    }
+    const len = i32[m + (found << 3) + M_LEN];
+    this.#unlink(found);
+    if (len > pages) this.#makeFree(found + pages, len - pages);
+    i32[m + (found << 3) + M_KIND] = kind;
+    i32[m + (found << 3) + M_LEN] = pages;
+    i32[m + (found << 3) + M_OWNER] = this.#token;
+    i32[h + H_FREE_PAGES] -= pages;
+    if (kind === K_SLAB) {
+      for (let p = found; p < found + pages; p++) {
+        i32[m + (p << 3) + M_START] = found;
+      }
+    }
+    this.#unlock();
+    return found;
+  }
+
+  /** Under the lock: frees a used span and merges it with free neighbours. */
+  #releaseSpan(page: number): void {
+    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    let len = i32[m + (page << 3) + M_LEN];
+    i32[(this.#base >> 2) + H_FREE_PAGES] += len;
+    if (i32[m + (page << 3) + M_KIND] === K_SLAB) {
+      for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = -1;
+    }
+    i32[m + (page << 3) + M_KIND] = K_NONE;
+    const next = page + len;
+    if (next < n && i32[m + (next << 3) + M_KIND] === K_FREE) {
+      this.#unlink(next);
+      len += i32[m + (next << 3) + M_LEN];
+      i32[m + (next << 3) + M_KIND] = K_NONE;
+    }
+    if (page > 0) {
+      const t = i32[m + ((page - 1) << 3) + M_TAIL];
+      if (
+        t >= 0 && t < page && i32[m + (t << 3) + M_KIND] === K_FREE &&
+        t + i32[m + (t << 3) + M_LEN] === page
+      ) {
+        this.#unlink(t);
+        len += i32[m + (t << 3) + M_LEN];
+        page = t;
+      }
+    }
+    this.#makeFree(page, len);
+  }
+
+  /** Under the lock: marks a span free and links it at its bin's head. */
+  #makeFree(page: number, len: number): void {
+    const i32 = this.#i32, m = this.#meta;
+    const h = this.#base >> 2;
+    i32[m + (page << 3) + M_KIND] = K_FREE;
+    i32[m + (page << 3) + M_LEN] = len;
+    i32[m + ((page + len - 1) << 3) + M_TAIL] = page;
+    const bin = binOf(len);
+    const head = i32[h + H_BINS + bin];
+    i32[m + (page << 3) + M_NEXT] = head;
+    i32[m + (page << 3) + M_PREV] = -1;
+    if (head !== -1) i32[m + (head << 3) + M_PREV] = page;
+    i32[h + H_BINS + bin] = page;
+    i32[h + H_BIN_MASK + (bin >> 5)] |= 1 << (bin & 31);
+  }
+
+  /** Under the lock: the head of the first non-empty bin >= `bin`, or -1. */
+  #firstBin(bin: number): number {
+    const i32 = this.#i32, h = this.#base >> 2;
+    for (let word = bin >> 5; word < BINS >> 5; word++) {
+      let mask = i32[h + H_BIN_MASK + word];
+      if (word === bin >> 5) mask &= -1 << (bin & 31);
+      if (mask !== 0) {
+        return i32[h + H_BINS + word * 32 + (31 - Math.clz32(mask & -mask))];
+      }
+    }
+    return -1;
+  }
+
+  #unlink(page: number): void {
+    const i32 = this.#i32, m = this.#meta;
+    const h = this.#base >> 2;
+    const next = i32[m + (page << 3) + M_NEXT],
+      prev = i32[m + (page << 3) + M_PREV];
+    const bin = binOf(i32[m + (page << 3) + M_LEN]);
+    if (prev !== -1) i32[m + (prev << 3) + M_NEXT] = next;
+    else {
+      i32[h + H_BINS + bin] = next;
+      if (next === -1) i32[h + H_BIN_MASK + (bin >> 5)] &= ~(1 << (bin & 31));
+    }
+    if (next !== -1) i32[m + (next << 3) + M_PREV] = prev;
+  }
+
+  #lock(what: string): void {
+    const i32 = this.#i32, w = (this.#base >> 2) + H_LOCK;
+    if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) return;
+    this.#lockSlow(what, w);
+  }
+
+  #lockSlow(what: string, w: number): void {
+    const i32 = this.#i32, token = this.#token;
+    for (let spin = 0; spin < 2000; spin++) {
+      if (
+        Atomics.load(i32, w) === 0 &&
+        Atomics.compareExchange(i32, w, 0, token) === 0
+      ) return;
+    }
+    const deadline = Date.now() + this.#timeoutMs;
+    const waiters = (this.#base >> 2) + H_WAITERS;
+    for (;;) {
+      const holder = Atomics.load(i32, w);
+      if (holder === 0) {
+        if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+        continue;
+      }
+      if (Date.now() > deadline) {
+        throw new HeapBusyError(
+          `Cannot ${what}: the shared core lock stayed held by arena ${
+            holder & 63
+          } for ${this.#timeoutMs} ms`,
+          holder & 63,
+        );
+      }
+      if (CAN_BLOCK) {
+        Atomics.add(i32, waiters, 1);
+        Atomics.wait(i32, w, holder, 5);
+        Atomics.sub(i32, waiters, 1);
+      }
+    }
+  }
+
+  #unlock(): void {
+    const i32 = this.#i32, h = this.#base >> 2;
+    Atomics.store(i32, h + H_LOCK, 0);
+    if (Atomics.load(i32, h + H_WAITERS) !== 0) {
+      Atomics.notify(i32, h + H_LOCK, 1);
+    }
+  }
+
+  #checkOpen(what: string): void {
+    if (!this.#open) {
+      throw new HeapClosedError(`Cannot ${what}: this handle was detached`);
+    }
+    if (this.#i32[this.#stateWord] !== STATE_OPEN) {
+      throw new HeapClosedError(
+        `Cannot ${what}: the heap's owner closed heap ${this.heapId}`,
+      );
+    }
+  }
+
+  #throwNotBlock(byteOffset: number, why: string): never {
+    throw new InvalidArgumentError(
+      `Cannot free ${byteOffset}: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
+        this.#pageBase + this.#pages * PAGE
+      }))`,
+      {
+        name: "byteOffset",
+        value: byteOffset,
+        limit: [this.#pageBase, this.#pageBase + this.#pages * PAGE],
+      },
+    );
+  }
+
+  #throwOom(byteLength: number): never {
+    const stats = this.stats();
+    throw new OutOfMemoryError(
+      `Cannot allocate ${byteLength} bytes: ${stats.freeBytes} bytes of free pages left in a ${stats.byteLength}-byte shared heap`,
+      {
+        requestedBytes: byteLength,
+        capacityBytes: stats.byteLength,
+        freeBytes: stats.freeBytes,
+        allocatedBytes: stats.bytesInUse,
+        reservedBytes: stats.bytesReserved,
+      },
+    );
+  }
+}
+
+/** Bin of a span of `len` pages: exact below 4, then four per power of two. */
+function binOf(len: number): number {
+  if (len < 4) return len;
+  const l = 31 - Math.clz32(len);
+  return 4 * (l - 1) + ((len >>> (l - 2)) & 3);
+}
+
+/** Smallest span length of a bin (inverse of `binOf` on bin bases). */
+function binBase(bin: number): number {
+  if (bin < 4) return bin;
+  const l = (bin >> 2) + 1;
+  return (4 + (bin & 3)) << (l - 2);
+}
+
+function validateTimeout(value: number | undefined): number {
+  if (value === undefined) return 2000;
+  if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
+    throw new InvalidArgumentError(
+      `Invalid lockTimeoutMs: must be a finite non-negative number, received ${value}`,
+      { name: "lockTimeoutMs", value, limit: 0 },
+    );
+  }
+  return value;
+}

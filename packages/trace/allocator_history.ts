@@ -1,0 +1,166 @@
+import { classifyFrame, parseStackText } from "./call_stack.ts";
+import {
+  type StackFrame,
+  type Trace,
+  TRACE_FORMAT,
+  TRACE_VERSION,
+  type TraceEvent,
+} from "./trace_format.ts";
+
+/** One history entry of an allot allocator (`@allot/caching`'s `TraceEntry` shape). */
+export interface HistoryEntryLike {
+  /** What happened: `alloc`, `free_requested`, `segment_alloc`, `segment_free` (others are skipped). */
+  readonly action: string;
+  /** Virtual address of the block or segment. */
+  readonly address: number;
+  /** Bytes of the block or segment. */
+  readonly byteLength: number;
+  /** Bytes the caller asked for. */
+  readonly requestedByteLength?: number;
+  /** Milliseconds since the allocator was made. */
+  readonly timeMs: number;
+  /** Stack text captured with the entry (V8's `Error.stack` format). */
+  readonly stack?: string;
+  /** The tag the caller set, where the allocator records one. */
+  readonly tag?: string;
+}
+
+/** An allocator snapshot with history (`@allot/caching`'s `MemorySnapshot` shape). */
+export interface SnapshotLike {
+  /** The device, such as `webgpu:0`. */
+  readonly device?: string;
+  /** The allocator's label. */
+  readonly allocator?: string;
+  /** History entries, oldest first. */
+  readonly history: readonly HistoryEntryLike[];
+  /** Entries the history ring buffer dropped, where the allocator counts them. */
+  readonly droppedEntries?: number;
+  /** The same count under another name. */
+  readonly dropped?: number;
+}
+
+/**
+ * Converts an allot allocator's snapshot history into a trace: segments
+ * become `create`/`destroy`, blocks `alloc`/`free` inside their segment (with
+ * `buffer` and `offset`), stacks are parsed user-first, and a `dropped`
+ * event says how many entries the ring buffer lost. Blocks whose allocation
+ * or segment was dropped from the history are left out, so the result always
+ * validates.
+ *
+ * @example
+ * ```ts
+ * import { CachingAllocator } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import { fromAllocatorSnapshot, parseTrace, formatTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const a = new CachingAllocator(new MockSegmentSource(), { recordHistory: true });
+ * a.allocate(1000).release();
+ * const trace = fromAllocatorSnapshot(a.snapshot());
+ * assert.deepEqual(parseTrace(formatTrace(trace)).events.map((e) => e.op), ["create", "alloc", "free"]);
+ * ```
+ */
+export function fromAllocatorSnapshot(
+  snapshot: SnapshotLike,
+  source?: string,
+): Trace {
+  if (
+    snapshot === null || typeof snapshot !== "object" ||
+    !Array.isArray(snapshot.history)
+  ) {
+    throw new TypeError(
+      "fromAllocatorSnapshot: snapshot must have a history array",
+    );
+  }
+  const events: TraceEvent[] = [];
+  const segs: { id: number; address: number; size: number }[] = [];
+  const blocks = new Map<number, number>();
+  const stackIds = new Map<string, number>();
+  let next = 0, last = 0;
+  const dropped = snapshot.droppedEntries ?? snapshot.dropped ?? 0;
+  if (dropped > 0) events.push({ t: 0, op: "dropped", count: dropped });
+  const stackOf = (t: number, s: string | undefined): number | undefined => {
+    if (!s) return undefined;
+    let sid = stackIds.get(s);
+    if (sid === undefined) {
+      sid = stackIds.size;
+      stackIds.set(s, sid);
+      const frames: StackFrame[] = parseStackText(s).map((at) => ({
+        at,
+        kind: classifyFrame(at),
+      }));
+      const user = frames.filter((f) => f.kind === "user");
+      events.push({
+        t,
+        op: "stack",
+        sid,
+        frames: user.concat(frames.filter((f) => f.kind !== "user")),
+      });
+    }
+    return sid;
+  };
+  for (const h of snapshot.history) {
+    const t = Math.max(last, Math.round(h.timeMs * 1000) / 1000);
+    last = t;
+    const extra = (s: number | undefined) => ({
+      ...(h.tag !== undefined ? { tag: String(h.tag) } : {}),
+      ...(s !== undefined ? { s } : {}),
+    });
+    switch (h.action) {
+      case "segment_alloc": {
+        const id = next++;
+        segs.push({ id, address: h.address, size: h.byteLength });
+        events.push({
+          t,
+          op: "create",
+          id,
+          size: h.byteLength,
+          usage: 0,
+          ...extra(stackOf(t, h.stack)),
+        });
+        break;
+      }
+      case "segment_free": {
+        const k = segs.findIndex((s) => s.address === h.address);
+        if (k < 0) break;
+        events.push({ t, op: "destroy", id: segs[k].id, ...extra(undefined) });
+        segs.splice(k, 1);
+        break;
+      }
+      case "alloc": {
+        if (blocks.has(h.address)) break;
+        const id = next++;
+        blocks.set(h.address, id);
+        const seg = segs.find((s) =>
+          h.address >= s.address && h.address < s.address + s.size
+        );
+        events.push({
+          t,
+          op: "alloc",
+          id,
+          size: h.byteLength,
+          ...(seg ? { buffer: seg.id, offset: h.address - seg.address } : {}),
+          ...extra(stackOf(t, h.stack)),
+        });
+        break;
+      }
+      case "free_requested": {
+        const id = blocks.get(h.address);
+        if (id === undefined) break;
+        blocks.delete(h.address);
+        events.push({ t, op: "free", id, ...extra(undefined) });
+        break;
+      }
+    }
+  }
+  return {
+    header: {
+      format: TRACE_FORMAT,
+      version: TRACE_VERSION,
+      source: source ??
+        `${snapshot.allocator ?? "allocator"} history${
+          snapshot.device ? ` on ${snapshot.device}` : ""
+        }`,
+    },
+    events,
+  };
+}

@@ -1,0 +1,113 @@
+import { type CachedBlock, CachingAllocator } from "@allot/caching";
+import { type MockMemory, MockSegmentSource } from "@allot/core";
+import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
+import type { PolicyFactory, ReplayPolicy } from "./replay_policy.ts";
+
+/** A mock device that counts the segments taken from it. */
+class CountingSource extends MockSegmentSource {
+  created = 0;
+  override tryAllocateSegment(
+    ...args: Parameters<MockSegmentSource["tryAllocateSegment"]>
+  ): ReturnType<MockSegmentSource["tryAllocateSegment"]> {
+    const s = super.tryAllocateSegment(...args);
+    if (s) this.created++;
+    return s;
+  }
+}
+
+const CAPACITY = 2 ** 40;
+
+/**
+ * One allot allocator per WebGPU usage (a buffer's usage is fixed at
+ * creation, so blocks of different usages cannot share a segment), all over
+ * mock devices; held bytes are the segments' bytes.
+ */
+function perUsage<A, B>(
+  make: (source: CountingSource) => A,
+  allocate: (a: A, size: number) => B,
+  release: (a: A, b: B) => void,
+  deferUntilFence: boolean,
+): ReplayPolicy {
+  const pools = new Map<number, { a: A; source: CountingSource }>();
+  const live = new Map<number, { a: A; b: B }>();
+  let pending: { a: A; b: B }[] = [];
+  return {
+    alloc(id, size, usage) {
+      let p = pools.get(usage);
+      if (!p) {
+        const source = new CountingSource({ capacityBytes: CAPACITY });
+        pools.set(usage, p = { a: make(source), source });
+      }
+      live.set(id, { a: p.a, b: allocate(p.a, Math.max(1, size)) });
+    },
+    free(id) {
+      const x = live.get(id)!;
+      live.delete(id);
+      if (deferUntilFence) pending.push(x);
+      else release(x.a, x.b);
+    },
+    sync() {
+      if (pending.length === 0) return;
+      for (const x of pending) release(x.a, x.b);
+      pending = [];
+    },
+    heldBytes() {
+      let n = 0;
+      for (const p of pools.values()) n += p.source.reservedBytes;
+      return n;
+    },
+    buffersCreated() {
+      let n = 0;
+      for (const p of pools.values()) n += p.source.created;
+      return n;
+    },
+  };
+}
+
+/**
+ * `@allot/caching`'s `CachingAllocator` (PyTorch's caching policy), defaults,
+ * frees reusable at once: WebGPU runs its one queue in order, so a range
+ * freed after its last use was submitted can be handed out again.
+ */
+export const allotCachingQueueOrderPolicy: PolicyFactory = {
+  name: "allot-caching",
+  description: "@allot/caching CachingAllocator, defaults, queue-order reuse",
+  create: () =>
+    perUsage<CachingAllocator<MockMemory>, CachedBlock<MockMemory>>(
+      (s) => new CachingAllocator(s),
+      (a, size) => a.allocate(size),
+      (a, b) => a.free(b),
+      false,
+    ),
+};
+
+/**
+ * The same allocator with frees held back until the GPU is known to be done
+ * (the next readback or step mark here), as `"after-fence"` reuse does.
+ */
+export const allotCachingAfterFencePolicy: PolicyFactory = {
+  name: "allot-caching-fence",
+  description:
+    "@allot/caching CachingAllocator, defaults, frees reusable after the next fence",
+  create: () =>
+    perUsage<CachingAllocator<MockMemory>, CachedBlock<MockMemory>>(
+      (s) => new CachingAllocator(s),
+      (a, size) => a.allocate(size),
+      (a, b) => a.free(b),
+      true,
+    ),
+};
+
+/** `@allot/watermark`'s `WatermarkAllocator` (PyTorch's MPS policy), defaults, queue-order reuse. */
+export const allotWatermarkPolicy: PolicyFactory = {
+  name: "allot-watermark",
+  description:
+    "@allot/watermark WatermarkAllocator, defaults, queue-order reuse",
+  create: () =>
+    perUsage<WatermarkAllocator<MockMemory>, WatermarkBuffer>(
+      (s) => new WatermarkAllocator(s),
+      (a, size) => a.allocateBuffer(size),
+      (_a, b) => b.release(),
+      false,
+    ),
+};

@@ -1,0 +1,223 @@
+import { TraceRecorder, type TraceRecorderOptions } from "./trace_recorder.ts";
+
+/** The parts of a `GPUBuffer` the recorder touches. */
+interface BufferLike {
+  readonly size: number;
+  readonly usage: number;
+  readonly label?: string;
+  destroy(): void;
+  mapAsync(mode: number, offset?: number, size?: number): Promise<void>;
+  unmap(): void;
+}
+
+/** The parts of a `GPUDevice` the recorder touches (any WebGPU implementation). */
+export interface DeviceLike {
+  /** Creates a buffer (recorded). */
+  createBuffer(descriptor: GPUBufferDescriptor): GPUBuffer;
+  /** The device's queue (its `submit` and `writeBuffer` are recorded). */
+  readonly queue: GPUQueue;
+}
+
+/** What {@linkcode recordDevice} returns. */
+export interface DeviceRecording<D extends DeviceLike> {
+  /** The same device object, now recorded: hand it to the runtime. */
+  readonly device: D;
+  /** Where the events go: set steps and tags here, read the trace from here. */
+  readonly recorder: TraceRecorder;
+  /** The id the trace uses for a buffer created through the device, or undefined. */
+  bufferId(buffer: object): number | undefined;
+  /** Stops recording: the device and its queue get their own methods back. */
+  stop(): void;
+}
+
+/** Options of {@linkcode recordDevice}. */
+export interface RecordDeviceOptions extends TraceRecorderOptions {
+  /** Record into this recorder instead of a new one. */
+  readonly recorder?: TraceRecorder;
+}
+
+const PATCHED = ["createBuffer"] as const;
+
+/**
+ * Records every `createBuffer`, `destroy`, `mapAsync`, `unmap`,
+ * `queue.submit` and `queue.writeBuffer` of a `GPUDevice` (Deno's, the
+ * `webgpu` npm package's or a browser's) into a trace, in call order, with
+ * size, usage, time, the current step and tag, and the caller's stack.
+ *
+ * The device is not replaced: its methods (and those of its queue and of the
+ * buffers it creates) are shadowed by recording ones on the instances, so the
+ * objects a runtime passes back to the native API stay genuine. Errors
+ * thrown by the device pass through unchanged (an `error` event notes them).
+ *
+ * @example Record a device, hand it to a runtime
+ * ```ts ignore
+ * import { recordDevice } from "@allot/trace";
+ * const adapter = await navigator.gpu.requestAdapter();
+ * const { device, recorder } = recordDevice(await adapter!.requestDevice());
+ * // ... give `device` to TF.js / onnxruntime-web, run, call recorder.step() ...
+ * await Deno.writeTextFile("trace.jsonl", recorder.toJsonLines());
+ * ```
+ */
+export function recordDevice<D extends DeviceLike>(
+  device: D,
+  options: RecordDeviceOptions = {},
+): DeviceRecording<D> {
+  if (
+    device === null || typeof device !== "object" ||
+    typeof (device as DeviceLike).createBuffer !== "function"
+  ) {
+    throw new TypeError("recordDevice: device must be a GPUDevice");
+  }
+  if (Object.hasOwn(device, "createBuffer")) {
+    throw new Error(
+      "recordDevice: this device is already recorded (or patched)",
+    );
+  }
+  const recorder = options.recorder ?? new TraceRecorder(options);
+  const ids = new WeakMap<object, number>();
+  const destroyed = new WeakSet<object>();
+  const queue = device.queue;
+  const origCreate = device.createBuffer;
+  const origSubmit = queue.submit;
+  const origWrite = queue.writeBuffer;
+
+  function note(call: string, err: unknown): void {
+    recorder.push(
+      {
+        op: "error",
+        call,
+        message: String((err as Error)?.message ?? err),
+      },
+      false,
+      1,
+    );
+  }
+
+  function destroy(this: BufferLike): void {
+    const proto = Object.getPrototypeOf(this) as BufferLike;
+    try {
+      proto.destroy.call(this);
+    } catch (err) {
+      note("destroy", err);
+      throw err;
+    }
+    const id = ids.get(this);
+    if (id !== undefined && !destroyed.has(this)) {
+      destroyed.add(this);
+      recorder.push({ op: "destroy", id }, false);
+    }
+  }
+  function mapAsync(
+    this: BufferLike,
+    mode: number,
+    ...rest: [number?, number?]
+  ): Promise<void> {
+    const proto = Object.getPrototypeOf(this) as BufferLike;
+    const id = ids.get(this);
+    if (id !== undefined) {
+      recorder.push({ op: "map", id, mode: mode >>> 0 }, false);
+    }
+    try {
+      return proto.mapAsync.call(this, mode, ...rest);
+    } catch (err) {
+      note("mapAsync", err);
+      throw err;
+    }
+  }
+  function unmap(this: BufferLike): void {
+    const proto = Object.getPrototypeOf(this) as BufferLike;
+    try {
+      proto.unmap.call(this);
+    } catch (err) {
+      note("unmap", err);
+      throw err;
+    }
+    const id = ids.get(this);
+    if (id !== undefined) recorder.push({ op: "unmap", id }, false);
+  }
+
+  function createBuffer(this: D, descriptor: GPUBufferDescriptor): GPUBuffer {
+    let buffer: GPUBuffer;
+    try {
+      buffer = origCreate.call(this, descriptor);
+    } catch (err) {
+      note("createBuffer", err);
+      throw err;
+    }
+    const id = recorder.nextId();
+    ids.set(buffer, id);
+    const b = buffer as unknown as Record<string, unknown>;
+    b.destroy = destroy;
+    b.mapAsync = mapAsync;
+    b.unmap = unmap;
+    const ev: Record<string, unknown> = {
+      op: "create",
+      id,
+      size: buffer.size,
+      usage: buffer.usage,
+    };
+    if (descriptor?.label) ev.label = String(descriptor.label);
+    if (descriptor?.mappedAtCreation) ev.mapped = true;
+    recorder.push(ev as { op: "create" }, true, 1);
+    return buffer;
+  }
+
+  function submit(this: GPUQueue, commandBuffers: Iterable<GPUCommandBuffer>) {
+    const list = Array.isArray(commandBuffers)
+      ? commandBuffers
+      : Array.from(commandBuffers);
+    try {
+      origSubmit.call(this, list);
+    } catch (err) {
+      note("submit", err);
+      throw err;
+    }
+    recorder.push({ op: "submit", count: list.length }, false);
+  }
+
+  function writeBuffer(
+    this: GPUQueue,
+    buffer: GPUBuffer,
+    offset: number,
+    ...rest: unknown[]
+  ): void {
+    try {
+      // deno-lint-ignore no-explicit-any
+      (origWrite as any).call(this, buffer, offset, ...rest);
+    } catch (err) {
+      note("writeBuffer", err);
+      throw err;
+    }
+    const id = ids.get(buffer);
+    if (id === undefined) return;
+    const data = rest[0] as ArrayBufferView | ArrayBuffer;
+    const dataOffset = Number(rest[1] ?? 0);
+    const given = rest[2];
+    const elem = ArrayBuffer.isView(data) && "BYTES_PER_ELEMENT" in data
+      ? (data as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT
+      : 1;
+    const total = data.byteLength / elem;
+    const size = (given === undefined ? total - dataOffset : Number(given)) *
+      elem;
+    recorder.push({ op: "write", id, offset: Number(offset), size }, false);
+  }
+
+  const d = device as unknown as Record<string, unknown>;
+  const q = queue as unknown as Record<string, unknown>;
+  d.createBuffer = createBuffer;
+  q.submit = submit;
+  q.writeBuffer = writeBuffer;
+  let stopped = false;
+  return {
+    device,
+    recorder,
+    bufferId: (buffer) => ids.get(buffer),
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      for (const k of PATCHED) delete d[k];
+      delete q.submit;
+      delete q.writeBuffer;
+    },
+  };
+}

@@ -1,0 +1,218 @@
+import { TraceFormatError } from "./trace_error.ts";
+import {
+  type FrameKind,
+  type StackFrame,
+  type Trace,
+  TRACE_FORMAT,
+  TRACE_VERSION,
+  type TraceEvent,
+  type TraceHeader,
+} from "./trace_format.ts";
+
+const KINDS: ReadonlySet<string> = new Set(["user", "allot", "runtime"]);
+
+type Raw = Record<string, unknown>;
+
+function fail(line: number, problem: string): never {
+  throw new TraceFormatError(line, problem);
+}
+
+function id(o: Raw, key: string, line: number): number {
+  const v = o[key];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    fail(
+      line,
+      `"${key}" must be a non-negative integer, got ${JSON.stringify(v)}`,
+    );
+  }
+  return v;
+}
+
+function optId(o: Raw, key: string, line: number): void {
+  if (o[key] !== undefined) id(o, key, line);
+}
+
+function str(o: Raw, key: string, line: number, optional: boolean): void {
+  const v = o[key];
+  if (v === undefined && optional) return;
+  if (typeof v !== "string") {
+    fail(line, `"${key}" must be a string, got ${JSON.stringify(v)}`);
+  }
+}
+
+function frames(v: unknown, line: number): readonly StackFrame[] {
+  if (!Array.isArray(v)) fail(line, `"frames" must be an array`);
+  for (const [i, f] of v.entries()) {
+    if (
+      f === null || typeof f !== "object" || typeof f.at !== "string" ||
+      !KINDS.has(f.kind)
+    ) {
+      fail(line, `frame ${i} must be {at: string, kind: user|allot|runtime}`);
+    }
+  }
+  return v as StackFrame[];
+}
+
+/** Checks one parsed header object; returns it typed. */
+function header(o: unknown): TraceHeader {
+  if (o === null || typeof o !== "object" || Array.isArray(o)) {
+    fail(1, "the header must be a JSON object");
+  }
+  const h = o as Raw;
+  if (h.format !== TRACE_FORMAT) {
+    fail(
+      1,
+      `the header's "format" must be "${TRACE_FORMAT}", got ${
+        JSON.stringify(h.format)
+      }`,
+    );
+  }
+  if (h.version !== TRACE_VERSION) {
+    fail(
+      1,
+      `version ${
+        JSON.stringify(h.version)
+      } is not supported (this reader knows version ${TRACE_VERSION})`,
+    );
+  }
+  return h as unknown as TraceHeader;
+}
+
+/**
+ * Reads a trace from JSON Lines text and checks every line: the header, the
+ * fields of each event, times that never go back, ids created before use
+ * and not created twice, stacks defined before they are used. Blank lines are
+ * skipped. Throws {@linkcode TraceFormatError} naming the first bad line, so
+ * nothing is ever drawn from bad data.
+ */
+export function parseTrace(text: string): Trace {
+  if (typeof text !== "string") {
+    throw new TypeError(
+      `parseTrace: text must be a string, got ${typeof text}`,
+    );
+  }
+  const lines = text.split("\n");
+  let first = 0;
+  while (first < lines.length && lines[first].trim() === "") first++;
+  if (first >= lines.length) fail(0, "empty text: no header line");
+  const h = header(parseLine(lines[first], first + 1));
+  const events: TraceEvent[] = [];
+  const liveBuffers = new Set<number>();
+  const liveAllocs = new Set<number>();
+  const stacks = new Set<number>();
+  let last = 0;
+  for (let i = first + 1; i < lines.length; i++) {
+    const text = lines[i];
+    if (text.trim() === "") continue;
+    const n = i + 1;
+    const o = parseLine(text, n);
+    if (o === null || typeof o !== "object" || Array.isArray(o)) {
+      fail(n, "an event must be a JSON object");
+    }
+    const e = o as Raw;
+    const t = e.t;
+    if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
+      fail(
+        n,
+        `"t" must be a finite non-negative number, got ${JSON.stringify(t)}`,
+      );
+    }
+    if (t < last) fail(n, `time goes back: ${t} after ${last}`);
+    last = t;
+    str(e, "tag", n, true);
+    if (e.s !== undefined) {
+      const s = id(e, "s", n);
+      if (!stacks.has(s)) fail(n, `stack ${s} is used before its "stack" line`);
+    }
+    switch (e.op) {
+      case "create": {
+        const b = id(e, "id", n);
+        id(e, "size", n);
+        id(e, "usage", n);
+        str(e, "label", n, true);
+        if (e.mapped !== undefined && typeof e.mapped !== "boolean") {
+          fail(n, `"mapped" must be a boolean`);
+        }
+        if (liveBuffers.has(b)) fail(n, `buffer ${b} is created twice`);
+        liveBuffers.add(b);
+        break;
+      }
+      case "destroy": {
+        const b = id(e, "id", n);
+        if (!liveBuffers.delete(b)) {
+          fail(n, `buffer ${b} is destroyed but not live`);
+        }
+        break;
+      }
+      case "alloc": {
+        const a = id(e, "id", n);
+        id(e, "size", n);
+        optId(e, "usage", n);
+        optId(e, "buffer", n);
+        optId(e, "offset", n);
+        if (liveAllocs.has(a)) fail(n, `allocation ${a} is handed out twice`);
+        liveAllocs.add(a);
+        break;
+      }
+      case "free": {
+        const a = id(e, "id", n);
+        if (!liveAllocs.delete(a)) {
+          fail(n, `allocation ${a} is freed but not live`);
+        }
+        break;
+      }
+      case "submit":
+        id(e, "count", n);
+        break;
+      case "map":
+        id(e, "id", n);
+        id(e, "mode", n);
+        break;
+      case "unmap":
+        id(e, "id", n);
+        break;
+      case "write":
+        id(e, "id", n);
+        id(e, "offset", n);
+        id(e, "size", n);
+        break;
+      case "step":
+        str(e, "name", n, true);
+        break;
+      case "stack": {
+        const s = id(e, "sid", n);
+        if (stacks.has(s)) fail(n, `stack ${s} is defined twice`);
+        frames(e.frames, n);
+        stacks.add(s);
+        break;
+      }
+      case "error":
+        str(e, "call", n, false);
+        str(e, "message", n, false);
+        break;
+      case "dropped":
+        id(e, "count", n);
+        break;
+      default:
+        fail(n, `unknown "op" ${JSON.stringify(e.op)}`);
+    }
+    events.push(e as unknown as TraceEvent);
+  }
+  return { header: h, events };
+}
+
+function parseLine(text: string, n: number): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    fail(
+      n,
+      `not JSON (${(err as Error).message}); a truncated or hand-edited file?`,
+    );
+  }
+}
+
+/** The kinds a frame may have. */
+export function isFrameKind(v: unknown): v is FrameKind {
+  return typeof v === "string" && KINDS.has(v);
+}

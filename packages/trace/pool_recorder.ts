@@ -1,0 +1,83 @@
+import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
+
+/**
+ * The shape of a runtime's buffer pool that hands out whole device buffers:
+ * TF.js's WebGPU `BufferManager` (`backend.bufferManager`) has it.
+ */
+export interface BufferPoolLike {
+  /** Hands out a buffer of `size` bytes and `usage`. */
+  acquireBuffer(size: number, usage: number, ...rest: unknown[]): unknown;
+  /** Takes a buffer back. */
+  releaseBuffer(buffer: unknown, ...rest: unknown[]): unknown;
+  /** When present, a release that does not lower it is not recorded. */
+  readonly numBytesUsed?: number;
+}
+
+/**
+ * Records a runtime's pool as logical `alloc` / `free` events (what the
+ * runtime asked for), beside the device's `create` / `destroy` (what it
+ * held). Patches the pool instance's `acquireBuffer` / `releaseBuffer`;
+ * returns a function that restores them. Errors pass through unchanged.
+ *
+ * @example TF.js's WebGPU backend
+ * ```ts ignore
+ * const rec = recordDevice(device);
+ * const backend = new WebGPUBackend(rec.device);
+ * recordBufferPool(backend.bufferManager, rec);
+ * ```
+ */
+export function recordBufferPool<D extends DeviceLike>(
+  pool: BufferPoolLike,
+  recording: DeviceRecording<D>,
+): () => void {
+  if (
+    pool === null || typeof pool !== "object" ||
+    typeof pool.acquireBuffer !== "function" ||
+    typeof pool.releaseBuffer !== "function"
+  ) {
+    throw new TypeError(
+      "recordBufferPool: pool must have acquireBuffer and releaseBuffer methods",
+    );
+  }
+  const { recorder } = recording;
+  const live = new Map<unknown, number>();
+  const acquire = pool.acquireBuffer;
+  const release = pool.releaseBuffer;
+  const p = pool as unknown as Record<string, unknown>;
+  p.acquireBuffer = function (
+    this: BufferPoolLike,
+    size: number,
+    usage: number,
+    ...rest: unknown[]
+  ) {
+    const buffer = acquire.call(this, size, usage, ...rest);
+    const id = recorder.nextId();
+    live.set(buffer, id);
+    const ev: Record<string, unknown> = { op: "alloc", id, size, usage };
+    const b = recording.bufferId(buffer as object);
+    if (b !== undefined) ev.buffer = b;
+    recorder.push(ev as { op: "alloc" }, true, 1);
+    return buffer;
+  };
+  p.releaseBuffer = function (
+    this: BufferPoolLike,
+    buffer: unknown,
+    ...rest: unknown[]
+  ) {
+    const before = this.numBytesUsed;
+    const out = release.call(this, buffer, ...rest);
+    const id = live.get(buffer);
+    if (
+      id !== undefined &&
+      (before === undefined || this.numBytesUsed !== before)
+    ) {
+      live.delete(buffer);
+      recorder.push({ op: "free", id }, false);
+    }
+    return out;
+  };
+  return () => {
+    delete p.acquireBuffer;
+    delete p.releaseBuffer;
+  };
+}

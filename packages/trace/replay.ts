@@ -1,0 +1,287 @@
+import {
+  allotCachingAfterFencePolicy,
+  allotCachingQueueOrderPolicy,
+  allotWatermarkPolicy,
+} from "./allot_policies.ts";
+import { ortBucketPolicy, tfjsExactPolicy } from "./baseline_policies.ts";
+import type { PolicyFactory } from "./replay_policy.ts";
+import { STORAGE_USAGE } from "./replay_policy.ts";
+import type { Trace } from "./trace_format.ts";
+
+/** The policies `replayTrace` runs when given none. */
+export const DEFAULT_POLICIES: readonly PolicyFactory[] = [
+  tfjsExactPolicy,
+  ortBucketPolicy,
+  allotCachingQueueOrderPolicy,
+  allotCachingAfterFencePolicy,
+  allotWatermarkPolicy,
+];
+
+/** One request stream op: alloc (0), free (1), fence (2), step (3). */
+export interface ReplayOps {
+  /** Op codes. */
+  readonly code: Uint8Array;
+  /** Allocation id (alloc, free). */
+  readonly id: Float64Array;
+  /** Size (alloc). */
+  readonly size: Float64Array;
+  /** Usage bits (alloc). */
+  readonly usage: Float64Array;
+  /** How many ops. */
+  readonly length: number;
+  /** Where the requests came from: the runtime's pool (`alloc`) or the device (`create`). */
+  readonly from: "alloc" | "create";
+}
+
+/** Options of {@linkcode replayTrace} and {@linkcode replayOps}. */
+export interface ReplayOptions {
+  /** Policies to compare (default {@linkcode DEFAULT_POLICIES}). */
+  readonly policies?: readonly PolicyFactory[];
+  /** `"all"` buffers (default) or only `"storage"` ones. */
+  readonly usage?: "all" | "storage";
+  /** Timed repetitions per policy, fresh instance each (default 3; the best is kept). */
+  readonly repeat?: number;
+}
+
+/** One policy's figures. */
+export interface PolicyResult {
+  /** The policy's name. */
+  readonly name: string;
+  /** What the policy models. */
+  readonly description: string;
+  /** Highest bytes held at any point. */
+  readonly peakHeldBytes: number;
+  /** Device buffers (or segments) created. */
+  readonly buffersCreated: number;
+  /** Device buffers created after the first step mark that follows an allocation (0 on traces whose steps repeat, for a policy that reuses well). */
+  readonly buffersCreatedAfterFirstStep: number;
+  /** Nanoseconds per alloc or free (best of the repetitions). */
+  readonly nsPerOp: number;
+  /** The error message if the policy threw. */
+  readonly error?: string;
+}
+
+/** The outcome of a replay. */
+export interface ReplayReport {
+  /** Highest live bytes (requests outstanding). */
+  readonly peakLiveBytes: number;
+  /** Bytes the app itself held at its peak (device buffers created and not destroyed), if the trace has them. */
+  readonly recordedPeakHeldBytes: number | undefined;
+  /** Device buffers the app created, if the trace has them. */
+  readonly recordedBuffersCreated: number | undefined;
+  /** Allocation requests replayed. */
+  readonly allocations: number;
+  /** Which events were replayed. */
+  readonly from: "alloc" | "create";
+  /** Which buffers were replayed. */
+  readonly usage: "all" | "storage";
+  /** One row per policy, in the order given. */
+  readonly policies: readonly PolicyResult[];
+}
+
+/**
+ * Extracts the request stream of a trace: the runtime's `alloc`/`free` when
+ * it has them, else the device's `create`/`destroy`; `map` events are
+ * fences, `step` events steps.
+ */
+export function traceOps(
+  trace: Trace,
+  usage: "all" | "storage" = "all",
+): ReplayOps {
+  const hasAlloc = trace.events.some((e) => e.op === "alloc");
+  const from = hasAlloc ? "alloc" : "create";
+  const n = trace.events.length;
+  const code = new Uint8Array(n), id = new Float64Array(n);
+  const size = new Float64Array(n), use = new Float64Array(n);
+  const kept = new Set<number>();
+  let k = 0;
+  for (const e of trace.events) {
+    if (
+      (hasAlloc && e.op === "alloc") || (!hasAlloc && e.op === "create")
+    ) {
+      const u = e.usage ?? 0;
+      if (usage === "storage" && !(u & STORAGE_USAGE)) continue;
+      kept.add(e.id);
+      code[k] = 0, id[k] = e.id, size[k] = e.size, use[k] = u;
+      k++;
+    } else if (
+      (hasAlloc && e.op === "free") || (!hasAlloc && e.op === "destroy")
+    ) {
+      if (!kept.delete(e.id)) continue;
+      code[k] = 1, id[k] = e.id;
+      k++;
+    } else if (e.op === "map") {
+      code[k++] = 2;
+    } else if (e.op === "step") {
+      code[k++] = 3;
+    }
+  }
+  return {
+    code: code.subarray(0, k),
+    id: id.subarray(0, k),
+    size: size.subarray(0, k),
+    usage: use.subarray(0, k),
+    length: k,
+    from,
+  };
+}
+
+/** Peak held and buffers created by the app itself (its `create`/`destroy`). */
+export function recordedHeld(
+  trace: Trace,
+  usage: "all" | "storage" = "all",
+): { peak: number; created: number } | undefined {
+  let held = 0, peak = 0, created = 0, any = false;
+  const sizes = new Map<number, number>();
+  for (const e of trace.events) {
+    if (e.op === "create") {
+      any = true;
+      if (usage === "storage" && !(e.usage & STORAGE_USAGE)) continue;
+      sizes.set(e.id, e.size);
+      held += e.size;
+      created++;
+      if (held > peak) peak = held;
+    } else if (e.op === "destroy") {
+      const s = sizes.get(e.id);
+      if (s !== undefined) {
+        held -= s;
+        sizes.delete(e.id);
+      }
+    }
+  }
+  return any ? { peak, created } : undefined;
+}
+
+/** Replays a request stream through policies; see {@linkcode replayTrace}. */
+export function replayOps(
+  ops: ReplayOps,
+  options: ReplayOptions = {},
+): Omit<
+  ReplayReport,
+  "recordedPeakHeldBytes" | "recordedBuffersCreated" | "usage"
+> {
+  const policies = options.policies ?? DEFAULT_POLICIES;
+  const repeat = options.repeat ?? 3;
+  if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > 1000) {
+    throw new RangeError(
+      `replay: repeat must be an integer in [1, 1000], got ${repeat}`,
+    );
+  }
+  const { code, id, size, usage } = ops;
+  let live = 0, peakLive = 0, allocations = 0;
+  const sizes = new Map<number, number>();
+  for (let i = 0; i < ops.length; i++) {
+    if (code[i] === 0) {
+      live += size[i];
+      sizes.set(id[i], size[i]);
+      allocations++;
+      if (live > peakLive) peakLive = live;
+    } else if (code[i] === 1) {
+      live -= sizes.get(id[i])!;
+    }
+  }
+  const results: PolicyResult[] = [];
+  for (const f of policies) {
+    try {
+      const p = f.create();
+      let peak = 0, afterFirst = -1, seen = false;
+      for (let i = 0; i < ops.length; i++) {
+        const c = code[i];
+        if (c === 0) {
+          p.alloc(id[i], size[i], usage[i]);
+          seen = true;
+          const h = p.heldBytes();
+          if (h > peak) peak = h;
+        } else if (c === 1) p.free(id[i]);
+        else {
+          p.sync(c === 2 ? "fence" : "step");
+          if (c === 3 && seen && afterFirst < 0) {
+            afterFirst = p.buffersCreated();
+          }
+        }
+      }
+      const created = p.buffersCreated();
+      p.dispose?.();
+      let best = Infinity, n = 0;
+      for (let r = 0; r < repeat; r++) {
+        const q = f.create();
+        const t0 = performance.now();
+        n = 0;
+        for (let i = 0; i < ops.length; i++) {
+          const c = code[i];
+          if (c === 0) q.alloc(id[i], size[i], usage[i]), n++;
+          else if (c === 1) q.free(id[i]), n++;
+          else q.sync(c === 2 ? "fence" : "step");
+        }
+        const dt = performance.now() - t0;
+        q.dispose?.();
+        if (dt < best) best = dt;
+      }
+      results.push({
+        name: f.name,
+        description: f.description,
+        peakHeldBytes: peak,
+        buffersCreated: created,
+        buffersCreatedAfterFirstStep: afterFirst < 0 ? 0 : created - afterFirst,
+        nsPerOp: n > 0 ? (best * 1e6) / n : 0,
+      });
+    } catch (err) {
+      results.push({
+        name: f.name,
+        description: f.description,
+        peakHeldBytes: NaN,
+        buffersCreated: NaN,
+        buffersCreatedAfterFirstStep: NaN,
+        nsPerOp: NaN,
+        error: String((err as Error)?.message ?? err),
+      });
+    }
+  }
+  return {
+    peakLiveBytes: peakLive,
+    allocations,
+    from: ops.from,
+    policies: results,
+  };
+}
+
+/**
+ * Replays a trace's allocation requests through each policy (fresh
+ * instances) and reports, side by side, peak bytes held, device buffers
+ * created and time per operation, beside what the app itself held.
+ *
+ * @example
+ * ```ts
+ * import { parseTrace, replayTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1}`,
+ *   `{"t":0,"op":"alloc","id":1,"size":1000,"usage":128}`,
+ *   `{"t":1,"op":"free","id":1}`,
+ *   `{"t":2,"op":"alloc","id":2,"size":1000,"usage":128}`,
+ * ].join("\n"));
+ * const report = replayTrace(trace, { repeat: 1 });
+ * assert.equal(report.peakLiveBytes, 1000);
+ * const tfjs = report.policies.find((p) => p.name === "tfjs-exact")!;
+ * assert.equal(tfjs.buffersCreated, 1);
+ * ```
+ */
+export function replayTrace(
+  trace: Trace,
+  options: ReplayOptions = {},
+): ReplayReport {
+  const usage = options.usage ?? "all";
+  if (usage !== "all" && usage !== "storage") {
+    throw new RangeError(
+      `replay: usage must be "all" or "storage", got ${JSON.stringify(usage)}`,
+    );
+  }
+  const ops = traceOps(trace, usage);
+  const rec = recordedHeld(trace, usage);
+  return {
+    ...replayOps(ops, options),
+    recordedPeakHeldBytes: rec?.peak,
+    recordedBuffersCreated: rec?.created,
+    usage,
+  };
+}

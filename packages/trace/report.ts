@@ -1,0 +1,39 @@
+import { memoryTimeline } from "./memory_timeline.ts";
+import { parseTrace } from "./parse_trace.ts";
+import { type ReplayOptions, replayTrace } from "./replay.ts";
+import { reportHtml } from "./report_html.ts";
+import type { Trace } from "./trace_format.ts";
+
+/** Options of {@linkcode memoryReport}. */
+export interface MemoryReportOptions extends ReplayOptions {
+  /** Replay the trace through the policies for the what-if table (default true). */
+  readonly replay?: boolean;
+  /** Page title. */
+  readonly title?: string;
+}
+
+/**
+ * The whole HTML report of a trace (text or parsed): validates it, replays
+ * it for the what-if table, and draws it.
+ *
+ * @example
+ * ```ts
+ * import { memoryReport } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const html = memoryReport([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":4096,"usage":128,"tag":"w"}`,
+ *   `{"t":1,"op":"destroy","id":0}`,
+ * ].join("\n"), { repeat: 1 });
+ * assert.ok(html.startsWith("<!doctype html>"));
+ * assert.ok(html.includes(`id="alloc-count">1<`));
+ * ```
+ */
+export function memoryReport(
+  trace: Trace | string,
+  options: MemoryReportOptions = {},
+): string {
+  const t = typeof trace === "string" ? parseTrace(trace) : trace;
+  const whatIf = options.replay === false ? undefined : replayTrace(t, options);
+  return reportHtml(memoryTimeline(t), { whatIf, title: options.title });
+}

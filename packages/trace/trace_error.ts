@@ -1,0 +1,11 @@
+/** A trace that does not follow the format: names the line and what is wrong. */
+export class TraceFormatError extends Error {
+  /** The 1-based line number of the offending line (0 when the whole text is at fault). */
+  readonly line: number;
+  /** Makes the error for 1-based `line` (0: the whole text) and what is wrong with it. */
+  constructor(line: number, problem: string) {
+    super(line > 0 ? `trace line ${line}: ${problem}` : `trace: ${problem}`);
+    this.name = "TraceFormatError";
+    this.line = line;
+  }
+}

@@ -1,0 +1,157 @@
+import { captureCallStack, type CaptureOptions } from "./call_stack.ts";
+import {
+  formatTrace,
+  type Trace,
+  TRACE_FORMAT,
+  TRACE_VERSION,
+  type TraceEvent,
+  type TraceHeader,
+} from "./trace_format.ts";
+
+/** Which events get a captured stack. */
+export type StackCapture = "allocations" | "all" | "none";
+
+/** Options of {@linkcode TraceRecorder}. */
+export interface TraceRecorderOptions {
+  /** Free text for the header's `source`. */
+  readonly source?: string;
+  /** Extra header fields. */
+  readonly meta?: Record<string, unknown>;
+  /** Stacks for `create`/`alloc` only (default), for every event, or none. */
+  readonly stacks?: StackCapture;
+  /** Stack capture options (depth, classification). */
+  readonly capture?: Omit<CaptureOptions, "skip">;
+  /** The clock, in milliseconds (default `performance.now`). */
+  readonly now?: () => number;
+}
+
+/**
+ * Collects trace events in order: the sink that device and pool recorders
+ * write to, and where the caller sets step marks and tags.
+ */
+export class TraceRecorder {
+  readonly #events: TraceEvent[] = [];
+  readonly #stackIds = new Map<string, number>();
+  readonly #now: () => number;
+  readonly #t0: number;
+  readonly #header: TraceHeader;
+  readonly #stacks: StackCapture;
+  readonly #capture: Omit<CaptureOptions, "skip">;
+  #last = 0;
+  #tag: string | undefined;
+  #nextId = 0;
+
+  /** Starts a recording (the clock starts now). */
+  constructor(options: TraceRecorderOptions = {}) {
+    const stacks = options.stacks ?? "allocations";
+    if (stacks !== "allocations" && stacks !== "all" && stacks !== "none") {
+      throw new RangeError(
+        `TraceRecorder: stacks must be "allocations", "all" or "none", got ${
+          JSON.stringify(stacks)
+        }`,
+      );
+    }
+    this.#stacks = stacks;
+    this.#capture = options.capture ?? {};
+    this.#now = options.now ?? (() => performance.now());
+    this.#t0 = this.#now();
+    this.#header = {
+      format: TRACE_FORMAT,
+      version: TRACE_VERSION,
+      ...(options.source !== undefined ? { source: options.source } : {}),
+      created: new Date().toISOString(),
+      ...(options.meta !== undefined ? { meta: options.meta } : {}),
+    };
+  }
+
+  /** The events recorded so far (the live array; do not modify). */
+  get events(): readonly TraceEvent[] {
+    return this.#events;
+  }
+
+  /** The current tag, or undefined. */
+  get tag(): string | undefined {
+    return this.#tag;
+  }
+
+  /** Sets the tag carried by later events (undefined clears it); returns the previous one. */
+  setTag(tag: string | undefined): string | undefined {
+    if (tag !== undefined && typeof tag !== "string") {
+      throw new TypeError(
+        `setTag: tag must be a string or undefined, got ${typeof tag}`,
+      );
+    }
+    const prev = this.#tag;
+    this.#tag = tag;
+    return prev;
+  }
+
+  /** Runs `fn` with `tag` set, restoring the previous tag afterwards (also on throw). */
+  withTag<T>(tag: string, fn: () => T): T {
+    const prev = this.setTag(tag);
+    try {
+      return fn();
+    } finally {
+      this.#tag = prev;
+    }
+  }
+
+  /** Writes a step mark. */
+  step(name?: string): void {
+    if (name !== undefined && typeof name !== "string") {
+      throw new TypeError(
+        `step: name must be a string or undefined, got ${typeof name}`,
+      );
+    }
+    this.push(
+      name === undefined ? { op: "step" } : { op: "step", name },
+      false,
+    );
+  }
+
+  /** A fresh id for a buffer or an allocation. */
+  nextId(): number {
+    return this.#nextId++;
+  }
+
+  /**
+   * Appends an event (time and tag filled in); with `allocation` true a stack
+   * is captured when the options ask for one. `skip` drops that many extra
+   * frames of the caller's own.
+   */
+  push(
+    event: { op: TraceEvent["op"]; [k: string]: unknown },
+    allocation: boolean,
+    skip = 0,
+  ): void {
+    let t = Math.round((this.#now() - this.#t0) * 1000) / 1000;
+    if (t < this.#last) t = this.#last;
+    this.#last = t;
+    const e: Record<string, unknown> = { t, ...event };
+    if (this.#tag !== undefined) e.tag = this.#tag;
+    if (
+      this.#stacks === "all" || (allocation && this.#stacks === "allocations")
+    ) {
+      const frames = captureCallStack({ ...this.#capture, skip: skip + 1 });
+      const key = JSON.stringify(frames);
+      let sid = this.#stackIds.get(key);
+      if (sid === undefined) {
+        sid = this.#stackIds.size;
+        this.#stackIds.set(key, sid);
+        this.#events.push({ t, op: "stack", sid, frames });
+      }
+      e.s = sid;
+    }
+    this.#events.push(e as unknown as TraceEvent);
+  }
+
+  /** The trace so far (a copy of the event list). */
+  toTrace(): Trace {
+    return { header: this.#header, events: this.#events.slice() };
+  }
+
+  /** The trace so far as JSON Lines. */
+  toJsonLines(): string {
+    return formatTrace({ header: this.#header, events: this.#events });
+  }
+}

@@ -1,0 +1,93 @@
+// onnxruntime-web's JSEP WebGPU buffer pool, written after
+// js/web/lib/wasm/jsep/webgpu/gpu-data-manager.ts (GpuDataManagerImpl) for
+// benchmarks: a request is 16-byte aligned and rounded up to the first
+// bucket that holds it (64 B ... 160 MiB; larger sizes keep their own
+// size); a released storage buffer goes at once to a free list keyed by
+// usage and size; at the end of each session run (`refreshPendingBuffers`)
+// every storage free list of a size that is no bucket, or as long as its
+// bucket's limit, destroys one buffer. (onnxruntime destroys that buffer
+// but leaves it in the list; this pool removes it.)
+
+import { ortBucketSize } from "@allot/trace";
+
+const LIMITS: ReadonlyMap<number, number> = new Map([
+  [64, 250],
+  [128, 200],
+  [256, 200],
+  [512, 200],
+  [1024, 200],
+  [2048, 230],
+  [4096, 200],
+  [8192, 50],
+  [16384, 50],
+  [32768, 50],
+  [65536, 50],
+  [131072, 50],
+  [262144, 50],
+  [524288, 50],
+  [1048576, 50],
+  [2097152, 30],
+  [4194304, 20],
+  [8388608, 10],
+  [12582912, 10],
+  [16777216, 10],
+  [26214400, 15],
+  [33554432, 22],
+  [44236800, 2],
+  [58982400, 6],
+  [67108864, 6],
+  [134217728, 6],
+  [167772160, 6],
+]);
+
+export class OrtBucketPool {
+  #device: GPUDevice;
+  #free = new Map<number, Map<number, GPUBuffer[]>>();
+  #live = new Set<GPUBuffer>();
+  created = 0;
+  constructor(device: GPUDevice) {
+    this.#device = device;
+  }
+  getBuffer(size: number, usage: number): GPUBuffer {
+    const bucket = ortBucketSize(size);
+    const list = this.#free.get(usage)?.get(bucket);
+    let buffer = list !== undefined && list.length > 0 ? list.pop() : undefined;
+    if (buffer === undefined) {
+      buffer = this.#device.createBuffer({ size: bucket, usage });
+      this.created++;
+    }
+    this.#live.add(buffer);
+    return buffer;
+  }
+  release(buffer: GPUBuffer): void {
+    if (!this.#live.delete(buffer)) {
+      throw new Error("releasing data does not exist");
+    }
+    let byUsage = this.#free.get(buffer.usage);
+    if (byUsage === undefined) {
+      this.#free.set(buffer.usage, byUsage = new Map());
+    }
+    let list = byUsage.get(buffer.size);
+    if (list === undefined) byUsage.set(buffer.size, list = []);
+    list.push(buffer);
+  }
+  refreshPendingBuffers(): void {
+    for (const [usage, sizes] of this.#free) {
+      if (!(usage & GPUBufferUsage.STORAGE)) continue;
+      for (const [size, list] of sizes) {
+        const max = LIMITS.get(size);
+        if (list.length > 0 && (max === undefined || list.length >= max)) {
+          list.pop()!.destroy();
+        }
+      }
+    }
+  }
+  dispose(): void {
+    for (const sizes of this.#free.values()) {
+      for (const list of sizes.values()) for (const b of list) b.destroy();
+    }
+    for (const b of this.#live) b.destroy();
+    this.#free.clear();
+    this.#live.clear();
+  }
+}

@@ -1,0 +1,285 @@
+/**
+ * Real runtime allocation traces (`traces/<runtime>/<name>.jsonl.gz`: TF.js 4.22 WebGPU,
+ * onnxruntime-web WebGPU; recorded by `@allot/trace`) replayed through allot's pools and the real
+ * peers, all in one process:
+ *
+ * 1. Bytes: peak held / peak live for storage buffers and for all buffers,
+ *    and device buffers created after the first full step (mock device, so
+ *    the figures are exact): TF.js's exact-size pool, onnxruntime-web's
+ *    buckets, allot's caching allocator (queue order) and allot's
+ *    `StepPlannedPool` (queue order).
+ * 2. Time, on Deno's WebGPU device: the real TF.js `BufferManager`
+ *    (`dist/buffer_manager.js`), an onnxruntime-web bucket pool written after
+ *    `js/web/lib/wasm/jsep/webgpu/gpu-data-manager.ts`, and allot's pools on
+ *    `GpuSegmentSource`. Runtime-like replay: each pass walks the storage
+ *    requests of a trace, awaits `queue.onSubmittedWorkDone()` (untimed)
+ *    where the runtime waited (step marks, readbacks), frees what is left at
+ *    the pass's end (untimed), and `gc()` runs between passes. Warm (one
+ *    instance reused; the headline) and fresh (a new instance per pass)
+ *    rows; peers interleaved, order rotated each round. Then a tight loop:
+ *    the same requests with no awaits, warm instances.
+ *
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick]`
+ *
+ * @module
+ */
+
+import {
+  parseTrace,
+  type PolicyFactory,
+  type ReplayOps,
+  replayOps,
+  type Trace,
+  traceOps,
+} from "@allot/trace";
+import {
+  allotCachingQueueOrderPolicy,
+  ortBucketPolicy,
+  ortBucketSize,
+  tfjsExactPolicy,
+} from "@allot/trace";
+import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
+import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
+import { stepPlannedPolicy } from "../../caching/bench/_step_planned_policy.ts";
+import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
+import type { GpuAllocation } from "../gpu_allocation.ts";
+import { GpuSegmentSource } from "../gpu_segment_source.ts";
+import { OrtBucketPool } from "./_ort_bucket_pool.ts";
+
+const quick = Deno.args.includes("--quick");
+const dir = new URL("../../../traces/", import.meta.url);
+
+async function load(name: string): Promise<Trace> {
+  const data = await Deno.readFile(new URL(name, dir));
+  const text = await new Response(
+    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+  ).text();
+  return parseTrace(text);
+}
+
+const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
+  .flatMap((d) =>
+    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
+      `${d.name}/${e.name}`
+    )
+  ).filter((n) => n.endsWith(".jsonl.gz")).sort();
+const traces = await Promise.all(names.map(async (n) => ({
+  name: n.replace(".jsonl.gz", ""),
+  trace: await load(n),
+})));
+
+// ---- 1. bytes (mock device, exact) ---------------------------------------
+
+/** Buffers a policy creates after the first full step (the second mark). */
+function createdAfterFirstStep(ops: ReplayOps, f: PolicyFactory): number {
+  const p = f.create();
+  let marks = 0, at = -1;
+  for (let i = 0; i < ops.length; i++) {
+    const c = ops.code[i];
+    if (c === 0) p.alloc(ops.id[i], ops.size[i], ops.usage[i]);
+    else if (c === 1) p.free(ops.id[i]);
+    else {
+      p.sync(c === 2 ? "fence" : "step");
+      if (c === 3 && ++marks === 2) at = p.buffersCreated();
+    }
+  }
+  return at < 0 ? 0 : p.buffersCreated() - at;
+}
+
+const policies = [
+  tfjsExactPolicy,
+  ortBucketPolicy,
+  allotCachingQueueOrderPolicy,
+  stepPlannedPolicy(),
+];
+console.log("## Peak held / peak live (mock device; exact)\n");
+console.log(
+  "| trace | usage | peak live MiB | " +
+    policies.map((p) => p.name).join(" | ") + " |",
+);
+console.log("|---|---|---:|" + policies.map(() => "---:").join("|") + "|");
+const created: string[] = [];
+for (const { name, trace } of traces) {
+  for (const usage of ["storage", "all"] as const) {
+    const ops = traceOps(trace, usage);
+    const r = replayOps(ops, { policies, repeat: 1 });
+    console.log(
+      `| ${name} | ${usage} | ${(r.peakLiveBytes / 2 ** 20).toFixed(2)} | ` +
+        r.policies.map((p) => (p.peakHeldBytes / r.peakLiveBytes).toFixed(3))
+          .join(" | ") +
+        " |",
+    );
+    created.push(
+      `| ${name} | ${usage} | ` +
+        policies.map((f) =>
+          `${createdAfterFirstStep(ops, f)} / ${
+            r.policies.find((p) => p.name === f.name)!.buffersCreated
+          }`
+        ).join(" | ") + " |",
+    );
+  }
+}
+console.log(
+  "\n## Device buffers created after the first full step / in all\n",
+);
+console.log(
+  "| trace | usage | " + policies.map((p) => p.name).join(" | ") + " |",
+);
+console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
+for (const line of created) console.log(line);
+
+// ---- 2. time on the device ------------------------------------------------
+
+const adapter = await navigator.gpu?.requestAdapter();
+if (!adapter) {
+  console.log("\nno WebGPU adapter: time figures skipped");
+  Deno.exit(0);
+}
+const device = await adapter.requestDevice({
+  requiredLimits: {
+    maxBufferSize: adapter.limits.maxBufferSize,
+    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+  },
+});
+
+interface Peer {
+  alloc(size: number, usage: number): unknown;
+  free(handle: unknown): void;
+  step(): void;
+  dispose(): void;
+}
+
+interface PeerKind {
+  name: string;
+  make(): Peer;
+}
+
+const kinds: PeerKind[] = [
+  {
+    name: "TF.js BufferManager (real)",
+    make() {
+      const m = new BufferManager(device);
+      return {
+        alloc: (size, usage) => m.acquireBuffer(size, usage),
+        free: (b) => m.releaseBuffer(b as GPUBuffer),
+        step() {},
+        dispose: () => m.dispose(),
+      };
+    },
+  },
+  {
+    name: "onnxruntime-web buckets",
+    make() {
+      const p = new OrtBucketPool(device);
+      return {
+        alloc: (size, usage) => p.getBuffer(size, usage),
+        free: (b) => p.release(b as GPUBuffer),
+        step: () => p.refreshPendingBuffers(),
+        dispose: () => p.dispose(),
+      };
+    },
+  },
+  {
+    name: "allot GpuCachingAllocator (queue-order)",
+    make() {
+      const a = new GpuCachingAllocator(device, { reuse: "queue-order" });
+      return {
+        alloc: (size) => a.allocate(size),
+        free: (b) => (b as GpuAllocation).release(),
+        step() {},
+        dispose: () => a.emptyCache(),
+      };
+    },
+  },
+  {
+    name: "allot StepPlannedPool (queue-order)",
+    make() {
+      const p = new StepPlannedPool(new GpuSegmentSource(device));
+      return {
+        alloc: (size) => p.allocate(size),
+        free: (b) => p.free(b as PlannedBlock<GPUBuffer>),
+        step: () => p.endStep(),
+        dispose: () => p.emptyCache(),
+      };
+    },
+  },
+];
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+/** One runtime-like pass: ns per alloc/free, awaiting at marks. */
+async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
+  const live = new Map<number, unknown>();
+  let ms = 0, n = 0;
+  let t = performance.now();
+  for (let i = 0; i < ops.length; i++) {
+    const c = ops.code[i];
+    if (c === 0) {
+      live.set(ops.id[i], peer.alloc(ops.size[i], ops.usage[i]));
+      n++;
+    } else if (c === 1) {
+      peer.free(live.get(ops.id[i]));
+      live.delete(ops.id[i]);
+      n++;
+    } else {
+      if (c === 3) peer.step();
+      if (awaitAtMarks) {
+        ms += performance.now() - t;
+        await device.queue.onSubmittedWorkDone();
+        t = performance.now();
+      }
+    }
+  }
+  ms += performance.now() - t;
+  for (const h of live.values()) peer.free(h);
+  peer.step();
+  return (ms * 1e6) / n;
+}
+
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
+const range = (v: number[]) =>
+  `${Math.min(...v).toFixed(0)}–${Math.max(...v).toFixed(0)}`;
+
+const rounds = quick ? 3 : 7;
+console.log(
+  `\n## Time per alloc+free op, storage requests (ns; median, range over ${rounds} rounds)\n`,
+);
+console.log(
+  "| trace | mode | " + kinds.map((k) => k.name).join(" | ") +
+    " | TF.js / StepPlanned |",
+);
+console.log("|---|---|" + kinds.map(() => "---:").join("|") + "|---:|");
+for (const { name, trace } of traces) {
+  const ops = traceOps(trace, "storage");
+  for (const mode of ["warm", "fresh", "tight loop (warm)"] as const) {
+    const times: number[][] = kinds.map(() => []);
+    const warm = kinds.map((k) => k.make());
+    if (mode !== "fresh") {
+      for (const p of warm) await pass(ops, p, true);
+    }
+    for (let r = 0; r < rounds; r++) {
+      for (let j = 0; j < kinds.length; j++) {
+        const k = (j + r) % kinds.length;
+        gc?.();
+        await device.queue.onSubmittedWorkDone();
+        if (mode === "fresh") {
+          const p = kinds[k].make();
+          times[k].push(await pass(ops, p, true));
+          p.dispose();
+        } else {
+          times[k].push(await pass(ops, warm[k], mode === "warm"));
+        }
+      }
+    }
+    for (const p of warm) p.dispose();
+    const med = times.map(median);
+    console.log(
+      `| ${name} | ${mode} | ` +
+        times.map((v, k) => `${med[k].toFixed(0)} (${range(v)})`).join(" | ") +
+        ` | ${(med[0] / med[3]).toFixed(2)}× |`,
+    );
+  }
+}
+await device.queue.onSubmittedWorkDone();
+device.destroy();
+void ortBucketSize;

@@ -1,0 +1,84 @@
+/**
+ * Records the real traces in this folder: TF.js 4.22's WebGPU backend on
+ * Deno's WebGPU, unmodified, through `recordDevice` + `recordBufferPool`.
+ *
+ *   deno task traces:record [name...]    (all when no name is given)
+ *
+ * Writes traces/tfjs-webgpu/<name>.jsonl.gz and checks at every step that
+ * the trace's live and held bytes equal TF.js's own counters.
+ */
+import { startTfjs, tf } from "./_tfjs.ts";
+import { ortMlpVarBatch } from "./_ort.ts";
+import {
+  cnnTraining,
+  kvDecode,
+  mobilenet,
+  transformerVarLen,
+} from "./_models.ts";
+
+const workloads = {
+  "mobilenet-inference": mobilenet,
+  "mobilenet-224-batch2": (rec: Parameters<typeof mobilenet>[0]) =>
+    mobilenet(rec, { passes: 3, size: 224, batch: 2 }),
+  "cnn-training": cnnTraining,
+  "transformer-varlen": transformerVarLen,
+  "kv-decode": kvDecode,
+} as const;
+
+async function gzip(text: string): Promise<Uint8Array> {
+  return new Uint8Array(
+    await new Response(
+      new Blob([text]).stream().pipeThrough(new CompressionStream("gzip")),
+    ).arrayBuffer(),
+  );
+}
+
+const dir = new URL("./tfjs-webgpu/", import.meta.url);
+await Deno.mkdir(dir, { recursive: true });
+const names = Deno.args.length
+  ? Deno.args
+  : [...Object.keys(workloads), "ort-mlp-varbatch"];
+for (const name of names) {
+  if (name === "ort-mlp-varbatch") {
+    const started = performance.now();
+    const rec = await ortMlpVarBatch(`onnxruntime-web 1.22 webgpu ${name}`);
+    const text = rec.recorder.toJsonLines();
+    const gz = await gzip(text);
+    const ortDir = new URL("./onnxruntime-web/", import.meta.url);
+    await Deno.mkdir(ortDir, { recursive: true });
+    await Deno.writeFile(new URL("mlp-varbatch.jsonl.gz", ortDir), gz);
+    console.log(
+      `${name}: ${rec.recorder.events.length} events, ${
+        (gz.length / 1024).toFixed(0)
+      } KiB gz, ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
+    continue;
+  }
+  const run = workloads[name as keyof typeof workloads];
+  if (!run) {
+    throw new Error(
+      `unknown workload ${name}; known: ${Object.keys(workloads).join(", ")}`,
+    );
+  }
+  const started = performance.now();
+  const rec = await startTfjs(`tfjs-webgpu 4.22 ${name}`, { workload: name });
+  await run(rec);
+  rec.finish();
+  const text = rec.recording.recorder.toJsonLines();
+  const gz = new Uint8Array(
+    await new Response(
+      new Blob([text]).stream().pipeThrough(new CompressionStream("gzip")),
+    ).arrayBuffer(),
+  );
+  await Deno.writeFile(new URL(`${name}.jsonl.gz`, dir), gz);
+  const events = rec.recording.recorder.events.length;
+  console.log(
+    `${name}: ${events} events, ${(text.length / 1024).toFixed(0)} KiB (${
+      (gz.length / 1024).toFixed(0)
+    } KiB gz), ${rec.checks.steps} steps checked, ${rec.checks.mismatches} mismatches, ${
+      ((performance.now() - started) / 1000).toFixed(1)
+    } s`,
+  );
+  if (rec.checks.mismatches) Deno.exitCode = 1;
+}
+void tf;
