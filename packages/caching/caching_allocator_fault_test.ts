@@ -69,7 +69,7 @@ class FaultySource implements
     { id: number; bytes: Uint8Array | undefined; hostVisible: boolean }
   > {
   readonly mock = new MockSegmentSource({
-    capacityBytes: 48 * MiB,
+    capacityBytes: 2 * MiB,
     backed: true,
   });
   readonly device = this.mock.device;
@@ -116,8 +116,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant("alloc" as const),
       size: fc.oneof(
-        fc.integer({ min: 0, max: 64 * KiB }),
-        fc.integer({ min: 64 * KiB, max: 3 * MiB }),
+        fc.integer({ min: 0, max: 2 * KiB }),
+        fc.integer({ min: 2 * KiB, max: 96 * KiB }),
       ),
       stream: fc.integer({ min: 0, max: 1 }),
       byId: fc.boolean(),
@@ -179,8 +179,14 @@ interface Waiting {
 async function run(ops: Op[]): Promise<void> {
   const source = new FaultySource();
   // strict mode (junk fill, validate on every call) in half the runs
+  // Pools scaled down 32x (backed segments are real bytes to fill).
   const allocator = new CachingAllocator(source, {
     strict: ops.length % 2 === 0,
+    smallRequestMaxByteLength: 32 * KiB,
+    smallSegmentByteLength: 64 * KiB,
+    largeSegmentByteLength: 640 * KiB,
+    ownSegmentMinByteLength: 320 * KiB,
+    largeRoundByteLength: 64 * KiB,
   });
   const streams = [new FaultyStream(9001), new FaultyStream(9002)];
   const live: Live[] = [];
