@@ -6,9 +6,11 @@ import {
   restoreComputedMembers,
   type TypeScriptApi,
 } from "./_computed_members.ts";
-import { toolsDir } from "./_tools.ts";
+import { ensureTools, toolsDir } from "./_tools.ts";
 import { codeBlocks, relevantErrors, usesUsing } from "./_types_check.ts";
 
+// TypeScript comes from tools/npm, which a fresh clone installs on first use.
+await ensureTools();
 const ts = createRequire(toolsDir)("typescript") as TypeScriptApi;
 
 const source = `
