@@ -49,12 +49,14 @@ function mapPackage(name, imports) {
 const imports = {};
 for (const name of names) mapPackage(name, imports);
 const packages = names.map((name) => name.slice("@allot/".length));
+// Modules meant for Node and Deno only (command-line programs reading files).
+const NODE_ONLY = new Set(["trace/cli.js"]);
 // Every module file of every package, so the page can load each one.
 const modules = Object.fromEntries(packages.map((pkg) => [
   pkg,
   readdirSync(`node_modules/@allot/${pkg}`, { recursive: true })
     .map(String)
-    .filter((file) => file.endsWith(".js"))
+    .filter((file) => file.endsWith(".js") && !NODE_ONLY.has(`${pkg}/${file}`))
     .map((file) => `/node_modules/@allot/${pkg}/${file}`),
 ]));
 

@@ -323,6 +323,39 @@ export const sections = {
     heap.close();
   },
 
+  async trace(env) {
+    const {
+      memoryTimeline,
+      parseTrace,
+      recordDevice,
+      replayTrace,
+      reportHtml,
+      timelineSvg,
+    } = await env.load("trace");
+    const raw = await env.gpuDevice();
+    const { device, recorder, stop } = recordDevice(raw);
+    recorder.step("one");
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+    const a = recorder.withTag(
+      "weights",
+      () => device.createBuffer({ size: 4096, usage }),
+    );
+    const b = device.createBuffer({ size: 1024, usage });
+    device.queue.writeBuffer(b, 0, new Float32Array(256));
+    b.destroy();
+    a.destroy();
+    stop();
+    const trace = parseTrace(recorder.toJsonLines());
+    const ops = trace.events.map((e) => e.op);
+    assert.equal(ops.filter((op) => op === "create").length, 2);
+    assert.equal(ops.filter((op) => op === "destroy").length, 2);
+    const report = replayTrace(trace, { repeat: 1 });
+    assert.equal(report.peakLiveBytes, 5120);
+    const timeline = memoryTimeline(trace);
+    assert.ok(/<html/i.test(reportHtml(timeline, { whatIf: report })));
+    assert.ok(/<svg/.test(timelineSvg(timeline)));
+  },
+
   async watermark(env) {
     const { WatermarkAllocator, WatermarkOutOfMemoryError } = await env.load(
       "watermark",
