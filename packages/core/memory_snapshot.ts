@@ -10,6 +10,8 @@
  */
 
 import { captureCallStack, formatCallStack } from "./call_stack.ts";
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 
 /** Version of the snapshot format written by this package. */
 export const SNAPSHOT_FORMAT_VERSION = 1;
@@ -176,13 +178,16 @@ export class TraceRecorder {
    * Creates an empty recorder.
    *
    * @param options Capacity and stack capture.
-   * @throws {RangeError} When `maxEntries` is not a positive integer.
+   * @throws {InvalidArgumentError} When `maxEntries` is not a positive integer.
    */
   constructor(options: TraceRecorderOptions = {}) {
     const max = options.maxEntries ?? 10000;
     if (!Number.isSafeInteger(max) || max < 1) {
-      throw new RangeError(
-        `Invalid maxEntries: must be a positive integer, received ${max}`,
+      throw new InvalidArgumentError(
+        `Invalid maxEntries: must be a positive integer, received ${
+          describeValue(max)
+        }`,
+        { name: "maxEntries", value: max, limit: "a positive integer" },
       );
     }
     this.maxEntries = max;

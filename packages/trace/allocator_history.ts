@@ -1,3 +1,4 @@
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import { parseStack } from "./frame_kind.ts";
 import {
   type Trace,
@@ -66,8 +67,11 @@ export function fromAllocatorSnapshot(
     snapshot === null || typeof snapshot !== "object" ||
     !Array.isArray(snapshot.history)
   ) {
-    throw new TypeError(
-      "fromAllocatorSnapshot: snapshot must have a history array",
+    throw new InvalidArgumentError(
+      `Cannot convert a snapshot: it must have a history array, received ${
+        describeValue(snapshot)
+      }`,
+      { name: "snapshot", value: snapshot, limit: "an allocator snapshot" },
     );
   }
   const events: TraceEvent[] = [];

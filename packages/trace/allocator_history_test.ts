@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from "@allot/core";
 import assert from "node:assert/strict";
 import { CachingAllocator } from "@allot/caching";
 import { MockSegmentSource } from "@allot/core";
@@ -35,5 +36,5 @@ Deno.test("fromAllocatorSnapshot: offsets of blocks inside their segment", () =>
   assert.equal(ax.buffer, ay.buffer);
   assert.notEqual(ax.offset, ay.offset);
   x.release(), y.release();
-  assert.throws(() => fromAllocatorSnapshot({} as never), TypeError);
+  assert.throws(() => fromAllocatorSnapshot({} as never), InvalidArgumentError);
 });

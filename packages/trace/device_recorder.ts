@@ -1,3 +1,4 @@
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import { TraceRecorder, type TraceRecorderOptions } from "./trace_recorder.ts";
 
 /** The parts of a `GPUBuffer` the recorder touches. */
@@ -66,11 +67,17 @@ export function recordDevice<D extends DeviceLike>(
     device === null || typeof device !== "object" ||
     typeof (device as DeviceLike).createBuffer !== "function"
   ) {
-    throw new TypeError("recordDevice: device must be a GPUDevice");
+    throw new InvalidArgumentError(
+      `Cannot record a device: it must be a GPUDevice, received ${
+        describeValue(device)
+      }`,
+      { name: "device", value: device, limit: "a GPUDevice" },
+    );
   }
   if (Object.hasOwn(device, "createBuffer")) {
-    throw new Error(
-      "recordDevice: this device is already recorded (or patched)",
+    throw new InvalidArgumentError(
+      "Cannot record a device: it is already recorded (or patched)",
+      { name: "device", value: device, limit: "a device not yet recorded" },
     );
   }
   const recorder = options.recorder ?? new TraceRecorder(options);

@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from "@allot/core";
 import assert from "node:assert/strict";
 import {
   captureStack,
@@ -101,7 +102,7 @@ Deno.test("recordDevice lets the device's own error through unchanged", () => {
 });
 
 Deno.test("recordDevice refuses a non-device and a device recorded twice", () => {
-  assert.throws(() => recordDevice({} as GPUDevice), TypeError);
+  assert.throws(() => recordDevice({} as GPUDevice), InvalidArgumentError);
   const d = new FakeDevice() as unknown as GPUDevice;
   recordDevice(d);
   assert.throws(() => recordDevice(d), /already recorded/);
@@ -159,7 +160,7 @@ Deno.test("recordBufferPool records a pool's acquire/release as alloc/free", () 
   const t = parseTrace(rec.recorder.toJsonLines());
   assert.deepEqual(ops(t.events), ["create 0", "alloc 1", "free 1"]);
   assert.equal(t.events.find((e) => e.op === "alloc")!.buffer, 0);
-  assert.throws(() => recordBufferPool({} as never, rec), TypeError);
+  assert.throws(() => recordBufferPool({} as never, rec), InvalidArgumentError);
 });
 
 Deno.test({

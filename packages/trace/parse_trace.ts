@@ -1,3 +1,4 @@
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import { TraceFormatError } from "./trace_error.ts";
 import {
   type FrameKind,
@@ -87,8 +88,11 @@ function header(o: unknown): TraceHeader {
  */
 export function parseTrace(text: string): Trace {
   if (typeof text !== "string") {
-    throw new TypeError(
-      `parseTrace: text must be a string, got ${typeof text}`,
+    throw new InvalidArgumentError(
+      `Cannot parse a trace: text must be a string, received ${
+        describeValue(text)
+      }`,
+      { name: "text", value: text, limit: "a string" },
     );
   }
   const lines = text.split("\n");

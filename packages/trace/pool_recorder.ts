@@ -1,3 +1,4 @@
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
 
 /**
@@ -35,8 +36,15 @@ export function recordBufferPool<D extends DeviceLike>(
     typeof pool.acquireBuffer !== "function" ||
     typeof pool.releaseBuffer !== "function"
   ) {
-    throw new TypeError(
-      "recordBufferPool: pool must have acquireBuffer and releaseBuffer methods",
+    throw new InvalidArgumentError(
+      `Cannot record a pool: it must have acquireBuffer and releaseBuffer methods, received ${
+        describeValue(pool)
+      }`,
+      {
+        name: "pool",
+        value: pool,
+        limit: "acquireBuffer and releaseBuffer methods",
+      },
     );
   }
   const { recorder } = recording;

@@ -1,3 +1,4 @@
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import {
   allotCachingAfterFencePolicy,
   allotCachingQueueOrderPolicy,
@@ -163,8 +164,11 @@ export function replayOps(
   const policies = options.policies ?? DEFAULT_POLICIES;
   const repeat = options.repeat ?? 3;
   if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > 1000) {
-    throw new RangeError(
-      `replay: repeat must be an integer in [1, 1000], got ${repeat}`,
+    throw new InvalidArgumentError(
+      `Cannot replay: repeat must be an integer from 1 to 1000, received ${
+        describeValue(repeat)
+      }`,
+      { name: "repeat", value: repeat, limit: "1 to 1000" },
     );
   }
   const { code, id, size, usage } = ops;
@@ -272,8 +276,11 @@ export function replayTrace(
 ): ReplayReport {
   const usage = options.usage ?? "all";
   if (usage !== "all" && usage !== "storage") {
-    throw new RangeError(
-      `replay: usage must be "all" or "storage", got ${JSON.stringify(usage)}`,
+    throw new InvalidArgumentError(
+      `Cannot replay: usage must be "all" or "storage", received ${
+        describeValue(usage)
+      }`,
+      { name: "usage", value: usage, limit: '"all" or "storage"' },
     );
   }
   const ops = traceOps(trace, usage);

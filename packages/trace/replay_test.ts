@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from "@allot/core";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 // TF.js's own pool, unmodified, to check the exact-size baseline against.
@@ -129,8 +130,11 @@ Deno.test("replay refuses bad options, and keeps policy errors in their row", ()
   const t = parseTrace(
     `{"format":"allot-trace","version":1}\n{"t":0,"op":"alloc","id":0,"size":8,"usage":128}`,
   );
-  assert.throws(() => replayTrace(t, { repeat: 0 }), RangeError);
-  assert.throws(() => replayTrace(t, { usage: "x" as "all" }), RangeError);
+  assert.throws(() => replayTrace(t, { repeat: 0 }), InvalidArgumentError);
+  assert.throws(
+    () => replayTrace(t, { usage: "x" as "all" }),
+    InvalidArgumentError,
+  );
   const bad: PolicyFactory = {
     name: "bad",
     description: "",
