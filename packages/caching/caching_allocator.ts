@@ -11,6 +11,7 @@ import {
   AllotError,
   COMPLETED_FENCE,
   DeferredFrees,
+  describeValue,
   type Device,
   DoubleFreeError,
   type Fence,
@@ -32,6 +33,7 @@ import {
   FREE,
   PENDING,
 } from "./_block_pool.ts";
+import { checkObject, checkStream } from "./_check.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import {
   expandRoundupPower2Divisions,
@@ -378,7 +380,9 @@ function positive(
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value <= 0) {
     throw new InvalidArgumentError(
-      `Invalid ${name}: must be a positive integer, received ${value}`,
+      `Invalid ${name}: must be a positive integer, received ${
+        describeValue(value)
+      }`,
       { name, value, limit: Number.MAX_SAFE_INTEGER },
     );
   }
@@ -388,7 +392,9 @@ function positive(
 function checkMultiple(value: number, granule: number, name: string): void {
   if (value % granule !== 0) {
     throw new InvalidArgumentError(
-      `Invalid ${name}: must be a multiple of the block granule ${granule}, received ${value}`,
+      `Invalid ${name}: must be a multiple of the block granule ${granule}, received ${
+        describeValue(value)
+      }`,
       { name, value, limit: granule },
     );
   }
@@ -402,7 +408,7 @@ function checkFraction(value: number, name: string, max: number): number {
     throw new InvalidArgumentError(
       `Invalid ${name}: must be a number in ${
         name === "memoryFraction" ? "(0, 1]" : "[0, 1)"
-      }, received ${value}`,
+      }, received ${describeValue(value)}`,
       { name, value, limit: 1 },
     );
   }
@@ -683,6 +689,8 @@ export class CachingAllocator<M = unknown> {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
+    checkObject(source, "source");
+    checkObject(options, "options");
     this.source = this.#source = source;
     this.label = options.label ?? "CachingAllocator";
     const requested = validateAlignment(
@@ -735,7 +743,9 @@ export class CachingAllocator<M = unknown> {
     }
     if (ownMin > largeSegment || ownMin <= smallMax) {
       throw new InvalidArgumentError(
-        `Invalid ownSegmentMinByteLength: must be in (${smallMax}, ${largeSegment}], received ${ownMin}`,
+        `Invalid ownSegmentMinByteLength: must be in (${smallMax}, ${largeSegment}], received ${
+          describeValue(ownMin)
+        }`,
         {
           name: "ownSegmentMinByteLength",
           value: ownMin,
@@ -749,7 +759,9 @@ export class CachingAllocator<M = unknown> {
       maxSplit < largeSegment
     ) {
       throw new InvalidArgumentError(
-        `Invalid maxSplitSize: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${maxSplit}`,
+        `Invalid maxSplitSize: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${
+          describeValue(maxSplit)
+        }`,
         { name: "maxSplitSize", value: maxSplit, limit: largeSegment },
       );
     }
@@ -854,7 +866,9 @@ export class CachingAllocator<M = unknown> {
   roundSize(byteLength: number): number {
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
       throw new InvalidArgumentError(
-        `Cannot allocate ${byteLength} bytes: byteLength must be a non-negative integer, received ${byteLength}`,
+        `Cannot allocate: byteLength must be a non-negative integer, received ${
+          describeValue(byteLength)
+        }`,
         {
           name: "byteLength",
           value: byteLength,
@@ -903,6 +917,7 @@ export class CachingAllocator<M = unknown> {
       // The common case of roundSize(), without calls.
       size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
     } else size = this.roundSize(byteLength);
+    if (options !== undefined) checkObject(options, "options");
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
       : this.#checkStream(options.stream);
@@ -952,6 +967,7 @@ export class CachingAllocator<M = unknown> {
     options?: AllocateOptions,
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
+    if (options !== undefined) checkObject(options, "options");
     const stream = this.#checkStream(options?.stream);
     const tag = options?.tag === undefined ? this.#tag : checkTag(options.tag);
     if (this.#deferred.count > 0) this.#deferred.poll();
@@ -1088,7 +1104,9 @@ export class CachingAllocator<M = unknown> {
     const b = this.#lookUp(id);
     if (b === undefined) {
       throw new DoubleFreeError(
-        `Cannot free block id ${id}: it is not a live block of this ${this.label} allocated by id`,
+        `Cannot free block id ${
+          describeValue(id)
+        }: it is not a live block of this ${this.label} allocated by id`,
       );
     }
     this.#freeSlot(b);
@@ -1104,7 +1122,7 @@ export class CachingAllocator<M = unknown> {
 
   #lookUp(id: number): _Block<M> | undefined {
     // ids are below 2^30: integer tests and bit operations suffice
-    if ((id | 0) !== id || id < 0) return undefined;
+    if (typeof id !== "number" || (id | 0) !== id || id < 0) return undefined;
     const slot = id & (ID_SLOTS - 1);
     const b = this.#byId[slot];
     if (
@@ -1118,7 +1136,9 @@ export class CachingAllocator<M = unknown> {
     const b = this.#lookUp(id);
     if (b === undefined) {
       throw new UseAfterFreeError(
-        `Cannot ${what} block id ${id}: it is not a live block of this ${this.label} allocated by id`,
+        `Cannot ${what} block id ${
+          describeValue(id)
+        }: it is not a live block of this ${this.label} allocated by id`,
       );
     }
     return b;
@@ -1170,6 +1190,14 @@ export class CachingAllocator<M = unknown> {
    */
   withTag<T>(tag: string, fn: () => T): T {
     checkTag(tag);
+    if (typeof fn !== "function") {
+      throw new InvalidArgumentError(
+        `Cannot run with tag ${
+          JSON.stringify(tag)
+        }: fn must be a function, received ${describeValue(fn)}`,
+        { name: "fn", value: fn, limit: "function" },
+      );
+    }
     const outer = this.#tag;
     this.#tag = tag;
     try {
@@ -1191,7 +1219,9 @@ export class CachingAllocator<M = unknown> {
     const b = blockOf(block);
     if (b === undefined || block.allocator !== this) {
       throw new DoubleFreeError(
-        `Cannot free ${block}: it is not a block of this ${this.label}`,
+        `Cannot free ${
+          b === undefined ? describeValue(block) : block
+        }: it is not a block of this ${this.label}`,
       );
     }
     if (b === null) {
@@ -1280,7 +1310,9 @@ export class CachingAllocator<M = unknown> {
     const b = blockOf(block);
     if (b === undefined || block.allocator !== this) {
       throw new InvalidArgumentError(
-        `Cannot record a stream on ${block}: it is not a block of this ${this.label}`,
+        `Cannot record a stream on ${
+          b === undefined ? describeValue(block) : block
+        }: it is not a block of this ${this.label}`,
         { name: "block", value: block },
       );
     }
@@ -1400,6 +1432,7 @@ export class CachingAllocator<M = unknown> {
    * @returns The table.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
+    checkObject(options, "options");
     return formatMemorySummary(this.memoryStats(), {
       title: `${this.label} on ${this.device}`,
       ...options,
@@ -1627,17 +1660,7 @@ export class CachingAllocator<M = unknown> {
   // ---- internals ----
 
   #checkStream(stream: Stream | undefined): Stream {
-    if (stream === undefined) return DEFAULT_STREAM;
-    if (
-      typeof stream !== "object" || stream === null ||
-      !Number.isSafeInteger(stream.id) || typeof stream.fence !== "function"
-    ) {
-      throw new InvalidArgumentError(
-        `Invalid stream: must have an integer id and a fence() method, received ${stream}`,
-        { name: "stream", value: stream },
-      );
-    }
-    return stream;
+    return stream === undefined ? DEFAULT_STREAM : checkStream(stream);
   }
 
   #record(

@@ -11,11 +11,13 @@ import {
   AllocatorBase,
   DataPtr,
   type Deleter,
+  describeValue,
   type Device,
   InvalidArgumentError,
   type Stream,
 } from "@allot/core";
-import { CachedBlock, type CachingAllocator } from "./caching_allocator.ts";
+import { CachedBlock, CachingAllocator } from "./caching_allocator.ts";
+import { checkStream } from "./_check.ts";
 
 const releaseBlock: Deleter<CachedBlock> = (block: CachedBlock): void => {
   block.release();
@@ -64,8 +66,16 @@ export class CachingAllocatorAdapter<M = unknown>
    */
   constructor(caching: CachingAllocator<M>, stream?: Stream) {
     super();
+    if (!(caching instanceof CachingAllocator)) {
+      throw new InvalidArgumentError(
+        `Invalid caching: must be a CachingAllocator, received ${
+          describeValue(caching)
+        }`,
+        { name: "caching", value: caching, limit: "CachingAllocator" },
+      );
+    }
     this.caching = caching;
-    this.stream = stream;
+    this.stream = stream === undefined ? undefined : checkStream(stream);
   }
 
   /** The device of the caching allocator. */

@@ -6,6 +6,7 @@
  */
 
 import {
+  describeValue,
   InvalidArgumentError,
   validateAlignment,
   validateByteLength,
@@ -64,7 +65,7 @@ export function expandRoundupPower2Divisions(
       throw new InvalidArgumentError(
         `Invalid roundupPower2Divisions: each entry must be 0 or a power of two up to ${
           2 ** 20
-        }, received ${d}`,
+        }, received ${describeValue(d)}`,
         { name: "roundupPower2Divisions", value: d, limit: 2 ** 20 },
       );
     }

@@ -13,14 +13,17 @@
 
 import {
   alignUp,
+  describeValue,
   DoubleFreeError,
   InvalidArgumentError,
   OutOfMemoryError,
   type Segment,
   type SegmentSource,
+  validateAlignment,
   validateByteLength,
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
+import { checkObject } from "./_check.ts";
 
 /** Options of {@linkcode StepPlannedPool}. */
 export interface StepPlannedPoolOptions {
@@ -164,16 +167,24 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
    */
   constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
+    checkObject(source, "source");
+    checkObject(options, "options");
     const ratio = options.maxHeldRatio ?? 1.1;
     if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
       throw new InvalidArgumentError(
-        `Invalid maxHeldRatio: must be a finite number >= 1, received ${ratio}`,
+        `Invalid maxHeldRatio: must be a finite number >= 1, received ${
+          describeValue(ratio)
+        }`,
         { name: "maxHeldRatio", value: ratio, limit: 1 },
       );
     }
     this.source = source;
     this.maxHeldRatio = ratio;
-    this.#align = Math.max(1, source.alignment);
+    this.#align = validateAlignment(
+      source.alignment,
+      2 ** 30,
+      "source.alignment",
+    );
   }
 
   /** Bytes asked for by blocks live now. */
