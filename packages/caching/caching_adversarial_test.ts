@@ -265,6 +265,14 @@ describe("@allot/caching adversarial", () => {
       (v) => caching.memorySummary(v as object),
       { snapshot: state },
     );
+    refuse(
+      "recordHistory(options)",
+      hostileObjects().filter((h) =>
+        !["undefined", "{}", "[]", "() => {}"].includes(h.name)
+      ),
+      (v) => caching.recordHistory(v as object),
+      { snapshot: state },
+    );
   });
 
   it("CachingAllocatorAdapter refuses hostile sizes, contexts and collaborators", () => {

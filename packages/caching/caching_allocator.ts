@@ -1445,6 +1445,7 @@ export class CachingAllocator<M = unknown> {
    * @param options Recorder options, or `false` to stop.
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
+    if (options !== false) checkObject(options, "options");
     this.#history = options === false ? null : new TraceRecorder(options);
   }
 

@@ -4,7 +4,11 @@
  * @module
  */
 
-import { InvalidArgumentError, UseAfterFreeError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
 import type { _Block } from "./_block.ts";
 import type { PoolKind, WatermarkBuffer } from "./watermark_buffer.ts";
 
@@ -69,7 +73,9 @@ export class _Handle<M> implements WatermarkBuffer<M> {
     const block = this.#live("shape");
     if (!Array.isArray(shape)) {
       throw new InvalidArgumentError(
-        `Cannot set the shape of buffer #${this.id}: must be an array of non-negative integers, received ${shape}`,
+        `Cannot set the shape of buffer #${this.id}: must be an array of non-negative integers, received ${
+          describeValue(shape)
+        }`,
         { name: "shape", value: shape },
       );
     }
@@ -77,7 +83,9 @@ export class _Handle<M> implements WatermarkBuffer<M> {
       const d = shape[i];
       if (!Number.isSafeInteger(d) || d < 0) {
         throw new InvalidArgumentError(
-          `Cannot set the shape of buffer #${this.id}: dimension ${i} must be a non-negative integer, received ${d}`,
+          `Cannot set the shape of buffer #${this.id}: dimension ${i} must be a non-negative integer, received ${
+            describeValue(d)
+          }`,
           { name: `shape[${i}]`, value: d, limit: 0 },
         );
       }

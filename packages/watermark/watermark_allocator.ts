@@ -254,6 +254,16 @@ function defaultXlargeHeap(recommended: number, largeHeap: number): number {
   return Math.max(largeHeap, Math.min(GiB, share));
 }
 
+/** Throws unless `value` is a non-null object (a source, options). */
+function checkObject(value: unknown, name: string): void {
+  if (typeof value !== "object" || value === null) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be an object, received ${describeValue(value)}`,
+      { name, value, limit: "object" },
+    );
+  }
+}
+
 function positiveOption(
   options: Record<string, unknown>,
   name: string,
@@ -264,7 +274,9 @@ function positiveOption(
     typeof value !== "number" || !Number.isSafeInteger(value) || value < 1
   ) {
     throw new InvalidArgumentError(
-      `Invalid ${name}: must be a positive integer, received ${value}`,
+      `Invalid ${name}: must be a positive integer, received ${
+        describeValue(value)
+      }`,
       { name, value, limit: 1 },
     );
   }
@@ -424,6 +436,8 @@ export class WatermarkAllocator<M = unknown>
     options: WatermarkAllocatorOptions<M> = {},
   ) {
     super();
+    checkObject(source, "source");
+    checkObject(options, "options");
     this.#source = source;
     this.device = source.device;
     this.alignment = source.alignment;
@@ -435,7 +449,9 @@ export class WatermarkAllocator<M = unknown>
       (recommended !== Infinity && !Number.isSafeInteger(recommended))
     ) {
       throw new InvalidArgumentError(
-        `Invalid recommendedMaxBytes: must be a positive integer or Infinity, received ${recommended}`,
+        `Invalid recommendedMaxBytes: must be a positive integer or Infinity, received ${
+          describeValue(recommended)
+        }`,
         { name: "recommendedMaxBytes", value: recommended, limit: 1 },
       );
     }
@@ -610,7 +626,9 @@ export class WatermarkAllocator<M = unknown>
       typeof ratio !== "number" || !(ratio >= 0 && ratio <= MAX_RATIO)
     ) {
       throw new InvalidArgumentError(
-        `Invalid high watermark ratio: must be in [0, ${MAX_RATIO}], received ${ratio}`,
+        `Invalid high watermark ratio: must be in [0, ${MAX_RATIO}], received ${
+          describeValue(ratio)
+        }`,
         { name: "highWatermarkRatio", value: ratio, limit: [0, MAX_RATIO] },
       );
     }
@@ -626,7 +644,9 @@ export class WatermarkAllocator<M = unknown>
     const upper = high === 0 ? MAX_RATIO : high;
     if (typeof ratio !== "number" || !(ratio >= 0 && ratio <= upper)) {
       throw new InvalidArgumentError(
-        `Invalid low watermark ratio: must be in [0, ${upper}] (at most the high watermark ratio), received ${ratio}`,
+        `Invalid low watermark ratio: must be in [0, ${upper}] (at most the high watermark ratio), received ${
+          describeValue(ratio)
+        }`,
         { name: "lowWatermarkRatio", value: ratio, limit: [0, upper] },
       );
     }
@@ -970,7 +990,9 @@ export class WatermarkAllocator<M = unknown>
       !Number.isSafeInteger(byteLength) || byteLength < 0 || byteLength > limit
     ) {
       throw new InvalidArgumentError(
-        `Cannot copy ${byteLength} bytes: must be an integer in [0, ${limit}]`,
+        `Cannot copy ${
+          describeValue(byteLength)
+        } bytes: must be an integer in [0, ${limit}]`,
         { name: "byteLength", value: byteLength, limit },
       );
     }
@@ -1001,6 +1023,7 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions,
   ): "private" | "shared" {
+    checkObject(options, "options");
     const max = this.#source.maxSegmentByteLength;
     validateByteLength(byteLength, max);
     if (byteLength === 0) {
@@ -1019,7 +1042,7 @@ export class WatermarkAllocator<M = unknown>
     if (kind !== "private" && kind !== "shared") {
       throw new InvalidArgumentError(
         `Cannot allocate ${byteLength} bytes: pool must be "private" or "shared", received ${
-          JSON.stringify(kind)
+          describeValue(kind)
         }`,
         { name: "pool", value: kind, limit: ["private", "shared"] },
       );
@@ -1667,7 +1690,9 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     throw new InvalidArgumentError(
-      `Cannot ${what} buffer ${buffer}: it is not a buffer of this allocator`,
+      `Cannot ${what} buffer ${
+        describeValue(buffer)
+      }: it is not a buffer of this allocator`,
       { name: "buffer", value: buffer },
     );
   }
@@ -1783,6 +1808,7 @@ export class WatermarkAllocator<M = unknown>
    * @returns The table.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
+    checkObject(options, "options");
     return formatMemorySummary(this.memoryStats(), {
       title: `WatermarkAllocator on ${this.device}`,
       ...options,
@@ -1797,6 +1823,7 @@ export class WatermarkAllocator<M = unknown>
    * @param options Ring size and stack capture, or `false` to stop.
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
+    if (options !== false) checkObject(options, "options");
     this.#history = options === false ? null : new TraceRecorder(options);
   }
 
