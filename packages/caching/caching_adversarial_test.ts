@@ -23,6 +23,11 @@ import {
   hostileObjects,
   HostileTally,
 } from "../core/_test_hostile.ts";
+import {
+  attempt,
+  FaultyFence,
+  FaultySegmentSource,
+} from "../core/_test_faults.ts";
 
 const tally = new HostileTally();
 const numbers = hostileNumbers();
@@ -380,4 +385,42 @@ describe("@allot/caching adversarial", () => {
     );
     pool.validate();
   });
+});
+
+describe("@allot/caching adversarial collaborators", () => {
+  it("a fence whose completed check throws does not brick the allocator", () => {
+    const caching = new CachingAllocator(new MockSegmentSource());
+    const fence = new FaultyFence("completed-throws");
+    const stream = { id: 7, fence: () => fence };
+    const block = caching.allocate(4096);
+    block.recordStream(stream as unknown as ManualStream);
+    attempt(() => block.release());
+    attempt(() => caching.allocate(4096).release());
+    fence.complete();
+    for (let i = 0; i < 3; i++) caching.allocate(4096).release();
+    caching.validate();
+  });
+
+  for (const fault of ["throw", "short", "misaligned"] as const) {
+    it(`a segment source that faults (${fault}) is refused with a typed error, changing nothing`, () => {
+      const source = new FaultySegmentSource(new MockSegmentSource());
+      const caching = new CachingAllocator(source);
+      const live = caching.allocate(1000);
+      const state = () => ({
+        stats: caching.memoryStats(),
+        reserved: caching.reservedBytes,
+        live: live.byteOffset,
+      });
+      source.arm(fault);
+      assertRefused(
+        `allocate() with a ${fault} segment`,
+        () => caching.allocate(8 << 20),
+        { snapshot: state },
+      );
+      tally.add(`segment fault ${fault}`, { calls: 1 });
+      assert.equal(source.fired.get(fault), 1);
+      caching.allocate(8 << 20).release();
+      caching.validate();
+    });
+  }
 });

@@ -6,6 +6,7 @@
  * buffers as they were.
  */
 import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
 import { ManualStream, MockSegmentSource } from "@allot/core";
 import { WatermarkAllocator, type WatermarkAllocatorOptions } from "./mod.ts";
 import {
@@ -18,6 +19,11 @@ import {
   hostileObjects,
   HostileTally,
 } from "../core/_test_hostile.ts";
+import {
+  attempt,
+  FaultyFence,
+  FaultySegmentSource,
+} from "../core/_test_faults.ts";
 
 const KiB = 1024;
 const tally = new HostileTally();
@@ -279,4 +285,41 @@ describe("@allot/watermark adversarial", () => {
       opts,
     );
   });
+});
+
+describe("@allot/watermark adversarial collaborators", () => {
+  it("a fence whose completed check throws does not brick the allocator", () => {
+    const { allocator } = setup();
+    const fence = new FaultyFence("completed-throws");
+    const b = allocator.allocateBuffer(100);
+    allocator.recordEvents([b], fence);
+    attempt(() => b.release());
+    attempt(() => allocator.allocateBuffer(100).release());
+    fence.complete();
+    for (let i = 0; i < 3; i++) allocator.allocateBuffer(100).release();
+    allocator.freeInactiveBuffers();
+  });
+
+  for (const fault of ["throw", "short", "misaligned"] as const) {
+    it(`a segment source that faults (${fault}) is refused with a typed error, changing nothing`, () => {
+      const source = new FaultySegmentSource(
+        new MockSegmentSource({ capacityBytes: 8 << 20 }),
+      );
+      const allocator = new WatermarkAllocator(source, SMALL);
+      const live = allocator.allocateBuffer(100);
+      const state = () => ({
+        stats: allocator.stats(),
+        memory: allocator.memoryStats(),
+        live: live.byteOffset,
+      });
+      source.arm(fault);
+      assertRefused(
+        `allocateBuffer() with a ${fault} segment`,
+        () => allocator.allocateBuffer(100 * KiB),
+        { snapshot: state },
+      );
+      assert.equal(source.fired.get(fault), 1);
+      allocator.allocateBuffer(100 * KiB).release();
+    });
+  }
 });
