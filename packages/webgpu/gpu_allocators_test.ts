@@ -178,6 +178,25 @@ describe("GPU allocators", { skip }, () => {
     });
   }
 
+  it("GpuCachingAllocator labels its GPU buffers with the allocator, the pool and the tag scope", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuCachingAllocator(device);
+    const small = allocator.allocate(64);
+    const large = allocator.caching.withTag(
+      "conv1",
+      () => allocator.allocate(4 << 20),
+    );
+    assert.match(small.buffer.label, /segment#\d+ webgpu small pool$/);
+    assert.match(
+      large.buffer.label,
+      /segment#\d+ webgpu large pool, tag conv1$/,
+    );
+    small.release();
+    large.release();
+    allocator.emptyCache();
+    await allocator.synchronize();
+  });
+
   it("GpuAllocation throws UseAfterFreeError after release", async () => {
     const device = await sharedDevice();
     const allocator = new GpuCachingAllocator(device);
