@@ -1924,7 +1924,7 @@ export class CachingAllocator<M = unknown> {
     const reserved = current(this.#s, RESERVED_BYTES);
     let raw = undefined;
     let segSize = full;
-    if (reserved + full <= allowed) raw = this.#trySegment(full, size);
+    if (reserved + full <= allowed) raw = this.#trySegment(full, size, pool);
     if (raw === undefined && full > size) {
       // A device too small or too full for a whole segment: take just enough.
       // (PyTorch fails here; on small devices this keeps large requests
@@ -1936,11 +1936,11 @@ export class CachingAllocator<M = unknown> {
       if (tight > full) tight = full;
       if (tight < full && reserved + tight <= allowed) {
         segSize = tight;
-        raw = this.#trySegment(tight, size);
+        raw = this.#trySegment(tight, size, pool);
       }
       if (raw === undefined && tight !== size && reserved + size <= allowed) {
         segSize = size;
-        raw = this.#trySegment(size, size);
+        raw = this.#trySegment(size, size, pool);
       }
     }
     if (raw === undefined) return undefined;
@@ -1976,10 +1976,19 @@ export class CachingAllocator<M = unknown> {
     return b;
   }
 
+  /**
+   * Asks the source for a segment labelled with this allocator's label, the
+   * pool and the `withTag()` scope it is made in (GPU buffers carry it, so
+   * a device error names them).
+   */
   #trySegment(
     segSize: number,
     size: number,
+    pool: _BlockPool<M>,
   ): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
+    const where = pool.small ? "small pool" : "large pool";
+    const tag = this.#tag === undefined ? "" : `, tag ${this.#tag}`;
+    this.#segmentOptions.label = `${this.label} ${where}${tag}`;
     return acquireSegment(this.#source, segSize, size, this.#segmentOptions);
   }
 

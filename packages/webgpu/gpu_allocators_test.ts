@@ -17,7 +17,10 @@ import { newDevice, sharedDevice, skip } from "./_test_device.ts";
 type Any = GpuCachingAllocator | GpuWatermarkAllocator;
 
 const makers: [string, (d: GPUDevice) => Any][] = [
-  ["GpuCachingAllocator", (d) => new GpuCachingAllocator(d)],
+  [
+    "GpuCachingAllocator (after-fence)",
+    (d) => new GpuCachingAllocator(d, { reuse: "after-fence" }),
+  ],
   ["GpuWatermarkAllocator", (d) => new GpuWatermarkAllocator(d)],
 ];
 
@@ -178,6 +181,25 @@ describe("GPU allocators", { skip }, () => {
     });
   }
 
+  it("GpuCachingAllocator labels its GPU buffers with the allocator, the pool and the tag scope", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuCachingAllocator(device);
+    const small = allocator.allocate(64);
+    const large = allocator.caching.withTag(
+      "conv1",
+      () => allocator.allocate(4 << 20),
+    );
+    assert.match(small.buffer.label, /segment#\d+ webgpu small pool$/);
+    assert.match(
+      large.buffer.label,
+      /segment#\d+ webgpu large pool, tag conv1$/,
+    );
+    small.release();
+    large.release();
+    allocator.emptyCache();
+    await allocator.synchronize();
+  });
+
   it("GpuAllocation throws UseAfterFreeError after release", async () => {
     const device = await sharedDevice();
     const allocator = new GpuCachingAllocator(device);
@@ -216,10 +238,36 @@ describe("GPU allocators", { skip }, () => {
     assert.deepEqual(await staging.download(a), data);
   });
 
+  it("GpuCachingAllocator by default reuses in queue order: a loop that never awaits holds what it uses", () => {
+    return sharedDevice().then((device) => {
+      const allocator = new GpuCachingAllocator(device);
+      assert.equal(allocator.reuse, "queue-order");
+      const kernels = GpuKernels.of(device);
+      for (let step = 0; step < 300; step++) {
+        const a = allocator.allocate(1 << 16);
+        const b = allocator.allocate(1 << 12);
+        kernels.fill(a, step, { dtype: "f32" });
+        kernels.fill(b, step, { dtype: "f32" });
+        a.release();
+        b.release();
+      }
+      assert.equal(allocator.pendingFreeCount, 0);
+      const stats = allocator.caching.memoryStats();
+      // two live blocks at most, so one small and one large segment at most
+      assert.ok(
+        allocator.source.reservedBytes <= 2 * (20 << 20),
+        `reserved ${allocator.source.reservedBytes}`,
+      );
+      assert.equal(stats.allocatedBytes.all.current, 0);
+      allocator.emptyCache();
+    });
+  });
+
   it("GpuCachingAllocator.allocateAsync() waits for held blocks instead of failing", async () => {
     const device = await sharedDevice();
     const allocator = new GpuCachingAllocator(device, {
       source: { capacityBytes: 4 << 20 },
+      reuse: "after-fence",
     });
     const a = allocator.allocate(3 << 20);
     a.release(); // held for the queue fence

@@ -34,14 +34,19 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
    */
   source?: GpuSegmentSourceOptions;
   /**
+   * `"queue-order"` (the default): a freed range comes back at once, as
+   * PyTorch does for a block used only on its own stream. This is safe for
+   * this allocator's memory: its segments are storage buffers that the CPU
+   * never maps, and every use of them (dispatches, copies, `writeBuffer`)
+   * goes through the device's single queue, which runs later commands after
+   * earlier ones. A loop that never awaits holds no more than it uses.
    * `"after-fence"`: a freed range comes back only once the queue has
    * finished every command buffer submitted before the free
-   * (`onSubmittedWorkDone`). `"queue-order"`: it comes back at once, as
-   * PyTorch does for a block used only on its own stream; safe when every
-   * use of the memory goes through the device's single queue, which orders
-   * later writes after earlier reads.
+   * (`onSubmittedWorkDone`), for callers that touch the memory outside the
+   * queue's order; in a loop that never awaits, freed blocks pile up until it
+   * does.
    *
-   * @default {"after-fence"}
+   * @default {"queue-order"}
    */
   reuse?: GpuReuse;
 }
@@ -59,7 +64,11 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
  * in a segment it can be bound from, and larger requests get their own
  * buffer.
  *
- * @example A freed block waits for the queue
+ * By default (`reuse: "queue-order"`) a freed block serves the next request
+ * at once: the queue runs that request's work after the work already
+ * submitted. With `reuse: "after-fence"` it waits for the queue:
+ *
+ * @example A freed block waits for the queue under after-fence reuse
  * ```ts
  * import { GpuCachingAllocator } from "@allot/webgpu";
  * import assert from "node:assert/strict";
@@ -67,7 +76,7 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
  * const adapter = await navigator.gpu?.requestAdapter();
  * if (adapter) {
  *   const device = await adapter.requestDevice();
- *   const allocator = new GpuCachingAllocator(device);
+ *   const allocator = new GpuCachingAllocator(device, { reuse: "after-fence" });
  *   const a = allocator.allocate(4096);
  *   const where = a.offset;
  *   a.release(); // the queue may still use it
@@ -106,7 +115,7 @@ export class GpuCachingAllocator {
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
-    this.reuse = options.reuse ?? "after-fence";
+    this.reuse = options.reuse ?? "queue-order";
     const maxBinding = this.source.maxBindingByteLength;
     const large = options.largeSegmentByteLength ?? 20 * 2 ** 20;
     const caching: CachingAllocatorOptions = { label: "webgpu", ...options };

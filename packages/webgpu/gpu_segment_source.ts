@@ -228,8 +228,9 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
       return undefined;
     }
     const id = nextBufferId++;
-    const label = options.label ??
-      `${this.#label}:segment#${id}${shared ? " (shared)" : ""}`;
+    const label = `${this.#label}:segment#${id}${shared ? " (shared)" : ""}${
+      options.label === undefined ? "" : ` ${options.label}`
+    }`;
     const device = this.gpuDevice;
     device.pushErrorScope("out-of-memory");
     let buffer: GPUBuffer;
