@@ -94,9 +94,6 @@ const _PLANS = 8;
 /** Steps whose peak live bytes bound the bytes kept. */
 const _WINDOW = 8;
 
-const bySize = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
-  a.byteLength - b.byteLength;
-
 /**
  * A pool for runtimes whose work comes in steps (an inference, a training
  * step, a decoded token): best fit inside exactly sized segments, a plan
@@ -683,13 +680,13 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #index(block: PlannedBlock<M>): void {
-    if (block._seg.arena) _insertSorted(this.#arenaFree, block, byOffset);
-    else _insertSorted(this.#free, block, bySize);
+    if (block._seg.arena) _insertSorted(this.#arenaFree, block, false);
+    else _insertSorted(this.#free, block, true);
   }
 
   #unindex(block: PlannedBlock<M>): void {
-    if (block._seg.arena) _removeSorted(this.#arenaFree, block, byOffset);
-    else _removeSorted(this.#free, block, bySize);
+    if (block._seg.arena) _removeSorted(this.#arenaFree, block, false);
+    else _removeSorted(this.#free, block, true);
   }
 }
 
@@ -701,32 +698,44 @@ function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
   b.byteLength = size;
 }
 
-const byOffset = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
-  a._offset - b._offset;
-
-function _insertSorted<T>(list: T[], item: T, cmp: (a: T, b: T) => number) {
+function _insertSorted<M>(
+  list: PlannedBlock<M>[],
+  item: PlannedBlock<M>,
+  bySize: boolean,
+) {
+  const key = bySize ? item.byteLength : item._offset;
   let lo = 0, hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (cmp(list[mid], item) <= 0) lo = mid + 1;
+    const b = list[mid];
+    if ((bySize ? b.byteLength : b._offset) <= key) lo = mid + 1;
     else hi = mid;
   }
-  list.splice(lo, 0, item);
+  if (lo === list.length) list.push(item);
+  else list.splice(lo, 0, item);
 }
 
-function _removeSorted<T>(list: T[], item: T, cmp: (a: T, b: T) => number) {
+function _removeSorted<M>(
+  list: PlannedBlock<M>[],
+  item: PlannedBlock<M>,
+  bySize: boolean,
+) {
+  const key = bySize ? item.byteLength : item._offset;
   let lo = 0, hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (cmp(list[mid], item) < 0) lo = mid + 1;
+    const b = list[mid];
+    if ((bySize ? b.byteLength : b._offset) < key) lo = mid + 1;
     else hi = mid;
   }
   for (let i = lo; i < list.length; i++) {
-    if (list[i] === item) {
-      list.splice(i, 1);
+    const b = list[i];
+    if (b === item) {
+      if (i === list.length - 1) list.pop();
+      else list.splice(i, 1);
       return;
     }
-    if (cmp(list[i], item) > 0) break;
+    if ((bySize ? b.byteLength : b._offset) > key) break;
   }
   throw new Error("internal: free index lost a block");
 }
