@@ -91,8 +91,11 @@ interface _Plan {
 /** Plans kept for steps that alternate. */
 const _PLANS = 8;
 
+/** Unfollowed plans counted at most: at most 2^5 steps between plans. */
+const _MAX_BACKOFF = 6;
+
 /** Steps whose peak live bytes bound the bytes kept. */
-const _WINDOW = 8;
+const _WINDOW = 64;
 
 /**
  * A pool for runtimes whose work comes in steps (an inference, a training
@@ -141,6 +144,10 @@ export class StepPlannedPool<M = unknown> {
   #recEnd: number[] = [];
   #op = 0;
   #misses = 0;
+  /** fresh plans unfollowed in a row, steps since the last plan */
+  #unfollowed = 0;
+  #sincePlan = 0;
+  #plannedLast = false;
   #step = 0;
   #live = 0;
   #held = 0;
@@ -347,8 +354,24 @@ export class StepPlannedPool<M = unknown> {
   endStep(): void {
     const count = this.#recSize.length;
     if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
-      this.#replan(count);
-      this.#replans++;
+      // a step that differs from the plan made for it: once two fresh
+      // plans in a row went unfollowed, planning work backs off (steps that
+      // never repeat, such as a growing KV cache, plan once every few
+      // steps); a step that follows its plan resets it
+      if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
+        this.#unfollowed++;
+      }
+      const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
+      this.#plannedLast = ++this.#sincePlan >= interval;
+      if (this.#plannedLast) {
+        this.#replan(count);
+        this.#replans++;
+        this.#sincePlan = 0;
+      }
+    } else if (count > 0) {
+      this.#unfollowed = 0;
+      this.#sincePlan = 0;
+      this.#plannedLast = false;
     }
     const window = this.#window;
     window.push(this.#stepPeak);
