@@ -144,6 +144,8 @@ export class StepPlannedPool<M = unknown> {
   #recEnd: number[] = [];
   #op = 0;
   #misses = 0;
+  /** whether this step's requests left every kept plan */
+  #diverged = false;
   /** fresh plans unfollowed in a row, steps since the last plan */
   #unfollowed = 0;
   #sincePlan = 0;
@@ -273,16 +275,18 @@ export class StepPlannedPool<M = unknown> {
     if (item === 0 && this.#plans.length > 0) this.#pick(size);
     const plan = this.#plan;
     if (plan !== undefined) {
-      if (item < plan.count && this.#misses === 0) {
+      if (item < plan.count && !this.#diverged) {
         // the step follows the plan while each request is the planned one;
-        // once it does not, the rest of the step is served by best fit
+        // once it does not, the rest of the step is served by best fit. A
+        // planned range still taken (a block that outlived its step) is one
+        // miss: the requests after it still go where the plan put them
         let p = plan;
         if (size !== p.sizes[item]) p = this.#switch(item, size) ?? p;
         const at = p.offsets[item];
         if (size === p.sizes[item]) {
           if (at >= 0) block = this.#carve(at, size);
           else arenaOk = false;
-        }
+        } else this.#diverged = true;
         if (block === undefined && arenaOk) this.#misses++;
       } else this.#misses++;
     }
@@ -387,6 +391,7 @@ export class StepPlannedPool<M = unknown> {
     this.#recEnd.length = 0;
     this.#op = 0;
     this.#misses = 0;
+    this.#diverged = false;
   }
 
   /**
