@@ -28,7 +28,13 @@ const entries = (await members()).flatMap(entryFiles);
 
 await run("fmt --check", ["fmt", "--check"]);
 await run("lint", ["lint"]);
-await run("type check", ["check", "packages/", "examples/", "scripts/"]);
+await run("type check", [
+  "check",
+  "packages/",
+  "examples/",
+  "scripts/",
+  "guide/",
+]);
 await run(`doc --lint (${entries.length} entry points)`, [
   "doc",
   "--lint",

@@ -491,7 +491,7 @@ describe("CpuHeap fast path", () => {
       fc.property(
         fc.array(
           fc.tuple(fc.boolean(), sizeArb(1 << 16), fc.nat()),
-          { minLength: 1, maxLength: 300 },
+          { minLength: 1, maxLength: 100 },
         ),
         (ops) => {
           const fast = new CpuHeap(1 << 20);

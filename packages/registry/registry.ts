@@ -51,6 +51,31 @@ export class AllocatorNotFoundError extends AllotError {
   }
 }
 
+/**
+ * A buffer was asked for on a device whose memory is not host memory, and
+ * no {@linkcode BufferBackend} was given or registered to move its elements.
+ */
+export class BackendNotFoundError extends AllotError {
+  /** The device of the refused buffer. */
+  readonly device: Device;
+
+  /**
+   * Creates the error.
+   *
+   * @param message What happened and how to register a backend.
+   * @param device The device.
+   */
+  constructor(message: string, device: Device) {
+    super(message);
+    this.device = device;
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === null || typeof value !== "object") return String(value);
+  return value.constructor?.name ?? "Object";
+}
+
 /** Options of {@linkcode Registry.set}. */
 export interface SetAllocatorOptions {
   /**
@@ -60,6 +85,14 @@ export interface SetAllocatorOptions {
    * @default {0}
    */
   priority?: number;
+  /**
+   * The backend that moves elements of buffers on this device when its
+   * memory is not host memory (`new GpuBufferBackend(device)` for WebGPU):
+   * {@linkcode Registry.buffer} uses it unless given one.
+   *
+   * @default {undefined}
+   */
+  backend?: BufferBackend;
 }
 
 /** Options of {@linkcode Registry.storage}. */
@@ -95,9 +128,27 @@ export interface RegistryBufferOptions {
   /**
    * Moves elements when the memory is not host memory (a GPU buffer).
    *
-   * @default {undefined}
+   * @default {the backend registered with the device's allocator}
    */
   backend?: BufferBackend;
+}
+
+/** Live allocations of one device, in {@linkcode RegistryMemory}. */
+export interface DeviceMemory {
+  /** Storages allocated through the registry and not yet freed. */
+  readonly numStorages: number;
+  /** Their bytes. */
+  readonly numBytes: number;
+}
+
+/**
+ * What {@linkcode Registry.memory} reports, like TensorFlow.js's
+ * `tf.memory()`: the storages the registry allocated (through `storage()`
+ * and `buffer()`) that are still alive, in all and per device.
+ */
+export interface RegistryMemory extends DeviceMemory {
+  /** Per device (`"cpu:0"`, `"webgpu:0"`), only devices with live storages. */
+  readonly devices: Readonly<Record<string, DeviceMemory>>;
 }
 
 /** One registration, as {@linkcode Registry.entries} lists it. */
@@ -108,6 +159,8 @@ export interface AllocatorEntry {
   readonly allocator: Allocator;
   /** Its priority. */
   readonly priority: number;
+  /** The backend registered with it, if any. */
+  readonly backend?: BufferBackend;
 }
 
 /**
@@ -180,17 +233,22 @@ function toDevice(target: DeviceTarget): Device {
  */
 export class Registry {
   #entries = new Map<string, AllocatorEntry>();
+  /** Storages allocated here; freed ones are pruned now and then. */
+  #live = new Set<Storage>();
+  #pruneAt = 64;
 
   /**
    * Registers `allocator` for a device or device type, unless one with a
    * higher priority is registered there.
    *
    * @param target A `Device`, `"type:index"`, or a device type.
-   * @param allocator The allocator; its device type must match the target's.
-   * @param options The priority.
+   * @param allocator The allocator; its device type must match the target's,
+   *   and for an exact device (`"cpu:1"`) its device must be that device.
+   * @param options The priority, and the backend for buffers on the device.
    * @returns `true` when the registration took effect.
-   * @throws {InvalidArgumentError} For a bad target or priority, or an
-   * allocator of another device type; nothing changes.
+   * @throws {InvalidArgumentError} For a bad target or priority, an object
+   * without `allocate()`, an allocator of another device (type, or index for
+   * an exact target), or a backend without `read`/`write`; nothing changes.
    */
   set(
     target: DeviceTarget,
@@ -199,6 +257,16 @@ export class Registry {
   ): boolean {
     const { key, type } = resolveTarget(target);
     const priority = validateInteger(options.priority ?? 0, 0, 255, "priority");
+    if (
+      typeof (allocator as Partial<Allocator> | null)?.allocate !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot register ${
+          describe(allocator)
+        } for ${key}: it is not an Allocator (it has no allocate() method)`,
+        { name: "allocator", value: describe(allocator), limit: "Allocator" },
+      );
+    }
     const device = (allocator as { device?: unknown } | null)?.device;
     if (!(device instanceof Device) || device.type !== type) {
       throw new InvalidArgumentError(
@@ -208,9 +276,34 @@ export class Registry {
         { name: "allocator", value: String(device), limit: type },
       );
     }
+    const exact = resolveTarget(target).device;
+    if (exact !== undefined && !exact.equals(device)) {
+      throw new InvalidArgumentError(
+        `Cannot register an allocator of ${device} for ${key}: an exact device target needs an allocator of that device (register it for "${type}" to serve every ${type} device)`,
+        { name: "allocator", value: String(device), limit: key },
+      );
+    }
+    const backend = options.backend;
+    if (
+      backend !== undefined &&
+      (typeof backend?.read !== "function" ||
+        typeof backend?.write !== "function")
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot register a backend for ${key}: ${
+          describe(backend)
+        } is not a BufferBackend (read, write, copy, fill)`,
+        { name: "backend", value: describe(backend), limit: "BufferBackend" },
+      );
+    }
     const current = this.#entries.get(key);
     if (current !== undefined && priority < current.priority) return false;
-    this.#entries.set(key, { target: key, allocator, priority });
+    this.#entries.set(
+      key,
+      backend === undefined
+        ? { target: key, allocator, priority }
+        : { target: key, allocator, priority, backend },
+    );
     return true;
   }
 
@@ -244,9 +337,79 @@ export class Registry {
    * @returns The allocator, or `undefined`.
    */
   tryGet(device: DeviceTarget): Allocator | undefined {
+    return this.#entry(device)?.allocator;
+  }
+
+  /**
+   * The backend registered with the allocator serving a device.
+   *
+   * @param device A `Device`, `"type:index"`, or a device type (index 0).
+   * @returns The backend, or `undefined` when none was registered.
+   */
+  backendOf(device: DeviceTarget): BufferBackend | undefined {
+    return this.#entry(device)?.backend;
+  }
+
+  #entry(device: DeviceTarget): AllocatorEntry | undefined {
     const d = toDevice(device);
-    return (this.#entries.get(String(d)) ?? this.#entries.get(d.type))
-      ?.allocator;
+    return this.#entries.get(String(d)) ?? this.#entries.get(d.type);
+  }
+
+  /**
+   * The storages this registry allocated that are still alive, in all and
+   * per device, like TensorFlow.js's `tf.memory()`. Counts what
+   * {@linkcode Registry.storage} and {@linkcode Registry.buffer} made (a
+   * storage once, however many views share it); memory allocated from an
+   * allocator directly is not seen.
+   *
+   * @returns The counts and bytes.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@allot/registry";
+   * import { CpuAllocator } from "@allot/cpu";
+   * import assert from "node:assert/strict";
+   *
+   * const registry = new Registry();
+   * registry.set("cpu", new CpuAllocator());
+   * using a = registry.buffer("f32", [256]);
+   * using view = a.reshape([16, 16]); // shares a's storage
+   * assert.deepEqual(registry.memory(), {
+   *   numStorages: 1,
+   *   numBytes: 1024,
+   *   devices: { "cpu:0": { numStorages: 1, numBytes: 1024 } },
+   * });
+   * ```
+   */
+  memory(): RegistryMemory {
+    this.#prune();
+    let numStorages = 0, numBytes = 0;
+    const devices: Record<string, { numStorages: number; numBytes: number }> =
+      {};
+    for (const storage of this.#live) {
+      const bytes = storage.byteLength;
+      numStorages++;
+      numBytes += bytes;
+      const key = String(storage.device);
+      const entry = devices[key] ??= { numStorages: 0, numBytes: 0 };
+      entry.numStorages++;
+      entry.numBytes += bytes;
+    }
+    return { numStorages, numBytes, devices };
+  }
+
+  #track(storage: Storage): void {
+    this.#live.add(storage);
+    if (this.#live.size >= this.#pruneAt) {
+      this.#prune();
+      this.#pruneAt = Math.max(64, 2 * this.#live.size);
+    }
+  }
+
+  #prune(): void {
+    for (const storage of this.#live) {
+      if (storage.useCount === 0) this.#live.delete(storage);
+    }
   }
 
   /**
@@ -302,10 +465,12 @@ export class Registry {
     options: RegistryStorageOptions = {},
   ): IntrusivePtr<Storage> {
     const allocator = this.get(options.device ?? "cpu");
-    return Storage.allocate(byteLength, {
+    const ptr = Storage.allocate(byteLength, {
       allocator,
       resizable: options.resizable,
     });
+    this.#track(ptr.target);
+    return ptr;
   }
 
   /**
@@ -314,10 +479,14 @@ export class Registry {
    *
    * @param dtype Element type.
    * @param shape The shape.
-   * @param options Device, fill value and backend.
+   * @param options Device, fill value and backend (default: the one
+   *   registered with the device's allocator).
    * @returns The buffer; release it to free the storage.
    * @throws {AllocatorNotFoundError} When nothing serves the device.
    * @throws {InvalidArgumentError} For a bad dtype or shape.
+   * @throws {BackendNotFoundError} When the memory is not host memory (a
+   *   GPU buffer) and no backend was given or registered: the bytes are
+   *   freed at once, and the message says how to register one.
    *
    * @example
    * ```ts
@@ -333,11 +502,28 @@ export class Registry {
     shape: Shape,
     options: RegistryBufferOptions = {},
   ): Buffer<D> {
-    const allocator = this.get(options.device ?? "cpu");
-    const make = { allocator, backend: options.backend };
-    return options.fill === undefined
-      ? Buffer.empty(dtype, shape, make)
-      : Buffer.filled(dtype, shape, { ...make, value: options.fill });
+    const target = options.device ?? "cpu";
+    const allocator = this.get(target);
+    const backend = options.backend ?? this.backendOf(target);
+    const buffer = Buffer.empty(dtype, shape, { allocator, backend });
+    if (backend === undefined && !buffer.storage.isHost) {
+      const device = buffer.storage.device;
+      buffer.release();
+      throw new BackendNotFoundError(
+        `Cannot make a buffer on ${device} without a backend: its memory is not host memory, so reading, writing and filling it needs one. Register it with the allocator (registry.set("${device.type}", allocator, { backend: new GpuBufferBackend(gpuDevice) }) for WebGPU) or pass { backend }`,
+        device,
+      );
+    }
+    this.#track(buffer.storage);
+    if (options.fill !== undefined) {
+      try {
+        buffer.fill(options.fill);
+      } catch (error) {
+        buffer.release();
+        throw error;
+      }
+    }
+    return buffer;
   }
 }
 

@@ -8,8 +8,10 @@ import {
   InvalidArgumentError,
 } from "@allot/core";
 import { CpuAllocator } from "@allot/cpu";
+import type { Buffer, BufferBackend } from "@allot/storage";
 import {
   AllocatorNotFoundError,
+  BackendNotFoundError,
   defaultRegistry,
   Registry,
 } from "./registry.ts";
@@ -159,5 +161,135 @@ describe("Registry", () => {
     assert.ok(r.set("cpu", mine));
     assert.equal(r.get("cpu:0"), mine);
     r.set("cpu", previous); // restore for other tests
+  });
+
+  it("Registry.set() refuses an allocator of another device index and objects without allocate()", () => {
+    const registry = new Registry();
+    registry.set("cpu:1", new Plain("cpu:1"));
+    const before = registry.entries();
+    assert.throws(
+      () => registry.set("cpu:1", new Plain("cpu:0")),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError &&
+        /allocator of cpu:0 for cpu:1/.test(e.message),
+    );
+    assert.throws(
+      () => registry.set("cpu", { device: Device.cpu() } as unknown as Plain),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError &&
+        /not an Allocator \(it has no allocate\(\) method\)/.test(e.message),
+    );
+    assert.throws(
+      () =>
+        registry.set("cpu", new Plain(), {
+          backend: {} as unknown as BufferBackend,
+        }),
+      InvalidArgumentError,
+    );
+    // a type-level registration serves any index
+    assert.equal(registry.set("cpu", new Plain("cpu:3")), true);
+    assert.deepEqual(registry.entries().slice(0, 1), before);
+  });
+
+  it("Registry.buffer() on non-host memory needs a backend: refused at once without one, used when registered", () => {
+    // an allocator whose memory is not host memory (as a GPU's)
+    class Opaque extends AllocatorBase<object, object> {
+      readonly device = new Device("webgpu", 0);
+      live = 0;
+      allocate(byteLength: number): DataPtr<object, object> {
+        this.live++;
+        return new DataPtr({ opaque: true }, 0, byteLength, this.device, {
+          context: {},
+          deleter: () => void this.live--,
+        });
+      }
+    }
+    const registry = new Registry();
+    const gpu = new Opaque();
+    registry.set("webgpu", gpu as never);
+    assert.throws(
+      () => registry.buffer("f32", [4], { device: "webgpu" }),
+      (e: unknown) =>
+        e instanceof BackendNotFoundError &&
+        String(e.device) === "webgpu:0" &&
+        /backend: new GpuBufferBackend/.test(e.message),
+    );
+    assert.equal(gpu.live, 0); // nothing leaked
+    const fills: number[] = [];
+    const backend: BufferBackend = {
+      name: "fake",
+      copy() {},
+      fill: (_dst, value) => void fills.push(value),
+      write() {},
+      read: () => Promise.resolve(new Float32Array(4)),
+    };
+    registry.set("webgpu", gpu as never, { backend });
+    assert.equal(registry.backendOf("webgpu:0"), backend);
+    using b = registry.buffer("f32", [4], { device: "webgpu", fill: 3 });
+    assert.equal(b.backend, backend);
+    assert.deepEqual(fills, [3]);
+  });
+
+  it("Registry.memory() reports live storages and bytes per device, like tf.memory()", () => {
+    const registry = new Registry();
+    registry.set("cpu", new CpuAllocator());
+    registry.set("wasm", new Plain("wasm:0"));
+    assert.deepEqual(registry.memory(), {
+      numStorages: 0,
+      numBytes: 0,
+      devices: {},
+    });
+    const model: Buffer<"f32">[] = [];
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({
+              op: fc.constant("make" as const),
+              n: fc.integer({ min: 0, max: 64 }),
+              wasm: fc.boolean(),
+            }),
+            fc.record({ op: fc.constant("free" as const), i: fc.nat() }),
+          ),
+          { maxLength: 80 },
+        ),
+        (ops) => {
+          for (const o of ops) {
+            if (o.op === "make") {
+              const b = registry.buffer("f32", [o.n], {
+                device: o.wasm ? "wasm" : "cpu",
+              });
+              model.push(b);
+              // a view shares the storage: counted once
+              b.reshape([o.n]).release();
+            } else if (model.length > 0) {
+              model.splice(o.i % model.length, 1)[0].release();
+            }
+          }
+          const devices: Record<
+            string,
+            { numStorages: number; numBytes: number }
+          > = {};
+          for (const b of model) {
+            const d = devices[String(b.storage.device)] ??= {
+              numStorages: 0,
+              numBytes: 0,
+            };
+            d.numStorages++;
+            d.numBytes += b.storage.byteLength;
+          }
+          const memory = registry.memory();
+          assert.equal(memory.numStorages, model.length);
+          assert.equal(
+            memory.numBytes,
+            model.reduce((s, b) => s + b.storage.byteLength, 0),
+          );
+          assert.deepEqual(memory.devices, devices);
+        },
+      ),
+      { numRuns: 50 },
+    );
+    for (const b of model) b.release();
+    assert.equal(registry.memory().numStorages, 0);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * The allocator used when a caller gives none: one `ArrayBuffer` per
- * allocation, nothing shared. Internal; `@allot/cpu` has the real ones.
+ * allocation, nothing shared. `@allot/cpu` has the pooled ones.
  *
  * @module
  */
@@ -12,8 +12,13 @@ import {
   validateByteLength,
 } from "@allot/core";
 
-/** One `ArrayBuffer` per allocation; the deleter only counts. */
-export class _ArrayBufferAllocator
+/**
+ * The allocator `Buffer` and `Storage` use when given none: one fresh
+ * `ArrayBuffer` per allocation (zero-filled, freed by the garbage collector
+ * once released); the deleter only counts live bytes. Use `@allot/cpu`'s
+ * `CpuAllocator` to pool host memory.
+ */
+export class ArrayBufferAllocator
   extends AllocatorBase<ArrayBuffer, ArrayBuffer> {
   /** The CPU device. */
   readonly device: Device = Device.cpu();
@@ -38,8 +43,17 @@ export class _ArrayBufferAllocator
       },
     });
   }
+
+  /**
+   * Names the allocator for logs and errors.
+   *
+   * @returns `ArrayBufferAllocator(cpu:0, N live bytes)`.
+   */
+  override toString(): string {
+    return `ArrayBufferAllocator(${this.device}, ${this.liveBytes} live bytes)`;
+  }
 }
 
 /** The shared default allocator. */
-export const _defaultAllocator: _ArrayBufferAllocator =
-  new _ArrayBufferAllocator();
+export const _defaultAllocator: ArrayBufferAllocator =
+  new ArrayBufferAllocator();

@@ -181,6 +181,45 @@ export class Buffer<D extends Dtype = Dtype> {
   }
 
   /**
+   * A contiguous buffer whose storage allocates on first use (see
+   * `Storage.lazy`): plan shapes and views first, spend bytes at the first
+   * write. Views of it allocate nothing; its first fill, write, copy or
+   * element access allocates. Its elements are as the allocator returns
+   * them: write before reading.
+   *
+   * @param dtype The element type.
+   * @param shape The shape.
+   * @param options Allocator and backend.
+   * @returns The buffer.
+   * @throws {ShapeError} When the shape is invalid.
+   * @throws {InvalidArgumentError} When the dtype is unknown or the byte
+   * length is too large.
+   *
+   * @example
+   * ```ts
+   * import { Buffer } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using w = Buffer.lazy("f32", [1024, 1024]); // 4 MiB planned, 0 spent
+   * assert.equal(w.storage.isAllocated, false);
+   * w.set([0, 0], 1); // first write: allocates
+   * assert.equal(w.storage.isAllocated, true);
+   * ```
+   */
+  static lazy<D extends Dtype>(
+    dtype: D,
+    shape: Shape,
+    options: BufferOptions = {},
+  ): Buffer<D> {
+    const info = dtypeInfo(dtype);
+    const view = BufferView.contiguous(shape);
+    const storage = Storage.lazy(view.length * info.bytesPerElement, {
+      allocator: options.allocator,
+    });
+    return new Buffer(storage, { dtype, view, backend: options.backend });
+  }
+
+  /**
    * Allocates a contiguous buffer filled with zeros.
    *
    * @param dtype The element type.
@@ -375,6 +414,28 @@ export class Buffer<D extends Dtype = Dtype> {
   /**
    * Whether writing in place is safe and simple: the storage is not shared
    * and the view is contiguous.
+   *
+   * "Not shared" counts every live handle, views included: allot cannot know
+   * whether a view escaped (into a closure, a cache, a returned tensor), and
+   * a runtime that reuses an input's memory for an output (an in-place
+   * `relu` on a dead input) must be sure no one observes the write. So a
+   * live view makes this `false`. Release views when done (or make them
+   * inside `tidy()`), and it is `true` again; to write through views on
+   * purpose (PyTorch's in-place semantics), write without asking.
+   *
+   * @example
+   * ```ts
+   * import { Buffer, tidy } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using x = Buffer.zeros("f32", [2, 2]);
+   * assert.ok(x.canModifyInPlace);
+   * const sum = tidy(() => x.transpose().toData().reduce((a, b) => a + b));
+   * assert.equal(sum, 0);
+   * assert.ok(x.canModifyInPlace); // the transposed view is gone
+   * using view = x.reshape([4]);
+   * assert.ok(!x.canModifyInPlace); // a live view could observe the write
+   * ```
    */
   get canModifyInPlace(): boolean {
     return this.isStorageUnique && this.#view.isContiguous;
@@ -606,6 +667,56 @@ export class Buffer<D extends Dtype = Dtype> {
       );
     }
     return out;
+  }
+
+  /**
+   * A typed array over this buffer's elements in host memory, without a
+   * copy: writes through it change the buffer. For kernel authors who need
+   * the elements as an array of the dtype (`Float32Array` for `f32`). The
+   * view must be contiguous (row-major, so that the array's element `i` is
+   * the buffer's logical element `i`); call `contiguous()` first otherwise.
+   * The array is valid until the storage moves: a `resize()`, or a
+   * `WebAssembly.Memory` that grows, detaches it.
+   *
+   * @returns A typed array of `length` elements of the dtype.
+   * @throws {ShapeError} When the view is not contiguous.
+   * @throws {UnsupportedOperationError} When the storage is not host memory
+   *   (use `read()`), or for `f16` where the runtime lacks `Float16Array`.
+   * @throws {UseAfterFreeError} After release.
+   *
+   * @example Write a kernel's output in place
+   * ```ts
+   * import { Buffer } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using b = Buffer.zeros("f32", [2, 3]);
+   * const out = b.hostView(); // a Float32Array of 6 elements, no copy
+   * for (let i = 0; i < out.length; i++) out[i] = i * i;
+   * assert.equal(b.get([1, 2]), 25);
+   * ```
+   */
+  hostView(): TypedArrayOf<D> {
+    const typed = this.#hostTyped("view");
+    const view = this.#view;
+    if (!view.isContiguous) {
+      throw new ShapeError(
+        `Cannot view a non-contiguous buffer of shape ${
+          _fmt(view.shape)
+        } with strides ${
+          _fmt(view.strides)
+        } as a typed array: call contiguous() first`,
+        {
+          name: "strides",
+          value: view.strides,
+          shape: view.shape,
+          strides: view.strides,
+        },
+      );
+    }
+    return typed.subarray(
+      view.offset,
+      view.offset + view.length,
+    ) as TypedArrayOf<D>;
   }
 
   /**

@@ -261,3 +261,21 @@ describe("ManagedBufferPool under injected faults", () => {
     );
   });
 });
+
+describe("ManagedBufferPool strict mode", () => {
+  it("ManagedBufferPool in strict mode junk-fills released blocks and catches a write through a stale view on reuse", () => {
+    const base = new FirstFitAllocator(Device.cpu(), 1 << 12);
+    const pool = new ManagedBufferPool(base, { strict: true });
+    const a = pool.allocate(64) as DataPtr<ArrayBuffer, unknown>;
+    const stale = new Uint8Array(a.memory, a.byteOffset, 64);
+    stale.fill(7);
+    a.release();
+    assert.ok(stale.every((b) => b === 0xdd), "released block not junk-filled");
+    stale[10] = 1; // write after free
+    assert.throws(() => pool.allocate(64), /byte 10 was written after/);
+    const b = pool.allocate(64);
+    b.release();
+    pool.dispose();
+    assert.equal(base.live.size, 0);
+  });
+});

@@ -12,7 +12,8 @@ import {
 
 /**
  * An element type, named as in WGSL. `bool` is stored as one byte (0 or 1) and
- * read through a `Uint8Array`; `f16` needs a runtime with `Float16Array`.
+ * read through a `Uint8Array`; viewing `f16` elements on the host needs a
+ * runtime with `Float16Array` (without it, f16 buffers still live on a GPU).
  */
 export type Dtype =
   | "f32"
@@ -26,12 +27,21 @@ export type Dtype =
   | "u8"
   | "bool";
 
+/**
+ * `Float16Array` where the compiler's lib declares it (ES2025 and later),
+ * else `Uint16Array`: written without naming the global, so that the types
+ * compile under any `lib` setting (`tsc --strict` with `lib: ["ES2022"]`
+ * included).
+ */
+export type Float16ArrayType = typeof globalThis extends
+  { Float16Array: { prototype: infer P } } ? P : Uint16Array;
+
 /** The typed array that holds each {@linkcode Dtype}. */
 export interface DtypeArrayMap {
   /** 32-bit floats. */
   f32: Float32Array;
   /** 16-bit floats (runtimes with `Float16Array`). */
-  f16: Float16Array;
+  f16: Float16ArrayType;
   /** 64-bit floats. */
   f64: Float64Array;
   /** 32-bit signed integers. */
@@ -95,6 +105,20 @@ function info<D extends Dtype>(
   });
 }
 
+/**
+ * Stands in for `Float16Array` where the runtime lacks it (Node 20): f16
+ * buffers can then be allocated, copied, packed and moved to and from a GPU
+ * (all of which go by bits), and only a host view of their elements throws.
+ */
+class _NoFloat16Array {
+  static readonly BYTES_PER_ELEMENT = 2;
+  constructor() {
+    throw new UnsupportedOperationError(
+      "Cannot view f16 elements on the host: this runtime has no Float16Array (Node 20, older browsers). f16 buffers still allocate, copy and live on the GPU; read their bits through a u16 buffer over the same storage, or use a runtime with Float16Array",
+    );
+  }
+}
+
 const INFOS: { [D in Dtype]?: DtypeInfo<D> } = {
   f32: info("f32", Float32Array),
   f64: info("f64", Float64Array),
@@ -105,7 +129,10 @@ const INFOS: { [D in Dtype]?: DtypeInfo<D> } = {
   i8: info("i8", Int8Array),
   u8: info("u8", Uint8Array),
   bool: info("bool", Uint8Array),
-  ...(F16 === undefined ? {} : { f16: info("f16", F16) }),
+  f16: info(
+    "f16",
+    F16 ?? (_NoFloat16Array as unknown as TypedArrayConstructorOf<"f16">),
+  ),
 };
 
 const ALL: readonly Dtype[] = Object.freeze([
@@ -122,8 +149,10 @@ const ALL: readonly Dtype[] = Object.freeze([
 ]);
 
 /**
- * The dtypes this runtime supports: every {@linkcode Dtype}, less `f16` where
- * `Float16Array` is missing.
+ * The dtypes whose elements this runtime can view on the host: every
+ * {@linkcode Dtype}, less `f16` where `Float16Array` is missing (there, f16
+ * buffers still allocate, copy and live on a GPU; only element access on the
+ * host throws).
  *
  * @returns A frozen list of dtype names.
  *
@@ -140,7 +169,7 @@ export function supportedDtypes(): readonly Dtype[] {
 }
 
 const SUPPORTED: readonly Dtype[] = Object.freeze(
-  ALL.filter((d) => INFOS[d] !== undefined),
+  ALL.filter((d) => d !== "f16" || F16 !== undefined),
 );
 
 /**
@@ -149,8 +178,9 @@ const SUPPORTED: readonly Dtype[] = Object.freeze(
  * @param dtype A dtype name.
  * @returns The frozen facts.
  * @throws {InvalidArgumentError} When `dtype` is not a dtype name.
- * @throws {UnsupportedOperationError} For `f16` on a runtime without
- * `Float16Array`.
+ * Where `Float16Array` is missing, `f16`'s `arrayType` is a stand-in that
+ * throws {@linkcode UnsupportedOperationError} when constructed: the facts
+ * are there, only host views of the elements are refused.
  *
  * @example Look up a dtype
  * ```ts
@@ -165,11 +195,6 @@ const SUPPORTED: readonly Dtype[] = Object.freeze(
 export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
   const found = INFOS[dtype] as DtypeInfo<D> | undefined;
   if (found !== undefined) return found;
-  if (dtype === "f16") {
-    throw new UnsupportedOperationError(
-      "Cannot use dtype f16: this runtime has no Float16Array",
-    );
-  }
   throw new InvalidArgumentError(
     `Unknown dtype: expected one of ${ALL.join(", ")}, received ${
       describeValue(dtype)

@@ -33,6 +33,12 @@
 export { AllocationStrategy } from "./allocation_strategy.ts";
 export type { PooledStrategyOptions } from "./allocation_strategy.ts";
 export { Buffer } from "./buffer.ts";
+/**
+ * `Buffer` under a name that does not shadow Node's global `Buffer`: the
+ * same class (`TensorBuffer === Buffer`).
+ */
+export { Buffer as TensorBuffer } from "./buffer.ts";
+export { ArrayBufferAllocator } from "./_default_allocator.ts";
 export type {
   BufferFromStorageOptions,
   BufferOptions,
@@ -55,11 +61,12 @@ export type {
   Dtype,
   DtypeArrayMap,
   DtypeInfo,
+  Float16ArrayType,
   TypedArrayConstructorOf,
   TypedArrayOf,
 } from "./dtype.ts";
-export { keep, tidy } from "./tidy.ts";
-export type { TidyHandle } from "./tidy.ts";
+export { isBufferOwner, keep, ownedBuffers, tidy } from "./tidy.ts";
+export type { BufferOwner, TidyHandle } from "./tidy.ts";
 export { BufferPool } from "./buffer_pool.ts";
 export type { BufferPoolOptions, PoolStats } from "./buffer_pool.ts";
 export { DynBuffer } from "./dyn_buffer.ts";
@@ -68,4 +75,9 @@ export { ManagedBufferPool } from "./managed_buffer_pool.ts";
 export type { ManagedBufferPoolOptions } from "./managed_buffer_pool.ts";
 export type { ShapeErrorDetails } from "./errors.ts";
 export { Storage } from "./storage.ts";
+/**
+ * `Storage` under a name that does not shadow the DOM's `Storage`
+ * (`localStorage`'s type): the same class (`TensorStorage === Storage`).
+ */
+export { Storage as TensorStorage } from "./storage.ts";
 export type { StorageOptions } from "./storage.ts";

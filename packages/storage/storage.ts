@@ -20,6 +20,9 @@ import {
 } from "@allot/core";
 import { _defaultAllocator } from "./_default_allocator.ts";
 
+/** Set by `Storage.lazy` around its constructor call. */
+let lazyBytes: number | undefined;
+
 /** Options of {@linkcode Storage.allocate} and the constructor. */
 export interface StorageOptions {
   /**
@@ -69,7 +72,10 @@ let nextId = 1;
 export class Storage extends IntrusiveTarget {
   /** A stable identifier, unique in this process. */
   readonly id: number;
-  #data: DataPtr;
+  /** `undefined` while a lazy storage has not allocated yet. */
+  #data: DataPtr | undefined;
+  /** The byte length a lazy storage will allocate. */
+  #lazyBytes = 0;
   #allocator: Allocator;
   #resizable: boolean;
 
@@ -83,12 +89,17 @@ export class Storage extends IntrusiveTarget {
    */
   constructor(data: DataPtr, options: StorageOptions = {}) {
     super();
-    if (data.released) {
+    if (lazyBytes !== undefined) {
+      // Storage.lazy(): no allocation until the bytes are first needed
+      this.#data = undefined;
+      this.#lazyBytes = lazyBytes;
+    } else if (data.released) {
       throw new UseAfterFreeError(
         `Cannot make a storage from ${data}: the pointer was released`,
       );
+    } else {
+      this.#data = data;
     }
-    this.#data = data;
     this.#allocator = options.allocator ?? _defaultAllocator;
     this.#resizable = options.resizable ?? false;
     this.id = nextId++;
@@ -125,18 +136,87 @@ export class Storage extends IntrusiveTarget {
   }
 
   /**
-   * The allocation.
+   * A storage of `byteLength` bytes that allocates them only when they are
+   * first needed (Caffe2's `mutable_data`): shapes, views and plans can be
+   * made first, and bytes spent only for what is written. The allocation
+   * happens at the first access to {@linkcode Storage.data} (a buffer's
+   * first write, read, fill or copy, `bytes()`, `isHost`); `byteLength`,
+   * `device` and views need none. A storage released before that never
+   * allocates. Like {@linkcode Storage.allocate}, the bytes are as the
+   * allocator returns them (write before you read).
+   *
+   * @param byteLength Number of bytes it will hold.
+   * @param options Allocator and `resizable`.
+   * @returns The owning handle.
+   * @throws {InvalidArgumentError} When `byteLength` is not a non-negative
+   * safe integer.
+   *
+   * @example Plan first, allocate on first write
+   * ```ts
+   * import { Buffer, Storage } from "@allot/storage";
+   * import assert from "node:assert/strict";
+   *
+   * using b = Buffer.lazy("f32", [16]);
+   * using m = b.reshape([4, 4]); // views allocate nothing
+   * assert.equal(b.storage.isAllocated, false);
+   * m.fill(1);
+   * assert.equal(b.storage.isAllocated, true);
+   * using s = Storage.lazy(1 << 20); // released unused: never allocated
+   * assert.equal(s.target.byteLength, 1 << 20);
+   * ```
+   */
+  static lazy(
+    byteLength: number,
+    options: StorageOptions = {},
+  ): IntrusivePtr<Storage> {
+    validateByteLength(byteLength);
+    lazyBytes = byteLength;
+    try {
+      return IntrusivePtr.make(
+        new Storage(undefined as unknown as DataPtr, options),
+      );
+    } finally {
+      lazyBytes = undefined;
+    }
+  }
+
+  /**
+   * The allocation; a lazy storage allocates it now.
    *
    * @throws {UseAfterFreeError} After the storage was freed.
    */
   get data(): DataPtr {
     if (this.resourcesReleased) this.#throwFreed("data");
-    return this.#data;
+    return this.#data ??= this.#materialize();
+  }
+
+  /** The first allocation of a lazy storage, with `allocate`'s checks. */
+  #materialize(): DataPtr {
+    const byteLength = this.#lazyBytes;
+    const data = this.#allocator.allocate(byteLength);
+    if (data.byteLength < byteLength || data.released) {
+      const got = data.released
+        ? "a released block"
+        : `${data.byteLength} bytes`;
+      if (!data.released) data.release();
+      throw new ContractViolationError(
+        `Cannot allocate lazy storage ${this.id} of ${byteLength} bytes: the allocator returned ${got}`,
+      );
+    }
+    return data;
+  }
+
+  /**
+   * Whether the bytes are allocated: `false` only for a
+   * {@linkcode Storage.lazy} storage that has not been touched yet.
+   */
+  get isAllocated(): boolean {
+    return this.#data !== undefined;
   }
 
   /** Number of bytes owned (0 after `reset`). */
   get byteLength(): number {
-    return this.#data.byteLength;
+    return this.#data?.byteLength ?? this.#lazyBytes;
   }
 
   /** The allocator the bytes came from. */
@@ -146,7 +226,7 @@ export class Storage extends IntrusiveTarget {
 
   /** The device of the allocation. */
   get device(): Device {
-    return this.#data.device;
+    return this.#data?.device ?? this.#allocator.device;
   }
 
   /** Whether `resize` may replace the allocation. */
@@ -160,7 +240,7 @@ export class Storage extends IntrusiveTarget {
    * them.
    */
   get isHost(): boolean {
-    return !this.resourcesReleased && isHostMemory(this.#data.memory);
+    return !this.resourcesReleased && isHostMemory(this.data.memory);
   }
 
   /**
@@ -193,6 +273,12 @@ export class Storage extends IntrusiveTarget {
    * @throws {UseAfterFreeError} After the storage was freed.
    */
   resize(byteLength: number): void {
+    if (this.resourcesReleased) this.#throwFreed("data");
+    if (this.#data === undefined && this.#resizable) {
+      validateByteLength(byteLength);
+      this.#lazyBytes = byteLength; // nothing to copy yet
+      return;
+    }
     const old = this.data;
     if (!this.#resizable) {
       throw new UnsupportedOperationError(
@@ -235,6 +321,11 @@ export class Storage extends IntrusiveTarget {
    * @throws {UseAfterFreeError} After the storage was freed.
    */
   reset(): void {
+    if (this.resourcesReleased) this.#throwFreed("data");
+    if (this.#data === undefined) {
+      this.#lazyBytes = 0;
+      return;
+    }
     const old = this.data;
     this.#data = this.#allocator.allocate(0);
     old.release();
@@ -246,14 +337,14 @@ export class Storage extends IntrusiveTarget {
    * @returns The description.
    */
   override toString(): string {
-    return `Storage(id=${this.id}, ${this.#data.device}, byteLength=${this.#data.byteLength}${
-      this.resourcesReleased ? ", freed" : ""
-    })`;
+    return `Storage(id=${this.id}, ${this.device}, byteLength=${this.byteLength}${
+      this.#data === undefined ? ", lazy" : ""
+    }${this.resourcesReleased ? ", freed" : ""})`;
   }
 
   /** Frees the allocation; runs once, when the last strong reference goes. */
   protected override releaseResources(): void {
-    this.#data.release();
+    this.#data?.release();
   }
 
   #throwFreed(what: string): never {

@@ -22,6 +22,59 @@ export interface TidyHandle {
   release(): void;
 }
 
+/**
+ * The protocol by which a runtime's own classes (a `Tensor` wrapping a
+ * `Buffer`, a parameter list, a model) tell {@linkcode tidy} and
+ * {@linkcode keep} which buffers they own: a method under this symbol that
+ * returns them. A `tidy()` that returns such an object keeps those buffers
+ * (and what they in turn own); `keep(wrapper)` keeps them all.
+ *
+ * It is `Symbol.for("allot.ownedBuffers")`, so two copies of this package in
+ * one program agree on it.
+ *
+ * @example A tensor class that tidy() understands
+ * ```ts
+ * import { Buffer, type BufferOwner, ownedBuffers, tidy } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * class Tensor implements BufferOwner {
+ *   constructor(readonly buffer: Buffer<"f32">) {}
+ *   [ownedBuffers]() {
+ *     return [this.buffer];
+ *   }
+ *   dispose(): void {
+ *     this.buffer.release();
+ *   }
+ * }
+ *
+ * using a = Buffer.fromData("f32", [1, 2, 3, 4], { shape: [2, 2] });
+ * const t = tidy(() => new Tensor(a.transpose().contiguous()));
+ * assert.equal(t.buffer.released, false); // kept: the Tensor owns it
+ * assert.ok(a.isStorageUnique); // the transposed view was released
+ * t.dispose();
+ * ```
+ */
+export const ownedBuffers: unique symbol = Symbol.for("allot.ownedBuffers");
+
+/**
+ * An object that owns buffers: see {@linkcode ownedBuffers}.
+ */
+export interface BufferOwner {
+  /**
+   * The buffers (or other owners) this object owns.
+   *
+   * @returns Them, in any iterable.
+   */
+  [ownedBuffers](): Iterable<unknown>;
+}
+
+/** Whether `value` implements the {@linkcode BufferOwner} protocol. */
+export function isBufferOwner(value: unknown): value is BufferOwner {
+  return (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as Partial<BufferOwner>)[ownedBuffers] === "function";
+}
+
 /** The open scopes, innermost last; each holds the handles made in it. */
 const scopes: Set<TidyHandle>[] = [];
 
@@ -51,8 +104,10 @@ export function _adopt(inner: TidyHandle, outer: TidyHandle): void {
 /**
  * Runs `fn` and releases every buffer made while it ran (views, copies,
  * pooled buffers, `DynBuffer`s), except those it returns and those passed to
- * {@linkcode keep}. Returned buffers (alone, or inside arrays and plain
- * objects, at any depth) move to the enclosing scope, so an outer `tidy()`
+ * {@linkcode keep}. Returned buffers (alone, or inside arrays, plain
+ * objects, `Map`s, `Set`s and objects that implement the
+ * {@linkcode BufferOwner} protocol, such as a runtime's `Tensor` class, at
+ * any depth) move to the enclosing scope, so an outer `tidy()`
  * still releases them. Buffers released inside are skipped. When `fn` throws,
  * everything made in it is released and the error goes on.
  *
@@ -134,18 +189,35 @@ export function tidy<T>(fn: () => T): T {
  * views[0].release();
  * ```
  */
-export function keep<B extends TidyHandle>(buffer: B): B {
+export function keep<B extends TidyHandle | BufferOwner>(buffer: B): B {
+  const owner = isBufferOwner(buffer);
   if (
-    typeof buffer !== "object" || buffer === null ||
-    typeof (buffer as Partial<TidyHandle>).release !== "function"
+    !owner && (typeof buffer !== "object" || buffer === null ||
+      typeof (buffer as Partial<TidyHandle>).release !== "function")
   ) {
     throw new InvalidArgumentError(
-      `keep() takes a buffer; got ${describe(buffer)}`,
+      `keep() takes a buffer or a BufferOwner; got ${describe(buffer)}`,
       { name: "buffer", value: describe(buffer) },
     );
   }
-  for (const scope of scopes) scope.delete(buffer);
+  const handles = new Set<TidyHandle>();
+  if (owner) {
+    // everything the owner reaches, whatever scope tracks it
+    const all = new Set<TidyHandle>();
+    for (const scope of scopes) for (const h of scope) all.add(h);
+    collect(buffer, all, handles, new Set());
+  }
+  if (!owner || isTidyHandle(buffer)) handles.add(buffer as TidyHandle);
+  for (const scope of scopes) {
+    for (const handle of handles) scope.delete(handle);
+  }
   return buffer;
+}
+
+function isTidyHandle(value: unknown): value is TidyHandle {
+  return typeof value === "object" && value !== null &&
+    typeof (value as Partial<TidyHandle>).release === "function" &&
+    "released" in value;
 }
 
 /** Closes the innermost scope: releases what it tracked but `kept`. */
@@ -177,6 +249,20 @@ function collect(
   seen.add(value);
   if (scope.has(value as TidyHandle)) {
     kept.add(value as TidyHandle);
+    if (!isBufferOwner(value)) return;
+  }
+  if (isBufferOwner(value)) {
+    for (const item of value[ownedBuffers]()) {
+      collect(item, scope, kept, seen);
+    }
+    return;
+  }
+  if (value instanceof Map) {
+    for (const item of value.values()) collect(item, scope, kept, seen);
+    return;
+  }
+  if (value instanceof Set) {
+    for (const item of value) collect(item, scope, kept, seen);
     return;
   }
   if (Array.isArray(value)) {

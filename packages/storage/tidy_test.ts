@@ -5,7 +5,7 @@ import { modelRuns } from "../core/_test_faults.ts";
 import { InvalidArgumentError } from "@allot/core";
 import { Buffer } from "./buffer.ts";
 import { DynBuffer } from "./dyn_buffer.ts";
-import { keep, tidy } from "./tidy.ts";
+import { type BufferOwner, keep, ownedBuffers, tidy } from "./tidy.ts";
 
 /** One step of a program run inside a scope. */
 type Op =
@@ -198,5 +198,60 @@ describe("tidy", () => {
     tidy(() => outside.reshape([4]).release());
     assert.ok(!outside.released);
     outside.release();
+  });
+
+  it("tidy() keeps the buffers of a returned wrapper class (the BufferOwner protocol)", () => {
+    class Tensor implements BufferOwner {
+      constructor(readonly buffer: Buffer<"f32">) {}
+      [ownedBuffers](): Buffer<"f32">[] {
+        return [this.buffer];
+      }
+    }
+    class Layer implements BufferOwner {
+      constructor(readonly weight: Tensor, readonly bias: Tensor) {}
+      *[ownedBuffers](): Iterable<Tensor> {
+        yield this.weight;
+        yield this.bias;
+      }
+    }
+    using m = Buffer.fromData("f32", [1, 2, 3, 4], { shape: [2, 2] });
+    let scratch: Buffer<"f32"> | undefined;
+    const layer = tidy(() => {
+      scratch = m.transpose();
+      const inner = tidy(() => new Tensor(scratch!.contiguous()));
+      return new Layer(inner, new Tensor(m.reshape([4])));
+    });
+    assert.equal(layer.weight.buffer.released, false);
+    assert.equal(layer.bias.buffer.released, false);
+    assert.deepEqual([...layer.weight.buffer.toData()], [1, 3, 2, 4]);
+    assert.ok(scratch?.released);
+    // a wrapper inside a Map and a Set is kept too
+    const [map, set] = tidy(() =>
+      [
+        new Map([["t", new Tensor(m.reshape([4, 1]))]]),
+        new Set([new Tensor(m.reshape([1, 4]))]),
+      ] as const
+    );
+    assert.equal(map.get("t")!.buffer.released, false);
+    assert.equal([...set][0].buffer.released, false);
+    // keep(wrapper) keeps what it owns; the rest of the scope is released
+    let kept: Tensor | undefined;
+    let dropped: Buffer<"f32"> | undefined;
+    tidy(() => {
+      kept = keep(new Tensor(m.reshape([4])));
+      dropped = m.reshape([4]);
+    });
+    assert.equal(kept!.buffer.released, false);
+    assert.ok(dropped!.released);
+    for (
+      const b of [
+        layer.weight.buffer,
+        layer.bias.buffer,
+        map.get("t")!.buffer,
+        [...set][0].buffer,
+        kept!.buffer,
+      ]
+    ) b.release();
+    assert.ok(m.isStorageUnique);
   });
 });

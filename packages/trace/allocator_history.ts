@@ -1,6 +1,5 @@
-import { classifyFrame, parseStackText } from "./call_stack.ts";
+import { parseStack } from "./frame_kind.ts";
 import {
-  type StackFrame,
   type Trace,
   TRACE_FORMAT,
   TRACE_VERSION,
@@ -84,17 +83,7 @@ export function fromAllocatorSnapshot(
     if (sid === undefined) {
       sid = stackIds.size;
       stackIds.set(s, sid);
-      const frames: StackFrame[] = parseStackText(s).map((at) => ({
-        at,
-        kind: classifyFrame(at),
-      }));
-      const user = frames.filter((f) => f.kind === "user");
-      events.push({
-        t,
-        op: "stack",
-        sid,
-        frames: user.concat(frames.filter((f) => f.kind !== "user")),
-      });
+      events.push({ t, op: "stack", sid, frames: parseStack(s) });
     }
     return sid;
   };

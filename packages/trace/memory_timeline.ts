@@ -223,13 +223,3 @@ export function memoryTimeline(trace: Trace): MemoryTimeline {
     hasAllocs,
   };
 }
-
-/** Bytes as `1.5 MiB`, `412 B`. */
-export function formatBytes(n: number): string {
-  if (!Number.isFinite(n)) return String(n);
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let u = 0, v = Math.abs(n);
-  while (v >= 1024 && u < units.length - 1) v /= 1024, u++;
-  const s = u === 0 ? String(v) : v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0);
-  return (n < 0 ? "-" : "") + s + " " + units[u];
-}

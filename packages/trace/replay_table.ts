@@ -1,4 +1,4 @@
-import { formatBytes } from "./memory_timeline.ts";
+import { formatBytes } from "@allot/core";
 import type { ReplayReport } from "./replay.ts";
 
 /** A plain-text side-by-side table of a replay. */

@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
-import {
-  formatBytes,
-  memoryReport,
-  memoryTimeline,
-  parseTrace,
-} from "./mod.ts";
+import { formatBytes } from "@allot/core";
+import { memoryReport, memoryTimeline, parseTrace } from "./mod.ts";
 import { haveBrowser, launch } from "./_test_browser.ts";
 
 const OUT = new URL("../../.out/", import.meta.url);

@@ -1,4 +1,5 @@
-import { formatBytes, type MemoryTimeline } from "./memory_timeline.ts";
+import { formatBytes } from "@allot/core";
+import type { MemoryTimeline } from "./memory_timeline.ts";
 import type { ReplayReport } from "./replay.ts";
 import { PALETTE, tagGroups, timelineSvg } from "./timeline_svg.ts";
 import { _REPORT_SCRIPT } from "./_report_script.ts";

@@ -1,4 +1,5 @@
-import { formatBytes, type MemoryTimeline } from "./memory_timeline.ts";
+import { formatBytes } from "@allot/core";
+import type { MemoryTimeline } from "./memory_timeline.ts";
 
 /** Colors of the tag bands (the last one is "other"). */
 export const PALETTE: readonly string[] = [

@@ -1,4 +1,4 @@
-import { captureCallStack, type CaptureOptions } from "./call_stack.ts";
+import { captureStack, type StackCaptureOptions } from "./frame_kind.ts";
 import {
   formatTrace,
   type Trace,
@@ -20,7 +20,7 @@ export interface TraceRecorderOptions {
   /** Stacks for `create`/`alloc` only (default), for every event, or none. */
   readonly stacks?: StackCapture;
   /** Stack capture options (depth, classification). */
-  readonly capture?: Omit<CaptureOptions, "skip">;
+  readonly capture?: StackCaptureOptions;
   /** The clock, in milliseconds (default `performance.now`). */
   readonly now?: () => number;
 }
@@ -36,7 +36,7 @@ export class TraceRecorder {
   readonly #t0: number;
   readonly #header: TraceHeader;
   readonly #stacks: StackCapture;
-  readonly #capture: Omit<CaptureOptions, "skip">;
+  readonly #capture: StackCaptureOptions;
   #last = 0;
   #tag: string | undefined;
   #nextId = 0;
@@ -132,7 +132,7 @@ export class TraceRecorder {
     if (
       this.#stacks === "all" || (allocation && this.#stacks === "allocations")
     ) {
-      const frames = captureCallStack({ ...this.#capture, skip: skip + 1 });
+      const frames = captureStack(this.#capture, skip + 1);
       const key = JSON.stringify(frames);
       let sid = this.#stackIds.get(key);
       if (sid === undefined) {

@@ -233,6 +233,8 @@ export class GpuBufferBackend implements BufferBackend {
         temp.destroy();
       }
     }
+    // A kernel that failed on the device fails the read, not silently.
+    await this.kernels.flush();
     return new info.arrayType(bytes.buffer, 0, length);
   }
 

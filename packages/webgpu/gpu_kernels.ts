@@ -8,6 +8,7 @@
 import { _Usage } from "./_flags.ts";
 import {
   alignUp,
+  AllotError,
   InvalidArgumentError,
   UnsupportedOperationError,
   validateInteger,
@@ -170,6 +171,8 @@ export class GpuKernels {
   #meta: GPUBuffer | undefined;
   #metaData = new Uint32Array(META_WORDS);
   #dispatches = 0;
+  #pending = new Set<Promise<void>>();
+  #failure: GpuKernelError | undefined;
 
   /**
    * The shared kernels of `device`, one instance per device.
@@ -221,8 +224,10 @@ export class GpuKernels {
    *
    * @param src The source range; the layout's element indices count from
    * its start.
-   * @param layout Shape, strides and offset of the view, in elements (rank
-   * at most `MAX_RANK`).
+   * @param layout Shape, strides and offset of the view, in elements. Any
+   * rank: above `MAX_RANK` (16), dimensions that are one run in memory are
+   * folded, and what stays above runs as one dispatch per index of the
+   * leading dimensions.
    * @param dst The destination range.
    * @param options Element type and destination offset.
    * @throws {InvalidArgumentError} For a bad layout, a view reaching outside
@@ -235,7 +240,7 @@ export class GpuKernels {
     dst: GpuBinding,
     options: ContiguousOptions,
   ): void {
-    this.#strided("copy a strided view", src, layout, dst, undefined, options);
+    this.#anyRank("copy a strided view", src, layout, dst, undefined, options);
   }
 
   /**
@@ -276,12 +281,102 @@ export class GpuKernels {
       );
     }
     if (_isRowMajor(dstLayout)) {
-      this.#strided(what, src, srcLayout, dst, undefined, {
+      this.#anyRank(what, src, srcLayout, dst, undefined, {
         dtype,
         dstOffset: dstLayout.offset,
       });
     } else {
-      this.#strided(what, src, srcLayout, dst, dstLayout, { dtype });
+      this.#anyRank(what, src, srcLayout, dst, dstLayout, { dtype });
+    }
+  }
+
+  /**
+   * Views of any rank (storage allows 64): folds dimensions that are one
+   * run in memory on both sides; when the rank is still above `MAX_RANK`,
+   * validates the whole copy first, then runs one dispatch per index of the
+   * leading dimensions.
+   */
+  #anyRank(
+    what: string,
+    src: GpuBinding,
+    layout: StridedLayout,
+    dst: GpuBinding,
+    dstLayout: StridedLayout | undefined,
+    options: ContiguousOptions,
+  ): void {
+    if (!Array.isArray(layout?.shape) || layout.shape.length <= MAX_RANK) {
+      this.#strided(what, src, layout, dst, dstLayout, options);
+      return;
+    }
+    _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
+    const size = dtypeByteSize(options?.dtype);
+    this.#checkBinding(src, what, size);
+    this.#checkBinding(dst, what, size);
+    // validate the whole copy before anything is dispatched
+    const source = _reach(what, layout, "", src.size / size, 64);
+    const dstOffset = dstLayout === undefined
+      ? validateInteger(options.dstOffset ?? 0, 0, 0xffffffff, "dstOffset")
+      : dstLayout.offset;
+    const target = dstLayout === undefined
+      ? { lo: dstOffset, hi: dstOffset + source.count - 1 }
+      : _reach(what, dstLayout, "destination ", dst.size / size, 64);
+    const dstElements = Math.floor(dst.size / size);
+    if (source.count > 0 && target.hi >= dstElements) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: ${source.count} elements at offset ${dstOffset} do not fit the destination of ${dstElements} elements`,
+        { name: "dstOffset", value: target.hi + 1, limit: dstElements },
+      );
+    }
+    if (source.count === 0) return;
+    const srcStart = src.offset + source.lo * size;
+    const srcEnd = src.offset + (source.hi + 1) * size;
+    const dstStart = dst.offset + target.lo * size;
+    const dstEnd = dst.offset + (target.hi + 1) * size;
+    if (src.buffer === dst.buffer && srcStart < dstEnd && dstStart < srcEnd) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: source bytes [${srcStart}, ${srcEnd}) and destination bytes [${dstStart}, ${dstEnd}) overlap in one buffer`,
+        { name: "dst", value: [dstStart, dstEnd], limit: [srcStart, srcEnd] },
+      );
+    }
+    const denseDst = dstLayout === undefined
+      ? _rowMajorStrides(layout.shape)
+      : dstLayout.strides;
+    const folded = _fold(layout.shape, layout.strides, denseDst);
+    const lead = Math.max(0, folded.shape.length - MAX_RANK);
+    const inner = {
+      shape: folded.shape.slice(lead),
+      srcStrides: folded.a.slice(lead),
+      dstStrides: folded.b.slice(lead),
+    };
+    const index = new Array<number>(lead).fill(0);
+    for (;;) {
+      let srcOffset = layout.offset;
+      let dstAt = dstOffset;
+      for (let d = 0; d < lead; d++) {
+        srcOffset += index[d] * folded.a[d];
+        dstAt += index[d] * folded.b[d];
+      }
+      const innerSrc = {
+        shape: inner.shape,
+        strides: inner.srcStrides,
+        offset: srcOffset,
+      };
+      if (dstLayout === undefined) {
+        this.#strided(what, src, innerSrc, dst, undefined, {
+          dtype: options.dtype,
+          dstOffset: dstAt,
+        });
+      } else {
+        this.#strided(what, src, innerSrc, dst, {
+          shape: inner.shape,
+          strides: inner.dstStrides,
+          offset: dstAt,
+        }, { dtype: options.dtype });
+      }
+      let d = lead - 1;
+      while (d >= 0 && ++index[d] === folded.shape[d]) index[d--] = 0;
+      if (d < 0) break;
     }
   }
 
@@ -294,6 +389,7 @@ export class GpuKernels {
     options: ContiguousOptions,
   ): void {
     _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
     const dtype = options?.dtype;
     const size = dtypeByteSize(dtype);
     this.#checkBinding(src, what, size);
@@ -470,6 +566,7 @@ export class GpuKernels {
   ): void {
     const what = "copy bytes";
     _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
     this.#checkBinding(src, what, 1);
     this.#checkBinding(dst, what, 1);
     const srcByteOffset = validateInteger(
@@ -552,6 +649,7 @@ export class GpuKernels {
   fill(dst: GpuBinding, value: number, options: FillOptions): void {
     const what = "fill";
     _assertAlive(this.gpuDevice, what);
+    this.#throwFailure();
     const dtype = options?.dtype;
     const size = dtypeByteSize(dtype);
     this.#checkBinding(dst, what, size);
@@ -673,7 +771,7 @@ export class GpuKernels {
       device.limits.maxComputeWorkgroupsPerDimension,
     );
     const pipeline = kernelPipeline(device, kernel);
-    this.#meta ??= device.createBuffer({
+    const meta = this.#meta ??= device.createBuffer({
       label: `${this.#label}:kernel-meta`,
       size: META_WORDS * 4,
       usage: _Usage.STORAGE | _Usage.COPY_DST,
@@ -682,12 +780,39 @@ export class GpuKernels {
     // buffer serves every dispatch as long as each is submitted at once.
     device.queue.writeBuffer(this.#meta, 0, this.#metaData);
     const label = `${this.#label}:${kernel.name}`;
+    // Every dispatch runs inside error scopes, so a validation or
+    // out-of-memory error becomes a GpuKernelError (thrown by the next
+    // kernel call or by flush()) instead of an uncaptured device error.
+    device.pushErrorScope("out-of-memory");
+    device.pushErrorScope("validation");
+    try {
+      this.#encode(device, label, pipeline, bound, meta, x, y);
+    } finally {
+      this.#watch(
+        kernel.name,
+        label,
+        device.popErrorScope(),
+        device.popErrorScope(),
+      );
+    }
+    this.#dispatches++;
+  }
+
+  #encode(
+    device: GPUDevice,
+    label: string,
+    pipeline: GPUComputePipeline,
+    bound: _Bound,
+    meta: GPUBuffer,
+    x: number,
+    y: number,
+  ): void {
     const group = device.createBindGroup({
       label,
       layout: pipeline.getBindGroupLayout(0),
       entries: [
         ...bound.entries,
-        { binding: bound.entries.length, resource: { buffer: this.#meta } },
+        { binding: bound.entries.length, resource: { buffer: meta } },
       ],
     });
     const encoder = device.createCommandEncoder({ label });
@@ -697,8 +822,132 @@ export class GpuKernels {
     pass.dispatchWorkgroups(x, y);
     pass.end();
     device.queue.submit([encoder.finish()]);
-    this.#dispatches++;
   }
+
+  #watch(
+    kernel: string,
+    label: string,
+    validation: Promise<GPUError | null>,
+    memory: Promise<GPUError | null>,
+  ): void {
+    const settled = Promise.all([validation, memory]).then(
+      ([invalid, oom]) => {
+        const error = invalid ?? oom;
+        if (error && this.#failure === undefined) {
+          this.#failure = new GpuKernelError(
+            `Kernel ${kernel} (${label}) failed on the device: ${error.message}`,
+            {
+              kernel,
+              label,
+              kind: invalid ? "validation" : "out-of-memory",
+            },
+          );
+        }
+      },
+      () => {/* the device was lost: DeviceLostError reports it */},
+    ).finally(() => this.#pending.delete(settled));
+    this.#pending.add(settled);
+  }
+
+  /** Throws (once) the error a previous dispatch raised on the device. */
+  #throwFailure(): void {
+    const failure = this.#failure;
+    if (failure !== undefined) {
+      this.#failure = undefined;
+      throw failure;
+    }
+  }
+
+  /**
+   * Waits until the device has validated every dispatch submitted so far,
+   * and throws the first error one of them raised.
+   *
+   * @returns Resolves when every dispatch so far passed.
+   * @throws {GpuKernelError} When a dispatch failed validation or ran out of
+   * memory on the device.
+   */
+  async flush(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+    this.#throwFailure();
+  }
+}
+
+/** Details of a {@linkcode GpuKernelError}. */
+export interface GpuKernelErrorDetails {
+  /** The kernel's name. */
+  kernel: string;
+  /** The label of its command encoder, pass and bind group. */
+  label: string;
+  /** Which error scope caught it. */
+  kind: "validation" | "out-of-memory";
+}
+
+/**
+ * A dispatch of allot's kernels failed on the device (caught by an error
+ * scope): thrown by the next kernel call on the same {@linkcode GpuKernels},
+ * or by {@linkcode GpuKernels.flush} (which `Buffer.read()` on WebGPU
+ * awaits).
+ */
+export class GpuKernelError extends AllotError {
+  /** The kernel's name. */
+  readonly kernel: string;
+  /** The label of its command encoder, pass and bind group. */
+  readonly label: string;
+  /** Which error scope caught it. */
+  readonly kind: "validation" | "out-of-memory";
+
+  /**
+   * Creates the error.
+   *
+   * @param message What failed.
+   * @param details Kernel, label and kind.
+   */
+  constructor(message: string, details: GpuKernelErrorDetails) {
+    super(message);
+    this.kernel = details.kernel;
+    this.label = details.label;
+    this.kind = details.kind;
+  }
+}
+
+/** Row-major strides of a shape. */
+function _rowMajorStrides(shape: readonly number[]): number[] {
+  const strides = new Array<number>(shape.length);
+  let step = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    strides[d] = step;
+    step *= shape[d];
+  }
+  return strides;
+}
+
+/**
+ * Drops dimensions of extent 1 and merges neighbours that are one run in
+ * both stride lists (`a[d] = a[d+1]·shape[d+1]`, same for `b`), keeping the
+ * row-major order of the elements.
+ */
+function _fold(
+  shape: readonly number[],
+  a: readonly number[],
+  b: readonly number[],
+): { shape: number[]; a: number[]; b: number[] } {
+  const out = { shape: [] as number[], a: [] as number[], b: [] as number[] };
+  for (let d = 0; d < shape.length; d++) {
+    if (shape[d] === 1) continue;
+    const k = out.shape.length - 1;
+    if (
+      k >= 0 && out.a[k] === a[d] * shape[d] && out.b[k] === b[d] * shape[d]
+    ) {
+      out.shape[k] *= shape[d];
+      out.a[k] = a[d];
+      out.b[k] = b[d];
+    } else {
+      out.shape.push(shape[d]);
+      out.a.push(a[d]);
+      out.b.push(b[d]);
+    }
+  }
+  return out;
 }
 
 /** Whether a layout is row-major contiguous from its offset. */
@@ -717,6 +966,7 @@ function _reach(
   layout: StridedLayout,
   role: string,
   bindingElements: number,
+  maxRank: number = MAX_RANK,
 ): { count: number; lo: number; hi: number } {
   const { shape, strides } = layout;
   const rank = shape?.length;
@@ -726,10 +976,10 @@ function _reach(
       { name: "layout", value: layout },
     );
   }
-  if (rank > MAX_RANK) {
+  if (rank > maxRank) {
     throw new InvalidArgumentError(
-      `Cannot ${what}: ${role}rank must be at most ${MAX_RANK}, received ${rank}`,
-      { name: "shape", value: rank, limit: MAX_RANK },
+      `Cannot ${what}: ${role}rank must be at most ${maxRank}, received ${rank}`,
+      { name: "shape", value: rank, limit: maxRank },
     );
   }
   if (strides.length !== rank) {

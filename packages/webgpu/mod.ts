@@ -13,8 +13,17 @@
  * - {@linkcode GpuKernels}: WGSL strided-to-contiguous and strided-to-strided
  *   copies, byte copies at any offsets, fill; pipelines cached per device.
  * - {@linkcode GpuBufferBackend}: `@allot/storage` `Buffer`s on GPU memory.
+ * - {@linkcode bindBuffers}: bind group entries for a kernel over allot
+ *   buffers that WebGPU accepts (aliasing rules checked, typed
+ *   {@linkcode BindingAliasError}); {@linkcode gpuBufferOf},
+ *   {@linkcode bindingOf}, {@linkcode createUniformBuffer} for kernel authors.
  * - {@linkcode DeviceLostError}: what every handle throws once its device is
  *   lost.
+ *
+ * Types of sibling packages that appear in signatures here (`Allocator`,
+ * `CachedBlock`, `Dtype`, ...) are documented and exported by those packages:
+ * import them from `@allot/core`, `@allot/caching`, `@allot/storage` and
+ * `@allot/watermark`.
  *
  * @example Tensors on the GPU: zero-copy views, packed by a kernel
  * ```ts
@@ -39,6 +48,7 @@
  * @module
  */
 
+export * from "./buffer_access.ts";
 export * from "./device_lost_error.ts";
 export * from "./dtype.ts";
 export * from "./gpu_binding.ts";
@@ -46,6 +56,7 @@ export * from "./gpu_kernels.ts";
 export * from "./gpu_segment_source.ts";
 export * from "./gpu_staging.ts";
 export * from "./kernel.ts";
+export * from "./kernel_bindings.ts";
 export * from "./queue_stream.ts";
 export * from "./gpu_allocation.ts";
 export * from "./gpu_allocator_adapter.ts";
@@ -53,68 +64,3 @@ export * from "./gpu_caching_allocator.ts";
 export * from "./gpu_planned_allocator.ts";
 export * from "./gpu_watermark_allocator.ts";
 export * from "./gpu_buffer_backend.ts";
-// Types of sibling packages that appear in this package's signatures, so its
-// documentation is complete; import them from their own packages in code.
-export type {
-  Allocator,
-  AllocatorBase,
-  AllotError,
-  DataPtr,
-  Deleter,
-  Device,
-  DeviceType,
-  Fence,
-  IntrusiveTarget,
-  LeakDetector,
-  LeakReport,
-  Segment,
-  SegmentRequestOptions,
-  SegmentSource,
-  StatValues,
-  Stream,
-  UniqueVoidPtr,
-} from "@allot/core";
-export type {
-  AllocateOptions,
-  BlockSnapshot,
-  BlockState,
-  CachedBlock,
-  CachingAllocator,
-  CachingAllocatorOptions,
-  MemorySnapshot,
-  MemoryStats,
-  MemorySummaryOptions,
-  RoundupPower2Divisions,
-  SegmentSnapshot,
-  StatArray,
-  TraceAction,
-  TraceEntry,
-  TraceRecorderOptions,
-} from "@allot/caching";
-export type {
-  AnyTypedArray,
-  BufferBackend,
-  BufferView,
-  Dtype,
-  DtypeArrayMap,
-  Shape,
-  SliceOptions,
-  Storage,
-  StridedBinding,
-} from "@allot/storage";
-export type {
-  AllocateBufferOptions,
-  BufferCallback,
-  BufferEvent,
-  BufferEventType,
-  HostViewFunction,
-  PoolKind,
-  ReleaseReason,
-  WatermarkAllocator,
-  WatermarkAllocatorOptions,
-  WatermarkBlockSnapshot,
-  WatermarkBuffer,
-  WatermarkSegmentSnapshot,
-  WatermarkSnapshot,
-  WatermarkStats,
-} from "@allot/watermark";

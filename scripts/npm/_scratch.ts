@@ -84,6 +84,8 @@ export async function installScratch(): Promise<string> {
     console.log(`npm: packed ${name} -> ./packs/${tarball}`);
   }
   dependencies["webgpu"] = await pinnedVersion("webgpu");
+  // For the strict-types check: TypeScript code that imports `node:*`.
+  dependencies["@types/node"] = await pinnedVersion("@types/node");
   const manifest = {
     name: "allot-npm-scratch",
     private: true,

@@ -33,6 +33,11 @@ import {
 } from "../_workspace.ts";
 import { bin, ensureTools, pinnedVersion, toolsDir } from "./_tools.ts";
 import {
+  computedMembers,
+  restoreComputedMembers,
+  type TypeScriptApi,
+} from "./_computed_members.ts";
+import {
   importedPackages,
   parseNpmSpecifier,
   stripComments,
@@ -46,13 +51,12 @@ export function packageDir(member: Member): string {
   return `${outDir}${member.pkg}/`;
 }
 
-interface TypeScript {
+interface TypeScript extends TypeScriptApi {
   version: string;
   transpileModule(
     input: string,
     options: { compilerOptions: Record<string, unknown>; fileName: string },
   ): { outputText: string; diagnostics?: unknown[] };
-  ScriptTarget: Record<string, number>;
   ModuleKind: Record<string, number>;
 }
 
@@ -190,6 +194,27 @@ async function buildMember(
     } else if (path.endsWith(".d.ts")) {
       let text = await Deno.readTextFile(path);
       for (const name of importedPackages(text)) used.add(name);
+      // `deno pack` drops `[Symbol.dispose]()` and the other members with
+      // computed names; copy them back from the source.
+      const rel = path.slice(dir.length).replace(/\.d\.ts$/, ".ts");
+      const source = await readOptional(abs(`${member.dir}/${rel}`));
+      if (source !== undefined) {
+        try {
+          const restored = restoreComputedMembers(
+            ts,
+            rel,
+            text,
+            computedMembers(ts, rel, source),
+          );
+          if (restored.added.length) {
+            text = restored.text;
+            await Deno.writeTextFile(path, text);
+            notes.push(`${rel}: restored ${restored.added.join(", ")}`);
+          }
+        } catch (error) {
+          problems.push((error as Error).message);
+        }
+      }
       if (/\bGPU[A-Z][A-Za-z]*\b/.test(stripComments(text))) {
         needsGpuTypes = true;
         if (!text.includes(`types="${webgpuTypes}"`)) {

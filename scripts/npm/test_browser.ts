@@ -18,6 +18,7 @@ import {
   unbuiltMembers,
 } from "./_scratch.ts";
 import { ensureTools, toolsDir } from "./_tools.ts";
+import { writeGuide } from "./_guide.ts";
 
 if (import.meta.main) {
   await ensureTools();
@@ -29,6 +30,7 @@ if (import.meta.main) {
   ) {
     await Deno.copyFile(abs(`tests/npm/${file}`), `${dir}${file}`);
   }
+  await writeGuide(dir);
   try {
     await exec(["node", "browser_check.mjs", toolsDir], { cwd: dir });
   } catch (error) {

@@ -2,7 +2,10 @@
  * `deno task test:node`: packs the npm build, installs the tarballs into a
  * scratch project and runs `tests/npm/node_check.mjs` there on Node (real
  * code against every package, and the WebGPU path through the `webgpu` npm
- * package on Dawn's OpenGL ES backend).
+ * package on Dawn's OpenGL ES backend). Before that, `tsc --strict` compiles
+ * every README and example snippet that uses `using`, the guide and the
+ * runtime-style samples against the installed types
+ * (`scripts/npm/_types_check.ts`).
  *
  * @module
  */
@@ -10,12 +13,44 @@
 import { abs, exec } from "../_workspace.ts";
 import { installScratch, unbuiltMembers } from "./_scratch.ts";
 import { ensureTools } from "./_tools.ts";
+import { writeGuide } from "./_guide.ts";
+import { collectSnippets, typesCheck } from "./_types_check.ts";
+
+/**
+ * Runs `guide/runtime.ts` on Node against the installed tarballs (lowered to
+ * JavaScript by `writeGuide`; its types were checked by the strict check),
+ * through `tests/npm/guide_check.mjs`.
+ */
+async function runGuide(dir: string): Promise<void> {
+  await writeGuide(dir);
+  await Deno.copyFile(
+    abs("tests/npm/guide_check.mjs"),
+    `${dir}guide_check.mjs`,
+  );
+  await exec(["node", "guide_check.mjs"], {
+    cwd: dir,
+    env: { EGL_PLATFORM: "surfaceless" },
+  });
+}
 
 if (import.meta.main) {
   await ensureTools();
   const dir = await installScratch();
   for (const file of ["node_check.mjs", "sections.mjs"]) {
     await Deno.copyFile(abs(`tests/npm/${file}`), `${dir}${file}`);
+  }
+  let failed = false;
+  try {
+    await typesCheck(dir, await collectSnippets());
+  } catch (error) {
+    console.error(`types check failed: ${(error as Error).message}`);
+    failed = true;
+  }
+  try {
+    await runGuide(dir);
+  } catch (error) {
+    console.error(`guide check failed: ${(error as Error).message}`);
+    failed = true;
   }
   try {
     await exec(["node", "node_check.mjs"], {
@@ -26,6 +61,7 @@ if (import.meta.main) {
     console.error(`node check failed: ${(error as Error).message}`);
     Deno.exit(1);
   }
+  if (failed) Deno.exit(1);
   const missing = await unbuiltMembers();
   if (missing.length) {
     console.error(

@@ -31,8 +31,44 @@ const env = {
   log: (line) => lines.push(line),
 };
 
+/** The guide (guide/runtime.ts) in the browser, on its own WebGPU. */
+async function guide() {
+  const { train } = await import("./guide_runtime.mjs");
+  let gpu;
+  try {
+    gpu = await env.gpuDevice();
+  } catch {
+    gpu = undefined;
+  }
+  const report = await train(gpu);
+  const problems = [];
+  if (!(report.lastLoss < 0.05)) problems.push(`last loss ${report.lastLoss}`);
+  if (report.memoryAfterTraining.numStorages !== 7) {
+    problems.push(`live storages ${report.memoryAfterTraining.numStorages}`);
+  }
+  if (report.storagesAtEnd !== 0) problems.push(`left ${report.storagesAtEnd}`);
+  if (gpu && report.gpuMatches !== true) problems.push("GPU step differs");
+  const name = `guide: 2-layer MLP, loss ${report.firstLoss.toFixed(4)} -> ${
+    report.lastLoss.toFixed(4)
+  }, GPU step ${report.gpuMatches ?? "skipped"}`;
+  return { name, ok: problems.length === 0, error: problems.join(", ") };
+}
+
 try {
   const result = await runAll(packages, env);
+  if (packages.includes("webgpu") && packages.includes("registry")) {
+    const g = await guide().catch((error) => ({
+      name: "guide",
+      ok: false,
+      error: String(error?.stack ?? error),
+    }));
+    result.results.push(g);
+    lines.push(
+      `  ${g.ok ? "ok  " : "FAIL"} ${g.name}${g.ok ? "" : `\n${g.error}`}`,
+    );
+    if (g.ok) result.passed++;
+    else result.failed++;
+  }
   globalThis.__allotResult = {
     ...result,
     lines,

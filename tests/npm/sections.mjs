@@ -448,6 +448,53 @@ export const composition = {
 };
 
 /**
+ * f16 buffers that live on the GPU and are never viewed on the host work on
+ * runtimes without `Float16Array` (Node 20): filled, transposed and packed
+ * by the kernels, checked through their raw bits; a host view alone is
+ * refused, with a message that says why.
+ */
+export const f16OnGpu = {
+  needs: ["registry", "storage", "webgpu"],
+  async run(env) {
+    const { Registry } = await env.load("registry");
+    const { GpuBufferBackend, GpuCachingAllocator, gpuBufferOf, bindingOf } =
+      await env.load("webgpu");
+    const device = await env.gpuDevice();
+    const registry = new Registry();
+    const gpu = new GpuCachingAllocator(device);
+    registry.set("webgpu", gpu.asAllocator(), {
+      backend: new GpuBufferBackend(device),
+    });
+    const a = registry.buffer("f16", [3, 4], { device: "webgpu", fill: 1.5 });
+    const t = a.transpose();
+    const packed = t.contiguous();
+    assert.equal(packed.isContiguous, true);
+    const range = bindingOf(packed);
+    const bits = await readBack(
+      device,
+      gpuBufferOf(packed),
+      range.offset,
+      24,
+    );
+    // 1.5 in IEEE half precision is 0x3e00
+    assert.deepEqual(
+      [...new Uint16Array(bits.buffer, 0, 12)],
+      new Array(12).fill(0x3e00),
+    );
+    assert.equal(registry.memory().numStorages, 1);
+    if (typeof globalThis.Float16Array === "undefined") {
+      assert.throws(() => packed.hostView(), Error);
+      await packed.read().then(
+        () => assert.ok(false, "read() of f16 needs Float16Array"),
+        (e) => assert.ok(/no Float16Array/.test(e.message), e.message),
+      );
+    }
+    for (const b of [packed, t, a]) b.release();
+    await gpu.synchronize();
+  },
+};
+
+/**
  * Runs the environment check and every installed package's section.
  *
  * @param {string[]} packages Installed `@allot/*` folder names.
@@ -488,6 +535,12 @@ export async function runAll(packages, env) {
     await check(
       "composition: a strided tensor view packed on WebGPU equals the CPU's",
       composition.run,
+    );
+  }
+  if (f16OnGpu.needs.every((pkg) => packages.includes(pkg))) {
+    await check(
+      "f16 on the GPU without host views (Float16Array optional)",
+      f16OnGpu.run,
     );
   }
   const failed = results.filter((r) => !r.ok).length;

@@ -1,0 +1,81 @@
+import { captureCallStack, isAllotFrame } from "@allot/core";
+import type { FrameKind, StackFrame } from "./trace_format.ts";
+
+/** Options of {@linkcode captureStack}. */
+export interface StackCaptureOptions {
+  /** Frames kept at most (default 64; V8 keeps 10 unless told). */
+  readonly depth?: number;
+  /** Classifies a frame; the default is {@linkcode classifyFrame}. */
+  readonly classify?: (at: string) => FrameKind;
+}
+
+const RUNTIME =
+  /(node_modules|registry\.npmjs\.org|\/npm\/|ext:|node:|deno:|native|<anonymous>|chrome-extension:)/;
+
+/**
+ * Where a frame comes from: `allot` for allot's packages (`@allot/core`'s
+ * `isAllotFrame`), `runtime` for libraries, runtimes and the host (npm
+ * packages, `ext:`, `node:`), `user` for the rest.
+ */
+export function classifyFrame(at: string): FrameKind {
+  if (isAllotFrame(at)) return "allot";
+  if (RUNTIME.test(at)) return "runtime";
+  return "user";
+}
+
+/**
+ * Captures the caller's stack with `@allot/core`'s `captureCallStack` (up to
+ * `depth` frames, V8's limit raised for the capture and restored), marks
+ * each frame and orders them user-first (each group innermost first).
+ * `skip` drops that many of the caller's own frames.
+ */
+export function captureStack(
+  options: StackCaptureOptions = {},
+  skip = 0,
+): StackFrame[] {
+  const frames = captureCallStack({
+    maxFrames: options.depth ?? 64,
+    skipFrames: skip + 1,
+  });
+  return userFirst(
+    frames.map((f) => f.text),
+    options.classify ?? classifyFrame,
+  );
+}
+
+/**
+ * Reads stack text into frames, user-first: V8's `Error.stack` lines
+ * (`    at f (file:1:2)`) or `@allot/core`'s `formatCallStack` lines (one frame
+ * a line, allot's prefixed `[allot] `).
+ */
+export function parseStack(
+  text: string,
+  classify: (at: string) => FrameKind = classifyFrame,
+): StackFrame[] {
+  const frames: StackFrame[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line === "Error" || line.startsWith("Error:")) continue;
+    if (line.startsWith("[allot] ")) {
+      frames.push({ at: line.slice(8), kind: "allot" });
+    } else {
+      const at = line.startsWith("at ") ? line.slice(3) : line;
+      frames.push({ at, kind: classify(at) });
+    }
+  }
+  const user = frames.filter((f) => f.kind === "user");
+  return user.concat(frames.filter((f) => f.kind !== "user"));
+}
+
+function userFirst(
+  frames: readonly string[],
+  classify: (at: string) => FrameKind,
+): StackFrame[] {
+  const user: StackFrame[] = [];
+  const rest: StackFrame[] = [];
+  for (const at of frames) {
+    const kind = classify(at);
+    (kind === "user" ? user : rest).push({ at, kind });
+  }
+  return user.concat(rest);
+}

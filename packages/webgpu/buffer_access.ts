@@ -1,0 +1,134 @@
+/**
+ * Accessors for kernel authors: the `GPUBuffer` behind an allot `Buffer`
+ * ({@linkcode gpuBufferOf}, typed, not `unknown`), its byte range as a
+ * `GPUBufferBinding` ({@linkcode bindingOf}), and small `UNIFORM` blocks for
+ * kernel parameters ({@linkcode createUniformBuffer}).
+ *
+ * @module
+ */
+
+import { InvalidArgumentError, UseAfterFreeError } from "@allot/core";
+import { type Buffer, dtypeInfo } from "@allot/storage";
+import { _Usage } from "./_flags.ts";
+import type { GpuBinding } from "./gpu_binding.ts";
+
+function isGpuBuffer(value: unknown): value is GPUBuffer {
+  return value !== null && typeof value === "object" &&
+    typeof (value as GPUBuffer).mapAsync === "function";
+}
+
+/**
+ * The `GPUBuffer` that holds `buffer`'s storage. Many allot buffers share
+ * one `GPUBuffer`: bind through {@linkcode bindingOf} or `bindBuffers()`,
+ * never the whole `GPUBuffer`.
+ *
+ * @param buffer A live buffer allocated by a WebGPU allocator.
+ * @returns Its `GPUBuffer`.
+ * @throws {InvalidArgumentError} When the storage is not in a `GPUBuffer`.
+ * @throws {UseAfterFreeError} When the buffer was released.
+ */
+export function gpuBufferOf(buffer: Buffer): GPUBuffer {
+  if (buffer.released) {
+    throw new UseAfterFreeError(
+      "Cannot get the GPUBuffer of a released buffer",
+    );
+  }
+  const memory = buffer.storage.data.memory;
+  if (!isGpuBuffer(memory)) {
+    throw new InvalidArgumentError(
+      `Cannot get the GPUBuffer of storage ${buffer.storageId} on ${buffer.storage.device}: its memory is not a GPUBuffer`,
+      { name: "buffer", value: buffer.storageId, limit: "GPUBuffer" },
+    );
+  }
+  return memory;
+}
+
+/** A buffer's bind range, with where its first element lies in it. */
+export interface BufferBinding extends GpuBinding {
+  /**
+   * Index of the view's first element in the range, in elements of the
+   * dtype (the view's `offset`).
+   */
+  readonly elementOffset: number;
+}
+
+/**
+ * The byte range of `buffer`'s storage in its `GPUBuffer`, shaped like a
+ * `GPUBufferBinding` (`{ buffer, offset, size }`), and the element offset of
+ * its view in that range. The offset is the storage's own, which need not be
+ * a multiple of `minStorageBufferOffsetAlignment`: to bind several buffers
+ * for one dispatch use `bindBuffers()`, which aligns and checks aliasing.
+ *
+ * @param buffer A live buffer allocated by a WebGPU allocator.
+ * @returns The range and the view's element offset in it.
+ * @throws {InvalidArgumentError} When the storage is not in a `GPUBuffer`.
+ * @throws {UseAfterFreeError} When the buffer was released.
+ */
+export function bindingOf(buffer: Buffer): BufferBinding {
+  const gpu = gpuBufferOf(buffer);
+  const data = buffer.storage.data;
+  const bytesPerElement = dtypeInfo(buffer.dtype).bytesPerElement;
+  // the storage may be larger than its view: bind what the view can reach
+  const size = Math.min(data.byteLength, buffer.storage.byteLength);
+  return {
+    buffer: gpu,
+    offset: data.byteOffset,
+    size: size - (size % bytesPerElement),
+    elementOffset: buffer.offset,
+  };
+}
+
+/**
+ * A `GPUBuffer` with `UNIFORM | COPY_DST` usage holding `data`, for a
+ * kernel's parameters (`var<uniform>`): its size is rounded up to 16 bytes
+ * as WGSL's uniform layout needs. Update it with `device.queue.writeBuffer`;
+ * destroy it when done.
+ *
+ * @param device The device.
+ * @param data The initial bytes (a typed array or `ArrayBuffer`).
+ * @param label The buffer's label.
+ * @returns The new buffer.
+ * @throws {InvalidArgumentError} When `data` is empty or exceeds
+ *   `maxUniformBufferBindingSize`.
+ *
+ * @example Parameters of a kernel
+ * ```ts
+ * import { createUniformBuffer } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const params = createUniformBuffer(device, new Uint32Array([4, 3]), "matmul:params");
+ *   assert.equal(params.size, 16);
+ *   params.destroy();
+ *   device.destroy();
+ * }
+ * ```
+ */
+export function createUniformBuffer(
+  device: GPUDevice,
+  data: ArrayBufferView | ArrayBuffer,
+  label = "allot:uniform",
+): GPUBuffer {
+  const bytes = data instanceof ArrayBuffer
+    ? new Uint8Array(data)
+    : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const max = device.limits.maxUniformBufferBindingSize;
+  if (bytes.byteLength === 0 || bytes.byteLength > max) {
+    throw new InvalidArgumentError(
+      `Cannot create a uniform buffer of ${bytes.byteLength} bytes: it must hold 1 to maxUniformBufferBindingSize ${max} bytes`,
+      { name: "data", value: bytes.byteLength, limit: max },
+    );
+  }
+  const size = Math.ceil(bytes.byteLength / 16) * 16;
+  const buffer = device.createBuffer({
+    label,
+    size,
+    usage: _Usage.UNIFORM | _Usage.COPY_DST,
+    mappedAtCreation: true,
+  });
+  new Uint8Array(buffer.getMappedRange()).set(bytes);
+  buffer.unmap();
+  return buffer;
+}
