@@ -31,52 +31,64 @@ export function _planStep(
 ): { offsets: Float64Array; size: number } {
   const n = items.length;
   const offsets = new Float64Array(n);
+  // the items' fields in flat arrays: the inner loop below is the hot part
+  const sizes = new Float64Array(n);
+  const starts = new Float64Array(n);
+  const ends = new Float64Array(n);
   const order: number[] = [];
   // items placed so far, by offset
-  const placed: number[] = [];
+  const placed = new Int32Array(n);
+  let count = 0;
   const insert = (i: number) => {
-    let lo = 0, hi = placed.length;
+    const at = offsets[i];
+    let lo = 0, hi = count;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (offsets[placed[mid]] <= offsets[i]) lo = mid + 1;
+      if (offsets[placed[mid]] <= at) lo = mid + 1;
       else hi = mid;
     }
-    placed.splice(lo, 0, i);
+    placed.copyWithin(lo + 1, lo, count);
+    placed[lo] = i;
+    count++;
   };
   let size = 0;
   for (let i = 0; i < n; i++) {
-    const fixed = items[i].fixed;
+    const it = items[i];
+    sizes[i] = it.size;
+    starts[i] = it.start;
+    ends[i] = it.end;
+    const fixed = it.fixed;
     if (fixed !== undefined) {
       offsets[i] = fixed;
       insert(i);
-      size = Math.max(size, fixed + items[i].size);
+      size = Math.max(size, fixed + it.size);
     } else order.push(i);
   }
-  order.sort((a, b) =>
-    items[b].size - items[a].size || items[a].start - items[b].start
-  );
-  for (const i of order) {
-    const it = items[i];
+  order.sort((a, b) => sizes[b] - sizes[a] || starts[a] - starts[b]);
+  for (let k = 0; k < order.length; k++) {
+    const i = order[k];
+    const need = sizes[i], start = starts[i], end = ends[i];
     let best = -1;
     let bestGap = Infinity;
     let cursor = 0;
-    for (const j of placed) {
-      const o = items[j];
-      if (o.start >= it.end || it.start >= o.end) continue;
+    for (let p = 0; p < count; p++) {
+      const j = placed[p];
+      if (starts[j] >= end || start >= ends[j]) continue;
       const gap = offsets[j] - cursor;
-      if (gap >= it.size && gap < bestGap) {
+      if (gap >= need && gap < bestGap) {
         best = cursor;
         bestGap = gap;
       }
-      cursor = Math.max(cursor, offsets[j] + o.size);
+      const top = offsets[j] + sizes[j];
+      if (top > cursor) cursor = top;
     }
     const at = best >= 0 ? best : cursor;
-    if (at + it.size > limit) {
+    if (at + need > limit) {
       offsets[i] = -1;
       continue;
     }
     offsets[i] = at;
-    size = Math.max(size, at + it.size);
+    if (at + need > size) size = at + need;
     insert(i);
   }
   return { offsets, size: Math.ceil(size / alignment) * alignment };

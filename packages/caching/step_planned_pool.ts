@@ -94,11 +94,11 @@ interface _Plan {
 /** Plans kept for steps that alternate. */
 const _PLANS = 8;
 
-/** Steps whose peak live bytes bound the bytes kept. */
-const _WINDOW = 8;
+/** Unfollowed plans counted at most: at most 2^5 steps between plans. */
+const _MAX_BACKOFF = 6;
 
-const bySize = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
-  a.byteLength - b.byteLength;
+/** Steps whose peak live bytes bound the bytes kept. */
+const _WINDOW = 64;
 
 /**
  * A pool for runtimes whose work comes in steps (an inference, a training
@@ -147,6 +147,12 @@ export class StepPlannedPool<M = unknown> {
   #recEnd: number[] = [];
   #op = 0;
   #misses = 0;
+  /** whether this step's requests left every kept plan */
+  #diverged = false;
+  /** fresh plans unfollowed in a row, steps since the last plan */
+  #unfollowed = 0;
+  #sincePlan = 0;
+  #plannedLast = false;
   #step = 0;
   #live = 0;
   #held = 0;
@@ -280,16 +286,18 @@ export class StepPlannedPool<M = unknown> {
     if (item === 0 && this.#plans.length > 0) this.#pick(size);
     const plan = this.#plan;
     if (plan !== undefined) {
-      if (item < plan.count && this.#misses === 0) {
+      if (item < plan.count && !this.#diverged) {
         // the step follows the plan while each request is the planned one;
-        // once it does not, the rest of the step is served by best fit
+        // once it does not, the rest of the step is served by best fit. A
+        // planned range still taken (a block that outlived its step) is one
+        // miss: the requests after it still go where the plan put them
         let p = plan;
         if (size !== p.sizes[item]) p = this.#switch(item, size) ?? p;
         const at = p.offsets[item];
         if (size === p.sizes[item]) {
           if (at >= 0) block = this.#carve(at, size);
           else arenaOk = false;
-        }
+        } else this.#diverged = true;
         if (block === undefined && arenaOk) this.#misses++;
       } else this.#misses++;
     }
@@ -361,8 +369,24 @@ export class StepPlannedPool<M = unknown> {
   endStep(): void {
     const count = this.#recSize.length;
     if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
-      this.#replan(count);
-      this.#replans++;
+      // a step that differs from the plan made for it: once two fresh
+      // plans in a row went unfollowed, planning work backs off (steps that
+      // never repeat, such as a growing KV cache, plan once every few
+      // steps); a step that follows its plan resets it
+      if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
+        this.#unfollowed++;
+      }
+      const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
+      this.#plannedLast = ++this.#sincePlan >= interval;
+      if (this.#plannedLast) {
+        this.#replan(count);
+        this.#replans++;
+        this.#sincePlan = 0;
+      }
+    } else if (count > 0) {
+      this.#unfollowed = 0;
+      this.#sincePlan = 0;
+      this.#plannedLast = false;
     }
     const window = this.#window;
     window.push(this.#stepPeak);
@@ -378,6 +402,7 @@ export class StepPlannedPool<M = unknown> {
     this.#recEnd.length = 0;
     this.#op = 0;
     this.#misses = 0;
+    this.#diverged = false;
   }
 
   /**
@@ -694,13 +719,13 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #index(block: PlannedBlock<M>): void {
-    if (block._seg.arena) _insertSorted(this.#arenaFree, block, byOffset);
-    else _insertSorted(this.#free, block, bySize);
+    if (block._seg.arena) _insertSorted(this.#arenaFree, block, false);
+    else _insertSorted(this.#free, block, true);
   }
 
   #unindex(block: PlannedBlock<M>): void {
-    if (block._seg.arena) _removeSorted(this.#arenaFree, block, byOffset);
-    else _removeSorted(this.#free, block, bySize);
+    if (block._seg.arena) _removeSorted(this.#arenaFree, block, false);
+    else _removeSorted(this.#free, block, true);
   }
 }
 
@@ -712,32 +737,44 @@ function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
   b.byteLength = size;
 }
 
-const byOffset = <M>(a: PlannedBlock<M>, b: PlannedBlock<M>) =>
-  a._offset - b._offset;
-
-function _insertSorted<T>(list: T[], item: T, cmp: (a: T, b: T) => number) {
+function _insertSorted<M>(
+  list: PlannedBlock<M>[],
+  item: PlannedBlock<M>,
+  bySize: boolean,
+) {
+  const key = bySize ? item.byteLength : item._offset;
   let lo = 0, hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (cmp(list[mid], item) <= 0) lo = mid + 1;
+    const b = list[mid];
+    if ((bySize ? b.byteLength : b._offset) <= key) lo = mid + 1;
     else hi = mid;
   }
-  list.splice(lo, 0, item);
+  if (lo === list.length) list.push(item);
+  else list.splice(lo, 0, item);
 }
 
-function _removeSorted<T>(list: T[], item: T, cmp: (a: T, b: T) => number) {
+function _removeSorted<M>(
+  list: PlannedBlock<M>[],
+  item: PlannedBlock<M>,
+  bySize: boolean,
+) {
+  const key = bySize ? item.byteLength : item._offset;
   let lo = 0, hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (cmp(list[mid], item) < 0) lo = mid + 1;
+    const b = list[mid];
+    if ((bySize ? b.byteLength : b._offset) < key) lo = mid + 1;
     else hi = mid;
   }
   for (let i = lo; i < list.length; i++) {
-    if (list[i] === item) {
-      list.splice(i, 1);
+    const b = list[i];
+    if (b === item) {
+      if (i === list.length - 1) list.pop();
+      else list.splice(i, 1);
       return;
     }
-    if (cmp(list[i], item) > 0) break;
+    if ((bySize ? b.byteLength : b._offset) > key) break;
   }
   throw new Error("internal: free index lost a block");
 }

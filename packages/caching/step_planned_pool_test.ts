@@ -68,6 +68,32 @@ describe("StepPlannedPool", () => {
     assert.equal(pool.replanCount, replans);
   });
 
+  it("steps that never repeat back planning off; a step that repeats is planned and followed again", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    // a growing cache: each step's sizes differ from every earlier step
+    for (let i = 1; i <= 64; i++) {
+      step(pool, [4096, i * 1024, 8192, i * 1024 + 512]);
+    }
+    // planning every step would be 64 plans; backing off leaves few
+    assert.ok(pool.replanCount <= 16, `replans ${pool.replanCount}`);
+    pool.validate();
+    // then the work settles: within one back-off interval it is planned,
+    // after which it follows its plan (no plan, no segment made)
+    const sizes = [1 << 20, 3 << 19, 1 << 19, 5 << 18];
+    for (let i = 0; i < 40; i++) step(pool, sizes);
+    const made = src.allocationCount;
+    const replans = pool.replanCount;
+    for (let i = 0; i < 10; i++) step(pool, sizes);
+    assert.equal(pool.replanCount, replans);
+    assert.equal(src.allocationCount, made);
+    // and a new pattern that differs once is planned at once again
+    const other = [1 << 21, 4096, 1 << 21];
+    step(pool, other);
+    assert.equal(pool.replanCount, replans + 1);
+    pool.validate();
+  });
+
   it("refuses bad sizes and foreign or freed blocks, changing nothing", () => {
     const pool = new StepPlannedPool(source());
     const a = pool.allocate(100);

@@ -88,4 +88,37 @@ describe("StepPlannedPool on real runtime traces", () => {
       }
     });
   }
+
+  it("tfjs-webgpu/cnn-training replayed in warm passes: no segment made after the second pass", async () => {
+    // its steps repeat, with blocks that outlive their step (weights, a
+    // late readback): a taken planned range must not drop the rest of the
+    // step to best fit, which made a segment every pass
+    const data = await Deno.readFile(
+      new URL("tfjs-webgpu/cnn-training.jsonl.gz", root),
+    );
+    const text = await new Response(
+      new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+    ).text();
+    const ops = traceOps(parseTrace(text), "storage");
+    const source = new MockSegmentSource({ alignment: 256 });
+    const pool: StepPlannedPool = new StepPlannedPool(source);
+    const made: number[] = [];
+    for (let pass = 0; pass < 5; pass++) {
+      const live = new Map<number, PlannedBlock>();
+      for (let i = 0; i < ops.length; i++) {
+        const code = ops.code[i];
+        if (code === 0) {
+          live.set(ops.id[i], pool.allocate(Math.max(1, ops.size[i])));
+        } else if (code === 1) {
+          pool.free(live.get(ops.id[i])!);
+          live.delete(ops.id[i]);
+        } else if (code === 3) pool.endStep();
+      }
+      for (const block of live.values()) pool.free(block);
+      pool.endStep();
+      made.push(source.allocationCount);
+    }
+    pool.validate();
+    assert.equal(made[4], made[1], `segments made by pass: ${made}`);
+  });
 });
