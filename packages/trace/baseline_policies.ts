@@ -100,8 +100,11 @@ export const ortBucketPolicy: PolicyFactory = {
   },
 };
 
-/** Bucket size -> most free buffers kept, as onnxruntime-web's JSEP lists them. */
-const ORT_BUCKETS: ReadonlyMap<number, number> = new Map([
+/**
+ * onnxruntime-web's buffer buckets: bucket size in bytes -> the most free
+ * buffers of that size its JSEP WebGPU pool keeps.
+ */
+export const ORT_BUCKETS: ReadonlyMap<number, number> = new Map([
   [64, 250],
   [128, 200],
   [256, 200],

@@ -2,6 +2,7 @@
 // allot's caching allocator. Both take whole buffers from a segment source
 // and never split them.
 
+import { ORT_BUCKETS } from "@allot/trace";
 import type { Segment, SegmentSource } from "@allot/core";
 
 /** A pool the trace replay drives. */
@@ -39,35 +40,7 @@ export class ExactSizePool<M> implements ReplayPool<Segment<M>> {
 }
 
 /** onnxruntime-web's bucket sizes and how many free buffers each keeps. */
-const BUCKETS: [number, number][] = [
-  [64, 250],
-  [128, 200],
-  [256, 200],
-  [512, 200],
-  [1024, 200],
-  [2048, 230],
-  [4096, 200],
-  [8192, 50],
-  [16384, 50],
-  [32768, 50],
-  [65536, 50],
-  [131072, 50],
-  [262144, 50],
-  [524288, 50],
-  [1048576, 50],
-  [2097152, 30],
-  [4194304, 20],
-  [8388608, 10],
-  [12582912, 10],
-  [16777216, 10],
-  [26214400, 15],
-  [33554432, 22],
-  [44236800, 2],
-  [58982400, 6],
-  [67108864, 6],
-  [134217728, 6],
-  [167772160, 6],
-];
+const BUCKETS: [number, number][] = [...ORT_BUCKETS];
 const BUCKET_LIMIT = new Map(BUCKETS);
 
 /**

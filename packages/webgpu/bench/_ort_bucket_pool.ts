@@ -8,37 +8,9 @@
 // bucket's limit, destroys one buffer. (onnxruntime destroys that buffer
 // but leaves it in the list; this pool removes it.)
 
-import { ortBucketSize } from "@allot/trace";
+import { ORT_BUCKETS, ortBucketSize } from "@allot/trace";
 
-const LIMITS: ReadonlyMap<number, number> = new Map([
-  [64, 250],
-  [128, 200],
-  [256, 200],
-  [512, 200],
-  [1024, 200],
-  [2048, 230],
-  [4096, 200],
-  [8192, 50],
-  [16384, 50],
-  [32768, 50],
-  [65536, 50],
-  [131072, 50],
-  [262144, 50],
-  [524288, 50],
-  [1048576, 50],
-  [2097152, 30],
-  [4194304, 20],
-  [8388608, 10],
-  [12582912, 10],
-  [16777216, 10],
-  [26214400, 15],
-  [33554432, 22],
-  [44236800, 2],
-  [58982400, 6],
-  [67108864, 6],
-  [134217728, 6],
-  [167772160, 6],
-]);
+const LIMITS = ORT_BUCKETS;
 
 export class OrtBucketPool {
   #device: GPUDevice;
