@@ -1,42 +1,14 @@
 /**
- * Describing a value a caller passed, for error messages, without running
- * any of its code (no `toString`, no getters, no proxy traps).
+ * Reading a caller's options without running code that throws halfway
+ * through a refused call; values are described with `@allot/core`'s
+ * `describeValue` (re-exported here), which runs none of their code.
  *
  * @module
  */
 
-/**
- * A short description of any value: numbers and strings as written, a
- * bigint with its `n`, symbols by description, objects by constructor name
- * when that can be read safely.
- *
- * @param value Any value, possibly hostile.
- * @returns The description.
- */
-export function describeValue(value: unknown): string {
-  switch (typeof value) {
-    case "bigint":
-      return `${value}n (a bigint)`;
-    case "string":
-      return JSON.stringify(value);
-    case "symbol":
-      return value.toString();
-    case "object":
-    case "function": {
-      if (value === null) return "null";
-      try {
-        const name = (value as object).constructor?.name;
-        return typeof name === "string" && name !== ""
-          ? `a ${name}`
-          : "an object";
-      } catch {
-        return "an object whose reads throw";
-      }
-    }
-    default:
-      return String(value);
-  }
-}
+import { describeValue } from "@allot/core";
+
+export { describeValue };
 
 /**
  * Reads an options object's fields into a plain record, turning a throwing
