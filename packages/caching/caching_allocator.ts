@@ -33,7 +33,8 @@ import {
   FREE,
   PENDING,
 } from "./_block_pool.ts";
-import { checkObject, checkStream } from "./_check.ts";
+import { checkStream } from "./_check.ts";
+import { validateObject } from "@allot/core";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import {
   expandRoundupPower2Divisions,
@@ -689,8 +690,8 @@ export class CachingAllocator<M = unknown> {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
-    checkObject(source, "source");
-    checkObject(options, "options");
+    validateObject(source, "source");
+    validateObject(options, "options");
     this.source = this.#source = source;
     this.label = options.label ?? "CachingAllocator";
     const requested = validateAlignment(
@@ -917,7 +918,7 @@ export class CachingAllocator<M = unknown> {
       // The common case of roundSize(), without calls.
       size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
     } else size = this.roundSize(byteLength);
-    if (options !== undefined) checkObject(options, "options");
+    if (options !== undefined) validateObject(options, "options");
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
       : this.#checkStream(options.stream);
@@ -967,7 +968,7 @@ export class CachingAllocator<M = unknown> {
     options?: AllocateOptions,
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
-    if (options !== undefined) checkObject(options, "options");
+    if (options !== undefined) validateObject(options, "options");
     const stream = this.#checkStream(options?.stream);
     const tag = options?.tag === undefined ? this.#tag : checkTag(options.tag);
     if (this.#deferred.count > 0) this.#deferred.poll();
@@ -1432,7 +1433,7 @@ export class CachingAllocator<M = unknown> {
    * @returns The table.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
-    checkObject(options, "options");
+    validateObject(options, "options");
     return formatMemorySummary(this.memoryStats(), {
       title: `${this.label} on ${this.device}`,
       ...options,
@@ -1445,7 +1446,7 @@ export class CachingAllocator<M = unknown> {
    * @param options Recorder options, or `false` to stop.
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
-    if (options !== false) checkObject(options, "options");
+    if (options !== false) validateObject(options, "options");
     this.#history = options === false ? null : new TraceRecorder(options);
   }
 

@@ -23,7 +23,7 @@ import {
   validateByteLength,
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
-import { checkObject } from "./_check.ts";
+import { validateObject } from "@allot/core";
 
 /** Options of {@linkcode StepPlannedPool}. */
 export interface StepPlannedPoolOptions {
@@ -173,8 +173,8 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
    */
   constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
-    checkObject(source, "source");
-    checkObject(options, "options");
+    validateObject(source, "source");
+    validateObject(options, "options");
     const ratio = options.maxHeldRatio ?? 1.1;
     if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
       throw new InvalidArgumentError(

@@ -61,6 +61,32 @@ export function describeValue(value: unknown): string {
 const describe = describeValue;
 
 /**
+ * Checks that `value` is an object (not `null`), such as an options bag or a
+ * collaborator, without reading any of its properties.
+ *
+ * @param value The value to check.
+ * @param name Name of the argument, used in the message.
+ * @throws {InvalidArgumentError} When the value is not an object.
+ *
+ * @example
+ * ```ts
+ * import { InvalidArgumentError, validateObject } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * validateObject({}, "options");
+ * assert.throws(() => validateObject(null, "options"), InvalidArgumentError);
+ * ```
+ */
+export function validateObject(value: unknown, name: string): void {
+  if (typeof value !== "object" || value === null) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be an object, received ${describe(value)}`,
+      { name, value, limit: "object" },
+    );
+  }
+}
+
+/**
  * Checks that `value` is a non-negative safe integer no larger than `max`.
  *
  * @param value The byte length to check.

@@ -29,6 +29,7 @@ import {
   UnsupportedOperationError,
   UseAfterFreeError,
   validateByteLength,
+  validateObject,
 } from "@allot/core";
 import { _Block } from "./_block.ts";
 import { _Handle, type _Owner } from "./_handle.ts";
@@ -254,16 +255,6 @@ function defaultXlargeHeap(recommended: number, largeHeap: number): number {
   return Math.max(largeHeap, Math.min(GiB, share));
 }
 
-/** Throws unless `value` is a non-null object (a source, options). */
-function checkObject(value: unknown, name: string): void {
-  if (typeof value !== "object" || value === null) {
-    throw new InvalidArgumentError(
-      `Invalid ${name}: must be an object, received ${describeValue(value)}`,
-      { name, value, limit: "object" },
-    );
-  }
-}
-
 function positiveOption(
   options: Record<string, unknown>,
   name: string,
@@ -436,8 +427,8 @@ export class WatermarkAllocator<M = unknown>
     options: WatermarkAllocatorOptions<M> = {},
   ) {
     super();
-    checkObject(source, "source");
-    checkObject(options, "options");
+    validateObject(source, "source");
+    validateObject(options, "options");
     this.#source = source;
     this.device = source.device;
     this.alignment = source.alignment;
@@ -1023,7 +1014,7 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions,
   ): "private" | "shared" {
-    checkObject(options, "options");
+    validateObject(options, "options");
     const max = this.#source.maxSegmentByteLength;
     validateByteLength(byteLength, max);
     if (byteLength === 0) {
@@ -1808,7 +1799,7 @@ export class WatermarkAllocator<M = unknown>
    * @returns The table.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
-    checkObject(options, "options");
+    validateObject(options, "options");
     return formatMemorySummary(this.memoryStats(), {
       title: `WatermarkAllocator on ${this.device}`,
       ...options,
@@ -1823,7 +1814,7 @@ export class WatermarkAllocator<M = unknown>
    * @param options Ring size and stack capture, or `false` to stop.
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
-    if (options !== false) checkObject(options, "options");
+    if (options !== false) validateObject(options, "options");
     this.#history = options === false ? null : new TraceRecorder(options);
   }
 
