@@ -13,8 +13,8 @@ import {
 } from "@allot/caching";
 import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { type _DeferredFrees, _releaseOwner } from "./_deferred_frees.ts";
-import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
+import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
+import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import {
   GpuSegmentSource,
@@ -101,8 +101,11 @@ export class GpuCachingAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
-  #deferred: _DeferredFrees;
-  #owner: GpuAllocationOwner;
+  #afterFence: boolean;
+  /** Frees a block allocated by id (queue order). */
+  #idOwner: GpuAllocationOwner;
+  /** Releases a handle whose block waits for the queue (after-fence). */
+  #blockOwner: GpuAllocationOwner;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -127,24 +130,28 @@ export class GpuCachingAllocator {
         caching.largeSegmentByteLength,
       );
     }
-    this.caching = new CachingAllocator(this.source, caching);
-    const { deferred, owner } = _releaseOwner(
-      this.stream,
-      this.reuse === "after-fence",
-      (item) => (item as CachedBlock<GPUBuffer>).blockByteLength,
-    );
-    this.#deferred = deferred;
-    this.#owner = owner;
+    const pool = new CachingAllocator(this.source, caching);
+    this.caching = pool;
+    this.#afterFence = this.reuse === "after-fence";
+    this.#idOwner = { free: (id) => pool.freeById(id as number) };
+    this.#blockOwner = {
+      free: (block) => (block as CachedBlock<GPUBuffer>).release(),
+    };
   }
 
-  /** Freed blocks waiting for their queue fence. */
+  /**
+   * Freed blocks waiting for their queue fence (after-fence reuse). They are
+   * held by the caching allocator's fence-grouped deferred frees, and go
+   * back to the pool at the next allocation after their fence completed (or
+   * at {@linkcode GpuCachingAllocator.synchronize}).
+   */
   get pendingFreeCount(): number {
-    return this.#deferred.count;
+    return this.caching.pendingFreeCount;
   }
 
   /** Bytes of freed blocks waiting for their queue fence. */
   get pendingFreeBytes(): number {
-    return this.#deferred.bytes;
+    return this.caching.pendingFreeBytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -172,14 +179,31 @@ export class GpuCachingAllocator {
     if (_deviceState(this.gpuDevice).lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
-    const block = this.caching.allocate(byteLength);
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: block.memory,
-      offset: block.byteOffset,
-      size: byteLength,
-      owner: this.#owner,
-      token: block,
-    });
+    const caching = this.caching;
+    if (this.#afterFence) {
+      // the block waits for the queue when released: caching's deferred
+      // frees take the queue's fence then (the one deferred-free path)
+      const block = caching.allocate(byteLength);
+      caching.recordStream(block, this.stream);
+      return _makeAllocation(
+        this.gpuDevice,
+        block.memory,
+        block.byteOffset,
+        byteLength,
+        this.#blockOwner,
+        block,
+      );
+    }
+    // queue order: no handle object inside, the block is known by its id
+    const id = caching.allocateId(byteLength);
+    return _makeAllocation(
+      this.gpuDevice,
+      caching.blockMemory(id),
+      caching.blockByteOffset(id),
+      byteLength,
+      this.#idOwner,
+      id,
+    );
   }
 
   /**
@@ -210,7 +234,6 @@ export class GpuCachingAllocator {
    * @returns Resolves when the pending blocks are back.
    */
   async synchronize(): Promise<void> {
-    await this.#deferred.settle();
     await this.caching.synchronize();
   }
 

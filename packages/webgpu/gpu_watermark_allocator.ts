@@ -14,8 +14,8 @@ import {
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { type _DeferredFrees, _releaseOwner } from "./_deferred_frees.ts";
-import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
+import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
+import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import type { GpuReuse } from "./gpu_caching_allocator.ts";
 import {
@@ -94,7 +94,6 @@ export class GpuWatermarkAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
-  #deferred: _DeferredFrees;
   #owner: GpuAllocationOwner;
 
   /**
@@ -118,23 +117,35 @@ export class GpuWatermarkAllocator {
       xlargeHeapBytes: options.xlargeHeapBytes ?? options.largeHeapBytes ??
         GPU_HEAP_BYTE_LENGTH,
     });
-    const { deferred, owner } = _releaseOwner(
-      this.stream,
-      this.reuse === "after-fence",
-      (item) => (item as WatermarkBuffer<GPUBuffer>).byteLength,
-    );
-    this.#deferred = deferred;
-    this.#owner = owner;
+    const watermark = this.watermark;
+    const stream = this.stream;
+    this.#owner = this.reuse === "after-fence"
+      ? {
+        // the buffer waits for the queue's fence taken now, in the
+        // watermark allocator's fence-grouped deferred frees
+        free(token) {
+          const buffer = token as WatermarkBuffer<GPUBuffer>;
+          watermark.recordEvents([buffer], stream);
+          buffer.release();
+        },
+      }
+      : { free: (token) => (token as WatermarkBuffer<GPUBuffer>).release() };
   }
 
-  /** Freed buffers waiting for their queue fence. */
+  /**
+   * Freed buffers waiting for their queue fence. They go back to their pool
+   * at the next allocation after the fence completed (or at
+   * {@linkcode GpuWatermarkAllocator.synchronize}).
+   */
   get pendingFreeCount(): number {
-    return this.#deferred.count;
+    return this.watermark.pendingFreeCount;
   }
 
   /** Bytes of freed buffers waiting for their queue fence. */
   get pendingFreeBytes(): number {
-    return this.#deferred.bytes;
+    return this.watermark.pendingFreeCount === 0
+      ? 0
+      : this.watermark.stats().pendingFreeBytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -167,13 +178,14 @@ export class GpuWatermarkAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     const buffer = this.watermark.allocateBuffer(byteLength, options);
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: buffer.memory,
-      offset: buffer.byteOffset,
-      size: byteLength,
-      owner: this.#owner,
-      token: buffer,
-    });
+    return _makeAllocation(
+      this.gpuDevice,
+      buffer.memory,
+      buffer.byteOffset,
+      byteLength,
+      this.#owner,
+      buffer,
+    );
   }
 
   /**
@@ -183,8 +195,7 @@ export class GpuWatermarkAllocator {
    * @returns Resolves when the pending buffers are back.
    */
   async synchronize(): Promise<void> {
-    await this.#deferred.settle();
-    if (!this.lost) this.watermark.freeInactiveBuffers();
+    if (!this.lost) await this.watermark.synchronize();
   }
 
   /** Releases every cached buffer and empty heap. */

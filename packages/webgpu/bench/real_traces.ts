@@ -47,6 +47,8 @@ import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
 
 const quick = Deno.args.includes("--quick");
+/** `--only=<text>`: the traces whose path contains it. */
+const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
 const dir = new URL("../../../traces/", import.meta.url);
 
 async function load(name: string): Promise<Trace> {
@@ -62,7 +64,7 @@ const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
     [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
       `${d.name}/${e.name}`
     )
-  ).filter((n) => n.endsWith(".jsonl.gz")).sort();
+  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
 const traces = await Promise.all(names.map(async (n) => ({
   name: n.replace(".jsonl.gz", ""),
   trace: await load(n),
