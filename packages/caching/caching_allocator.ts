@@ -834,16 +834,6 @@ export class CachingAllocator<M = unknown> {
     return this.#deferred.count;
   }
 
-  /** Bytes of the blocks freed by callers that still wait for fences. */
-  get pendingFreeBytes(): number {
-    if (this.#deferred.count === 0) return 0;
-    let bytes = 0;
-    this.#deferred.forEach((b) => {
-      bytes += b.size;
-    });
-    return bytes;
-  }
-
   /**
    * Sets the share of the device capacity this allocator may reserve. Segments
    * already held are kept.

@@ -1370,11 +1370,6 @@ export class WatermarkAllocator<M = unknown>
     this.#emit("freed", block, pool, block.byteLength);
   }
 
-  /** Buffers freed by callers that still wait for their recorded work. */
-  get pendingFreeCount(): number {
-    return this.#pendingCount;
-  }
-
   /**
    * Waits for the work recorded on every buffer pending free (a rejected or
    * throwing fence also ends: its work will never run), then returns those

@@ -16,6 +16,7 @@ import { _assertAlive, _deviceState } from "./_device_state.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
+import { _QueueFrees } from "./_deferred_frees.ts";
 import {
   GpuSegmentSource,
   type GpuSegmentSourceOptions,
@@ -101,11 +102,8 @@ export class GpuCachingAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
-  #afterFence: boolean;
-  /** Frees a block allocated by id (queue order). */
-  #idOwner: GpuAllocationOwner;
-  /** Releases a handle whose block waits for the queue (after-fence). */
-  #blockOwner: GpuAllocationOwner;
+  #frees: _QueueFrees;
+  #owner: GpuAllocationOwner;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -130,28 +128,34 @@ export class GpuCachingAllocator {
         caching.largeSegmentByteLength,
       );
     }
-    const pool = new CachingAllocator(this.source, caching);
-    this.caching = pool;
-    this.#afterFence = this.reuse === "after-fence";
-    this.#idOwner = { free: (id) => pool.freeById(id as number) };
-    this.#blockOwner = {
-      free: (block) => (block as CachedBlock<GPUBuffer>).release(),
-    };
+    this.caching = new CachingAllocator(this.source, caching);
+    const release = (block: unknown) =>
+      (block as CachedBlock<GPUBuffer>).release();
+    const frees = new _QueueFrees(this.stream, release);
+    this.#frees = frees;
+    this.#owner = this.reuse === "after-fence"
+      ? {
+        free: (block) =>
+          frees.defer(
+            block,
+            (block as CachedBlock<GPUBuffer>).blockByteLength,
+          ),
+      }
+      : { free: release };
   }
 
   /**
-   * Freed blocks waiting for their queue fence (after-fence reuse). They are
-   * held by the caching allocator's fence-grouped deferred frees, and go
-   * back to the pool at the next allocation after their fence completed (or
-   * at {@linkcode GpuCachingAllocator.synchronize}).
+   * Freed blocks waiting for their queue fence (after-fence reuse). They go
+   * back to the pool at the first allocation after their fence completed,
+   * or at {@linkcode GpuCachingAllocator.synchronize}.
    */
   get pendingFreeCount(): number {
-    return this.caching.pendingFreeCount;
+    return this.#frees.count;
   }
 
   /** Bytes of freed blocks waiting for their queue fence. */
   get pendingFreeBytes(): number {
-    return this.caching.pendingFreeBytes;
+    return this.#frees.bytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -179,30 +183,15 @@ export class GpuCachingAllocator {
     if (_deviceState(this.gpuDevice).lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
-    const caching = this.caching;
-    if (this.#afterFence) {
-      // the block waits for the queue when released: caching's deferred
-      // frees take the queue's fence then (the one deferred-free path)
-      const block = caching.allocate(byteLength);
-      caching.recordStream(block, this.stream);
-      return _makeAllocation(
-        this.gpuDevice,
-        block.memory,
-        block.byteOffset,
-        byteLength,
-        this.#blockOwner,
-        block,
-      );
-    }
-    // queue order: no handle object inside, the block is known by its id
-    const id = caching.allocateId(byteLength);
+    if (this.#frees.count > 0) this.#frees.poll();
+    const block = this.caching.allocate(byteLength);
     return _makeAllocation(
       this.gpuDevice,
-      caching.blockMemory(id),
-      caching.blockByteOffset(id),
+      block.memory,
+      block.byteOffset,
       byteLength,
-      this.#idOwner,
-      id,
+      this.#owner,
+      block,
     );
   }
 
@@ -234,6 +223,7 @@ export class GpuCachingAllocator {
    * @returns Resolves when the pending blocks are back.
    */
   async synchronize(): Promise<void> {
+    await this.#frees.synchronize();
     await this.caching.synchronize();
   }
 

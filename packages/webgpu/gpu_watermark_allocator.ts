@@ -17,6 +17,7 @@ import { _assertAlive, _deviceState } from "./_device_state.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
+import { _QueueFrees } from "./_deferred_frees.ts";
 import type { GpuReuse } from "./gpu_caching_allocator.ts";
 import {
   GpuSegmentSource,
@@ -94,6 +95,7 @@ export class GpuWatermarkAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
+  #frees: _QueueFrees;
   #owner: GpuAllocationOwner;
 
   /**
@@ -117,35 +119,33 @@ export class GpuWatermarkAllocator {
       xlargeHeapBytes: options.xlargeHeapBytes ?? options.largeHeapBytes ??
         GPU_HEAP_BYTE_LENGTH,
     });
-    const watermark = this.watermark;
-    const stream = this.stream;
+    const release = (buffer: unknown) =>
+      (buffer as WatermarkBuffer<GPUBuffer>).release();
+    const frees = new _QueueFrees(this.stream, release);
+    this.#frees = frees;
     this.#owner = this.reuse === "after-fence"
       ? {
-        // the buffer waits for the queue's fence taken now, in the
-        // watermark allocator's fence-grouped deferred frees
-        free(token) {
-          const buffer = token as WatermarkBuffer<GPUBuffer>;
-          watermark.recordEvents([buffer], stream);
-          buffer.release();
-        },
+        free: (buffer) =>
+          frees.defer(
+            buffer,
+            (buffer as WatermarkBuffer<GPUBuffer>).byteLength,
+          ),
       }
-      : { free: (token) => (token as WatermarkBuffer<GPUBuffer>).release() };
+      : { free: release };
   }
 
   /**
    * Freed buffers waiting for their queue fence. They go back to their pool
-   * at the next allocation after the fence completed (or at
-   * {@linkcode GpuWatermarkAllocator.synchronize}).
+   * at the first allocation after the fence completed, or at
+   * {@linkcode GpuWatermarkAllocator.synchronize}.
    */
   get pendingFreeCount(): number {
-    return this.watermark.pendingFreeCount;
+    return this.#frees.count;
   }
 
   /** Bytes of freed buffers waiting for their queue fence. */
   get pendingFreeBytes(): number {
-    return this.watermark.pendingFreeCount === 0
-      ? 0
-      : this.watermark.stats().pendingFreeBytes;
+    return this.#frees.bytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -177,6 +177,7 @@ export class GpuWatermarkAllocator {
     if (_deviceState(this.gpuDevice).lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
+    if (this.#frees.count > 0) this.#frees.poll();
     const buffer = this.watermark.allocateBuffer(byteLength, options);
     return _makeAllocation(
       this.gpuDevice,
@@ -195,7 +196,8 @@ export class GpuWatermarkAllocator {
    * @returns Resolves when the pending buffers are back.
    */
   async synchronize(): Promise<void> {
-    if (!this.lost) await this.watermark.synchronize();
+    await this.#frees.synchronize();
+    if (!this.lost) this.watermark.freeInactiveBuffers();
   }
 
   /** Releases every cached buffer and empty heap. */

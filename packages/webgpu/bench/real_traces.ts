@@ -11,7 +11,13 @@
  * 2. Time, on Deno's WebGPU device: the real TF.js `BufferManager`
  *    (`dist/buffer_manager.js`), an onnxruntime-web bucket pool written after
  *    `js/web/lib/wasm/jsep/webgpu/gpu-data-manager.ts`, and allot's pools on
- *    `GpuSegmentSource`. Runtime-like replay: each pass walks the storage
+ *    `GpuSegmentSource` (`GpuCachingAllocator` and `GpuPlannedAllocator`,
+ *    which hand out `GpuAllocation` handles, and the bare `StepPlannedPool`),
+ *    plus a peer that does nothing (the replay loop's own cost). Every
+ *    allocation is charged for what a runtime reads to bind it: the buffer
+ *    (TF.js and onnxruntime-web return it), or the handle's buffer and
+ *    offset. A buffer made on a miss is charged to whoever made it.
+ *    Runtime-like replay: each pass walks the storage
  *    requests of a trace, awaits `queue.onSubmittedWorkDone()` (untimed)
  *    where the runtime waited (step marks, readbacks), frees what is left at
  *    the pass's end (untimed), and `gc()` runs between passes. Warm (one
@@ -19,7 +25,7 @@
  *    rows; peers interleaved, order rotated each round. Then a tight loop:
  *    the same requests with no awaits, warm instances.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>]`
  *
  * @module
  */
