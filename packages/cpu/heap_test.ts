@@ -480,6 +480,31 @@ describe("CpuHeap", () => {
     assert.equal(heap.stats().allocatedBytes.peak, 0);
     assert.equal(heap.highWaterBytes, 0);
   });
+
+  it("CpuHeap keeps each block's requested length (its slack) when shrinking in place makes new records", () => {
+    // A used block keeps block bytes less requested bytes in its record.
+    // Shrinking every block in place cuts a free tail off each one, a new
+    // record each time, so the records array is replaced at least once
+    // while a resize is under way.
+    const heap = new CpuHeap(1 << 16);
+    const at: number[] = [];
+    for (let i = 0; i < 200; i++) at.push(heap.alloc(130)); // 3 granules each
+    at.forEach((offset, i) => {
+      assert.equal(heap.resizeInPlace(offset, i % 64), true);
+      assert.equal(heap.view(offset, Uint8Array).length, i % 64);
+    });
+    const requested = at.reduce((sum, _, i) => sum + (i % 64), 0);
+    assert.equal(heap.requestedBytes, requested);
+    assert.equal(heap.bytesInUse, 200 * 64);
+    at.forEach((offset, i) => {
+      assert.equal(
+        heap.snapshot().find((b) => b.byteOffset === offset)
+          ?.requestedBytes,
+        i % 64,
+      );
+    });
+    heap.checkIntegrity();
+  });
 });
 
 describe("CpuHeap fast path", () => {
