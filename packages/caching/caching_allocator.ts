@@ -18,13 +18,14 @@ import {
   InvalidArgumentError,
   junkFill,
   type LeakDetector,
+  resizeSegment,
   Stat,
   type Stream,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import type { SegmentSource, StatValues } from "@allot/core";
+import type { Segment, SegmentSource, StatValues } from "@allot/core";
 import {
   _Block,
   _BlockPool,
@@ -168,6 +169,20 @@ export interface CachingAllocatorOptions {
    * @default {undefined}
    */
   leakDetector?: LeakDetector;
+  /**
+   * Expandable segments (PyTorch's `expandable_segments`, in spirit): where
+   * the source can resize segments in place
+   * ({@linkcode SegmentSource.tryResizeSegment}: resizable `ArrayBuffer`s,
+   * the mock device), each pool keeps one segment per stream that grows at
+   * its end instead of taking new segments, so a request that fits nowhere
+   * extends the segment's free tail; `emptyCache()` and a full device shrink
+   * free tails back. Requests of at least `ownSegmentMinByteLength` still get
+   * segments of their own, never split, which a full device gets back whole.
+   * Ignored for a source without `tryResizeSegment` (GPU buffers).
+   *
+   * @default {false}
+   */
+  expandableSegments?: boolean;
   /**
    * Debug mode for hunting a bug: freed blocks are filled with `JUNK_BYTE`
    * where the host can write the memory, and the allocator validates its
@@ -646,6 +661,9 @@ export class CachingAllocator<M = unknown> {
   #gcThreshold: number;
   #small = new _BlockPool<M>(true);
   #large = new _BlockPool<M>(false);
+  // Expandable segments: the own segments' blocks, kept apart from the
+  // large pool's expandable segment (same stats pool: large).
+  #own = new _BlockPool<M>(false);
   #segments = new Set<_Segment<M>>();
   // _Block<unknown>: a callback parameter of M would make M invariant.
   #deferred = new DeferredFrees<_Block<unknown>>((b) =>
@@ -671,7 +689,13 @@ export class CachingAllocator<M = unknown> {
   #tag: string | undefined = undefined;
   #strict = false;
   #leaks: LeakDetector | undefined;
-  #segmentOptions: { label: string };
+  #segmentOptions: { label: string; resizable?: boolean };
+  #expandable = false;
+  // The expandable segment of each stream, per pool (small, large).
+  #growing: [Map<number, _Segment<M>>, Map<number, _Segment<M>>] = [
+    new Map(),
+    new Map(),
+  ];
 
   #s = new Float64Array(9 * 3 * 4);
   #oversizeAllocations = new Stat();
@@ -798,6 +822,8 @@ export class CachingAllocator<M = unknown> {
     this.#segmentOptions = { label: this.label };
     this.#leaks = options.leakDetector;
     this.#strict = options.strict === true;
+    this.#expandable = options.expandableSegments === true &&
+      typeof source.tryResizeSegment === "function";
     const history = options.recordHistory ?? false;
     if (history !== false) {
       this.recordHistory(history === true ? {} : history);
@@ -807,6 +833,14 @@ export class CachingAllocator<M = unknown> {
   /** The device the segments live on. */
   get device(): Device {
     return this.#source.device;
+  }
+
+  /**
+   * Whether segments grow in place (the `expandableSegments` option, and a
+   * source that can resize segments).
+   */
+  get expandableSegments(): boolean {
+    return this.#expandable;
   }
 
   /** Share of the device capacity this allocator may reserve. */
@@ -928,6 +962,8 @@ export class CachingAllocator<M = unknown> {
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
+      : this.#expandable
+      ? this.#poolFor(size)
       : this.#large;
     const block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
@@ -974,6 +1010,8 @@ export class CachingAllocator<M = unknown> {
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
+      : this.#expandable
+      ? this.#poolFor(size)
       : this.#large;
     let block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
@@ -1031,6 +1069,8 @@ export class CachingAllocator<M = unknown> {
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
+      : this.#expandable
+      ? this.#poolFor(size)
       : this.#large;
     const found = this.#getFreeBlock(pool, 0, size) ??
       this.#allocSlow(pool, size, DEFAULT_STREAM);
@@ -1563,7 +1603,7 @@ export class CachingAllocator<M = unknown> {
     this.#deferred.forEach((b) => pendingSet.add(b));
     for (const seg of this.#segments) {
       const p = seg.small ? 1 : 2;
-      const pool = seg.small ? this.#small : this.#large;
+      const pool = this.#poolOf(seg);
       add("segment", p, 1);
       add("reservedBytes", p, seg.byteLength);
       if (seg.byteLength >= this.maxSplitSize) oversizeSeg++;
@@ -1621,11 +1661,13 @@ export class CachingAllocator<M = unknown> {
       }
     }
     if (freeSmall !== this.#small.count) fail(`small pool size`);
-    if (freeLarge !== this.#large.count) fail(`large pool size`);
+    if (freeLarge !== this.#large.count + this.#own.count) {
+      fail(`large pool size`);
+    }
     if (pending !== this.#deferred.count || pending !== pendingSet.size) {
       fail(`pending list size`);
     }
-    for (const pool of [this.#small, this.#large]) {
+    for (const pool of this.#pools()) {
       const bs = pool.all();
       if (bs.length !== pool.count) fail(`pool count`);
       for (let i = 1; i < bs.length; i++) {
@@ -1660,6 +1702,29 @@ export class CachingAllocator<M = unknown> {
   }
 
   // ---- internals ----
+
+  #poolOf(seg: _Segment<M>): _BlockPool<M> {
+    return seg.small
+      ? this.#small
+      : this.#expandable && !seg.expandable
+      ? this.#own
+      : this.#large;
+  }
+
+  #pools(): _BlockPool<M>[] {
+    return this.#expandable
+      ? [this.#small, this.#large, this.#own]
+      : [this.#small, this.#large];
+  }
+
+  /** The pool a request of `size` rounded bytes is served from. */
+  #poolFor(size: number): _BlockPool<M> {
+    return size <= this.smallRequestMaxByteLength
+      ? this.#small
+      : this.#expandable && size >= this.ownSegmentMinByteLength
+      ? this.#own
+      : this.#large;
+  }
 
   #checkStream(stream: Stream | undefined): Stream {
     return stream === undefined ? DEFAULT_STREAM : checkStream(stream);
@@ -1711,6 +1776,11 @@ export class CachingAllocator<M = unknown> {
     if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
       return undefined;
     }
+    if (pool === this.#own && b.size - size >= this.largeRoundByteLength) {
+      // Expandable segments: an own segment serves only a request of about
+      // its size (split, it would pin its rest).
+      return undefined;
+    }
     return b; // still in the pool: #allocFound re-keys or removes it
   }
 
@@ -1753,7 +1823,9 @@ export class CachingAllocator<M = unknown> {
     const remaining = b.size - size;
     const split = pool.small
       ? remaining >= this.minBlockByteLength
-      : size < this.maxSplitSize && remaining > this.smallRequestMaxByteLength;
+      : size < this.maxSplitSize &&
+        remaining > this.smallRequestMaxByteLength &&
+        (b.segment.expandable || !this.#expandable);
     if (split) {
       const rest = b;
       const seg = rest.segment;
@@ -1809,7 +1881,7 @@ export class CachingAllocator<M = unknown> {
 
   #freeBlock(b: _Block<M>): void {
     const seg = b.segment;
-    const pool = seg.small ? this.#small : this.#large;
+    const pool = this.#poolOf(seg);
     const p = seg.small ? 1 : 2;
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
@@ -1920,7 +1992,12 @@ export class CachingAllocator<M = unknown> {
     isRetry: boolean,
   ): _Block<M> | undefined {
     if (isRetry) this.#numAllocRetries++;
-    const full = this.#segmentSizeFor(pool, size);
+    if (
+      this.#expandable && (pool.small || size < this.ownSegmentMinByteLength)
+    ) return this.#growBlock(pool, size, stream);
+    const full = this.#expandable
+      ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
+      : this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
     const reserved = current(this.#s, RESERVED_BYTES);
     let raw = undefined;
@@ -1945,6 +2022,17 @@ export class CachingAllocator<M = unknown> {
       }
     }
     if (raw === undefined) return undefined;
+    return this.#addSegment(raw, segSize, pool, stream, false);
+  }
+
+  /** A new segment's one free block, in the pool; stats and history. */
+  #addSegment(
+    raw: Segment<M>,
+    segSize: number,
+    pool: _BlockPool<M>,
+    stream: Stream,
+    expandable: boolean,
+  ): _Block<M> {
     const seg = new _Segment<M>(
       this.#nextSegmentId++,
       this.#nextAddress,
@@ -1952,8 +2040,10 @@ export class CachingAllocator<M = unknown> {
       segSize,
       pool.small,
       stream,
+      expandable,
     );
-    this.#nextAddress += segSize;
+    // An expandable segment keeps the address range it may grow into.
+    this.#nextAddress += expandable ? this.maxBlockByteLength : segSize;
     this.#segments.add(seg);
     const b = this.#newBlock(seg);
     b.offset = 0;
@@ -1978,6 +2068,123 @@ export class CachingAllocator<M = unknown> {
   }
 
   /**
+   * Expandable segments: a free block of at least `size` bytes at the end of
+   * the stream's segment of `pool`, grown in place (its free tail extended,
+   * or a new tail), or a new expandable segment when there is none.
+   */
+  #growBlock(
+    pool: _BlockPool<M>,
+    size: number,
+    stream: Stream,
+  ): _Block<M> | undefined {
+    const growing = this.#growing[pool.small ? 0 : 1];
+    const seg = growing.get(stream.id);
+    const allowed = this.allowedBytes;
+    const reserved = current(this.#s, RESERVED_BYTES);
+    // Grow in steps of a small segment or of the large rounding, down to the
+    // block granule when the device is that full.
+    const step = pool.small
+      ? this.smallSegmentByteLength
+      : this.largeRoundByteLength;
+    if (seg === undefined) {
+      let raw: Segment<M> | undefined;
+      let segSize = Math.min(
+        Math.ceil(size / step) * step,
+        this.maxBlockByteLength,
+      );
+      this.#segmentOptions.resizable = true;
+      try {
+        if (reserved + segSize <= allowed) {
+          raw = this.#trySegment(segSize, size, pool);
+        }
+        if (raw === undefined && segSize > size && reserved + size <= allowed) {
+          segSize = size;
+          raw = this.#trySegment(size, size, pool);
+        }
+      } finally {
+        this.#segmentOptions.resizable = undefined;
+      }
+      if (raw === undefined) return undefined;
+      const b = this.#addSegment(raw, segSize, pool, stream, true);
+      growing.set(stream.id, b.segment);
+      return b;
+    }
+    let tail = seg.head;
+    while (tail.next !== null) tail = tail.next;
+    const need = tail.state === FREE ? size - tail.size : size;
+    const room = this.maxBlockByteLength - seg.byteLength;
+    if (need > room) return undefined;
+    let grow = Math.min(Math.ceil(need / step) * step, room);
+    let raw: Segment<M> | undefined;
+    if (reserved + grow <= allowed) {
+      raw = resizeSegment(this.#source, seg.raw, seg.byteLength + grow, size);
+    }
+    if (raw === undefined && grow > need && reserved + need <= allowed) {
+      grow = need;
+      raw = resizeSegment(this.#source, seg.raw, seg.byteLength + grow, size);
+    }
+    if (raw === undefined) return undefined;
+    const at = seg.byteLength;
+    seg.raw = raw;
+    seg.byteLength += grow;
+    const p = pool.small ? 1 : 2;
+    let b: _Block<M>;
+    if (tail.state === FREE) {
+      b = tail;
+      pool.resize(b, b.size + grow, b.address);
+      if (b.prev !== null) bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, grow);
+    } else {
+      b = this.#newBlock(seg);
+      b.offset = at;
+      b.address = seg.address + at;
+      b.size = grow;
+      b.streamId = stream.id;
+      b.state = FREE;
+      b.requested = 0;
+      b.prev = tail;
+      b.next = null;
+      tail.next = b;
+      pool.insert(b);
+      bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, grow);
+      bumpUp(this.#s, INACTIVE_SPLIT * 12, p, 1);
+    }
+    b.stamp = this.#clock;
+    change(this.#s, RESERVED_BYTES, p, grow);
+    if (this.#history !== null) {
+      this.#record("segment_map", seg.address + at, grow, 0, stream.id);
+    }
+    return b;
+  }
+
+  /** Gives the free tail of expandable segment `seg` back to the device. */
+  #shrinkSegment(seg: _Segment<M>): void {
+    let tail = seg.head;
+    while (tail.next !== null) tail = tail.next;
+    if (tail.state !== FREE || tail.prev === null) return;
+    const raw = resizeSegment(
+      this.#source,
+      seg.raw,
+      seg.byteLength - tail.size,
+      0,
+    );
+    if (raw === undefined) return;
+    const pool = this.#poolOf(seg);
+    const p = seg.small ? 1 : 2;
+    const bytes = tail.size;
+    pool.remove(tail);
+    tail.prev.next = null;
+    seg.raw = raw;
+    seg.byteLength -= bytes;
+    bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, bytes);
+    bumpDown(this.#s, INACTIVE_SPLIT * 12, p, 1);
+    change(this.#s, RESERVED_BYTES, p, -bytes);
+    if (this.#history !== null) {
+      this.#record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
+    }
+    this.#recycle(tail);
+  }
+
+  /**
    * Asks the source for a segment labelled with this allocator's label, the
    * pool and the `withTag()` scope it is made in (GPU buffers carry it, so
    * a device error names them).
@@ -1996,9 +2203,13 @@ export class CachingAllocator<M = unknown> {
   /** Returns a whole free segment (in its pool) to the device. */
   #releaseBlock(b: _Block<M>): void {
     const seg = b.segment;
-    const pool = seg.small ? this.#small : this.#large;
+    const pool = this.#poolOf(seg);
     pool.remove(b);
     this.#segments.delete(seg);
+    if (seg.expandable) {
+      const growing = this.#growing[seg.small ? 0 : 1];
+      if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
+    }
     const p = seg.small ? 1 : 2;
     change(this.#s, SEGMENT, p, -1);
     change(this.#s, RESERVED_BYTES, p, -seg.byteLength);
@@ -2068,13 +2279,16 @@ export class CachingAllocator<M = unknown> {
 
   #releaseCachedBlocks(): void {
     if (this.#deferred.count > 0) this.#deferred.poll();
-    for (const pool of [this.#small, this.#large]) {
+    for (const pool of this.#pools()) {
       const blocks = pool.all();
       for (let i = blocks.length - 1; i >= 0; i--) {
         const b = blocks[i];
         if (b.prev === null && b.next === null) this.#releaseBlock(b);
       }
       pool.prune(); // streams that hold nothing more keep no bins
+    }
+    for (const growing of this.#growing) {
+      for (const seg of growing.values()) this.#shrinkSegment(seg);
     }
   }
 
@@ -2087,7 +2301,7 @@ export class CachingAllocator<M = unknown> {
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];
     let totalAge = 0;
-    for (const pool of [this.#large, this.#small]) {
+    for (const pool of this.#pools().reverse()) {
       for (const b of pool.all()) {
         if (b.prev === null && b.next === null) {
           candidates.push(b);
@@ -2137,7 +2351,7 @@ export class CachingAllocator<M = unknown> {
       pendingBytes += b.size;
     });
     let largest = 0;
-    for (const pool of [this.#small, this.#large]) {
+    for (const pool of this.#pools()) {
       for (const b of pool.all()) if (b.size > largest) largest = b.size;
     }
     if (this.#history !== null) {
