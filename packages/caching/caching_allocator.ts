@@ -25,7 +25,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import type { Segment, SegmentSource, StatValues } from "@allot/core";
+import type { Segment, SegmentSource } from "@allot/core";
 import {
   _Block,
   _BlockPool,
@@ -35,6 +35,7 @@ import {
   PENDING,
 } from "./_block_pool.ts";
 import { checkStream } from "./_check.ts";
+import { _CachingStats, _down, _up } from "./_stats.ts";
 import { validateObject } from "@allot/core";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import {
@@ -59,7 +60,6 @@ import {
   type MemoryStats,
   type MemorySummaryOptions,
   STAT_ARRAY_NAMES,
-  type StatArray,
 } from "./stats.ts";
 
 const MiB = 1048576;
@@ -431,169 +431,6 @@ function checkFraction(value: number, name: string, max: number): number {
   return value;
 }
 
-// Stats live in one Float64Array. For each of the 9 figures (in
-// STAT_ARRAY_NAMES order) 12 slots: [0..3] all pools, [4..7] small pool,
-// [8..11] large pool. Only what cannot be derived is written on the hot path:
-// per pool, current (+0), peak (+1) and freed (+3); slot +2 holds the
-// allocated total's base (current at the last resetAccumulatedStats(), so
-// allocated = current + freed - base); for all pools only the peak (+1) is
-// kept; its current, freed and allocated are sums of the pools'.
-//
-// Active figures are not written when a block is handed out or returned:
-// active = allocation + pending free (blocks freed by the caller that wait
-// for fences), so their slots hold the pending part instead: per pool the
-// pending current (+0), the active peak as last stored (+1: written only
-// while blocks are pending, and by resetPeakStats(); the reported peak is the
-// larger of it and the allocation peak, since active equals allocation when
-// nothing is pending) and the active current at the last
-// resetAccumulatedStats() (+2); for all pools the stored peak (+1). Active
-// allocated equals allocation allocated (both grow only on allocate), and
-// freed = base + allocated - current.
-const ALLOCATION = 0;
-const SEGMENT = 1;
-const ACTIVE = 2;
-const INACTIVE_SPLIT = 3;
-const ALLOCATED_BYTES = 4;
-const RESERVED_BYTES = 5;
-const ACTIVE_BYTES = 6;
-const INACTIVE_SPLIT_BYTES = 7;
-const REQUESTED_BYTES = 8;
-
-function bumpUp(s: Float64Array, base: number, pool: number, d: number): void {
-  const i = base + pool * 4;
-  const c = s[i] + d;
-  s[i] = c;
-  if (c > s[i + 1]) s[i + 1] = c;
-  const all = c + s[base + 12 - pool * 4]; // plus the other pool's current
-  if (all > s[base + 1]) s[base + 1] = all;
-}
-
-function bumpDown(
-  s: Float64Array,
-  base: number,
-  pool: number,
-  d: number,
-): void {
-  const i = base + pool * 4;
-  s[i] -= d;
-  s[i + 3] += d;
-}
-
-function change(s: Float64Array, stat: number, pool: number, d: number): void {
-  if (d > 0) bumpUp(s, stat * 12, pool, d);
-  else if (d < 0) bumpDown(s, stat * 12, pool, -d);
-}
-
-function current(s: Float64Array, stat: number): number {
-  return s[stat * 12 + 4] + s[stat * 12 + 8];
-}
-
-/**
- * A block handed out: allocation, allocated and requested bytes (active
- * follows; its stored peaks only matter while blocks are pending).
- */
-function statsAllocated(
-  s: Float64Array,
-  pool: number,
-  bytes: number,
-  requested: number,
-  pending: boolean,
-): void {
-  bumpUp(s, ALLOCATION * 12, pool, 1);
-  bumpUp(s, ALLOCATED_BYTES * 12, pool, bytes);
-  bumpUp(s, REQUESTED_BYTES * 12, pool, requested);
-  if (pending) {
-    storeActivePeak(s, ACTIVE, ALLOCATION, pool);
-    storeActivePeak(s, ACTIVE_BYTES, ALLOCATED_BYTES, pool);
-  }
-}
-
-/** Raises the stored active peaks of `pool` and all pools to the current. */
-function storeActivePeak(
-  s: Float64Array,
-  stat: number,
-  source: number,
-  pool: number,
-): void {
-  const b = stat * 12, a = source * 12, i = pool * 4;
-  const c = s[a + i] + s[b + i];
-  if (c > s[b + i + 1]) s[b + i + 1] = c;
-  const all = s[a + 4] + s[a + 8] + s[b + 4] + s[b + 8];
-  if (all > s[b + 1]) s[b + 1] = all;
-}
-
-/** A block back in the pool: requested bytes, pending when it waited, and the change in split fragments. */
-function statsInactive(
-  s: Float64Array,
-  pool: number,
-  bytes: number,
-  requested: number,
-  wasPending: boolean,
-  splitBlocks: number,
-  splitBytes: number,
-): void {
-  bumpDown(s, REQUESTED_BYTES * 12, pool, requested);
-  if (wasPending) {
-    s[ACTIVE * 12 + pool * 4] -= 1;
-    s[ACTIVE_BYTES * 12 + pool * 4] -= bytes;
-  }
-  if (splitBlocks !== 0) change(s, INACTIVE_SPLIT, pool, splitBlocks);
-  if (splitBytes !== 0) change(s, INACTIVE_SPLIT_BYTES, pool, splitBytes);
-}
-
-/** Sets the stored active peaks (or, with `base`, the bases) to the current active figures. */
-function resetActive(s: Float64Array, slot: 1 | 2): void {
-  for (
-    const [stat, source] of [[ACTIVE, ALLOCATION], [
-      ACTIVE_BYTES,
-      ALLOCATED_BYTES,
-    ]]
-  ) {
-    const b = stat * 12, a = source * 12;
-    s[b + 4 + slot] = s[a + 4] + s[b + 4];
-    s[b + 8 + slot] = s[a + 8] + s[b + 8];
-    if (slot === 1) s[b + 1] = s[b + 5] + s[b + 9];
-  }
-}
-
-function statValues(s: Float64Array, stat: number, pool: number): StatValues {
-  const b = stat * 12;
-  if (stat === ACTIVE || stat === ACTIVE_BYTES) {
-    const a = statValues(
-      s,
-      stat === ACTIVE ? ALLOCATION : ALLOCATED_BYTES,
-      pool,
-    );
-    const i = b + pool * 4;
-    const pending = pool === 0 ? s[b + 4] + s[b + 8] : s[i];
-    const base = pool === 0 ? s[b + 6] + s[b + 10] : s[i + 2];
-    const c = a.current + pending;
-    return {
-      current: c,
-      peak: Math.max(s[i + 1], a.peak),
-      allocated: a.allocated,
-      freed: base + a.allocated - c,
-    };
-  }
-  if (pool !== 0) {
-    const i = b + pool * 4;
-    return {
-      current: s[i],
-      peak: s[i + 1],
-      allocated: s[i] + s[i + 3] - s[i + 2],
-      freed: s[i + 3],
-    };
-  }
-  const c = s[b + 4] + s[b + 8];
-  const freed = s[b + 7] + s[b + 11];
-  return {
-    current: c,
-    peak: s[b + 1],
-    allocated: c + freed - s[b + 6] - s[b + 10],
-    freed,
-  };
-}
-
 /**
  * A device-agnostic caching allocator with PyTorch's CUDA caching allocator
  * rules. It takes whole segments from a {@linkcode SegmentSource} and carves
@@ -697,7 +534,7 @@ export class CachingAllocator<M = unknown> {
     new Map(),
   ];
 
-  #s = new Float64Array(9 * 3 * 4);
+  #stats = new _CachingStats();
   #oversizeAllocations = new Stat();
   #oversizeSegments = new Stat();
   #numAllocRetries = 0;
@@ -855,12 +692,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return current(this.#s, ALLOCATED_BYTES);
+    return this.#stats.allocatedBytes.current;
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return current(this.#s, RESERVED_BYTES);
+    return this.#stats.reservedBytes.current;
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -1292,10 +1129,8 @@ export class CachingAllocator<M = unknown> {
     }
     if (block !== null) this.#leaks?.forget(block);
     b.streamUses = null;
-    const pool = b.segment.small ? 1 : 2;
-    const s = this.#s;
-    bumpDown(s, ALLOCATION * 12, pool, 1);
-    bumpDown(s, ALLOCATED_BYTES * 12, pool, b.size);
+    const small = b.segment.small;
+    this.#stats.freed(small, b.size);
     if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
     if (this.#history !== null) {
       this.#record(
@@ -1311,8 +1146,7 @@ export class CachingAllocator<M = unknown> {
       b.state = PENDING;
       this.#deferred.defer(b, streamIds!, fences);
       // Still active: allocation moved to pending free.
-      s[ACTIVE * 12 + pool * 4] += 1;
-      s[ACTIVE_BYTES * 12 + pool * 4] += b.size;
+      this.#stats.pending(small, b.size);
     } else {
       this.#freeBlock(b);
     }
@@ -1394,26 +1228,14 @@ export class CachingAllocator<M = unknown> {
 
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
-    const s = this.#s;
-    for (let b = 0; b < s.length; b += 12) {
-      s[b + 5] = s[b + 4];
-      s[b + 9] = s[b + 8];
-      s[b + 1] = s[b + 4] + s[b + 8];
-    }
-    resetActive(s, 1);
+    this.#stats.resetPeak();
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();
   }
 
   /** Sets every allocated and freed total, and the counters, to zero. */
   resetAccumulatedStats(): void {
-    const s = this.#s;
-    for (let b = 0; b < s.length; b += 12) {
-      s[b + 6] = s[b + 4];
-      s[b + 10] = s[b + 8];
-      s[b + 7] = s[b + 11] = 0;
-    }
-    resetActive(s, 2);
+    this.#stats.resetAccumulated();
     this.#oversizeAllocations.resetAccumulated();
     this.#oversizeSegments.resetAccumulated();
     this.#numAllocRetries = 0;
@@ -1444,17 +1266,17 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   memoryStats(): MemoryStats {
-    const s = this.#s;
-    const out = {} as Record<string, StatArray>;
-    STAT_ARRAY_NAMES.forEach((name, i) => {
-      out[name] = {
-        all: statValues(s, i, 0),
-        smallPool: statValues(s, i, 1),
-        largePool: statValues(s, i, 2),
-      };
-    });
+    const f = this.#stats;
     return {
-      ...(out as unknown as Pick<MemoryStats, typeof STAT_ARRAY_NAMES[number]>),
+      allocation: f.allocation.values(),
+      segment: f.segment.values(),
+      active: f.active.values(),
+      inactiveSplit: f.inactiveSplit.values(),
+      allocatedBytes: f.allocatedBytes.values(),
+      reservedBytes: f.reservedBytes.values(),
+      activeBytes: f.activeBytes.values(),
+      inactiveSplitBytes: f.inactiveSplitBytes.values(),
+      requestedBytes: f.requestedBytes.values(),
       numAllocRetries: this.#numAllocRetries,
       numOoms: this.#numOoms,
       numSyncAllStreams: this.#numSyncAllStreams,
@@ -1684,15 +1506,21 @@ export class CachingAllocator<M = unknown> {
         if (b.segment.small !== pool.small) fail(`block in the wrong pool`);
       }
     }
-    STAT_ARRAY_NAMES.forEach((name, i) => {
-      for (let p = 0; p < 3; p++) {
-        const s = statValues(this.#s, i, p);
+    const figures = this.#stats.figures();
+    for (const name of STAT_ARRAY_NAMES) {
+      const values = figures[name].values();
+      const pools = ["all", "smallPool", "largePool"] as const;
+      pools.forEach((pool, p) => {
+        const s = values[pool];
         if (s.current !== c[name][p]) {
-          fail(`stat ${name}[${p}] is ${s.current}, recount ${c[name][p]}`);
+          fail(`stat ${name}.${pool} is ${s.current}, recount ${c[name][p]}`);
         }
-        if (s.peak < s.current) fail(`stat ${name}[${p}] peak below current`);
-      }
-    });
+        if (s.peak < s.current) fail(`stat ${name}.${pool} peak below current`);
+        if (s.allocated < 0 || s.freed < 0) {
+          fail(`stat ${name}.${pool} allocated or freed negative`);
+        }
+      });
+    }
     if (this.#oversizeAllocations.current !== oversizeAlloc) {
       fail(`oversize allocations`);
     }
@@ -1818,7 +1646,7 @@ export class CachingAllocator<M = unknown> {
     requested: number,
     tag: string | undefined,
   ): _Block<M> {
-    const p = pool.small ? 1 : 2;
+    const small = pool.small;
     const alreadySplit = b.prev !== null || b.next !== null;
     const remaining = b.size - size;
     const split = pool.small
@@ -1843,23 +1671,28 @@ export class CachingAllocator<M = unknown> {
       rest.offset += size;
       rest.stamp = this.#clock;
       if (alreadySplit) {
-        bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, size);
+        _down(this.#stats.inactiveSplitBytes, small, size);
       } else {
-        bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, rest.size);
-        bumpUp(this.#s, INACTIVE_SPLIT * 12, p, 1);
+        _up(this.#stats.inactiveSplitBytes, small, rest.size);
+        _up(this.#stats.inactiveSplit, small, 1);
       }
     } else {
       pool.remove(b);
       if (alreadySplit) {
-        bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, b.size);
-        bumpDown(this.#s, INACTIVE_SPLIT * 12, p, 1);
+        _down(this.#stats.inactiveSplitBytes, small, b.size);
+        _down(this.#stats.inactiveSplit, small, 1);
       }
     }
     b.state = ALLOCATED;
     b.requested = requested;
     b.tag = tag;
     const bytes = b.size;
-    statsAllocated(this.#s, p, bytes, requested, this.#deferred.count !== 0);
+    this.#stats.allocated(
+      small,
+      bytes,
+      requested,
+      this.#deferred.count !== 0,
+    );
     if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
     if (this.#history !== null) {
       this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
@@ -1882,7 +1715,6 @@ export class CachingAllocator<M = unknown> {
   #freeBlock(b: _Block<M>): void {
     const seg = b.segment;
     const pool = this.#poolOf(seg);
-    const p = seg.small ? 1 : 2;
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
     if (this.#strict) {
@@ -1948,9 +1780,8 @@ export class CachingAllocator<M = unknown> {
       splitBlocks++;
       splitBytes += survivor.size;
     }
-    statsInactive(
-      this.#s,
-      p,
+    this.#stats.inactive(
+      seg.small,
       originalSize,
       requested,
       wasPending,
@@ -1999,7 +1830,7 @@ export class CachingAllocator<M = unknown> {
       ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
       : this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = current(this.#s, RESERVED_BYTES);
+    const reserved = this.#stats.reservedBytes.current;
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size, pool);
@@ -2056,9 +1887,8 @@ export class CachingAllocator<M = unknown> {
     b.stamp = this.#clock;
     seg.head = b;
     pool.insert(b); // #allocFound takes it from the pool like a cached one
-    const p = pool.small ? 1 : 2;
-    change(this.#s, SEGMENT, p, 1);
-    change(this.#s, RESERVED_BYTES, p, segSize);
+    _up(this.#stats.segment, pool.small, 1);
+    _up(this.#stats.reservedBytes, pool.small, segSize);
     if (segSize >= this.maxSplitSize) this.#oversizeSegments.increase(1);
     this.#numDeviceAlloc++;
     if (this.#history !== null) {
@@ -2080,7 +1910,7 @@ export class CachingAllocator<M = unknown> {
     const growing = this.#growing[pool.small ? 0 : 1];
     const seg = growing.get(stream.id);
     const allowed = this.allowedBytes;
-    const reserved = current(this.#s, RESERVED_BYTES);
+    const reserved = this.#stats.reservedBytes.current;
     // Grow in steps of a small segment or of the large rounding, down to the
     // block granule when the device is that full.
     const step = pool.small
@@ -2127,12 +1957,13 @@ export class CachingAllocator<M = unknown> {
     const at = seg.byteLength;
     seg.raw = raw;
     seg.byteLength += grow;
-    const p = pool.small ? 1 : 2;
     let b: _Block<M>;
     if (tail.state === FREE) {
       b = tail;
       pool.resize(b, b.size + grow, b.address);
-      if (b.prev !== null) bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, grow);
+      if (b.prev !== null) {
+        _up(this.#stats.inactiveSplitBytes, pool.small, grow);
+      }
     } else {
       b = this.#newBlock(seg);
       b.offset = at;
@@ -2145,11 +1976,11 @@ export class CachingAllocator<M = unknown> {
       b.next = null;
       tail.next = b;
       pool.insert(b);
-      bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, grow);
-      bumpUp(this.#s, INACTIVE_SPLIT * 12, p, 1);
+      _up(this.#stats.inactiveSplitBytes, pool.small, grow);
+      _up(this.#stats.inactiveSplit, pool.small, 1);
     }
     b.stamp = this.#clock;
-    change(this.#s, RESERVED_BYTES, p, grow);
+    _up(this.#stats.reservedBytes, pool.small, grow);
     if (this.#history !== null) {
       this.#record("segment_map", seg.address + at, grow, 0, stream.id);
     }
@@ -2169,15 +2000,14 @@ export class CachingAllocator<M = unknown> {
     );
     if (raw === undefined) return;
     const pool = this.#poolOf(seg);
-    const p = seg.small ? 1 : 2;
     const bytes = tail.size;
     pool.remove(tail);
     tail.prev.next = null;
     seg.raw = raw;
     seg.byteLength -= bytes;
-    bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, bytes);
-    bumpDown(this.#s, INACTIVE_SPLIT * 12, p, 1);
-    change(this.#s, RESERVED_BYTES, p, -bytes);
+    _down(this.#stats.inactiveSplitBytes, seg.small, bytes);
+    _down(this.#stats.inactiveSplit, seg.small, 1);
+    _down(this.#stats.reservedBytes, seg.small, bytes);
     if (this.#history !== null) {
       this.#record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
     }
@@ -2210,9 +2040,8 @@ export class CachingAllocator<M = unknown> {
       const growing = this.#growing[seg.small ? 0 : 1];
       if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
     }
-    const p = seg.small ? 1 : 2;
-    change(this.#s, SEGMENT, p, -1);
-    change(this.#s, RESERVED_BYTES, p, -seg.byteLength);
+    _down(this.#stats.segment, seg.small, 1);
+    _down(this.#stats.reservedBytes, seg.small, seg.byteLength);
     if (seg.byteLength >= this.maxSplitSize) {
       this.#oversizeSegments.decrease(1);
     }
@@ -2296,7 +2125,7 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = current(this.#s, RESERVED_BYTES);
+    const reserved = this.#stats.reservedBytes.current;
     if (reserved <= threshold) return;
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];
