@@ -326,7 +326,7 @@ describe("@allot/caching adversarial", () => {
     const live = [pool.allocate(1000), pool.allocate(3000)];
     const state = () => ({
       live: pool.liveBytes,
-      held: pool.heldBytes,
+      held: pool.reservedBytes,
       peakLive: pool.peakLiveBytes,
       segments: pool.segmentCount,
       created: pool.segmentsCreated,

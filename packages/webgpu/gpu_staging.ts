@@ -76,9 +76,9 @@ export interface DownloadOptions {
 /** Figures of a {@linkcode GpuStaging} pool. */
 export interface StagingStats {
   /** Bytes of staging buffers alive (idle, in use or re-mapping). */
-  liveBytes: number;
-  /** Highest `liveBytes` so far. */
-  peakLiveBytes: number;
+  reservedBytes: number;
+  /** Highest `reservedBytes` so far. */
+  peakReservedBytes: number;
   /** Staging buffers alive. */
   liveCount: number;
   /** Idle buffers ready to hand out. */
@@ -146,7 +146,7 @@ export class GpuStaging {
   #idle = new Map<string, GPUBuffer[]>();
   #idleCount = 0;
   #live = new Set<GPUBuffer>();
-  #liveBytes = 0;
+  #reservedBytes = 0;
   #peak = 0;
   #created = 0;
   #writeUploads = 0;
@@ -193,8 +193,8 @@ export class GpuStaging {
    */
   stats(): StagingStats {
     return {
-      liveBytes: this.#liveBytes,
-      peakLiveBytes: this.#peak,
+      reservedBytes: this.#reservedBytes,
+      peakReservedBytes: this.#peak,
       liveCount: this.#live.size,
       idleCount: this.#idleCount,
       createdCount: this.#created,
@@ -456,10 +456,10 @@ export class GpuStaging {
         this.#idleCount--;
         return idle.pop()!;
       }
-      if (this.#liveBytes + bucket > this.maxStagingBytes) {
-        this.#evictIdle(this.#liveBytes + bucket - this.maxStagingBytes);
+      if (this.#reservedBytes + bucket > this.maxStagingBytes) {
+        this.#evictIdle(this.#reservedBytes + bucket - this.maxStagingBytes);
       }
-      if (this.#liveBytes + bucket <= this.maxStagingBytes) {
+      if (this.#reservedBytes + bucket <= this.maxStagingBytes) {
         const buffer = this.gpuDevice.createBuffer({
           label: `${this.#label}:${kind}#${this.#created + 1}`,
           size: bucket,
@@ -470,8 +470,8 @@ export class GpuStaging {
         });
         this.#created++;
         this.#live.add(buffer);
-        this.#liveBytes += bucket;
-        if (this.#liveBytes > this.#peak) this.#peak = this.#liveBytes;
+        this.#reservedBytes += bucket;
+        if (this.#reservedBytes > this.#peak) this.#peak = this.#reservedBytes;
         return buffer;
       }
       await new Promise<void>((resolve, reject) =>
@@ -504,7 +504,7 @@ export class GpuStaging {
   }
 
   #discard(buffer: GPUBuffer): void {
-    if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+    if (this.#live.delete(buffer)) this.#reservedBytes -= buffer.size;
     try {
       buffer.destroy();
     } catch {
@@ -519,7 +519,7 @@ export class GpuStaging {
         const buffer = idle.pop()!;
         this.#idleCount--;
         bytes -= buffer.size;
-        if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+        if (this.#live.delete(buffer)) this.#reservedBytes -= buffer.size;
         buffer.destroy();
       }
       if (idle.length === 0) this.#idle.delete(key);
@@ -536,7 +536,7 @@ export class GpuStaging {
   #drop(lost: boolean): void {
     for (const idle of this.#idle.values()) {
       for (const buffer of idle) {
-        if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+        if (this.#live.delete(buffer)) this.#reservedBytes -= buffer.size;
         try {
           buffer.destroy();
         } catch {
