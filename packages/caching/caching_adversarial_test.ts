@@ -325,9 +325,9 @@ describe("@allot/caching adversarial", () => {
     const other = new StepPlannedPool(new MockSegmentSource());
     const live = [pool.allocate(1000), pool.allocate(3000)];
     const state = () => ({
-      live: pool.liveBytes,
+      live: pool.requestedBytes,
       held: pool.reservedBytes,
-      peakLive: pool.peakLiveBytes,
+      peakLive: pool.peakRequestedBytes,
       segments: pool.segmentCount,
       created: pool.segmentsCreated,
       steps: pool.stepCount,
