@@ -109,7 +109,7 @@ describe("@allot/caching adversarial", () => {
         "smallRequestMaxByteLength",
         "smallSegmentByteLength",
         "largeSegmentByteLength",
-        "maxSplitSize",
+        "maxSplitByteLength",
         "memoryFraction",
       ]
     ) {
@@ -118,7 +118,7 @@ describe("@allot/caching adversarial", () => {
         // null, like undefined, means the default (`??`)
         numbers.filter((h) =>
           h.name !== "undefined" && h.name !== "null" &&
-          !(key === "maxSplitSize" && h.name === "Infinity") && // no limit
+          !(key === "maxSplitByteLength" && h.name === "Infinity") && // no limit
           !(key === "memoryFraction" && h.name === "0.5")
         ),
         (v) => new CachingAllocator(new MockSegmentSource(), { [key]: v }),

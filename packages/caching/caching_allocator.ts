@@ -123,17 +123,30 @@ export interface CachingAllocatorOptions {
   roundupPower2Divisions?: RoundupPower2Divisions;
   /**
    * Blocks at least this large are never split, and serve only requests
-   * within `maxNonSplitRoundingSize` of their size (`max_split_size`). At
+   * within `maxNonSplitRoundingByteLength` of their size (`max_split_size`). At
    * least `largeSegmentByteLength`.
    *
    * @default {Infinity}
    */
-  maxSplitSize?: number;
+  maxSplitByteLength?: number;
   /**
    * How much larger than a request an unsplittable block may be and still
    * serve it (`max_non_split_rounding_size`).
    *
    * @default {20971520}
+   */
+  maxNonSplitRoundingByteLength?: number;
+  /**
+   * Same as `maxSplitByteLength`.
+   *
+   * @deprecated Use `maxSplitByteLength`; removed in the next minor version.
+   */
+  maxSplitSize?: number;
+  /**
+   * Same as `maxNonSplitRoundingByteLength`.
+   *
+   * @deprecated Use `maxNonSplitRoundingByteLength`; removed in the next
+   * minor version.
    */
   maxNonSplitRoundingSize?: number;
   /**
@@ -487,9 +500,9 @@ export class CachingAllocator<M = unknown> {
   /** Rounding of own segments. */
   readonly largeRoundByteLength: number;
   /** Blocks at least this large are never split. */
-  readonly maxSplitSize: number;
+  readonly maxSplitByteLength: number;
   /** Slack an unsplittable block may have over a request. */
-  readonly maxNonSplitRoundingSize: number;
+  readonly maxNonSplitRoundingByteLength: number;
   /** Largest block or segment: the source's limit, in whole granules. */
   readonly maxBlockByteLength: number;
   #source: SegmentSource<M>;
@@ -615,31 +628,33 @@ export class CachingAllocator<M = unknown> {
         },
       );
     }
-    const maxSplit = options.maxSplitSize ?? Infinity;
+    const maxSplit = options.maxSplitByteLength ?? options.maxSplitSize ??
+      Infinity;
     if (
       !(maxSplit === Infinity || Number.isSafeInteger(maxSplit)) ||
       maxSplit < largeSegment
     ) {
       throw new InvalidArgumentError(
-        `Invalid maxSplitSize: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${
+        `Invalid maxSplitByteLength: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${
           describeValue(maxSplit)
         }`,
-        { name: "maxSplitSize", value: maxSplit, limit: largeSegment },
+        { name: "maxSplitByteLength", value: maxSplit, limit: largeSegment },
       );
     }
-    const nonSplit = options.maxNonSplitRoundingSize ?? 20 * MiB;
+    const nonSplit = options.maxNonSplitRoundingByteLength ??
+      options.maxNonSplitRoundingSize ?? 20 * MiB;
     validateByteLength(
       nonSplit,
       Number.MAX_SAFE_INTEGER,
-      "maxNonSplitRoundingSize",
+      "maxNonSplitRoundingByteLength",
     );
     this.smallRequestMaxByteLength = smallMax;
     this.smallSegmentByteLength = smallSegment;
     this.largeSegmentByteLength = largeSegment;
     this.ownSegmentMinByteLength = ownMin;
     this.largeRoundByteLength = largeRound;
-    this.maxSplitSize = maxSplit;
-    this.maxNonSplitRoundingSize = nonSplit;
+    this.maxSplitByteLength = maxSplit;
+    this.maxNonSplitRoundingByteLength = nonSplit;
     const divisions = options.roundupPower2Divisions ?? 0;
     const expanded = expandRoundupPower2Divisions(divisions);
     this.#divisions = expanded.some((d) => d > 1) ? expanded : undefined;
@@ -678,6 +693,25 @@ export class CachingAllocator<M = unknown> {
    */
   get expandableSegments(): boolean {
     return this.#expandable;
+  }
+
+  /**
+   * Same as `maxSplitByteLength`.
+   *
+   * @deprecated Use `maxSplitByteLength`; removed in the next minor version.
+   */
+  get maxSplitSize(): number {
+    return this.maxSplitByteLength;
+  }
+
+  /**
+   * Same as `maxNonSplitRoundingByteLength`.
+   *
+   * @deprecated Use `maxNonSplitRoundingByteLength`; removed in the next
+   * minor version.
+   */
+  get maxNonSplitRoundingSize(): number {
+    return this.maxNonSplitRoundingByteLength;
   }
 
   /** Share of the device capacity this allocator may reserve. */
@@ -1131,7 +1165,9 @@ export class CachingAllocator<M = unknown> {
     b.streamUses = null;
     const small = b.segment.small;
     this.#stats.freed(small, b.size);
-    if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
+    if (b.size >= this.maxSplitByteLength) {
+      this.#oversizeAllocations.decrease(1);
+    }
     if (this.#history !== null) {
       this.#record(
         "free_requested",
@@ -1284,7 +1320,7 @@ export class CachingAllocator<M = unknown> {
       numDeviceFree: this.#numDeviceFree,
       oversizeAllocations: this.#oversizeAllocations.values(),
       oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitSize: this.maxSplitSize,
+      maxSplitByteLength: this.maxSplitByteLength,
     };
   }
 
@@ -1428,7 +1464,7 @@ export class CachingAllocator<M = unknown> {
       const pool = this.#poolOf(seg);
       add("segment", p, 1);
       add("reservedBytes", p, seg.byteLength);
-      if (seg.byteLength >= this.maxSplitSize) oversizeSeg++;
+      if (seg.byteLength >= this.maxSplitByteLength) oversizeSeg++;
       if (seg.head.prev !== null) fail(`segment ${seg.id} head has a prev`);
       let offset = 0;
       const split = seg.head.next !== null;
@@ -1467,7 +1503,7 @@ export class CachingAllocator<M = unknown> {
           if (b.state === ALLOCATED) {
             add("allocation", p, 1);
             add("allocatedBytes", p, b.size);
-            if (b.size >= this.maxSplitSize) oversizeAlloc++;
+            if (b.size >= this.maxSplitByteLength) oversizeAlloc++;
           } else {
             if (!pendingSet.has(b)) fail(`pending block not in pending list`);
             if (b.waitingFences <= 0) fail(`pending block waits for no fence`);
@@ -1599,9 +1635,11 @@ export class CachingAllocator<M = unknown> {
     if (pool.count === 0) return undefined;
     const b = pool.lowerBound(streamId, size);
     if (b === undefined) return undefined;
-    const maxSplit = this.maxSplitSize;
+    const maxSplit = this.maxSplitByteLength;
     if (size < maxSplit && b.size >= maxSplit) return undefined;
-    if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
+    if (
+      size >= maxSplit && b.size >= size + this.maxNonSplitRoundingByteLength
+    ) {
       return undefined;
     }
     if (pool === this.#own && b.size - size >= this.largeRoundByteLength) {
@@ -1651,7 +1689,7 @@ export class CachingAllocator<M = unknown> {
     const remaining = b.size - size;
     const split = pool.small
       ? remaining >= this.minBlockByteLength
-      : size < this.maxSplitSize &&
+      : size < this.maxSplitByteLength &&
         remaining > this.smallRequestMaxByteLength &&
         (b.segment.expandable || !this.#expandable);
     if (split) {
@@ -1693,7 +1731,7 @@ export class CachingAllocator<M = unknown> {
       requested,
       this.#deferred.count !== 0,
     );
-    if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
+    if (bytes >= this.maxSplitByteLength) this.#oversizeAllocations.increase(1);
     if (this.#history !== null) {
       this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
       if (this.#history.captureStack) b.stack = captureStack();
@@ -1889,7 +1927,7 @@ export class CachingAllocator<M = unknown> {
     pool.insert(b); // #allocFound takes it from the pool like a cached one
     _up(this.#stats.segment, pool.small, 1);
     _up(this.#stats.reservedBytes, pool.small, segSize);
-    if (segSize >= this.maxSplitSize) this.#oversizeSegments.increase(1);
+    if (segSize >= this.maxSplitByteLength) this.#oversizeSegments.increase(1);
     this.#numDeviceAlloc++;
     if (this.#history !== null) {
       this.#record("segment_alloc", seg.address, segSize, 0, stream.id);
@@ -2042,7 +2080,7 @@ export class CachingAllocator<M = unknown> {
     }
     _down(this.#stats.segment, seg.small, 1);
     _down(this.#stats.reservedBytes, seg.small, seg.byteLength);
-    if (seg.byteLength >= this.maxSplitSize) {
+    if (seg.byteLength >= this.maxSplitByteLength) {
       this.#oversizeSegments.decrease(1);
     }
     this.#numDeviceFree++;
@@ -2073,7 +2111,7 @@ export class CachingAllocator<M = unknown> {
     size: number,
     streamId: number,
   ): boolean {
-    const maxSplit = this.maxSplitSize;
+    const maxSplit = this.maxSplitByteLength;
     if (maxSplit === Infinity) return false;
     const key = size < maxSplit ? maxSplit : size;
     // The slow path: work on a flat copy of the pool.
@@ -2220,7 +2258,7 @@ export class CachingAllocator<M = unknown> {
         : "";
     } else if (cached >= size) {
       message +=
-        `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitSize to keep large blocks whole`;
+        `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitByteLength to keep large blocks whole`;
     }
     throw new CachingOutOfMemoryError(message, {
       requestedBytes: size,

@@ -44,7 +44,7 @@ export interface GpuStagingOptions {
    *
    * @default {262144}
    */
-  writeBufferMaxBytes?: number;
+  writeBufferMaxByteLength?: number;
 }
 
 /** Options of {@linkcode GpuStaging.upload}. */
@@ -141,7 +141,7 @@ export class GpuStaging {
   /** Largest staging buffer. */
   readonly chunkByteLength: number;
   /** Largest upload that uses `writeBuffer`. */
-  readonly writeBufferMaxBytes: number;
+  readonly writeBufferMaxByteLength: number;
   #label: string;
   #idle = new Map<string, GPUBuffer[]>();
   #idleCount = 0;
@@ -177,10 +177,10 @@ export class GpuStaging {
       Math.min(this.maxStagingBytes, device.limits.maxBufferSize),
       "chunkByteLength",
     );
-    this.writeBufferMaxBytes = validateByteLength(
-      options.writeBufferMaxBytes ?? 256 << 10,
+    this.writeBufferMaxByteLength = validateByteLength(
+      options.writeBufferMaxByteLength ?? 256 << 10,
       Number.MAX_SAFE_INTEGER,
-      "writeBufferMaxBytes",
+      "writeBufferMaxByteLength",
     );
     const state = _deviceState(device);
     if (!state.lost) state.listeners.add(() => this.#drop(true));
@@ -251,7 +251,7 @@ export class GpuStaging {
       await this.#uploadUnaligned(dst, bytes, byteOffset);
       return;
     }
-    if (bytes.byteLength <= this.writeBufferMaxBytes) {
+    if (bytes.byteLength <= this.writeBufferMaxByteLength) {
       this.gpuDevice.queue.writeBuffer(
         dst.buffer,
         to,

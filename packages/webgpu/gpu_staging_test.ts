@@ -21,7 +21,7 @@ describe("GpuStaging", { skip }, () => {
     using staging = new GpuStaging(device, {
       maxStagingBytes: 64 << 10,
       chunkByteLength: 16 << 10,
-      writeBufferMaxBytes: 1024,
+      writeBufferMaxByteLength: 1024,
     });
     const buffer = device.createBuffer({ size: 256 << 10, usage: USAGE });
     const binding = { buffer, offset: 1024, size: 200 << 10 };
@@ -106,7 +106,7 @@ describe("GpuStaging", { skip }, () => {
 
   it("GpuStaging rejects with DeviceLostError after device loss and drops its pool", async () => {
     const device = await newDevice("lost-staging");
-    const staging = new GpuStaging(device, { writeBufferMaxBytes: 0 });
+    const staging = new GpuStaging(device, { writeBufferMaxByteLength: 0 });
     const buffer = device.createBuffer({ size: 65536, usage: USAGE });
     const binding = { buffer, offset: 0, size: 65536 };
     await staging.upload(binding, new Uint8Array(65536));
