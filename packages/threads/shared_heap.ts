@@ -149,6 +149,10 @@ export interface SharedHeapStats {
   reservedBytes: number;
   /** Bytes of free pages in the shared core. */
   freeBytes: number;
+  /** @deprecated Use `allocatedBytes`; removed in the next minor version. */
+  bytesInUse: number;
+  /** @deprecated Use `reservedBytes`; removed in the next minor version. */
+  bytesReserved: number;
   /** Arenas attached now (one per live handle). */
   arenas: number;
 }
@@ -639,6 +643,8 @@ export class SharedHeap {
       reservedBytes: this.#pages * PAGE - free,
       freeBytes: free,
       arenas,
+      bytesInUse: bytes,
+      bytesReserved: this.#pages * PAGE - free,
     };
   }
 
