@@ -167,7 +167,7 @@ describe("CachingAllocator with expandableSegments", () => {
     // Sizes from 256 B to 64 MiB under 256 MiB live: non-moving pools with
     // fixed segments fail here from 1.5x (the benchmark's stress trace).
     const trace = churnTrace({ allocations: 4000 });
-    const peak = summarizeTrace(trace).peakLiveBytes;
+    const peak = summarizeTrace(trace).peakRequestedBytes;
     for (const ratio of [1.5, 1.1]) {
       const device = new MockSegmentSource({
         capacityBytes: Math.ceil(peak * ratio / 4096) * 4096,

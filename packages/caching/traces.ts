@@ -86,12 +86,26 @@ export interface TraceSummary {
   /** Number of allocations. */
   allocations: number;
   /** Highest sum of live requested bytes. */
-  peakLiveBytes: number;
+  peakRequestedBytes: number;
   /** Highest number of live allocations. */
   peakLiveCount: number;
   /** Number of distinct byte lengths. */
   distinctSizes: number;
   /** Highest sum of live requested bytes after warm-up. */
+  peakRequestedBytesAfterWarmup: number;
+  /**
+   * Same as `peakRequestedBytes`.
+   *
+   * @deprecated Use `peakRequestedBytes` (one name per figure across allot);
+   * removed in the next minor version.
+   */
+  peakLiveBytes: number;
+  /**
+   * Same as `peakRequestedBytesAfterWarmup`.
+   *
+   * @deprecated Use `peakRequestedBytesAfterWarmup`; removed in the next
+   * minor version.
+   */
   peakLiveBytesAfterWarmup: number;
 }
 
@@ -552,7 +566,7 @@ export interface ChurnTraceOptions {
  *
  * const trace = churnTrace({ allocations: 1000 });
  * assert.equal(summarizeTrace(trace).allocations, 1000);
- * assert.ok(summarizeTrace(trace).peakLiveBytes <= 320 * 2 ** 20);
+ * assert.ok(summarizeTrace(trace).peakRequestedBytes <= 320 * 2 ** 20);
  * ```
  */
 export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
@@ -605,7 +619,7 @@ export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
  * import assert from "node:assert/strict";
  *
  * const summary = summarizeTrace(transformerInferenceTrace({ layers: 2, rounds: 1 }));
- * assert.ok(summary.peakLiveBytes > 0);
+ * assert.ok(summary.peakRequestedBytes > 0);
  * ```
  */
 export function summarizeTrace(trace: AllocationTrace): TraceSummary {
@@ -628,9 +642,11 @@ export function summarizeTrace(trace: AllocationTrace): TraceSummary {
   });
   return {
     allocations,
-    peakLiveBytes: peak,
+    peakRequestedBytes: peak,
     peakLiveCount: peakCount,
     distinctSizes: sizes.size,
+    peakRequestedBytesAfterWarmup: peakAfter,
+    peakLiveBytes: peak,
     peakLiveBytesAfterWarmup: peakAfter,
   };
 }

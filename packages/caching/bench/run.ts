@@ -355,7 +355,7 @@ function replayWith<H>(
       if (op.kind === "mark") target.flush?.();
     },
   });
-  const peak = summarizeTrace(trace).peakLiveBytes;
+  const peak = summarizeTrace(trace).peakRequestedBytes;
   return {
     ratio: device.peakReservedBytes / peak,
     afterWarmup: device.allocationCount - atWarmup,
@@ -396,7 +396,7 @@ function traceScenarios(quick: boolean): Scenario[] {
       package: "caching",
       scenario:
         `trace replay: ${trace.name} (${summary.allocations} allocations, peak ${
-          mib(summary.peakLiveBytes)
+          mib(summary.peakRequestedBytes)
         } requested)`,
       unit: "x peak requested",
       higherIsBetter: false,
@@ -500,7 +500,7 @@ function failuresUnder<H>(
 function pressure(quick: boolean): Scenario[] {
   const trace = churnTrace({ allocations: quick ? 4000 : 40000 });
   const summary = summarizeTrace(trace);
-  const peak = summary.peakLiveBytes;
+  const peak = summary.peakRequestedBytes;
   const MiB = 2 ** 20;
   const allot = (
     options: CachingAllocatorOptions,
