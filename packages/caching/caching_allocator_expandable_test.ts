@@ -11,9 +11,14 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { type MockMemory, MockSegmentSource } from "@allot/core";
+import {
+  type MockMemory,
+  MockSegmentSource,
+  type Segment,
+  type SegmentSource,
+} from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
-import { CachingOutOfMemoryError } from "./errors.ts";
+import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import { churnTrace, replayTrace, summarizeTrace } from "./traces.ts";
 
 const KiB = 1024;
@@ -184,5 +189,48 @@ describe("CachingAllocator with expandableSegments", () => {
       allocator.emptyCache();
       assert.equal(device.reservedBytes, 0);
     }
+  });
+
+  it("refuses a resize that throws or moves the memory, and stays usable", () => {
+    const mock = new MockSegmentSource({ capacityBytes: 4 * MiB });
+    let fault: "none" | "throw" | "move" = "none";
+    const source: SegmentSource<MockMemory> = {
+      device: mock.device,
+      alignment: mock.alignment,
+      maxSegmentByteLength: mock.maxSegmentByteLength,
+      capacityBytes: mock.capacityBytes,
+      tryAllocateSegment: (n, o) => mock.tryAllocateSegment(n, o),
+      freeSegment: (segment) => mock.freeSegment(segment),
+      tryResizeSegment: (
+        segment: Segment<MockMemory>,
+        n: number,
+      ): Segment<MockMemory> | undefined => {
+        if (fault === "throw") throw new Error("device lost");
+        if (fault === "move") {
+          return {
+            memory: { ...segment.memory },
+            byteOffset: 0,
+            byteLength: n,
+          };
+        }
+        return mock.tryResizeSegment(segment, n);
+      },
+    };
+    const allocator = new CachingAllocator(source, OPTIONS);
+    const a = allocator.allocate(40 * KiB); // 64 KiB expandable large segment
+    const before = JSON.stringify(allocator.memoryStats());
+    for (const f of ["throw", "move"] as const) {
+      fault = f;
+      assert.throws(() => allocator.allocate(100 * KiB), SegmentSourceError);
+      allocator.validate();
+      assert.equal(JSON.stringify(allocator.memoryStats()), before);
+    }
+    fault = "none";
+    const b = allocator.allocate(100 * KiB);
+    allocator.validate();
+    a.release();
+    b.release();
+    allocator.emptyCache();
+    assert.equal(mock.reservedBytes, 0);
   });
 });
