@@ -190,8 +190,10 @@ export interface CachingAllocatorOptions {
    * its end instead of taking new segments, so a request that fits nowhere
    * extends the segment's free tail; `emptyCache()` and a full device shrink
    * free tails back. Requests of at least `ownSegmentMinByteLength` still get
-   * segments of their own, never split, which a full device gets back whole.
-   * Ignored for a source without `tryResizeSegment` (GPU buffers).
+   * segments of their own, never split, which a full device gets back whole;
+   * once the device has been full (until `emptyCache()`), so do large
+   * requests that no hole of the expandable segment holds. Ignored for a
+   * source without `tryResizeSegment` (GPU buffers).
    *
    * @default {false}
    */
@@ -541,6 +543,8 @@ export class CachingAllocator<M = unknown> {
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string; resizable?: boolean };
   #expandable = false;
+  // Whether the device refused a segment (expandable segments only).
+  #pressured = false;
   // The expandable segment of each stream, per pool (small, large).
   #growing: [Map<number, _Segment<M>>, Map<number, _Segment<M>>] = [
     new Map(),
@@ -1258,6 +1262,7 @@ export class CachingAllocator<M = unknown> {
    * include them.
    */
   emptyCache(): void {
+    this.#pressured = false;
     this.#releaseCachedBlocks();
     if (this.#strict) this.#strictCheck();
   }
@@ -1684,6 +1689,8 @@ export class CachingAllocator<M = unknown> {
     requested: number,
     tag: string | undefined,
   ): _Block<M> {
+    // (Under pressure a large request may be served from an own segment.)
+    if (this.#expandable) pool = this.#poolOf(b.segment);
     const small = pool.small;
     const alreadySplit = b.prev !== null || b.next !== null;
     const remaining = b.size - size;
@@ -1840,6 +1847,11 @@ export class CachingAllocator<M = unknown> {
       b = this.#allocBlock(pool, size, stream, false);
       if (b !== undefined) return b;
     }
+    // Expandable segments: the device is full, so from now on large requests
+    // that the expandable segment cannot serve from its holes get segments
+    // of their own, which a full device gets back whole (grown, the
+    // segment would pin them in place).
+    if (this.#expandable) this.#pressured = true;
     this.#releaseCachedBlocks();
     return this.#allocBlock(pool, size, stream, true);
   }
@@ -1863,7 +1875,14 @@ export class CachingAllocator<M = unknown> {
     if (isRetry) this.#numAllocRetries++;
     if (
       this.#expandable && (pool.small || size < this.ownSegmentMinByteLength)
-    ) return this.#growBlock(pool, size, stream);
+    ) {
+      if (pool.small || !this.#pressured) {
+        return this.#growBlock(pool, size, stream);
+      }
+      const own = this.#getFreeBlock(this.#own, stream.id, size);
+      if (own !== undefined) return own;
+      pool = this.#own;
+    }
     const full = this.#expandable
       ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
       : this.#segmentSizeFor(pool, size);
