@@ -6,8 +6,10 @@
  */
 
 import {
+  describeValue,
   DoubleFreeError,
   InvalidArgumentError,
+  JUNK_BYTE,
   OutOfMemoryError,
   validateAlignment,
   validateByteLength,
@@ -118,6 +120,16 @@ export interface SharedHeapOptions {
    * @default {2000}
    */
   lockTimeoutMs?: number;
+  /**
+   * Debug mode for hunting a bug: this handle checks the heap's integrity
+   * (under the core lock) after every allocation, free and reclaim, and
+   * fills a block with `JUNK_BYTE` before freeing it (slow). Views cannot
+   * be detached (they share the heap's memory): a stale view reads junk.
+   * Handles attached from this heap's descriptor are strict too.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /**
@@ -135,6 +147,8 @@ export interface SharedHeapDescriptor {
   readonly heapId: number;
   /** Lock wait limit of the attached handle, in milliseconds. */
   readonly lockTimeoutMs?: number;
+  /** Whether the attached handle runs in strict mode (see `SharedHeapOptions`). */
+  readonly strict?: boolean;
 }
 
 /** Figures of a shared heap, summed over every arena. All values are bytes or counts. */
@@ -291,6 +305,7 @@ export class SharedHeap {
   #token: number;
   #timeoutMs: number;
   #open = true;
+  #strict: boolean;
   #stateWord: number;
   // Owner-only slab lists per class (absolute byte offsets).
   #slabs: number[][] = CLASS_SIZES.map(() => []);
@@ -304,6 +319,7 @@ export class SharedHeap {
     memory: SharedMemory,
     byteOffset: number,
     timeoutMs: number,
+    strict: boolean,
   ) {
     this.#memory = memory;
     this.#buffer = sharedBuffer(memory);
@@ -321,6 +337,8 @@ export class SharedHeap {
     this.#arena = -1;
     this.#token = 0;
     this.#arenaWord = 0;
+    this.#strict = strict;
+    if (strict) this.#makeStrict();
   }
 
   /**
@@ -369,6 +387,7 @@ export class SharedHeap {
     const byteLength = options.byteLength ?? Math.max(room, 0);
     validateInteger(byteLength, 0, Math.max(room, 0), "byteLength");
     const timeoutMs = validateTimeout(options.lockTimeoutMs);
+    const strict = validateStrict(options.strict);
     const end = byteOffset + byteLength;
     const metaStart = byteOffset + HEADER_BYTES;
     let pages = Math.floor(
@@ -401,7 +420,7 @@ export class SharedHeap {
     i32[h + H_HEAP_ID] = randomId();
     i32[h + H_VERSION] = VERSION;
     i32[h + H_STATE] = STATE_OPEN;
-    const heap = new SharedHeap(memory, byteOffset, timeoutMs);
+    const heap = new SharedHeap(memory, byteOffset, timeoutMs, strict);
     heap.#makeFree(0, pages);
     i32[h + H_FREE_PAGES] = pages;
     Atomics.store(i32, h + H_MAGIC, MAGIC);
@@ -462,9 +481,15 @@ export class SharedHeap {
       descriptor.memory,
       byteOffset,
       validateTimeout(descriptor.lockTimeoutMs),
+      validateStrict(descriptor.strict),
     );
     heap.#claimArena();
     return heap;
+  }
+
+  /** Whether this handle runs in strict mode (see `SharedHeapOptions`). */
+  get strict(): boolean {
+    return this.#strict;
   }
 
   /** The heap's random identifier (the same in every handle). */
@@ -515,6 +540,7 @@ export class SharedHeap {
       byteOffset: this.#base,
       heapId: this.heapId,
       lockTimeoutMs: this.#timeoutMs,
+      strict: this.#strict,
     };
   }
 
@@ -869,6 +895,50 @@ export class SharedHeap {
         }`,
       );
     }
+  }
+
+  // Strict mode: the calls that change the heap are wrapped on this handle
+  // so that each checks the heap's integrity (under the core lock, so that
+  // other threads' span changes are not seen half done) after it ran, and a
+  // block is junk-filled while it is still this caller's, before its free.
+  #makeStrict(): void {
+    const proto = SharedHeap.prototype;
+    const check = (): void => {
+      this.#lock("check integrity");
+      try {
+        this.checkIntegrity();
+      } finally {
+        this.#unlock();
+      }
+    };
+    const tryAlloc = proto.tryAlloc, free = proto.free;
+    const reclaim = proto.reclaim;
+    Object.defineProperties(this, {
+      tryAlloc: {
+        value: (byteLength: number, alignment?: number): number | undefined => {
+          const offset = tryAlloc.call(this, byteLength, alignment);
+          check();
+          return offset;
+        },
+      },
+      free: {
+        value: (byteOffset: number): void => {
+          const length = this.#open ? this.#find(byteOffset) : undefined;
+          if (length !== undefined) {
+            this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
+          }
+          free.call(this, byteOffset);
+          check();
+        },
+      },
+      reclaim: {
+        value: (arena: number, options?: ReclaimOptions): ReclaimReport => {
+          const report = reclaim.call(this, arena, options);
+          check();
+          return report;
+        },
+      },
+    });
   }
 
   // --- arenas ---
@@ -1423,6 +1493,14 @@ function binBase(bin: number): number {
   if (bin < 4) return bin;
   const l = (bin >> 2) + 1;
   return (4 + (bin & 3)) << (l - 2);
+}
+
+function validateStrict(value: unknown): boolean {
+  if (value === undefined || typeof value === "boolean") return value === true;
+  throw new InvalidArgumentError(
+    `Invalid strict: must be a boolean, received ${describeValue(value)}`,
+    { name: "strict", value, limit: "boolean" },
+  );
 }
 
 function validateTimeout(value: number | undefined): number {
