@@ -14,6 +14,7 @@ import {
   validateAlignment,
   validateByteLength,
   validateInteger,
+  validateObject,
 } from "@allot/core";
 import {
   A_GEN,
@@ -374,6 +375,7 @@ export class SharedHeap {
       validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
       memory = new SharedArrayBuffer(memory);
     }
+    validateObject(options, "options");
     const buffer = sharedBuffer(memory);
     const byteOffset = options.byteOffset ?? 0;
     validateInteger(byteOffset, 0, buffer.byteLength, "byteOffset");
@@ -443,7 +445,9 @@ export class SharedHeap {
   static attach(descriptor: SharedHeapDescriptor): SharedHeap {
     if (typeof descriptor !== "object" || descriptor === null) {
       throw new InvalidArgumentError(
-        `Cannot attach: the descriptor must be an object, received ${descriptor}`,
+        `Cannot attach: the descriptor must be an object, received ${
+          describeValue(descriptor)
+        }`,
         { name: "descriptor", value: descriptor },
       );
     }
@@ -454,7 +458,9 @@ export class SharedHeap {
       byteOffset % 8 !== 0 || byteOffset + HEADER_BYTES > buffer.byteLength
     ) {
       throw new ForeignHeapError(
-        `Cannot attach: no shared heap at byteOffset ${byteOffset} of a ${buffer.byteLength}-byte memory`,
+        `Cannot attach: no shared heap at byteOffset ${
+          describeValue(byteOffset)
+        } of a ${buffer.byteLength}-byte memory`,
       );
     }
     const i32 = new Int32Array(buffer, byteOffset, HEADER_BYTES >> 2);
@@ -467,9 +473,9 @@ export class SharedHeap {
     }
     if (i32[H_HEAP_ID] !== descriptor.heapId) {
       throw new ForeignHeapError(
-        `Cannot attach: the descriptor names heap ${descriptor.heapId}, the memory holds heap ${
-          i32[H_HEAP_ID]
-        }`,
+        `Cannot attach: the descriptor names heap ${
+          describeValue(descriptor.heapId)
+        }, the memory holds heap ${i32[H_HEAP_ID]}`,
       );
     }
     if (Atomics.load(i32, H_STATE) !== STATE_OPEN) {
@@ -572,8 +578,8 @@ export class SharedHeap {
    */
   tryAlloc(byteLength: number, alignment = 64): number | undefined {
     if (
-      !(byteLength >= 0 && byteLength <= SHARED_MAX_BYTE_END &&
-        Number.isInteger(byteLength))
+      !(typeof byteLength === "number" && byteLength >= 0 &&
+        byteLength <= SHARED_MAX_BYTE_END && Number.isInteger(byteLength))
     ) validateByteLength(byteLength, SHARED_MAX_BYTE_END);
     if (alignment !== 64) validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
     this.#checkOpen("allocate");
@@ -598,6 +604,9 @@ export class SharedHeap {
    */
   free(byteOffset: number): void {
     this.#checkOpen("free");
+    if (typeof byteOffset !== "number") {
+      this.#throwNotBlock(byteOffset, "not a number");
+    }
     const rel = byteOffset - this.#pageBase;
     if (
       !(rel >= 0 && rel < this.#pages * PAGE) || !Number.isInteger(byteOffset)
@@ -723,6 +732,7 @@ export class SharedHeap {
    */
   reclaim(arena: number, options: ReclaimOptions = {}): ReclaimReport {
     this.#checkOpen("reclaim");
+    validateObject(options, "options");
     const token = this.#attachedToken(arena, "reclaim");
     if (arena === this.#arena) {
       throw new InvalidArgumentError(
@@ -730,7 +740,7 @@ export class SharedHeap {
         { name: "arena", value: arena, limit: "another handle's arena" },
       );
     }
-    const keep = new Set<number>(options.keep ?? []);
+    const keep = keepSet(options.keep);
     const i32 = this.#i32, aw = this.#arenaAt(arena);
     if (Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token) {
       throw new HeapBusyError(
@@ -1271,6 +1281,7 @@ export class SharedHeap {
   }
 
   #find(byteOffset: number): number | undefined {
+    if (typeof byteOffset !== "number") return undefined;
     const rel = byteOffset - this.#pageBase;
     if (
       !Number.isInteger(byteOffset) || !(rel >= 0 && rel < this.#pages * PAGE)
@@ -1455,7 +1466,9 @@ export class SharedHeap {
 
   #throwNotBlock(byteOffset: number, why: string): never {
     throw new InvalidArgumentError(
-      `Cannot free ${byteOffset}: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
+      `Cannot free ${
+        describeValue(byteOffset)
+      }: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
         this.#pageBase + this.#pages * PAGE
       }))`,
       {
@@ -1495,6 +1508,33 @@ function binBase(bin: number): number {
   return (4 + (bin & 3)) << (l - 2);
 }
 
+// The offsets of ReclaimOptions.keep: an iterable of integers.
+function keepSet(keep: unknown): Set<number> {
+  if (keep === undefined || keep === null) return new Set();
+  if (
+    typeof keep !== "object" ||
+    typeof (keep as Iterable<number>)[Symbol.iterator] !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid keep: must be an iterable of byte offsets, received ${
+        describeValue(keep)
+      }`,
+      { name: "keep", value: keep, limit: "Iterable<number>" },
+    );
+  }
+  const out = new Set<number>();
+  for (const offset of keep as Iterable<unknown>) {
+    validateInteger(
+      offset as number,
+      0,
+      SHARED_MAX_BYTE_END,
+      "keep[i] (a byte offset)",
+    );
+    out.add(offset as number);
+  }
+  return out;
+}
+
 function validateStrict(value: unknown): boolean {
   if (value === undefined || typeof value === "boolean") return value === true;
   throw new InvalidArgumentError(
@@ -1507,7 +1547,9 @@ function validateTimeout(value: number | undefined): number {
   if (value === undefined) return 2000;
   if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
     throw new InvalidArgumentError(
-      `Invalid lockTimeoutMs: must be a finite non-negative number, received ${value}`,
+      `Invalid lockTimeoutMs: must be a finite non-negative number, received ${
+        describeValue(value)
+      }`,
       { name: "lockTimeoutMs", value, limit: 0 },
     );
   }
