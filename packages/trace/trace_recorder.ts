@@ -123,6 +123,12 @@ export class TraceRecorder {
 
   /** Runs `fn` with `tag` set, restoring the previous tag afterwards (also on throw). */
   withTag<T>(tag: string, fn: () => T): T {
+    if (typeof fn !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid fn: must be a function, received ${describeValue(fn)}`,
+        { name: "fn", value: fn, limit: "a function" },
+      );
+    }
     const prev = this.setTag(tag);
     try {
       return fn();
