@@ -21,6 +21,7 @@ import {
 } from "@allot/core";
 import { CachingAllocator } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -300,7 +301,7 @@ describe("CachingAllocator under faults", () => {
   it("CachingAllocator keeps blocks disjoint, intact and fence-ordered with throwing fences and lying sources (model)", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), run),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

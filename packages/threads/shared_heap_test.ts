@@ -11,6 +11,7 @@ import {
   NotSharedMemoryError,
   SharedHeap,
 } from "./mod.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const MiB = 1 << 20;
 
@@ -251,6 +252,6 @@ Deno.test("SharedHeap matches a model: no overlap, aligned, stats add up, all re
       assert.equal(stats.bytesInUse, 0);
       assert.equal(stats.freeBytes, stats.byteLength, "every page returned");
     }),
-    { numRuns: 150 },
+    { numRuns: modelRuns() },
   );
 });
