@@ -196,7 +196,7 @@ describe("bindBuffers() aliasing rules", () => {
           assert.equal(threw, refused);
         },
       ),
-      { numRuns: 500 },
+      { numRuns: modelRuns() },
     );
   });
 });
