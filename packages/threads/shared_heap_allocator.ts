@@ -151,11 +151,15 @@ export class SharedHeapAllocator
    *
    * @param of A buffer made by a `SharedHeapAllocator`, or a descriptor.
    * @returns The count (0 once freed).
+   * @throws {InvalidArgumentError} For a value that is neither, or a
+   * descriptor whose block is not in the heap's memory.
+   * @throws {ForeignHeapError} For a buffer or descriptor of another heap.
    */
   refCount(of: Buffer | SharedBufferDescriptor): number {
     const block = of instanceof Buffer
       ? this.#blockOf(of, "count references of")
-      : this.#checkDescriptor(of, "count references of");
+      : this.#checkDescriptor(of, "count references of", true);
+    if (block < 0) return 0;
     return Atomics.load(this.#i32, (block >> 2) + W_REFS);
   }
 
@@ -293,7 +297,13 @@ export class SharedHeapAllocator
     return block;
   }
 
-  #checkDescriptor(d: SharedBufferDescriptor, what: string): number {
+  // The block of a descriptor of this heap; -1 for a freed one when
+  // `freedOk` (refCount), else UseAfterFreeError.
+  #checkDescriptor(
+    d: SharedBufferDescriptor,
+    what: string,
+    freedOk = false,
+  ): number {
     if (
       typeof d !== "object" || d === null || d.kind !== "allot.shared-buffer"
     ) {
@@ -328,6 +338,7 @@ export class SharedHeapAllocator
       Atomics.load(i32, w + W_MAGIC) !== BLOCK_MAGIC ||
       Atomics.load(i32, w + W_REFS) <= 0
     ) {
+      if (freedOk) return -1;
       throw new UseAfterFreeError(
         `Cannot ${what} shared block ${block}: it was already freed`,
       );
