@@ -13,6 +13,7 @@ import {
   memoryTimeline,
   parseTrace,
   type PolicyFactory,
+  recordBufferPool,
   recordDevice,
   recordedHeld,
   type ReplayOps,
@@ -548,6 +549,45 @@ describe("@allot/trace adversarial", () => {
     assert.ok(ops.filter((o) => o === "error").length >= 4);
     assert.equal(ops.filter((o) => o === "destroy").length, 1);
     tally.add("recordDevice(lying device)", { calls: 12 });
+  });
+
+  it("recordBufferPool() refuses hostile pools and recordings, and records a lying pool's requests as errors", () => {
+    const pool = {
+      acquireBuffer: (size: number) => ({ size }),
+      releaseBuffer: () => {},
+    };
+    const rec = recordDevice(new FakeDevice(() => "none") as never);
+    refuse(
+      "recordBufferPool(pool, recording)",
+      [
+        ...hostileObjects(),
+        { name: "no releaseBuffer", value: { acquireBuffer() {} } },
+      ],
+      (v) => recordBufferPool(v as never, rec),
+    );
+    refuse(
+      "recordBufferPool(pool, recording) recording",
+      [
+        ...hostileObjects(),
+        { name: "recorder {}", value: { recorder: {}, bufferId: () => 0 } },
+      ],
+      (v) => recordBufferPool(pool, v as never),
+    );
+    const stop = recordBufferPool(pool, rec);
+    const p = pool as unknown as {
+      acquireBuffer(size: unknown, usage: unknown): unknown;
+      releaseBuffer(b: unknown): unknown;
+    };
+    for (const size of [NaN, -1, 0.5, 8n, "8", 64]) {
+      p.releaseBuffer(p.acquireBuffer(size, 128));
+    }
+    stop();
+    rec.stop();
+    const trace = parseTrace(rec.recorder.toJsonLines());
+    assert.deepEqual(
+      trace.events.map((e) => e.op).filter((op) => op !== "stack"),
+      ["error", "error", "error", "error", "error", "alloc", "free"],
+    );
   });
 
   it("TraceRecorder refuses hostile options, tags and step names", () => {
