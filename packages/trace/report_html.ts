@@ -5,6 +5,7 @@ import {
   validateObject,
 } from "@allot/core";
 import { _checkTimeline } from "./_check_timeline.ts";
+import { _checkReplayReport } from "./replay_table.ts";
 import type { MemoryTimeline } from "./memory_timeline.ts";
 import type { ReplayReport } from "./replay.ts";
 import { PALETTE, tagGroups, timelineSvg } from "./timeline_svg.ts";
@@ -33,17 +34,7 @@ export function reportHtml(
   _checkTimeline(tl);
   validateObject(options, "options");
   const whatIf = options.whatIf;
-  if (whatIf !== undefined) {
-    validateObject(whatIf, "whatIf");
-    if (!Array.isArray(whatIf.policies)) {
-      throw new InvalidArgumentError(
-        `Invalid whatIf: must be what replayTrace() returns (policies must be an array), received ${
-          describeValue(whatIf.policies)
-        }`,
-        { name: "whatIf", value: whatIf, limit: "a ReplayReport" },
-      );
-    }
-  }
+  if (whatIf !== undefined) _checkReplayReport(whatIf);
   if (options.title !== undefined && typeof options.title !== "string") {
     throw new InvalidArgumentError(
       `Invalid title: must be a string, received ${

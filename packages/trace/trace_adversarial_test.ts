@@ -8,9 +8,14 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  captureStack,
+  classifyFrame,
+  formatReplay,
   formatTrace,
   memoryReport,
   memoryTimeline,
+  ortBucketSize,
+  parseStack,
   parseTrace,
   type PolicyFactory,
   recordBufferPool,
@@ -588,6 +593,85 @@ describe("@allot/trace adversarial", () => {
       trace.events.map((e) => e.op).filter((op) => op !== "stack"),
       ["error", "error", "error", "error", "error", "alloc", "free"],
     );
+  });
+
+  it("classifyFrame(), parseStack(), captureStack(), ortBucketSize() and formatReplay() refuse hostile values", () => {
+    const notStrings = objectsBut('"abc"').concat([
+      { name: "8", value: 8 },
+      { name: "8n", value: 8n },
+    ]);
+    refuse("classifyFrame(at)", notStrings, (v) => classifyFrame(v as string));
+    refuse("parseStack(text)", notStrings, (v) => parseStack(v as string));
+    const classifiers: Hostile[] = [
+      ...objectsBut("undefined", "() => {}"),
+      { name: "returns 5", value: () => 5 },
+      { name: 'returns "system"', value: () => "system" },
+      {
+        name: "throws",
+        value: () => {
+          throw new HostileTrapError("classify");
+        },
+      },
+    ];
+    refuse(
+      "parseStack(text, classify)",
+      classifiers,
+      (v) => parseStack("at f (a.ts:1:1)", v as () => "user"),
+    );
+    refuse(
+      "captureStack(options)",
+      [
+        ...objectsBut("undefined", "{}", "[]", "() => {}"),
+        ...numbers.filter((h) => !["undefined", "null"].includes(h.name)).map((
+          h,
+        ) => ({ name: `depth ${h.name}`, value: { depth: h.value } })),
+        ...classifiers.filter((h) => h.name !== "null").map((h) => ({
+          name: `classify ${h.name}`,
+          value: { classify: h.value },
+        })),
+      ],
+      (v) => captureStack(v as object),
+    );
+    refuse(
+      "captureStack({}, skip)",
+      numbers.filter((h) => h.name !== "undefined"),
+      (v) => captureStack({}, v as number),
+    );
+    refuse(
+      "ortBucketSize(size)",
+      numbers,
+      (v) => ortBucketSize(v as number),
+    );
+    const { trace } = goodTrace();
+    const report = replayTrace(trace, { repeat: 1 });
+    const forged = (patch: Record<string, unknown>) => ({
+      ...report,
+      ...patch,
+    });
+    const row = report.policies[0];
+    refuse(
+      "formatReplay(report)",
+      [
+        ...hostileObjects(),
+        { name: "policies null", value: forged({ policies: null }) },
+        { name: "policies [null]", value: forged({ policies: [null] }) },
+        { name: "peakLiveBytes '1'", value: forged({ peakLiveBytes: "1" }) },
+        {
+          name: "row nsPerOp BigInt",
+          value: forged({ policies: [{ ...row, nsPerOp: 1n }] }),
+        },
+        {
+          name: "row name Symbol",
+          value: forged({ policies: [{ ...row, name: Symbol("n") }] }),
+        },
+        {
+          name: "row error 5",
+          value: forged({ policies: [{ ...row, error: 5 }] }),
+        },
+      ],
+      (v) => formatReplay(v as never),
+    );
+    assert.match(formatReplay(report), /peak live/);
   });
 
   it("TraceRecorder refuses hostile options, tags and step names", () => {
