@@ -83,7 +83,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 
 const optionsArb: fc.Arbitrary<CachingAllocatorOptions> = fc.record({
-  maxSplitSize: fc.constantFrom(Infinity, 20 * MiB, 32 * MiB),
+  maxSplitByteLength: fc.constantFrom(Infinity, 20 * MiB, 32 * MiB),
   roundupPower2Divisions: fc.constantFrom(0, 4, [1, 2, 8]),
   memoryFraction: fc.constantFrom(1, 0.75),
   garbageCollectionThreshold: fc.constantFrom(0, 0.5),
@@ -144,11 +144,11 @@ function bestFit(
     }
   }
   if (best === undefined) return undefined;
-  const maxSplit = allocator.maxSplitSize;
+  const maxSplit = allocator.maxSplitByteLength;
   if (size < maxSplit && best.byteLength >= maxSplit) return undefined;
   if (
     size >= maxSplit &&
-    best.byteLength >= size + allocator.maxNonSplitRoundingSize
+    best.byteLength >= size + allocator.maxNonSplitRoundingByteLength
   ) return undefined;
   return best.address;
 }

@@ -132,8 +132,8 @@ const _WINDOW = 64;
  *   pool.free(c);
  *   pool.endStep();
  * }
- * assert.equal(pool.heldBytes, 12288);
- * assert.equal(pool.liveBytes, 0);
+ * assert.equal(pool.reservedBytes, 12288);
+ * assert.equal(pool.requestedBytes, 0);
  * ```
  */
 export class StepPlannedPool<M = unknown> {
@@ -204,20 +204,56 @@ export class StepPlannedPool<M = unknown> {
   }
 
   /** Bytes asked for by blocks live now. */
-  get liveBytes(): number {
+  get requestedBytes(): number {
     return this.#live;
   }
+
+  /**
+   * Same as `requestedBytes`.
+   *
+   * @deprecated Use `requestedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get liveBytes(): number {
+    return this.requestedBytes;
+  }
   /** Bytes of the segments held now. */
-  get heldBytes(): number {
+  get reservedBytes(): number {
     return this.#held;
   }
-  /** Highest `liveBytes` so far. */
-  get peakLiveBytes(): number {
+
+  /**
+   * Same as `reservedBytes`.
+   *
+   * @deprecated Use `reservedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get heldBytes(): number {
+    return this.reservedBytes;
+  }
+  /** Highest `requestedBytes` so far. */
+  get peakRequestedBytes(): number {
     return this.#peakLive;
   }
-  /** Highest `heldBytes` so far. */
-  get peakHeldBytes(): number {
+
+  /**
+   * Same as `peakRequestedBytes`.
+   *
+   * @deprecated Use `peakRequestedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get peakLiveBytes(): number {
+    return this.peakRequestedBytes;
+  }
+  /** Highest `reservedBytes` so far. */
+  get peakReservedBytes(): number {
     return this.#peakHeld;
+  }
+
+  /**
+   * Same as `peakReservedBytes`.
+   *
+   * @deprecated Use `peakReservedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get peakHeldBytes(): number {
+    return this.peakReservedBytes;
   }
   /** Segments made so far. */
   get segmentsCreated(): number {

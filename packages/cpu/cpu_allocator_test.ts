@@ -21,10 +21,10 @@ describe("CpuAllocator", () => {
     assert.equal(a.memory, allocator.heap.memory);
     assert.equal(a.byteOffset % 64, 0);
     assert.equal(a.byteLength, 100);
-    assert.equal(allocator.bytesInUse, 100);
+    assert.equal(allocator.allocatedBytes, 100);
     a.release();
-    assert.equal(allocator.bytesInUse, 0);
-    assert.equal(allocator.heap.bytesInUse, 0);
+    assert.equal(allocator.allocatedBytes, 0);
+    assert.equal(allocator.heap.allocatedBytes, 0);
     assert.throws(() => a.byteOffset, UseAfterFreeError);
   });
 
@@ -108,7 +108,7 @@ describe("CpuAllocator", () => {
     });
     const a = allocator.allocate(10);
     a.release();
-    assert.equal(allocator.bytesInUse, 0);
+    assert.equal(allocator.allocatedBytes, 0);
   });
 
   it("CpuAllocator.rawDeallocate() refuses double frees and allocations of another heap", () => {
@@ -182,7 +182,7 @@ describe("CpuAllocator", () => {
             )
           );
           for (const p of ptrs) p.release();
-          assert.equal(allocator.bytesInUse, 0);
+          assert.equal(allocator.allocatedBytes, 0);
           for (const heap of allocator.heaps) heap.checkIntegrity();
         },
       ),
@@ -215,7 +215,7 @@ describe("CpuAllocator", () => {
               live.splice(pick % live.length, 1)[0].release();
             }
             const sum = live.reduce((s, p) => s + p.byteLength, 0);
-            assert.equal(allocator.bytesInUse, sum);
+            assert.equal(allocator.allocatedBytes, sum);
             assert.equal(allocator.heap.requestedBytes, sum);
           }
           for (const p of live) p.release();

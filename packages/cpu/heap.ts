@@ -224,7 +224,7 @@ function ctz(x: number): number {
  * const floats = heap.view(a, Float32Array); // 250 elements
  * floats.fill(1.5);
  * heap.free(a);
- * assert.equal(heap.bytesInUse, 0);
+ * assert.equal(heap.allocatedBytes, 0);
  * assert.equal(heap.largestFreeBytes, 1 << 20);
  * ```
  */
@@ -431,8 +431,17 @@ export class CpuHeap {
   }
 
   /** Bytes in live blocks, including rounding to the alignment. */
-  get bytesInUse(): number {
+  get allocatedBytes(): number {
     return this.#usedNow;
+  }
+
+  /**
+   * Same as `allocatedBytes`.
+   *
+   * @deprecated Use `allocatedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get bytesInUse(): number {
+    return this.allocatedBytes;
   }
 
   /** Bytes the callers asked for, in live blocks. */
@@ -1084,13 +1093,13 @@ export class CpuHeap {
     return new OutOfMemoryError(
       `Cannot allocate ${byteLength} bytes${
         alignment !== undefined ? ` aligned to ${alignment}` : ""
-      }: ${free} bytes free, largest free region ${largest} bytes, ${this.bytesInUse} of ${this.byteLength} bytes in use${growth}`,
+      }: ${free} bytes free, largest free region ${largest} bytes, ${this.allocatedBytes} of ${this.byteLength} bytes in use${growth}`,
       {
         requestedBytes: byteLength,
         capacityBytes: this.byteLength,
         freeBytes: free,
         largestFreeBytes: largest,
-        allocatedBytes: this.bytesInUse,
+        allocatedBytes: this.allocatedBytes,
         reservedBytes: this.byteLength,
       },
     );

@@ -87,7 +87,7 @@ function checkModel(heap: CpuHeap, live: Live[]): void {
     0,
   );
   assert.equal(heap.requestedBytes, requested);
-  assert.equal(heap.bytesInUse, inUse);
+  assert.equal(heap.allocatedBytes, inUse);
   assert.equal(heap.allocationCount, live.length);
   assert.equal(heap.freeBytes, heap.byteLength - inUse);
   const stats = heap.stats();
@@ -177,7 +177,7 @@ function runModel(heap: CpuHeap, ops: Op[]): void {
   heap.checkIntegrity();
   assert.equal(heap.freeRegionCount, heap.byteLength > 0 ? 1 : 0);
   assert.equal(heap.largestFreeBytes, heap.byteLength);
-  assert.equal(heap.bytesInUse, 0);
+  assert.equal(heap.allocatedBytes, 0);
 }
 
 describe("CpuHeap", () => {
@@ -188,7 +188,7 @@ describe("CpuHeap", () => {
     const c = heap.alloc(0);
     assert.deepEqual([a % 64, b % 64, c % 64], [0, 0, 0]);
     assert.equal(new Set([a, b, c]).size, 3);
-    assert.equal(heap.bytesInUse, 128 + 64 + 64);
+    assert.equal(heap.allocatedBytes, 128 + 64 + 64);
     assert.equal(heap.requestedBytes, 101);
     heap.free(b);
     heap.free(a);
@@ -333,7 +333,7 @@ describe("CpuHeap", () => {
     const a = heap.alloc(1024);
     heap.alloc(64);
     assert.equal(heap.realloc(a, 100), a);
-    assert.equal(heap.bytesInUse, 128 + 64);
+    assert.equal(heap.allocatedBytes, 128 + 64);
     assert.equal(heap.freeRegionCount, 2);
     heap.checkIntegrity();
   });

@@ -89,7 +89,7 @@ export interface SystemAllocatorOptions {
  * assert.equal(chunk.memory.byteLength, 768 * 1024);
  * assert.throws(() => system.allocate(512 * 1024), OutOfMemoryError);
  * chunk.release();
- * assert.equal(system.bytesInUse, 0);
+ * assert.equal(system.allocatedBytes, 0);
  * ```
  */
 export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
@@ -125,8 +125,17 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
   }
 
   /** Bytes in live allocations. */
-  get bytesInUse(): number {
+  get allocatedBytes(): number {
     return this.#bytes.current;
+  }
+
+  /**
+   * Same as `allocatedBytes`.
+   *
+   * @deprecated Use `allocatedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get bytesInUse(): number {
+    return this.allocatedBytes;
   }
 
   /** Number of live allocations. */

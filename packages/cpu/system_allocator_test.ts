@@ -18,7 +18,7 @@ describe("SystemAllocator", () => {
     assert.notEqual(a.memory, b.memory);
     assert.equal(a.byteOffset, 0);
     assert.ok(new Uint8Array(a.memory).every((x) => x === 0));
-    assert.equal(system.bytesInUse, 200);
+    assert.equal(system.allocatedBytes, 200);
     assert.equal(system.allocationCount, 2);
     a.release();
     b.release();
@@ -55,7 +55,7 @@ describe("SystemAllocator", () => {
         /1000 of 1000 bytes free/.test(e.message),
     );
     assert.equal(reporter.outOfMemoryCount, 1);
-    assert.equal(system.bytesInUse, 0);
+    assert.equal(system.allocatedBytes, 0);
     assert.equal(system.allocate(1000).byteLength, 1000);
   });
 

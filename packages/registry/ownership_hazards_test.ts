@@ -82,7 +82,7 @@ describe("OwnershipRegistry ownership hazards (#17)", () => {
     assert.equal(registry.unregister(right), true);
     assert.equal(registry.pointerCount, 0);
     assert.deepEqual(registry.records(), []);
-    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.requestedBytes, 0);
     assert.equal(registry.reservedBytes, 0);
     // Neither half can be transferred: that would move the other half too.
     registry.adopt(left);
@@ -142,7 +142,7 @@ describe("OwnershipRegistry ownership hazards (#17)", () => {
     assert.equal(registry.bufferCount, 0);
     assert.equal(registry.pointerCount, 0);
     assert.equal(registry.stats().references, 0);
-    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.requestedBytes, 0);
     assert.throws(() => registry.unregister(data), DoubleFreeError);
   });
 
@@ -256,7 +256,7 @@ describe("OwnershipRegistry ownership hazards (#17)", () => {
             live.filter((m) => m.aliases.length).length,
           );
           assert.equal(
-            registry.totalBytes,
+            registry.requestedBytes,
             live.reduce((s, m) => s + m.array.byteLength, 0),
           );
           assert.equal(allocator.live.size, live.filter((m) => m.heap).length);

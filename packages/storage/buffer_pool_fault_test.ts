@@ -165,7 +165,7 @@ describe("BufferPool under injected faults", () => {
             );
             assert.equal(
               stats.reserved.current,
-              stats.inUseBytes + stats.freeBytes,
+              stats.allocatedBytes + stats.freeBytes,
             );
             assert.equal(
               allocator.liveCount,

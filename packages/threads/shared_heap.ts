@@ -157,13 +157,17 @@ export interface SharedHeapStats {
   /** Bytes of the page area (what allocations can use). */
   byteLength: number;
   /** Bytes of live blocks (block sizes: slab class or whole pages). */
-  bytesInUse: number;
+  allocatedBytes: number;
   /** Live blocks. */
   allocationCount: number;
   /** Bytes of pages held by slabs and large blocks. */
-  bytesReserved: number;
+  reservedBytes: number;
   /** Bytes of free pages in the shared core. */
   freeBytes: number;
+  /** @deprecated Use `allocatedBytes`; removed in the next minor version. */
+  bytesInUse: number;
+  /** @deprecated Use `reservedBytes`; removed in the next minor version. */
+  bytesReserved: number;
   /** Arenas attached now (one per live handle). */
   arenas: number;
 }
@@ -286,9 +290,9 @@ function blockList(found: HeldBlock[]): HeldBlock[] {
  * using other = SharedHeap.attach(heap.descriptor()); // as a Worker would
  * const a = heap.alloc(100);
  * heap.bytes(a, 100).fill(7);
- * assert.equal(heap.stats().bytesInUse, 128);
+ * assert.equal(heap.stats().allocatedBytes, 128);
  * other.free(a); // a remote free: one compare-exchange
- * assert.equal(heap.stats().bytesInUse, 0);
+ * assert.equal(heap.stats().allocatedBytes, 0);
  * ```
  */
 export class SharedHeap {
@@ -669,11 +673,13 @@ export class SharedHeap {
     const free = Atomics.load(i32, h + H_FREE_PAGES) * PAGE;
     return {
       byteLength: this.#pages * PAGE,
-      bytesInUse: bytes,
+      allocatedBytes: bytes,
       allocationCount: blocks,
-      bytesReserved: this.#pages * PAGE - free,
+      reservedBytes: this.#pages * PAGE - free,
       freeBytes: free,
       arenas,
+      bytesInUse: bytes,
+      bytesReserved: this.#pages * PAGE - free,
     };
   }
 
@@ -1487,8 +1493,8 @@ export class SharedHeap {
         requestedBytes: byteLength,
         capacityBytes: stats.byteLength,
         freeBytes: stats.freeBytes,
-        allocatedBytes: stats.bytesInUse,
-        reservedBytes: stats.bytesReserved,
+        allocatedBytes: stats.allocatedBytes,
+        reservedBytes: stats.reservedBytes,
       },
     );
   }

@@ -65,7 +65,7 @@ Deno.test("SharedHeapAllocator frees once, whichever side releases last", () => 
           releaseOrder[i][1].release();
         }
         assert.equal(heap.stats().allocationCount, 0, "freed once");
-        assert.equal(heap.stats().bytesInUse, 0);
+        assert.equal(heap.stats().allocatedBytes, 0);
         other.detach();
         heap.detach();
       },

@@ -55,7 +55,14 @@ export interface PolicyResult {
   readonly name: string;
   /** What the policy models. */
   readonly description: string;
-  /** Highest bytes held at any point. */
+  /** Highest bytes held (device buffers or segments) at any point. */
+  readonly peakReservedBytes: number;
+  /**
+   * Same as `peakReservedBytes`.
+   *
+   * @deprecated Use `peakReservedBytes` (one name per figure across allot);
+   * removed in the next minor version.
+   */
   readonly peakHeldBytes: number;
   /** Device buffers (or segments) created. */
   readonly buffersCreated: number;
@@ -69,9 +76,22 @@ export interface PolicyResult {
 
 /** The outcome of a replay. */
 export interface ReplayReport {
-  /** Highest live bytes (requests outstanding). */
+  /** Highest live requested bytes (requests outstanding). */
+  readonly peakRequestedBytes: number;
+  /**
+   * Same as `peakRequestedBytes`.
+   *
+   * @deprecated Use `peakRequestedBytes`; removed in the next minor version.
+   */
   readonly peakLiveBytes: number;
   /** Bytes the app itself held at its peak (device buffers created and not destroyed), if the trace has them. */
+  readonly recordedPeakReservedBytes: number | undefined;
+  /**
+   * Same as `recordedPeakReservedBytes`.
+   *
+   * @deprecated Use `recordedPeakReservedBytes`; removed in the next minor
+   * version.
+   */
   readonly recordedPeakHeldBytes: number | undefined;
   /** Device buffers the app created, if the trace has them. */
   readonly recordedBuffersCreated: number | undefined;
@@ -189,7 +209,10 @@ export function replayOps(
   options: ReplayOptions = {},
 ): Omit<
   ReplayReport,
-  "recordedPeakHeldBytes" | "recordedBuffersCreated" | "usage"
+  | "recordedPeakReservedBytes"
+  | "recordedPeakHeldBytes"
+  | "recordedBuffersCreated"
+  | "usage"
 > {
   checkOps(ops);
   validateObject(options, "options");
@@ -264,6 +287,7 @@ export function replayOps(
       results.push({
         name: f.name,
         description: f.description,
+        peakReservedBytes: peak,
         peakHeldBytes: peak,
         buffersCreated: created,
         buffersCreatedAfterFirstStep: afterFirst < 0 ? 0 : created - afterFirst,
@@ -273,6 +297,7 @@ export function replayOps(
       results.push({
         name: f.name,
         description: f.description,
+        peakReservedBytes: NaN,
         peakHeldBytes: NaN,
         buffersCreated: NaN,
         buffersCreatedAfterFirstStep: NaN,
@@ -282,6 +307,7 @@ export function replayOps(
     }
   }
   return {
+    peakRequestedBytes: peakLive,
     peakLiveBytes: peakLive,
     allocations,
     from: ops.from,
@@ -305,7 +331,7 @@ export function replayOps(
  *   `{"t":2,"op":"alloc","id":2,"size":1000,"usage":128}`,
  * ].join("\n"));
  * const report = replayTrace(trace, { repeat: 1 });
- * assert.equal(report.peakLiveBytes, 1000);
+ * assert.equal(report.peakRequestedBytes, 1000);
  * const tfjs = report.policies.find((p) => p.name === "tfjs-exact")!;
  * assert.equal(tfjs.buffersCreated, 1);
  * ```
@@ -321,6 +347,7 @@ export function replayTrace(
   const rec = heldOf(trace, usage);
   return {
     ...replayOps(ops, options),
+    recordedPeakReservedBytes: rec?.peak,
     recordedPeakHeldBytes: rec?.peak,
     recordedBuffersCreated: rec?.created,
     usage,

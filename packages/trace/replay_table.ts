@@ -65,11 +65,11 @@ export function formatReplay(r: ReplayReport): string {
     "after 1st step",
     "ns/op",
   ]];
-  if (r.recordedPeakHeldBytes !== undefined) {
+  if (r.recordedPeakReservedBytes !== undefined) {
     rows.push([
       "your app (recorded)",
-      formatBytes(r.recordedPeakHeldBytes),
-      (r.recordedPeakHeldBytes / r.peakLiveBytes).toFixed(2),
+      formatBytes(r.recordedPeakReservedBytes),
+      (r.recordedPeakReservedBytes / r.peakRequestedBytes).toFixed(2),
       String(r.recordedBuffersCreated),
       "",
       "",
@@ -79,8 +79,8 @@ export function formatReplay(r: ReplayReport): string {
     rows.push(
       p.error ? [p.name, "error: " + p.error, "", "", "", ""] : [
         p.name,
-        formatBytes(p.peakHeldBytes),
-        (p.peakHeldBytes / r.peakLiveBytes).toFixed(2),
+        formatBytes(p.peakReservedBytes),
+        (p.peakReservedBytes / r.peakRequestedBytes).toFixed(2),
         String(p.buffersCreated),
         String(p.buffersCreatedAfterFirstStep),
         p.nsPerOp.toFixed(0),
@@ -95,12 +95,12 @@ export function formatReplay(r: ReplayReport): string {
   );
   const allot = r.policies.find((p) => p.name === "allot-caching");
   const head = `peak live ${
-    formatBytes(r.peakLiveBytes)
+    formatBytes(r.peakRequestedBytes)
   } over ${r.allocations} allocations (${r.usage} buffers, from ${r.from} events)`;
-  const say = r.recordedPeakHeldBytes !== undefined && allot && !allot.error
+  const say = r.recordedPeakReservedBytes !== undefined && allot && !allot.error
     ? `\nyour app held ${
-      formatBytes(r.recordedPeakHeldBytes)
-    }; allot's default would hold ${formatBytes(allot.peakHeldBytes)}`
+      formatBytes(r.recordedPeakReservedBytes)
+    }; allot's default would hold ${formatBytes(allot.peakReservedBytes)}`
     : "";
   return head + say + "\n" + lines.join("\n");
 }

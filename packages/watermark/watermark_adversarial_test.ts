@@ -41,12 +41,12 @@ function refuse(
 }
 
 const SMALL: WatermarkAllocatorOptions = {
-  maxSmallBytes: KiB,
-  minLargeBytes: 10 * KiB,
-  smallHeapBytes: 8 * KiB,
-  largeHeapBytes: 32 * KiB,
-  xlargeHeapBytes: 1024 * KiB,
-  roundLargeBytes: 2 * KiB,
+  maxSmallByteLength: KiB,
+  minLargeByteLength: 10 * KiB,
+  smallHeapByteLength: 8 * KiB,
+  largeHeapByteLength: 32 * KiB,
+  xlargeHeapByteLength: 1024 * KiB,
+  largeRoundByteLength: 2 * KiB,
 };
 
 /** An allocator with live private and shared buffers, and its state. */
@@ -92,10 +92,10 @@ describe("@allot/watermark adversarial", () => {
     );
     for (
       const key of [
-        "maxSmallBytes",
-        "smallHeapBytes",
-        "largeHeapBytes",
-        "roundLargeBytes",
+        "maxSmallByteLength",
+        "smallHeapByteLength",
+        "largeHeapByteLength",
+        "largeRoundByteLength",
         "highWatermarkRatio",
       ]
     ) {

@@ -104,7 +104,7 @@ export interface WatermarkAllocatorOptions<M = unknown> {
   lowWatermarkRatio?: number;
   /**
    * Whether the device shares memory with the host; sets the default low
-   * ratio and sends requests of at most `maxScalarBytes` to the shared pool.
+   * ratio and sends requests of at most `maxScalarByteLength` to the shared pool.
    *
    * @default {true}
    */
@@ -114,53 +114,53 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    *
    * @default {1 MiB}
    */
-  maxSmallBytes?: number;
+  maxSmallByteLength?: number;
   /**
-   * Requests below this (and above `maxSmallBytes`) go into large heaps.
+   * Requests below this (and above `maxSmallByteLength`) go into large heaps.
    *
    * @default {10 MiB}
    */
-  minLargeBytes?: number;
+  minLargeByteLength?: number;
   /**
    * Size of a small heap.
    *
    * @default {8 MiB}
    */
-  smallHeapBytes?: number;
+  smallHeapByteLength?: number;
   /**
-   * Size of a large heap; also the default `maxSlackBytes`.
+   * Size of a large heap; also the default `maxSlackByteLength`.
    *
    * @default {32 MiB}
    */
-  largeHeapBytes?: number;
+  largeHeapByteLength?: number;
   /**
    * Size of an extra-large heap, made for requests below half of it while
    * not under memory pressure.
    *
-   * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapBytes`)}
+   * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapByteLength`)}
    */
-  xlargeHeapBytes?: number;
+  xlargeHeapByteLength?: number;
   /**
    * Requests that get their own heap are rounded up to this.
    *
    * @default {2 MiB}
    */
-  roundLargeBytes?: number;
+  largeRoundByteLength?: number;
   /**
    * A cached buffer is reused for a smaller request only if it is at most
    * this many bytes larger (and at most twice the request; under memory
-   * pressure at most `roundLargeBytes` larger).
+   * pressure at most `largeRoundByteLength` larger).
    *
-   * @default {largeHeapBytes}
+   * @default {largeHeapByteLength}
    */
-  maxSlackBytes?: number;
+  maxSlackByteLength?: number;
   /**
    * On unified memory, requests of at most this many bytes go to the shared
    * small pool (MPS's `kMaxScalarAlloc`).
    *
    * @default {8}
    */
-  maxScalarBytes?: number;
+  maxScalarByteLength?: number;
   /**
    * Bytes the device has allocated in this process, including allocations
    * not made by this allocator (Metal's `currentAllocatedSize`). The high
@@ -301,8 +301,8 @@ function positiveOption(
  *   tried.
  * - **Pools**: private, shared (host-visible segments) and scalar, each with
  *   small and large heaps. A cached buffer is reused by best fit if it is at
- *   most `maxSlackBytes` larger and at most twice the request (under memory
- *   pressure at most `roundLargeBytes` larger, since carving an exact buffer
+ *   most `maxSlackByteLength` larger and at most twice the request (under memory
+ *   pressure at most `largeRoundByteLength` larger, since carving an exact buffer
  *   costs nothing here); when the only fit is larger, the allocator makes a new buffer in a
  *   heap with room, or else releases the idle oversize buffer and carves the
  *   request from its heap (a heap of its own is released with it under
@@ -461,23 +461,23 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     this.#recommended = recommended;
-    this.#maxSmall = positiveOption(o, "maxSmallBytes", MiB);
-    this.#minLarge = positiveOption(o, "minLargeBytes", 10 * MiB);
-    this.#smallHeap = positiveOption(o, "smallHeapBytes", 8 * MiB);
-    this.#largeHeap = positiveOption(o, "largeHeapBytes", 32 * MiB);
+    this.#maxSmall = positiveOption(o, "maxSmallByteLength", MiB);
+    this.#minLarge = positiveOption(o, "minLargeByteLength", 10 * MiB);
+    this.#smallHeap = positiveOption(o, "smallHeapByteLength", 8 * MiB);
+    this.#largeHeap = positiveOption(o, "largeHeapByteLength", 32 * MiB);
     this.#xlargeHeap = positiveOption(
       o,
-      "xlargeHeapBytes",
+      "xlargeHeapByteLength",
       defaultXlargeHeap(recommended, this.#largeHeap),
     );
-    this.#roundLarge = positiveOption(o, "roundLargeBytes", 2 * MiB);
-    this.#maxSlack = positiveOption(o, "maxSlackBytes", this.#largeHeap);
-    this.#maxScalar = positiveOption(o, "maxScalarBytes", 8);
+    this.#roundLarge = positiveOption(o, "largeRoundByteLength", 2 * MiB);
+    this.#maxSlack = positiveOption(o, "maxSlackByteLength", this.#largeHeap);
+    this.#maxScalar = positiveOption(o, "maxScalarByteLength", 8);
     if (this.#smallHeap < this.#maxSmall) {
       throw new InvalidArgumentError(
-        `Invalid smallHeapBytes: must be at least maxSmallBytes (${this.#maxSmall}), received ${this.#smallHeap}`,
+        `Invalid smallHeapByteLength: must be at least maxSmallByteLength (${this.#maxSmall}), received ${this.#smallHeap}`,
         {
-          name: "smallHeapBytes",
+          name: "smallHeapByteLength",
           value: this.#smallHeap,
           limit: this.#maxSmall,
         },
@@ -485,9 +485,9 @@ export class WatermarkAllocator<M = unknown>
     }
     if (this.#largeHeap < this.#minLarge) {
       throw new InvalidArgumentError(
-        `Invalid largeHeapBytes: must be at least minLargeBytes (${this.#minLarge}), received ${this.#largeHeap}`,
+        `Invalid largeHeapByteLength: must be at least minLargeByteLength (${this.#minLarge}), received ${this.#largeHeap}`,
         {
-          name: "largeHeapBytes",
+          name: "largeHeapByteLength",
           value: this.#largeHeap,
           limit: this.#minLarge,
         },
@@ -881,7 +881,7 @@ export class WatermarkAllocator<M = unknown>
    * @param value The bytes of the constant (for example `Float32Array.of(2)`).
    * @returns A live shared buffer holding the value.
    * @throws {InvalidArgumentError} For an empty value or one larger than
-   * `maxSmallBytes`.
+   * `maxSmallByteLength`.
    * @throws {UnsupportedOperationError} When the segment memory has no host
    * bytes (the buffer stays cached).
    * @throws {WatermarkOutOfMemoryError} When out of memory.
@@ -1181,7 +1181,7 @@ export class WatermarkAllocator<M = unknown>
     const block = pool.bestFit(params.size);
     if (block === undefined) return undefined;
     // At most the request again (MPS allows a whole large heap), and at most
-    // `roundLargeBytes` under pressure: carving an exact buffer costs nothing.
+    // `largeRoundByteLength` under pressure: carving an exact buffer costs nothing.
     const slack = Math.min(
       this.#maxSlack,
       params.size,
@@ -1788,7 +1788,7 @@ export class WatermarkAllocator<M = unknown>
    * segments; small and large pools are the pools of small and large
    * heaps (the scalar pool is small); `inactiveSplit` counts cached buffers
    * in shared heaps; `oversize…` count heaps of their own and their buffers;
-   * `maxSplitSize` is the request size from which buffers get heaps of their
+   * `maxSplitByteLength` is the request size from which buffers get heaps of their
    * own.
    *
    * @returns A plain object.
@@ -1826,7 +1826,7 @@ export class WatermarkAllocator<M = unknown>
       numDeviceFree: this.#numDeviceFree,
       oversizeAllocations: this.#oversizeAllocations.values(),
       oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitSize: this.#xlargeHeap / 2,
+      maxSplitByteLength: this.#xlargeHeap / 2,
     };
   }
 

@@ -84,13 +84,13 @@ describe("WatermarkAllocator model", () => {
             ? config.lowFraction * 2
             : config.lowFraction * high;
           const allocator = new WatermarkAllocator(device, {
-            maxSmallBytes: KiB,
-            minLargeBytes: 10 * KiB,
-            smallHeapBytes: 8 * KiB,
-            largeHeapBytes: 32 * KiB,
-            xlargeHeapBytes: 1024 * KiB,
-            roundLargeBytes: 2 * KiB,
-            maxSlackBytes: config.maxSlack,
+            maxSmallByteLength: KiB,
+            minLargeByteLength: 10 * KiB,
+            smallHeapByteLength: 8 * KiB,
+            largeHeapByteLength: 32 * KiB,
+            xlargeHeapByteLength: 1024 * KiB,
+            largeRoundByteLength: 2 * KiB,
+            maxSlackByteLength: config.maxSlack,
             highWatermarkRatio: high,
             lowWatermarkRatio: low,
             unifiedMemory: config.unified,
