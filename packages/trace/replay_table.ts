@@ -12,11 +12,11 @@ function badReport(what: string, value: unknown): never {
 export function _checkReplayReport(r: unknown): ReplayReport {
   if (r === null || typeof r !== "object") badReport("not an object", r);
   const o = r as ReplayReport;
-  for (const k of ["peakLiveBytes", "allocations"] as const) {
+  for (const k of ["peakRequestedBytes", "allocations"] as const) {
     if (typeof o[k] !== "number") badReport(`${k} must be a number`, o[k]);
   }
   for (
-    const k of ["recordedPeakHeldBytes", "recordedBuffersCreated"] as const
+    const k of ["recordedPeakReservedBytes", "recordedBuffersCreated"] as const
   ) {
     if (o[k] !== undefined && typeof o[k] !== "number") {
       badReport(`${k} must be a number or undefined`, o[k]);
@@ -40,7 +40,7 @@ export function _checkReplayReport(r: unknown): ReplayReport {
     }
     for (
       const k of [
-        "peakHeldBytes",
+        "peakReservedBytes",
         "buffersCreated",
         "buffersCreatedAfterFirstStep",
         "nsPerOp",

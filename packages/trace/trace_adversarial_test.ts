@@ -451,8 +451,8 @@ describe("@allot/trace adversarial", () => {
       assert.equal(row.error === undefined, ok, `${p.name}: ${row.error}`);
       if (!ok) {
         assert.equal(typeof row.error, "string");
-        assert.ok(Number.isNaN(row.peakHeldBytes));
-      } else assert.equal(row.peakHeldBytes, 100);
+        assert.ok(Number.isNaN(row.peakReservedBytes));
+      } else assert.equal(row.peakReservedBytes, 100);
     }
     // every instance made was disposed, the throwing ones included
     // (12 policies make one instance, and the 2 that succeed 2 more each)
@@ -655,7 +655,10 @@ describe("@allot/trace adversarial", () => {
         ...hostileObjects(),
         { name: "policies null", value: forged({ policies: null }) },
         { name: "policies [null]", value: forged({ policies: [null] }) },
-        { name: "peakLiveBytes '1'", value: forged({ peakLiveBytes: "1" }) },
+        {
+          name: "peakRequestedBytes '1'",
+          value: forged({ peakRequestedBytes: "1" }),
+        },
         {
           name: "row nsPerOp BigInt",
           value: forged({ policies: [{ ...row, nsPerOp: 1n }] }),
