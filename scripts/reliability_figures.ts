@@ -49,7 +49,15 @@ function properties(file: string, text: string): Property[] {
     const test = names.at(-1)?.[2] ?? "(unnamed)";
     const m = body.match(/numRuns:\s*(modelRuns\((\d[\d_]*)?\)|[\d_]+)/);
     let ciRuns = 100, nightly = false;
-    if (m !== null) {
+    // a property whose numRuns is a variable (a loop over real and mock
+    // devices, say): modelRuns() named just before it counts
+    const near = /numRuns\b/.test(body) && m === null
+      ? text.slice(Math.max(0, at - 600), at).match(/modelRuns\((\d[\d_]*)?\)/)
+      : null;
+    if (near !== null) {
+      nightly = true;
+      ciRuns = near[1] ? Number(near[1].replaceAll("_", "")) : 1000;
+    } else if (m !== null) {
       if (m[1].startsWith("modelRuns")) {
         nightly = true;
         ciRuns = m[2] ? Number(m[2].replaceAll("_", "")) : 1000;
