@@ -3,6 +3,7 @@ import {
   InvalidArgumentError,
   validateObject,
 } from "@allot/core";
+import { _messageOf } from "./_message.ts";
 import { TraceRecorder, type TraceRecorderOptions } from "./trace_recorder.ts";
 
 /** The parts of a `GPUBuffer` the recorder touches. */
@@ -121,7 +122,7 @@ export function recordDevice<D extends DeviceLike>(
       {
         op: "error",
         call,
-        message: messageOf(err),
+        message: _messageOf(err),
       },
       false,
       1,
@@ -305,14 +306,4 @@ export function recordDevice<D extends DeviceLike>(
       delete q.writeBuffer;
     },
   };
-}
-
-// What a wrapped call threw, as text, whatever it threw.
-function messageOf(err: unknown): string {
-  try {
-    const message = (err as Error)?.message;
-    return typeof message === "string" ? message : describeValue(err);
-  } catch {
-    return describeValue(err);
-  }
 }

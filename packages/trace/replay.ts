@@ -3,6 +3,7 @@ import {
   InvalidArgumentError,
   validateObject,
 } from "@allot/core";
+import { _messageOf } from "./_message.ts";
 import { validateTrace } from "./parse_trace.ts";
 import {
   allotCachingAfterFencePolicy,
@@ -302,7 +303,7 @@ export function replayOps(
         buffersCreated: NaN,
         buffersCreatedAfterFirstStep: NaN,
         nsPerOp: NaN,
-        error: messageOf(err),
+        error: _messageOf(err),
       });
     }
   }
@@ -365,16 +366,6 @@ function count(v: unknown, what: string): number {
     );
   }
   return v;
-}
-
-// What a policy threw, as text, whatever it threw (a throwing getter too).
-function messageOf(err: unknown): string {
-  try {
-    const message = (err as Error)?.message;
-    return typeof message === "string" ? message : describeValue(err);
-  } catch {
-    return describeValue(err);
-  }
 }
 
 // Policies: an array of factories, each with a string name and description
