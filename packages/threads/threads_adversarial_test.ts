@@ -16,11 +16,11 @@ import {
   type SharedHeapDescriptor,
 } from "./mod.ts";
 import {
-  assertRefusesAll,
   type Hostile,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
+  hostileObjectsBut,
   HostileTally,
   HostileTrapError,
   throwingGetter,
@@ -30,19 +30,11 @@ import {
 const MiB = 1 << 20;
 const tally = new HostileTally();
 const numbers = hostileNumbers();
-const objectsBut = (...names: string[]): Hostile[] =>
-  hostileObjects().filter((h) => !names.includes(h.name));
+const objectsBut = hostileObjectsBut;
 const numbersBut = (...names: string[]): Hostile[] =>
   numbers.filter((h) => !names.includes(h.name));
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 /** A heap with live small and large blocks and a shared buffer, and its state. */
 function setup() {

@@ -34,10 +34,10 @@ import {
   validateTrace,
 } from "./mod.ts";
 import {
-  assertRefusesAll,
   type Hostile,
   hostileNumbers,
   hostileObjects,
+  hostileObjectsBut,
   HostileTally,
   HostileTrapError,
   throwingGetter,
@@ -46,17 +46,9 @@ import {
 
 const tally = new HostileTally();
 const numbers = hostileNumbers();
-const objectsBut = (...names: string[]): Hostile[] =>
-  hostileObjects().filter((h) => !names.includes(h.name));
+const objectsBut = hostileObjectsBut;
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 const HEADER = `{"format":"allot-trace","version":1,"source":"adv"}`;
 const GOOD = [
