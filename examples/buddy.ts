@@ -37,7 +37,9 @@ for (const address of blocks) {
     } of pool ${Math.floor(address / buddy.poolByteLength)}`,
   );
 }
-console.log(`pools held: ${buddy.poolCount}, used: ${buddy.usedBytes} bytes`);
+console.log(
+  `pools held: ${buddy.poolCount}, used: ${buddy.allocatedBytes} bytes`,
+);
 for (const address of blocks) buddy.free(address);
 console.log(
   `after free: largest free block ${buddy.largestFreeBytes} bytes; trim() gave back ${buddy.trim()} bytes`,

@@ -47,7 +47,7 @@ const allocator = new CpuAllocator({ byteLength: 1 << 20, reporter });
   using activations = allocator.allocate(256 * 1024);
   allocator.view(weights, Float32Array).fill(0.5);
   console.log(
-    `in use: ${allocator.bytesInUse} bytes; ${activations.device} pointer at ${activations.byteOffset}`,
+    `in use: ${allocator.allocatedBytes} bytes; ${activations.device} pointer at ${activations.byteOffset}`,
   );
 }
 console.log(`peak ${reporter.bytes.peak} bytes, now ${reporter.bytes.current}`);

@@ -142,7 +142,7 @@ await synchronize();
 console.log(`\n${summary()}`);
 const cpuStats = cpu.stats();
 console.log(
-  `CPU heap: ${cpu.bytesInUse} B in use, peak ${cpuStats.peak} B, reserved ${cpu.reservedBytes} B`,
+  `CPU heap: ${cpu.allocatedBytes} B in use, peak ${cpuStats.peak} B, reserved ${cpu.reservedBytes} B`,
 );
 await Deno.mkdir(out, { recursive: true });
 const file = new URL("demo-snapshot.json", out);
@@ -161,8 +161,10 @@ const active =
     b.state !== "inactive"
   ).length;
 console.log(
-  `after the block: ${active} active block(s), CPU heap ${cpu.bytesInUse} B in use`,
+  `after the block: ${active} active block(s), CPU heap ${cpu.allocatedBytes} B in use`,
 );
-if (active !== 0 || cpu.bytesInUse !== 0) throw new Error("demo leaked memory");
+if (active !== 0 || cpu.allocatedBytes !== 0) {
+  throw new Error("demo leaked memory");
+}
 gpuDevice?.destroy();
 console.log("demo done: every tensor was released at scope exit");

@@ -25,7 +25,7 @@ const matrix = SparseMatrix.build({ values, indices, indptr }, {
 });
 console.log(`${matrix}`);
 console.log(
-  `blocks: ${registry.pointerCount} registered, ${registry.totalBytes} bytes`,
+  `blocks: ${registry.pointerCount} registered, ${registry.requestedBytes} bytes`,
 );
 
 // Zero-copy row slice: it takes a reference on each block it uses.
@@ -54,7 +54,7 @@ console.log(`sum of the slice: ${total}`);
 
 middle.release();
 console.log(
-  `released everything: ${registry.totalBytes} bytes registered, heap in use ${allocator.bytesInUse}`,
+  `released everything: ${registry.requestedBytes} bytes registered, heap in use ${allocator.allocatedBytes}`,
 );
 
 // Bad input is refused before anything is allocated.

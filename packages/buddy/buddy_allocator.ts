@@ -75,7 +75,7 @@ export interface BuddyAllocatorOptions {
 /** The figures of {@linkcode BuddyAllocator.stats}. */
 export interface BuddyAllocatorStats {
   /** Bytes of live blocks (power-of-two lengths, and direct large blocks). */
-  usedBytes: StatValues;
+  allocatedBytes: StatValues;
   /** Live blocks; `allocated` counts allocations, `freed` frees. */
   allocations: StatValues;
   /** Bytes held from the backing allocator (pools and large blocks). */
@@ -121,7 +121,7 @@ function isSegmentSource(value: unknown): value is SegmentSource {
  * const a = buddy.alloc(3000); // a 4096-byte block: the whole first pool
  * const b = buddy.alloc(100);  // a second pool, split down to 128 bytes
  * assert.equal(buddy.poolCount, 2);
- * assert.equal(buddy.usedBytes, 4096 + 128);
+ * assert.equal(buddy.allocatedBytes, 4096 + 128);
  * buddy.view(b, Float32Array).fill(1); // 32 floats: the 128-byte block
  * buddy.free(b);
  * buddy.free(a);
@@ -170,7 +170,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #largeReq = new Map<number, number>();
   #nextLarge = -1;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
-  #usedBytes = 0;
+  #allocatedBytes = 0;
   #usedPeak = 0;
   #bytesAllocated = 0;
   #bytesFreed = 0;
@@ -289,8 +289,17 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   }
 
   /** Bytes of live blocks: Paddle's `Used`. */
+  get allocatedBytes(): number {
+    return this.#allocatedBytes;
+  }
+
+  /**
+   * Same as `allocatedBytes`.
+   *
+   * @deprecated Use `allocatedBytes` (one name per figure across allot); removed in the next minor version.
+   */
   get usedBytes(): number {
-    return this.#usedBytes;
+    return this.allocatedBytes;
   }
 
   /** Bytes held from the backing allocator. */
@@ -312,8 +321,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   stats(): BuddyAllocatorStats {
     return {
-      usedBytes: {
-        current: this.#usedBytes,
+      allocatedBytes: {
+        current: this.#allocatedBytes,
         peak: this.#usedPeak,
         allocated: this.#bytesAllocated,
         freed: this.#bytesFreed,
@@ -384,7 +393,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         fail(`order bitmap bit ${k} is wrong`);
       }
     }
-    if (used + this.#largeBytes !== this.#usedBytes) {
+    if (used + this.#largeBytes !== this.#allocatedBytes) {
       fail("used bytes are wrong");
     }
     if (live + this.#large.size !== this.#liveCount) {
@@ -450,8 +459,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     order[g] = -(k + 1);
     const bytes = this.minBlockByteLength << k;
-    const used = this.#usedBytes + bytes;
-    this.#usedBytes = used;
+    const used = this.#allocatedBytes + bytes;
+    this.#allocatedBytes = used;
     if (used > this.#usedPeak) this.#usedPeak = used;
     this.#bytesAllocated += bytes;
     const live = ++this.#liveCount;
@@ -478,7 +487,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     let k = -order[g] - 1;
     order[g] = 0;
     const bytes = this.minBlockByteLength << k;
-    this.#usedBytes -= bytes;
+    this.#allocatedBytes -= bytes;
     this.#bytesFreed += bytes;
     this.#liveCount--;
     this.#freeCount++;
@@ -796,15 +805,15 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const largest = this.largestFreeBytes;
     const reserved = this.reservedBytes;
     return new OutOfMemoryError(
-      `Cannot allocate ${byteLength} bytes: largest free block ${largest} bytes, ${this.#usedBytes} bytes used, ${this.#poolCount} pools of ${this.poolByteLength} bytes held (at most ${this.maxPoolByteLength} bytes)${
+      `Cannot allocate ${byteLength} bytes: largest free block ${largest} bytes, ${this.#allocatedBytes} bytes used, ${this.#poolCount} pools of ${this.poolByteLength} bytes held (at most ${this.maxPoolByteLength} bytes)${
         cause === undefined ? "" : `, the backing allocator refused: ${cause}`
       }`,
       {
         requestedBytes: byteLength,
         capacityBytes: this.maxPoolByteLength,
-        freeBytes: reserved - this.#usedBytes,
+        freeBytes: reserved - this.#allocatedBytes,
         largestFreeBytes: largest,
-        allocatedBytes: this.#usedBytes,
+        allocatedBytes: this.#allocatedBytes,
         reservedBytes: reserved,
       },
       { cause },
@@ -823,8 +832,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#large.set(address, ptr);
     this.#largeReq.set(address, byteLength);
     this.#largeBytes += byteLength;
-    this.#usedBytes += byteLength;
-    if (this.#usedBytes > this.#usedPeak) this.#usedPeak = this.#usedBytes;
+    this.#allocatedBytes += byteLength;
+    if (this.#allocatedBytes > this.#usedPeak) {
+      this.#usedPeak = this.#allocatedBytes;
+    }
     this.#bytesAllocated += byteLength;
     if (++this.#liveCount > this.#livePeak) this.#livePeak = this.#liveCount;
     this.#allocCount++;
@@ -850,7 +861,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#large.delete(address);
     this.#largeReq.delete(address);
     this.#largeBytes -= byteLength;
-    this.#usedBytes -= byteLength;
+    this.#allocatedBytes -= byteLength;
     this.#bytesFreed += byteLength;
     this.#liveCount--;
     this.#freeCount++;

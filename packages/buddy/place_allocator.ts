@@ -175,7 +175,7 @@ export class PlaceAllocator {
    * @throws {InvalidArgumentError} For a bad place.
    */
   used(place: Place): number {
-    return this.#allocators.get(this.#key(place))?.usedBytes ?? 0;
+    return this.#allocators.get(this.#key(place))?.allocatedBytes ?? 0;
   }
 
   // The map key of a place: its device's string form.

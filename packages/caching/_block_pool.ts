@@ -7,16 +7,21 @@ export const FREE = 0;
 export const ALLOCATED = 1;
 export const PENDING = 2;
 
-/** One device segment as the allocator sees it. */
+/**
+ * One device segment as the allocator sees it. An expandable segment grows
+ * and shrinks at its end (its `raw` record and `byteLength` change; its
+ * virtual address range is reserved up to the allocator's largest block).
+ */
 export class _Segment<M> {
   head: _Block<M>;
   constructor(
     readonly id: number,
     readonly address: number,
-    readonly raw: Segment<M>,
-    readonly byteLength: number,
+    public raw: Segment<M>,
+    public byteLength: number,
     readonly small: boolean,
     readonly stream: Stream,
+    readonly expandable: boolean = false,
   ) {
     this.head = undefined as unknown as _Block<M>;
   }

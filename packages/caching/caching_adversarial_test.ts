@@ -16,8 +16,6 @@ import {
 } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
-  type Hostile,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
@@ -32,14 +30,7 @@ import {
 const tally = new HostileTally();
 const numbers = hostileNumbers();
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 function one(label: string, call: () => unknown, snapshot: () => unknown) {
   assertRefused(label, call, { snapshot });
@@ -109,7 +100,7 @@ describe("@allot/caching adversarial", () => {
         "smallRequestMaxByteLength",
         "smallSegmentByteLength",
         "largeSegmentByteLength",
-        "maxSplitSize",
+        "maxSplitByteLength",
         "memoryFraction",
       ]
     ) {
@@ -118,7 +109,7 @@ describe("@allot/caching adversarial", () => {
         // null, like undefined, means the default (`??`)
         numbers.filter((h) =>
           h.name !== "undefined" && h.name !== "null" &&
-          !(key === "maxSplitSize" && h.name === "Infinity") && // no limit
+          !(key === "maxSplitByteLength" && h.name === "Infinity") && // no limit
           !(key === "memoryFraction" && h.name === "0.5")
         ),
         (v) => new CachingAllocator(new MockSegmentSource(), { [key]: v }),
@@ -325,9 +316,9 @@ describe("@allot/caching adversarial", () => {
     const other = new StepPlannedPool(new MockSegmentSource());
     const live = [pool.allocate(1000), pool.allocate(3000)];
     const state = () => ({
-      live: pool.liveBytes,
-      held: pool.heldBytes,
-      peakLive: pool.peakLiveBytes,
+      live: pool.requestedBytes,
+      held: pool.reservedBytes,
+      peakLive: pool.peakRequestedBytes,
       segments: pool.segmentCount,
       created: pool.segmentsCreated,
       steps: pool.stepCount,

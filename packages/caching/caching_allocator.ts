@@ -18,13 +18,14 @@ import {
   InvalidArgumentError,
   junkFill,
   type LeakDetector,
+  resizeSegment,
   Stat,
   type Stream,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import type { SegmentSource, StatValues } from "@allot/core";
+import type { Segment, SegmentSource } from "@allot/core";
 import {
   _Block,
   _BlockPool,
@@ -34,6 +35,7 @@ import {
   PENDING,
 } from "./_block_pool.ts";
 import { checkStream } from "./_check.ts";
+import { _CachingStats, _down, _up } from "./_stats.ts";
 import { validateObject } from "@allot/core";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import {
@@ -58,7 +60,6 @@ import {
   type MemoryStats,
   type MemorySummaryOptions,
   STAT_ARRAY_NAMES,
-  type StatArray,
 } from "./stats.ts";
 
 const MiB = 1048576;
@@ -122,17 +123,30 @@ export interface CachingAllocatorOptions {
   roundupPower2Divisions?: RoundupPower2Divisions;
   /**
    * Blocks at least this large are never split, and serve only requests
-   * within `maxNonSplitRoundingSize` of their size (`max_split_size`). At
+   * within `maxNonSplitRoundingByteLength` of their size (`max_split_size`). At
    * least `largeSegmentByteLength`.
    *
    * @default {Infinity}
    */
-  maxSplitSize?: number;
+  maxSplitByteLength?: number;
   /**
    * How much larger than a request an unsplittable block may be and still
    * serve it (`max_non_split_rounding_size`).
    *
    * @default {20971520}
+   */
+  maxNonSplitRoundingByteLength?: number;
+  /**
+   * Same as `maxSplitByteLength`.
+   *
+   * @deprecated Use `maxSplitByteLength`; removed in the next minor version.
+   */
+  maxSplitSize?: number;
+  /**
+   * Same as `maxNonSplitRoundingByteLength`.
+   *
+   * @deprecated Use `maxNonSplitRoundingByteLength`; removed in the next
+   * minor version.
    */
   maxNonSplitRoundingSize?: number;
   /**
@@ -168,6 +182,22 @@ export interface CachingAllocatorOptions {
    * @default {undefined}
    */
   leakDetector?: LeakDetector;
+  /**
+   * Expandable segments (PyTorch's `expandable_segments`, in spirit): where
+   * the source can resize segments in place
+   * ({@linkcode SegmentSource.tryResizeSegment}: resizable `ArrayBuffer`s,
+   * the mock device), each pool keeps one segment per stream that grows at
+   * its end instead of taking new segments, so a request that fits nowhere
+   * extends the segment's free tail; `emptyCache()` and a full device shrink
+   * free tails back. Requests of at least `ownSegmentMinByteLength` still get
+   * segments of their own, never split, which a full device gets back whole;
+   * once the device has been full (until `emptyCache()`), so do large
+   * requests that no hole of the expandable segment holds. Ignored for a
+   * source without `tryResizeSegment` (GPU buffers).
+   *
+   * @default {false}
+   */
+  expandableSegments?: boolean;
   /**
    * Debug mode for hunting a bug: freed blocks are filled with `JUNK_BYTE`
    * where the host can write the memory, and the allocator validates its
@@ -416,169 +446,6 @@ function checkFraction(value: number, name: string, max: number): number {
   return value;
 }
 
-// Stats live in one Float64Array. For each of the 9 figures (in
-// STAT_ARRAY_NAMES order) 12 slots: [0..3] all pools, [4..7] small pool,
-// [8..11] large pool. Only what cannot be derived is written on the hot path:
-// per pool, current (+0), peak (+1) and freed (+3); slot +2 holds the
-// allocated total's base (current at the last resetAccumulatedStats(), so
-// allocated = current + freed - base); for all pools only the peak (+1) is
-// kept; its current, freed and allocated are sums of the pools'.
-//
-// Active figures are not written when a block is handed out or returned:
-// active = allocation + pending free (blocks freed by the caller that wait
-// for fences), so their slots hold the pending part instead: per pool the
-// pending current (+0), the active peak as last stored (+1: written only
-// while blocks are pending, and by resetPeakStats(); the reported peak is the
-// larger of it and the allocation peak, since active equals allocation when
-// nothing is pending) and the active current at the last
-// resetAccumulatedStats() (+2); for all pools the stored peak (+1). Active
-// allocated equals allocation allocated (both grow only on allocate), and
-// freed = base + allocated - current.
-const ALLOCATION = 0;
-const SEGMENT = 1;
-const ACTIVE = 2;
-const INACTIVE_SPLIT = 3;
-const ALLOCATED_BYTES = 4;
-const RESERVED_BYTES = 5;
-const ACTIVE_BYTES = 6;
-const INACTIVE_SPLIT_BYTES = 7;
-const REQUESTED_BYTES = 8;
-
-function bumpUp(s: Float64Array, base: number, pool: number, d: number): void {
-  const i = base + pool * 4;
-  const c = s[i] + d;
-  s[i] = c;
-  if (c > s[i + 1]) s[i + 1] = c;
-  const all = c + s[base + 12 - pool * 4]; // plus the other pool's current
-  if (all > s[base + 1]) s[base + 1] = all;
-}
-
-function bumpDown(
-  s: Float64Array,
-  base: number,
-  pool: number,
-  d: number,
-): void {
-  const i = base + pool * 4;
-  s[i] -= d;
-  s[i + 3] += d;
-}
-
-function change(s: Float64Array, stat: number, pool: number, d: number): void {
-  if (d > 0) bumpUp(s, stat * 12, pool, d);
-  else if (d < 0) bumpDown(s, stat * 12, pool, -d);
-}
-
-function current(s: Float64Array, stat: number): number {
-  return s[stat * 12 + 4] + s[stat * 12 + 8];
-}
-
-/**
- * A block handed out: allocation, allocated and requested bytes (active
- * follows; its stored peaks only matter while blocks are pending).
- */
-function statsAllocated(
-  s: Float64Array,
-  pool: number,
-  bytes: number,
-  requested: number,
-  pending: boolean,
-): void {
-  bumpUp(s, ALLOCATION * 12, pool, 1);
-  bumpUp(s, ALLOCATED_BYTES * 12, pool, bytes);
-  bumpUp(s, REQUESTED_BYTES * 12, pool, requested);
-  if (pending) {
-    storeActivePeak(s, ACTIVE, ALLOCATION, pool);
-    storeActivePeak(s, ACTIVE_BYTES, ALLOCATED_BYTES, pool);
-  }
-}
-
-/** Raises the stored active peaks of `pool` and all pools to the current. */
-function storeActivePeak(
-  s: Float64Array,
-  stat: number,
-  source: number,
-  pool: number,
-): void {
-  const b = stat * 12, a = source * 12, i = pool * 4;
-  const c = s[a + i] + s[b + i];
-  if (c > s[b + i + 1]) s[b + i + 1] = c;
-  const all = s[a + 4] + s[a + 8] + s[b + 4] + s[b + 8];
-  if (all > s[b + 1]) s[b + 1] = all;
-}
-
-/** A block back in the pool: requested bytes, pending when it waited, and the change in split fragments. */
-function statsInactive(
-  s: Float64Array,
-  pool: number,
-  bytes: number,
-  requested: number,
-  wasPending: boolean,
-  splitBlocks: number,
-  splitBytes: number,
-): void {
-  bumpDown(s, REQUESTED_BYTES * 12, pool, requested);
-  if (wasPending) {
-    s[ACTIVE * 12 + pool * 4] -= 1;
-    s[ACTIVE_BYTES * 12 + pool * 4] -= bytes;
-  }
-  if (splitBlocks !== 0) change(s, INACTIVE_SPLIT, pool, splitBlocks);
-  if (splitBytes !== 0) change(s, INACTIVE_SPLIT_BYTES, pool, splitBytes);
-}
-
-/** Sets the stored active peaks (or, with `base`, the bases) to the current active figures. */
-function resetActive(s: Float64Array, slot: 1 | 2): void {
-  for (
-    const [stat, source] of [[ACTIVE, ALLOCATION], [
-      ACTIVE_BYTES,
-      ALLOCATED_BYTES,
-    ]]
-  ) {
-    const b = stat * 12, a = source * 12;
-    s[b + 4 + slot] = s[a + 4] + s[b + 4];
-    s[b + 8 + slot] = s[a + 8] + s[b + 8];
-    if (slot === 1) s[b + 1] = s[b + 5] + s[b + 9];
-  }
-}
-
-function statValues(s: Float64Array, stat: number, pool: number): StatValues {
-  const b = stat * 12;
-  if (stat === ACTIVE || stat === ACTIVE_BYTES) {
-    const a = statValues(
-      s,
-      stat === ACTIVE ? ALLOCATION : ALLOCATED_BYTES,
-      pool,
-    );
-    const i = b + pool * 4;
-    const pending = pool === 0 ? s[b + 4] + s[b + 8] : s[i];
-    const base = pool === 0 ? s[b + 6] + s[b + 10] : s[i + 2];
-    const c = a.current + pending;
-    return {
-      current: c,
-      peak: Math.max(s[i + 1], a.peak),
-      allocated: a.allocated,
-      freed: base + a.allocated - c,
-    };
-  }
-  if (pool !== 0) {
-    const i = b + pool * 4;
-    return {
-      current: s[i],
-      peak: s[i + 1],
-      allocated: s[i] + s[i + 3] - s[i + 2],
-      freed: s[i + 3],
-    };
-  }
-  const c = s[b + 4] + s[b + 8];
-  const freed = s[b + 7] + s[b + 11];
-  return {
-    current: c,
-    peak: s[b + 1],
-    allocated: c + freed - s[b + 6] - s[b + 10],
-    freed,
-  };
-}
-
 /**
  * A device-agnostic caching allocator with PyTorch's CUDA caching allocator
  * rules. It takes whole segments from a {@linkcode SegmentSource} and carves
@@ -635,9 +502,9 @@ export class CachingAllocator<M = unknown> {
   /** Rounding of own segments. */
   readonly largeRoundByteLength: number;
   /** Blocks at least this large are never split. */
-  readonly maxSplitSize: number;
+  readonly maxSplitByteLength: number;
   /** Slack an unsplittable block may have over a request. */
-  readonly maxNonSplitRoundingSize: number;
+  readonly maxNonSplitRoundingByteLength: number;
   /** Largest block or segment: the source's limit, in whole granules. */
   readonly maxBlockByteLength: number;
   #source: SegmentSource<M>;
@@ -646,6 +513,9 @@ export class CachingAllocator<M = unknown> {
   #gcThreshold: number;
   #small = new _BlockPool<M>(true);
   #large = new _BlockPool<M>(false);
+  // Expandable segments: the own segments' blocks, kept apart from the
+  // large pool's expandable segment (same stats pool: large).
+  #own = new _BlockPool<M>(false);
   #segments = new Set<_Segment<M>>();
   // _Block<unknown>: a callback parameter of M would make M invariant.
   #deferred = new DeferredFrees<_Block<unknown>>((b) =>
@@ -671,9 +541,17 @@ export class CachingAllocator<M = unknown> {
   #tag: string | undefined = undefined;
   #strict = false;
   #leaks: LeakDetector | undefined;
-  #segmentOptions: { label: string };
+  #segmentOptions: { label: string; resizable?: boolean };
+  #expandable = false;
+  // Whether the device refused a segment (expandable segments only).
+  #pressured = false;
+  // The expandable segment of each stream, per pool (small, large).
+  #growing: [Map<number, _Segment<M>>, Map<number, _Segment<M>>] = [
+    new Map(),
+    new Map(),
+  ];
 
-  #s = new Float64Array(9 * 3 * 4);
+  #stats = new _CachingStats();
   #oversizeAllocations = new Stat();
   #oversizeSegments = new Stat();
   #numAllocRetries = 0;
@@ -754,31 +632,33 @@ export class CachingAllocator<M = unknown> {
         },
       );
     }
-    const maxSplit = options.maxSplitSize ?? Infinity;
+    const maxSplit = options.maxSplitByteLength ?? options.maxSplitSize ??
+      Infinity;
     if (
       !(maxSplit === Infinity || Number.isSafeInteger(maxSplit)) ||
       maxSplit < largeSegment
     ) {
       throw new InvalidArgumentError(
-        `Invalid maxSplitSize: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${
+        `Invalid maxSplitByteLength: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${
           describeValue(maxSplit)
         }`,
-        { name: "maxSplitSize", value: maxSplit, limit: largeSegment },
+        { name: "maxSplitByteLength", value: maxSplit, limit: largeSegment },
       );
     }
-    const nonSplit = options.maxNonSplitRoundingSize ?? 20 * MiB;
+    const nonSplit = options.maxNonSplitRoundingByteLength ??
+      options.maxNonSplitRoundingSize ?? 20 * MiB;
     validateByteLength(
       nonSplit,
       Number.MAX_SAFE_INTEGER,
-      "maxNonSplitRoundingSize",
+      "maxNonSplitRoundingByteLength",
     );
     this.smallRequestMaxByteLength = smallMax;
     this.smallSegmentByteLength = smallSegment;
     this.largeSegmentByteLength = largeSegment;
     this.ownSegmentMinByteLength = ownMin;
     this.largeRoundByteLength = largeRound;
-    this.maxSplitSize = maxSplit;
-    this.maxNonSplitRoundingSize = nonSplit;
+    this.maxSplitByteLength = maxSplit;
+    this.maxNonSplitRoundingByteLength = nonSplit;
     const divisions = options.roundupPower2Divisions ?? 0;
     const expanded = expandRoundupPower2Divisions(divisions);
     this.#divisions = expanded.some((d) => d > 1) ? expanded : undefined;
@@ -798,6 +678,8 @@ export class CachingAllocator<M = unknown> {
     this.#segmentOptions = { label: this.label };
     this.#leaks = options.leakDetector;
     this.#strict = options.strict === true;
+    this.#expandable = options.expandableSegments === true &&
+      typeof source.tryResizeSegment === "function";
     const history = options.recordHistory ?? false;
     if (history !== false) {
       this.recordHistory(history === true ? {} : history);
@@ -807,6 +689,33 @@ export class CachingAllocator<M = unknown> {
   /** The device the segments live on. */
   get device(): Device {
     return this.#source.device;
+  }
+
+  /**
+   * Whether segments grow in place (the `expandableSegments` option, and a
+   * source that can resize segments).
+   */
+  get expandableSegments(): boolean {
+    return this.#expandable;
+  }
+
+  /**
+   * Same as `maxSplitByteLength`.
+   *
+   * @deprecated Use `maxSplitByteLength`; removed in the next minor version.
+   */
+  get maxSplitSize(): number {
+    return this.maxSplitByteLength;
+  }
+
+  /**
+   * Same as `maxNonSplitRoundingByteLength`.
+   *
+   * @deprecated Use `maxNonSplitRoundingByteLength`; removed in the next
+   * minor version.
+   */
+  get maxNonSplitRoundingSize(): number {
+    return this.maxNonSplitRoundingByteLength;
   }
 
   /** Share of the device capacity this allocator may reserve. */
@@ -821,12 +730,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return current(this.#s, ALLOCATED_BYTES);
+    return this.#stats.allocatedBytes.current;
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return current(this.#s, RESERVED_BYTES);
+    return this.#stats.reservedBytes.current;
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -928,6 +837,8 @@ export class CachingAllocator<M = unknown> {
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
+      : this.#expandable
+      ? this.#poolFor(size)
       : this.#large;
     const block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
@@ -974,6 +885,8 @@ export class CachingAllocator<M = unknown> {
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
+      : this.#expandable
+      ? this.#poolFor(size)
       : this.#large;
     let block = this.#getFreeBlock(pool, stream.id, size) ??
       this.#allocSlow(pool, size, stream);
@@ -1031,6 +944,8 @@ export class CachingAllocator<M = unknown> {
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
+      : this.#expandable
+      ? this.#poolFor(size)
       : this.#large;
     const found = this.#getFreeBlock(pool, 0, size) ??
       this.#allocSlow(pool, size, DEFAULT_STREAM);
@@ -1252,11 +1167,11 @@ export class CachingAllocator<M = unknown> {
     }
     if (block !== null) this.#leaks?.forget(block);
     b.streamUses = null;
-    const pool = b.segment.small ? 1 : 2;
-    const s = this.#s;
-    bumpDown(s, ALLOCATION * 12, pool, 1);
-    bumpDown(s, ALLOCATED_BYTES * 12, pool, b.size);
-    if (b.size >= this.maxSplitSize) this.#oversizeAllocations.decrease(1);
+    const small = b.segment.small;
+    this.#stats.freed(small, b.size);
+    if (b.size >= this.maxSplitByteLength) {
+      this.#oversizeAllocations.decrease(1);
+    }
     if (this.#history !== null) {
       this.#record(
         "free_requested",
@@ -1271,8 +1186,7 @@ export class CachingAllocator<M = unknown> {
       b.state = PENDING;
       this.#deferred.defer(b, streamIds!, fences);
       // Still active: allocation moved to pending free.
-      s[ACTIVE * 12 + pool * 4] += 1;
-      s[ACTIVE_BYTES * 12 + pool * 4] += b.size;
+      this.#stats.pending(small, b.size);
     } else {
       this.#freeBlock(b);
     }
@@ -1348,32 +1262,21 @@ export class CachingAllocator<M = unknown> {
    * include them.
    */
   emptyCache(): void {
+    this.#pressured = false;
     this.#releaseCachedBlocks();
     if (this.#strict) this.#strictCheck();
   }
 
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
-    const s = this.#s;
-    for (let b = 0; b < s.length; b += 12) {
-      s[b + 5] = s[b + 4];
-      s[b + 9] = s[b + 8];
-      s[b + 1] = s[b + 4] + s[b + 8];
-    }
-    resetActive(s, 1);
+    this.#stats.resetPeak();
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();
   }
 
   /** Sets every allocated and freed total, and the counters, to zero. */
   resetAccumulatedStats(): void {
-    const s = this.#s;
-    for (let b = 0; b < s.length; b += 12) {
-      s[b + 6] = s[b + 4];
-      s[b + 10] = s[b + 8];
-      s[b + 7] = s[b + 11] = 0;
-    }
-    resetActive(s, 2);
+    this.#stats.resetAccumulated();
     this.#oversizeAllocations.resetAccumulated();
     this.#oversizeSegments.resetAccumulated();
     this.#numAllocRetries = 0;
@@ -1404,17 +1307,17 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   memoryStats(): MemoryStats {
-    const s = this.#s;
-    const out = {} as Record<string, StatArray>;
-    STAT_ARRAY_NAMES.forEach((name, i) => {
-      out[name] = {
-        all: statValues(s, i, 0),
-        smallPool: statValues(s, i, 1),
-        largePool: statValues(s, i, 2),
-      };
-    });
+    const f = this.#stats;
     return {
-      ...(out as unknown as Pick<MemoryStats, typeof STAT_ARRAY_NAMES[number]>),
+      allocation: f.allocation.values(),
+      segment: f.segment.values(),
+      active: f.active.values(),
+      inactiveSplit: f.inactiveSplit.values(),
+      allocatedBytes: f.allocatedBytes.values(),
+      reservedBytes: f.reservedBytes.values(),
+      activeBytes: f.activeBytes.values(),
+      inactiveSplitBytes: f.inactiveSplitBytes.values(),
+      requestedBytes: f.requestedBytes.values(),
       numAllocRetries: this.#numAllocRetries,
       numOoms: this.#numOoms,
       numSyncAllStreams: this.#numSyncAllStreams,
@@ -1422,7 +1325,7 @@ export class CachingAllocator<M = unknown> {
       numDeviceFree: this.#numDeviceFree,
       oversizeAllocations: this.#oversizeAllocations.values(),
       oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitSize: this.maxSplitSize,
+      maxSplitByteLength: this.maxSplitByteLength,
     };
   }
 
@@ -1563,10 +1466,10 @@ export class CachingAllocator<M = unknown> {
     this.#deferred.forEach((b) => pendingSet.add(b));
     for (const seg of this.#segments) {
       const p = seg.small ? 1 : 2;
-      const pool = seg.small ? this.#small : this.#large;
+      const pool = this.#poolOf(seg);
       add("segment", p, 1);
       add("reservedBytes", p, seg.byteLength);
-      if (seg.byteLength >= this.maxSplitSize) oversizeSeg++;
+      if (seg.byteLength >= this.maxSplitByteLength) oversizeSeg++;
       if (seg.head.prev !== null) fail(`segment ${seg.id} head has a prev`);
       let offset = 0;
       const split = seg.head.next !== null;
@@ -1605,7 +1508,7 @@ export class CachingAllocator<M = unknown> {
           if (b.state === ALLOCATED) {
             add("allocation", p, 1);
             add("allocatedBytes", p, b.size);
-            if (b.size >= this.maxSplitSize) oversizeAlloc++;
+            if (b.size >= this.maxSplitByteLength) oversizeAlloc++;
           } else {
             if (!pendingSet.has(b)) fail(`pending block not in pending list`);
             if (b.waitingFences <= 0) fail(`pending block waits for no fence`);
@@ -1621,11 +1524,13 @@ export class CachingAllocator<M = unknown> {
       }
     }
     if (freeSmall !== this.#small.count) fail(`small pool size`);
-    if (freeLarge !== this.#large.count) fail(`large pool size`);
+    if (freeLarge !== this.#large.count + this.#own.count) {
+      fail(`large pool size`);
+    }
     if (pending !== this.#deferred.count || pending !== pendingSet.size) {
       fail(`pending list size`);
     }
-    for (const pool of [this.#small, this.#large]) {
+    for (const pool of this.#pools()) {
       const bs = pool.all();
       if (bs.length !== pool.count) fail(`pool count`);
       for (let i = 1; i < bs.length; i++) {
@@ -1642,15 +1547,21 @@ export class CachingAllocator<M = unknown> {
         if (b.segment.small !== pool.small) fail(`block in the wrong pool`);
       }
     }
-    STAT_ARRAY_NAMES.forEach((name, i) => {
-      for (let p = 0; p < 3; p++) {
-        const s = statValues(this.#s, i, p);
+    const figures = this.#stats.figures();
+    for (const name of STAT_ARRAY_NAMES) {
+      const values = figures[name].values();
+      const pools = ["all", "smallPool", "largePool"] as const;
+      pools.forEach((pool, p) => {
+        const s = values[pool];
         if (s.current !== c[name][p]) {
-          fail(`stat ${name}[${p}] is ${s.current}, recount ${c[name][p]}`);
+          fail(`stat ${name}.${pool} is ${s.current}, recount ${c[name][p]}`);
         }
-        if (s.peak < s.current) fail(`stat ${name}[${p}] peak below current`);
-      }
-    });
+        if (s.peak < s.current) fail(`stat ${name}.${pool} peak below current`);
+        if (s.allocated < 0 || s.freed < 0) {
+          fail(`stat ${name}.${pool} allocated or freed negative`);
+        }
+      });
+    }
     if (this.#oversizeAllocations.current !== oversizeAlloc) {
       fail(`oversize allocations`);
     }
@@ -1660,6 +1571,29 @@ export class CachingAllocator<M = unknown> {
   }
 
   // ---- internals ----
+
+  #poolOf(seg: _Segment<M>): _BlockPool<M> {
+    return seg.small
+      ? this.#small
+      : this.#expandable && !seg.expandable
+      ? this.#own
+      : this.#large;
+  }
+
+  #pools(): _BlockPool<M>[] {
+    return this.#expandable
+      ? [this.#small, this.#large, this.#own]
+      : [this.#small, this.#large];
+  }
+
+  /** The pool a request of `size` rounded bytes is served from. */
+  #poolFor(size: number): _BlockPool<M> {
+    return size <= this.smallRequestMaxByteLength
+      ? this.#small
+      : this.#expandable && size >= this.ownSegmentMinByteLength
+      ? this.#own
+      : this.#large;
+  }
 
   #checkStream(stream: Stream | undefined): Stream {
     return stream === undefined ? DEFAULT_STREAM : checkStream(stream);
@@ -1706,9 +1640,16 @@ export class CachingAllocator<M = unknown> {
     if (pool.count === 0) return undefined;
     const b = pool.lowerBound(streamId, size);
     if (b === undefined) return undefined;
-    const maxSplit = this.maxSplitSize;
+    const maxSplit = this.maxSplitByteLength;
     if (size < maxSplit && b.size >= maxSplit) return undefined;
-    if (size >= maxSplit && b.size >= size + this.maxNonSplitRoundingSize) {
+    if (
+      size >= maxSplit && b.size >= size + this.maxNonSplitRoundingByteLength
+    ) {
+      return undefined;
+    }
+    if (pool === this.#own && b.size - size >= this.largeRoundByteLength) {
+      // Expandable segments: an own segment serves only a request of about
+      // its size (split, it would pin its rest).
       return undefined;
     }
     return b; // still in the pool: #allocFound re-keys or removes it
@@ -1748,12 +1689,16 @@ export class CachingAllocator<M = unknown> {
     requested: number,
     tag: string | undefined,
   ): _Block<M> {
-    const p = pool.small ? 1 : 2;
+    // (Under pressure a large request may be served from an own segment.)
+    if (this.#expandable) pool = this.#poolOf(b.segment);
+    const small = pool.small;
     const alreadySplit = b.prev !== null || b.next !== null;
     const remaining = b.size - size;
     const split = pool.small
       ? remaining >= this.minBlockByteLength
-      : size < this.maxSplitSize && remaining > this.smallRequestMaxByteLength;
+      : size < this.maxSplitByteLength &&
+        remaining > this.smallRequestMaxByteLength &&
+        (b.segment.expandable || !this.#expandable);
     if (split) {
       const rest = b;
       const seg = rest.segment;
@@ -1771,24 +1716,29 @@ export class CachingAllocator<M = unknown> {
       rest.offset += size;
       rest.stamp = this.#clock;
       if (alreadySplit) {
-        bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, size);
+        _down(this.#stats.inactiveSplitBytes, small, size);
       } else {
-        bumpUp(this.#s, INACTIVE_SPLIT_BYTES * 12, p, rest.size);
-        bumpUp(this.#s, INACTIVE_SPLIT * 12, p, 1);
+        _up(this.#stats.inactiveSplitBytes, small, rest.size);
+        _up(this.#stats.inactiveSplit, small, 1);
       }
     } else {
       pool.remove(b);
       if (alreadySplit) {
-        bumpDown(this.#s, INACTIVE_SPLIT_BYTES * 12, p, b.size);
-        bumpDown(this.#s, INACTIVE_SPLIT * 12, p, 1);
+        _down(this.#stats.inactiveSplitBytes, small, b.size);
+        _down(this.#stats.inactiveSplit, small, 1);
       }
     }
     b.state = ALLOCATED;
     b.requested = requested;
     b.tag = tag;
     const bytes = b.size;
-    statsAllocated(this.#s, p, bytes, requested, this.#deferred.count !== 0);
-    if (bytes >= this.maxSplitSize) this.#oversizeAllocations.increase(1);
+    this.#stats.allocated(
+      small,
+      bytes,
+      requested,
+      this.#deferred.count !== 0,
+    );
+    if (bytes >= this.maxSplitByteLength) this.#oversizeAllocations.increase(1);
     if (this.#history !== null) {
       this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
       if (this.#history.captureStack) b.stack = captureStack();
@@ -1809,8 +1759,7 @@ export class CachingAllocator<M = unknown> {
 
   #freeBlock(b: _Block<M>): void {
     const seg = b.segment;
-    const pool = seg.small ? this.#small : this.#large;
-    const p = seg.small ? 1 : 2;
+    const pool = this.#poolOf(seg);
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
     if (this.#strict) {
@@ -1876,9 +1825,8 @@ export class CachingAllocator<M = unknown> {
       splitBlocks++;
       splitBytes += survivor.size;
     }
-    statsInactive(
-      this.#s,
-      p,
+    this.#stats.inactive(
+      seg.small,
       originalSize,
       requested,
       wasPending,
@@ -1899,6 +1847,11 @@ export class CachingAllocator<M = unknown> {
       b = this.#allocBlock(pool, size, stream, false);
       if (b !== undefined) return b;
     }
+    // Expandable segments: the device is full, so from now on large requests
+    // that the expandable segment cannot serve from its holes get segments
+    // of their own, which a full device gets back whole (grown, the
+    // segment would pin them in place).
+    if (this.#expandable) this.#pressured = true;
     this.#releaseCachedBlocks();
     return this.#allocBlock(pool, size, stream, true);
   }
@@ -1920,9 +1873,21 @@ export class CachingAllocator<M = unknown> {
     isRetry: boolean,
   ): _Block<M> | undefined {
     if (isRetry) this.#numAllocRetries++;
-    const full = this.#segmentSizeFor(pool, size);
+    if (
+      this.#expandable && (pool.small || size < this.ownSegmentMinByteLength)
+    ) {
+      if (pool.small || !this.#pressured) {
+        return this.#growBlock(pool, size, stream);
+      }
+      const own = this.#getFreeBlock(this.#own, stream.id, size);
+      if (own !== undefined) return own;
+      pool = this.#own;
+    }
+    const full = this.#expandable
+      ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
+      : this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = current(this.#s, RESERVED_BYTES);
+    const reserved = this.#stats.reservedBytes.current;
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size, pool);
@@ -1945,6 +1910,17 @@ export class CachingAllocator<M = unknown> {
       }
     }
     if (raw === undefined) return undefined;
+    return this.#addSegment(raw, segSize, pool, stream, false);
+  }
+
+  /** A new segment's one free block, in the pool; stats and history. */
+  #addSegment(
+    raw: Segment<M>,
+    segSize: number,
+    pool: _BlockPool<M>,
+    stream: Stream,
+    expandable: boolean,
+  ): _Block<M> {
     const seg = new _Segment<M>(
       this.#nextSegmentId++,
       this.#nextAddress,
@@ -1952,8 +1928,10 @@ export class CachingAllocator<M = unknown> {
       segSize,
       pool.small,
       stream,
+      expandable,
     );
-    this.#nextAddress += segSize;
+    // An expandable segment keeps the address range it may grow into.
+    this.#nextAddress += expandable ? this.maxBlockByteLength : segSize;
     this.#segments.add(seg);
     const b = this.#newBlock(seg);
     b.offset = 0;
@@ -1966,15 +1944,131 @@ export class CachingAllocator<M = unknown> {
     b.stamp = this.#clock;
     seg.head = b;
     pool.insert(b); // #allocFound takes it from the pool like a cached one
-    const p = pool.small ? 1 : 2;
-    change(this.#s, SEGMENT, p, 1);
-    change(this.#s, RESERVED_BYTES, p, segSize);
-    if (segSize >= this.maxSplitSize) this.#oversizeSegments.increase(1);
+    _up(this.#stats.segment, pool.small, 1);
+    _up(this.#stats.reservedBytes, pool.small, segSize);
+    if (segSize >= this.maxSplitByteLength) this.#oversizeSegments.increase(1);
     this.#numDeviceAlloc++;
     if (this.#history !== null) {
       this.#record("segment_alloc", seg.address, segSize, 0, stream.id);
     }
     return b;
+  }
+
+  /**
+   * Expandable segments: a free block of at least `size` bytes at the end of
+   * the stream's segment of `pool`, grown in place (its free tail extended,
+   * or a new tail), or a new expandable segment when there is none.
+   */
+  #growBlock(
+    pool: _BlockPool<M>,
+    size: number,
+    stream: Stream,
+  ): _Block<M> | undefined {
+    const growing = this.#growing[pool.small ? 0 : 1];
+    const seg = growing.get(stream.id);
+    const allowed = this.allowedBytes;
+    const reserved = this.#stats.reservedBytes.current;
+    // Grow in steps of a small segment or of the large rounding, down to the
+    // block granule when the device is that full.
+    const step = pool.small
+      ? this.smallSegmentByteLength
+      : this.largeRoundByteLength;
+    if (seg === undefined) {
+      let raw: Segment<M> | undefined;
+      let segSize = Math.min(
+        Math.ceil(size / step) * step,
+        this.maxBlockByteLength,
+      );
+      this.#segmentOptions.resizable = true;
+      try {
+        if (reserved + segSize <= allowed) {
+          raw = this.#trySegment(segSize, size, pool);
+        }
+        if (raw === undefined && segSize > size && reserved + size <= allowed) {
+          segSize = size;
+          raw = this.#trySegment(size, size, pool);
+        }
+      } finally {
+        this.#segmentOptions.resizable = undefined;
+      }
+      if (raw === undefined) return undefined;
+      const b = this.#addSegment(raw, segSize, pool, stream, true);
+      growing.set(stream.id, b.segment);
+      return b;
+    }
+    let tail = seg.head;
+    while (tail.next !== null) tail = tail.next;
+    const need = tail.state === FREE ? size - tail.size : size;
+    const room = this.maxBlockByteLength - seg.byteLength;
+    if (need > room) return undefined;
+    let grow = Math.min(Math.ceil(need / step) * step, room);
+    let raw: Segment<M> | undefined;
+    if (reserved + grow <= allowed) {
+      raw = resizeSegment(this.#source, seg.raw, seg.byteLength + grow, size);
+    }
+    if (raw === undefined && grow > need && reserved + need <= allowed) {
+      grow = need;
+      raw = resizeSegment(this.#source, seg.raw, seg.byteLength + grow, size);
+    }
+    if (raw === undefined) return undefined;
+    const at = seg.byteLength;
+    seg.raw = raw;
+    seg.byteLength += grow;
+    let b: _Block<M>;
+    if (tail.state === FREE) {
+      b = tail;
+      pool.resize(b, b.size + grow, b.address);
+      if (b.prev !== null) {
+        _up(this.#stats.inactiveSplitBytes, pool.small, grow);
+      }
+    } else {
+      b = this.#newBlock(seg);
+      b.offset = at;
+      b.address = seg.address + at;
+      b.size = grow;
+      b.streamId = stream.id;
+      b.state = FREE;
+      b.requested = 0;
+      b.prev = tail;
+      b.next = null;
+      tail.next = b;
+      pool.insert(b);
+      _up(this.#stats.inactiveSplitBytes, pool.small, grow);
+      _up(this.#stats.inactiveSplit, pool.small, 1);
+    }
+    b.stamp = this.#clock;
+    _up(this.#stats.reservedBytes, pool.small, grow);
+    if (this.#history !== null) {
+      this.#record("segment_map", seg.address + at, grow, 0, stream.id);
+    }
+    return b;
+  }
+
+  /** Gives the free tail of expandable segment `seg` back to the device. */
+  #shrinkSegment(seg: _Segment<M>): void {
+    let tail = seg.head;
+    while (tail.next !== null) tail = tail.next;
+    if (tail.state !== FREE || tail.prev === null) return;
+    const raw = resizeSegment(
+      this.#source,
+      seg.raw,
+      seg.byteLength - tail.size,
+      0,
+    );
+    if (raw === undefined) return;
+    const pool = this.#poolOf(seg);
+    const bytes = tail.size;
+    pool.remove(tail);
+    tail.prev.next = null;
+    seg.raw = raw;
+    seg.byteLength -= bytes;
+    _down(this.#stats.inactiveSplitBytes, seg.small, bytes);
+    _down(this.#stats.inactiveSplit, seg.small, 1);
+    _down(this.#stats.reservedBytes, seg.small, bytes);
+    if (this.#history !== null) {
+      this.#record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
+    }
+    this.#recycle(tail);
   }
 
   /**
@@ -1996,13 +2090,16 @@ export class CachingAllocator<M = unknown> {
   /** Returns a whole free segment (in its pool) to the device. */
   #releaseBlock(b: _Block<M>): void {
     const seg = b.segment;
-    const pool = seg.small ? this.#small : this.#large;
+    const pool = this.#poolOf(seg);
     pool.remove(b);
     this.#segments.delete(seg);
-    const p = seg.small ? 1 : 2;
-    change(this.#s, SEGMENT, p, -1);
-    change(this.#s, RESERVED_BYTES, p, -seg.byteLength);
-    if (seg.byteLength >= this.maxSplitSize) {
+    if (seg.expandable) {
+      const growing = this.#growing[seg.small ? 0 : 1];
+      if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
+    }
+    _down(this.#stats.segment, seg.small, 1);
+    _down(this.#stats.reservedBytes, seg.small, seg.byteLength);
+    if (seg.byteLength >= this.maxSplitByteLength) {
       this.#oversizeSegments.decrease(1);
     }
     this.#numDeviceFree++;
@@ -2033,7 +2130,7 @@ export class CachingAllocator<M = unknown> {
     size: number,
     streamId: number,
   ): boolean {
-    const maxSplit = this.maxSplitSize;
+    const maxSplit = this.maxSplitByteLength;
     if (maxSplit === Infinity) return false;
     const key = size < maxSplit ? maxSplit : size;
     // The slow path: work on a flat copy of the pool.
@@ -2068,7 +2165,7 @@ export class CachingAllocator<M = unknown> {
 
   #releaseCachedBlocks(): void {
     if (this.#deferred.count > 0) this.#deferred.poll();
-    for (const pool of [this.#small, this.#large]) {
+    for (const pool of this.#pools()) {
       const blocks = pool.all();
       for (let i = blocks.length - 1; i >= 0; i--) {
         const b = blocks[i];
@@ -2076,18 +2173,21 @@ export class CachingAllocator<M = unknown> {
       }
       pool.prune(); // streams that hold nothing more keep no bins
     }
+    for (const growing of this.#growing) {
+      for (const seg of growing.values()) this.#shrinkSegment(seg);
+    }
   }
 
   #garbageCollect(): void {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = current(this.#s, RESERVED_BYTES);
+    const reserved = this.#stats.reservedBytes.current;
     if (reserved <= threshold) return;
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];
     let totalAge = 0;
-    for (const pool of [this.#large, this.#small]) {
+    for (const pool of this.#pools().reverse()) {
       for (const b of pool.all()) {
         if (b.prev === null && b.next === null) {
           candidates.push(b);
@@ -2137,7 +2237,7 @@ export class CachingAllocator<M = unknown> {
       pendingBytes += b.size;
     });
     let largest = 0;
-    for (const pool of [this.#small, this.#large]) {
+    for (const pool of this.#pools()) {
       for (const b of pool.all()) if (b.size > largest) largest = b.size;
     }
     if (this.#history !== null) {
@@ -2177,7 +2277,7 @@ export class CachingAllocator<M = unknown> {
         : "";
     } else if (cached >= size) {
       message +=
-        `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitSize to keep large blocks whole`;
+        `; reserved but unallocated memory is large, so fragmentation is the likely cause: free long-lived blocks early, call emptyCache(), or set maxSplitByteLength to keep large blocks whole`;
     }
     throw new CachingOutOfMemoryError(message, {
       requestedBytes: size,

@@ -13,6 +13,7 @@ import {
   type CachingAllocatorOptions,
 } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const MiB = 2 ** 20;
 
@@ -82,7 +83,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 
 const optionsArb: fc.Arbitrary<CachingAllocatorOptions> = fc.record({
-  maxSplitSize: fc.constantFrom(Infinity, 20 * MiB, 32 * MiB),
+  maxSplitByteLength: fc.constantFrom(Infinity, 20 * MiB, 32 * MiB),
   roundupPower2Divisions: fc.constantFrom(0, 4, [1, 2, 8]),
   memoryFraction: fc.constantFrom(1, 0.75),
   garbageCollectionThreshold: fc.constantFrom(0, 0.5),
@@ -143,11 +144,11 @@ function bestFit(
     }
   }
   if (best === undefined) return undefined;
-  const maxSplit = allocator.maxSplitSize;
+  const maxSplit = allocator.maxSplitByteLength;
   if (size < maxSplit && best.byteLength >= maxSplit) return undefined;
   if (
     size >= maxSplit &&
-    best.byteLength >= size + allocator.maxNonSplitRoundingSize
+    best.byteLength >= size + allocator.maxNonSplitRoundingByteLength
   ) return undefined;
   return best.address;
 }
@@ -301,10 +302,12 @@ describe("CachingAllocator model", () => {
     fc.assert(
       fc.property(
         optionsArb,
-        fc.array(opArb, { minLength: 20, maxLength: 400, size: "max" }),
+        // 1,000 runs in CI (modelRuns) of 20-120 ops (200 runs of 20-400
+        // before); the nightly task runs more of them
+        fc.array(opArb, { minLength: 20, maxLength: 120, size: "max" }),
         (options, ops) => run(options, ops),
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 });
@@ -429,7 +432,7 @@ describe("CachingAllocator active stats", () => {
           allocator.validate();
         }
       }),
-      { numRuns: 150 },
+      { numRuns: modelRuns() },
     );
   });
 });
@@ -467,7 +470,7 @@ describe("CachingAllocator best fit", () => {
           allocator.validate();
         },
       ),
-      { numRuns: 60 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -15,6 +15,7 @@ import {
 } from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const MiB = 2 ** 20;
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -247,8 +248,8 @@ describe("CachingAllocator", () => {
       InvalidArgumentError,
     );
     assert.throws(
-      () => new CachingAllocator(device, { maxSplitSize: MiB }),
-      /maxSplitSize/,
+      () => new CachingAllocator(device, { maxSplitByteLength: MiB }),
+      /maxSplitByteLength/,
     );
     assert.throws(
       () => new CachingAllocator(device, { roundupPower2Divisions: 3 }),
@@ -364,10 +365,10 @@ describe("CachingAllocator", () => {
     allocator.validate();
   });
 
-  it("CachingAllocator with maxSplitSize never splits oversize blocks and bounds their slack", () => {
+  it("CachingAllocator with maxSplitByteLength never splits oversize blocks and bounds their slack", () => {
     const { device, allocator } = setup(Infinity, {
-      maxSplitSize: 40 * MiB,
-      maxNonSplitRoundingSize: 4 * MiB,
+      maxSplitByteLength: 40 * MiB,
+      maxNonSplitRoundingByteLength: 4 * MiB,
     });
     const a = allocator.allocate(60 * MiB);
     a.release();
@@ -387,10 +388,10 @@ describe("CachingAllocator", () => {
     allocator.validate();
   });
 
-  it("CachingAllocator with maxSplitSize frees oversize cached blocks before the whole cache", () => {
+  it("CachingAllocator with maxSplitByteLength frees oversize cached blocks before the whole cache", () => {
     const { device, allocator } = setup(100 * MiB, {
-      maxSplitSize: 40 * MiB,
-      maxNonSplitRoundingSize: 4 * MiB,
+      maxSplitByteLength: 40 * MiB,
+      maxNonSplitRoundingByteLength: 4 * MiB,
     });
     const small = allocator.allocate(100);
     small.release();
@@ -776,7 +777,7 @@ describe("CachingAllocator", () => {
           assert.equal(device.reservedBytes, 0);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: modelRuns() },
     );
     const { allocator } = setup();
     const handle = allocator.allocate(512);

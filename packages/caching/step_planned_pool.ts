@@ -24,6 +24,7 @@ import {
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
+import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
 
 /** Options of {@linkcode StepPlannedPool}. */
 export interface StepPlannedPoolOptions {
@@ -34,6 +35,14 @@ export interface StepPlannedPoolOptions {
    * @default {1.1}
    */
   maxHeldRatio?: number;
+  /**
+   * Debug mode for hunting a bug: {@linkcode StepPlannedPool.validate} runs
+   * before and after every call that changes the pool (slow), and a freed
+   * block is filled with `JUNK_BYTE` where the host can write the memory.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** A segment of a {@linkcode StepPlannedPool}. */
@@ -130,8 +139,8 @@ const _WINDOW = 64;
  *   pool.free(c);
  *   pool.endStep();
  * }
- * assert.equal(pool.heldBytes, 12288);
- * assert.equal(pool.liveBytes, 0);
+ * assert.equal(pool.reservedBytes, 12288);
+ * assert.equal(pool.requestedBytes, 0);
  * ```
  */
 export class StepPlannedPool<M = unknown> {
@@ -200,23 +209,60 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
+    if (options.strict === true) _makeStrictPlannedPool(this);
   }
 
   /** Bytes asked for by blocks live now. */
-  get liveBytes(): number {
+  get requestedBytes(): number {
     return this.#live;
   }
+
+  /**
+   * Same as `requestedBytes`.
+   *
+   * @deprecated Use `requestedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get liveBytes(): number {
+    return this.requestedBytes;
+  }
   /** Bytes of the segments held now. */
-  get heldBytes(): number {
+  get reservedBytes(): number {
     return this.#held;
   }
-  /** Highest `liveBytes` so far. */
-  get peakLiveBytes(): number {
+
+  /**
+   * Same as `reservedBytes`.
+   *
+   * @deprecated Use `reservedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get heldBytes(): number {
+    return this.reservedBytes;
+  }
+  /** Highest `requestedBytes` so far. */
+  get peakRequestedBytes(): number {
     return this.#peakLive;
   }
-  /** Highest `heldBytes` so far. */
-  get peakHeldBytes(): number {
+
+  /**
+   * Same as `peakRequestedBytes`.
+   *
+   * @deprecated Use `peakRequestedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get peakLiveBytes(): number {
+    return this.peakRequestedBytes;
+  }
+  /** Highest `reservedBytes` so far. */
+  get peakReservedBytes(): number {
     return this.#peakHeld;
+  }
+
+  /**
+   * Same as `peakReservedBytes`.
+   *
+   * @deprecated Use `peakReservedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get peakHeldBytes(): number {
+    return this.peakReservedBytes;
   }
   /** Segments made so far. */
   get segmentsCreated(): number {

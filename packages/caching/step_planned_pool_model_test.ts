@@ -9,6 +9,7 @@ import {
   OutOfMemoryError,
 } from "@allot/core";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 type Op =
   | { kind: "alloc"; size: number }
@@ -141,7 +142,7 @@ describe("StepPlannedPool model", () => {
           assert.equal(source.reservedBytes, 0);
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -163,14 +164,15 @@ describe("StepPlannedPool model", () => {
           let lastStep: Op[] = [];
           const run = (op: Op) => {
             if (op.kind === "alloc") {
-              const held = pool.heldBytes, liveBytes = pool.liveBytes;
+              const held = pool.reservedBytes,
+                requestedBytes = pool.requestedBytes;
               let block: PlannedBlock<MockMemory>;
               try {
                 block = pool.allocate(op.size);
               } catch (e) {
                 assert.ok(e instanceof OutOfMemoryError);
-                assert.equal(pool.liveBytes, liveBytes);
-                assert.ok(pool.heldBytes <= held);
+                assert.equal(pool.requestedBytes, requestedBytes);
+                assert.ok(pool.reservedBytes <= held);
                 return;
               }
               assert.ok(block.byteLength >= op.size);
@@ -188,12 +190,12 @@ describe("StepPlannedPool model", () => {
               pool.endStep();
             } else if (op.kind === "trim") {
               const after = pool.trim(op.target);
-              assert.equal(after, pool.heldBytes);
+              assert.equal(after, pool.reservedBytes);
             } else if (op.kind === "bad") {
-              const held = pool.heldBytes, n = pool.liveBytes;
+              const held = pool.reservedBytes, n = pool.requestedBytes;
               assert.throws(() => pool.allocate(op.size), InvalidArgumentError);
-              assert.equal(pool.heldBytes, held);
-              assert.equal(pool.liveBytes, n);
+              assert.equal(pool.reservedBytes, held);
+              assert.equal(pool.requestedBytes, n);
             }
           };
           for (const op of ops) {
@@ -221,20 +223,23 @@ describe("StepPlannedPool model", () => {
             }
             for (const l of live) if (l.seed % 7 === 0) check(l);
             pool.validate();
-            assert.equal(pool.liveBytes, live.reduce((n, l) => n + l.size, 0));
-            assert.equal(pool.heldBytes, source.reservedBytes);
-            assert.ok(pool.peakHeldBytes >= pool.heldBytes);
+            assert.equal(
+              pool.requestedBytes,
+              live.reduce((n, l) => n + l.size, 0),
+            );
+            assert.equal(pool.reservedBytes, source.reservedBytes);
+            assert.ok(pool.peakReservedBytes >= pool.reservedBytes);
           }
           for (const l of live) check(l);
           for (const l of live) pool.free(l.block);
           pool.validate();
           pool.emptyCache();
-          assert.equal(pool.heldBytes, 0);
+          assert.equal(pool.reservedBytes, 0);
           assert.equal(source.reservedBytes, 0);
           assert.equal(pool.segmentCount, 0);
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -33,15 +33,15 @@ describe("StepPlannedPool on real runtime traces", () => {
         number,
         { pool: StepPlannedPool; block: PlannedBlock; size: number }
       >();
-      let liveBytes = 0;
+      let requestedBytes = 0;
       const checkAll = () => {
         let sum = 0;
         for (const [usage, pool] of pools) {
           pool.validate();
-          assert.equal(pool.heldBytes, sources.get(usage)!.reservedBytes);
-          sum += pool.liveBytes;
+          assert.equal(pool.reservedBytes, sources.get(usage)!.reservedBytes);
+          sum += pool.requestedBytes;
         }
-        assert.equal(sum, liveBytes);
+        assert.equal(sum, requestedBytes);
         // live blocks of one memory never overlap
         const byMemory = new Map<unknown, [number, number][]>();
         for (const { block } of live.values()) {
@@ -68,12 +68,12 @@ describe("StepPlannedPool on real runtime traces", () => {
           }
           const size = Math.max(1, ops.size[i]);
           live.set(ops.id[i], { pool, block: pool.allocate(size), size });
-          liveBytes += size;
+          requestedBytes += size;
         } else if (code === 1) {
           const l = live.get(ops.id[i])!;
           l.pool.free(l.block);
           live.delete(ops.id[i]);
-          liveBytes -= l.size;
+          requestedBytes -= l.size;
         } else if (code === 3) {
           for (const pool of pools.values()) pool.endStep();
           checkAll();
@@ -83,7 +83,7 @@ describe("StepPlannedPool on real runtime traces", () => {
       for (const l of live.values()) l.pool.free(l.block);
       for (const [usage, pool] of pools) {
         pool.emptyCache();
-        assert.equal(pool.heldBytes, 0);
+        assert.equal(pool.reservedBytes, 0);
         assert.equal(sources.get(usage)!.reservedBytes, 0);
       }
     });

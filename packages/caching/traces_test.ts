@@ -40,7 +40,7 @@ function replay(trace: AllocationTrace) {
   });
   allocator.validate();
   return {
-    ratio: device.peakReservedBytes / summarizeTrace(trace).peakLiveBytes,
+    ratio: device.peakReservedBytes / summarizeTrace(trace).peakRequestedBytes,
     afterWarmup: device.allocationCount - atWarmup,
     allocatedBytes: allocator.allocatedBytes,
   };

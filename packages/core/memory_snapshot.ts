@@ -75,8 +75,10 @@ export interface SegmentSnapshot {
 /**
  * Kind of a history event (PyTorch's `TraceEntry` actions): a block handed
  * out, a block freed by the caller, a block back in the pool (after its
- * fences), a segment taken from or returned to the device, a request that ran
- * out of memory, or a marker written when a snapshot was taken.
+ * fences), a segment taken from or returned to the device, a segment grown
+ * (`segment_map`) or shrunk (`segment_unmap`) in place (address and length of
+ * the bytes added or given back), a request that ran out of memory, or a
+ * marker written when a snapshot was taken.
  */
 export type TraceAction =
   | "alloc"
@@ -84,6 +86,8 @@ export type TraceAction =
   | "free_completed"
   | "segment_alloc"
   | "segment_free"
+  | "segment_map"
+  | "segment_unmap"
   | "oom"
   | "snapshot";
 

@@ -58,12 +58,12 @@ export interface MemoryStats {
   numDeviceAlloc: number;
   /** Segments returned to the device. */
   numDeviceFree: number;
-  /** Handed-out blocks of at least `maxSplitSize` bytes. */
+  /** Handed-out blocks of at least `maxSplitByteLength` bytes. */
   oversizeAllocations: StatValues;
-  /** Segments of at least `maxSplitSize` bytes. */
+  /** Segments of at least `maxSplitByteLength` bytes. */
   oversizeSegments: StatValues;
-  /** The `maxSplitSize` in force (`Infinity` when unset). */
-  maxSplitSize: number;
+  /** The `maxSplitByteLength` in force (`Infinity` when unset). */
+  maxSplitByteLength: number;
 }
 
 /** Names of the {@linkcode StatArray} figures of {@linkcode MemoryStats}. */
@@ -154,7 +154,7 @@ export function flattenMemoryStats(
   out.num_sync_all_streams = stats.numSyncAllStreams;
   out.num_device_alloc = stats.numDeviceAlloc;
   out.num_device_free = stats.numDeviceFree;
-  out.max_split_size = stats.maxSplitSize;
+  out.max_split_size = stats.maxSplitByteLength;
   return out;
 }
 

@@ -166,6 +166,47 @@ export class SegmentLedger<M = unknown> {
   }
 
   /**
+   * Bytes counted for a live segment.
+   *
+   * @param segment A live segment.
+   * @returns The bytes counted for it.
+   * @throws {DoubleFreeError} When it is not live here.
+   */
+  bytesOf(segment: Segment<M>): number {
+    const bytes = this.#live.get(segment);
+    if (bytes === undefined) {
+      throw new DoubleFreeError(
+        `Cannot resize a segment of ${segment?.byteLength} bytes: it is not a live segment of ${this.owner}`,
+      );
+    }
+    return bytes;
+  }
+
+  /**
+   * Records that a live segment changed length in place: `resized` (its new
+   * record) replaces `segment`, counted for `bytes`. Not a new allocation.
+   *
+   * @param segment A live segment.
+   * @param resized Its record after the resize.
+   * @param bytes Bytes to count for it now.
+   * @throws {DoubleFreeError} When `segment` is not live here; nothing changes.
+   * @throws {InvalidArgumentError} For a count that is not a non-negative
+   * safe integer; nothing changes.
+   */
+  replace(
+    segment: Segment<M>,
+    resized: Segment<M>,
+    bytes: number = resized.byteLength,
+  ): void {
+    validateByteLength(bytes, Number.MAX_SAFE_INTEGER, "bytes");
+    const old = this.bytesOf(segment);
+    this.#live.delete(segment);
+    this.#live.set(resized, bytes);
+    this.#reserved += bytes - old;
+    if (this.#reserved > this.#peak) this.#peak = this.#reserved;
+  }
+
+  /**
    * Forgets every live segment at once (the device is gone) and returns
    * them, so the caller can try to free their memory.
    *

@@ -39,6 +39,14 @@ export interface SegmentRequestOptions {
    * @default {undefined}
    */
   label?: string;
+  /**
+   * Ask for a segment that {@linkcode SegmentSource.tryResizeSegment} can
+   * later grow or shrink in place (a resizable `ArrayBuffer`). A source that
+   * cannot make one makes a fixed segment.
+   *
+   * @default {false}
+   */
+  resizable?: boolean;
 }
 
 /**
@@ -74,6 +82,25 @@ export interface SegmentSource<M = unknown> {
    * @param segment A segment from `tryAllocateSegment`.
    */
   freeSegment(segment: Segment<M>): void;
+  /**
+   * Optional: changes the length of a live segment in place, at its end,
+   * keeping its memory and byte offset (and the bytes below the smaller of
+   * the two lengths), as a resizable `ArrayBuffer` or a growing
+   * `WebAssembly.Memory` can. Pooling allocators grow a segment with it
+   * instead of taking a new one (PyTorch's expandable segments, in spirit).
+   *
+   * @param segment A live segment of this source.
+   * @param byteLength The new length, in `[1, maxSegmentByteLength]`.
+   * @returns The segment with its new length (the record passed in is no
+   * longer live), or `undefined` when the device cannot (out of memory, or
+   * the segment was not made resizable); then nothing changed.
+   * @throws {InvalidArgumentError} For a length outside the device's limits.
+   * @throws {DoubleFreeError} When the segment is not live here.
+   */
+  tryResizeSegment?(
+    segment: Segment<M>,
+    byteLength: number,
+  ): Segment<M> | undefined;
 }
 
 /** The memory of a {@linkcode MockSegmentSource} segment. */
@@ -84,6 +111,8 @@ export interface MockMemory {
   readonly bytes: Uint8Array | undefined;
   /** Whether the segment was requested host-visible. */
   readonly hostVisible: boolean;
+  /** Whether the segment was requested resizable. */
+  readonly resizable?: boolean;
 }
 
 /** Options of {@linkcode MockSegmentSource}. */
@@ -152,6 +181,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
   #nextId = 1;
   #ledger: SegmentLedger<MockMemory>;
   #failures = 0;
+  #resizes = 0;
   #failNext = 0;
   #throwNext = 0;
 
@@ -192,6 +222,11 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
   /** Segment frees so far. */
   get freeCount(): number {
     return this.#ledger.freeCount;
+  }
+
+  /** Successful in-place resizes so far. */
+  get resizeCount(): number {
+    return this.#resizes;
   }
 
   /** Requests refused for capacity or by `failNext`. */
@@ -245,17 +280,89 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
       this.#failures++;
       return undefined;
     }
+    const resizable = options.resizable === true;
     const segment: Segment<MockMemory> = Object.freeze({
       memory: Object.freeze({
         id: this.#nextId++,
-        bytes: this.#backed ? new Uint8Array(byteLength) : undefined,
+        bytes: this.#backed
+          ? new Uint8Array(
+            resizable
+              ? new ArrayBuffer(byteLength, {
+                maxByteLength: Math.min(this.maxSegmentByteLength, 2 ** 32),
+              })
+              : new ArrayBuffer(byteLength),
+          )
+          : undefined,
         hostVisible: options.hostVisible ?? false,
+        resizable,
       }),
       byteOffset: 0,
       byteLength,
     });
     this.#ledger.add(segment);
     return segment;
+  }
+
+  /**
+   * Grows or shrinks a segment made with `resizable: true` at its end, or
+   * returns `undefined` past the capacity (or for a fixed segment, or when
+   * `failNext` says so). A backed segment keeps its bytes.
+   *
+   * @param segment A live segment of this device.
+   * @param byteLength The new length, in `[1, maxSegmentByteLength]`.
+   * @returns The segment with its new length, or `undefined`.
+   * @throws {InvalidArgumentError} For a length outside the limits.
+   * @throws {DoubleFreeError} When the segment is not live here.
+   *
+   * @example
+   * ```ts
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const device = new MockSegmentSource({ capacityBytes: 4096 });
+   * const a = device.tryAllocateSegment(1024, { resizable: true })!;
+   * const b = device.tryResizeSegment(a, 3072)!;
+   * assert.equal(b.memory, a.memory);
+   * assert.equal(device.reservedBytes, 3072);
+   * assert.equal(device.tryResizeSegment(b, 8192), undefined); // over capacity
+   * ```
+   */
+  tryResizeSegment(
+    segment: Segment<MockMemory>,
+    byteLength: number,
+  ): Segment<MockMemory> | undefined {
+    this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    const old = this.#ledger.bytesOf(segment);
+    if (this.#throwNext > 0) {
+      this.#throwNext--;
+      throw new Error(`Mock device failed to resize to ${byteLength} bytes`);
+    }
+    const grow = byteLength - old;
+    if (
+      segment.memory.resizable !== true || this.#failNext > 0 ||
+      (grow > 0 && !this.#ledger.fits(grow, this.capacityBytes))
+    ) {
+      if (this.#failNext > 0) this.#failNext--;
+      this.#failures++;
+      return undefined;
+    }
+    const bytes = segment.memory.bytes;
+    if (bytes !== undefined) {
+      const buffer = bytes.buffer as ArrayBuffer;
+      if (byteLength > buffer.maxByteLength) {
+        this.#failures++;
+        return undefined;
+      }
+      buffer.resize(byteLength);
+    }
+    const resized: Segment<MockMemory> = Object.freeze({
+      memory: segment.memory,
+      byteOffset: segment.byteOffset,
+      byteLength,
+    });
+    this.#ledger.replace(segment, resized);
+    this.#resizes++;
+    return resized;
   }
 
   /**

@@ -105,6 +105,62 @@ export function acquireSegment<M>(
   );
 }
 
+/**
+ * Resizes a segment in place with `source.tryResizeSegment` and checks the
+ * result: the same memory at the same byte offset, with the length asked.
+ *
+ * @typeParam M Type of the segment memory.
+ * @param source The segment source (it must have `tryResizeSegment`).
+ * @param segment A live segment of the source.
+ * @param byteLength The new length.
+ * @param forBytes Bytes of the request the resize is for (for messages).
+ * @returns The resized segment, or `undefined` when the device cannot.
+ * @throws {SegmentSourceError} When the source threw or returned a segment
+ * that is not the same memory with the new length.
+ *
+ * @example
+ * ```ts
+ * import { MockSegmentSource, resizeSegment } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const device = new MockSegmentSource({ capacityBytes: 4096 });
+ * const a = device.tryAllocateSegment(1024, { resizable: true })!;
+ * assert.equal(resizeSegment(device, a, 2048, 1024)?.byteLength, 2048);
+ * ```
+ */
+export function resizeSegment<M>(
+  source: SegmentSource<M>,
+  segment: Segment<M>,
+  byteLength: number,
+  forBytes: number,
+): Segment<M> | undefined {
+  if (typeof source.tryResizeSegment !== "function") return undefined;
+  let resized: Segment<M> | undefined;
+  try {
+    resized = source.tryResizeSegment(segment, byteLength);
+  } catch (error) {
+    throw new SegmentSourceError(
+      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} threw while resizing a ${segment.byteLength}-byte segment to ${byteLength} bytes: ${
+        describeError(error)
+      }`,
+      { cause: error },
+    );
+  }
+  if (resized === undefined || resized === null) return undefined;
+  if (
+    typeof resized !== "object" || resized.memory !== segment.memory ||
+    resized.byteOffset !== segment.byteOffset ||
+    resized.byteLength !== byteLength
+  ) {
+    throw new SegmentSourceError(
+      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} resized a ${segment.byteLength}-byte segment to ${
+        typeof resized === "object" ? String(resized.byteLength) : "nothing"
+      } bytes (asked ${byteLength}), or moved it`,
+    );
+  }
+  return resized;
+}
+
 function describeError(error: unknown): string {
   if (error instanceof Error) return error.message;
   try {

@@ -44,4 +44,26 @@ describe("MockSegmentSource", () => {
     }
     assert.equal(d.allocationCount, 0);
   });
+
+  it("MockSegmentSource resizes resizable segments in place, keeping bytes", () => {
+    const d = new MockSegmentSource({ capacityBytes: 4096, backed: true });
+    const a = d.tryAllocateSegment(1024, { resizable: true })!;
+    a.memory.bytes!.fill(5);
+    const b = d.tryResizeSegment(a, 3072)!;
+    assert.equal(b.memory, a.memory);
+    assert.equal(b.memory.bytes!.length, 3072);
+    assert.equal(b.memory.bytes![1023], 5);
+    assert.equal(d.reservedBytes, 3072);
+    assert.equal(d.peakReservedBytes, 3072);
+    assert.equal(d.tryResizeSegment(b, 8192), undefined);
+    assert.throws(() => d.tryResizeSegment(a, 2048), /not a live segment/);
+    const c = d.tryResizeSegment(b, 512)!;
+    assert.equal(d.reservedBytes, 512);
+    assert.equal(d.resizeCount, 2);
+    const fixed = d.tryAllocateSegment(512)!;
+    assert.equal(d.tryResizeSegment(fixed, 1024), undefined);
+    d.freeSegment(c);
+    d.freeSegment(fixed);
+    assert.equal(d.reservedBytes, 0);
+  });
 });

@@ -139,9 +139,9 @@ const MAX_CHUNK_BYTE_LENGTH = 1024 * 1024 * 1024;
  *   const floats = allocator.view(ptr, Float32Array);
  *   assert.equal(floats.length, 100);
  *   floats[0] = 1;
- *   assert.equal(allocator.bytesInUse, 400);
+ *   assert.equal(allocator.allocatedBytes, 400);
  * }
- * assert.equal(allocator.bytesInUse, 0);
+ * assert.equal(allocator.allocatedBytes, 0);
  * ```
  */
 export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
@@ -250,8 +250,17 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   }
 
   /** Bytes handed out and not freed (as requested). */
-  get bytesInUse(): number {
+  get allocatedBytes(): number {
     return this.#bytes.current;
+  }
+
+  /**
+   * Same as `allocatedBytes`.
+   *
+   * @deprecated Use `allocatedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get bytesInUse(): number {
+    return this.allocatedBytes;
   }
 
   /**
@@ -340,7 +349,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     let free = 0, largest = 0, used = 0;
     for (const heap of this.#heaps) {
       free += heap.freeBytes;
-      used += heap.bytesInUse;
+      used += heap.allocatedBytes;
       largest = Math.max(largest, heap.largestFreeBytes);
     }
     const reserved = this.reservedBytes;

@@ -11,6 +11,7 @@ import {
 import { CpuAllocator } from "./cpu_allocator.ts";
 import { CpuHeap } from "./heap.ts";
 import { ProfiledMemoryReporter } from "./memory_reporter.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 describe("CpuAllocator", () => {
   it("CpuAllocator.allocate() hands out aligned cpu pointers into the heap", () => {
@@ -20,10 +21,10 @@ describe("CpuAllocator", () => {
     assert.equal(a.memory, allocator.heap.memory);
     assert.equal(a.byteOffset % 64, 0);
     assert.equal(a.byteLength, 100);
-    assert.equal(allocator.bytesInUse, 100);
+    assert.equal(allocator.allocatedBytes, 100);
     a.release();
-    assert.equal(allocator.bytesInUse, 0);
-    assert.equal(allocator.heap.bytesInUse, 0);
+    assert.equal(allocator.allocatedBytes, 0);
+    assert.equal(allocator.heap.allocatedBytes, 0);
     assert.throws(() => a.byteOffset, UseAfterFreeError);
   });
 
@@ -107,7 +108,7 @@ describe("CpuAllocator", () => {
     });
     const a = allocator.allocate(10);
     a.release();
-    assert.equal(allocator.bytesInUse, 0);
+    assert.equal(allocator.allocatedBytes, 0);
   });
 
   it("CpuAllocator.rawDeallocate() refuses double frees and allocations of another heap", () => {
@@ -181,11 +182,11 @@ describe("CpuAllocator", () => {
             )
           );
           for (const p of ptrs) p.release();
-          assert.equal(allocator.bytesInUse, 0);
+          assert.equal(allocator.allocatedBytes, 0);
           for (const heap of allocator.heaps) heap.checkIntegrity();
         },
       ),
-      { numRuns: 30 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -214,7 +215,7 @@ describe("CpuAllocator", () => {
               live.splice(pick % live.length, 1)[0].release();
             }
             const sum = live.reduce((s, p) => s + p.byteLength, 0);
-            assert.equal(allocator.bytesInUse, sum);
+            assert.equal(allocator.allocatedBytes, sum);
             assert.equal(allocator.heap.requestedBytes, sum);
           }
           for (const p of live) p.release();
@@ -222,7 +223,7 @@ describe("CpuAllocator", () => {
           assert.equal(allocator.heap.freeRegionCount, 1);
         },
       ),
-      { numRuns: 40 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -8,6 +8,7 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { CpuHeap } from "./heap.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 interface Live {
   offset: number;
@@ -86,7 +87,7 @@ function checkModel(heap: CpuHeap, live: Live[]): void {
     0,
   );
   assert.equal(heap.requestedBytes, requested);
-  assert.equal(heap.bytesInUse, inUse);
+  assert.equal(heap.allocatedBytes, inUse);
   assert.equal(heap.allocationCount, live.length);
   assert.equal(heap.freeBytes, heap.byteLength - inUse);
   const stats = heap.stats();
@@ -176,7 +177,7 @@ function runModel(heap: CpuHeap, ops: Op[]): void {
   heap.checkIntegrity();
   assert.equal(heap.freeRegionCount, heap.byteLength > 0 ? 1 : 0);
   assert.equal(heap.largestFreeBytes, heap.byteLength);
-  assert.equal(heap.bytesInUse, 0);
+  assert.equal(heap.allocatedBytes, 0);
 }
 
 describe("CpuHeap", () => {
@@ -187,7 +188,7 @@ describe("CpuHeap", () => {
     const c = heap.alloc(0);
     assert.deepEqual([a % 64, b % 64, c % 64], [0, 0, 0]);
     assert.equal(new Set([a, b, c]).size, 3);
-    assert.equal(heap.bytesInUse, 128 + 64 + 64);
+    assert.equal(heap.allocatedBytes, 128 + 64 + 64);
     assert.equal(heap.requestedBytes, 101);
     heap.free(b);
     heap.free(a);
@@ -332,7 +333,7 @@ describe("CpuHeap", () => {
     const a = heap.alloc(1024);
     heap.alloc(64);
     assert.equal(heap.realloc(a, 100), a);
-    assert.equal(heap.bytesInUse, 128 + 64);
+    assert.equal(heap.allocatedBytes, 128 + 64);
     assert.equal(heap.freeRegionCount, 2);
     heap.checkIntegrity();
   });
@@ -341,16 +342,18 @@ describe("CpuHeap", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(16, 64),
+        // 1,000 runs in CI (modelRuns): sequences of 50-300 ops (200 runs
+        // of 200-1,500 before) keep the ops per CI run about the same
         fc.array(opArb(20000), {
-          minLength: 200,
-          maxLength: 1500,
+          minLength: 50,
+          maxLength: 300,
           size: "max",
         }),
         (alignment, ops) => {
           runModel(new CpuHeap(1 << 16, { alignment }), ops);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -368,7 +371,7 @@ describe("CpuHeap", () => {
           runModel(heap, ops);
         },
       ),
-      { numRuns: 20 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -384,7 +387,7 @@ describe("CpuHeap", () => {
           assert.ok(heap.byteLength <= 1 << 17);
         },
       ),
-      { numRuns: 30 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -480,6 +483,31 @@ describe("CpuHeap", () => {
     assert.equal(heap.stats().allocatedBytes.peak, 0);
     assert.equal(heap.highWaterBytes, 0);
   });
+
+  it("CpuHeap keeps each block's requested length (its slack) when shrinking in place makes new records", () => {
+    // A used block keeps block bytes less requested bytes in its record.
+    // Shrinking every block in place cuts a free tail off each one, a new
+    // record each time, so the records array is replaced at least once
+    // while a resize is under way.
+    const heap = new CpuHeap(1 << 16);
+    const at: number[] = [];
+    for (let i = 0; i < 200; i++) at.push(heap.alloc(130)); // 3 granules each
+    at.forEach((offset, i) => {
+      assert.equal(heap.resizeInPlace(offset, i % 64), true);
+      assert.equal(heap.view(offset, Uint8Array).length, i % 64);
+    });
+    const requested = at.reduce((sum, _, i) => sum + (i % 64), 0);
+    assert.equal(heap.requestedBytes, requested);
+    assert.equal(heap.bytesInUse, 200 * 64);
+    at.forEach((offset, i) => {
+      assert.equal(
+        heap.snapshot().find((b) => b.byteOffset === offset)
+          ?.requestedBytes,
+        i % 64,
+      );
+    });
+    heap.checkIntegrity();
+  });
 });
 
 describe("CpuHeap fast path", () => {
@@ -523,7 +551,7 @@ describe("CpuHeap fast path", () => {
           fast.checkIntegrity();
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -132,28 +132,90 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    * Makes a segment of exactly `byteLength` bytes.
    *
    * @param byteLength Bytes, in `[1, maxSegmentByteLength]`.
-   * @param _options Ignored: host memory is always host-visible.
+   * @param options `resizable: true` makes a resizable `ArrayBuffer` (a
+   * growable `SharedArrayBuffer` when shared) that
+   * {@linkcode HostSegmentSource.tryResizeSegment} can resize up to
+   * `maxSegmentByteLength`; host memory is always host-visible.
    * @returns The segment, or `undefined` past the capacity or when the engine
    * cannot make the buffer.
    * @throws {InvalidArgumentError} For a length outside the limits.
    */
   tryAllocateSegment(
     byteLength: number,
-    _options?: SegmentRequestOptions,
+    options?: SegmentRequestOptions,
   ): Segment<SystemMemory> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
     if (!this.#ledger.fits(byteLength, this.capacityBytes)) return undefined;
     let memory: SystemMemory;
     try {
+      const max = options?.resizable === true
+        ? { maxByteLength: this.maxSegmentByteLength }
+        : undefined;
       memory = this.#shared
-        ? new SharedArrayBuffer(byteLength)
-        : new ArrayBuffer(byteLength);
+        ? new SharedArrayBuffer(byteLength, max)
+        : new ArrayBuffer(byteLength, max);
     } catch {
       return undefined;
     }
     const segment = Object.freeze({ memory, byteOffset: 0, byteLength });
     this.#ledger.add(segment);
     return segment;
+  }
+
+  /**
+   * Grows or shrinks a segment made with `resizable: true` in place, at its
+   * end: the same `ArrayBuffer`, its bytes kept (a shared segment only
+   * grows).
+   *
+   * @param segment A live segment of this source.
+   * @param byteLength The new length, in `[1, maxSegmentByteLength]`.
+   * @returns The segment with its new length, or `undefined` past the
+   * capacity, for a fixed segment, a shared one asked to shrink, or when the
+   * engine cannot commit the memory.
+   * @throws {InvalidArgumentError} For a length outside the limits.
+   * @throws {DoubleFreeError} When the segment is not live here.
+   *
+   * @example Grow a segment in place
+   * ```ts
+   * import { HostSegmentSource } from "@allot/cpu";
+   * import assert from "node:assert/strict";
+   *
+   * const source = new HostSegmentSource({ capacityBytes: 1 << 20 });
+   * const a = source.tryAllocateSegment(4096, { resizable: true })!;
+   * new Uint8Array(a.memory)[0] = 7;
+   * const b = source.tryResizeSegment(a, 8192)!;
+   * assert.equal(b.memory, a.memory);
+   * assert.equal(new Uint8Array(b.memory)[0], 7);
+   * assert.equal(source.reservedBytes, 8192);
+   * ```
+   */
+  tryResizeSegment(
+    segment: Segment<SystemMemory>,
+    byteLength: number,
+  ): Segment<SystemMemory> | undefined {
+    this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    const old = this.#ledger.bytesOf(segment);
+    if (
+      byteLength > old &&
+      !this.#ledger.fits(byteLength - old, this.capacityBytes)
+    ) return undefined;
+    const memory = segment.memory;
+    try {
+      if (memory instanceof ArrayBuffer) {
+        if (!memory.resizable) return undefined;
+        memory.resize(byteLength);
+      } else {
+        if (!memory.growable || byteLength < memory.byteLength) {
+          return undefined;
+        }
+        memory.grow(byteLength);
+      }
+    } catch {
+      return undefined;
+    }
+    const resized = Object.freeze({ memory, byteOffset: 0, byteLength });
+    this.#ledger.replace(segment, resized);
+    return resized;
   }
 
   /**

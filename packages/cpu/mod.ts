@@ -24,7 +24,7 @@
  * allocator.view(a, Float32Array).fill(1);
  * allocator.copyData(b, a, 4 * 1024);
  * assert.equal(allocator.view(b, Float32Array)[1023], 1);
- * assert.equal(heap.bytesInUse, 8 * 1024);
+ * assert.equal(heap.allocatedBytes, 8 * 1024);
  * ```
  *
  * @module

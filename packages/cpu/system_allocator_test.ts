@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  AllotError,
   DoubleFreeError,
   InvalidArgumentError,
   OutOfMemoryError,
@@ -17,7 +18,7 @@ describe("SystemAllocator", () => {
     assert.notEqual(a.memory, b.memory);
     assert.equal(a.byteOffset, 0);
     assert.ok(new Uint8Array(a.memory).every((x) => x === 0));
-    assert.equal(system.bytesInUse, 200);
+    assert.equal(system.allocatedBytes, 200);
     assert.equal(system.allocationCount, 2);
     a.release();
     b.release();
@@ -54,7 +55,7 @@ describe("SystemAllocator", () => {
         /1000 of 1000 bytes free/.test(e.message),
     );
     assert.equal(reporter.outOfMemoryCount, 1);
-    assert.equal(system.bytesInUse, 0);
+    assert.equal(system.allocatedBytes, 0);
     assert.equal(system.allocate(1000).byteLength, 1000);
   });
 
@@ -87,5 +88,43 @@ describe("HostSegmentSource", () => {
     assert.equal(source.reservedBytes, 0);
     assert.equal(source.peakReservedBytes, 1000);
     assert.equal(source.alignment, 64);
+  });
+});
+
+describe("SystemAllocator strict mode", () => {
+  it("SystemAllocator in strict mode detaches a freed ArrayBuffer (stale views read length 0) and junk-fills a shared one; off by default", () => {
+    for (const strict of [true, false]) {
+      const allocator = new SystemAllocator({ strict });
+      const ptr = allocator.allocate(64);
+      const stale = new Uint8Array(ptr.memory).fill(1);
+      ptr.release();
+      assert.equal(stale.length, strict ? 0 : 64);
+      const shared = new SystemAllocator({ strict, shared: true });
+      const sp = shared.allocate(64);
+      const staleShared = new Uint8Array(sp.memory).fill(1);
+      sp.release();
+      assert.equal(staleShared[0] !== 1, strict);
+    }
+  });
+
+  it("SystemAllocator in strict mode validates on every call and catches a live buffer detached behind its back", () => {
+    for (const strict of [true, false]) {
+      const allocator = new SystemAllocator({ strict });
+      let calls = 0;
+      const validate = allocator.validate.bind(allocator);
+      Object.defineProperty(allocator, "validate", {
+        value: () => {
+          calls++;
+          validate();
+        },
+      });
+      allocator.allocate(8).release(); // 2 + 1
+      assert.equal(calls, strict ? 3 : 0);
+      const ptr = allocator.allocate(64);
+      structuredClone(ptr.memory, { transfer: [ptr.memory as ArrayBuffer] });
+      if (strict) assert.throws(() => allocator.allocate(8), AllotError);
+      else allocator.allocate(8);
+      assert.throws(() => validate(), AllotError);
+    }
   });
 });

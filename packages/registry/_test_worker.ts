@@ -26,20 +26,22 @@ scope.onmessage = (event: MessageEvent<Message>) => {
     let sum = 0;
     for (const v of array) sum += v;
     const worker = registry.allocationInfo(array)?.worker;
-    const ownedBytes = registry.totalBytes;
+    const ownedBytes = registry.requestedBytes;
     registry.unregister(array); // the receiver frees it
     scope.postMessage({
       sum,
       worker,
       ownedBytes,
       lengthAfterFree: array.length,
-      totalAfter: registry.totalBytes,
+      totalAfter: registry.requestedBytes,
     });
   } else if (m.op === "send-back") {
     const array = registry.newArray("u32", m.length);
     for (let i = 0; i < m.length; i++) array[i] = i * 3;
     const buffer = registry.transferOut(array);
-    scope.postMessage({ buffer, totalAfter: registry.totalBytes }, [buffer]);
+    scope.postMessage({ buffer, totalAfter: registry.requestedBytes }, [
+      buffer,
+    ]);
   } else if (m.op === "share") {
     // Borrowed: never registered here, never freed here.
     for (let i = 0; i < m.array.length; i++) Atomics.add(m.array, i, m.add);

@@ -24,7 +24,7 @@ describe("OwnershipRegistry hand-off to a real Worker", () => {
       const data = registry.newArray("f64", 1000);
       for (let i = 0; i < data.length; i++) data[i] = i;
       const buffer = registry.transferOut(data);
-      assert.equal(registry.totalBytes, 0);
+      assert.equal(registry.requestedBytes, 0);
       assert.ok(!registry.isRegistered(data));
       const answer = reply<Record<string, number | string>>(worker);
       worker.postMessage({ op: "transfer", buffer }, [buffer]);
@@ -44,7 +44,7 @@ describe("OwnershipRegistry hand-off to a real Worker", () => {
       const received = new Uint32Array(got.buffer);
       registry.adopt(received);
       assert.deepEqual([...received], [0, 3, 6, 9, 12]);
-      assert.equal(registry.totalBytes, 20);
+      assert.equal(registry.requestedBytes, 20);
       registry.unregister(received);
       assert.equal(received.length, 0);
     } finally {

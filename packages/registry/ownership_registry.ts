@@ -348,7 +348,7 @@ function detach(memory: object): void {
  *   starts the count at one plus the number of aliases; each `unregister` of
  *   the real pointer or an alias drops one; the memory is freed at zero.
  *   `addAlias` takes one more reference through a new pointer.
- * - **Queries**: `isRegistered`, `totalBytes`, `pointerCount`, `bufferCount`,
+ * - **Queries**: `isRegistered`, `requestedBytes`, `pointerCount`, `bufferCount`,
  *   `stats()`, `records()`, and `report()` for printing.
  * - **Leaks**: `dispose()` reports what is still registered (with byte
  *   totals), then frees it; `checkAtExit` reports at process exit.
@@ -463,8 +463,17 @@ export class OwnershipRegistry {
   }
 
   /** Bytes registered, as callers asked for them (SCL's `get_total_bytes`). */
-  get totalBytes(): number {
+  get requestedBytes(): number {
     return this.#requested.current;
+  }
+
+  /**
+   * Same as `requestedBytes`.
+   *
+   * @deprecated Use `requestedBytes` (one name per figure across allot); removed in the next minor version.
+   */
+  get totalBytes(): number {
+    return this.requestedBytes;
   }
 
   /** Bytes held, including alignment padding. */
@@ -491,7 +500,7 @@ export class OwnershipRegistry {
    * const freed: number[] = [];
    * const data = new Uint8Array(64);
    * registry.register(data, { deleter: (p) => freed.push((p as Uint8Array).length) });
-   * assert.equal(registry.totalBytes, 64);
+   * assert.equal(registry.requestedBytes, 64);
    * registry.unregister(data);
    * assert.deepEqual(freed, [64]);
    * ```
@@ -683,7 +692,7 @@ export class OwnershipRegistry {
    * using registry = new OwnershipRegistry();
    * const a = registry.newArray("f64", 3, { alignment: 64 });
    * assert.equal(a.length, 3);
-   * assert.equal(registry.totalBytes, 24);
+   * assert.equal(registry.requestedBytes, 24);
    * assert.equal(registry.reservedBytes, 64);
    * registry.unregister(a);
    * ```
@@ -856,7 +865,7 @@ export class OwnershipRegistry {
    * using registry = new OwnershipRegistry();
    * const received = new Float32Array(new ArrayBuffer(16));
    * registry.adopt(received);
-   * assert.equal(registry.totalBytes, 16);
+   * assert.equal(registry.requestedBytes, 16);
    * registry.unregister(received);
    * assert.equal(received.length, 0);
    * ```

@@ -114,7 +114,7 @@ export class ArrayOwner<T extends ArrayBufferView> {
  *   scratch.array.fill(1);
  *   throw new Error("boom");
  * }, /boom/);
- * assert.equal(registry.totalBytes, 0);
+ * assert.equal(registry.requestedBytes, 0);
  *
  * function make(): Float32Array {
  *   using guard = new RegistryGuard(registry, "f32", 8);

@@ -11,10 +11,10 @@ describe("RegistryGuard", () => {
     assert.throws(() => {
       using guard = new RegistryGuard(registry, "f32", 100);
       seen = guard.array;
-      assert.equal(registry.totalBytes, 400);
+      assert.equal(registry.requestedBytes, 400);
       throw new Error("boom");
     }, /boom/);
-    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.requestedBytes, 0);
     assert.equal(seen?.length, 0);
   });
 

@@ -9,7 +9,7 @@ describe("WorkspacePool", () => {
     using registry = new OwnershipRegistry();
     const pool = new WorkspacePool(registry, "f32", 256, { ranks: 3 });
     assert.equal(registry.pointerCount, 3);
-    assert.equal(registry.totalBytes, 3 * 1024);
+    assert.equal(registry.requestedBytes, 3 * 1024);
     const first = [0, 1, 2].map((r) => pool.get(r));
     for (let i = 0; i < 30; i++) assert.equal(pool.get(i % 3), first[i % 3]);
     assert.equal(new Set(first.map((a) => a.buffer)).size, 3);
@@ -31,7 +31,7 @@ describe("WorkspacePool", () => {
       () => new WorkspacePool(registry, "f32", -8, { ranks: 2 }),
       InvalidArgumentError,
     );
-    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.requestedBytes, 0);
     using pool = new WorkspacePool(registry, "u8", 8, { ranks: 2 });
     assert.throws(() => pool.get(2), /\[0, 1\], received 2/);
     assert.throws(() => pool.get(0.5), InvalidArgumentError);

@@ -22,7 +22,7 @@
  * m.release(); // the block stays alive: the slice still references it
  * assert.deepEqual([...last.entries()], [[0, 1, 30], [0, 2, 40]]);
  * last.release();
- * assert.equal(registry.totalBytes, 0);
+ * assert.equal(registry.requestedBytes, 0);
  * ```
  *
  * @module

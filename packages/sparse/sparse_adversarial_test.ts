@@ -11,7 +11,6 @@ import { OwnershipRegistry } from "@allot/registry";
 import { SparseMatrix } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
   type Hostile,
   hostileNumbers,
   hostileObjects,
@@ -28,14 +27,7 @@ function arrays() {
   };
 }
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 describe("@allot/sparse adversarial", () => {
   after(() => {
@@ -46,7 +38,7 @@ describe("@allot/sparse adversarial", () => {
 
   it("SparseMatrix.wrap() and build() refuse hostile shapes, layouts and arrays, registering nothing", () => {
     const registry = new OwnershipRegistry({ onLeak: () => {} });
-    const state = () => [registry.pointerCount, registry.totalBytes];
+    const state = () => [registry.pointerCount, registry.requestedBytes];
     const numbers = hostileNumbers();
     for (const make of ["wrap", "build"] as const) {
       const fn = (a: unknown, o: unknown) =>
@@ -137,7 +129,7 @@ describe("@allot/sparse adversarial", () => {
   it("SparseMatrix row access, slice and select refuse hostile indices and change nothing", () => {
     const registry = new OwnershipRegistry({ onLeak: () => {} });
     const m = SparseMatrix.build(arrays(), { shape: [3, 3], registry });
-    const state = () => [registry.pointerCount, registry.totalBytes, m.nnz];
+    const state = () => [registry.pointerCount, registry.requestedBytes, m.nnz];
     const numbers = [...hostileNumbers(), { name: "3", value: 3 }];
     refuse("SparseMatrix.row()", numbers, (v) => m.row(v as number), {
       error: InvalidArgumentError,

@@ -146,7 +146,7 @@ describe("SparseMatrix", () => {
         built.release();
         wrapped.release();
         assert.equal(
-          registry.totalBytes,
+          registry.requestedBytes,
           arrays.values.length * 8 + arrays.values.length * 4 +
             (c.primary + 1) * 4,
         );
@@ -228,7 +228,7 @@ describe("SparseMatrix", () => {
           assert.equal(tt.nnz, t.nnz);
           for (const x of [t, tt, converted, back, same]) x.release();
           // everything given back
-          assert.equal(registry.totalBytes, 0);
+          assert.equal(registry.requestedBytes, 0);
           registry.dispose();
         },
       ),
@@ -243,7 +243,7 @@ describe("SparseMatrix", () => {
       indices: new Int32Array([0, 1]),
       indptr: new Int32Array([0, 1, 2]),
     }, { shape: [2, 2], registry });
-    const before = registry.totalBytes;
+    const before = registry.requestedBytes;
     assert.throws(
       () => m.toLayout("coo" as "csr", { registry }),
       InvalidArgumentError,
@@ -252,11 +252,11 @@ describe("SparseMatrix", () => {
       () => m.toLayout("csc", { registry, blockStrategy: { minElements: -1 } }),
       InvalidArgumentError,
     );
-    assert.equal(registry.totalBytes, before);
+    assert.equal(registry.requestedBytes, before);
     m.release();
     assert.throws(() => m.transpose(), UseAfterFreeError);
     assert.throws(() => m.toLayout("csc"), UseAfterFreeError);
-    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.requestedBytes, 0);
     registry.dispose();
   });
 
@@ -284,7 +284,7 @@ describe("SparseMatrix", () => {
             registry,
             blockStrategy: { minElements: c.minElements, maxElements: 64 },
           });
-          const bytes = registry.totalBytes;
+          const bytes = registry.requestedBytes;
           // Each matrix with the original primary rows it holds.
           const live: { m: SparseMatrix<Float64Array>; rows: number[] }[] = [
             { m: root, rows: [...Array(c.primary).keys()] },
@@ -312,7 +312,7 @@ describe("SparseMatrix", () => {
             assert.deepEqual(plain(m.toContiguous()), pick(arrays, rows));
           }
           assert.equal(
-            registry.totalBytes,
+            registry.requestedBytes,
             bytes,
             "slicing allocates no block",
           );
@@ -329,7 +329,7 @@ describe("SparseMatrix", () => {
             }
           }
           for (const { m } of order) m.release();
-          assert.equal(registry.totalBytes, 0);
+          assert.equal(registry.requestedBytes, 0);
           assert.equal(registry.pointerCount + registry.bufferCount, 0);
           assert.equal(registry.dispose(), undefined);
         },
@@ -438,7 +438,7 @@ describe("SparseMatrix", () => {
         }),
       /must have cols \+ 1 = 3 entries/,
     );
-    assert.equal(registry.totalBytes, 0);
+    assert.equal(registry.requestedBytes, 0);
     assert.equal(registry.records().length, 0);
     using m = SparseMatrix.build({ values, indices, indptr: good }, {
       shape: [3, 4],
@@ -473,7 +473,7 @@ describe("SparseMatrix", () => {
     // 10 per row * 8 = 80, clamped up to 4096: 409 rows per block.
     assert.equal(m.blockCount, Math.ceil(primary / 409));
     assert.equal(registry.pointerCount, m.blockCount);
-    assert.equal(registry.totalBytes, nnz * 8);
+    assert.equal(registry.requestedBytes, nnz * 8);
     using tail = m.slice(900);
     assert.equal(registry.bufferCount, 1); // the last block now has an alias
     assert.equal(tail.blockCount, 1);
@@ -529,7 +529,7 @@ describe("SparseMatrix", () => {
           allocator,
           blockStrategy: { minElements: c.minElements, maxElements: 64 },
         });
-        assert.ok(m.nnz === 0 || allocator.bytesInUse > 0);
+        assert.ok(m.nnz === 0 || allocator.allocatedBytes > 0);
         assert.ok(registry.records().every((r) => r.kind === "heap"));
         const start = cut % (c.primary + 1);
         const tail = m.slice(start);
@@ -539,8 +539,8 @@ describe("SparseMatrix", () => {
           pick(arrays, [...Array(c.primary).keys()].slice(start)),
         );
         tail.release();
-        assert.equal(allocator.bytesInUse, 0);
-        assert.equal(registry.totalBytes, 0);
+        assert.equal(allocator.allocatedBytes, 0);
+        assert.equal(registry.requestedBytes, 0);
       }),
       { numRuns: modelRuns() },
     );
@@ -577,7 +577,7 @@ describe("SparseMatrix", () => {
           }),
         /simulated out of memory/,
       );
-      assert.equal(heap.heap.bytesInUse, 0);
+      assert.equal(heap.heap.allocatedBytes, 0);
       assert.equal(registry.records().length, 0);
     }
   });

@@ -26,10 +26,10 @@ export interface PoolStats {
   /** Blocks handed out and not yet returned. */
   inUseHandles: number;
   /** Reserved bytes of the blocks handed out. */
-  inUseBytes: number;
+  allocatedBytes: number;
   /** Bytes asked for by the requests those blocks serve. */
   requestedBytes: number;
-  /** `inUseBytes - requestedBytes`: what the strategy's rounding costs. */
+  /** `allocatedBytes - requestedBytes`: what the strategy's rounding costs. */
   paddingBytes: number;
   /** Blocks kept for reuse. */
   freeHandles: number;
@@ -391,7 +391,7 @@ export class BufferPool<M = unknown, C = unknown> {
    * @returns A fresh snapshot.
    */
   stats(): PoolStats {
-    let inUseBytes = 0, requestedBytes = 0;
+    let allocatedBytes = 0, requestedBytes = 0;
     for (const [block, requested] of this.#inUse) {
       if (block.released) {
         // released directly: it went back to the allocator
@@ -399,14 +399,14 @@ export class BufferPool<M = unknown, C = unknown> {
         this.#reserved.decrease(block.byteLength);
         continue;
       }
-      inUseBytes += block.byteLength;
+      allocatedBytes += block.byteLength;
       requestedBytes += requested;
     }
     return {
       inUseHandles: this.#inUse.size,
-      inUseBytes,
+      allocatedBytes,
       requestedBytes,
-      paddingBytes: inUseBytes - requestedBytes,
+      paddingBytes: allocatedBytes - requestedBytes,
       freeHandles: this.#freeHandles,
       freeBytes: this.#freeBytes,
       allocations: this.#allocations,

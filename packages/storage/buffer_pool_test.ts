@@ -92,7 +92,7 @@ describe("BufferPool", () => {
             const stats = pool.stats();
             assert.equal(stats.inUseHandles, live.length);
             assert.equal(
-              stats.inUseBytes,
+              stats.allocatedBytes,
               live.reduce((a, b) => a + b.ptr.byteLength, 0),
             );
             assert.equal(
@@ -102,7 +102,7 @@ describe("BufferPool", () => {
             assert.ok(stats.freeBytes <= 2048);
             assert.equal(
               stats.reserved.current,
-              stats.inUseBytes + stats.freeBytes,
+              stats.allocatedBytes + stats.freeBytes,
             );
             assert.equal(
               allocator.live.size,

@@ -142,7 +142,7 @@ async function stress(
     heap.checkIntegrity();
     const stats = heap.stats();
     assert.equal(stats.allocationCount, 0, "every block freed");
-    assert.equal(stats.bytesInUse, 0);
+    assert.equal(stats.allocatedBytes, 0);
     heap.detach();
     const after = SharedHeap.attach(heap.descriptor());
     assert.equal(
@@ -269,7 +269,7 @@ Deno.test("SharedHeap: a terminated Worker's blocks are reported, not reused, th
     heap.checkIntegrity();
     const stats = heap.stats();
     assert.equal(stats.allocationCount, 0);
-    assert.equal(stats.bytesInUse, 0);
+    assert.equal(stats.allocatedBytes, 0);
     heap.detach();
     const after = SharedHeap.attach(heap.descriptor());
     assert.equal(after.stats().freeBytes, after.stats().byteLength);

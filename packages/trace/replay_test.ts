@@ -12,6 +12,7 @@ import {
   replayTrace,
   type TraceEvent,
 } from "./mod.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 /** Random request streams: allocs of mixed sizes/usages, frees, steps, fences. */
 const streams = fc.array(
@@ -48,13 +49,13 @@ Deno.test("replay: every policy holds at least the live peak and reports figures
       for (const p of r.policies) {
         assert.equal(p.error, undefined, `${p.name}: ${p.error}`);
         assert.ok(
-          p.peakHeldBytes >= r.peakLiveBytes,
-          `${p.name} holds ${p.peakHeldBytes} < live ${r.peakLiveBytes}`,
+          p.peakReservedBytes >= r.peakRequestedBytes,
+          `${p.name} holds ${p.peakReservedBytes} < live ${r.peakRequestedBytes}`,
         );
         assert.ok(p.buffersCreated >= 0 && p.nsPerOp >= 0);
       }
     }),
-    { numRuns: 60 },
+    { numRuns: modelRuns() },
   );
 });
 
@@ -84,9 +85,9 @@ Deno.test("replay: tfjs-exact matches TF.js's own BufferManager, buffer for buff
         policies: DEFAULT_POLICIES.filter((p) => p.name === "tfjs-exact"),
       }).policies[0];
       assert.equal(tfjs.buffersCreated, created);
-      assert.equal(tfjs.peakHeldBytes, peak);
+      assert.equal(tfjs.peakReservedBytes, peak);
     }),
-    { numRuns: 100 },
+    { numRuns: modelRuns() },
   );
 });
 

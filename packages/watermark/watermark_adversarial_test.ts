@@ -11,12 +11,11 @@ import { ManualStream, MockSegmentSource } from "@allot/core";
 import { WatermarkAllocator, type WatermarkAllocatorOptions } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
   assertRejectsAll,
-  type Hostile,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
+  hostileObjectsBut,
   HostileTally,
 } from "../core/_test_hostile.ts";
 import {
@@ -28,25 +27,17 @@ import {
 const KiB = 1024;
 const tally = new HostileTally();
 const numbers = hostileNumbers();
-const objectsBut = (...names: string[]): Hostile[] =>
-  hostileObjects().filter((h) => !names.includes(h.name));
+const objectsBut = hostileObjectsBut;
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 const SMALL: WatermarkAllocatorOptions = {
-  maxSmallBytes: KiB,
-  minLargeBytes: 10 * KiB,
-  smallHeapBytes: 8 * KiB,
-  largeHeapBytes: 32 * KiB,
-  xlargeHeapBytes: 1024 * KiB,
-  roundLargeBytes: 2 * KiB,
+  maxSmallByteLength: KiB,
+  minLargeByteLength: 10 * KiB,
+  smallHeapByteLength: 8 * KiB,
+  largeHeapByteLength: 32 * KiB,
+  xlargeHeapByteLength: 1024 * KiB,
+  largeRoundByteLength: 2 * KiB,
 };
 
 /** An allocator with live private and shared buffers, and its state. */
@@ -92,10 +83,10 @@ describe("@allot/watermark adversarial", () => {
     );
     for (
       const key of [
-        "maxSmallBytes",
-        "smallHeapBytes",
-        "largeHeapBytes",
-        "roundLargeBytes",
+        "maxSmallByteLength",
+        "smallHeapByteLength",
+        "largeHeapByteLength",
+        "largeRoundByteLength",
         "highWatermarkRatio",
       ]
     ) {

@@ -12,6 +12,7 @@ import {
   acquireSegment,
   alignUp,
   AllocatorBase,
+  AllotError,
   DataPtr,
   DeferredFrees,
   type Deleter,
@@ -22,6 +23,7 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  junkFill,
   type SegmentSource,
   SegmentSourceError,
   Stat,
@@ -102,7 +104,7 @@ export interface WatermarkAllocatorOptions<M = unknown> {
   lowWatermarkRatio?: number;
   /**
    * Whether the device shares memory with the host; sets the default low
-   * ratio and sends requests of at most `maxScalarBytes` to the shared pool.
+   * ratio and sends requests of at most `maxScalarByteLength` to the shared pool.
    *
    * @default {true}
    */
@@ -112,53 +114,53 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    *
    * @default {1 MiB}
    */
-  maxSmallBytes?: number;
+  maxSmallByteLength?: number;
   /**
-   * Requests below this (and above `maxSmallBytes`) go into large heaps.
+   * Requests below this (and above `maxSmallByteLength`) go into large heaps.
    *
    * @default {10 MiB}
    */
-  minLargeBytes?: number;
+  minLargeByteLength?: number;
   /**
    * Size of a small heap.
    *
    * @default {8 MiB}
    */
-  smallHeapBytes?: number;
+  smallHeapByteLength?: number;
   /**
-   * Size of a large heap; also the default `maxSlackBytes`.
+   * Size of a large heap; also the default `maxSlackByteLength`.
    *
    * @default {32 MiB}
    */
-  largeHeapBytes?: number;
+  largeHeapByteLength?: number;
   /**
    * Size of an extra-large heap, made for requests below half of it while
    * not under memory pressure.
    *
-   * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapBytes`)}
+   * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapByteLength`)}
    */
-  xlargeHeapBytes?: number;
+  xlargeHeapByteLength?: number;
   /**
    * Requests that get their own heap are rounded up to this.
    *
    * @default {2 MiB}
    */
-  roundLargeBytes?: number;
+  largeRoundByteLength?: number;
   /**
    * A cached buffer is reused for a smaller request only if it is at most
    * this many bytes larger (and at most twice the request; under memory
-   * pressure at most `roundLargeBytes` larger).
+   * pressure at most `largeRoundByteLength` larger).
    *
-   * @default {largeHeapBytes}
+   * @default {largeHeapByteLength}
    */
-  maxSlackBytes?: number;
+  maxSlackByteLength?: number;
   /**
    * On unified memory, requests of at most this many bytes go to the shared
    * small pool (MPS's `kMaxScalarAlloc`).
    *
    * @default {8}
    */
-  maxScalarBytes?: number;
+  maxScalarByteLength?: number;
   /**
    * Bytes the device has allocated in this process, including allocations
    * not made by this allocator (Metal's `currentAllocatedSize`). The high
@@ -192,6 +194,17 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    * @default {host memories and memories with a `bytes` Uint8Array}
    */
   hostView?: HostViewFunction<M>;
+  /**
+   * Debug mode for hunting a bug: {@linkcode WatermarkAllocator.validate}
+   * runs before and after every call that changes the allocator (slow),
+   * and a freed buffer is filled with `JUNK_BYTE` when its recorded work
+   * has completed, where the host can write the memory (a view taken
+   * earlier cannot be detached: it shares the heap's memory, and reads
+   * junk).
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** Options of one buffer request. */
@@ -288,8 +301,8 @@ function positiveOption(
  *   tried.
  * - **Pools**: private, shared (host-visible segments) and scalar, each with
  *   small and large heaps. A cached buffer is reused by best fit if it is at
- *   most `maxSlackBytes` larger and at most twice the request (under memory
- *   pressure at most `roundLargeBytes` larger, since carving an exact buffer
+ *   most `maxSlackByteLength` larger and at most twice the request (under memory
+ *   pressure at most `largeRoundByteLength` larger, since carving an exact buffer
  *   costs nothing here); when the only fit is larger, the allocator makes a new buffer in a
  *   heap with room, or else releases the idle oversize buffer and carves the
  *   request from its heap (a heap of its own is released with it under
@@ -413,6 +426,7 @@ export class WatermarkAllocator<M = unknown>
   #freeDeleter: Deleter<WatermarkBuffer<M>>;
   #history: TraceRecorder | null = null;
   #nextAddress = 0;
+  #strict: boolean;
 
   /**
    * Creates an allocator over a segment source.
@@ -447,23 +461,23 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     this.#recommended = recommended;
-    this.#maxSmall = positiveOption(o, "maxSmallBytes", MiB);
-    this.#minLarge = positiveOption(o, "minLargeBytes", 10 * MiB);
-    this.#smallHeap = positiveOption(o, "smallHeapBytes", 8 * MiB);
-    this.#largeHeap = positiveOption(o, "largeHeapBytes", 32 * MiB);
+    this.#maxSmall = positiveOption(o, "maxSmallByteLength", MiB);
+    this.#minLarge = positiveOption(o, "minLargeByteLength", 10 * MiB);
+    this.#smallHeap = positiveOption(o, "smallHeapByteLength", 8 * MiB);
+    this.#largeHeap = positiveOption(o, "largeHeapByteLength", 32 * MiB);
     this.#xlargeHeap = positiveOption(
       o,
-      "xlargeHeapBytes",
+      "xlargeHeapByteLength",
       defaultXlargeHeap(recommended, this.#largeHeap),
     );
-    this.#roundLarge = positiveOption(o, "roundLargeBytes", 2 * MiB);
-    this.#maxSlack = positiveOption(o, "maxSlackBytes", this.#largeHeap);
-    this.#maxScalar = positiveOption(o, "maxScalarBytes", 8);
+    this.#roundLarge = positiveOption(o, "largeRoundByteLength", 2 * MiB);
+    this.#maxSlack = positiveOption(o, "maxSlackByteLength", this.#largeHeap);
+    this.#maxScalar = positiveOption(o, "maxScalarByteLength", 8);
     if (this.#smallHeap < this.#maxSmall) {
       throw new InvalidArgumentError(
-        `Invalid smallHeapBytes: must be at least maxSmallBytes (${this.#maxSmall}), received ${this.#smallHeap}`,
+        `Invalid smallHeapByteLength: must be at least maxSmallByteLength (${this.#maxSmall}), received ${this.#smallHeap}`,
         {
-          name: "smallHeapBytes",
+          name: "smallHeapByteLength",
           value: this.#smallHeap,
           limit: this.#maxSmall,
         },
@@ -471,9 +485,9 @@ export class WatermarkAllocator<M = unknown>
     }
     if (this.#largeHeap < this.#minLarge) {
       throw new InvalidArgumentError(
-        `Invalid largeHeapBytes: must be at least minLargeBytes (${this.#minLarge}), received ${this.#largeHeap}`,
+        `Invalid largeHeapByteLength: must be at least minLargeByteLength (${this.#minLarge}), received ${this.#largeHeap}`,
         {
-          name: "largeHeapBytes",
+          name: "largeHeapByteLength",
           value: this.#largeHeap,
           limit: this.#minLarge,
         },
@@ -483,6 +497,7 @@ export class WatermarkAllocator<M = unknown>
     this.#verbosity = options.debugVerbosity ?? DebugVerbosity.silent;
     this.#logger = options.logger ?? ((line) => console.error(line));
     this.#hostView = options.hostView ?? defaultHostView;
+    this.#strict = options.strict === true;
     const high = options.highWatermarkRatio ?? 1.7;
     this.#checkHigh(high, 0);
     const defaultLow = this.unifiedMemory ? 1.4 : 1.0;
@@ -866,7 +881,7 @@ export class WatermarkAllocator<M = unknown>
    * @param value The bytes of the constant (for example `Float32Array.of(2)`).
    * @returns A live shared buffer holding the value.
    * @throws {InvalidArgumentError} For an empty value or one larger than
-   * `maxSmallBytes`.
+   * `maxSmallByteLength`.
    * @throws {UnsupportedOperationError} When the segment memory has no host
    * bytes (the buffer stays cached).
    * @throws {WatermarkOutOfMemoryError} When out of memory.
@@ -1058,6 +1073,16 @@ export class WatermarkAllocator<M = unknown>
   }
 
   #tryAllocate(requested: number, kind: PoolKind): _Block<M> | undefined {
+    this.#check();
+    const block = this.#tryAllocateChecked(requested, kind);
+    this.#check();
+    return block;
+  }
+
+  #tryAllocateChecked(
+    requested: number,
+    kind: PoolKind,
+  ): _Block<M> | undefined {
     this.freeInactiveBuffers();
     const size = alignUp(requested, this.alignment);
     const pool = this.#getPool(requested, size, kind);
@@ -1156,7 +1181,7 @@ export class WatermarkAllocator<M = unknown>
     const block = pool.bestFit(params.size);
     if (block === undefined) return undefined;
     // At most the request again (MPS allows a whole large heap), and at most
-    // `roundLargeBytes` under pressure: carving an exact buffer costs nothing.
+    // `largeRoundByteLength` under pressure: carving an exact buffer costs nothing.
     const slack = Math.min(
       this.#maxSlack,
       params.size,
@@ -1317,6 +1342,7 @@ export class WatermarkAllocator<M = unknown>
    */
   free(buffer: WatermarkBuffer<M>): void {
     const block = this.#blockOf(buffer, "free");
+    this.#check();
     this.#live.delete(buffer as _Handle<M>);
     {
       const m = this.#m, small = block.heap.pool.small;
@@ -1341,10 +1367,19 @@ export class WatermarkAllocator<M = unknown>
       this.#pendingCount++;
       this.#deferred.defer(block, block.fenceKeys, block.fences);
     }
+    this.#check();
   }
 
   #makeCached(block: _Block<M>): void {
     const pool = block.heap.pool;
+    if (this.#strict) {
+      const segment = block.heap.segment;
+      junkFill(
+        segment.memory,
+        segment.byteOffset + block.offset,
+        block.byteLength,
+      );
+    }
     block.state = "cached";
     block.cachedEpoch = pool.epoch;
     block.fences = [];
@@ -1380,6 +1415,7 @@ export class WatermarkAllocator<M = unknown>
   async synchronize(): Promise<void> {
     this.#numSyncAll++;
     await this.#deferred.synchronize();
+    this.#check();
   }
 
   /**
@@ -1392,6 +1428,7 @@ export class WatermarkAllocator<M = unknown>
     if (this.#pendingCount === 0) return 0;
     const before = this.#released;
     this.#deferred.poll();
+    this.#check();
     return this.#released - before;
   }
 
@@ -1416,6 +1453,7 @@ export class WatermarkAllocator<M = unknown>
   emptyCache(): void {
     this.freeInactiveBuffers();
     this.#releaseCachedBuffers("empty-cache");
+    this.#check();
   }
 
   #releaseBlock(
@@ -1639,6 +1677,7 @@ export class WatermarkAllocator<M = unknown>
         block.fenceKeys.push(key);
       }
     }
+    this.#check();
     return true;
   }
 
@@ -1749,7 +1788,7 @@ export class WatermarkAllocator<M = unknown>
    * segments; small and large pools are the pools of small and large
    * heaps (the scalar pool is small); `inactiveSplit` counts cached buffers
    * in shared heaps; `oversize…` count heaps of their own and their buffers;
-   * `maxSplitSize` is the request size from which buffers get heaps of their
+   * `maxSplitByteLength` is the request size from which buffers get heaps of their
    * own.
    *
    * @returns A plain object.
@@ -1787,7 +1826,7 @@ export class WatermarkAllocator<M = unknown>
       numDeviceFree: this.#numDeviceFree,
       oversizeAllocations: this.#oversizeAllocations.values(),
       oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitSize: this.#xlargeHeap / 2,
+      maxSplitByteLength: this.#xlargeHeap / 2,
     };
   }
 
@@ -1921,6 +1960,199 @@ export class WatermarkAllocator<M = unknown>
       history: this.#history?.entries() ?? [],
       stats: this.stats(),
     };
+  }
+
+  // ------------------------------------------------------------- integrity
+
+  /**
+   * Checks every internal invariant: each heap belongs to its pool and is
+   * tiled exactly by its buffers and its free ranges (sorted, merged, no
+   * overlap), each buffer's state matches where it is listed (live handles,
+   * pending frees, cached buckets), and every stat equals a recount. Strict
+   * mode runs it on every call; tests call it after each step.
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   *
+   * @example
+   * ```ts
+   * import { WatermarkAllocator } from "@allot/watermark";
+   * import { MockSegmentSource } from "@allot/core";
+   *
+   * const allocator = new WatermarkAllocator(new MockSegmentSource());
+   * const buffer = allocator.allocateBuffer(100);
+   * allocator.validate();
+   * buffer.release();
+   * allocator.validate();
+   * ```
+   */
+  validate(): void {
+    const fail = (what: string): never => {
+      throw new AllotError(`WatermarkAllocator is inconsistent: ${what}`);
+    };
+    const deferred = new Set<_Block<unknown>>();
+    this.#deferred.forEach((b) => deferred.add(b));
+    const count = () => [0, 0];
+    const c = {
+      allocation: count(),
+      segment: count(),
+      active: count(),
+      inactiveSplit: count(),
+      allocatedBytes: count(),
+      reservedBytes: count(),
+      activeBytes: count(),
+      inactiveSplitBytes: count(),
+      requestedBytes: count(),
+    };
+    const add = (k: keyof typeof c, small: boolean, v: number): void => {
+      c[k][small ? 0 : 1] += v;
+    };
+    let allocated = 0, requested = 0, reserved = 0, heaps = 0, pending = 0;
+    let live = 0, oversizeAlloc = 0, oversizeSeg = 0;
+    for (const pool of this.#poolList) {
+      let poolBytes = 0, cachedBytes = 0, cachedCount = 0;
+      for (const heap of pool.heaps) {
+        const h = `heap #${heap.id} (${pool.name})`;
+        if (heap.pool !== pool) fail(`${h} is listed in another pool`);
+        const n = heap.byteLength;
+        if (!Number.isSafeInteger(n) || n <= 0) {
+          fail(`${h} has byteLength ${describeValue(n)}`);
+        }
+        heaps++;
+        reserved += n;
+        add("segment", pool.small, 1);
+        add("reservedBytes", pool.small, n);
+        if (!heap.isSplit) oversizeSeg++;
+        const ranges: [number, number, string][] = [];
+        let largest = 0, prevEnd = -1;
+        for (const r of heap.freeRanges()) {
+          if (!(r.byteLength > 0)) fail(`${h} has an empty free range`);
+          if (r.offset <= prevEnd) {
+            fail(
+              `${h} has free ranges out of order or unmerged at ${r.offset}`,
+            );
+          }
+          prevEnd = r.offset + r.byteLength;
+          largest = Math.max(largest, r.byteLength);
+          ranges.push([r.offset, r.byteLength, "free range"]);
+        }
+        if (largest !== heap.largestFree) {
+          fail(
+            `${h} says its largest free range is ${heap.largestFree}, counted ${largest}`,
+          );
+        }
+        for (const b of heap.blocks) {
+          const what = `buffer #${b.id} in ${h}`;
+          if (b.heap !== heap) fail(`${what} names another heap`);
+          ranges.push([b.offset, b.byteLength, `buffer #${b.id}`]);
+          poolBytes += b.byteLength;
+          if (b.offset % this.alignment !== 0) {
+            fail(`${what} is at unaligned offset ${b.offset}`);
+          }
+          const small = pool.small;
+          if (b.state === "active") {
+            const handle = b.handle as _Handle<M> | undefined;
+            if (handle === undefined || this.#live.get(handle) !== b) {
+              fail(`${what} is active but has no live handle`);
+            }
+            live++;
+            add("allocation", small, 1);
+            add("allocatedBytes", small, b.byteLength);
+            if (!heap.isSplit) oversizeAlloc++;
+          } else if (b.state === "pending-free") {
+            if (!pool.pendingFree.has(b) || !deferred.has(b)) {
+              fail(`${what} is pending free but not waiting`);
+            }
+            pending++;
+          } else if (b.state === "cached") {
+            if (b.availableIndex < 0) fail(`${what} is cached but not listed`);
+            cachedBytes += b.byteLength;
+            cachedCount++;
+            if (heap.isSplit) {
+              add("inactiveSplit", small, 1);
+              add("inactiveSplitBytes", small, b.byteLength);
+            }
+          } else fail(`${what} is ${b.state} but still in its heap`);
+          if (b.state !== "cached") {
+            allocated += b.byteLength;
+            requested += b.requestedByteLength;
+            add("active", small, 1);
+            add("activeBytes", small, b.byteLength);
+            add("requestedBytes", small, b.requestedByteLength);
+            if (b.availableIndex !== -1) fail(`${what} is listed as cached`);
+          }
+        }
+        ranges.sort((a, b) => a[0] - b[0]);
+        let end = 0;
+        for (const [offset, byteLength, what] of ranges) {
+          if (offset !== end) {
+            fail(
+              `${h}: ${what} at ${offset} ${
+                offset < end ? "overlaps" : "leaves a gap after"
+              } byte ${end}`,
+            );
+          }
+          end = offset + byteLength;
+        }
+        if (end !== n) fail(`${h} of ${n} bytes is tiled up to byte ${end}`);
+      }
+      for (const b of pool.pendingFree) {
+        if (
+          b.state !== "pending-free" || !b.heap.blocks.has(b) ||
+          b.heap.pool !== pool
+        ) {
+          fail(`buffer #${b.id} waits in ${pool.name} but is ${b.state}`);
+        }
+      }
+      for (const b of pool.availableList()) {
+        if (
+          b.state !== "cached" || b.heap.pool !== pool ||
+          !pool.heaps.has(b.heap)
+        ) {
+          fail(
+            `buffer #${b.id} is listed as cached in ${pool.name} but is ${b.state}`,
+          );
+        }
+      }
+      if (poolBytes !== pool.allocatedBytes) {
+        fail(
+          `${pool.name} pool says ${pool.allocatedBytes} bytes in buffers, counted ${poolBytes}`,
+        );
+      }
+      if (
+        cachedBytes !== pool.availableBytes ||
+        cachedCount !== pool.availableCount
+      ) {
+        fail(
+          `${pool.name} pool says ${pool.availableCount} cached buffers of ${pool.availableBytes} bytes, counted ${cachedCount} of ${cachedBytes}`,
+        );
+      }
+    }
+    if (live !== this.#live.size) {
+      fail(`${this.#live.size} live handles for ${live} active buffers`);
+    }
+    if (pending !== this.#pendingCount) {
+      fail(`pending count ${this.#pendingCount}, counted ${pending}`);
+    }
+    const stat = (name: string, s: Stat, v: number): void => {
+      if (s.current !== v) fail(`${name} is ${s.current}, counted ${v}`);
+    };
+    stat("allocated bytes", this.#allocated, allocated);
+    stat("requested bytes", this.#requested, requested);
+    stat("reserved bytes", this.#reserved, reserved);
+    stat("heap count", this.#heapCount, heaps);
+    stat("oversize allocations", this.#oversizeAllocations, oversizeAlloc);
+    stat("oversize segments", this.#oversizeSegments, oversizeSeg);
+    for (const k of Object.keys(c) as (keyof typeof c)[]) {
+      const a = this.#m[k];
+      stat(`${k} (small pools)`, a.small, c[k][0]);
+      stat(`${k} (large pools)`, a.large, c[k][1]);
+      stat(`${k} (all pools)`, a.all, c[k][0] + c[k][1]);
+    }
+  }
+
+  /** Strict mode: validates (before and after each call that changes state). */
+  #check(): void {
+    if (this.#strict) this.validate();
   }
 }
 

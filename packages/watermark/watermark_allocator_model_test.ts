@@ -7,6 +7,7 @@ import {
   type MockMemory,
   MockSegmentSource,
 } from "@allot/core";
+import { modelRuns } from "../core/_test_faults.ts";
 import {
   type BufferEvent,
   WatermarkAllocator,
@@ -83,16 +84,18 @@ describe("WatermarkAllocator model", () => {
             ? config.lowFraction * 2
             : config.lowFraction * high;
           const allocator = new WatermarkAllocator(device, {
-            maxSmallBytes: KiB,
-            minLargeBytes: 10 * KiB,
-            smallHeapBytes: 8 * KiB,
-            largeHeapBytes: 32 * KiB,
-            xlargeHeapBytes: 1024 * KiB,
-            roundLargeBytes: 2 * KiB,
-            maxSlackBytes: config.maxSlack,
+            maxSmallByteLength: KiB,
+            minLargeByteLength: 10 * KiB,
+            smallHeapByteLength: 8 * KiB,
+            largeHeapByteLength: 32 * KiB,
+            xlargeHeapByteLength: 1024 * KiB,
+            largeRoundByteLength: 2 * KiB,
+            maxSlackByteLength: config.maxSlack,
             highWatermarkRatio: high,
             lowWatermarkRatio: low,
             unifiedMemory: config.unified,
+            // strict mode (validate on every call) in half the runs
+            strict: ops.length % 2 === 0,
           });
           const stream = new ManualStream();
           const state = new Map<number, ModelState>();
@@ -149,6 +152,7 @@ describe("WatermarkAllocator model", () => {
 
           const check = () => {
             assert.deepEqual(violations, []);
+            allocator.validate();
             const reserved = device.reservedBytes;
             assert.ok(reserved <= allocator.highWatermarkLimit, "over high");
             const stats = allocator.stats();
@@ -286,7 +290,7 @@ describe("WatermarkAllocator model", () => {
           assert.equal(stats.requestedBytes.current, 0);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -28,12 +28,12 @@ const MiB = 1024 * KiB;
 
 /** Heap classes scaled down 1024×: 1 KiB small, 10 KiB large, 8/32/1024 KiB heaps. */
 const SMALL: WatermarkAllocatorOptions = {
-  maxSmallBytes: KiB,
-  minLargeBytes: 10 * KiB,
-  smallHeapBytes: 8 * KiB,
-  largeHeapBytes: 32 * KiB,
-  xlargeHeapBytes: 1024 * KiB,
-  roundLargeBytes: 2 * KiB,
+  maxSmallByteLength: KiB,
+  minLargeByteLength: 10 * KiB,
+  smallHeapByteLength: 8 * KiB,
+  largeHeapByteLength: 32 * KiB,
+  xlargeHeapByteLength: 1024 * KiB,
+  largeRoundByteLength: 2 * KiB,
 };
 
 function setup(
@@ -135,7 +135,9 @@ describe("WatermarkAllocator heaps and pools", () => {
   });
 
   it("WatermarkAllocator reuses a cached buffer by best fit within the slack", () => {
-    const { allocator, events } = setup(4 * MiB, { maxSlackBytes: 4 * KiB });
+    const { allocator, events } = setup(4 * MiB, {
+      maxSlackByteLength: 4 * KiB,
+    });
     const bufs = [20, 30, 40].map((k) => allocator.allocateBuffer(k * KiB));
     for (const b of bufs) b.release();
     const ids = bufs.map((b) => b.id);
@@ -153,7 +155,7 @@ describe("WatermarkAllocator heaps and pools", () => {
 
   it("WatermarkAllocator releases an idle oversize buffer when no heap has room", () => {
     const { allocator, events } = setup(MiB, {
-      maxSlackBytes: 2 * KiB,
+      maxSlackByteLength: 2 * KiB,
       highWatermarkRatio: 1,
       lowWatermarkRatio: 1,
     });
@@ -171,7 +173,7 @@ describe("WatermarkAllocator heaps and pools", () => {
   it("WatermarkAllocator releases an own heap with its oversize buffer rather than pin it with a small one", () => {
     const { device, allocator, events } = setup(4 * MiB, {
       lowWatermarkRatio: 0,
-      maxSlackBytes: 2 * KiB,
+      maxSlackByteLength: 2 * KiB,
     });
     const big = allocator.allocateBuffer(600 * KiB); // a heap of its own
     const bigHeap = big.heapId;
@@ -190,8 +192,8 @@ describe("WatermarkAllocator heaps and pools", () => {
       const { allocator, events } = setup(MiB, {
         highWatermarkRatio: 1,
         lowWatermarkRatio,
-        xlargeHeapBytes: 64 * KiB, // 600 KiB gets a heap of its own
-        maxSlackBytes: 200 * KiB,
+        xlargeHeapByteLength: 64 * KiB, // 600 KiB gets a heap of its own
+        maxSlackByteLength: 200 * KiB,
       });
       const big = allocator.allocateBuffer(600 * KiB);
       big.release();
@@ -242,8 +244,8 @@ describe("WatermarkAllocator watermarks", () => {
         { highWatermarkRatio: NaN },
         { lowWatermarkRatio: 1.8 }, // above the default high 1.7
         { highWatermarkRatio: 1, lowWatermarkRatio: 1.2 },
-        { smallHeapBytes: 100 },
-        { maxSlackBytes: 1.5 },
+        { smallHeapByteLength: 100 },
+        { maxSlackByteLength: 1.5 },
         { recommendedMaxBytes: -1 },
       ]
     ) {
@@ -320,7 +322,7 @@ describe("WatermarkAllocator watermarks", () => {
     const { device, allocator, events } = setup(MiB, {
       highWatermarkRatio: 1,
       lowWatermarkRatio: 0.5,
-      xlargeHeapBytes: 64 * KiB, // requests of 32 KiB and more get own heaps
+      xlargeHeapByteLength: 64 * KiB, // requests of 32 KiB and more get own heaps
     });
     const bufs = [100, 110, 120, 130].map((k) =>
       allocator.allocateBuffer(k * KiB)
@@ -443,7 +445,7 @@ describe("WatermarkAllocator order of attempts and callbacks", () => {
     const { device, allocator } = setup(MiB, {
       highWatermarkRatio: 1,
       lowWatermarkRatio: 0.5,
-      xlargeHeapBytes: 64 * KiB,
+      xlargeHeapByteLength: 64 * KiB,
       logger: (l) => lines.push(l),
     });
     const stream = new ManualStream();
@@ -761,7 +763,7 @@ describe("WatermarkAllocator snapshots and shared stats", () => {
     assert.equal(m.segment.all.current, 3);
     assert.equal(m.oversizeSegments.current, 1);
     assert.equal(m.oversizeAllocations.current, 1);
-    assert.equal(m.maxSplitSize, 512 * KiB);
+    assert.equal(m.maxSplitByteLength, 512 * KiB);
     stream.completeAll();
     small.release();
     allocator.freeInactiveBuffers();

@@ -25,7 +25,7 @@ describe("GpuPlannedAllocator", { skip: !adapter }, () => {
       if (step === 1) made = allocator.source.allocationCount;
     }
     assert.equal(allocator.source.allocationCount, made);
-    assert.equal(allocator.pool.liveBytes, 0);
+    assert.equal(allocator.pool.requestedBytes, 0);
     assert.throws(() => allocator.allocate(0), InvalidArgumentError);
     const d = allocator.allocate(16);
     d.release();

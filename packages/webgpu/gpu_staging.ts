@@ -44,7 +44,7 @@ export interface GpuStagingOptions {
    *
    * @default {262144}
    */
-  writeBufferMaxBytes?: number;
+  writeBufferMaxByteLength?: number;
 }
 
 /** Options of {@linkcode GpuStaging.upload}. */
@@ -76,9 +76,9 @@ export interface DownloadOptions {
 /** Figures of a {@linkcode GpuStaging} pool. */
 export interface StagingStats {
   /** Bytes of staging buffers alive (idle, in use or re-mapping). */
-  liveBytes: number;
-  /** Highest `liveBytes` so far. */
-  peakLiveBytes: number;
+  reservedBytes: number;
+  /** Highest `reservedBytes` so far. */
+  peakReservedBytes: number;
   /** Staging buffers alive. */
   liveCount: number;
   /** Idle buffers ready to hand out. */
@@ -141,12 +141,12 @@ export class GpuStaging {
   /** Largest staging buffer. */
   readonly chunkByteLength: number;
   /** Largest upload that uses `writeBuffer`. */
-  readonly writeBufferMaxBytes: number;
+  readonly writeBufferMaxByteLength: number;
   #label: string;
   #idle = new Map<string, GPUBuffer[]>();
   #idleCount = 0;
   #live = new Set<GPUBuffer>();
-  #liveBytes = 0;
+  #reservedBytes = 0;
   #peak = 0;
   #created = 0;
   #writeUploads = 0;
@@ -177,10 +177,10 @@ export class GpuStaging {
       Math.min(this.maxStagingBytes, device.limits.maxBufferSize),
       "chunkByteLength",
     );
-    this.writeBufferMaxBytes = validateByteLength(
-      options.writeBufferMaxBytes ?? 256 << 10,
+    this.writeBufferMaxByteLength = validateByteLength(
+      options.writeBufferMaxByteLength ?? 256 << 10,
       Number.MAX_SAFE_INTEGER,
-      "writeBufferMaxBytes",
+      "writeBufferMaxByteLength",
     );
     const state = _deviceState(device);
     if (!state.lost) state.listeners.add(() => this.#drop(true));
@@ -193,8 +193,8 @@ export class GpuStaging {
    */
   stats(): StagingStats {
     return {
-      liveBytes: this.#liveBytes,
-      peakLiveBytes: this.#peak,
+      reservedBytes: this.#reservedBytes,
+      peakReservedBytes: this.#peak,
       liveCount: this.#live.size,
       idleCount: this.#idleCount,
       createdCount: this.#created,
@@ -251,7 +251,7 @@ export class GpuStaging {
       await this.#uploadUnaligned(dst, bytes, byteOffset);
       return;
     }
-    if (bytes.byteLength <= this.writeBufferMaxBytes) {
+    if (bytes.byteLength <= this.writeBufferMaxByteLength) {
       this.gpuDevice.queue.writeBuffer(
         dst.buffer,
         to,
@@ -456,10 +456,10 @@ export class GpuStaging {
         this.#idleCount--;
         return idle.pop()!;
       }
-      if (this.#liveBytes + bucket > this.maxStagingBytes) {
-        this.#evictIdle(this.#liveBytes + bucket - this.maxStagingBytes);
+      if (this.#reservedBytes + bucket > this.maxStagingBytes) {
+        this.#evictIdle(this.#reservedBytes + bucket - this.maxStagingBytes);
       }
-      if (this.#liveBytes + bucket <= this.maxStagingBytes) {
+      if (this.#reservedBytes + bucket <= this.maxStagingBytes) {
         const buffer = this.gpuDevice.createBuffer({
           label: `${this.#label}:${kind}#${this.#created + 1}`,
           size: bucket,
@@ -470,8 +470,8 @@ export class GpuStaging {
         });
         this.#created++;
         this.#live.add(buffer);
-        this.#liveBytes += bucket;
-        if (this.#liveBytes > this.#peak) this.#peak = this.#liveBytes;
+        this.#reservedBytes += bucket;
+        if (this.#reservedBytes > this.#peak) this.#peak = this.#reservedBytes;
         return buffer;
       }
       await new Promise<void>((resolve, reject) =>
@@ -504,7 +504,7 @@ export class GpuStaging {
   }
 
   #discard(buffer: GPUBuffer): void {
-    if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+    if (this.#live.delete(buffer)) this.#reservedBytes -= buffer.size;
     try {
       buffer.destroy();
     } catch {
@@ -519,7 +519,7 @@ export class GpuStaging {
         const buffer = idle.pop()!;
         this.#idleCount--;
         bytes -= buffer.size;
-        if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+        if (this.#live.delete(buffer)) this.#reservedBytes -= buffer.size;
         buffer.destroy();
       }
       if (idle.length === 0) this.#idle.delete(key);
@@ -536,7 +536,7 @@ export class GpuStaging {
   #drop(lost: boolean): void {
     for (const idle of this.#idle.values()) {
       for (const buffer of idle) {
-        if (this.#live.delete(buffer)) this.#liveBytes -= buffer.size;
+        if (this.#live.delete(buffer)) this.#reservedBytes -= buffer.size;
         try {
           buffer.destroy();
         } catch {

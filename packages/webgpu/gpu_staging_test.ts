@@ -21,7 +21,7 @@ describe("GpuStaging", { skip }, () => {
     using staging = new GpuStaging(device, {
       maxStagingBytes: 64 << 10,
       chunkByteLength: 16 << 10,
-      writeBufferMaxBytes: 1024,
+      writeBufferMaxByteLength: 1024,
     });
     const buffer = device.createBuffer({ size: 256 << 10, usage: USAGE });
     const binding = { buffer, offset: 1024, size: 200 << 10 };
@@ -39,8 +39,8 @@ describe("GpuStaging", { skip }, () => {
           });
           assert.deepEqual(back, data);
           const stats = staging.stats();
-          assert.ok(stats.liveBytes <= staging.maxStagingBytes);
-          assert.ok(stats.peakLiveBytes <= staging.maxStagingBytes);
+          assert.ok(stats.reservedBytes <= staging.maxStagingBytes);
+          assert.ok(stats.peakReservedBytes <= staging.maxStagingBytes);
         },
       ),
       { numRuns: 20 },
@@ -70,12 +70,15 @@ describe("GpuStaging", { skip }, () => {
       assert.deepEqual(bytes, data.subarray(i * 65536, i * 65536 + 20000 + i))
     );
     const stats = staging.stats();
-    assert.ok(stats.peakLiveBytes <= 32 << 10, `peak ${stats.peakLiveBytes}`);
+    assert.ok(
+      stats.peakReservedBytes <= 32 << 10,
+      `peak ${stats.peakReservedBytes}`,
+    );
     // 36 chunks of two sizes went through at most a few buffers at a time.
     assert.ok(stats.createdCount < 36, `created ${stats.createdCount}`);
     assert.equal(stats.idleCount, stats.liveCount);
     staging.release();
-    assert.equal(staging.stats().liveBytes, 0);
+    assert.equal(staging.stats().reservedBytes, 0);
     buffer.destroy();
   });
 
@@ -103,7 +106,7 @@ describe("GpuStaging", { skip }, () => {
 
   it("GpuStaging rejects with DeviceLostError after device loss and drops its pool", async () => {
     const device = await newDevice("lost-staging");
-    const staging = new GpuStaging(device, { writeBufferMaxBytes: 0 });
+    const staging = new GpuStaging(device, { writeBufferMaxByteLength: 0 });
     const buffer = device.createBuffer({ size: 65536, usage: USAGE });
     const binding = { buffer, offset: 0, size: 65536 };
     await staging.upload(binding, new Uint8Array(65536));

@@ -116,7 +116,8 @@ export class GpuWatermarkAllocator {
       // carve later ones from; a WebGPU buffer is memory the device commits
       // at once, so no heap here is larger than a large heap (32 MiB).
       ...options,
-      xlargeHeapBytes: options.xlargeHeapBytes ?? options.largeHeapBytes ??
+      xlargeHeapByteLength: options.xlargeHeapByteLength ??
+        options.largeHeapByteLength ??
         GPU_HEAP_BYTE_LENGTH,
     });
     const release = (buffer: unknown) =>

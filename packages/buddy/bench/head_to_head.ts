@@ -63,7 +63,9 @@ export function replayOurs(
     }
   }
   const seconds = cpuSeconds() - t0;
-  if (buddy.usedBytes !== 0) throw new Error("BuddyAllocator replay leaked");
+  if (buddy.allocatedBytes !== 0) {
+    throw new Error("BuddyAllocator replay leaked");
+  }
   return seconds;
 }
 

@@ -40,7 +40,7 @@ export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
         },
         heldBytes() {
           let n = 0;
-          for (const p of pools.values()) n += p.heldBytes;
+          for (const p of pools.values()) n += p.reservedBytes;
           return n;
         },
         buffersCreated() {

@@ -7,7 +7,10 @@
  *    `GPUDevice.createBuffer` + `destroy` when an adapter exists).
  * 2. Pending frees: allocate + free of 4 KiB with 0, 100, 1,000 and 10,000
  *    frees waiting on fences of another stream (each free its own fence).
- * 3. Trace replay: peak reserved over peak requested bytes and device
+ * 3. Pressure: the log-uniform churn trace on a device of 2.0x down to 1.1x
+ *    its peak requested bytes: out-of-memory failures of allot (fixed and
+ *    expandable segments) and of the two peer policies.
+ * 4. Trace replay: peak reserved over peak requested bytes and device
  *    allocations after warm-up, for allot, an exact-size free-list pool
  *    (TF.js policy) and a bucket pool (onnxruntime-web policy), on the
  *    transformer-inference and training-step traces.
@@ -28,9 +31,10 @@ import {
   type SegmentSource,
 } from "@allot/core";
 import pool from "typedarray-pool";
-import { CachingAllocator } from "../mod.ts";
+import { CachingAllocator, type CachingAllocatorOptions } from "../mod.ts";
 import {
   type AllocationTrace,
+  churnTrace,
   replayTrace,
   summarizeTrace,
   trainingStepTrace,
@@ -351,7 +355,7 @@ function replayWith<H>(
       if (op.kind === "mark") target.flush?.();
     },
   });
-  const peak = summarizeTrace(trace).peakLiveBytes;
+  const peak = summarizeTrace(trace).peakRequestedBytes;
   return {
     ratio: device.peakReservedBytes / peak,
     afterWarmup: device.allocationCount - atWarmup,
@@ -392,7 +396,7 @@ function traceScenarios(quick: boolean): Scenario[] {
       package: "caching",
       scenario:
         `trace replay: ${trace.name} (${summary.allocations} allocations, peak ${
-          mib(summary.peakLiveBytes)
+          mib(summary.peakRequestedBytes)
         } requested)`,
       unit: "x peak requested",
       higherIsBetter: false,
@@ -454,6 +458,108 @@ function traceScenarios(quick: boolean): Scenario[] {
     });
   }
   return out;
+}
+
+/** Out-of-memory failures of one replay under a capacity. */
+function failuresUnder<H>(
+  trace: AllocationTrace,
+  make: () => ReplayPool<H>,
+): number {
+  const target = make();
+  const live = new Map<number, H>();
+  let failures = 0;
+  for (const op of trace.ops) {
+    if (op.kind === "alloc") {
+      try {
+        live.set(op.id, target.allocate(op.byteLength));
+      } catch (error) {
+        if (
+          !(error instanceof Error) ||
+          !/memory/i.test(error.message + error.name)
+        ) {
+          throw error;
+        }
+        failures++;
+      }
+    } else if (op.kind === "free") {
+      const h = live.get(op.id);
+      if (h !== undefined) {
+        live.delete(op.id);
+        target.free(h);
+      }
+    } else target.flush?.();
+  }
+  return failures;
+}
+
+/**
+ * The log-uniform churn trace (256 B to 64 MiB, under 256 MiB live) on a
+ * mock device of 2.0x to 1.1x its peak requested bytes: how many requests
+ * each pool fails.
+ */
+function pressure(quick: boolean): Scenario[] {
+  const trace = churnTrace({ allocations: quick ? 4000 : 40000 });
+  const summary = summarizeTrace(trace);
+  const peak = summary.peakRequestedBytes;
+  const MiB = 2 ** 20;
+  const allot = (
+    options: CachingAllocatorOptions,
+  ) =>
+  (device: MockSegmentSource): ReplayPool<{ release(): void }> => {
+    const allocator = new CachingAllocator(device, options);
+    return {
+      allocate: (n: number) => allocator.allocate(n),
+      free: (b) => b.release(),
+    };
+  };
+  const policies: [string, (d: MockSegmentSource) => ReplayPool<unknown>][] = [
+    ["allot CachingAllocator (fixed segments)", allot({})],
+    [
+      "allot CachingAllocator, expandableSegments",
+      allot({ expandableSegments: true }),
+    ],
+    [
+      "allot CachingAllocator, expandableSegments, own segments above 1 MiB",
+      allot({ expandableSegments: true, ownSegmentMinByteLength: MiB + 512 }),
+    ],
+    [
+      "exact-size free lists (TF.js policy)",
+      (d) => new ExactSizePool(d) as ReplayPool<unknown>,
+    ],
+    [
+      "size buckets (onnxruntime-web policy)",
+      (d) => new BucketPool(d) as ReplayPool<unknown>,
+    ],
+  ];
+  return [2.0, 1.5, 1.3, 1.2, 1.1].map((ratio) => {
+    const capacityBytes = Math.ceil(peak * ratio / 4096) * 4096;
+    const failures = policies.map(([, make]) =>
+      failuresUnder(trace, () => make(new MockSegmentSource({ capacityBytes })))
+    );
+    return {
+      package: "caching",
+      scenario:
+        `pressure: log-uniform churn (${summary.allocations} allocations, 256 B to 64 MiB) on a device of ${
+          ratio.toFixed(1)
+        }x its peak requested (${(capacityBytes / MiB).toFixed(0)} MiB)`,
+      unit: "failed requests",
+      higherIsBetter: false,
+      rows: policies.map(([name], i) => ({
+        name,
+        value: failures[i],
+        ours: i === 1,
+      })),
+      ratios: [{
+        label: "allot (expandableSegments) serves every request (1 = yes)",
+        value: failures[1] === 0 ? 1 : 0,
+        target: "= 1",
+        met: failures[1] === 0,
+      }],
+      notes: [
+        "mock device (counts bytes); a failed request is skipped and the replay goes on; allot frees cached segments and shrinks expandable segments before it fails, the peers never release on failure (TF.js keeps every buffer; onnxruntime-web releases only at session-run marks, and this trace has none)",
+      ],
+    };
+  });
 }
 
 /**
@@ -521,9 +627,11 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   const pending = pendingFrees(options.quick);
   options.progress?.("caching: churn");
   const churned = churn(options.quick);
+  options.progress?.("caching: pressure");
+  const pressed = pressure(options.quick);
   options.progress?.("caching: trace replay");
   const traces = traceScenarios(options.quick);
-  return [...hit, pending, churned, ...traces];
+  return [...hit, pending, churned, ...pressed, ...traces];
 }
 
 function printTable(scenarios: Scenario[]): void {

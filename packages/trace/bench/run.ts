@@ -225,15 +225,15 @@ async function realTraces(quick: boolean): Promise<Scenario[]> {
       unit: "x peak live",
       higherIsBetter: false,
       rows: [
-        ...(r.recordedPeakHeldBytes !== undefined
+        ...(r.recordedPeakReservedBytes !== undefined
           ? [{
             name: "the app, as recorded",
-            value: r.recordedPeakHeldBytes / r.peakLiveBytes,
+            value: r.recordedPeakReservedBytes / r.peakRequestedBytes,
           }]
           : []),
         ...r.policies.map((p) => ({
           name: p.name,
-          value: p.peakHeldBytes / r.peakLiveBytes,
+          value: p.peakReservedBytes / r.peakRequestedBytes,
           ours: p.name === "allot-caching",
           note: `${p.buffersCreated} buffers, ${p.nsPerOp.toFixed(0)} ns/op`,
         })),

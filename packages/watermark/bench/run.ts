@@ -39,7 +39,7 @@ function withPeak(trace: AllocationTrace, name: string): Trace {
   return {
     name,
     ops: trace.ops,
-    peakRequestedBytes: summarizeTrace(trace).peakLiveBytes,
+    peakRequestedBytes: summarizeTrace(trace).peakRequestedBytes,
   };
 }
 
