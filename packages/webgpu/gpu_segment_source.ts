@@ -147,7 +147,15 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.maxBindingByteLength = device.limits.maxStorageBufferBindingSize;
     this.#ledger = new SegmentLedger(String(this.device));
     const state = _deviceState(device);
-    if (!state.lost) state.listeners.add(() => this.#drop());
+    // weakly: the device outlives its sources, and a source nobody holds
+    // (an allocator dropped) must not be kept alive with its segments
+    const self = new WeakRef(this);
+    if (!state.lost) {
+      state.listeners.add(() => {
+        const source = self.deref();
+        if (source !== undefined) source.#drop();
+      });
+    }
   }
 
   /** Bytes in live segments. */
