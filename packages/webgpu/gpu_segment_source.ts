@@ -18,7 +18,7 @@ import {
   validateCapacity,
   validateInteger,
 } from "@allot/core";
-import { _assertAlive, _deviceState } from "./_device_state.ts";
+import { _assertAlive, _deviceState, _onDeviceLost } from "./_device_state.ts";
 
 /** How a {@linkcode GpuSegmentSource} answers a host-visible request. */
 export type HostVisibleMode = "staged" | "refuse";
@@ -146,16 +146,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
     this.maxBindingByteLength = device.limits.maxStorageBufferBindingSize;
     this.#ledger = new SegmentLedger(String(this.device));
-    const state = _deviceState(device);
-    // weakly: the device outlives its sources, and a source nobody holds
-    // (an allocator dropped) must not be kept alive with its segments
-    const self = new WeakRef(this);
-    if (!state.lost) {
-      state.listeners.add(() => {
-        const source = self.deref();
-        if (source !== undefined) source.#drop();
-      });
-    }
+    _onDeviceLost(device, this, (source) => source.#drop());
   }
 
   /** Bytes in live segments. */
