@@ -37,6 +37,7 @@ import {
 import { checkStream } from "./_check.ts";
 import { _CachingStats, _down, _up } from "./_stats.ts";
 import { validateObject } from "@allot/core";
+import { _anchorShapes } from "./_shape_anchors.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import {
   expandRoundupPower2Divisions,
@@ -568,6 +569,7 @@ export class CachingAllocator<M = unknown> {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
+    _anchorShapes();
     validateObject(source, "source");
     validateObject(options, "options");
     this.source = this.#source = source;

@@ -24,6 +24,7 @@ import {
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
+import { _anchorShapes } from "./_shape_anchors.ts";
 import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
 
 /** Options of {@linkcode StepPlannedPool}. */
@@ -191,6 +192,7 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
    */
   constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
+    _anchorShapes();
     validateObject(source, "source");
     validateObject(options, "options");
     const ratio = options.maxHeldRatio ?? 1.1;

@@ -15,6 +15,7 @@ import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
+import { _anchorShapes } from "./_shape_anchors.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import { _QueueFrees } from "./_deferred_frees.ts";
 import {
@@ -113,6 +114,7 @@ export class GpuCachingAllocator {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(device: GPUDevice, options: GpuCachingAllocatorOptions = {}) {
+    _anchorShapes();
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);

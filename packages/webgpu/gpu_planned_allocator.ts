@@ -11,6 +11,7 @@ import { type Device, validateByteLength } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
+import { _anchorShapes } from "./_shape_anchors.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import {
   GpuSegmentSource,
@@ -101,6 +102,7 @@ export class GpuPlannedAllocator {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(device: GPUDevice, options: GpuPlannedAllocatorOptions = {}) {
+    _anchorShapes();
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     const pool = new StepPlannedPool(this.source, {
