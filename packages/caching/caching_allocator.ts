@@ -35,7 +35,7 @@ import {
   PENDING,
 } from "./_block_pool.ts";
 import { checkStream } from "./_check.ts";
-import { _CachingStats, _down, _up } from "./_stats.ts";
+import { _CachingStats } from "./_stats.ts";
 import { validateObject } from "@allot/core";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import {
@@ -730,12 +730,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return this.#stats.allocatedBytes.current;
+    return this.#stats.current("allocatedBytes");
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return this.#stats.reservedBytes.current;
+    return this.#stats.current("reservedBytes");
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -1309,15 +1309,15 @@ export class CachingAllocator<M = unknown> {
   memoryStats(): MemoryStats {
     const f = this.#stats;
     return {
-      allocation: f.allocation.values(),
-      segment: f.segment.values(),
+      allocation: f.values("allocation"),
+      segment: f.values("segment"),
       active: f.active.values(),
-      inactiveSplit: f.inactiveSplit.values(),
-      allocatedBytes: f.allocatedBytes.values(),
-      reservedBytes: f.reservedBytes.values(),
+      inactiveSplit: f.values("inactiveSplit"),
+      allocatedBytes: f.values("allocatedBytes"),
+      reservedBytes: f.values("reservedBytes"),
       activeBytes: f.activeBytes.values(),
-      inactiveSplitBytes: f.inactiveSplitBytes.values(),
-      requestedBytes: f.requestedBytes.values(),
+      inactiveSplitBytes: f.values("inactiveSplitBytes"),
+      requestedBytes: f.values("requestedBytes"),
       numAllocRetries: this.#numAllocRetries,
       numOoms: this.#numOoms,
       numSyncAllStreams: this.#numSyncAllStreams,
@@ -1715,18 +1715,11 @@ export class CachingAllocator<M = unknown> {
       pool.resize(rest, rest.size - size, rest.address + size);
       rest.offset += size;
       rest.stamp = this.#clock;
-      if (alreadySplit) {
-        _down(this.#stats.inactiveSplitBytes, small, size);
-      } else {
-        _up(this.#stats.inactiveSplitBytes, small, rest.size);
-        _up(this.#stats.inactiveSplit, small, 1);
-      }
+      if (alreadySplit) this.#stats.splitTaken(small, size, 0);
+      else this.#stats.split(small, 1, rest.size);
     } else {
       pool.remove(b);
-      if (alreadySplit) {
-        _down(this.#stats.inactiveSplitBytes, small, b.size);
-        _down(this.#stats.inactiveSplit, small, 1);
-      }
+      if (alreadySplit) this.#stats.splitTaken(small, b.size, 1);
     }
     b.state = ALLOCATED;
     b.requested = requested;
@@ -1887,7 +1880,7 @@ export class CachingAllocator<M = unknown> {
       ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
       : this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = this.#stats.reservedBytes.current;
+    const reserved = this.#stats.current("reservedBytes");
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size, pool);
@@ -1944,8 +1937,7 @@ export class CachingAllocator<M = unknown> {
     b.stamp = this.#clock;
     seg.head = b;
     pool.insert(b); // #allocFound takes it from the pool like a cached one
-    _up(this.#stats.segment, pool.small, 1);
-    _up(this.#stats.reservedBytes, pool.small, segSize);
+    this.#stats.reserved(pool.small, 1, segSize);
     if (segSize >= this.maxSplitByteLength) this.#oversizeSegments.increase(1);
     this.#numDeviceAlloc++;
     if (this.#history !== null) {
@@ -1967,7 +1959,7 @@ export class CachingAllocator<M = unknown> {
     const growing = this.#growing[pool.small ? 0 : 1];
     const seg = growing.get(stream.id);
     const allowed = this.allowedBytes;
-    const reserved = this.#stats.reservedBytes.current;
+    const reserved = this.#stats.current("reservedBytes");
     // Grow in steps of a small segment or of the large rounding, down to the
     // block granule when the device is that full.
     const step = pool.small
@@ -2019,7 +2011,7 @@ export class CachingAllocator<M = unknown> {
       b = tail;
       pool.resize(b, b.size + grow, b.address);
       if (b.prev !== null) {
-        _up(this.#stats.inactiveSplitBytes, pool.small, grow);
+        this.#stats.split(pool.small, 0, grow);
       }
     } else {
       b = this.#newBlock(seg);
@@ -2033,11 +2025,10 @@ export class CachingAllocator<M = unknown> {
       b.next = null;
       tail.next = b;
       pool.insert(b);
-      _up(this.#stats.inactiveSplitBytes, pool.small, grow);
-      _up(this.#stats.inactiveSplit, pool.small, 1);
+      this.#stats.split(pool.small, 1, grow);
     }
     b.stamp = this.#clock;
-    _up(this.#stats.reservedBytes, pool.small, grow);
+    this.#stats.reserved(pool.small, 0, grow);
     if (this.#history !== null) {
       this.#record("segment_map", seg.address + at, grow, 0, stream.id);
     }
@@ -2062,9 +2053,8 @@ export class CachingAllocator<M = unknown> {
     tail.prev.next = null;
     seg.raw = raw;
     seg.byteLength -= bytes;
-    _down(this.#stats.inactiveSplitBytes, seg.small, bytes);
-    _down(this.#stats.inactiveSplit, seg.small, 1);
-    _down(this.#stats.reservedBytes, seg.small, bytes);
+    this.#stats.splitTaken(seg.small, bytes, 1);
+    this.#stats.unreserved(seg.small, 0, bytes);
     if (this.#history !== null) {
       this.#record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
     }
@@ -2097,8 +2087,7 @@ export class CachingAllocator<M = unknown> {
       const growing = this.#growing[seg.small ? 0 : 1];
       if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
     }
-    _down(this.#stats.segment, seg.small, 1);
-    _down(this.#stats.reservedBytes, seg.small, seg.byteLength);
+    this.#stats.unreserved(seg.small, 1, seg.byteLength);
     if (seg.byteLength >= this.maxSplitByteLength) {
       this.#oversizeSegments.decrease(1);
     }
@@ -2182,7 +2171,7 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = this.#stats.reservedBytes.current;
+    const reserved = this.#stats.current("reservedBytes");
     if (reserved <= threshold) return;
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];
