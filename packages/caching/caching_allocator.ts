@@ -540,6 +540,12 @@ export class CachingAllocator<M = unknown> {
   #freeCount = 0;
   #tag: string | undefined = undefined;
   #strict = false;
+  // Sizes in (0, #intRoundMax] round up with integer operations (0 when
+  // power-of-two divisions are set: those round otherwise).
+  #intRoundMax = 0;
+  #granuleMask = 0;
+  // Whether history or strict mode watch the hot path (one test there).
+  #watched = false;
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string; resizable?: boolean };
   #expandable = false;
@@ -675,9 +681,14 @@ export class CachingAllocator<M = unknown> {
     this.maxBlockByteLength =
       Math.floor(source.maxSegmentByteLength / granule) *
       granule;
+    this.#granuleMask = granule - 1;
+    this.#intRoundMax = this.#divisions !== undefined
+      ? 0
+      : Math.min(this.maxBlockByteLength, 2 ** 30);
     this.#segmentOptions = { label: this.label };
     this.#leaks = options.leakDetector;
     this.#strict = options.strict === true;
+    this.#watched = this.#strict;
     this.#expandable = options.expandableSegments === true &&
       typeof source.tryResizeSegment === "function";
     const history = options.recordHistory ?? false;
@@ -804,6 +815,18 @@ export class CachingAllocator<M = unknown> {
     return size;
   }
 
+  /** roundSize() for what the integer fast path leaves out. */
+  #roundSizeSlow(byteLength: number): number {
+    const g = this.minBlockByteLength;
+    if (
+      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
+      byteLength >= 0 && byteLength <= this.maxBlockByteLength
+    ) {
+      return byteLength <= g ? g : Math.ceil(byteLength / g) * g;
+    }
+    return this.roundSize(byteLength);
+  }
+
   /**
    * Allocates a block. Serves it from the cache when it can; otherwise takes a
    * segment from the device, after freeing cached segments if the device is
@@ -818,15 +841,12 @@ export class CachingAllocator<M = unknown> {
    * @throws {SegmentSourceError} When the device threw.
    */
   allocate(byteLength: number, options?: AllocateOptions): CachedBlock<M> {
-    let size: number;
-    const g = this.minBlockByteLength;
-    if (
-      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
-      byteLength >= 0 && byteLength <= this.maxBlockByteLength
-    ) {
-      // The common case of roundSize(), without calls.
-      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
-    } else size = this.roundSize(byteLength);
+    // The common case of roundSize() in integer operations.
+    // (typeof first: a comparison would call an object's valueOf.)
+    const size = typeof byteLength === "number" && byteLength > 0 &&
+        byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
+      ? (byteLength + this.#granuleMask) & ~this.#granuleMask
+      : this.#roundSizeSlow(byteLength);
     if (options !== undefined) validateObject(options, "options");
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
@@ -933,14 +953,12 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   allocateId(byteLength: number): number {
-    let size: number;
-    const g = this.minBlockByteLength;
-    if (
-      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
-      byteLength >= 0 && byteLength <= this.maxBlockByteLength
-    ) {
-      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
-    } else size = this.roundSize(byteLength);
+    // The common case of roundSize() in integer operations.
+    // (typeof first: a comparison would call an object's valueOf.)
+    const size = typeof byteLength === "number" && byteLength > 0 &&
+        byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
+      ? (byteLength + this.#granuleMask) & ~this.#granuleMask
+      : this.#roundSizeSlow(byteLength);
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
@@ -1190,7 +1208,7 @@ export class CachingAllocator<M = unknown> {
     } else {
       this.#freeBlock(b);
     }
-    if (this.#strict) this.#strictCheck();
+    if (this.#watched && this.#strict) this.#strictCheck();
   }
 
   /**
@@ -1351,6 +1369,7 @@ export class CachingAllocator<M = unknown> {
   recordHistory(options: TraceRecorderOptions | false = {}): void {
     if (options !== false) validateObject(options, "options");
     this.#history = options === false ? null : new TraceRecorder(options);
+    this.#watched = this.#strict || this.#history !== null;
   }
 
   /**
@@ -1732,12 +1751,17 @@ export class CachingAllocator<M = unknown> {
       this.#deferred.count !== 0,
     );
     if (bytes >= this.maxSplitByteLength) this.#oversizeAllocations.increase(1);
+    if (this.#watched) this.#watchTake(b);
+    return b;
+  }
+
+  /** History and strict mode after #take (kept apart: the hit is short). */
+  #watchTake(b: _Block<M>): void {
     if (this.#history !== null) {
-      this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
+      this.#record("alloc", b.address, b.size, b.requested, b.streamId, b.tag);
       if (this.#history.captureStack) b.stack = captureStack();
     }
     if (this.#strict) this.#strictCheck(b);
-    return b;
   }
 
   /** Strict mode: validates; `b`, if given, must be an allocated block. */
@@ -1755,19 +1779,7 @@ export class CachingAllocator<M = unknown> {
     const pool = this.#poolOf(seg);
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
-    if (this.#strict) {
-      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
-    }
-    if (this.#history !== null) {
-      this.#record(
-        "free_completed",
-        b.address,
-        b.size,
-        requested,
-        b.streamId,
-        b.tag,
-      );
-    }
+    if (this.#watched) this.#watchFree(b);
     // The merged block lives on in a free neighbour when there is one
     // (already in the pool: re-keyed in place), else in b (inserted).
     let splitBlocks = 0, splitBytes = 0;
@@ -1826,6 +1838,24 @@ export class CachingAllocator<M = unknown> {
       splitBlocks,
       splitBytes,
     );
+  }
+
+  /** Strict mode and history when #freeBlock frees `b`. */
+  #watchFree(b: _Block<M>): void {
+    const seg = b.segment;
+    if (this.#strict) {
+      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
+    }
+    if (this.#history !== null) {
+      this.#record(
+        "free_completed",
+        b.address,
+        b.size,
+        b.requested,
+        b.streamId,
+        b.tag,
+      );
+    }
   }
 
   #allocSlow(
