@@ -8,6 +8,7 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { CpuHeap } from "./heap.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 interface Live {
   offset: number;
@@ -341,16 +342,18 @@ describe("CpuHeap", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(16, 64),
+        // 1,000 runs in CI (modelRuns): sequences of 50-300 ops (200 runs
+        // of 200-1,500 before) keep the ops per CI run about the same
         fc.array(opArb(20000), {
-          minLength: 200,
-          maxLength: 1500,
+          minLength: 50,
+          maxLength: 300,
           size: "max",
         }),
         (alignment, ops) => {
           runModel(new CpuHeap(1 << 16, { alignment }), ops);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -368,7 +371,7 @@ describe("CpuHeap", () => {
           runModel(heap, ops);
         },
       ),
-      { numRuns: 20 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -384,7 +387,7 @@ describe("CpuHeap", () => {
           assert.ok(heap.byteLength <= 1 << 17);
         },
       ),
-      { numRuns: 30 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -548,7 +551,7 @@ describe("CpuHeap fast path", () => {
           fast.checkIntegrity();
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });
