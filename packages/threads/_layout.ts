@@ -86,6 +86,24 @@ export const A_LIVE_BLOCKS = 3;
 /** The same in bytes (block sizes, not requested sizes). */
 export const A_LIVE_BYTES = 4;
 export const A_REMOTE_FREES = 5;
+// Contention counters (owner-only plain increments on the owner's own line;
+// read by `_counters.ts` for benchmarks and tests).
+/** Shared core lock acquisitions by this arena. */
+export const A_LOCKS = 6;
+/** Acquisitions that found the lock held (the slow path). */
+export const A_LOCK_WAITS = 7;
+/** Times this arena slept in `Atomics.wait` on the lock. */
+export const A_LOCK_SLEEPS = 8;
+/** Large allocations served from the arena's own span cache (no lock). */
+export const A_LARGE_HITS = 9;
+/** Large allocations that went to the shared core. */
+export const A_LARGE_MISSES = 10;
+/** Pages taken from the core (slabs and large spans). */
+export const A_PAGES_TAKEN = 11;
+/** Pages given back to the core (slabs, large spans, cache flushes). */
+export const A_PAGES_RETURNED = 12;
+/** First counter word; counters run to the end of the line. */
+export const A_COUNTERS = A_REMOTE_FREES;
 export const ARENA_FREE = 0;
 export const ARENA_ATTACHED = 1;
 export const ARENA_RECLAIMING = 2;

@@ -14,9 +14,17 @@ import {
   validateInteger,
 } from "@allot/core";
 import {
+  A_COUNTERS,
   A_GEN,
   A_LIVE_BLOCKS,
+  A_LARGE_HITS,
+  A_LARGE_MISSES,
   A_LIVE_BYTES,
+  A_LOCK_SLEEPS,
+  A_LOCK_WAITS,
+  A_LOCKS,
+  A_PAGES_RETURNED,
+  A_PAGES_TAKEN,
   A_REMOTE_FREES,
   A_STATE,
   A_TOKEN,
@@ -895,6 +903,7 @@ export class SharedHeap {
         const gen = (Atomics.add(i32, w + A_GEN, 1) + 1) & 0xffffff;
         this.#token = (gen << 6) | a;
         Atomics.store(i32, w + A_TOKEN, this.#token);
+        i32.fill(0, w + A_COUNTERS, w + ARENA_WORDS);
         this.#arena = a;
         this.#arenaWord = w;
         return;
@@ -1137,11 +1146,13 @@ export class SharedHeap {
         const len = i32[w + M_LEN];
         this.#cachePages -= len;
         Atomics.store(i32, w + M_KIND, K_LARGE);
+        i32[a + A_LARGE_HITS]++;
         i32[a + A_LIVE_BLOCKS]++;
         i32[a + A_LIVE_BYTES] += len * PAGE;
         return this.#pageBase + page * PAGE;
       }
     }
+    i32[a + A_LARGE_MISSES]++;
     let page = this.#takePages(pages, K_LARGE);
     if (page < 0 && this.#cachePages !== 0) {
       this.#flushCache(0);
@@ -1251,6 +1262,7 @@ export class SharedHeap {
     i32[m + (found << 3) + M_LEN] = pages;
     i32[m + (found << 3) + M_OWNER] = this.#token;
     i32[h + H_FREE_PAGES] -= pages;
+    i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     if (kind === K_SLAB) {
       for (let p = found; p < found + pages; p++) {
         i32[m + (p << 3) + M_START] = found;
@@ -1265,6 +1277,7 @@ export class SharedHeap {
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     let len = i32[m + (page << 3) + M_LEN];
     i32[(this.#base >> 2) + H_FREE_PAGES] += len;
+    i32[this.#arenaWord + A_PAGES_RETURNED] += len;
     if (i32[m + (page << 3) + M_KIND] === K_SLAB) {
       for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = -1;
     }
@@ -1334,8 +1347,13 @@ export class SharedHeap {
 
   #lock(what: string): void {
     const i32 = this.#i32, w = (this.#base >> 2) + H_LOCK;
-    if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) return;
+    if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) {
+      i32[this.#arenaWord + A_LOCKS]++;
+      return;
+    }
     this.#lockSlow(what, w);
+    i32[this.#arenaWord + A_LOCKS]++;
+    i32[this.#arenaWord + A_LOCK_WAITS]++;
   }
 
   #lockSlow(what: string, w: number): void {
@@ -1364,6 +1382,7 @@ export class SharedHeap {
       }
       if (CAN_BLOCK) {
         Atomics.add(i32, waiters, 1);
+        i32[this.#arenaWord + A_LOCK_SLEEPS]++;
         Atomics.wait(i32, w, holder, 5);
         Atomics.sub(i32, waiters, 1);
       }
