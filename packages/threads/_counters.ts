@@ -16,6 +16,7 @@ import {
   A_PAGES_RETURNED,
   A_PAGES_TAKEN,
   A_REMOTE_FREES,
+  A_SLABS_TAKEN,
   ARENA_WORDS,
   H_ARENAS,
 } from "./_layout.ts";
@@ -39,6 +40,8 @@ export interface ArenaCounters {
   pagesReturned: number;
   /** Frees of blocks of other arenas' slabs. */
   remoteFrees: number;
+  /** Slabs taken from the core. */
+  slabsTaken: number;
 }
 
 /**
@@ -64,6 +67,7 @@ export function arenaCounters(
     pagesTaken: at(A_PAGES_TAKEN),
     pagesReturned: at(A_PAGES_RETURNED),
     remoteFrees: at(A_REMOTE_FREES),
+    slabsTaken: at(A_SLABS_TAKEN),
   };
 }
 

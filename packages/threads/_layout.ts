@@ -102,6 +102,8 @@ export const A_LARGE_MISSES = 10;
 export const A_PAGES_TAKEN = 11;
 /** Pages given back to the core (slabs, large spans, cache flushes). */
 export const A_PAGES_RETURNED = 12;
+/** Slabs taken from the core. */
+export const A_SLABS_TAKEN = 13;
 /** First counter word; counters run to the end of the line. */
 export const A_COUNTERS = A_REMOTE_FREES;
 export const ARENA_FREE = 0;

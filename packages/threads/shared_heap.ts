@@ -26,6 +26,7 @@ import {
   A_PAGES_RETURNED,
   A_PAGES_TAKEN,
   A_REMOTE_FREES,
+  A_SLABS_TAKEN,
   A_STATE,
   A_TOKEN,
   ARENA_ATTACHED,
@@ -93,6 +94,7 @@ import {
   HeapClosedError,
   NotSharedMemoryError,
 } from "./errors.ts";
+import { SpanCache } from "./_span_cache.ts";
 
 /** Largest alignment a shared heap serves: one page. */
 export const SHARED_MAX_ALIGNMENT: number = PAGE;
@@ -307,9 +309,10 @@ export class SharedHeap {
   // Owner-only slab lists per class (absolute byte offsets).
   #slabs: number[][] = CLASS_SIZES.map(() => []);
   #cur: Int32Array = new Int32Array(CLASS_SIZES.length);
+  // Owner-only: one empty slab per class kept back from the core (0: none).
+  #spare: Int32Array = new Int32Array(CLASS_SIZES.length);
   // Owner-only cache of freed large spans, by bin (first pages).
-  #cache: number[][] = Array.from({ length: BINS }, () => []);
-  #cachePages = 0;
+  #cache: SpanCache = new SpanCache(BINS);
   #cacheLimit = 0;
 
   private constructor(
@@ -814,6 +817,7 @@ export class SharedHeap {
       }
       this.#slabs[c] = [];
       this.#cur[c] = 0;
+      this.#spare[c] = 0;
     }
     Atomics.store(i32, this.#arenaWord + A_STATE, ARENA_FREE);
     this.#open = false;
@@ -1016,8 +1020,7 @@ export class SharedHeap {
       }
     }
     let page = this.#takePages(SLAB_PAGES, K_SLAB);
-    if (page < 0 && this.#cachePages !== 0) {
-      this.#flushCache(0);
+    if (page < 0 && this.#giveBack()) {
       page = this.#takePages(SLAB_PAGES, K_SLAB);
     }
     if (page < 0) return 0;
@@ -1088,16 +1091,58 @@ export class SharedHeap {
     }
   }
 
-  /** Owner: gives an empty slab back unless it is the class's only one. */
+  /**
+   * Owner: gives an empty slab back unless it is the class's only one or
+   * its spare. One empty slab per class is kept back, so that a class whose
+   * use swings around a slab boundary does not take a slab from the core
+   * and give it back on every swing (two lock round trips each).
+   */
   #maybeRelease(slab: number): void {
     const cls = this.#i32[(slab >> 2) + S_CLASS];
     const list = this.#slabs[cls];
     if (list.length < 2) return;
+    const spare = this.#spare[cls];
+    if (
+      spare === 0 || spare === slab || this.#i32[(spare >> 2) + S_USED] !== 0
+    ) {
+      this.#spare[cls] = slab;
+      return;
+    }
+    this.#releaseSlab(cls, slab);
+  }
+
+  /** Owner: takes an empty slab off its class list and frees its pages. */
+  #releaseSlab(cls: number, slab: number): void {
+    const list = this.#slabs[cls];
     list.splice(list.indexOf(slab), 1);
     if (this.#cur[cls] === slab) this.#cur[cls] = list[list.length - 1];
+    if (this.#spare[cls] === slab) this.#spare[cls] = 0;
     this.#lock("free");
     this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
     this.#unlock();
+  }
+
+  /**
+   * Owner, when the core is out of pages: gives back every cached span and
+   * spare empty slab.
+   *
+   * @returns Whether anything went back.
+   */
+  #giveBack(): boolean {
+    let any = this.#cache.spans !== 0;
+    this.#flushCache(0);
+    for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
+      const spare = this.#spare[cls];
+      this.#spare[cls] = 0;
+      if (
+        spare !== 0 && this.#slabs[cls].length >= 2 &&
+        this.#i32[(spare >> 2) + S_USED] === 0
+      ) {
+        this.#releaseSlab(cls, spare);
+        any = true;
+      }
+    }
+    return any;
   }
 
   /**
@@ -1134,17 +1179,15 @@ export class SharedHeap {
   #allocLarge(byteLength: number): number | undefined {
     const i32 = this.#i32, a = this.#arenaWord;
     const pages = Math.max(1, Math.ceil(byteLength / PAGE));
-    if (this.#cachePages !== 0) {
+    if (this.#cache.spans !== 0) {
       // Lock-free reuse of a span this arena freed: the first two bins
       // whose every span fits (at most about 1.5x the request).
       let bin = binOf(pages);
       if (pages >= 4 && binBase(bin) !== pages) bin++;
-      for (let b = bin; b < bin + 2 && b < BINS; b++) {
-        const list = this.#cache[b];
-        if (list.length === 0) continue;
-        const page = list.pop()!, w = this.#meta + (page << 3);
+      const page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      if (page >= 0) {
+        const w = this.#meta + (page << 3);
         const len = i32[w + M_LEN];
-        this.#cachePages -= len;
         Atomics.store(i32, w + M_KIND, K_LARGE);
         i32[a + A_LARGE_HITS]++;
         i32[a + A_LIVE_BLOCKS]++;
@@ -1154,8 +1197,7 @@ export class SharedHeap {
     }
     i32[a + A_LARGE_MISSES]++;
     let page = this.#takePages(pages, K_LARGE);
-    if (page < 0 && this.#cachePages !== 0) {
-      this.#flushCache(0);
+    if (page < 0 && this.#giveBack()) {
       page = this.#takePages(pages, K_LARGE);
     }
     if (page < 0) return undefined;
@@ -1174,10 +1216,10 @@ export class SharedHeap {
       const len = i32[w + M_LEN];
       i32[a + A_LIVE_BLOCKS]--;
       i32[a + A_LIVE_BYTES] -= len * PAGE;
-      this.#cache[binOf(len)].push(page);
-      this.#cachePages += len;
-      if (this.#cachePages > this.#cacheLimit) {
-        this.#flushCache(this.#cacheLimit >> 1);
+      this.#cache.put(page, len, binOf(len));
+      if (this.#cache.pages > this.#cacheLimit) {
+        // The oldest spans go back, an eighth of the limit at a time.
+        this.#flushCache(this.#cacheLimit - (this.#cacheLimit >> 3));
       }
       return;
     }
@@ -1202,18 +1244,12 @@ export class SharedHeap {
     i32[a + A_LIVE_BYTES] -= len * PAGE;
   }
 
-  /** Gives cached spans back to the core, largest first, down to `keep` pages. */
+  /** Gives cached spans back to the core, oldest first, down to `keep` pages. */
   #flushCache(keep: number): void {
-    if (this.#cachePages <= keep) return;
+    const cache = this.#cache;
+    if (cache.pages <= keep) return;
     this.#lock("free");
-    for (let b = BINS - 1; b >= 0 && this.#cachePages > keep; b--) {
-      const list = this.#cache[b];
-      while (list.length !== 0 && this.#cachePages > keep) {
-        const page = list.pop()!;
-        this.#cachePages -= this.#i32[this.#meta + (page << 3) + M_LEN];
-        this.#releaseSpan(page);
-      }
-    }
+    while (cache.pages > keep) this.#releaseSpan(cache.takeOldest());
     this.#unlock();
   }
 
@@ -1264,6 +1300,7 @@ export class SharedHeap {
     i32[h + H_FREE_PAGES] -= pages;
     i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     if (kind === K_SLAB) {
+      i32[this.#arenaWord + A_SLABS_TAKEN]++;
       for (let p = found; p < found + pages; p++) {
         i32[m + (p << 3) + M_START] = found;
       }

@@ -51,7 +51,7 @@ for (let round = 0; round < rounds; round++) {
     const ops = rs.reduce((a, r) => a + r.ops, 0);
     const per = (k: string) => (rs.reduce((a, r) => a + r.counters[k], 0) / ops * 1000).toFixed(2);
     const hits = rs.reduce((a, r) => a + r.counters.largeHits, 0), miss = rs.reduce((a, r) => a + r.counters.largeMisses, 0);
-    console.log(`n=${n} ${(ops / wall / 1e3).toFixed(2)} Mops/s  per 1k ops: locks ${per("locks")} waits ${per("lockWaits")} sleeps ${per("lockSleeps")} pagesTaken ${per("pagesTaken")} pagesRet ${per("pagesReturned")} remote ${per("remoteFrees")} | large hit rate ${(hits / (hits + miss)).toFixed(3)} (${per("largeHits")}+${per("largeMisses")}) | minflt/1k ${((f1 - f0) / ops * 1000).toFixed(2)} | cpu ns/op ${(cpuNs / ops).toFixed(1)} runq-wait/cpu ${(waitNs / cpuNs).toFixed(2)} wall ${wall.toFixed(0)}ms`);
+    console.log(`n=${n} ${(ops / wall / 1e3).toFixed(2)} Mops/s  per 1k ops: locks ${per("locks")} waits ${per("lockWaits")} sleeps ${per("lockSleeps")} pagesTaken ${per("pagesTaken")} pagesRet ${per("pagesReturned")} remote ${per("remoteFrees")} slabs ${per("slabsTaken")} | large hit rate ${(hits / (hits + miss)).toFixed(3)} (${per("largeHits")}+${per("largeMisses")}) | minflt/1k ${((f1 - f0) / ops * 1000).toFixed(2)} | cpu ns/op ${(cpuNs / ops).toFixed(1)} runq-wait/cpu ${(waitNs / cpuNs).toFixed(2)} wall ${wall.toFixed(0)}ms`);
     for (const w of workers.slice(0, n)) await ask(w, { type: "detach" });
     heap.detach();
   }
