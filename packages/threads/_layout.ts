@@ -3,8 +3,10 @@
  * word below is an `Int32Array` index; nothing else reads the shared state.
  *
  * ```text
- * byteOffset ┌────────────────────────────┐
- *            │ header (64 words)          │ magic, id, state, lock, bins
+ * byteOffset ┌────────────────────────────┐ (64-byte aligned)
+ *            │ header (144 words)         │ line 0: magic, id, state;
+ *            │                            │ line 1: the lock alone;
+ *            │                            │ lines 2-8: free pages, bins
  *            │ arena table (64 × 16 words)│ one 64-byte line per arena
  *            │ page meta (8 words a page) │ kind, len, tail, start, next,
  *            │                            │ prev, owner of every 4 KiB page
@@ -21,7 +23,7 @@
 /** "alot": the first word of every heap header. */
 export const MAGIC = 0x616c6f74;
 /** Bumped when the layout changes. */
-export const VERSION = 1;
+export const VERSION = 2;
 
 /** Page: the unit of the shared core. */
 export const PAGE_SHIFT = 12;
@@ -55,20 +57,23 @@ export const H_PAGE_BASE = 7;
 /** Absolute byte offset of the page meta records. */
 export const H_META = 8;
 export const H_BYTE_LENGTH = 11;
-// Line 1 (words 16-31) and on: the core, written under its lock only, so
-// that lock traffic never evicts line 0 from the other threads' caches.
+// Line 1 (words 16-31): the core lock alone, so that a thread spinning on
+// it never pulls away the line the holder is updating, and lock traffic
+// never evicts line 0 from the other threads' caches. The header starts on
+// a 64-byte boundary (create rounds its offset up), so lines are lines.
 /** 0 or the token of the arena that holds the core lock. */
 export const H_LOCK = 16;
 /** Threads blocked in `Atomics.wait` on the lock. */
 export const H_WAITERS = 17;
-export const H_FREE_PAGES = 18;
+// Line 2 (words 32-47) and on: the core, written under its lock only.
+export const H_FREE_PAGES = 32;
 /** Bit b % 32 of word H_BIN_MASK + b / 32 set when bin b is not empty. */
-export const H_BIN_MASK = 20;
+export const H_BIN_MASK = 33;
 /** Bin heads (page index, -1 when empty): four bins per power of two. */
-export const H_BINS = 32;
+export const H_BINS = 48;
 export const BINS = 96;
 /** The arena table: one 64-byte line per arena. */
-export const H_ARENAS = 128;
+export const H_ARENAS = 144;
 export const ARENA_WORDS = 16;
 /** Header plus arena table, in bytes. */
 export const HEADER_BYTES = (H_ARENAS + MAX_ARENAS * ARENA_WORDS) * 4;

@@ -108,7 +108,9 @@ export type SharedMemory = SharedArrayBuffer | WebAssembly.Memory;
 /** Options of {@linkcode SharedHeap.create}. */
 export interface SharedHeapOptions {
   /**
-   * Where the heap starts in the memory (a multiple of 8).
+   * Where the heap starts in the memory (a multiple of 8). Its header goes
+   * at the next multiple of 64 (a cache line), which
+   * {@linkcode SharedHeap.byteOffset} reports.
    *
    * @default {0}
    */
@@ -385,7 +387,10 @@ export class SharedHeap {
     validateInteger(byteLength, 0, Math.max(room, 0), "byteLength");
     const timeoutMs = validateTimeout(options.lockTimeoutMs);
     const end = byteOffset + byteLength;
-    const metaStart = byteOffset + HEADER_BYTES;
+    // The header starts on a cache line, so that its read-mostly line, its
+    // lock line and each arena's line are distinct 64-byte lines.
+    const base = Math.ceil(byteOffset / 64) * 64;
+    const metaStart = base + HEADER_BYTES;
     let pages = Math.floor(
       (end - metaStart - PAGE) / (PAGE + META_WORDS * 4),
     );
@@ -400,7 +405,7 @@ export class SharedHeap {
       );
     }
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
-    const h = byteOffset >> 2;
+    const h = base >> 2;
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
     const meta = metaStart >> 2;
     i32.fill(0, meta, meta + META_WORDS * pages);
@@ -411,12 +416,12 @@ export class SharedHeap {
     i32[h + H_PAGES] = pages;
     i32[h + H_PAGE_BASE] = baseOf(pages);
     i32[h + H_META] = metaStart;
-    i32[h + H_BYTE_LENGTH] = byteLength;
+    i32[h + H_BYTE_LENGTH] = end - base;
     i32.fill(-1, h + H_BINS, h + H_BINS + BINS);
     i32[h + H_HEAP_ID] = randomId();
     i32[h + H_VERSION] = VERSION;
     i32[h + H_STATE] = STATE_OPEN;
-    const heap = new SharedHeap(memory, byteOffset, timeoutMs);
+    const heap = new SharedHeap(memory, base, timeoutMs);
     heap.#makeFree(0, pages);
     i32[h + H_FREE_PAGES] = pages;
     Atomics.store(i32, h + H_MAGIC, MAGIC);
