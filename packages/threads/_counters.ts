@@ -17,6 +17,7 @@ import {
   A_PAGES_TAKEN,
   A_REMOTE_FREES,
   A_SLABS_TAKEN,
+  A_SPANS_ADOPTED,
   ARENA_WORDS,
   H_ARENAS,
 } from "./_layout.ts";
@@ -38,10 +39,12 @@ export interface ArenaCounters {
   pagesTaken: number;
   /** Pages given back to the core. */
   pagesReturned: number;
-  /** Frees of blocks of other arenas' slabs. */
+  /** Frees of blocks other arenas allocated (small and large). */
   remoteFrees: number;
   /** Slabs taken from the core. */
   slabsTaken: number;
+  /** Large spans other arenas freed, taken back into the cache. */
+  spansAdopted: number;
 }
 
 /**
@@ -68,6 +71,7 @@ export function arenaCounters(
     pagesReturned: at(A_PAGES_RETURNED),
     remoteFrees: at(A_REMOTE_FREES),
     slabsTaken: at(A_SLABS_TAKEN),
+    spansAdopted: at(A_SPANS_ADOPTED),
   };
 }
 

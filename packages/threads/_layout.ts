@@ -8,6 +8,7 @@
  *            │                            │ line 1: the lock alone;
  *            │                            │ lines 2-8: free pages, bins
  *            │ arena table (64 × 16 words)│ one 64-byte line per arena
+ *            │ return table (64 × 16 w.)  │ one return-list head a line
  *            │ page meta (8 words a page) │ kind, len, tail, start, next,
  *            │                            │ prev, owner of every 4 KiB page
  * pageBase   ├────────────────────────────┤ (4096-aligned)
@@ -75,8 +76,22 @@ export const BINS = 96;
 /** The arena table: one 64-byte line per arena. */
 export const H_ARENAS = 144;
 export const ARENA_WORDS = 16;
-/** Header plus arena table, in bytes. */
-export const HEADER_BYTES = (H_ARENAS + MAX_ARENAS * ARENA_WORDS) * 4;
+/**
+ * The return table: one 64-byte line per arena holding the head of its
+ * return list, the large spans other arenas freed (pushed with one
+ * compare-exchange, taken back by the owner with one exchange). Its own
+ * lines, so remote pushes never touch the owner's hot arena line.
+ */
+export const H_RETURNS = H_ARENAS + MAX_ARENAS * ARENA_WORDS;
+export const RETURN_WORDS = 16;
+/** Return list head: empty. Else the first page + 1, linked by M_NEXT. */
+export const RETURNS_EMPTY = 0;
+/** Return list head: the owner left (detached or reclaimed); no pushes. */
+export const RETURNS_CLOSED = -1;
+/** Word of a return line: pages on the list (approximate while pushes land). */
+export const R_PAGES = 1;
+/** Header, arena table and return table, in bytes. */
+export const HEADER_BYTES = (H_RETURNS + MAX_ARENAS * RETURN_WORDS) * 4;
 
 export const STATE_OPEN = 1;
 export const STATE_CLOSED = 2;
@@ -109,6 +124,8 @@ export const A_PAGES_TAKEN = 11;
 export const A_PAGES_RETURNED = 12;
 /** Slabs taken from the core. */
 export const A_SLABS_TAKEN = 13;
+/** Large spans taken back from the arena's return list. */
+export const A_SPANS_ADOPTED = 14;
 /** First counter word; counters run to the end of the line. */
 export const A_COUNTERS = A_REMOTE_FREES;
 export const ARENA_FREE = 0;
@@ -134,6 +151,8 @@ export const K_LARGE = 2;
 export const K_SLAB = 3;
 /** A large span its arena freed and keeps for reuse without the lock. */
 export const K_CACHED = 4;
+/** A large span another arena freed, on its owner's return list. */
+export const K_RETURNED = 5;
 
 // --- slab header words (relative to the slab's first word) ---
 export const S_CLASS = 0;

@@ -27,6 +27,7 @@ import {
   A_PAGES_TAKEN,
   A_REMOTE_FREES,
   A_SLABS_TAKEN,
+  A_SPANS_ADOPTED,
   A_STATE,
   A_TOKEN,
   ARENA_ATTACHED,
@@ -47,6 +48,7 @@ import {
   H_META,
   H_PAGE_BASE,
   H_PAGES,
+  H_RETURNS,
   H_STATE,
   H_VERSION,
   H_WAITERS,
@@ -55,6 +57,7 @@ import {
   K_FREE,
   K_LARGE,
   K_NONE,
+  K_RETURNED,
   K_SLAB,
   M_KIND,
   M_LEN,
@@ -71,6 +74,10 @@ import {
   OWNER_ADOPTING,
   PAGE,
   PAGE_SHIFT,
+  R_PAGES,
+  RETURN_WORDS,
+  RETURNS_CLOSED,
+  RETURNS_EMPTY,
   S_BUMP,
   S_CAP,
   S_CLASS,
@@ -781,7 +788,11 @@ export class SharedHeap {
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
     }
-    // Spans the dead arena kept cached: back to the core.
+    // Spans the dead arena kept cached or had returned: back to the core.
+    this.#releaseReturns(
+      arena,
+      Atomics.exchange(i32, this.#returnsAt(arena), RETURNS_CLOSED),
+    );
     this.#lock("reclaim");
     for (let p = 0; p < this.#pages;) {
       const w = this.#meta + (p << 3), len = i32[w + M_LEN];
@@ -814,6 +825,11 @@ export class SharedHeap {
   detach(): void {
     if (!this.#open) return;
     const i32 = this.#i32;
+    // Closed first: a free from another arena that comes later goes to the
+    // core; one that came before is on the list taken here.
+    this.#adoptReturns(
+      Atomics.exchange(i32, this.#returnsAt(this.#arena), RETURNS_CLOSED),
+    );
     this.#flushCache(0);
     for (let c = 0; c < CLASS_SIZES.length; c++) {
       for (const slab of this.#slabs[c]) {
@@ -913,6 +929,12 @@ export class SharedHeap {
         this.#token = (gen << 6) | a;
         Atomics.store(i32, w + A_TOKEN, this.#token);
         i32.fill(0, w + A_COUNTERS, w + ARENA_WORDS);
+        Atomics.compareExchange(
+          i32,
+          this.#returnsAt(a),
+          RETURNS_CLOSED,
+          RETURNS_EMPTY,
+        );
         this.#arena = a;
         this.#arenaWord = w;
         return;
@@ -926,6 +948,10 @@ export class SharedHeap {
 
   #arenaAt(a: number): number {
     return (this.#base >> 2) + H_ARENAS + a * ARENA_WORDS;
+  }
+
+  #returnsAt(a: number): number {
+    return (this.#base >> 2) + H_RETURNS + a * RETURN_WORDS;
   }
 
   #attachedToken(arena: number, what: string): number {
@@ -1134,7 +1160,16 @@ export class SharedHeap {
    * @returns Whether anything went back.
    */
   #giveBack(): boolean {
+    this.#takeReturns();
     let any = this.#cache.spans !== 0;
+    // Spans other arenas' owners have not taken back yet: any thread may.
+    for (let arena = 0; arena < MAX_ARENAS; arena++) {
+      const head = this.#takeList(arena);
+      if (head > 0) {
+        this.#releaseReturns(arena, head);
+        any = true;
+      }
+    }
     this.#flushCache(0);
     for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
       const spare = this.#spare[cls];
@@ -1184,12 +1219,16 @@ export class SharedHeap {
   #allocLarge(byteLength: number): number | undefined {
     const i32 = this.#i32, a = this.#arenaWord;
     const pages = Math.max(1, Math.ceil(byteLength / PAGE));
-    if (this.#cache.spans !== 0) {
-      // Lock-free reuse of a span this arena freed: the first two bins
-      // whose every span fits (at most about 1.5x the request).
+    {
+      // Lock-free reuse of a span this arena allocated and some arena
+      // freed: the first two bins whose every span fits (at most about
+      // 1.5x the request).
       let bin = binOf(pages);
       if (pages >= 4 && binBase(bin) !== pages) bin++;
-      const page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      let page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      if (page < 0 && this.#takeReturns()) {
+        page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      }
       if (page >= 0) {
         const w = this.#meta + (page << 3);
         const len = i32[w + M_LEN];
@@ -1213,6 +1252,11 @@ export class SharedHeap {
 
   #freeLarge(page: number, byteOffset: number): void {
     const i32 = this.#i32, w = this.#meta + (page << 3), a = this.#arenaWord;
+    const owner = i32[w + M_OWNER];
+    if (owner !== this.#token && this.#returnLarge(page, owner)) {
+      i32[a + A_REMOTE_FREES]++;
+      return;
+    }
     if (
       i32[w + M_OWNER] === this.#token && this.#cacheLimit !== 0 &&
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
@@ -1247,6 +1291,115 @@ export class SharedHeap {
     this.#unlock();
     i32[a + A_LIVE_BLOCKS]--;
     i32[a + A_LIVE_BYTES] -= len * PAGE;
+  }
+
+  /**
+   * Another arena's large span: back on its owner's return list with one
+   * compare-exchange, no lock, when the owner is attached.
+   *
+   * @returns Whether the span was freed here; false leaves it to the
+   * locked path (owner gone, or the block not live: that path throws).
+   */
+  #returnLarge(page: number, owner: number): boolean {
+    const i32 = this.#i32, w = this.#meta + (page << 3);
+    const arena = owner & 63, aw = this.#arenaAt(arena);
+    if (
+      this.#cacheLimit === 0 || Atomics.load(i32, aw + A_TOKEN) !== owner ||
+      Atomics.load(i32, aw + A_STATE) !== ARENA_ATTACHED
+    ) return false;
+    const len = i32[w + M_LEN];
+    if (
+      Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_RETURNED) !== K_LARGE
+    ) return false;
+    const a = this.#arenaWord;
+    i32[a + A_LIVE_BLOCKS]--;
+    i32[a + A_LIVE_BYTES] -= len * PAGE;
+    const r = this.#returnsAt(arena);
+    for (;;) {
+      const head = Atomics.load(i32, r);
+      if (head === RETURNS_CLOSED) {
+        // The owner left meanwhile: the span goes to the core.
+        this.#lock("free");
+        this.#releaseSpan(page);
+        this.#unlock();
+        return true;
+      }
+      i32[w + M_NEXT] = head;
+      if (Atomics.compareExchange(i32, r, head, page + 1) === head) break;
+    }
+    // A list its owner does not take (it allocates no large blocks now)
+    // stays bounded: past the cache limit, the pusher gives it to the core.
+    if (Atomics.add(i32, r + R_PAGES, len) + len > this.#cacheLimit) {
+      this.#releaseReturns(arena, this.#takeList(arena));
+    }
+    return true;
+  }
+
+  /**
+   * Any thread: takes arena `arena`'s return list unless it is empty or
+   * closed.
+   *
+   * @returns The list head (a page + 1), or 0.
+   */
+  #takeList(arena: number): number {
+    const i32 = this.#i32, r = this.#returnsAt(arena);
+    for (;;) {
+      const head = Atomics.load(i32, r);
+      if (head <= 0) return 0;
+      if (Atomics.compareExchange(i32, r, head, RETURNS_EMPTY) === head) {
+        return head;
+      }
+    }
+  }
+
+  /** Any thread: gives the spans of a taken return list to the core. */
+  #releaseReturns(arena: number, head: number): void {
+    if (head <= 0) return;
+    const i32 = this.#i32;
+    let pages = 0;
+    this.#lock("free");
+    while (head > 0) {
+      const page = head - 1;
+      head = i32[this.#meta + (page << 3) + M_NEXT];
+      pages += i32[this.#meta + (page << 3) + M_LEN];
+      this.#releaseSpan(page);
+    }
+    this.#unlock();
+    Atomics.sub(i32, this.#returnsAt(arena) + R_PAGES, pages);
+  }
+
+  /**
+   * Owner: takes its return list into the cache.
+   *
+   * @returns Whether any span came back.
+   */
+  #takeReturns(): boolean {
+    if (Atomics.load(this.#i32, this.#returnsAt(this.#arena)) <= 0) {
+      return false;
+    }
+    return this.#adoptReturns(this.#takeList(this.#arena));
+  }
+
+  /** Owner: puts the spans of a taken return list in its cache. */
+  #adoptReturns(head: number): boolean {
+    const i32 = this.#i32, token = this.#token, a = this.#arenaWord;
+    let any = false, pages = 0;
+    while (head > 0) {
+      const page = head - 1, w = this.#meta + (page << 3);
+      head = i32[w + M_NEXT];
+      const len = i32[w + M_LEN];
+      pages += len;
+      i32[w + M_OWNER] = token;
+      Atomics.store(i32, w + M_KIND, K_CACHED);
+      this.#cache.put(page, len, binOf(len));
+      i32[a + A_SPANS_ADOPTED]++;
+      any = true;
+    }
+    Atomics.sub(i32, this.#returnsAt(this.#arena) + R_PAGES, pages);
+    if (this.#cache.pages > this.#cacheLimit) {
+      this.#flushCache(this.#cacheLimit - (this.#cacheLimit >> 3));
+    }
+    return any;
   }
 
   /** Gives cached spans back to the core, oldest first, down to `keep` pages. */
