@@ -196,3 +196,10 @@ export const CLASS_OF: Uint8Array = (() => {
   }
   return table;
 })();
+
+/** Bin of a span of `len` pages: exact below 4, then four per power of two. */
+export function binOf(len: number): number {
+  if (len < 4) return len;
+  const l = 31 - Math.clz32(len);
+  return 4 * (l - 1) + ((len >>> (l - 2)) & 3);
+}

@@ -34,6 +34,7 @@ import {
   ARENA_FREE,
   ARENA_RECLAIMING,
   ARENA_WORDS,
+  binOf,
   BINS,
   CLASS_OF,
   CLASS_SIZES,
@@ -321,7 +322,7 @@ export class SharedHeap {
   // Owner-only: one empty slab per class kept back from the core (0: none).
   #spare: Int32Array = new Int32Array(CLASS_SIZES.length);
   // Owner-only cache of freed large spans, by bin (first pages).
-  #cache: SpanCache = new SpanCache(BINS);
+  #cache: SpanCache;
   #cacheLimit = 0;
 
   private constructor(
@@ -342,6 +343,7 @@ export class SharedHeap {
     this.#meta = this.#i32[h + H_META] >> 2;
     this.#timeoutMs = timeoutMs;
     this.#cacheLimit = Math.min(16384, this.#pages >> 4);
+    this.#cache = new SpanCache(this.#i32, this.#meta);
     this.#arena = -1;
     this.#token = 0;
     this.#arenaWord = 0;
@@ -1265,7 +1267,7 @@ export class SharedHeap {
       const len = i32[w + M_LEN];
       i32[a + A_LIVE_BLOCKS]--;
       i32[a + A_LIVE_BYTES] -= len * PAGE;
-      this.#cache.put(page, len, binOf(len));
+      this.#cache.put(page);
       if (this.#cache.pages > this.#cacheLimit) {
         // The oldest spans go back, an eighth of the limit at a time.
         this.#flushCache(this.#cacheLimit - (this.#cacheLimit >> 3));
@@ -1391,7 +1393,7 @@ export class SharedHeap {
       pages += len;
       i32[w + M_OWNER] = token;
       Atomics.store(i32, w + M_KIND, K_CACHED);
-      this.#cache.put(page, len, binOf(len));
+      this.#cache.put(page);
       i32[a + A_SPANS_ADOPTED]++;
       any = true;
     }
@@ -1629,13 +1631,6 @@ export class SharedHeap {
       },
     );
   }
-}
-
-/** Bin of a span of `len` pages: exact below 4, then four per power of two. */
-function binOf(len: number): number {
-  if (len < 4) return len;
-  const l = 31 - Math.clz32(len);
-  return 4 * (l - 1) + ((len >>> (l - 2)) & 3);
 }
 
 /** Smallest span length of a bin (inverse of `binOf` on bin bases). */
