@@ -85,3 +85,34 @@ describe("PlaceAllocator", () => {
     );
   });
 });
+
+describe("PlaceAllocator strict mode", () => {
+  it("PlaceAllocator passes strict to every place's buddy allocator: freed bytes junk-filled, invariants checked; off by default", () => {
+    for (const strict of [true, false]) {
+      const places = new PlaceAllocator({
+        initialPoolByteLength: 1 << 16,
+        strict,
+      });
+      const ptr = places.alloc("cpu", 64);
+      const buddy = places.allocatorFor("cpu");
+      let checks = 0;
+      const check = buddy.checkIntegrity.bind(buddy);
+      Object.defineProperty(buddy, "checkIntegrity", {
+        value: () => {
+          checks++;
+          check();
+        },
+      });
+      const stale = new Uint8Array(
+        ptr.memory as ArrayBuffer,
+        ptr.byteOffset,
+        64,
+      );
+      stale.fill(1);
+      places.free("cpu", ptr);
+      assert.equal(stale[0] !== 1, strict, `${strict}`);
+      places.free("cpu", places.alloc("cpu", 64));
+      assert.equal(checks, strict ? 3 : 0);
+    }
+  });
+});

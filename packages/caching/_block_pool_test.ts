@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { _binOf, _Block, _BlockPool, _Segment } from "./_block_pool.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 function key(b: _Block<unknown>): [number, number, number] {
   return [b.streamId, b.size, b.address];
@@ -82,7 +83,7 @@ describe("_BlockPool", () => {
           }
         },
       ),
-      { numRuns: 60 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -96,7 +97,7 @@ describe("_BlockPool", () => {
           assert.ok(_binOf(x) <= _binOf(y), `${x} ${y}`);
         },
       ),
-      { numRuns: 2000 },
+      { numRuns: modelRuns(2000) },
     );
     // One bin per granule up to 16 KiB, then 8 per power of two, (lo, hi].
     assert.equal(_binOf(512), 0);

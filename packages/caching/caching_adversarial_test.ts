@@ -16,8 +16,6 @@ import {
 } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
-  type Hostile,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
@@ -32,14 +30,7 @@ import {
 const tally = new HostileTally();
 const numbers = hostileNumbers();
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 function one(label: string, call: () => unknown, snapshot: () => unknown) {
   assertRefused(label, call, { snapshot });

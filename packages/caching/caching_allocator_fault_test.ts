@@ -8,7 +8,7 @@
  * each free, and everything goes back at the end.
  */
 
-import { describe, it } from "node:test";
+import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
@@ -21,6 +21,7 @@ import {
 } from "@allot/core";
 import { CachingAllocator } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { countFault, faultsInjected, modelRuns } from "../core/_test_faults.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -45,6 +46,7 @@ class FaultyStream implements Stream {
       get completed() {
         if (stream.throwing > 0) {
           stream.throwing--;
+          countFault();
           throw new Error("fence lost");
         }
         return stream.done >= seq;
@@ -81,9 +83,13 @@ class FaultySource implements
   tryAllocateSegment(byteLength: number) {
     const fault = this.fault;
     this.fault = "none";
-    if (fault === "throw") throw new Error("device fault");
+    if (fault === "throw") {
+      countFault();
+      throw new Error("device fault");
+    }
     const seg = this.mock.tryAllocateSegment(byteLength);
     if (seg !== undefined && fault === "short") {
+      countFault();
       const short = { ...seg, byteLength: byteLength - 512 };
       this.#shortened.set(short, seg);
       return short;
@@ -297,10 +303,16 @@ async function run(ops: Op[]): Promise<void> {
 }
 
 describe("CachingAllocator under faults", () => {
+  const start = faultsInjected();
+  after(() => {
+    console.log(
+      `caching faults: ${faultsInjected() - start} faults injected`,
+    );
+  });
   it("CachingAllocator keeps blocks disjoint, intact and fence-ordered with throwing fences and lying sources (model)", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), run),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

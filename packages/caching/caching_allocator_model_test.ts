@@ -13,6 +13,7 @@ import {
   type CachingAllocatorOptions,
 } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const MiB = 2 ** 20;
 
@@ -301,10 +302,12 @@ describe("CachingAllocator model", () => {
     fc.assert(
       fc.property(
         optionsArb,
-        fc.array(opArb, { minLength: 20, maxLength: 400, size: "max" }),
+        // 1,000 runs in CI (modelRuns) of 20-120 ops (200 runs of 20-400
+        // before); the nightly task runs more of them
+        fc.array(opArb, { minLength: 20, maxLength: 120, size: "max" }),
         (options, ops) => run(options, ops),
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 });
@@ -429,7 +432,7 @@ describe("CachingAllocator active stats", () => {
           allocator.validate();
         }
       }),
-      { numRuns: 150 },
+      { numRuns: modelRuns() },
     );
   });
 });
@@ -467,7 +470,7 @@ describe("CachingAllocator best fit", () => {
           allocator.validate();
         },
       ),
-      { numRuns: 60 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -15,6 +15,7 @@ import {
 } from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const MiB = 2 ** 20;
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -776,7 +777,7 @@ describe("CachingAllocator", () => {
           assert.equal(device.reservedBytes, 0);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: modelRuns() },
     );
     const { allocator } = setup();
     const handle = allocator.allocate(512);

@@ -24,6 +24,7 @@ import {
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
+import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
 
 /** Options of {@linkcode StepPlannedPool}. */
 export interface StepPlannedPoolOptions {
@@ -34,6 +35,14 @@ export interface StepPlannedPoolOptions {
    * @default {1.1}
    */
   maxHeldRatio?: number;
+  /**
+   * Debug mode for hunting a bug: {@linkcode StepPlannedPool.validate} runs
+   * before and after every call that changes the pool (slow), and a freed
+   * block is filled with `JUNK_BYTE` where the host can write the memory.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** A segment of a {@linkcode StepPlannedPool}. */
@@ -191,6 +200,7 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
+    if (options.strict === true) _makeStrictPlannedPool(this);
   }
 
   /** Bytes asked for by blocks live now. */

@@ -9,6 +9,7 @@ import {
   OutOfMemoryError,
 } from "@allot/core";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 type Op =
   | { kind: "alloc"; size: number }
@@ -141,7 +142,7 @@ describe("StepPlannedPool model", () => {
           assert.equal(source.reservedBytes, 0);
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -238,7 +239,7 @@ describe("StepPlannedPool model", () => {
           assert.equal(pool.segmentCount, 0);
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -95,6 +95,7 @@ export class FaultyAllocator<C = unknown>
     if (this.#armed !== kind) return false;
     this.#armed = undefined;
     this.fired.set(kind, (this.fired.get(kind) ?? 0) + 1);
+    countFault();
     return true;
   }
 
@@ -329,6 +330,7 @@ export class FaultySegmentSource<M> implements SegmentSource<M> {
     if (this.#armed !== kind) return false;
     this.#armed = undefined;
     this.fired.set(kind, (this.fired.get(kind) ?? 0) + 1);
+    countFault();
     return true;
   }
 
@@ -393,15 +395,18 @@ export class FaultyFence implements Fence {
   /** Completes the fence (unless its fault is "never"). */
   complete(): void {
     if (this.fault !== "never") this.#done = true;
+    else countFault();
   }
 
   get completed(): boolean {
     this.#reads++;
     if (this.fault === "completed-throws" && this.#reads === 1) {
+      countFault();
       throw new InjectedFault("fence.completed threw");
     }
     if (this.fault === "completes-twice" && this.#done) {
       // true, false, true, true…
+      if (this.#reads === 2) countFault();
       return this.#reads !== 2;
     }
     return this.#done;
@@ -409,6 +414,7 @@ export class FaultyFence implements Fence {
 
   wait(): Promise<void> {
     if (this.fault === "wait-rejects") {
+      countFault();
       return Promise.reject(new InjectedFault("fence.wait() rejected"));
     }
     return this.#done ? Promise.resolve() : new Promise(() => {});
@@ -436,6 +442,19 @@ export function attempt(fn: () => void): unknown {
   } catch (error) {
     return error;
   }
+}
+
+let injected = 0;
+
+/** Counts one injected fault: the helpers here call it when a fault fires,
+ * and so do tests with fault doubles of their own. */
+export function countFault(): void {
+  injected++;
+}
+
+/** Faults injected so far in this process (see {@linkcode countFault}). */
+export function faultsInjected(): number {
+  return injected;
 }
 
 /** Number of fast-check runs for model properties: 1,000 in CI, more with

@@ -292,10 +292,33 @@ export function assertRefused<S>(
   );
 }
 
+/** {@linkcode hostileObjects} without the named ones (rightly accepted). */
+export function hostileObjectsBut(...names: string[]): Hostile[] {
+  return hostileObjects().filter((h) => !names.includes(h.name));
+}
+
+/** {@linkcode hostileNumbers} without the named ones (rightly accepted). */
+export function hostileNumbersBut(...names: string[]): Hostile[] {
+  return hostileNumbers().filter((h) => !names.includes(h.name));
+}
+
 /** Running total of hostile calls made by a test module, for reports. */
 export class HostileTally {
   #calls = 0;
   #entryPoints = new Set<string>();
+
+  /**
+   * {@linkcode assertRefusesAll}, counted under `label`. An arrow property,
+   * so `const { refuse } = tally` works.
+   */
+  readonly refuse = <S>(
+    label: string,
+    values: readonly Hostile[],
+    call: (value: unknown) => unknown,
+    options: RefuseOptions<S> = {},
+  ): void => {
+    this.add(label, assertRefusesAll(label, values, call, options));
+  };
 
   /** Adds a report for one entry point. */
   add(entryPoint: string, report: RefuseReport): void {

@@ -25,8 +25,6 @@ import {
 } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
-  type Hostile,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
@@ -60,14 +58,7 @@ class CountingAllocator extends AllocatorBase<ArrayBuffer, ArrayBuffer> {
   }
 }
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 describe("@allot/core adversarial", () => {
   after(() => {

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { DeferredFrees, FenceError } from "./deferred_frees.ts";
 import type { Fence } from "./fence.ts";
+import { modelRuns } from "./_test_faults.ts";
 
 interface Item {
   id: number;
@@ -150,7 +151,7 @@ describe("DeferredFrees", () => {
           assert.equal(frees.count, 0);
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

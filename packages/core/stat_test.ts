@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { Stat } from "./stat.ts";
+import { modelRuns } from "./_test_faults.ts";
 
 describe("Stat", () => {
   it("Stat keeps current = allocated - freed and peak = max current", () => {
@@ -20,6 +21,7 @@ describe("Stat", () => {
         assert.equal(s.peak, peak);
         assert.equal(s.allocated - s.freed, current);
       }),
+      { numRuns: modelRuns() },
     );
   });
 

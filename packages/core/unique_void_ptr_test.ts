@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { UniqueVoidPtr } from "./unique_void_ptr.ts";
+import { modelRuns } from "./_test_faults.ts";
 
 describe("UniqueVoidPtr", () => {
   it("UniqueVoidPtr.clear() runs the deleter once with the context", () => {
@@ -80,6 +81,7 @@ describe("UniqueVoidPtr", () => {
         assert.deepEqual(runs, expected);
         assert.ok(runs.length <= 1);
       }),
+      { numRuns: modelRuns() },
     );
   });
 });

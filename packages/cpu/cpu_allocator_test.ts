@@ -11,6 +11,7 @@ import {
 import { CpuAllocator } from "./cpu_allocator.ts";
 import { CpuHeap } from "./heap.ts";
 import { ProfiledMemoryReporter } from "./memory_reporter.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 describe("CpuAllocator", () => {
   it("CpuAllocator.allocate() hands out aligned cpu pointers into the heap", () => {
@@ -185,7 +186,7 @@ describe("CpuAllocator", () => {
           for (const heap of allocator.heaps) heap.checkIntegrity();
         },
       ),
-      { numRuns: 30 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -222,7 +223,7 @@ describe("CpuAllocator", () => {
           assert.equal(allocator.heap.freeRegionCount, 1);
         },
       ),
-      { numRuns: 40 },
+      { numRuns: modelRuns() },
     );
   });
 });

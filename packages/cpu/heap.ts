@@ -47,7 +47,11 @@ const R_START = 0; // first unit (absolute: unit i is byte i * granule)
 const R_SIZE = 1; // length in units
 const R_PPREV = 2; // physical previous record, -1 at the region start
 const R_PNEXT = 3; // physical next record, -1 at the region end
-const R_FPREV = 4; // free-list previous record
+const R_FPREV = 4; // free-list previous record of a free block
+// A used block keeps its slack there instead: block bytes less requested
+// bytes, in [0, granule] (a granule only for a request of 0 bytes), so the
+// requested length needs no array of its own.
+const R_SLACK = R_FPREV;
 const R_FNEXT = 5; // free-list next record (also links unused records)
 const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
 const R_ALIGN = 7; // alignment of a used block, in units
@@ -246,7 +250,6 @@ export class CpuHeap {
   #maxEndUnit: number;
 
   #rec: Int32Array;
-  #req: Float64Array;
   #recCount = 0;
   #unusedHead = -1;
   #last = -1; // physically last record
@@ -387,7 +390,6 @@ export class CpuHeap {
     );
     if (options.strict === true) _makeStrict(this);
     this.#rec = new Int32Array(64 * STRIDE);
-    this.#req = new Float64Array(64);
     if (this.#endUnit > startUnit) {
       const b = this.#newRecord();
       const rec = this.#rec;
@@ -572,7 +574,7 @@ export class CpuHeap {
         const n = u * STRIDE;
         rec[n + R_STATE] = USED;
         rec[n + R_ALIGN] = 1;
-        this.#req[u] = byteLength;
+        rec[n + R_SLACK] = units * this.alignment - byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
         const req = this.#reqNow + byteLength;
@@ -667,10 +669,8 @@ export class CpuHeap {
     }
     const rec = this.#rec;
     const r = b * STRIDE;
-    const size = rec[r + R_SIZE];
-    const req = this.#req[b];
-    this.#reqNow -= req;
-    const bytes = size * this.alignment;
+    const bytes = rec[r + R_SIZE] * this.alignment;
+    this.#reqNow -= bytes - rec[r + R_SLACK];
     this.#usedNow -= bytes;
     this.#liveNow--;
     this.#release(b);
@@ -720,6 +720,7 @@ export class CpuHeap {
     const r = b * STRIDE;
     const size = rec[r + R_SIZE];
     const g = this.alignment;
+    const oldRequested = this.#requested(b);
     if (units <= size) {
       if (units < size) {
         this.#giveTail(b, size - units);
@@ -749,9 +750,10 @@ export class CpuHeap {
       this.#addUsed(more * g);
       this.#bumpHighWater(rec[r + R_START] + units);
     }
-    this.#reqNow -= this.#req[b];
+    this.#reqNow -= oldRequested;
     this.#addRequested(byteLength);
-    this.#req[b] = byteLength;
+    // #giveTail may have replaced the records array: read it again.
+    this.#rec[r + R_SLACK] = units * g - byteLength;
     return true;
   }
 
@@ -773,7 +775,7 @@ export class CpuHeap {
     if (this.resizeInPlace(byteOffset, byteLength)) return byteOffset;
     const b = this.#lookup(byteOffset, "resize");
     const alignment = this.#rec[b * STRIDE + R_ALIGN] * this.alignment;
-    const oldLength = this.#req[b];
+    const oldLength = this.#requested(b);
     const to = this.alloc(byteLength, alignment);
     const buffer = this.buffer;
     const bytes = new Uint8Array(buffer);
@@ -816,7 +818,7 @@ export class CpuHeap {
     return new type(
       this.#isWasm ? this.buffer : this.#buffer,
       byteOffset,
-      Math.floor(this.#req[b] / elementBytes(type)),
+      Math.floor(this.#requested(b) / elementBytes(type)),
     );
   }
 
@@ -956,7 +958,7 @@ export class CpuHeap {
         byteOffset: rec[r + R_START] * this.alignment,
         byteLength: rec[r + R_SIZE] * this.alignment,
         free,
-        requestedBytes: free ? 0 : this.#req[b],
+        requestedBytes: free ? 0 : this.#requested(b),
       });
     }
     return out;
@@ -1005,7 +1007,11 @@ export class CpuHeap {
       } else if (state === USED) {
         used += rec[r + R_SIZE];
         usedCount++;
-        requested += this.#req[b];
+        requested += this.#requested(b);
+        const slack = rec[r + R_SLACK];
+        if (slack < 0 || slack > this.alignment) {
+          fail(`used block ${b} has slack ${slack}`);
+        }
         if (this.#liveGet(rec[r + R_START]) !== b) {
           fail(`used block ${b} is not in the live map`);
         }
@@ -1052,6 +1058,12 @@ export class CpuHeap {
   }
 
   // ---- internals -------------------------------------------------------
+
+  // Bytes the caller asked for in used block `b`.
+  #requested(b: number): number {
+    const r = b * STRIDE;
+    return this.#rec[r + R_SIZE] * this.alignment - this.#rec[r + R_SLACK];
+  }
 
   #refuseDisposed(what: string): never {
     throw new InvalidArgumentError(
@@ -1216,9 +1228,6 @@ export class CpuHeap {
       const rec = new Int32Array(this.#rec.length * 2);
       rec.set(this.#rec);
       this.#rec = rec;
-      const req = new Float64Array(this.#req.length * 2);
-      req.set(this.#req);
-      this.#req = req;
     }
     return b;
   }
@@ -1401,7 +1410,7 @@ export class CpuHeap {
     const r = b * STRIDE;
     rec[r + R_STATE] = USED;
     rec[r + R_ALIGN] = a;
-    this.#req[b] = byteLength;
+    rec[r + R_SLACK] = units * this.alignment - byteLength;
     this.#liveSet(start, b);
     this.#addRequested(byteLength);
     this.#addUsed(units * this.alignment);

@@ -8,6 +8,7 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { CpuHeap } from "./heap.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 interface Live {
   offset: number;
@@ -341,16 +342,18 @@ describe("CpuHeap", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(16, 64),
+        // 1,000 runs in CI (modelRuns): sequences of 50-300 ops (200 runs
+        // of 200-1,500 before) keep the ops per CI run about the same
         fc.array(opArb(20000), {
-          minLength: 200,
-          maxLength: 1500,
+          minLength: 50,
+          maxLength: 300,
           size: "max",
         }),
         (alignment, ops) => {
           runModel(new CpuHeap(1 << 16, { alignment }), ops);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -368,7 +371,7 @@ describe("CpuHeap", () => {
           runModel(heap, ops);
         },
       ),
-      { numRuns: 20 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -384,7 +387,7 @@ describe("CpuHeap", () => {
           assert.ok(heap.byteLength <= 1 << 17);
         },
       ),
-      { numRuns: 30 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -480,6 +483,31 @@ describe("CpuHeap", () => {
     assert.equal(heap.stats().allocatedBytes.peak, 0);
     assert.equal(heap.highWaterBytes, 0);
   });
+
+  it("CpuHeap keeps each block's requested length (its slack) when shrinking in place makes new records", () => {
+    // A used block keeps block bytes less requested bytes in its record.
+    // Shrinking every block in place cuts a free tail off each one, a new
+    // record each time, so the records array is replaced at least once
+    // while a resize is under way.
+    const heap = new CpuHeap(1 << 16);
+    const at: number[] = [];
+    for (let i = 0; i < 200; i++) at.push(heap.alloc(130)); // 3 granules each
+    at.forEach((offset, i) => {
+      assert.equal(heap.resizeInPlace(offset, i % 64), true);
+      assert.equal(heap.view(offset, Uint8Array).length, i % 64);
+    });
+    const requested = at.reduce((sum, _, i) => sum + (i % 64), 0);
+    assert.equal(heap.requestedBytes, requested);
+    assert.equal(heap.bytesInUse, 200 * 64);
+    at.forEach((offset, i) => {
+      assert.equal(
+        heap.snapshot().find((b) => b.byteOffset === offset)
+          ?.requestedBytes,
+        i % 64,
+      );
+    });
+    heap.checkIntegrity();
+  });
 });
 
 describe("CpuHeap fast path", () => {
@@ -523,7 +551,7 @@ describe("CpuHeap fast path", () => {
           fast.checkIntegrity();
         },
       ),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

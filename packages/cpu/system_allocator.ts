@@ -7,6 +7,7 @@
 
 import {
   AllocatorBase,
+  AllotError,
   DataPtr,
   type Deleter,
   Device,
@@ -46,6 +47,15 @@ export interface SystemAllocatorOptions {
    * @default {false}
    */
   junkFill?: boolean;
+  /**
+   * Debug mode for hunting a bug: {@linkcode SystemAllocator.validate} runs
+   * on every allocation and free, freed buffers are junk-filled, and a
+   * freed `ArrayBuffer` is detached so that every stale view of it reads
+   * length 0 (a `SharedArrayBuffer` cannot be detached: it reads junk).
+   *
+   * @default {false}
+   */
+  strict?: boolean;
   /**
    * Receives allocate, free and out-of-memory events.
    *
@@ -89,6 +99,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
   readonly capacityBytes: number;
   #shared: boolean;
   #junkFill: boolean;
+  #strict: boolean;
   #reporter: MemoryReporter | undefined;
   #live = new Set<SystemMemory>();
   #bytes = new Stat();
@@ -106,7 +117,8 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.#shared = options.shared ?? false;
-    this.#junkFill = options.junkFill ?? false;
+    this.#strict = options.strict === true;
+    this.#junkFill = options.junkFill === true || this.#strict;
     this.#reporter = options.reporter;
     this.device = options.device ?? Device.cpu();
     this.#deleter = (memory) => this.#free(memory);
@@ -151,6 +163,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
    */
   allocate(byteLength: number): DataPtr<SystemMemory, SystemMemory> {
     validateByteLength(byteLength);
+    if (this.#strict) this.validate();
     if (byteLength === 0) {
       return new DataPtr(new ArrayBuffer(0), 0, 0, this.device);
     }
@@ -189,6 +202,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
     this.#live.add(memory);
     this.#bytes.increase(byteLength);
     this.#report("onAllocate", byteLength);
+    if (this.#strict) this.validate();
     return new DataPtr(memory, 0, byteLength, this.device, {
       context: memory,
       deleter: this.#deleter,
@@ -212,9 +226,50 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
         } bytes: it is not a live allocation of this SystemAllocator (freed already, or allocated elsewhere)`,
       );
     }
-    if (this.#junkFill) junkFill(memory, 0, memory.byteLength);
-    this.#bytes.decrease(memory.byteLength);
-    this.#report("onFree", memory.byteLength);
+    const byteLength = memory.byteLength;
+    if (this.#junkFill) junkFill(memory, 0, byteLength);
+    this.#bytes.decrease(byteLength);
+    this.#report("onFree", byteLength);
+    if (this.#strict) {
+      detach(memory);
+      this.validate();
+    }
+  }
+
+  /**
+   * Checks that the live buffers add up to {@linkcode SystemAllocator.bytesInUse}
+   * and that none was detached or resized behind the allocator's back.
+   * Strict mode runs it on every call.
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   *
+   * @example
+   * ```ts
+   * import { SystemAllocator } from "@allot/cpu";
+   *
+   * const allocator = new SystemAllocator();
+   * const ptr = allocator.allocate(64);
+   * allocator.validate();
+   * ptr.release();
+   * ```
+   */
+  validate(): void {
+    let bytes = 0;
+    for (const memory of this.#live) {
+      if (
+        (memory as ArrayBuffer).detached === true || memory.byteLength === 0
+      ) {
+        throw new AllotError(
+          "SystemAllocator is inconsistent: a live buffer was detached or emptied",
+        );
+      }
+      bytes += memory.byteLength;
+    }
+    if (bytes !== this.#bytes.current) {
+      throw new AllotError(
+        `SystemAllocator is inconsistent: live buffers hold ${bytes} bytes, bytesInUse says ${this.#bytes.current}`,
+      );
+    }
   }
 
   #report(
@@ -234,5 +289,18 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
     } catch {
       // A reporter must not change what the allocator did.
     }
+  }
+}
+
+// Strict mode: a freed ArrayBuffer is detached, so every view of it reads
+// length 0 (where the engine supports `transfer()`; otherwise it is only
+// junk-filled).
+function detach(memory: SystemMemory): void {
+  const buffer = memory as ArrayBuffer & { transfer?: (n?: number) => unknown };
+  if (
+    typeof buffer.transfer === "function" &&
+    !(memory instanceof SharedArrayBuffer)
+  ) {
+    buffer.transfer(0);
   }
 }

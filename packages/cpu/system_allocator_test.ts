@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
+  AllotError,
   DoubleFreeError,
   InvalidArgumentError,
   OutOfMemoryError,
@@ -87,5 +88,43 @@ describe("HostSegmentSource", () => {
     assert.equal(source.reservedBytes, 0);
     assert.equal(source.peakReservedBytes, 1000);
     assert.equal(source.alignment, 64);
+  });
+});
+
+describe("SystemAllocator strict mode", () => {
+  it("SystemAllocator in strict mode detaches a freed ArrayBuffer (stale views read length 0) and junk-fills a shared one; off by default", () => {
+    for (const strict of [true, false]) {
+      const allocator = new SystemAllocator({ strict });
+      const ptr = allocator.allocate(64);
+      const stale = new Uint8Array(ptr.memory).fill(1);
+      ptr.release();
+      assert.equal(stale.length, strict ? 0 : 64);
+      const shared = new SystemAllocator({ strict, shared: true });
+      const sp = shared.allocate(64);
+      const staleShared = new Uint8Array(sp.memory).fill(1);
+      sp.release();
+      assert.equal(staleShared[0] !== 1, strict);
+    }
+  });
+
+  it("SystemAllocator in strict mode validates on every call and catches a live buffer detached behind its back", () => {
+    for (const strict of [true, false]) {
+      const allocator = new SystemAllocator({ strict });
+      let calls = 0;
+      const validate = allocator.validate.bind(allocator);
+      Object.defineProperty(allocator, "validate", {
+        value: () => {
+          calls++;
+          validate();
+        },
+      });
+      allocator.allocate(8).release(); // 2 + 1
+      assert.equal(calls, strict ? 3 : 0);
+      const ptr = allocator.allocate(64);
+      structuredClone(ptr.memory, { transfer: [ptr.memory as ArrayBuffer] });
+      if (strict) assert.throws(() => allocator.allocate(8), AllotError);
+      else allocator.allocate(8);
+      assert.throws(() => validate(), AllotError);
+    }
   });
 });

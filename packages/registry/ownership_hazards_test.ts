@@ -13,6 +13,7 @@ import {
 import { OwnershipRegistry } from "./ownership_registry.ts";
 import { WorkspacePool } from "./workspace_pool.ts";
 import { ReusingAllocator } from "./_test_reusing_allocator.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 function snapshot(registry: OwnershipRegistry) {
   return {
@@ -264,7 +265,7 @@ describe("OwnershipRegistry ownership hazards (#17)", () => {
         registry.dispose();
         assert.equal(allocator.live.size, 0);
       }),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -10,6 +10,7 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { type LeakReport, OwnershipRegistry } from "./ownership_registry.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 function snapshot(registry: OwnershipRegistry) {
   return {
@@ -289,7 +290,7 @@ describe("OwnershipRegistry", () => {
         for (const m of [...live, ...dead]) assert.equal(m.freed, 1);
         assert.equal(reports.length, 0);
       }),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 

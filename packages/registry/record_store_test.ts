@@ -2,6 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { MapRecordStore } from "./record_store.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 describe("MapRecordStore", () => {
   it("MapRecordStore behaves like one map keyed by (memory, byteOffset)", () => {
@@ -40,7 +41,7 @@ describe("MapRecordStore", () => {
           }
         }
       }),
-      { numRuns: 1000 },
+      { numRuns: modelRuns() },
     );
   });
 });

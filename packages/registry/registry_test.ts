@@ -15,6 +15,7 @@ import {
   defaultRegistry,
   Registry,
 } from "./registry.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 class Plain extends AllocatorBase<ArrayBuffer, null> {
   readonly device: Device;
@@ -51,7 +52,7 @@ describe("Registry", () => {
           }
         },
       ),
-      { numRuns: 100 },
+      { numRuns: modelRuns() },
     );
   });
 
@@ -287,7 +288,7 @@ describe("Registry", () => {
           assert.deepEqual(memory.devices, devices);
         },
       ),
-      { numRuns: 50 },
+      { numRuns: modelRuns() },
     );
     for (const b of model) b.release();
     assert.equal(registry.memory().numStorages, 0);

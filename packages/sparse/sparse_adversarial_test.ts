@@ -11,7 +11,6 @@ import { OwnershipRegistry } from "@allot/registry";
 import { SparseMatrix } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
   type Hostile,
   hostileNumbers,
   hostileObjects,
@@ -28,14 +27,7 @@ function arrays() {
   };
 }
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 describe("@allot/sparse adversarial", () => {
   after(() => {

@@ -6,7 +6,7 @@
  * model, nothing leaks, and every live block still holds the byte pattern
  * written into it (checked before each recycle).
  */
-import { describe, it } from "node:test";
+import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { AllotError, type DataPtr, Device } from "@allot/core";
@@ -15,6 +15,7 @@ import {
   type AllocatorFault,
   checkPattern,
   faultArbitrary,
+  faultsInjected,
   FaultyAllocator,
   FirstFitAllocator,
   InjectedFault,
@@ -80,6 +81,12 @@ function assertExpected(error: unknown): void {
 }
 
 describe("BufferPool under injected faults", () => {
+  const start = faultsInjected();
+  after(() => {
+    console.log(
+      `storage buffer pool faults: ${faultsInjected() - start} faults injected`,
+    );
+  });
   it("BufferPool keeps serving correct, non-overlapping, uncorrupted blocks whatever its allocator does (model-based)", () => {
     fc.assert(
       fc.property(
@@ -197,6 +204,14 @@ describe("BufferPool under injected faults", () => {
 });
 
 describe("ManagedBufferPool under injected faults", () => {
+  const start = faultsInjected();
+  after(() => {
+    console.log(
+      `storage managed pool faults: ${
+        faultsInjected() - start
+      } faults injected`,
+    );
+  });
   it("ManagedBufferPool keeps blocks disjoint and intact when its allocator fails (model-based)", () => {
     fc.assert(
       fc.property(

@@ -11,6 +11,7 @@ import {
 import { Buffer } from "./buffer.ts";
 import { Storage } from "./storage.ts";
 import { ArrayBufferAllocator, TensorBuffer, TensorStorage } from "./mod.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 /** Counts allocations and live bytes. */
 class Counting extends AllocatorBase<ArrayBuffer, ArrayBuffer> {
@@ -91,7 +92,7 @@ describe("lazy storage", () => {
           assert.equal(allocator.live, 0);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 

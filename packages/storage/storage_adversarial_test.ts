@@ -19,7 +19,6 @@ import {
 } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
   type Hostile,
   hostileHandles,
   hostileNumbers,
@@ -33,14 +32,7 @@ const numbers = hostileNumbers();
 const listsOf = (values: readonly Hostile[]): Hostile[] =>
   values.map((h) => ({ name: `[${h.name}]`, value: [h.value] }));
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 describe("@allot/storage adversarial", () => {
   after(() => {

@@ -6,7 +6,7 @@
  * overlap, and nothing leaks. (A "duplicate" block is not injected: Storage
  * keeps no table of blocks; the pools and the ownership registry do.)
  */
-import { describe, it } from "node:test";
+import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { AllotError, Device, type IntrusivePtr } from "@allot/core";
@@ -14,6 +14,7 @@ import {
   ALLOCATOR_FAULTS,
   checkPattern,
   faultArbitrary,
+  faultsInjected,
   FaultyAllocator,
   FirstFitAllocator,
   InjectedFault,
@@ -23,6 +24,10 @@ import {
 import { Storage } from "./mod.ts";
 
 describe("Storage under injected faults", () => {
+  const start = faultsInjected();
+  after(() => {
+    console.log(`storage faults: ${faultsInjected() - start} faults injected`);
+  });
   it("Storage.allocate/resize/release keep every live storage's bytes intact whatever the allocator does (model-based)", () => {
     fc.assert(
       fc.property(

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { SpanCache } from "./_span_cache.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 import { binOf, M_LEN, META_WORDS } from "./_layout.ts";
 
 interface Entry {
@@ -60,6 +61,6 @@ Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evict
       }
       assert.equal(i32[0], 0, "nothing written before the records");
     }),
-    { numRuns: 1000 },
+    { numRuns: modelRuns() },
   );
 });

@@ -6,12 +6,15 @@
  */
 
 import {
+  describeValue,
   DoubleFreeError,
   InvalidArgumentError,
+  JUNK_BYTE,
   OutOfMemoryError,
   validateAlignment,
   validateByteLength,
   validateInteger,
+  validateObject,
 } from "@allot/core";
 import {
   A_COUNTERS,
@@ -138,6 +141,16 @@ export interface SharedHeapOptions {
    * @default {2000}
    */
   lockTimeoutMs?: number;
+  /**
+   * Debug mode for hunting a bug: this handle checks the heap's integrity
+   * (under the core lock) after every allocation, free and reclaim, and
+   * fills a block with `JUNK_BYTE` before freeing it (slow). Views cannot
+   * be detached (they share the heap's memory): a stale view reads junk.
+   * Handles attached from this heap's descriptor are strict too.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /**
@@ -155,6 +168,8 @@ export interface SharedHeapDescriptor {
   readonly heapId: number;
   /** Lock wait limit of the attached handle, in milliseconds. */
   readonly lockTimeoutMs?: number;
+  /** Whether the attached handle runs in strict mode (see `SharedHeapOptions`). */
+  readonly strict?: boolean;
 }
 
 /** Figures of a shared heap, summed over every arena. All values are bytes or counts. */
@@ -315,6 +330,7 @@ export class SharedHeap {
   #token: number;
   #timeoutMs: number;
   #open = true;
+  #strict: boolean;
   #stateWord: number;
   // Owner-only slab lists per class (absolute byte offsets).
   #slabs: number[][] = CLASS_SIZES.map(() => []);
@@ -329,6 +345,7 @@ export class SharedHeap {
     memory: SharedMemory,
     byteOffset: number,
     timeoutMs: number,
+    strict: boolean,
   ) {
     this.#memory = memory;
     this.#buffer = sharedBuffer(memory);
@@ -347,6 +364,8 @@ export class SharedHeap {
     this.#arena = -1;
     this.#token = 0;
     this.#arenaWord = 0;
+    this.#strict = strict;
+    if (strict) this.#makeStrict();
   }
 
   /**
@@ -382,6 +401,7 @@ export class SharedHeap {
       validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
       memory = new SharedArrayBuffer(memory);
     }
+    validateObject(options, "options");
     const buffer = sharedBuffer(memory);
     const byteOffset = options.byteOffset ?? 0;
     validateInteger(byteOffset, 0, buffer.byteLength, "byteOffset");
@@ -395,6 +415,7 @@ export class SharedHeap {
     const byteLength = options.byteLength ?? Math.max(room, 0);
     validateInteger(byteLength, 0, Math.max(room, 0), "byteLength");
     const timeoutMs = validateTimeout(options.lockTimeoutMs);
+    const strict = validateStrict(options.strict);
     const end = byteOffset + byteLength;
     // The header starts on a cache line, so that its read-mostly line, its
     // lock line and each arena's line are distinct 64-byte lines.
@@ -430,7 +451,7 @@ export class SharedHeap {
     i32[h + H_HEAP_ID] = randomId();
     i32[h + H_VERSION] = VERSION;
     i32[h + H_STATE] = STATE_OPEN;
-    const heap = new SharedHeap(memory, base, timeoutMs);
+    const heap = new SharedHeap(memory, base, timeoutMs, strict);
     heap.#makeFree(0, pages);
     i32[h + H_FREE_PAGES] = pages;
     Atomics.store(i32, h + H_MAGIC, MAGIC);
@@ -453,7 +474,9 @@ export class SharedHeap {
   static attach(descriptor: SharedHeapDescriptor): SharedHeap {
     if (typeof descriptor !== "object" || descriptor === null) {
       throw new InvalidArgumentError(
-        `Cannot attach: the descriptor must be an object, received ${descriptor}`,
+        `Cannot attach: the descriptor must be an object, received ${
+          describeValue(descriptor)
+        }`,
         { name: "descriptor", value: descriptor },
       );
     }
@@ -464,7 +487,9 @@ export class SharedHeap {
       byteOffset % 8 !== 0 || byteOffset + HEADER_BYTES > buffer.byteLength
     ) {
       throw new ForeignHeapError(
-        `Cannot attach: no shared heap at byteOffset ${byteOffset} of a ${buffer.byteLength}-byte memory`,
+        `Cannot attach: no shared heap at byteOffset ${
+          describeValue(byteOffset)
+        } of a ${buffer.byteLength}-byte memory`,
       );
     }
     const i32 = new Int32Array(buffer, byteOffset, HEADER_BYTES >> 2);
@@ -477,9 +502,9 @@ export class SharedHeap {
     }
     if (i32[H_HEAP_ID] !== descriptor.heapId) {
       throw new ForeignHeapError(
-        `Cannot attach: the descriptor names heap ${descriptor.heapId}, the memory holds heap ${
-          i32[H_HEAP_ID]
-        }`,
+        `Cannot attach: the descriptor names heap ${
+          describeValue(descriptor.heapId)
+        }, the memory holds heap ${i32[H_HEAP_ID]}`,
       );
     }
     if (Atomics.load(i32, H_STATE) !== STATE_OPEN) {
@@ -491,9 +516,15 @@ export class SharedHeap {
       descriptor.memory,
       byteOffset,
       validateTimeout(descriptor.lockTimeoutMs),
+      validateStrict(descriptor.strict),
     );
     heap.#claimArena();
     return heap;
+  }
+
+  /** Whether this handle runs in strict mode (see `SharedHeapOptions`). */
+  get strict(): boolean {
+    return this.#strict;
   }
 
   /** The heap's random identifier (the same in every handle). */
@@ -544,6 +575,7 @@ export class SharedHeap {
       byteOffset: this.#base,
       heapId: this.heapId,
       lockTimeoutMs: this.#timeoutMs,
+      strict: this.#strict,
     };
   }
 
@@ -575,8 +607,8 @@ export class SharedHeap {
    */
   tryAlloc(byteLength: number, alignment = 64): number | undefined {
     if (
-      !(byteLength >= 0 && byteLength <= SHARED_MAX_BYTE_END &&
-        Number.isInteger(byteLength))
+      !(typeof byteLength === "number" && byteLength >= 0 &&
+        byteLength <= SHARED_MAX_BYTE_END && Number.isInteger(byteLength))
     ) validateByteLength(byteLength, SHARED_MAX_BYTE_END);
     if (alignment !== 64) validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
     this.#checkOpen("allocate");
@@ -601,6 +633,9 @@ export class SharedHeap {
    */
   free(byteOffset: number): void {
     this.#checkOpen("free");
+    if (typeof byteOffset !== "number") {
+      this.#throwNotBlock(byteOffset, "not a number");
+    }
     const rel = byteOffset - this.#pageBase;
     if (
       !(rel >= 0 && rel < this.#pages * PAGE) || !Number.isInteger(byteOffset)
@@ -728,6 +763,7 @@ export class SharedHeap {
    */
   reclaim(arena: number, options: ReclaimOptions = {}): ReclaimReport {
     this.#checkOpen("reclaim");
+    validateObject(options, "options");
     const token = this.#attachedToken(arena, "reclaim");
     if (arena === this.#arena) {
       throw new InvalidArgumentError(
@@ -735,7 +771,7 @@ export class SharedHeap {
         { name: "arena", value: arena, limit: "another handle's arena" },
       );
     }
-    const keep = new Set<number>(options.keep ?? []);
+    const keep = keepSet(options.keep);
     const i32 = this.#i32, aw = this.#arenaAt(arena);
     if (Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token) {
       throw new HeapBusyError(
@@ -910,6 +946,50 @@ export class SharedHeap {
         }`,
       );
     }
+  }
+
+  // Strict mode: the calls that change the heap are wrapped on this handle
+  // so that each checks the heap's integrity (under the core lock, so that
+  // other threads' span changes are not seen half done) after it ran, and a
+  // block is junk-filled while it is still this caller's, before its free.
+  #makeStrict(): void {
+    const proto = SharedHeap.prototype;
+    const check = (): void => {
+      this.#lock("check integrity");
+      try {
+        this.checkIntegrity();
+      } finally {
+        this.#unlock();
+      }
+    };
+    const tryAlloc = proto.tryAlloc, free = proto.free;
+    const reclaim = proto.reclaim;
+    Object.defineProperties(this, {
+      tryAlloc: {
+        value: (byteLength: number, alignment?: number): number | undefined => {
+          const offset = tryAlloc.call(this, byteLength, alignment);
+          check();
+          return offset;
+        },
+      },
+      free: {
+        value: (byteOffset: number): void => {
+          const length = this.#open ? this.#find(byteOffset) : undefined;
+          if (length !== undefined) {
+            this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
+          }
+          free.call(this, byteOffset);
+          check();
+        },
+      },
+      reclaim: {
+        value: (arena: number, options?: ReclaimOptions): ReclaimReport => {
+          const report = reclaim.call(this, arena, options);
+          check();
+          return report;
+        },
+      },
+    });
   }
 
   // --- arenas ---
@@ -1414,6 +1494,7 @@ export class SharedHeap {
   }
 
   #find(byteOffset: number): number | undefined {
+    if (typeof byteOffset !== "number") return undefined;
     const rel = byteOffset - this.#pageBase;
     if (
       !Number.isInteger(byteOffset) || !(rel >= 0 && rel < this.#pages * PAGE)
@@ -1607,7 +1688,9 @@ export class SharedHeap {
 
   #throwNotBlock(byteOffset: number, why: string): never {
     throw new InvalidArgumentError(
-      `Cannot free ${byteOffset}: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
+      `Cannot free ${
+        describeValue(byteOffset)
+      }: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
         this.#pageBase + this.#pages * PAGE
       }))`,
       {
@@ -1640,11 +1723,48 @@ function binBase(bin: number): number {
   return (4 + (bin & 3)) << (l - 2);
 }
 
+// The offsets of ReclaimOptions.keep: an iterable of integers.
+function keepSet(keep: unknown): Set<number> {
+  if (keep === undefined || keep === null) return new Set();
+  if (
+    typeof keep !== "object" ||
+    typeof (keep as Iterable<number>)[Symbol.iterator] !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid keep: must be an iterable of byte offsets, received ${
+        describeValue(keep)
+      }`,
+      { name: "keep", value: keep, limit: "Iterable<number>" },
+    );
+  }
+  const out = new Set<number>();
+  for (const offset of keep as Iterable<unknown>) {
+    validateInteger(
+      offset as number,
+      0,
+      SHARED_MAX_BYTE_END,
+      "keep[i] (a byte offset)",
+    );
+    out.add(offset as number);
+  }
+  return out;
+}
+
+function validateStrict(value: unknown): boolean {
+  if (value === undefined || typeof value === "boolean") return value === true;
+  throw new InvalidArgumentError(
+    `Invalid strict: must be a boolean, received ${describeValue(value)}`,
+    { name: "strict", value, limit: "boolean" },
+  );
+}
+
 function validateTimeout(value: number | undefined): number {
   if (value === undefined) return 2000;
   if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
     throw new InvalidArgumentError(
-      `Invalid lockTimeoutMs: must be a finite non-negative number, received ${value}`,
+      `Invalid lockTimeoutMs: must be a finite non-negative number, received ${
+        describeValue(value)
+      }`,
       { name: "lockTimeoutMs", value, limit: 0 },
     );
   }

@@ -10,6 +10,7 @@
 import {
   AllocatorBase,
   DataPtr,
+  describeValue,
   Device,
   DoubleFreeError,
   IntrusivePtr,
@@ -25,7 +26,7 @@ import {
   Storage,
 } from "@allot/storage";
 import { ForeignHeapError } from "./errors.ts";
-import { SHARED_MAX_BYTE_END, type SharedHeap } from "./shared_heap.ts";
+import { SHARED_MAX_BYTE_END, SharedHeap } from "./shared_heap.ts";
 
 /** Bytes in front of every allocation: magic, reference count, length, heap. */
 export const SHARED_HEADER_BYTES: number = 64;
@@ -106,6 +107,12 @@ export class SharedHeapAllocator
    */
   constructor(heap: SharedHeap) {
     super();
+    if (!(heap instanceof SharedHeap)) {
+      throw new InvalidArgumentError(
+        `Invalid heap: must be a SharedHeap, received ${describeValue(heap)}`,
+        { name: "heap", value: heap, limit: "SharedHeap" },
+      );
+    }
     this.#heap = heap;
     this.#i32 = new Int32Array(heap.buffer, 0, heap.buffer.byteLength >> 2);
     this.#deleter = (block) => this.#unref(block);
@@ -144,9 +151,15 @@ export class SharedHeapAllocator
    *
    * @param of A buffer made by a `SharedHeapAllocator`, or a descriptor.
    * @returns The count (0 once freed).
+   * @throws {InvalidArgumentError} For a value that is neither, or a
+   * descriptor whose block is not in the heap's memory.
+   * @throws {ForeignHeapError} For a buffer or descriptor of another heap.
    */
   refCount(of: Buffer | SharedBufferDescriptor): number {
-    const block = of instanceof Buffer ? this.#blockOf(of, "count") : of.block;
+    const block = of instanceof Buffer
+      ? this.#blockOf(of, "count references of")
+      : this.#checkDescriptor(of, "count references of", true);
+    if (block < 0) return 0;
     return Atomics.load(this.#i32, (block >> 2) + W_REFS);
   }
 
@@ -163,6 +176,12 @@ export class SharedHeapAllocator
    * @throws {UseAfterFreeError} When the buffer was released.
    */
   share<D extends Dtype>(buffer: Buffer<D>): SharedBufferDescriptor<D> {
+    if (!(buffer instanceof Buffer)) {
+      throw new InvalidArgumentError(
+        `Cannot share ${describeValue(buffer)}: not a Buffer`,
+        { name: "buffer", value: buffer, limit: "Buffer" },
+      );
+    }
     if (buffer.released) {
       throw new UseAfterFreeError("Cannot share a released buffer");
     }
@@ -198,6 +217,17 @@ export class SharedHeapAllocator
   ): Buffer<D> {
     const block = this.#checkDescriptor(descriptor, "receive");
     dtypeInfo(descriptor.dtype);
+    for (const name of ["shape", "strides"] as const) {
+      const value = descriptor[name];
+      if (!Array.isArray(value)) {
+        throw new InvalidArgumentError(
+          `Cannot receive: ${name} must be an array, received ${
+            describeValue(value)
+          }`,
+          { name, value, limit: "array" },
+        );
+      }
+    }
     const view = new BufferView([...descriptor.shape], {
       strides: [...descriptor.strides],
       offset: descriptor.offset,
@@ -267,18 +297,28 @@ export class SharedHeapAllocator
     return block;
   }
 
-  #checkDescriptor(d: SharedBufferDescriptor, what: string): number {
+  // The block of a descriptor of this heap; -1 for a freed one when
+  // `freedOk` (refCount), else UseAfterFreeError.
+  #checkDescriptor(
+    d: SharedBufferDescriptor,
+    what: string,
+    freedOk = false,
+  ): number {
     if (
       typeof d !== "object" || d === null || d.kind !== "allot.shared-buffer"
     ) {
       throw new InvalidArgumentError(
-        `Cannot ${what}: not a shared buffer descriptor, received ${d}`,
+        `Cannot ${what}: not a shared buffer descriptor, received ${
+          describeValue(d)
+        }`,
         { name: "descriptor", value: d, limit: "allot.shared-buffer" },
       );
     }
     if (d.heapId !== this.#heap.heapId) {
       throw new ForeignHeapError(
-        `Cannot ${what} a buffer of heap ${d.heapId} in heap ${this.#heap.heapId}`,
+        `Cannot ${what} a buffer of heap ${
+          describeValue(d.heapId)
+        } in heap ${this.#heap.heapId}`,
       );
     }
     const block = d.block, end = this.#heap.buffer.byteLength;
@@ -287,7 +327,9 @@ export class SharedHeapAllocator
       block + SHARED_HEADER_BYTES > end
     ) {
       throw new InvalidArgumentError(
-        `Cannot ${what}: block ${block} is not in the heap's memory [0, ${end})`,
+        `Cannot ${what}: block ${
+          describeValue(block)
+        } is not in the heap's memory [0, ${end})`,
         { name: "block", value: block, limit: end },
       );
     }
@@ -296,6 +338,7 @@ export class SharedHeapAllocator
       Atomics.load(i32, w + W_MAGIC) !== BLOCK_MAGIC ||
       Atomics.load(i32, w + W_REFS) <= 0
     ) {
+      if (freedOk) return -1;
       throw new UseAfterFreeError(
         `Cannot ${what} shared block ${block}: it was already freed`,
       );
@@ -304,7 +347,7 @@ export class SharedHeapAllocator
       throw new InvalidArgumentError(
         `Cannot ${what} shared block ${block}: byteLength must be ${
           i32[w + W_LENGTH]
-        }, received ${d.byteLength}`,
+        }, received ${describeValue(d.byteLength)}`,
         { name: "byteLength", value: d.byteLength, limit: i32[w + W_LENGTH] },
       );
     }

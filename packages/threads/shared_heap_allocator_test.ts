@@ -7,6 +7,7 @@ import {
 } from "@allot/core";
 import { Buffer, Storage } from "@allot/storage";
 import { ForeignHeapError, SharedHeap, SharedHeapAllocator } from "./mod.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 const MiB = 1 << 20;
 
@@ -69,7 +70,7 @@ Deno.test("SharedHeapAllocator frees once, whichever side releases last", () => 
         heap.detach();
       },
     ),
-    { numRuns: 100 },
+    { numRuns: modelRuns() },
   );
 });
 

@@ -1,3 +1,4 @@
+import { validateByteLength } from "@allot/core";
 import type { PolicyFactory, ReplayPolicy } from "./replay_policy.ts";
 import { MAP_USAGE, STORAGE_USAGE } from "./replay_policy.ts";
 
@@ -137,6 +138,7 @@ const BUCKETS = [...ORT_BUCKETS.keys()];
 
 /** onnxruntime-web's bucket size for a request: 16 B aligned, then the first bucket that fits. */
 export function ortBucketSize(size: number): number {
+  validateByteLength(size, Number.MAX_SAFE_INTEGER - 15, "size");
   const n = Math.ceil(size / 16) * 16;
   for (const b of BUCKETS) if (n <= b) return b;
   return n;

@@ -1,4 +1,9 @@
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
+import { _messageOf } from "./_message.ts";
 import { TraceRecorder, type TraceRecorderOptions } from "./trace_recorder.ts";
 
 /** The parts of a `GPUBuffer` the recorder touches. */
@@ -74,6 +79,31 @@ export function recordDevice<D extends DeviceLike>(
       { name: "device", value: device, limit: "a GPUDevice" },
     );
   }
+  const queue = (device as DeviceLike).queue;
+  if (
+    queue === null || typeof queue !== "object" ||
+    typeof queue.submit !== "function" ||
+    typeof queue.writeBuffer !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot record a device: its queue must be a GPUQueue, received ${
+        describeValue(queue)
+      }`,
+      { name: "device.queue", value: queue, limit: "a GPUQueue" },
+    );
+  }
+  validateObject(options, "options");
+  if (
+    options.recorder !== undefined &&
+    !(options.recorder instanceof TraceRecorder)
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot record a device: recorder must be a TraceRecorder, received ${
+        describeValue(options.recorder)
+      }`,
+      { name: "recorder", value: options.recorder, limit: "a TraceRecorder" },
+    );
+  }
   if (Object.hasOwn(device, "createBuffer")) {
     throw new InvalidArgumentError(
       "Cannot record a device: it is already recorded (or patched)",
@@ -83,7 +113,6 @@ export function recordDevice<D extends DeviceLike>(
   const recorder = options.recorder ?? new TraceRecorder(options);
   const ids = new WeakMap<object, number>();
   const destroyed = new WeakSet<object>();
-  const queue = device.queue;
   const origCreate = device.createBuffer;
   const origSubmit = queue.submit;
   const origWrite = queue.writeBuffer;
@@ -93,7 +122,7 @@ export function recordDevice<D extends DeviceLike>(
       {
         op: "error",
         call,
-        message: String((err as Error)?.message ?? err),
+        message: _messageOf(err),
       },
       false,
       1,
@@ -122,7 +151,8 @@ export function recordDevice<D extends DeviceLike>(
     const proto = Object.getPrototypeOf(this) as BufferLike;
     const id = ids.get(this);
     if (id !== undefined) {
-      recorder.push({ op: "map", id, mode: mode >>> 0 }, false);
+      const bits = typeof mode === "number" ? mode >>> 0 : 0;
+      recorder.push({ op: "map", id, mode: bits }, false);
     }
     try {
       return proto.mapAsync.call(this, mode, ...rest);
@@ -151,35 +181,60 @@ export function recordDevice<D extends DeviceLike>(
       note("createBuffer", err);
       throw err;
     }
+    // A device that lies (no buffer, a size or usage that is not a count,
+    // a buffer that cannot be wrapped) gets an "error" event and its buffer
+    // goes unrecorded: the trace stays valid, the runtime gets what the
+    // device returned.
+    let size: unknown, usage: unknown;
+    try {
+      if (buffer === null || typeof buffer !== "object") {
+        throw new Error(`returned ${describeValue(buffer)}, not a buffer`);
+      }
+      size = buffer.size;
+      usage = buffer.usage;
+      for (const [k, v] of [["size", size], ["usage", usage]] as const) {
+        if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+          throw new Error(
+            `returned a buffer whose ${k} is ${describeValue(v)}`,
+          );
+        }
+      }
+      const b = buffer as unknown as Record<string, unknown>;
+      b.destroy = destroy;
+      b.mapAsync = mapAsync;
+      b.unmap = unmap;
+    } catch (err) {
+      note("createBuffer", err);
+      return buffer;
+    }
     const id = recorder.nextId();
     ids.set(buffer, id);
-    const b = buffer as unknown as Record<string, unknown>;
-    b.destroy = destroy;
-    b.mapAsync = mapAsync;
-    b.unmap = unmap;
-    const ev: Record<string, unknown> = {
-      op: "create",
-      id,
-      size: buffer.size,
-      usage: buffer.usage,
-    };
-    if (descriptor?.label) ev.label = String(descriptor.label);
-    if (descriptor?.mappedAtCreation) ev.mapped = true;
+    const ev: Record<string, unknown> = { op: "create", id, size, usage };
+    try {
+      if (descriptor?.label) ev.label = String(descriptor.label);
+      if (descriptor?.mappedAtCreation) ev.mapped = true;
+    } catch {
+      // a descriptor with a throwing label: the device accepted it
+    }
     recorder.push(ev as { op: "create" }, true, 1);
     return buffer;
   }
 
   function submit(this: GPUQueue, commandBuffers: Iterable<GPUCommandBuffer>) {
-    const list = Array.isArray(commandBuffers)
-      ? commandBuffers
-      : Array.from(commandBuffers);
+    let list: unknown = commandBuffers;
     try {
-      origSubmit.call(this, list);
+      if (!Array.isArray(list)) list = Array.from(commandBuffers);
+    } catch {
+      // not iterable: the device says what it thinks of it
+    }
+    try {
+      origSubmit.call(this, list as GPUCommandBuffer[]);
     } catch (err) {
       note("submit", err);
       throw err;
     }
-    recorder.push({ op: "submit", count: list.length }, false);
+    const count = Array.isArray(list) ? list.length : 0;
+    recorder.push({ op: "submit", count }, false);
   }
 
   function writeBuffer(
@@ -195,8 +250,22 @@ export function recordDevice<D extends DeviceLike>(
       note("writeBuffer", err);
       throw err;
     }
-    const id = ids.get(buffer);
+    const id = buffer !== null && typeof buffer === "object"
+      ? ids.get(buffer)
+      : undefined;
     if (id === undefined) return;
+    let at: number, size: number;
+    try {
+      [at, size] = written(offset, rest);
+    } catch (err) {
+      note("writeBuffer", err);
+      return;
+    }
+    recorder.push({ op: "write", id, offset: at, size }, false);
+  }
+
+  // The offset and byte count of a writeBuffer call the device accepted.
+  function written(offset: unknown, rest: unknown[]): [number, number] {
     const data = rest[0] as ArrayBufferView | ArrayBuffer;
     const dataOffset = Number(rest[1] ?? 0);
     const given = rest[2];
@@ -206,7 +275,17 @@ export function recordDevice<D extends DeviceLike>(
     const total = data.byteLength / elem;
     const size = (given === undefined ? total - dataOffset : Number(given)) *
       elem;
-    recorder.push({ op: "write", id, offset: Number(offset), size }, false);
+    const at = Number(offset);
+    for (const v of [at, size]) {
+      if (!Number.isSafeInteger(v) || v < 0) {
+        throw new Error(
+          `accepted a write of ${describeValue(size)} bytes at ${
+            describeValue(offset)
+          }`,
+        );
+      }
+    }
+    return [at, size];
   }
 
   const d = device as unknown as Record<string, unknown>;

@@ -1,4 +1,48 @@
-import { captureCallStack, isAllotFrame } from "@allot/core";
+import {
+  captureCallStack,
+  describeValue,
+  InvalidArgumentError,
+  isAllotFrame,
+  validateInteger,
+  validateObject,
+} from "@allot/core";
+import { isFrameKind } from "./parse_trace.ts";
+
+function checkString(value: unknown, name: string): void {
+  if (typeof value !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a string, received ${describeValue(value)}`,
+      { name, value, limit: "a string" },
+    );
+  }
+}
+
+function checkClassify(
+  classify: unknown,
+): (at: string) => FrameKind {
+  if (typeof classify !== "function") {
+    throw new InvalidArgumentError(
+      `Invalid classify: must be a function, received ${
+        describeValue(classify)
+      }`,
+      { name: "classify", value: classify, limit: "a function" },
+    );
+  }
+  // a classifier that answers something else than a kind is refused when it
+  // does, so no frame with a bad kind reaches a trace
+  return (at) => {
+    const kind = classify(at);
+    if (!isFrameKind(kind)) {
+      throw new InvalidArgumentError(
+        `Invalid classify: it returned ${
+          describeValue(kind)
+        } for a frame, not "user", "allot" or "runtime"`,
+        { name: "classify", value: kind, limit: "a FrameKind" },
+      );
+    }
+    return kind;
+  };
+}
 import type { FrameKind, StackFrame } from "./trace_format.ts";
 
 /** Options of {@linkcode captureStack}. */
@@ -18,6 +62,7 @@ const RUNTIME =
  * packages, `ext:`, `node:`), `user` for the rest.
  */
 export function classifyFrame(at: string): FrameKind {
+  checkString(at, "at");
   if (isAllotFrame(at)) return "allot";
   if (RUNTIME.test(at)) return "runtime";
   return "user";
@@ -33,14 +78,13 @@ export function captureStack(
   options: StackCaptureOptions = {},
   skip = 0,
 ): StackFrame[] {
-  const frames = captureCallStack({
-    maxFrames: options.depth ?? 64,
-    skipFrames: skip + 1,
-  });
-  return userFirst(
-    frames.map((f) => f.text),
-    options.classify ?? classifyFrame,
-  );
+  validateObject(options, "options");
+  const depth = options.depth ?? 64;
+  validateInteger(depth, 0, 10_000, "depth");
+  validateInteger(skip, 0, 10_000, "skip");
+  const classify = checkClassify(options.classify ?? classifyFrame);
+  const frames = captureCallStack({ maxFrames: depth, skipFrames: skip + 1 });
+  return userFirst(frames.map((f) => f.text), classify);
 }
 
 /**
@@ -52,6 +96,8 @@ export function parseStack(
   text: string,
   classify: (at: string) => FrameKind = classifyFrame,
 ): StackFrame[] {
+  checkString(text, "text");
+  const kindOf = checkClassify(classify);
   const frames: StackFrame[] = [];
   for (const raw of text.split("\n")) {
     const line = raw.trim();
@@ -60,7 +106,7 @@ export function parseStack(
       frames.push({ at: line.slice(8), kind: "allot" });
     } else {
       const at = line.startsWith("at ") ? line.slice(3) : line;
-      frames.push({ at, kind: classify(at) });
+      frames.push({ at, kind: kindOf(at) });
     }
   }
   const user = frames.filter((f) => f.kind === "user");

@@ -23,7 +23,7 @@ function id(o: Raw, key: string, line: number): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
     fail(
       line,
-      `"${key}" must be a non-negative integer, got ${JSON.stringify(v)}`,
+      `"${key}" must be a non-negative integer, got ${describeValue(v)}`,
     );
   }
   return v;
@@ -37,7 +37,7 @@ function str(o: Raw, key: string, line: number, optional: boolean): void {
   const v = o[key];
   if (v === undefined && optional) return;
   if (typeof v !== "string") {
-    fail(line, `"${key}" must be a string, got ${JSON.stringify(v)}`);
+    fail(line, `"${key}" must be a string, got ${describeValue(v)}`);
   }
 }
 
@@ -64,7 +64,7 @@ function header(o: unknown): TraceHeader {
     fail(
       1,
       `the header's "format" must be "${TRACE_FORMAT}", got ${
-        JSON.stringify(h.format)
+        describeValue(h.format)
       }`,
     );
   }
@@ -72,7 +72,7 @@ function header(o: unknown): TraceHeader {
     fail(
       1,
       `version ${
-        JSON.stringify(h.version)
+        describeValue(h.version)
       } is not supported (this reader knows version ${TRACE_VERSION})`,
     );
   }
@@ -101,108 +101,170 @@ export function parseTrace(text: string): Trace {
   if (first >= lines.length) fail(0, "empty text: no header line");
   const h = header(parseLine(lines[first], first + 1));
   const events: TraceEvent[] = [];
-  const liveBuffers = new Set<number>();
-  const liveAllocs = new Set<number>();
-  const stacks = new Set<number>();
-  let last = 0;
+  const st = newState();
   for (let i = first + 1; i < lines.length; i++) {
     const text = lines[i];
     if (text.trim() === "") continue;
     const n = i + 1;
-    const o = parseLine(text, n);
-    if (o === null || typeof o !== "object" || Array.isArray(o)) {
-      fail(n, "an event must be a JSON object");
-    }
-    const e = o as Raw;
-    const t = e.t;
-    if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
-      fail(
-        n,
-        `"t" must be a finite non-negative number, got ${JSON.stringify(t)}`,
-      );
-    }
-    if (t < last) fail(n, `time goes back: ${t} after ${last}`);
-    last = t;
-    str(e, "tag", n, true);
-    if (e.s !== undefined) {
-      const s = id(e, "s", n);
-      if (!stacks.has(s)) fail(n, `stack ${s} is used before its "stack" line`);
-    }
-    switch (e.op) {
-      case "create": {
-        const b = id(e, "id", n);
-        id(e, "size", n);
-        id(e, "usage", n);
-        str(e, "label", n, true);
-        if (e.mapped !== undefined && typeof e.mapped !== "boolean") {
-          fail(n, `"mapped" must be a boolean`);
-        }
-        if (liveBuffers.has(b)) fail(n, `buffer ${b} is created twice`);
-        liveBuffers.add(b);
-        break;
-      }
-      case "destroy": {
-        const b = id(e, "id", n);
-        if (!liveBuffers.delete(b)) {
-          fail(n, `buffer ${b} is destroyed but not live`);
-        }
-        break;
-      }
-      case "alloc": {
-        const a = id(e, "id", n);
-        id(e, "size", n);
-        optId(e, "usage", n);
-        optId(e, "buffer", n);
-        optId(e, "offset", n);
-        if (liveAllocs.has(a)) fail(n, `allocation ${a} is handed out twice`);
-        liveAllocs.add(a);
-        break;
-      }
-      case "free": {
-        const a = id(e, "id", n);
-        if (!liveAllocs.delete(a)) {
-          fail(n, `allocation ${a} is freed but not live`);
-        }
-        break;
-      }
-      case "submit":
-        id(e, "count", n);
-        break;
-      case "map":
-        id(e, "id", n);
-        id(e, "mode", n);
-        break;
-      case "unmap":
-        id(e, "id", n);
-        break;
-      case "write":
-        id(e, "id", n);
-        id(e, "offset", n);
-        id(e, "size", n);
-        break;
-      case "step":
-        str(e, "name", n, true);
-        break;
-      case "stack": {
-        const s = id(e, "sid", n);
-        if (stacks.has(s)) fail(n, `stack ${s} is defined twice`);
-        frames(e.frames, n);
-        stacks.add(s);
-        break;
-      }
-      case "error":
-        str(e, "call", n, false);
-        str(e, "message", n, false);
-        break;
-      case "dropped":
-        id(e, "count", n);
-        break;
-      default:
-        fail(n, `unknown "op" ${JSON.stringify(e.op)}`);
-    }
-    events.push(e as unknown as TraceEvent);
+    events.push(checkEvent(parseLine(text, n), n, st));
   }
   return { header: h, events };
+}
+
+/**
+ * Checks a {@linkcode Trace} object as {@linkcode parseTrace} checks text
+ * (the header, every event's fields, times, ids and stacks), for traces
+ * made in code or read elsewhere; the replay, timeline and report functions
+ * call it before they read a trace. Event `i` is reported as line `i + 2`
+ * (the line it has in {@linkcode formatTrace}'s output).
+ *
+ * @param trace The value to check.
+ * @returns The trace, unchanged.
+ * @throws {InvalidArgumentError} When `trace` is not an object.
+ * @throws {TraceFormatError} Naming the first bad event.
+ *
+ * @example
+ * ```ts
+ * import { TraceFormatError, validateTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ *
+ * const header = { format: "allot-trace", version: 1 } as const;
+ * assert.throws(
+ *   () => validateTrace({ header, events: [{ t: 0, op: "free", id: 1 }] }),
+ *   TraceFormatError,
+ * );
+ * ```
+ */
+export function validateTrace(trace: Trace): Trace {
+  if (trace === null || typeof trace !== "object" || Array.isArray(trace)) {
+    throw new InvalidArgumentError(
+      `Cannot read a trace: must be an object with a header and events, received ${
+        describeValue(trace)
+      }`,
+      { name: "trace", value: trace, limit: "a Trace" },
+    );
+  }
+  header((trace as unknown as Raw).header);
+  const events = (trace as unknown as Raw).events;
+  if (!Array.isArray(events)) {
+    fail(0, `"events" must be an array, got ${describeValue(events)}`);
+  }
+  const st = newState();
+  for (let i = 0; i < events.length; i++) checkEvent(events[i], i + 2, st);
+  return trace;
+}
+
+interface _State {
+  liveBuffers: Set<number>;
+  liveAllocs: Set<number>;
+  stacks: Set<number>;
+  last: number;
+}
+
+function newState(): _State {
+  return {
+    liveBuffers: new Set(),
+    liveAllocs: new Set(),
+    stacks: new Set(),
+    last: 0,
+  };
+}
+
+/** Checks event `o` of line `n` against the state so far; returns it typed. */
+function checkEvent(o: unknown, n: number, st: _State): TraceEvent {
+  if (o === null || typeof o !== "object" || Array.isArray(o)) {
+    fail(n, "an event must be a JSON object");
+  }
+  const e = o as Raw;
+  const t = e.t;
+  if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
+    fail(
+      n,
+      `"t" must be a finite non-negative number, got ${describeValue(t)}`,
+    );
+  }
+  if (t < st.last) fail(n, `time goes back: ${t} after ${st.last}`);
+  st.last = t;
+  str(e, "tag", n, true);
+  if (e.s !== undefined) {
+    const s = id(e, "s", n);
+    if (!st.stacks.has(s)) {
+      fail(n, `stack ${s} is used before its "stack" line`);
+    }
+  }
+  switch (e.op) {
+    case "create": {
+      const b = id(e, "id", n);
+      id(e, "size", n);
+      id(e, "usage", n);
+      str(e, "label", n, true);
+      if (e.mapped !== undefined && typeof e.mapped !== "boolean") {
+        fail(n, `"mapped" must be a boolean`);
+      }
+      if (st.liveBuffers.has(b)) fail(n, `buffer ${b} is created twice`);
+      st.liveBuffers.add(b);
+      break;
+    }
+    case "destroy": {
+      const b = id(e, "id", n);
+      if (!st.liveBuffers.delete(b)) {
+        fail(n, `buffer ${b} is destroyed but not live`);
+      }
+      break;
+    }
+    case "alloc": {
+      const a = id(e, "id", n);
+      id(e, "size", n);
+      optId(e, "usage", n);
+      optId(e, "buffer", n);
+      optId(e, "offset", n);
+      if (st.liveAllocs.has(a)) fail(n, `allocation ${a} is handed out twice`);
+      st.liveAllocs.add(a);
+      break;
+    }
+    case "free": {
+      const a = id(e, "id", n);
+      if (!st.liveAllocs.delete(a)) {
+        fail(n, `allocation ${a} is freed but not live`);
+      }
+      break;
+    }
+    case "submit":
+      id(e, "count", n);
+      break;
+    case "map":
+      id(e, "id", n);
+      id(e, "mode", n);
+      break;
+    case "unmap":
+      id(e, "id", n);
+      break;
+    case "write":
+      id(e, "id", n);
+      id(e, "offset", n);
+      id(e, "size", n);
+      break;
+    case "step":
+      str(e, "name", n, true);
+      break;
+    case "stack": {
+      const s = id(e, "sid", n);
+      if (st.stacks.has(s)) fail(n, `stack ${s} is defined twice`);
+      frames(e.frames, n);
+      st.stacks.add(s);
+      break;
+    }
+    case "error":
+      str(e, "call", n, false);
+      str(e, "message", n, false);
+      break;
+    case "dropped":
+      id(e, "count", n);
+      break;
+    default:
+      fail(n, `unknown "op" ${describeValue(e.op)}`);
+  }
+  return e as unknown as TraceEvent;
 }
 
 function parseLine(text: string, n: number): unknown {

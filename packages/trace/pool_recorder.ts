@@ -1,5 +1,6 @@
 import { describeValue, InvalidArgumentError } from "@allot/core";
 import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
+import { TraceRecorder } from "./trace_recorder.ts";
 
 /**
  * The shape of a runtime's buffer pool that hands out whole device buffers:
@@ -47,6 +48,18 @@ export function recordBufferPool<D extends DeviceLike>(
       },
     );
   }
+  if (
+    recording === null || typeof recording !== "object" ||
+    !(recording.recorder instanceof TraceRecorder) ||
+    typeof recording.bufferId !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot record a pool: recording must be what recordDevice() returns, received ${
+        describeValue(recording)
+      }`,
+      { name: "recording", value: recording, limit: "a DeviceRecording" },
+    );
+  }
   const { recorder } = recording;
   const live = new Map<unknown, number>();
   const acquire = pool.acquireBuffer;
@@ -59,6 +72,21 @@ export function recordBufferPool<D extends DeviceLike>(
     ...rest: unknown[]
   ) {
     const buffer = acquire.call(this, size, usage, ...rest);
+    // a request the trace format cannot hold (the pool accepted it) is an
+    // "error" event, so the trace stays valid
+    if (
+      !Number.isSafeInteger(size) || size < 0 ||
+      !Number.isSafeInteger(usage) || usage < 0
+    ) {
+      recorder.push({
+        op: "error",
+        call: "acquireBuffer",
+        message: `accepted size ${describeValue(size)}, usage ${
+          describeValue(usage)
+        }`,
+      }, false);
+      return buffer;
+    }
     const id = recorder.nextId();
     live.set(buffer, id);
     const ev: Record<string, unknown> = { op: "alloc", id, size, usage };

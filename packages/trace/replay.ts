@@ -1,4 +1,10 @@
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
+import { _messageOf } from "./_message.ts";
+import { validateTrace } from "./parse_trace.ts";
 import {
   allotCachingAfterFencePolicy,
   allotCachingQueueOrderPolicy,
@@ -109,6 +115,23 @@ export function traceOps(
   trace: Trace,
   usage: "all" | "storage" = "all",
 ): ReplayOps {
+  validateTrace(trace);
+  return opsOf(trace, checkUsage(usage));
+}
+
+function checkUsage(usage: unknown): "all" | "storage" {
+  if (usage !== "all" && usage !== "storage") {
+    throw new InvalidArgumentError(
+      `Cannot replay: usage must be "all" or "storage", received ${
+        describeValue(usage)
+      }`,
+      { name: "usage", value: usage, limit: '"all" or "storage"' },
+    );
+  }
+  return usage;
+}
+
+function opsOf(trace: Trace, usage: "all" | "storage"): ReplayOps {
   const hasAlloc = trace.events.some((e) => e.op === "alloc");
   const from = hasAlloc ? "alloc" : "create";
   const n = trace.events.length;
@@ -152,6 +175,14 @@ export function recordedHeld(
   trace: Trace,
   usage: "all" | "storage" = "all",
 ): { peak: number; created: number } | undefined {
+  validateTrace(trace);
+  return heldOf(trace, checkUsage(usage));
+}
+
+function heldOf(
+  trace: Trace,
+  usage: "all" | "storage",
+): { peak: number; created: number } | undefined {
   let held = 0, peak = 0, created = 0, any = false;
   const sizes = new Map<number, number>();
   for (const e of trace.events) {
@@ -184,7 +215,9 @@ export function replayOps(
   | "recordedBuffersCreated"
   | "usage"
 > {
-  const policies = options.policies ?? DEFAULT_POLICIES;
+  checkOps(ops);
+  validateObject(options, "options");
+  const policies = checkPolicies(options.policies ?? DEFAULT_POLICIES);
   const repeat = options.repeat ?? 3;
   if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > 1000) {
     throw new InvalidArgumentError(
@@ -204,44 +237,52 @@ export function replayOps(
       allocations++;
       if (live > peakLive) peakLive = live;
     } else if (code[i] === 1) {
-      live -= sizes.get(id[i])!;
+      live -= sizes.get(id[i]) ?? 0;
+      sizes.delete(id[i]);
     }
   }
   const results: PolicyResult[] = [];
   for (const f of policies) {
     try {
+      let peak = 0, afterFirst = -1, seen = false, created = 0;
       const p = f.create();
-      let peak = 0, afterFirst = -1, seen = false;
-      for (let i = 0; i < ops.length; i++) {
-        const c = code[i];
-        if (c === 0) {
-          p.alloc(id[i], size[i], usage[i]);
-          seen = true;
-          const h = p.heldBytes();
-          if (h > peak) peak = h;
-        } else if (c === 1) p.free(id[i]);
-        else {
-          p.sync(c === 2 ? "fence" : "step");
-          if (c === 3 && seen && afterFirst < 0) {
-            afterFirst = p.buffersCreated();
+      try {
+        for (let i = 0; i < ops.length; i++) {
+          const c = code[i];
+          if (c === 0) {
+            p.alloc(id[i], size[i], usage[i]);
+            seen = true;
+            const h = count(p.heldBytes(), "heldBytes()");
+            if (h > peak) peak = h;
+          } else if (c === 1) p.free(id[i]);
+          else {
+            p.sync(c === 2 ? "fence" : "step");
+            if (c === 3 && seen && afterFirst < 0) {
+              afterFirst = count(p.buffersCreated(), "buffersCreated()");
+            }
           }
         }
+        created = count(p.buffersCreated(), "buffersCreated()");
+      } finally {
+        p.dispose?.();
       }
-      const created = p.buffersCreated();
-      p.dispose?.();
       let best = Infinity, n = 0;
       for (let r = 0; r < repeat; r++) {
         const q = f.create();
-        const t0 = performance.now();
-        n = 0;
-        for (let i = 0; i < ops.length; i++) {
-          const c = code[i];
-          if (c === 0) q.alloc(id[i], size[i], usage[i]), n++;
-          else if (c === 1) q.free(id[i]), n++;
-          else q.sync(c === 2 ? "fence" : "step");
+        let dt: number;
+        try {
+          const t0 = performance.now();
+          n = 0;
+          for (let i = 0; i < ops.length; i++) {
+            const c = code[i];
+            if (c === 0) q.alloc(id[i], size[i], usage[i]), n++;
+            else if (c === 1) q.free(id[i]), n++;
+            else q.sync(c === 2 ? "fence" : "step");
+          }
+          dt = performance.now() - t0;
+        } finally {
+          q.dispose?.();
         }
-        const dt = performance.now() - t0;
-        q.dispose?.();
         if (dt < best) best = dt;
       }
       results.push({
@@ -262,7 +303,7 @@ export function replayOps(
         buffersCreated: NaN,
         buffersCreatedAfterFirstStep: NaN,
         nsPerOp: NaN,
-        error: String((err as Error)?.message ?? err),
+        error: _messageOf(err),
       });
     }
   }
@@ -300,17 +341,11 @@ export function replayTrace(
   trace: Trace,
   options: ReplayOptions = {},
 ): ReplayReport {
-  const usage = options.usage ?? "all";
-  if (usage !== "all" && usage !== "storage") {
-    throw new InvalidArgumentError(
-      `Cannot replay: usage must be "all" or "storage", received ${
-        describeValue(usage)
-      }`,
-      { name: "usage", value: usage, limit: '"all" or "storage"' },
-    );
-  }
-  const ops = traceOps(trace, usage);
-  const rec = recordedHeld(trace, usage);
+  validateTrace(trace);
+  validateObject(options, "options");
+  const usage = checkUsage(options.usage ?? "all");
+  const ops = opsOf(trace, usage);
+  const rec = heldOf(trace, usage);
   return {
     ...replayOps(ops, options),
     recordedPeakReservedBytes: rec?.peak,
@@ -318,4 +353,74 @@ export function replayTrace(
     recordedBuffersCreated: rec?.created,
     usage,
   };
+}
+
+// A policy's figure: a finite non-negative number, or the policy is at fault.
+function count(v: unknown, what: string): number {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+    throw new InvalidArgumentError(
+      `The policy's ${what} returned ${
+        describeValue(v)
+      }, not a byte or buffer count`,
+      { name: what, value: v, limit: 0 },
+    );
+  }
+  return v;
+}
+
+// Policies: an array of factories, each with a string name and description
+// and a create() function (read once here, so a throwing getter throws before
+// anything ran).
+function checkPolicies(policies: unknown): readonly PolicyFactory[] {
+  if (!Array.isArray(policies)) {
+    throw new InvalidArgumentError(
+      `Cannot replay: policies must be an array of policy factories, received ${
+        describeValue(policies)
+      }`,
+      { name: "policies", value: policies, limit: "PolicyFactory[]" },
+    );
+  }
+  for (const [i, f] of policies.entries()) {
+    if (
+      f === null || typeof f !== "object" || typeof f.name !== "string" ||
+      typeof f.description !== "string" || typeof f.create !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot replay: policies[${i}] must be {name, description, create()}, received ${
+          describeValue(f)
+        }`,
+        { name: `policies[${i}]`, value: f, limit: "PolicyFactory" },
+      );
+    }
+  }
+  return policies;
+}
+
+// Ops: what traceOps() returns (typed arrays of at least `length` entries).
+function checkOps(ops: unknown): void {
+  const o = ops as ReplayOps;
+  const ok = o !== null && typeof o === "object" &&
+    typeof o.length === "number" && Number.isSafeInteger(o.length) &&
+    o.length >= 0 && o.code instanceof Uint8Array &&
+    o.id instanceof Float64Array && o.size instanceof Float64Array &&
+    o.usage instanceof Float64Array && o.code.length >= o.length &&
+    o.id.length >= o.length && o.size.length >= o.length &&
+    o.usage.length >= o.length && (o.from === "alloc" || o.from === "create");
+  if (!ok) {
+    throw new InvalidArgumentError(
+      `Cannot replay: ops must be what traceOps() returns, received ${
+        describeValue(ops)
+      }`,
+      { name: "ops", value: ops, limit: "ReplayOps" },
+    );
+  }
+  for (let i = 0; i < o.length; i++) {
+    const c = o.code[i];
+    if (c > 3 || (c === 0 && !(o.size[i] >= 0 && Number.isFinite(o.size[i])))) {
+      throw new InvalidArgumentError(
+        `Cannot replay: op ${i} has code ${c} and size ${o.size[i]}`,
+        { name: `ops[${i}]`, value: c, limit: 3 },
+      );
+    }
+  }
 }

@@ -1,8 +1,62 @@
-import { formatBytes } from "@allot/core";
+import { describeValue, formatBytes, InvalidArgumentError } from "@allot/core";
 import type { ReplayReport } from "./replay.ts";
+
+function badReport(what: string, value: unknown): never {
+  throw new InvalidArgumentError(
+    `Invalid replay report: ${what}, received ${describeValue(value)}`,
+    { name: "report", value, limit: "what replayTrace() returns" },
+  );
+}
+
+/** Checks that `r` has the shape `replayTrace()` gives (internal). */
+export function _checkReplayReport(r: unknown): ReplayReport {
+  if (r === null || typeof r !== "object") badReport("not an object", r);
+  const o = r as ReplayReport;
+  for (const k of ["peakRequestedBytes", "allocations"] as const) {
+    if (typeof o[k] !== "number") badReport(`${k} must be a number`, o[k]);
+  }
+  for (
+    const k of ["recordedPeakReservedBytes", "recordedBuffersCreated"] as const
+  ) {
+    if (o[k] !== undefined && typeof o[k] !== "number") {
+      badReport(`${k} must be a number or undefined`, o[k]);
+    }
+  }
+  for (const k of ["usage", "from"] as const) {
+    if (typeof o[k] !== "string") badReport(`${k} must be a string`, o[k]);
+  }
+  if (!Array.isArray(o.policies)) {
+    badReport("policies must be an array", o.policies);
+  }
+  for (const p of o.policies) {
+    if (p === null || typeof p !== "object") {
+      badReport("a row must be an object", p);
+    }
+    if (typeof p.name !== "string") {
+      badReport("a row's name must be a string", p.name);
+    }
+    if (p.error !== undefined && typeof p.error !== "string") {
+      badReport("a row's error must be a string", p.error);
+    }
+    for (
+      const k of [
+        "peakReservedBytes",
+        "buffersCreated",
+        "buffersCreatedAfterFirstStep",
+        "nsPerOp",
+      ] as const
+    ) {
+      if (typeof p[k] !== "number") {
+        badReport(`a row's ${k} must be a number`, p[k]);
+      }
+    }
+  }
+  return o;
+}
 
 /** A plain-text side-by-side table of a replay. */
 export function formatReplay(r: ReplayReport): string {
+  _checkReplayReport(r);
   const rows: string[][] = [[
     "policy",
     "peak held",

@@ -12,6 +12,7 @@ import {
   replayTrace,
   type TraceEvent,
 } from "./mod.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 /** Random request streams: allocs of mixed sizes/usages, frees, steps, fences. */
 const streams = fc.array(
@@ -54,7 +55,7 @@ Deno.test("replay: every policy holds at least the live peak and reports figures
         assert.ok(p.buffersCreated >= 0 && p.nsPerOp >= 0);
       }
     }),
-    { numRuns: 60 },
+    { numRuns: modelRuns() },
   );
 });
 
@@ -86,7 +87,7 @@ Deno.test("replay: tfjs-exact matches TF.js's own BufferManager, buffer for buff
       assert.equal(tfjs.buffersCreated, created);
       assert.equal(tfjs.peakReservedBytes, peak);
     }),
-    { numRuns: 100 },
+    { numRuns: modelRuns() },
   );
 });
 

@@ -1,3 +1,4 @@
+import { validateObject } from "@allot/core";
 import { memoryTimeline } from "./memory_timeline.ts";
 import { parseTrace } from "./parse_trace.ts";
 import { type ReplayOptions, replayTrace } from "./replay.ts";
@@ -33,6 +34,7 @@ export function memoryReport(
   trace: Trace | string,
   options: MemoryReportOptions = {},
 ): string {
+  validateObject(options, "options");
   const t = typeof trace === "string" ? parseTrace(trace) : trace;
   const whatIf = options.replay === false ? undefined : replayTrace(t, options);
   return reportHtml(memoryTimeline(t), { whatIf, title: options.title });

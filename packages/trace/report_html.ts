@@ -1,4 +1,11 @@
-import { formatBytes } from "@allot/core";
+import {
+  describeValue,
+  formatBytes,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
+import { _checkTimeline } from "./_check_timeline.ts";
+import { _checkReplayReport } from "./replay_table.ts";
 import type { MemoryTimeline } from "./memory_timeline.ts";
 import type { ReplayReport } from "./replay.ts";
 import { PALETTE, tagGroups, timelineSvg } from "./timeline_svg.ts";
@@ -24,6 +31,18 @@ export function reportHtml(
   tl: MemoryTimeline,
   options: ReportOptions = {},
 ): string {
+  _checkTimeline(tl);
+  validateObject(options, "options");
+  const whatIf = options.whatIf;
+  if (whatIf !== undefined) _checkReplayReport(whatIf);
+  if (options.title !== undefined && typeof options.title !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid title: must be a string, received ${
+        describeValue(options.title)
+      }`,
+      { name: "title", value: options.title, limit: "a string" },
+    );
+  }
   const { group, names } = tagGroups(tl);
   const r = (v: number) => Math.round(v * 1000) / 1000;
   const frames: string[] = [];
@@ -67,7 +86,15 @@ export function reportHtml(
     whatIf: options.whatIf ?? null,
   };
   const title = options.title ?? (tl.source || "memory report");
-  const json = JSON.stringify(data).replace(/</g, "\\u003c");
+  let json: string;
+  try {
+    json = JSON.stringify(data).replace(/</g, "\\u003c");
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `Invalid whatIf: must be plain JSON data (${(error as Error)?.message})`,
+      { name: "whatIf", value: whatIf, limit: "JSON data" },
+    );
+  }
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>${esc(title)}</title>

@@ -1,4 +1,11 @@
-import { formatBytes } from "@allot/core";
+import {
+  describeValue,
+  formatBytes,
+  InvalidArgumentError,
+  validateInteger,
+  validateObject,
+} from "@allot/core";
+import { _checkTimeline } from "./_check_timeline.ts";
 import type { MemoryTimeline } from "./memory_timeline.ts";
 
 /** Colors of the tag bands (the last one is "other"). */
@@ -33,6 +40,8 @@ export function tagGroups(tl: MemoryTimeline, most = PALETTE.length - 1): {
   group: Int32Array;
   names: string[];
 } {
+  _checkTimeline(tl);
+  validateInteger(most, 0, PALETTE.length - 1, "most");
   const weight = new Float64Array(tl.tags.length + 1);
   for (const a of tl.allocations) {
     const live = a.start <= tl.peakLiveAt && a.end > tl.peakLiveAt;
@@ -60,10 +69,18 @@ export function timelineSvg(
   tl: MemoryTimeline,
   options: TimelineSvgOptions = {},
 ): string {
+  _checkTimeline(tl);
+  validateObject(options, "options");
   const W = options.width ?? 800, H = options.height ?? 260;
-  if (!(W >= 100 && W <= 10000) || !(H >= 60 && H <= 10000)) {
-    throw new RangeError(
-      `timelineSvg: width in [100, 10000] and height in [60, 10000], got ${W}x${H}`,
+  if (
+    typeof W !== "number" || typeof H !== "number" ||
+    !(W >= 100 && W <= 10000) || !(H >= 60 && H <= 10000)
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid size: width must be in [100, 10000] and height in [60, 10000], received ${
+        describeValue(W)
+      } x ${describeValue(H)}`,
+      { name: "width, height", value: [W, H], limit: [10000, 10000] },
     );
   }
   const pad = { l: 70, r: 10, t: 24, b: 36 };

@@ -1,11 +1,12 @@
+import { AllotError } from "@allot/core";
+
 /** A trace that does not follow the format: names the line and what is wrong. */
-export class TraceFormatError extends Error {
+export class TraceFormatError extends AllotError {
   /** The 1-based line number of the offending line (0 when the whole text is at fault). */
   readonly line: number;
   /** Makes the error for 1-based `line` (0: the whole text) and what is wrong with it. */
   constructor(line: number, problem: string) {
     super(line > 0 ? `trace line ${line}: ${problem}` : `trace: ${problem}`);
-    this.name = "TraceFormatError";
     this.line = line;
   }
 }

@@ -27,6 +27,8 @@
  * @module
  */
 
+import { validateTrace } from "./parse_trace.ts";
+
 /** The `format` field of the header line. */
 export const TRACE_FORMAT = "allot-trace";
 /** The version this package writes and reads. */
@@ -206,6 +208,7 @@ export interface Trace {
 
 /** Writes a trace as JSON Lines (header first, one event a line, a final newline). */
 export function formatTrace(trace: Trace): string {
+  validateTrace(trace);
   const lines = [JSON.stringify(trace.header)];
   for (const e of trace.events) lines.push(JSON.stringify(e));
   return lines.join("\n") + "\n";

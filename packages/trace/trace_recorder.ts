@@ -1,3 +1,8 @@
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
 import { captureStack, type StackCaptureOptions } from "./frame_kind.ts";
 import {
   formatTrace,
@@ -43,18 +48,45 @@ export class TraceRecorder {
 
   /** Starts a recording (the clock starts now). */
   constructor(options: TraceRecorderOptions = {}) {
+    validateObject(options, "options");
     const stacks = options.stacks ?? "allocations";
     if (stacks !== "allocations" && stacks !== "all" && stacks !== "none") {
-      throw new RangeError(
-        `TraceRecorder: stacks must be "allocations", "all" or "none", got ${
-          JSON.stringify(stacks)
+      throw new InvalidArgumentError(
+        `Invalid stacks: must be "allocations", "all" or "none", received ${
+          describeValue(stacks)
         }`,
+        {
+          name: "stacks",
+          value: stacks,
+          limit: '"allocations", "all", "none"',
+        },
       );
     }
+    const capture = options.capture ?? {};
+    validateObject(capture, "capture");
+    const now = options.now ?? (() => performance.now());
+    if (typeof now !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid now: must be a function returning milliseconds, received ${
+          describeValue(now)
+        }`,
+        { name: "now", value: now, limit: "a function" },
+      );
+    }
+    for (const key of ["source"] as const) {
+      const v = options[key];
+      if (v !== undefined && typeof v !== "string") {
+        throw new InvalidArgumentError(
+          `Invalid ${key}: must be a string, received ${describeValue(v)}`,
+          { name: key, value: v, limit: "a string" },
+        );
+      }
+    }
+    if (options.meta !== undefined) validateObject(options.meta, "meta");
     this.#stacks = stacks;
-    this.#capture = options.capture ?? {};
-    this.#now = options.now ?? (() => performance.now());
-    this.#t0 = this.#now();
+    this.#capture = capture;
+    this.#now = now;
+    this.#t0 = this.#clock(0);
     this.#header = {
       format: TRACE_FORMAT,
       version: TRACE_VERSION,
@@ -77,8 +109,11 @@ export class TraceRecorder {
   /** Sets the tag carried by later events (undefined clears it); returns the previous one. */
   setTag(tag: string | undefined): string | undefined {
     if (tag !== undefined && typeof tag !== "string") {
-      throw new TypeError(
-        `setTag: tag must be a string or undefined, got ${typeof tag}`,
+      throw new InvalidArgumentError(
+        `Invalid tag: must be a string or undefined, received ${
+          describeValue(tag)
+        }`,
+        { name: "tag", value: tag, limit: "a string" },
       );
     }
     const prev = this.#tag;
@@ -88,6 +123,12 @@ export class TraceRecorder {
 
   /** Runs `fn` with `tag` set, restoring the previous tag afterwards (also on throw). */
   withTag<T>(tag: string, fn: () => T): T {
+    if (typeof fn !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid fn: must be a function, received ${describeValue(fn)}`,
+        { name: "fn", value: fn, limit: "a function" },
+      );
+    }
     const prev = this.setTag(tag);
     try {
       return fn();
@@ -99,14 +140,28 @@ export class TraceRecorder {
   /** Writes a step mark. */
   step(name?: string): void {
     if (name !== undefined && typeof name !== "string") {
-      throw new TypeError(
-        `step: name must be a string or undefined, got ${typeof name}`,
+      throw new InvalidArgumentError(
+        `Invalid step name: must be a string or undefined, received ${
+          describeValue(name)
+        }`,
+        { name: "name", value: name, limit: "a string" },
       );
     }
     this.push(
       name === undefined ? { op: "step" } : { op: "step", name },
       false,
     );
+  }
+
+  // The user's clock, read defensively: a throw or a non-number reads as
+  // `fallback` (time stands still rather than the trace going bad).
+  #clock(fallback: number): number {
+    try {
+      const t = this.#now();
+      return typeof t === "number" && Number.isFinite(t) ? t : fallback;
+    } catch {
+      return fallback;
+    }
   }
 
   /** A fresh id for a buffer or an allocation. */
@@ -124,8 +179,9 @@ export class TraceRecorder {
     allocation: boolean,
     skip = 0,
   ): void {
-    let t = Math.round((this.#now() - this.#t0) * 1000) / 1000;
-    if (t < this.#last) t = this.#last;
+    let t = Math.round((this.#clock(this.#t0) - this.#t0) * 1000) / 1000;
+    // a clock that goes back (or lies) never makes time go back in the trace
+    if (!(t >= this.#last) || !Number.isFinite(t)) t = this.#last;
     this.#last = t;
     const e: Record<string, unknown> = { t, ...event };
     if (this.#tag !== undefined) e.tag = this.#tag;

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 function makeHeap(byteLength: number): _Heap {
   return new _Heap(
@@ -68,7 +69,7 @@ describe("_Heap", () => {
           }
         },
       ),
-      { numRuns: 100 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -11,12 +11,11 @@ import { ManualStream, MockSegmentSource } from "@allot/core";
 import { WatermarkAllocator, type WatermarkAllocatorOptions } from "./mod.ts";
 import {
   assertRefused,
-  assertRefusesAll,
   assertRejectsAll,
-  type Hostile,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
+  hostileObjectsBut,
   HostileTally,
 } from "../core/_test_hostile.ts";
 import {
@@ -28,17 +27,9 @@ import {
 const KiB = 1024;
 const tally = new HostileTally();
 const numbers = hostileNumbers();
-const objectsBut = (...names: string[]): Hostile[] =>
-  hostileObjects().filter((h) => !names.includes(h.name));
+const objectsBut = hostileObjectsBut;
 
-function refuse(
-  label: string,
-  values: readonly Hostile[],
-  call: (value: unknown) => unknown,
-  options: Parameters<typeof assertRefusesAll>[3] = {},
-): void {
-  tally.add(label, assertRefusesAll(label, values, call, options));
-}
+const { refuse } = tally;
 
 const SMALL: WatermarkAllocatorOptions = {
   maxSmallByteLength: KiB,

@@ -12,6 +12,7 @@ import {
   acquireSegment,
   alignUp,
   AllocatorBase,
+  AllotError,
   DataPtr,
   DeferredFrees,
   type Deleter,
@@ -22,6 +23,7 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  junkFill,
   type SegmentSource,
   SegmentSourceError,
   Stat,
@@ -192,6 +194,17 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    * @default {host memories and memories with a `bytes` Uint8Array}
    */
   hostView?: HostViewFunction<M>;
+  /**
+   * Debug mode for hunting a bug: {@linkcode WatermarkAllocator.validate}
+   * runs before and after every call that changes the allocator (slow),
+   * and a freed buffer is filled with `JUNK_BYTE` when its recorded work
+   * has completed, where the host can write the memory (a view taken
+   * earlier cannot be detached: it shares the heap's memory, and reads
+   * junk).
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /** Options of one buffer request. */
@@ -413,6 +426,7 @@ export class WatermarkAllocator<M = unknown>
   #freeDeleter: Deleter<WatermarkBuffer<M>>;
   #history: TraceRecorder | null = null;
   #nextAddress = 0;
+  #strict: boolean;
 
   /**
    * Creates an allocator over a segment source.
@@ -483,6 +497,7 @@ export class WatermarkAllocator<M = unknown>
     this.#verbosity = options.debugVerbosity ?? DebugVerbosity.silent;
     this.#logger = options.logger ?? ((line) => console.error(line));
     this.#hostView = options.hostView ?? defaultHostView;
+    this.#strict = options.strict === true;
     const high = options.highWatermarkRatio ?? 1.7;
     this.#checkHigh(high, 0);
     const defaultLow = this.unifiedMemory ? 1.4 : 1.0;
@@ -1058,6 +1073,16 @@ export class WatermarkAllocator<M = unknown>
   }
 
   #tryAllocate(requested: number, kind: PoolKind): _Block<M> | undefined {
+    this.#check();
+    const block = this.#tryAllocateChecked(requested, kind);
+    this.#check();
+    return block;
+  }
+
+  #tryAllocateChecked(
+    requested: number,
+    kind: PoolKind,
+  ): _Block<M> | undefined {
     this.freeInactiveBuffers();
     const size = alignUp(requested, this.alignment);
     const pool = this.#getPool(requested, size, kind);
@@ -1317,6 +1342,7 @@ export class WatermarkAllocator<M = unknown>
    */
   free(buffer: WatermarkBuffer<M>): void {
     const block = this.#blockOf(buffer, "free");
+    this.#check();
     this.#live.delete(buffer as _Handle<M>);
     {
       const m = this.#m, small = block.heap.pool.small;
@@ -1341,10 +1367,19 @@ export class WatermarkAllocator<M = unknown>
       this.#pendingCount++;
       this.#deferred.defer(block, block.fenceKeys, block.fences);
     }
+    this.#check();
   }
 
   #makeCached(block: _Block<M>): void {
     const pool = block.heap.pool;
+    if (this.#strict) {
+      const segment = block.heap.segment;
+      junkFill(
+        segment.memory,
+        segment.byteOffset + block.offset,
+        block.byteLength,
+      );
+    }
     block.state = "cached";
     block.cachedEpoch = pool.epoch;
     block.fences = [];
@@ -1380,6 +1415,7 @@ export class WatermarkAllocator<M = unknown>
   async synchronize(): Promise<void> {
     this.#numSyncAll++;
     await this.#deferred.synchronize();
+    this.#check();
   }
 
   /**
@@ -1392,6 +1428,7 @@ export class WatermarkAllocator<M = unknown>
     if (this.#pendingCount === 0) return 0;
     const before = this.#released;
     this.#deferred.poll();
+    this.#check();
     return this.#released - before;
   }
 
@@ -1416,6 +1453,7 @@ export class WatermarkAllocator<M = unknown>
   emptyCache(): void {
     this.freeInactiveBuffers();
     this.#releaseCachedBuffers("empty-cache");
+    this.#check();
   }
 
   #releaseBlock(
@@ -1639,6 +1677,7 @@ export class WatermarkAllocator<M = unknown>
         block.fenceKeys.push(key);
       }
     }
+    this.#check();
     return true;
   }
 
@@ -1921,6 +1960,199 @@ export class WatermarkAllocator<M = unknown>
       history: this.#history?.entries() ?? [],
       stats: this.stats(),
     };
+  }
+
+  // ------------------------------------------------------------- integrity
+
+  /**
+   * Checks every internal invariant: each heap belongs to its pool and is
+   * tiled exactly by its buffers and its free ranges (sorted, merged, no
+   * overlap), each buffer's state matches where it is listed (live handles,
+   * pending frees, cached buckets), and every stat equals a recount. Strict
+   * mode runs it on every call; tests call it after each step.
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   *
+   * @example
+   * ```ts
+   * import { WatermarkAllocator } from "@allot/watermark";
+   * import { MockSegmentSource } from "@allot/core";
+   *
+   * const allocator = new WatermarkAllocator(new MockSegmentSource());
+   * const buffer = allocator.allocateBuffer(100);
+   * allocator.validate();
+   * buffer.release();
+   * allocator.validate();
+   * ```
+   */
+  validate(): void {
+    const fail = (what: string): never => {
+      throw new AllotError(`WatermarkAllocator is inconsistent: ${what}`);
+    };
+    const deferred = new Set<_Block<unknown>>();
+    this.#deferred.forEach((b) => deferred.add(b));
+    const count = () => [0, 0];
+    const c = {
+      allocation: count(),
+      segment: count(),
+      active: count(),
+      inactiveSplit: count(),
+      allocatedBytes: count(),
+      reservedBytes: count(),
+      activeBytes: count(),
+      inactiveSplitBytes: count(),
+      requestedBytes: count(),
+    };
+    const add = (k: keyof typeof c, small: boolean, v: number): void => {
+      c[k][small ? 0 : 1] += v;
+    };
+    let allocated = 0, requested = 0, reserved = 0, heaps = 0, pending = 0;
+    let live = 0, oversizeAlloc = 0, oversizeSeg = 0;
+    for (const pool of this.#poolList) {
+      let poolBytes = 0, cachedBytes = 0, cachedCount = 0;
+      for (const heap of pool.heaps) {
+        const h = `heap #${heap.id} (${pool.name})`;
+        if (heap.pool !== pool) fail(`${h} is listed in another pool`);
+        const n = heap.byteLength;
+        if (!Number.isSafeInteger(n) || n <= 0) {
+          fail(`${h} has byteLength ${describeValue(n)}`);
+        }
+        heaps++;
+        reserved += n;
+        add("segment", pool.small, 1);
+        add("reservedBytes", pool.small, n);
+        if (!heap.isSplit) oversizeSeg++;
+        const ranges: [number, number, string][] = [];
+        let largest = 0, prevEnd = -1;
+        for (const r of heap.freeRanges()) {
+          if (!(r.byteLength > 0)) fail(`${h} has an empty free range`);
+          if (r.offset <= prevEnd) {
+            fail(
+              `${h} has free ranges out of order or unmerged at ${r.offset}`,
+            );
+          }
+          prevEnd = r.offset + r.byteLength;
+          largest = Math.max(largest, r.byteLength);
+          ranges.push([r.offset, r.byteLength, "free range"]);
+        }
+        if (largest !== heap.largestFree) {
+          fail(
+            `${h} says its largest free range is ${heap.largestFree}, counted ${largest}`,
+          );
+        }
+        for (const b of heap.blocks) {
+          const what = `buffer #${b.id} in ${h}`;
+          if (b.heap !== heap) fail(`${what} names another heap`);
+          ranges.push([b.offset, b.byteLength, `buffer #${b.id}`]);
+          poolBytes += b.byteLength;
+          if (b.offset % this.alignment !== 0) {
+            fail(`${what} is at unaligned offset ${b.offset}`);
+          }
+          const small = pool.small;
+          if (b.state === "active") {
+            const handle = b.handle as _Handle<M> | undefined;
+            if (handle === undefined || this.#live.get(handle) !== b) {
+              fail(`${what} is active but has no live handle`);
+            }
+            live++;
+            add("allocation", small, 1);
+            add("allocatedBytes", small, b.byteLength);
+            if (!heap.isSplit) oversizeAlloc++;
+          } else if (b.state === "pending-free") {
+            if (!pool.pendingFree.has(b) || !deferred.has(b)) {
+              fail(`${what} is pending free but not waiting`);
+            }
+            pending++;
+          } else if (b.state === "cached") {
+            if (b.availableIndex < 0) fail(`${what} is cached but not listed`);
+            cachedBytes += b.byteLength;
+            cachedCount++;
+            if (heap.isSplit) {
+              add("inactiveSplit", small, 1);
+              add("inactiveSplitBytes", small, b.byteLength);
+            }
+          } else fail(`${what} is ${b.state} but still in its heap`);
+          if (b.state !== "cached") {
+            allocated += b.byteLength;
+            requested += b.requestedByteLength;
+            add("active", small, 1);
+            add("activeBytes", small, b.byteLength);
+            add("requestedBytes", small, b.requestedByteLength);
+            if (b.availableIndex !== -1) fail(`${what} is listed as cached`);
+          }
+        }
+        ranges.sort((a, b) => a[0] - b[0]);
+        let end = 0;
+        for (const [offset, byteLength, what] of ranges) {
+          if (offset !== end) {
+            fail(
+              `${h}: ${what} at ${offset} ${
+                offset < end ? "overlaps" : "leaves a gap after"
+              } byte ${end}`,
+            );
+          }
+          end = offset + byteLength;
+        }
+        if (end !== n) fail(`${h} of ${n} bytes is tiled up to byte ${end}`);
+      }
+      for (const b of pool.pendingFree) {
+        if (
+          b.state !== "pending-free" || !b.heap.blocks.has(b) ||
+          b.heap.pool !== pool
+        ) {
+          fail(`buffer #${b.id} waits in ${pool.name} but is ${b.state}`);
+        }
+      }
+      for (const b of pool.availableList()) {
+        if (
+          b.state !== "cached" || b.heap.pool !== pool ||
+          !pool.heaps.has(b.heap)
+        ) {
+          fail(
+            `buffer #${b.id} is listed as cached in ${pool.name} but is ${b.state}`,
+          );
+        }
+      }
+      if (poolBytes !== pool.allocatedBytes) {
+        fail(
+          `${pool.name} pool says ${pool.allocatedBytes} bytes in buffers, counted ${poolBytes}`,
+        );
+      }
+      if (
+        cachedBytes !== pool.availableBytes ||
+        cachedCount !== pool.availableCount
+      ) {
+        fail(
+          `${pool.name} pool says ${pool.availableCount} cached buffers of ${pool.availableBytes} bytes, counted ${cachedCount} of ${cachedBytes}`,
+        );
+      }
+    }
+    if (live !== this.#live.size) {
+      fail(`${this.#live.size} live handles for ${live} active buffers`);
+    }
+    if (pending !== this.#pendingCount) {
+      fail(`pending count ${this.#pendingCount}, counted ${pending}`);
+    }
+    const stat = (name: string, s: Stat, v: number): void => {
+      if (s.current !== v) fail(`${name} is ${s.current}, counted ${v}`);
+    };
+    stat("allocated bytes", this.#allocated, allocated);
+    stat("requested bytes", this.#requested, requested);
+    stat("reserved bytes", this.#reserved, reserved);
+    stat("heap count", this.#heapCount, heaps);
+    stat("oversize allocations", this.#oversizeAllocations, oversizeAlloc);
+    stat("oversize segments", this.#oversizeSegments, oversizeSeg);
+    for (const k of Object.keys(c) as (keyof typeof c)[]) {
+      const a = this.#m[k];
+      stat(`${k} (small pools)`, a.small, c[k][0]);
+      stat(`${k} (large pools)`, a.large, c[k][1]);
+      stat(`${k} (all pools)`, a.all, c[k][0] + c[k][1]);
+    }
+  }
+
+  /** Strict mode: validates (before and after each call that changes state). */
+  #check(): void {
+    if (this.#strict) this.validate();
   }
 }
 

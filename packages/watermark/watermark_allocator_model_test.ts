@@ -7,6 +7,7 @@ import {
   type MockMemory,
   MockSegmentSource,
 } from "@allot/core";
+import { modelRuns } from "../core/_test_faults.ts";
 import {
   type BufferEvent,
   WatermarkAllocator,
@@ -93,6 +94,8 @@ describe("WatermarkAllocator model", () => {
             highWatermarkRatio: high,
             lowWatermarkRatio: low,
             unifiedMemory: config.unified,
+            // strict mode (validate on every call) in half the runs
+            strict: ops.length % 2 === 0,
           });
           const stream = new ManualStream();
           const state = new Map<number, ModelState>();
@@ -149,6 +152,7 @@ describe("WatermarkAllocator model", () => {
 
           const check = () => {
             assert.deepEqual(violations, []);
+            allocator.validate();
             const reserved = device.reservedBytes;
             assert.ok(reserved <= allocator.highWatermarkLimit, "over high");
             const stats = allocator.stats();
@@ -286,7 +290,7 @@ describe("WatermarkAllocator model", () => {
           assert.equal(stats.requestedBytes.current, 0);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: modelRuns() },
     );
   });
 });

@@ -31,6 +31,15 @@ export interface GpuPlannedAllocatorOptions {
    * @default {1.1}
    */
   maxHeldRatio?: number;
+  /**
+   * Debug mode for hunting a bug: the pool validates before and after
+   * every call that changes it (see `StepPlannedPool`'s `strict`). GPU
+   * memory is not junk-filled (that would take a queue write); a released
+   * {@linkcode GpuAllocation} is refused whether strict or not.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
 }
 
 /**
@@ -95,6 +104,7 @@ export class GpuPlannedAllocator {
     this.source = new GpuSegmentSource(device, options.source);
     const pool = new StepPlannedPool(this.source, {
       maxHeldRatio: options.maxHeldRatio,
+      strict: options.strict,
     });
     this.pool = pool;
     this.#owner = {

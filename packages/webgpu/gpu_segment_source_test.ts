@@ -9,6 +9,8 @@ import {
 import { GpuSegmentSource } from "./gpu_segment_source.ts";
 import { DeviceLostError } from "./device_lost_error.ts";
 import { newDevice, sharedDevice, skip } from "./_test_device.ts";
+import { mockGpu } from "./_test_mock_device.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 describe("GpuSegmentSource", { skip }, () => {
   it("GpuSegmentSource reports the device's limits", async () => {
@@ -84,52 +86,63 @@ describe("GpuSegmentSource", { skip }, () => {
     assert.equal(source.freeCount, 1);
   });
 
-  it("GpuSegmentSource matches a model over random allocate/free sequences", async () => {
-    const device = await sharedDevice();
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(
-          fc.oneof(
-            fc.record({ alloc: fc.integer({ min: 1, max: 1 << 16 }) }),
-            fc.record({ free: fc.nat() }),
+  // on the real device a few runs; on a mock device (the same bookkeeping,
+  // no GPU) the project's 1,000 model runs in CI
+  for (
+    const [on, numRuns] of [["a real device", 15], [
+      "a mock device",
+      modelRuns(),
+    ]] as const
+  ) {
+    it(`GpuSegmentSource matches a model over random allocate/free sequences on ${on}`, async () => {
+      const device = on === "a real device"
+        ? await sharedDevice()
+        : mockGpu().device;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.oneof(
+              fc.record({ alloc: fc.integer({ min: 1, max: 1 << 16 }) }),
+              fc.record({ free: fc.nat() }),
+            ),
+            { maxLength: 40 },
           ),
-          { maxLength: 40 },
-        ),
-        async (ops) => {
-          const source = new GpuSegmentSource(device, {
-            capacityBytes: 1 << 18,
-          });
-          const live: Segment<GPUBuffer>[] = [];
-          let reserved = 0;
-          for (const op of ops) {
-            if ("alloc" in op) {
-              const size = Math.ceil(op.alloc / 4) * 4;
-              const segment = source.tryAllocateSegment(op.alloc);
-              if (reserved + size > (1 << 18)) {
-                assert.equal(segment, undefined);
-              } else {
-                assert.ok(segment);
-                assert.ok(!live.some((s) => s.memory === segment.memory));
-                live.push(segment);
-                reserved += size;
+          async (ops) => {
+            const source = new GpuSegmentSource(device, {
+              capacityBytes: 1 << 18,
+            });
+            const live: Segment<GPUBuffer>[] = [];
+            let reserved = 0;
+            for (const op of ops) {
+              if ("alloc" in op) {
+                const size = Math.ceil(op.alloc / 4) * 4;
+                const segment = source.tryAllocateSegment(op.alloc);
+                if (reserved + size > (1 << 18)) {
+                  assert.equal(segment, undefined);
+                } else {
+                  assert.ok(segment);
+                  assert.ok(!live.some((s) => s.memory === segment.memory));
+                  live.push(segment);
+                  reserved += size;
+                }
+              } else if (live.length > 0) {
+                const [segment] = live.splice(op.free % live.length, 1);
+                source.freeSegment(segment);
+                reserved -= Math.ceil(segment.byteLength / 4) * 4;
               }
-            } else if (live.length > 0) {
-              const [segment] = live.splice(op.free % live.length, 1);
-              source.freeSegment(segment);
-              reserved -= Math.ceil(segment.byteLength / 4) * 4;
+              assert.equal(source.reservedBytes, reserved);
+              assert.equal(source.liveSegmentCount, live.length);
             }
-            assert.equal(source.reservedBytes, reserved);
-            assert.equal(source.liveSegmentCount, live.length);
-          }
-          for (const segment of live) source.freeSegment(segment);
-          assert.equal(source.reservedBytes, 0);
-          assert.equal(source.allocationCount, source.freeCount);
-          await device.queue.onSubmittedWorkDone();
-        },
-      ),
-      { numRuns: 15 },
-    );
-  });
+            for (const segment of live) source.freeSegment(segment);
+            assert.equal(source.reservedBytes, 0);
+            assert.equal(source.allocationCount, source.freeCount);
+            await device.queue.onSubmittedWorkDone();
+          },
+        ),
+        { numRuns },
+      );
+    });
+  }
 
   it("GpuSegmentSource drops every buffer on device loss and refuses new requests", async () => {
     const device = await newDevice("lost");

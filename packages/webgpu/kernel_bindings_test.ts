@@ -14,6 +14,7 @@ import { GpuKernelError, GpuKernels } from "./gpu_kernels.ts";
 import { GpuBufferBackend } from "./gpu_buffer_backend.ts";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
+import { modelRuns } from "../core/_test_faults.ts";
 
 // A stand-in device and buffers: the rules need only limits and identity.
 const fakeDevice = {
@@ -196,7 +197,7 @@ describe("bindBuffers() aliasing rules", () => {
           assert.equal(threw, refused);
         },
       ),
-      { numRuns: 500 },
+      { numRuns: modelRuns() },
     );
   });
 });
