@@ -1349,8 +1349,8 @@ export class SharedHeap {
       i32[a + A_LIVE_BYTES] -= len * PAGE;
       this.#cache.put(page);
       if (this.#cache.pages > this.#cacheLimit) {
-        // The oldest spans go back, an eighth of the limit at a time.
-        this.#flushCache(this.#cacheLimit - (this.#cacheLimit >> 3));
+        // Over the limit: the oldest spans go back, down to half of it.
+        this.#flushCache(this.#cacheLimit >> 1);
       }
       return;
     }
@@ -1479,7 +1479,7 @@ export class SharedHeap {
     }
     Atomics.sub(i32, this.#returnsAt(this.#arena) + R_PAGES, pages);
     if (this.#cache.pages > this.#cacheLimit) {
-      this.#flushCache(this.#cacheLimit - (this.#cacheLimit >> 3));
+      this.#flushCache(this.#cacheLimit >> 1);
     }
     return any;
   }

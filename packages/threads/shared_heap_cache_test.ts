@@ -24,22 +24,25 @@ Deno.test("SharedHeap's large-span cache reuses freed spans without the core loc
   using heap = SharedHeap.create(4 * MiB);
   const pages = heap.stats().byteLength / PAGE;
   const limit = Math.min(16384, pages >> 4);
-  // Three spans, freed oldest to newest: 16, 32 and 16 pages, 64 in all,
-  // over the limit: the oldest (the first 16) goes back, the 32 stays.
-  assert.ok(limit >= 48 && limit < 64, `limit ${limit} fits the scenario`);
-  const s = heap.alloc(16 * PAGE);
-  const b = heap.alloc(32 * PAGE);
-  const c = heap.alloc(16 * PAGE);
-  heap.free(s);
+  // Spans freed oldest to newest: 17, 17, 20 and 10 pages, 64 in all, over
+  // the limit of 63: the oldest go back until half the limit (31) is left,
+  // so the two 17-page spans go and the larger 20-page span stays.
+  assert.equal(limit, 63, "the scenario's limit");
+  const s1 = heap.alloc(17 * PAGE);
+  const s2 = heap.alloc(17 * PAGE);
+  const b = heap.alloc(20 * PAGE);
+  const c = heap.alloc(10 * PAGE);
+  heap.free(s1);
+  heap.free(s2);
   heap.free(b);
   const before = arenaCounters(heap);
   heap.free(c); // over the limit: one flush under the lock
   const flushed = counterDelta(arenaCounters(heap), before);
   assert.equal(flushed.locks, 1);
-  assert.equal(flushed.pagesReturned, 16, "only the oldest span went back");
+  assert.equal(flushed.pagesReturned, 34, "only the two oldest went back");
   const t0 = arenaCounters(heap);
-  assert.equal(heap.alloc(32 * PAGE), b, "the newer, larger span stayed");
-  assert.equal(heap.alloc(16 * PAGE), c, "the newest 16-page span is reused");
+  assert.equal(heap.alloc(20 * PAGE), b, "the newer, larger span stayed");
+  assert.equal(heap.alloc(10 * PAGE), c, "the newest span is reused");
   const reuse = counterDelta(arenaCounters(heap), t0);
   assert.equal(reuse.largeHits, 2);
   assert.equal(reuse.locks, 0, "cache hits take no lock");
