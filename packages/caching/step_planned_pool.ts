@@ -47,12 +47,17 @@ export interface StepPlannedPoolOptions {
 
 /** A segment of a {@linkcode StepPlannedPool}. */
 class _Seg<M> {
+  /** The pool while the segment is held, `null` once given back. */
+  pool: object | null;
   constructor(
+    pool: object,
     readonly segment: Segment<M>,
     readonly size: number,
     public arena: boolean,
     public lastUsed: number,
-  ) {}
+  ) {
+    this.pool = pool;
+  }
   liveBlocks = 0;
   first!: PlannedBlock<M>;
 }
@@ -81,6 +86,8 @@ export class PlannedBlock<M = unknown> {
   _step = -1;
   /** @internal */
   _item = -1;
+  /** @internal when the block entered the free index */
+  _seq = 0;
 
   /** @internal */
   constructor(seg: _Seg<M>, offset: number, size: number) {
@@ -173,6 +180,8 @@ export class StepPlannedPool<M = unknown> {
   #created = 0;
   #replans = 0;
   #released = 0;
+  /** blocks put in the free index so far (orders blocks of equal size) */
+  #indexed = 0;
 
   /**
    * Creates an empty pool.
@@ -376,7 +385,7 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} When the block is not from this pool.
    */
   free(block: PlannedBlock<M>): void {
-    if (!(block instanceof PlannedBlock) || !this.#segs.has(block._seg)) {
+    if (!(block instanceof PlannedBlock) || block._seg.pool !== this) {
       throw new InvalidArgumentError(
         "Invalid block: not a live block of this pool",
         { name: "block", value: String(block) },
@@ -527,7 +536,7 @@ export class StepPlannedPool<M = unknown> {
       throw new Error("arena index wrong");
     }
     for (let i = 1; i < this.#free.length; i++) {
-      if (this.#free[i - 1].byteLength > this.#free[i].byteLength) {
+      if (!_before(this.#free[i - 1], this.#free[i], true)) {
         throw new Error("free index unsorted");
       }
     }
@@ -625,7 +634,7 @@ export class StepPlannedPool<M = unknown> {
   #make(size: number, arena: boolean): _Seg<M> | undefined {
     const segment = this.source.tryAllocateSegment(size);
     if (segment === undefined) return undefined;
-    const seg = new _Seg(segment, size, arena, this.#step);
+    const seg = new _Seg(this, segment, size, arena, this.#step);
     const block = new PlannedBlock(seg, 0, size);
     seg.first = block;
     this.#segs.add(seg);
@@ -651,6 +660,7 @@ export class StepPlannedPool<M = unknown> {
   #release(seg: _Seg<M>): void {
     this.#unindex(seg.first);
     this.#segs.delete(seg);
+    seg.pool = null;
     if (seg === this.#arena) this.#arena = undefined;
     this.#held -= seg.size;
     this.#released++;
@@ -766,7 +776,10 @@ export class StepPlannedPool<M = unknown> {
 
   #index(block: PlannedBlock<M>): void {
     if (block._seg.arena) _insertSorted(this.#arenaFree, block, false);
-    else _insertSorted(this.#free, block, true);
+    else {
+      block._seq = ++this.#indexed;
+      _insertSorted(this.#free, block, true);
+    }
   }
 
   #unindex(block: PlannedBlock<M>): void {
@@ -783,21 +796,43 @@ function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
   b.byteLength = size;
 }
 
+/**
+ * Whether `a` sorts before `b`: by offset, or by size and then by when it
+ * entered the index (so best fit takes the longest-free block of a size).
+ */
+function _before<M>(
+  a: PlannedBlock<M>,
+  b: PlannedBlock<M>,
+  bySize: boolean,
+): boolean {
+  if (!bySize) return a._offset < b._offset;
+  if (a.byteLength !== b.byteLength) return a.byteLength < b.byteLength;
+  return a._seq < b._seq;
+}
+
+/** First index of `list` (sorted, see `_before`) not before `item`. */
+function _position<M>(
+  list: PlannedBlock<M>[],
+  item: PlannedBlock<M>,
+  bySize: boolean,
+): number {
+  let lo = 0, hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (_before(list[mid], item, bySize)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 function _insertSorted<M>(
   list: PlannedBlock<M>[],
   item: PlannedBlock<M>,
   bySize: boolean,
 ) {
-  const key = bySize ? item.byteLength : item._offset;
-  let lo = 0, hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const b = list[mid];
-    if ((bySize ? b.byteLength : b._offset) <= key) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo === list.length) list.push(item);
-  else list.splice(lo, 0, item);
+  const at = _position(list, item, bySize);
+  if (at === list.length) list.push(item);
+  else list.splice(at, 0, item);
 }
 
 function _removeSorted<M>(
@@ -805,22 +840,10 @@ function _removeSorted<M>(
   item: PlannedBlock<M>,
   bySize: boolean,
 ) {
-  const key = bySize ? item.byteLength : item._offset;
-  let lo = 0, hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const b = list[mid];
-    if ((bySize ? b.byteLength : b._offset) < key) lo = mid + 1;
-    else hi = mid;
-  }
-  for (let i = lo; i < list.length; i++) {
-    const b = list[i];
-    if (b === item) {
-      if (i === list.length - 1) list.pop();
-      else list.splice(i, 1);
-      return;
-    }
-    if ((bySize ? b.byteLength : b._offset) > key) break;
-  }
-  throw new Error("internal: free index lost a block");
+  // keys are unique (a free block's range is its own), so the block is at
+  // its position or not in the index at all
+  const at = _position(list, item, bySize);
+  if (list[at] !== item) throw new Error("internal: free index lost a block");
+  if (at === list.length - 1) list.pop();
+  else list.splice(at, 1);
 }

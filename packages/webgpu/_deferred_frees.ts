@@ -1,33 +1,67 @@
 /**
  * Internal: frees held back until the queue has finished the work submitted
- * before them. Frees of one task share one queue fence (see `QueueStream`),
- * so they are kept in one batch and handed back together when it completes:
- * O(1) per free, and nothing to poll on the allocation path.
+ * before them, for the GPU allocators' `"after-fence"` reuse. The frees wait
+ * in `@allot/core`'s {@linkcode DeferredFrees}, the same fence-ordered queue
+ * the caching and watermark allocators keep for their own streams. Frees of
+ * one task share one queue fence (see `QueueStream`), so they are kept as one
+ * batch, one item of that queue: deferring is an array push, and an
+ * allocation checks one fence however many frees wait. A batch comes back
+ * when its fence resolves (one promise reaction per task), and any
+ * allocation polls too (and `synchronize()` waits for every fence).
  *
  * @module
  */
 
-import type { Fence } from "@allot/core";
+import { DeferredFrees, type DeferredItem, type Fence } from "@allot/core";
 import type { QueueStream } from "./queue_stream.ts";
 
-interface _Batch {
-  fence: Fence;
-  items: unknown[];
-  bytes: number;
+/** The frees of one task: they share its queue fence. */
+class _Batch implements DeferredItem {
+  waitingFences = 0;
+  readonly tokens: unknown[] = [];
+  bytes = 0;
+  constructor(readonly fence: Fence) {}
 }
 
 /** Frees waiting for queue fences. */
-export class _DeferredFrees {
+export class _QueueFrees {
   #stream: QueueStream;
-  #free: (item: unknown) => void;
+  #release: (token: unknown) => void;
+  #frees: DeferredFrees<_Batch>;
+  /** the batch of the current task's fence */
   #current: _Batch | undefined;
-  #waits = new Set<Promise<void>>();
+  /** one-element arguments of `DeferredFrees.defer` */
+  #streamIds: number[];
   #count = 0;
   #bytes = 0;
+  #onFence = (): void => {
+    try {
+      this.poll();
+    } catch {
+      // a fence that threw stays held; the next poll() reports it
+    }
+  };
 
-  constructor(stream: QueueStream, free: (item: unknown) => void) {
+  /**
+   * @param stream The device's queue.
+   * @param release Gives a token back to its pool once its fence completed.
+   */
+  constructor(stream: QueueStream, release: (token: unknown) => void) {
     this.#stream = stream;
-    this.#free = free;
+    this.#release = release;
+    this.#streamIds = [stream.id];
+    this.#frees = new DeferredFrees<_Batch>((batch) => {
+      if (this.#current === batch) this.#current = undefined;
+      this.#count -= batch.tokens.length;
+      this.#bytes -= batch.bytes;
+      for (const token of batch.tokens) {
+        try {
+          release(token);
+        } catch {
+          // one failed free must not keep the others from their pool
+        }
+      }
+    });
   }
 
   /** Frees waiting for their fence. */
@@ -35,79 +69,48 @@ export class _DeferredFrees {
     return this.#count;
   }
 
-  /** Bytes of frees waiting for their fence. */
+  /** Bytes of the frees waiting for their fence. */
   get bytes(): number {
     return this.#bytes;
   }
 
   /**
-   * Frees `item` once the work submitted so far is done.
+   * Gives `token` back once the work submitted so far is done.
    *
-   * @param item What the free function takes (a block).
+   * @param token What `release` takes (a block).
    * @param bytes Its size, for the figures.
    */
-  defer(item: unknown, bytes: number): void {
+  defer(token: unknown, bytes: number): void {
     const fence = this.#stream.fence();
     if (fence.completed) {
-      this.#free(item);
+      this.#release(token);
       return;
     }
     let batch = this.#current;
     if (batch === undefined || batch.fence !== fence) {
-      const fresh: _Batch = { fence, items: [], bytes: 0 };
-      batch = this.#current = fresh;
-      const wait: Promise<void> = fence.wait().catch(() => {}).then(() => {
-        this.#waits.delete(wait);
-        if (this.#current === fresh) this.#current = undefined;
-        this.#count -= fresh.items.length;
-        this.#bytes -= fresh.bytes;
-        const free = this.#free;
-        for (const item of fresh.items) {
-          try {
-            free(item);
-          } catch {
-            // One failed free must not keep the others from their pool.
-          }
-        }
-      });
-      this.#waits.add(wait);
+      batch = this.#current = new _Batch(fence);
+      this.#frees.defer(batch, this.#streamIds, [fence]);
+      // back as soon as the queue is done (the task awaiting it is not
+      // charged for it), not only at the next allocation
+      fence.wait().then(this.#onFence, this.#onFence);
     }
-    batch.items.push(item);
+    batch.tokens.push(token);
     batch.bytes += bytes;
     this.#count++;
     this.#bytes += bytes;
   }
 
-  /**
-   * Resolves once every free deferred so far has run.
-   *
-   * @returns The promise.
-   */
-  async settle(): Promise<void> {
-    while (this.#waits.size > 0) await Promise.all([...this.#waits]);
+  /** Gives back the frees whose fence completed. */
+  poll(): void {
+    if (this.#count > 0) this.#frees.poll();
   }
-}
 
-/**
- * The owner a GPU allocator gives its allocations: under `"after-fence"`
- * frees wait in `deferred` for the queue, under `"queue-order"` they go
- * back at once. Items are handles of the pooling allocator (`release()`).
- *
- * @param stream The device's queue stream.
- * @param afterFence Whether frees wait for the queue.
- * @param bytesOf Bytes of an item, for the pending figures.
- * @returns The deferred frees and the owner.
- */
-export function _releaseOwner(
-  stream: QueueStream,
-  afterFence: boolean,
-  bytesOf: (item: unknown) => number,
-): { deferred: _DeferredFrees; owner: { free(item: unknown): void } } {
-  const release = (item: unknown): void =>
-    (item as { release(): void }).release();
-  const deferred = new _DeferredFrees(stream, release);
-  const owner = afterFence
-    ? { free: (item: unknown) => deferred.defer(item, bytesOf(item)) }
-    : { free: release };
-  return { deferred, owner };
+  /**
+   * Waits for every fence taken so far, then gives their frees back.
+   *
+   * @returns Resolves when they are back.
+   */
+  synchronize(): Promise<void> {
+    return this.#frees.synchronize();
+  }
 }

@@ -91,6 +91,38 @@ export function _deviceState(device: GPUDevice): _DeviceState {
   return created;
 }
 
+// Removes the listener of an owner that was collected, so a device that
+// outlives many allocators does not keep one closure per dropped owner.
+const collected = new FinalizationRegistry<
+  { listeners: Set<() => void>; listener: () => void }
+>(({ listeners, listener }) => listeners.delete(listener));
+
+/**
+ * Calls `drop(owner)` once when `device` is lost, holding `owner` weakly: the
+ * device outlives the sources, staging pools and kernels built on it, and
+ * one nobody holds must not be kept alive (with its segments) by the device.
+ * `drop` must not capture `owner` itself.
+ *
+ * @param device The device.
+ * @param owner The object to tell.
+ * @param drop Drops the owner's pools.
+ */
+export function _onDeviceLost<T extends object>(
+  device: GPUDevice,
+  owner: T,
+  drop: (owner: T) => void,
+): void {
+  const state = _deviceState(device);
+  if (state.lost) return;
+  const ref = new WeakRef(owner);
+  const listener = (): void => {
+    const alive = ref.deref();
+    if (alive !== undefined) drop(alive);
+  };
+  state.listeners.add(listener);
+  collected.register(owner, { listeners: state.listeners, listener });
+}
+
 /**
  * Throws a {@linkcode DeviceLostError} when `device` was lost.
  *

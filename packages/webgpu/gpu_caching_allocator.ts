@@ -13,9 +13,10 @@ import {
 } from "@allot/caching";
 import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { type _DeferredFrees, _releaseOwner } from "./_deferred_frees.ts";
-import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
+import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
+import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
+import { _QueueFrees } from "./_deferred_frees.ts";
 import {
   GpuSegmentSource,
   type GpuSegmentSourceOptions,
@@ -101,7 +102,7 @@ export class GpuCachingAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
-  #deferred: _DeferredFrees;
+  #frees: _QueueFrees;
   #owner: GpuAllocationOwner;
 
   /**
@@ -128,23 +129,33 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
-    const { deferred, owner } = _releaseOwner(
-      this.stream,
-      this.reuse === "after-fence",
-      (item) => (item as CachedBlock<GPUBuffer>).blockByteLength,
-    );
-    this.#deferred = deferred;
-    this.#owner = owner;
+    const release = (block: unknown) =>
+      (block as CachedBlock<GPUBuffer>).release();
+    const frees = new _QueueFrees(this.stream, release);
+    this.#frees = frees;
+    this.#owner = this.reuse === "after-fence"
+      ? {
+        free: (block) =>
+          frees.defer(
+            block,
+            (block as CachedBlock<GPUBuffer>).blockByteLength,
+          ),
+      }
+      : { free: release };
   }
 
-  /** Freed blocks waiting for their queue fence. */
+  /**
+   * Freed blocks waiting for their queue fence (after-fence reuse). They go
+   * back to the pool at the first allocation after their fence completed,
+   * or at {@linkcode GpuCachingAllocator.synchronize}.
+   */
   get pendingFreeCount(): number {
-    return this.#deferred.count;
+    return this.#frees.count;
   }
 
   /** Bytes of freed blocks waiting for their queue fence. */
   get pendingFreeBytes(): number {
-    return this.#deferred.bytes;
+    return this.#frees.bytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -172,14 +183,16 @@ export class GpuCachingAllocator {
     if (_deviceState(this.gpuDevice).lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
+    if (this.#frees.count > 0) this.#frees.poll();
     const block = this.caching.allocate(byteLength);
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: block.memory,
-      offset: block.byteOffset,
-      size: byteLength,
-      owner: this.#owner,
-      token: block,
-    });
+    return _makeAllocation(
+      this.gpuDevice,
+      block.memory,
+      block.byteOffset,
+      byteLength,
+      this.#owner,
+      block,
+    );
   }
 
   /**
@@ -210,7 +223,7 @@ export class GpuCachingAllocator {
    * @returns Resolves when the pending blocks are back.
    */
   async synchronize(): Promise<void> {
-    await this.#deferred.settle();
+    await this.#frees.synchronize();
     await this.caching.synchronize();
   }
 

@@ -13,7 +13,7 @@ import {
   UnsupportedOperationError,
   validateInteger,
 } from "@allot/core";
-import { _assertAlive, _deviceState } from "./_device_state.ts";
+import { _assertAlive, _onDeviceLost } from "./_device_state.ts";
 import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
 import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
@@ -207,8 +207,7 @@ export class GpuKernels {
         limits.maxComputeWorkgroupSizeX,
       ),
     );
-    const state = _deviceState(device);
-    if (!state.lost) state.listeners.add(() => (this.#meta = undefined));
+    _onDeviceLost(device, this, (kernels) => (kernels.#meta = undefined));
   }
 
   /** Kernel dispatches submitted so far. */

@@ -9,7 +9,8 @@
 import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
 import { type Device, validateByteLength } from "@allot/core";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
+import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
+import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import {
   GpuSegmentSource,
@@ -140,13 +141,14 @@ export class GpuPlannedAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     const block = this.pool.allocate(byteLength);
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: block.memory,
-      offset: block.byteOffset,
-      size: byteLength,
-      owner: this.#owner,
-      token: block,
-    });
+    return _makeAllocation(
+      this.gpuDevice,
+      block.memory,
+      block.byteOffset,
+      byteLength,
+      this.#owner,
+      block,
+    );
   }
 
   /** Marks the end of a step (see {@linkcode StepPlannedPool.endStep}). */

@@ -18,7 +18,7 @@ import {
   validateCapacity,
   validateInteger,
 } from "@allot/core";
-import { _assertAlive, _deviceState } from "./_device_state.ts";
+import { _assertAlive, _deviceState, _onDeviceLost } from "./_device_state.ts";
 
 /** How a {@linkcode GpuSegmentSource} answers a host-visible request. */
 export type HostVisibleMode = "staged" | "refuse";
@@ -146,8 +146,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
     this.maxBindingByteLength = device.limits.maxStorageBufferBindingSize;
     this.#ledger = new SegmentLedger(String(this.device));
-    const state = _deviceState(device);
-    if (!state.lost) state.listeners.add(() => this.#drop());
+    _onDeviceLost(device, this, (source) => source.#drop());
   }
 
   /** Bytes in live segments. */

@@ -12,7 +12,12 @@ import {
   validateByteLength,
   validateInteger,
 } from "@allot/core";
-import { _assertAlive, _deviceState, _lostError } from "./_device_state.ts";
+import {
+  _assertAlive,
+  _deviceState,
+  _lostError,
+  _onDeviceLost,
+} from "./_device_state.ts";
 import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { GpuKernels } from "./gpu_kernels.ts";
 
@@ -182,8 +187,7 @@ export class GpuStaging {
       Number.MAX_SAFE_INTEGER,
       "writeBufferMaxByteLength",
     );
-    const state = _deviceState(device);
-    if (!state.lost) state.listeners.add(() => this.#drop(true));
+    _onDeviceLost(device, this, (staging) => staging.#drop(true));
   }
 
   /**

@@ -14,9 +14,10 @@ import {
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
-import { type _DeferredFrees, _releaseOwner } from "./_deferred_frees.ts";
-import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
+import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
+import { _makeAllocation } from "./_make_allocation.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
+import { _QueueFrees } from "./_deferred_frees.ts";
 import type { GpuReuse } from "./gpu_caching_allocator.ts";
 import {
   GpuSegmentSource,
@@ -94,7 +95,7 @@ export class GpuWatermarkAllocator {
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
   #adapter: GpuAllocatorAdapter | undefined;
-  #deferred: _DeferredFrees;
+  #frees: _QueueFrees;
   #owner: GpuAllocationOwner;
 
   /**
@@ -119,23 +120,33 @@ export class GpuWatermarkAllocator {
         options.largeHeapByteLength ??
         GPU_HEAP_BYTE_LENGTH,
     });
-    const { deferred, owner } = _releaseOwner(
-      this.stream,
-      this.reuse === "after-fence",
-      (item) => (item as WatermarkBuffer<GPUBuffer>).byteLength,
-    );
-    this.#deferred = deferred;
-    this.#owner = owner;
+    const release = (buffer: unknown) =>
+      (buffer as WatermarkBuffer<GPUBuffer>).release();
+    const frees = new _QueueFrees(this.stream, release);
+    this.#frees = frees;
+    this.#owner = this.reuse === "after-fence"
+      ? {
+        free: (buffer) =>
+          frees.defer(
+            buffer,
+            (buffer as WatermarkBuffer<GPUBuffer>).byteLength,
+          ),
+      }
+      : { free: release };
   }
 
-  /** Freed buffers waiting for their queue fence. */
+  /**
+   * Freed buffers waiting for their queue fence. They go back to their pool
+   * at the first allocation after the fence completed, or at
+   * {@linkcode GpuWatermarkAllocator.synchronize}.
+   */
   get pendingFreeCount(): number {
-    return this.#deferred.count;
+    return this.#frees.count;
   }
 
   /** Bytes of freed buffers waiting for their queue fence. */
   get pendingFreeBytes(): number {
-    return this.#deferred.bytes;
+    return this.#frees.bytes;
   }
 
   /** The allot device (`webgpu:<index>`). */
@@ -167,14 +178,16 @@ export class GpuWatermarkAllocator {
     if (_deviceState(this.gpuDevice).lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
+    if (this.#frees.count > 0) this.#frees.poll();
     const buffer = this.watermark.allocateBuffer(byteLength, options);
-    return new GpuAllocation(this.gpuDevice, {
-      buffer: buffer.memory,
-      offset: buffer.byteOffset,
-      size: byteLength,
-      owner: this.#owner,
-      token: buffer,
-    });
+    return _makeAllocation(
+      this.gpuDevice,
+      buffer.memory,
+      buffer.byteOffset,
+      byteLength,
+      this.#owner,
+      buffer,
+    );
   }
 
   /**
@@ -184,7 +197,7 @@ export class GpuWatermarkAllocator {
    * @returns Resolves when the pending buffers are back.
    */
   async synchronize(): Promise<void> {
-    await this.#deferred.settle();
+    await this.#frees.synchronize();
     if (!this.lost) this.watermark.freeInactiveBuffers();
   }
 

@@ -11,7 +11,13 @@
  * 2. Time, on Deno's WebGPU device: the real TF.js `BufferManager`
  *    (`dist/buffer_manager.js`), an onnxruntime-web bucket pool written after
  *    `js/web/lib/wasm/jsep/webgpu/gpu-data-manager.ts`, and allot's pools on
- *    `GpuSegmentSource`. Runtime-like replay: each pass walks the storage
+ *    `GpuSegmentSource` (`GpuCachingAllocator` and `GpuPlannedAllocator`,
+ *    which hand out `GpuAllocation` handles, and the bare `StepPlannedPool`),
+ *    plus a peer that does nothing (the replay loop's own cost). Every
+ *    allocation is charged for what a runtime reads to bind it: the buffer
+ *    (TF.js and onnxruntime-web return it), or the handle's buffer and
+ *    offset. A buffer made on a miss is charged to whoever made it.
+ *    Runtime-like replay: each pass walks the storage
  *    requests of a trace, awaits `queue.onSubmittedWorkDone()` (untimed)
  *    where the runtime waited (step marks, readbacks), frees what is left at
  *    the pass's end (untimed), and `gc()` runs between passes. Warm (one
@@ -19,7 +25,7 @@
  *    rows; peers interleaved, order rotated each round. Then a tight loop:
  *    the same requests with no awaits, warm instances.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>]`
  *
  * @module
  */
@@ -42,11 +48,14 @@ import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { stepPlannedPolicy } from "../../caching/bench/_step_planned_policy.ts";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
+import { GpuPlannedAllocator } from "../gpu_planned_allocator.ts";
 import type { GpuAllocation } from "../gpu_allocation.ts";
 import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
 
 const quick = Deno.args.includes("--quick");
+/** `--only=<text>`: the traces whose path contains it. */
+const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
 const dir = new URL("../../../traces/", import.meta.url);
 
 async function load(name: string): Promise<Trace> {
@@ -62,7 +71,7 @@ const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
     [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
       `${d.name}/${e.name}`
     )
-  ).filter((n) => n.endsWith(".jsonl.gz")).sort();
+  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
 const traces = await Promise.all(names.map(async (n) => ({
   name: n.replace(".jsonl.gz", ""),
   trace: await load(n),
@@ -144,6 +153,8 @@ const device = await adapter.requestDevice({
 
 interface Peer {
   alloc(size: number, usage: number): unknown;
+  /** What a runtime reads to bind the memory: the buffer and the offset. */
+  use(handle: unknown): number;
   free(handle: unknown): void;
   step(): void;
   dispose(): void;
@@ -154,6 +165,7 @@ interface PeerKind {
   make(): Peer;
 }
 
+let sink: unknown;
 const kinds: PeerKind[] = [
   {
     name: "TF.js BufferManager (real)",
@@ -161,6 +173,7 @@ const kinds: PeerKind[] = [
       const m = new BufferManager(device);
       return {
         alloc: (size, usage) => m.acquireBuffer(size, usage),
+        use: (b) => (sink = b, 0),
         free: (b) => m.releaseBuffer(b as GPUBuffer),
         step() {},
         dispose: () => m.dispose(),
@@ -173,6 +186,7 @@ const kinds: PeerKind[] = [
       const p = new OrtBucketPool(device);
       return {
         alloc: (size, usage) => p.getBuffer(size, usage),
+        use: (b) => (sink = b, 0),
         free: (b) => p.release(b as GPUBuffer),
         step: () => p.refreshPendingBuffers(),
         dispose: () => p.dispose(),
@@ -185,7 +199,10 @@ const kinds: PeerKind[] = [
       const a = new GpuCachingAllocator(device, { reuse: "queue-order" });
       return {
         alloc: (size) => a.allocate(size),
-        free: (b) => (b as GpuAllocation).release(),
+        use: (
+          h,
+        ) => (sink = (h as GpuAllocation).buffer, (h as GpuAllocation).offset),
+        free: (h) => (h as GpuAllocation).release(),
         step() {},
         dispose: () => a.emptyCache(),
       };
@@ -197,25 +214,61 @@ const kinds: PeerKind[] = [
       const p = new StepPlannedPool(new GpuSegmentSource(device));
       return {
         alloc: (size) => p.allocate(size),
+        use: (
+          b,
+        ) => (sink = (b as PlannedBlock<GPUBuffer>).memory,
+          (b as PlannedBlock<GPUBuffer>).byteOffset),
         free: (b) => p.free(b as PlannedBlock<GPUBuffer>),
         step: () => p.endStep(),
         dispose: () => p.emptyCache(),
       };
     },
   },
+  {
+    name: "allot GpuPlannedAllocator",
+    make() {
+      const a = new GpuPlannedAllocator(device);
+      return {
+        alloc: (size) => a.allocate(size),
+        use: (
+          h,
+        ) => (sink = (h as GpuAllocation).buffer, (h as GpuAllocation).offset),
+        free: (h) => (h as GpuAllocation).release(),
+        step: () => a.endStep(),
+        dispose: () => a.emptyCache(),
+      };
+    },
+  },
+  {
+    name: "replay loop alone (no-op peer)",
+    make() {
+      const none = {};
+      return {
+        alloc: () => none,
+        use: (h) => (sink = h, 0),
+        free() {},
+        step() {},
+        dispose() {},
+      };
+    },
+  },
 ];
+/** Index of each peer in `kinds`, for the ratio columns. */
+const TFJS = 0, CACHING = 2, STEP_PLANNED = 3, GPU_PLANNED = 4;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
 /** One runtime-like pass: ns per alloc/free, awaiting at marks. */
 async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
   const live = new Map<number, unknown>();
-  let ms = 0, n = 0;
+  let ms = 0, n = 0, offsets = 0;
   let t = performance.now();
   for (let i = 0; i < ops.length; i++) {
     const c = ops.code[i];
     if (c === 0) {
-      live.set(ops.id[i], peer.alloc(ops.size[i], ops.usage[i]));
+      const h = peer.alloc(ops.size[i], ops.usage[i]);
+      offsets += peer.use(h);
+      live.set(ops.id[i], h);
       n++;
     } else if (c === 1) {
       peer.free(live.get(ops.id[i]));
@@ -233,6 +286,7 @@ async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
   ms += performance.now() - t;
   for (const h of live.values()) peer.free(h);
   peer.step();
+  sink = offsets;
   return (ms * 1e6) / n;
 }
 
@@ -246,9 +300,11 @@ console.log(
 );
 console.log(
   "| trace | mode | " + kinds.map((k) => k.name).join(" | ") +
-    " | TF.js / StepPlanned |",
+    " | TF.js / GpuCaching | TF.js / StepPlanned | TF.js / GpuPlanned |",
 );
-console.log("|---|---|" + kinds.map(() => "---:").join("|") + "|---:|");
+console.log(
+  "|---|---|" + kinds.map(() => "---:").join("|") + "|---:|---:|---:|",
+);
 for (const { name, trace } of traces) {
   const ops = traceOps(trace, "storage");
   for (const mode of ["warm", "fresh", "tight loop (warm)"] as const) {
@@ -276,10 +332,13 @@ for (const { name, trace } of traces) {
     console.log(
       `| ${name} | ${mode} | ` +
         times.map((v, k) => `${med[k].toFixed(0)} (${range(v)})`).join(" | ") +
-        ` | ${(med[0] / med[3]).toFixed(2)}× |`,
+        ` | ${(med[TFJS] / med[CACHING]).toFixed(2)}× | ${
+          (med[TFJS] / med[STEP_PLANNED]).toFixed(2)
+        }× | ${(med[TFJS] / med[GPU_PLANNED]).toFixed(2)}× |`,
     );
   }
 }
 await device.queue.onSubmittedWorkDone();
 device.destroy();
 void ortBucketSize;
+void sink;
