@@ -1,15 +1,20 @@
 /**
  * Internal: the caching allocator's live stats, in `@allot/core`'s
- * vocabulary (each figure a `Stat` per pool; `memoryStats()` copies them into
- * a `MemoryStats` record).
+ * vocabulary (`memoryStats()` copies them into a `MemoryStats` record).
  *
- * Only what cannot be derived is written on the hot path:
+ * Only what cannot be derived is written on the hot path, and it is written
+ * into a few flat records of named numbers (one {@linkcode _Figures} per
+ * pool and quantity: current, peak, freed), not into an object per figure
+ * and pool: a hit (allocate + free of a cached block) moves five figures,
+ * and chasing a record per figure cost about twice as much.
  *
- * - a {@linkcode _Figure} keeps a {@linkcode _Counter} for the small pool and
- *   one for the large pool, plus the peak of their sum; the all-pools
- *   current, allocated and freed figures are sums, made when read; a counter
- *   writes current, peak and freed, and derives allocated (current + freed -
- *   current at the last reset), so an increase writes no running total;
+ * - each of the seven plain figures (allocation, segment, inactiveSplit and
+ *   the bytes figures) has, per pool, its current value, its peak and its
+ *   freed total; the all-pools current and peak are kept too (so a peak of
+ *   the sum needs no read of the other pool); allocated is derived (current
+ *   + freed - current at the last reset of totals), so an increase writes no
+ *   running total; the all-pools allocated and freed are sums, made when
+ *   read;
  * - active figures are not written when a block is handed out or returned:
  *   active = allocation + pending free (blocks freed by the caller that wait
  *   for fences), so an {@linkcode _ActiveFigure} keeps only the pending part
@@ -25,112 +30,26 @@
 
 import type { StatArray, StatValues } from "@allot/core";
 
-/** `@allot/core`'s `Stat` figures for one pool, allocated derived. */
-export class _Counter {
-  /** Value now. */
-  current = 0;
-  /** Highest value since creation or the last reset of peaks. */
-  peak = 0;
-  /** Sum of all decreases since the last reset of totals. */
-  freed = 0;
-  /** `current` at the last reset of totals. */
-  base = 0;
-
-  /** Sum of all increases since the last reset of totals. */
-  get allocated(): number {
-    return this.current + this.freed - this.base;
-  }
-
-  /** Sets the peak to the current value. */
-  resetPeak(): void {
-    this.peak = this.current;
-  }
-
-  /** Sets allocated and freed to zero. */
-  resetAccumulated(): void {
-    this.base = this.current;
-    this.freed = 0;
-  }
-
-  /** A plain copy, as `@allot/core`'s `StatValues`. */
-  values(): StatValues {
-    return {
-      current: this.current,
-      peak: this.peak,
-      allocated: this.allocated,
-      freed: this.freed,
-    };
-  }
+/** One number per plain figure, by name. */
+export class _Figures {
+  allocation = 0;
+  segment = 0;
+  inactiveSplit = 0;
+  allocatedBytes = 0;
+  reservedBytes = 0;
+  inactiveSplitBytes = 0;
+  requestedBytes = 0;
 }
 
-/** One figure: a counter per pool and the peak of the two together. */
-export class _Figure {
-  readonly smallPool: _Counter = new _Counter();
-  readonly largePool: _Counter = new _Counter();
-  /** Highest value of the two pools together. */
-  allPeak = 0;
+/** Name of a plain figure (kept per pool, with peak and totals). */
+export type _FigureName = keyof _Figures;
 
-  /** Current value over both pools. */
-  get current(): number {
-    return this.smallPool.current + this.largePool.current;
-  }
+const FIGURE_NAMES: readonly _FigureName[] = Object.keys(
+  new _Figures(),
+) as _FigureName[];
 
-  /** Sets the peaks to the current values. */
-  resetPeak(): void {
-    this.smallPool.resetPeak();
-    this.largePool.resetPeak();
-    this.allPeak = this.current;
-  }
-
-  /** Sets allocated and freed to zero. */
-  resetAccumulated(): void {
-    this.smallPool.resetAccumulated();
-    this.largePool.resetAccumulated();
-  }
-
-  /** The all-pools values. */
-  all(): StatValues {
-    const s = this.smallPool, l = this.largePool;
-    return {
-      current: s.current + l.current,
-      peak: this.allPeak,
-      allocated: s.allocated + l.allocated,
-      freed: s.freed + l.freed,
-    };
-  }
-
-  /** A plain copy, as `@allot/core`'s `StatArray`. */
-  values(): StatArray {
-    return {
-      all: this.all(),
-      smallPool: this.smallPool.values(),
-      largePool: this.largePool.values(),
-    };
-  }
-}
-
-/** Adds `d` (> 0) to the figure of one pool (amounts are trusted). */
-export function _up(f: _Figure, small: boolean, d: number): void {
-  const p = small ? f.smallPool : f.largePool;
-  const c = p.current + d;
-  p.current = c;
-  if (c > p.peak) p.peak = c;
-  const all = f.smallPool.current + f.largePool.current;
-  if (all > f.allPeak) f.allPeak = all;
-}
-
-/** Subtracts `d` (> 0) from the figure of one pool. */
-export function _down(f: _Figure, small: boolean, d: number): void {
-  const p = small ? f.smallPool : f.largePool;
-  p.current -= d;
-  p.freed += d;
-}
-
-/** Adds `d` (of either sign) to the figure of one pool. */
-export function _change(f: _Figure, small: boolean, d: number): void {
-  if (d > 0) _up(f, small, d);
-  else if (d < 0) _down(f, small, -d);
-}
+/** Name of a figure derived from a plain one plus pending frees. */
+export type _ActiveName = "active" | "activeBytes";
 
 /** What an active figure stores for one pool. */
 export interface _ActivePart {
@@ -143,48 +62,54 @@ export interface _ActivePart {
 }
 
 /**
- * An active figure: its allocation figure (`source`) plus the pending part.
+ * An active figure: plain figure `source` plus the pending part.
  */
 export class _ActiveFigure {
   readonly smallPool: _ActivePart = { pending: 0, peak: 0, base: 0 };
   readonly largePool: _ActivePart = { pending: 0, peak: 0, base: 0 };
   /** Active peak of both pools as last stored. */
   allPeak = 0;
-  constructor(readonly source: _Figure) {}
+  constructor(
+    readonly stats: _CachingStats,
+    readonly source: "allocation" | "allocatedBytes",
+  ) {}
 
   /** Raises the stored peaks of `small`'s pool and of all pools to now. */
   storePeak(small: boolean): void {
+    // Named loads: a keyed load of a number beyond the small-integer range
+    // boxes it (garbage on every allocation while frees are pending).
+    const s = this.stats;
     const part = small ? this.smallPool : this.largePool;
-    const c = (small ? this.source.smallPool : this.source.largePool).current +
-      part.pending;
+    const cur = small ? s.smallCurrent : s.largeCurrent;
+    const bytes = this.source === "allocatedBytes";
+    const c = (bytes ? cur.allocatedBytes : cur.allocation) + part.pending;
     if (c > part.peak) part.peak = c;
-    const all = this.source.current + this.smallPool.pending +
-      this.largePool.pending;
+    const all =
+      (bytes ? s.allCurrent.allocatedBytes : s.allCurrent.allocation) +
+      this.smallPool.pending + this.largePool.pending;
     if (all > this.allPeak) this.allPeak = all;
   }
 
   /** Sets the stored peaks to the current values. */
   resetPeak(): void {
-    const s = this.source;
-    this.smallPool.peak = s.smallPool.current + this.smallPool.pending;
-    this.largePool.peak = s.largePool.current + this.largePool.pending;
+    const s = this.stats, name = this.source;
+    this.smallPool.peak = s.smallCurrent[name] + this.smallPool.pending;
+    this.largePool.peak = s.largeCurrent[name] + this.largePool.pending;
     this.allPeak = this.smallPool.peak + this.largePool.peak;
   }
 
   /** Sets the bases to the current values (allocated and freed restart). */
   resetAccumulated(): void {
-    const s = this.source;
-    this.smallPool.base = s.smallPool.current + this.smallPool.pending;
-    this.largePool.base = s.largePool.current + this.largePool.pending;
+    const s = this.stats, name = this.source;
+    this.smallPool.base = s.smallCurrent[name] + this.smallPool.pending;
+    this.largePool.base = s.largeCurrent[name] + this.largePool.pending;
   }
 
-  #pool(small: boolean): StatValues {
-    const a = small ? this.source.smallPool : this.source.largePool;
-    const part = small ? this.smallPool : this.largePool;
+  #with(a: StatValues, part: { pending: number; base: number }, peak: number) {
     const c = a.current + part.pending;
     return {
       current: c,
-      peak: Math.max(part.peak, a.peak),
+      peak: Math.max(peak, a.peak),
       allocated: a.allocated,
       freed: part.base + a.allocated - c,
     };
@@ -192,18 +117,15 @@ export class _ActiveFigure {
 
   /** A plain copy, as `@allot/core`'s `StatArray`. */
   values(): StatArray {
-    const a = this.source.all();
+    const a = this.stats.values(this.source);
     const s = this.smallPool, l = this.largePool;
-    const c = a.current + s.pending + l.pending;
     return {
-      all: {
-        current: c,
-        peak: Math.max(this.allPeak, a.peak),
-        allocated: a.allocated,
-        freed: s.base + l.base + a.allocated - c,
-      },
-      smallPool: this.#pool(true),
-      largePool: this.#pool(false),
+      all: this.#with(a.all, {
+        pending: s.pending + l.pending,
+        base: s.base + l.base,
+      }, this.allPeak),
+      smallPool: this.#with(a.smallPool, s, s.peak),
+      largePool: this.#with(a.largePool, l, l.peak),
     };
   }
 }
@@ -213,15 +135,80 @@ export class _ActiveFigure {
  * figures derived from the allocation figures, see the module note).
  */
 export class _CachingStats {
-  readonly allocation: _Figure = new _Figure();
-  readonly segment: _Figure = new _Figure();
-  readonly inactiveSplit: _Figure = new _Figure();
-  readonly allocatedBytes: _Figure = new _Figure();
-  readonly reservedBytes: _Figure = new _Figure();
-  readonly inactiveSplitBytes: _Figure = new _Figure();
-  readonly requestedBytes: _Figure = new _Figure();
-  readonly active: _ActiveFigure = new _ActiveFigure(this.allocation);
-  readonly activeBytes: _ActiveFigure = new _ActiveFigure(this.allocatedBytes);
+  /** Value now, per figure, of the small pool. */
+  readonly smallCurrent: _Figures = new _Figures();
+  /** Value now, per figure, of the large pool. */
+  readonly largeCurrent: _Figures = new _Figures();
+  /** Value now, per figure, of both pools together. */
+  readonly allCurrent: _Figures = new _Figures();
+  /** Highest value since the last reset of peaks, small pool. */
+  readonly smallPeak: _Figures = new _Figures();
+  /** Highest value since the last reset of peaks, large pool. */
+  readonly largePeak: _Figures = new _Figures();
+  /** Highest value of both pools together since the last reset of peaks. */
+  readonly allPeak: _Figures = new _Figures();
+  /** Sum of all decreases since the last reset of totals, small pool. */
+  readonly smallFreed: _Figures = new _Figures();
+  /** Sum of all decreases since the last reset of totals, large pool. */
+  readonly largeFreed: _Figures = new _Figures();
+  /** Value at the last reset of totals, small pool. */
+  readonly smallBase: _Figures = new _Figures();
+  /** Value at the last reset of totals, large pool. */
+  readonly largeBase: _Figures = new _Figures();
+  readonly active: _ActiveFigure = new _ActiveFigure(this, "allocation");
+  readonly activeBytes: _ActiveFigure = new _ActiveFigure(
+    this,
+    "allocatedBytes",
+  );
+
+  /** Value now of a figure over both pools. */
+  current(name: _FigureName): number {
+    return this.allCurrent[name];
+  }
+
+  // Every update below names its fields: a keyed store (`record[name]`)
+  // of a number beyond the small-integer range boxed a new heap number per
+  // store (garbage on every hit once a total passed 2^30).
+
+  /** A segment (`segments` 1) or a segment's growth (0) of `bytes`. */
+  reserved(small: boolean, segments: 0 | 1, bytes: number): void {
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const peak = small ? this.smallPeak : this.largePeak;
+    const all = this.allCurrent, allPeak = this.allPeak;
+    let c: number;
+    if (segments !== 0) {
+      c = cur.segment + 1;
+      cur.segment = c;
+      if (c > peak.segment) peak.segment = c;
+      c = all.segment + 1;
+      all.segment = c;
+      if (c > allPeak.segment) allPeak.segment = c;
+    }
+    c = cur.reservedBytes + bytes;
+    cur.reservedBytes = c;
+    if (c > peak.reservedBytes) peak.reservedBytes = c;
+    c = all.reservedBytes + bytes;
+    all.reservedBytes = c;
+    if (c > allPeak.reservedBytes) allPeak.reservedBytes = c;
+  }
+
+  /** A segment (`segments` 1) or a segment's tail (0) of `bytes` gone. */
+  unreserved(small: boolean, segments: 0 | 1, bytes: number): void {
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const freed = small ? this.smallFreed : this.largeFreed;
+    const all = this.allCurrent;
+    if (segments !== 0) {
+      cur.segment--;
+      freed.segment++;
+      all.segment--;
+    }
+    cur.reservedBytes -= bytes;
+    freed.reservedBytes += bytes;
+    all.reservedBytes -= bytes;
+  }
+
+  // The hot path: each method moves its figures with named fields (no
+  // keyed access), one pool record of each kind fetched once.
 
   /** A block handed out: allocation, allocated and requested bytes. */
   allocated(
@@ -230,19 +217,92 @@ export class _CachingStats {
     requested: number,
     pending: boolean,
   ): void {
-    _up(this.allocation, small, 1);
-    _up(this.allocatedBytes, small, bytes);
-    _up(this.requestedBytes, small, requested);
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const peak = small ? this.smallPeak : this.largePeak;
+    const all = this.allCurrent, allPeak = this.allPeak;
+    let c = cur.allocation + 1;
+    cur.allocation = c;
+    if (c > peak.allocation) peak.allocation = c;
+    c = all.allocation + 1;
+    all.allocation = c;
+    if (c > allPeak.allocation) allPeak.allocation = c;
+    c = cur.allocatedBytes + bytes;
+    cur.allocatedBytes = c;
+    if (c > peak.allocatedBytes) peak.allocatedBytes = c;
+    c = all.allocatedBytes + bytes;
+    all.allocatedBytes = c;
+    if (c > allPeak.allocatedBytes) allPeak.allocatedBytes = c;
+    c = cur.requestedBytes + requested;
+    cur.requestedBytes = c;
+    if (c > peak.requestedBytes) peak.requestedBytes = c;
+    c = all.requestedBytes + requested;
+    all.requestedBytes = c;
+    if (c > allPeak.requestedBytes) allPeak.requestedBytes = c;
     if (pending) {
       this.active.storePeak(small);
       this.activeBytes.storePeak(small);
     }
   }
 
+  /**
+   * `bytes` more in free split blocks, and `blocks` (0 or more) more such
+   * blocks: a free block split in two for the first time (1 block, its
+   * rest's bytes), a segment's free tail grown, a block freed between
+   * allocated neighbours.
+   */
+  split(small: boolean, blocks: number, bytes: number): void {
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const peak = small ? this.smallPeak : this.largePeak;
+    const all = this.allCurrent, allPeak = this.allPeak;
+    let c: number;
+    if (blocks !== 0) {
+      c = cur.inactiveSplit + blocks;
+      cur.inactiveSplit = c;
+      if (c > peak.inactiveSplit) peak.inactiveSplit = c;
+      c = all.inactiveSplit + blocks;
+      all.inactiveSplit = c;
+      if (c > allPeak.inactiveSplit) allPeak.inactiveSplit = c;
+    }
+    if (bytes !== 0) {
+      c = cur.inactiveSplitBytes + bytes;
+      cur.inactiveSplitBytes = c;
+      if (c > peak.inactiveSplitBytes) peak.inactiveSplitBytes = c;
+      c = all.inactiveSplitBytes + bytes;
+      all.inactiveSplitBytes = c;
+      if (c > allPeak.inactiveSplitBytes) allPeak.inactiveSplitBytes = c;
+    }
+  }
+
+  /**
+   * `bytes` fewer in free split blocks, and `blocks` fewer such blocks: a
+   * block carved from the front of a free split block (0 blocks), a whole
+   * free split block taken or given back (1), merges.
+   */
+  splitTaken(small: boolean, bytes: number, blocks: number): void {
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const freed = small ? this.smallFreed : this.largeFreed;
+    const all = this.allCurrent;
+    cur.inactiveSplitBytes -= bytes;
+    freed.inactiveSplitBytes += bytes;
+    all.inactiveSplitBytes -= bytes;
+    if (blocks !== 0) {
+      cur.inactiveSplit -= blocks;
+      freed.inactiveSplit += blocks;
+      all.inactiveSplit -= blocks;
+    }
+  }
+
   /** A block freed by the caller: it leaves the allocation figures. */
   freed(small: boolean, bytes: number): void {
-    _down(this.allocation, small, 1);
-    _down(this.allocatedBytes, small, bytes);
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const freed = small ? this.smallFreed : this.largeFreed;
+    const all = this.allCurrent;
+    cur.allocation--;
+    freed.allocation++;
+    all.allocation--;
+    cur.allocatedBytes -= bytes;
+    freed.allocatedBytes += bytes;
+    all.allocatedBytes -= bytes;
   }
 
   /** A freed block that waits for fences: still active. */
@@ -264,54 +324,92 @@ export class _CachingStats {
     splitBlocks: number,
     splitBytes: number,
   ): void {
-    _down(this.requestedBytes, small, requested);
+    const cur = small ? this.smallCurrent : this.largeCurrent;
+    const freed = small ? this.smallFreed : this.largeFreed;
+    const all = this.allCurrent;
+    cur.requestedBytes -= requested;
+    freed.requestedBytes += requested;
+    all.requestedBytes -= requested;
     if (wasPending) {
       (small ? this.active.smallPool : this.active.largePool).pending -= 1;
       (small ? this.activeBytes.smallPool : this.activeBytes.largePool)
         .pending -= bytes;
     }
-    if (splitBlocks !== 0) _change(this.inactiveSplit, small, splitBlocks);
-    if (splitBytes !== 0) _change(this.inactiveSplitBytes, small, splitBytes);
+    // A merge lowers the split figures, unless the block comes back
+    // between two allocated neighbours; blocks and bytes may move apart.
+    const blocksDown = splitBlocks < 0 ? -splitBlocks : 0;
+    const bytesDown = splitBytes < 0 ? -splitBytes : 0;
+    if (blocksDown !== 0 || bytesDown !== 0) {
+      this.splitTaken(small, bytesDown, blocksDown);
+    }
+    if (splitBlocks > 0 || splitBytes > 0) {
+      this.split(small, splitBlocks - -blocksDown, splitBytes + bytesDown);
+    }
+  }
+
+  /** A plain copy of one figure, as `@allot/core`'s `StatArray`. */
+  values(name: _FigureName): StatArray {
+    const small = this.#pool(name, true), large = this.#pool(name, false);
+    return {
+      all: {
+        current: this.allCurrent[name],
+        peak: this.allPeak[name],
+        allocated: small.allocated + large.allocated,
+        freed: small.freed + large.freed,
+      },
+      smallPool: small,
+      largePool: large,
+    };
+  }
+
+  #pool(name: _FigureName, small: boolean): StatValues {
+    const current = (small ? this.smallCurrent : this.largeCurrent)[name];
+    const freed = (small ? this.smallFreed : this.largeFreed)[name];
+    return {
+      current,
+      peak: (small ? this.smallPeak : this.largePeak)[name],
+      allocated: current + freed -
+        (small ? this.smallBase : this.largeBase)[name],
+      freed,
+    };
   }
 
   /** Every figure by name, in `STAT_ARRAY_NAMES` order of `MemoryStats`. */
-  figures(): Record<
-    | "allocation"
-    | "segment"
-    | "active"
-    | "inactiveSplit"
-    | "allocatedBytes"
-    | "reservedBytes"
-    | "activeBytes"
-    | "inactiveSplitBytes"
-    | "requestedBytes",
-    _Figure | _ActiveFigure
-  > {
+  figures(): Record<_FigureName | _ActiveName, { values(): StatArray }> {
+    const plain = (name: _FigureName) => ({ values: () => this.values(name) });
     return {
-      allocation: this.allocation,
-      segment: this.segment,
+      allocation: plain("allocation"),
+      segment: plain("segment"),
       active: this.active,
-      inactiveSplit: this.inactiveSplit,
-      allocatedBytes: this.allocatedBytes,
-      reservedBytes: this.reservedBytes,
+      inactiveSplit: plain("inactiveSplit"),
+      allocatedBytes: plain("allocatedBytes"),
+      reservedBytes: plain("reservedBytes"),
       activeBytes: this.activeBytes,
-      inactiveSplitBytes: this.inactiveSplitBytes,
-      requestedBytes: this.requestedBytes,
+      inactiveSplitBytes: plain("inactiveSplitBytes"),
+      requestedBytes: plain("requestedBytes"),
     };
   }
 
   /** Sets every peak to its current value. */
   resetPeak(): void {
-    for (const f of Object.values(this.figures())) f.resetPeak();
+    this.active.resetPeak();
+    this.activeBytes.resetPeak();
+    for (const name of FIGURE_NAMES) {
+      this.smallPeak[name] = this.smallCurrent[name];
+      this.largePeak[name] = this.largeCurrent[name];
+      this.allPeak[name] = this.allCurrent[name];
+    }
   }
 
   /** Sets every allocated and freed total to zero. */
   resetAccumulated(): void {
-    // Active bases first: they read the allocation figures' current values.
     this.active.resetAccumulated();
     this.activeBytes.resetAccumulated();
-    for (const f of Object.values(this.figures())) {
-      if (f instanceof _Figure) f.resetAccumulated();
+    for (const name of FIGURE_NAMES) {
+      this.smallBase[name] = this.smallCurrent[name];
+      this.largeBase[name] = this.largeCurrent[name];
+      this.smallFreed[name] = 0;
+      this.largeFreed[name] = 0;
     }
   }
 }

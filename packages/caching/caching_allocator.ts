@@ -35,7 +35,7 @@ import {
   PENDING,
 } from "./_block_pool.ts";
 import { checkStream } from "./_check.ts";
-import { _CachingStats, _down, _up } from "./_stats.ts";
+import { _CachingStats } from "./_stats.ts";
 import { validateObject } from "@allot/core";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
@@ -541,6 +541,12 @@ export class CachingAllocator<M = unknown> {
   #freeCount = 0;
   #tag: string | undefined = undefined;
   #strict = false;
+  // Sizes in (0, #intRoundMax] round up with integer operations (0 when
+  // power-of-two divisions are set: those round otherwise).
+  #intRoundMax = 0;
+  #granuleMask = 0;
+  // Whether history or strict mode watch the hot path (one test there).
+  #watched = false;
   #leaks: LeakDetector | undefined;
   #segmentOptions: { label: string; resizable?: boolean };
   #expandable = false;
@@ -677,9 +683,14 @@ export class CachingAllocator<M = unknown> {
     this.maxBlockByteLength =
       Math.floor(source.maxSegmentByteLength / granule) *
       granule;
+    this.#granuleMask = granule - 1;
+    this.#intRoundMax = this.#divisions !== undefined
+      ? 0
+      : Math.min(this.maxBlockByteLength, 2 ** 30);
     this.#segmentOptions = { label: this.label };
     this.#leaks = options.leakDetector;
     this.#strict = options.strict === true;
+    this.#watched = this.#strict;
     this.#expandable = options.expandableSegments === true &&
       typeof source.tryResizeSegment === "function";
     const history = options.recordHistory ?? false;
@@ -732,12 +743,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return this.#stats.allocatedBytes.current;
+    return this.#stats.current("allocatedBytes");
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return this.#stats.reservedBytes.current;
+    return this.#stats.current("reservedBytes");
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -806,6 +817,18 @@ export class CachingAllocator<M = unknown> {
     return size;
   }
 
+  /** roundSize() for what the integer fast path leaves out. */
+  #roundSizeSlow(byteLength: number): number {
+    const g = this.minBlockByteLength;
+    if (
+      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
+      byteLength >= 0 && byteLength <= this.maxBlockByteLength
+    ) {
+      return byteLength <= g ? g : Math.ceil(byteLength / g) * g;
+    }
+    return this.roundSize(byteLength);
+  }
+
   /**
    * Allocates a block. Serves it from the cache when it can; otherwise takes a
    * segment from the device, after freeing cached segments if the device is
@@ -820,15 +843,12 @@ export class CachingAllocator<M = unknown> {
    * @throws {SegmentSourceError} When the device threw.
    */
   allocate(byteLength: number, options?: AllocateOptions): CachedBlock<M> {
-    let size: number;
-    const g = this.minBlockByteLength;
-    if (
-      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
-      byteLength >= 0 && byteLength <= this.maxBlockByteLength
-    ) {
-      // The common case of roundSize(), without calls.
-      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
-    } else size = this.roundSize(byteLength);
+    // The common case of roundSize() in integer operations.
+    // (typeof first: a comparison would call an object's valueOf.)
+    const size = typeof byteLength === "number" && byteLength > 0 &&
+        byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
+      ? (byteLength + this.#granuleMask) & ~this.#granuleMask
+      : this.#roundSizeSlow(byteLength);
     if (options !== undefined) validateObject(options, "options");
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
@@ -935,14 +955,12 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   allocateId(byteLength: number): number {
-    let size: number;
-    const g = this.minBlockByteLength;
-    if (
-      this.#divisions === undefined && Number.isSafeInteger(byteLength) &&
-      byteLength >= 0 && byteLength <= this.maxBlockByteLength
-    ) {
-      size = byteLength <= g ? g : Math.ceil(byteLength / g) * g;
-    } else size = this.roundSize(byteLength);
+    // The common case of roundSize() in integer operations.
+    // (typeof first: a comparison would call an object's valueOf.)
+    const size = typeof byteLength === "number" && byteLength > 0 &&
+        byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
+      ? (byteLength + this.#granuleMask) & ~this.#granuleMask
+      : this.#roundSizeSlow(byteLength);
     if (this.#deferred.count > 0) this.#deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#small
@@ -1192,7 +1210,7 @@ export class CachingAllocator<M = unknown> {
     } else {
       this.#freeBlock(b);
     }
-    if (this.#strict) this.#strictCheck();
+    if (this.#watched && this.#strict) this.#strictCheck();
   }
 
   /**
@@ -1311,15 +1329,15 @@ export class CachingAllocator<M = unknown> {
   memoryStats(): MemoryStats {
     const f = this.#stats;
     return {
-      allocation: f.allocation.values(),
-      segment: f.segment.values(),
+      allocation: f.values("allocation"),
+      segment: f.values("segment"),
       active: f.active.values(),
-      inactiveSplit: f.inactiveSplit.values(),
-      allocatedBytes: f.allocatedBytes.values(),
-      reservedBytes: f.reservedBytes.values(),
+      inactiveSplit: f.values("inactiveSplit"),
+      allocatedBytes: f.values("allocatedBytes"),
+      reservedBytes: f.values("reservedBytes"),
       activeBytes: f.activeBytes.values(),
-      inactiveSplitBytes: f.inactiveSplitBytes.values(),
-      requestedBytes: f.requestedBytes.values(),
+      inactiveSplitBytes: f.values("inactiveSplitBytes"),
+      requestedBytes: f.values("requestedBytes"),
       numAllocRetries: this.#numAllocRetries,
       numOoms: this.#numOoms,
       numSyncAllStreams: this.#numSyncAllStreams,
@@ -1353,6 +1371,7 @@ export class CachingAllocator<M = unknown> {
   recordHistory(options: TraceRecorderOptions | false = {}): void {
     if (options !== false) validateObject(options, "options");
     this.#history = options === false ? null : new TraceRecorder(options);
+    this.#watched = this.#strict || this.#history !== null;
   }
 
   /**
@@ -1717,18 +1736,11 @@ export class CachingAllocator<M = unknown> {
       pool.resize(rest, rest.size - size, rest.address + size);
       rest.offset += size;
       rest.stamp = this.#clock;
-      if (alreadySplit) {
-        _down(this.#stats.inactiveSplitBytes, small, size);
-      } else {
-        _up(this.#stats.inactiveSplitBytes, small, rest.size);
-        _up(this.#stats.inactiveSplit, small, 1);
-      }
+      if (alreadySplit) this.#stats.splitTaken(small, size, 0);
+      else this.#stats.split(small, 1, rest.size);
     } else {
       pool.remove(b);
-      if (alreadySplit) {
-        _down(this.#stats.inactiveSplitBytes, small, b.size);
-        _down(this.#stats.inactiveSplit, small, 1);
-      }
+      if (alreadySplit) this.#stats.splitTaken(small, b.size, 1);
     }
     b.state = ALLOCATED;
     b.requested = requested;
@@ -1741,12 +1753,17 @@ export class CachingAllocator<M = unknown> {
       this.#deferred.count !== 0,
     );
     if (bytes >= this.maxSplitByteLength) this.#oversizeAllocations.increase(1);
+    if (this.#watched) this.#watchTake(b);
+    return b;
+  }
+
+  /** History and strict mode after #take (kept apart: the hit is short). */
+  #watchTake(b: _Block<M>): void {
     if (this.#history !== null) {
-      this.#record("alloc", b.address, bytes, requested, b.streamId, tag);
+      this.#record("alloc", b.address, b.size, b.requested, b.streamId, b.tag);
       if (this.#history.captureStack) b.stack = captureStack();
     }
     if (this.#strict) this.#strictCheck(b);
-    return b;
   }
 
   /** Strict mode: validates; `b`, if given, must be an allocated block. */
@@ -1764,19 +1781,7 @@ export class CachingAllocator<M = unknown> {
     const pool = this.#poolOf(seg);
     const originalSize = b.size, requested = b.requested;
     const wasPending = b.state === PENDING;
-    if (this.#strict) {
-      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
-    }
-    if (this.#history !== null) {
-      this.#record(
-        "free_completed",
-        b.address,
-        b.size,
-        requested,
-        b.streamId,
-        b.tag,
-      );
-    }
+    if (this.#watched) this.#watchFree(b);
     // The merged block lives on in a free neighbour when there is one
     // (already in the pool: re-keyed in place), else in b (inserted).
     let splitBlocks = 0, splitBytes = 0;
@@ -1837,6 +1842,24 @@ export class CachingAllocator<M = unknown> {
     );
   }
 
+  /** Strict mode and history when #freeBlock frees `b`. */
+  #watchFree(b: _Block<M>): void {
+    const seg = b.segment;
+    if (this.#strict) {
+      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
+    }
+    if (this.#history !== null) {
+      this.#record(
+        "free_completed",
+        b.address,
+        b.size,
+        b.requested,
+        b.streamId,
+        b.tag,
+      );
+    }
+  }
+
   #allocSlow(
     pool: _BlockPool<M>,
     size: number,
@@ -1889,7 +1912,7 @@ export class CachingAllocator<M = unknown> {
       ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
       : this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = this.#stats.reservedBytes.current;
+    const reserved = this.#stats.current("reservedBytes");
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size, pool);
@@ -1946,8 +1969,7 @@ export class CachingAllocator<M = unknown> {
     b.stamp = this.#clock;
     seg.head = b;
     pool.insert(b); // #allocFound takes it from the pool like a cached one
-    _up(this.#stats.segment, pool.small, 1);
-    _up(this.#stats.reservedBytes, pool.small, segSize);
+    this.#stats.reserved(pool.small, 1, segSize);
     if (segSize >= this.maxSplitByteLength) this.#oversizeSegments.increase(1);
     this.#numDeviceAlloc++;
     if (this.#history !== null) {
@@ -1969,7 +1991,7 @@ export class CachingAllocator<M = unknown> {
     const growing = this.#growing[pool.small ? 0 : 1];
     const seg = growing.get(stream.id);
     const allowed = this.allowedBytes;
-    const reserved = this.#stats.reservedBytes.current;
+    const reserved = this.#stats.current("reservedBytes");
     // Grow in steps of a small segment or of the large rounding, down to the
     // block granule when the device is that full.
     const step = pool.small
@@ -2021,7 +2043,7 @@ export class CachingAllocator<M = unknown> {
       b = tail;
       pool.resize(b, b.size + grow, b.address);
       if (b.prev !== null) {
-        _up(this.#stats.inactiveSplitBytes, pool.small, grow);
+        this.#stats.split(pool.small, 0, grow);
       }
     } else {
       b = this.#newBlock(seg);
@@ -2035,11 +2057,10 @@ export class CachingAllocator<M = unknown> {
       b.next = null;
       tail.next = b;
       pool.insert(b);
-      _up(this.#stats.inactiveSplitBytes, pool.small, grow);
-      _up(this.#stats.inactiveSplit, pool.small, 1);
+      this.#stats.split(pool.small, 1, grow);
     }
     b.stamp = this.#clock;
-    _up(this.#stats.reservedBytes, pool.small, grow);
+    this.#stats.reserved(pool.small, 0, grow);
     if (this.#history !== null) {
       this.#record("segment_map", seg.address + at, grow, 0, stream.id);
     }
@@ -2064,9 +2085,8 @@ export class CachingAllocator<M = unknown> {
     tail.prev.next = null;
     seg.raw = raw;
     seg.byteLength -= bytes;
-    _down(this.#stats.inactiveSplitBytes, seg.small, bytes);
-    _down(this.#stats.inactiveSplit, seg.small, 1);
-    _down(this.#stats.reservedBytes, seg.small, bytes);
+    this.#stats.splitTaken(seg.small, bytes, 1);
+    this.#stats.unreserved(seg.small, 0, bytes);
     if (this.#history !== null) {
       this.#record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
     }
@@ -2099,8 +2119,7 @@ export class CachingAllocator<M = unknown> {
       const growing = this.#growing[seg.small ? 0 : 1];
       if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
     }
-    _down(this.#stats.segment, seg.small, 1);
-    _down(this.#stats.reservedBytes, seg.small, seg.byteLength);
+    this.#stats.unreserved(seg.small, 1, seg.byteLength);
     if (seg.byteLength >= this.maxSplitByteLength) {
       this.#oversizeSegments.decrease(1);
     }
@@ -2184,7 +2203,7 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = this.#stats.reservedBytes.current;
+    const reserved = this.#stats.current("reservedBytes");
     if (reserved <= threshold) return;
     const target = reserved - threshold;
     const candidates: _Block<M>[] = [];

@@ -3,9 +3,12 @@
  * word below is an `Int32Array` index; nothing else reads the shared state.
  *
  * ```text
- * byteOffset ┌────────────────────────────┐
- *            │ header (64 words)          │ magic, id, state, lock, bins
+ * byteOffset ┌────────────────────────────┐ (64-byte aligned)
+ *            │ header (144 words)         │ line 0: magic, id, state;
+ *            │                            │ line 1: the lock alone;
+ *            │                            │ lines 2-8: free pages, bins
  *            │ arena table (64 × 16 words)│ one 64-byte line per arena
+ *            │ return table (64 × 16 w.)  │ one return-list head a line
  *            │ page meta (8 words a page) │ kind, len, tail, start, next,
  *            │                            │ prev, owner of every 4 KiB page
  * pageBase   ├────────────────────────────┤ (4096-aligned)
@@ -21,7 +24,7 @@
 /** "alot": the first word of every heap header. */
 export const MAGIC = 0x616c6f74;
 /** Bumped when the layout changes. */
-export const VERSION = 1;
+export const VERSION = 2;
 
 /** Page: the unit of the shared core. */
 export const PAGE_SHIFT = 12;
@@ -55,23 +58,40 @@ export const H_PAGE_BASE = 7;
 /** Absolute byte offset of the page meta records. */
 export const H_META = 8;
 export const H_BYTE_LENGTH = 11;
-// Line 1 (words 16-31) and on: the core, written under its lock only, so
-// that lock traffic never evicts line 0 from the other threads' caches.
+// Line 1 (words 16-31): the core lock alone, so that a thread spinning on
+// it never pulls away the line the holder is updating, and lock traffic
+// never evicts line 0 from the other threads' caches. The header starts on
+// a 64-byte boundary (create rounds its offset up), so lines are lines.
 /** 0 or the token of the arena that holds the core lock. */
 export const H_LOCK = 16;
 /** Threads blocked in `Atomics.wait` on the lock. */
 export const H_WAITERS = 17;
-export const H_FREE_PAGES = 18;
+// Line 2 (words 32-47) and on: the core, written under its lock only.
+export const H_FREE_PAGES = 32;
 /** Bit b % 32 of word H_BIN_MASK + b / 32 set when bin b is not empty. */
-export const H_BIN_MASK = 20;
+export const H_BIN_MASK = 33;
 /** Bin heads (page index, -1 when empty): four bins per power of two. */
-export const H_BINS = 32;
+export const H_BINS = 48;
 export const BINS = 96;
 /** The arena table: one 64-byte line per arena. */
-export const H_ARENAS = 128;
+export const H_ARENAS = 144;
 export const ARENA_WORDS = 16;
-/** Header plus arena table, in bytes. */
-export const HEADER_BYTES = (H_ARENAS + MAX_ARENAS * ARENA_WORDS) * 4;
+/**
+ * The return table: one 64-byte line per arena holding the head of its
+ * return list, the large spans other arenas freed (pushed with one
+ * compare-exchange, taken back by the owner with one exchange). Its own
+ * lines, so remote pushes never touch the owner's hot arena line.
+ */
+export const H_RETURNS = H_ARENAS + MAX_ARENAS * ARENA_WORDS;
+export const RETURN_WORDS = 16;
+/** Return list head: empty. Else the first page + 1, linked by M_NEXT. */
+export const RETURNS_EMPTY = 0;
+/** Return list head: the owner left (detached or reclaimed); no pushes. */
+export const RETURNS_CLOSED = -1;
+/** Word of a return line: pages on the list (approximate while pushes land). */
+export const R_PAGES = 1;
+/** Header, arena table and return table, in bytes. */
+export const HEADER_BYTES = (H_RETURNS + MAX_ARENAS * RETURN_WORDS) * 4;
 
 export const STATE_OPEN = 1;
 export const STATE_CLOSED = 2;
@@ -86,6 +106,28 @@ export const A_LIVE_BLOCKS = 3;
 /** The same in bytes (block sizes, not requested sizes). */
 export const A_LIVE_BYTES = 4;
 export const A_REMOTE_FREES = 5;
+// Contention counters (owner-only plain increments on the owner's own line;
+// read by `_counters.ts` for benchmarks and tests).
+/** Shared core lock acquisitions by this arena. */
+export const A_LOCKS = 6;
+/** Acquisitions that found the lock held (the slow path). */
+export const A_LOCK_WAITS = 7;
+/** Times this arena slept in `Atomics.wait` on the lock. */
+export const A_LOCK_SLEEPS = 8;
+/** Large allocations served from the arena's own span cache (no lock). */
+export const A_LARGE_HITS = 9;
+/** Large allocations that went to the shared core. */
+export const A_LARGE_MISSES = 10;
+/** Pages taken from the core (slabs and large spans). */
+export const A_PAGES_TAKEN = 11;
+/** Pages given back to the core (slabs, large spans, cache flushes). */
+export const A_PAGES_RETURNED = 12;
+/** Slabs taken from the core. */
+export const A_SLABS_TAKEN = 13;
+/** Large spans taken back from the arena's return list. */
+export const A_SPANS_ADOPTED = 14;
+/** First counter word; counters run to the end of the line. */
+export const A_COUNTERS = A_REMOTE_FREES;
 export const ARENA_FREE = 0;
 export const ARENA_ATTACHED = 1;
 export const ARENA_RECLAIMING = 2;
@@ -109,6 +151,8 @@ export const K_LARGE = 2;
 export const K_SLAB = 3;
 /** A large span its arena freed and keeps for reuse without the lock. */
 export const K_CACHED = 4;
+/** A large span another arena freed, on its owner's return list. */
+export const K_RETURNED = 5;
 
 // --- slab header words (relative to the slab's first word) ---
 export const S_CLASS = 0;
@@ -152,3 +196,10 @@ export const CLASS_OF: Uint8Array = (() => {
   }
   return table;
 })();
+
+/** Bin of a span of `len` pages: exact below 4, then four per power of two. */
+export function binOf(len: number): number {
+  if (len < 4) return len;
+  const l = 31 - Math.clz32(len);
+  return 4 * (l - 1) + ((len >>> (l - 2)) & 3);
+}

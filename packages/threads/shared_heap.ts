@@ -17,16 +17,27 @@ import {
   validateObject,
 } from "@allot/core";
 import {
+  A_COUNTERS,
   A_GEN,
+  A_LARGE_HITS,
+  A_LARGE_MISSES,
   A_LIVE_BLOCKS,
   A_LIVE_BYTES,
+  A_LOCK_SLEEPS,
+  A_LOCK_WAITS,
+  A_LOCKS,
+  A_PAGES_RETURNED,
+  A_PAGES_TAKEN,
   A_REMOTE_FREES,
+  A_SLABS_TAKEN,
+  A_SPANS_ADOPTED,
   A_STATE,
   A_TOKEN,
   ARENA_ATTACHED,
   ARENA_FREE,
   ARENA_RECLAIMING,
   ARENA_WORDS,
+  binOf,
   BINS,
   CLASS_OF,
   CLASS_SIZES,
@@ -41,6 +52,7 @@ import {
   H_META,
   H_PAGE_BASE,
   H_PAGES,
+  H_RETURNS,
   H_STATE,
   H_VERSION,
   H_WAITERS,
@@ -49,6 +61,7 @@ import {
   K_FREE,
   K_LARGE,
   K_NONE,
+  K_RETURNED,
   K_SLAB,
   M_KIND,
   M_LEN,
@@ -65,6 +78,10 @@ import {
   OWNER_ADOPTING,
   PAGE,
   PAGE_SHIFT,
+  R_PAGES,
+  RETURN_WORDS,
+  RETURNS_CLOSED,
+  RETURNS_EMPTY,
   S_BUMP,
   S_CAP,
   S_CLASS,
@@ -88,6 +105,7 @@ import {
   HeapClosedError,
   NotSharedMemoryError,
 } from "./errors.ts";
+import { SpanCache } from "./_span_cache.ts";
 
 /** Largest alignment a shared heap serves: one page. */
 export const SHARED_MAX_ALIGNMENT: number = PAGE;
@@ -101,7 +119,9 @@ export type SharedMemory = SharedArrayBuffer | WebAssembly.Memory;
 /** Options of {@linkcode SharedHeap.create}. */
 export interface SharedHeapOptions {
   /**
-   * Where the heap starts in the memory (a multiple of 8).
+   * Where the heap starts in the memory (a multiple of 8). Its header goes
+   * at the next multiple of 64 (a cache line), which
+   * {@linkcode SharedHeap.byteOffset} reports.
    *
    * @default {0}
    */
@@ -315,9 +335,10 @@ export class SharedHeap {
   // Owner-only slab lists per class (absolute byte offsets).
   #slabs: number[][] = CLASS_SIZES.map(() => []);
   #cur: Int32Array = new Int32Array(CLASS_SIZES.length);
+  // Owner-only: one empty slab per class kept back from the core (0: none).
+  #spare: Int32Array = new Int32Array(CLASS_SIZES.length);
   // Owner-only cache of freed large spans, by bin (first pages).
-  #cache: number[][] = Array.from({ length: BINS }, () => []);
-  #cachePages = 0;
+  #cache: SpanCache;
   #cacheLimit = 0;
 
   private constructor(
@@ -339,6 +360,7 @@ export class SharedHeap {
     this.#meta = this.#i32[h + H_META] >> 2;
     this.#timeoutMs = timeoutMs;
     this.#cacheLimit = Math.min(16384, this.#pages >> 4);
+    this.#cache = new SpanCache(this.#i32, this.#meta);
     this.#arena = -1;
     this.#token = 0;
     this.#arenaWord = 0;
@@ -395,7 +417,10 @@ export class SharedHeap {
     const timeoutMs = validateTimeout(options.lockTimeoutMs);
     const strict = validateStrict(options.strict);
     const end = byteOffset + byteLength;
-    const metaStart = byteOffset + HEADER_BYTES;
+    // The header starts on a cache line, so that its read-mostly line, its
+    // lock line and each arena's line are distinct 64-byte lines.
+    const base = Math.ceil(byteOffset / 64) * 64;
+    const metaStart = base + HEADER_BYTES;
     let pages = Math.floor(
       (end - metaStart - PAGE) / (PAGE + META_WORDS * 4),
     );
@@ -410,7 +435,7 @@ export class SharedHeap {
       );
     }
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
-    const h = byteOffset >> 2;
+    const h = base >> 2;
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
     const meta = metaStart >> 2;
     i32.fill(0, meta, meta + META_WORDS * pages);
@@ -421,12 +446,12 @@ export class SharedHeap {
     i32[h + H_PAGES] = pages;
     i32[h + H_PAGE_BASE] = baseOf(pages);
     i32[h + H_META] = metaStart;
-    i32[h + H_BYTE_LENGTH] = byteLength;
+    i32[h + H_BYTE_LENGTH] = end - base;
     i32.fill(-1, h + H_BINS, h + H_BINS + BINS);
     i32[h + H_HEAP_ID] = randomId();
     i32[h + H_VERSION] = VERSION;
     i32[h + H_STATE] = STATE_OPEN;
-    const heap = new SharedHeap(memory, byteOffset, timeoutMs, strict);
+    const heap = new SharedHeap(memory, base, timeoutMs, strict);
     heap.#makeFree(0, pages);
     i32[h + H_FREE_PAGES] = pages;
     Atomics.store(i32, h + H_MAGIC, MAGIC);
@@ -801,7 +826,11 @@ export class SharedHeap {
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
     }
-    // Spans the dead arena kept cached: back to the core.
+    // Spans the dead arena kept cached or had returned: back to the core.
+    this.#releaseReturns(
+      arena,
+      Atomics.exchange(i32, this.#returnsAt(arena), RETURNS_CLOSED),
+    );
     this.#lock("reclaim");
     for (let p = 0; p < this.#pages;) {
       const w = this.#meta + (p << 3), len = i32[w + M_LEN];
@@ -834,6 +863,11 @@ export class SharedHeap {
   detach(): void {
     if (!this.#open) return;
     const i32 = this.#i32;
+    // Closed first: a free from another arena that comes later goes to the
+    // core; one that came before is on the list taken here.
+    this.#adoptReturns(
+      Atomics.exchange(i32, this.#returnsAt(this.#arena), RETURNS_CLOSED),
+    );
     this.#flushCache(0);
     for (let c = 0; c < CLASS_SIZES.length; c++) {
       for (const slab of this.#slabs[c]) {
@@ -842,6 +876,7 @@ export class SharedHeap {
       }
       this.#slabs[c] = [];
       this.#cur[c] = 0;
+      this.#spare[c] = 0;
     }
     Atomics.store(i32, this.#arenaWord + A_STATE, ARENA_FREE);
     this.#open = false;
@@ -975,6 +1010,13 @@ export class SharedHeap {
         const gen = (Atomics.add(i32, w + A_GEN, 1) + 1) & 0xffffff;
         this.#token = (gen << 6) | a;
         Atomics.store(i32, w + A_TOKEN, this.#token);
+        i32.fill(0, w + A_COUNTERS, w + ARENA_WORDS);
+        Atomics.compareExchange(
+          i32,
+          this.#returnsAt(a),
+          RETURNS_CLOSED,
+          RETURNS_EMPTY,
+        );
         this.#arena = a;
         this.#arenaWord = w;
         return;
@@ -988,6 +1030,10 @@ export class SharedHeap {
 
   #arenaAt(a: number): number {
     return (this.#base >> 2) + H_ARENAS + a * ARENA_WORDS;
+  }
+
+  #returnsAt(a: number): number {
+    return (this.#base >> 2) + H_RETURNS + a * RETURN_WORDS;
   }
 
   #attachedToken(arena: number, what: string): number {
@@ -1087,8 +1133,7 @@ export class SharedHeap {
       }
     }
     let page = this.#takePages(SLAB_PAGES, K_SLAB);
-    if (page < 0 && this.#cachePages !== 0) {
-      this.#flushCache(0);
+    if (page < 0 && this.#giveBack()) {
       page = this.#takePages(SLAB_PAGES, K_SLAB);
     }
     if (page < 0) return 0;
@@ -1159,16 +1204,67 @@ export class SharedHeap {
     }
   }
 
-  /** Owner: gives an empty slab back unless it is the class's only one. */
+  /**
+   * Owner: gives an empty slab back unless it is the class's only one or
+   * its spare. One empty slab per class is kept back, so that a class whose
+   * use swings around a slab boundary does not take a slab from the core
+   * and give it back on every swing (two lock round trips each).
+   */
   #maybeRelease(slab: number): void {
     const cls = this.#i32[(slab >> 2) + S_CLASS];
     const list = this.#slabs[cls];
     if (list.length < 2) return;
+    const spare = this.#spare[cls];
+    if (
+      spare === 0 || spare === slab || this.#i32[(spare >> 2) + S_USED] !== 0
+    ) {
+      this.#spare[cls] = slab;
+      return;
+    }
+    this.#releaseSlab(cls, slab);
+  }
+
+  /** Owner: takes an empty slab off its class list and frees its pages. */
+  #releaseSlab(cls: number, slab: number): void {
+    const list = this.#slabs[cls];
     list.splice(list.indexOf(slab), 1);
     if (this.#cur[cls] === slab) this.#cur[cls] = list[list.length - 1];
+    if (this.#spare[cls] === slab) this.#spare[cls] = 0;
     this.#lock("free");
     this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
     this.#unlock();
+  }
+
+  /**
+   * Owner, when the core is out of pages: gives back every cached span and
+   * spare empty slab.
+   *
+   * @returns Whether anything went back.
+   */
+  #giveBack(): boolean {
+    this.#takeReturns();
+    let any = this.#cache.spans !== 0;
+    // Spans other arenas' owners have not taken back yet: any thread may.
+    for (let arena = 0; arena < MAX_ARENAS; arena++) {
+      const head = this.#takeList(arena);
+      if (head > 0) {
+        this.#releaseReturns(arena, head);
+        any = true;
+      }
+    }
+    this.#flushCache(0);
+    for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
+      const spare = this.#spare[cls];
+      this.#spare[cls] = 0;
+      if (
+        spare !== 0 && this.#slabs[cls].length >= 2 &&
+        this.#i32[(spare >> 2) + S_USED] === 0
+      ) {
+        this.#releaseSlab(cls, spare);
+        any = true;
+      }
+    }
+    return any;
   }
 
   /**
@@ -1205,26 +1301,29 @@ export class SharedHeap {
   #allocLarge(byteLength: number): number | undefined {
     const i32 = this.#i32, a = this.#arenaWord;
     const pages = Math.max(1, Math.ceil(byteLength / PAGE));
-    if (this.#cachePages !== 0) {
-      // Lock-free reuse of a span this arena freed: the first two bins
-      // whose every span fits (at most about 1.5x the request).
+    {
+      // Lock-free reuse of a span this arena allocated and some arena
+      // freed: the first two bins whose every span fits (at most about
+      // 1.5x the request).
       let bin = binOf(pages);
       if (pages >= 4 && binBase(bin) !== pages) bin++;
-      for (let b = bin; b < bin + 2 && b < BINS; b++) {
-        const list = this.#cache[b];
-        if (list.length === 0) continue;
-        const page = list.pop()!, w = this.#meta + (page << 3);
+      let page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      if (page < 0 && this.#takeReturns()) {
+        page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      }
+      if (page >= 0) {
+        const w = this.#meta + (page << 3);
         const len = i32[w + M_LEN];
-        this.#cachePages -= len;
         Atomics.store(i32, w + M_KIND, K_LARGE);
+        i32[a + A_LARGE_HITS]++;
         i32[a + A_LIVE_BLOCKS]++;
         i32[a + A_LIVE_BYTES] += len * PAGE;
         return this.#pageBase + page * PAGE;
       }
     }
+    i32[a + A_LARGE_MISSES]++;
     let page = this.#takePages(pages, K_LARGE);
-    if (page < 0 && this.#cachePages !== 0) {
-      this.#flushCache(0);
+    if (page < 0 && this.#giveBack()) {
       page = this.#takePages(pages, K_LARGE);
     }
     if (page < 0) return undefined;
@@ -1235,6 +1334,11 @@ export class SharedHeap {
 
   #freeLarge(page: number, byteOffset: number): void {
     const i32 = this.#i32, w = this.#meta + (page << 3), a = this.#arenaWord;
+    const owner = i32[w + M_OWNER];
+    if (owner !== this.#token && this.#returnLarge(page, owner)) {
+      i32[a + A_REMOTE_FREES]++;
+      return;
+    }
     if (
       i32[w + M_OWNER] === this.#token && this.#cacheLimit !== 0 &&
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
@@ -1243,9 +1347,9 @@ export class SharedHeap {
       const len = i32[w + M_LEN];
       i32[a + A_LIVE_BLOCKS]--;
       i32[a + A_LIVE_BYTES] -= len * PAGE;
-      this.#cache[binOf(len)].push(page);
-      this.#cachePages += len;
-      if (this.#cachePages > this.#cacheLimit) {
+      this.#cache.put(page);
+      if (this.#cache.pages > this.#cacheLimit) {
+        // Over the limit: the oldest spans go back, down to half of it.
         this.#flushCache(this.#cacheLimit >> 1);
       }
       return;
@@ -1271,18 +1375,121 @@ export class SharedHeap {
     i32[a + A_LIVE_BYTES] -= len * PAGE;
   }
 
-  /** Gives cached spans back to the core, largest first, down to `keep` pages. */
-  #flushCache(keep: number): void {
-    if (this.#cachePages <= keep) return;
-    this.#lock("free");
-    for (let b = BINS - 1; b >= 0 && this.#cachePages > keep; b--) {
-      const list = this.#cache[b];
-      while (list.length !== 0 && this.#cachePages > keep) {
-        const page = list.pop()!;
-        this.#cachePages -= this.#i32[this.#meta + (page << 3) + M_LEN];
+  /**
+   * Another arena's large span: back on its owner's return list with one
+   * compare-exchange, no lock, when the owner is attached.
+   *
+   * @returns Whether the span was freed here; false leaves it to the
+   * locked path (owner gone, or the block not live: that path throws).
+   */
+  #returnLarge(page: number, owner: number): boolean {
+    const i32 = this.#i32, w = this.#meta + (page << 3);
+    const arena = owner & 63, aw = this.#arenaAt(arena);
+    if (
+      this.#cacheLimit === 0 || Atomics.load(i32, aw + A_TOKEN) !== owner ||
+      Atomics.load(i32, aw + A_STATE) !== ARENA_ATTACHED
+    ) return false;
+    const len = i32[w + M_LEN];
+    if (
+      Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_RETURNED) !== K_LARGE
+    ) return false;
+    const a = this.#arenaWord;
+    i32[a + A_LIVE_BLOCKS]--;
+    i32[a + A_LIVE_BYTES] -= len * PAGE;
+    const r = this.#returnsAt(arena);
+    for (;;) {
+      const head = Atomics.load(i32, r);
+      if (head === RETURNS_CLOSED) {
+        // The owner left meanwhile: the span goes to the core.
+        this.#lock("free");
         this.#releaseSpan(page);
+        this.#unlock();
+        return true;
+      }
+      i32[w + M_NEXT] = head;
+      if (Atomics.compareExchange(i32, r, head, page + 1) === head) break;
+    }
+    // A list its owner does not take (it allocates no large blocks now)
+    // stays bounded: past the cache limit, the pusher gives it to the core.
+    if (Atomics.add(i32, r + R_PAGES, len) + len > this.#cacheLimit) {
+      this.#releaseReturns(arena, this.#takeList(arena));
+    }
+    return true;
+  }
+
+  /**
+   * Any thread: takes arena `arena`'s return list unless it is empty or
+   * closed.
+   *
+   * @returns The list head (a page + 1), or 0.
+   */
+  #takeList(arena: number): number {
+    const i32 = this.#i32, r = this.#returnsAt(arena);
+    for (;;) {
+      const head = Atomics.load(i32, r);
+      if (head <= 0) return 0;
+      if (Atomics.compareExchange(i32, r, head, RETURNS_EMPTY) === head) {
+        return head;
       }
     }
+  }
+
+  /** Any thread: gives the spans of a taken return list to the core. */
+  #releaseReturns(arena: number, head: number): void {
+    if (head <= 0) return;
+    const i32 = this.#i32;
+    let pages = 0;
+    this.#lock("free");
+    while (head > 0) {
+      const page = head - 1;
+      head = i32[this.#meta + (page << 3) + M_NEXT];
+      pages += i32[this.#meta + (page << 3) + M_LEN];
+      this.#releaseSpan(page);
+    }
+    this.#unlock();
+    Atomics.sub(i32, this.#returnsAt(arena) + R_PAGES, pages);
+  }
+
+  /**
+   * Owner: takes its return list into the cache.
+   *
+   * @returns Whether any span came back.
+   */
+  #takeReturns(): boolean {
+    if (Atomics.load(this.#i32, this.#returnsAt(this.#arena)) <= 0) {
+      return false;
+    }
+    return this.#adoptReturns(this.#takeList(this.#arena));
+  }
+
+  /** Owner: puts the spans of a taken return list in its cache. */
+  #adoptReturns(head: number): boolean {
+    const i32 = this.#i32, token = this.#token, a = this.#arenaWord;
+    let any = false, pages = 0;
+    while (head > 0) {
+      const page = head - 1, w = this.#meta + (page << 3);
+      head = i32[w + M_NEXT];
+      const len = i32[w + M_LEN];
+      pages += len;
+      i32[w + M_OWNER] = token;
+      Atomics.store(i32, w + M_KIND, K_CACHED);
+      this.#cache.put(page);
+      i32[a + A_SPANS_ADOPTED]++;
+      any = true;
+    }
+    Atomics.sub(i32, this.#returnsAt(this.#arena) + R_PAGES, pages);
+    if (this.#cache.pages > this.#cacheLimit) {
+      this.#flushCache(this.#cacheLimit >> 1);
+    }
+    return any;
+  }
+
+  /** Gives cached spans back to the core, oldest first, down to `keep` pages. */
+  #flushCache(keep: number): void {
+    const cache = this.#cache;
+    if (cache.pages <= keep) return;
+    this.#lock("free");
+    while (cache.pages > keep) this.#releaseSpan(cache.takeOldest());
     this.#unlock();
   }
 
@@ -1332,7 +1539,9 @@ export class SharedHeap {
     i32[m + (found << 3) + M_LEN] = pages;
     i32[m + (found << 3) + M_OWNER] = this.#token;
     i32[h + H_FREE_PAGES] -= pages;
+    i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     if (kind === K_SLAB) {
+      i32[this.#arenaWord + A_SLABS_TAKEN]++;
       for (let p = found; p < found + pages; p++) {
         i32[m + (p << 3) + M_START] = found;
       }
@@ -1346,6 +1555,7 @@ export class SharedHeap {
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
     let len = i32[m + (page << 3) + M_LEN];
     i32[(this.#base >> 2) + H_FREE_PAGES] += len;
+    i32[this.#arenaWord + A_PAGES_RETURNED] += len;
     if (i32[m + (page << 3) + M_KIND] === K_SLAB) {
       for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = -1;
     }
@@ -1415,8 +1625,13 @@ export class SharedHeap {
 
   #lock(what: string): void {
     const i32 = this.#i32, w = (this.#base >> 2) + H_LOCK;
-    if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) return;
+    if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) {
+      i32[this.#arenaWord + A_LOCKS]++;
+      return;
+    }
     this.#lockSlow(what, w);
+    i32[this.#arenaWord + A_LOCKS]++;
+    i32[this.#arenaWord + A_LOCK_WAITS]++;
   }
 
   #lockSlow(what: string, w: number): void {
@@ -1445,6 +1660,7 @@ export class SharedHeap {
       }
       if (CAN_BLOCK) {
         Atomics.add(i32, waiters, 1);
+        i32[this.#arenaWord + A_LOCK_SLEEPS]++;
         Atomics.wait(i32, w, holder, 5);
         Atomics.sub(i32, waiters, 1);
       }
@@ -1498,13 +1714,6 @@ export class SharedHeap {
       },
     );
   }
-}
-
-/** Bin of a span of `len` pages: exact below 4, then four per power of two. */
-function binOf(len: number): number {
-  if (len < 4) return len;
-  const l = 31 - Math.clz32(len);
-  return 4 * (l - 1) + ((len >>> (l - 2)) & 3);
 }
 
 /** Smallest span length of a bin (inverse of `binOf` on bin bases). */

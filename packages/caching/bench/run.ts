@@ -122,6 +122,19 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
   const idPair = (): void => {
     byId.freeById(byId.allocateId(size));
   };
+  // Varied sizes: a seeded log-uniform cycle from 1 B to 8 MiB (both pools,
+  // split and unsplit blocks), one at a time from a warm cache.
+  const random = rng(18);
+  const sizes = Array.from(
+    { length: 4096 },
+    () => Math.floor(2 ** (random() * 23)),
+  );
+  const varied = new CachingAllocator(new ArrayBufferSegmentSource());
+  for (const n of sizes) varied.freeById(varied.allocateId(n));
+  let k = 0;
+  const idVariedPair = (): void => {
+    varied.freeById(varied.allocateId(sizes[k++ & 4095]));
+  };
   const tpPair = (): void => {
     pool.freeArrayBuffer(pool.mallocArrayBuffer(size));
   };
@@ -134,12 +147,13 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     ab.freeSegment(ab.tryAllocateSegment(size));
   };
   const rows = [];
-  const [allotNs, tpNs, mockNs, abNs, idNs] = nsPerPair([
+  const [allotNs, tpNs, mockNs, abNs, idNs, idVariedNs] = nsPerPair([
     { pair: allotPair, pairs },
     { pair: tpPair, pairs },
     { pair: mockPair, pairs },
     { pair: abPair, pairs: pairs / 50 },
     { pair: idPair, pairs },
+    { pair: idVariedPair, pairs },
   ], reps);
   const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
   const medians = lastMedians;
@@ -147,6 +161,7 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     allot: heapBytesPerOp(allotPair, batches),
     tp: heapBytesPerOp(tpPair, batches),
     id: heapBytesPerOp(idPair, batches),
+    idVaried: heapBytesPerOp(idVariedPair, batches),
   };
   rows.push(
     {
@@ -159,6 +174,12 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       name: "allot CachingAllocator.allocateId / freeById (no object)",
       value: idNs,
       note: `${heap.id.toFixed(1)} B heap/op`,
+    },
+    {
+      name:
+        "allot CachingAllocator.allocateId / freeById, sizes 1 B to 8 MiB (log-uniform cycle, not 64 KiB)",
+      value: idVariedNs,
+      note: `${heap.idVaried.toFixed(1)} B heap/op`,
     },
     {
       name: "typedarray-pool (pow2 ArrayBuffer cache)",
@@ -186,6 +207,12 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       value: 100 / idNs,
       target: ">= 1",
       met: idNs <= 100,
+    },
+    {
+      label: "100 ns / allot id pair, varied sizes",
+      value: 100 / idVariedNs,
+      target: ">= 1",
+      met: idVariedNs <= 100,
     },
     {
       label: "200 ns / allot handle pair",
@@ -242,8 +269,8 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
         medians[2].toFixed(0)
       }, new ArrayBuffer ${medians[3].toFixed(0)} ns/pair (ratio ${
         (medians[3] / medians[0]).toFixed(1)
-      }x), id path ${
-        medians[4].toFixed(0)
+      }x), id path ${medians[4].toFixed(0)}, id path with varied sizes ${
+        medians[5].toFixed(0)
       }; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
       "allot's handle API makes one handle object per allocation (the owning CachedBlock); the id API makes none; internal block records are recycled",
       gpu === undefined && !quick

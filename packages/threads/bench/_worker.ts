@@ -9,6 +9,7 @@
 import { SharedHeap, SharedHeapAllocator } from "../mod.ts";
 import type { SharedHeapDescriptor } from "../mod.ts";
 import { logUniformTrace, type Trace } from "../../cpu/bench/trace.ts";
+import { arenaCounters, counterDelta } from "../_counters.ts";
 
 const scope = globalThis as unknown as {
   postMessage(message: unknown): void;
@@ -37,10 +38,17 @@ scope.onmessage = (event: MessageEvent) => {
     Atomics.add(sync, 1, 1);
     Atomics.notify(sync, 1);
     while (Atomics.load(sync, 0) === 0) Atomics.wait(sync, 0, 0, 50);
+    const before = arenaCounters(heap);
     const t0 = performance.now();
     for (let r = 0; r < m.repeats; r++) replay(heap, trace, slots);
     const ms = performance.now() - t0;
-    scope.postMessage({ type: "done", ms, ops: trace.kind.length * m.repeats });
+    const counters = counterDelta(arenaCounters(heap), before);
+    scope.postMessage({
+      type: "done",
+      ms,
+      ops: trace.kind.length * m.repeats,
+      counters,
+    });
   } else if (m.type === "attach") {
     heap = SharedHeap.attach(m.heap as SharedHeapDescriptor);
     allocator = new SharedHeapAllocator(heap);

@@ -21,9 +21,43 @@ import type {
 } from "../../../scripts/bench/types.ts";
 import { CpuHeap } from "../../cpu/mod.ts";
 import { logUniformTrace, type Trace } from "../../cpu/bench/trace.ts";
-import { printScenarios } from "../../cpu/bench/report.ts";
+import { renderScenario } from "../../../scripts/bench/report.ts";
 import { SharedHeap, SharedHeapAllocator } from "../mod.ts";
 import { Buffer } from "../../storage/mod.ts";
+import type { ArenaCounters } from "../_counters.ts";
+
+/**
+ * On-CPU and run-queue nanoseconds of each thread of this process (Linux
+ * `/proc/self/task/<tid>/schedstat`); empty elsewhere.
+ */
+function threadTimes(): Map<string, [number, number]> {
+  const out = new Map<string, [number, number]>();
+  try {
+    for (const e of Deno.readDirSync("/proc/self/task")) {
+      const text = Deno.readTextFileSync(`/proc/self/task/${e.name}/schedstat`);
+      const [run, wait] = text.split(" ").map(Number);
+      out.set(e.name, [run, wait]);
+    }
+  } catch {
+    // Not Linux, or no permission: CPU figures are left out.
+  }
+  return out;
+}
+
+/** CPU and run-queue ns of the threads that ran more than 20 ms between two reads. */
+function busyThreads(
+  before: Map<string, [number, number]>,
+  after: Map<string, [number, number]>,
+): { cpuNs: number; waitNs: number } {
+  let cpuNs = 0, waitNs = 0;
+  for (const [tid, [run, wait]] of after) {
+    const b = before.get(tid);
+    if (b === undefined || run - b[0] < 20e6) continue;
+    cpuNs += run - b[0];
+    waitNs += wait - b[1];
+  }
+  return { cpuNs, waitNs };
+}
 
 const MiB = 1 << 20;
 
@@ -138,8 +172,15 @@ function spawn(): Worker {
   });
 }
 
+interface Reply {
+  type: string;
+  ms?: number;
+  ops?: number;
+  counters?: ArenaCounters;
+}
+
 function ask(w: Worker, message: unknown, transfer: Transferable[] = []) {
-  return new Promise<{ type: string; ms?: number; ops?: number }>(
+  return new Promise<Reply>(
     (resolve) => {
       w.onmessage = (e) => resolve(e.data);
       w.postMessage(message, transfer);
@@ -155,6 +196,11 @@ async function contended(quick: boolean): Promise<Scenario[]> {
   const workers = counts.map(() => spawn());
   const rounds = quick ? 1 : 3;
   const throughput = new Map<number, number[]>(counts.map((n) => [n, []]));
+  // Per N: CPU ns per op of the busy threads, run-queue wait / CPU time,
+  // and the Workers' counters summed over rounds.
+  const cpuPerOp = new Map<number, number[]>(counts.map((n) => [n, []]));
+  const waitPerCpu = new Map<number, number[]>(counts.map((n) => [n, []]));
+  const counted = new Map<number, { ops: number; c: ArenaCounters }>();
   for (let round = 0; round < rounds; round++) {
     for (const n of round % 2 ? [...counts].reverse() : counts) {
       const heap = SharedHeap.create(1024 * MiB);
@@ -174,13 +220,28 @@ async function contended(quick: boolean): Promise<Scenario[]> {
       while (Atomics.load(s, 1) < n) {
         await new Promise((r) => setTimeout(r, 1));
       }
+      const times0 = threadTimes();
       const t0 = performance.now();
       Atomics.store(s, 0, 1);
       Atomics.notify(s, 0);
       const results = await Promise.all(done);
       const wall = performance.now() - t0;
+      const { cpuNs, waitNs } = busyThreads(times0, threadTimes());
       const ops = results.reduce((a, r) => a + (r.ops ?? 0), 0);
       throughput.get(n)!.push(ops / wall / 1e3);
+      if (cpuNs > 0) {
+        cpuPerOp.get(n)!.push(cpuNs / ops);
+        waitPerCpu.get(n)!.push(waitNs / cpuNs);
+      }
+      const sum = counted.get(n) ?? { ops: 0, c: {} as ArenaCounters };
+      sum.ops += ops;
+      for (const r of results) {
+        for (const [k, v] of Object.entries(r.counters ?? {})) {
+          const key = k as keyof ArenaCounters;
+          sum.c[key] = (sum.c[key] ?? 0) + v;
+        }
+      }
+      counted.set(n, sum);
       for (const w of workers.slice(0, n)) await ask(w, { type: "detach" });
       heap.detach();
     }
@@ -196,6 +257,33 @@ async function contended(quick: boolean): Promise<Scenario[]> {
       met: n === 2 ? median(xs) >= 1.5 : undefined,
     };
   });
+  const oneCpu = cpuPerOp.get(1)!;
+  if (oneCpu.length === rounds) {
+    for (const n of counts.slice(1)) {
+      // What N Workers would reach if each had a core of its own: N times
+      // the ratio of CPU time per op (1 Worker / N Workers), per round.
+      const xs = cpuPerOp.get(n)!.map((x, i) => n * oneCpu[i] / x);
+      ratios.push({
+        label:
+          `${n} Workers / 1 Worker by CPU time per op, i.e. with a free core per Worker (range ${
+            range(xs)
+          })`,
+        value: median(xs),
+      });
+    }
+  }
+  const per1k = (n: number) => {
+    const { ops, c } = counted.get(n)!;
+    const k = (x: number) => (x / ops * 1000).toFixed(2);
+    const hit = c.largeHits / Math.max(1, c.largeHits + c.largeMisses);
+    return `${n} Worker${n > 1 ? "s" : ""}: ${k(c.locks)} core locks, ${
+      k(c.lockWaits)
+    } waits, ${k(c.lockSleeps)} sleeps, ${
+      k(c.pagesTaken)
+    } pages taken from the core, ${k(c.slabsTaken)} slabs, ${
+      k(c.remoteFrees)
+    } remote frees; large-span cache hit rate ${hit.toFixed(3)}`;
+  };
   return [{
     package: "threads",
     scenario:
@@ -210,6 +298,17 @@ async function contended(quick: boolean): Promise<Scenario[]> {
     ratios,
     notes: [
       `${navigator.hardwareConcurrency} cores; medians of ${rounds} rounds; the machine was shared with other engineers' jobs, so contention figures are noisy`,
+      "per 1,000 ops (deterministic counters of the Workers' arenas, summed over rounds):",
+      ...counts.map(per1k),
+      ...(oneCpu.length === rounds
+        ? counts.map((n) =>
+          `${n} Worker${n > 1 ? "s" : ""}: CPU ${
+            median(cpuPerOp.get(n)!).toFixed(1)
+          } ns/op, run-queue wait / CPU time ${
+            median(waitPerCpu.get(n)!).toFixed(2)
+          } (above 0: the Workers waited for a core)`
+        )
+        : []),
     ],
   }];
 }
@@ -336,5 +435,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
 }
 
 if (import.meta.main) {
-  printScenarios(await run({ quick: Deno.args.includes("--quick") }));
+  for (const s of await run({ quick: Deno.args.includes("--quick") })) {
+    console.log(`\n${renderScenario(s)}`);
+  }
 }

@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { SpanCache } from "./_span_cache.ts";
+import { modelRuns } from "../core/_test_faults.ts";
+import { binOf, M_LEN, META_WORDS } from "./_layout.ts";
+
+interface Entry {
+  page: number;
+  len: number;
+  bin: number;
+  age: number;
+}
+
+const opArb = fc.oneof(
+  fc.record({
+    kind: fc.constant("put" as const),
+    len: fc.integer({ min: 1, max: 40 }),
+  }),
+  fc.record({
+    kind: fc.constant("take" as const),
+    from: fc.integer({ min: 0, max: 20 }),
+    width: fc.integer({ min: 1, max: 3 }),
+  }),
+  fc.record({ kind: fc.constant("oldest" as const) }),
+);
+
+Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evicted first", () => {
+  fc.assert(
+    fc.property(fc.array(opArb, { maxLength: 200 }), (ops) => {
+      const i32 = new Int32Array(200 * 40 * META_WORDS + 64);
+      const meta = 16; // records start past a few unrelated words
+      const cache = new SpanCache(i32, meta);
+      let model: Entry[] = [];
+      let page = 0, age = 0;
+      for (const op of ops) {
+        if (op.kind === "put") {
+          i32[meta + page * META_WORDS + M_LEN] = op.len;
+          cache.put(page);
+          model.push({ page, len: op.len, bin: binOf(op.len), age: age++ });
+          page += op.len;
+        } else if (op.kind === "take") {
+          const to = op.from + op.width;
+          let want: Entry | undefined;
+          for (let b = op.from; b < to && !want; b++) {
+            const inBin = model.filter((e) => e.bin === b);
+            want = inBin.sort((x, y) => y.age - x.age)[0];
+          }
+          assert.equal(cache.take(op.from, to), want ? want.page : -1);
+          if (want) model = model.filter((e) => e !== want);
+        } else {
+          const want = [...model].sort((x, y) => x.age - y.age)[0];
+          assert.equal(cache.takeOldest(), want ? want.page : -1);
+          if (want) model = model.filter((e) => e !== want);
+        }
+        assert.equal(cache.spans, model.length);
+        assert.equal(cache.pages, model.reduce((s, e) => s + e.len, 0));
+        // The lengths it read stay as they were: it writes only the links.
+        for (const e of model) {
+          assert.equal(i32[meta + e.page * META_WORDS + M_LEN], e.len);
+        }
+      }
+      assert.equal(i32[0], 0, "nothing written before the records");
+    }),
+    { numRuns: modelRuns() },
+  );
+});
