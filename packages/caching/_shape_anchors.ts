@@ -14,8 +14,8 @@
  * between passes) that left `GpuCachingAllocator` about 4x slower per op for
  * the rest of the process.
  *
- * Below, at the first construction of either pool, one pool of each kind
- * runs a short trace-like workload on a mock device (about 600 allocations and frees in both
+ * Below, at the first construction of each kind of pool, one pool of that
+ * kind runs a short trace-like workload on a mock device (about 600 allocations and frees in both
  * pools, splits, merges, replans, byte counts past 2^30 so counters take
  * their widest representation) and is kept with a live block: the maps it
  * reached stay alive for the process. A workload that reaches fewer shapes
@@ -86,15 +86,20 @@ function stepPlannedAnchor(): unknown {
   return [pool, pool.allocate(4)];
 }
 
-let kept: unknown[] | undefined;
+/** The anchors built so far, by pool kind (kept for the process). */
+const kept = new Map<"caching" | "planned", unknown>();
 
 /**
- * Builds the anchors once: `CachingAllocator`'s and `StepPlannedPool`'s
- * constructors call it; after the first call (and inside the anchors' own
- * constructions) it returns at once.
+ * Builds the anchor of one pool kind once: `CachingAllocator`'s constructor
+ * asks for `"caching"`, `StepPlannedPool`'s for `"planned"`, so a runtime
+ * that uses one kind pays for that one (a few milliseconds, once). After the
+ * first call of a kind, and inside the anchor's own construction, it returns
+ * at once.
+ *
+ * @param kind The pool kind being constructed.
  */
-export function _anchorShapes(): void {
-  if (kept !== undefined) return;
-  kept = [];
-  kept.push(cachingAnchor(), stepPlannedAnchor());
+export function _anchorShapes(kind: "caching" | "planned"): void {
+  if (kept.has(kind)) return;
+  kept.set(kind, undefined); // the anchor's own construction returns at once
+  kept.set(kind, kind === "caching" ? cachingAnchor() : stepPlannedAnchor());
 }

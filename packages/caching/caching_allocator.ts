@@ -575,7 +575,7 @@ export class CachingAllocator<M = unknown> {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
-    _anchorShapes();
+    _anchorShapes("caching");
     validateObject(source, "source");
     validateObject(options, "options");
     this.source = this.#source = source;

@@ -192,7 +192,7 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
    */
   constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
-    _anchorShapes();
+    _anchorShapes("planned");
     validateObject(source, "source");
     validateObject(options, "options");
     const ratio = options.maxHeldRatio ?? 1.1;

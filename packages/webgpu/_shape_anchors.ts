@@ -13,9 +13,8 @@
  * that left `GpuCachingAllocator` 3-5x slower per op in the rows that ran
  * after the fresh rows.
  *
- * Below, at the first construction of either allocator, one allocator of
- * each kind runs a short workload on a
- * stand-in device (no GPU: `createBuffer` returns a plain object), with limits
+ * Below, at the first construction of each kind of allocator, one
+ * allocator of that kind runs a short workload on a stand-in device (no GPU: `createBuffer` returns a plain object), with limits
  * past 2^30 bytes so size fields take their widest representation, and is
  * kept: the maps it reached stay alive for the process. `@allot/caching`
  * does the same for its pools (`_shape_anchors.ts` there).
@@ -75,31 +74,38 @@ function exercise(
   return allocator.allocate(4);
 }
 
-function anchors(): unknown[] {
+function cachingAnchor(): unknown[] {
   const device = standInDevice();
   const caching = new GpuCachingAllocator(device);
-  const planned = new GpuPlannedAllocator(device);
   const result = [
     caching,
     exercise(caching, () => {}),
-    planned,
-    exercise(planned, () => planned.endStep()),
     new GpuCachingAllocator(device, { reuse: "after-fence" }),
   ];
   caching.emptyCache();
+  return result;
+}
+
+function plannedAnchor(): unknown[] {
+  const planned = new GpuPlannedAllocator(standInDevice());
+  const result = [planned, exercise(planned, () => planned.endStep())];
   planned.emptyCache();
   return result;
 }
 
-let kept: unknown[] | undefined;
+/** The anchors built so far, by allocator kind (kept for the process). */
+const kept = new Map<"caching" | "planned", unknown>();
 
 /**
- * Builds the anchors once (the allocators' constructors call it; it returns
- * at once after the first call, and the anchors' own constructions return
- * at once).
+ * Builds the anchor of one allocator kind once: `GpuCachingAllocator`'s
+ * constructor asks for `"caching"`, `GpuPlannedAllocator`'s for
+ * `"planned"`. After the first call of a kind, and inside the anchor's own
+ * construction, it returns at once.
+ *
+ * @param kind The allocator kind being constructed.
  */
-export function _anchorShapes(): void {
-  if (kept !== undefined) return;
-  kept = [];
-  kept.push(...anchors());
+export function _anchorShapes(kind: "caching" | "planned"): void {
+  if (kept.has(kind)) return;
+  kept.set(kind, undefined);
+  kept.set(kind, kind === "caching" ? cachingAnchor() : plannedAnchor());
 }

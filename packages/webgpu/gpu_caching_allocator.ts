@@ -114,7 +114,7 @@ export class GpuCachingAllocator {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(device: GPUDevice, options: GpuCachingAllocatorOptions = {}) {
-    _anchorShapes();
+    _anchorShapes("caching");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);

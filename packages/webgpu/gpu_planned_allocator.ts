@@ -102,7 +102,7 @@ export class GpuPlannedAllocator {
    * @throws {InvalidArgumentError} For an option out of range.
    */
   constructor(device: GPUDevice, options: GpuPlannedAllocatorOptions = {}) {
-    _anchorShapes();
+    _anchorShapes("planned");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     const pool = new StepPlannedPool(this.source, {
