@@ -5,8 +5,10 @@
  * @module
  */
 
+// A keyword inside a string (`["usage", "from"]`) is not an import: the
+// keyword must not follow a quote, a dot or an identifier character.
 const specifierPattern =
-  /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)["']([^"']+)["']/g;
+  /(?<![\w$."'`])(?:from\s*|import\s*\(\s*|import\s+|require\s*\(\s*)["']([^"']+)["']/g;
 
 /**
  * Removes block comments and whole-line `//` comments from JavaScript.

@@ -33,6 +33,17 @@ describe("importedPackages()", () => {
     ].join("\n");
     assert.deepEqual([...importedPackages(source)], ["real"]);
   });
+
+  it("importedPackages() ignores the keywords inside strings and member names", () => {
+    const source = [
+      'for (const k of ["usage", "from"]) {',
+      '  if (typeof o[k] !== "string") x.import("a");',
+      "}",
+      'const m = { from: "not-a-package" }; y.require("b");',
+      'import{z}from"real";',
+    ].join("\n");
+    assert.deepEqual([...importedPackages(source)], ["real"]);
+  });
 });
 
 describe("stripComments()", () => {
