@@ -19,6 +19,7 @@ import {
   type Hostile,
   hostileHandles,
   hostileNumbers,
+  hostileNumbersBut,
   hostileObjects,
   hostileObjectsBut,
   HostileTally,
@@ -31,8 +32,7 @@ const MiB = 1 << 20;
 const tally = new HostileTally();
 const numbers = hostileNumbers();
 const objectsBut = hostileObjectsBut;
-const numbersBut = (...names: string[]): Hostile[] =>
-  numbers.filter((h) => !names.includes(h.name));
+const numbersBut = hostileNumbersBut;
 
 const { refuse } = tally;
 

@@ -8,7 +8,7 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ManualStream, MockSegmentSource } from "@allot/core";
-import { WatermarkAllocator, type WatermarkAllocatorOptions } from "./mod.ts";
+import { WatermarkAllocator } from "./mod.ts";
 import {
   assertRefused,
   assertRejectsAll,
@@ -23,6 +23,7 @@ import {
   FaultyFence,
   FaultySegmentSource,
 } from "../core/_test_faults.ts";
+import { SMALL } from "./_test_options.ts";
 
 const KiB = 1024;
 const tally = new HostileTally();
@@ -30,15 +31,6 @@ const numbers = hostileNumbers();
 const objectsBut = hostileObjectsBut;
 
 const { refuse } = tally;
-
-const SMALL: WatermarkAllocatorOptions = {
-  maxSmallByteLength: KiB,
-  minLargeByteLength: 10 * KiB,
-  smallHeapByteLength: 8 * KiB,
-  largeHeapByteLength: 32 * KiB,
-  xlargeHeapByteLength: 1024 * KiB,
-  largeRoundByteLength: 2 * KiB,
-};
 
 /** An allocator with live private and shared buffers, and its state. */
 function setup() {

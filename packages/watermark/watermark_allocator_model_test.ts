@@ -13,6 +13,7 @@ import {
   WatermarkAllocator,
   type WatermarkBuffer,
 } from "./mod.ts";
+import { SMALL } from "./_test_options.ts";
 
 const KiB = 1024;
 
@@ -84,12 +85,7 @@ describe("WatermarkAllocator model", () => {
             ? config.lowFraction * 2
             : config.lowFraction * high;
           const allocator = new WatermarkAllocator(device, {
-            maxSmallByteLength: KiB,
-            minLargeByteLength: 10 * KiB,
-            smallHeapByteLength: 8 * KiB,
-            largeHeapByteLength: 32 * KiB,
-            xlargeHeapByteLength: 1024 * KiB,
-            largeRoundByteLength: 2 * KiB,
+            ...SMALL,
             maxSlackByteLength: config.maxSlack,
             highWatermarkRatio: high,
             lowWatermarkRatio: low,

@@ -22,19 +22,10 @@ import {
   type WatermarkAllocatorOptions,
   WatermarkOutOfMemoryError,
 } from "./mod.ts";
+import { SMALL } from "./_test_options.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-
-/** Heap classes scaled down 1024×: 1 KiB small, 10 KiB large, 8/32/1024 KiB heaps. */
-const SMALL: WatermarkAllocatorOptions = {
-  maxSmallByteLength: KiB,
-  minLargeByteLength: 10 * KiB,
-  smallHeapByteLength: 8 * KiB,
-  largeHeapByteLength: 32 * KiB,
-  xlargeHeapByteLength: 1024 * KiB,
-  largeRoundByteLength: 2 * KiB,
-};
 
 function setup(
   capacityBytes = 4 * MiB,
