@@ -9,17 +9,22 @@
 import {
   acquireSegment,
   AllotError,
+  collectByAge,
   COMPLETED_FENCE,
   DeferredFrees,
   describeValue,
   type Device,
   DoubleFreeError,
   type Fence,
+  finishSnapshot,
   InvalidArgumentError,
   junkFill,
   type LeakDetector,
+  PoolStats,
+  releaseSegment,
   resizeSegment,
-  Stat,
+  segmentTotals,
+  StatRecount,
   type Stream,
   UseAfterFreeError,
   validateAlignment,
@@ -35,10 +40,9 @@ import {
   PENDING,
 } from "./_block_pool.ts";
 import { checkStream } from "./_check.ts";
-import { _CachingStats } from "./_stats.ts";
 import { validateObject } from "@allot/core";
 import { _anchorShapes } from "./_shape_anchors.ts";
-import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
+import { CachingOutOfMemoryError } from "./errors.ts";
 import {
   expandRoundupPower2Divisions,
   MIN_BLOCK_BYTE_LENGTH,
@@ -49,9 +53,8 @@ import {
   type BlockSnapshot,
   captureStack,
   type MemorySnapshot,
-  SNAPSHOT_FORMAT_VERSION,
+  type SegmentSnapshot,
   type TraceAction,
-  type TraceEntry,
   TraceRecorder,
   type TraceRecorderOptions,
 } from "./snapshot.ts";
@@ -60,7 +63,6 @@ import {
   formatSize,
   type MemoryStats,
   type MemorySummaryOptions,
-  STAT_ARRAY_NAMES,
 } from "./stats.ts";
 
 const MiB = 1048576;
@@ -558,14 +560,7 @@ export class CachingAllocator<M = unknown> {
     new Map(),
   ];
 
-  #stats = new _CachingStats();
-  #oversizeAllocations = new Stat();
-  #oversizeSegments = new Stat();
-  #numAllocRetries = 0;
-  #numOoms = 0;
-  #numSyncAllStreams = 0;
-  #numDeviceAlloc = 0;
-  #numDeviceFree = 0;
+  #stats = new PoolStats();
 
   /**
    * Creates an allocator over a segment source.
@@ -743,12 +738,12 @@ export class CachingAllocator<M = unknown> {
 
   /** Bytes of blocks handed out now (rounded sizes). */
   get allocatedBytes(): number {
-    return this.#stats.current("allocatedBytes");
+    return this.#stats.allocatedBytes;
   }
 
   /** Bytes of segments held now. */
   get reservedBytes(): number {
-    return this.#stats.current("reservedBytes");
+    return this.#stats.reservedBytes;
   }
 
   /** Blocks freed by callers that still wait for fences. */
@@ -1190,7 +1185,7 @@ export class CachingAllocator<M = unknown> {
     const small = b.segment.small;
     this.#stats.freed(small, b.size);
     if (b.size >= this.maxSplitByteLength) {
-      this.#oversizeAllocations.decrease(1);
+      this.#stats.oversizeAllocation(-1);
     }
     if (this.#history !== null) {
       this.#record(
@@ -1270,7 +1265,7 @@ export class CachingAllocator<M = unknown> {
    * @returns Resolves when the blocks pending at the call are back in the pool.
    */
   async synchronize(): Promise<void> {
-    this.#numSyncAllStreams++;
+    this.#stats.numSyncAllStreams++;
     // A rejected fence also ends: its work will never run.
     await this.#deferred.synchronize();
     if (this.#strict) this.#strictCheck();
@@ -1290,20 +1285,11 @@ export class CachingAllocator<M = unknown> {
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
     this.#stats.resetPeak();
-    this.#oversizeAllocations.resetPeak();
-    this.#oversizeSegments.resetPeak();
   }
 
   /** Sets every allocated and freed total, and the counters, to zero. */
   resetAccumulatedStats(): void {
     this.#stats.resetAccumulated();
-    this.#oversizeAllocations.resetAccumulated();
-    this.#oversizeSegments.resetAccumulated();
-    this.#numAllocRetries = 0;
-    this.#numOoms = 0;
-    this.#numSyncAllStreams = 0;
-    this.#numDeviceAlloc = 0;
-    this.#numDeviceFree = 0;
   }
 
   /**
@@ -1327,26 +1313,7 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   memoryStats(): MemoryStats {
-    const f = this.#stats;
-    return {
-      allocation: f.values("allocation"),
-      segment: f.values("segment"),
-      active: f.active.values(),
-      inactiveSplit: f.values("inactiveSplit"),
-      allocatedBytes: f.values("allocatedBytes"),
-      reservedBytes: f.values("reservedBytes"),
-      activeBytes: f.activeBytes.values(),
-      inactiveSplitBytes: f.values("inactiveSplitBytes"),
-      requestedBytes: f.values("requestedBytes"),
-      numAllocRetries: this.#numAllocRetries,
-      numOoms: this.#numOoms,
-      numSyncAllStreams: this.#numSyncAllStreams,
-      numDeviceAlloc: this.#numDeviceAlloc,
-      numDeviceFree: this.#numDeviceFree,
-      oversizeAllocations: this.#oversizeAllocations.values(),
-      oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitByteLength: this.maxSplitByteLength,
-    };
+    return this.#stats.memoryStats(this.maxSplitByteLength);
   }
 
   /**
@@ -1395,27 +1362,20 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   snapshot(): MemorySnapshot {
-    const segments = [];
+    const segments: SegmentSnapshot[] = [];
     for (const seg of this.#segments) {
       const blocks: BlockSnapshot[] = [];
-      let allocated = 0, active = 0, requested = 0;
       for (let b: _Block<M> | null = seg.head; b !== null; b = b.next) {
-        const state = b.state === FREE
-          ? "inactive"
-          : b.state === ALLOCATED
-          ? "active_allocated"
-          : "active_pending_free";
-        if (b.state === ALLOCATED) allocated += b.size;
-        if (b.state !== FREE) {
-          active += b.size;
-          requested += b.requested;
-        }
         const entry: BlockSnapshot = {
           address: b.address,
           offset: b.offset,
           byteLength: b.size,
           requestedByteLength: b.state === FREE ? 0 : b.requested,
-          state,
+          state: b.state === FREE
+            ? "inactive"
+            : b.state === ALLOCATED
+            ? "active_allocated"
+            : "active_pending_free",
         };
         if (b.stack !== undefined && b.state !== FREE) entry.stack = b.stack;
         if (b.tag !== undefined && b.state !== FREE) entry.tag = b.tag;
@@ -1426,29 +1386,18 @@ export class CachingAllocator<M = unknown> {
         address: seg.address,
         byteLength: seg.byteLength,
         stream: seg.stream.id,
-        pool: seg.small ? "small" as const : "large" as const,
-        allocatedBytes: allocated,
-        activeBytes: active,
-        requestedBytes: requested,
+        pool: seg.small ? "small" : "large",
+        ...segmentTotals(blocks),
         memoryByteOffset: seg.raw.byteOffset,
         blocks,
       });
     }
-    let reserved = 0;
-    for (const seg of segments) reserved += seg.byteLength;
-    // A marker in the history, as PyTorch writes when a snapshot is taken.
-    this.#history?.record("snapshot", 0, reserved, 0, 0);
-    const history: TraceEntry[] = this.#history?.entries() ?? [];
-    const snapshot: MemorySnapshot = {
-      version: SNAPSHOT_FORMAT_VERSION,
-      device: String(this.device),
-      allocator: this.label,
+    return finishSnapshot(
+      String(this.device),
+      this.label,
       segments,
-      history,
-    };
-    const dropped = this.#history?.droppedEntries ?? 0;
-    if (dropped > 0) snapshot.droppedEntries = dropped;
-    return snapshot;
+      this.#history,
+    );
   }
 
   /**
@@ -1462,35 +1411,15 @@ export class CachingAllocator<M = unknown> {
     const fail = (what: string): never => {
       throw new AllotError(`${this.label} is inconsistent: ${what}`);
     };
-    const count = () => [0, 0, 0];
-    const c = {
-      allocation: count(),
-      segment: count(),
-      active: count(),
-      inactiveSplit: count(),
-      allocatedBytes: count(),
-      reservedBytes: count(),
-      activeBytes: count(),
-      inactiveSplitBytes: count(),
-      requestedBytes: count(),
-    };
-    const add = (k: keyof typeof c, p: number, v: number): void => {
-      c[k][0] += v;
-      c[k][p] += v;
-    };
-    let freeSmall = 0,
-      freeLarge = 0,
-      pending = 0,
-      oversizeAlloc = 0,
-      oversizeSeg = 0;
+    const c = new StatRecount();
+    let freeSmall = 0, freeLarge = 0, pending = 0;
     const pendingSet = new Set<_Block<unknown>>();
     this.#deferred.forEach((b) => pendingSet.add(b));
     for (const seg of this.#segments) {
-      const p = seg.small ? 1 : 2;
+      const small = seg.small;
       const pool = this.#poolOf(seg);
-      add("segment", p, 1);
-      add("reservedBytes", p, seg.byteLength);
-      if (seg.byteLength >= this.maxSplitByteLength) oversizeSeg++;
+      c.segment(small, seg.byteLength);
+      if (seg.byteLength >= this.maxSplitByteLength) c.oversizeSegments++;
       if (seg.head.prev !== null) fail(`segment ${seg.id} head has a prev`);
       let offset = 0;
       const split = seg.head.next !== null;
@@ -1521,23 +1450,15 @@ export class CachingAllocator<M = unknown> {
           if (!pool.has(b)) fail(`free block ${b.address} not in pool`);
           if (seg.small) freeSmall++;
           else freeLarge++;
-          if (split) {
-            add("inactiveSplit", p, 1);
-            add("inactiveSplitBytes", p, b.size);
-          }
+          if (split) c.inactiveSplitBlock(small, b.size);
+        } else if (b.state === ALLOCATED) {
+          c.allocatedBlock(small, b.size, b.requested);
+          if (b.size >= this.maxSplitByteLength) c.oversizeAllocations++;
         } else {
-          if (b.state === ALLOCATED) {
-            add("allocation", p, 1);
-            add("allocatedBytes", p, b.size);
-            if (b.size >= this.maxSplitByteLength) oversizeAlloc++;
-          } else {
-            if (!pendingSet.has(b)) fail(`pending block not in pending list`);
-            if (b.waitingFences <= 0) fail(`pending block waits for no fence`);
-            pending++;
-          }
-          add("active", p, 1);
-          add("activeBytes", p, b.size);
-          add("requestedBytes", p, b.requested);
+          if (!pendingSet.has(b)) fail(`pending block not in pending list`);
+          if (b.waitingFences <= 0) fail(`pending block waits for no fence`);
+          pending++;
+          c.activeBlock(small, b.size, b.requested);
         }
       }
       if (offset !== seg.byteLength) {
@@ -1568,27 +1489,7 @@ export class CachingAllocator<M = unknown> {
         if (b.segment.small !== pool.small) fail(`block in the wrong pool`);
       }
     }
-    const figures = this.#stats.figures();
-    for (const name of STAT_ARRAY_NAMES) {
-      const values = figures[name].values();
-      const pools = ["all", "smallPool", "largePool"] as const;
-      pools.forEach((pool, p) => {
-        const s = values[pool];
-        if (s.current !== c[name][p]) {
-          fail(`stat ${name}.${pool} is ${s.current}, recount ${c[name][p]}`);
-        }
-        if (s.peak < s.current) fail(`stat ${name}.${pool} peak below current`);
-        if (s.allocated < 0 || s.freed < 0) {
-          fail(`stat ${name}.${pool} allocated or freed negative`);
-        }
-      });
-    }
-    if (this.#oversizeAllocations.current !== oversizeAlloc) {
-      fail(`oversize allocations`);
-    }
-    if (this.#oversizeSegments.current !== oversizeSeg) {
-      fail(`oversize segments`);
-    }
+    this.#stats.verify(c, this.label);
   }
 
   // ---- internals ----
@@ -1752,7 +1653,7 @@ export class CachingAllocator<M = unknown> {
       requested,
       this.#deferred.count !== 0,
     );
-    if (bytes >= this.maxSplitByteLength) this.#oversizeAllocations.increase(1);
+    if (bytes >= this.maxSplitByteLength) this.#stats.oversizeAllocation(1);
     if (this.#watched) this.#watchTake(b);
     return b;
   }
@@ -1897,7 +1798,7 @@ export class CachingAllocator<M = unknown> {
     stream: Stream,
     isRetry: boolean,
   ): _Block<M> | undefined {
-    if (isRetry) this.#numAllocRetries++;
+    if (isRetry) this.#stats.numAllocRetries++;
     if (
       this.#expandable && (pool.small || size < this.ownSegmentMinByteLength)
     ) {
@@ -1912,7 +1813,7 @@ export class CachingAllocator<M = unknown> {
       ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
       : this.#segmentSizeFor(pool, size);
     const allowed = this.allowedBytes;
-    const reserved = this.#stats.current("reservedBytes");
+    const reserved = this.#stats.reservedBytes;
     let raw = undefined;
     let segSize = full;
     if (reserved + full <= allowed) raw = this.#trySegment(full, size, pool);
@@ -1970,8 +1871,8 @@ export class CachingAllocator<M = unknown> {
     seg.head = b;
     pool.insert(b); // #allocFound takes it from the pool like a cached one
     this.#stats.reserved(pool.small, 1, segSize);
-    if (segSize >= this.maxSplitByteLength) this.#oversizeSegments.increase(1);
-    this.#numDeviceAlloc++;
+    if (segSize >= this.maxSplitByteLength) this.#stats.oversizeSegment(1);
+    this.#stats.numDeviceAlloc++;
     if (this.#history !== null) {
       this.#record("segment_alloc", seg.address, segSize, 0, stream.id);
     }
@@ -1991,7 +1892,7 @@ export class CachingAllocator<M = unknown> {
     const growing = this.#growing[pool.small ? 0 : 1];
     const seg = growing.get(stream.id);
     const allowed = this.allowedBytes;
-    const reserved = this.#stats.current("reservedBytes");
+    const reserved = this.#stats.reservedBytes;
     // Grow in steps of a small segment or of the large rounding, down to the
     // block granule when the device is that full.
     const step = pool.small
@@ -2121,9 +2022,9 @@ export class CachingAllocator<M = unknown> {
     }
     this.#stats.unreserved(seg.small, 1, seg.byteLength);
     if (seg.byteLength >= this.maxSplitByteLength) {
-      this.#oversizeSegments.decrease(1);
+      this.#stats.oversizeSegment(-1);
     }
-    this.#numDeviceFree++;
+    this.#stats.numDeviceFree++;
     if (this.#history !== null) {
       this.#record(
         "segment_free",
@@ -2134,16 +2035,11 @@ export class CachingAllocator<M = unknown> {
       );
     }
     this.#recycle(b);
-    try {
-      this.#source.freeSegment(seg.raw);
-    } catch (error) {
-      throw new SegmentSourceError(
-        `Cannot return segment ${seg.id} of ${seg.byteLength} bytes: the segment source of ${this.device} threw: ${
-          (error as Error)?.message ?? error
-        }`,
-        { cause: error },
-      );
-    }
+    releaseSegment(
+      this.#source,
+      seg.raw,
+      `segment ${seg.id} of ${seg.byteLength} bytes`,
+    );
   }
 
   #releaseAvailableCachedBlocks(
@@ -2203,36 +2099,23 @@ export class CachingAllocator<M = unknown> {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
     const threshold = this.#gcThreshold * allowed;
-    const reserved = this.#stats.current("reservedBytes");
+    const reserved = this.#stats.reservedBytes;
     if (reserved <= threshold) return;
-    const target = reserved - threshold;
-    const candidates: _Block<M>[] = [];
-    let totalAge = 0;
+    const candidates: _Block<M>[] = [], ages: number[] = [];
+    const sizes: number[] = [];
     for (const pool of this.#pools().reverse()) {
       for (const b of pool.all()) {
         if (b.prev === null && b.next === null) {
           candidates.push(b);
-          totalAge += this.#clock - b.stamp;
+          ages.push(this.#clock - b.stamp);
+          sizes.push(b.size);
         }
       }
     }
-    let reclaimed = 0;
-    let freed = true;
-    while (reclaimed < target && freed && candidates.length > 0) {
-      const threshold = totalAge / candidates.length;
-      freed = false;
-      for (let i = 0; i < candidates.length;) {
-        const b = candidates[i];
-        const age = this.#clock - b.stamp;
-        if (age >= threshold) {
-          freed = true;
-          reclaimed += b.size;
-          totalAge -= age;
-          candidates.splice(i, 1);
-          this.#releaseBlock(b);
-        } else i++;
-      }
-    }
+    collectByAge(candidates, ages, sizes, reserved - threshold, (b) => {
+      this.#releaseBlock(b);
+      return true;
+    });
   }
 
   #throwOom(
@@ -2241,7 +2124,7 @@ export class CachingAllocator<M = unknown> {
     stream: Stream,
     tag: string | undefined,
   ): never {
-    this.#numOoms++;
+    this.#stats.numOoms++;
     const source = this.#source;
     const capacity = source.capacityBytes;
     const deviceReserved = (source as { reservedBytes?: unknown })

@@ -48,6 +48,7 @@
 
 export * from "./allocator.ts";
 export * from "./call_stack.ts";
+export * from "./collect_by_age.ts";
 export * from "./data_ptr.ts";
 export * from "./deferred_frees.ts";
 export * from "./device.ts";
@@ -60,6 +61,8 @@ export * from "./junk_fill.ts";
 export * from "./leak_detector.ts";
 export * from "./memory_snapshot.ts";
 export * from "./memory_stats.ts";
+export * from "./pool_snapshot.ts";
+export * from "./pool_stats.ts";
 export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
 export * from "./segment_source_error.ts";

@@ -13,6 +13,7 @@ import {
   alignUp,
   AllocatorBase,
   AllotError,
+  collectByAge,
   DataPtr,
   DeferredFrees,
   type Deleter,
@@ -20,13 +21,16 @@ import {
   type Device,
   DoubleFreeError,
   type Fence,
+  finishSnapshot,
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
   junkFill,
+  PoolStats,
+  releaseSegment,
   type SegmentSource,
-  SegmentSourceError,
-  Stat,
+  segmentTotals,
+  StatRecount,
   type Stream,
   UnsupportedOperationError,
   UseAfterFreeError,
@@ -37,7 +41,6 @@ import { _Block } from "./_block.ts";
 import { _Handle, type _Owner } from "./_handle.ts";
 import { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
-import { _StatArray } from "./_stat_array.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
 import type {
   BufferCallback,
@@ -58,7 +61,6 @@ import {
   formatMemorySummary,
   type MemoryStats,
   type MemorySummaryOptions,
-  SNAPSHOT_FORMAT_VERSION,
   type TraceAction,
   TraceRecorder,
   type TraceRecorderOptions,
@@ -389,40 +391,20 @@ export class WatermarkAllocator<M = unknown>
     if (block.heap.pool.pendingFree.delete(block)) {
       this.#pendingCount--;
       this.#released++;
-      this.#makeCached(block);
+      this.#makeCached(block, true);
     }
   });
   #released = 0;
   #callbacks: BufferCallback[] = [];
   #owner: _Owner<M>;
-  #allocated = new Stat();
-  #requested = new Stat();
-  #reserved = new Stat();
-  #heapCount = new Stat();
-  // The figures of @allot/core's MemoryStats, per small and large pool.
-  #m = {
-    allocation: new _StatArray(),
-    segment: new _StatArray(),
-    active: new _StatArray(),
-    inactiveSplit: new _StatArray(),
-    allocatedBytes: new _StatArray(),
-    reservedBytes: new _StatArray(),
-    activeBytes: new _StatArray(),
-    inactiveSplitBytes: new _StatArray(),
-    requestedBytes: new _StatArray(),
-  };
-  #oversizeAllocations = new Stat();
-  #oversizeSegments = new Stat();
-  #numAllocRetries = 0;
-  #numSyncAll = 0;
-  #numDeviceAlloc = 0;
-  #numDeviceFree = 0;
+  // The figures of @allot/core's MemoryStats, per small and large pool
+  // (heaps are segments; the scalar pool is small).
+  #stats = new PoolStats();
   #numAllocations = 0;
   #numRecycles = 0;
   #numReleases = 0;
   #numGc = 0;
   #numGcReleased = 0;
-  #numFailures = 0;
   #freeDeleter: Deleter<WatermarkBuffer<M>>;
   #history: TraceRecorder | null = null;
   #nextAddress = 0;
@@ -561,17 +543,17 @@ export class WatermarkAllocator<M = unknown>
 
   /** Bytes of this allocator's heaps (MPS "total allocated memory"). */
   get totalAllocatedBytes(): number {
-    return this.#reserved.current;
+    return this.#stats.reservedBytes;
   }
 
   /** Bytes of buffers in use (MPS "current allocated memory"). */
   get currentAllocatedBytes(): number {
-    return this.#allocated.current;
+    return this.#stats.activeBytes;
   }
 
   /** Bytes the device reports for this process (see the options). */
   get driverAllocatedBytes(): number {
-    return this.#driverFn ? this.#driverFn() : this.#reserved.current;
+    return this.#driverFn ? this.#driverFn() : this.#stats.reservedBytes;
   }
 
   /**
@@ -851,7 +833,7 @@ export class WatermarkAllocator<M = unknown>
     if (block === undefined) {
       const waiting = this.#deferred.count;
       if (waiting > 0) {
-        this.#numSyncAll++;
+        this.#stats.numSyncAllStreams++;
         if (this.#verbosity !== 0) {
           this.#log(
             DebugVerbosity.profiling,
@@ -1111,7 +1093,7 @@ export class WatermarkAllocator<M = unknown>
       }
       if (block === undefined) {
         this.#releaseCachedBuffers("release-cached");
-        this.#numAllocRetries++;
+        this.#stats.numAllocRetries++;
         block = this.#allocBuffer(params);
       }
     }
@@ -1119,17 +1101,13 @@ export class WatermarkAllocator<M = unknown>
     block.state = "active";
     block.useCount++;
     block.requestedByteLength = requested;
-    this.#allocated.increase(block.byteLength);
-    this.#requested.increase(requested);
-    {
-      const m = this.#m, small = pool.small, n = block.byteLength;
-      m.allocation.add(small, 1);
-      m.active.add(small, 1);
-      m.allocatedBytes.add(small, n);
-      m.activeBytes.add(small, n);
-      m.requestedBytes.add(small, requested);
-      if (!block.heap.isSplit) this.#oversizeAllocations.increase(1);
-    }
+    this.#stats.allocated(
+      pool.small,
+      block.byteLength,
+      requested,
+      this.#pendingCount !== 0,
+    );
+    if (!block.heap.isSplit) this.#stats.oversizeAllocation(1);
     const handle = new _Handle(block, this.#owner);
     block.handle = handle;
     this.#live.set(handle, block);
@@ -1165,7 +1143,7 @@ export class WatermarkAllocator<M = unknown>
               formatBytes(block.byteLength)
             } from heap #${block.heap.id} (requested: ${
               formatBytes(requested)
-            }, total: ${formatBytes(this.#reserved.current)})`,
+            }, total: ${formatBytes(this.#stats.reservedBytes)})`,
         );
       }
       this.#emit("allocated", block, pool, block.byteLength);
@@ -1209,11 +1187,12 @@ export class WatermarkAllocator<M = unknown>
     return block;
   }
 
+  /** A cached buffer of a shared heap: one more (1) or fewer (-1). */
   #inactiveSplit(block: _Block<M>, sign: 1 | -1): void {
     if (!block.heap.isSplit) return;
     const small = block.heap.pool.small;
-    this.#m.inactiveSplit.add(small, sign);
-    this.#m.inactiveSplitBytes.add(small, sign * block.byteLength);
+    if (sign > 0) this.#stats.split(small, 1, block.byteLength);
+    else this.#stats.splitTaken(small, block.byteLength, 1);
   }
 
   #allocBuffer(params: _Params<M>): _Block<M> | undefined {
@@ -1265,12 +1244,9 @@ export class WatermarkAllocator<M = unknown>
         this.#record("segment_alloc", heap.address, byteLength, 0);
       }
       pool.heaps.add(heap);
-      this.#reserved.increase(byteLength);
-      this.#m.segment.add(pool.small, 1);
-      this.#m.reservedBytes.add(pool.small, byteLength);
-      this.#numDeviceAlloc++;
-      if (!split) this.#oversizeSegments.increase(1);
-      this.#heapCount.increase(1);
+      this.#stats.reserved(pool.small, 1, byteLength);
+      this.#stats.numDeviceAlloc++;
+      if (!split) this.#stats.oversizeSegment(1);
       if (this.#verbosity !== 0) {
         this.#log(
           DebugVerbosity.allocations,
@@ -1289,7 +1265,7 @@ export class WatermarkAllocator<M = unknown>
   }
 
   #failed(byteLength: number): void {
-    this.#numFailures++;
+    this.#stats.numOoms++;
     if (this.#history !== null) {
       const free = Math.max(
         0,
@@ -1307,7 +1283,7 @@ export class WatermarkAllocator<M = unknown>
 
   #throwOom(byteLength: number, options: AllocateBufferOptions): never {
     const size = alignUp(byteLength, this.alignment);
-    const allocated = this.#reserved.current;
+    const allocated = this.#stats.reservedBytes;
     const other = Math.max(0, this.driverAllocatedBytes - allocated);
     const max = this.#highLimit;
     const pool = options.pool ?? "private";
@@ -1344,12 +1320,8 @@ export class WatermarkAllocator<M = unknown>
     const block = this.#blockOf(buffer, "free");
     this.#check();
     this.#live.delete(buffer as _Handle<M>);
-    {
-      const m = this.#m, small = block.heap.pool.small;
-      m.allocation.add(small, -1);
-      m.allocatedBytes.add(small, -block.byteLength);
-      if (!block.heap.isSplit) this.#oversizeAllocations.decrease(1);
-    }
+    this.#stats.freed(block.heap.pool.small, block.byteLength);
+    if (!block.heap.isSplit) this.#stats.oversizeAllocation(-1);
     if (this.#history !== null) {
       this.#record(
         "free_requested",
@@ -1360,8 +1332,9 @@ export class WatermarkAllocator<M = unknown>
     }
     block.handle = undefined;
     block.shape = [];
-    if (block.idle()) this.#makeCached(block);
+    if (block.idle()) this.#makeCached(block, false);
     else {
+      this.#stats.pending(block.heap.pool.small, block.byteLength);
       block.state = "pending-free";
       block.heap.pool.pendingFree.add(block);
       this.#pendingCount++;
@@ -1370,7 +1343,7 @@ export class WatermarkAllocator<M = unknown>
     this.#check();
   }
 
-  #makeCached(block: _Block<M>): void {
+  #makeCached(block: _Block<M>, wasPending: boolean): void {
     const pool = block.heap.pool;
     if (this.#strict) {
       const segment = block.heap.segment;
@@ -1385,14 +1358,14 @@ export class WatermarkAllocator<M = unknown>
     block.fences = [];
     block.fenceKeys = [];
     pool.addAvailable(block);
-    this.#allocated.decrease(block.byteLength);
-    this.#requested.decrease(block.requestedByteLength);
-    {
-      const m = this.#m, small = pool.small;
-      m.active.add(small, -1);
-      m.activeBytes.add(small, -block.byteLength);
-      m.requestedBytes.add(small, -block.requestedByteLength);
-    }
+    this.#stats.inactive(
+      pool.small,
+      block.byteLength,
+      block.requestedByteLength,
+      wasPending,
+      0,
+      0,
+    );
     this.#inactiveSplit(block, 1);
     if (this.#history !== null) {
       this.#record(
@@ -1413,7 +1386,7 @@ export class WatermarkAllocator<M = unknown>
    * @returns Resolves when the buffers pending at the call are back.
    */
   async synchronize(): Promise<void> {
-    this.#numSyncAll++;
+    this.#stats.numSyncAllStreams++;
     await this.#deferred.synchronize();
     this.#check();
   }
@@ -1492,21 +1465,15 @@ export class WatermarkAllocator<M = unknown>
   #releaseHeap(heap: _Heap<M>): void {
     // A callback may have released it already, re-entering the allocator.
     if (!heap.pool.heaps.has(heap)) return;
-    try {
-      this.#source.freeSegment(heap.segment);
-    } catch (error) {
-      throw new SegmentSourceError(
-        `Cannot release heap #${heap.id} of ${heap.byteLength} bytes: the segment source failed`,
-        { cause: error },
-      );
-    }
+    releaseSegment(
+      this.#source,
+      heap.segment,
+      `heap #${heap.id} of ${heap.byteLength} bytes`,
+    );
     heap.pool.heaps.delete(heap);
-    this.#reserved.decrease(heap.byteLength);
-    this.#m.segment.add(heap.pool.small, -1);
-    this.#m.reservedBytes.add(heap.pool.small, -heap.byteLength);
-    this.#numDeviceFree++;
-    if (!heap.isSplit) this.#oversizeSegments.decrease(1);
-    this.#heapCount.decrease(1);
+    this.#stats.unreserved(heap.pool.small, 1, heap.byteLength);
+    this.#stats.numDeviceFree++;
+    if (!heap.isSplit) this.#stats.oversizeSegment(-1);
     if (this.#history !== null) {
       this.#record("segment_free", heap.address, heap.byteLength, 0);
     }
@@ -1546,7 +1513,7 @@ export class WatermarkAllocator<M = unknown>
         undefined,
         () =>
           `Releasing cached buffers (allocated: ${
-            formatBytes(this.#reserved.current)
+            formatBytes(this.#stats.reservedBytes)
           }, driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
       );
     }
@@ -1567,35 +1534,24 @@ export class WatermarkAllocator<M = unknown>
   #garbageCollect(params: _Params<M>): void {
     const driver = this.driverAllocatedBytes;
     if (driver < this.#lowLimit) return;
-    const target = driver - this.#lowLimit;
     const pool = params.pool;
-    let totalAge = 0;
-    let freeable = pool.availableCount;
-    if (freeable === 0) return;
+    if (pool.availableCount === 0) return;
     const epoch = pool.epoch;
     const candidates = pool.availableList();
-    for (const b of candidates) totalAge += epoch - b.cachedEpoch;
     this.#numGc++;
-    let reclaimed = 0;
-    let freedCount = 0;
-    let freed = true;
-    while (reclaimed < target && freed && freeable > 0) {
-      const threshold = totalAge / freeable;
-      freed = false;
-      for (const block of candidates) {
-        if (reclaimed >= target) break;
-        if (block.state !== "cached") continue; // taken by a callback
-        const age = epoch - block.cachedEpoch;
-        if (age >= threshold) {
-          freed = true;
-          reclaimed += block.byteLength;
-          totalAge -= age;
-          freeable--;
-          freedCount++;
+    const { releasedBytes: reclaimed, releasedCount: freedCount } =
+      collectByAge(
+        candidates,
+        candidates.map((b) => epoch - b.cachedEpoch),
+        candidates.map((b) => b.byteLength),
+        driver - this.#lowLimit,
+        (block) => {
+          if (block.state !== "cached") return false; // taken by a callback
           this.#releaseBlock(block, true, "garbage-collection");
-        }
-      }
-    }
+          return true;
+        },
+        { stopAtTarget: true },
+      );
     this.#numGcReleased += freedCount;
     if (this.#verbosity !== 0) {
       this.#log(
@@ -1749,10 +1705,10 @@ export class WatermarkAllocator<M = unknown>
       for (const b of pool.pendingFree) pending += b.byteLength;
     }
     return {
-      allocatedBytes: this.#allocated.values(),
-      requestedBytes: this.#requested.values(),
-      reservedBytes: this.#reserved.values(),
-      heaps: this.#heapCount.values(),
+      allocatedBytes: this.#stats.figure("activeBytes").all,
+      requestedBytes: this.#stats.figure("requestedBytes").all,
+      reservedBytes: this.#stats.figure("reservedBytes").all,
+      heaps: this.#stats.figure("segment").all,
       cachedBytes: cached,
       pendingFreeBytes: pending,
       driverAllocatedBytes: this.driverAllocatedBytes,
@@ -1767,19 +1723,21 @@ export class WatermarkAllocator<M = unknown>
       numReleases: this.#numReleases,
       numGarbageCollections: this.#numGc,
       numGarbageCollected: this.#numGcReleased,
-      numAllocationFailures: this.#numFailures,
+      numAllocationFailures: this.#stats.numOoms,
     };
   }
 
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
-    for (const a of Object.values(this.#m)) a.resetPeak();
-    this.#oversizeAllocations.resetPeak();
-    this.#oversizeSegments.resetPeak();
-    this.#allocated.resetPeak();
-    this.#requested.resetPeak();
-    this.#reserved.resetPeak();
-    this.#heapCount.resetPeak();
+    this.#stats.resetPeak();
+  }
+
+  /**
+   * Sets every allocated and freed total, and the counters of
+   * {@linkcode WatermarkAllocator.memoryStats}, to zero.
+   */
+  resetAccumulatedStats(): void {
+    this.#stats.resetAccumulated();
   }
 
   /**
@@ -1808,26 +1766,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   memoryStats(): MemoryStats {
-    const m = this.#m;
-    return {
-      allocation: m.allocation.values(),
-      segment: m.segment.values(),
-      active: m.active.values(),
-      inactiveSplit: m.inactiveSplit.values(),
-      allocatedBytes: m.allocatedBytes.values(),
-      reservedBytes: m.reservedBytes.values(),
-      activeBytes: m.activeBytes.values(),
-      inactiveSplitBytes: m.inactiveSplitBytes.values(),
-      requestedBytes: m.requestedBytes.values(),
-      numAllocRetries: this.#numAllocRetries,
-      numOoms: this.#numFailures,
-      numSyncAllStreams: this.#numSyncAll,
-      numDeviceAlloc: this.#numDeviceAlloc,
-      numDeviceFree: this.#numDeviceFree,
-      oversizeAllocations: this.#oversizeAllocations.values(),
-      oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitByteLength: this.#xlargeHeap / 2,
-    };
+    return this.#stats.memoryStats(this.#xlargeHeap / 2);
   }
 
   /**
@@ -1892,23 +1831,16 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   snapshot(): WatermarkSnapshot {
-    if (this.#history !== null) this.#record("snapshot", 0, 0, 0);
     const segments: WatermarkSegmentSnapshot[] = [];
     for (const pool of this.#poolList) {
       for (const heap of pool.heaps) {
         const blocks: WatermarkBlockSnapshot[] = [];
-        let allocated = 0, active = 0, requested = 0;
         for (const b of heap.blocks) {
           const state = b.state === "active"
             ? "active_allocated"
             : b.state === "pending-free"
             ? "active_pending_free"
             : "inactive";
-          if (b.state === "active") {
-            allocated += b.byteLength;
-            requested += b.requestedByteLength;
-          }
-          if (b.state !== "cached") active += b.byteLength;
           blocks.push({
             address: heap.address + b.offset,
             offset: b.offset,
@@ -1941,9 +1873,7 @@ export class WatermarkAllocator<M = unknown>
           byteLength: heap.byteLength,
           stream: 0,
           pool: pool.small ? "small" : "large",
-          allocatedBytes: allocated,
-          activeBytes: active,
-          requestedBytes: requested,
+          ...segmentTotals(blocks),
           memoryByteOffset: heap.segment.byteOffset,
           blocks,
           kind: pool.kind,
@@ -1953,11 +1883,12 @@ export class WatermarkAllocator<M = unknown>
     }
     segments.sort((a, b) => a.address - b.address);
     return {
-      version: SNAPSHOT_FORMAT_VERSION,
-      device: String(this.device),
-      allocator: "WatermarkAllocator",
-      segments,
-      history: this.#history?.entries() ?? [],
+      ...finishSnapshot(
+        String(this.device),
+        "WatermarkAllocator",
+        segments,
+        this.#history,
+      ),
       stats: this.stats(),
     };
   }
@@ -1991,23 +1922,8 @@ export class WatermarkAllocator<M = unknown>
     };
     const deferred = new Set<_Block<unknown>>();
     this.#deferred.forEach((b) => deferred.add(b));
-    const count = () => [0, 0];
-    const c = {
-      allocation: count(),
-      segment: count(),
-      active: count(),
-      inactiveSplit: count(),
-      allocatedBytes: count(),
-      reservedBytes: count(),
-      activeBytes: count(),
-      inactiveSplitBytes: count(),
-      requestedBytes: count(),
-    };
-    const add = (k: keyof typeof c, small: boolean, v: number): void => {
-      c[k][small ? 0 : 1] += v;
-    };
-    let allocated = 0, requested = 0, reserved = 0, heaps = 0, pending = 0;
-    let live = 0, oversizeAlloc = 0, oversizeSeg = 0;
+    const c = new StatRecount();
+    let pending = 0, live = 0;
     for (const pool of this.#poolList) {
       let poolBytes = 0, cachedBytes = 0, cachedCount = 0;
       for (const heap of pool.heaps) {
@@ -2017,11 +1933,8 @@ export class WatermarkAllocator<M = unknown>
         if (!Number.isSafeInteger(n) || n <= 0) {
           fail(`${h} has byteLength ${describeValue(n)}`);
         }
-        heaps++;
-        reserved += n;
-        add("segment", pool.small, 1);
-        add("reservedBytes", pool.small, n);
-        if (!heap.isSplit) oversizeSeg++;
+        c.segment(pool.small, n);
+        if (!heap.isSplit) c.oversizeSegments++;
         const ranges: [number, number, string][] = [];
         let largest = 0, prevEnd = -1;
         for (const r of heap.freeRanges()) {
@@ -2055,30 +1968,22 @@ export class WatermarkAllocator<M = unknown>
               fail(`${what} is active but has no live handle`);
             }
             live++;
-            add("allocation", small, 1);
-            add("allocatedBytes", small, b.byteLength);
-            if (!heap.isSplit) oversizeAlloc++;
+            c.allocatedBlock(small, b.byteLength, b.requestedByteLength);
+            if (!heap.isSplit) c.oversizeAllocations++;
           } else if (b.state === "pending-free") {
             if (!pool.pendingFree.has(b) || !deferred.has(b)) {
               fail(`${what} is pending free but not waiting`);
             }
             pending++;
+            c.activeBlock(small, b.byteLength, b.requestedByteLength);
           } else if (b.state === "cached") {
             if (b.availableIndex < 0) fail(`${what} is cached but not listed`);
             cachedBytes += b.byteLength;
             cachedCount++;
-            if (heap.isSplit) {
-              add("inactiveSplit", small, 1);
-              add("inactiveSplitBytes", small, b.byteLength);
-            }
+            if (heap.isSplit) c.inactiveSplitBlock(small, b.byteLength);
           } else fail(`${what} is ${b.state} but still in its heap`);
-          if (b.state !== "cached") {
-            allocated += b.byteLength;
-            requested += b.requestedByteLength;
-            add("active", small, 1);
-            add("activeBytes", small, b.byteLength);
-            add("requestedBytes", small, b.requestedByteLength);
-            if (b.availableIndex !== -1) fail(`${what} is listed as cached`);
+          if (b.state !== "cached" && b.availableIndex !== -1) {
+            fail(`${what} is listed as cached`);
           }
         }
         ranges.sort((a, b) => a[0] - b[0]);
@@ -2133,21 +2038,7 @@ export class WatermarkAllocator<M = unknown>
     if (pending !== this.#pendingCount) {
       fail(`pending count ${this.#pendingCount}, counted ${pending}`);
     }
-    const stat = (name: string, s: Stat, v: number): void => {
-      if (s.current !== v) fail(`${name} is ${s.current}, counted ${v}`);
-    };
-    stat("allocated bytes", this.#allocated, allocated);
-    stat("requested bytes", this.#requested, requested);
-    stat("reserved bytes", this.#reserved, reserved);
-    stat("heap count", this.#heapCount, heaps);
-    stat("oversize allocations", this.#oversizeAllocations, oversizeAlloc);
-    stat("oversize segments", this.#oversizeSegments, oversizeSeg);
-    for (const k of Object.keys(c) as (keyof typeof c)[]) {
-      const a = this.#m[k];
-      stat(`${k} (small pools)`, a.small, c[k][0]);
-      stat(`${k} (large pools)`, a.large, c[k][1]);
-      stat(`${k} (all pools)`, a.all, c[k][0] + c[k][1]);
-    }
+    this.#stats.verify(c, "WatermarkAllocator");
   }
 
   /** Strict mode: validates (before and after each call that changes state). */
