@@ -9,7 +9,12 @@
  */
 
 import { resizeSegment, type Segment, type Stream } from "@allot/core";
-import { type _Block, type _BlockPool, type _Segment, FREE } from "./_block_pool.ts";
+import {
+  type _Block,
+  type _BlockPool,
+  type _Segment,
+  FREE,
+} from "./_block_pool.ts";
 import type { _CachingPolicy } from "./_caching_policy.ts";
 
 export function _growBlock<M>(
