@@ -10,24 +10,21 @@
  *
  * The shared machinery comes from `@allot/core`: fence-grouped pending
  * frees ({@linkcode DeferredFrees}), segment acquisition and its errors
- * ({@linkcode acquireSegment}, {@linkcode releaseSegment}), the stats
+ * (`acquireSegment`, `releaseSegment`), the stats
  * ({@linkcode PoolStats}), age-based collection ({@linkcode collectByAge})
  * and history ({@linkcode TraceRecorder}). Expandable segments live in
- * `_expandable_segments.ts`, the invariant check in `_caching_validate.ts`.
+ * `_caching_segments.ts`, the invariant check in `_caching_validate.ts`.
  *
  * @module
  */
 
 import {
-  acquireSegment,
   AllotError,
   collectByAge,
   DeferredFrees,
   type Fence,
   junkFill,
   PoolStats,
-  releaseSegment,
-  type Segment,
   type SegmentSource,
   type Stream,
   type TraceAction,
@@ -36,7 +33,7 @@ import {
 import {
   _Block,
   type _BlockPool,
-  _Segment,
+  type _Segment,
   ALLOCATED,
   FREE,
   PENDING,
@@ -45,7 +42,11 @@ import { _BlockPool as BlockPool } from "./_block_pool.ts";
 import type { _BlockIds } from "./_block_ids.ts";
 import type { _CachingConfig } from "./_caching_config.ts";
 import { _validateCaching } from "./_caching_validate.ts";
-import { _growBlock, _shrinkSegment } from "./_expandable_segments.ts";
+import {
+  _allocSegmentBlock,
+  _releaseSegment,
+  _shrinkSegment,
+} from "./_caching_segments.ts";
 import { captureStack } from "./snapshot.ts";
 
 /** The caching policy's state and steps (fields are read by the facade). */
@@ -86,6 +87,8 @@ export class _CachingPolicy<M> {
   /** Allocation requests so far: the age of a cached block is counted in them. */
   clock = 0;
   history: TraceRecorder | null = null;
+  /** The facade's `validate()`, which strict mode runs (set by the facade). */
+  validate: () => void = () => _validateCaching(this);
   /** Tag of the enclosing `withTag()` scope (segment labels name it). */
   tag: string | undefined = undefined;
   // Whether history or strict mode watch the hot path (one test there).
@@ -256,7 +259,7 @@ export class _CachingPolicy<M> {
     return b;
   }
 
-  /** History and strict mode after #take (kept apart: the hit is short). */
+  /** History and strict mode after take() (kept apart: the hit is short). */
   watchTake(b: _Block<M>): void {
     if (this.history !== null) {
       this.record("alloc", b.address, b.size, b.requested, b.streamId, b.tag);
@@ -267,7 +270,7 @@ export class _CachingPolicy<M> {
 
   /** Strict mode: validates; `b`, if given, must be an allocated block. */
   strictCheck(b?: _Block<M>): void {
-    _validateCaching(this);
+    this.validate();
     if (b !== undefined && b.state !== ALLOCATED) {
       throw new AllotError(
         `${this.label} is inconsistent: block not allocated`,
@@ -275,6 +278,10 @@ export class _CachingPolicy<M> {
     }
   }
 
+  /**
+   * A block back in its pool (its fences done): merged with free
+   * neighbours; the survivor is re-keyed in place or inserted.
+   */
   freeBlock(b: _Block<M>): void {
     const seg = b.segment;
     const pool = this.poolOf(seg);
@@ -341,7 +348,7 @@ export class _CachingPolicy<M> {
     );
   }
 
-  /** Strict mode and history when #freeBlock frees `b`. */
+  /** Strict mode and history when freeBlock() frees `b`. */
   watchFree(b: _Block<M>): void {
     const seg = b.segment;
     if (this.strict) {
@@ -359,16 +366,21 @@ export class _CachingPolicy<M> {
     }
   }
 
+  /**
+   * No cached block fits: collect old segments (GC), take a new segment;
+   * when the device is full, free cached oversize blocks, then the whole
+   * cache, and retry.
+   */
   allocSlow(
     pool: _BlockPool<M>,
     size: number,
     stream: Stream,
   ): _Block<M> | undefined {
     if (this.gcThreshold > 0) this.garbageCollect();
-    let b = this.allocBlock(pool, size, stream, false);
+    let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;
     if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
-      b = this.allocBlock(pool, size, stream, false);
+      b = _allocSegmentBlock(this, pool, size, stream, false);
       if (b !== undefined) return b;
     }
     // Expandable segments: the device is full, so from now on large requests
@@ -377,149 +389,13 @@ export class _CachingPolicy<M> {
     // segment would pin them in place).
     if (this.expandable) this.pressured = true;
     this.releaseCachedBlocks();
-    return this.allocBlock(pool, size, stream, true);
+    return _allocSegmentBlock(this, pool, size, stream, true);
   }
 
-  segmentSizeFor(pool: _BlockPool<M>, size: number): number {
-    let s = pool.small
-      ? this.smallSegmentByteLength
-      : size < this.ownSegmentMinByteLength
-      ? this.largeSegmentByteLength
-      : Math.ceil(size / this.largeRoundByteLength) * this.largeRoundByteLength;
-    if (s > this.maxBlockByteLength) s = this.maxBlockByteLength;
-    return s < size ? size : s;
-  }
-
-  allocBlock(
-    pool: _BlockPool<M>,
-    size: number,
-    stream: Stream,
-    isRetry: boolean,
-  ): _Block<M> | undefined {
-    if (isRetry) this.stats.numAllocRetries++;
-    if (
-      this.expandable && (pool.small || size < this.ownSegmentMinByteLength)
-    ) {
-      if (pool.small || !this.pressured) {
-        return _growBlock(this, pool, size, stream);
-      }
-      const own = this.getFreeBlock(this.own, stream.id, size);
-      if (own !== undefined) return own;
-      pool = this.own;
-    }
-    const full = this.expandable
-      ? Math.ceil(size / this.minBlockByteLength) * this.minBlockByteLength
-      : this.segmentSizeFor(pool, size);
-    const allowed = this.allowedBytes;
-    const reserved = this.stats.reservedBytes;
-    let raw = undefined;
-    let segSize = full;
-    if (reserved + full <= allowed) raw = this.trySegment(full, size, pool);
-    if (raw === undefined && full > size) {
-      // A device too small or too full for a whole segment: take just enough.
-      // (PyTorch fails here; on small devices this keeps large requests
-      // possible.)
-      const granule = pool.small
-        ? this.minBlockByteLength
-        : this.largeRoundByteLength;
-      let tight = Math.ceil(size / granule) * granule;
-      if (tight > full) tight = full;
-      if (tight < full && reserved + tight <= allowed) {
-        segSize = tight;
-        raw = this.trySegment(tight, size, pool);
-      }
-      if (raw === undefined && tight !== size && reserved + size <= allowed) {
-        segSize = size;
-        raw = this.trySegment(size, size, pool);
-      }
-    }
-    if (raw === undefined) return undefined;
-    return this.addSegment(raw, segSize, pool, stream, false);
-  }
-
-  /** A new segment's one free block, in the pool; stats and history. */
-  addSegment(
-    raw: Segment<M>,
-    segSize: number,
-    pool: _BlockPool<M>,
-    stream: Stream,
-    expandable: boolean,
-  ): _Block<M> {
-    const seg = new _Segment<M>(
-      this.nextSegmentId++,
-      this.nextAddress,
-      raw,
-      segSize,
-      pool.small,
-      stream,
-      expandable,
-    );
-    // An expandable segment keeps the address range it may grow into.
-    this.nextAddress += expandable ? this.maxBlockByteLength : segSize;
-    this.segments.add(seg);
-    const b = this.newBlock(seg);
-    b.offset = 0;
-    b.address = seg.address;
-    b.size = segSize;
-    b.streamId = stream.id;
-    b.state = FREE;
-    b.requested = 0;
-    b.prev = b.next = null;
-    b.stamp = this.clock;
-    seg.head = b;
-    pool.insert(b); // #allocFound takes it from the pool like a cached one
-    this.stats.reserved(pool.small, 1, segSize);
-    if (segSize >= this.maxSplitByteLength) this.stats.oversizeSegment(1);
-    this.stats.numDeviceAlloc++;
-    if (this.history !== null) {
-      this.record("segment_alloc", seg.address, segSize, 0, stream.id);
-    }
-    return b;
-  }
-
-  trySegment(
-    segSize: number,
-    size: number,
-    pool: _BlockPool<M>,
-  ): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
-    const where = pool.small ? "small pool" : "large pool";
-    const tag = this.tag === undefined ? "" : `, tag ${this.tag}`;
-    this.segmentOptions.label = `${this.label} ${where}${tag}`;
-    return acquireSegment(this.source, segSize, size, this.segmentOptions);
-  }
-
-  /** Returns a whole free segment (in its pool) to the device. */
-  releaseBlock(b: _Block<M>): void {
-    const seg = b.segment;
-    const pool = this.poolOf(seg);
-    pool.remove(b);
-    this.segments.delete(seg);
-    if (seg.expandable) {
-      const growing = this.growing[seg.small ? 0 : 1];
-      if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
-    }
-    this.stats.unreserved(seg.small, 1, seg.byteLength);
-    if (seg.byteLength >= this.maxSplitByteLength) {
-      this.stats.oversizeSegment(-1);
-    }
-    this.stats.numDeviceFree++;
-    if (this.history !== null) {
-      this.record(
-        "segment_free",
-        seg.address,
-        seg.byteLength,
-        0,
-        seg.stream.id,
-      );
-    }
-    this.recycle(b);
-    releaseSegment(
-      this.source,
-      seg.raw,
-      `segment ${seg.id} of ${seg.byteLength} bytes`,
-    );
-  }
-
+  /**
+   * Frees cached oversize blocks of the stream that cover `size`
+   * (PyTorch's `release_available_cached_blocks`); whether enough went.
+   */
   releaseAvailableCachedBlocks(
     pool: _BlockPool<M>,
     size: number,
@@ -547,24 +423,28 @@ export class _CachingPolicy<M> {
         const b = blocks[i--];
         if (b.prev === null && b.next === null) {
           released += b.size;
-          this.releaseBlock(b);
+          _releaseSegment(this, b);
         }
       }
       return released >= key;
     }
     const b = blocks[i];
     if (b.prev !== null || b.next !== null) return false;
-    this.releaseBlock(b);
+    _releaseSegment(this, b);
     return true;
   }
 
+  /**
+   * Returns every whole free segment, and every free tail of an
+   * expandable segment, to the device (`emptyCache()`, a full device).
+   */
   releaseCachedBlocks(): void {
     if (this.deferred.count > 0) this.deferred.poll();
     for (const pool of this.pools()) {
       const blocks = pool.all();
       for (let i = blocks.length - 1; i >= 0; i--) {
         const b = blocks[i];
-        if (b.prev === null && b.next === null) this.releaseBlock(b);
+        if (b.prev === null && b.next === null) _releaseSegment(this, b);
       }
       pool.prune(); // streams that hold nothing more keep no bins
     }
@@ -573,6 +453,10 @@ export class _CachingPolicy<M> {
     }
   }
 
+  /**
+   * Above `gcThreshold` of the allowed bytes, frees whole cached
+   * segments older than the average until reserved bytes fall below it.
+   */
   garbageCollect(): void {
     const allowed = this.allowedBytes;
     if (!Number.isFinite(allowed)) return;
@@ -591,11 +475,12 @@ export class _CachingPolicy<M> {
       }
     }
     collectByAge(candidates, ages, sizes, reserved - threshold, (b) => {
-      this.releaseBlock(b);
+      _releaseSegment(this, b);
       return true;
     });
   }
 
+  /** The pool that holds the free blocks of `seg`. */
   poolOf(seg: _Segment<M>): _BlockPool<M> {
     return seg.small
       ? this.small
@@ -604,6 +489,7 @@ export class _CachingPolicy<M> {
       : this.large;
   }
 
+  /** Every pool (the own-segment pool only with expandable segments). */
   pools(): _BlockPool<M>[] {
     return this.expandable
       ? [this.small, this.large, this.own]
@@ -619,6 +505,7 @@ export class _CachingPolicy<M> {
       : this.large;
   }
 
+  /** Records one history event (history is on). */
   record(
     action: TraceAction,
     address: number,
@@ -630,6 +517,7 @@ export class _CachingPolicy<M> {
     this.history!.record(action, address, size, requested, stream, tag);
   }
 
+  /** A block record for `segment`, recycled when one is spare. */
   newBlock(segment: _Segment<M>): _Block<M> {
     if (this.spareCount === 0) return new _Block(segment);
     const b = this.spare[--this.spareCount];
@@ -637,6 +525,7 @@ export class _CachingPolicy<M> {
     return b;
   }
 
+  /** Keeps a block record that left its segment for reuse. */
   recycle(b: _Block<M>): void {
     b.prev = b.next = null;
     b.streamUses = null;

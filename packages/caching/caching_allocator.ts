@@ -166,6 +166,7 @@ export class CachingAllocator<M = unknown> {
       : Math.min(config.maxBlock, 2 ** 30);
     this.#leaks = config.leakDetector;
     this.#p = new _CachingPolicy(source, config, this.#ids);
+    this.#p.validate = () => this.validate();
     if (config.recordHistory !== false) {
       this.recordHistory(config.recordHistory);
     }

@@ -178,6 +178,10 @@ export class _WatermarkPolicy<M> {
     this.check();
   }
 
+  /**
+   * A buffer of `requested` bytes from a pool of `kind`, or `undefined`;
+   * strict mode validates before and after.
+   */
   tryAllocate(requested: number, kind: PoolKind): _Block<M> | undefined {
     this.check();
     const block = this.tryAllocateChecked(requested, kind);
@@ -185,6 +189,11 @@ export class _WatermarkPolicy<M> {
     return block;
   }
 
+  /**
+   * The order of attempts: a cached buffer; garbage collection under
+   * pressure; a new buffer; `allocation-failed` callbacks, then a cached or
+   * new buffer; releasing cached buffers of the pool, then all of them.
+   */
   tryAllocateChecked(
     requested: number,
     kind: PoolKind,
@@ -275,6 +284,10 @@ export class _WatermarkPolicy<M> {
     return block;
   }
 
+  /**
+   * The pool of a request: scalar, shared small (tiny requests on
+   * unified memory), or private/shared small/large by size.
+   */
   getPool(
     requested: number,
     size: number,
@@ -291,6 +304,10 @@ export class _WatermarkPolicy<M> {
     return kind === "shared" ? p.sharedLarge : p.privateLarge;
   }
 
+  /**
+   * The best-fitting cached buffer within the slack rules, taken
+   * from the pool; an idle oversize buffer may be released to make room.
+   */
   getFreeBuffer(params: _Params<M>): _Block<M> | undefined {
     const pool = params.pool;
     if (this.lowRatio > 0) {
@@ -335,6 +352,7 @@ export class _WatermarkPolicy<M> {
     else this.stats.splitTaken(small, block.byteLength, 1);
   }
 
+  /** A new buffer carved from a heap with room, or from a new heap. */
   allocBuffer(params: _Params<M>): _Block<M> | undefined {
     const pool = params.pool;
     const heap = pool.findHeap(params.size) ?? this.createHeap(params);
@@ -347,6 +365,11 @@ export class _WatermarkPolicy<M> {
     return block;
   }
 
+  /**
+   * A new heap for the request: small, large, extra-large or its own
+   * size; a heap of exactly the request when that one breaks the high
+   * watermark or the device refuses it.
+   */
   createHeap(params: _Params<M>): _Heap<M> | undefined {
     const size = params.size;
     const maxSegment = this.source.maxSegmentByteLength;
@@ -404,6 +427,7 @@ export class _WatermarkPolicy<M> {
     return undefined;
   }
 
+  /** Counts a failed request and records it in the history. */
   failed(byteLength: number): void {
     this.stats.numOoms++;
     if (this.history !== null) {
@@ -421,6 +445,7 @@ export class _WatermarkPolicy<M> {
     }
   }
 
+  /** A freed buffer back in its pool (its work done): cached, reusable. */
   makeCached(block: _Block<M>, wasPending: boolean): void {
     const pool = block.heap.pool;
     if (this.strict) {
@@ -456,6 +481,10 @@ export class _WatermarkPolicy<M> {
     this.events.emit("freed", block, pool, block.byteLength);
   }
 
+  /**
+   * Gives a cached buffer's range back to its heap, and the heap to
+   * the device when it is empty and `removeEmptyHeap` is set.
+   */
   releaseBlock(
     block: _Block<M>,
     removeEmptyHeap: boolean,
@@ -489,6 +518,7 @@ export class _WatermarkPolicy<M> {
     }
   }
 
+  /** Returns an empty heap to the device. */
   releaseHeap(heap: _Heap<M>): void {
     // A callback may have released it already, re-entering the allocator.
     if (!heap.pool.heaps.has(heap)) return;
@@ -516,6 +546,10 @@ export class _WatermarkPolicy<M> {
     }
   }
 
+  /**
+   * Releases cached buffers of the request's pool until `size` bytes
+   * went (the best fit alone when one covers it); whether enough went.
+   */
   releaseAvailableCached(params: _Params<M>): boolean {
     const pool = params.pool;
     if (pool.availableCount === 0) return false;
@@ -533,6 +567,7 @@ export class _WatermarkPolicy<M> {
     return released >= params.size;
   }
 
+  /** Releases every cached buffer and every empty heap. */
   releaseCachedBuffers(reason: ReleaseReason): void {
     if (this.events.verbosity !== 0) {
       this.events.log(
@@ -558,6 +593,10 @@ export class _WatermarkPolicy<M> {
     }
   }
 
+  /**
+   * Under memory pressure, releases cached buffers of the pool older
+   * than the average until driver bytes fall below the low watermark.
+   */
   garbageCollect(params: _Params<M>): void {
     const driver = this.driverAllocatedBytes;
     if (driver < this.lowLimit) return;
@@ -610,6 +649,7 @@ export class _WatermarkPolicy<M> {
     }
   }
 
+  /** Records one history event (history is on; stream 0). */
   record(
     action: TraceAction,
     address: number,
@@ -619,6 +659,7 @@ export class _WatermarkPolicy<M> {
     this.history!.record(action, address, byteLength, requested, 0);
   }
 
+  /** Host bytes of a buffer's requested range, when the memory has them. */
   viewOf(block: _Block<M>): Uint8Array | undefined {
     const segment = block.heap.segment;
     return this.hostView(segment.memory, {
