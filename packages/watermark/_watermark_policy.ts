@@ -10,7 +10,7 @@
  *
  * The shared machinery comes from `@allot/core`: fence-grouped pending
  * frees ({@linkcode DeferredFrees}), segment acquisition and its errors
- * ({@linkcode acquireSegment}, {@linkcode releaseSegment}), the stats
+ * (`acquireSegment`, `releaseSegment`, in `_watermark_heaps.ts`), the stats
  * ({@linkcode PoolStats}), age-based collection ({@linkcode collectByAge})
  * and history ({@linkcode TraceRecorder}).
  *
@@ -18,14 +18,12 @@
  */
 
 import {
-  acquireSegment,
   alignUp,
   collectByAge,
   DeferredFrees,
   formatBytes,
   junkFill,
   PoolStats,
-  releaseSegment,
   type SegmentSource,
   type TraceAction,
   type TraceRecorder,
@@ -33,16 +31,17 @@ import {
 import { _Block } from "./_block.ts";
 import type { _BufferEvents } from "./_buffer_events.ts";
 import { _Handle, type _Owner } from "./_handle.ts";
-import { _Heap } from "./_heap.ts";
+import type { _Heap } from "./_heap.ts";
 import { _Pool } from "./_pool.ts";
 import type { _WatermarkConfig } from "./_watermark_config.ts";
+import { _createHeap, _releaseHeap } from "./_watermark_heaps.ts";
 import { _validateWatermark } from "./_watermark_validate.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
 import type { HostViewFunction } from "./watermark_options.ts";
 import type { PoolKind, ReleaseReason } from "./watermark_buffer.ts";
 
 /** One request as the policy's steps see it. */
-interface _Params<M> {
+export interface _Params<M> {
   size: number;
   requested: number;
   pool: _Pool<M>;
@@ -355,7 +354,7 @@ export class _WatermarkPolicy<M> {
   /** A new buffer carved from a heap with room, or from a new heap. */
   allocBuffer(params: _Params<M>): _Block<M> | undefined {
     const pool = params.pool;
-    const heap = pool.findHeap(params.size) ?? this.createHeap(params);
+    const heap = pool.findHeap(params.size) ?? _createHeap(this, params);
     if (heap === undefined) return undefined;
     const offset = heap.take(params.size);
     if (offset < 0) throw new Error("internal: heap has no room");
@@ -363,68 +362,6 @@ export class _WatermarkPolicy<M> {
     heap.blocks.add(block);
     pool.allocatedBytes += params.size;
     return block;
-  }
-
-  /**
-   * A new heap for the request: small, large, extra-large or its own
-   * size; a heap of exactly the request when that one breaks the high
-   * watermark or the device refuses it.
-   */
-  createHeap(params: _Params<M>): _Heap<M> | undefined {
-    const size = params.size;
-    const maxSegment = this.source.maxSegmentByteLength;
-    let heapSize: number;
-    let isSplit = true;
-    if (size <= this.maxSmall) heapSize = this.smallHeap;
-    else if (size < this.minLarge) heapSize = this.largeHeap;
-    else if (
-      size < this.xlargeHeap / 2 && !params.pressure &&
-      this.driverAllocatedBytes + this.xlargeHeap < this.lowLimit
-    ) {
-      heapSize = this.xlargeHeap;
-    } else {
-      heapSize = alignUp(size, this.roundLarge);
-      isSplit = false;
-    }
-    heapSize = Math.max(
-      size,
-      Math.min(alignUp(heapSize, this.alignment), maxSegment),
-    );
-    const candidates: [number, boolean][] = [[heapSize, isSplit]];
-    if (heapSize > size) candidates.push([size, false]);
-    const driver = this.driverAllocatedBytes;
-    const pool = params.pool;
-    for (const [byteLength, split] of candidates) {
-      if (driver + byteLength > this.highLimit) continue;
-      const segment = acquireSegment(this.source, byteLength, size, {
-        hostVisible: pool.hostVisible,
-        label: `allot watermark ${pool.name} heap`,
-      });
-      if (segment === undefined) continue;
-      const heap = new _Heap(segment, pool, split, this.nextAddress);
-      this.nextAddress += byteLength;
-      if (this.history !== null) {
-        this.record("segment_alloc", heap.address, byteLength, 0);
-      }
-      pool.heaps.add(heap);
-      this.stats.reserved(pool.small, 1, byteLength);
-      this.stats.numDeviceAlloc++;
-      if (!split) this.stats.oversizeSegment(1);
-      if (this.events.verbosity !== 0) {
-        this.events.log(
-          DebugVerbosity.allocations,
-          pool,
-          () =>
-            `Allocated ${pool.name} heap #${heap.id} of size ${
-              formatBytes(byteLength)
-            } (#heaps: ${pool.heaps.size}, driver allocated: ${
-              formatBytes(this.driverAllocatedBytes)
-            })`,
-        );
-      }
-      return heap;
-    }
-    return undefined;
   }
 
   /** Counts a failed request and records it in the history. */
@@ -512,37 +449,9 @@ export class _WatermarkPolicy<M> {
       );
     }
     try {
-      if (removeEmptyHeap && heap.blocks.size === 0) this.releaseHeap(heap);
+      if (removeEmptyHeap && heap.blocks.size === 0) _releaseHeap(this, heap);
     } finally {
       this.events.emit("released", block, pool, block.byteLength, reason);
-    }
-  }
-
-  /** Returns an empty heap to the device. */
-  releaseHeap(heap: _Heap<M>): void {
-    // A callback may have released it already, re-entering the allocator.
-    if (!heap.pool.heaps.has(heap)) return;
-    releaseSegment(
-      this.source,
-      heap.segment,
-      `heap #${heap.id} of ${heap.byteLength} bytes`,
-    );
-    heap.pool.heaps.delete(heap);
-    this.stats.unreserved(heap.pool.small, 1, heap.byteLength);
-    this.stats.numDeviceFree++;
-    if (!heap.isSplit) this.stats.oversizeSegment(-1);
-    if (this.history !== null) {
-      this.record("segment_free", heap.address, heap.byteLength, 0);
-    }
-    if (this.events.verbosity !== 0) {
-      this.events.log(
-        DebugVerbosity.releases,
-        heap.pool,
-        () =>
-          `Released heap #${heap.id} of size ${
-            formatBytes(heap.byteLength)
-          } (driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
-      );
     }
   }
 
@@ -588,7 +497,7 @@ export class _WatermarkPolicy<M> {
         );
       }
       for (const heap of [...pool.heaps]) {
-        if (heap.blocks.size === 0) this.releaseHeap(heap);
+        if (heap.blocks.size === 0) _releaseHeap(this, heap);
       }
     }
   }

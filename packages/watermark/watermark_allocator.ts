@@ -12,7 +12,6 @@
  */
 
 import {
-  alignUp,
   AllocatorBase,
   DataPtr,
   type Deleter,
@@ -21,13 +20,11 @@ import {
   DoubleFreeError,
   type Fence,
   finishSnapshot,
-  formatBytes,
   formatMemorySummary,
   InvalidArgumentError,
   type MemoryStats,
   type MemorySummaryOptions,
   type SegmentSource,
-  segmentTotals,
   type Stream,
   TraceRecorder,
   type TraceRecorderOptions,
@@ -45,6 +42,11 @@ import {
   _resolveWatermarkOptions,
 } from "./_watermark_config.ts";
 import { _WatermarkPolicy } from "./_watermark_policy.ts";
+import { _watermarkSegments, _watermarkStats } from "./_watermark_report.ts";
+import {
+  _checkBufferRequest,
+  _throwWatermarkOom,
+} from "./_watermark_requests.ts";
 import { _validateWatermark } from "./_watermark_validate.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
 import type { BufferCallback, WatermarkBuffer } from "./watermark_buffer.ts";
@@ -52,12 +54,7 @@ import type {
   AllocateBufferOptions,
   WatermarkAllocatorOptions,
 } from "./watermark_options.ts";
-import { WatermarkOutOfMemoryError } from "./watermark_out_of_memory_error.ts";
-import type {
-  WatermarkBlockSnapshot,
-  WatermarkSegmentSnapshot,
-  WatermarkSnapshot,
-} from "./watermark_snapshot.ts";
+import type { WatermarkSnapshot } from "./watermark_snapshot.ts";
 import type { WatermarkStats } from "./watermark_stats.ts";
 
 export type {
@@ -335,7 +332,7 @@ export class WatermarkAllocator<M = unknown>
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> {
     const buffer = this.tryAllocateBuffer(byteLength, options);
-    if (buffer === undefined) this.#throwOom(byteLength, options);
+    if (buffer === undefined) _throwWatermarkOom(this.#p, byteLength, options);
     return buffer;
   }
 
@@ -353,7 +350,7 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> | undefined {
-    const kind = this.#validateRequest(byteLength, options);
+    const kind = _checkBufferRequest(this.#p, byteLength, options);
     const block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
       this.#p.failed(byteLength);
@@ -398,7 +395,7 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): Promise<WatermarkBuffer<M>> {
-    const kind = this.#validateRequest(byteLength, options);
+    const kind = _checkBufferRequest(this.#p, byteLength, options);
     let block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
       const waiting = this.#p.deferred.count;
@@ -421,7 +418,7 @@ export class WatermarkAllocator<M = unknown>
     }
     if (block === undefined) {
       this.#p.failed(byteLength);
-      this.#throwOom(byteLength, options);
+      _throwWatermarkOom(this.#p, byteLength, options);
     }
     return block.handle as _Handle<M>;
   }
@@ -471,7 +468,7 @@ export class WatermarkAllocator<M = unknown>
     const block = this.#p.tryAllocate(byteLength, "scalar");
     if (block === undefined) {
       this.#p.failed(byteLength);
-      this.#throwOom(byteLength, { pool: "shared" });
+      _throwWatermarkOom(this.#p, byteLength, { pool: "shared" });
     }
     const handle = block.handle as _Handle<M>;
     const view = this.#p.viewOf(block);
@@ -579,61 +576,6 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     d.set(s);
-  }
-
-  #validateRequest(
-    byteLength: number,
-    options: AllocateBufferOptions,
-  ): "private" | "shared" {
-    validateObject(options, "options");
-    const max = this.#p.source.maxSegmentByteLength;
-    validateByteLength(byteLength, max);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Cannot allocate 0 bytes: a buffer must be at least 1 byte, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
-    }
-    if (alignUp(byteLength, this.alignment) > max) {
-      throw new InvalidArgumentError(
-        `Cannot allocate ${byteLength} bytes: after alignment to ${this.alignment} it exceeds the largest segment of ${max} bytes`,
-        { name: "byteLength", value: byteLength, limit: max },
-      );
-    }
-    const kind = options.pool ?? "private";
-    if (kind !== "private" && kind !== "shared") {
-      throw new InvalidArgumentError(
-        `Cannot allocate ${byteLength} bytes: pool must be "private" or "shared", received ${
-          describeValue(kind)
-        }`,
-        { name: "pool", value: kind, limit: ["private", "shared"] },
-      );
-    }
-    return kind;
-  }
-
-  #throwOom(byteLength: number, options: AllocateBufferOptions): never {
-    const size = alignUp(byteLength, this.alignment);
-    const allocated = this.#p.stats.reservedBytes;
-    const other = Math.max(0, this.driverAllocatedBytes - allocated);
-    const max = this.#p.highLimit;
-    const pool = options.pool ?? "private";
-    const limit = max === Infinity ? "" : `, max allowed: ${formatBytes(max)}`;
-    throw new WatermarkOutOfMemoryError(
-      `Cannot allocate ${
-        formatBytes(size)
-      } on the ${pool} pool: out of memory (allocated: ${
-        formatBytes(allocated)
-      }, other allocations: ${formatBytes(other)}${limit}, requested: ${
-        formatBytes(byteLength)
-      })`,
-      {
-        requestedBytes: size,
-        allocatedBytes: allocated,
-        otherBytes: other,
-        maxAllowedBytes: max,
-      },
-    );
   }
 
   // --------------------------------------------------------- free, release
@@ -824,32 +766,7 @@ export class WatermarkAllocator<M = unknown>
    * @returns A plain object; it does not change afterwards.
    */
   stats(): WatermarkStats {
-    let cached = 0, pending = 0;
-    for (const pool of this.#p.poolList) {
-      cached += pool.availableBytes;
-      for (const b of pool.pendingFree) pending += b.byteLength;
-    }
-    return {
-      allocatedBytes: this.#p.stats.figure("activeBytes").all,
-      requestedBytes: this.#p.stats.figure("requestedBytes").all,
-      reservedBytes: this.#p.stats.figure("reservedBytes").all,
-      heaps: this.#p.stats.figure("segment").all,
-      cachedBytes: cached,
-      pendingFreeBytes: pending,
-      driverAllocatedBytes: this.driverAllocatedBytes,
-      recommendedMaxBytes: this.#p.recommended,
-      highWatermarkRatio: this.#p.highRatio,
-      lowWatermarkRatio: this.#p.lowRatio,
-      highWatermarkLimit: this.#p.highLimit,
-      lowWatermarkLimit: this.#p.lowLimit,
-      lowWatermarkValue: this.lowWatermarkValue,
-      numAllocations: this.#p.numAllocations,
-      numRecycles: this.#p.numRecycles,
-      numReleases: this.#p.numReleases,
-      numGarbageCollections: this.#p.numGc,
-      numGarbageCollected: this.#p.numGcReleased,
-      numAllocationFailures: this.#p.stats.numOoms,
-    };
+    return _watermarkStats(this.#p);
   }
 
   /** Sets every peak to its current value. */
@@ -947,62 +864,11 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   snapshot(): WatermarkSnapshot {
-    const segments: WatermarkSegmentSnapshot[] = [];
-    for (const pool of this.#p.poolList) {
-      for (const heap of pool.heaps) {
-        const blocks: WatermarkBlockSnapshot[] = [];
-        for (const b of heap.blocks) {
-          const state = b.state === "active"
-            ? "active_allocated"
-            : b.state === "pending-free"
-            ? "active_pending_free"
-            : "inactive";
-          blocks.push({
-            address: heap.address + b.offset,
-            offset: b.offset,
-            byteLength: b.byteLength,
-            requestedByteLength: b.state === "cached"
-              ? 0
-              : b.requestedByteLength,
-            state,
-            bufferId: b.id,
-            cached: b.state === "cached",
-            shape: [...b.shape],
-          });
-        }
-        for (const r of heap.freeRanges()) {
-          blocks.push({
-            address: heap.address + r.offset,
-            offset: r.offset,
-            byteLength: r.byteLength,
-            requestedByteLength: 0,
-            state: "inactive",
-            bufferId: 0,
-            cached: false,
-            shape: [],
-          });
-        }
-        blocks.sort((a, b) => a.offset - b.offset);
-        segments.push({
-          id: heap.id,
-          address: heap.address,
-          byteLength: heap.byteLength,
-          stream: 0,
-          pool: pool.small ? "small" : "large",
-          ...segmentTotals(blocks),
-          memoryByteOffset: heap.segment.byteOffset,
-          blocks,
-          kind: pool.kind,
-          split: heap.isSplit,
-        });
-      }
-    }
-    segments.sort((a, b) => a.address - b.address);
     return {
       ...finishSnapshot(
         String(this.device),
         "WatermarkAllocator",
-        segments,
+        _watermarkSegments(this.#p),
         this.#p.history,
       ),
       stats: this.stats(),
