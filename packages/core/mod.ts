@@ -15,6 +15,12 @@
  * - {@linkcode AllotError} and its subclasses: typed errors that state the
  *   value and the limit.
  * - {@linkcode LeakDetector}: reports handles dropped without release.
+ * - The pooling core the caching and watermark policies share:
+ *   {@linkcode DeferredFrees} (pending frees grouped by fence),
+ *   {@linkcode acquireSegment} and {@linkcode releaseSegment} (segments and
+ *   their errors), {@linkcode PoolStats} (the `MemoryStats` figures),
+ *   {@linkcode collectByAge} (age-based collection) and
+ *   {@linkcode finishSnapshot} (snapshot assembly).
  *
  * @example Own memory, share an object, free deterministically
  * ```ts
