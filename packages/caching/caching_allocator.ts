@@ -508,7 +508,7 @@ export class CachingAllocator<M = unknown> {
       );
     }
     this.#ids.remove(b);
-    this.#release(null, b);
+    this.#p.release(b);
   }
 
   #throwIdsFull(byteLength: number): never {
