@@ -73,5 +73,6 @@ export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
 export * from "./segment_source_error.ts";
 export * from "./stat.ts";
+export * from "./stat_recount.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";

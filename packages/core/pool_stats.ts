@@ -2,7 +2,7 @@
  * {@linkcode PoolStats}: the live {@linkcode MemoryStats} figures of a
  * pooling allocator (PyTorch's `memory_stats()`), kept once for every
  * policy (the caching and the watermark allocators), and
- * {@linkcode StatRecount}, the recount that `validate()` compares them with.
+ * its check against a {@linkcode StatRecount} (`stat_recount.ts`).
  *
  * Only what cannot be derived is written on the hot path, and it is written
  * into a few flat records of named numbers (one record per pool and
@@ -37,17 +37,8 @@ import {
   type StatArray,
 } from "./memory_stats.ts";
 import { Stat, type StatValues } from "./stat.ts";
-
-/** One number per plain figure, by name. */
-class _Figures {
-  allocation = 0;
-  segment = 0;
-  inactiveSplit = 0;
-  allocatedBytes = 0;
-  reservedBytes = 0;
-  inactiveSplitBytes = 0;
-  requestedBytes = 0;
-}
+import { _ActiveFigure, _Figures } from "./_pool_figures.ts";
+import type { StatRecount } from "./stat_recount.ts";
 
 /**
  * Name of a figure of {@linkcode MemoryStats} kept per pool
@@ -60,88 +51,6 @@ type _PlainName = keyof _Figures;
 const PLAIN_NAMES: readonly _PlainName[] = Object.keys(
   new _Figures(),
 ) as _PlainName[];
-
-/** What an active figure stores for one pool. */
-interface _ActivePart {
-  /** Pending-free part of the current value. */
-  pending: number;
-  /** Active peak as last stored. */
-  peak: number;
-  /** Active current at the last `resetAccumulated()`. */
-  base: number;
-}
-
-/** An active figure: plain figure `source` plus the pending part. */
-class _ActiveFigure {
-  readonly smallPool: _ActivePart = { pending: 0, peak: 0, base: 0 };
-  readonly largePool: _ActivePart = { pending: 0, peak: 0, base: 0 };
-  /** Active peak of both pools as last stored. */
-  allPeak = 0;
-  constructor(
-    readonly small: _Figures,
-    readonly large: _Figures,
-    readonly all: _Figures,
-    readonly bytes: boolean,
-  ) {}
-
-  /** Raises the stored peaks of `small`'s pool and of all pools to now. */
-  storePeak(small: boolean): void {
-    // Named loads: a keyed load of a number beyond the small-integer range
-    // boxes it (garbage on every allocation while frees are pending).
-    const part = small ? this.smallPool : this.largePool;
-    const cur = small ? this.small : this.large;
-    const bytes = this.bytes;
-    const c = (bytes ? cur.allocatedBytes : cur.allocation) + part.pending;
-    if (c > part.peak) part.peak = c;
-    const all = (bytes ? this.all.allocatedBytes : this.all.allocation) +
-      this.smallPool.pending + this.largePool.pending;
-    if (all > this.allPeak) this.allPeak = all;
-  }
-
-  #current(f: _Figures): number {
-    return this.bytes ? f.allocatedBytes : f.allocation;
-  }
-
-  /** Sets the stored peaks to the current values. */
-  resetPeak(): void {
-    this.smallPool.peak = this.#current(this.small) + this.smallPool.pending;
-    this.largePool.peak = this.#current(this.large) + this.largePool.pending;
-    this.allPeak = this.smallPool.peak + this.largePool.peak;
-  }
-
-  /** Sets the bases to the current values (allocated and freed restart). */
-  resetAccumulated(): void {
-    this.smallPool.base = this.#current(this.small) + this.smallPool.pending;
-    this.largePool.base = this.#current(this.large) + this.largePool.pending;
-  }
-
-  #with(
-    a: StatValues,
-    part: { pending: number; base: number },
-    peak: number,
-  ): StatValues {
-    const c = a.current + part.pending;
-    return {
-      current: c,
-      peak: Math.max(peak, a.peak),
-      allocated: a.allocated,
-      freed: part.base + a.allocated - c,
-    };
-  }
-
-  /** A plain copy, given the plain copy `a` of the source figure. */
-  values(a: StatArray): StatArray {
-    const s = this.smallPool, l = this.largePool;
-    return {
-      all: this.#with(a.all, {
-        pending: s.pending + l.pending,
-        base: s.base + l.base,
-      }, this.allPeak),
-      smallPool: this.#with(a.smallPool, s, s.peak),
-      largePool: this.#with(a.largePool, l, l.peak),
-    };
-  }
-}
 
 /**
  * The figures of {@linkcode MemoryStats} as a pooling allocator moves them:
@@ -620,101 +529,5 @@ export class PoolStats {
         `oversize segments are ${this.#oversizeSegments.current}, recount ${recount.oversizeSegments}`,
       );
     }
-  }
-}
-
-/**
- * A recount of the {@linkcode PoolStats} figures from an allocator's blocks
- * and segments, for {@linkcode PoolStats.verify}.
- *
- * @example
- * ```ts
- * import { PoolStats, StatRecount } from "@allot/core";
- *
- * const stats = new PoolStats();
- * stats.reserved(false, 1, 4096);
- * const recount = new StatRecount();
- * recount.add("segment", false, 1);
- * recount.add("reservedBytes", false, 4096);
- * stats.verify(recount, "example"); // passes
- * ```
- */
-export class StatRecount {
-  /** Counted values per figure: `[small pool, large pool]`. */
-  readonly counts: Record<PoolFigureName, [number, number]> = {
-    allocation: [0, 0],
-    segment: [0, 0],
-    active: [0, 0],
-    inactiveSplit: [0, 0],
-    allocatedBytes: [0, 0],
-    reservedBytes: [0, 0],
-    activeBytes: [0, 0],
-    inactiveSplitBytes: [0, 0],
-    requestedBytes: [0, 0],
-  };
-  /** Blocks handed out of at least `maxSplitByteLength` bytes. */
-  oversizeAllocations = 0;
-  /** Segments of at least `maxSplitByteLength` bytes. */
-  oversizeSegments = 0;
-
-  /**
-   * Adds `value` to a figure of one pool.
-   *
-   * @param name The figure.
-   * @param small Whether it is the small pool.
-   * @param value The amount.
-   */
-  add(name: PoolFigureName, small: boolean, value: number): void {
-    this.counts[name][small ? 0 : 1] += value;
-  }
-
-  /**
-   * Counts a segment: `segment` and `reservedBytes`.
-   *
-   * @param small Whether it is in the small pool.
-   * @param byteLength Its bytes.
-   */
-  segment(small: boolean, byteLength: number): void {
-    this.add("segment", small, 1);
-    this.add("reservedBytes", small, byteLength);
-  }
-
-  /**
-   * Counts a block handed out: `allocation`, `allocatedBytes` and the
-   * active figures.
-   *
-   * @param small Whether it is in the small pool.
-   * @param byteLength Its bytes.
-   * @param requested Bytes asked for.
-   */
-  allocatedBlock(small: boolean, byteLength: number, requested: number): void {
-    this.add("allocation", small, 1);
-    this.add("allocatedBytes", small, byteLength);
-    this.activeBlock(small, byteLength, requested);
-  }
-
-  /**
-   * Counts a block freed by the caller that waits for fences: the active
-   * figures only.
-   *
-   * @param small Whether it is in the small pool.
-   * @param byteLength Its bytes.
-   * @param requested Bytes asked for.
-   */
-  activeBlock(small: boolean, byteLength: number, requested: number): void {
-    this.add("active", small, 1);
-    this.add("activeBytes", small, byteLength);
-    this.add("requestedBytes", small, requested);
-  }
-
-  /**
-   * Counts a free block that shares its segment with others.
-   *
-   * @param small Whether it is in the small pool.
-   * @param byteLength Its bytes.
-   */
-  inactiveSplitBlock(small: boolean, byteLength: number): void {
-    this.add("inactiveSplit", small, 1);
-    this.add("inactiveSplitBytes", small, byteLength);
   }
 }

@@ -1,7 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { PoolStats, StatRecount } from "./pool_stats.ts";
+import { PoolStats } from "./pool_stats.ts";
+import { StatRecount } from "./stat_recount.ts";
 import { STAT_ARRAY_NAMES, type StatArray } from "./memory_stats.ts";
 import { Stat } from "./stat.ts";
 import { AllotError } from "./errors.ts";
