@@ -12,7 +12,8 @@
  * frees ({@linkcode DeferredFrees}), segment acquisition and its errors
  * (`acquireSegment`, `releaseSegment`), the stats
  * ({@linkcode PoolStats}), age-based collection ({@linkcode collectByAge})
- * and history ({@linkcode TraceRecorder}). Expandable segments live in
+ * and history ({@linkcode TraceRecorder}). Segments (taking one, giving one
+ * back, expandable segments growing and shrinking) live in
  * `_caching_segments.ts`, the invariant check in `_caching_validate.ts`.
  *
  * @module
@@ -32,13 +33,12 @@ import {
 } from "@allot/core";
 import {
   _Block,
-  type _BlockPool,
+  _BlockPool,
   type _Segment,
   ALLOCATED,
   FREE,
   PENDING,
 } from "./_block_pool.ts";
-import { _BlockPool as BlockPool } from "./_block_pool.ts";
 import type { _BlockIds } from "./_block_ids.ts";
 import type { _CachingConfig } from "./_caching_config.ts";
 import { _validateCaching } from "./_caching_validate.ts";
@@ -66,11 +66,11 @@ export class _CachingPolicy<M> {
   readonly expandable: boolean;
   readonly strict: boolean;
   fraction: number;
-  readonly small: _BlockPool<M> = new BlockPool<M>(true);
-  readonly large: _BlockPool<M> = new BlockPool<M>(false);
+  readonly small: _BlockPool<M> = new _BlockPool<M>(true);
+  readonly large: _BlockPool<M> = new _BlockPool<M>(false);
   // Expandable segments: the own segments' blocks, kept apart from the
   // large pool's expandable segment (same stats pool: large).
-  readonly own: _BlockPool<M> = new BlockPool<M>(false);
+  readonly own: _BlockPool<M> = new _BlockPool<M>(false);
   readonly segments: Set<_Segment<M>> = new Set();
   // _Block<unknown>: a callback parameter of M would make M invariant.
   readonly deferred: DeferredFrees<_Block<unknown>> = new DeferredFrees<
