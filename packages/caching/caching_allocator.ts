@@ -598,9 +598,12 @@ export class CachingAllocator<M = unknown> {
   }
 
   static {
-    _setReleaseHandle(<M>(h: CachedBlock<M>, b: _Block<M>): void =>
-      h.allocator.#release(h, b)
-    );
+    // (#release inlined: one call less on the handle's release)
+    _setReleaseHandle(<M>(h: CachedBlock<M>, b: _Block<M>): void => {
+      const a = h.allocator;
+      a.#p.release(b); // may throw (a stream's fence()): still live
+      a.#leaks?.forget(h);
+    });
   }
 
   #release(block: CachedBlock<M> | null, b: _Block<M>): void {
