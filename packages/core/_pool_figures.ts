@@ -42,7 +42,6 @@ export class _ActiveFigure {
   constructor(
     readonly small: _Figures,
     readonly large: _Figures,
-    readonly all: _Figures,
     readonly bytes: boolean,
   ) {}
 
@@ -55,8 +54,9 @@ export class _ActiveFigure {
     const bytes = this.bytes;
     const c = (bytes ? cur.allocatedBytes : cur.allocation) + part.pending;
     if (c > part.peak) part.peak = c;
-    const all = (bytes ? this.all.allocatedBytes : this.all.allocation) +
-      this.smallPool.pending + this.largePool.pending;
+    const other = small ? this.large : this.small;
+    const all = c + (bytes ? other.allocatedBytes : other.allocation) +
+      (small ? this.largePool.pending : this.smallPool.pending);
     if (all > this.allPeak) this.allPeak = all;
   }
 

@@ -83,7 +83,6 @@ const PLAIN_NAMES: readonly _PlainName[] = Object.keys(
 export class PoolStats {
   #smallCurrent = new _Figures();
   #largeCurrent = new _Figures();
-  #allCurrent = new _Figures();
   #smallPeak = new _Figures();
   #largePeak = new _Figures();
   #allPeak = new _Figures();
@@ -91,16 +90,10 @@ export class PoolStats {
   #largeFreed = new _Figures();
   #smallBase = new _Figures();
   #largeBase = new _Figures();
-  #active = new _ActiveFigure(
-    this.#smallCurrent,
-    this.#largeCurrent,
-    this.#allCurrent,
-    false,
-  );
+  #active = new _ActiveFigure(this.#smallCurrent, this.#largeCurrent, false);
   #activeBytes = new _ActiveFigure(
     this.#smallCurrent,
     this.#largeCurrent,
-    this.#allCurrent,
     true,
   );
   #oversizeAllocations = new Stat();
@@ -118,7 +111,8 @@ export class PoolStats {
 
   /** Bytes of blocks handed out now (both pools). */
   get allocatedBytes(): number {
-    return this.#allCurrent.allocatedBytes;
+    return this.#smallCurrent.allocatedBytes +
+      this.#largeCurrent.allocatedBytes;
   }
 
   /**
@@ -126,19 +120,21 @@ export class PoolStats {
    * waiting for fences.
    */
   get activeBytes(): number {
-    return this.#allCurrent.allocatedBytes +
+    return this.#smallCurrent.allocatedBytes +
+      this.#largeCurrent.allocatedBytes +
       this.#activeBytes.smallPool.pending +
       this.#activeBytes.largePool.pending;
   }
 
   /** Bytes of segments held now (both pools). */
   get reservedBytes(): number {
-    return this.#allCurrent.reservedBytes;
+    return this.#smallCurrent.reservedBytes + this.#largeCurrent.reservedBytes;
   }
 
   /** Bytes asked for by the blocks handed out or pending now. */
   get requestedBytes(): number {
-    return this.#allCurrent.requestedBytes;
+    return this.#smallCurrent.requestedBytes +
+      this.#largeCurrent.requestedBytes;
   }
 
   // Every update below names its fields: a keyed store (`record[name]`)
@@ -155,21 +151,20 @@ export class PoolStats {
   reserved(small: boolean, segments: 0 | 1, bytes: number): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const peak = small ? this.#smallPeak : this.#largePeak;
-    const all = this.#allCurrent, allPeak = this.#allPeak;
+    const other = small ? this.#largeCurrent : this.#smallCurrent;
+    const allPeak = this.#allPeak;
     let c: number;
     if (segments !== 0) {
       c = cur.segment + 1;
       cur.segment = c;
       if (c > peak.segment) peak.segment = c;
-      c = all.segment + 1;
-      all.segment = c;
+      c += other.segment;
       if (c > allPeak.segment) allPeak.segment = c;
     }
     c = cur.reservedBytes + bytes;
     cur.reservedBytes = c;
     if (c > peak.reservedBytes) peak.reservedBytes = c;
-    c = all.reservedBytes + bytes;
-    all.reservedBytes = c;
+    c += other.reservedBytes;
     if (c > allPeak.reservedBytes) allPeak.reservedBytes = c;
   }
 
@@ -183,15 +178,12 @@ export class PoolStats {
   unreserved(small: boolean, segments: 0 | 1, bytes: number): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const freed = small ? this.#smallFreed : this.#largeFreed;
-    const all = this.#allCurrent;
     if (segments !== 0) {
       cur.segment--;
       freed.segment++;
-      all.segment--;
     }
     cur.reservedBytes -= bytes;
     freed.reservedBytes += bytes;
-    all.reservedBytes -= bytes;
   }
 
   // The hot path: each method moves its figures with named fields (no
@@ -214,24 +206,22 @@ export class PoolStats {
   ): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const peak = small ? this.#smallPeak : this.#largePeak;
-    const all = this.#allCurrent, allPeak = this.#allPeak;
+    const other = small ? this.#largeCurrent : this.#smallCurrent;
+    const allPeak = this.#allPeak;
     let c = cur.allocation + 1;
     cur.allocation = c;
     if (c > peak.allocation) peak.allocation = c;
-    c = all.allocation + 1;
-    all.allocation = c;
+    c += other.allocation;
     if (c > allPeak.allocation) allPeak.allocation = c;
     c = cur.allocatedBytes + bytes;
     cur.allocatedBytes = c;
     if (c > peak.allocatedBytes) peak.allocatedBytes = c;
-    c = all.allocatedBytes + bytes;
-    all.allocatedBytes = c;
+    c += other.allocatedBytes;
     if (c > allPeak.allocatedBytes) allPeak.allocatedBytes = c;
     c = cur.requestedBytes + requested;
     cur.requestedBytes = c;
     if (c > peak.requestedBytes) peak.requestedBytes = c;
-    c = all.requestedBytes + requested;
-    all.requestedBytes = c;
+    c += other.requestedBytes;
     if (c > allPeak.requestedBytes) allPeak.requestedBytes = c;
     if (pending) {
       this.#active.storePeak(small);
@@ -252,22 +242,21 @@ export class PoolStats {
   split(small: boolean, blocks: number, bytes: number): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const peak = small ? this.#smallPeak : this.#largePeak;
-    const all = this.#allCurrent, allPeak = this.#allPeak;
+    const other = small ? this.#largeCurrent : this.#smallCurrent;
+    const allPeak = this.#allPeak;
     let c: number;
     if (blocks !== 0) {
       c = cur.inactiveSplit + blocks;
       cur.inactiveSplit = c;
       if (c > peak.inactiveSplit) peak.inactiveSplit = c;
-      c = all.inactiveSplit + blocks;
-      all.inactiveSplit = c;
+      c += other.inactiveSplit;
       if (c > allPeak.inactiveSplit) allPeak.inactiveSplit = c;
     }
     if (bytes !== 0) {
       c = cur.inactiveSplitBytes + bytes;
       cur.inactiveSplitBytes = c;
       if (c > peak.inactiveSplitBytes) peak.inactiveSplitBytes = c;
-      c = all.inactiveSplitBytes + bytes;
-      all.inactiveSplitBytes = c;
+      c += other.inactiveSplitBytes;
       if (c > allPeak.inactiveSplitBytes) allPeak.inactiveSplitBytes = c;
     }
   }
@@ -284,14 +273,11 @@ export class PoolStats {
   splitTaken(small: boolean, bytes: number, blocks: number): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const freed = small ? this.#smallFreed : this.#largeFreed;
-    const all = this.#allCurrent;
     cur.inactiveSplitBytes -= bytes;
     freed.inactiveSplitBytes += bytes;
-    all.inactiveSplitBytes -= bytes;
     if (blocks !== 0) {
       cur.inactiveSplit -= blocks;
       freed.inactiveSplit += blocks;
-      all.inactiveSplit -= blocks;
     }
   }
 
@@ -304,13 +290,10 @@ export class PoolStats {
   freed(small: boolean, bytes: number): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const freed = small ? this.#smallFreed : this.#largeFreed;
-    const all = this.#allCurrent;
     cur.allocation--;
     freed.allocation++;
-    all.allocation--;
     cur.allocatedBytes -= bytes;
     freed.allocatedBytes += bytes;
-    all.allocatedBytes -= bytes;
   }
 
   /**
@@ -346,10 +329,8 @@ export class PoolStats {
   ): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const freed = small ? this.#smallFreed : this.#largeFreed;
-    const all = this.#allCurrent;
     cur.requestedBytes -= requested;
     freed.requestedBytes += requested;
-    all.requestedBytes -= requested;
     if (wasPending) {
       (small ? this.#active.smallPool : this.#active.largePool).pending -= 1;
       (small ? this.#activeBytes.smallPool : this.#activeBytes.largePool)
@@ -407,7 +388,7 @@ export class PoolStats {
     const small = this.#pool(name, true), large = this.#pool(name, false);
     return {
       all: {
-        current: this.#allCurrent[name],
+        current: small.current + large.current,
         peak: this.#allPeak[name],
         allocated: small.allocated + large.allocated,
         freed: small.freed + large.freed,
@@ -465,7 +446,8 @@ export class PoolStats {
     for (const name of PLAIN_NAMES) {
       this.#smallPeak[name] = this.#smallCurrent[name];
       this.#largePeak[name] = this.#largeCurrent[name];
-      this.#allPeak[name] = this.#allCurrent[name];
+      this.#allPeak[name] = this.#smallCurrent[name] +
+        this.#largeCurrent[name];
     }
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();
