@@ -46,10 +46,8 @@ export class _Block<M> {
   stack: string | undefined = undefined;
   /** Tag given at allocation, if any. */
   tag: string | undefined = undefined;
-  /** Slot in the allocator's id table, -1 when it has none. */
-  slot = -1;
-  /** Whether the block was allocated through the id API. */
-  byId = false;
+  /** Id in the allocator's id table (`allocateId`), -1 when it has none. */
+  id = -1;
   /** Index of its bin while in a pool, else -1. */
   bin = -1;
   constructor(segment: _Segment<M>) {
@@ -87,17 +85,18 @@ const WORDS = (BIN_COUNT + 31) >>> 5;
 export function _binOf(size: number): number {
   const x = size - 1;
   if (x < 16384) return x >>> 9;
-  let f: number;
-  let sub: number;
-  if (x < 2147483648) {
-    f = 31 - Math.clz32(x);
-    sub = (x >>> (f - SUB_BITS)) & 7;
-  } else {
-    f = Math.floor(Math.log2(x));
-    if (2 ** f > x) f--;
-    else if (2 ** (f + 1) <= x) f++;
-    sub = Math.floor(x / 2 ** (f - SUB_BITS)) - 8;
-  }
+  if (x >= 2147483648) return binOfHuge(x);
+  const f = 31 - Math.clz32(x);
+  return LINEAR_BINS + ((f - FIRST_OCTAVE) << SUB_BITS) +
+    ((x >>> (f - SUB_BITS)) & 7);
+}
+
+/** _binOf() beyond 32-bit integers (kept apart: the common case inlines). */
+function binOfHuge(x: number): number {
+  let f = Math.floor(Math.log2(x));
+  if (2 ** f > x) f--;
+  else if (2 ** (f + 1) <= x) f++;
+  const sub = Math.floor(x / 2 ** (f - SUB_BITS)) - 8;
   return LINEAR_BINS + ((f - FIRST_OCTAVE) << SUB_BITS) + sub;
 }
 
@@ -315,20 +314,31 @@ export class _BlockPool<M> {
    * @throws {Error} When the block is not in the pool.
    */
   resize(block: _Block<M>, size: number, address: number): void {
+    if (!this.resizeAlone(block, size, address)) {
+      this.#resize(block, size, address);
+    }
+  }
+
+  /**
+   * {@linkcode _BlockPool.resize} in its common case, a block alone in its
+   * bin that stays there (the rest of a split, the survivor of a merge);
+   * whether it applied. Kept short, so that it inlines into the split and
+   * the merge.
+   */
+  resizeAlone(block: _Block<M>, size: number, address: number): boolean {
     const last = this.#last;
     const i = block.bin;
-    if (last.streamId === block.streamId && i >= 0) {
-      // The common case first: alone in its bin, and staying there.
-      const bin = last.bins[i];
-      if (
-        bin !== null && bin.length === 1 && bin[0] === block &&
-        _binOf(size) === i
-      ) {
-        block.size = size;
-        block.address = address;
-        return;
-      }
+    if (last.streamId !== block.streamId || i < 0 || _binOf(size) !== i) {
+      return false;
     }
+    const bin = last.bins[i];
+    if (bin === null || bin.length !== 1 || bin[0] !== block) return false;
+    block.size = size;
+    block.address = address;
+    return true;
+  }
+
+  #resize(block: _Block<M>, size: number, address: number): void {
     const bins = this.#bins(block.streamId);
     if (bins === undefined) {
       throw new Error("Internal error: block not in its pool");

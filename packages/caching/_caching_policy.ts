@@ -137,6 +137,20 @@ export class _CachingPolicy<M> {
    * that used it (pending), or goes back to the pool now.
    */
   release(b: _Block<M>): void {
+    if (b.streamUses === null && !this.watched) {
+      // The common case: no other stream used it, nothing watches.
+      this.stats.freed(b.segment.small, b.size);
+      if (b.size >= this.maxSplitByteLength) {
+        this.stats.oversizeAllocation(-1);
+      }
+      this.freeBlock(b);
+    } else {
+      this.releaseWatched(b);
+    }
+  }
+
+  /** release() of a block used on other streams, or with history or strict mode on. */
+  releaseWatched(b: _Block<M>): void {
     let fences: Fence[] | null = null;
     let streamIds: number[] | null = null;
     if (b.streamUses !== null) {
@@ -235,7 +249,10 @@ export class _CachingPolicy<M> {
       else seg.head = b;
       b.next = rest;
       rest.prev = b;
-      pool.resize(rest, rest.size - size, rest.address + size);
+      const restSize = rest.size - size, restAddress = rest.address + size;
+      if (!pool.resizeAlone(rest, restSize, restAddress)) {
+        pool.resize(rest, restSize, restAddress);
+      }
       rest.offset += size;
       rest.stamp = this.clock;
       if (alreadySplit) this.stats.splitTaken(small, size, 0);
@@ -313,12 +330,17 @@ export class _CachingPolicy<M> {
       }
       this.recycle(b);
       prev.stamp = this.clock;
-      pool.resize(prev, size, prev.address);
+      if (!pool.resizeAlone(prev, size, prev.address)) {
+        pool.resize(prev, size, prev.address);
+      }
     } else if (nextFree) {
       survivor = next;
       splitBlocks--;
       splitBytes -= next.size;
-      pool.resize(next, next.size + b.size, b.address);
+      const size = next.size + b.size;
+      if (!pool.resizeAlone(next, size, b.address)) {
+        pool.resize(next, size, b.address);
+      }
       next.offset = b.offset;
       next.prev = prev;
       if (prev !== null) prev.next = next;
@@ -532,7 +554,7 @@ export class _CachingPolicy<M> {
     b.waitingFences = 0;
     b.stack = undefined;
     b.tag = undefined;
-    if (b.slot >= 0) this.ids.remove(b);
+    if (b.id >= 0) this.ids.remove(b);
     if (this.spareCount < 1024) {
       if (this.spareCount === this.spare.length) this.spare.push(b);
       else this.spare[this.spareCount] = b;
