@@ -135,6 +135,13 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
   const idVariedPair = (): void => {
     varied.freeById(varied.allocateId(sizes[k++ & 4095]));
   };
+  // The handle API on the same cycle of sizes.
+  const handleVaried = new CachingAllocator(new ArrayBufferSegmentSource());
+  for (const n of sizes) handleVaried.allocate(n).release();
+  let h = 0;
+  const handleVariedPair = (): void => {
+    handleVaried.allocate(sizes[h++ & 4095]).release();
+  };
   const tpPair = (): void => {
     pool.freeArrayBuffer(pool.mallocArrayBuffer(size));
   };
@@ -147,14 +154,16 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
     ab.freeSegment(ab.tryAllocateSegment(size));
   };
   const rows = [];
-  const [allotNs, tpNs, mockNs, abNs, idNs, idVariedNs] = nsPerPair([
-    { pair: allotPair, pairs },
-    { pair: tpPair, pairs },
-    { pair: mockPair, pairs },
-    { pair: abPair, pairs: pairs / 50 },
-    { pair: idPair, pairs },
-    { pair: idVariedPair, pairs },
-  ], reps);
+  const [allotNs, tpNs, mockNs, abNs, idNs, idVariedNs, handleVariedNs] =
+    nsPerPair([
+      { pair: allotPair, pairs },
+      { pair: tpPair, pairs },
+      { pair: mockPair, pairs },
+      { pair: abPair, pairs: pairs / 50 },
+      { pair: idPair, pairs },
+      { pair: idVariedPair, pairs },
+      { pair: handleVariedPair, pairs },
+    ], reps);
   const ns = { allot: allotNs, tp: tpNs, mock: mockNs, ab: abNs };
   const medians = lastMedians;
   const heap = {
@@ -180,6 +189,11 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
         "allot CachingAllocator.allocateId / freeById, sizes 1 B to 8 MiB (log-uniform cycle, not 64 KiB)",
       value: idVariedNs,
       note: `${heap.idVaried.toFixed(1)} B heap/op`,
+    },
+    {
+      name:
+        "allot CachingAllocator handles, sizes 1 B to 8 MiB (the same cycle)",
+      value: handleVariedNs,
     },
     {
       name: "typedarray-pool (pow2 ArrayBuffer cache)",
@@ -219,6 +233,12 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
       value: 200 / ns.allot,
       target: ">= 1",
       met: ns.allot <= 200,
+    },
+    {
+      label: "200 ns / allot handle pair, varied sizes",
+      value: 200 / handleVariedNs,
+      target: ">= 1",
+      met: handleVariedNs <= 200,
     },
     { label: "typedarray-pool / allot", value: ns.tp / ns.allot },
     { label: "raw MockSegmentSource / allot", value: ns.mock / ns.allot },
@@ -271,6 +291,8 @@ async function hitPath(quick: boolean): Promise<Scenario[]> {
         (medians[3] / medians[0]).toFixed(1)
       }x), id path ${medians[4].toFixed(0)}, id path with varied sizes ${
         medians[5].toFixed(0)
+      }, handles with varied sizes ${
+        medians[6].toFixed(0)
       }; heap/op = JS heap growth per allocate or free (median over ${batches} batches of 500 pairs without a collection)`,
       "allot's handle API makes one handle object per allocation (the owning CachedBlock); the id API makes none; internal block records are recycled",
       gpu === undefined && !quick
