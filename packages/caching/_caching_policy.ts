@@ -200,22 +200,27 @@ export class _CachingPolicy<M> {
     size: number,
   ): _Block<M> | undefined {
     this.clock++;
-    if (pool.count === 0) return undefined;
     const b = pool.lowerBound(streamId, size);
-    if (b === undefined) return undefined;
+    // (Short, so that it inlines into allocate: the limits are apart.)
+    return b === undefined || this.fits(pool, size, b) ? b : undefined;
+  }
+
+  /**
+   * Whether best fit `b` of `pool` may serve `size` bytes: an oversize
+   * block only a request of about its size, an own segment (expandable
+   * segments) likewise.
+   */
+  fits(pool: _BlockPool<M>, size: number, b: _Block<M>): boolean {
     const maxSplit = this.maxSplitByteLength;
-    if (size < maxSplit && b.size >= maxSplit) return undefined;
+    if (size < maxSplit && b.size >= maxSplit) return false;
     if (
       size >= maxSplit && b.size >= size + this.maxNonSplitRoundingByteLength
     ) {
-      return undefined;
+      return false;
     }
-    if (pool === this.own && b.size - size >= this.largeRoundByteLength) {
-      // Expandable segments: an own segment serves only a request of about
-      // its size (split, it would pin its rest).
-      return undefined;
-    }
-    return b; // still in the pool: take() re-keys or removes it
+    // Expandable segments: an own segment serves only a request of about
+    // its size (split, it would pin its rest).
+    return pool !== this.own || b.size - size < this.largeRoundByteLength;
   }
 
   /** Carves `size` bytes from free block `b`: the allocated block. */
