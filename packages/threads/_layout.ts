@@ -24,7 +24,7 @@
 /** "alot": the first word of every heap header. */
 export const MAGIC = 0x616c6f74;
 /** Bumped when the layout changes. */
-export const VERSION = 2;
+export const VERSION = 3;
 
 /** Page: the unit of the shared core. */
 export const PAGE_SHIFT = 12;
@@ -143,6 +143,11 @@ export const M_NEXT = 4;
 export const M_PREV = 5;
 /** On the first page of a large span: the token of its allocating arena. */
 export const M_OWNER = 6;
+/**
+ * On the first page of a span its arena keeps cached: the age stamp of the
+ * span (owner-only, like the `M_NEXT` / `M_PREV` links of its cache list).
+ */
+export const M_AGE = 7;
 export const META_WORDS = 8;
 
 export const K_NONE = 0;
@@ -184,6 +189,15 @@ export const CLASS_SIZES: readonly number[] = (() => {
   }
   return sizes;
 })();
+/**
+ * `ceil(2^20 / (size / 64))` of each class: the block index of a byte
+ * offset `r` in a slab is `((r >>> 6) * CLASS_RECIPROCALS[cls]) >>> 20`
+ * (exact for every offset of a slab, a multiply instead of a division).
+ */
+export const CLASS_RECIPROCALS: Int32Array = Int32Array.from(
+  CLASS_SIZES,
+  (size) => Math.ceil((1 << 20) / (size >> 6)),
+);
 /** Largest block a slab serves; larger requests take whole pages. */
 export const MAX_SMALL = 8192;
 /** Class of a request of `n` bytes (alignment <= 64): `CLASS_OF[(n + 63) >> 6]`. */

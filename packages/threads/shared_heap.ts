@@ -40,6 +40,7 @@ import {
   binOf,
   BINS,
   CLASS_OF,
+  CLASS_RECIPROCALS,
   CLASS_SIZES,
   H_ARENAS,
   H_BIN_MASK,
@@ -324,6 +325,7 @@ export class SharedHeap {
   #base: number; // byteOffset of the header
   #pages: number;
   #pageBase: number;
+  #pageBytes: number; // bytes of the page area
   #meta: number; // word index of the first meta array
   #arenaWord: number;
   #arena: number;
@@ -357,6 +359,7 @@ export class SharedHeap {
     this.#stateWord = h + H_STATE;
     this.#pages = this.#i32[h + H_PAGES];
     this.#pageBase = this.#i32[h + H_PAGE_BASE];
+    this.#pageBytes = this.#pages * PAGE;
     this.#meta = this.#i32[h + H_META] >> 2;
     this.#timeoutMs = timeoutMs;
     this.#cacheLimit = Math.min(16384, this.#pages >> 4);
@@ -591,7 +594,60 @@ export class SharedHeap {
    * @throws {HeapClosedError} After detach or close.
    * @throws {HeapBusyError} When the core lock stays held too long.
    */
-  alloc(byteLength: number, alignment = 64): number {
+  alloc(byteLength: number, alignment?: number): number {
+    // Fast path, written out so that it compiles to one function: the
+    // default alignment, a block at hand in this arena's current slab or
+    // span cache. Plain reads and writes only: every word it touches is
+    // this arena's alone (a slab's stack and bump, a cached span's record).
+    if (
+      alignment === undefined && typeof byteLength === "number" &&
+      (byteLength >>> 0) === byteLength && this.#open &&
+      this.#i32[this.#stateWord] === STATE_OPEN
+    ) {
+      const i32 = this.#i32, a = this.#arenaWord;
+      if (byteLength <= MAX_SMALL) {
+        const cls = CLASS_OF[(byteLength + 63) >> 6];
+        const slab = this.#cur[cls];
+        if (slab !== 0) {
+          const s = slab >> 2;
+          const top = i32[s + S_FREE];
+          let k = -1;
+          if (top !== 0) {
+            k = this.#u16[((slab + S_STACK) >> 1) + top - 1];
+            i32[s + S_FREE] = top - 1;
+          } else if (i32[s + S_BUMP] < i32[s + S_CAP]) k = i32[s + S_BUMP]++;
+          if (k >= 0) {
+            i32[s + S_USED]++;
+            const size = CLASS_SIZES[cls];
+            // Only the owner marks a block live; frees clear it.
+            this.#u8[slab + S_STATES + k] = 1;
+            i32[a + A_LIVE_BLOCKS]++;
+            i32[a + A_LIVE_BYTES] += size;
+            return slab + SLAB_HEADER + k * size;
+          }
+        }
+      } else if (byteLength <= SHARED_MAX_BYTE_END) {
+        const pages = (byteLength + PAGE - 1) >>> PAGE_SHIFT;
+        // The first two bins whose every span fits (at most about 1.5x).
+        let bin = pages, top = 31 - Math.clz32(pages);
+        if (pages >= 4) {
+          bin = 4 * (top - 1) + ((pages >>> (top - 2)) & 3);
+          if ((pages & ((1 << (top - 2)) - 1)) !== 0) bin++;
+        }
+        const page = this.#cache.take(bin, bin + 2 < BINS ? bin + 2 : BINS);
+        if (page >= 0) {
+          const w = this.#meta + (page << 3);
+          // A plain store: a cached span is this arena's alone, and the
+          // offset reaches another thread only through a message or an
+          // atomic write, which publishes this store too.
+          i32[w + M_KIND] = K_LARGE;
+          i32[a + A_LARGE_HITS]++;
+          i32[a + A_LIVE_BLOCKS]++;
+          i32[a + A_LIVE_BYTES] += i32[w + M_LEN] << PAGE_SHIFT;
+          return this.#pageBase + (page << PAGE_SHIFT);
+        }
+      }
+    }
     const offset = this.tryAlloc(byteLength, alignment);
     if (offset === undefined) this.#throwOom(byteLength);
     return offset;
@@ -605,12 +661,15 @@ export class SharedHeap {
    * @param alignment A power of two up to 4096.
    * @returns The absolute byte offset, or `undefined`.
    */
-  tryAlloc(byteLength: number, alignment = 64): number | undefined {
+  tryAlloc(byteLength: number, alignment?: number): number | undefined {
     if (
       !(typeof byteLength === "number" && byteLength >= 0 &&
         byteLength <= SHARED_MAX_BYTE_END && Number.isInteger(byteLength))
     ) validateByteLength(byteLength, SHARED_MAX_BYTE_END);
-    if (alignment !== 64) validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
+    if (alignment === undefined) alignment = 64;
+    else if (alignment !== 64) {
+      validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
+    }
     this.#checkOpen("allocate");
     if (byteLength <= MAX_SMALL && alignment <= 256) {
       let cls = CLASS_OF[(byteLength + 63) >> 6];
@@ -632,6 +691,73 @@ export class SharedHeap {
    * @throws {HeapClosedError} After detach or close.
    */
   free(byteOffset: number): void {
+    // Fast path, written out: a block of this arena freed by this arena.
+    // The state byte (small) or kind word (large) is checked and cleared
+    // with a plain read and write, no compare-exchange: only a free racing
+    // with another thread's free of the same block could slip past, and
+    // that race is a double free the caller already committed (strict mode
+    // takes the checked path below and catches it). Sequential double
+    // frees, from any thread, are caught either way.
+    const rel = typeof byteOffset === "number"
+      ? byteOffset - this.#pageBase
+      : -1;
+    if (
+      (rel >>> 0) === rel && rel < this.#pageBytes && this.#open &&
+      this.#i32[this.#stateWord] === STATE_OPEN
+    ) {
+      const i32 = this.#i32, a = this.#arenaWord;
+      const page = rel >>> PAGE_SHIFT;
+      const start = i32[this.#meta + (page << 3) + M_START];
+      if (start >= 0) {
+        const slab = this.#pageBase + (start << PAGE_SHIFT), s = slab >> 2;
+        // A plain read: only this handle ever sets or clears its own token.
+        if (i32[s + S_OWNER] === this.#token) {
+          const cls = i32[s + S_CLASS], size = CLASS_SIZES[cls];
+          const r = byteOffset - slab - SLAB_HEADER;
+          const k = ((r >>> 6) * CLASS_RECIPROCALS[cls]) >>> 20;
+          const state = slab + S_STATES + k;
+          if (
+            r >= 0 && k * size === r && k < i32[s + S_CAP] &&
+            this.#u8[state] === 1
+          ) {
+            this.#u8[state] = 0;
+            i32[a + A_LIVE_BLOCKS]--;
+            i32[a + A_LIVE_BYTES] -= size;
+            const top = i32[s + S_FREE];
+            this.#u16[((slab + S_STACK) >> 1) + top] = k;
+            i32[s + S_FREE] = top + 1;
+            if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
+            return;
+          }
+        }
+      } else if ((rel & (PAGE - 1)) === 0) {
+        const w = this.#meta + (page << 3);
+        if (
+          i32[w + M_OWNER] === this.#token && i32[w + M_KIND] === K_LARGE &&
+          this.#cacheLimit !== 0
+        ) {
+          // The owner keeps the span for its next large block: no lock.
+          i32[w + M_KIND] = K_CACHED;
+          i32[a + A_LIVE_BLOCKS]--;
+          i32[a + A_LIVE_BYTES] -= i32[w + M_LEN] << PAGE_SHIFT;
+          const cache = this.#cache;
+          cache.put(page);
+          // Over the limit: the oldest spans go back, down to half of it.
+          if (cache.pages > this.#cacheLimit) {
+            this.#flushCache(this.#cacheLimit >> 1);
+          }
+          return;
+        }
+      }
+    }
+    this.#freeChecked(byteOffset);
+  }
+
+  /**
+   * Any block, from any arena: every check, and compare-exchanges that
+   * catch two threads freeing one block at once.
+   */
+  #freeChecked(byteOffset: number): void {
     this.#checkOpen("free");
     if (typeof byteOffset !== "number") {
       this.#throwNotBlock(byteOffset, "not a number");
@@ -962,9 +1088,17 @@ export class SharedHeap {
         this.#unlock();
       }
     };
-    const tryAlloc = proto.tryAlloc, free = proto.free;
+    const tryAlloc = proto.tryAlloc;
     const reclaim = proto.reclaim;
     Object.defineProperties(this, {
+      // alloc's fast path would skip the check: strict goes through tryAlloc.
+      alloc: {
+        value: (byteLength: number, alignment?: number): number => {
+          const offset = this.tryAlloc(byteLength, alignment);
+          if (offset === undefined) this.#throwOom(byteLength);
+          return offset;
+        },
+      },
       tryAlloc: {
         value: (byteLength: number, alignment?: number): number | undefined => {
           const offset = tryAlloc.call(this, byteLength, alignment);
@@ -978,7 +1112,8 @@ export class SharedHeap {
           if (length !== undefined) {
             this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
           }
-          free.call(this, byteOffset);
+          // The checked path: compare-exchanges catch racing double frees.
+          this.#freeChecked(byteOffset);
           check();
         },
       },
