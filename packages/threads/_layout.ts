@@ -135,9 +135,12 @@ export const ARENA_RECLAIMING = 2;
 // --- page meta: eight words per page, one 32-byte record ---
 export const M_KIND = 0;
 export const M_LEN = 1;
-/** On the last page of a free span: its first page. */
+/**
+ * On the last page of a free span: its first page + 1 (0: none, so that a
+ * zeroed record is a valid "no span").
+ */
 export const M_TAIL = 2;
-/** On every page of a slab: the slab's first page. */
+/** On every page of a slab: the slab's first page + 1 (0: not a slab's). */
 export const M_START = 3;
 export const M_NEXT = 4;
 export const M_PREV = 5;

@@ -400,6 +400,7 @@ export class SharedHeap {
     memory: SharedMemory | number,
     options: SharedHeapOptions = {},
   ): SharedHeap {
+    const fresh = typeof memory === "number";
     if (typeof memory === "number") {
       validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
       memory = new SharedArrayBuffer(memory);
@@ -440,12 +441,10 @@ export class SharedHeap {
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
     const h = base >> 2;
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
+    // Zero page records are "no span": a new SharedArrayBuffer is zero
+    // already, so a heap in one made here touches no record up front.
     const meta = metaStart >> 2;
-    i32.fill(0, meta, meta + META_WORDS * pages);
-    for (let p = 0; p < pages; p++) {
-      i32[meta + (p << 3) + M_TAIL] = -1;
-      i32[meta + (p << 3) + M_START] = -1;
-    }
+    if (!fresh) i32.fill(0, meta, meta + META_WORDS * pages);
     i32[h + H_PAGES] = pages;
     i32[h + H_PAGE_BASE] = baseOf(pages);
     i32[h + H_META] = metaStart;
@@ -708,8 +707,9 @@ export class SharedHeap {
       const i32 = this.#i32, a = this.#arenaWord;
       const page = rel >>> PAGE_SHIFT;
       const start = i32[this.#meta + (page << 3) + M_START];
-      if (start >= 0) {
-        const slab = this.#pageBase + (start << PAGE_SHIFT), s = slab >> 2;
+      if (start !== 0) {
+        const slab = this.#pageBase + ((start - 1) << PAGE_SHIFT),
+          s = slab >> 2;
         // A plain read: only this handle ever sets or clears its own token.
         if (i32[s + S_OWNER] === this.#token) {
           const cls = i32[s + S_CLASS], size = CLASS_SIZES[cls];
@@ -769,10 +769,10 @@ export class SharedHeap {
     const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
     // Only the pages of a live slab name their slab's first page (others
-    // hold -1), so this one read tells small from large.
+    // hold 0), so this one read tells small from large.
     const start = i32[m + (page << 3) + M_START];
-    if (start >= 0) {
-      return this.#freeSmall(this.#pageBase + start * PAGE, byteOffset);
+    if (start !== 0) {
+      return this.#freeSmall(this.#pageBase + (start - 1) * PAGE, byteOffset);
     }
     if ((rel & (PAGE - 1)) === 0) return this.#freeLarge(page, byteOffset);
     this.#throwNotBlock(byteOffset, "not the start of a block");
@@ -1050,7 +1050,7 @@ export class SharedHeap {
       }
       if (kind === K_FREE) {
         if (prevFree) throw new Error(`Page ${p}: two free spans in a row`);
-        if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p) {
+        if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p + 1) {
           throw new Error(`Page ${p}: free span tail does not point back`);
         }
         free += len;
@@ -1636,7 +1636,7 @@ export class SharedHeap {
     ) return undefined;
     const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
-    const start = i32[m + (page << 3) + M_START];
+    const start = i32[m + (page << 3) + M_START] - 1;
     if (
       start >= 0 && start <= page && page < start + SLAB_PAGES &&
       i32[m + (start << 3) + M_KIND] === K_SLAB
@@ -1678,7 +1678,7 @@ export class SharedHeap {
     if (kind === K_SLAB) {
       i32[this.#arenaWord + A_SLABS_TAKEN]++;
       for (let p = found; p < found + pages; p++) {
-        i32[m + (p << 3) + M_START] = found;
+        i32[m + (p << 3) + M_START] = found + 1;
       }
     }
     this.#unlock();
@@ -1692,7 +1692,7 @@ export class SharedHeap {
     i32[(this.#base >> 2) + H_FREE_PAGES] += len;
     i32[this.#arenaWord + A_PAGES_RETURNED] += len;
     if (i32[m + (page << 3) + M_KIND] === K_SLAB) {
-      for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = -1;
+      for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = 0;
     }
     i32[m + (page << 3) + M_KIND] = K_NONE;
     const next = page + len;
@@ -1702,7 +1702,7 @@ export class SharedHeap {
       i32[m + (next << 3) + M_KIND] = K_NONE;
     }
     if (page > 0) {
-      const t = i32[m + ((page - 1) << 3) + M_TAIL];
+      const t = i32[m + ((page - 1) << 3) + M_TAIL] - 1;
       if (
         t >= 0 && t < page && i32[m + (t << 3) + M_KIND] === K_FREE &&
         t + i32[m + (t << 3) + M_LEN] === page
@@ -1721,7 +1721,7 @@ export class SharedHeap {
     const h = this.#base >> 2;
     i32[m + (page << 3) + M_KIND] = K_FREE;
     i32[m + (page << 3) + M_LEN] = len;
-    i32[m + ((page + len - 1) << 3) + M_TAIL] = page;
+    i32[m + ((page + len - 1) << 3) + M_TAIL] = page + 1;
     const bin = binOf(len);
     const head = i32[h + H_BINS + bin];
     i32[m + (page << 3) + M_NEXT] = head;
