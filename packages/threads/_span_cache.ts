@@ -95,6 +95,43 @@ export class SpanCache {
   }
 
   /**
+   * Takes the most recent of the newest `scan` spans of `bin` that has at
+   * least `pages` pages (a bin holds lengths within 25% of each other, so
+   * a size freed and asked for again finds its span here).
+   *
+   * @returns Its first page, or -1.
+   */
+  takeFit(bin: number, pages: number, scan = 4): number {
+    const i32 = this.#i32, meta = this.#meta;
+    let page = this.#head[bin], newer = -1;
+    for (let n = 0; page >= 0 && n < scan; n++) {
+      const w = meta + (page << 3);
+      const len = i32[w + M_LEN];
+      if (len >= pages) {
+        const older = i32[w + M_NEXT];
+        if (newer < 0) this.#head[bin] = older;
+        else i32[meta + (newer << 3) + M_NEXT] = older;
+        if (older >= 0) {
+          // `older` keeps an exact link unless it became the head.
+          if (newer >= 0) i32[meta + (older << 3) + M_PREV] = newer;
+        } else if (newer >= 0) {
+          this.#tail[bin] = newer;
+          this.#tailStamp[bin] = i32[meta + (newer << 3) + M_AGE];
+        } else {
+          this.#tail[bin] = -1;
+          this.#full[bin >> 5] &= ~(1 << (bin & 31));
+        }
+        this.pages -= len;
+        this.spans--;
+        return page;
+      }
+      newer = page;
+      page = i32[w + M_NEXT];
+    }
+    return -1;
+  }
+
+  /**
    * Takes the oldest span of all bins.
    *
    * @returns Its first page, or -1 when empty.

@@ -22,9 +22,13 @@ const opArb = fc.oneof(
     width: fc.integer({ min: 1, max: 3 }),
   }),
   fc.record({ kind: fc.constant("oldest" as const) }),
+  fc.record({
+    kind: fc.constant("fit" as const),
+    len: fc.integer({ min: 1, max: 40 }),
+  }),
 );
 
-Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evicted first", () => {
+Deno.test("SpanCache matches a model: LIFO reuse within the window, a fit in the own bin, oldest evicted first", () => {
   fc.assert(
     fc.property(fc.array(opArb, { maxLength: 200 }), (ops) => {
       const i32 = new Int32Array(200 * 40 * META_WORDS + 64);
@@ -46,6 +50,16 @@ Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evict
             want = inBin.sort((x, y) => y.age - x.age)[0];
           }
           assert.equal(cache.take(op.from, to), want ? want.page : -1);
+          if (want) model = model.filter((e) => e !== want);
+        } else if (op.kind === "fit") {
+          // The newest of the four newest spans of the length's bin that
+          // has at least that many pages.
+          const bin = binOf(op.len);
+          const want = model.filter((e) => e.bin === bin)
+            .sort((x, y) => y.age - x.age)
+            .slice(0, 4)
+            .find((e) => e.len >= op.len);
+          assert.equal(cache.takeFit(bin, op.len), want ? want.page : -1);
           if (want) model = model.filter((e) => e !== want);
         } else {
           const want = [...model].sort((x, y) => x.age - y.age)[0];

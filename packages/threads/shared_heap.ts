@@ -627,13 +627,17 @@ export class SharedHeap {
         }
       } else if (byteLength <= SHARED_MAX_BYTE_END) {
         const pages = (byteLength + PAGE - 1) >>> PAGE_SHIFT;
-        // The first two bins whose every span fits (at most about 1.5x).
+        // A span of the request's own bin that fits (the same size freed
+        // before), else one of the first two bins whose every span fits
+        // (at most about 1.5x the request).
         let bin = pages, top = 31 - Math.clz32(pages);
-        if (pages >= 4) {
-          bin = 4 * (top - 1) + ((pages >>> (top - 2)) & 3);
-          if ((pages & ((1 << (top - 2)) - 1)) !== 0) bin++;
+        if (pages >= 4) bin = 4 * (top - 1) + ((pages >>> (top - 2)) & 3);
+        const cache = this.#cache;
+        let page = cache.takeFit(bin, pages);
+        if (page < 0) {
+          if (pages >= 4 && (pages & ((1 << (top - 2)) - 1)) !== 0) bin++;
+          page = cache.take(bin, bin + 2 < BINS ? bin + 2 : BINS);
         }
-        const page = this.#cache.take(bin, bin + 2 < BINS ? bin + 2 : BINS);
         if (page >= 0) {
           const w = this.#meta + (page << 3);
           // A plain store: a cached span is this arena's alone, and the
@@ -1438,13 +1442,16 @@ export class SharedHeap {
     const pages = Math.max(1, Math.ceil(byteLength / PAGE));
     {
       // Lock-free reuse of a span this arena allocated and some arena
-      // freed: the first two bins whose every span fits (at most about
-      // 1.5x the request).
-      let bin = binOf(pages);
-      if (pages >= 4 && binBase(bin) !== pages) bin++;
-      let page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      // freed: one of the request's own bin that fits, else the first two
+      // bins whose every span fits (at most about 1.5x the request).
+      const fit = binOf(pages);
+      const bin = pages >= 4 && binBase(fit) !== pages ? fit + 1 : fit;
+      const cache = this.#cache;
+      let page = cache.takeFit(fit, pages);
+      if (page < 0) page = cache.take(bin, Math.min(bin + 2, BINS));
       if (page < 0 && this.#takeReturns()) {
-        page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+        page = cache.takeFit(fit, pages);
+        if (page < 0) page = cache.take(bin, Math.min(bin + 2, BINS));
       }
       if (page >= 0) {
         const w = this.#meta + (page << 3);
