@@ -277,8 +277,11 @@ function blockList(found: HeldBlock[]): HeldBlock[] {
  *
  * - Each handle owns an **arena**. Blocks up to 8 KiB come from the arena's
  *   64 KiB **slabs** (24 size classes, 64-byte granularity): allocation and
- *   a free by the owner are plain reads and writes on the arena's own slab,
- *   plus one atomic bit in the slab's bitmap (which catches double frees).
+ *   a free by the owner are plain reads and writes on the arena's own slab
+ *   (no `Atomics` call), with a state byte per block that catches double
+ *   frees; a free from another thread clears it with a compare-exchange.
+ *   Two threads freeing one block at the same instant are caught in strict
+ *   mode only (it takes the compare-exchange path for the owner too).
  * - A free from **another** thread pushes the block on the slab's remote
  *   list with one compare-exchange; the owner takes the whole list back in
  *   one exchange when its slab runs dry. No lock on either path.
@@ -586,7 +589,7 @@ export class SharedHeap {
    * smallest block (64 bytes).
    *
    * @param byteLength Number of bytes.
-   * @param alignment A power of two up to 4096.
+   * @param alignment A power of two up to 4096 (64 when omitted).
    * @returns The absolute byte offset of the block in the buffer.
    * @throws {InvalidArgumentError} For a bad length or alignment.
    * @throws {OutOfMemoryError} When no free pages are left.
@@ -661,7 +664,7 @@ export class SharedHeap {
    * memory is left (invalid arguments still throw).
    *
    * @param byteLength Number of bytes.
-   * @param alignment A power of two up to 4096.
+   * @param alignment A power of two up to 4096 (64 when omitted).
    * @returns The absolute byte offset, or `undefined`.
    */
   tryAlloc(byteLength: number, alignment?: number): number | undefined {

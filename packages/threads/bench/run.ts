@@ -203,7 +203,7 @@ function uncontended(quick: boolean): Scenario[] {
         1 / 1.2,
       ),
       mk(
-        "SharedHeap / CpuHeap, warm, by process CPU time (what other jobs' load does not move)",
+        "SharedHeap / CpuHeap, warm, by process CPU time (user + system; less moved by other jobs' load than wall time)",
         ratios("warm", "cpu"),
       ),
       mk(
