@@ -633,7 +633,8 @@ export class SharedHeap {
         // A span of the request's own bin that fits (the same size freed
         // before), else one of the first two bins whose every span fits
         // (at most about 1.5x the request).
-        let bin = pages, top = 31 - Math.clz32(pages);
+        const top = 31 - Math.clz32(pages);
+        let bin = pages;
         if (pages >= 4) bin = 4 * (top - 1) + ((pages >>> (top - 2)) & 3);
         const cache = this.#cache;
         let page = cache.takeFit(bin, pages);
