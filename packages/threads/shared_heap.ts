@@ -602,7 +602,8 @@ export class SharedHeap {
     // span cache. Plain reads and writes only: every word it touches is
     // this arena's alone (a slab's stack and bump, a cached span's record).
     if (
-      alignment === undefined && typeof byteLength === "number" &&
+      (alignment === undefined || alignment === 64) &&
+      typeof byteLength === "number" &&
       (byteLength >>> 0) === byteLength && this.#open &&
       this.#i32[this.#stateWord] === STATE_OPEN
     ) {
