@@ -10,7 +10,8 @@
  *            │ arena table (64 × 16 words)│ one 64-byte line per arena
  *            │ return table (64 × 16 w.)  │ one return-list head a line
  *            │ page meta (8 words a page) │ kind, len, tail, start, next,
- *            │                            │ prev, owner of every 4 KiB page
+ *            │                            │ prev, owner, age of every
+ *            │                            │ 4 KiB page (all 0: no span)
  * pageBase   ├────────────────────────────┤ (4096-aligned)
  *            │ pages: large spans and     │
  *            │ 64 KiB slabs (3328-byte    │

@@ -147,8 +147,11 @@ function uncontended(quick: boolean): Scenario[] {
     replayShared(h, trace, slots);
     h.detach();
   };
-  // Warm-up: every loop compiled, both heaps at their steady state.
-  for (const f of [warmCpu, warmShared, eitherCpu, eitherShared]) f();
+  // Warm-up: every loop compiled (600,000 operations each), both heaps at
+  // their steady state.
+  for (let k = 0; k * ops * inner < 600_000; k++) {
+    for (const f of [warmCpu, warmShared, eitherCpu, eitherShared]) f();
+  }
   type Pair = [() => void, () => void];
   const pairs: Record<string, Pair> = {
     warm: [warmCpu, warmShared],
