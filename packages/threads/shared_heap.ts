@@ -1636,7 +1636,11 @@ export class SharedHeap {
     const cache = this.#cache;
     if (cache.pages <= keep) return;
     this.#lock("free");
-    while (cache.pages > keep) this.#releaseSpan(cache.takeOldest());
+    while (cache.pages > keep) {
+      const page = cache.takeOldest();
+      if (page < 0) break; // only if the index was corrupted: never loop
+      this.#releaseSpan(page);
+    }
     this.#unlock();
   }
 
