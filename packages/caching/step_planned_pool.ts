@@ -106,6 +106,15 @@ interface _Plan {
   sizes: Float64Array;
   count: number;
   size: number;
+  /**
+   * For the fast path: the arena items by planned free, and for each item
+   * how many of them the plan freed before it starts (those must be free
+   * before it is placed; no other arena block can overlap it).
+   */
+  freeOrder: Int32Array;
+  need: Int32Array;
+  /** Per item in the step now: 0 not yet, 1 live (fast), 2 freed. */
+  state: Uint8Array;
 }
 
 /** Plans kept for steps that alternate. */
@@ -183,6 +192,18 @@ export class StepPlannedPool<M = unknown> {
   #released = 0;
   /** blocks put in the free index so far (orders blocks of equal size) */
   #indexed = 0;
+  /**
+   * The plan the arena follows on the fast path, `undefined` off it. On it
+   * the arena's block list and free index are not kept: the arena's live
+   * blocks are exactly this step's planned items (in `#fastLive`), each at
+   * its planned offset, and a request of the plan is one array read plus a
+   * check that the items planned to be freed before it were freed.
+   */
+  #fast: _Plan | undefined;
+  #fastLive: (PlannedBlock<M> | undefined)[] = [];
+  /** how many of `#fast.freeOrder` are known freed, from the start */
+  #freedPrefix = 0;
+  #fastSteps = 0;
 
   /**
    * Creates an empty pool.
@@ -282,6 +303,13 @@ export class StepPlannedPool<M = unknown> {
   get replanCount(): number {
     return this.#replans;
   }
+  /**
+   * Steps whose requests all came from their plan on the fast path (one
+   * array read per request, no search, no segment made).
+   */
+  get fastStepCount(): number {
+    return this.#fastSteps;
+  }
   /** Steps ended so far. */
   get stepCount(): number {
     return this.#step;
@@ -340,9 +368,31 @@ export class StepPlannedPool<M = unknown> {
     let block: PlannedBlock<M> | undefined;
     // a request the plan says outlives the step stays out of the arena
     let arenaOk = true;
-    if (item === 0 && this.#plans.length > 0) this.#pick(size);
+    if (item === 0 && this.#plans.length > 0) {
+      this.#pick(size);
+      this.#enterFast();
+    }
+    let fast = this.#fast;
+    if (
+      fast !== undefined && (item >= fast.count || size !== fast.sizes[item])
+    ) fast = this.#switchFast(item, size);
+    if (fast !== undefined) {
+      // the fast path: the planned offset, once the items planned to leave
+      // the range before this one have left (else the arena's list is
+      // rebuilt and the request takes the checked path below)
+      const at = fast.offsets[item];
+      if (at < 0) arenaOk = false;
+      else if (
+        fast.need[item] <= this.#freedPrefix ||
+        this.#advanceFreed(fast, fast.need[item])
+      ) {
+        block = new PlannedBlock(this.#arena!, at, size);
+        fast.state[item] = 1;
+        this.#fastLive[item] = block;
+      } else this.#settle();
+    }
     const plan = this.#plan;
-    if (plan !== undefined) {
+    if (block === undefined && arenaOk && plan !== undefined) {
       if (item < plan.count && !this.#diverged) {
         // the step follows the plan while each request is the planned one;
         // once it does not, the rest of the step is served by best fit. A
@@ -404,6 +454,13 @@ export class StepPlannedPool<M = unknown> {
     block._free = true;
     const seg = block._seg;
     seg.liveBlocks--;
+    const fast = this.#fast;
+    if (fast !== undefined && seg === this.#arena) {
+      // on the fast path every live arena block is an item of this step
+      fast.state[block._item] = 2;
+      this.#fastLive[block._item] = undefined;
+      return;
+    }
     let merged = block;
     const prev = block._prev;
     if (prev !== undefined && prev._free) {
@@ -425,6 +482,11 @@ export class StepPlannedPool<M = unknown> {
    */
   endStep(): void {
     const count = this.#recSize.length;
+    const fast = this.#fast;
+    if (fast !== undefined) {
+      if (this.#arena!.liveBlocks > 0) this.#settle();
+      else if (count === fast.count && this.#misses === 0) this.#fastSteps++;
+    }
     if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
       // a step that differs from the plan made for it: once two fresh
       // plans in a row went unfollowed, planning work backs off (steps that
@@ -478,6 +540,7 @@ export class StepPlannedPool<M = unknown> {
       Number.MAX_SAFE_INTEGER,
       "targetByteLength",
     );
+    this.#settle();
     const free = [...this.#segs].filter((s) => s.liveBlocks === 0)
       .sort((a, b) => Number(a.arena) - Number(b.arena) || b.size - a.size);
     for (const seg of free) {
@@ -503,6 +566,10 @@ export class StepPlannedPool<M = unknown> {
     let held = 0, live = 0, freeCount = 0, arenaFree = 0;
     for (const seg of this.#segs) {
       held += seg.size;
+      if (seg === this.#arena && this.#fast !== undefined) {
+        live += this.#validateFast(seg);
+        continue;
+      }
       let at = 0, liveBlocks = 0;
       for (let b: PlannedBlock<M> | undefined = seg.first; b; b = b._next) {
         if (b._seg !== seg || b._offset !== at) {
@@ -544,7 +611,31 @@ export class StepPlannedPool<M = unknown> {
     }
   }
 
+  /** Checks the arena on the fast path; returns its live bytes. */
+  #validateFast(seg: _Seg<M>): number {
+    const fast = this.#fast!;
+    const blocks = this.#fastLive.filter((b) => b !== undefined)
+      .sort((a, b) => a._offset - b._offset);
+    let end = 0, live = 0;
+    for (const b of blocks) {
+      if (b._seg !== seg || b._free || b._offset < end) {
+        throw new Error(`fast arena block at ${b._offset} overlaps or is free`);
+      }
+      if (fast.state[b._item] !== 1 || fast.offsets[b._item] !== b._offset) {
+        throw new Error(`fast arena block at ${b._offset} is not its plan's`);
+      }
+      end = b._offset + b.byteLength;
+      live += b.requestedByteLength;
+    }
+    if (end > seg.size) throw new Error("fast arena block past the arena");
+    if (blocks.length !== seg.liveBlocks) {
+      throw new Error("live block count wrong");
+    }
+    return live;
+  }
+
   #replan(count: number): void {
+    this.#settle();
     const items: _PlanItem[] = [];
     const index: number[] = [];
     for (let i = 0; i < count; i++) {
@@ -578,12 +669,13 @@ export class StepPlannedPool<M = unknown> {
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
-    const made: _Plan = {
+    const made = _fastPlan(
       offsets,
-      sizes: Float64Array.from(this.#recSize.slice(0, count)),
-      count,
-      size: plan.size,
-    };
+      Float64Array.from(this.#recSize.slice(0, count)),
+      this.#recStart,
+      this.#recEnd,
+      plan.size,
+    );
     this.#plan = made;
     this.#plans.push(made);
     if (this.#plans.length > _PLANS) this.#plans.shift();
@@ -618,6 +710,101 @@ export class StepPlannedPool<M = unknown> {
       return plan;
     }
     return undefined;
+  }
+
+  /**
+   * At a step's first request: the arena takes the fast path for the plan
+   * picked when it has no live block (it is then one free range); else it
+   * leaves it.
+   */
+  #enterFast(): void {
+    const plan = this.#plan, arena = this.#arena;
+    if (
+      plan === undefined || arena === undefined || arena.liveBlocks > 0 ||
+      plan.size > arena.size
+    ) {
+      this.#settle();
+      return;
+    }
+    if (this.#fast === undefined) this.#unindex(arena.first);
+    this.#fast = plan;
+    plan.state.fill(0);
+    this.#freedPrefix = 0;
+  }
+
+  /**
+   * A request the fast plan did not expect: the fast path goes on with a
+   * kept plan that expected the step's requests so far (see `#switch`) and
+   * put every live arena block where it is; else it is left.
+   */
+  #switchFast(item: number, size: number): _Plan | undefined {
+    const old = this.#fast!;
+    const next = this.#switch(item, size);
+    if (next !== undefined) {
+      let same = true;
+      for (let i = 0; i < item && same; i++) {
+        same = old.state[i] !== 1 || next.offsets[i] === old.offsets[i];
+      }
+      if (same) {
+        // what is not live in the arena does not hold its planned range
+        const state = next.state;
+        for (let i = 0; i < item; i++) state[i] = old.state[i] === 1 ? 1 : 2;
+        state.fill(0, item);
+        this.#fast = next;
+        this.#freedPrefix = 0;
+        return next;
+      }
+    }
+    this.#settle();
+    return undefined;
+  }
+
+  /** Whether the first `need` items of the plan's free order were freed. */
+  #advanceFreed(fast: _Plan, need: number): boolean {
+    const order = fast.freeOrder, state = fast.state;
+    let k = this.#freedPrefix;
+    while (k < need && state[order[k]] === 2) k++;
+    this.#freedPrefix = k;
+    return k >= need;
+  }
+
+  /**
+   * Leaves the fast path: rebuilds the arena's block list (its live blocks
+   * and the free ranges between them, indexed) for the checked path.
+   */
+  #settle(): void {
+    if (this.#fast === undefined) return;
+    this.#fast = undefined;
+    const arena = this.#arena!;
+    const live: PlannedBlock<M>[] = [];
+    const list = this.#fastLive;
+    for (let i = 0; i < list.length; i++) {
+      const b = list[i];
+      if (b !== undefined) live.push(b);
+    }
+    list.length = 0;
+    live.sort((a, b) => a._offset - b._offset);
+    let prev: PlannedBlock<M> | undefined;
+    let at = 0;
+    const append = (b: PlannedBlock<M>) => {
+      this.#link(prev, b);
+      b._next = undefined;
+      prev = b;
+    };
+    for (const b of live) {
+      if (b._offset > at) {
+        const gap = new PlannedBlock(arena, at, b._offset - at);
+        append(gap);
+        this.#index(gap);
+      }
+      append(b);
+      at = b._offset + b.byteLength;
+    }
+    if (at < arena.size) {
+      const gap = new PlannedBlock(arena, at, arena.size - at);
+      append(gap);
+      this.#index(gap);
+    }
   }
 
   /** At a step's first request: the latest plan that starts with it. */
@@ -788,6 +975,47 @@ export class StepPlannedPool<M = unknown> {
     if (block._seg.arena) _removeSorted(this.#arenaFree, block, false);
     else _removeSorted(this.#free, block, true);
   }
+}
+
+/**
+ * A plan with what its fast path needs: the arena items (offset >= 0) by
+ * their planned free, and per item how many of those the plan freed
+ * before the item's request (greedy-by-size kept the item clear of every
+ * arena item whose life overlaps its own, so only those may share its
+ * range).
+ */
+function _fastPlan(
+  offsets: Float64Array,
+  sizes: Float64Array,
+  starts: readonly number[],
+  ends: readonly number[],
+  size: number,
+): _Plan {
+  const count = offsets.length;
+  const arena: number[] = [];
+  for (let i = 0; i < count; i++) if (offsets[i] >= 0) arena.push(i);
+  arena.sort((a, b) => ends[a] - ends[b]);
+  const freeOrder = Int32Array.from(arena);
+  const need = new Int32Array(count);
+  for (let i = 0; i < count; i++) {
+    // arena items freed at or before this request
+    let lo = 0, hi = arena.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (ends[arena[mid]] <= starts[i]) lo = mid + 1;
+      else hi = mid;
+    }
+    need[i] = lo;
+  }
+  return {
+    offsets,
+    sizes,
+    count,
+    size,
+    freeOrder,
+    need,
+    state: new Uint8Array(count),
+  };
 }
 
 /** Moves a free range node (never a handle in use). */
