@@ -115,10 +115,31 @@ interface _Plan {
   need: Int32Array;
   /** Per item in the step now: 0 not yet, 1 live (fast), 2 freed. */
   state: Uint8Array;
+  /** Hash of the sizes of items `0..i`, per item (the plan's keys). */
+  keys: Int32Array;
+  /** The last step that followed or made it (least recent goes first). */
+  used: number;
 }
 
-/** Plans kept for steps that alternate. */
-const _PLANS = 8;
+/**
+ * Plans kept, keyed by their requests (onnxruntime keeps a memory pattern
+ * per input shape): steps that vary (sequence lengths, a growing KV cache)
+ * and come back find their plan again.
+ */
+const _PLANS = 64;
+
+/** Extra arena bytes (per byte) a plan may take to keep its pins. */
+const _PIN_SLACK = 0.01;
+
+/** Where the hash of a step's sizes starts. */
+const _KEY0 = 0x2545f491;
+
+/** The key of a step's requests so far, given the key before `size`. */
+function _key(key: number, size: number): number {
+  let h = Math.imul(key ^ (size | 0) ^ ((size / 4294967296) | 0), 0x9e3779b1);
+  h ^= h >>> 15;
+  return Math.imul(h, 0x85ebca77);
+}
 
 /** Unfollowed plans counted at most: at most 2^5 steps between plans. */
 const _MAX_BACKOFF = 6;
@@ -168,6 +189,8 @@ export class StepPlannedPool<M = unknown> {
   /** the plan the current step follows, and the last plans made */
   #plan: _Plan | undefined;
   #plans: _Plan[] = [];
+  /** the latest kept plan per key of its first requests (see `_key`) */
+  #byKey = new Map<number, _Plan>();
   #recSize: number[] = [];
   #recStart: number[] = [];
   #recEnd: number[] = [];
@@ -634,20 +657,38 @@ export class StepPlannedPool<M = unknown> {
     return live;
   }
 
+  #layOut(
+    items: _PlanItem[],
+    arena: _Seg<M> | undefined,
+  ): { offsets: Float64Array; size: number } {
+    const plan = _planStep(items, this.#align);
+    if (
+      arena === undefined || arena.liveBlocks === 0 || plan.size <= arena.size
+    ) {
+      return plan;
+    }
+    // blocks outlived the step inside the arena, and it cannot move: plan
+    // around them inside it; what does not fit is left to best fit
+    return _planStep(items, this.#align, arena.size);
+  }
+
   #replan(count: number): void {
     this.#settle();
     const items: _PlanItem[] = [];
     const index: number[] = [];
+    const arena = this.#arena;
+    const pins = arena !== undefined ? this.#pins(count, arena) : undefined;
     for (let i = 0; i < count; i++) {
       if (this.#recEnd[i] === Infinity) continue;
+      const pin = pins?.[i];
       items.push({
         size: this.#recSize[i],
         start: this.#recStart[i],
         end: this.#recEnd[i],
+        fixed: pin !== undefined && pin >= 0 ? pin : undefined,
       });
       index.push(i);
     }
-    const arena = this.#arena;
     const fixedFrom = items.length;
     if (arena !== undefined && arena.liveBlocks > 0) {
       for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
@@ -661,11 +702,18 @@ export class StepPlannedPool<M = unknown> {
         }
       }
     }
-    let plan = _planStep(items, this.#align);
-    if (arena !== undefined && arena.liveBlocks > 0 && plan.size > arena.size) {
-      // blocks outlived the step inside the arena, and it cannot move: plan
-      // around them inside it; what does not fit is left to best fit
-      plan = _planStep(items, this.#align, arena.size);
+    let plan = this.#layOut(items, arena);
+    if (
+      pins !== undefined &&
+      items.some((it, k) => k < fixedFrom && it.fixed !== undefined)
+    ) {
+      // pins are worth a little room, not more: a plan laid out freely that
+      // is smaller by more than _PIN_SLACK is taken instead
+      const free = items.map((it, k) =>
+        k < fixedFrom ? { size: it.size, start: it.start, end: it.end } : it
+      );
+      const loose = this.#layOut(free, arena);
+      if (loose.size * (1 + _PIN_SLACK) < plan.size) plan = loose;
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
@@ -676,9 +724,9 @@ export class StepPlannedPool<M = unknown> {
       this.#recEnd,
       plan.size,
     );
+    made.used = this.#step;
     this.#plan = made;
-    this.#plans.push(made);
-    if (this.#plans.length > _PLANS) this.#plans.shift();
+    this.#keep(made);
     if (plan.size === 0) return;
     const current = this.#arena;
     if (current !== undefined && plan.size <= current.size) return;
@@ -690,26 +738,112 @@ export class StepPlannedPool<M = unknown> {
   }
 
   /**
+   * Offsets for the first requests of a step about to be planned: those
+   * the kept plans gave the same first requests (the plan kept under each
+   * run of them has the say), as far as they do not collide under
+   * this step's lifetimes (the check here is what keeps the plan sound,
+   * wherever the offsets came from). Plans that start alike then put their
+   * common first blocks in the same places, so a step that leaves one for
+   * another midway stays on the fast path.
+   */
+  #pins(count: number, arena: _Seg<M>): Float64Array {
+    const rec = this.#recSize, start = this.#recStart, end = this.#recEnd;
+    const pins = new Float64Array(count).fill(-1);
+    // blocks that outlived their step in the arena stay where they are
+    const kept: PlannedBlock<M>[] = [];
+    if (arena.liveBlocks > 0) {
+      for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
+        if (!b._free) kept.push(b);
+      }
+    }
+    const taken: number[] = [];
+    let key = _KEY0;
+    for (let i = 0; i < count; i++) {
+      key = _key(key, rec[i]);
+      const plan = this.#byKey.get(key);
+      if (plan === undefined || plan.count <= i || plan.sizes[i] !== rec[i]) {
+        break;
+      }
+      const at = plan.offsets[i];
+      if (at < 0 || end[i] === Infinity) continue;
+      const top = at + rec[i];
+      for (const b of kept) {
+        if (b._offset < top && at < b._offset + b.byteLength) return pins;
+      }
+      for (const j of taken) {
+        // j started before i: they collide when j is live at i's start
+        if (end[j] > start[i] && pins[j] < top && at < pins[j] + rec[j]) {
+          return pins;
+        }
+      }
+      pins[i] = at;
+      taken.push(i);
+    }
+    return pins;
+  }
+
+  /**
    * At a request the current plan did not expect: the latest kept plan
    * whose requests so far were this step's (carving checks every range, so
    * a switch can never overlap blocks; it only decides where they go).
    */
   #switch(item: number, size: number): _Plan | undefined {
-    const room = this.#arena?.size ?? 0;
     const rec = this.#recSize;
-    search: for (let i = this.#plans.length - 1; i >= 0; i--) {
-      const plan = this.#plans[i];
-      if (plan === this.#plan || plan.count <= item || plan.size > room) {
-        continue;
-      }
-      if (plan.sizes[item] !== size) continue;
-      for (let k = 0; k < item; k++) {
-        if (plan.sizes[k] !== rec[k]) continue search;
-      }
-      this.#plan = plan;
-      return plan;
+    let key = _KEY0;
+    for (let k = 0; k < item; k++) key = _key(key, rec[k]);
+    const plan = this.#byKey.get(_key(key, size));
+    if (
+      plan === undefined || plan === this.#plan || plan.count <= item ||
+      plan.size > (this.#arena?.size ?? 0) || plan.sizes[item] !== size
+    ) return undefined;
+    for (let k = 0; k < item; k++) {
+      if (plan.sizes[k] !== rec[k]) return undefined;
     }
-    return undefined;
+    plan.used = this.#step;
+    this.#plan = plan;
+    return plan;
+  }
+
+  /**
+   * Keeps a new plan under the keys of its first requests; past `_PLANS`,
+   * the least recently used plan goes.
+   */
+  #keep(plan: _Plan): void {
+    const plans = this.#plans;
+    plans.push(plan);
+    const keys = plan.keys;
+    // a key stays with its plan while that plan put the first requests
+    // where this one does; else this one takes it over
+    let other: _Plan | undefined;
+    let agree = 0;
+    for (let i = 0; i < plan.count; i++) {
+      const had = this.#byKey.get(keys[i]);
+      if (had === plan) continue;
+      if (had !== undefined) {
+        if (had !== other) {
+          other = had;
+          agree = 0;
+        }
+        while (
+          agree <= i && agree < had.count &&
+          had.offsets[agree] === plan.offsets[agree]
+        ) agree++;
+        if (agree > i) continue;
+      }
+      this.#byKey.set(keys[i], plan);
+    }
+    if (plans.length <= _PLANS) return;
+    let old = 0;
+    for (let i = 1; i < plans.length; i++) {
+      if (plans[i].used < plans[old].used) old = i;
+    }
+    const gone = plans[old];
+    plans.splice(old, 1);
+    for (let i = 0; i < gone.count; i++) {
+      if (this.#byKey.get(gone.keys[i]) === gone) {
+        this.#byKey.delete(gone.keys[i]);
+      }
+    }
   }
 
   /**
@@ -809,15 +943,16 @@ export class StepPlannedPool<M = unknown> {
 
   /** At a step's first request: the latest plan that starts with it. */
   #pick(size: number): void {
-    if (this.#plan !== undefined && this.#plan.sizes[0] === size) return;
-    const room = this.#arena?.size ?? 0;
-    for (let i = this.#plans.length - 1; i >= 0; i--) {
-      const plan = this.#plans[i];
-      if (plan.sizes[0] === size && plan.size <= room) {
-        this.#plan = plan;
-        return;
-      }
+    let plan = this.#plan;
+    if (plan === undefined || plan.sizes[0] !== size) {
+      plan = this.#byKey.get(_key(_KEY0, size));
+      if (
+        plan === undefined || plan.sizes[0] !== size ||
+        plan.size > (this.#arena?.size ?? 0)
+      ) return;
+      this.#plan = plan;
     }
+    plan.used = this.#step;
   }
 
   #make(size: number, arena: boolean): _Seg<M> | undefined {
@@ -1007,6 +1142,9 @@ function _fastPlan(
     }
     need[i] = lo;
   }
+  const keys = new Int32Array(count);
+  let key = _KEY0;
+  for (let i = 0; i < count; i++) keys[i] = key = _key(key, sizes[i]);
   return {
     offsets,
     sizes,
@@ -1015,6 +1153,8 @@ function _fastPlan(
     freeOrder,
     need,
     state: new Uint8Array(count),
+    keys,
+    used: 0,
   };
 }
 
