@@ -115,10 +115,14 @@ interface _Plan {
   need: Int32Array;
   /** Per item in the step now: 0 not yet, 1 live (fast), 2 freed. */
   state: Uint8Array;
+  /** Per item in the step now: 1 when it waits for blocks (`#waits`). */
+  guard: Uint8Array;
   /** Hash of the sizes of items `0..i`, per item (the plan's keys). */
   keys: Int32Array;
   /** The last step that followed or made it (least recent goes first). */
   used: number;
+  /** The step that made it. */
+  made: number;
 }
 
 /**
@@ -226,6 +230,10 @@ export class StepPlannedPool<M = unknown> {
   #fastLive: (PlannedBlock<M> | undefined)[] = [];
   /** how many of `#fast.freeOrder` are known freed, from the start */
   #freedPrefix = 0;
+  /** requests of the fast plan that wait for live blocks it did not place */
+  #waits = new Map<number, PlannedBlock<M>[]>();
+  /** blocks earlier steps left in the arena when the fast path began */
+  #fastOld: PlannedBlock<M>[] = [];
   #fastSteps = 0;
 
   /**
@@ -386,7 +394,8 @@ export class StepPlannedPool<M = unknown> {
         { name: "byteLength", value: 0, limit: 1 },
       );
     }
-    const size = alignUp(byteLength, this.#align);
+    // (a power of two: the division is exact, and no float remainder)
+    const size = Math.ceil(byteLength / this.#align) * this.#align;
     const item = this.#recSize.length;
     let block: PlannedBlock<M> | undefined;
     // a request the plan says outlives the step stays out of the arena
@@ -406,8 +415,9 @@ export class StepPlannedPool<M = unknown> {
       const at = fast.offsets[item];
       if (at < 0) arenaOk = false;
       else if (
-        fast.need[item] <= this.#freedPrefix ||
-        this.#advanceFreed(fast, fast.need[item])
+        (fast.need[item] <= this.#freedPrefix ||
+          this.#advanceFreed(fast, fast.need[item])) &&
+        (fast.guard[item] === 0 || this.#waited(item))
       ) {
         block = new PlannedBlock(this.#arena!, at, size);
         fast.state[item] = 1;
@@ -479,9 +489,13 @@ export class StepPlannedPool<M = unknown> {
     seg.liveBlocks--;
     const fast = this.#fast;
     if (fast !== undefined && seg === this.#arena) {
-      // on the fast path every live arena block is an item of this step
-      fast.state[block._item] = 2;
-      this.#fastLive[block._item] = undefined;
+      // on the fast path a live arena block is an item of this step or a
+      // block an earlier step left there (in `#fastOld`, dropped when the
+      // list is rebuilt)
+      if (block._step === this.#step) {
+        fast.state[block._item] = 2;
+        this.#fastLive[block._item] = undefined;
+      }
       return;
     }
     let merged = block;
@@ -507,17 +521,20 @@ export class StepPlannedPool<M = unknown> {
     const count = this.#recSize.length;
     const fast = this.#fast;
     if (fast !== undefined) {
+      if (count === fast.count && this.#misses === 0) this.#fastSteps++;
       if (this.#arena!.liveBlocks > 0) this.#settle();
-      else if (count === fast.count && this.#misses === 0) this.#fastSteps++;
     }
     if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
       // a step that differs from the plan made for it: once two fresh
       // plans in a row went unfollowed, planning work backs off (steps that
       // never repeat, such as a growing KV cache, plan once every few
-      // steps); a step that follows its plan resets it
+      // steps); a step that follows its plan resets it, and so does a
+      // workload whose recent plans came back (the same varying steps run
+      // again: each gets its plan)
       if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
         this.#unfollowed++;
       }
+      if (this.#unfollowed >= 2 && this.#plansCameBack()) this.#unfollowed = 0;
       const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
       this.#plannedLast = ++this.#sincePlan >= interval;
       if (this.#plannedLast) {
@@ -638,14 +655,15 @@ export class StepPlannedPool<M = unknown> {
   #validateFast(seg: _Seg<M>): number {
     const fast = this.#fast!;
     const blocks = this.#fastLive.filter((b) => b !== undefined)
+      .concat(this.#fastOld.filter((b) => !b._free))
       .sort((a, b) => a._offset - b._offset);
     let end = 0, live = 0;
     for (const b of blocks) {
       if (b._seg !== seg || b._free || b._offset < end) {
         throw new Error(`fast arena block at ${b._offset} overlaps or is free`);
       }
-      if (fast.state[b._item] !== 1 || fast.offsets[b._item] !== b._offset) {
-        throw new Error(`fast arena block at ${b._offset} is not its plan's`);
+      if (b._step === this.#step && fast.state[b._item] !== 1) {
+        throw new Error(`fast arena block at ${b._offset} is not live`);
       }
       end = b._offset + b.byteLength;
       live += b.requestedByteLength;
@@ -724,7 +742,7 @@ export class StepPlannedPool<M = unknown> {
       this.#recEnd,
       plan.size,
     );
-    made.used = this.#step;
+    made.used = made.made = this.#step;
     this.#plan = made;
     this.#keep(made);
     if (plan.size === 0) return;
@@ -735,6 +753,16 @@ export class StepPlannedPool<M = unknown> {
       if (seg.liveBlocks === 0) this.#release(seg);
     }
     if (this.#make(plan.size, true) === undefined) this.#plan = undefined;
+  }
+
+  /** Whether at least two of the last eight plans made were used again later. */
+  #plansCameBack(): boolean {
+    const plans = this.#plans;
+    let back = 0;
+    for (let i = Math.max(0, plans.length - 8); i < plans.length; i++) {
+      if (plans[i].used > plans[i].made && ++back >= 2) return true;
+    }
+    return false;
   }
 
   /**
@@ -853,17 +881,41 @@ export class StepPlannedPool<M = unknown> {
    */
   #enterFast(): void {
     const plan = this.#plan, arena = this.#arena;
-    if (
-      plan === undefined || arena === undefined || arena.liveBlocks > 0 ||
-      plan.size > arena.size
-    ) {
+    if (plan === undefined || arena === undefined || plan.size > arena.size) {
       this.#settle();
       return;
     }
-    if (this.#fast === undefined) this.#unindex(arena.first);
-    this.#fast = plan;
     plan.state.fill(0);
+    plan.guard.fill(0);
+    this.#waits.clear();
     this.#freedPrefix = 0;
+    if (this.#fast === undefined) {
+      // blocks earlier steps left in the arena stay; the plan's requests
+      // over their ranges wait for their free
+      const old = this.#fastOld;
+      old.length = 0;
+      for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
+        if (b._free) this.#unindex(b);
+        else {
+          old.push(b);
+          this.#guard(plan, 0, b);
+        }
+      }
+    }
+    this.#fast = plan;
+  }
+
+  /** Makes the plan's requests from `from` on over `block`'s range wait for its free. */
+  #guard(plan: _Plan, from: number, block: PlannedBlock<M>): void {
+    const lo = block._offset, hi = lo + block.byteLength;
+    for (let j = from; j < plan.count; j++) {
+      const at = plan.offsets[j];
+      if (at < 0 || at >= hi || at + plan.sizes[j] <= lo) continue;
+      plan.guard[j] = 1;
+      const list = this.#waits.get(j);
+      if (list === undefined) this.#waits.set(j, [block]);
+      else list.push(block);
+    }
   }
 
   /**
@@ -874,23 +926,35 @@ export class StepPlannedPool<M = unknown> {
   #switchFast(item: number, size: number): _Plan | undefined {
     const old = this.#fast!;
     const next = this.#switch(item, size);
-    if (next !== undefined) {
-      let same = true;
-      for (let i = 0; i < item && same; i++) {
-        same = old.state[i] !== 1 || next.offsets[i] === old.offsets[i];
-      }
-      if (same) {
-        // what is not live in the arena does not hold its planned range
-        const state = next.state;
-        for (let i = 0; i < item; i++) state[i] = old.state[i] === 1 ? 1 : 2;
-        state.fill(0, item);
-        this.#fast = next;
-        this.#freedPrefix = 0;
-        return next;
+    if (next === undefined) {
+      this.#settle();
+      return undefined;
+    }
+    // what is not live in the arena does not hold its planned range
+    const state = next.state;
+    for (let i = 0; i < item; i++) state[i] = old.state[i] === 1 ? 1 : 2;
+    state.fill(0, item);
+    next.guard.fill(0);
+    this.#waits.clear();
+    // a live block where the new plan does not put it: the new plan's
+    // requests over its range wait for its free
+    const live = this.#fastLive;
+    for (let l = 0; l < item; l++) {
+      const b = live[l];
+      if (b !== undefined && b._offset !== next.offsets[l]) {
+        this.#guard(next, item, b);
       }
     }
-    this.#settle();
-    return undefined;
+    for (const b of this.#fastOld) if (!b._free) this.#guard(next, item, b);
+    this.#fast = next;
+    this.#freedPrefix = 0;
+    return next;
+  }
+
+  /** Whether the live blocks a request waits for (see `#switchFast`) were freed. */
+  #waited(item: number): boolean {
+    for (const b of this.#waits.get(item)!) if (!b._free) return false;
+    return true;
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
@@ -917,6 +981,9 @@ export class StepPlannedPool<M = unknown> {
       if (b !== undefined) live.push(b);
     }
     list.length = 0;
+    for (const b of this.#fastOld) if (!b._free) live.push(b);
+    this.#fastOld.length = 0;
+    this.#waits.clear();
     live.sort((a, b) => a._offset - b._offset);
     let prev: PlannedBlock<M> | undefined;
     let at = 0;
@@ -1153,8 +1220,10 @@ function _fastPlan(
     freeOrder,
     need,
     state: new Uint8Array(count),
+    guard: new Uint8Array(count),
     keys,
     used: 0,
+    made: 0,
   };
 }
 
@@ -1187,22 +1256,38 @@ function _position<M>(
   bySize: boolean,
 ): number {
   let lo = 0, hi = list.length;
+  if (!bySize) {
+    const at = item._offset;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid]._offset < at) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+  const size = item.byteLength, seq = item._seq;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (_before(list[mid], item, bySize)) lo = mid + 1;
-    else hi = mid;
+    const b = list[mid];
+    if (b.byteLength < size || (b.byteLength === size && b._seq < seq)) {
+      lo = mid + 1;
+    } else hi = mid;
   }
   return lo;
 }
 
+// (shifting by hand: `splice` makes an array each call, and the lists are
+// short)
 function _insertSorted<M>(
   list: PlannedBlock<M>[],
   item: PlannedBlock<M>,
   bySize: boolean,
 ) {
   const at = _position(list, item, bySize);
-  if (at === list.length) list.push(item);
-  else list.splice(at, 0, item);
+  let k = list.length;
+  list.push(item);
+  for (; k > at; k--) list[k] = list[k - 1];
+  list[at] = item;
 }
 
 function _removeSorted<M>(
@@ -1214,6 +1299,7 @@ function _removeSorted<M>(
   // its position or not in the index at all
   const at = _position(list, item, bySize);
   if (list[at] !== item) throw new Error("internal: free index lost a block");
-  if (at === list.length - 1) list.pop();
-  else list.splice(at, 1);
+  const last = list.length - 1;
+  for (let k = at; k < last; k++) list[k] = list[k + 1];
+  list.pop();
 }
