@@ -121,8 +121,6 @@ interface _Plan {
   keys: Int32Array;
   /** The last step that followed or made it (least recent goes first). */
   used: number;
-  /** The step that made it. */
-  made: number;
 }
 
 /**
@@ -235,6 +233,7 @@ export class StepPlannedPool<M = unknown> {
   /** blocks earlier steps left in the arena when the fast path began */
   #fastOld: PlannedBlock<M>[] = [];
   #fastSteps = 0;
+  #followedBits = 0;
 
   /**
    * Creates an empty pool.
@@ -524,7 +523,13 @@ export class StepPlannedPool<M = unknown> {
       if (count === fast.count && this.#misses === 0) this.#fastSteps++;
       if (this.#arena!.liveBlocks > 0) this.#settle();
     }
-    if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
+    const followed = count > 0 && this.#misses === 0 &&
+      count === this.#plan?.count;
+    // which of the last 32 steps that made requests followed a plan
+    if (count > 0) {
+      this.#followedBits = (this.#followedBits << 1) | Number(followed);
+    }
+    if (count > 0 && !followed) {
       // a step that differs from the plan made for it: once two fresh
       // plans in a row went unfollowed, planning work backs off (steps that
       // never repeat, such as a growing KV cache, plan once every few
@@ -534,7 +539,9 @@ export class StepPlannedPool<M = unknown> {
       if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
         this.#unfollowed++;
       }
-      if (this.#unfollowed >= 2 && this.#plansCameBack()) this.#unfollowed = 0;
+      if (this.#unfollowed >= 2 && _bits(this.#followedBits) >= 2) {
+        this.#unfollowed = 0;
+      }
       const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
       this.#plannedLast = ++this.#sincePlan >= interval;
       if (this.#plannedLast) {
@@ -742,7 +749,7 @@ export class StepPlannedPool<M = unknown> {
       this.#recEnd,
       plan.size,
     );
-    made.used = made.made = this.#step;
+    made.used = this.#step;
     this.#plan = made;
     this.#keep(made);
     if (plan.size === 0) return;
@@ -753,16 +760,6 @@ export class StepPlannedPool<M = unknown> {
       if (seg.liveBlocks === 0) this.#release(seg);
     }
     if (this.#make(plan.size, true) === undefined) this.#plan = undefined;
-  }
-
-  /** Whether at least two of the last eight plans made were used again later. */
-  #plansCameBack(): boolean {
-    const plans = this.#plans;
-    let back = 0;
-    for (let i = Math.max(0, plans.length - 8); i < plans.length; i++) {
-      if (plans[i].used > plans[i].made && ++back >= 2) return true;
-    }
-    return false;
   }
 
   /**
@@ -1223,8 +1220,14 @@ function _fastPlan(
     guard: new Uint8Array(count),
     keys,
     used: 0,
-    made: 0,
   };
+}
+
+/** Set bits of a 32-bit integer. */
+function _bits(x: number): number {
+  let n = 0;
+  for (; x !== 0; x &= x - 1) n++;
+  return n;
 }
 
 /** Moves a free range node (never a handle in use). */
