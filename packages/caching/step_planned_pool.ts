@@ -938,7 +938,10 @@ export class StepPlannedPool<M = unknown> {
     const live = this.#fastLive;
     for (let l = 0; l < item; l++) {
       const b = live[l];
-      if (b !== undefined && b._offset !== next.offsets[l]) {
+      if (
+        b !== undefined &&
+        (b._offset !== next.offsets[l] || b.byteLength !== next.sizes[l])
+      ) {
         this.#guard(next, item, b);
       }
     }
