@@ -1065,14 +1065,37 @@ export class StepPlannedPool<M = unknown> {
     for (const peak of this.#window) if (peak > recent) recent = peak;
     const limit = this.maxHeldRatio * recent - size;
     if (this.#held > limit) this.#trimFree(limit);
-    let seg = this.#make(size, false);
+    // requests that creep up (a cache grown by concatenation: each step a
+    // little larger than a block just freed) get a segment with room for the
+    // next few, while held bytes stay in bounds; others an exact one
+    let want = size;
+    const roomy = _roomy(size, this.#align);
+    if (
+      roomy > size && this.#held + roomy <= limit + size &&
+      this.#creeping(size)
+    ) want = roomy;
+    let seg = this.#make(want, false);
+    if (seg === undefined && want > size) seg = this.#make(size, false);
     if (seg === undefined) {
       this.trim(0);
       seg = this.#make(size, false);
       if (seg === undefined) return undefined;
     }
     this.#unindex(seg.first);
-    return seg.first;
+    return seg.size > size ? this.#split(seg.first, 0, size) : seg.first;
+  }
+
+  /** Whether a free block outside the arena is a little smaller than `size` (within a quarter). */
+  #creeping(size: number): boolean {
+    const free = this.#free;
+    let lo = 0, hi = free.length;
+    const from = size - (size >> 2);
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid].byteLength < from) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < free.length && free[lo].byteLength < size;
   }
 
   /** Takes the best fitting free block, outside the arena when one fits. */
@@ -1231,6 +1254,12 @@ function _bits(x: number): number {
   let n = 0;
   for (; x !== 0; x &= x - 1) n++;
   return n;
+}
+
+/** `size` rounded up to a quarter of its power of two (aligned). */
+function _roomy(size: number, align: number): number {
+  const quarter = Math.max(align, 2 ** Math.floor(Math.log2(size)) / 4);
+  return Math.ceil(size / quarter) * quarter;
 }
 
 /** Moves a free range node (never a handle in use). */
