@@ -26,6 +26,7 @@ import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
+import { StepPoolGroup } from "./step_pool_group.ts";
 
 /** Options of {@linkcode StepPlannedPool}. */
 export interface StepPlannedPoolOptions {
@@ -36,6 +37,13 @@ export interface StepPlannedPoolOptions {
    * @default {1.1}
    */
   maxHeldRatio?: number;
+  /**
+   * A group whose pools' held bytes are bounded together (one pool per
+   * WebGPU usage on one device); call the group's `endStep()` then.
+   *
+   * @default {undefined}
+   */
+  group?: StepPoolGroup;
   /**
    * Debug mode for hunting a bug: {@linkcode StepPlannedPool.validate} runs
    * before and after every call that changes the pool (slow), and a freed
@@ -233,6 +241,7 @@ export class StepPlannedPool<M = unknown> {
   /** blocks earlier steps left in the arena when the fast path began */
   #fastOld: PlannedBlock<M>[] = [];
   #fastSteps = 0;
+  #group: StepPoolGroup | undefined;
   #followedBits = 0;
 
   /**
@@ -262,6 +271,19 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
+    const group = options.group;
+    if (group !== undefined) {
+      if (!(group instanceof StepPoolGroup)) {
+        throw new InvalidArgumentError(
+          `Invalid group: must be a StepPoolGroup, received ${
+            describeValue(group)
+          }`,
+          { name: "group", value: group },
+        );
+      }
+      this.#group = group;
+      group._join(this);
+    }
     if (options.strict === true) _makeStrictPlannedPool(this);
   }
 
@@ -454,6 +476,7 @@ export class StepPlannedPool<M = unknown> {
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
     this.#live += byteLength;
+    if (this.#group !== undefined) this.#group._live(byteLength);
     if (this.#live > this.#stepPeak) {
       this.#stepPeak = this.#live;
       if (this.#live > this.#peakLive) this.#peakLive = this.#live;
@@ -482,6 +505,9 @@ export class StepPlannedPool<M = unknown> {
     }
     if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
     this.#live -= block.requestedByteLength;
+    if (this.#group !== undefined) {
+      this.#group._live(-block.requestedByteLength);
+    }
     block.requestedByteLength = 0;
     block._free = true;
     const seg = block._seg;
@@ -593,6 +619,39 @@ export class StepPlannedPool<M = unknown> {
     for (const seg of free) {
       if (this.#held <= targetByteLength) break;
       this.#release(seg);
+    }
+    return this.#held;
+  }
+
+  /**
+   * @internal For a {@linkcode StepPoolGroup} over its bound: whole free
+   * segments outside the arena back, largest first, down to
+   * `targetByteLength`; then the arena when it is free and idle (more than
+   * `maxHeldRatio` times the largest plan the last steps made or took up).
+   *
+   * @param targetByteLength Held bytes to get down to.
+   * @returns The bytes held afterwards.
+   */
+  _giveBack(targetByteLength: number): number {
+    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
+      .sort((a, b) => b.size - a.size);
+    for (const seg of free) {
+      if (this.#held <= targetByteLength) return this.#held;
+      this.#release(seg);
+    }
+    const arena = this.#arena;
+    if (
+      this.#held > targetByteLength && arena !== undefined &&
+      arena.liveBlocks === 0
+    ) {
+      let used = 0;
+      for (const p of this.#plans) {
+        if (p.used >= this.#step - 1 && p.size > used) used = p.size;
+      }
+      if (arena.size > this.maxHeldRatio * used) {
+        this.#settle();
+        this.#release(arena);
+      }
     }
     return this.#held;
   }
@@ -1065,6 +1124,7 @@ export class StepPlannedPool<M = unknown> {
     for (const peak of this.#window) if (peak > recent) recent = peak;
     const limit = this.maxHeldRatio * recent - size;
     if (this.#held > limit) this.#trimFree(limit);
+    this.#group?._makeRoom(this, size);
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
     // next few, while held bytes stay in bounds; others an exact one
