@@ -129,6 +129,8 @@ interface _Plan {
   keys: Int32Array;
   /** The last step that followed or made it (least recent goes first). */
   used: number;
+  /** Times its step left it and asked to be planned again. */
+  remade: number;
 }
 
 /**
@@ -570,6 +572,12 @@ export class StepPlannedPool<M = unknown> {
       }
       const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
       this.#plannedLast = ++this.#sincePlan >= interval;
+      // a step a kept plan was made for left it for where blocks were, not
+      // for what it asked: it is planned again (around the blocks left in
+      // the arena) twice at most
+      if (this.#plannedLast && this.#remadeTwice(count)) {
+        this.#plannedLast = false;
+      }
       if (this.#plannedLast) {
         this.#replan(count);
         this.#replans++;
@@ -809,6 +817,10 @@ export class StepPlannedPool<M = unknown> {
       plan.size,
     );
     made.used = this.#step;
+    const prior = count > 0 ? this.#byKey.get(made.keys[count - 1]) : undefined;
+    if (prior !== undefined && prior.count === count) {
+      made.remade = prior.remade;
+    }
     this.#plan = made;
     this.#keep(made);
     if (plan.size === 0) return;
@@ -1014,6 +1026,20 @@ export class StepPlannedPool<M = unknown> {
   #waited(item: number): boolean {
     for (const b of this.#waits.get(item)!) if (!b._free) return false;
     return true;
+  }
+
+  /**
+   * Whether kept plans for exactly the requests of this step were made
+   * twice already (counted on the plan kept under its key).
+   */
+  #remadeTwice(count: number): boolean {
+    const rec = this.#recSize;
+    let key = _KEY0;
+    for (let i = 0; i < count; i++) key = _key(key, rec[i]);
+    const plan = this.#byKey.get(key);
+    if (plan === undefined || plan.count !== count) return false;
+    for (let i = 0; i < count; i++) if (plan.sizes[i] !== rec[i]) return false;
+    return ++plan.remade > 2;
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
@@ -1306,6 +1332,7 @@ function _fastPlan(
     guard: new Uint8Array(count),
     keys,
     used: 0,
+    remade: 0,
   };
 }
 
