@@ -17,11 +17,15 @@
 
 import { describeValue, InvalidArgumentError } from "@allot/core";
 
-/** The part of a pool a group drives. */
+/** @internal The part of a pool a group drives. */
 export interface _GroupMember {
+  /** Bytes asked for by its live blocks. */
   readonly requestedBytes: number;
+  /** Bytes of the segments it holds. */
   readonly reservedBytes: number;
+  /** Ends its step. */
   endStep(): void;
+  /** Gives free segments back down to a target; returns bytes held. */
   _giveBack(targetByteLength: number): number;
 }
 
