@@ -22,6 +22,7 @@ import { validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
+import { _ChunkIndex } from "./_chunk_index.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -37,6 +38,18 @@ const SL_MASK = SL_COUNT - 1;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
+// Placement of small requests, for a lower footprint (README, "Footprint"): a
+// request of fewer than SMALL_UNITS units (16 KiB at the default alignment)
+// takes the lower-addressed of its good fit among the small classes and the
+// lowest-addressed free block of at least SMALL_UNITS units, so small blocks
+// gather low in the region instead of pinning the holes large blocks need.
+// Large requests keep TLSF's good fit.
+const SMALL_LOG2 = 8;
+const SMALL_UNITS = 1 << SMALL_LOG2;
+// Classes of blocks shorter than SMALL_UNITS: those below this index...
+const SMALL_CLASSES = (SMALL_LOG2 - SL_LOG2 + 1) << SL_LOG2;
+// ...which fill these first-level classes.
+const SMALL_FL_MASK = (1 << (SMALL_CLASSES >>> SL_LOG2)) - 1;
 // 2^31 less one largest alignment: a byte length or unit index at most this
 // rounds up to any granule or alignment and stays an int32, so the fast
 // paths may use integer (`>>>`, `&`) arithmetic.
@@ -255,6 +268,8 @@ export class CpuHeap {
   #last = -1; // physically last record
 
   #heads = new Int32Array(LIST_COUNT).fill(-1);
+  // Free blocks of at least SMALL_UNITS units, by the chunk they start in.
+  #large: _ChunkIndex;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
@@ -390,6 +405,7 @@ export class CpuHeap {
     );
     if (options.strict === true) _makeStrict(this);
     this.#rec = new Int32Array(64 * STRIDE);
+    this.#large = new _ChunkIndex(this.#chunkCount());
     if (this.#endUnit > startUnit) {
       const b = this.#newRecord();
       const rec = this.#rec;
@@ -527,19 +543,24 @@ export class CpuHeap {
         idx = ((t2 - SL_LOG2 + 1) << SL_LOG2) |
           ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
-      const sl = this.#slBitmap;
-      let fl = idx >>> SL_LOG2;
-      let bits = sl[fl] & (-1 << (idx & SL_MASK));
-      if (bits === 0) {
-        const flBits = this.#flBitmap & (-1 << (fl + 1));
-        if (flBits !== 0) {
-          fl = 31 - Math.clz32(flBits & -flBits);
-          bits = sl[fl];
+      let b = -1;
+      if (units < SMALL_UNITS) b = this.#findSmall(idx);
+      else {
+        const sl = this.#slBitmap;
+        let fl = idx >>> SL_LOG2;
+        let bits = sl[fl] & (-1 << (idx & SL_MASK));
+        if (bits === 0) {
+          const flBits = this.#flBitmap & (-1 << (fl + 1));
+          if (flBits !== 0) {
+            fl = 31 - Math.clz32(flBits & -flBits);
+            bits = sl[fl];
+          }
+        }
+        if (bits !== 0) {
+          b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
         }
       }
-      if (bits !== 0) {
-        const b =
-          this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
+      if (b >= 0) {
         let rec = this.#rec;
         const r = b * STRIDE;
         const start = rec[r + R_START];
@@ -565,11 +586,18 @@ export class CpuHeap {
           if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = u;
           rec[r + R_PPREV] = u;
           const rest = size - units;
-          rec[r + R_START] = start + units;
-          if (mappingIndex(size) === mappingIndex(rest)) {
+          const from = mappingIndex(size);
+          if (from === mappingIndex(rest)) {
+            rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#largestCache = -1;
-          } else this.#resizeFreeSlow(b, size, rest);
+            if (from >= SMALL_CLASSES) this.#moveLarge(b, start, start + units);
+          } else {
+            this.#unlink(b, from);
+            rec[r + R_START] = start + units;
+            rec[r + R_SIZE] = rest;
+            this.#link(b, mappingIndex(rest));
+          }
         }
         const n = u * STRIDE;
         rec[n + R_STATE] = USED;
@@ -872,6 +900,7 @@ export class CpuHeap {
     this.#heads.fill(-1);
     this.#slBitmap.fill(0);
     this.#flBitmap = 0;
+    this.#large = new _ChunkIndex(1);
     this.#buckets.fill(-1);
     this.#liveCount = 0;
     this.#maxEndUnit = this.#endUnit;
@@ -1045,6 +1074,22 @@ export class CpuHeap {
       fail(`${listed} listed free blocks, ${freeCount} in memory`);
     }
     if (freeCount !== this.#freeRegions) fail("free region count is wrong");
+    // Every free block of a large class is in the chunk index, and only they.
+    let large = 0;
+    let lowest = -1;
+    for (let idx = SMALL_CLASSES; idx < LIST_COUNT; idx++) {
+      for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
+        large++;
+        if (this.#large.at(this.#chunk(rec[f * STRIDE + R_START])) !== f) {
+          fail(`free block ${f} is not in the chunk index`);
+        }
+        if (lowest < 0 || rec[f * STRIDE + R_START] < rec[lowest * STRIDE + R_START]) {
+          lowest = f;
+        }
+      }
+    }
+    if (this.#large.countChecked() !== large) fail("chunk index is wrong");
+    if (this.#large.lowest() !== lowest) fail("lowest large block is wrong");
     const g = this.alignment;
     if (used * g !== this.#usedNow) fail("allocated bytes are wrong");
     if (usedCount !== this.#liveNow) fail("allocation count is wrong");
@@ -1264,6 +1309,7 @@ export class CpuHeap {
     this.#heads[idx] = b;
     this.#freeRegions++;
     this.#largestCache = -1;
+    if (idx >= SMALL_CLASSES) this.#large.put(this.#chunk(rec[r + R_START]), b);
   }
 
   // Takes free block `b` off list `idx`.
@@ -1285,31 +1331,73 @@ export class CpuHeap {
     }
     this.#freeRegions--;
     this.#largestCache = -1;
+    if (idx >= SMALL_CLASSES) this.#large.remove(this.#chunk(rec[r + R_START]));
+  }
+
+  // Chunk of the chunk index that unit `start` lies in.
+  #chunk(start: number): number {
+    return (start - this.#startUnit) >>> SMALL_LOG2;
+  }
+
+  #chunkCount(): number {
+    return ((this.#endUnit - this.#startUnit) >>> SMALL_LOG2) + 1;
+  }
+
+  // Free block `b` of a large class moved its start from `from` to `to`.
+  #moveLarge(b: number, from: number, to: number): void {
+    const was = this.#chunk(from);
+    const now = this.#chunk(to);
+    if (was !== now) {
+      this.#large.remove(was);
+      this.#large.put(now, b);
+    }
+  }
+
+  // A free block for a request whose search index `idx` is of a small
+  // request (fewer than SMALL_UNITS units with its alignment slack): the
+  // lower-addressed of the good fit among the small classes and the lowest
+  // free block of at least SMALL_UNITS units; -1 when neither exists.
+  #findSmall(idx: number): number {
+    const sl = this.#slBitmap;
+    let fl = idx >>> SL_LOG2;
+    let bits = fl < SMALL_CLASSES >>> SL_LOG2
+      ? sl[fl] & (-1 << (idx & SL_MASK))
+      : 0;
+    if (bits === 0) {
+      const flBits = this.#flBitmap & SMALL_FL_MASK & (-1 << (fl + 1));
+      if (flBits !== 0) {
+        fl = 31 - Math.clz32(flBits & -flBits);
+        bits = sl[fl];
+      }
+    }
+    const large = this.#large.lowest();
+    if (bits === 0) return large;
+    const b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
+    if (large < 0) return b;
+    const rec = this.#rec;
+    return rec[large * STRIDE + R_START] < rec[b * STRIDE + R_START]
+      ? large
+      : b;
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
   // list of its new class only when the class changes.
-  // Moves free block `b`, whose size changed from `from` to `to` units
-  // (already written except the size), to the list of its new class.
-  #resizeFreeSlow(b: number, from: number, to: number): void {
-    this.#unlink(b, mappingIndex(from));
-    this.#rec[b * STRIDE + R_SIZE] = to;
-    this.#link(b, mappingIndex(to));
-  }
-
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
     const from = mappingIndex(rec[r + R_SIZE]);
     const to = mappingIndex(size);
-    rec[r + R_START] = start;
     if (from !== to) {
       this.#unlink(b, from);
+      rec[r + R_START] = start;
       rec[r + R_SIZE] = size;
       this.#link(b, to);
     } else {
+      const was = rec[r + R_START];
+      rec[r + R_START] = start;
       rec[r + R_SIZE] = size;
       this.#largestCache = -1;
+      if (from >= SMALL_CLASSES) this.#moveLarge(b, was, start);
     }
   }
 
@@ -1317,6 +1405,10 @@ export class CpuHeap {
   #find(units: number, a: number): number {
     const need = units + a - 1;
     let idx = searchIndex(need);
+    if (need < SMALL_UNITS) {
+      const b = this.#findSmall(idx);
+      if (b >= 0) return b;
+    }
     if (idx < LIST_COUNT) {
       let fl = idx >>> SL_LOG2;
       let bits = this.#slBitmap[fl] & (-1 << (idx & SL_MASK));
@@ -1544,6 +1636,9 @@ export class CpuHeap {
     }
     const oldEnd = this.#endUnit;
     const delta = endUnit - oldEnd;
+    this.#large.resize(
+      ((endUnit - this.#startUnit) >>> SMALL_LOG2) + 1,
+    );
     const last = this.#last;
     if (last >= 0 && this.#rec[last * STRIDE + R_STATE] === FREE) {
       this.#removeFree(last);
