@@ -591,12 +591,16 @@ export class CpuHeap {
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#largestCache = -1;
-            if (from >= SMALL_CLASSES) this.#moveLarge(b, start, start + units);
           } else {
+            // The end stays: so does the chunk index entry, while large.
+            const to = mappingIndex(rest);
             this.#unlink(b, from);
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
-            this.#link(b, mappingIndex(rest));
+            this.#link(b, to);
+            if (from >= SMALL_CLASSES && to < SMALL_CLASSES) {
+              this.#large.remove(this.#endChunk(b));
+            }
           }
         }
         const n = u * STRIDE;
@@ -1080,7 +1084,7 @@ export class CpuHeap {
     for (let idx = SMALL_CLASSES; idx < LIST_COUNT; idx++) {
       for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
         large++;
-        if (this.#large.at(this.#chunk(rec[f * STRIDE + R_START])) !== f) {
+        if (this.#large.at(this.#endChunk(f)) !== f) {
           fail(`free block ${f} is not in the chunk index`);
         }
         if (lowest < 0 || rec[f * STRIDE + R_START] < rec[lowest * STRIDE + R_START]) {
@@ -1285,14 +1289,18 @@ export class CpuHeap {
   }
 
   #insertFree(b: number): void {
-    this.#link(b, mappingIndex(this.#rec[b * STRIDE + R_SIZE]));
+    const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
+    this.#link(b, idx);
+    if (idx >= SMALL_CLASSES) this.#large.put(this.#endChunk(b), b);
   }
 
   #removeFree(b: number): void {
-    this.#unlink(b, mappingIndex(this.#rec[b * STRIDE + R_SIZE]));
+    const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
+    this.#unlink(b, idx);
+    if (idx >= SMALL_CLASSES) this.#large.remove(this.#endChunk(b));
   }
 
-  // Pushes free block `b` on list `idx`.
+  // Pushes free block `b` on list `idx` (the chunk index is the caller's).
   #link(b: number, idx: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
@@ -1309,10 +1317,9 @@ export class CpuHeap {
     this.#heads[idx] = b;
     this.#freeRegions++;
     this.#largestCache = -1;
-    if (idx >= SMALL_CLASSES) this.#large.put(this.#chunk(rec[r + R_START]), b);
   }
 
-  // Takes free block `b` off list `idx`.
+  // Takes free block `b` off list `idx` (the chunk index is the caller's).
   #unlink(b: number, idx: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
@@ -1331,27 +1338,20 @@ export class CpuHeap {
     }
     this.#freeRegions--;
     this.#largestCache = -1;
-    if (idx >= SMALL_CLASSES) this.#large.remove(this.#chunk(rec[r + R_START]));
   }
 
-  // Chunk of the chunk index that unit `start` lies in.
-  #chunk(start: number): number {
-    return (start - this.#startUnit) >>> SMALL_LOG2;
+  // Chunk of the chunk index that the last unit of block `b` lies in. A block
+  // keyed by its end stays put when alloc carves its front off.
+  #endChunk(b: number): number {
+    const r = b * STRIDE;
+    return (this.#rec[r + R_START] + this.#rec[r + R_SIZE] - 1 -
+      this.#startUnit) >>> SMALL_LOG2;
   }
 
   #chunkCount(): number {
     return ((this.#endUnit - this.#startUnit) >>> SMALL_LOG2) + 1;
   }
 
-  // Free block `b` of a large class moved its start from `from` to `to`.
-  #moveLarge(b: number, from: number, to: number): void {
-    const was = this.#chunk(from);
-    const now = this.#chunk(to);
-    if (was !== now) {
-      this.#large.remove(was);
-      this.#large.put(now, b);
-    }
-  }
 
   // A free block for a request whose search index `idx` is of a small
   // request (fewer than SMALL_UNITS units with its alignment slack): the
@@ -1370,14 +1370,12 @@ export class CpuHeap {
         bits = sl[fl];
       }
     }
-    const large = this.#large.lowest();
-    if (bits === 0) return large;
+    const low = this.#large.lowestChunk();
+    if (bits === 0) return low < 0 ? -1 : this.#large.at(low);
     const b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
-    if (large < 0) return b;
-    const rec = this.#rec;
-    return rec[large * STRIDE + R_START] < rec[b * STRIDE + R_START]
-      ? large
-      : b;
+    // Free blocks do not overlap, so the large block ends below b exactly
+    // when its chunk is at most b's (b reads no other record).
+    return low >= 0 && low <= this.#endChunk(b) ? this.#large.at(low) : b;
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
@@ -1387,17 +1385,22 @@ export class CpuHeap {
     const r = b * STRIDE;
     const from = mappingIndex(rec[r + R_SIZE]);
     const to = mappingIndex(size);
+    const was = from >= SMALL_CLASSES ? this.#endChunk(b) : -1;
     if (from !== to) {
       this.#unlink(b, from);
       rec[r + R_START] = start;
       rec[r + R_SIZE] = size;
       this.#link(b, to);
     } else {
-      const was = rec[r + R_START];
       rec[r + R_START] = start;
       rec[r + R_SIZE] = size;
       this.#largestCache = -1;
-      if (from >= SMALL_CLASSES) this.#moveLarge(b, was, start);
+    }
+    // Keyed by its end: a block that kept its end keeps its entry.
+    const now = to >= SMALL_CLASSES ? this.#endChunk(b) : -1;
+    if (was !== now) {
+      if (was >= 0) this.#large.remove(was);
+      if (now >= 0) this.#large.put(now, b);
     }
   }
 
@@ -1582,7 +1585,7 @@ export class CpuHeap {
       let after = next;
       if (nextFree) {
         const n = next * STRIDE;
-        this.#unlink(next, mappingIndex(rec[n + R_SIZE]));
+        this.#removeFree(next);
         size += rec[n + R_SIZE];
         after = rec[n + R_PNEXT];
         this.#freeRecord(next);
