@@ -22,7 +22,6 @@ import { validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
-import { _ChunkIndex } from "./_chunk_index.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -268,8 +267,12 @@ export class CpuHeap {
   #last = -1; // physically last record
 
   #heads = new Int32Array(LIST_COUNT).fill(-1);
-  // Free blocks of at least SMALL_UNITS units, by the chunk they start in.
-  #large: _ChunkIndex;
+  // Free blocks of at least SMALL_UNITS units, by the chunk they end in.
+  #lgRecs = new Int32Array(0);
+  #lgBits = new Int32Array(0);
+  #lgWords = new Int32Array(0);
+  #lgLow = -1;
+  #lgFrom = 0;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
@@ -405,7 +408,7 @@ export class CpuHeap {
     );
     if (options.strict === true) _makeStrict(this);
     this.#rec = new Int32Array(64 * STRIDE);
-    this.#large = new _ChunkIndex(this.#chunkCount());
+    this.#lgResize(this.#chunkCount());
     if (this.#endUnit > startUnit) {
       const b = this.#newRecord();
       const rec = this.#rec;
@@ -598,9 +601,6 @@ export class CpuHeap {
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#link(b, to);
-            if (from >= SMALL_CLASSES && to < SMALL_CLASSES) {
-              this.#large.remove(this.#endChunk(b));
-            }
           }
         }
         const n = u * STRIDE;
@@ -904,7 +904,10 @@ export class CpuHeap {
     this.#heads.fill(-1);
     this.#slBitmap.fill(0);
     this.#flBitmap = 0;
-    this.#large = new _ChunkIndex(1);
+    this.#lgRecs.fill(-1);
+    this.#lgBits.fill(0);
+    this.#lgWords.fill(0);
+    this.#lgLow = -1;
     this.#buckets.fill(-1);
     this.#liveCount = 0;
     this.#maxEndUnit = this.#endUnit;
@@ -1078,13 +1081,13 @@ export class CpuHeap {
       fail(`${listed} listed free blocks, ${freeCount} in memory`);
     }
     if (freeCount !== this.#freeRegions) fail("free region count is wrong");
-    // Every free block of a large class is in the chunk index, and only they.
+    // Every free block of a large class is in the chunk index.
     let large = 0;
     let lowest = -1;
     for (let idx = SMALL_CLASSES; idx < LIST_COUNT; idx++) {
       for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
         large++;
-        if (this.#large.at(this.#endChunk(f)) !== f) {
+        if (this.#lgRecs[this.#endChunk(f)] !== f) {
           fail(`free block ${f} is not in the chunk index`);
         }
         if (lowest < 0 || rec[f * STRIDE + R_START] < rec[lowest * STRIDE + R_START]) {
@@ -1092,8 +1095,26 @@ export class CpuHeap {
         }
       }
     }
-    if (this.#large.countChecked() !== large) fail("chunk index is wrong");
-    if (this.#large.lowest() !== lowest) fail("lowest large block is wrong");
+    let indexed = 0;
+    for (let c = 0; c < this.#lgBits.length * 32; c++) {
+      const used = c < this.#lgRecs.length && this.#lgRecs[c] >= 0;
+      if (((this.#lgBits[c >>> 5] >>> (c & 31)) & 1) !== (used ? 1 : 0)) {
+        fail(`chunk index bit ${c} is wrong`);
+      }
+      if (used) indexed++;
+    }
+    for (let w = 0; w < this.#lgWords.length * 32; w++) {
+      const set = w < this.#lgBits.length && this.#lgBits[w] !== 0;
+      if (((this.#lgWords[w >>> 5] >>> (w & 31)) & 1) !== (set ? 1 : 0)) {
+        fail(`chunk index word bit ${w} is wrong`);
+      }
+    }
+    // Stale entries (dropped lazily) may remain beyond the live ones.
+    if (indexed < large) fail(`${indexed} indexed large blocks, ${large} free`);
+    const low = this.#lgLowest();
+    if ((low < 0 ? -1 : this.#lgRecs[low]) !== lowest) {
+      fail("lowest large block is wrong");
+    }
     const g = this.alignment;
     if (used * g !== this.#usedNow) fail("allocated bytes are wrong");
     if (usedCount !== this.#liveNow) fail("allocation count is wrong");
@@ -1291,13 +1312,12 @@ export class CpuHeap {
   #insertFree(b: number): void {
     const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
     this.#link(b, idx);
-    if (idx >= SMALL_CLASSES) this.#large.put(this.#endChunk(b), b);
+    if (idx >= SMALL_CLASSES) this.#lgPut(this.#endChunk(b), b);
   }
 
   #removeFree(b: number): void {
     const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
     this.#unlink(b, idx);
-    if (idx >= SMALL_CLASSES) this.#large.remove(this.#endChunk(b));
   }
 
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
@@ -1348,6 +1368,74 @@ export class CpuHeap {
       this.#startUnit) >>> SMALL_LOG2;
   }
 
+  #lgResize(chunks: number): void {
+    if (chunks <= this.#lgRecs.length) return;
+    const recs = new Int32Array(chunks).fill(-1);
+    recs.set(this.#lgRecs);
+    const bits = new Int32Array((chunks + 31) >>> 5);
+    bits.set(this.#lgBits);
+    const words = new Int32Array((bits.length + 31) >>> 5);
+    words.set(this.#lgWords);
+    this.#lgRecs = recs;
+    this.#lgBits = bits;
+    this.#lgWords = words;
+  }
+
+  #lgPut(chunk: number, rec: number): void {
+    this.#lgRecs[chunk] = rec;
+    const w = chunk >>> 5;
+    const had = this.#lgBits[w];
+    this.#lgBits[w] = had | (1 << (chunk & 31));
+    if (had === 0) this.#lgWords[w >>> 5] |= 1 << (w & 31);
+    const low = this.#lgLow;
+    if (low === -1 || (low >= 0 && chunk < low)) this.#lgLow = chunk;
+    else if (low === -2 && w >>> 5 < this.#lgFrom) this.#lgFrom = w >>> 5;
+  }
+
+  #lgRemove(chunk: number): void {
+    this.#lgRecs[chunk] = -1;
+    const w = chunk >>> 5;
+    const bits = this.#lgBits[w] & ~(1 << (chunk & 31));
+    this.#lgBits[w] = bits;
+    if (bits === 0) this.#lgWords[w >>> 5] &= ~(1 << (w & 31));
+    if (chunk === this.#lgLow) {
+      this.#lgLow = -2;
+      this.#lgFrom = w >>> 5;
+    }
+  }
+
+  // The lowest chunk whose entry is a free block of a large class ending in
+  // it, dropping the stale entries below it (entries are dropped lazily:
+  // the blocks that leave a chunk or a large class are not removed).
+  #lgLowest(): number {
+    const rec = this.#rec;
+    for (;;) {
+      let low = this.#lgLow;
+      if (low === -2) low = this.#lgLow = this.#lgSearch();
+      if (low < 0) return -1;
+      const b = this.#lgRecs[low];
+      const r = b * STRIDE;
+      if (
+        rec[r + R_STATE] === FREE && rec[r + R_SIZE] >= SMALL_UNITS &&
+        this.#endChunk(b) === low
+      ) return low;
+      this.#lgRemove(low);
+    }
+  }
+
+  #lgSearch(): number {
+    const words = this.#lgWords;
+    for (let i = this.#lgFrom; i < words.length; i++) {
+      const top = words[i];
+      if (top !== 0) {
+        const w = (i << 5) | (31 - Math.clz32(top & -top));
+        const bits = this.#lgBits[w];
+        return (w << 5) | (31 - Math.clz32(bits & -bits));
+      }
+    }
+    return -1;
+  }
+
   #chunkCount(): number {
     return ((this.#endUnit - this.#startUnit) >>> SMALL_LOG2) + 1;
   }
@@ -1370,12 +1458,12 @@ export class CpuHeap {
         bits = sl[fl];
       }
     }
-    const low = this.#large.lowestChunk();
-    if (bits === 0) return low < 0 ? -1 : this.#large.at(low);
+    const low = this.#lgLowest();
+    if (bits === 0) return low < 0 ? -1 : this.#lgRecs[low];
     const b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
     // Free blocks do not overlap, so the large block ends below b exactly
     // when its chunk is at most b's (b reads no other record).
-    return low >= 0 && low <= this.#endChunk(b) ? this.#large.at(low) : b;
+    return low >= 0 && low <= this.#endChunk(b) ? this.#lgRecs[low] : b;
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
@@ -1398,10 +1486,7 @@ export class CpuHeap {
     }
     // Keyed by its end: a block that kept its end keeps its entry.
     const now = to >= SMALL_CLASSES ? this.#endChunk(b) : -1;
-    if (was !== now) {
-      if (was >= 0) this.#large.remove(was);
-      if (now >= 0) this.#large.put(now, b);
-    }
+    if (now >= 0 && was !== now) this.#lgPut(now, b);
   }
 
   // Finds a free block that holds `units` at an alignment of `a` units.
@@ -1639,7 +1724,7 @@ export class CpuHeap {
     }
     const oldEnd = this.#endUnit;
     const delta = endUnit - oldEnd;
-    this.#large.resize(
+    this.#lgResize(
       ((endUnit - this.#startUnit) >>> SMALL_LOG2) + 1,
     );
     const last = this.#last;
