@@ -1471,9 +1471,9 @@ export class CpuHeap {
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
+    const oldEnd = rec[r + R_START] + rec[r + R_SIZE];
     const from = mappingIndex(rec[r + R_SIZE]);
     const to = mappingIndex(size);
-    const was = from >= SMALL_CLASSES ? this.#endChunk(b) : -1;
     if (from !== to) {
       this.#unlink(b, from);
       rec[r + R_START] = start;
@@ -1484,9 +1484,12 @@ export class CpuHeap {
       rec[r + R_SIZE] = size;
       this.#largestCache = -1;
     }
-    // Keyed by its end: a block that kept its end keeps its entry.
-    const now = to >= SMALL_CLASSES ? this.#endChunk(b) : -1;
-    if (now >= 0 && was !== now) this.#lgPut(now, b);
+    // Keyed by its end: a large block that kept its end keeps its entry.
+    if (
+      to >= SMALL_CLASSES && (from < SMALL_CLASSES || start + size !== oldEnd)
+    ) {
+      this.#lgPut((start + size - 1 - this.#startUnit) >>> SMALL_LOG2, b);
+    }
   }
 
   // Finds a free block that holds `units` at an alignment of `a` units.
