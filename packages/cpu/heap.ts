@@ -272,6 +272,7 @@ export class CpuHeap {
   #lgBits = new Int32Array(0);
   #lgWords = new Int32Array(0);
   #lgLow = -1;
+  #lgLowRec = -1;
   #lgFrom = 0;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
@@ -546,21 +547,29 @@ export class CpuHeap {
         idx = ((t2 - SL_LOG2 + 1) << SL_LOG2) |
           ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
-      let b = -1;
-      if (units < SMALL_UNITS) b = this.#findSmall(idx);
-      else {
-        const sl = this.#slBitmap;
-        let fl = idx >>> SL_LOG2;
-        let bits = sl[fl] & (-1 << (idx & SL_MASK));
-        if (bits === 0) {
-          const flBits = this.#flBitmap & (-1 << (fl + 1));
-          if (flBits !== 0) {
-            fl = 31 - Math.clz32(flBits & -flBits);
-            bits = sl[fl];
-          }
+      // #findSmall for a small request, written out here.
+      const small = units < SMALL_UNITS;
+      const sl = this.#slBitmap;
+      let fl = idx >>> SL_LOG2;
+      let bits = small && idx >= SMALL_CLASSES
+        ? 0
+        : sl[fl] & (-1 << (idx & SL_MASK));
+      if (bits === 0) {
+        const flBits = this.#flBitmap & (small ? SMALL_FL_MASK : -1) &
+          (-1 << (fl + 1));
+        if (flBits !== 0) {
+          fl = 31 - Math.clz32(flBits & -flBits);
+          bits = sl[fl];
         }
-        if (bits !== 0) {
-          b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
+      }
+      let b = bits !== 0
+        ? this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))]
+        : -1;
+      if (small) {
+        let low = this.#lgLow;
+        if (low === -2) low = this.#lgFind();
+        if (low >= 0 && (b < 0 || low <= this.#endChunk(b))) {
+          b = this.#lgLowRec;
         }
       }
       if (b >= 0) {
@@ -601,6 +610,7 @@ export class CpuHeap {
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#link(b, to);
+            if (to < SMALL_CLASSES) this.#lgStale(b);
           }
         }
         const n = u * STRIDE;
@@ -908,6 +918,7 @@ export class CpuHeap {
     this.#lgBits.fill(0);
     this.#lgWords.fill(0);
     this.#lgLow = -1;
+    this.#lgLowRec = -1;
     this.#buckets.fill(-1);
     this.#liveCount = 0;
     this.#maxEndUnit = this.#endUnit;
@@ -1112,7 +1123,10 @@ export class CpuHeap {
     // Stale entries (dropped lazily) may remain beyond the live ones.
     if (indexed < large) fail(`${indexed} indexed large blocks, ${large} free`);
     const low = this.#lgLowest();
-    if ((low < 0 ? -1 : this.#lgRecs[low]) !== lowest) {
+    if (
+      (low < 0 ? -1 : this.#lgRecs[low]) !== lowest ||
+      (low >= 0 && this.#lgLowRec !== lowest)
+    ) {
       fail("lowest large block is wrong");
     }
     const g = this.alignment;
@@ -1318,6 +1332,7 @@ export class CpuHeap {
   #removeFree(b: number): void {
     const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
     this.#unlink(b, idx);
+    this.#lgStale(b);
   }
 
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
@@ -1388,8 +1403,21 @@ export class CpuHeap {
     this.#lgBits[w] = had | (1 << (chunk & 31));
     if (had === 0) this.#lgWords[w >>> 5] |= 1 << (w & 31);
     const low = this.#lgLow;
-    if (low === -1 || (low >= 0 && chunk < low)) this.#lgLow = chunk;
-    else if (low === -2 && w >>> 5 < this.#lgFrom) this.#lgFrom = w >>> 5;
+    if (low === -1 || (low >= 0 && chunk <= low)) {
+      this.#lgLow = chunk;
+      this.#lgLowRec = rec;
+    } else if (low === -2 && w >>> 5 < this.#lgFrom) this.#lgFrom = w >>> 5;
+  }
+
+  // Free block `b` may have left its chunk or the large classes: if it is
+  // the cached lowest, the next lookup searches again (from its word on, as
+  // every other live entry lies above it).
+  #lgStale(b: number): void {
+    if (b === this.#lgLowRec) {
+      this.#lgFrom = this.#lgLow >>> 10;
+      this.#lgLow = -2;
+      this.#lgLowRec = -1;
+    }
   }
 
   #lgRemove(chunk: number): void {
@@ -1398,27 +1426,34 @@ export class CpuHeap {
     const bits = this.#lgBits[w] & ~(1 << (chunk & 31));
     this.#lgBits[w] = bits;
     if (bits === 0) this.#lgWords[w >>> 5] &= ~(1 << (w & 31));
-    if (chunk === this.#lgLow) {
-      this.#lgLow = -2;
-      this.#lgFrom = w >>> 5;
-    }
   }
 
   // The lowest chunk whose entry is a free block of a large class ending in
   // it, dropping the stale entries below it (entries are dropped lazily:
   // the blocks that leave a chunk or a large class are not removed).
   #lgLowest(): number {
+    const low = this.#lgLow;
+    return low !== -2 ? low : this.#lgFind();
+  }
+
+  #lgFind(): number {
     const rec = this.#rec;
     for (;;) {
-      let low = this.#lgLow;
-      if (low === -2) low = this.#lgLow = this.#lgSearch();
-      if (low < 0) return -1;
+      const low = this.#lgSearch();
+      if (low < 0) {
+        this.#lgLow = -1;
+        return -1;
+      }
       const b = this.#lgRecs[low];
       const r = b * STRIDE;
       if (
         rec[r + R_STATE] === FREE && rec[r + R_SIZE] >= SMALL_UNITS &&
         this.#endChunk(b) === low
-      ) return low;
+      ) {
+        this.#lgLow = low;
+        this.#lgLowRec = b;
+        return low;
+      }
       this.#lgRemove(low);
     }
   }
@@ -1485,6 +1520,7 @@ export class CpuHeap {
       this.#largestCache = -1;
     }
     // Keyed by its end: a large block that kept its end keeps its entry.
+    if (to < SMALL_CLASSES || start + size !== oldEnd) this.#lgStale(b);
     if (
       to >= SMALL_CLASSES && (from < SMALL_CLASSES || start + size !== oldEnd)
     ) {
