@@ -28,9 +28,11 @@ import pool from "typedarray-pool";
 import { asBinary, asModule, asTlsf } from "./peers.ts";
 import {
   cpuSeconds,
+  GOOD_FIT as NODE_GOOD_FIT,
   type HeadToHeadRow,
   instantiateAs,
 } from "./head_to_head.ts";
+import { footprintScenario } from "./footprints.ts";
 import { printScenarios } from "./report.ts";
 import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
 
@@ -44,6 +46,7 @@ interface Measured {
 const MiB = 1 << 20;
 const HEAP = "allot CpuHeap";
 const GROWABLE = "allot CpuHeap, growable (resizable ArrayBuffer)";
+const GOOD_FIT = 'allot CpuHeap, placement "good-fit"';
 const AS = "AssemblyScript TLSF (wasm)";
 const FRESH = ", fresh instance";
 
@@ -59,6 +62,12 @@ function newHeapFixed(): CpuHeap {
   // The default heap: a plain (not resizable) ArrayBuffer of 1 GiB (pages
   // the heap never hands out are never touched).
   return new CpuHeap(1024 * MiB);
+}
+
+function newHeapGoodFit(): CpuHeap {
+  // The default heap with TLSF's plain good fit for every request instead
+  // of the compact placement of small requests.
+  return new CpuHeap(1024 * MiB, { placement: "good-fit" });
 }
 
 function replayHeapIn(heap: CpuHeap, trace: Trace, view: boolean): Measured {
@@ -298,6 +307,12 @@ function contenders(): Contender[] {
       make: newHeapFixed,
       replay: replayHeapIn as Contender["replay"],
       ours: true,
+      maxReps: 15,
+    },
+    {
+      name: GOOD_FIT,
+      make: newHeapGoodFit,
+      replay: replayHeapIn as Contender["replay"],
       maxReps: 15,
     },
     {
@@ -566,6 +581,14 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           ours / rate.get("new ArrayBuffer")!,
         ),
         ratio(
+          'warm: CpuHeap placement "good-fit" / AssemblyScript TLSF',
+          rate.get(GOOD_FIT)! / rate.get(AS)!,
+        ),
+        ratio(
+          'warm: CpuHeap / CpuHeap placement "good-fit" (the price of "compact")',
+          ours / rate.get(GOOD_FIT)!,
+        ),
+        ratio(
           "warm: CpuHeap growable / AssemblyScript TLSF",
           rate.get(GROWABLE)! / rate.get(AS)!,
         ),
@@ -591,7 +614,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           "Warm instances are the headline: each allocator is made once, replays the trace once untimed, and every timed replay reuses it. Rows ending in ', fresh instance' make a new one inside the timing (a first use: AssemblyScript grows its wasm memory, the heaps make their records).",
           "ops per CPU second (process.cpuUsage, all threads, so GC helper threads count): the machines are shared, and CPU time is steadier than wall time there.",
           "Best of up to 15 replays per row, run round-robin across the rows (2 CPU seconds at most per row, so 2 or 3 replays for MemPool and new ArrayBuffer), in one process; one op is one alloc or one free.",
-          "allot CpuHeap is the default heap: one plain ArrayBuffer of 1 GiB. The growable row starts at 16 MiB of a resizable ArrayBuffer and grows to fit (up to 1 GiB), as AssemblyScript's memory grows.",
+          `allot CpuHeap is the default heap: one plain ArrayBuffer of 1 GiB, placement "compact". The "good-fit" row is the same heap with TLSF's good fit for every request. The growable row starts at 16 MiB of a resizable ArrayBuffer and grows to fit (up to 1 GiB), as AssemblyScript's memory grows.`,
           "The native peer (native/offset_allocator.cpp, g++ -O2, best CPU time of 30 warm replays) is written for this benchmark after the OffsetAllocator design; it keeps no stats and checks nothing.",
           ...(main && typeof nativePeer === "string"
             ? [`native peer skipped: ${nativePeer}`]
@@ -644,6 +667,8 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       ],
     });
   }
+  options.progress?.("cpu: footprints over seeds and live counts");
+  scenarios.push(footprintScenario(asModuleCache, quick));
   options.progress?.("cpu: the head-to-head under Node");
   const node = await underNode(quick);
   if (typeof node === "string") {
@@ -676,6 +701,11 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
             "Node, warm: CpuHeap / AssemblyScript TLSF",
             get("CpuHeap, warm") / get("AssemblyScript TLSF (wasm), warm"),
             2,
+          ),
+          ratio(
+            'Node, warm: CpuHeap placement "good-fit" / AssemblyScript TLSF',
+            get(`${NODE_GOOD_FIT}, warm`) /
+              get("AssemblyScript TLSF (wasm), warm"),
           ),
           ratio(
             "Node, fresh: CpuHeap / AssemblyScript TLSF",
