@@ -72,9 +72,9 @@ export function footprintScenario(
   const peers: [string, (t: Trace) => number, boolean][] = [
     ['CpuHeap, placement "compact"', (t) => heapFootprint(t, "compact"), true],
     [
-      'CpuHeap, placement "good-fit"',
+      'CpuHeap, placement "good-fit" (the default)',
       (t) => heapFootprint(t, "good-fit"),
-      false,
+      true,
     ],
     ["AssemblyScript TLSF (wasm)", (t) => asFootprint(t, module), false],
   ];

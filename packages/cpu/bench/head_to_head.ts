@@ -1,6 +1,6 @@
 /**
  * The runtime-neutral core of the cpu benchmark's head-to-head rows:
- * `CpuHeap` (placements "compact", the default, and "good-fit", warm) against
+ * `CpuHeap` (the default placement "good-fit", and "compact" warm) against
  * AssemblyScript's runtime TLSF (given as compiled wasm bytes), warm (one instance reused by every replay: the headline) and fresh
  * (a new instance per replay, made inside the timing), with and without a
  * `Uint8Array` view per allocation. It imports nothing Deno-specific, so the
@@ -39,10 +39,10 @@ export function cpuSeconds(): number {
   return (usage.user + usage.system) / 1e6;
 }
 
-/** Name of the rows of a heap with placement `"good-fit"`. */
-export const GOOD_FIT = 'CpuHeap placement "good-fit"';
+/** Name of the rows of a heap with placement `"compact"`. */
+export const COMPACT = 'CpuHeap placement "compact"';
 
-function newHeap(placement: CpuHeapPlacement = "compact"): CpuHeap {
+function newHeap(placement: CpuHeapPlacement = "good-fit"): CpuHeap {
   // The default heap: one plain ArrayBuffer of 1 GiB (pages never handed out
   // are never touched).
   return new CpuHeap(1024 * MiB, { placement });
@@ -140,15 +140,15 @@ export function headToHead(
   rounds: number,
 ): HeadToHeadRow[] {
   const warmHeap = newHeap();
-  const warmGoodFit = newHeap("good-fit");
+  const warmCompact = newHeap("compact");
   const warmAs = instantiateAs(asModule);
   // One untimed replay each, so that the warm rows start warm.
   replayHeap(warmHeap, trace, view);
-  replayHeap(warmGoodFit, trace, view);
+  replayHeap(warmCompact, trace, view);
   replayAs(warmAs, trace, view);
   const rows: [string, boolean, () => void][] = [
     ["CpuHeap", true, () => replayHeap(warmHeap, trace, view)],
-    [GOOD_FIT, true, () => replayHeap(warmGoodFit, trace, view)],
+    [COMPACT, true, () => replayHeap(warmCompact, trace, view)],
     ["AssemblyScript TLSF (wasm)", true, () => replayAs(warmAs, trace, view)],
     ["CpuHeap", false, () => replayHeap(newHeap(), trace, view)],
     [
