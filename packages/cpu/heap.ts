@@ -75,6 +75,13 @@ const R_FNEXT = 5; // free-list next record (also links unused records)
 const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
 const R_ALIGN = 7; // alignment of a used block, in units
 const STRIDE = 8;
+// Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
+// the golden ratio, odd); the table doubles when it holds more blocks than
+// buckets.
+const HASH_MULTIPLIER = 0x9e3779b1;
+const INITIAL_BUCKETS_LOG2 = 8;
+// Records made at first (the array doubles when they run out).
+const INITIAL_RECORDS = 64;
 const UNUSED = 0;
 const FREE = 1;
 const USED = 2;
@@ -315,8 +322,8 @@ export class CpuHeap {
 
   // Start unit -> record of every used block: a chained hash table whose
   // chains run through the free-list link of used records (unused by them).
-  #buckets = new Int32Array(256).fill(-1);
-  #bucketShift = 32 - 8;
+  #buckets = new Int32Array(1 << INITIAL_BUCKETS_LOG2).fill(-1);
+  #bucketShift = 32 - INITIAL_BUCKETS_LOG2;
   #liveCount = 0;
 
   // Stats as plain numbers (cheaper on the hot paths than Stat objects):
@@ -457,7 +464,7 @@ export class CpuHeap {
       this,
     );
     if (options.strict === true) _makeStrict(this);
-    this.#rec = new Int32Array(64 * STRIDE);
+    this.#rec = new Int32Array(INITIAL_RECORDS * STRIDE);
     this.#lgResize(this.#chunkCount());
     if (this.#endUnit > startUnit) {
       const b = this.#newRecord();
@@ -1053,9 +1060,11 @@ export class CpuHeap {
   }
 
   /**
-   * Checks every internal invariant (O(blocks)): blocks tile the region, no
-   * two free blocks touch, each free block is in the list of its class, the
-   * bitmaps match the lists and the stats match the blocks.
+   * Checks every internal invariant (O(blocks), plus O(region / 16 KiB) for
+   * the chunk index of the compact placement): blocks tile the region, no two
+   * free blocks touch, each free block is in the list of its class, the
+   * bitmaps match the lists, the stats match the blocks, and the chunk index
+   * holds every large free block and finds the lowest.
    *
    * @throws {HeapCorruptionError} When an invariant does not hold.
    */
@@ -1291,14 +1300,15 @@ export class CpuHeap {
 
   #liveSet(unit: number, b: number): void {
     if (++this.#liveCount > this.#buckets.length) this.#rehash();
-    const h = Math.imul(unit, 0x9e3779b1) >>> this.#bucketShift;
+    const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
     this.#rec[b * STRIDE + R_FNEXT] = this.#buckets[h];
     this.#buckets[h] = b;
   }
 
   #liveGet(unit: number): number {
     const rec = this.#rec;
-    let b = this.#buckets[Math.imul(unit, 0x9e3779b1) >>> this.#bucketShift];
+    let b =
+      this.#buckets[Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift];
     while (b >= 0 && rec[b * STRIDE + R_START] !== unit) {
       b = rec[b * STRIDE + R_FNEXT];
     }
@@ -1307,7 +1317,7 @@ export class CpuHeap {
 
   #liveTake(unit: number): number {
     const rec = this.#rec;
-    const h = Math.imul(unit, 0x9e3779b1) >>> this.#bucketShift;
+    const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
     let b = this.#buckets[h];
     if (b < 0) return -1;
     if (rec[b * STRIDE + R_START] === unit) {
@@ -1335,7 +1345,8 @@ export class CpuHeap {
     for (let i = 0; i < old.length; i++) {
       for (let b = old[i]; b >= 0;) {
         const next = rec[b * STRIDE + R_FNEXT];
-        const h = Math.imul(rec[b * STRIDE + R_START], 0x9e3779b1) >>> shift;
+        const h = Math.imul(rec[b * STRIDE + R_START], HASH_MULTIPLIER) >>>
+          shift;
         rec[b * STRIDE + R_FNEXT] = buckets[h];
         buckets[h] = b;
         b = next;
