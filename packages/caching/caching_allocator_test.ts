@@ -836,3 +836,26 @@ describe("CachingAllocator", () => {
     }
   });
 });
+
+describe("CachingAllocator strict mode hook", () => {
+  it("CachingAllocator in strict mode runs the instance's validate() on every allocation, free and cache call; off, never", () => {
+    for (const strict of [true, false]) {
+      const allocator = new CachingAllocator(new MockSegmentSource(), {
+        strict,
+      });
+      let calls = 0;
+      const validate = allocator.validate.bind(allocator);
+      Object.defineProperty(allocator, "validate", {
+        value: () => {
+          calls++;
+          validate();
+        },
+      });
+      const a = allocator.allocate(100); // 1
+      a.release(); // 1
+      allocator.freeById(allocator.allocateId(100)); // 2
+      allocator.emptyCache(); // 1
+      assert.equal(calls, strict ? 5 : 0);
+    }
+  });
+});

@@ -15,6 +15,12 @@
  * - {@linkcode AllotError} and its subclasses: typed errors that state the
  *   value and the limit.
  * - {@linkcode LeakDetector}: reports handles dropped without release.
+ * - The pooling core the caching and watermark policies share:
+ *   {@linkcode DeferredFrees} (pending frees grouped by fence),
+ *   {@linkcode acquireSegment} and {@linkcode releaseSegment} (segments and
+ *   their errors), {@linkcode PoolStats} (the `MemoryStats` figures),
+ *   {@linkcode collectByAge} (age-based collection) and
+ *   {@linkcode finishSnapshot} (snapshot assembly).
  *
  * @example Own memory, share an object, free deterministically
  * ```ts
@@ -48,6 +54,7 @@
 
 export * from "./allocator.ts";
 export * from "./call_stack.ts";
+export * from "./collect_by_age.ts";
 export * from "./data_ptr.ts";
 export * from "./deferred_frees.ts";
 export * from "./device.ts";
@@ -60,9 +67,12 @@ export * from "./junk_fill.ts";
 export * from "./leak_detector.ts";
 export * from "./memory_snapshot.ts";
 export * from "./memory_stats.ts";
+export * from "./pool_snapshot.ts";
+export * from "./pool_stats.ts";
 export * from "./segment_ledger.ts";
 export * from "./segment_source.ts";
 export * from "./segment_source_error.ts";
 export * from "./stat.ts";
+export * from "./stat_recount.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";

@@ -1,7 +1,8 @@
 /**
- * {@linkcode SegmentSourceError} and {@linkcode acquireSegment}: taking a
- * segment from a {@linkcode SegmentSource} without trusting it, written once
- * for every pooling allocator.
+ * {@linkcode SegmentSourceError}, {@linkcode acquireSegment},
+ * {@linkcode resizeSegment} and {@linkcode releaseSegment}: taking, resizing
+ * and returning a segment of a {@linkcode SegmentSource} without trusting it,
+ * written once for every pooling allocator.
  *
  * @module
  */
@@ -159,6 +160,44 @@ export function resizeSegment<M>(
     );
   }
   return resized;
+}
+
+/**
+ * Gives a segment back to `source`, wrapping an error the source throws in
+ * {@linkcode SegmentSourceError} (the source's error is the `cause`).
+ *
+ * @typeParam M Type of the segment memory.
+ * @param source The segment source.
+ * @param segment A live segment of the source.
+ * @param what The segment, for the message (`segment 3 of 2097152 bytes`).
+ * @throws {SegmentSourceError} When the source threw.
+ *
+ * @example
+ * ```ts
+ * import { MockSegmentSource, releaseSegment, SegmentSourceError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const device = new MockSegmentSource();
+ * const segment = device.tryAllocateSegment(4096)!;
+ * releaseSegment(device, segment, "segment 1 of 4096 bytes");
+ * assert.throws(() => releaseSegment(device, segment, "segment 1"), SegmentSourceError);
+ * ```
+ */
+export function releaseSegment<M>(
+  source: SegmentSource<M>,
+  segment: Segment<M>,
+  what: string,
+): void {
+  try {
+    source.freeSegment(segment);
+  } catch (error) {
+    throw new SegmentSourceError(
+      `Cannot return ${what}: the segment source of ${source.device} threw: ${
+        describeError(error)
+      }`,
+      { cause: error },
+    );
+  }
 }
 
 function describeError(error: unknown): string {

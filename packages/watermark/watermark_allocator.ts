@@ -3,289 +3,65 @@
  * behind a {@linkcode SegmentSource}: heaps by request size, private, shared
  * and scalar pools with best-fit reuse, low and high watermarks over a
  * recommended working-set size, garbage collection under memory pressure,
- * lifecycle callbacks, buffer metadata and fence-ordered frees.
+ * lifecycle callbacks, buffer metadata and fence-ordered frees. This file is
+ * the public facade (arguments, buffers, events, stats, snapshots); the
+ * policy it drives is `_watermark_policy.ts`, its options
+ * `watermark_options.ts`.
  *
  * @module
  */
 
 import {
-  acquireSegment,
-  alignUp,
   AllocatorBase,
-  AllotError,
   DataPtr,
-  DeferredFrees,
   type Deleter,
   describeValue,
   type Device,
   DoubleFreeError,
   type Fence,
-  hostBuffer,
+  finishSnapshot,
+  formatMemorySummary,
   InvalidArgumentError,
-  isHostMemory,
-  junkFill,
+  type MemoryStats,
+  type MemorySummaryOptions,
   type SegmentSource,
-  SegmentSourceError,
-  Stat,
   type Stream,
+  TraceRecorder,
+  type TraceRecorderOptions,
   UnsupportedOperationError,
   UseAfterFreeError,
   validateByteLength,
   validateObject,
 } from "@allot/core";
-import { _Block } from "./_block.ts";
-import { _Handle, type _Owner } from "./_handle.ts";
-import { _Heap } from "./_heap.ts";
-import { _Pool } from "./_pool.ts";
-import { _StatArray } from "./_stat_array.ts";
-import { DebugVerbosity } from "./debug_verbosity.ts";
-import type {
-  BufferCallback,
-  BufferEvent,
-  BufferEventType,
-  PoolKind,
-  ReleaseReason,
-  WatermarkBuffer,
-} from "./watermark_buffer.ts";
-import type { WatermarkStats } from "./watermark_stats.ts";
-import { WatermarkOutOfMemoryError } from "./watermark_out_of_memory_error.ts";
-import type {
-  WatermarkBlockSnapshot,
-  WatermarkSegmentSnapshot,
-  WatermarkSnapshot,
-} from "./watermark_snapshot.ts";
+import type { _Block } from "./_block.ts";
+import { _BufferEvents } from "./_buffer_events.ts";
+import { _Handle } from "./_handle.ts";
 import {
-  formatMemorySummary,
-  type MemoryStats,
-  type MemorySummaryOptions,
-  SNAPSHOT_FORMAT_VERSION,
-  type TraceAction,
-  TraceRecorder,
-  type TraceRecorderOptions,
-} from "@allot/core";
+  _checkHighRatio,
+  _checkLowRatio,
+  _resolveWatermarkOptions,
+} from "./_watermark_config.ts";
+import { _WatermarkPolicy } from "./_watermark_policy.ts";
+import { _watermarkSegments, _watermarkStats } from "./_watermark_report.ts";
+import {
+  _checkBufferRequest,
+  _throwWatermarkOom,
+} from "./_watermark_requests.ts";
+import { _validateWatermark } from "./_watermark_validate.ts";
+import { DebugVerbosity } from "./debug_verbosity.ts";
+import type { BufferCallback, WatermarkBuffer } from "./watermark_buffer.ts";
+import type {
+  AllocateBufferOptions,
+  WatermarkAllocatorOptions,
+} from "./watermark_options.ts";
+import type { WatermarkSnapshot } from "./watermark_snapshot.ts";
+import type { WatermarkStats } from "./watermark_stats.ts";
 
-const MiB = 1024 * 1024;
-/** The largest high watermark ratio, as in MPS: twice the recommended size. */
-const MAX_RATIO = 2;
-
-/**
- * Reads host bytes of a segment memory: `ArrayBuffer`, `SharedArrayBuffer`,
- * `WebAssembly.Memory`, or a memory with a `bytes` `Uint8Array` (the mock's
- * `backed` memory).
- */
-export type HostViewFunction<M> = (
-  memory: M,
-  range: { byteOffset: number; byteLength: number },
-) => Uint8Array | undefined;
-
-/** Options of {@linkcode WatermarkAllocator}. */
-export interface WatermarkAllocatorOptions<M = unknown> {
-  /**
-   * Recommended maximum working-set size in bytes (Metal's
-   * `recommendedMaxWorkingSetSize`); the watermarks are ratios of it.
-   *
-   * @default {source.capacityBytes}
-   */
-  recommendedMaxBytes?: number;
-  /**
-   * Hard limit as a ratio of `recommendedMaxBytes`, in `[0, 2]`; 0 means no
-   * limit.
-   *
-   * @default {1.7}
-   */
-  highWatermarkRatio?: number;
-  /**
-   * Soft limit as a ratio of `recommendedMaxBytes`, in `[0, high]`; 0
-   * disables garbage collection. At or above it the allocator is under
-   * memory pressure.
-   *
-   * @default {1.4 with unified memory, 1.0 otherwise (at most the high ratio)}
-   */
-  lowWatermarkRatio?: number;
-  /**
-   * Whether the device shares memory with the host; sets the default low
-   * ratio and sends requests of at most `maxScalarByteLength` to the shared pool.
-   *
-   * @default {true}
-   */
-  unifiedMemory?: boolean;
-  /**
-   * Largest request that goes into small heaps.
-   *
-   * @default {1 MiB}
-   */
-  maxSmallByteLength?: number;
-  /**
-   * Requests below this (and above `maxSmallByteLength`) go into large heaps.
-   *
-   * @default {10 MiB}
-   */
-  minLargeByteLength?: number;
-  /**
-   * Size of a small heap.
-   *
-   * @default {8 MiB}
-   */
-  smallHeapByteLength?: number;
-  /**
-   * Size of a large heap; also the default `maxSlackByteLength`.
-   *
-   * @default {32 MiB}
-   */
-  largeHeapByteLength?: number;
-  /**
-   * Size of an extra-large heap, made for requests below half of it while
-   * not under memory pressure.
-   *
-   * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapByteLength`)}
-   */
-  xlargeHeapByteLength?: number;
-  /**
-   * Requests that get their own heap are rounded up to this.
-   *
-   * @default {2 MiB}
-   */
-  largeRoundByteLength?: number;
-  /**
-   * A cached buffer is reused for a smaller request only if it is at most
-   * this many bytes larger (and at most twice the request; under memory
-   * pressure at most `largeRoundByteLength` larger).
-   *
-   * @default {largeHeapByteLength}
-   */
-  maxSlackByteLength?: number;
-  /**
-   * On unified memory, requests of at most this many bytes go to the shared
-   * small pool (MPS's `kMaxScalarAlloc`).
-   *
-   * @default {8}
-   */
-  maxScalarByteLength?: number;
-  /**
-   * Bytes the device has allocated in this process, including allocations
-   * not made by this allocator (Metal's `currentAllocatedSize`). The high
-   * watermark applies to it.
-   *
-   * @default {the bytes of this allocator's heaps}
-   */
-  driverAllocatedBytes?: () => number;
-  /**
-   * Bits of {@linkcode DebugVerbosity}.
-   *
-   * @default {DebugVerbosity.silent}
-   */
-  debugVerbosity?: number;
-  /**
-   * Where debug lines and callback errors go.
-   *
-   * @default {console.error}
-   */
-  logger?: (line: string) => void;
-  /**
-   * Record allocator events for `snapshot().history` (see
-   * {@linkcode WatermarkAllocator.recordHistory}).
-   *
-   * @default {false}
-   */
-  recordHistory?: boolean | TraceRecorderOptions;
-  /**
-   * Reads the host bytes of a segment memory for shared buffers.
-   *
-   * @default {host memories and memories with a `bytes` Uint8Array}
-   */
-  hostView?: HostViewFunction<M>;
-  /**
-   * Debug mode for hunting a bug: {@linkcode WatermarkAllocator.validate}
-   * runs before and after every call that changes the allocator (slow),
-   * and a freed buffer is filled with `JUNK_BYTE` when its recorded work
-   * has completed, where the host can write the memory (a view taken
-   * earlier cannot be detached: it shares the heap's memory, and reads
-   * junk).
-   *
-   * @default {false}
-   */
-  strict?: boolean;
-}
-
-/** Options of one buffer request. */
-export interface AllocateBufferOptions {
-  /**
-   * `private` (device-only) or `shared` (host-visible).
-   *
-   * @default {"private"}
-   */
-  pool?: "private" | "shared";
-}
-
-interface _Params<M> {
-  size: number;
-  requested: number;
-  pool: _Pool<M>;
-  pressure: boolean;
-}
-
-function defaultHostView(
-  memory: unknown,
-  range: { byteOffset: number; byteLength: number },
-): Uint8Array | undefined {
-  if (isHostMemory(memory)) {
-    return new Uint8Array(
-      hostBuffer(memory),
-      range.byteOffset,
-      range.byteLength,
-    );
-  }
-  if (typeof memory === "object" && memory !== null && "bytes" in memory) {
-    const bytes = (memory as { bytes: unknown }).bytes;
-    if (bytes instanceof Uint8Array) {
-      return bytes.subarray(
-        range.byteOffset,
-        range.byteOffset + range.byteLength,
-      );
-    }
-  }
-  return undefined;
-}
-
-function formatBytes(bytes: number): string {
-  if (bytes === Infinity) return "unlimited";
-  if (bytes < 1024) return `${bytes} bytes`;
-  if (bytes < MiB) return `${(bytes / 1024).toFixed(2)} KiB`;
-  if (bytes < 1024 * MiB) return `${(bytes / MiB).toFixed(2)} MiB`;
-  return `${(bytes / (1024 * MiB)).toFixed(2)} GiB`;
-}
-
-/**
- * 1 GiB, as in MPS, but at most a sixteenth of the recommended working set
- * (rounded down to a power of two, at least the large heap): one
- * extra-large heap pinned by a few live buffers must not hold a large share
- * of a small device.
- */
-function defaultXlargeHeap(recommended: number, largeHeap: number): number {
-  const GiB = 1024 * MiB;
-  if (!Number.isFinite(recommended) || recommended >= 16 * GiB) return GiB;
-  const share = 2 ** Math.floor(Math.log2(recommended / 16));
-  return Math.max(largeHeap, Math.min(GiB, share));
-}
-
-function positiveOption(
-  options: Record<string, unknown>,
-  name: string,
-  fallback: number,
-): number {
-  const value = options[name] ?? fallback;
-  if (
-    typeof value !== "number" || !Number.isSafeInteger(value) || value < 1
-  ) {
-    throw new InvalidArgumentError(
-      `Invalid ${name}: must be a positive integer, received ${
-        describeValue(value)
-      }`,
-      { name, value, limit: 1 },
-    );
-  }
-  return value;
-}
+export type {
+  AllocateBufferOptions,
+  HostViewFunction,
+  WatermarkAllocatorOptions,
+} from "./watermark_options.ts";
 
 /**
  * PyTorch's MPS heap allocator, made for any device behind a
@@ -354,79 +130,9 @@ export class WatermarkAllocator<M = unknown>
   readonly alignment: number;
   /** Whether the device shares memory with the host. */
   readonly unifiedMemory: boolean;
-  #source: SegmentSource<M>;
-  #recommended: number;
-  #highRatio = 0;
-  #lowRatio = 0;
-  #highLimit = Infinity;
-  #lowLimit = Infinity;
-  #maxSmall: number;
-  #minLarge: number;
-  #smallHeap: number;
-  #largeHeap: number;
-  #xlargeHeap: number;
-  #roundLarge: number;
-  #maxSlack: number;
-  #maxScalar: number;
-  #driverFn: (() => number) | undefined;
-  #verbosity: number;
-  #logger: (line: string) => void;
-  #hostView: HostViewFunction<M>;
-  #pools: {
-    privateSmall: _Pool<M>;
-    privateLarge: _Pool<M>;
-    sharedSmall: _Pool<M>;
-    sharedLarge: _Pool<M>;
-    scalar: _Pool<M>;
-  };
-  #poolList: _Pool<M>[];
-  #live = new Map<_Handle<M>, _Block<M>>();
-  #pendingCount = 0;
-  // _Block<unknown>: a callback parameter of M would make M invariant.
-  #deferred = new DeferredFrees<_Block<unknown>>((b) => {
-    const block = b as _Block<M>;
-    // (a callback may have freed it already)
-    if (block.heap.pool.pendingFree.delete(block)) {
-      this.#pendingCount--;
-      this.#released++;
-      this.#makeCached(block);
-    }
-  });
-  #released = 0;
-  #callbacks: BufferCallback[] = [];
-  #owner: _Owner<M>;
-  #allocated = new Stat();
-  #requested = new Stat();
-  #reserved = new Stat();
-  #heapCount = new Stat();
-  // The figures of @allot/core's MemoryStats, per small and large pool.
-  #m = {
-    allocation: new _StatArray(),
-    segment: new _StatArray(),
-    active: new _StatArray(),
-    inactiveSplit: new _StatArray(),
-    allocatedBytes: new _StatArray(),
-    reservedBytes: new _StatArray(),
-    activeBytes: new _StatArray(),
-    inactiveSplitBytes: new _StatArray(),
-    requestedBytes: new _StatArray(),
-  };
-  #oversizeAllocations = new Stat();
-  #oversizeSegments = new Stat();
-  #numAllocRetries = 0;
-  #numSyncAll = 0;
-  #numDeviceAlloc = 0;
-  #numDeviceFree = 0;
-  #numAllocations = 0;
-  #numRecycles = 0;
-  #numReleases = 0;
-  #numGc = 0;
-  #numGcReleased = 0;
-  #numFailures = 0;
+  // The policy: pools, heaps, pending frees, stats, history.
+  #p: _WatermarkPolicy<M>;
   #freeDeleter: Deleter<WatermarkBuffer<M>>;
-  #history: TraceRecorder | null = null;
-  #nextAddress = 0;
-  #strict: boolean;
 
   /**
    * Creates an allocator over a segment source.
@@ -441,113 +147,52 @@ export class WatermarkAllocator<M = unknown>
     options: WatermarkAllocatorOptions<M> = {},
   ) {
     super();
-    validateObject(source, "source");
-    validateObject(options, "options");
-    this.#source = source;
+    const config = _resolveWatermarkOptions(source, options);
     this.device = source.device;
     this.alignment = source.alignment;
-    this.unifiedMemory = options.unifiedMemory ?? true;
-    const o = options as Record<string, unknown>;
-    const recommended = options.recommendedMaxBytes ?? source.capacityBytes;
-    if (
-      typeof recommended !== "number" || !(recommended > 0) ||
-      (recommended !== Infinity && !Number.isSafeInteger(recommended))
-    ) {
-      throw new InvalidArgumentError(
-        `Invalid recommendedMaxBytes: must be a positive integer or Infinity, received ${
-          describeValue(recommended)
-        }`,
-        { name: "recommendedMaxBytes", value: recommended, limit: 1 },
-      );
-    }
-    this.#recommended = recommended;
-    this.#maxSmall = positiveOption(o, "maxSmallByteLength", MiB);
-    this.#minLarge = positiveOption(o, "minLargeByteLength", 10 * MiB);
-    this.#smallHeap = positiveOption(o, "smallHeapByteLength", 8 * MiB);
-    this.#largeHeap = positiveOption(o, "largeHeapByteLength", 32 * MiB);
-    this.#xlargeHeap = positiveOption(
-      o,
-      "xlargeHeapByteLength",
-      defaultXlargeHeap(recommended, this.#largeHeap),
+    this.unifiedMemory = config.unifiedMemory;
+    const p = this.#p = new _WatermarkPolicy(
+      source,
+      config,
+      new _BufferEvents<M>(config.verbosity, config.logger),
     );
-    this.#roundLarge = positiveOption(o, "largeRoundByteLength", 2 * MiB);
-    this.#maxSlack = positiveOption(o, "maxSlackByteLength", this.#largeHeap);
-    this.#maxScalar = positiveOption(o, "maxScalarByteLength", 8);
-    if (this.#smallHeap < this.#maxSmall) {
-      throw new InvalidArgumentError(
-        `Invalid smallHeapByteLength: must be at least maxSmallByteLength (${this.#maxSmall}), received ${this.#smallHeap}`,
-        {
-          name: "smallHeapByteLength",
-          value: this.#smallHeap,
-          limit: this.#maxSmall,
-        },
-      );
-    }
-    if (this.#largeHeap < this.#minLarge) {
-      throw new InvalidArgumentError(
-        `Invalid largeHeapByteLength: must be at least minLargeByteLength (${this.#minLarge}), received ${this.#largeHeap}`,
-        {
-          name: "largeHeapByteLength",
-          value: this.#largeHeap,
-          limit: this.#minLarge,
-        },
-      );
-    }
-    this.#driverFn = options.driverAllocatedBytes;
-    this.#verbosity = options.debugVerbosity ?? DebugVerbosity.silent;
-    this.#logger = options.logger ?? ((line) => console.error(line));
-    this.#hostView = options.hostView ?? defaultHostView;
-    this.#strict = options.strict === true;
-    const high = options.highWatermarkRatio ?? 1.7;
-    this.#checkHigh(high, 0);
-    const defaultLow = this.unifiedMemory ? 1.4 : 1.0;
-    const low = options.lowWatermarkRatio ??
-      (high === 0 ? defaultLow : Math.min(defaultLow, high));
-    this.#checkLow(low, high);
-    this.#setRatios(high, low);
-    this.#pools = {
-      privateSmall: new _Pool("private", true),
-      privateLarge: new _Pool("private", false),
-      sharedSmall: new _Pool("shared", true),
-      sharedLarge: new _Pool("shared", false),
-      scalar: new _Pool("scalar", true),
-    };
-    this.#poolList = Object.values(this.#pools);
-    this.#owner = {
+    p.owner = {
       free: (handle) => this.free(handle),
-      isLive: (handle) => this.#live.has(handle),
-      view: (block) => this.#viewOf(block),
+      isLive: (handle) => p.live.has(handle),
+      view: (block) => p.viewOf(block),
     };
+    p.validate = () => this.validate();
     this.#freeDeleter = (buffer) => this.free(buffer);
-    const history = options.recordHistory ?? false;
-    if (history !== false) this.recordHistory(history === true ? {} : history);
+    if (config.recordHistory !== false) {
+      this.recordHistory(config.recordHistory);
+    }
   }
 
   // ---------------------------------------------------------------- limits
 
   /** The recommended maximum working-set size in bytes. */
   get recommendedMaxBytes(): number {
-    return this.#recommended;
+    return this.#p.recommended;
   }
 
   /** The high watermark ratio (0: no limit). */
   get highWatermarkRatio(): number {
-    return this.#highRatio;
+    return this.#p.highRatio;
   }
 
   /** The low watermark ratio (0: no garbage collection). */
   get lowWatermarkRatio(): number {
-    return this.#lowRatio;
+    return this.#p.lowRatio;
   }
 
   /** The hard limit on driver bytes; `Infinity` when disabled. */
   get highWatermarkLimit(): number {
-    return this.#highLimit;
+    return this.#p.highLimit;
   }
 
   /** The soft limit on driver bytes; `Infinity` when disabled. */
   get lowWatermarkLimit(): number {
-    return this.#lowLimit;
+    return this.#p.lowLimit;
   }
 
   /**
@@ -555,23 +200,22 @@ export class WatermarkAllocator<M = unknown>
    * `Infinity` when the low watermark is disabled. (MPS reports MiB.)
    */
   get lowWatermarkValue(): number {
-    if (this.#lowRatio === 0) return Infinity;
-    return Math.max(0, this.#lowLimit - this.driverAllocatedBytes);
+    return this.#p.lowWatermarkValue;
   }
 
   /** Bytes of this allocator's heaps (MPS "total allocated memory"). */
   get totalAllocatedBytes(): number {
-    return this.#reserved.current;
+    return this.#p.stats.reservedBytes;
   }
 
   /** Bytes of buffers in use (MPS "current allocated memory"). */
   get currentAllocatedBytes(): number {
-    return this.#allocated.current;
+    return this.#p.stats.activeBytes;
   }
 
   /** Bytes the device reports for this process (see the options). */
   get driverAllocatedBytes(): number {
-    return this.#driverFn ? this.#driverFn() : this.#reserved.current;
+    return this.#p.driverAllocatedBytes;
   }
 
   /**
@@ -583,8 +227,8 @@ export class WatermarkAllocator<M = unknown>
    * nothing changes.
    */
   setHighWatermarkRatio(ratio: number): void {
-    this.#checkHigh(ratio, this.#lowRatio);
-    this.#setRatios(ratio, this.#lowRatio);
+    _checkHighRatio(ratio, this.#p.lowRatio);
+    this.#p.setRatios(ratio, this.#p.lowRatio);
   }
 
   /**
@@ -595,8 +239,8 @@ export class WatermarkAllocator<M = unknown>
    * @throws {InvalidArgumentError} Out of range; nothing changes.
    */
   setLowWatermarkRatio(ratio: number): void {
-    this.#checkLow(ratio, this.#highRatio);
-    this.#setRatios(this.#highRatio, ratio);
+    _checkLowRatio(ratio, this.#p.highRatio);
+    this.#p.setRatios(this.#p.highRatio, ratio);
   }
 
   /**
@@ -620,59 +264,11 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   setPerProcessMemoryFraction(fraction: number): void {
-    this.#checkHigh(fraction, 0);
-    const low = fraction !== 0 && this.#lowRatio > fraction
+    _checkHighRatio(fraction, 0);
+    const low = fraction !== 0 && this.#p.lowRatio > fraction
       ? fraction
-      : this.#lowRatio;
-    this.#setRatios(fraction, low);
-  }
-
-  #checkHigh(ratio: number, low: number): void {
-    if (
-      typeof ratio !== "number" || !(ratio >= 0 && ratio <= MAX_RATIO)
-    ) {
-      throw new InvalidArgumentError(
-        `Invalid high watermark ratio: must be in [0, ${MAX_RATIO}], received ${
-          describeValue(ratio)
-        }`,
-        { name: "highWatermarkRatio", value: ratio, limit: [0, MAX_RATIO] },
-      );
-    }
-    if (ratio !== 0 && low > ratio) {
-      throw new InvalidArgumentError(
-        `Invalid high watermark ratio: must be at least the low watermark ratio ${low}, received ${ratio}`,
-        { name: "highWatermarkRatio", value: ratio, limit: low },
-      );
-    }
-  }
-
-  #checkLow(ratio: number, high: number): void {
-    const upper = high === 0 ? MAX_RATIO : high;
-    if (typeof ratio !== "number" || !(ratio >= 0 && ratio <= upper)) {
-      throw new InvalidArgumentError(
-        `Invalid low watermark ratio: must be in [0, ${upper}] (at most the high watermark ratio), received ${
-          describeValue(ratio)
-        }`,
-        { name: "lowWatermarkRatio", value: ratio, limit: [0, upper] },
-      );
-    }
-  }
-
-  #setRatios(high: number, low: number): void {
-    this.#highRatio = high;
-    this.#lowRatio = low;
-    this.#highLimit = high === 0 ? Infinity : Math.floor(
-      high * this.#recommended,
-    );
-    this.#lowLimit = low === 0 ? Infinity : Math.floor(low * this.#recommended);
-    if (Number.isNaN(this.#highLimit)) this.#highLimit = Infinity;
-    if (this.#verbosity & DebugVerbosity.profiling) {
-      this.#logger(
-        `High watermark memory allocation limit: ${
-          formatBytes(this.#highLimit)
-        }, low watermark limit: ${formatBytes(this.#lowLimit)}`,
-      );
-    }
+      : this.#p.lowRatio;
+    this.#p.setRatios(fraction, low);
   }
 
   // ------------------------------------------------------------- callbacks
@@ -703,13 +299,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   addCallback(callback: BufferCallback): () => void {
-    if (typeof callback !== "function") {
-      throw new InvalidArgumentError(
-        `Cannot add callback: must be a function, received ${typeof callback}`,
-        { name: "callback", value: callback },
-      );
-    }
-    this.#callbacks = [...this.#callbacks, callback];
+    this.#p.events.add(callback);
     return () => {
       this.removeCallback(callback);
     };
@@ -722,48 +312,7 @@ export class WatermarkAllocator<M = unknown>
    * @returns Whether it was registered.
    */
   removeCallback(callback: BufferCallback): boolean {
-    const i = this.#callbacks.indexOf(callback);
-    if (i < 0) return false;
-    this.#callbacks = this.#callbacks.filter((_, j) => j !== i);
-    return true;
-  }
-
-  #emit(
-    type: BufferEventType,
-    block: _Block<M> | undefined,
-    pool: _Pool<M>,
-    byteLength: number,
-    reason?: ReleaseReason,
-  ): void {
-    const callbacks = this.#callbacks;
-    if (callbacks.length === 0) return;
-    const event: BufferEvent = Object.freeze({
-      type,
-      bufferId: block ? block.id : 0,
-      byteLength: block ? block.byteLength : byteLength,
-      requestedByteLength: block ? block.requestedByteLength : byteLength,
-      pool: pool.kind,
-      heapId: block ? block.heap.id : 0,
-      ...(reason ? { reason } : {}),
-    });
-    for (const callback of callbacks) {
-      try {
-        callback(event);
-      } catch (error) {
-        this.#logger(
-          `Buffer callback failed on ${type} event: ${
-            error instanceof Error ? error.message : String(error)
-          }`,
-        );
-      }
-    }
-  }
-
-  #log(bit: number, pool: _Pool<M> | undefined, line: () => string): void {
-    const v = this.#verbosity;
-    if (!(v & bit)) return;
-    if ((v & DebugVerbosity.largeOnly) && pool && pool.small) return;
-    this.#logger(line());
+    return this.#p.events.remove(callback);
   }
 
   // ------------------------------------------------------------ allocation
@@ -783,7 +332,7 @@ export class WatermarkAllocator<M = unknown>
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> {
     const buffer = this.tryAllocateBuffer(byteLength, options);
-    if (buffer === undefined) this.#throwOom(byteLength, options);
+    if (buffer === undefined) _throwWatermarkOom(this.#p, byteLength, options);
     return buffer;
   }
 
@@ -801,10 +350,10 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> | undefined {
-    const kind = this.#validateRequest(byteLength, options);
-    const block = this.#tryAllocate(byteLength, kind);
+    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    const block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
-      this.#failed(byteLength);
+      this.#p.failed(byteLength);
       return undefined;
     }
     return block.handle as _Handle<M>;
@@ -846,14 +395,14 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): Promise<WatermarkBuffer<M>> {
-    const kind = this.#validateRequest(byteLength, options);
-    let block = this.#tryAllocate(byteLength, kind);
+    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    let block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
-      const waiting = this.#deferred.count;
+      const waiting = this.#p.deferred.count;
       if (waiting > 0) {
-        this.#numSyncAll++;
-        if (this.#verbosity !== 0) {
-          this.#log(
+        this.#p.stats.numSyncAllStreams++;
+        if (this.#p.events.verbosity !== 0) {
+          this.#p.events.log(
             DebugVerbosity.profiling,
             undefined,
             () =>
@@ -861,15 +410,15 @@ export class WatermarkAllocator<M = unknown>
           );
         }
         // A rejected or throwing fence also ends: its work will never run.
-        await this.#deferred.synchronize();
+        await this.#p.deferred.synchronize();
       }
       this.freeInactiveBuffers();
-      this.#releaseCachedBuffers("release-cached");
-      block = this.#tryAllocate(byteLength, kind);
+      this.#p.releaseCachedBuffers("release-cached");
+      block = this.#p.tryAllocate(byteLength, kind);
     }
     if (block === undefined) {
-      this.#failed(byteLength);
-      this.#throwOom(byteLength, options);
+      this.#p.failed(byteLength);
+      _throwWatermarkOom(this.#p, byteLength, options);
     }
     return block.handle as _Handle<M>;
   }
@@ -906,19 +455,23 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     const byteLength = value.byteLength;
-    if (byteLength < 1 || byteLength > this.#maxSmall) {
+    if (byteLength < 1 || byteLength > this.#p.maxSmall) {
       throw new InvalidArgumentError(
-        `Cannot allocate a scalar buffer of ${byteLength} bytes: must be in [1, ${this.#maxSmall}]`,
-        { name: "value.byteLength", value: byteLength, limit: this.#maxSmall },
+        `Cannot allocate a scalar buffer of ${byteLength} bytes: must be in [1, ${this.#p.maxSmall}]`,
+        {
+          name: "value.byteLength",
+          value: byteLength,
+          limit: this.#p.maxSmall,
+        },
       );
     }
-    const block = this.#tryAllocate(byteLength, "scalar");
+    const block = this.#p.tryAllocate(byteLength, "scalar");
     if (block === undefined) {
-      this.#failed(byteLength);
-      this.#throwOom(byteLength, { pool: "shared" });
+      this.#p.failed(byteLength);
+      _throwWatermarkOom(this.#p, byteLength, { pool: "shared" });
     }
     const handle = block.handle as _Handle<M>;
-    const view = this.#viewOf(block);
+    const view = this.#p.viewOf(block);
     if (view === undefined) {
       this.free(handle);
       throw new UnsupportedOperationError(
@@ -955,7 +508,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   allocate(byteLength: number): DataPtr<M | null, WatermarkBuffer<M>> {
-    validateByteLength(byteLength, this.#source.maxSegmentByteLength);
+    validateByteLength(byteLength, this.#p.source.maxSegmentByteLength);
     if (byteLength === 0) return new DataPtr(null, 0, 0, this.device);
     const buffer = this.allocateBuffer(byteLength);
     return new DataPtr(
@@ -1009,11 +562,11 @@ export class WatermarkAllocator<M = unknown>
     }
     if (byteLength === 0) return;
     const range = { byteLength };
-    const d = this.#hostView(dest.memory as M, {
+    const d = this.#p.hostView(dest.memory as M, {
       ...range,
       byteOffset: dest.byteOffset,
     });
-    const s = this.#hostView(src.memory as M, {
+    const s = this.#p.hostView(src.memory as M, {
       ...range,
       byteOffset: src.byteOffset,
     });
@@ -1023,310 +576,6 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     d.set(s);
-  }
-
-  #validateRequest(
-    byteLength: number,
-    options: AllocateBufferOptions,
-  ): "private" | "shared" {
-    validateObject(options, "options");
-    const max = this.#source.maxSegmentByteLength;
-    validateByteLength(byteLength, max);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Cannot allocate 0 bytes: a buffer must be at least 1 byte, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
-    }
-    if (alignUp(byteLength, this.alignment) > max) {
-      throw new InvalidArgumentError(
-        `Cannot allocate ${byteLength} bytes: after alignment to ${this.alignment} it exceeds the largest segment of ${max} bytes`,
-        { name: "byteLength", value: byteLength, limit: max },
-      );
-    }
-    const kind = options.pool ?? "private";
-    if (kind !== "private" && kind !== "shared") {
-      throw new InvalidArgumentError(
-        `Cannot allocate ${byteLength} bytes: pool must be "private" or "shared", received ${
-          describeValue(kind)
-        }`,
-        { name: "pool", value: kind, limit: ["private", "shared"] },
-      );
-    }
-    return kind;
-  }
-
-  #getPool(
-    requested: number,
-    size: number,
-    kind: PoolKind,
-  ): _Pool<M> {
-    const p = this.#pools;
-    if (kind === "scalar") return p.scalar;
-    if (requested <= this.#maxScalar && this.unifiedMemory) {
-      return p.sharedSmall;
-    }
-    if (size <= this.#maxSmall) {
-      return kind === "shared" ? p.sharedSmall : p.privateSmall;
-    }
-    return kind === "shared" ? p.sharedLarge : p.privateLarge;
-  }
-
-  #tryAllocate(requested: number, kind: PoolKind): _Block<M> | undefined {
-    this.#check();
-    const block = this.#tryAllocateChecked(requested, kind);
-    this.#check();
-    return block;
-  }
-
-  #tryAllocateChecked(
-    requested: number,
-    kind: PoolKind,
-  ): _Block<M> | undefined {
-    this.freeInactiveBuffers();
-    const size = alignUp(requested, this.alignment);
-    const pool = this.#getPool(requested, size, kind);
-    const params: _Params<M> = {
-      size,
-      requested,
-      pool,
-      pressure: this.lowWatermarkValue <= 0,
-    };
-    let block = this.#getFreeBuffer(params);
-    let recycled = block !== undefined;
-    if (block === undefined) {
-      if (params.pressure && size < pool.availableBytes) {
-        this.#garbageCollect(params);
-      }
-      block = this.#allocBuffer(params);
-      if (block === undefined) {
-        this.#emit("allocation-failed", undefined, pool, requested);
-        this.freeInactiveBuffers();
-        block = this.#getFreeBuffer(params);
-        recycled = block !== undefined;
-        block ??= this.#allocBuffer(params);
-      }
-      if (block === undefined && this.#releaseAvailableCached(params)) {
-        block = this.#allocBuffer(params);
-      }
-      if (block === undefined) {
-        this.#releaseCachedBuffers("release-cached");
-        this.#numAllocRetries++;
-        block = this.#allocBuffer(params);
-      }
-    }
-    if (block === undefined) return undefined;
-    block.state = "active";
-    block.useCount++;
-    block.requestedByteLength = requested;
-    this.#allocated.increase(block.byteLength);
-    this.#requested.increase(requested);
-    {
-      const m = this.#m, small = pool.small, n = block.byteLength;
-      m.allocation.add(small, 1);
-      m.active.add(small, 1);
-      m.allocatedBytes.add(small, n);
-      m.activeBytes.add(small, n);
-      m.requestedBytes.add(small, requested);
-      if (!block.heap.isSplit) this.#oversizeAllocations.increase(1);
-    }
-    const handle = new _Handle(block, this.#owner);
-    block.handle = handle;
-    this.#live.set(handle, block);
-    if (this.#history !== null) {
-      this.#record(
-        "alloc",
-        block.heap.address + block.offset,
-        block.byteLength,
-        requested,
-      );
-    }
-    if (recycled) {
-      this.#numRecycles++;
-      if (this.#verbosity !== 0) {
-        this.#log(
-          DebugVerbosity.recycles,
-          pool,
-          () =>
-            `Reusing ${pool.kind} buffer #${block.id} of size ${
-              formatBytes(block.byteLength)
-            } (requested: ${formatBytes(requested)}, use#: ${block.useCount})`,
-        );
-      }
-      this.#emit("recycled", block, pool, block.byteLength);
-    } else {
-      this.#numAllocations++;
-      if (this.#verbosity !== 0) {
-        this.#log(
-          DebugVerbosity.allocations,
-          pool,
-          () =>
-            `Allocated ${pool.kind} buffer #${block.id} of size ${
-              formatBytes(block.byteLength)
-            } from heap #${block.heap.id} (requested: ${
-              formatBytes(requested)
-            }, total: ${formatBytes(this.#reserved.current)})`,
-        );
-      }
-      this.#emit("allocated", block, pool, block.byteLength);
-    }
-    return block;
-  }
-
-  #getFreeBuffer(params: _Params<M>): _Block<M> | undefined {
-    const pool = params.pool;
-    if (this.#lowRatio > 0) {
-      pool.epoch++; // ages every cached buffer of the pool by one
-    }
-    const block = pool.bestFit(params.size);
-    if (block === undefined) return undefined;
-    // At most the request again (MPS allows a whole large heap), and at most
-    // `largeRoundByteLength` under pressure: carving an exact buffer costs nothing.
-    const slack = Math.min(
-      this.#maxSlack,
-      params.size,
-      params.pressure ? this.#roundLarge : Infinity,
-    );
-    if (block.byteLength > params.size + slack) {
-      // Keep using heap capacity: a heap with room gets a new buffer;
-      // otherwise the idle oversize buffer is released to make room in its
-      // heap for the smaller one. A heap of its own is released with it
-      // under pressure, or when the request belongs in a shared heap, so
-      // that small buffers do not pin a big heap.
-      if (pool.findHeap(params.size) === undefined) {
-        const own = !block.heap.isSplit;
-        this.#releaseBlock(
-          block,
-          own && (params.pressure || params.size < this.#minLarge),
-          "oversize",
-        );
-        params.pressure = false;
-      }
-      return undefined;
-    }
-    pool.removeAvailable(block);
-    this.#inactiveSplit(block, -1);
-    return block;
-  }
-
-  #inactiveSplit(block: _Block<M>, sign: 1 | -1): void {
-    if (!block.heap.isSplit) return;
-    const small = block.heap.pool.small;
-    this.#m.inactiveSplit.add(small, sign);
-    this.#m.inactiveSplitBytes.add(small, sign * block.byteLength);
-  }
-
-  #allocBuffer(params: _Params<M>): _Block<M> | undefined {
-    const pool = params.pool;
-    const heap = pool.findHeap(params.size) ?? this.#createHeap(params);
-    if (heap === undefined) return undefined;
-    const offset = heap.take(params.size);
-    if (offset < 0) throw new Error("internal: heap has no room");
-    const block = new _Block(heap, offset, params.size, params.requested);
-    heap.blocks.add(block);
-    pool.allocatedBytes += params.size;
-    return block;
-  }
-
-  #createHeap(params: _Params<M>): _Heap<M> | undefined {
-    const size = params.size;
-    const maxSegment = this.#source.maxSegmentByteLength;
-    let heapSize: number;
-    let isSplit = true;
-    if (size <= this.#maxSmall) heapSize = this.#smallHeap;
-    else if (size < this.#minLarge) heapSize = this.#largeHeap;
-    else if (
-      size < this.#xlargeHeap / 2 && !params.pressure &&
-      this.driverAllocatedBytes + this.#xlargeHeap < this.#lowLimit
-    ) {
-      heapSize = this.#xlargeHeap;
-    } else {
-      heapSize = alignUp(size, this.#roundLarge);
-      isSplit = false;
-    }
-    heapSize = Math.max(
-      size,
-      Math.min(alignUp(heapSize, this.alignment), maxSegment),
-    );
-    const candidates: [number, boolean][] = [[heapSize, isSplit]];
-    if (heapSize > size) candidates.push([size, false]);
-    const driver = this.driverAllocatedBytes;
-    const pool = params.pool;
-    for (const [byteLength, split] of candidates) {
-      if (driver + byteLength > this.#highLimit) continue;
-      const segment = acquireSegment(this.#source, byteLength, size, {
-        hostVisible: pool.hostVisible,
-        label: `allot watermark ${pool.name} heap`,
-      });
-      if (segment === undefined) continue;
-      const heap = new _Heap(segment, pool, split, this.#nextAddress);
-      this.#nextAddress += byteLength;
-      if (this.#history !== null) {
-        this.#record("segment_alloc", heap.address, byteLength, 0);
-      }
-      pool.heaps.add(heap);
-      this.#reserved.increase(byteLength);
-      this.#m.segment.add(pool.small, 1);
-      this.#m.reservedBytes.add(pool.small, byteLength);
-      this.#numDeviceAlloc++;
-      if (!split) this.#oversizeSegments.increase(1);
-      this.#heapCount.increase(1);
-      if (this.#verbosity !== 0) {
-        this.#log(
-          DebugVerbosity.allocations,
-          pool,
-          () =>
-            `Allocated ${pool.name} heap #${heap.id} of size ${
-              formatBytes(byteLength)
-            } (#heaps: ${pool.heaps.size}, driver allocated: ${
-              formatBytes(this.driverAllocatedBytes)
-            })`,
-        );
-      }
-      return heap;
-    }
-    return undefined;
-  }
-
-  #failed(byteLength: number): void {
-    this.#numFailures++;
-    if (this.#history !== null) {
-      const free = Math.max(
-        0,
-        Math.min(this.#highLimit, this.#source.capacityBytes) -
-          this.driverAllocatedBytes,
-      );
-      this.#record(
-        "oom",
-        Number.isFinite(free) ? free : 0,
-        alignUp(byteLength, this.alignment),
-        byteLength,
-      );
-    }
-  }
-
-  #throwOom(byteLength: number, options: AllocateBufferOptions): never {
-    const size = alignUp(byteLength, this.alignment);
-    const allocated = this.#reserved.current;
-    const other = Math.max(0, this.driverAllocatedBytes - allocated);
-    const max = this.#highLimit;
-    const pool = options.pool ?? "private";
-    const limit = max === Infinity ? "" : `, max allowed: ${formatBytes(max)}`;
-    throw new WatermarkOutOfMemoryError(
-      `Cannot allocate ${
-        formatBytes(size)
-      } on the ${pool} pool: out of memory (allocated: ${
-        formatBytes(allocated)
-      }, other allocations: ${formatBytes(other)}${limit}, requested: ${
-        formatBytes(byteLength)
-      })`,
-      {
-        requestedBytes: size,
-        allocatedBytes: allocated,
-        otherBytes: other,
-        maxAllowedBytes: max,
-      },
-    );
   }
 
   // --------------------------------------------------------- free, release
@@ -1341,68 +590,7 @@ export class WatermarkAllocator<M = unknown>
    * allocator.
    */
   free(buffer: WatermarkBuffer<M>): void {
-    const block = this.#blockOf(buffer, "free");
-    this.#check();
-    this.#live.delete(buffer as _Handle<M>);
-    {
-      const m = this.#m, small = block.heap.pool.small;
-      m.allocation.add(small, -1);
-      m.allocatedBytes.add(small, -block.byteLength);
-      if (!block.heap.isSplit) this.#oversizeAllocations.decrease(1);
-    }
-    if (this.#history !== null) {
-      this.#record(
-        "free_requested",
-        block.heap.address + block.offset,
-        block.byteLength,
-        block.requestedByteLength,
-      );
-    }
-    block.handle = undefined;
-    block.shape = [];
-    if (block.idle()) this.#makeCached(block);
-    else {
-      block.state = "pending-free";
-      block.heap.pool.pendingFree.add(block);
-      this.#pendingCount++;
-      this.#deferred.defer(block, block.fenceKeys, block.fences);
-    }
-    this.#check();
-  }
-
-  #makeCached(block: _Block<M>): void {
-    const pool = block.heap.pool;
-    if (this.#strict) {
-      const segment = block.heap.segment;
-      junkFill(
-        segment.memory,
-        segment.byteOffset + block.offset,
-        block.byteLength,
-      );
-    }
-    block.state = "cached";
-    block.cachedEpoch = pool.epoch;
-    block.fences = [];
-    block.fenceKeys = [];
-    pool.addAvailable(block);
-    this.#allocated.decrease(block.byteLength);
-    this.#requested.decrease(block.requestedByteLength);
-    {
-      const m = this.#m, small = pool.small;
-      m.active.add(small, -1);
-      m.activeBytes.add(small, -block.byteLength);
-      m.requestedBytes.add(small, -block.requestedByteLength);
-    }
-    this.#inactiveSplit(block, 1);
-    if (this.#history !== null) {
-      this.#record(
-        "free_completed",
-        block.heap.address + block.offset,
-        block.byteLength,
-        block.requestedByteLength,
-      );
-    }
-    this.#emit("freed", block, pool, block.byteLength);
+    this.#p.free(buffer as _Handle<M>, this.#blockOf(buffer, "free"));
   }
 
   /**
@@ -1413,9 +601,9 @@ export class WatermarkAllocator<M = unknown>
    * @returns Resolves when the buffers pending at the call are back.
    */
   async synchronize(): Promise<void> {
-    this.#numSyncAll++;
-    await this.#deferred.synchronize();
-    this.#check();
+    this.#p.stats.numSyncAllStreams++;
+    await this.#p.deferred.synchronize();
+    this.#p.check();
   }
 
   /**
@@ -1425,11 +613,7 @@ export class WatermarkAllocator<M = unknown>
    * @returns The number of buffers that returned to their pools.
    */
   freeInactiveBuffers(): number {
-    if (this.#pendingCount === 0) return 0;
-    const before = this.#released;
-    this.#deferred.poll();
-    this.#check();
-    return this.#released - before;
+    return this.#p.freeInactiveBuffers();
   }
 
   /**
@@ -1452,161 +636,8 @@ export class WatermarkAllocator<M = unknown>
    */
   emptyCache(): void {
     this.freeInactiveBuffers();
-    this.#releaseCachedBuffers("empty-cache");
-    this.#check();
-  }
-
-  #releaseBlock(
-    block: _Block<M>,
-    removeEmptyHeap: boolean,
-    reason: ReleaseReason,
-  ): void {
-    const heap = block.heap;
-    const pool = heap.pool;
-    pool.removeAvailable(block);
-    this.#inactiveSplit(block, -1);
-    block.state = "released";
-    heap.blocks.delete(block);
-    heap.give(block.offset, block.byteLength);
-    pool.allocatedBytes -= block.byteLength;
-    this.#numReleases++;
-    if (this.#verbosity !== 0) {
-      this.#log(
-        DebugVerbosity.releases,
-        pool,
-        () =>
-          `Released buffer #${block.id} of size ${
-            formatBytes(block.byteLength)
-          } from heap #${heap.id} (${reason}, use#: ${block.useCount}, gc#: ${
-            pool.epoch - block.cachedEpoch
-          })`,
-      );
-    }
-    try {
-      if (removeEmptyHeap && heap.blocks.size === 0) this.#releaseHeap(heap);
-    } finally {
-      this.#emit("released", block, pool, block.byteLength, reason);
-    }
-  }
-
-  #releaseHeap(heap: _Heap<M>): void {
-    // A callback may have released it already, re-entering the allocator.
-    if (!heap.pool.heaps.has(heap)) return;
-    try {
-      this.#source.freeSegment(heap.segment);
-    } catch (error) {
-      throw new SegmentSourceError(
-        `Cannot release heap #${heap.id} of ${heap.byteLength} bytes: the segment source failed`,
-        { cause: error },
-      );
-    }
-    heap.pool.heaps.delete(heap);
-    this.#reserved.decrease(heap.byteLength);
-    this.#m.segment.add(heap.pool.small, -1);
-    this.#m.reservedBytes.add(heap.pool.small, -heap.byteLength);
-    this.#numDeviceFree++;
-    if (!heap.isSplit) this.#oversizeSegments.decrease(1);
-    this.#heapCount.decrease(1);
-    if (this.#history !== null) {
-      this.#record("segment_free", heap.address, heap.byteLength, 0);
-    }
-    if (this.#verbosity !== 0) {
-      this.#log(
-        DebugVerbosity.releases,
-        heap.pool,
-        () =>
-          `Released heap #${heap.id} of size ${
-            formatBytes(heap.byteLength)
-          } (driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
-      );
-    }
-  }
-
-  #releaseAvailableCached(params: _Params<M>): boolean {
-    const pool = params.pool;
-    if (pool.availableCount === 0) return false;
-    const fit = pool.bestFit(params.size);
-    if (fit !== undefined) {
-      this.#releaseBlock(fit, true, "release-cached");
-      return true;
-    }
-    let released = 0;
-    while (released < params.size && pool.availableCount > 0) {
-      const block = pool.largest()!;
-      released += block.byteLength;
-      this.#releaseBlock(block, true, "release-cached");
-    }
-    return released >= params.size;
-  }
-
-  #releaseCachedBuffers(reason: ReleaseReason): void {
-    if (this.#verbosity !== 0) {
-      this.#log(
-        DebugVerbosity.profiling,
-        undefined,
-        () =>
-          `Releasing cached buffers (allocated: ${
-            formatBytes(this.#reserved.current)
-          }, driver allocated: ${formatBytes(this.driverAllocatedBytes)})`,
-      );
-    }
-    for (const pool of this.#poolList) {
-      while (pool.availableCount > 0) {
-        this.#releaseBlock(
-          pool.largest()!,
-          true,
-          reason,
-        );
-      }
-      for (const heap of [...pool.heaps]) {
-        if (heap.blocks.size === 0) this.#releaseHeap(heap);
-      }
-    }
-  }
-
-  #garbageCollect(params: _Params<M>): void {
-    const driver = this.driverAllocatedBytes;
-    if (driver < this.#lowLimit) return;
-    const target = driver - this.#lowLimit;
-    const pool = params.pool;
-    let totalAge = 0;
-    let freeable = pool.availableCount;
-    if (freeable === 0) return;
-    const epoch = pool.epoch;
-    const candidates = pool.availableList();
-    for (const b of candidates) totalAge += epoch - b.cachedEpoch;
-    this.#numGc++;
-    let reclaimed = 0;
-    let freedCount = 0;
-    let freed = true;
-    while (reclaimed < target && freed && freeable > 0) {
-      const threshold = totalAge / freeable;
-      freed = false;
-      for (const block of candidates) {
-        if (reclaimed >= target) break;
-        if (block.state !== "cached") continue; // taken by a callback
-        const age = epoch - block.cachedEpoch;
-        if (age >= threshold) {
-          freed = true;
-          reclaimed += block.byteLength;
-          totalAge -= age;
-          freeable--;
-          freedCount++;
-          this.#releaseBlock(block, true, "garbage-collection");
-        }
-      }
-    }
-    this.#numGcReleased += freedCount;
-    if (this.#verbosity !== 0) {
-      this.#log(
-        DebugVerbosity.releases,
-        pool,
-        () =>
-          `Garbage collected ${freedCount} buffers from the ${pool.name} pool (reclaimed: ${
-            formatBytes(reclaimed)
-          }, #cached: ${pool.availableCount})`,
-      );
-    }
+    this.#p.releaseCachedBuffers("empty-cache");
+    this.#p.check();
   }
 
   // ---------------------------------------------------------------- events
@@ -1677,7 +708,7 @@ export class WatermarkAllocator<M = unknown>
         block.fenceKeys.push(key);
       }
     }
-    this.#check();
+    this.#p.check();
     return true;
   }
 
@@ -1707,9 +738,9 @@ export class WatermarkAllocator<M = unknown>
   }
 
   #blockOf(buffer: WatermarkBuffer<M>, what: string): _Block<M> {
-    const block = this.#live.get(buffer as _Handle<M>);
+    const block = this.#p.live.get(buffer as _Handle<M>);
     if (block !== undefined) return block;
-    if (buffer instanceof _Handle && buffer.belongsTo(this.#owner)) {
+    if (buffer instanceof _Handle && buffer.belongsTo(this.#p.owner)) {
       if (what === "free") {
         throw new DoubleFreeError(
           `Cannot free buffer #${buffer.id}: it was already released`,
@@ -1727,14 +758,6 @@ export class WatermarkAllocator<M = unknown>
     );
   }
 
-  #viewOf(block: _Block<M>): Uint8Array | undefined {
-    const segment = block.heap.segment;
-    return this.#hostView(segment.memory, {
-      byteOffset: segment.byteOffset + block.offset,
-      byteLength: block.requestedByteLength,
-    });
-  }
-
   // ----------------------------------------------------------------- stats
 
   /**
@@ -1743,43 +766,20 @@ export class WatermarkAllocator<M = unknown>
    * @returns A plain object; it does not change afterwards.
    */
   stats(): WatermarkStats {
-    let cached = 0, pending = 0;
-    for (const pool of this.#poolList) {
-      cached += pool.availableBytes;
-      for (const b of pool.pendingFree) pending += b.byteLength;
-    }
-    return {
-      allocatedBytes: this.#allocated.values(),
-      requestedBytes: this.#requested.values(),
-      reservedBytes: this.#reserved.values(),
-      heaps: this.#heapCount.values(),
-      cachedBytes: cached,
-      pendingFreeBytes: pending,
-      driverAllocatedBytes: this.driverAllocatedBytes,
-      recommendedMaxBytes: this.#recommended,
-      highWatermarkRatio: this.#highRatio,
-      lowWatermarkRatio: this.#lowRatio,
-      highWatermarkLimit: this.#highLimit,
-      lowWatermarkLimit: this.#lowLimit,
-      lowWatermarkValue: this.lowWatermarkValue,
-      numAllocations: this.#numAllocations,
-      numRecycles: this.#numRecycles,
-      numReleases: this.#numReleases,
-      numGarbageCollections: this.#numGc,
-      numGarbageCollected: this.#numGcReleased,
-      numAllocationFailures: this.#numFailures,
-    };
+    return _watermarkStats(this.#p);
   }
 
   /** Sets every peak to its current value. */
   resetPeakStats(): void {
-    for (const a of Object.values(this.#m)) a.resetPeak();
-    this.#oversizeAllocations.resetPeak();
-    this.#oversizeSegments.resetPeak();
-    this.#allocated.resetPeak();
-    this.#requested.resetPeak();
-    this.#reserved.resetPeak();
-    this.#heapCount.resetPeak();
+    this.#p.stats.resetPeak();
+  }
+
+  /**
+   * Sets every allocated and freed total, and the counters of
+   * {@linkcode WatermarkAllocator.memoryStats}, to zero.
+   */
+  resetAccumulatedStats(): void {
+    this.#p.stats.resetAccumulated();
   }
 
   /**
@@ -1808,26 +808,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   memoryStats(): MemoryStats {
-    const m = this.#m;
-    return {
-      allocation: m.allocation.values(),
-      segment: m.segment.values(),
-      active: m.active.values(),
-      inactiveSplit: m.inactiveSplit.values(),
-      allocatedBytes: m.allocatedBytes.values(),
-      reservedBytes: m.reservedBytes.values(),
-      activeBytes: m.activeBytes.values(),
-      inactiveSplitBytes: m.inactiveSplitBytes.values(),
-      requestedBytes: m.requestedBytes.values(),
-      numAllocRetries: this.#numAllocRetries,
-      numOoms: this.#numFailures,
-      numSyncAllStreams: this.#numSyncAll,
-      numDeviceAlloc: this.#numDeviceAlloc,
-      numDeviceFree: this.#numDeviceFree,
-      oversizeAllocations: this.#oversizeAllocations.values(),
-      oversizeSegments: this.#oversizeSegments.values(),
-      maxSplitByteLength: this.#xlargeHeap / 2,
-    };
+    return this.#p.stats.memoryStats(this.#p.xlargeHeap / 2);
   }
 
   /**
@@ -1854,16 +835,7 @@ export class WatermarkAllocator<M = unknown>
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
     if (options !== false) validateObject(options, "options");
-    this.#history = options === false ? null : new TraceRecorder(options);
-  }
-
-  #record(
-    action: TraceAction,
-    address: number,
-    byteLength: number,
-    requested: number,
-  ): void {
-    this.#history!.record(action, address, byteLength, requested, 0);
+    this.#p.history = options === false ? null : new TraceRecorder(options);
   }
 
   /**
@@ -1892,72 +864,13 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   snapshot(): WatermarkSnapshot {
-    if (this.#history !== null) this.#record("snapshot", 0, 0, 0);
-    const segments: WatermarkSegmentSnapshot[] = [];
-    for (const pool of this.#poolList) {
-      for (const heap of pool.heaps) {
-        const blocks: WatermarkBlockSnapshot[] = [];
-        let allocated = 0, active = 0, requested = 0;
-        for (const b of heap.blocks) {
-          const state = b.state === "active"
-            ? "active_allocated"
-            : b.state === "pending-free"
-            ? "active_pending_free"
-            : "inactive";
-          if (b.state === "active") {
-            allocated += b.byteLength;
-            requested += b.requestedByteLength;
-          }
-          if (b.state !== "cached") active += b.byteLength;
-          blocks.push({
-            address: heap.address + b.offset,
-            offset: b.offset,
-            byteLength: b.byteLength,
-            requestedByteLength: b.state === "cached"
-              ? 0
-              : b.requestedByteLength,
-            state,
-            bufferId: b.id,
-            cached: b.state === "cached",
-            shape: [...b.shape],
-          });
-        }
-        for (const r of heap.freeRanges()) {
-          blocks.push({
-            address: heap.address + r.offset,
-            offset: r.offset,
-            byteLength: r.byteLength,
-            requestedByteLength: 0,
-            state: "inactive",
-            bufferId: 0,
-            cached: false,
-            shape: [],
-          });
-        }
-        blocks.sort((a, b) => a.offset - b.offset);
-        segments.push({
-          id: heap.id,
-          address: heap.address,
-          byteLength: heap.byteLength,
-          stream: 0,
-          pool: pool.small ? "small" : "large",
-          allocatedBytes: allocated,
-          activeBytes: active,
-          requestedBytes: requested,
-          memoryByteOffset: heap.segment.byteOffset,
-          blocks,
-          kind: pool.kind,
-          split: heap.isSplit,
-        });
-      }
-    }
-    segments.sort((a, b) => a.address - b.address);
     return {
-      version: SNAPSHOT_FORMAT_VERSION,
-      device: String(this.device),
-      allocator: "WatermarkAllocator",
-      segments,
-      history: this.#history?.entries() ?? [],
+      ...finishSnapshot(
+        String(this.device),
+        "WatermarkAllocator",
+        _watermarkSegments(this.#p),
+        this.#p.history,
+      ),
       stats: this.stats(),
     };
   }
@@ -1986,173 +899,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   validate(): void {
-    const fail = (what: string): never => {
-      throw new AllotError(`WatermarkAllocator is inconsistent: ${what}`);
-    };
-    const deferred = new Set<_Block<unknown>>();
-    this.#deferred.forEach((b) => deferred.add(b));
-    const count = () => [0, 0];
-    const c = {
-      allocation: count(),
-      segment: count(),
-      active: count(),
-      inactiveSplit: count(),
-      allocatedBytes: count(),
-      reservedBytes: count(),
-      activeBytes: count(),
-      inactiveSplitBytes: count(),
-      requestedBytes: count(),
-    };
-    const add = (k: keyof typeof c, small: boolean, v: number): void => {
-      c[k][small ? 0 : 1] += v;
-    };
-    let allocated = 0, requested = 0, reserved = 0, heaps = 0, pending = 0;
-    let live = 0, oversizeAlloc = 0, oversizeSeg = 0;
-    for (const pool of this.#poolList) {
-      let poolBytes = 0, cachedBytes = 0, cachedCount = 0;
-      for (const heap of pool.heaps) {
-        const h = `heap #${heap.id} (${pool.name})`;
-        if (heap.pool !== pool) fail(`${h} is listed in another pool`);
-        const n = heap.byteLength;
-        if (!Number.isSafeInteger(n) || n <= 0) {
-          fail(`${h} has byteLength ${describeValue(n)}`);
-        }
-        heaps++;
-        reserved += n;
-        add("segment", pool.small, 1);
-        add("reservedBytes", pool.small, n);
-        if (!heap.isSplit) oversizeSeg++;
-        const ranges: [number, number, string][] = [];
-        let largest = 0, prevEnd = -1;
-        for (const r of heap.freeRanges()) {
-          if (!(r.byteLength > 0)) fail(`${h} has an empty free range`);
-          if (r.offset <= prevEnd) {
-            fail(
-              `${h} has free ranges out of order or unmerged at ${r.offset}`,
-            );
-          }
-          prevEnd = r.offset + r.byteLength;
-          largest = Math.max(largest, r.byteLength);
-          ranges.push([r.offset, r.byteLength, "free range"]);
-        }
-        if (largest !== heap.largestFree) {
-          fail(
-            `${h} says its largest free range is ${heap.largestFree}, counted ${largest}`,
-          );
-        }
-        for (const b of heap.blocks) {
-          const what = `buffer #${b.id} in ${h}`;
-          if (b.heap !== heap) fail(`${what} names another heap`);
-          ranges.push([b.offset, b.byteLength, `buffer #${b.id}`]);
-          poolBytes += b.byteLength;
-          if (b.offset % this.alignment !== 0) {
-            fail(`${what} is at unaligned offset ${b.offset}`);
-          }
-          const small = pool.small;
-          if (b.state === "active") {
-            const handle = b.handle as _Handle<M> | undefined;
-            if (handle === undefined || this.#live.get(handle) !== b) {
-              fail(`${what} is active but has no live handle`);
-            }
-            live++;
-            add("allocation", small, 1);
-            add("allocatedBytes", small, b.byteLength);
-            if (!heap.isSplit) oversizeAlloc++;
-          } else if (b.state === "pending-free") {
-            if (!pool.pendingFree.has(b) || !deferred.has(b)) {
-              fail(`${what} is pending free but not waiting`);
-            }
-            pending++;
-          } else if (b.state === "cached") {
-            if (b.availableIndex < 0) fail(`${what} is cached but not listed`);
-            cachedBytes += b.byteLength;
-            cachedCount++;
-            if (heap.isSplit) {
-              add("inactiveSplit", small, 1);
-              add("inactiveSplitBytes", small, b.byteLength);
-            }
-          } else fail(`${what} is ${b.state} but still in its heap`);
-          if (b.state !== "cached") {
-            allocated += b.byteLength;
-            requested += b.requestedByteLength;
-            add("active", small, 1);
-            add("activeBytes", small, b.byteLength);
-            add("requestedBytes", small, b.requestedByteLength);
-            if (b.availableIndex !== -1) fail(`${what} is listed as cached`);
-          }
-        }
-        ranges.sort((a, b) => a[0] - b[0]);
-        let end = 0;
-        for (const [offset, byteLength, what] of ranges) {
-          if (offset !== end) {
-            fail(
-              `${h}: ${what} at ${offset} ${
-                offset < end ? "overlaps" : "leaves a gap after"
-              } byte ${end}`,
-            );
-          }
-          end = offset + byteLength;
-        }
-        if (end !== n) fail(`${h} of ${n} bytes is tiled up to byte ${end}`);
-      }
-      for (const b of pool.pendingFree) {
-        if (
-          b.state !== "pending-free" || !b.heap.blocks.has(b) ||
-          b.heap.pool !== pool
-        ) {
-          fail(`buffer #${b.id} waits in ${pool.name} but is ${b.state}`);
-        }
-      }
-      for (const b of pool.availableList()) {
-        if (
-          b.state !== "cached" || b.heap.pool !== pool ||
-          !pool.heaps.has(b.heap)
-        ) {
-          fail(
-            `buffer #${b.id} is listed as cached in ${pool.name} but is ${b.state}`,
-          );
-        }
-      }
-      if (poolBytes !== pool.allocatedBytes) {
-        fail(
-          `${pool.name} pool says ${pool.allocatedBytes} bytes in buffers, counted ${poolBytes}`,
-        );
-      }
-      if (
-        cachedBytes !== pool.availableBytes ||
-        cachedCount !== pool.availableCount
-      ) {
-        fail(
-          `${pool.name} pool says ${pool.availableCount} cached buffers of ${pool.availableBytes} bytes, counted ${cachedCount} of ${cachedBytes}`,
-        );
-      }
-    }
-    if (live !== this.#live.size) {
-      fail(`${this.#live.size} live handles for ${live} active buffers`);
-    }
-    if (pending !== this.#pendingCount) {
-      fail(`pending count ${this.#pendingCount}, counted ${pending}`);
-    }
-    const stat = (name: string, s: Stat, v: number): void => {
-      if (s.current !== v) fail(`${name} is ${s.current}, counted ${v}`);
-    };
-    stat("allocated bytes", this.#allocated, allocated);
-    stat("requested bytes", this.#requested, requested);
-    stat("reserved bytes", this.#reserved, reserved);
-    stat("heap count", this.#heapCount, heaps);
-    stat("oversize allocations", this.#oversizeAllocations, oversizeAlloc);
-    stat("oversize segments", this.#oversizeSegments, oversizeSeg);
-    for (const k of Object.keys(c) as (keyof typeof c)[]) {
-      const a = this.#m[k];
-      stat(`${k} (small pools)`, a.small, c[k][0]);
-      stat(`${k} (large pools)`, a.large, c[k][1]);
-      stat(`${k} (all pools)`, a.all, c[k][0] + c[k][1]);
-    }
-  }
-
-  /** Strict mode: validates (before and after each call that changes state). */
-  #check(): void {
-    if (this.#strict) this.validate();
+    _validateWatermark(this.#p);
   }
 }
 

@@ -943,3 +943,47 @@ describe("WatermarkAllocator segment source", () => {
     allocator.allocateBuffer(4096).release();
   });
 });
+
+describe("WatermarkAllocator over the pooling core", () => {
+  it("WatermarkAllocator's snapshot counts a pending buffer's requested bytes like its stats, and says how many history events were dropped", () => {
+    const allocator = new WatermarkAllocator(
+      new MockSegmentSource({ capacityBytes: 1 << 30 }),
+      { recordHistory: { maxEntries: 3 } },
+    );
+    const stream = new ManualStream();
+    const a = allocator.allocateBuffer(1000);
+    const b = allocator.allocateBuffer(3000);
+    allocator.recordEvents([a], stream);
+    a.release(); // pending: its work runs
+    const snapshot = allocator.snapshot();
+    const requested = snapshot.segments.reduce(
+      (sum, s) => sum + s.requestedBytes,
+      0,
+    );
+    assert.equal(requested, 4000);
+    assert.equal(requested, allocator.memoryStats().requestedBytes.all.current);
+    assert.equal(snapshot.stats.requestedBytes.current, 4000);
+    assert.ok((snapshot.droppedEntries ?? 0) > 0);
+    stream.completeAll();
+    b.release();
+    allocator.validate();
+  });
+
+  it("WatermarkAllocator.resetAccumulatedStats() zeroes totals and counters, keeps current values", () => {
+    const allocator = new WatermarkAllocator(
+      new MockSegmentSource({ capacityBytes: 1 << 30 }),
+    );
+    const a = allocator.allocateBuffer(4096);
+    allocator.allocateBuffer(4096).release();
+    allocator.resetAccumulatedStats();
+    const s = allocator.memoryStats();
+    assert.equal(s.allocation.all.current, 1);
+    assert.equal(s.allocation.all.allocated, 0);
+    assert.equal(s.allocatedBytes.all.freed, 0);
+    assert.equal(s.numDeviceAlloc, 0);
+    assert.equal(allocator.stats().allocatedBytes.allocated, 0);
+    a.release();
+    assert.equal(allocator.memoryStats().allocation.all.freed, 1);
+    allocator.validate();
+  });
+});

@@ -1,0 +1,228 @@
+/**
+ * Internal: {@linkcode _resolveCachingOptions}, the checked and defaulted
+ * form of {@linkcode CachingAllocatorOptions} that the facade and the policy
+ * read.
+ *
+ * @module
+ */
+
+import {
+  describeValue,
+  InvalidArgumentError,
+  type LeakDetector,
+  type SegmentSource,
+  type TraceRecorderOptions,
+  validateAlignment,
+  validateByteLength,
+  validateObject,
+} from "@allot/core";
+import type { CachingAllocatorOptions } from "./caching_options.ts";
+import {
+  expandRoundupPower2Divisions,
+  MIN_BLOCK_BYTE_LENGTH,
+} from "./round_size.ts";
+
+const MiB = 1048576;
+
+/** Every option, checked, with its default applied. */
+export interface _CachingConfig {
+  label: string;
+  /** Block granule (raised to the source's alignment). */
+  granule: number;
+  smallRequestMax: number;
+  smallSegment: number;
+  largeSegment: number;
+  ownSegmentMin: number;
+  largeRound: number;
+  maxSplit: number;
+  nonSplitRounding: number;
+  /** Largest block or segment: the source's limit, in whole granules. */
+  maxBlock: number;
+  /** Power-of-two divisions, or `undefined` when none divide. */
+  divisions: number[] | undefined;
+  fraction: number;
+  gcThreshold: number;
+  expandable: boolean;
+  strict: boolean;
+  leakDetector: LeakDetector | undefined;
+  recordHistory: TraceRecorderOptions | false;
+}
+
+function positive(
+  value: number | undefined,
+  fallback: number,
+  name: string,
+): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a positive integer, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: Number.MAX_SAFE_INTEGER },
+    );
+  }
+  return value;
+}
+
+function checkMultiple(value: number, granule: number, name: string): void {
+  if (value % granule !== 0) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a multiple of the block granule ${granule}, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: granule },
+    );
+  }
+}
+
+/**
+ * Checks a fraction: `memoryFraction` in (0, 1], others in [0, 1).
+ *
+ * @returns The value.
+ */
+export function _checkFraction(
+  value: number,
+  name: string,
+  max: number,
+): number {
+  const ok = typeof value === "number" && value >= 0 &&
+    (max === 1 ? value <= 1 : value < 1) &&
+    (name !== "memoryFraction" || value > 0);
+  if (!ok) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a number in ${
+        name === "memoryFraction" ? "(0, 1]" : "[0, 1)"
+      }, received ${describeValue(value)}`,
+      { name, value, limit: 1 },
+    );
+  }
+  return value;
+}
+
+/**
+ * Checks `options` against `source` and applies the defaults.
+ *
+ * @returns The configuration.
+ * @throws {InvalidArgumentError} For an option out of range.
+ */
+export function _resolveCachingOptions<M>(
+  source: SegmentSource<M>,
+  options: CachingAllocatorOptions,
+): _CachingConfig {
+  validateObject(source, "source");
+  validateObject(options, "options");
+  const requested = validateAlignment(
+    options.minBlockByteLength ?? MIN_BLOCK_BYTE_LENGTH,
+    2 ** 30,
+    "minBlockByteLength",
+  );
+  const granule = Math.max(
+    requested,
+    validateAlignment(source.alignment, 2 ** 30, "source.alignment"),
+  );
+  const smallMax = positive(
+    options.smallRequestMaxByteLength,
+    MiB,
+    "smallRequestMaxByteLength",
+  );
+  const smallSegment = positive(
+    options.smallSegmentByteLength,
+    2 * MiB,
+    "smallSegmentByteLength",
+  );
+  const largeSegment = positive(
+    options.largeSegmentByteLength,
+    20 * MiB,
+    "largeSegmentByteLength",
+  );
+  const ownMin = positive(
+    options.ownSegmentMinByteLength,
+    10 * MiB,
+    "ownSegmentMinByteLength",
+  );
+  const largeRound = positive(
+    options.largeRoundByteLength,
+    2 * MiB,
+    "largeRoundByteLength",
+  );
+  checkMultiple(smallSegment, granule, "smallSegmentByteLength");
+  checkMultiple(largeSegment, granule, "largeSegmentByteLength");
+  checkMultiple(largeRound, granule, "largeRoundByteLength");
+  if (smallSegment < smallMax) {
+    throw new InvalidArgumentError(
+      `Invalid smallSegmentByteLength: must be at least smallRequestMaxByteLength ${smallMax}, received ${smallSegment}`,
+      {
+        name: "smallSegmentByteLength",
+        value: smallSegment,
+        limit: smallMax,
+      },
+    );
+  }
+  if (ownMin > largeSegment || ownMin <= smallMax) {
+    throw new InvalidArgumentError(
+      `Invalid ownSegmentMinByteLength: must be in (${smallMax}, ${largeSegment}], received ${
+        describeValue(ownMin)
+      }`,
+      {
+        name: "ownSegmentMinByteLength",
+        value: ownMin,
+        limit: [smallMax, largeSegment],
+      },
+    );
+  }
+  const maxSplit = options.maxSplitByteLength ?? options.maxSplitSize ??
+    Infinity;
+  if (
+    !(maxSplit === Infinity || Number.isSafeInteger(maxSplit)) ||
+    maxSplit < largeSegment
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid maxSplitByteLength: must be an integer of at least largeSegmentByteLength ${largeSegment}, or Infinity, received ${
+        describeValue(maxSplit)
+      }`,
+      { name: "maxSplitByteLength", value: maxSplit, limit: largeSegment },
+    );
+  }
+  const nonSplit = options.maxNonSplitRoundingByteLength ??
+    options.maxNonSplitRoundingSize ?? 20 * MiB;
+  validateByteLength(
+    nonSplit,
+    Number.MAX_SAFE_INTEGER,
+    "maxNonSplitRoundingByteLength",
+  );
+  const expanded = expandRoundupPower2Divisions(
+    options.roundupPower2Divisions ?? 0,
+  );
+  const fraction = _checkFraction(
+    options.memoryFraction ?? 1,
+    "memoryFraction",
+    1,
+  );
+  const gcThreshold = _checkFraction(
+    options.garbageCollectionThreshold ?? 0,
+    "garbageCollectionThreshold",
+    0,
+  );
+  const history = options.recordHistory ?? false;
+  return {
+    label: options.label ?? "CachingAllocator",
+    granule,
+    smallRequestMax: smallMax,
+    smallSegment,
+    largeSegment,
+    ownSegmentMin: ownMin,
+    largeRound,
+    maxSplit,
+    nonSplitRounding: nonSplit,
+    maxBlock: Math.floor(source.maxSegmentByteLength / granule) * granule,
+    divisions: expanded.some((d) => d > 1) ? expanded : undefined,
+    fraction,
+    gcThreshold,
+    expandable: options.expandableSegments === true &&
+      typeof source.tryResizeSegment === "function",
+    strict: options.strict === true,
+    leakDetector: options.leakDetector,
+    recordHistory: history === true ? {} : history,
+  };
+}

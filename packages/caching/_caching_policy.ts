@@ -1,0 +1,551 @@
+/**
+ * Internal: {@linkcode _CachingPolicy}, PyTorch's caching policy over the
+ * pooling core: where a request is served from (best fit in the pool of its
+ * size class and stream), how a block is split and merged back, when a new
+ * segment is taken (of which size, and what is given back first when the
+ * device is full), and age-based garbage collection. The facade,
+ * {@linkcode CachingAllocator}, checks arguments and makes handles; this
+ * file is the policy, read top-down: free, find, take, merge, grow, give
+ * back.
+ *
+ * The shared machinery comes from `@allot/core`: fence-grouped pending
+ * frees ({@linkcode DeferredFrees}), segment acquisition and its errors
+ * (`acquireSegment`, `releaseSegment`), the stats
+ * ({@linkcode PoolStats}), age-based collection ({@linkcode collectByAge})
+ * and history ({@linkcode TraceRecorder}). Segments (taking one, giving one
+ * back, expandable segments growing and shrinking) live in
+ * `_caching_segments.ts`, the invariant check in `_caching_validate.ts`.
+ *
+ * @module
+ */
+
+import {
+  AllotError,
+  collectByAge,
+  DeferredFrees,
+  type Fence,
+  junkFill,
+  PoolStats,
+  type SegmentSource,
+  type Stream,
+  type TraceAction,
+  type TraceRecorder,
+} from "@allot/core";
+import {
+  _Block,
+  _BlockPool,
+  type _Segment,
+  ALLOCATED,
+  FREE,
+  PENDING,
+} from "./_block_pool.ts";
+import type { _BlockIds } from "./_block_ids.ts";
+import type { _CachingConfig } from "./_caching_config.ts";
+import { _validateCaching } from "./_caching_validate.ts";
+import {
+  _allocSegmentBlock,
+  _releaseSegment,
+  _shrinkSegment,
+} from "./_caching_segments.ts";
+import { captureStack } from "./snapshot.ts";
+
+/** The caching policy's state and steps (fields are read by the facade). */
+export class _CachingPolicy<M> {
+  readonly source: SegmentSource<M>;
+  readonly label: string;
+  readonly minBlockByteLength: number;
+  readonly smallRequestMaxByteLength: number;
+  readonly smallSegmentByteLength: number;
+  readonly largeSegmentByteLength: number;
+  readonly ownSegmentMinByteLength: number;
+  readonly largeRoundByteLength: number;
+  readonly maxSplitByteLength: number;
+  readonly maxNonSplitRoundingByteLength: number;
+  readonly maxBlockByteLength: number;
+  readonly gcThreshold: number;
+  readonly expandable: boolean;
+  readonly strict: boolean;
+  fraction: number;
+  readonly small: _BlockPool<M> = new _BlockPool<M>(true);
+  readonly large: _BlockPool<M> = new _BlockPool<M>(false);
+  // Expandable segments: the own segments' blocks, kept apart from the
+  // large pool's expandable segment (same stats pool: large).
+  readonly own: _BlockPool<M> = new _BlockPool<M>(false);
+  readonly segments: Set<_Segment<M>> = new Set();
+  // _Block<unknown>: a callback parameter of M would make M invariant.
+  readonly deferred: DeferredFrees<_Block<unknown>> = new DeferredFrees<
+    _Block<unknown>
+  >((b) => this.freeBlock(b as _Block<M>));
+  readonly stats: PoolStats = new PoolStats();
+  readonly ids: _BlockIds<M>;
+  // Recycled block records, a stack that never shrinks: pop() to empty and
+  // push() again would reallocate the array's store on every hit.
+  spare: _Block<M>[] = [];
+  spareCount = 0;
+  nextSegmentId = 1;
+  nextAddress = 0;
+  /** Allocation requests so far: the age of a cached block is counted in them. */
+  clock = 0;
+  history: TraceRecorder | null = null;
+  /** The facade's `validate()`, which strict mode runs (set by the facade). */
+  validate: () => void = () => _validateCaching(this);
+  /** Tag of the enclosing `withTag()` scope (segment labels name it). */
+  tag: string | undefined = undefined;
+  // Whether history or strict mode watch the hot path (one test there).
+  watched = false;
+  segmentOptions: { label: string; resizable?: boolean };
+  // Whether the device refused a segment (expandable segments only).
+  pressured = false;
+  // The expandable segment of each stream, per pool (small, large).
+  readonly growing: [Map<number, _Segment<M>>, Map<number, _Segment<M>>] = [
+    new Map(),
+    new Map(),
+  ];
+
+  constructor(
+    source: SegmentSource<M>,
+    config: _CachingConfig,
+    ids: _BlockIds<M>,
+  ) {
+    this.source = source;
+    this.label = config.label;
+    this.minBlockByteLength = config.granule;
+    this.smallRequestMaxByteLength = config.smallRequestMax;
+    this.smallSegmentByteLength = config.smallSegment;
+    this.largeSegmentByteLength = config.largeSegment;
+    this.ownSegmentMinByteLength = config.ownSegmentMin;
+    this.largeRoundByteLength = config.largeRound;
+    this.maxSplitByteLength = config.maxSplit;
+    this.maxNonSplitRoundingByteLength = config.nonSplitRounding;
+    this.maxBlockByteLength = config.maxBlock;
+    this.fraction = config.fraction;
+    this.gcThreshold = config.gcThreshold;
+    this.expandable = config.expandable;
+    this.strict = config.strict;
+    this.watched = config.strict;
+    this.ids = ids;
+    this.segmentOptions = { label: config.label };
+  }
+
+  /** Bytes the allocator may reserve: fraction times capacity. */
+  get allowedBytes(): number {
+    return this.fraction * this.source.capacityBytes;
+  }
+
+  /**
+   * A block freed by the caller: it waits for the fences of the streams
+   * that used it (pending), or goes back to the pool now.
+   */
+  release(b: _Block<M>): void {
+    let fences: Fence[] | null = null;
+    let streamIds: number[] | null = null;
+    if (b.streamUses !== null) {
+      // Take fences before changing anything: a stream may throw.
+      for (const stream of b.streamUses) {
+        const fence = stream.fence();
+        if (!completedOrThrew(fence)) {
+          (fences ??= []).push(fence);
+          (streamIds ??= []).push(stream.id);
+        }
+      }
+    }
+    b.streamUses = null;
+    const small = b.segment.small;
+    this.stats.freed(small, b.size);
+    if (b.size >= this.maxSplitByteLength) {
+      this.stats.oversizeAllocation(-1);
+    }
+    if (this.history !== null) {
+      this.record(
+        "free_requested",
+        b.address,
+        b.size,
+        b.requested,
+        b.streamId,
+        b.tag,
+      );
+    }
+    if (fences !== null) {
+      b.state = PENDING;
+      this.deferred.defer(b, streamIds!, fences);
+      // Still active: allocation moved to pending free.
+      this.stats.pending(small, b.size);
+    } else {
+      this.freeBlock(b);
+    }
+    if (this.watched && this.strict) this.strictCheck();
+  }
+
+  /**
+   * The best-fitting free block of `pool` for `size` bytes on stream
+   * `streamId` (still in the pool: `take()` carves it), or `undefined`.
+   */
+  getFreeBlock(
+    pool: _BlockPool<M>,
+    streamId: number,
+    size: number,
+  ): _Block<M> | undefined {
+    this.clock++;
+    if (pool.count === 0) return undefined;
+    const b = pool.lowerBound(streamId, size);
+    if (b === undefined) return undefined;
+    const maxSplit = this.maxSplitByteLength;
+    if (size < maxSplit && b.size >= maxSplit) return undefined;
+    if (
+      size >= maxSplit && b.size >= size + this.maxNonSplitRoundingByteLength
+    ) {
+      return undefined;
+    }
+    if (pool === this.own && b.size - size >= this.largeRoundByteLength) {
+      // Expandable segments: an own segment serves only a request of about
+      // its size (split, it would pin its rest).
+      return undefined;
+    }
+    return b; // still in the pool: take() re-keys or removes it
+  }
+
+  /** Carves `size` bytes from free block `b`: the allocated block. */
+  take(
+    b: _Block<M>,
+    pool: _BlockPool<M>,
+    size: number,
+    requested: number,
+    tag: string | undefined,
+  ): _Block<M> {
+    // (Under pressure a large request may be served from an own segment.)
+    if (this.expandable) pool = this.poolOf(b.segment);
+    const small = pool.small;
+    const alreadySplit = b.prev !== null || b.next !== null;
+    const remaining = b.size - size;
+    const split = pool.small
+      ? remaining >= this.minBlockByteLength
+      : size < this.maxSplitByteLength &&
+        remaining > this.smallRequestMaxByteLength &&
+        (b.segment.expandable || !this.expandable);
+    if (split) {
+      const rest = b;
+      const seg = rest.segment;
+      b = this.newBlock(seg);
+      b.offset = rest.offset;
+      b.address = rest.address;
+      b.size = size;
+      b.streamId = rest.streamId;
+      b.prev = rest.prev;
+      if (b.prev !== null) b.prev.next = b;
+      else seg.head = b;
+      b.next = rest;
+      rest.prev = b;
+      pool.resize(rest, rest.size - size, rest.address + size);
+      rest.offset += size;
+      rest.stamp = this.clock;
+      if (alreadySplit) this.stats.splitTaken(small, size, 0);
+      else this.stats.split(small, 1, rest.size);
+    } else {
+      pool.remove(b);
+      if (alreadySplit) this.stats.splitTaken(small, b.size, 1);
+    }
+    b.state = ALLOCATED;
+    b.requested = requested;
+    b.tag = tag;
+    const bytes = b.size;
+    this.stats.allocated(
+      small,
+      bytes,
+      requested,
+      this.deferred.count !== 0,
+    );
+    if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
+    if (this.watched) this.watchTake(b);
+    return b;
+  }
+
+  /** History and strict mode after take() (kept apart: the hit is short). */
+  watchTake(b: _Block<M>): void {
+    if (this.history !== null) {
+      this.record("alloc", b.address, b.size, b.requested, b.streamId, b.tag);
+      if (this.history.captureStack) b.stack = captureStack();
+    }
+    if (this.strict) this.strictCheck(b);
+  }
+
+  /** Strict mode: validates; `b`, if given, must be an allocated block. */
+  strictCheck(b?: _Block<M>): void {
+    this.validate();
+    if (b !== undefined && b.state !== ALLOCATED) {
+      throw new AllotError(
+        `${this.label} is inconsistent: block not allocated`,
+      );
+    }
+  }
+
+  /**
+   * A block back in its pool (its fences done): merged with free
+   * neighbours; the survivor is re-keyed in place or inserted.
+   */
+  freeBlock(b: _Block<M>): void {
+    const seg = b.segment;
+    const pool = this.poolOf(seg);
+    const originalSize = b.size, requested = b.requested;
+    const wasPending = b.state === PENDING;
+    if (this.watched) this.watchFree(b);
+    // The merged block lives on in a free neighbour when there is one
+    // (already in the pool: re-keyed in place), else in b (inserted).
+    let splitBlocks = 0, splitBytes = 0;
+    const prev = b.prev, next = b.next;
+    const prevFree = prev !== null && prev.state === FREE;
+    const nextFree = next !== null && next.state === FREE;
+    let survivor: _Block<M>;
+    if (prevFree) {
+      survivor = prev;
+      splitBlocks--;
+      splitBytes -= prev.size;
+      let size = prev.size + b.size;
+      prev.next = next;
+      if (next !== null) next.prev = prev;
+      if (nextFree) {
+        pool.remove(next);
+        splitBlocks--;
+        splitBytes -= next.size;
+        size += next.size;
+        prev.next = next.next;
+        if (next.next !== null) next.next.prev = prev;
+        this.recycle(next);
+      }
+      this.recycle(b);
+      prev.stamp = this.clock;
+      pool.resize(prev, size, prev.address);
+    } else if (nextFree) {
+      survivor = next;
+      splitBlocks--;
+      splitBytes -= next.size;
+      pool.resize(next, next.size + b.size, b.address);
+      next.offset = b.offset;
+      next.prev = prev;
+      if (prev !== null) prev.next = next;
+      else seg.head = next;
+      this.recycle(b);
+      next.stamp = this.clock;
+    } else {
+      survivor = b;
+      b.state = FREE;
+      b.requested = 0;
+      b.stack = undefined;
+      b.tag = undefined;
+      b.stamp = this.clock;
+      pool.insert(b);
+    }
+    if (survivor.prev !== null || survivor.next !== null) {
+      splitBlocks++;
+      splitBytes += survivor.size;
+    }
+    this.stats.inactive(
+      seg.small,
+      originalSize,
+      requested,
+      wasPending,
+      splitBlocks,
+      splitBytes,
+    );
+  }
+
+  /** Strict mode and history when freeBlock() frees `b`. */
+  watchFree(b: _Block<M>): void {
+    const seg = b.segment;
+    if (this.strict) {
+      junkFill(seg.raw.memory, seg.raw.byteOffset + b.offset, b.size);
+    }
+    if (this.history !== null) {
+      this.record(
+        "free_completed",
+        b.address,
+        b.size,
+        b.requested,
+        b.streamId,
+        b.tag,
+      );
+    }
+  }
+
+  /**
+   * No cached block fits: collect old segments (GC), take a new segment;
+   * when the device is full, free cached oversize blocks, then the whole
+   * cache, and retry.
+   */
+  allocSlow(
+    pool: _BlockPool<M>,
+    size: number,
+    stream: Stream,
+  ): _Block<M> | undefined {
+    if (this.gcThreshold > 0) this.garbageCollect();
+    let b = _allocSegmentBlock(this, pool, size, stream, false);
+    if (b !== undefined) return b;
+    if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
+      b = _allocSegmentBlock(this, pool, size, stream, false);
+      if (b !== undefined) return b;
+    }
+    // Expandable segments: the device is full, so from now on large requests
+    // that the expandable segment cannot serve from its holes get segments
+    // of their own, which a full device gets back whole (grown, the
+    // segment would pin them in place).
+    if (this.expandable) this.pressured = true;
+    this.releaseCachedBlocks();
+    return _allocSegmentBlock(this, pool, size, stream, true);
+  }
+
+  /**
+   * Frees cached oversize blocks of the stream that cover `size`
+   * (PyTorch's `release_available_cached_blocks`); whether enough went.
+   */
+  releaseAvailableCachedBlocks(
+    pool: _BlockPool<M>,
+    size: number,
+    streamId: number,
+  ): boolean {
+    const maxSplit = this.maxSplitByteLength;
+    if (maxSplit === Infinity) return false;
+    const key = size < maxSplit ? maxSplit : size;
+    // The slow path: work on a flat copy of the pool.
+    const blocks = pool.all();
+    let i = 0;
+    while (
+      i < blocks.length &&
+      (blocks[i].streamId < streamId ||
+        (blocks[i].streamId === streamId && blocks[i].size < key))
+    ) i++;
+    if (i === blocks.length || blocks[i].streamId !== streamId) {
+      if (i === 0) return false;
+      let released = 0;
+      i--;
+      while (
+        released < key && i >= 0 && blocks[i].size >= maxSplit &&
+        blocks[i].streamId === streamId
+      ) {
+        const b = blocks[i--];
+        if (b.prev === null && b.next === null) {
+          released += b.size;
+          _releaseSegment(this, b);
+        }
+      }
+      return released >= key;
+    }
+    const b = blocks[i];
+    if (b.prev !== null || b.next !== null) return false;
+    _releaseSegment(this, b);
+    return true;
+  }
+
+  /**
+   * Returns every whole free segment, and every free tail of an
+   * expandable segment, to the device (`emptyCache()`, a full device).
+   */
+  releaseCachedBlocks(): void {
+    if (this.deferred.count > 0) this.deferred.poll();
+    for (const pool of this.pools()) {
+      const blocks = pool.all();
+      for (let i = blocks.length - 1; i >= 0; i--) {
+        const b = blocks[i];
+        if (b.prev === null && b.next === null) _releaseSegment(this, b);
+      }
+      pool.prune(); // streams that hold nothing more keep no bins
+    }
+    for (const growing of this.growing) {
+      for (const seg of growing.values()) _shrinkSegment(this, seg);
+    }
+  }
+
+  /**
+   * Above `gcThreshold` of the allowed bytes, frees whole cached
+   * segments older than the average until reserved bytes fall below it.
+   */
+  garbageCollect(): void {
+    const allowed = this.allowedBytes;
+    if (!Number.isFinite(allowed)) return;
+    const threshold = this.gcThreshold * allowed;
+    const reserved = this.stats.reservedBytes;
+    if (reserved <= threshold) return;
+    const candidates: _Block<M>[] = [], ages: number[] = [];
+    const sizes: number[] = [];
+    for (const pool of this.pools().reverse()) {
+      for (const b of pool.all()) {
+        if (b.prev === null && b.next === null) {
+          candidates.push(b);
+          ages.push(this.clock - b.stamp);
+          sizes.push(b.size);
+        }
+      }
+    }
+    collectByAge(candidates, ages, sizes, reserved - threshold, (b) => {
+      _releaseSegment(this, b);
+      return true;
+    });
+  }
+
+  /** The pool that holds the free blocks of `seg`. */
+  poolOf(seg: _Segment<M>): _BlockPool<M> {
+    return seg.small
+      ? this.small
+      : this.expandable && !seg.expandable
+      ? this.own
+      : this.large;
+  }
+
+  /** Every pool (the own-segment pool only with expandable segments). */
+  pools(): _BlockPool<M>[] {
+    return this.expandable
+      ? [this.small, this.large, this.own]
+      : [this.small, this.large];
+  }
+
+  /** The pool a request of `size` rounded bytes is served from. */
+  poolFor(size: number): _BlockPool<M> {
+    return size <= this.smallRequestMaxByteLength
+      ? this.small
+      : this.expandable && size >= this.ownSegmentMinByteLength
+      ? this.own
+      : this.large;
+  }
+
+  /** Records one history event (history is on). */
+  record(
+    action: TraceAction,
+    address: number,
+    size: number,
+    requested: number,
+    stream: number,
+    tag?: string,
+  ): void {
+    this.history!.record(action, address, size, requested, stream, tag);
+  }
+
+  /** A block record for `segment`, recycled when one is spare. */
+  newBlock(segment: _Segment<M>): _Block<M> {
+    if (this.spareCount === 0) return new _Block(segment);
+    const b = this.spare[--this.spareCount];
+    b.segment = segment;
+    return b;
+  }
+
+  /** Keeps a block record that left its segment for reuse. */
+  recycle(b: _Block<M>): void {
+    b.prev = b.next = null;
+    b.streamUses = null;
+    b.waitingFences = 0;
+    b.stack = undefined;
+    b.tag = undefined;
+    if (b.slot >= 0) this.ids.remove(b);
+    if (this.spareCount < 1024) {
+      if (this.spareCount === this.spare.length) this.spare.push(b);
+      else this.spare[this.spareCount] = b;
+      this.spareCount++;
+    }
+  }
+}
+
+/** A fence that throws counts as not complete: DeferredFrees reports it. */
+function completedOrThrew(fence: Fence): boolean {
+  try {
+    return fence.completed === true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,301 @@
+/**
+ * Internal: the caching policy's segments: taking one from the source
+ * (of which size, with a smaller one when the device is too full), giving a
+ * whole free one back, and expandable segments (PyTorch's
+ * `expandable_segments`, in spirit): where the source can resize segments
+ * in place, each pool keeps one segment per stream that grows at its end
+ * ({@linkcode _growBlock}) instead of taking new segments; `emptyCache()`
+ * and a full device give free tails back ({@linkcode _shrinkSegment}).
+ *
+ * @module
+ */
+
+import {
+  acquireSegment,
+  releaseSegment,
+  resizeSegment,
+  type Segment,
+  type SegmentSource,
+  type Stream,
+} from "@allot/core";
+import { type _Block, type _BlockPool, _Segment, FREE } from "./_block_pool.ts";
+import type { _CachingPolicy } from "./_caching_policy.ts";
+
+/**
+ * A free block of at least `size` bytes in a new segment (or, with
+ * expandable segments, in the stream's grown segment), or `undefined` when
+ * the device or the memory fraction refuses. A segment of the pool's size
+ * is tried first, then a tighter one (PyTorch fails there; on small devices
+ * this keeps large requests possible). `isRetry` counts the attempt in
+ * `numAllocRetries`.
+ */
+export function _allocSegmentBlock<M>(
+  p: _CachingPolicy<M>,
+  pool: _BlockPool<M>,
+  size: number,
+  stream: Stream,
+  isRetry: boolean,
+): _Block<M> | undefined {
+  if (isRetry) p.stats.numAllocRetries++;
+  if (
+    p.expandable && (pool.small || size < p.ownSegmentMinByteLength)
+  ) {
+    if (pool.small || !p.pressured) {
+      return _growBlock(p, pool, size, stream);
+    }
+    const own = p.getFreeBlock(p.own, stream.id, size);
+    if (own !== undefined) return own;
+    pool = p.own;
+  }
+  const full = p.expandable
+    ? Math.ceil(size / p.minBlockByteLength) * p.minBlockByteLength
+    : _segmentSizeFor(p, pool, size);
+  const allowed = p.allowedBytes;
+  const reserved = p.stats.reservedBytes;
+  let raw = undefined;
+  let segSize = full;
+  if (reserved + full <= allowed) raw = _trySegment(p, full, size, pool);
+  if (raw === undefined && full > size) {
+    // A device too small or too full for a whole segment: take just enough.
+    // (PyTorch fails here; on small devices this keeps large requests
+    // possible.)
+    const granule = pool.small ? p.minBlockByteLength : p.largeRoundByteLength;
+    let tight = Math.ceil(size / granule) * granule;
+    if (tight > full) tight = full;
+    if (tight < full && reserved + tight <= allowed) {
+      segSize = tight;
+      raw = _trySegment(p, tight, size, pool);
+    }
+    if (raw === undefined && tight !== size && reserved + size <= allowed) {
+      segSize = size;
+      raw = _trySegment(p, size, size, pool);
+    }
+  }
+  if (raw === undefined) return undefined;
+  return _addSegment(p, raw, segSize, pool, stream, false);
+}
+
+/** The segment size of `pool` for a request of `size` bytes. */
+export function _segmentSizeFor<M>(
+  p: _CachingPolicy<M>,
+  pool: _BlockPool<M>,
+  size: number,
+): number {
+  let s = pool.small
+    ? p.smallSegmentByteLength
+    : size < p.ownSegmentMinByteLength
+    ? p.largeSegmentByteLength
+    : Math.ceil(size / p.largeRoundByteLength) * p.largeRoundByteLength;
+  if (s > p.maxBlockByteLength) s = p.maxBlockByteLength;
+  return s < size ? size : s;
+}
+
+/** A new segment's one free block, in the pool; stats and history. */
+export function _addSegment<M>(
+  p: _CachingPolicy<M>,
+  raw: Segment<M>,
+  segSize: number,
+  pool: _BlockPool<M>,
+  stream: Stream,
+  expandable: boolean,
+): _Block<M> {
+  const seg = new _Segment<M>(
+    p.nextSegmentId++,
+    p.nextAddress,
+    raw,
+    segSize,
+    pool.small,
+    stream,
+    expandable,
+  );
+  // An expandable segment keeps the address range it may grow into.
+  p.nextAddress += expandable ? p.maxBlockByteLength : segSize;
+  p.segments.add(seg);
+  const b = p.newBlock(seg);
+  b.offset = 0;
+  b.address = seg.address;
+  b.size = segSize;
+  b.streamId = stream.id;
+  b.state = FREE;
+  b.requested = 0;
+  b.prev = b.next = null;
+  b.stamp = p.clock;
+  seg.head = b;
+  pool.insert(b); // take() carves it from the pool like a cached one
+  p.stats.reserved(pool.small, 1, segSize);
+  if (segSize >= p.maxSplitByteLength) p.stats.oversizeSegment(1);
+  p.stats.numDeviceAlloc++;
+  if (p.history !== null) {
+    p.record("segment_alloc", seg.address, segSize, 0, stream.id);
+  }
+  return b;
+}
+
+/**
+ * Asks the source for a segment labelled with the allocator's label, the
+ * pool and the `withTag()` scope it is made in (GPU buffers carry it, so a
+ * device error names them).
+ */
+export function _trySegment<M>(
+  p: _CachingPolicy<M>,
+  segSize: number,
+  size: number,
+  pool: _BlockPool<M>,
+): ReturnType<SegmentSource<M>["tryAllocateSegment"]> {
+  const where = pool.small ? "small pool" : "large pool";
+  const tag = p.tag === undefined ? "" : `, tag ${p.tag}`;
+  p.segmentOptions.label = `${p.label} ${where}${tag}`;
+  return acquireSegment(p.source, segSize, size, p.segmentOptions);
+}
+
+/** Returns a whole free segment (in its pool) to the device. */
+export function _releaseSegment<M>(
+  p: _CachingPolicy<M>,
+  b: _Block<M>,
+): void {
+  const seg = b.segment;
+  const pool = p.poolOf(seg);
+  pool.remove(b);
+  p.segments.delete(seg);
+  if (seg.expandable) {
+    const growing = p.growing[seg.small ? 0 : 1];
+    if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
+  }
+  p.stats.unreserved(seg.small, 1, seg.byteLength);
+  if (seg.byteLength >= p.maxSplitByteLength) {
+    p.stats.oversizeSegment(-1);
+  }
+  p.stats.numDeviceFree++;
+  if (p.history !== null) {
+    p.record(
+      "segment_free",
+      seg.address,
+      seg.byteLength,
+      0,
+      seg.stream.id,
+    );
+  }
+  p.recycle(b);
+  releaseSegment(
+    p.source,
+    seg.raw,
+    `segment ${seg.id} of ${seg.byteLength} bytes`,
+  );
+}
+
+/**
+ * Expandable segments: a free block of at least `size` bytes at the end of
+ * the stream's segment of `pool`, grown in place (its free tail extended,
+ * or a new tail), or a new expandable segment when there is none.
+ */
+export function _growBlock<M>(
+  p: _CachingPolicy<M>,
+  pool: _BlockPool<M>,
+  size: number,
+  stream: Stream,
+): _Block<M> | undefined {
+  const growing = p.growing[pool.small ? 0 : 1];
+  const seg = growing.get(stream.id);
+  const allowed = p.allowedBytes;
+  const reserved = p.stats.reservedBytes;
+  // Grow in steps of a small segment or of the large rounding, down to the
+  // block granule when the device is that full.
+  const step = pool.small ? p.smallSegmentByteLength : p.largeRoundByteLength;
+  if (seg === undefined) {
+    let raw: Segment<M> | undefined;
+    let segSize = Math.min(
+      Math.ceil(size / step) * step,
+      p.maxBlockByteLength,
+    );
+    p.segmentOptions.resizable = true;
+    try {
+      if (reserved + segSize <= allowed) {
+        raw = _trySegment(p, segSize, size, pool);
+      }
+      if (raw === undefined && segSize > size && reserved + size <= allowed) {
+        segSize = size;
+        raw = _trySegment(p, size, size, pool);
+      }
+    } finally {
+      p.segmentOptions.resizable = undefined;
+    }
+    if (raw === undefined) return undefined;
+    const b = _addSegment(p, raw, segSize, pool, stream, true);
+    growing.set(stream.id, b.segment);
+    return b;
+  }
+  let tail = seg.head;
+  while (tail.next !== null) tail = tail.next;
+  const need = tail.state === FREE ? size - tail.size : size;
+  const room = p.maxBlockByteLength - seg.byteLength;
+  if (need > room) return undefined;
+  let grow = Math.min(Math.ceil(need / step) * step, room);
+  let raw: Segment<M> | undefined;
+  if (reserved + grow <= allowed) {
+    raw = resizeSegment(p.source, seg.raw, seg.byteLength + grow, size);
+  }
+  if (raw === undefined && grow > need && reserved + need <= allowed) {
+    grow = need;
+    raw = resizeSegment(p.source, seg.raw, seg.byteLength + grow, size);
+  }
+  if (raw === undefined) return undefined;
+  const at = seg.byteLength;
+  seg.raw = raw;
+  seg.byteLength += grow;
+  let b: _Block<M>;
+  if (tail.state === FREE) {
+    b = tail;
+    pool.resize(b, b.size + grow, b.address);
+    if (b.prev !== null) {
+      p.stats.split(pool.small, 0, grow);
+    }
+  } else {
+    b = p.newBlock(seg);
+    b.offset = at;
+    b.address = seg.address + at;
+    b.size = grow;
+    b.streamId = stream.id;
+    b.state = FREE;
+    b.requested = 0;
+    b.prev = tail;
+    b.next = null;
+    tail.next = b;
+    pool.insert(b);
+    p.stats.split(pool.small, 1, grow);
+  }
+  b.stamp = p.clock;
+  p.stats.reserved(pool.small, 0, grow);
+  if (p.history !== null) {
+    p.record("segment_map", seg.address + at, grow, 0, stream.id);
+  }
+  return b;
+}
+
+/** Gives the free tail of expandable segment `seg` back to the device. */
+export function _shrinkSegment<M>(
+  p: _CachingPolicy<M>,
+  seg: _Segment<M>,
+): void {
+  let tail = seg.head;
+  while (tail.next !== null) tail = tail.next;
+  if (tail.state !== FREE || tail.prev === null) return;
+  const raw = resizeSegment(
+    p.source,
+    seg.raw,
+    seg.byteLength - tail.size,
+    0,
+  );
+  if (raw === undefined) return;
+  const pool = p.poolOf(seg);
+  const bytes = tail.size;
+  pool.remove(tail);
+  tail.prev.next = null;
+  seg.raw = raw;
+  seg.byteLength -= bytes;
+  p.stats.splitTaken(seg.small, bytes, 1);
+  p.stats.unreserved(seg.small, 0, bytes);
+  if (p.history !== null) {
+    p.record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
+  }
+  p.recycle(tail);
+}

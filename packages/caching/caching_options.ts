@@ -1,0 +1,179 @@
+/**
+ * Options of {@linkcode CachingAllocator} and of one allocation, and
+ * {@linkcode DEFAULT_STREAM}, the stream an allocation uses when it names
+ * none.
+ *
+ * @module
+ */
+
+import {
+  COMPLETED_FENCE,
+  type Fence,
+  type LeakDetector,
+  type Stream,
+  type TraceRecorderOptions,
+} from "@allot/core";
+import type { RoundupPower2Divisions } from "./round_size.ts";
+
+/**
+ * The default stream (id 0): work on it is ordered with the allocator's own
+ * calls, so its fences are always complete.
+ */
+export const DEFAULT_STREAM: Stream = Object.freeze({
+  id: 0,
+  fence: (): Fence => COMPLETED_FENCE,
+});
+
+/** Options of {@linkcode CachingAllocator}. Sizes are bytes. */
+export interface CachingAllocatorOptions {
+  /**
+   * Block granule: every block size is a multiple of it (PyTorch's
+   * `kMinBlockSize`). Raised to the source's alignment when that is larger.
+   *
+   * @default {512}
+   */
+  minBlockByteLength?: number;
+  /**
+   * Requests of at most this many bytes use the small pool (`kSmallSize`).
+   *
+   * @default {1048576}
+   */
+  smallRequestMaxByteLength?: number;
+  /**
+   * Segment size of the small pool (`kSmallBuffer`).
+   *
+   * @default {2097152}
+   */
+  smallSegmentByteLength?: number;
+  /**
+   * Segment size of the large pool for requests below
+   * `ownSegmentMinByteLength` (`kLargeBuffer`).
+   *
+   * @default {20971520}
+   */
+  largeSegmentByteLength?: number;
+  /**
+   * Requests of at least this size get a segment of their own, rounded up to
+   * `largeRoundByteLength` (`kMinLargeAlloc`).
+   *
+   * @default {10485760}
+   */
+  ownSegmentMinByteLength?: number;
+  /**
+   * Rounding of own segments (`kRoundLarge`).
+   *
+   * @default {2097152}
+   */
+  largeRoundByteLength?: number;
+  /**
+   * Power-of-two divisions for size rounding (see
+   * {@linkcode RoundupPower2Divisions}); `0` rounds to the block granule only.
+   *
+   * @default {0}
+   */
+  roundupPower2Divisions?: RoundupPower2Divisions;
+  /**
+   * Blocks at least this large are never split, and serve only requests
+   * within `maxNonSplitRoundingByteLength` of their size (`max_split_size`). At
+   * least `largeSegmentByteLength`.
+   *
+   * @default {Infinity}
+   */
+  maxSplitByteLength?: number;
+  /**
+   * How much larger than a request an unsplittable block may be and still
+   * serve it (`max_non_split_rounding_size`).
+   *
+   * @default {20971520}
+   */
+  maxNonSplitRoundingByteLength?: number;
+  /**
+   * Same as `maxSplitByteLength`.
+   *
+   * @deprecated Use `maxSplitByteLength`; removed in the next minor version.
+   */
+  maxSplitSize?: number;
+  /**
+   * Same as `maxNonSplitRoundingByteLength`.
+   *
+   * @deprecated Use `maxNonSplitRoundingByteLength`; removed in the next
+   * minor version.
+   */
+  maxNonSplitRoundingSize?: number;
+  /**
+   * Share of the device's capacity this allocator may reserve, in (0, 1].
+   *
+   * @default {1}
+   */
+  memoryFraction?: number;
+  /**
+   * When reserved bytes pass this share of the allowed bytes (fraction times
+   * capacity), a device allocation first frees the oldest unused cached
+   * segments; 0 turns it off. In [0, 1).
+   *
+   * @default {0}
+   */
+  garbageCollectionThreshold?: number;
+  /**
+   * Record history from the start (`true` or recorder options).
+   *
+   * @default {false}
+   */
+  recordHistory?: boolean | TraceRecorderOptions;
+  /**
+   * Label for segments and reports.
+   *
+   * @default {"CachingAllocator"}
+   */
+  label?: string;
+  /**
+   * Reports blocks whose handle was garbage-collected without `release()`
+   * (the block stays allocated: the detector only reports).
+   *
+   * @default {undefined}
+   */
+  leakDetector?: LeakDetector;
+  /**
+   * Expandable segments (PyTorch's `expandable_segments`, in spirit): where
+   * the source can resize segments in place
+   * (`SegmentSource.tryResizeSegment`: resizable `ArrayBuffer`s,
+   * the mock device), each pool keeps one segment per stream that grows at
+   * its end instead of taking new segments, so a request that fits nowhere
+   * extends the segment's free tail; `emptyCache()` and a full device shrink
+   * free tails back. Requests of at least `ownSegmentMinByteLength` still get
+   * segments of their own, never split, which a full device gets back whole;
+   * once the device has been full (until `emptyCache()`), so do large
+   * requests that no hole of the expandable segment holds. Ignored for a
+   * source without `tryResizeSegment` (GPU buffers).
+   *
+   * @default {false}
+   */
+  expandableSegments?: boolean;
+  /**
+   * Debug mode for hunting a bug: freed blocks are filled with `JUNK_BYTE`
+   * where the host can write the memory, and the allocator validates its
+   * invariants after every allocation, free and cache operation (slow).
+   *
+   * @default {false}
+   */
+  strict?: boolean;
+}
+
+/** Options of one allocation. */
+export interface AllocateOptions {
+  /**
+   * The stream that will use the block first; the block is reused only by
+   * allocations on the same stream.
+   *
+   * @default {DEFAULT_STREAM}
+   */
+  stream?: Stream;
+  /**
+   * A tag for the block (a layer or kernel name): kept in its snapshot and
+   * history entries. Without one, the tag of the enclosing
+   * {@linkcode CachingAllocator.withTag} scope applies.
+   *
+   * @default {undefined}
+   */
+  tag?: string;
+}

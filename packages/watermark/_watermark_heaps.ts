@@ -1,0 +1,115 @@
+/**
+ * Internal: the watermark policy's heaps: a new heap for a request (of the
+ * size class it belongs to, or of exactly the request when the class size
+ * would break the high watermark or the device refuses it), and an empty
+ * heap given back to the device.
+ *
+ * @module
+ */
+
+import {
+  acquireSegment,
+  alignUp,
+  formatBytes,
+  releaseSegment,
+} from "@allot/core";
+import { _Heap } from "./_heap.ts";
+import type { _Pool } from "./_pool.ts";
+import type { _Params, _WatermarkPolicy } from "./_watermark_policy.ts";
+import { DebugVerbosity } from "./debug_verbosity.ts";
+
+/**
+ * A new heap for the request: small, large, extra-large or its own
+ * size; a heap of exactly the request when that one breaks the high
+ * watermark or the device refuses it.
+ */
+export function _createHeap<M>(
+  p: _WatermarkPolicy<M>,
+  params: _Params<M>,
+): _Heap<M> | undefined {
+  const size = params.size;
+  const maxSegment = p.source.maxSegmentByteLength;
+  let heapSize: number;
+  let isSplit = true;
+  if (size <= p.maxSmall) heapSize = p.smallHeap;
+  else if (size < p.minLarge) heapSize = p.largeHeap;
+  else if (
+    size < p.xlargeHeap / 2 && !params.pressure &&
+    p.driverAllocatedBytes + p.xlargeHeap < p.lowLimit
+  ) {
+    heapSize = p.xlargeHeap;
+  } else {
+    heapSize = alignUp(size, p.roundLarge);
+    isSplit = false;
+  }
+  heapSize = Math.max(
+    size,
+    Math.min(alignUp(heapSize, p.alignment), maxSegment),
+  );
+  const candidates: [number, boolean][] = [[heapSize, isSplit]];
+  if (heapSize > size) candidates.push([size, false]);
+  const driver = p.driverAllocatedBytes;
+  const pool = params.pool;
+  for (const [byteLength, split] of candidates) {
+    if (driver + byteLength > p.highLimit) continue;
+    const segment = acquireSegment(p.source, byteLength, size, {
+      hostVisible: pool.hostVisible,
+      label: `allot watermark ${pool.name} heap`,
+    });
+    if (segment === undefined) continue;
+    const heap = new _Heap(segment, pool, split, p.nextAddress);
+    p.nextAddress += byteLength;
+    if (p.history !== null) {
+      p.record("segment_alloc", heap.address, byteLength, 0);
+    }
+    pool.heaps.add(heap);
+    p.stats.reserved(pool.small, 1, byteLength);
+    p.stats.numDeviceAlloc++;
+    if (!split) p.stats.oversizeSegment(1);
+    if (p.events.verbosity !== 0) {
+      p.events.log(
+        DebugVerbosity.allocations,
+        pool,
+        () =>
+          `Allocated ${pool.name} heap #${heap.id} of size ${
+            formatBytes(byteLength)
+          } (#heaps: ${pool.heaps.size}, driver allocated: ${
+            formatBytes(p.driverAllocatedBytes)
+          })`,
+      );
+    }
+    return heap;
+  }
+  return undefined;
+}
+
+/** Returns an empty heap to the device. */
+export function _releaseHeap<M>(
+  p: _WatermarkPolicy<M>,
+  heap: _Heap<M>,
+): void {
+  // A callback may have released it already, re-entering the allocator.
+  if (!heap.pool.heaps.has(heap)) return;
+  releaseSegment(
+    p.source,
+    heap.segment,
+    `heap #${heap.id} of ${heap.byteLength} bytes`,
+  );
+  heap.pool.heaps.delete(heap);
+  p.stats.unreserved(heap.pool.small, 1, heap.byteLength);
+  p.stats.numDeviceFree++;
+  if (!heap.isSplit) p.stats.oversizeSegment(-1);
+  if (p.history !== null) {
+    p.record("segment_free", heap.address, heap.byteLength, 0);
+  }
+  if (p.events.verbosity !== 0) {
+    p.events.log(
+      DebugVerbosity.releases,
+      heap.pool,
+      () =>
+        `Released heap #${heap.id} of size ${
+          formatBytes(heap.byteLength)
+        } (driver allocated: ${formatBytes(p.driverAllocatedBytes)})`,
+    );
+  }
+}
