@@ -9,6 +9,7 @@ import {
 } from "@allot/core";
 import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
 import { modelRuns } from "../core/_test_faults.ts";
+import { logUniformTrace, type Trace } from "./bench/trace.ts";
 
 const PLACEMENTS: CpuHeapPlacement[] = ["compact", "good-fit"];
 
@@ -666,6 +667,31 @@ describe("CpuHeap placement", () => {
       ),
       { numRuns: modelRuns() },
     );
+  });
+
+  it("CpuHeap's compact placement lowers the footprint of mixed-lifetime traces (deterministic, six seeds)", () => {
+    // Highest byte used / peak live on 40,000-op log-uniform traces; on
+    // these seeds compact is lower on each (by 0.017 - 0.14, 0.044 on
+    // average). Not a timing: the figures are the same on every machine.
+    const footprint = (trace: Trace, placement: CpuHeapPlacement) => {
+      const heap = new CpuHeap(1 << 30, { placement });
+      const offsets = new Float64Array(trace.slots);
+      const { kind, slot, byteLength } = trace;
+      for (let i = 0; i < kind.length; i++) {
+        if (kind[i] === 1) offsets[slot[i]] = heap.alloc(byteLength[i]);
+        else heap.free(offsets[slot[i]]);
+      }
+      return heap.highWaterBytes / trace.peakLiveBytes;
+    };
+    let gain = 0;
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const trace = logUniformTrace(40_000, 300, seed);
+      const compact = footprint(trace, "compact");
+      const goodFit = footprint(trace, "good-fit");
+      assert.ok(compact < goodFit, `seed ${seed}: ${compact} >= ${goodFit}`);
+      gain += (goodFit - compact) / 6;
+    }
+    assert.ok(gain >= 0.03, `mean gain ${gain}`);
   });
 
   it("CpuHeap refuses an unknown placement", () => {
