@@ -305,17 +305,19 @@ export class CpuHeap {
   #last = -1; // physically last record
 
   #heads = new Int32Array(LIST_COUNT).fill(-1);
-  // Free blocks of at least SMALL_UNITS units, by the chunk they end in.
+  // Chunk index (compact placement): the record of the free block of at
+  // least SMALL_UNITS units whose last unit lies in each chunk, with stale
+  // entries dropped lazily; one bit per chunk, one per 32-chunk word.
   #lgRecs = new Int32Array(0);
   #lgBits = new Int32Array(0);
   #lgWords = new Int32Array(0);
   #lgLow = LOW_NONE; // lowest chunk with a live entry
   #lgLowRec = -1; // its record while #lgLow >= 0
+  #lgFrom = 0; // while LOW_UNKNOWN: no live entry lies below this word
   // SMALL_UNITS and SMALL_CLASSES for the compact placement; 0 and
   // LIST_COUNT (no small requests, no large blocks indexed) for good-fit.
   #smallUnits = SMALL_UNITS;
   #largeClass = SMALL_CLASSES;
-  #lgFrom = 0;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
