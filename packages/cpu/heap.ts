@@ -43,7 +43,8 @@ const MAX_UNITS = 0x7fffffff;
 // lower-addressed of its good fit among the small classes and the
 // lowest-addressed free block of at least SMALL_UNITS units, so small blocks
 // gather low in the region instead of pinning the holes large blocks need.
-// Large requests keep TLSF's good fit.
+// Large requests keep TLSF's good fit. 2^8 units had the lowest footprints
+// of 2^6 .. 2^10 on every trace family measured (README, "Footprint").
 const SMALL_LOG2 = 8;
 const SMALL_UNITS = 1 << SMALL_LOG2;
 // Classes of blocks shorter than SMALL_UNITS: those below this index...
