@@ -657,10 +657,9 @@ export class CpuHeap {
           } else {
             // The end stays: so does the chunk index entry, while large.
             const to = mappingIndex(rest);
-            this.#unlink(b, from);
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
-            this.#link(b, to);
+            this.#relink(b, from, to);
             if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
           }
         }
@@ -1433,6 +1432,37 @@ export class CpuHeap {
     this.#largestCache = -1;
   }
 
+  // Moves free block `b` from list `from` to list `to` (its size changed; it
+  // stays free, so its state and the free-region count stay too).
+  #relink(b: number, from: number, to: number): void {
+    const rec = this.#rec;
+    const r = b * STRIDE;
+    const prev = rec[r + R_FPREV];
+    const next = rec[r + R_FNEXT];
+    if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
+    if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
+    else {
+      this.#heads[from] = next;
+      if (next < 0) {
+        const fl = from >>> SL_LOG2;
+        const bits = this.#slBitmap[fl] & ~(1 << (from & SL_MASK));
+        this.#slBitmap[fl] = bits;
+        if (bits === 0) this.#flBitmap &= ~(1 << fl);
+      }
+    }
+    const head = this.#heads[to];
+    rec[r + R_FPREV] = -1;
+    rec[r + R_FNEXT] = head;
+    if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
+    else {
+      const fl = to >>> SL_LOG2;
+      this.#slBitmap[fl] |= 1 << (to & SL_MASK);
+      this.#flBitmap |= 1 << fl;
+    }
+    this.#heads[to] = b;
+    this.#largestCache = -1;
+  }
+
   // Chunk of the chunk index that the last unit of block `b` lies in. A block
   // keyed by its end stays put when alloc carves its front off.
   #endChunk(b: number): number {
@@ -1568,10 +1598,9 @@ export class CpuHeap {
     const from = mappingIndex(rec[r + R_SIZE]);
     const to = mappingIndex(size);
     if (from !== to) {
-      this.#unlink(b, from);
       rec[r + R_START] = start;
       rec[r + R_SIZE] = size;
-      this.#link(b, to);
+      this.#relink(b, from, to);
     } else {
       rec[r + R_START] = start;
       rec[r + R_SIZE] = size;
