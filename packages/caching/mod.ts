@@ -44,3 +44,4 @@ export * from "./round_size.ts";
 export * from "./snapshot.ts";
 export * from "./stats.ts";
 export * from "./step_planned_pool.ts";
+export * from "./step_pool_group.ts";

@@ -26,6 +26,7 @@ import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
+import { StepPoolGroup } from "./step_pool_group.ts";
 
 /** Options of {@linkcode StepPlannedPool}. */
 export interface StepPlannedPoolOptions {
@@ -36,6 +37,13 @@ export interface StepPlannedPoolOptions {
    * @default {1.1}
    */
   maxHeldRatio?: number;
+  /**
+   * A group whose pools' held bytes are bounded together (one pool per
+   * WebGPU usage on one device); call the group's `endStep()` then.
+   *
+   * @default {undefined}
+   */
+  group?: StepPoolGroup;
   /**
    * Debug mode for hunting a bug: {@linkcode StepPlannedPool.validate} runs
    * before and after every call that changes the pool (slow), and a freed
@@ -106,10 +114,44 @@ interface _Plan {
   sizes: Float64Array;
   count: number;
   size: number;
+  /**
+   * For the fast path: the arena items by planned free, and for each item
+   * how many of them the plan freed before it starts (those must be free
+   * before it is placed; no other arena block can overlap it).
+   */
+  freeOrder: Int32Array;
+  need: Int32Array;
+  /** Per item in the step now: 0 not yet, 1 live (fast), 2 freed. */
+  state: Uint8Array;
+  /** Per item in the step now: 1 when it waits for blocks (`#waits`). */
+  guard: Uint8Array;
+  /** Hash of the sizes of items `0..i`, per item (the plan's keys). */
+  keys: Int32Array;
+  /** The last step that followed or made it (least recent goes first). */
+  used: number;
+  /** Times its step left it and asked to be planned again. */
+  remade: number;
 }
 
-/** Plans kept for steps that alternate. */
-const _PLANS = 8;
+/**
+ * Plans kept, keyed by their requests (onnxruntime keeps a memory pattern
+ * per input shape): steps that vary (sequence lengths, a growing KV cache)
+ * and come back find their plan again.
+ */
+const _PLANS = 64;
+
+/** Extra arena bytes (per byte) a plan may take to keep its pins. */
+const _PIN_SLACK = 0.01;
+
+/** Where the hash of a step's sizes starts. */
+const _KEY0 = 0x2545f491;
+
+/** The key of a step's requests so far, given the key before `size`. */
+function _key(key: number, size: number): number {
+  let h = Math.imul(key ^ (size | 0) ^ ((size / 4294967296) | 0), 0x9e3779b1);
+  h ^= h >>> 15;
+  return Math.imul(h, 0x85ebca77);
+}
 
 /** Unfollowed plans counted at most: at most 2^5 steps between plans. */
 const _MAX_BACKOFF = 6;
@@ -159,6 +201,8 @@ export class StepPlannedPool<M = unknown> {
   /** the plan the current step follows, and the last plans made */
   #plan: _Plan | undefined;
   #plans: _Plan[] = [];
+  /** the latest kept plan per key of its first requests (see `_key`) */
+  #byKey = new Map<number, _Plan>();
   #recSize: number[] = [];
   #recStart: number[] = [];
   #recEnd: number[] = [];
@@ -183,6 +227,24 @@ export class StepPlannedPool<M = unknown> {
   #released = 0;
   /** blocks put in the free index so far (orders blocks of equal size) */
   #indexed = 0;
+  /**
+   * The plan the arena follows on the fast path, `undefined` off it. On it
+   * the arena's block list and free index are not kept: the arena's live
+   * blocks are exactly this step's planned items (in `#fastLive`), each at
+   * its planned offset, and a request of the plan is one array read plus a
+   * check that the items planned to be freed before it were freed.
+   */
+  #fast: _Plan | undefined;
+  #fastLive: (PlannedBlock<M> | undefined)[] = [];
+  /** how many of `#fast.freeOrder` are known freed, from the start */
+  #freedPrefix = 0;
+  /** requests of the fast plan that wait for live blocks it did not place */
+  #waits = new Map<number, PlannedBlock<M>[]>();
+  /** blocks earlier steps left in the arena when the fast path began */
+  #fastOld: PlannedBlock<M>[] = [];
+  #fastSteps = 0;
+  #group: StepPoolGroup | undefined;
+  #followedBits = 0;
 
   /**
    * Creates an empty pool.
@@ -211,6 +273,19 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
+    const group = options.group;
+    if (group !== undefined) {
+      if (!(group instanceof StepPoolGroup)) {
+        throw new InvalidArgumentError(
+          `Invalid group: must be a StepPoolGroup, received ${
+            describeValue(group)
+          }`,
+          { name: "group", value: group },
+        );
+      }
+      this.#group = group;
+      group._join(this);
+    }
     if (options.strict === true) _makeStrictPlannedPool(this);
   }
 
@@ -282,6 +357,13 @@ export class StepPlannedPool<M = unknown> {
   get replanCount(): number {
     return this.#replans;
   }
+  /**
+   * Steps whose requests all came from their plan on the fast path (one
+   * array read per request, no search, no segment made).
+   */
+  get fastStepCount(): number {
+    return this.#fastSteps;
+  }
   /** Steps ended so far. */
   get stepCount(): number {
     return this.#step;
@@ -335,14 +417,38 @@ export class StepPlannedPool<M = unknown> {
         { name: "byteLength", value: 0, limit: 1 },
       );
     }
-    const size = alignUp(byteLength, this.#align);
+    // (a power of two: the division is exact, and no float remainder)
+    const size = Math.ceil(byteLength / this.#align) * this.#align;
     const item = this.#recSize.length;
     let block: PlannedBlock<M> | undefined;
     // a request the plan says outlives the step stays out of the arena
     let arenaOk = true;
-    if (item === 0 && this.#plans.length > 0) this.#pick(size);
+    if (item === 0 && this.#plans.length > 0) {
+      this.#pick(size);
+      this.#enterFast();
+    }
+    let fast = this.#fast;
+    if (
+      fast !== undefined && (item >= fast.count || size !== fast.sizes[item])
+    ) fast = this.#switchFast(item, size);
+    if (fast !== undefined) {
+      // the fast path: the planned offset, once the items planned to leave
+      // the range before this one have left (else the arena's list is
+      // rebuilt and the request takes the checked path below)
+      const at = fast.offsets[item];
+      if (at < 0) arenaOk = false;
+      else if (
+        (fast.need[item] <= this.#freedPrefix ||
+          this.#advanceFreed(fast, fast.need[item])) &&
+        (fast.guard[item] === 0 || this.#waited(item))
+      ) {
+        block = new PlannedBlock(this.#arena!, at, size);
+        fast.state[item] = 1;
+        this.#fastLive[item] = block;
+      } else this.#settle();
+    }
     const plan = this.#plan;
-    if (plan !== undefined) {
+    if (block === undefined && arenaOk && plan !== undefined) {
       if (item < plan.count && !this.#diverged) {
         // the step follows the plan while each request is the planned one;
         // once it does not, the rest of the step is served by best fit. A
@@ -372,6 +478,7 @@ export class StepPlannedPool<M = unknown> {
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
     this.#live += byteLength;
+    if (this.#group !== undefined) this.#group._live(byteLength);
     if (this.#live > this.#stepPeak) {
       this.#stepPeak = this.#live;
       if (this.#live > this.#peakLive) this.#peakLive = this.#live;
@@ -400,10 +507,24 @@ export class StepPlannedPool<M = unknown> {
     }
     if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
     this.#live -= block.requestedByteLength;
+    if (this.#group !== undefined) {
+      this.#group._live(-block.requestedByteLength);
+    }
     block.requestedByteLength = 0;
     block._free = true;
     const seg = block._seg;
     seg.liveBlocks--;
+    const fast = this.#fast;
+    if (fast !== undefined && seg === this.#arena) {
+      // on the fast path a live arena block is an item of this step or a
+      // block an earlier step left there (in `#fastOld`, dropped when the
+      // list is rebuilt)
+      if (block._step === this.#step) {
+        fast.state[block._item] = 2;
+        this.#fastLive[block._item] = undefined;
+      }
+      return;
+    }
     let merged = block;
     const prev = block._prev;
     if (prev !== undefined && prev._free) {
@@ -425,16 +546,38 @@ export class StepPlannedPool<M = unknown> {
    */
   endStep(): void {
     const count = this.#recSize.length;
-    if (count > 0 && (this.#misses > 0 || count !== this.#plan?.count)) {
+    const fast = this.#fast;
+    if (fast !== undefined) {
+      if (count === fast.count && this.#misses === 0) this.#fastSteps++;
+      if (this.#arena!.liveBlocks > 0) this.#settle();
+    }
+    const followed = count > 0 && this.#misses === 0 &&
+      count === this.#plan?.count;
+    // which of the last 32 steps that made requests followed a plan
+    if (count > 0) {
+      this.#followedBits = (this.#followedBits << 1) | Number(followed);
+    }
+    if (count > 0 && !followed) {
       // a step that differs from the plan made for it: once two fresh
       // plans in a row went unfollowed, planning work backs off (steps that
       // never repeat, such as a growing KV cache, plan once every few
-      // steps); a step that follows its plan resets it
+      // steps); a step that follows its plan resets it, and so does a
+      // workload whose recent plans came back (the same varying steps run
+      // again: each gets its plan)
       if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
         this.#unfollowed++;
       }
+      if (this.#unfollowed >= 2 && _bits(this.#followedBits) >= 2) {
+        this.#unfollowed = 0;
+      }
       const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
       this.#plannedLast = ++this.#sincePlan >= interval;
+      // a step a kept plan was made for left it for where blocks were, not
+      // for what it asked: it is planned again (around the blocks left in
+      // the arena) twice at most
+      if (this.#plannedLast && this.#remadeTwice(count)) {
+        this.#plannedLast = false;
+      }
       if (this.#plannedLast) {
         this.#replan(count);
         this.#replans++;
@@ -478,11 +621,45 @@ export class StepPlannedPool<M = unknown> {
       Number.MAX_SAFE_INTEGER,
       "targetByteLength",
     );
+    this.#settle();
     const free = [...this.#segs].filter((s) => s.liveBlocks === 0)
       .sort((a, b) => Number(a.arena) - Number(b.arena) || b.size - a.size);
     for (const seg of free) {
       if (this.#held <= targetByteLength) break;
       this.#release(seg);
+    }
+    return this.#held;
+  }
+
+  /**
+   * @internal For a {@linkcode StepPoolGroup} over its bound: whole free
+   * segments outside the arena back, largest first, down to
+   * `targetByteLength`; then the arena when it is free and idle (more than
+   * `maxHeldRatio` times the largest plan the last steps made or took up).
+   *
+   * @param targetByteLength Held bytes to get down to.
+   * @returns The bytes held afterwards.
+   */
+  _giveBack(targetByteLength: number): number {
+    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
+      .sort((a, b) => b.size - a.size);
+    for (const seg of free) {
+      if (this.#held <= targetByteLength) return this.#held;
+      this.#release(seg);
+    }
+    const arena = this.#arena;
+    if (
+      this.#held > targetByteLength && arena !== undefined &&
+      arena.liveBlocks === 0
+    ) {
+      let used = 0;
+      for (const p of this.#plans) {
+        if (p.used >= this.#step - 1 && p.size > used) used = p.size;
+      }
+      if (arena.size > this.maxHeldRatio * used) {
+        this.#settle();
+        this.#release(arena);
+      }
     }
     return this.#held;
   }
@@ -503,6 +680,10 @@ export class StepPlannedPool<M = unknown> {
     let held = 0, live = 0, freeCount = 0, arenaFree = 0;
     for (const seg of this.#segs) {
       held += seg.size;
+      if (seg === this.#arena && this.#fast !== undefined) {
+        live += this.#validateFast(seg);
+        continue;
+      }
       let at = 0, liveBlocks = 0;
       for (let b: PlannedBlock<M> | undefined = seg.first; b; b = b._next) {
         if (b._seg !== seg || b._offset !== at) {
@@ -544,19 +725,62 @@ export class StepPlannedPool<M = unknown> {
     }
   }
 
+  /** Checks the arena on the fast path; returns its live bytes. */
+  #validateFast(seg: _Seg<M>): number {
+    const fast = this.#fast!;
+    const blocks = this.#fastLive.filter((b) => b !== undefined)
+      .concat(this.#fastOld.filter((b) => !b._free))
+      .sort((a, b) => a._offset - b._offset);
+    let end = 0, live = 0;
+    for (const b of blocks) {
+      if (b._seg !== seg || b._free || b._offset < end) {
+        throw new Error(`fast arena block at ${b._offset} overlaps or is free`);
+      }
+      if (b._step === this.#step && fast.state[b._item] !== 1) {
+        throw new Error(`fast arena block at ${b._offset} is not live`);
+      }
+      end = b._offset + b.byteLength;
+      live += b.requestedByteLength;
+    }
+    if (end > seg.size) throw new Error("fast arena block past the arena");
+    if (blocks.length !== seg.liveBlocks) {
+      throw new Error("live block count wrong");
+    }
+    return live;
+  }
+
+  #layOut(
+    items: _PlanItem[],
+    arena: _Seg<M> | undefined,
+  ): { offsets: Float64Array; size: number } {
+    const plan = _planStep(items, this.#align);
+    if (
+      arena === undefined || arena.liveBlocks === 0 || plan.size <= arena.size
+    ) {
+      return plan;
+    }
+    // blocks outlived the step inside the arena, and it cannot move: plan
+    // around them inside it; what does not fit is left to best fit
+    return _planStep(items, this.#align, arena.size);
+  }
+
   #replan(count: number): void {
+    this.#settle();
     const items: _PlanItem[] = [];
     const index: number[] = [];
+    const arena = this.#arena;
+    const pins = arena !== undefined ? this.#pins(count, arena) : undefined;
     for (let i = 0; i < count; i++) {
       if (this.#recEnd[i] === Infinity) continue;
+      const pin = pins?.[i];
       items.push({
         size: this.#recSize[i],
         start: this.#recStart[i],
         end: this.#recEnd[i],
+        fixed: pin !== undefined && pin >= 0 ? pin : undefined,
       });
       index.push(i);
     }
-    const arena = this.#arena;
     const fixedFrom = items.length;
     if (arena !== undefined && arena.liveBlocks > 0) {
       for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
@@ -570,23 +794,35 @@ export class StepPlannedPool<M = unknown> {
         }
       }
     }
-    let plan = _planStep(items, this.#align);
-    if (arena !== undefined && arena.liveBlocks > 0 && plan.size > arena.size) {
-      // blocks outlived the step inside the arena, and it cannot move: plan
-      // around them inside it; what does not fit is left to best fit
-      plan = _planStep(items, this.#align, arena.size);
+    let plan = this.#layOut(items, arena);
+    if (
+      pins !== undefined &&
+      items.some((it, k) => k < fixedFrom && it.fixed !== undefined)
+    ) {
+      // pins are worth a little room, not more: a plan laid out freely that
+      // is smaller by more than _PIN_SLACK is taken instead
+      const free = items.map((it, k) =>
+        k < fixedFrom ? { size: it.size, start: it.start, end: it.end } : it
+      );
+      const loose = this.#layOut(free, arena);
+      if (loose.size * (1 + _PIN_SLACK) < plan.size) plan = loose;
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
-    const made: _Plan = {
+    const made = _fastPlan(
       offsets,
-      sizes: Float64Array.from(this.#recSize.slice(0, count)),
-      count,
-      size: plan.size,
-    };
+      Float64Array.from(this.#recSize.slice(0, count)),
+      this.#recStart,
+      this.#recEnd,
+      plan.size,
+    );
+    made.used = this.#step;
+    const prior = count > 0 ? this.#byKey.get(made.keys[count - 1]) : undefined;
+    if (prior !== undefined && prior.count === count) {
+      made.remade = prior.remade;
+    }
     this.#plan = made;
-    this.#plans.push(made);
-    if (this.#plans.length > _PLANS) this.#plans.shift();
+    this.#keep(made);
     if (plan.size === 0) return;
     const current = this.#arena;
     if (current !== undefined && plan.size <= current.size) return;
@@ -598,39 +834,277 @@ export class StepPlannedPool<M = unknown> {
   }
 
   /**
+   * Offsets for the first requests of a step about to be planned: those
+   * the kept plans gave the same first requests (the plan kept under each
+   * run of them has the say), as far as they do not collide under
+   * this step's lifetimes (the check here is what keeps the plan sound,
+   * wherever the offsets came from). Plans that start alike then put their
+   * common first blocks in the same places, so a step that leaves one for
+   * another midway stays on the fast path.
+   */
+  #pins(count: number, arena: _Seg<M>): Float64Array {
+    const rec = this.#recSize, start = this.#recStart, end = this.#recEnd;
+    const pins = new Float64Array(count).fill(-1);
+    // blocks that outlived their step in the arena stay where they are
+    const kept: PlannedBlock<M>[] = [];
+    if (arena.liveBlocks > 0) {
+      for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
+        if (!b._free) kept.push(b);
+      }
+    }
+    const taken: number[] = [];
+    let key = _KEY0;
+    for (let i = 0; i < count; i++) {
+      key = _key(key, rec[i]);
+      const plan = this.#byKey.get(key);
+      if (plan === undefined || plan.count <= i || plan.sizes[i] !== rec[i]) {
+        break;
+      }
+      const at = plan.offsets[i];
+      if (at < 0 || end[i] === Infinity) continue;
+      const top = at + rec[i];
+      for (const b of kept) {
+        if (b._offset < top && at < b._offset + b.byteLength) return pins;
+      }
+      for (const j of taken) {
+        // j started before i: they collide when j is live at i's start
+        if (end[j] > start[i] && pins[j] < top && at < pins[j] + rec[j]) {
+          return pins;
+        }
+      }
+      pins[i] = at;
+      taken.push(i);
+    }
+    return pins;
+  }
+
+  /**
    * At a request the current plan did not expect: the latest kept plan
    * whose requests so far were this step's (carving checks every range, so
    * a switch can never overlap blocks; it only decides where they go).
    */
   #switch(item: number, size: number): _Plan | undefined {
-    const room = this.#arena?.size ?? 0;
     const rec = this.#recSize;
-    search: for (let i = this.#plans.length - 1; i >= 0; i--) {
-      const plan = this.#plans[i];
-      if (plan === this.#plan || plan.count <= item || plan.size > room) {
-        continue;
-      }
-      if (plan.sizes[item] !== size) continue;
-      for (let k = 0; k < item; k++) {
-        if (plan.sizes[k] !== rec[k]) continue search;
-      }
-      this.#plan = plan;
-      return plan;
+    let key = _KEY0;
+    for (let k = 0; k < item; k++) key = _key(key, rec[k]);
+    const plan = this.#byKey.get(_key(key, size));
+    if (
+      plan === undefined || plan === this.#plan || plan.count <= item ||
+      plan.size > (this.#arena?.size ?? 0) || plan.sizes[item] !== size
+    ) return undefined;
+    for (let k = 0; k < item; k++) {
+      if (plan.sizes[k] !== rec[k]) return undefined;
     }
-    return undefined;
+    plan.used = this.#step;
+    this.#plan = plan;
+    return plan;
+  }
+
+  /**
+   * Keeps a new plan under the keys of its first requests; past `_PLANS`,
+   * the least recently used plan goes.
+   */
+  #keep(plan: _Plan): void {
+    const plans = this.#plans;
+    plans.push(plan);
+    const keys = plan.keys;
+    // a key stays with its plan while that plan put the first requests
+    // where this one does; else this one takes it over
+    let other: _Plan | undefined;
+    let agree = 0;
+    for (let i = 0; i < plan.count; i++) {
+      const had = this.#byKey.get(keys[i]);
+      if (had === plan) continue;
+      if (had !== undefined) {
+        if (had !== other) {
+          other = had;
+          agree = 0;
+        }
+        while (
+          agree <= i && agree < had.count &&
+          had.offsets[agree] === plan.offsets[agree]
+        ) agree++;
+        if (agree > i) continue;
+      }
+      this.#byKey.set(keys[i], plan);
+    }
+    if (plans.length <= _PLANS) return;
+    let old = 0;
+    for (let i = 1; i < plans.length; i++) {
+      if (plans[i].used < plans[old].used) old = i;
+    }
+    const gone = plans[old];
+    plans.splice(old, 1);
+    for (let i = 0; i < gone.count; i++) {
+      if (this.#byKey.get(gone.keys[i]) === gone) {
+        this.#byKey.delete(gone.keys[i]);
+      }
+    }
+  }
+
+  /**
+   * At a step's first request: the arena takes the fast path for the plan
+   * picked when it has no live block (it is then one free range); else it
+   * leaves it.
+   */
+  #enterFast(): void {
+    const plan = this.#plan, arena = this.#arena;
+    if (plan === undefined || arena === undefined || plan.size > arena.size) {
+      this.#settle();
+      return;
+    }
+    plan.state.fill(0);
+    plan.guard.fill(0);
+    this.#waits.clear();
+    this.#freedPrefix = 0;
+    if (this.#fast === undefined) {
+      // blocks earlier steps left in the arena stay; the plan's requests
+      // over their ranges wait for their free
+      const old = this.#fastOld;
+      old.length = 0;
+      for (let b: PlannedBlock<M> | undefined = arena.first; b; b = b._next) {
+        if (b._free) this.#unindex(b);
+        else {
+          old.push(b);
+          this.#guard(plan, 0, b);
+        }
+      }
+    }
+    this.#fast = plan;
+  }
+
+  /** Makes the plan's requests from `from` on over `block`'s range wait for its free. */
+  #guard(plan: _Plan, from: number, block: PlannedBlock<M>): void {
+    const lo = block._offset, hi = lo + block.byteLength;
+    for (let j = from; j < plan.count; j++) {
+      const at = plan.offsets[j];
+      if (at < 0 || at >= hi || at + plan.sizes[j] <= lo) continue;
+      plan.guard[j] = 1;
+      const list = this.#waits.get(j);
+      if (list === undefined) this.#waits.set(j, [block]);
+      else list.push(block);
+    }
+  }
+
+  /**
+   * A request the fast plan did not expect: the fast path goes on with a
+   * kept plan that expected the step's requests so far (see `#switch`) and
+   * put every live arena block where it is; else it is left.
+   */
+  #switchFast(item: number, size: number): _Plan | undefined {
+    const old = this.#fast!;
+    const next = this.#switch(item, size);
+    if (next === undefined) {
+      this.#settle();
+      return undefined;
+    }
+    // what is not live in the arena does not hold its planned range
+    const state = next.state;
+    for (let i = 0; i < item; i++) state[i] = old.state[i] === 1 ? 1 : 2;
+    state.fill(0, item);
+    next.guard.fill(0);
+    this.#waits.clear();
+    // a live block where the new plan does not put it: the new plan's
+    // requests over its range wait for its free
+    const live = this.#fastLive;
+    for (let l = 0; l < item; l++) {
+      const b = live[l];
+      if (
+        b !== undefined &&
+        (b._offset !== next.offsets[l] || b.byteLength !== next.sizes[l])
+      ) {
+        this.#guard(next, item, b);
+      }
+    }
+    for (const b of this.#fastOld) if (!b._free) this.#guard(next, item, b);
+    this.#fast = next;
+    this.#freedPrefix = 0;
+    return next;
+  }
+
+  /** Whether the live blocks a request waits for (see `#switchFast`) were freed. */
+  #waited(item: number): boolean {
+    for (const b of this.#waits.get(item)!) if (!b._free) return false;
+    return true;
+  }
+
+  /**
+   * Whether kept plans for exactly the requests of this step were made
+   * twice already (counted on the plan kept under its key).
+   */
+  #remadeTwice(count: number): boolean {
+    const rec = this.#recSize;
+    let key = _KEY0;
+    for (let i = 0; i < count; i++) key = _key(key, rec[i]);
+    const plan = this.#byKey.get(key);
+    if (plan === undefined || plan.count !== count) return false;
+    for (let i = 0; i < count; i++) if (plan.sizes[i] !== rec[i]) return false;
+    return ++plan.remade > 2;
+  }
+
+  /** Whether the first `need` items of the plan's free order were freed. */
+  #advanceFreed(fast: _Plan, need: number): boolean {
+    const order = fast.freeOrder, state = fast.state;
+    let k = this.#freedPrefix;
+    while (k < need && state[order[k]] === 2) k++;
+    this.#freedPrefix = k;
+    return k >= need;
+  }
+
+  /**
+   * Leaves the fast path: rebuilds the arena's block list (its live blocks
+   * and the free ranges between them, indexed) for the checked path.
+   */
+  #settle(): void {
+    if (this.#fast === undefined) return;
+    this.#fast = undefined;
+    const arena = this.#arena!;
+    const live: PlannedBlock<M>[] = [];
+    const list = this.#fastLive;
+    for (let i = 0; i < list.length; i++) {
+      const b = list[i];
+      if (b !== undefined) live.push(b);
+    }
+    list.length = 0;
+    for (const b of this.#fastOld) if (!b._free) live.push(b);
+    this.#fastOld.length = 0;
+    this.#waits.clear();
+    live.sort((a, b) => a._offset - b._offset);
+    let prev: PlannedBlock<M> | undefined;
+    let at = 0;
+    const append = (b: PlannedBlock<M>) => {
+      this.#link(prev, b);
+      b._next = undefined;
+      prev = b;
+    };
+    for (const b of live) {
+      if (b._offset > at) {
+        const gap = new PlannedBlock(arena, at, b._offset - at);
+        append(gap);
+        this.#index(gap);
+      }
+      append(b);
+      at = b._offset + b.byteLength;
+    }
+    if (at < arena.size) {
+      const gap = new PlannedBlock(arena, at, arena.size - at);
+      append(gap);
+      this.#index(gap);
+    }
   }
 
   /** At a step's first request: the latest plan that starts with it. */
   #pick(size: number): void {
-    if (this.#plan !== undefined && this.#plan.sizes[0] === size) return;
-    const room = this.#arena?.size ?? 0;
-    for (let i = this.#plans.length - 1; i >= 0; i--) {
-      const plan = this.#plans[i];
-      if (plan.sizes[0] === size && plan.size <= room) {
-        this.#plan = plan;
-        return;
-      }
+    let plan = this.#plan;
+    if (plan === undefined || plan.sizes[0] !== size) {
+      plan = this.#byKey.get(_key(_KEY0, size));
+      if (
+        plan === undefined || plan.sizes[0] !== size ||
+        plan.size > (this.#arena?.size ?? 0)
+      ) return;
+      this.#plan = plan;
     }
+    plan.used = this.#step;
   }
 
   #make(size: number, arena: boolean): _Seg<M> | undefined {
@@ -676,14 +1150,38 @@ export class StepPlannedPool<M = unknown> {
     for (const peak of this.#window) if (peak > recent) recent = peak;
     const limit = this.maxHeldRatio * recent - size;
     if (this.#held > limit) this.#trimFree(limit);
-    let seg = this.#make(size, false);
+    this.#group?._makeRoom(this, size);
+    // requests that creep up (a cache grown by concatenation: each step a
+    // little larger than a block just freed) get a segment with room for the
+    // next few, while held bytes stay in bounds; others an exact one
+    let want = size;
+    const roomy = _roomy(size, this.#align);
+    if (
+      roomy > size && this.#held + roomy <= limit + size &&
+      this.#creeping(size)
+    ) want = roomy;
+    let seg = this.#make(want, false);
+    if (seg === undefined && want > size) seg = this.#make(size, false);
     if (seg === undefined) {
       this.trim(0);
       seg = this.#make(size, false);
       if (seg === undefined) return undefined;
     }
     this.#unindex(seg.first);
-    return seg.first;
+    return seg.size > size ? this.#split(seg.first, 0, size) : seg.first;
+  }
+
+  /** Whether a free block outside the arena is a little smaller than `size` (within a quarter). */
+  #creeping(size: number): boolean {
+    const free = this.#free;
+    let lo = 0, hi = free.length;
+    const from = size - (size >> 2);
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid].byteLength < from) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < free.length && free[lo].byteLength < size;
   }
 
   /** Takes the best fitting free block, outside the arena when one fits. */
@@ -790,6 +1288,67 @@ export class StepPlannedPool<M = unknown> {
   }
 }
 
+/**
+ * A plan with what its fast path needs: the arena items (offset >= 0) by
+ * their planned free, and per item how many of those the plan freed
+ * before the item's request (greedy-by-size kept the item clear of every
+ * arena item whose life overlaps its own, so only those may share its
+ * range).
+ */
+function _fastPlan(
+  offsets: Float64Array,
+  sizes: Float64Array,
+  starts: readonly number[],
+  ends: readonly number[],
+  size: number,
+): _Plan {
+  const count = offsets.length;
+  const arena: number[] = [];
+  for (let i = 0; i < count; i++) if (offsets[i] >= 0) arena.push(i);
+  arena.sort((a, b) => ends[a] - ends[b]);
+  const freeOrder = Int32Array.from(arena);
+  const need = new Int32Array(count);
+  for (let i = 0; i < count; i++) {
+    // arena items freed at or before this request
+    let lo = 0, hi = arena.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (ends[arena[mid]] <= starts[i]) lo = mid + 1;
+      else hi = mid;
+    }
+    need[i] = lo;
+  }
+  const keys = new Int32Array(count);
+  let key = _KEY0;
+  for (let i = 0; i < count; i++) keys[i] = key = _key(key, sizes[i]);
+  return {
+    offsets,
+    sizes,
+    count,
+    size,
+    freeOrder,
+    need,
+    state: new Uint8Array(count),
+    guard: new Uint8Array(count),
+    keys,
+    used: 0,
+    remade: 0,
+  };
+}
+
+/** Set bits of a 32-bit integer. */
+function _bits(x: number): number {
+  let n = 0;
+  for (; x !== 0; x &= x - 1) n++;
+  return n;
+}
+
+/** `size` rounded up to a quarter of its power of two (aligned). */
+function _roomy(size: number, align: number): number {
+  const quarter = Math.max(align, 2 ** Math.floor(Math.log2(size)) / 4);
+  return Math.ceil(size / quarter) * quarter;
+}
+
 /** Moves a free range node (never a handle in use). */
 function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
   const b = block as { byteOffset: number; byteLength: number };
@@ -819,22 +1378,38 @@ function _position<M>(
   bySize: boolean,
 ): number {
   let lo = 0, hi = list.length;
+  if (!bySize) {
+    const at = item._offset;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid]._offset < at) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+  const size = item.byteLength, seq = item._seq;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (_before(list[mid], item, bySize)) lo = mid + 1;
-    else hi = mid;
+    const b = list[mid];
+    if (b.byteLength < size || (b.byteLength === size && b._seq < seq)) {
+      lo = mid + 1;
+    } else hi = mid;
   }
   return lo;
 }
 
+// (shifting by hand: `splice` makes an array each call, and the lists are
+// short)
 function _insertSorted<M>(
   list: PlannedBlock<M>[],
   item: PlannedBlock<M>,
   bySize: boolean,
 ) {
   const at = _position(list, item, bySize);
-  if (at === list.length) list.push(item);
-  else list.splice(at, 0, item);
+  let k = list.length;
+  list.push(item);
+  for (; k > at; k--) list[k] = list[k - 1];
+  list[at] = item;
 }
 
 function _removeSorted<M>(
@@ -846,6 +1421,7 @@ function _removeSorted<M>(
   // its position or not in the index at all
   const at = _position(list, item, bySize);
   if (list[at] !== item) throw new Error("internal: free index lost a block");
-  if (at === list.length - 1) list.pop();
-  else list.splice(at, 1);
+  const last = list.length - 1;
+  for (let k = at; k < last; k++) list[k] = list[k + 1];
+  list.pop();
 }

@@ -121,4 +121,40 @@ describe("StepPlannedPool on real runtime traces", () => {
     pool.validate();
     assert.equal(made[4], made[1], `segments made by pass: ${made}`);
   });
+
+  it("warm passes of the steps that vary: planning stops and most steps are fast", async () => {
+    // transformer-varlen: nine step shapes per pass; each keeps its plan,
+    // and a step that leaves its plan the same way every pass is planned
+    // again twice at most
+    const data = await Deno.readFile(
+      new URL("tfjs-webgpu/transformer-varlen.jsonl.gz", root),
+    );
+    const text = await new Response(
+      new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+    ).text();
+    const ops = traceOps(parseTrace(text), "storage");
+    const pool: StepPlannedPool = new StepPlannedPool(
+      new MockSegmentSource({ alignment: 256 }),
+    );
+    const replans: number[] = [], fast: number[] = [];
+    for (let pass = 0; pass < 8; pass++) {
+      const live = new Map<number, PlannedBlock>();
+      for (let i = 0; i < ops.length; i++) {
+        const code = ops.code[i];
+        if (code === 0) {
+          live.set(ops.id[i], pool.allocate(Math.max(1, ops.size[i])));
+        } else if (code === 1) {
+          pool.free(live.get(ops.id[i])!);
+          live.delete(ops.id[i]);
+        } else if (code === 3) pool.endStep();
+      }
+      for (const block of live.values()) pool.free(block);
+      pool.endStep();
+      replans.push(pool.replanCount);
+      fast.push(pool.fastStepCount);
+    }
+    pool.validate();
+    assert.equal(replans[7], replans[4], `plans made by pass: ${replans}`);
+    assert.ok(fast[7] - fast[4] >= 3 * 6, `fast steps by pass: ${fast}`);
+  });
 });

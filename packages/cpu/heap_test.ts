@@ -7,8 +7,11 @@ import {
   OutOfMemoryError,
   UseAfterFreeError,
 } from "@allot/core";
-import { CpuHeap } from "./heap.ts";
+import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
 import { modelRuns } from "../core/_test_faults.ts";
+import { logUniformTrace, type Trace } from "./bench/trace.ts";
+
+const PLACEMENTS: CpuHeapPlacement[] = ["compact", "good-fit"];
 
 interface Live {
   offset: number;
@@ -342,6 +345,7 @@ describe("CpuHeap", () => {
     fc.assert(
       fc.property(
         fc.constantFrom(16, 64),
+        fc.constantFrom(...PLACEMENTS),
         // 1,000 runs in CI (modelRuns): sequences of 50-300 ops (200 runs
         // of 200-1,500 before) keep the ops per CI run about the same
         fc.array(opArb(20000), {
@@ -349,8 +353,8 @@ describe("CpuHeap", () => {
           maxLength: 300,
           size: "max",
         }),
-        (alignment, ops) => {
-          runModel(new CpuHeap(1 << 16, { alignment }), ops);
+        (alignment, placement, ops) => {
+          runModel(new CpuHeap(1 << 16, { alignment, placement }), ops);
         },
       ),
       { numRuns: modelRuns() },
@@ -510,6 +514,30 @@ describe("CpuHeap", () => {
   });
 });
 
+// A run of allocations in a fresh heap, then a free of those not kept: holes
+// of every size at every height (random alloc/free alone rarely leaves a
+// large hole below a small one).
+function holesArb(): fc.Arbitrary<[number[], boolean[]]> {
+  return fc.array(sizeArb(1 << 15), { minLength: 2, maxLength: 40 }).chain((
+    fill,
+  ) =>
+    fc.tuple(
+      fc.constant(fill),
+      fc.array(fc.boolean(), {
+        minLength: fill.length,
+        maxLength: fill.length,
+      }),
+    )
+  );
+}
+
+function withHoles(heap: CpuHeap, fill: number[], keep: boolean[]): number[] {
+  const live: number[] = [];
+  const all = fill.map((n) => heap.alloc(n));
+  all.forEach((at, i) => (keep[i] ? live.push(at) : heap.free(at)));
+  return live;
+}
+
 describe("CpuHeap fast path", () => {
   it("CpuHeap.alloc()'s fast path (default alignment) matches the general path block for block", () => {
     // The same operations on two heaps: one through alloc(n), which takes the
@@ -517,14 +545,17 @@ describe("CpuHeap fast path", () => {
     // tryAlloc's #find/#take/#mark. Offsets, blocks and stats must agree.
     fc.assert(
       fc.property(
+        fc.constantFrom(...PLACEMENTS),
+        holesArb(),
         fc.array(
           fc.tuple(fc.boolean(), sizeArb(1 << 16), fc.nat()),
           { minLength: 1, maxLength: 100 },
         ),
-        (ops) => {
-          const fast = new CpuHeap(1 << 20);
-          const slow = new CpuHeap(1 << 20);
-          const live: number[] = [];
+        (placement, [fill, keep], ops) => {
+          const fast = new CpuHeap(1 << 20, { placement });
+          const slow = new CpuHeap(1 << 20, { placement });
+          const live = withHoles(fast, fill, keep);
+          assert.deepEqual(withHoles(slow, fill, keep), live);
           for (const [isAlloc, byteLength, pick] of ops) {
             if (isAlloc || live.length === 0) {
               let x: number | undefined, y: number | undefined;
@@ -553,5 +584,130 @@ describe("CpuHeap fast path", () => {
       ),
       { numRuns: modelRuns() },
     );
+  });
+});
+
+describe("CpuHeap placement", () => {
+  // Builds, at the default 64-byte granule: a free hole of 300 granules at
+  // offset 0, a used block, a free hole of 20 granules, a used block, and the
+  // free rest. Returns the heap and the offset of the small hole.
+  function twoHoles(placement: CpuHeapPlacement): [CpuHeap, number] {
+    const heap = new CpuHeap(1 << 20, { placement });
+    const large = heap.alloc(300 * 64);
+    heap.alloc(64);
+    const small = heap.alloc(20 * 64);
+    heap.alloc(64);
+    heap.free(large);
+    heap.free(small);
+    return [heap, small];
+  }
+
+  it("CpuHeap's compact placement puts a small request in the lowest large hole before a higher small one", () => {
+    const [compact] = twoHoles("compact");
+    assert.equal(compact.alloc(16 * 64), 0, "fast path");
+    const [general] = twoHoles("compact");
+    assert.equal(general.alloc(16 * 64, 64), 0, "general path");
+    // A large request keeps the good fit: the top, not the low hole split.
+    assert.equal(compact.alloc(280 * 64), 16 * 64);
+    compact.checkIntegrity();
+  });
+
+  it("CpuHeap's good-fit placement takes the small hole of the first fitting class", () => {
+    const [heap, small] = twoHoles("good-fit");
+    assert.equal(heap.alloc(16 * 64), small);
+    heap.checkIntegrity();
+  });
+
+  it("CpuHeap's compact placement puts every small request at or below the lowest free block of 256 granules, through both paths and growth", () => {
+    let grew = false;
+    fc.assert(
+      fc.property(
+        holesArb(),
+        fc.array(
+          fc.tuple(fc.boolean(), sizeArb(1 << 16), fc.nat(), fc.boolean()),
+          { minLength: 1, maxLength: 150 },
+        ),
+        ([fill, keep], ops) => {
+          const heap = new CpuHeap(1 << 16, {
+            maxByteLength: 1 << 21,
+            placement: "compact",
+          });
+          const g = heap.alignment;
+          const live = withHoles(heap, fill, keep);
+          for (const [isAlloc, byteLength, pick, general] of ops) {
+            if (isAlloc || live.length === 0) {
+              const lowestLarge = heap.snapshot().find((b) =>
+                b.free && b.byteLength >= 256 * g
+              );
+              // alloc(n) takes the fast path, tryAlloc(n, g) the general one.
+              let offset: number | undefined;
+              try {
+                offset = general
+                  ? heap.tryAlloc(byteLength, g)
+                  : heap.alloc(byteLength);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              if (offset === undefined) continue;
+              live.push(offset);
+              if (
+                Math.max(1, Math.ceil(byteLength / g)) < 256 &&
+                lowestLarge !== undefined
+              ) {
+                assert.ok(
+                  offset <= lowestLarge.byteOffset,
+                  `${byteLength} bytes went to ${offset}, above the free block at ${lowestLarge.byteOffset}`,
+                );
+              }
+            } else {
+              heap.free(live.splice(pick % live.length, 1)[0]);
+            }
+            heap.checkIntegrity();
+          }
+          // 64 KiB to start: the fill alone grows the heap, and its chunk
+          // index with it, in most runs.
+          grew ||= heap.stats().growCount > 0;
+        },
+      ),
+      { numRuns: modelRuns() },
+    );
+    assert.ok(grew, "no run grew the heap");
+  });
+
+  it("CpuHeap's compact placement lowers the footprint of mixed-lifetime traces (deterministic, six seeds)", () => {
+    // Highest byte used / peak live on 40,000-op log-uniform traces; on
+    // these seeds compact is lower on each (by 0.017 - 0.14, 0.044 on
+    // average). Not a timing: the figures are the same on every machine.
+    const footprint = (trace: Trace, placement: CpuHeapPlacement) => {
+      const heap = new CpuHeap(1 << 30, { placement });
+      const offsets = new Float64Array(trace.slots);
+      const { kind, slot, byteLength } = trace;
+      for (let i = 0; i < kind.length; i++) {
+        if (kind[i] === 1) offsets[slot[i]] = heap.alloc(byteLength[i]);
+        else heap.free(offsets[slot[i]]);
+      }
+      return heap.highWaterBytes / trace.peakLiveBytes;
+    };
+    let gain = 0;
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const trace = logUniformTrace(40_000, 300, seed);
+      const compact = footprint(trace, "compact");
+      const goodFit = footprint(trace, "good-fit");
+      assert.ok(compact < goodFit, `seed ${seed}: ${compact} >= ${goodFit}`);
+      gain += (goodFit - compact) / 6;
+    }
+    assert.ok(gain >= 0.03, `mean gain ${gain}`);
+  });
+
+  it("CpuHeap refuses an unknown placement", () => {
+    assert.throws(
+      () =>
+        new CpuHeap(4096, {
+          placement: "best" as unknown as CpuHeapPlacement,
+        }),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError && /"best"/.test(e.message),
+    );
+    assert.equal(new CpuHeap(4096).placement, "good-fit");
   });
 });

@@ -236,6 +236,7 @@ describe("cpu entry points under hostile values", () => {
       ["CpuHeap(memory)", (v) => new CpuHeap(v)],
       ["CpuHeap(options)", (v) => new CpuHeap(4096, v)],
       ["CpuHeap({ byteOffset })", (v) => new CpuHeap(4096, { byteOffset: v })],
+      ["CpuHeap({ placement })", (v) => new CpuHeap(4096, { placement: v })],
       ["CpuHeap.realloc()", (v) => {
         const h = new CpuHeap(4096);
         return h.realloc(h.alloc(8), v);

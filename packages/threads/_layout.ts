@@ -10,7 +10,8 @@
  *            │ arena table (64 × 16 words)│ one 64-byte line per arena
  *            │ return table (64 × 16 w.)  │ one return-list head a line
  *            │ page meta (8 words a page) │ kind, len, tail, start, next,
- *            │                            │ prev, owner of every 4 KiB page
+ *            │                            │ prev, owner, age of every
+ *            │                            │ 4 KiB page (all 0: no span)
  * pageBase   ├────────────────────────────┤ (4096-aligned)
  *            │ pages: large spans and     │
  *            │ 64 KiB slabs (3328-byte    │
@@ -24,7 +25,7 @@
 /** "alot": the first word of every heap header. */
 export const MAGIC = 0x616c6f74;
 /** Bumped when the layout changes. */
-export const VERSION = 2;
+export const VERSION = 3;
 
 /** Page: the unit of the shared core. */
 export const PAGE_SHIFT = 12;
@@ -135,14 +136,22 @@ export const ARENA_RECLAIMING = 2;
 // --- page meta: eight words per page, one 32-byte record ---
 export const M_KIND = 0;
 export const M_LEN = 1;
-/** On the last page of a free span: its first page. */
+/**
+ * On the last page of a free span: its first page + 1 (0: none, so that a
+ * zeroed record is a valid "no span").
+ */
 export const M_TAIL = 2;
-/** On every page of a slab: the slab's first page. */
+/** On every page of a slab: the slab's first page + 1 (0: not a slab's). */
 export const M_START = 3;
 export const M_NEXT = 4;
 export const M_PREV = 5;
 /** On the first page of a large span: the token of its allocating arena. */
 export const M_OWNER = 6;
+/**
+ * On the first page of a span its arena keeps cached: the age stamp of the
+ * span (owner-only, like the `M_NEXT` / `M_PREV` links of its cache list).
+ */
+export const M_AGE = 7;
 export const META_WORDS = 8;
 
 export const K_NONE = 0;
@@ -184,6 +193,15 @@ export const CLASS_SIZES: readonly number[] = (() => {
   }
   return sizes;
 })();
+/**
+ * `ceil(2^20 / (size / 64))` of each class: the block index of a byte
+ * offset `r` in a slab is `((r >>> 6) * CLASS_RECIPROCALS[cls]) >>> 20`
+ * (exact for every offset of a slab, a multiply instead of a division).
+ */
+export const CLASS_RECIPROCALS: Int32Array = Int32Array.from(
+  CLASS_SIZES,
+  (size) => Math.ceil((1 << 20) / (size >> 6)),
+);
 /** Largest block a slab serves; larger requests take whole pages. */
 export const MAX_SMALL = 8192;
 /** Class of a request of `n` bytes (alignment <= 64): `CLASS_OF[(n + 63) >> 6]`. */

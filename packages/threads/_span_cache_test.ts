@@ -22,9 +22,16 @@ const opArb = fc.oneof(
     width: fc.integer({ min: 1, max: 3 }),
   }),
   fc.record({ kind: fc.constant("oldest" as const) }),
+  // A length near a cached span's (picked by index), so that the first
+  // fit is often not the bin's newest span.
+  fc.record({
+    kind: fc.constant("fit" as const),
+    pick: fc.nat(),
+    delta: fc.integer({ min: -2, max: 2 }),
+  }),
 );
 
-Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evicted first", () => {
+Deno.test("SpanCache matches a model: LIFO reuse within the window, a fit in the own bin, oldest evicted first", () => {
   fc.assert(
     fc.property(fc.array(opArb, { maxLength: 200 }), (ops) => {
       const i32 = new Int32Array(200 * 40 * META_WORDS + 64);
@@ -47,6 +54,17 @@ Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evict
           }
           assert.equal(cache.take(op.from, to), want ? want.page : -1);
           if (want) model = model.filter((e) => e !== want);
+        } else if (op.kind === "fit") {
+          // The newest of the four newest spans of the length's bin that
+          // has at least that many pages.
+          const near = model.length ? model[op.pick % model.length].len : 8;
+          const len = Math.max(1, near + op.delta), bin = binOf(len);
+          const want = model.filter((e) => e.bin === bin)
+            .sort((x, y) => y.age - x.age)
+            .slice(0, 4)
+            .find((e) => e.len >= len);
+          assert.equal(cache.takeFit(bin, len), want ? want.page : -1);
+          if (want) model = model.filter((e) => e !== want);
         } else {
           const want = [...model].sort((x, y) => x.age - y.age)[0];
           assert.equal(cache.takeOldest(), want ? want.page : -1);
@@ -63,4 +81,25 @@ Deno.test("SpanCache matches a model: LIFO reuse within the window, oldest evict
     }),
     { numRuns: modelRuns() },
   );
+});
+
+Deno.test("SpanCache.takeFit() of a bin's oldest span leaves the next oldest to evict", () => {
+  const i32 = new Int32Array(64 * META_WORDS);
+  const cache = new SpanCache(i32, 0);
+  // 9 and 8 pages share a bin; a request of 9 skips the newest two.
+  assert.equal(binOf(8), binOf(9));
+  for (const [page, len] of [[0, 9], [9, 8], [17, 8]]) {
+    i32[page * META_WORDS + M_LEN] = len;
+    cache.put(page);
+  }
+  assert.equal(
+    cache.takeFit(binOf(9), 9),
+    0,
+    "the oldest, past two that do not fit",
+  );
+  assert.equal(cache.takeOldest(), 9);
+  assert.equal(cache.takeOldest(), 17);
+  assert.equal(cache.takeOldest(), -1);
+  assert.equal(cache.spans, 0);
+  assert.equal(cache.pages, 0);
 });

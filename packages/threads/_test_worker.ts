@@ -13,6 +13,7 @@ import {
 } from "./mod.ts";
 import type { SharedBufferDescriptor } from "./mod.ts";
 import { Buffer } from "@allot/storage";
+import { OutOfMemoryError } from "@allot/core";
 
 /** A block handed to another Worker: where, how long, which pattern. */
 export interface HandOff {
@@ -105,7 +106,16 @@ function step(): void {
   const r = random();
   if (r < 0.5 || live.length === 0) {
     const n = Math.floor(16 * 2 ** (Math.log2(maxBytes / 16) * random()));
-    const at = heap.tryAlloc(n);
+    // Half through alloc() (its owner fast path), half through tryAlloc().
+    let at: number | undefined;
+    if (random() < 0.5) at = heap.tryAlloc(n);
+    else {
+      try {
+        at = heap.alloc(n);
+      } catch (e) {
+        if (!(e instanceof OutOfMemoryError)) throw e;
+      }
+    }
     if (at === undefined) return;
     tags = (tags % 250) + 1;
     const b = { byteOffset: at, byteLength: n, tag: tags };

@@ -40,6 +40,7 @@ import {
   binOf,
   BINS,
   CLASS_OF,
+  CLASS_RECIPROCALS,
   CLASS_SIZES,
   H_ARENAS,
   H_BIN_MASK,
@@ -276,8 +277,11 @@ function blockList(found: HeldBlock[]): HeldBlock[] {
  *
  * - Each handle owns an **arena**. Blocks up to 8 KiB come from the arena's
  *   64 KiB **slabs** (24 size classes, 64-byte granularity): allocation and
- *   a free by the owner are plain reads and writes on the arena's own slab,
- *   plus one atomic bit in the slab's bitmap (which catches double frees).
+ *   a free by the owner are plain reads and writes on the arena's own slab
+ *   (no `Atomics` call), with a state byte per block that catches double
+ *   frees; a free from another thread clears it with a compare-exchange.
+ *   Two threads freeing one block at the same instant are caught in strict
+ *   mode only (it takes the compare-exchange path for the owner too).
  * - A free from **another** thread pushes the block on the slab's remote
  *   list with one compare-exchange; the owner takes the whole list back in
  *   one exchange when its slab runs dry. No lock on either path.
@@ -324,6 +328,7 @@ export class SharedHeap {
   #base: number; // byteOffset of the header
   #pages: number;
   #pageBase: number;
+  #pageBytes: number; // bytes of the page area
   #meta: number; // word index of the first meta array
   #arenaWord: number;
   #arena: number;
@@ -357,6 +362,7 @@ export class SharedHeap {
     this.#stateWord = h + H_STATE;
     this.#pages = this.#i32[h + H_PAGES];
     this.#pageBase = this.#i32[h + H_PAGE_BASE];
+    this.#pageBytes = this.#pages * PAGE;
     this.#meta = this.#i32[h + H_META] >> 2;
     this.#timeoutMs = timeoutMs;
     this.#cacheLimit = Math.min(16384, this.#pages >> 4);
@@ -397,6 +403,7 @@ export class SharedHeap {
     memory: SharedMemory | number,
     options: SharedHeapOptions = {},
   ): SharedHeap {
+    const fresh = typeof memory === "number";
     if (typeof memory === "number") {
       validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
       memory = new SharedArrayBuffer(memory);
@@ -437,12 +444,10 @@ export class SharedHeap {
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
     const h = base >> 2;
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
+    // Zero page records are "no span": a new SharedArrayBuffer is zero
+    // already, so a heap in one made here touches no record up front.
     const meta = metaStart >> 2;
-    i32.fill(0, meta, meta + META_WORDS * pages);
-    for (let p = 0; p < pages; p++) {
-      i32[meta + (p << 3) + M_TAIL] = -1;
-      i32[meta + (p << 3) + M_START] = -1;
-    }
+    if (!fresh) i32.fill(0, meta, meta + META_WORDS * pages);
     i32[h + H_PAGES] = pages;
     i32[h + H_PAGE_BASE] = baseOf(pages);
     i32[h + H_META] = metaStart;
@@ -584,14 +589,73 @@ export class SharedHeap {
    * smallest block (64 bytes).
    *
    * @param byteLength Number of bytes.
-   * @param alignment A power of two up to 4096.
+   * @param alignment A power of two up to 4096 (64 when omitted).
    * @returns The absolute byte offset of the block in the buffer.
    * @throws {InvalidArgumentError} For a bad length or alignment.
    * @throws {OutOfMemoryError} When no free pages are left.
    * @throws {HeapClosedError} After detach or close.
    * @throws {HeapBusyError} When the core lock stays held too long.
    */
-  alloc(byteLength: number, alignment = 64): number {
+  alloc(byteLength: number, alignment?: number): number {
+    // Fast path, written out so that it compiles to one function: the
+    // default alignment, a block at hand in this arena's current slab or
+    // span cache. Plain reads and writes only: every word it touches is
+    // this arena's alone (a slab's stack and bump, a cached span's record).
+    if (
+      (alignment === undefined || alignment === 64) &&
+      typeof byteLength === "number" &&
+      (byteLength >>> 0) === byteLength && this.#open &&
+      this.#i32[this.#stateWord] === STATE_OPEN
+    ) {
+      const i32 = this.#i32, a = this.#arenaWord;
+      if (byteLength <= MAX_SMALL) {
+        const cls = CLASS_OF[(byteLength + 63) >> 6];
+        const slab = this.#cur[cls];
+        if (slab !== 0) {
+          const s = slab >> 2;
+          const top = i32[s + S_FREE];
+          let k = -1;
+          if (top !== 0) {
+            k = this.#u16[((slab + S_STACK) >> 1) + top - 1];
+            i32[s + S_FREE] = top - 1;
+          } else if (i32[s + S_BUMP] < i32[s + S_CAP]) k = i32[s + S_BUMP]++;
+          if (k >= 0) {
+            i32[s + S_USED]++;
+            const size = CLASS_SIZES[cls];
+            // Only the owner marks a block live; frees clear it.
+            this.#u8[slab + S_STATES + k] = 1;
+            i32[a + A_LIVE_BLOCKS]++;
+            i32[a + A_LIVE_BYTES] += size;
+            return slab + SLAB_HEADER + k * size;
+          }
+        }
+      } else if (byteLength <= SHARED_MAX_BYTE_END) {
+        const pages = (byteLength + PAGE - 1) >>> PAGE_SHIFT;
+        // A span of the request's own bin that fits (the same size freed
+        // before), else one of the first two bins whose every span fits
+        // (at most about 1.5x the request).
+        const top = 31 - Math.clz32(pages);
+        let bin = pages;
+        if (pages >= 4) bin = 4 * (top - 1) + ((pages >>> (top - 2)) & 3);
+        const cache = this.#cache;
+        let page = cache.takeFit(bin, pages);
+        if (page < 0) {
+          if (pages >= 4 && (pages & ((1 << (top - 2)) - 1)) !== 0) bin++;
+          page = cache.take(bin, bin + 2 < BINS ? bin + 2 : BINS);
+        }
+        if (page >= 0) {
+          const w = this.#meta + (page << 3);
+          // A plain store: a cached span is this arena's alone, and the
+          // offset reaches another thread only through a message or an
+          // atomic write, which publishes this store too.
+          i32[w + M_KIND] = K_LARGE;
+          i32[a + A_LARGE_HITS]++;
+          i32[a + A_LIVE_BLOCKS]++;
+          i32[a + A_LIVE_BYTES] += i32[w + M_LEN] << PAGE_SHIFT;
+          return this.#pageBase + (page << PAGE_SHIFT);
+        }
+      }
+    }
     const offset = this.tryAlloc(byteLength, alignment);
     if (offset === undefined) this.#throwOom(byteLength);
     return offset;
@@ -602,15 +666,18 @@ export class SharedHeap {
    * memory is left (invalid arguments still throw).
    *
    * @param byteLength Number of bytes.
-   * @param alignment A power of two up to 4096.
+   * @param alignment A power of two up to 4096 (64 when omitted).
    * @returns The absolute byte offset, or `undefined`.
    */
-  tryAlloc(byteLength: number, alignment = 64): number | undefined {
+  tryAlloc(byteLength: number, alignment?: number): number | undefined {
     if (
       !(typeof byteLength === "number" && byteLength >= 0 &&
         byteLength <= SHARED_MAX_BYTE_END && Number.isInteger(byteLength))
     ) validateByteLength(byteLength, SHARED_MAX_BYTE_END);
-    if (alignment !== 64) validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
+    if (alignment === undefined) alignment = 64;
+    else if (alignment !== 64) {
+      validateAlignment(alignment, SHARED_MAX_ALIGNMENT);
+    }
     this.#checkOpen("allocate");
     if (byteLength <= MAX_SMALL && alignment <= 256) {
       let cls = CLASS_OF[(byteLength + 63) >> 6];
@@ -632,6 +699,74 @@ export class SharedHeap {
    * @throws {HeapClosedError} After detach or close.
    */
   free(byteOffset: number): void {
+    // Fast path, written out: a block of this arena freed by this arena.
+    // The state byte (small) or kind word (large) is checked and cleared
+    // with a plain read and write, no compare-exchange: only a free racing
+    // with another thread's free of the same block could slip past, and
+    // that race is a double free the caller already committed (strict mode
+    // takes the checked path below and catches it). Sequential double
+    // frees, from any thread, are caught either way.
+    const rel = typeof byteOffset === "number"
+      ? byteOffset - this.#pageBase
+      : -1;
+    if (
+      (rel >>> 0) === rel && rel < this.#pageBytes && this.#open &&
+      this.#i32[this.#stateWord] === STATE_OPEN
+    ) {
+      const i32 = this.#i32, a = this.#arenaWord;
+      const page = rel >>> PAGE_SHIFT;
+      const start = i32[this.#meta + (page << 3) + M_START];
+      if (start !== 0) {
+        const slab = this.#pageBase + ((start - 1) << PAGE_SHIFT),
+          s = slab >> 2;
+        // A plain read: only this handle ever sets or clears its own token.
+        if (i32[s + S_OWNER] === this.#token) {
+          const cls = i32[s + S_CLASS], size = CLASS_SIZES[cls];
+          const r = byteOffset - slab - SLAB_HEADER;
+          const k = ((r >>> 6) * CLASS_RECIPROCALS[cls]) >>> 20;
+          const state = slab + S_STATES + k;
+          if (
+            r >= 0 && k * size === r && k < i32[s + S_CAP] &&
+            this.#u8[state] === 1
+          ) {
+            this.#u8[state] = 0;
+            i32[a + A_LIVE_BLOCKS]--;
+            i32[a + A_LIVE_BYTES] -= size;
+            const top = i32[s + S_FREE];
+            this.#u16[((slab + S_STACK) >> 1) + top] = k;
+            i32[s + S_FREE] = top + 1;
+            if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
+            return;
+          }
+        }
+      } else if ((rel & (PAGE - 1)) === 0) {
+        const w = this.#meta + (page << 3);
+        if (
+          i32[w + M_OWNER] === this.#token && i32[w + M_KIND] === K_LARGE &&
+          this.#cacheLimit !== 0
+        ) {
+          // The owner keeps the span for its next large block: no lock.
+          i32[w + M_KIND] = K_CACHED;
+          i32[a + A_LIVE_BLOCKS]--;
+          i32[a + A_LIVE_BYTES] -= i32[w + M_LEN] << PAGE_SHIFT;
+          const cache = this.#cache;
+          cache.put(page);
+          // Over the limit: the oldest spans go back, down to half of it.
+          if (cache.pages > this.#cacheLimit) {
+            this.#flushCache(this.#cacheLimit >> 1);
+          }
+          return;
+        }
+      }
+    }
+    this.#freeChecked(byteOffset);
+  }
+
+  /**
+   * Any block, from any arena: every check, and compare-exchanges that
+   * catch two threads freeing one block at once.
+   */
+  #freeChecked(byteOffset: number): void {
     this.#checkOpen("free");
     if (typeof byteOffset !== "number") {
       this.#throwNotBlock(byteOffset, "not a number");
@@ -643,10 +778,10 @@ export class SharedHeap {
     const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
     // Only the pages of a live slab name their slab's first page (others
-    // hold -1), so this one read tells small from large.
+    // hold 0), so this one read tells small from large.
     const start = i32[m + (page << 3) + M_START];
-    if (start >= 0) {
-      return this.#freeSmall(this.#pageBase + start * PAGE, byteOffset);
+    if (start !== 0) {
+      return this.#freeSmall(this.#pageBase + (start - 1) * PAGE, byteOffset);
     }
     if ((rel & (PAGE - 1)) === 0) return this.#freeLarge(page, byteOffset);
     this.#throwNotBlock(byteOffset, "not the start of a block");
@@ -924,7 +1059,7 @@ export class SharedHeap {
       }
       if (kind === K_FREE) {
         if (prevFree) throw new Error(`Page ${p}: two free spans in a row`);
-        if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p) {
+        if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p + 1) {
           throw new Error(`Page ${p}: free span tail does not point back`);
         }
         free += len;
@@ -962,9 +1097,17 @@ export class SharedHeap {
         this.#unlock();
       }
     };
-    const tryAlloc = proto.tryAlloc, free = proto.free;
+    const tryAlloc = proto.tryAlloc;
     const reclaim = proto.reclaim;
     Object.defineProperties(this, {
+      // alloc's fast path would skip the check: strict goes through tryAlloc.
+      alloc: {
+        value: (byteLength: number, alignment?: number): number => {
+          const offset = this.tryAlloc(byteLength, alignment);
+          if (offset === undefined) this.#throwOom(byteLength);
+          return offset;
+        },
+      },
       tryAlloc: {
         value: (byteLength: number, alignment?: number): number | undefined => {
           const offset = tryAlloc.call(this, byteLength, alignment);
@@ -978,7 +1121,8 @@ export class SharedHeap {
           if (length !== undefined) {
             this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
           }
-          free.call(this, byteOffset);
+          // The checked path: compare-exchanges catch racing double frees.
+          this.#freeChecked(byteOffset);
           check();
         },
       },
@@ -1303,13 +1447,16 @@ export class SharedHeap {
     const pages = Math.max(1, Math.ceil(byteLength / PAGE));
     {
       // Lock-free reuse of a span this arena allocated and some arena
-      // freed: the first two bins whose every span fits (at most about
-      // 1.5x the request).
-      let bin = binOf(pages);
-      if (pages >= 4 && binBase(bin) !== pages) bin++;
-      let page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+      // freed: one of the request's own bin that fits, else the first two
+      // bins whose every span fits (at most about 1.5x the request).
+      const fit = binOf(pages);
+      const bin = pages >= 4 && binBase(fit) !== pages ? fit + 1 : fit;
+      const cache = this.#cache;
+      let page = cache.takeFit(fit, pages);
+      if (page < 0) page = cache.take(bin, Math.min(bin + 2, BINS));
       if (page < 0 && this.#takeReturns()) {
-        page = this.#cache.take(bin, Math.min(bin + 2, BINS));
+        page = cache.takeFit(fit, pages);
+        if (page < 0) page = cache.take(bin, Math.min(bin + 2, BINS));
       }
       if (page >= 0) {
         const w = this.#meta + (page << 3);
@@ -1456,9 +1603,9 @@ export class SharedHeap {
    * @returns Whether any span came back.
    */
   #takeReturns(): boolean {
-    if (Atomics.load(this.#i32, this.#returnsAt(this.#arena)) <= 0) {
-      return false;
-    }
+    // A plain read as a hint (an Atomics call costs as much as a cache
+    // hit): a push it misses is taken at the next miss, or by #giveBack.
+    if (this.#i32[this.#returnsAt(this.#arena)] <= 0) return false;
     return this.#adoptReturns(this.#takeList(this.#arena));
   }
 
@@ -1489,7 +1636,11 @@ export class SharedHeap {
     const cache = this.#cache;
     if (cache.pages <= keep) return;
     this.#lock("free");
-    while (cache.pages > keep) this.#releaseSpan(cache.takeOldest());
+    while (cache.pages > keep) {
+      const page = cache.takeOldest();
+      if (page < 0) break; // only if the index was corrupted: never loop
+      this.#releaseSpan(page);
+    }
     this.#unlock();
   }
 
@@ -1501,7 +1652,7 @@ export class SharedHeap {
     ) return undefined;
     const i32 = this.#i32, m = this.#meta;
     const page = rel >> PAGE_SHIFT;
-    const start = i32[m + (page << 3) + M_START];
+    const start = i32[m + (page << 3) + M_START] - 1;
     if (
       start >= 0 && start <= page && page < start + SLAB_PAGES &&
       i32[m + (start << 3) + M_KIND] === K_SLAB
@@ -1543,7 +1694,7 @@ export class SharedHeap {
     if (kind === K_SLAB) {
       i32[this.#arenaWord + A_SLABS_TAKEN]++;
       for (let p = found; p < found + pages; p++) {
-        i32[m + (p << 3) + M_START] = found;
+        i32[m + (p << 3) + M_START] = found + 1;
       }
     }
     this.#unlock();
@@ -1557,7 +1708,7 @@ export class SharedHeap {
     i32[(this.#base >> 2) + H_FREE_PAGES] += len;
     i32[this.#arenaWord + A_PAGES_RETURNED] += len;
     if (i32[m + (page << 3) + M_KIND] === K_SLAB) {
-      for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = -1;
+      for (let p = page; p < page + len; p++) i32[m + (p << 3) + M_START] = 0;
     }
     i32[m + (page << 3) + M_KIND] = K_NONE;
     const next = page + len;
@@ -1567,7 +1718,7 @@ export class SharedHeap {
       i32[m + (next << 3) + M_KIND] = K_NONE;
     }
     if (page > 0) {
-      const t = i32[m + ((page - 1) << 3) + M_TAIL];
+      const t = i32[m + ((page - 1) << 3) + M_TAIL] - 1;
       if (
         t >= 0 && t < page && i32[m + (t << 3) + M_KIND] === K_FREE &&
         t + i32[m + (t << 3) + M_LEN] === page
@@ -1586,7 +1737,7 @@ export class SharedHeap {
     const h = this.#base >> 2;
     i32[m + (page << 3) + M_KIND] = K_FREE;
     i32[m + (page << 3) + M_LEN] = len;
-    i32[m + ((page + len - 1) << 3) + M_TAIL] = page;
+    i32[m + ((page + len - 1) << 3) + M_TAIL] = page + 1;
     const bin = binOf(len);
     const head = i32[h + H_BINS + bin];
     i32[m + (page << 3) + M_NEXT] = head;

@@ -41,6 +41,21 @@ describe("SharedHeap strict mode", () => {
     }
   });
 
+  it("SharedHeap in strict mode checks integrity after allocations that alloc()'s fast path would serve", () => {
+    using heap = SharedHeap.create(4 * MiB, { strict: true });
+    const warm = [heap.alloc(64), heap.alloc(100_000)];
+    heap.free(warm[1]); // cached: the next alloc of that size is a hit
+    const counter = counting(heap);
+    const small = heap.alloc(64); // from the current slab
+    const large = heap.alloc(100_000); // from the span cache
+    assert.equal(large, warm[1]);
+    assert.equal(counter.calls, 2);
+    heap.free(small);
+    heap.free(large);
+    heap.free(warm[0]);
+    assert.equal(counter.calls, 5);
+  });
+
   it("SharedHeap in strict mode stops at a slab header overwritten by a wild write; off, it goes on", () => {
     for (const strict of [true, false]) {
       using heap = SharedHeap.create(4 * MiB, { strict });

@@ -12,7 +12,11 @@ import {
   type MemoryStats,
 } from "@allot/caching";
 import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
-import { _assertAlive, _deviceState } from "./_device_state.ts";
+import {
+  _assertAlive,
+  type _DeviceState,
+  _deviceState,
+} from "./_device_state.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
@@ -105,6 +109,8 @@ export class GpuCachingAllocator {
   #adapter: GpuAllocatorAdapter | undefined;
   #frees: _QueueFrees;
   #owner: GpuAllocationOwner;
+  #state: _DeviceState;
+  #maxByteLength: number;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -131,6 +137,8 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
+    this.#state = _deviceState(device);
+    this.#maxByteLength = this.source.maxSegmentByteLength;
     const release = (block: unknown) =>
       (block as CachedBlock<GPUBuffer>).release();
     const frees = new _QueueFrees(this.stream, release);
@@ -181,8 +189,8 @@ export class GpuCachingAllocator {
    * @throws {DeviceLostError} When the device was lost.
    */
   allocate(byteLength: number): GpuAllocation {
-    validateByteLength(byteLength, this.source.maxSegmentByteLength);
-    if (_deviceState(this.gpuDevice).lost) {
+    validateByteLength(byteLength, this.#maxByteLength);
+    if (this.#state.lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     if (this.#frees.count > 0) this.#frees.poll();

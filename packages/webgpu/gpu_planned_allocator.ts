@@ -8,7 +8,11 @@
 
 import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
 import { type Device, validateByteLength } from "@allot/core";
-import { _assertAlive, _deviceState } from "./_device_state.ts";
+import {
+  _assertAlive,
+  type _DeviceState,
+  _deviceState,
+} from "./_device_state.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
@@ -93,6 +97,7 @@ export class GpuPlannedAllocator {
   readonly pool: StepPlannedPool<GPUBuffer>;
   #adapter: GpuAllocatorAdapter | undefined;
   #owner: GpuAllocationOwner;
+  #state: _DeviceState;
 
   /**
    * Creates the source and the pool.
@@ -110,9 +115,10 @@ export class GpuPlannedAllocator {
       strict: options.strict,
     });
     this.pool = pool;
+    this.#state = _deviceState(device);
     this.#owner = {
       free: (token) => {
-        if (!this.source.lost) pool.free(token as PlannedBlock<GPUBuffer>);
+        if (!this.#state.lost) pool.free(token as PlannedBlock<GPUBuffer>);
       },
     };
   }
@@ -138,10 +144,11 @@ export class GpuPlannedAllocator {
    * @throws {DeviceLostError} When the device was lost.
    */
   allocate(byteLength: number): GpuAllocation {
-    validateByteLength(byteLength, this.source.maxSegmentByteLength);
-    if (_deviceState(this.gpuDevice).lost) {
+    if (this.#state.lost) {
+      validateByteLength(byteLength, this.source.maxSegmentByteLength);
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
+    // (the pool checks the size against the same limit)
     const block = this.pool.allocate(byteLength);
     return _makeAllocation(
       this.gpuDevice,

@@ -7,6 +7,7 @@
  */
 
 import { _Usage } from "./_flags.ts";
+import { type DeviceBudget, deviceBudget } from "./device_budget.ts";
 import {
   alignUp,
   Device,
@@ -40,11 +41,14 @@ export interface GpuSegmentSourceOptions {
   /**
    * A budget in bytes: requests that would hold more return `undefined`.
    * WebGPU reports real out-of-memory only asynchronously, so a budget is the
-   * only way to refuse synchronously.
+   * only way to refuse synchronously. `"device"`: the budget
+   * {@linkcode deviceBudget} gives (half of host memory for an adapter whose
+   * buffers live there, a software or Apple adapter; no budget for others,
+   * since WebGPU tells no device's memory size).
    *
-   * @default {Infinity}
+   * @default {"device"}
    */
-  capacityBytes?: number;
+  capacityBytes?: number | "device";
   /**
    * What `hostVisible: true` means. WebGPU cannot combine `MAP_READ` or
    * `MAP_WRITE` with `STORAGE`, so no buffer is both bindable and mapped.
@@ -109,6 +113,11 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
   readonly maxBindingByteLength: number;
   /** The budget in bytes; lowered when the device reports out of memory. */
   capacityBytes: number;
+  /**
+   * Where the budget came from: the `capacityBytes` option, host memory (see
+   * {@linkcode deviceBudget}), or nothing known (`Infinity`).
+   */
+  readonly capacityBasis: "option" | DeviceBudget["basis"];
   #label: string;
   #hostVisible: HostVisibleMode;
   #ledger: SegmentLedger<GPUBuffer>;
@@ -124,7 +133,10 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    * @throws {InvalidArgumentError} For a negative budget or a bad index.
    */
   constructor(device: GPUDevice, options: GpuSegmentSourceOptions = {}) {
-    const capacity = validateCapacity(options.capacityBytes);
+    const option = options.capacityBytes ?? "device";
+    const budget = option === "device" ? deviceBudget(device) : undefined;
+    const capacity = budget?.capacityBytes ??
+      validateCapacity(option as number);
     const mode = options.hostVisible ?? "staged";
     if (mode !== "staged" && mode !== "refuse") {
       throw new InvalidArgumentError(
@@ -140,6 +152,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     );
     this.gpuDevice = device;
     this.capacityBytes = capacity;
+    this.capacityBasis = budget?.basis ?? "option";
     this.#label = options.label ?? "allot";
     this.#hostVisible = mode;
     this.alignment = Math.max(4, device.limits.minStorageBufferOffsetAlignment);

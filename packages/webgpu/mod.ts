@@ -53,6 +53,7 @@ export * from "./device_lost_error.ts";
 export * from "./dtype.ts";
 export * from "./gpu_binding.ts";
 export * from "./gpu_kernels.ts";
+export * from "./device_budget.ts";
 export * from "./gpu_segment_source.ts";
 export * from "./gpu_staging.ts";
 export * from "./kernel.ts";

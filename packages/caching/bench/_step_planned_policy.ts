@@ -6,6 +6,7 @@
 import { type MockMemory, MockSegmentSource } from "@allot/core";
 import type { PolicyFactory, ReplayPolicy } from "../../trace/replay_policy.ts";
 import { type PlannedBlock, StepPlannedPool } from "../step_planned_pool.ts";
+import { StepPoolGroup } from "../step_pool_group.ts";
 
 export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
   return {
@@ -14,6 +15,8 @@ export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
       "@allot/caching StepPlannedPool: best fit + per-step greedy-by-size plan, queue-order reuse",
     create(): ReplayPolicy {
       const pools = new Map<number, StepPlannedPool<MockMemory>>();
+      // one device: the pools' held bytes are bounded together
+      const group = new StepPoolGroup();
       const live = new Map<
         number,
         [StepPlannedPool<MockMemory>, PlannedBlock<MockMemory>]
@@ -26,7 +29,7 @@ export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
               capacityBytes: 2 ** 40,
               alignment: 256,
             });
-            pools.set(usage, p = new StepPlannedPool(source));
+            pools.set(usage, p = new StepPlannedPool(source, { group }));
           }
           live.set(id, [p, p.allocate(Math.max(1, size))]);
         },
@@ -36,7 +39,7 @@ export function stepPlannedPolicy(name = "allot-step-planned"): PolicyFactory {
           p.free(b);
         },
         sync(kind) {
-          if (kind === "step") { for (const p of pools.values()) p.endStep(); }
+          if (kind === "step") group.endStep();
         },
         heldBytes() {
           let n = 0;

@@ -1,7 +1,7 @@
 /**
  * The runtime-neutral core of the cpu benchmark's head-to-head rows:
- * `CpuHeap` against AssemblyScript's runtime TLSF (given as compiled wasm
- * bytes), warm (one instance reused by every replay: the headline) and fresh
+ * `CpuHeap` (the default placement "good-fit", and "compact" warm) against
+ * AssemblyScript's runtime TLSF (given as compiled wasm bytes), warm (one instance reused by every replay: the headline) and fresh
  * (a new instance per replay, made inside the timing), with and without a
  * `Uint8Array` view per allocation. It imports nothing Deno-specific, so the
  * same code runs under Deno (from `run.ts`) and under Node (bundled from
@@ -11,7 +11,7 @@
  */
 
 import process from "node:process";
-import { CpuHeap } from "../mod.ts";
+import { CpuHeap, type CpuHeapPlacement } from "../mod.ts";
 import type { Trace } from "./trace.ts";
 
 const MiB = 1 << 20;
@@ -39,10 +39,13 @@ export function cpuSeconds(): number {
   return (usage.user + usage.system) / 1e6;
 }
 
-function newHeap(): CpuHeap {
+/** Name of the rows of a heap with placement `"compact"`. */
+export const COMPACT = 'CpuHeap placement "compact"';
+
+function newHeap(placement: CpuHeapPlacement = "good-fit"): CpuHeap {
   // The default heap: one plain ArrayBuffer of 1 GiB (pages never handed out
   // are never touched).
-  return new CpuHeap(1024 * MiB);
+  return new CpuHeap(1024 * MiB, { placement });
 }
 
 function replayHeap(heap: CpuHeap, trace: Trace, view: boolean): void {
@@ -137,12 +140,15 @@ export function headToHead(
   rounds: number,
 ): HeadToHeadRow[] {
   const warmHeap = newHeap();
+  const warmCompact = newHeap("compact");
   const warmAs = instantiateAs(asModule);
   // One untimed replay each, so that the warm rows start warm.
   replayHeap(warmHeap, trace, view);
+  replayHeap(warmCompact, trace, view);
   replayAs(warmAs, trace, view);
   const rows: [string, boolean, () => void][] = [
     ["CpuHeap", true, () => replayHeap(warmHeap, trace, view)],
+    [COMPACT, true, () => replayHeap(warmCompact, trace, view)],
     ["AssemblyScript TLSF (wasm)", true, () => replayAs(warmAs, trace, view)],
     ["CpuHeap", false, () => replayHeap(newHeap(), trace, view)],
     [

@@ -27,10 +27,12 @@ import { MemPool } from "@thi.ng/malloc";
 import pool from "typedarray-pool";
 import { asBinary, asModule, asTlsf } from "./peers.ts";
 import {
+  COMPACT as NODE_COMPACT,
   cpuSeconds,
   type HeadToHeadRow,
   instantiateAs,
 } from "./head_to_head.ts";
+import { footprintScenario } from "./footprints.ts";
 import { printScenarios } from "./report.ts";
 import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
 
@@ -44,6 +46,7 @@ interface Measured {
 const MiB = 1 << 20;
 const HEAP = "allot CpuHeap";
 const GROWABLE = "allot CpuHeap, growable (resizable ArrayBuffer)";
+const COMPACT = 'allot CpuHeap, placement "compact"';
 const AS = "AssemblyScript TLSF (wasm)";
 const FRESH = ", fresh instance";
 
@@ -59,6 +62,12 @@ function newHeapFixed(): CpuHeap {
   // The default heap: a plain (not resizable) ArrayBuffer of 1 GiB (pages
   // the heap never hands out are never touched).
   return new CpuHeap(1024 * MiB);
+}
+
+function newHeapCompact(): CpuHeap {
+  // The default heap with the compact placement of small requests instead
+  // of TLSF's good fit for every request.
+  return new CpuHeap(1024 * MiB, { placement: "compact" });
 }
 
 function replayHeapIn(heap: CpuHeap, trace: Trace, view: boolean): Measured {
@@ -298,6 +307,12 @@ function contenders(): Contender[] {
       make: newHeapFixed,
       replay: replayHeapIn as Contender["replay"],
       ours: true,
+      maxReps: 15,
+    },
+    {
+      name: COMPACT,
+      make: newHeapCompact,
+      replay: replayHeapIn as Contender["replay"],
       maxReps: 15,
     },
     {
@@ -566,6 +581,14 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           ours / rate.get("new ArrayBuffer")!,
         ),
         ratio(
+          'warm: CpuHeap placement "compact" / AssemblyScript TLSF',
+          rate.get(COMPACT)! / rate.get(AS)!,
+        ),
+        ratio(
+          'warm: CpuHeap placement "compact" / CpuHeap (the price of "compact")',
+          rate.get(COMPACT)! / ours,
+        ),
+        ratio(
           "warm: CpuHeap growable / AssemblyScript TLSF",
           rate.get(GROWABLE)! / rate.get(AS)!,
         ),
@@ -591,7 +614,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           "Warm instances are the headline: each allocator is made once, replays the trace once untimed, and every timed replay reuses it. Rows ending in ', fresh instance' make a new one inside the timing (a first use: AssemblyScript grows its wasm memory, the heaps make their records).",
           "ops per CPU second (process.cpuUsage, all threads, so GC helper threads count): the machines are shared, and CPU time is steadier than wall time there.",
           "Best of up to 15 replays per row, run round-robin across the rows (2 CPU seconds at most per row, so 2 or 3 replays for MemPool and new ArrayBuffer), in one process; one op is one alloc or one free.",
-          "allot CpuHeap is the default heap: one plain ArrayBuffer of 1 GiB. The growable row starts at 16 MiB of a resizable ArrayBuffer and grows to fit (up to 1 GiB), as AssemblyScript's memory grows.",
+          `allot CpuHeap is the default heap: one plain ArrayBuffer of 1 GiB, placement "good-fit". The "compact" row is the same heap placing small requests low (less memory). The growable row starts at 16 MiB of a resizable ArrayBuffer and grows to fit (up to 1 GiB), as AssemblyScript's memory grows.`,
           "The native peer (native/offset_allocator.cpp, g++ -O2, best CPU time of 30 warm replays) is written for this benchmark after the OffsetAllocator design; it keeps no stats and checks nothing.",
           ...(main && typeof nativePeer === "string"
             ? [`native peer skipped: ${nativePeer}`]
@@ -616,6 +639,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       note: `${(bytes / MiB).toFixed(1)} MiB`,
     }));
     const ours = footprints.get(HEAP)! / peak;
+    const compact = footprints.get(COMPACT)! / peak;
     scenarios.push({
       package: "cpu",
       scenario: `${trace.name}: footprint (highest byte used / peak live ${
@@ -634,6 +658,15 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           target: main ? ">= 0.893 (footprint <= 1.12x)" : undefined,
           met: main ? ours <= 1.12 : undefined,
         },
+        {
+          label:
+            `peak live / CpuHeap placement "compact" footprint (footprint ${
+              compact.toFixed(3)
+            }x peak live)`,
+          value: 1 / compact,
+          target: main ? ">= 0.893 (footprint <= 1.12x)" : undefined,
+          met: main ? compact <= 1.12 : undefined,
+        },
         ratio(
           "AssemblyScript TLSF footprint / CpuHeap footprint",
           footprints.get(AS)! / footprints.get(HEAP)!,
@@ -644,6 +677,8 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
       ],
     });
   }
+  options.progress?.("cpu: footprints over seeds and live counts");
+  scenarios.push(footprintScenario(asModuleCache, quick));
   options.progress?.("cpu: the head-to-head under Node");
   const node = await underNode(quick);
   if (typeof node === "string") {
@@ -676,6 +711,11 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
             "Node, warm: CpuHeap / AssemblyScript TLSF",
             get("CpuHeap, warm") / get("AssemblyScript TLSF (wasm), warm"),
             2,
+          ),
+          ratio(
+            'Node, warm: CpuHeap placement "compact" / AssemblyScript TLSF',
+            get(`${NODE_COMPACT}, warm`) /
+              get("AssemblyScript TLSF (wasm), warm"),
           ),
           ratio(
             "Node, fresh: CpuHeap / AssemblyScript TLSF",

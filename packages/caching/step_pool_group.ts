@@ -1,0 +1,168 @@
+/**
+ * {@linkcode StepPoolGroup}: one held-bytes bound for several
+ * {@linkcode StepPlannedPool}s that share a device.
+ *
+ * A WebGPU buffer's usage is fixed when it is made, so a runtime keeps one
+ * pool per usage (storage, upload, readback) on one device. Each pool alone
+ * keeps its free memory within `maxHeldRatio` times its own recent peak, but
+ * the pools peak at different times (uploads at load, storage later), so
+ * together they can hold far more than the device's live bytes ever were: a
+ * large upload arena kept while storage grows. In a group, the bound is the
+ * group's: held bytes of all pools within `maxHeldRatio` times the recent
+ * peak of their live bytes together; a pool that grows first gives back
+ * other pools' free segments, and each step end trims the group.
+ *
+ * @module
+ */
+
+import { describeValue, InvalidArgumentError } from "@allot/core";
+
+/** @internal The part of a pool a group drives. */
+export interface _GroupMember {
+  /** Bytes asked for by its live blocks. */
+  readonly requestedBytes: number;
+  /** Bytes of the segments it holds. */
+  readonly reservedBytes: number;
+  /** Ends its step. */
+  endStep(): void;
+  /** Gives free segments back down to a target; returns bytes held. */
+  _giveBack(targetByteLength: number): number;
+}
+
+/** Options of {@linkcode StepPoolGroup}. */
+export interface StepPoolGroupOptions {
+  /**
+   * Held bytes of all the group's pools allowed per live byte of the
+   * group's recent steps.
+   *
+   * @default {1.1}
+   */
+  maxHeldRatio?: number;
+}
+
+/** Steps whose peak live bytes bound the group's held bytes. */
+const _WINDOW = 64;
+
+/**
+ * Pools (one per WebGPU usage, say) whose held bytes are bounded together.
+ * Pass it as `group` to each {@linkcode StepPlannedPool} and call
+ * {@linkcode StepPoolGroup.endStep} (it ends the step of every pool).
+ *
+ * @example An upload pool gives its idle arena back when storage grows
+ * ```ts
+ * import { StepPlannedPool, StepPoolGroup } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const group = new StepPoolGroup();
+ * const source = () => new MockSegmentSource({ alignment: 256 });
+ * const upload = new StepPlannedPool(source(), { group });
+ * const storage = new StepPlannedPool(source(), { group });
+ * upload.free(upload.allocate(4 << 20)); // a large upload at load
+ * group.endStep();
+ * const weights = [];
+ * for (let i = 0; i < 8; i++) weights.push(storage.allocate(1 << 20));
+ * group.endStep();
+ * assert.ok(group.reservedBytes <= 1.1 * group.peakRequestedBytes);
+ * ```
+ */
+export class StepPoolGroup {
+  /** Held bytes allowed per live byte of the recent steps. */
+  readonly maxHeldRatio: number;
+  #pools: _GroupMember[] = [];
+  #live = 0;
+  #peak = 0;
+  #stepPeak = 0;
+  #window: number[] = [];
+
+  /**
+   * Creates an empty group.
+   *
+   * @param options The held-bytes ratio.
+   * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
+   */
+  constructor(options: StepPoolGroupOptions = {}) {
+    const ratio = options.maxHeldRatio ?? 1.1;
+    if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
+      throw new InvalidArgumentError(
+        `Invalid maxHeldRatio: must be a finite number >= 1, received ${
+          describeValue(ratio)
+        }`,
+        { name: "maxHeldRatio", value: ratio, limit: 1 },
+      );
+    }
+    this.maxHeldRatio = ratio;
+  }
+
+  /** Bytes asked for by live blocks of all pools. */
+  get requestedBytes(): number {
+    return this.#live;
+  }
+
+  /** Highest `requestedBytes` so far. */
+  get peakRequestedBytes(): number {
+    return this.#peak;
+  }
+
+  /** Bytes of the segments all pools hold now. */
+  get reservedBytes(): number {
+    let held = 0;
+    for (const p of this.#pools) held += p.reservedBytes;
+    return held;
+  }
+
+  /** Pools in the group. */
+  get poolCount(): number {
+    return this.#pools.length;
+  }
+
+  /** Ends the step of every pool, then trims the group to its bound. */
+  endStep(): void {
+    for (const p of this.#pools) p.endStep();
+    const window = this.#window;
+    window.push(this.#stepPeak);
+    if (window.length > _WINDOW) window.shift();
+    this.#stepPeak = this.#live;
+    this.#trimTo(this.maxHeldRatio * Math.max(...window), undefined);
+  }
+
+  /** @internal A pool joins (at its construction). */
+  _join(pool: _GroupMember): void {
+    this.#pools.push(pool);
+  }
+
+  /** @internal Live bytes changed by `bytes` (negative for a free). */
+  _live(bytes: number): void {
+    const live = this.#live += bytes;
+    if (live > this.#stepPeak) {
+      this.#stepPeak = live;
+      if (live > this.#peak) this.#peak = live;
+    }
+  }
+
+  /**
+   * @internal `pool` is about to make a segment of `size` bytes: other
+   * pools give free segments back until the group stays within its bound.
+   */
+  _makeRoom(pool: _GroupMember, size: number): void {
+    let recent = Math.max(this.#live + size, this.#stepPeak);
+    for (const peak of this.#window) if (peak > recent) recent = peak;
+    this.#trimTo(this.maxHeldRatio * recent - size, pool);
+  }
+
+  /** Pools with the most free bytes give whole free segments back first. */
+  #trimTo(limit: number, except: _GroupMember | undefined): void {
+    let held = this.reservedBytes;
+    if (held <= limit) return;
+    const pools = this.#pools.filter((p) => p !== except)
+      .sort((a, b) =>
+        (b.reservedBytes - b.requestedBytes) -
+        (a.reservedBytes - a.requestedBytes)
+      );
+    for (const p of pools) {
+      if (held <= limit) return;
+      const before = p.reservedBytes;
+      held -= before - p._giveBack(before - (held - limit));
+    }
+  }
+}
