@@ -25,7 +25,7 @@
 /** "alot": the first word of every heap header. */
 export const MAGIC = 0x616c6f74;
 /** Bumped when the layout changes. */
-export const VERSION = 3;
+export const VERSION = 4;
 
 /** Page: the unit of the shared core. */
 export const PAGE_SHIFT = 12;
@@ -71,6 +71,13 @@ export const H_WAITERS = 17;
 export const H_FREE_PAGES = 32;
 /** Bit b % 32 of word H_BIN_MASK + b / 32 set when bin b is not empty. */
 export const H_BIN_MASK = 33;
+/**
+ * Pages of the span caches' total budget (a quarter of the heap) that no
+ * arena holds: arenas take from it and give back with atomics, lock or not.
+ */
+export const H_CACHE_POOL = 36;
+/** Arenas attached (or being reclaimed), changed with atomics; read as a hint. */
+export const H_ATTACHED = 37;
 /** Bin heads (page index, -1 when empty): four bins per power of two. */
 export const H_BINS = 48;
 export const BINS = 96;
@@ -91,6 +98,11 @@ export const RETURNS_EMPTY = 0;
 export const RETURNS_CLOSED = -1;
 /** Word of a return line: pages on the list (approximate while pushes land). */
 export const R_PAGES = 1;
+/**
+ * Word of a return line: pages of the cache budget the arena holds (its
+ * span cache never holds more; written by the owner, read by reclaim).
+ */
+export const R_BUDGET = 2;
 /** Header, arena table and return table, in bytes. */
 export const HEADER_BYTES = (H_RETURNS + MAX_ARENAS * RETURN_WORDS) * 4;
 

@@ -43,9 +43,11 @@ import {
   CLASS_RECIPROCALS,
   CLASS_SIZES,
   H_ARENAS,
+  H_ATTACHED,
   H_BIN_MASK,
   H_BINS,
   H_BYTE_LENGTH,
+  H_CACHE_POOL,
   H_FREE_PAGES,
   H_HEAP_ID,
   H_LOCK,
@@ -79,6 +81,7 @@ import {
   OWNER_ADOPTING,
   PAGE,
   PAGE_SHIFT,
+  R_BUDGET,
   R_PAGES,
   RETURN_WORDS,
   RETURNS_CLOSED,
@@ -344,7 +347,13 @@ export class SharedHeap {
   #spare: Int32Array = new Int32Array(CLASS_SIZES.length);
   // Owner-only cache of freed large spans, by bin (first pages).
   #cache: SpanCache;
+  // Pages of the caches' total budget this arena holds (owner-only mirror
+  // of its R_BUDGET word): its span cache never holds more.
   #cacheLimit = 0;
+  // The budget of all the arenas' caches together (a quarter of the heap),
+  // and the bound of a return list.
+  #cacheTotal: number;
+  #returnLimit: number;
 
   private constructor(
     memory: SharedMemory,
@@ -365,7 +374,8 @@ export class SharedHeap {
     this.#pageBytes = this.#pages * PAGE;
     this.#meta = this.#i32[h + H_META] >> 2;
     this.#timeoutMs = timeoutMs;
-    this.#cacheLimit = Math.min(16384, this.#pages >> 4);
+    this.#cacheTotal = this.#pages >> 2;
+    this.#returnLimit = Math.min(16384, this.#pages >> 4);
     this.#cache = new SpanCache(this.#i32, this.#meta);
     this.#arena = -1;
     this.#token = 0;
@@ -459,6 +469,7 @@ export class SharedHeap {
     const heap = new SharedHeap(memory, base, timeoutMs, strict);
     heap.#makeFree(0, pages);
     i32[h + H_FREE_PAGES] = pages;
+    i32[h + H_CACHE_POOL] = pages >> 2;
     Atomics.store(i32, h + H_MAGIC, MAGIC);
     heap.#claimArena();
     return heap;
@@ -743,7 +754,7 @@ export class SharedHeap {
         const w = this.#meta + (page << 3);
         if (
           i32[w + M_OWNER] === this.#token && i32[w + M_KIND] === K_LARGE &&
-          this.#cacheLimit !== 0
+          this.#cacheTotal !== 0
         ) {
           // The owner keeps the span for its next large block: no lock.
           i32[w + M_KIND] = K_CACHED;
@@ -751,10 +762,7 @@ export class SharedHeap {
           i32[a + A_LIVE_BYTES] -= i32[w + M_LEN] << PAGE_SHIFT;
           const cache = this.#cache;
           cache.put(page);
-          // Over the limit: the oldest spans go back, down to half of it.
-          if (cache.pages > this.#cacheLimit) {
-            this.#flushCache(this.#cacheLimit >> 1);
-          }
+          if (cache.pages > this.#cacheLimit) this.#overBudget();
           return;
         }
       }
@@ -985,6 +993,13 @@ export class SharedHeap {
     }
     Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
     Atomics.sub(i32, aw + A_LIVE_BYTES, bytes);
+    // Its cache is empty now: its budget goes back to the pool.
+    Atomics.add(
+      i32,
+      (this.#base >> 2) + H_CACHE_POOL,
+      Atomics.exchange(i32, this.#returnsAt(arena) + R_BUDGET, 0),
+    );
+    Atomics.sub(i32, (this.#base >> 2) + H_ATTACHED, 1);
     Atomics.store(i32, aw + A_STATE, ARENA_FREE);
     return { arena, freed: blockList(freed), kept: blockList(kept) };
   }
@@ -1004,6 +1019,7 @@ export class SharedHeap {
       Atomics.exchange(i32, this.#returnsAt(this.#arena), RETURNS_CLOSED),
     );
     this.#flushCache(0);
+    this.#trimBudget(0);
     for (let c = 0; c < CLASS_SIZES.length; c++) {
       for (const slab of this.#slabs[c]) {
         Atomics.store(i32, (slab >> 2) + S_OWNER, OWNER_ABANDONED);
@@ -1013,6 +1029,7 @@ export class SharedHeap {
       this.#cur[c] = 0;
       this.#spare[c] = 0;
     }
+    Atomics.sub(i32, (this.#base >> 2) + H_ATTACHED, 1);
     Atomics.store(i32, this.#arenaWord + A_STATE, ARENA_FREE);
     this.#open = false;
     this.#arena = -1;
@@ -1161,6 +1178,7 @@ export class SharedHeap {
           RETURNS_CLOSED,
           RETURNS_EMPTY,
         );
+        Atomics.add(i32, (this.#base >> 2) + H_ATTACHED, 1);
         this.#arena = a;
         this.#arenaWord = w;
         return;
@@ -1396,7 +1414,7 @@ export class SharedHeap {
         any = true;
       }
     }
-    this.#flushCache(0);
+    this.#trimBudget(0);
     for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
       const spare = this.#spare[cls];
       this.#spare[cls] = 0;
@@ -1469,6 +1487,10 @@ export class SharedHeap {
       }
     }
     i32[a + A_LARGE_MISSES]++;
+    // More arenas attached since the budget grew: give the excess back.
+    if (this.#cacheLimit > this.#fairShare()) {
+      this.#trimBudget(this.#fairShare());
+    }
     let page = this.#takePages(pages, K_LARGE);
     if (page < 0 && this.#giveBack()) {
       page = this.#takePages(pages, K_LARGE);
@@ -1487,7 +1509,7 @@ export class SharedHeap {
       return;
     }
     if (
-      i32[w + M_OWNER] === this.#token && this.#cacheLimit !== 0 &&
+      i32[w + M_OWNER] === this.#token && this.#cacheTotal !== 0 &&
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
     ) {
       // The owner keeps the span for its next large block: no lock.
@@ -1495,10 +1517,7 @@ export class SharedHeap {
       i32[a + A_LIVE_BLOCKS]--;
       i32[a + A_LIVE_BYTES] -= len * PAGE;
       this.#cache.put(page);
-      if (this.#cache.pages > this.#cacheLimit) {
-        // Over the limit: the oldest spans go back, down to half of it.
-        this.#flushCache(this.#cacheLimit >> 1);
-      }
+      if (this.#cache.pages > this.#cacheLimit) this.#overBudget();
       return;
     }
     this.#lock("free");
@@ -1533,7 +1552,7 @@ export class SharedHeap {
     const i32 = this.#i32, w = this.#meta + (page << 3);
     const arena = owner & 63, aw = this.#arenaAt(arena);
     if (
-      this.#cacheLimit === 0 || Atomics.load(i32, aw + A_TOKEN) !== owner ||
+      this.#cacheTotal === 0 || Atomics.load(i32, aw + A_TOKEN) !== owner ||
       Atomics.load(i32, aw + A_STATE) !== ARENA_ATTACHED
     ) return false;
     const len = i32[w + M_LEN];
@@ -1558,7 +1577,7 @@ export class SharedHeap {
     }
     // A list its owner does not take (it allocates no large blocks now)
     // stays bounded: past the cache limit, the pusher gives it to the core.
-    if (Atomics.add(i32, r + R_PAGES, len) + len > this.#cacheLimit) {
+    if (Atomics.add(i32, r + R_PAGES, len) + len > this.#returnLimit) {
       this.#releaseReturns(arena, this.#takeList(arena));
     }
     return true;
@@ -1625,10 +1644,60 @@ export class SharedHeap {
       any = true;
     }
     Atomics.sub(i32, this.#returnsAt(this.#arena) + R_PAGES, pages);
+    if (this.#cache.pages > this.#cacheLimit) this.#overBudget();
+    return any;
+  }
+
+  /**
+   * Owner: the cache outgrew its budget. The budget grows from the pool up
+   * to a fair share of the total (all of it for a lone arena, 1/N of it
+   * for N arenas); what still does not fit goes back, oldest first, down
+   * to half the budget; a budget over the fair share shrinks to it.
+   */
+  #overBudget(): void {
+    const share = this.#fairShare();
+    if (this.#cacheLimit < share) this.#reserve(share - this.#cacheLimit);
     if (this.#cache.pages > this.#cacheLimit) {
       this.#flushCache(this.#cacheLimit >> 1);
     }
-    return any;
+    if (this.#cacheLimit > share) this.#trimBudget(share);
+  }
+
+  /** The caches' total budget over the arenas attached now (a plain read: a hint). */
+  #fairShare(): number {
+    const n = this.#i32[(this.#base >> 2) + H_ATTACHED];
+    return n > 1 ? Math.floor(this.#cacheTotal / n) : this.#cacheTotal;
+  }
+
+  /** Owner: takes up to `want` pages of budget from the pool. */
+  #reserve(want: number): void {
+    const i32 = this.#i32, p = (this.#base >> 2) + H_CACHE_POOL;
+    for (;;) {
+      const free = Atomics.load(i32, p);
+      const got = free < want ? free : want;
+      if (got <= 0) return;
+      if (Atomics.compareExchange(i32, p, free, free - got) === free) {
+        this.#setBudget(this.#cacheLimit + got);
+        return;
+      }
+    }
+  }
+
+  /**
+   * Owner: shrinks its budget to `pages`, flushing the cache down to it
+   * first, so that the cache never holds more than the budget it has.
+   */
+  #trimBudget(pages: number): void {
+    this.#flushCache(pages);
+    const extra = this.#cacheLimit - pages;
+    if (extra <= 0) return;
+    this.#setBudget(pages);
+    Atomics.add(this.#i32, (this.#base >> 2) + H_CACHE_POOL, extra);
+  }
+
+  #setBudget(pages: number): void {
+    this.#cacheLimit = pages;
+    Atomics.store(this.#i32, this.#returnsAt(this.#arena) + R_BUDGET, pages);
   }
 
   /** Gives cached spans back to the core, oldest first, down to `keep` pages. */

@@ -23,15 +23,16 @@ function fillSlab(heap: SharedHeap, size: number) {
 Deno.test("SharedHeap's large-span cache reuses freed spans without the core lock and evicts the oldest first", () => {
   using heap = SharedHeap.create(4 * MiB);
   const pages = heap.stats().byteLength / PAGE;
-  const limit = Math.min(16384, pages >> 4);
-  // Spans freed oldest to newest: 17, 17, 20 and 10 pages, 64 in all, over
-  // the limit of 63: the oldest go back until half the limit (31) is left,
-  // so the two 17-page spans go and the larger 20-page span stays.
-  assert.equal(limit, 63, "the scenario's limit");
-  const s1 = heap.alloc(17 * PAGE);
-  const s2 = heap.alloc(17 * PAGE);
-  const b = heap.alloc(20 * PAGE);
-  const c = heap.alloc(10 * PAGE);
+  const limit = pages >> 2;
+  // A lone handle's cache may hold the caches' whole budget, a quarter of
+  // the heap. Spans freed oldest to newest: 68, 68, 80 and 40 pages, 256 in
+  // all, over the limit of 253: the oldest go back until half the limit
+  // (126) is left, so the two 68-page spans go and the larger one stays.
+  assert.equal(limit, 253, "the scenario's limit");
+  const s1 = heap.alloc(68 * PAGE);
+  const s2 = heap.alloc(68 * PAGE);
+  const b = heap.alloc(80 * PAGE);
+  const c = heap.alloc(40 * PAGE);
   heap.free(s1);
   heap.free(s2);
   heap.free(b);
@@ -39,10 +40,10 @@ Deno.test("SharedHeap's large-span cache reuses freed spans without the core loc
   heap.free(c); // over the limit: one flush under the lock
   const flushed = counterDelta(arenaCounters(heap), before);
   assert.equal(flushed.locks, 1);
-  assert.equal(flushed.pagesReturned, 34, "only the two oldest went back");
+  assert.equal(flushed.pagesReturned, 136, "only the two oldest went back");
   const t0 = arenaCounters(heap);
-  assert.equal(heap.alloc(20 * PAGE), b, "the newer, larger span stayed");
-  assert.equal(heap.alloc(10 * PAGE), c, "the newest span is reused");
+  assert.equal(heap.alloc(80 * PAGE), b, "the newer, larger span stayed");
+  assert.equal(heap.alloc(40 * PAGE), c, "the newest span is reused");
   const reuse = counterDelta(arenaCounters(heap), t0);
   assert.equal(reuse.largeHits, 2);
   assert.equal(reuse.locks, 0, "cache hits take no lock");

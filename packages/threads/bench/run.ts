@@ -9,7 +9,12 @@
  * 3. Hand-off of a 64 MiB buffer to a Worker and back: a shared descriptor
  *    against `postMessage` with a structured clone and with a transfer.
  *
- * Run: `deno run -A packages/threads/bench/run.ts` (add `--quick`).
+ * The uncontended scenario runs twice: on the log-uniform trace and on the
+ * tensor-shaped trace of `@allot/cpu`'s benchmark (most bytes in spans over
+ * 8 KiB, which the span cache serves).
+ *
+ * Run: `deno run -A packages/threads/bench/run.ts` (add `--quick`; add
+ * `--uncontended` for the first scenario alone).
  *
  * @module
  */
@@ -20,7 +25,11 @@ import type {
   Scenario,
 } from "../../../scripts/bench/types.ts";
 import { CpuHeap } from "../../cpu/mod.ts";
-import { logUniformTrace, type Trace } from "../../cpu/bench/trace.ts";
+import {
+  logUniformTrace,
+  tensorTrace,
+  type Trace,
+} from "../../cpu/bench/trace.ts";
 import { renderScenario } from "../../../scripts/bench/report.ts";
 import { SharedHeap, SharedHeapAllocator } from "../mod.ts";
 import { Buffer } from "../../storage/mod.ts";
@@ -119,8 +128,15 @@ function range(xs: number[]): string {
 }
 
 function uncontended(quick: boolean): Scenario[] {
-  const ops = quick ? 20_000 : 200_000;
-  const trace = logUniformTrace(ops, 1000, 42);
+  return [
+    logUniformTrace(quick ? 20_000 : 200_000, 1000, 42),
+    // Tensor-shaped: most bytes in spans over 8 KiB, ~100 MiB live.
+    tensorTrace(quick ? 20 : 200),
+  ].flatMap((trace) => uncontendedOn(trace, quick));
+}
+
+function uncontendedOn(trace: Trace, quick: boolean): Scenario[] {
+  const ops = trace.kind.length;
   const slots = new Int32Array(trace.slots);
   const heapBytes = 512 * MiB;
   const cpu = new CpuHeap(heapBytes);
@@ -128,7 +144,8 @@ function uncontended(quick: boolean): Scenario[] {
   // Each sample replays the trace `inner` times on the same warm heap: a
   // sample of ~50 ms rides out a timer tick or a short preemption better
   // than one replay of ~15 ms.
-  const reps = quick ? 3 : 15, inner = quick ? 1 : 3;
+  const reps = quick ? 3 : 15;
+  const inner = quick ? 1 : Math.max(1, Math.round(600_000 / ops));
   const warmCpu = () => {
     for (let k = 0; k < inner; k++) replayCpu(cpu, trace, slots);
   };
@@ -484,6 +501,7 @@ async function handOff(quick: boolean): Promise<Scenario[]> {
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   options.progress?.("threads: uncontended");
   const a = uncontended(options.quick);
+  if (Deno.args.includes("--uncontended")) return a;
   options.progress?.("threads: contended");
   const b = await contended(options.quick);
   options.progress?.("threads: hand-off");
