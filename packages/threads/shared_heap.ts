@@ -1649,14 +1649,17 @@ export class SharedHeap {
   }
 
   /**
-   * Owner: the cache outgrew its budget. The budget grows from the pool up
-   * to a fair share of the total (all of it for a lone arena, 1/N of it
-   * for N arenas); what still does not fit goes back, oldest first, down
-   * to half the budget; a budget over the fair share shrinks to it.
+   * Owner: the cache outgrew its budget. The budget grows from the pool, to
+   * twice what the cache holds, up to a fair share of the total (all of it
+   * for a lone arena, 1/N of it for N arenas; growing only as needed leaves
+   * the pool to arenas that attach later); what still does not fit goes
+   * back, oldest first, down to half the budget; a budget over the fair
+   * share shrinks to it.
    */
   #overBudget(): void {
     const share = this.#fairShare();
-    if (this.#cacheLimit < share) this.#reserve(share - this.#cacheLimit);
+    const want = Math.min(share, this.#cache.pages * 2);
+    if (this.#cacheLimit < want) this.#reserve(want - this.#cacheLimit);
     if (this.#cache.pages > this.#cacheLimit) {
       this.#flushCache(this.#cacheLimit >> 1);
     }
