@@ -160,6 +160,12 @@ const _MAX_BACKOFF = 6;
 const _WINDOW = 64;
 
 /**
+ * Before the first plan, the free bytes (per byte asked) a best fit may
+ * leave in the block it splits: more and the request gets its own segment.
+ */
+const _TIGHT_SLACK = 1;
+
+/**
  * A pool for runtimes whose work comes in steps (an inference, a training
  * step, a decoded token): best fit inside exactly sized segments, a plan
  * that lays a repeating step out once, and segments given back when held
@@ -464,7 +470,12 @@ export class StepPlannedPool<M = unknown> {
         if (block === undefined && arenaOk) this.#misses++;
       } else this.#misses++;
     }
-    block ??= this.#bestFit(size, arenaOk) ?? this.#grow(size) ??
+    // before the first plan, a request does not split a free block more
+    // than twice its size: it may outlive the step (optimizer state made
+    // mid-step) and would pin the rest of a freed activation segment once
+    // the arena is made; it gets its own segment instead
+    const tight = this.#arena === undefined;
+    block ??= this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
       this.#bestFit(size, true);
     if (block === undefined) return undefined;
     block._free = false;
@@ -1185,7 +1196,11 @@ export class StepPlannedPool<M = unknown> {
   }
 
   /** Takes the best fitting free block, outside the arena when one fits. */
-  #bestFit(size: number, arenaOk: boolean): PlannedBlock<M> | undefined {
+  #bestFit(
+    size: number,
+    arenaOk: boolean,
+    tight = false,
+  ): PlannedBlock<M> | undefined {
     const free = this.#free;
     let lo = 0, hi = free.length;
     while (lo < hi) {
@@ -1194,6 +1209,10 @@ export class StepPlannedPool<M = unknown> {
       else hi = mid;
     }
     let block: PlannedBlock<M> | undefined = free[lo];
+    if (
+      tight && block !== undefined &&
+      block.byteLength - size > size * _TIGHT_SLACK
+    ) return undefined;
     if (block === undefined && arenaOk) {
       for (const b of this.#arenaFree) {
         if (
