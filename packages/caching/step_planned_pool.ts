@@ -473,9 +473,10 @@ export class StepPlannedPool<M = unknown> {
     // before the first plan, a request does not split a free block more
     // than twice its size: it may outlive the step (optimizer state made
     // mid-step) and would pin the rest of a freed activation segment once
-    // the arena is made; it gets its own segment instead (from the second
-    // step on: a pool that never marks a step splits blocks as before)
-    const tight = this.#arena === undefined && this.#step > 0;
+    // the arena is made; it gets its own segment instead (a pool that never
+    // marks a step never has an arena: it keeps this rule, with held bytes
+    // still bounded by #grow's trim)
+    const tight = this.#arena === undefined;
     block ??= this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
       this.#bestFit(size, true);
     if (block === undefined) return undefined;
