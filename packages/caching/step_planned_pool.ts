@@ -24,6 +24,7 @@ import {
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
+import { _heldRatio } from "./_held_ratio.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
 import { StepPoolGroup } from "./step_pool_group.ts";
@@ -263,15 +264,7 @@ export class StepPlannedPool<M = unknown> {
     _anchorShapes("planned");
     validateObject(source, "source");
     validateObject(options, "options");
-    const ratio = options.maxHeldRatio ?? 1.1;
-    if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
-      throw new InvalidArgumentError(
-        `Invalid maxHeldRatio: must be a finite number >= 1, received ${
-          describeValue(ratio)
-        }`,
-        { name: "maxHeldRatio", value: ratio, limit: 1 },
-      );
-    }
+    const ratio = _heldRatio(options.maxHeldRatio);
     this.source = source;
     this.maxHeldRatio = ratio;
     this.#align = validateAlignment(

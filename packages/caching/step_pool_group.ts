@@ -15,7 +15,8 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import { validateObject } from "@allot/core";
+import { _heldRatio } from "./_held_ratio.ts";
 
 /** @internal The part of a pool a group drives. */
 export interface _GroupMember {
@@ -82,15 +83,8 @@ export class StepPoolGroup {
    * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
    */
   constructor(options: StepPoolGroupOptions = {}) {
-    const ratio = options.maxHeldRatio ?? 1.1;
-    if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
-      throw new InvalidArgumentError(
-        `Invalid maxHeldRatio: must be a finite number >= 1, received ${
-          describeValue(ratio)
-        }`,
-        { name: "maxHeldRatio", value: ratio, limit: 1 },
-      );
-    }
+    validateObject(options, "options");
+    const ratio = _heldRatio(options.maxHeldRatio);
     this.maxHeldRatio = ratio;
   }
 

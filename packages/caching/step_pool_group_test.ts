@@ -75,6 +75,16 @@ describe("StepPoolGroup", () => {
         () => new StepPoolGroup({ maxHeldRatio }),
         InvalidArgumentError,
       );
+      assert.throws(
+        () => new StepPlannedPool(source(), { maxHeldRatio }),
+        InvalidArgumentError,
+      );
+    }
+    for (const options of [null, 7, "x"]) {
+      assert.throws(
+        () => new StepPoolGroup(options as unknown as { maxHeldRatio: number }),
+        (e) => e instanceof InvalidArgumentError && /options/.test(e.message),
+      );
     }
     assert.throws(
       () =>
