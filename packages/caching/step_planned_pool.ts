@@ -161,10 +161,23 @@ const _MAX_BACKOFF = 6;
 const _WINDOW = 64;
 
 /**
+ * At a step's end, held bytes above the ratio give back the free segments
+ * no step of the window used; those used lately go back only while held
+ * bytes are more than `_TRIM_BAND` above the ratio (hysteresis): work that
+ * repeats in cycles finds its segments again in its next cycle (a segment
+ * given back at a step's end just above the ratio was missed by the next
+ * cycle and made again, once a pass). Where segments are made, `#grow`
+ * keeps held bytes within the ratio (least recently used go first).
+ */
+const _IDLE_STEPS = _WINDOW;
+/** See `_IDLE_STEPS`. */
+const _TRIM_BAND = 0.02;
+
+/**
  * Before the first plan, the free bytes (per byte asked) a best fit may
  * leave in the block it splits: more and the request gets its own segment.
  */
-const _TIGHT_SLACK = 1;
+const _TIGHT_SLACK = 0.5;
 
 /**
  * A pool for runtimes whose work comes in steps (an inference, a training
@@ -600,8 +613,11 @@ export class StepPlannedPool<M = unknown> {
     this.#stepPeak = this.#live;
     // free segments are kept while held bytes stay within the ratio of the
     // recent steps' peak, so steps that vary reuse them instead of making
-    // new ones; the least recently used go first
-    this.#trimFree(this.maxHeldRatio * Math.max(...window));
+    // new ones; above it, those no step of the window used go, then (far
+    // above it) the least recently used (see `_IDLE_STEPS`)
+    const limit = this.maxHeldRatio * Math.max(...window);
+    this.#trimFree(limit, _IDLE_STEPS);
+    if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
     this.#step++;
     this.#recSize.length = 0;
     this.#recStart.length = 0;
@@ -644,11 +660,15 @@ export class StepPlannedPool<M = unknown> {
    * `maxHeldRatio` times the largest plan the last steps made or took up).
    *
    * @param targetByteLength Held bytes to get down to.
+   * @param idleSteps Only segments unused for more than this many steps
+   * (the group's step end: see `_IDLE_STEPS`); -1 for any.
    * @returns The bytes held afterwards.
    */
-  _giveBack(targetByteLength: number): number {
-    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
-      .sort((a, b) => b.size - a.size);
+  _giveBack(targetByteLength: number, idleSteps = -1): number {
+    const before = this.#step - idleSteps;
+    const free = [...this.#segs].filter((s) =>
+      s.liveBlocks === 0 && !s.arena && s.lastUsed < before
+    ).sort((a, b) => b.size - a.size);
     for (const seg of free) {
       if (this.#held <= targetByteLength) return this.#held;
       this.#release(seg);
@@ -656,7 +676,7 @@ export class StepPlannedPool<M = unknown> {
     const arena = this.#arena;
     if (
       this.#held > targetByteLength && arena !== undefined &&
-      arena.liveBlocks === 0
+      arena.liveBlocks === 0 && arena.lastUsed < before
     ) {
       let used = 0;
       for (const p of this.#plans) {
@@ -1128,11 +1148,17 @@ export class StepPlannedPool<M = unknown> {
     return seg;
   }
 
-  /** Gives free segments outside the arena back, least recently used first, until held <= limit. */
-  #trimFree(limit: number): void {
+  /**
+   * Gives free segments outside the arena back, least recently used first,
+   * until held <= limit: those unused for more than `idleSteps` steps (-1:
+   * any).
+   */
+  #trimFree(limit: number, idleSteps = -1): void {
     if (this.#held <= limit) return;
-    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
-      .sort((a, b) => a.lastUsed - b.lastUsed || b.size - a.size);
+    const before = this.#step - idleSteps;
+    const free = [...this.#segs].filter((s) =>
+      s.liveBlocks === 0 && !s.arena && s.lastUsed < before
+    ).sort((a, b) => a.lastUsed - b.lastUsed || b.size - a.size);
     for (const seg of free) {
       if (this.#held <= limit) break;
       this.#release(seg);
