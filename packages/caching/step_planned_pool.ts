@@ -171,7 +171,7 @@ const _WINDOW = 64;
  */
 const _IDLE_STEPS = _WINDOW;
 /** See `_IDLE_STEPS`. */
-const _TRIM_BAND = 0.02;
+const _TRIM_BAND = 0.05;
 
 /**
  * Before the first plan, the free bytes (per byte asked) a best fit may

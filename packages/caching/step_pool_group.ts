@@ -56,7 +56,7 @@ const _WINDOW = 64;
  */
 const _IDLE_STEPS = _WINDOW;
 /** See `_IDLE_STEPS`. */
-const _TRIM_BAND = 0.02;
+const _TRIM_BAND = 0.05;
 
 /**
  * Pools (one per WebGPU usage, say) whose held bytes are bounded together.
