@@ -25,6 +25,7 @@ import {
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { validateObject } from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
+import { _PeakWindow } from "./_peak_window.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
 import { StepPoolGroup } from "./step_pool_group.ts";
@@ -239,7 +240,7 @@ export class StepPlannedPool<M = unknown> {
   #held = 0;
   /** peak live bytes of the current step and of the last steps */
   #stepPeak = 0;
-  #window: number[] = [];
+  #window = new _PeakWindow(_WINDOW);
   #peakLive = 0;
   #peakHeld = 0;
   #created = 0;
@@ -609,13 +610,12 @@ export class StepPlannedPool<M = unknown> {
     }
     const window = this.#window;
     window.push(this.#stepPeak);
-    if (window.length > _WINDOW) window.shift();
     this.#stepPeak = this.#live;
     // free segments are kept while held bytes stay within the ratio of the
     // recent steps' peak, so steps that vary reuse them instead of making
     // new ones; above it, those no step of the window used go, then (far
     // above it) the least recently used (see `_IDLE_STEPS`)
-    const limit = this.maxHeldRatio * Math.max(...window);
+    const limit = this.maxHeldRatio * window.max;
     this.#trimFree(limit, _IDLE_STEPS);
     if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
     this.#step++;
@@ -1179,7 +1179,7 @@ export class StepPlannedPool<M = unknown> {
     // the peak of this step and of the last ones (all time when no step
     // was ever marked), so a pool without marks does not churn segments
     let recent = Math.max(this.#live + size, this.#stepPeak);
-    for (const peak of this.#window) if (peak > recent) recent = peak;
+    if (this.#window.max > recent) recent = this.#window.max;
     const limit = this.maxHeldRatio * recent - size;
     if (this.#held > limit) this.#trimFree(limit);
     this.#group?._makeRoom(this, size);

@@ -17,6 +17,7 @@
 
 import { validateObject } from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
+import { _PeakWindow } from "./_peak_window.ts";
 
 /** @internal The part of a pool a group drives. */
 export interface _GroupMember {
@@ -88,7 +89,7 @@ export class StepPoolGroup {
   #live = 0;
   #peak = 0;
   #stepPeak = 0;
-  #window: number[] = [];
+  #window = new _PeakWindow(_WINDOW);
 
   /**
    * Creates an empty group.
@@ -129,9 +130,8 @@ export class StepPoolGroup {
     for (const p of this.#pools) p.endStep();
     const window = this.#window;
     window.push(this.#stepPeak);
-    if (window.length > _WINDOW) window.shift();
     this.#stepPeak = this.#live;
-    const limit = this.maxHeldRatio * Math.max(...window);
+    const limit = this.maxHeldRatio * window.max;
     this.#trimTo(limit, undefined, _IDLE_STEPS);
     if (this.reservedBytes > limit * (1 + _TRIM_BAND)) {
       this.#trimTo(limit, undefined);
@@ -158,7 +158,7 @@ export class StepPoolGroup {
    */
   _makeRoom(pool: _GroupMember, size: number): void {
     let recent = Math.max(this.#live + size, this.#stepPeak);
-    for (const peak of this.#window) if (peak > recent) recent = peak;
+    if (this.#window.max > recent) recent = this.#window.max;
     this.#trimTo(this.maxHeldRatio * recent - size, pool);
   }
 
