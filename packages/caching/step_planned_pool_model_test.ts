@@ -191,6 +191,15 @@ describe("StepPlannedPool model", () => {
             } else if (op.kind === "trim") {
               const after = pool.trim(op.target);
               assert.equal(after, pool.reservedBytes);
+              // honoured: down to the target, or to the segments that hold
+              // a live block (every whole free one was given back)
+              const pinned = new Set(live.map((l) => l.block.memory));
+              let pinnedBytes = 0;
+              for (const m of pinned) pinnedBytes += m.bytes!.length;
+              assert.ok(
+                after <= Math.max(op.target, pinnedBytes),
+                `trim(${op.target}) left ${after}, live segments ${pinnedBytes}`,
+              );
             } else if (op.kind === "bad") {
               const held = pool.reservedBytes, n = pool.requestedBytes;
               assert.throws(() => pool.allocate(op.size), InvalidArgumentError);
