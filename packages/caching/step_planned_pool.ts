@@ -145,6 +145,9 @@ const _PLANS = 64;
 /** Extra arena bytes (per byte) a plan may take to keep its pins. */
 const _PIN_SLACK = 0.01;
 
+/** A plan larger than the arena by at most this (per byte) stays inside it. */
+const _ARENA_SLACK = 0.01;
+
 /** Where the hash of a step's sizes starts. */
 const _KEY0 = 0x2545f491;
 
@@ -265,6 +268,8 @@ export class StepPlannedPool<M = unknown> {
   #fastOld: PlannedBlock<M>[] = [];
   #fastSteps = 0;
   #group: StepPoolGroup | undefined;
+  /** the step the arena was made at */
+  #arenaSince = 0;
   #followedBits = 0;
 
   /**
@@ -833,6 +838,17 @@ export class StepPlannedPool<M = unknown> {
       const loose = this.#layOut(free, arena);
       if (loose.size * (1 + _PIN_SLACK) < plan.size) plan = loose;
     }
+    if (
+      arena !== undefined && plan.size > arena.size &&
+      plan.size <= arena.size * (1 + _ARENA_SLACK) &&
+      this.#step - this.#arenaSince > _WINDOW
+    ) {
+      // once the arena served a window of steps, a plan a little larger is
+      // laid out inside it (what does not fit is left to best fit): a
+      // larger arena gives back every free segment, which the blocks that
+      // outlive their steps then miss, a segment each
+      plan = _planStep(items, this.#align, arena.size);
+    }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
     const made = _fastPlan(
@@ -1143,7 +1159,10 @@ export class StepPlannedPool<M = unknown> {
     this.#created++;
     this.#held += size;
     if (this.#held > this.#peakHeld) this.#peakHeld = this.#held;
-    if (arena) this.#arena = seg;
+    if (arena) {
+      this.#arena = seg;
+      this.#arenaSince = this.#step;
+    }
     this.#index(block);
     return seg;
   }

@@ -102,8 +102,15 @@ describe("StepPlannedPool on real runtime traces", () => {
     // weights out by best fit in a different free list than the first pass)
     "tfjs-webgpu/cnn-training": 2,
     // the growing KV-cache blocks outlive their step: segments are made
-    // until the plans of its 43 step shapes settle
+    // until the plans of its 43 step shapes settle (60 in all; 230 when a
+    // plan 256 bytes over the arena made a new arena and gave every free
+    // segment back)
     "tfjs-webgpu/kv-decode": 9,
+  };
+  /** Segments made after the first pass, at most. */
+  const madeAfterFirst: Record<string, number> = {
+    "tfjs-webgpu/cnn-training": 1,
+    "tfjs-webgpu/kv-decode": 100,
   };
   for (const [name, after] of Object.entries(settled)) {
     it(`${name}: no segment made after pass ${after} of warm passes, peak held <= 1.10 peak live`, async () => {
@@ -152,6 +159,10 @@ describe("StepPlannedPool on real runtime traces", () => {
       assert.equal(
         made.at(-1),
         made[after - 1],
+        `segments made by pass: ${made}`,
+      );
+      assert.ok(
+        made.at(-1)! - made[0] <= (madeAfterFirst[name] ?? 0),
         `segments made by pass: ${made}`,
       );
     });
