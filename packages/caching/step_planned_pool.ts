@@ -23,6 +23,13 @@ import {
   validateByteLength,
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
+import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
+import {
+  _before,
+  _insertSorted,
+  _place,
+  _removeSorted,
+} from "./_planned_free_index.ts";
 import { validateObject } from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
 import { _PeakWindow } from "./_peak_window.ts";
@@ -110,31 +117,6 @@ export class PlannedBlock<M = unknown> {
   }
 }
 
-/** A layout of one step: offsets in the arena (-1: not planned). */
-interface _Plan {
-  offsets: Float64Array;
-  sizes: Float64Array;
-  count: number;
-  size: number;
-  /**
-   * For the fast path: the arena items by planned free, and for each item
-   * how many of them the plan freed before it starts (those must be free
-   * before it is placed; no other arena block can overlap it).
-   */
-  freeOrder: Int32Array;
-  need: Int32Array;
-  /** Per item in the step now: 0 not yet, 1 live (fast), 2 freed. */
-  state: Uint8Array;
-  /** Per item in the step now: 1 when it waits for blocks (`#waits`). */
-  guard: Uint8Array;
-  /** Hash of the sizes of items `0..i`, per item (the plan's keys). */
-  keys: Int32Array;
-  /** The last step that followed or made it (least recent goes first). */
-  used: number;
-  /** Times its step left it and asked to be planned again. */
-  remade: number;
-}
-
 /**
  * Plans kept, keyed by their requests (onnxruntime keeps a memory pattern
  * per input shape): steps that vary (sequence lengths, a growing KV cache)
@@ -147,16 +129,6 @@ const _PIN_SLACK = 0.01;
 
 /** A plan larger than the arena by at most this (per byte) stays inside it. */
 const _ARENA_SLACK = 0.01;
-
-/** Where the hash of a step's sizes starts. */
-const _KEY0 = 0x2545f491;
-
-/** The key of a step's requests so far, given the key before `size`. */
-function _key(key: number, size: number): number {
-  let h = Math.imul(key ^ (size | 0) ^ ((size / 4294967296) | 0), 0x9e3779b1);
-  h ^= h >>> 15;
-  return Math.imul(h, 0x85ebca77);
-}
 
 /** Unfollowed plans counted at most: at most 2^5 steps between plans. */
 const _MAX_BACKOFF = 6;
@@ -1347,54 +1319,6 @@ export class StepPlannedPool<M = unknown> {
   }
 }
 
-/**
- * A plan with what its fast path needs: the arena items (offset >= 0) by
- * their planned free, and per item how many of those the plan freed
- * before the item's request (greedy-by-size kept the item clear of every
- * arena item whose life overlaps its own, so only those may share its
- * range).
- */
-function _fastPlan(
-  offsets: Float64Array,
-  sizes: Float64Array,
-  starts: readonly number[],
-  ends: readonly number[],
-  size: number,
-): _Plan {
-  const count = offsets.length;
-  const arena: number[] = [];
-  for (let i = 0; i < count; i++) if (offsets[i] >= 0) arena.push(i);
-  arena.sort((a, b) => ends[a] - ends[b]);
-  const freeOrder = Int32Array.from(arena);
-  const need = new Int32Array(count);
-  for (let i = 0; i < count; i++) {
-    // arena items freed at or before this request
-    let lo = 0, hi = arena.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (ends[arena[mid]] <= starts[i]) lo = mid + 1;
-      else hi = mid;
-    }
-    need[i] = lo;
-  }
-  const keys = new Int32Array(count);
-  let key = _KEY0;
-  for (let i = 0; i < count; i++) keys[i] = key = _key(key, sizes[i]);
-  return {
-    offsets,
-    sizes,
-    count,
-    size,
-    freeOrder,
-    need,
-    state: new Uint8Array(count),
-    guard: new Uint8Array(count),
-    keys,
-    used: 0,
-    remade: 0,
-  };
-}
-
 /** Set bits of a 32-bit integer. */
 function _bits(x: number): number {
   let n = 0;
@@ -1406,81 +1330,4 @@ function _bits(x: number): number {
 function _roomy(size: number, align: number): number {
   const quarter = Math.max(align, 2 ** Math.floor(Math.log2(size)) / 4);
   return Math.ceil(size / quarter) * quarter;
-}
-
-/** Moves a free range node (never a handle in use). */
-function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
-  const b = block as { byteOffset: number; byteLength: number };
-  block._offset = offset;
-  b.byteOffset = block._seg.segment.byteOffset + offset;
-  b.byteLength = size;
-}
-
-/**
- * Whether `a` sorts before `b`: by offset, or by size and then by when it
- * entered the index (so best fit takes the longest-free block of a size).
- */
-function _before<M>(
-  a: PlannedBlock<M>,
-  b: PlannedBlock<M>,
-  bySize: boolean,
-): boolean {
-  if (!bySize) return a._offset < b._offset;
-  if (a.byteLength !== b.byteLength) return a.byteLength < b.byteLength;
-  return a._seq < b._seq;
-}
-
-/** First index of `list` (sorted, see `_before`) not before `item`. */
-function _position<M>(
-  list: PlannedBlock<M>[],
-  item: PlannedBlock<M>,
-  bySize: boolean,
-): number {
-  let lo = 0, hi = list.length;
-  if (!bySize) {
-    const at = item._offset;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]._offset < at) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-  const size = item.byteLength, seq = item._seq;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const b = list[mid];
-    if (b.byteLength < size || (b.byteLength === size && b._seq < seq)) {
-      lo = mid + 1;
-    } else hi = mid;
-  }
-  return lo;
-}
-
-// (shifting by hand: `splice` makes an array each call, and the lists are
-// short)
-function _insertSorted<M>(
-  list: PlannedBlock<M>[],
-  item: PlannedBlock<M>,
-  bySize: boolean,
-) {
-  const at = _position(list, item, bySize);
-  let k = list.length;
-  list.push(item);
-  for (; k > at; k--) list[k] = list[k - 1];
-  list[at] = item;
-}
-
-function _removeSorted<M>(
-  list: PlannedBlock<M>[],
-  item: PlannedBlock<M>,
-  bySize: boolean,
-) {
-  // keys are unique (a free block's range is its own), so the block is at
-  // its position or not in the index at all
-  const at = _position(list, item, bySize);
-  if (list[at] !== item) throw new Error("internal: free index lost a block");
-  const last = list.length - 1;
-  for (let k = at; k < last; k++) list[k] = list[k + 1];
-  list.pop();
 }
