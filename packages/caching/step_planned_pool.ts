@@ -1140,16 +1140,19 @@ export class StepPlannedPool<M = unknown> {
   }
 
   /**
-   * Gives free segments outside the arena back, least recently used first,
-   * until held <= limit: those unused for more than `idleSteps` steps (-1:
-   * any).
+   * Gives free segments outside the arena back until held <= limit: those
+   * unused for more than `idleSteps` steps (-1: any); those smaller than
+   * `below` first, then the least recently used.
    */
-  #trimFree(limit: number, idleSteps = -1): void {
+  #trimFree(limit: number, idleSteps = -1, below = 0): void {
     if (this.#held <= limit) return;
     const before = this.#step - idleSteps;
     const free = [...this.#segs].filter((s) =>
       s.liveBlocks === 0 && !s.arena && s.lastUsed < before
-    ).sort((a, b) => a.lastUsed - b.lastUsed || b.size - a.size);
+    ).sort((a, b) =>
+      Number(b.size < below) - Number(a.size < below) ||
+      a.lastUsed - b.lastUsed || b.size - a.size
+    );
     for (const seg of free) {
       if (this.#held <= limit) break;
       this.#release(seg);
@@ -1172,7 +1175,9 @@ export class StepPlannedPool<M = unknown> {
     let recent = Math.max(this.#live + size, this.#stepPeak);
     if (this.#window.max > recent) recent = this.#window.max;
     const limit = this.maxHeldRatio * recent - size;
-    if (this.#held > limit) this.#trimFree(limit);
+    // free segments too small for the request go first (they could not
+    // serve it), then the least recently used
+    if (this.#held > limit) this.#trimFree(limit, -1, size);
     this.#group?._makeRoom(this, size);
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the

@@ -98,9 +98,11 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/mobilenet-224-batch2": 1,
     "tfjs-webgpu/mobilenet-inference": 1,
     "tfjs-webgpu/transformer-varlen": 1,
-    // one segment in the second pass (its first training step lays the
-    // weights out by best fit in a different free list than the first pass)
-    "tfjs-webgpu/cnn-training": 2,
+    // the weights made each training step take turns in two places outside
+    // the arena; a segment made for one gives back the free segments too
+    // small for it first (giving back the least recently used made one in
+    // the second pass)
+    "tfjs-webgpu/cnn-training": 1,
     // the growing KV-cache blocks outlive their step: segments are made
     // until the plans of its 43 step shapes settle (60 in all; 230 when a
     // plan 256 bytes over the arena made a new arena and gave every free
@@ -109,7 +111,6 @@ describe("StepPlannedPool on real runtime traces", () => {
   };
   /** Segments made after the first pass, at most. */
   const madeAfterFirst: Record<string, number> = {
-    "tfjs-webgpu/cnn-training": 1,
     "tfjs-webgpu/kv-decode": 100,
   };
   for (const [name, after] of Object.entries(settled)) {
@@ -165,6 +166,14 @@ describe("StepPlannedPool on real runtime traces", () => {
         made.at(-1)! - made[0] <= (madeAfterFirst[name] ?? 0),
         `segments made by pass: ${made}`,
       );
+      // over all the passes too, but kv-decode's (1.17: the segments made
+      // for the growing blocks while its plans settle)
+      if (name !== "tfjs-webgpu/kv-decode") {
+        assert.ok(
+          peakHeld <= 1.1 * peakLive,
+          `warm passes: peak held ${peakHeld}, peak live ${peakLive}`,
+        );
+      }
     });
   }
 
