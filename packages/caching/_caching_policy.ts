@@ -65,12 +65,6 @@ export class _CachingPolicy<M> {
   readonly gcThreshold: number;
   readonly expandable: boolean;
   readonly strict: boolean;
-  /**
-   * Whether every best fit may serve its request: no oversize blocks
-   * (`maxSplitByteLength` infinite) and no expandable segments, so
-   * `fits()` is always true and the hit path skips it.
-   */
-  readonly anyFit: boolean;
   fraction: number;
   readonly small: _BlockPool<M> = new _BlockPool<M>(true);
   readonly large: _BlockPool<M> = new _BlockPool<M>(false);
@@ -128,7 +122,6 @@ export class _CachingPolicy<M> {
     this.gcThreshold = config.gcThreshold;
     this.expandable = config.expandable;
     this.strict = config.strict;
-    this.anyFit = config.maxSplit === Infinity && !config.expandable;
     this.watched = config.strict;
     this.ids = ids;
     this.segmentOptions = { label: config.label };
@@ -146,11 +139,11 @@ export class _CachingPolicy<M> {
   release(b: _Block<M>): void {
     if (b.streamUses === null && !this.watched) {
       // The common case: no other stream used it, nothing watches.
-      // (freed() is folded into freeBlock's stats call.)
+      this.stats.freed(b.segment.small, b.size);
       if (b.size >= this.maxSplitByteLength) {
         this.stats.oversizeAllocation(-1);
       }
-      this.freeBlock(b, true);
+      this.freeBlock(b);
     } else {
       this.releaseWatched(b);
     }
@@ -209,9 +202,7 @@ export class _CachingPolicy<M> {
     this.clock++;
     const b = pool.lowerBound(streamId, size);
     // (Short, so that it inlines into allocate: the limits are apart.)
-    return b === undefined || this.anyFit || this.fits(pool, size, b)
-      ? b
-      : undefined;
+    return b === undefined || this.fits(pool, size, b) ? b : undefined;
   }
 
   /**
@@ -312,10 +303,8 @@ export class _CachingPolicy<M> {
   /**
    * A block back in its pool (its fences done): merged with free
    * neighbours; the survivor is re-keyed in place or inserted.
-   * `freedNow`: freed by the caller just now, its allocation figures not
-   * lowered yet (release()'s fast path; done here in the same stats call).
    */
-  freeBlock(b: _Block<M>, freedNow = false): void {
+  freeBlock(b: _Block<M>): void {
     const seg = b.segment;
     const pool = this.poolOf(seg);
     const originalSize = b.size, requested = b.requested;
@@ -376,24 +365,14 @@ export class _CachingPolicy<M> {
       splitBlocks++;
       splitBytes += survivor.size;
     }
-    if (freedNow) {
-      this.stats.returned(
-        seg.small,
-        originalSize,
-        requested,
-        splitBlocks,
-        splitBytes,
-      );
-    } else {
-      this.stats.inactive(
-        seg.small,
-        originalSize,
-        requested,
-        wasPending,
-        splitBlocks,
-        splitBytes,
-      );
-    }
+    this.stats.inactive(
+      seg.small,
+      originalSize,
+      requested,
+      wasPending,
+      splitBlocks,
+      splitBytes,
+    );
   }
 
   /** Strict mode and history when freeBlock() frees `b`. */

@@ -336,50 +336,6 @@ export class PoolStats {
       (small ? this.#activeBytes.smallPool : this.#activeBytes.largePool)
         .pending -= bytes;
     }
-    if (splitBlocks !== 0 || splitBytes !== 0) {
-      this.#splitChanged(small, splitBlocks, splitBytes);
-    }
-  }
-
-  /**
-   * The hot path of a block freed by the caller that goes straight back
-   * into its pool (no fence to wait for): {@linkcode PoolStats.freed} and
-   * {@linkcode PoolStats.inactive} in one call.
-   *
-   * @param small Whether the block is in the small pool.
-   * @param bytes Bytes of the block.
-   * @param requested Bytes it was asked for.
-   * @param splitBlocks Change in free split blocks (merges lower it).
-   * @param splitBytes Change in bytes of free split blocks.
-   */
-  returned(
-    small: boolean,
-    bytes: number,
-    requested: number,
-    splitBlocks: number,
-    splitBytes: number,
-  ): void {
-    const cur = small ? this.#smallCurrent : this.#largeCurrent;
-    const freed = small ? this.#smallFreed : this.#largeFreed;
-    cur.allocation--;
-    freed.allocation++;
-    cur.allocatedBytes -= bytes;
-    freed.allocatedBytes += bytes;
-    cur.requestedBytes -= requested;
-    freed.requestedBytes += requested;
-    if (splitBlocks === -1 && splitBytes < 0) {
-      // The common merge: one free split block fewer (a neighbour merged).
-      cur.inactiveSplitBytes += splitBytes;
-      freed.inactiveSplitBytes -= splitBytes;
-      cur.inactiveSplit--;
-      freed.inactiveSplit++;
-    } else if (splitBlocks !== 0 || splitBytes !== 0) {
-      this.#splitChanged(small, splitBlocks, splitBytes);
-    }
-  }
-
-  /** The split figures after a block came back to its pool. */
-  #splitChanged(small: boolean, splitBlocks: number, splitBytes: number): void {
     // A merge lowers the split figures, unless the block comes back
     // between two allocated neighbours; blocks and bytes may move apart.
     const blocksDown = splitBlocks < 0 ? -splitBlocks : 0;
