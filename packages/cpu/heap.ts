@@ -23,6 +23,19 @@ import { validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
+import {
+  R_ALIGN,
+  R_FNEXT,
+  R_FPREV,
+  R_PNEXT,
+  R_PPREV,
+  R_SIZE,
+  R_SLACK,
+  R_START,
+  R_STATE,
+  STRIDE,
+} from "./_records.ts";
+import { CHUNK_LOG2, SmallIndex } from "./_small_index.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -40,17 +53,17 @@ const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
 // The "compact" placement (README, "Footprint"): a request of fewer than
 // SMALL_UNITS units (16 KiB at the default alignment) takes the
-// lower-addressed of its good fit among the small classes and the
-// lowest-addressed free block of at least SMALL_UNITS units, so small blocks
-// gather low in the region instead of pinning the holes large blocks need.
-// Large requests keep TLSF's good fit. 2^8 units had the lowest footprints
-// of 2^6 .. 2^10 on every trace family measured (README, "Footprint").
-const SMALL_LOG2 = 8;
+// lowest-addressed free block that fits (exact first fit: the lower of the
+// lowest fitting block shorter than SMALL_UNITS, from the small index, and
+// the lowest free block of at least SMALL_UNITS units, from the chunk
+// index), so small blocks gather low in the region instead of pinning the
+// holes large blocks need. Large requests keep TLSF's good fit. 2^8 units
+// was measured against 2^10 (README, "Footprint"); both indexes cut the
+// region into chunks of SMALL_UNITS units.
+const SMALL_LOG2 = CHUNK_LOG2;
 const SMALL_UNITS = 1 << SMALL_LOG2;
-// Classes of blocks shorter than SMALL_UNITS: those below this index...
+// Classes of blocks shorter than SMALL_UNITS: those below this index.
 const SMALL_CLASSES = (SMALL_LOG2 - SL_LOG2 + 1) << SL_LOG2;
-// ...which fill these first-level classes.
-const SMALL_FL_MASK = (1 << (SMALL_CLASSES >>> SL_LOG2)) - 1;
 // Bits per word of the chunk index's bitmaps (Int32Array): a chunk's bit is
 // in word chunk >>> WORD_LOG2, that word's bit in word chunk >>> 2 * WORD_LOG2.
 const WORD_LOG2 = 5;
@@ -62,20 +75,6 @@ const LOW_UNKNOWN = -2;
 // paths may use integer (`>>>`, `&`) arithmetic.
 const INT_ROUNDING_LIMIT = 0x7fff0000;
 
-// Block records: one Int32Array, eight slots per record.
-const R_START = 0; // first unit (absolute: unit i is byte i * granule)
-const R_SIZE = 1; // length in units
-const R_PPREV = 2; // physical previous record, -1 at the region start
-const R_PNEXT = 3; // physical next record, -1 at the region end
-const R_FPREV = 4; // free-list previous record of a free block
-// A used block keeps its slack there instead: block bytes less requested
-// bytes, in [0, granule] (a granule only for a request of 0 bytes), so the
-// requested length needs no array of its own.
-const R_SLACK = R_FPREV;
-const R_FNEXT = 5; // free-list next record (also links unused records)
-const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
-const R_ALIGN = 7; // alignment of a used block, in units
-const STRIDE = 8;
 // Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
 // the golden ratio, odd); the table doubles when it holds more blocks than
 // buckets.
@@ -315,6 +314,9 @@ export class CpuHeap {
   #lgLow = LOW_NONE; // lowest chunk with a live entry
   #lgLowRec = -1; // its record while #lgLow >= 0
   #lgFrom = 0; // while LOW_UNKNOWN: no live entry lies below this word
+  // Small index (compact placement): the free blocks shorter than
+  // SMALL_UNITS units by the chunk their last unit lies in.
+  #small = new SmallIndex();
   // SMALL_UNITS and SMALL_CLASSES for the compact placement; 0 and
   // LIST_COUNT (no small requests, no large blocks indexed) for good-fit.
   #smallUnits = SMALL_UNITS;
@@ -607,7 +609,7 @@ export class CpuHeap {
           ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
       let b = -1;
-      if (units < this.#smallUnits) b = this.#findSmall(idx);
+      if (units < this.#smallUnits) b = this.#firstFit(units);
       else {
         const sl = this.#slBitmap;
         let fl = idx >>> SL_LOG2;
@@ -655,12 +657,16 @@ export class CpuHeap {
             rec[r + R_SIZE] = rest;
             this.#largestCache = -1;
           } else {
-            // The end stays: so does the chunk index entry, while large.
+            // The end stays: so does the chunk index entry, while large,
+            // and the small index entry, while small.
             const to = mappingIndex(rest);
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#relink(b, from, to);
-            if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
+            if (rest < this.#smallUnits && size >= SMALL_UNITS) {
+              if (b === this.#lgLowRec) this.#lgDrop();
+              this.#small.link(rec, b, this.#endChunk(b), rest);
+            }
           }
         }
         const n = u * STRIDE;
@@ -969,6 +975,7 @@ export class CpuHeap {
     this.#lgWords.fill(0);
     this.#lgLow = LOW_NONE;
     this.#lgLowRec = -1;
+    this.#small.clear();
     this.#buckets.fill(-1);
     this.#liveCount = 0;
     this.#maxEndUnit = this.#endUnit;
@@ -1085,6 +1092,7 @@ export class CpuHeap {
     let used = 0, usedCount = 0, free = 0, freeCount = 0, requested = 0;
     let prevFree = false;
     let prev = -1;
+    const small: number[] = []; // small free blocks: record, chunk
     for (; b >= 0; b = rec[b * STRIDE + R_PNEXT]) {
       const r = b * STRIDE;
       if (rec[r + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
@@ -1103,6 +1111,9 @@ export class CpuHeap {
           if (f === b) found = true;
         }
         if (!found) fail(`free block ${b} is not in list ${idx}`);
+        if (rec[r + R_SIZE] < this.#smallUnits) {
+          small.push(b, this.#endChunk(b));
+        }
       } else if (state === USED) {
         used += rec[r + R_SIZE];
         usedCount++;
@@ -1184,6 +1195,7 @@ export class CpuHeap {
     ) {
       fail("lowest large block is wrong");
     }
+    if (this.#smallUnits !== 0) this.#small.check(rec, small, fail);
     const g = this.alignment;
     if (used * g !== this.#usedNow) fail("allocated bytes are wrong");
     if (usedCount !== this.#liveNow) fail("allocation count is wrong");
@@ -1381,15 +1393,22 @@ export class CpuHeap {
   }
 
   #insertFree(b: number): void {
-    const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
+    const size = this.#rec[b * STRIDE + R_SIZE];
+    const idx = mappingIndex(size);
     this.#link(b, idx);
     if (idx >= this.#largeClass) this.#lgPut(this.#endChunk(b), b);
+    else if (size < this.#smallUnits) {
+      this.#small.link(this.#rec, b, this.#endChunk(b), size);
+    }
   }
 
   #removeFree(b: number): void {
-    const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
-    this.#unlink(b, idx);
+    const size = this.#rec[b * STRIDE + R_SIZE];
+    this.#unlink(b, mappingIndex(size));
     if (b === this.#lgLowRec) this.#lgDrop();
+    else if (size < this.#smallUnits) {
+      this.#small.unlink(this.#rec, b, this.#endChunk(b));
+    }
   }
 
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
@@ -1473,6 +1492,7 @@ export class CpuHeap {
 
   #lgResize(chunks: number): void {
     if (this.#largeClass === LIST_COUNT) chunks = 1; // good-fit: no index
+    else this.#small.resize(chunks);
     if (chunks <= this.#lgRecs.length) return;
     const recs = new Int32Array(chunks).fill(-1);
     recs.set(this.#lgRecs);
@@ -1564,29 +1584,25 @@ export class CpuHeap {
     return ((this.#endUnit - this.#startUnit) >>> SMALL_LOG2) + 1;
   }
 
-  // A free block for a request whose search index `idx` is of a small
+  // The lowest-addressed free block of at least `need` units, for a small
   // request (fewer than SMALL_UNITS units with its alignment slack): the
-  // lower-addressed of the good fit among the small classes and the lowest
-  // free block of at least SMALL_UNITS units; -1 when neither exists.
-  #findSmall(idx: number): number {
-    const sl = this.#slBitmap;
-    let fl = idx >>> SL_LOG2;
-    let bits = fl < SMALL_CLASSES >>> SL_LOG2
-      ? sl[fl] & (-1 << (idx & SL_MASK))
-      : 0;
-    if (bits === 0) {
-      const flBits = this.#flBitmap & SMALL_FL_MASK & (-1 << (fl + 1));
-      if (flBits !== 0) {
-        fl = 31 - Math.clz32(flBits & -flBits);
-        bits = sl[fl];
-      }
-    }
+  // lower of the lowest fitting small block and the lowest large block (which
+  // fits any small request); -1 when neither exists.
+  #firstFit(need: number): number {
     const low = this.#lgLowest();
-    if (bits === 0) return low < 0 ? -1 : this.#lgLowRec;
-    const b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
-    // Free blocks do not overlap, so the large block ends below b exactly
-    // when its chunk is at most b's (b reads no other record).
-    return low >= 0 && low <= this.#endChunk(b) ? this.#lgLowRec : b;
+    const b = this.#small.find(
+      this.#rec,
+      need,
+      low < 0 ? this.#lgRecs.length : low,
+    );
+    if (b < 0) return low < 0 ? -1 : this.#lgLowRec;
+    // Free blocks do not overlap: the small block lies below the large one
+    // unless both end in the same chunk and the large one starts lower.
+    return low >= 0 && low === this.#endChunk(b) &&
+        this.#rec[this.#lgLowRec * STRIDE + R_START] <
+          this.#rec[b * STRIDE + R_START]
+      ? this.#lgLowRec
+      : b;
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
@@ -1594,8 +1610,9 @@ export class CpuHeap {
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
     const r = b * STRIDE;
-    const oldEnd = rec[r + R_START] + rec[r + R_SIZE];
-    const from = mappingIndex(rec[r + R_SIZE]);
+    const oldSize = rec[r + R_SIZE];
+    const oldEnd = rec[r + R_START] + oldSize;
+    const from = mappingIndex(oldSize);
     const to = mappingIndex(size);
     if (from !== to) {
       rec[r + R_START] = start;
@@ -1616,6 +1633,27 @@ export class CpuHeap {
     ) {
       this.#lgPut((start + size - 1 - this.#startUnit) >>> SMALL_LOG2, b);
     }
+    if (this.#smallUnits !== 0) this.#resizeSmall(b, oldSize, oldEnd, size);
+  }
+
+  // The small index's part of #resizeFree (compact placement): free block
+  // `b` of `oldSize` units ending at `oldEnd` is now `size` units long.
+  #resizeSmall(b: number, oldSize: number, oldEnd: number, size: number): void {
+    const rec = this.#rec;
+    const end = rec[b * STRIDE + R_START] + size;
+    const chunk = (end - 1 - this.#startUnit) >>> SMALL_LOG2;
+    if (oldSize < SMALL_UNITS) {
+      if (size < SMALL_UNITS && end === oldEnd) {
+        if (size > this.#small.bound[chunk]) this.#small.raise(chunk, size);
+        return;
+      }
+      this.#small.unlink(
+        rec,
+        b,
+        (oldEnd - 1 - this.#startUnit) >>> SMALL_LOG2,
+      );
+    }
+    if (size < SMALL_UNITS) this.#small.link(rec, b, chunk, size);
   }
 
   // Finds a free block that holds `units` at an alignment of `a` units.
@@ -1623,7 +1661,7 @@ export class CpuHeap {
     const need = units + a - 1;
     let idx = searchIndex(need);
     if (need < this.#smallUnits) {
-      const b = this.#findSmall(idx);
+      const b = this.#firstFit(need);
       if (b >= 0) return b;
     }
     if (idx < LIST_COUNT) {
