@@ -1,218 +1,269 @@
 /**
- * The small-block index of `CpuHeap`'s compact placement: finds the
- * lowest-addressed free block of at least `need` units among the free blocks
- * shorter than one chunk, so that small requests take exact address-ordered
- * first fit (README, "Footprint").
+ * The small-block index of `CpuHeap`'s first-fit placement: in that placement
+ * the free blocks shorter than 256 units (16 KiB at 64-byte
+ * granules) live here instead of in the size-class lists, so that a small
+ * request takes the lowest-addressed free block that fits (exact first fit;
+ * README, "Footprint").
  *
- * The region is cut into chunks of 2^CHUNK_LOG2 units. A small free block is
- * listed in the chunk its last unit lies in (carving a block's front, the
- * common case, keeps its entry). Per chunk: a singly linked list of its small
- * free blocks through the records' `R_CNEXT` slot (unused by free blocks
- * otherwise), and an upper bound of their sizes, kept exact when it rises and
- * lowered lazily when a search meets a chunk whose bound is stale. One bitmap
- * level per power of two (bit k of a chunk set while its bound is at least
- * 2^k), each with a summary bit per 32-chunk word, finds the lowest chunk that
- * may hold a fit with `Math.clz32`.
+ * The region is cut into chunks of 2^CHUNK_LOG2 units, and a small free block
+ * is listed in the chunk its last unit lies in, so carving its front off (what
+ * a small request does) keeps its entry. Per chunk: a doubly linked list of
+ * its small free blocks through the records' free-list slots (unused by them
+ * otherwise), and the length of the longest (its bound), kept exact. A
+ * complete binary tree of bounds (each node the largest of its two children)
+ * finds the lowest chunk whose bound is at least a request in O(log chunks),
+ * starting from the leftmost node that covers the chunks below the search
+ * limit.
  *
- * About 6 bytes per chunk (16 KiB of region at 64-byte granules).
+ * About 6 bytes per chunk (4 KiB of region at 64-byte granules): 1.5 MiB
+ * for 1 GiB.
  *
  * @module
  */
 
-import { R_CNEXT, R_SIZE, R_START, STRIDE } from "./_records.ts";
+// The records' layout, as in heap.ts (copies: V8 does not fold constants
+// imported from another module; heap.ts's checkIntegrity() checks this index,
+// so a mismatch fails the model tests at once).
+const R_START = 0;
+const R_SIZE = 1;
+const R_FPREV = 4;
+const R_FNEXT = 5;
+const STRIDE = 8;
+// Chunks of 64 units: lists of one or two blocks on log-uniform traces.
+const CHUNK_LOG2 = 6;
+// Small blocks are shorter than 256 units (heap.ts's SMALL_UNITS), so a
+// bound fits a Uint8Array.
 
-/** Log2 of the chunk length in units; small blocks are shorter than a chunk. */
-export const CHUNK_LOG2 = 8;
-// One bitmap level per power of two of a small size: 1 .. 2^(LEVELS - 1).
-const LEVELS = CHUNK_LOG2;
-
-function ctz(x: number): number {
-  return 31 - Math.clz32(x & -x);
-}
-
-/** Address-ordered first fit over the free blocks shorter than a chunk. */
+/** Address-ordered first fit over the free blocks shorter than 256 units. */
 export class SmallIndex {
   /** First record of each chunk's list, -1 when empty. */
-  heads = new Int32Array(0);
-  /** Upper bound of the sizes in each chunk's list (0 when empty). */
-  bound = new Uint8Array(0);
-  #bits = new Int32Array(0); // LEVELS rows of #words words
-  #sums = new Int32Array(0); // LEVELS rows of #sumWords words
-  #words = 0;
-  #sumWords = 0;
+  heads: Int32Array = new Int32Array(0);
+  // A complete binary tree over the chunks: leaf #leaves + c holds the upper
+  // bound of chunk c's sizes (0 when empty), every other node the largest of
+  // its two children; node 1 is the root.
+  #tree = new Uint8Array(2);
+  #leaves = 1;
 
   /**
-   * Makes room for `chunks` chunks, keeping the entries.
+   * Makes room for a region of `units` units, keeping the entries.
    *
-   * @param chunks Number of chunks the region has.
+   * @param units Length of the region.
    */
-  resize(chunks: number): void {
+  resize(units: number): void {
+    const chunks = (units >>> CHUNK_LOG2) + 1;
     if (chunks <= this.heads.length) return;
     const heads = new Int32Array(chunks).fill(-1);
     heads.set(this.heads);
-    const bound = new Uint8Array(chunks);
-    bound.set(this.bound);
-    const words = (chunks + 31) >>> 5;
-    const sumWords = (words + 31) >>> 5;
-    const bits = new Int32Array(LEVELS * words);
-    const sums = new Int32Array(LEVELS * sumWords);
-    for (let k = 0; k < LEVELS; k++) {
-      bits.set(
-        this.#bits.subarray(k * this.#words, (k + 1) * this.#words),
-        k * words,
-      );
-      sums.set(
-        this.#sums.subarray(k * this.#sumWords, (k + 1) * this.#sumWords),
-        k * sumWords,
-      );
-    }
     this.heads = heads;
-    this.bound = bound;
-    this.#bits = bits;
-    this.#sums = sums;
-    this.#words = words;
-    this.#sumWords = sumWords;
+    if (chunks <= this.#leaves) return;
+    let leaves = this.#leaves;
+    while (leaves < chunks) leaves *= 2;
+    const tree = new Uint8Array(2 * leaves);
+    tree.set(this.#tree.subarray(this.#leaves), leaves);
+    for (let n = leaves - 1; n >= 1; n--) {
+      tree[n] = Math.max(tree[2 * n], tree[2 * n + 1]);
+    }
+    this.#tree = tree;
+    this.#leaves = leaves;
   }
 
   /** Forgets every entry. */
   clear(): void {
     this.heads.fill(-1);
-    this.bound.fill(0);
-    this.#bits.fill(0);
-    this.#sums.fill(0);
+    this.#tree.fill(0);
   }
 
   /**
-   * Lists free block `b` of `size` units in `chunk`.
+   * The upper bound of the sizes listed in `chunk`.
+   *
+   * @param chunk A chunk.
+   * @returns Units.
+   */
+  bound(chunk: number): number {
+    return this.#tree[this.#leaves + chunk];
+  }
+
+  /**
+   * Lists free block `b`.
    *
    * @param rec The records.
    * @param b The block's record.
-   * @param chunk The chunk its last unit lies in.
-   * @param size Its length in units, below one chunk.
+   * @param last Its last unit, from the region start.
+   * @param size Its length in units, below 256.
    */
-  link(rec: Int32Array, b: number, chunk: number, size: number): void {
-    rec[b * STRIDE + R_CNEXT] = this.heads[chunk];
+  link(rec: Int32Array, b: number, last: number, size: number): void {
+    const chunk = last >>> CHUNK_LOG2;
+    const head = this.heads[chunk];
+    const r = b * STRIDE;
+    rec[r + R_FPREV] = -1;
+    rec[r + R_FNEXT] = head;
+    if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
     this.heads[chunk] = b;
-    if (size > this.bound[chunk]) this.raise(chunk, size);
+    this.#raise(chunk, size);
   }
 
   /**
-   * Takes free block `b` off the list of `chunk`.
+   * Takes listed block `b` off its list.
    *
    * @param rec The records.
-   * @param b The block's record, listed in `chunk`.
-   * @param chunk The chunk it is listed in.
+   * @param b The block's record.
+   * @param last Its last unit when it was listed, from the region start.
+   * @param size Its length when it was listed.
    */
-  unlink(rec: Int32Array, b: number, chunk: number): void {
-    let at = this.heads[chunk];
-    const next = rec[b * STRIDE + R_CNEXT];
-    if (at === b) {
-      this.heads[chunk] = next;
-      if (next < 0) this.#lower(chunk, 0);
-      return;
-    }
-    for (;;) {
-      const after = rec[at * STRIDE + R_CNEXT];
-      if (after === b) {
-        rec[at * STRIDE + R_CNEXT] = next;
-        return;
-      }
-      at = after;
-    }
+  unlink(rec: Int32Array, b: number, last: number, size: number): void {
+    const r = b * STRIDE;
+    const prev = rec[r + R_FPREV];
+    const next = rec[r + R_FNEXT];
+    if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
+    if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
+    else this.heads[last >>> CHUNK_LOG2] = next;
+    const chunk = last >>> CHUNK_LOG2;
+    if (size === this.#tree[this.#leaves + chunk]) this.#refresh(rec, chunk);
   }
 
   /**
-   * Raises the size bound of `chunk` to `size` (a listed block grew).
+   * Notes that the listed block ending at `last` is now `size` units long
+   * (it kept its end).
    *
-   * @param chunk The chunk.
-   * @param size The new bound, above the old one and below one chunk.
+   * @param rec The records.
+   * @param last Its last unit, from the region start.
+   * @param oldSize Its length before, below 256.
+   * @param size Its length now, below 256.
    */
-  raise(chunk: number, size: number): void {
-    const from = this.bound[chunk] === 0
-      ? 0
-      : 32 - Math.clz32(this.bound[chunk]);
-    this.bound[chunk] = size;
-    const to = 31 - Math.clz32(size);
-    const w = chunk >>> 5, bit = 1 << (chunk & 31);
-    const sw = w >>> 5, sumBit = 1 << (w & 31);
-    for (let k = from; k <= to; k++) {
-      const i = k * this.#words + w;
-      const had = this.#bits[i];
-      this.#bits[i] = had | bit;
-      if (had === 0) this.#sums[k * this.#sumWords + sw] |= sumBit;
+  resized(rec: Int32Array, last: number, oldSize: number, size: number): void {
+    const chunk = last >>> CHUNK_LOG2;
+    const bound = this.#tree[this.#leaves + chunk];
+    if (size > bound) this.#raise(chunk, size);
+    else if (oldSize === bound && size < oldSize) this.#refresh(rec, chunk);
+  }
+
+  // Lowers the bound of `chunk` to the longest block it lists, if above.
+  #refresh(rec: Int32Array, chunk: number): void {
+    let max = 0;
+    for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
+      const size = rec[b * STRIDE + R_SIZE];
+      if (size > max) max = size;
+    }
+    if (max < this.#tree[this.#leaves + chunk]) this.#lower(chunk, max);
+  }
+
+  // Raises the bound of `chunk` to `size` if below.
+  #raise(chunk: number, size: number): void {
+    const tree = this.#tree;
+    for (let n = this.#leaves + chunk; n >= 1 && tree[n] < size; n >>>= 1) {
+      tree[n] = size;
     }
   }
 
-  // Lowers the bound of `chunk` to `size` (0: empty), clearing the levels
-  // above it.
+  // Sets the bound of `chunk` to `size` (0: empty), at most the old one.
   #lower(chunk: number, size: number): void {
-    const old = this.bound[chunk];
-    this.bound[chunk] = size;
-    const from = size === 0 ? 0 : 32 - Math.clz32(size);
-    const to = 31 - Math.clz32(old);
-    const w = chunk >>> 5, bit = ~(1 << (chunk & 31));
-    const sw = w >>> 5, sumBit = ~(1 << (w & 31));
-    for (let k = from; k <= to; k++) {
-      const i = k * this.#words + w;
-      const bits = this.#bits[i] & bit;
-      this.#bits[i] = bits;
-      if (bits === 0) this.#sums[k * this.#sumWords + sw] &= sumBit;
+    const tree = this.#tree;
+    let n = this.#leaves + chunk;
+    tree[n] = size;
+    for (n >>>= 1; n >= 1; n >>>= 1) {
+      const l = tree[2 * n], r = tree[2 * n + 1];
+      const max = l > r ? l : r;
+      if (tree[n] === max) break;
+      tree[n] = max;
     }
   }
 
   /**
-   * The lowest-addressed listed block of at least `need` units whose chunk is
-   * at most `limit`, or -1.
+   * The lowest-addressed listed block of at least `need` units, or -1;
+   * blocks wholly above unit `limit` may be left out.
    *
    * @param rec The records.
-   * @param need Units wanted, in [1, chunk length).
-   * @param limit The highest chunk to search.
+   * @param need Units wanted, in [1, 256).
+   * @param limit A unit from the region start where the search may stop.
    * @returns The record, or -1.
    */
   find(rec: Int32Array, need: number, limit: number): number {
-    const k = 31 - Math.clz32(need);
-    const bitsRow = k * this.#words;
-    const sumsRow = k * this.#sumWords;
-    const lastSum = Math.min(this.#sumWords - 1, limit >>> 10);
-    for (let sw = 0; sw <= lastSum; sw++) {
-      let sum = this.#sums[sumsRow + sw];
-      while (sum !== 0) {
-        const w = (sw << 5) | ctz(sum);
-        sum &= sum - 1;
-        let bits = this.#bits[bitsRow + w];
-        while (bits !== 0) {
-          const chunk = (w << 5) | ctz(bits);
-          if (chunk > limit) return -1;
-          bits &= bits - 1;
-          if (this.bound[chunk] < need) continue;
-          // Lowest fitting block of the chunk; its true bound on the way.
-          let best = -1, bestStart = 0, max = 0;
-          for (
-            let b = this.heads[chunk];
-            b >= 0;
-            b = rec[b * STRIDE + R_CNEXT]
-          ) {
-            const r = b * STRIDE;
-            const size = rec[r + R_SIZE];
-            if (size > max) max = size;
-            if (size >= need && (best < 0 || rec[r + R_START] < bestStart)) {
-              best = b;
-              bestStart = rec[r + R_START];
-            }
-          }
-          if (max < this.bound[chunk]) this.#lower(chunk, max);
-          if (best >= 0) return best;
-        }
+    const tree = this.#tree;
+    const leaves = this.#leaves;
+    const last = limit >>> CHUNK_LOG2;
+    // Descend from the leftmost node that covers chunks 0 .. last to the
+    // lowest leaf whose bound is at least `need`.
+    let n = last >= leaves - 1 ? 1 : leaves >>> (32 - Math.clz32(last));
+    if (tree[n] < need) return -1;
+    while (n < leaves) {
+      n <<= 1;
+      if (tree[n] < need) n++;
+    }
+    const chunk = n - leaves;
+    return chunk > last ? -1 : this.#lowestIn(rec, chunk, need);
+  }
+
+  // The lowest-addressed block of at least `need` units listed in `chunk`
+  // (there is one: the bound is exact).
+  #lowestIn(rec: Int32Array, chunk: number, need: number): number {
+    let best = -1, bestStart = 0;
+    for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
+      const r = b * STRIDE;
+      if (
+        rec[r + R_SIZE] >= need && (best < 0 || rec[r + R_START] < bestStart)
+      ) {
+        best = b;
+        bestStart = rec[r + R_START];
       }
     }
+    return best;
+  }
+
+  /**
+   * The lowest-addressed listed block that holds `units` units at a start
+   * aligned to `a` units, or -1 (O(listed blocks): the heap's fallback when
+   * the alignment slack makes a request too long for {@linkcode find}).
+   *
+   * @param rec The records.
+   * @param units Units wanted.
+   * @param a Alignment in units, a power of two.
+   * @returns The record, or -1.
+   */
+  findAligned(rec: Int32Array, units: number, a: number): number {
+    for (let chunk = 0; chunk < this.heads.length; chunk++) {
+      if (this.bound(chunk) < units) continue;
+      let best = -1, bestStart = 0;
+      for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
+        const r = b * STRIDE;
+        const start = rec[r + R_START];
+        const aligned = Math.ceil(start / a) * a;
+        if (
+          aligned + units <= start + rec[r + R_SIZE] &&
+          (best < 0 || start < bestStart)
+        ) {
+          best = b;
+          bestStart = start;
+        }
+      }
+      if (best >= 0) return best;
+    }
     return -1;
+  }
+
+  /**
+   * The length of the longest listed block, 0 when none (O(listed blocks)).
+   *
+   * @param rec The records.
+   * @returns Units.
+   */
+  largest(rec: Int32Array): number {
+    let max = 0;
+    for (let chunk = 0; chunk < this.heads.length; chunk++) {
+      if (this.bound(chunk) <= max) continue;
+      for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
+        const size = rec[b * STRIDE + R_SIZE];
+        if (size > max) max = size;
+      }
+    }
+    return max;
   }
 
   /**
    * Checks the index against the small free blocks (O(chunks + blocks)).
    *
    * @param rec The records.
-   * @param blocks Every small free block: record and chunk, in pairs.
+   * @param blocks Every small free block: its record and its last unit from
+   * the region start, in pairs.
    * @param fail Reports a broken invariant.
    */
   check(
@@ -222,34 +273,31 @@ export class SmallIndex {
   ): void {
     const listed = new Map<number, number>();
     for (let c = 0; c < this.heads.length; c++) {
-      let n = 0;
-      for (let b = this.heads[c]; b >= 0; b = rec[b * STRIDE + R_CNEXT]) {
+      let prev = -1, max = 0;
+      for (let b = this.heads[c]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
         if (listed.has(b)) fail(`small block ${b} is listed twice`);
         listed.set(b, c);
-        if (rec[b * STRIDE + R_SIZE] > this.bound[c]) {
-          fail(`small block ${b} is above its chunk's bound`);
+        if (rec[b * STRIDE + R_FPREV] !== prev) {
+          fail(`small block ${b} has a wrong previous`);
         }
-        if (++n > blocks.length / 2) fail(`chunk ${c}'s list has a cycle`);
+        max = Math.max(max, rec[b * STRIDE + R_SIZE]);
+        if (listed.size > blocks.length / 2) fail(`chunk ${c}'s list is long`);
+        prev = b;
       }
-      if (n === 0 && this.bound[c] !== 0) fail(`empty chunk ${c} has a bound`);
-      for (let k = 0; k < LEVELS; k++) {
-        const set = (this.#bits[k * this.#words + (c >>> 5)] >>> (c & 31)) & 1;
-        if (set !== (this.bound[c] >= 1 << k ? 1 : 0)) {
-          fail(`small index level ${k} bit of chunk ${c} is wrong`);
-        }
+      if (max !== this.bound(c)) {
+        fail(
+          `chunk ${c}'s bound is ${this.bound(c)}, its longest block ${max}`,
+        );
       }
     }
-    for (let k = 0; k < LEVELS; k++) {
-      for (let w = 0; w < this.#words; w++) {
-        const set = (this.#sums[k * this.#sumWords + (w >>> 5)] >>> (w & 31)) &
-          1;
-        if (set !== (this.#bits[k * this.#words + w] !== 0 ? 1 : 0)) {
-          fail(`small index level ${k} summary bit ${w} is wrong`);
-        }
+    for (let n = this.#leaves - 1; n >= 1; n--) {
+      const t = this.#tree;
+      if (t[n] !== Math.max(t[2 * n], t[2 * n + 1])) {
+        fail(`small index node ${n} is not the largest of its children`);
       }
     }
     for (let i = 0; i < blocks.length; i += 2) {
-      if (listed.get(blocks[i]) !== blocks[i + 1]) {
+      if (listed.get(blocks[i]) !== blocks[i + 1] >>> CHUNK_LOG2) {
         fail(`small free block ${blocks[i]} is not listed in its chunk`);
       }
     }

@@ -23,19 +23,7 @@ import { validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
-import {
-  R_ALIGN,
-  R_FNEXT,
-  R_FPREV,
-  R_PNEXT,
-  R_PPREV,
-  R_SIZE,
-  R_SLACK,
-  R_START,
-  R_STATE,
-  STRIDE,
-} from "./_records.ts";
-import { CHUNK_LOG2, SmallIndex } from "./_small_index.ts";
+import { SmallIndex } from "./_small_index.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -51,19 +39,23 @@ const SL_MASK = SL_COUNT - 1;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
-// The "compact" placement (README, "Footprint"): a request of fewer than
-// SMALL_UNITS units (16 KiB at the default alignment) takes the
-// lowest-addressed free block that fits (exact first fit: the lower of the
-// lowest fitting block shorter than SMALL_UNITS, from the small index, and
-// the lowest free block of at least SMALL_UNITS units, from the chunk
-// index), so small blocks gather low in the region instead of pinning the
-// holes large blocks need. Large requests keep TLSF's good fit. 2^8 units
-// was measured against 2^10 (README, "Footprint"); both indexes cut the
-// region into chunks of SMALL_UNITS units.
-const SMALL_LOG2 = CHUNK_LOG2;
+// The "compact" and "first-fit" placements (README, "Footprint") treat a
+// request of fewer than SMALL_UNITS units (16 KiB at the default alignment)
+// apart, so that small blocks gather low in the region instead of pinning the
+// holes large blocks need; large requests keep TLSF's good fit. "compact"
+// takes the lower-addressed of the small request's good fit among the small
+// classes and the lowest free block of at least SMALL_UNITS units (the chunk
+// index); 2^8 units had the lowest footprints of 2^6 .. 2^10 on every trace
+// family measured. "first-fit" takes the lowest-addressed free block that
+// fits: the lower of the lowest fitting block shorter than SMALL_UNITS (the
+// small index, _small_index.ts, which holds those blocks instead of the
+// size-class lists) and the lowest block of the chunk index.
+const SMALL_LOG2 = 8;
 const SMALL_UNITS = 1 << SMALL_LOG2;
-// Classes of blocks shorter than SMALL_UNITS: those below this index.
+// Classes of blocks shorter than SMALL_UNITS: those below this index...
 const SMALL_CLASSES = (SMALL_LOG2 - SL_LOG2 + 1) << SL_LOG2;
+// ...which fill these first-level classes.
+const SMALL_FL_MASK = (1 << (SMALL_CLASSES >>> SL_LOG2)) - 1;
 // Bits per word of the chunk index's bitmaps (Int32Array): a chunk's bit is
 // in word chunk >>> WORD_LOG2, that word's bit in word chunk >>> 2 * WORD_LOG2.
 const WORD_LOG2 = 5;
@@ -75,6 +67,21 @@ const LOW_UNKNOWN = -2;
 // paths may use integer (`>>>`, `&`) arithmetic.
 const INT_ROUNDING_LIMIT = 0x7fff0000;
 
+// Block records: one Int32Array, eight slots per record.
+const R_START = 0; // first unit (absolute: unit i is byte i * granule)
+const R_SIZE = 1; // length in units
+const R_PPREV = 2; // physical previous record, -1 at the region start
+const R_PNEXT = 3; // physical next record, -1 at the region end
+const R_FPREV = 4; // free-list previous record of a free block
+// A used block keeps its slack there instead: block bytes less requested
+// bytes, in [0, granule] (a granule only for a request of 0 bytes), so the
+// requested length needs no array of its own.
+const R_SLACK = R_FPREV;
+const R_FNEXT = 5; // free-list next record (also links unused records)
+const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
+const R_ALIGN = 7; // alignment of a used block, in units
+// (_small_index.ts has copies of R_START, R_SIZE, R_FPREV, R_FNEXT, STRIDE.)
+const STRIDE = 8;
 // Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
 // the golden ratio, odd); the table doubles when it holds more blocks than
 // buckets.
@@ -95,11 +102,16 @@ const USED = 2;
  *   small blocks gather low and leave the holes large blocks need; large
  *   requests take TLSF's good fit. Less memory on traces of mixed lifetimes
  *   (log-uniform: 1.13x peak live instead of 1.17x), about 0.8x the speed.
+ * - `"first-fit"`: a small request (under 256 granules) takes the
+ *   lowest-addressed free block that fits (exact first fit, found through an
+ *   index of the free blocks under 256 granules by address); large requests
+ *   take TLSF's good fit. The least memory (log-uniform: 1.12x peak live),
+ *   about 0.6x the speed of `"compact"`.
  * - `"good-fit"` (the default): every request takes TLSF's good fit (the
- *   first block of the first size class that surely fits). Faster, more
+ *   first block of the first size class that surely fits). Fastest, most
  *   fragmentation.
  */
-export type CpuHeapPlacement = "compact" | "good-fit";
+export type CpuHeapPlacement = "compact" | "first-fit" | "good-fit";
 
 /**
  * Constructors that {@linkcode CpuHeap.view} accepts: a typed-array
@@ -162,7 +174,8 @@ export interface CpuHeapOptions {
    */
   shared?: boolean;
   /**
-   * Where blocks go: `"good-fit"` (faster) or `"compact"` (less memory); see
+   * Where blocks go: `"good-fit"` (fastest), `"compact"` or `"first-fit"`
+   * (less memory); see
    * {@linkcode CpuHeapPlacement}.
    *
    * @default {"good-fit"}
@@ -305,7 +318,7 @@ export class CpuHeap {
   #last = -1; // physically last record
 
   #heads = new Int32Array(LIST_COUNT).fill(-1);
-  // Chunk index (compact placement): the record of the free block of at
+  // Chunk index (compact and first-fit placements): the record of the free block of at
   // least SMALL_UNITS units whose last unit lies in each chunk, with stale
   // entries dropped lazily; one bit per chunk, one per 32-chunk word.
   #lgRecs = new Int32Array(0);
@@ -314,12 +327,16 @@ export class CpuHeap {
   #lgLow = LOW_NONE; // lowest chunk with a live entry
   #lgLowRec = -1; // its record while #lgLow >= 0
   #lgFrom = 0; // while LOW_UNKNOWN: no live entry lies below this word
-  // Small index (compact placement): the free blocks shorter than
-  // SMALL_UNITS units by the chunk their last unit lies in.
+  // First-fit placement: the free blocks shorter than SMALL_UNITS, by
+  // address.
   #small = new SmallIndex();
-  // SMALL_UNITS and SMALL_CLASSES for the compact placement; 0 and
-  // LIST_COUNT (no small requests, no large blocks indexed) for good-fit.
+  // SMALL_UNITS and SMALL_CLASSES for the compact and first-fit placements;
+  // 0 and LIST_COUNT (no small requests, no large blocks indexed) for
+  // good-fit.
   #smallUnits = SMALL_UNITS;
+  // SMALL_UNITS for the first-fit placement, whose free blocks shorter than
+  // that live in the small index instead of the size-class lists; else 0.
+  #smallFree = 0;
   #largeClass = SMALL_CLASSES;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
@@ -372,9 +389,12 @@ export class CpuHeap {
     }
     this.alignment = alignment;
     const placement = options.placement ?? "good-fit";
-    if (placement !== "compact" && placement !== "good-fit") {
+    if (
+      placement !== "compact" && placement !== "good-fit" &&
+      placement !== "first-fit"
+    ) {
       throw new InvalidArgumentError(
-        `Invalid placement: must be "compact" or "good-fit", received ${
+        `Invalid placement: must be "good-fit", "compact" or "first-fit", received ${
           describeValue(placement)
         }`,
         { name: "placement", value: placement },
@@ -384,7 +404,7 @@ export class CpuHeap {
     if (placement === "good-fit") {
       this.#smallUnits = 0;
       this.#largeClass = LIST_COUNT;
-    }
+    } else if (placement === "first-fit") this.#smallFree = SMALL_UNITS;
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
     const maxUnitBytes = MAX_UNITS * alignment;
@@ -573,7 +593,7 @@ export class CpuHeap {
         const size = rec[b * STRIDE + R_SIZE];
         if (size > largest) largest = size;
       }
-    }
+    } else if (this.#smallFree !== 0) largest = this.#small.largest(this.#rec);
     this.#largestCache = largest * this.alignment;
     return this.#largestCache;
   }
@@ -609,8 +629,11 @@ export class CpuHeap {
           ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
       let b = -1;
-      if (units < this.#smallUnits) b = this.#firstFit(units);
-      else {
+      if (units < this.#smallUnits) {
+        b = this.#smallFree !== 0
+          ? this.#firstFit(units)
+          : this.#findSmall(idx);
+      } else {
         const sl = this.#slBitmap;
         let fl = idx >>> SL_LOG2;
         let bits = sl[fl] & (-1 << (idx & SL_MASK));
@@ -652,21 +675,33 @@ export class CpuHeap {
           rec[r + R_PPREV] = u;
           const rest = size - units;
           const from = mappingIndex(size);
-          if (from === mappingIndex(rest)) {
+          if (rest < this.#smallFree) {
+            // First-fit placement: the rest is small.
+            if (size >= SMALL_UNITS) this.#resizeFree(b, start + units, rest);
+            else {
+              // It keeps its end, so its small index entry.
+              rec[r + R_START] = start + units;
+              rec[r + R_SIZE] = rest;
+              this.#largestCache = -1;
+              this.#small.resized(
+                rec,
+                start + size - 1 - this.#startUnit,
+                size,
+                rest,
+              );
+            }
+          } else if (from === mappingIndex(rest)) {
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#largestCache = -1;
           } else {
-            // The end stays: so does the chunk index entry, while large,
-            // and the small index entry, while small.
+            // The end stays: so does the chunk index entry, while large.
+            // The end stays: so does the chunk index entry, while large.
             const to = mappingIndex(rest);
             rec[r + R_START] = start + units;
             rec[r + R_SIZE] = rest;
             this.#relink(b, from, to);
-            if (rest < this.#smallUnits && size >= SMALL_UNITS) {
-              if (b === this.#lgLowRec) this.#lgDrop();
-              this.#small.link(rec, b, this.#endChunk(b), rest);
-            }
+            if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
           }
         }
         const n = u * STRIDE;
@@ -1069,11 +1104,12 @@ export class CpuHeap {
   }
 
   /**
-   * Checks every internal invariant (O(blocks), plus O(region / 16 KiB) for
-   * the chunk index of the compact placement): blocks tile the region, no two
-   * free blocks touch, each free block is in the list of its class, the
-   * bitmaps match the lists, the stats match the blocks, and the chunk index
-   * holds every large free block and finds the lowest.
+   * Checks every internal invariant (O(blocks), plus O(region / 4 KiB) for
+   * the indexes of the compact and first-fit placements): blocks tile the
+   * region, no two free blocks touch, each free block is in the list of its
+   * class (or, with first-fit, a short one in the small index, whose bounds
+   * are exact), the bitmaps match the lists, the stats match the blocks, and
+   * the chunk index holds every large free block and finds the lowest.
    *
    * @throws {HeapCorruptionError} When an invariant does not hold.
    */
@@ -1092,7 +1128,7 @@ export class CpuHeap {
     let used = 0, usedCount = 0, free = 0, freeCount = 0, requested = 0;
     let prevFree = false;
     let prev = -1;
-    const small: number[] = []; // small free blocks: record, chunk
+    const small: number[] = []; // small index blocks: record, last unit
     for (; b >= 0; b = rec[b * STRIDE + R_PNEXT]) {
       const r = b * STRIDE;
       if (rec[r + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
@@ -1105,14 +1141,19 @@ export class CpuHeap {
         if (prevFree) fail(`free blocks touch at unit ${at}`);
         free += rec[r + R_SIZE];
         freeCount++;
-        let found = false;
-        const idx = mappingIndex(rec[r + R_SIZE]);
-        for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
-          if (f === b) found = true;
-        }
-        if (!found) fail(`free block ${b} is not in list ${idx}`);
-        if (rec[r + R_SIZE] < this.#smallUnits) {
-          small.push(b, this.#endChunk(b));
+        if (rec[r + R_SIZE] < this.#smallFree) {
+          small.push(b, this.#lastUnit(b));
+        } else {
+          let found = false;
+          const idx = mappingIndex(rec[r + R_SIZE]);
+          for (
+            let f = this.#heads[idx];
+            f >= 0;
+            f = rec[f * STRIDE + R_FNEXT]
+          ) {
+            if (f === b) found = true;
+          }
+          if (!found) fail(`free block ${b} is not in list ${idx}`);
         }
       } else if (state === USED) {
         used += rec[r + R_SIZE];
@@ -1151,7 +1192,8 @@ export class CpuHeap {
         if (++listed > this.#recCount) fail("a free list has a cycle");
       }
     }
-    if (listed !== freeCount) {
+    if (this.#smallFree !== 0) this.#small.check(rec, small, fail);
+    if (listed + small.length / 2 !== freeCount) {
       fail(`${listed} listed free blocks, ${freeCount} in memory`);
     }
     if (freeCount !== this.#freeRegions) fail("free region count is wrong");
@@ -1195,7 +1237,6 @@ export class CpuHeap {
     ) {
       fail("lowest large block is wrong");
     }
-    if (this.#smallUnits !== 0) this.#small.check(rec, small, fail);
     const g = this.alignment;
     if (used * g !== this.#usedNow) fail("allocated bytes are wrong");
     if (usedCount !== this.#liveNow) fail("allocation count is wrong");
@@ -1394,21 +1435,47 @@ export class CpuHeap {
 
   #insertFree(b: number): void {
     const size = this.#rec[b * STRIDE + R_SIZE];
+    if (size < this.#smallFree) {
+      this.#smallLink(b, this.#lastUnit(b), size);
+      return;
+    }
     const idx = mappingIndex(size);
     this.#link(b, idx);
     if (idx >= this.#largeClass) this.#lgPut(this.#endChunk(b), b);
-    else if (size < this.#smallUnits) {
-      this.#small.link(this.#rec, b, this.#endChunk(b), size);
-    }
   }
 
   #removeFree(b: number): void {
     const size = this.#rec[b * STRIDE + R_SIZE];
+    if (size < this.#smallFree) {
+      this.#smallUnlink(b, this.#lastUnit(b), size);
+      return;
+    }
     this.#unlink(b, mappingIndex(size));
     if (b === this.#lgLowRec) this.#lgDrop();
-    else if (size < this.#smallUnits) {
-      this.#small.unlink(this.#rec, b, this.#endChunk(b));
-    }
+  }
+
+  // Last unit of block `b`, from the region start.
+  #lastUnit(b: number): number {
+    const r = b * STRIDE;
+    return this.#rec[r + R_START] + this.#rec[r + R_SIZE] - 1 -
+      this.#startUnit;
+  }
+
+  // Lists free block `b` of `size` units, ending at `last`, in the small
+  // index (first-fit placement, a block shorter than SMALL_UNITS).
+  #smallLink(b: number, last: number, size: number): void {
+    this.#rec[b * STRIDE + R_STATE] = FREE;
+    this.#small.link(this.#rec, b, last, size);
+    this.#freeRegions++;
+    this.#largestCache = -1;
+  }
+
+  // Takes free block `b`, listed as `size` units ending at `last`, off the
+  // small index.
+  #smallUnlink(b: number, last: number, size: number): void {
+    this.#small.unlink(this.#rec, b, last, size);
+    this.#freeRegions--;
+    this.#largestCache = -1;
   }
 
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
@@ -1492,7 +1559,7 @@ export class CpuHeap {
 
   #lgResize(chunks: number): void {
     if (this.#largeClass === LIST_COUNT) chunks = 1; // good-fit: no index
-    else this.#small.resize(chunks);
+    if (this.#smallFree !== 0) this.#small.resize(chunks << SMALL_LOG2);
     if (chunks <= this.#lgRecs.length) return;
     const recs = new Int32Array(chunks).fill(-1);
     recs.set(this.#lgRecs);
@@ -1584,25 +1651,42 @@ export class CpuHeap {
     return ((this.#endUnit - this.#startUnit) >>> SMALL_LOG2) + 1;
   }
 
-  // The lowest-addressed free block of at least `need` units, for a small
+  // A free block for a request whose search index `idx` is of a small
   // request (fewer than SMALL_UNITS units with its alignment slack): the
-  // lower of the lowest fitting small block and the lowest large block (which
-  // fits any small request); -1 when neither exists.
-  #firstFit(need: number): number {
+  // lower-addressed of the good fit among the small classes and the lowest
+  // free block of at least SMALL_UNITS units; -1 when neither exists.
+  #findSmall(idx: number): number {
+    const sl = this.#slBitmap;
+    let fl = idx >>> SL_LOG2;
+    let bits = fl < SMALL_CLASSES >>> SL_LOG2
+      ? sl[fl] & (-1 << (idx & SL_MASK))
+      : 0;
+    if (bits === 0) {
+      const flBits = this.#flBitmap & SMALL_FL_MASK & (-1 << (fl + 1));
+      if (flBits !== 0) {
+        fl = 31 - Math.clz32(flBits & -flBits);
+        bits = sl[fl];
+      }
+    }
     const low = this.#lgLowest();
-    const b = this.#small.find(
-      this.#rec,
-      need,
-      low < 0 ? this.#lgRecs.length : low,
-    );
-    if (b < 0) return low < 0 ? -1 : this.#lgLowRec;
-    // Free blocks do not overlap: the small block lies below the large one
-    // unless both end in the same chunk and the large one starts lower.
-    return low >= 0 && low === this.#endChunk(b) &&
-        this.#rec[this.#lgLowRec * STRIDE + R_START] <
-          this.#rec[b * STRIDE + R_START]
-      ? this.#lgLowRec
-      : b;
+    if (bits === 0) return low < 0 ? -1 : this.#lgLowRec;
+    const b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
+    // Free blocks do not overlap, so the large block ends below b exactly
+    // when its chunk is at most b's (b reads no other record).
+    return low >= 0 && low <= this.#endChunk(b) ? this.#lgLowRec : b;
+  }
+
+  // The lowest-addressed free block of at least `need` units, for a small
+  // request of the first-fit placement (fewer than SMALL_UNITS units with its
+  // alignment slack): the lower of the lowest fitting small block and the
+  // lowest large block (which fits any small request); -1 when neither
+  // exists.
+  #firstFit(need: number): number {
+    const rec = this.#rec;
+    const low = this.#lgLowest() < 0 ? -1 : this.#lgLowRec;
+    const lowStart = low < 0 ? MAX_UNITS : rec[low * STRIDE + R_START];
+    const b = this.#small.find(rec, need, lowStart - this.#startUnit);
+    return b >= 0 && rec[b * STRIDE + R_START] < lowStart ? b : low;
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
@@ -1612,6 +1696,10 @@ export class CpuHeap {
     const r = b * STRIDE;
     const oldSize = rec[r + R_SIZE];
     const oldEnd = rec[r + R_START] + oldSize;
+    if (oldSize < this.#smallFree || size < this.#smallFree) {
+      this.#resizeSmall(b, start, size);
+      return;
+    }
     const from = mappingIndex(oldSize);
     const to = mappingIndex(size);
     if (from !== to) {
@@ -1633,27 +1721,32 @@ export class CpuHeap {
     ) {
       this.#lgPut((start + size - 1 - this.#startUnit) >>> SMALL_LOG2, b);
     }
-    if (this.#smallUnits !== 0) this.#resizeSmall(b, oldSize, oldEnd, size);
   }
 
-  // The small index's part of #resizeFree (compact placement): free block
-  // `b` of `oldSize` units ending at `oldEnd` is now `size` units long.
-  #resizeSmall(b: number, oldSize: number, oldEnd: number, size: number): void {
+  // #resizeFree of the first-fit placement where the block is small before or
+  // after: a small block that keeps its end keeps its small index entry.
+  #resizeSmall(b: number, start: number, size: number): void {
     const rec = this.#rec;
-    const end = rec[b * STRIDE + R_START] + size;
-    const chunk = (end - 1 - this.#startUnit) >>> SMALL_LOG2;
+    const r = b * STRIDE;
+    const oldSize = rec[r + R_SIZE];
+    const last = start + size - 1 - this.#startUnit;
     if (oldSize < SMALL_UNITS) {
-      if (size < SMALL_UNITS && end === oldEnd) {
-        if (size > this.#small.bound[chunk]) this.#small.raise(chunk, size);
+      const oldLast = rec[r + R_START] + oldSize - 1 - this.#startUnit;
+      rec[r + R_START] = start;
+      rec[r + R_SIZE] = size;
+      if (size < SMALL_UNITS && last === oldLast) {
+        this.#small.resized(rec, last, oldSize, size);
+        this.#largestCache = -1;
         return;
       }
-      this.#small.unlink(
-        rec,
-        b,
-        (oldEnd - 1 - this.#startUnit) >>> SMALL_LOG2,
-      );
+      this.#smallUnlink(b, oldLast, oldSize);
+    } else {
+      this.#unlink(b, mappingIndex(oldSize));
+      if (b === this.#lgLowRec) this.#lgDrop();
+      rec[r + R_START] = start;
+      rec[r + R_SIZE] = size;
     }
-    if (size < SMALL_UNITS) this.#small.link(rec, b, chunk, size);
+    this.#insertFree(b);
   }
 
   // Finds a free block that holds `units` at an alignment of `a` units.
@@ -1661,7 +1754,9 @@ export class CpuHeap {
     const need = units + a - 1;
     let idx = searchIndex(need);
     if (need < this.#smallUnits) {
-      const b = this.#firstFit(need);
+      const b = this.#smallFree !== 0
+        ? this.#firstFit(need)
+        : this.#findSmall(idx);
       if (b >= 0) return b;
     }
     if (idx < LIST_COUNT) {
@@ -1676,8 +1771,13 @@ export class CpuHeap {
       }
       if (bits !== 0) return this.#heads[(fl << SL_LOG2) | ctz(bits)];
     } else idx = LIST_COUNT;
-    // Good fit missed: scan the classes below `idx` that may hold a fit.
+    // Good fit missed: scan the blocks below `idx` that may hold a fit (in
+    // the first-fit placement small ones are in the small index).
     const rec = this.#rec;
+    if (units < this.#smallFree) {
+      const b = this.#small.findAligned(rec, units, a);
+      if (b >= 0) return b;
+    }
     for (let i = mappingIndex(units); i < idx; i++) {
       const fl = i >>> SL_LOG2;
       if (((this.#slBitmap[fl] >>> (i & SL_MASK)) & 1) === 0) {
