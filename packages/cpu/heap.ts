@@ -1685,8 +1685,11 @@ export class CpuHeap {
     const rec = this.#rec;
     const low = this.#lgLowest() < 0 ? -1 : this.#lgLowRec;
     const lowStart = low < 0 ? MAX_UNITS : rec[low * STRIDE + R_START];
+    // A small block found at or below the chunk of the large block's start
+    // lies below it: one above would start after the large block's end, at
+    // least SMALL_UNITS units on, in a later chunk.
     const b = this.#small.find(rec, need, lowStart - this.#startUnit);
-    return b >= 0 && rec[b * STRIDE + R_START] < lowStart ? b : low;
+    return b >= 0 ? b : low;
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
