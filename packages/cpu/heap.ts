@@ -476,11 +476,10 @@ export class CpuHeap {
     if (this.#endUnit > startUnit) {
       const b = this.#newRecord();
       const rec = this.#rec;
-      const r = b;
-      rec[r + R_START] = startUnit;
-      rec[r + R_SIZE] = this.#endUnit - startUnit;
-      rec[r + R_PPREV] = -1;
-      rec[r + R_PNEXT] = -1;
+      rec[b + R_START] = startUnit;
+      rec[b + R_SIZE] = this.#endUnit - startUnit;
+      rec[b + R_PPREV] = -1;
+      rec[b + R_PNEXT] = -1;
       this.#last = b;
       this.#insertFree(b);
     }
@@ -629,9 +628,8 @@ export class CpuHeap {
       }
       if (b >= 0) {
         let rec = this.#rec;
-        const r = b;
-        const start = rec[r + R_START];
-        const size = rec[r + R_SIZE];
+        const start = rec[b + R_START];
+        const size = rec[b + R_SIZE];
         let u = b;
         if (size === units) {
           this.#removeFree(b);
@@ -644,33 +642,31 @@ export class CpuHeap {
             u = this.#newRecord();
             rec = this.#rec;
           }
-          const n = u;
-          const prev = rec[r + R_PPREV];
-          rec[n + R_START] = start;
-          rec[n + R_SIZE] = units;
-          rec[n + R_PPREV] = prev;
-          rec[n + R_PNEXT] = b;
+          const prev = rec[b + R_PPREV];
+          rec[u + R_START] = start;
+          rec[u + R_SIZE] = units;
+          rec[u + R_PPREV] = prev;
+          rec[u + R_PNEXT] = b;
           if (prev >= 0) rec[prev + R_PNEXT] = u;
-          rec[r + R_PPREV] = u;
+          rec[b + R_PPREV] = u;
           const rest = size - units;
           const from = mappingIndex(size);
           if (from === mappingIndex(rest)) {
-            rec[r + R_START] = start + units;
-            rec[r + R_SIZE] = rest;
+            rec[b + R_START] = start + units;
+            rec[b + R_SIZE] = rest;
             this.#largestCache = -1;
           } else {
             // The end stays: so does the chunk index entry, while large.
             const to = mappingIndex(rest);
-            rec[r + R_START] = start + units;
-            rec[r + R_SIZE] = rest;
+            rec[b + R_START] = start + units;
+            rec[b + R_SIZE] = rest;
             this.#relink(b, from, to);
             if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
           }
         }
-        const n = u;
-        rec[n + R_STATE] = USED;
-        rec[n + R_ALIGN] = 1;
-        rec[n + R_SLACK] = units * this.alignment - byteLength;
+        rec[u + R_STATE] = USED;
+        rec[u + R_ALIGN] = 1;
+        rec[u + R_SLACK] = units * this.alignment - byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
         const req = this.#reqNow + byteLength;
@@ -764,9 +760,8 @@ export class CpuHeap {
       this.#liveTake(this.#rec[b + R_START]);
     }
     const rec = this.#rec;
-    const r = b;
-    const bytes = rec[r + R_SIZE] * this.alignment;
-    this.#reqNow -= bytes - rec[r + R_SLACK];
+    const bytes = rec[b + R_SIZE] * this.alignment;
+    this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
     this.#liveNow--;
     this.#release(b);
@@ -813,43 +808,41 @@ export class CpuHeap {
     let units = Math.ceil(byteLength / this.alignment);
     if (units === 0) units = 1;
     const rec = this.#rec;
-    const r = b;
-    const size = rec[r + R_SIZE];
+    const size = rec[b + R_SIZE];
     const g = this.alignment;
     const oldRequested = this.#requested(b);
     if (units <= size) {
       if (units < size) {
         this.#giveTail(b, size - units);
-        rec[r + R_SIZE] = units;
+        rec[b + R_SIZE] = units;
         this.#usedNow -= (size - units) * g;
       }
     } else {
-      const next = rec[r + R_PNEXT];
+      const next = rec[b + R_PNEXT];
       if (next < 0 || rec[next + R_STATE] !== FREE) return false;
-      const n = next;
-      const nextSize = rec[n + R_SIZE];
+      const nextSize = rec[next + R_SIZE];
       const more = units - size;
       if (more > nextSize) return false;
       this.#removeFree(next);
       if (more === nextSize) {
-        const after = rec[n + R_PNEXT];
-        rec[r + R_PNEXT] = after;
+        const after = rec[next + R_PNEXT];
+        rec[b + R_PNEXT] = after;
         if (after >= 0) rec[after + R_PPREV] = b;
         else this.#last = b;
         this.#freeRecord(next);
       } else {
-        rec[n + R_START] += more;
-        rec[n + R_SIZE] = nextSize - more;
+        rec[next + R_START] += more;
+        rec[next + R_SIZE] = nextSize - more;
         this.#insertFree(next);
       }
-      rec[r + R_SIZE] = units;
+      rec[b + R_SIZE] = units;
       this.#addUsed(more * g);
-      this.#bumpHighWater(rec[r + R_START] + units);
+      this.#bumpHighWater(rec[b + R_START] + units);
     }
     this.#reqNow -= oldRequested;
     this.#addRequested(byteLength);
     // #giveTail may have replaced the records array: read it again.
-    this.#rec[r + R_SLACK] = units * g - byteLength;
+    this.#rec[b + R_SLACK] = units * g - byteLength;
     return true;
   }
 
@@ -1053,11 +1046,10 @@ export class CpuHeap {
       b = rec[b + R_PPREV];
     }
     for (; b >= 0; b = rec[b + R_PNEXT]) {
-      const r = b;
-      const free = rec[r + R_STATE] === FREE;
+      const free = rec[b + R_STATE] === FREE;
       out.push({
-        byteOffset: rec[r + R_START] * this.alignment,
-        byteLength: rec[r + R_SIZE] * this.alignment,
+        byteOffset: rec[b + R_START] * this.alignment,
+        byteLength: rec[b + R_SIZE] * this.alignment,
         free,
         requestedBytes: free ? 0 : this.#requested(b),
       });
@@ -1090,40 +1082,39 @@ export class CpuHeap {
     let prevFree = false;
     let prev = -1;
     for (; b >= 0; b = rec[b + R_PNEXT]) {
-      const r = b;
-      if (rec[r + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
-      if (rec[r + R_START] !== at) {
-        fail(`block ${b} starts at unit ${rec[r + R_START]}, expected ${at}`);
+      if (rec[b + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
+      if (rec[b + R_START] !== at) {
+        fail(`block ${b} starts at unit ${rec[b + R_START]}, expected ${at}`);
       }
-      if (rec[r + R_SIZE] <= 0) fail(`block ${b} has size ${rec[r + R_SIZE]}`);
-      const state = rec[r + R_STATE];
+      if (rec[b + R_SIZE] <= 0) fail(`block ${b} has size ${rec[b + R_SIZE]}`);
+      const state = rec[b + R_STATE];
       if (state === FREE) {
         if (prevFree) fail(`free blocks touch at unit ${at}`);
-        free += rec[r + R_SIZE];
+        free += rec[b + R_SIZE];
         freeCount++;
         let found = false;
-        const idx = mappingIndex(rec[r + R_SIZE]);
+        const idx = mappingIndex(rec[b + R_SIZE]);
         for (let f = this.#heads[idx]; f >= 0; f = rec[f + R_FNEXT]) {
           if (f === b) found = true;
         }
         if (!found) fail(`free block ${b} is not in list ${idx}`);
       } else if (state === USED) {
-        used += rec[r + R_SIZE];
+        used += rec[b + R_SIZE];
         usedCount++;
         requested += this.#requested(b);
-        const slack = rec[r + R_SLACK];
+        const slack = rec[b + R_SLACK];
         if (slack < 0 || slack > this.alignment) {
           fail(`used block ${b} has slack ${slack}`);
         }
-        if (this.#liveGet(rec[r + R_START]) !== b) {
+        if (this.#liveGet(rec[b + R_START]) !== b) {
           fail(`used block ${b} is not in the live map`);
         }
-        if (rec[r + R_START] % rec[r + R_ALIGN] !== 0) {
+        if (rec[b + R_START] % rec[b + R_ALIGN] !== 0) {
           fail(`used block ${b} is misaligned`);
         }
       } else fail(`block ${b} has state ${state}`);
       prevFree = state === FREE;
-      at += rec[r + R_SIZE];
+      at += rec[b + R_SIZE];
       prev = b;
     }
     if (prev !== this.#last) fail("last block is wrong");
@@ -1204,8 +1195,7 @@ export class CpuHeap {
 
   // Bytes the caller asked for in used block `b`.
   #requested(b: number): number {
-    const r = b;
-    return this.#rec[r + R_SIZE] * this.alignment - this.#rec[r + R_SLACK];
+    return this.#rec[b + R_SIZE] * this.alignment - this.#rec[b + R_SLACK];
   }
 
   #refuseDisposed(what: string): never {
@@ -1378,9 +1368,8 @@ export class CpuHeap {
   }
 
   #freeRecord(b: number): void {
-    const r = b;
-    this.#rec[r + R_STATE] = UNUSED;
-    this.#rec[r + R_FNEXT] = this.#unusedHead;
+    this.#rec[b + R_STATE] = UNUSED;
+    this.#rec[b + R_FNEXT] = this.#unusedHead;
     this.#unusedHead = b;
   }
 
@@ -1399,11 +1388,10 @@ export class CpuHeap {
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
   #link(b: number, idx: number): void {
     const rec = this.#rec;
-    const r = b;
     const head = this.#heads[idx];
-    rec[r + R_STATE] = FREE;
-    rec[r + R_FPREV] = -1;
-    rec[r + R_FNEXT] = head;
+    rec[b + R_STATE] = FREE;
+    rec[b + R_FPREV] = -1;
+    rec[b + R_FNEXT] = head;
     if (head >= 0) rec[head + R_FPREV] = b;
     else {
       const fl = idx >>> SL_LOG2;
@@ -1418,9 +1406,8 @@ export class CpuHeap {
   // Takes free block `b` off list `idx` (the chunk index is the caller's).
   #unlink(b: number, idx: number): void {
     const rec = this.#rec;
-    const r = b;
-    const prev = rec[r + R_FPREV];
-    const next = rec[r + R_FNEXT];
+    const prev = rec[b + R_FPREV];
+    const next = rec[b + R_FNEXT];
     if (next >= 0) rec[next + R_FPREV] = prev;
     if (prev >= 0) rec[prev + R_FNEXT] = next;
     else {
@@ -1440,9 +1427,8 @@ export class CpuHeap {
   // stays free, so its state and the free-region count stay too).
   #relink(b: number, from: number, to: number): void {
     const rec = this.#rec;
-    const r = b;
-    const prev = rec[r + R_FPREV];
-    const next = rec[r + R_FNEXT];
+    const prev = rec[b + R_FPREV];
+    const next = rec[b + R_FNEXT];
     if (next >= 0) rec[next + R_FPREV] = prev;
     if (prev >= 0) rec[prev + R_FNEXT] = next;
     else {
@@ -1455,8 +1441,8 @@ export class CpuHeap {
       }
     }
     const head = this.#heads[to];
-    rec[r + R_FPREV] = -1;
-    rec[r + R_FNEXT] = head;
+    rec[b + R_FPREV] = -1;
+    rec[b + R_FNEXT] = head;
     if (head >= 0) rec[head + R_FPREV] = b;
     else {
       const fl = to >>> SL_LOG2;
@@ -1470,8 +1456,7 @@ export class CpuHeap {
   // Chunk of the chunk index that the last unit of block `b` lies in. A block
   // keyed by its end stays put when alloc carves its front off.
   #endChunk(b: number): number {
-    const r = b;
-    return (this.#rec[r + R_START] + this.#rec[r + R_SIZE] - 1 -
+    return (this.#rec[b + R_START] + this.#rec[b + R_SIZE] - 1 -
       this.#startUnit) >>> SMALL_LOG2;
   }
 
@@ -1538,9 +1523,8 @@ export class CpuHeap {
         return LOW_NONE;
       }
       const b = this.#lgRecs[low];
-      const r = b;
       if (
-        rec[r + R_STATE] === FREE && rec[r + R_SIZE] >= SMALL_UNITS &&
+        rec[b + R_STATE] === FREE && rec[b + R_SIZE] >= SMALL_UNITS &&
         this.#endChunk(b) === low
       ) {
         this.#lgLow = low;
@@ -1597,17 +1581,16 @@ export class CpuHeap {
   // list of its new class only when the class changes.
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
-    const r = b;
-    const oldEnd = rec[r + R_START] + rec[r + R_SIZE];
-    const from = mappingIndex(rec[r + R_SIZE]);
+    const oldEnd = rec[b + R_START] + rec[b + R_SIZE];
+    const from = mappingIndex(rec[b + R_SIZE]);
     const to = mappingIndex(size);
     if (from !== to) {
-      rec[r + R_START] = start;
-      rec[r + R_SIZE] = size;
+      rec[b + R_START] = start;
+      rec[b + R_SIZE] = size;
       this.#relink(b, from, to);
     } else {
-      rec[r + R_START] = start;
-      rec[r + R_SIZE] = size;
+      rec[b + R_START] = start;
+      rec[b + R_SIZE] = size;
       this.#largestCache = -1;
     }
     // Keyed by its end: a large block that kept its end keeps its entry.
@@ -1651,10 +1634,9 @@ export class CpuHeap {
         continue;
       }
       for (let b = this.#heads[i]; b >= 0; b = rec[b + R_FNEXT]) {
-        const r = b;
-        const start = rec[r + R_START];
+        const start = rec[b + R_START];
         const aligned = a > 1 ? Math.ceil(start / a) * a : start;
-        if (aligned + units <= start + rec[r + R_SIZE]) return b;
+        if (aligned + units <= start + rec[b + R_SIZE]) return b;
       }
     }
     return -1;
@@ -1662,9 +1644,8 @@ export class CpuHeap {
 
   #take(b: number, units: number, a: number, byteLength: number): number {
     let rec = this.#rec;
-    let r = b;
-    let start = rec[r + R_START];
-    let size = rec[r + R_SIZE];
+    let start = rec[b + R_START];
+    let size = rec[b + R_SIZE];
     if (a > 1) {
       const aligned = start <= INT_ROUNDING_LIMIT
         ? (start + a - 1) & -a
@@ -1674,18 +1655,16 @@ export class CpuHeap {
         // The gap stays a free block; carve the rest off as a new record.
         const nb = this.#newRecord();
         rec = this.#rec;
-        const n = nb;
-        const next = rec[r + R_PNEXT];
+        const next = rec[b + R_PNEXT];
         this.#resizeFree(b, start, gap);
-        rec[n + R_START] = aligned;
-        rec[n + R_SIZE] = size - gap;
-        rec[n + R_PPREV] = b;
-        rec[n + R_PNEXT] = next;
+        rec[nb + R_START] = aligned;
+        rec[nb + R_SIZE] = size - gap;
+        rec[nb + R_PPREV] = b;
+        rec[nb + R_PNEXT] = next;
         if (next >= 0) rec[next + R_PPREV] = nb;
         else this.#last = nb;
-        rec[r + R_PNEXT] = nb;
+        rec[b + R_PNEXT] = nb;
         b = nb;
-        r = n;
         start = aligned;
         size -= gap;
         if (size > units) this.#splitTail(b, units, size - units);
@@ -1700,14 +1679,13 @@ export class CpuHeap {
     // (and its list, unless its class changes).
     const u = this.#newRecord();
     rec = this.#rec;
-    const n = u;
-    const prev = rec[r + R_PPREV];
-    rec[n + R_START] = start;
-    rec[n + R_SIZE] = units;
-    rec[n + R_PPREV] = prev;
-    rec[n + R_PNEXT] = b;
+    const prev = rec[b + R_PPREV];
+    rec[u + R_START] = start;
+    rec[u + R_SIZE] = units;
+    rec[u + R_PPREV] = prev;
+    rec[u + R_PNEXT] = b;
     if (prev >= 0) rec[prev + R_PNEXT] = u;
-    rec[r + R_PPREV] = u;
+    rec[b + R_PPREV] = u;
     this.#resizeFree(b, start + units, size - units);
     return this.#mark(u, start, units, a, byteLength);
   }
@@ -1720,10 +1698,9 @@ export class CpuHeap {
     byteLength: number,
   ): number {
     const rec = this.#rec;
-    const r = b;
-    rec[r + R_STATE] = USED;
-    rec[r + R_ALIGN] = a;
-    rec[r + R_SLACK] = units * this.alignment - byteLength;
+    rec[b + R_STATE] = USED;
+    rec[b + R_ALIGN] = a;
+    rec[b + R_SLACK] = units * this.alignment - byteLength;
     this.#liveSet(start, b);
     this.#addRequested(byteLength);
     this.#addUsed(units * this.alignment);
@@ -1757,17 +1734,15 @@ export class CpuHeap {
   #splitTail(b: number, keep: number, tail: number): void {
     const nb = this.#newRecord();
     const rec = this.#rec;
-    const r = b;
-    const n = nb;
-    const next = rec[r + R_PNEXT];
-    rec[n + R_START] = rec[r + R_START] + keep;
-    rec[n + R_SIZE] = tail;
-    rec[n + R_PPREV] = b;
-    rec[n + R_PNEXT] = next;
+    const next = rec[b + R_PNEXT];
+    rec[nb + R_START] = rec[b + R_START] + keep;
+    rec[nb + R_SIZE] = tail;
+    rec[nb + R_PPREV] = b;
+    rec[nb + R_PNEXT] = next;
     if (next >= 0) rec[next + R_PPREV] = nb;
     else this.#last = nb;
-    rec[r + R_PNEXT] = nb;
-    rec[r + R_SIZE] = keep;
+    rec[b + R_PNEXT] = nb;
+    rec[b + R_SIZE] = keep;
     this.#insertFree(nb);
   }
 
@@ -1775,16 +1750,14 @@ export class CpuHeap {
   // next neighbour. The caller updates b's size.
   #giveTail(b: number, tail: number): void {
     const rec = this.#rec;
-    const r = b;
-    const next = rec[r + R_PNEXT];
+    const next = rec[b + R_PNEXT];
     if (next >= 0 && rec[next + R_STATE] === FREE) {
       this.#removeFree(next);
-      const n = next;
-      rec[n + R_START] -= tail;
-      rec[n + R_SIZE] += tail;
+      rec[next + R_START] -= tail;
+      rec[next + R_SIZE] += tail;
       this.#insertFree(next);
     } else {
-      this.#splitTail(b, rec[r + R_SIZE] - tail, tail);
+      this.#splitTail(b, rec[b + R_SIZE] - tail, tail);
     }
   }
 
@@ -1792,35 +1765,31 @@ export class CpuHeap {
   // neighbour's list when its class does not change.
   #release(b: number): void {
     const rec = this.#rec;
-    const r = b;
-    const prev = rec[r + R_PPREV];
-    const next = rec[r + R_PNEXT];
+    const prev = rec[b + R_PPREV];
+    const next = rec[b + R_PNEXT];
     const prevFree = prev >= 0 && rec[prev + R_STATE] === FREE;
     const nextFree = next >= 0 && rec[next + R_STATE] === FREE;
     if (prevFree) {
-      const p = prev;
-      let size = rec[p + R_SIZE] + rec[r + R_SIZE];
+      let size = rec[prev + R_SIZE] + rec[b + R_SIZE];
       let after = next;
       if (nextFree) {
-        const n = next;
         this.#removeFree(next);
-        size += rec[n + R_SIZE];
-        after = rec[n + R_PNEXT];
+        size += rec[next + R_SIZE];
+        after = rec[next + R_PNEXT];
         this.#freeRecord(next);
       }
-      rec[p + R_PNEXT] = after;
+      rec[prev + R_PNEXT] = after;
       if (after >= 0) rec[after + R_PPREV] = prev;
       else this.#last = prev;
       this.#freeRecord(b);
-      this.#resizeFree(prev, rec[p + R_START], size);
+      this.#resizeFree(prev, rec[prev + R_START], size);
     } else if (nextFree) {
-      const n = next;
-      rec[n + R_PPREV] = prev;
+      rec[next + R_PPREV] = prev;
       if (prev >= 0) rec[prev + R_PNEXT] = next;
       this.#resizeFree(
         next,
-        rec[r + R_START],
-        rec[n + R_SIZE] + rec[r + R_SIZE],
+        rec[b + R_START],
+        rec[next + R_SIZE] + rec[b + R_SIZE],
       );
       this.#freeRecord(b);
     } else {
@@ -1868,11 +1837,10 @@ export class CpuHeap {
     } else {
       const nb = this.#newRecord();
       const rec = this.#rec;
-      const n = nb;
-      rec[n + R_START] = oldEnd;
-      rec[n + R_SIZE] = delta;
-      rec[n + R_PPREV] = last;
-      rec[n + R_PNEXT] = -1;
+      rec[nb + R_START] = oldEnd;
+      rec[nb + R_SIZE] = delta;
+      rec[nb + R_PPREV] = last;
+      rec[nb + R_PNEXT] = -1;
       if (last >= 0) rec[last + R_PNEXT] = nb;
       this.#last = nb;
       this.#insertFree(nb);
