@@ -79,6 +79,9 @@ const R_SLACK = R_FPREV;
 const R_FNEXT = 5; // free-list next record (also links unused records)
 const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
 const R_ALIGN = 7; // alignment of a used block, in units
+// A free block keeps its size class there instead (the list it is on), so
+// taking it off its list or moving it needs no mappingIndex() of its size.
+const R_CLASS = R_ALIGN;
 const STRIDE = 8; // slots per record
 // Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
 // the golden ratio, odd); the table doubles when it holds more blocks than
@@ -650,16 +653,13 @@ export class CpuHeap {
           if (prev >= 0) rec[prev + R_PNEXT] = u;
           rec[b + R_PPREV] = u;
           const rest = size - units;
-          const from = mappingIndex(size);
-          if (from === mappingIndex(rest)) {
-            rec[b + R_START] = start + units;
-            rec[b + R_SIZE] = rest;
-            this.#largestCache = -1;
-          } else {
+          const from = rec[b + R_CLASS];
+          const to = mappingIndex(rest);
+          rec[b + R_START] = start + units;
+          rec[b + R_SIZE] = rest;
+          if (from === to) this.#largestCache = -1;
+          else {
             // The end stays: so does the chunk index entry, while large.
-            const to = mappingIndex(rest);
-            rec[b + R_START] = start + units;
-            rec[b + R_SIZE] = rest;
             this.#relink(b, from, to);
             if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
           }
@@ -1098,6 +1098,9 @@ export class CpuHeap {
           if (f === b) found = true;
         }
         if (!found) fail(`free block ${b} is not in list ${idx}`);
+        if (rec[b + R_CLASS] !== idx) {
+          fail(`free block ${b} records class ${rec[b + R_CLASS]}, not ${idx}`);
+        }
       } else if (state === USED) {
         used += rec[b + R_SIZE];
         usedCount++;
@@ -1380,8 +1383,7 @@ export class CpuHeap {
   }
 
   #removeFree(b: number): void {
-    const idx = mappingIndex(this.#rec[b + R_SIZE]);
-    this.#unlink(b, idx);
+    this.#unlink(b, this.#rec[b + R_CLASS]);
     if (b === this.#lgLowRec) this.#lgDrop();
   }
 
@@ -1390,6 +1392,7 @@ export class CpuHeap {
     const rec = this.#rec;
     const head = this.#heads[idx];
     rec[b + R_STATE] = FREE;
+    rec[b + R_CLASS] = idx;
     rec[b + R_FPREV] = -1;
     rec[b + R_FNEXT] = head;
     if (head >= 0) rec[head + R_FPREV] = b;
@@ -1441,6 +1444,7 @@ export class CpuHeap {
       }
     }
     const head = this.#heads[to];
+    rec[b + R_CLASS] = to;
     rec[b + R_FPREV] = -1;
     rec[b + R_FNEXT] = head;
     if (head >= 0) rec[head + R_FPREV] = b;
@@ -1582,7 +1586,7 @@ export class CpuHeap {
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
     const oldEnd = rec[b + R_START] + rec[b + R_SIZE];
-    const from = mappingIndex(rec[b + R_SIZE]);
+    const from = rec[b + R_CLASS];
     const to = mappingIndex(size);
     if (from !== to) {
       rec[b + R_START] = start;
