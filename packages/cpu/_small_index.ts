@@ -23,12 +23,12 @@
 
 // The records' layout, as in heap.ts (copies: V8 does not fold constants
 // imported from another module; heap.ts's checkIntegrity() checks this index,
-// so a mismatch fails the model tests at once).
+// so a mismatch fails the model tests at once). A record is named by the
+// index of its first slot.
 const R_START = 0;
 const R_SIZE = 1;
 const R_FPREV = 4;
 const R_FNEXT = 5;
-const STRIDE = 8;
 // Chunks of 64 units: lists of one or two blocks on log-uniform traces.
 const CHUNK_LOG2 = 6;
 // Small blocks are shorter than 256 units (heap.ts's SMALL_UNITS), so a
@@ -94,10 +94,9 @@ export class SmallIndex {
   link(rec: Int32Array, b: number, last: number, size: number): void {
     const chunk = last >>> CHUNK_LOG2;
     const head = this.heads[chunk];
-    const r = b * STRIDE;
-    rec[r + R_FPREV] = -1;
-    rec[r + R_FNEXT] = head;
-    if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
+    rec[b + R_FPREV] = -1;
+    rec[b + R_FNEXT] = head;
+    if (head >= 0) rec[head + R_FPREV] = b;
     this.heads[chunk] = b;
     this.#raise(chunk, size);
   }
@@ -111,11 +110,10 @@ export class SmallIndex {
    * @param size Its length when it was listed.
    */
   unlink(rec: Int32Array, b: number, last: number, size: number): void {
-    const r = b * STRIDE;
-    const prev = rec[r + R_FPREV];
-    const next = rec[r + R_FNEXT];
-    if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
-    if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
+    const prev = rec[b + R_FPREV];
+    const next = rec[b + R_FNEXT];
+    if (next >= 0) rec[next + R_FPREV] = prev;
+    if (prev >= 0) rec[prev + R_FNEXT] = next;
     else this.heads[last >>> CHUNK_LOG2] = next;
     const chunk = last >>> CHUNK_LOG2;
     if (size === this.#tree[this.#leaves + chunk]) this.#refresh(rec, chunk);
@@ -140,8 +138,8 @@ export class SmallIndex {
   // Lowers the bound of `chunk` to the longest block it lists, if above.
   #refresh(rec: Int32Array, chunk: number): void {
     let max = 0;
-    for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
-      const size = rec[b * STRIDE + R_SIZE];
+    for (let b = this.heads[chunk]; b >= 0; b = rec[b + R_FNEXT]) {
+      const size = rec[b + R_SIZE];
       if (size > max) max = size;
     }
     if (max < this.#tree[this.#leaves + chunk]) this.#lower(chunk, max);
@@ -197,13 +195,12 @@ export class SmallIndex {
   // (there is one: the bound is exact).
   #lowestIn(rec: Int32Array, chunk: number, need: number): number {
     let best = -1, bestStart = 0;
-    for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
-      const r = b * STRIDE;
+    for (let b = this.heads[chunk]; b >= 0; b = rec[b + R_FNEXT]) {
       if (
-        rec[r + R_SIZE] >= need && (best < 0 || rec[r + R_START] < bestStart)
+        rec[b + R_SIZE] >= need && (best < 0 || rec[b + R_START] < bestStart)
       ) {
         best = b;
-        bestStart = rec[r + R_START];
+        bestStart = rec[b + R_START];
       }
     }
     return best;
@@ -223,12 +220,11 @@ export class SmallIndex {
     for (let chunk = 0; chunk < this.heads.length; chunk++) {
       if (this.bound(chunk) < units) continue;
       let best = -1, bestStart = 0;
-      for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
-        const r = b * STRIDE;
-        const start = rec[r + R_START];
+      for (let b = this.heads[chunk]; b >= 0; b = rec[b + R_FNEXT]) {
+        const start = rec[b + R_START];
         const aligned = Math.ceil(start / a) * a;
         if (
-          aligned + units <= start + rec[r + R_SIZE] &&
+          aligned + units <= start + rec[b + R_SIZE] &&
           (best < 0 || start < bestStart)
         ) {
           best = b;
@@ -250,8 +246,8 @@ export class SmallIndex {
     let max = 0;
     for (let chunk = 0; chunk < this.heads.length; chunk++) {
       if (this.bound(chunk) <= max) continue;
-      for (let b = this.heads[chunk]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
-        const size = rec[b * STRIDE + R_SIZE];
+      for (let b = this.heads[chunk]; b >= 0; b = rec[b + R_FNEXT]) {
+        const size = rec[b + R_SIZE];
         if (size > max) max = size;
       }
     }
@@ -274,13 +270,13 @@ export class SmallIndex {
     const listed = new Map<number, number>();
     for (let c = 0; c < this.heads.length; c++) {
       let prev = -1, max = 0;
-      for (let b = this.heads[c]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
+      for (let b = this.heads[c]; b >= 0; b = rec[b + R_FNEXT]) {
         if (listed.has(b)) fail(`small block ${b} is listed twice`);
         listed.set(b, c);
-        if (rec[b * STRIDE + R_FPREV] !== prev) {
+        if (rec[b + R_FPREV] !== prev) {
           fail(`small block ${b} has a wrong previous`);
         }
-        max = Math.max(max, rec[b * STRIDE + R_SIZE]);
+        max = Math.max(max, rec[b + R_SIZE]);
         if (listed.size > blocks.length / 2) fail(`chunk ${c}'s list is long`);
         prev = b;
       }
