@@ -85,9 +85,10 @@ const R_FNEXT = 5; // free-list next record (also links unused records)
 const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
 const R_ALIGN = 7; // alignment of a used block, in units
 // A free block keeps its size class there instead (the list it is on), so
-// taking it off its list or moving it needs no mappingIndex() of its size
-// (not a small block of the first-fit placement: it is on no class list).
+// taking it off its list or moving it needs no mappingIndex() of its size;
+// NO_CLASS for a block of the first-fit placement's small index.
 const R_CLASS = R_ALIGN;
+const NO_CLASS = -1;
 const STRIDE = 8; // slots per record
 // (_small_index.ts has copies of R_START, R_SIZE, R_FPREV and R_FNEXT.)
 // Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
@@ -1140,6 +1141,9 @@ export class CpuHeap {
         freeCount++;
         if (rec[b + R_SIZE] < this.#smallFree) {
           small.push(b, this.#lastUnit(b));
+          if (rec[b + R_CLASS] !== NO_CLASS) {
+            fail(`small free block ${b} records class ${rec[b + R_CLASS]}`);
+          }
         } else {
           let found = false;
           const idx = mappingIndex(rec[b + R_SIZE]);
@@ -1441,12 +1445,12 @@ export class CpuHeap {
   }
 
   #removeFree(b: number): void {
-    const size = this.#rec[b + R_SIZE];
-    if (size < this.#smallFree) {
-      this.#smallUnlink(b, this.#lastUnit(b), size);
+    const idx = this.#rec[b + R_CLASS];
+    if (idx === NO_CLASS) {
+      this.#smallUnlink(b, this.#lastUnit(b), this.#rec[b + R_SIZE]);
       return;
     }
-    this.#unlink(b, this.#rec[b + R_CLASS]);
+    this.#unlink(b, idx);
     if (b === this.#lgLowRec) this.#lgDrop();
   }
 
@@ -1460,6 +1464,7 @@ export class CpuHeap {
   // index (first-fit placement, a block shorter than SMALL_UNITS).
   #smallLink(b: number, last: number, size: number): void {
     this.#rec[b + R_STATE] = FREE;
+    this.#rec[b + R_CLASS] = NO_CLASS;
     this.#small.link(this.#rec, b, last, size);
     this.#freeRegions++;
     this.#largestCache = -1;
@@ -1688,13 +1693,12 @@ export class CpuHeap {
   // list of its new class only when the class changes.
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
-    const oldSize = rec[b + R_SIZE];
-    if (oldSize < this.#smallFree || size < this.#smallFree) {
+    const from = rec[b + R_CLASS];
+    if (from === NO_CLASS || size < this.#smallFree) {
       this.#resizeSmall(b, start, size);
       return;
     }
-    const oldEnd = rec[b + R_START] + oldSize;
-    const from = rec[b + R_CLASS];
+    const oldEnd = rec[b + R_START] + rec[b + R_SIZE];
     const to = mappingIndex(size);
     if (from !== to) {
       rec[b + R_START] = start;
