@@ -58,10 +58,18 @@ export class SmallIndex {
     if (chunks <= this.#leaves) return;
     let leaves = this.#leaves;
     while (leaves < chunks) leaves *= 2;
+    // The old tree becomes the leftmost subtree of the new one, rooted at
+    // node `root`: row d of the old tree (nodes 2^d .. 2^(d+1) - 1) moves to
+    // root * 2^d onwards; the nodes above `root` take its length (their
+    // right subtrees are empty). O(old chunks), none for a new index.
     const tree = new Uint8Array(2 * leaves);
-    tree.set(this.#tree.subarray(this.#leaves), leaves);
-    for (let n = leaves - 1; n >= 1; n--) {
-      tree[n] = Math.max(tree[2 * n], tree[2 * n + 1]);
+    const old = this.#tree;
+    const root = leaves / this.#leaves;
+    if (old[1] !== 0) {
+      for (let row = 1; row <= this.#leaves; row *= 2) {
+        tree.set(old.subarray(row, 2 * row), root * row);
+      }
+      for (let n = root >>> 1; n >= 1; n >>>= 1) tree[n] = old[1];
     }
     this.#tree = tree;
     this.#leaves = leaves;
