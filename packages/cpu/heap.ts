@@ -1103,7 +1103,7 @@ export class CpuHeap {
   }
 
   /**
-   * Checks every internal invariant (O(blocks), plus O(region / 4 KiB) for
+   * Checks every internal invariant (O(blocks), plus O(region / 16 KiB) for
    * the indexes of the compact and first-fit placements): blocks tile the
    * region, no two free blocks touch, each free block is in the list of its
    * class (or, with first-fit, a short one in the small index, whose bounds
