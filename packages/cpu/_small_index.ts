@@ -31,7 +31,9 @@ const R_SIZE = 1;
 const R_FPREV = 4;
 const R_FNEXT = 5;
 // Chunks of 256 units, as the chunk index's: as fast as 64 or 128 (measured)
-// with a quarter of the memory of 64.
+// with a quarter of the memory of 64. At most 256 (heap.ts's SMALL_UNITS):
+// heap.ts's #firstFit relies on a small block above the lowest large block
+// lying in a later chunk than the large block's start.
 const CHUNK_LOG2 = 8;
 // Small blocks are shorter than 256 units (heap.ts's SMALL_UNITS), so a
 // bound fits a Uint8Array.
