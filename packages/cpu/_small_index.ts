@@ -1,6 +1,6 @@
 /**
  * The small-block index of `CpuHeap`'s first-fit placement: in that placement
- * the free blocks shorter than 256 units (16 KiB at 64-byte
+ * the free blocks shorter than 1024 units (64 KiB at 64-byte
  * granules) live here instead of in the size-class lists, so that a small
  * request takes the lowest-addressed free block that fits (exact first fit;
  * README, "Footprint").
@@ -15,7 +15,7 @@
  * starting from the leftmost node that covers the chunks below the search
  * limit.
  *
- * About 6 bytes per chunk (16 KiB of region at 64-byte granules): 384 KiB
+ * About 8 bytes per chunk (16 KiB of region at 64-byte granules): 512 KiB
  * for 1 GiB. A chunk lists at most 128 blocks (free blocks do not touch), a
  * few on log-uniform traces.
  *
@@ -31,21 +31,21 @@ const R_SIZE = 1;
 const R_FPREV = 4;
 const R_FNEXT = 5;
 // Chunks of 256 units, as the chunk index's: as fast as 64 or 128 (measured)
-// with a quarter of the memory of 64. At most 256 (heap.ts's SMALL_UNITS):
+// with a quarter of the memory of 64. At most heap.ts's FIRST_FIT_UNITS:
 // heap.ts's #firstFit relies on a small block above the lowest large block
 // lying in a later chunk than the large block's start.
 const CHUNK_LOG2 = 8;
-// Small blocks are shorter than 256 units (heap.ts's SMALL_UNITS), so a
-// bound fits a Uint8Array.
+// Small blocks are shorter than 1024 units (heap.ts's FIRST_FIT_UNITS), so a
+// bound fits a Uint16Array.
 
-/** Address-ordered first fit over the free blocks shorter than 256 units. */
+/** Address-ordered first fit over the free blocks shorter than 1024 units. */
 export class SmallIndex {
   /** First record of each chunk's list, -1 when empty. */
   heads: Int32Array = new Int32Array(0);
   // A complete binary tree over the chunks: leaf #leaves + c holds the upper
   // bound of chunk c's sizes (0 when empty), every other node the largest of
   // its two children; node 1 is the root.
-  #tree = new Uint8Array(2);
+  #tree = new Uint16Array(2);
   #leaves = 1;
 
   /**
@@ -66,7 +66,7 @@ export class SmallIndex {
     // node `root`: row d of the old tree (nodes 2^d .. 2^(d+1) - 1) moves to
     // root * 2^d onwards; the nodes above `root` take its length (their
     // right subtrees are empty). O(old chunks), none for a new index.
-    const tree = new Uint8Array(2 * leaves);
+    const tree = new Uint16Array(2 * leaves);
     const old = this.#tree;
     const root = leaves / this.#leaves;
     if (old[1] !== 0) {
@@ -101,7 +101,7 @@ export class SmallIndex {
    * @param rec The records.
    * @param b The block's record.
    * @param last Its last unit, from the region start.
-   * @param size Its length in units, below 256.
+   * @param size Its length in units, below 1024.
    */
   link(rec: Int32Array, b: number, last: number, size: number): void {
     const chunk = last >>> CHUNK_LOG2;
@@ -137,8 +137,8 @@ export class SmallIndex {
    *
    * @param rec The records.
    * @param last Its last unit, from the region start.
-   * @param oldSize Its length before, below 256.
-   * @param size Its length now, below 256.
+   * @param oldSize Its length before, below 1024.
+   * @param size Its length now, below 1024.
    */
   resized(rec: Int32Array, last: number, oldSize: number, size: number): void {
     const chunk = last >>> CHUNK_LOG2;
@@ -183,7 +183,7 @@ export class SmallIndex {
    * blocks wholly above unit `limit` may be left out.
    *
    * @param rec The records.
-   * @param need Units wanted, in [1, 256).
+   * @param need Units wanted, in [1, 1024).
    * @param limit A unit from the region start where the search may stop.
    * @returns The record, or -1.
    */

@@ -39,19 +39,22 @@ const SL_MASK = SL_COUNT - 1;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
-// The "compact" and "first-fit" placements (README, "Footprint") treat a
-// request of fewer than SMALL_UNITS units (16 KiB at the default alignment)
-// apart, so that small blocks gather low in the region instead of pinning the
-// holes large blocks need; large requests keep TLSF's good fit. "compact"
-// takes the lower-addressed of the small request's good fit among the small
-// classes and the lowest free block of at least SMALL_UNITS units (the chunk
-// index); 2^8 units had the lowest footprints of 2^6 .. 2^10 on every trace
-// family measured. "first-fit" takes the lowest-addressed free block that
-// fits: the lower of the lowest fitting block shorter than SMALL_UNITS (the
-// small index, _small_index.ts, which holds those blocks instead of the
-// size-class lists) and the lowest block of the chunk index.
+// The "compact" and "first-fit" placements (README, "Footprint") treat small
+// requests apart, so that small blocks gather low in the region instead of
+// pinning the holes large blocks need; large requests keep TLSF's good fit.
+// "compact": a request of fewer than SMALL_UNITS units (16 KiB at the
+// default alignment) takes the lower-addressed of its good fit among the
+// small classes and the lowest free block of at least SMALL_UNITS units (the
+// chunk index); 2^8 units had the lowest footprints of 2^6 .. 2^10 on every
+// trace family measured. "first-fit": a request of fewer than FIRST_FIT_UNITS
+// units (64 KiB) takes the lowest-addressed free block that fits: the lower
+// of the lowest fitting block shorter than FIRST_FIT_UNITS (the small index,
+// _small_index.ts, which holds those blocks instead of the size-class lists)
+// and the lowest block of the chunk index, which holds the longer ones; 2^10
+// units had lower footprints than 2^8 on every family, at 0.9x the speed.
 const SMALL_LOG2 = 8;
 const SMALL_UNITS = 1 << SMALL_LOG2;
+const FIRST_FIT_UNITS = 1 << 10;
 // Classes of blocks shorter than SMALL_UNITS: those below this index...
 const SMALL_CLASSES = (SMALL_LOG2 - SL_LOG2 + 1) << SL_LOG2;
 // ...which fill these first-level classes.
@@ -113,11 +116,11 @@ const USED = 2;
  *   small blocks gather low and leave the holes large blocks need; large
  *   requests take TLSF's good fit. Less memory on traces of mixed lifetimes
  *   (log-uniform: 1.13x peak live instead of 1.17x), about 0.8x the speed.
- * - `"first-fit"`: a small request (under 256 granules) takes the
- *   lowest-addressed free block that fits (exact first fit, found through an
- *   index of the free blocks under 256 granules by address); large requests
- *   take TLSF's good fit. The least memory (log-uniform: 1.12x peak live),
- *   about 0.6x the speed of `"compact"`.
+ * - `"first-fit"`: a request under 1,024 granules (64 KiB at the default
+ *   alignment) takes the lowest-addressed free block that fits (exact first
+ *   fit, found through an index of the free blocks under 1,024 granules by
+ *   address); larger requests take TLSF's good fit. The least memory
+ *   (log-uniform: 1.12x peak live), about 0.5x the default's speed.
  * - `"good-fit"` (the default): every request takes TLSF's good fit (the
  *   first block of the first size class that surely fits). Fastest, most
  *   fragmentation.
@@ -329,26 +332,29 @@ export class CpuHeap {
   #last = -1; // physically last record
 
   #heads = new Int32Array(LIST_COUNT).fill(-1);
-  // Chunk index (compact and first-fit placements): the record of the free block of at
-  // least SMALL_UNITS units whose last unit lies in each chunk, with stale
-  // entries dropped lazily; one bit per chunk, one per 32-chunk word.
+  // Chunk index (compact and first-fit placements): the record of the free
+  // block of at least #largeUnits units whose last unit lies in each chunk,
+  // with stale entries dropped lazily; one bit per chunk, one per 32-chunk
+  // word.
   #lgRecs = new Int32Array(0);
   #lgBits = new Int32Array(0);
   #lgWords = new Int32Array(0);
   #lgLow = LOW_NONE; // lowest chunk with a live entry
   #lgLowRec = -1; // its record while #lgLow >= 0
   #lgFrom = 0; // while LOW_UNKNOWN: no live entry lies below this word
-  // First-fit placement: the free blocks shorter than SMALL_UNITS, by
+  // First-fit placement: the free blocks shorter than FIRST_FIT_UNITS, by
   // address.
   #small = new SmallIndex();
-  // SMALL_UNITS and SMALL_CLASSES for the compact and first-fit placements;
-  // 0 and LIST_COUNT (no small requests, no large blocks indexed) for
-  // good-fit.
+  // Small requests are shorter than this many units; blocks of at least
+  // #largeUnits (of class #largeClass and above) are in the chunk index.
+  // SMALL_UNITS for compact, FIRST_FIT_UNITS for first-fit; for good-fit 0
+  // and LIST_COUNT (no small requests, no large blocks indexed).
   #smallUnits = SMALL_UNITS;
-  // SMALL_UNITS for the first-fit placement, whose free blocks shorter than
-  // that live in the small index instead of the size-class lists; else 0.
-  #smallFree = 0;
+  #largeUnits = SMALL_UNITS;
   #largeClass = SMALL_CLASSES;
+  // FIRST_FIT_UNITS for the first-fit placement, whose free blocks shorter
+  // than that live in the small index instead of the size-class lists; else 0.
+  #smallFree = 0;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
@@ -415,7 +421,12 @@ export class CpuHeap {
     if (placement === "good-fit") {
       this.#smallUnits = 0;
       this.#largeClass = LIST_COUNT;
-    } else if (placement === "first-fit") this.#smallFree = SMALL_UNITS;
+    } else if (placement === "first-fit") {
+      this.#smallUnits = FIRST_FIT_UNITS;
+      this.#largeUnits = FIRST_FIT_UNITS;
+      this.#largeClass = mappingIndex(FIRST_FIT_UNITS);
+      this.#smallFree = FIRST_FIT_UNITS;
+    }
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
     const maxUnitBytes = MAX_UNITS * alignment;
@@ -684,8 +695,9 @@ export class CpuHeap {
           const rest = size - units;
           if (rest < this.#smallFree) {
             // First-fit placement: the rest is small.
-            if (size >= SMALL_UNITS) this.#resizeFree(b, start + units, rest);
-            else {
+            if (size >= this.#smallFree) {
+              this.#resizeFree(b, start + units, rest);
+            } else {
               // It keeps its end, so its small index entry.
               rec[b + R_START] = start + units;
               rec[b + R_SIZE] = rest;
@@ -1463,7 +1475,7 @@ export class CpuHeap {
   }
 
   // Lists free block `b` of `size` units, ending at `last`, in the small
-  // index (first-fit placement, a block shorter than SMALL_UNITS).
+  // index (first-fit placement, a block shorter than FIRST_FIT_UNITS).
   #smallLink(b: number, last: number, size: number): void {
     this.#rec[b + R_STATE] = FREE;
     this.#rec[b + R_CLASS] = NO_CLASS;
@@ -1622,7 +1634,7 @@ export class CpuHeap {
       }
       const b = this.#lgRecs[low];
       if (
-        rec[b + R_STATE] === FREE && rec[b + R_SIZE] >= SMALL_UNITS &&
+        rec[b + R_STATE] === FREE && rec[b + R_SIZE] >= this.#largeUnits &&
         this.#endChunk(b) === low
       ) {
         this.#lgLow = low;
@@ -1676,7 +1688,7 @@ export class CpuHeap {
   }
 
   // The lowest-addressed free block of at least `need` units, for a small
-  // request of the first-fit placement (fewer than SMALL_UNITS units with its
+  // request of the first-fit placement (fewer than FIRST_FIT_UNITS units with its
   // alignment slack): the lower of the lowest fitting small block and the
   // lowest large block (which fits any small request); -1 when neither
   // exists.
@@ -1686,7 +1698,7 @@ export class CpuHeap {
     const lowStart = low < 0 ? MAX_UNITS : rec[low + R_START];
     // A small block found at or below the chunk of the large block's start
     // lies below it: one above would start after the large block's end, at
-    // least SMALL_UNITS units on, in a later chunk.
+    // least FIRST_FIT_UNITS units on, in a later chunk.
     const b = this.#small.find(rec, need, lowStart - this.#startUnit);
     return b >= 0 ? b : low;
   }
@@ -1729,11 +1741,11 @@ export class CpuHeap {
     const rec = this.#rec;
     const oldSize = rec[b + R_SIZE];
     const last = start + size - 1 - this.#startUnit;
-    if (oldSize < SMALL_UNITS) {
+    if (oldSize < this.#smallFree) {
       const oldLast = rec[b + R_START] + oldSize - 1 - this.#startUnit;
       rec[b + R_START] = start;
       rec[b + R_SIZE] = size;
-      if (size < SMALL_UNITS && last === oldLast) {
+      if (size < this.#smallFree && last === oldLast) {
         this.#small.resized(rec, last, oldSize, size);
         this.#largestCache = -1;
         return;

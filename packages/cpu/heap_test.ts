@@ -728,12 +728,12 @@ describe("CpuHeap placement", () => {
       fc.property(
         holesArb(),
         fc.array(
-          fc.tuple(fc.boolean(), sizeArb(1 << 16), fc.nat(), fc.boolean()),
+          fc.tuple(fc.boolean(), sizeArb(1 << 17), fc.nat(), fc.boolean()),
           { minLength: 1, maxLength: 150 },
         ),
         ([fill, keep], ops) => {
           const heap = new CpuHeap(1 << 16, {
-            maxByteLength: 1 << 21,
+            maxByteLength: 1 << 22,
             placement: "first-fit",
           });
           const g = heap.alignment;
@@ -756,7 +756,7 @@ describe("CpuHeap placement", () => {
               }
               if (offset === undefined) continue;
               live.push(offset);
-              if (units < 256 && lowest !== undefined) {
+              if (units < 1024 && lowest !== undefined) {
                 assert.equal(
                   offset,
                   lowest.byteOffset,
@@ -776,10 +776,10 @@ describe("CpuHeap placement", () => {
     assert.ok(grew, "no run grew the heap");
   });
 
-  it("CpuHeap's first-fit placement keeps the headline log-uniform trace at or under 1.1183x peak live (deterministic)", () => {
+  it("CpuHeap's first-fit placement keeps the headline log-uniform trace at or under 1.1172x peak live (deterministic)", () => {
     // The benchmark's headline trace (200,000 operations, 16 B - 1 MiB,
-    // ~1,000 live, seed 42): 128,019,392 bytes at the highest over a peak of
-    // 114,479,293 live bytes, 1.11828 (compact 1.13261, good-fit 1.17080).
+    // ~1,000 live, seed 42): 127,888,256 bytes at the highest over a peak of
+    // 114,479,293 live bytes, 1.11713 (compact 1.13261, good-fit 1.17080).
     // Bytes, not time: the same on every machine.
     const trace = logUniformTrace(200_000);
     const footprint = (placement: CpuHeapPlacement) => {
@@ -797,7 +797,7 @@ describe("CpuHeap placement", () => {
     assert.equal(trace.peakLiveBytes, 114_479_293);
     const firstFit = footprint("first-fit");
     assert.ok(
-      firstFit <= 128_019_392,
+      firstFit <= 127_888_256,
       `first-fit footprint ${firstFit / trace.peakLiveBytes}`,
     );
     assert.ok(firstFit / trace.peakLiveBytes <= 1.12);

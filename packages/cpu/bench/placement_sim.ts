@@ -20,6 +20,7 @@ import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
 const GRANULE = 64;
 const REGION = 1 << 25; // 2 GiB of granules: no trace reaches the end
 const SMALL = 256; // heap.ts's SMALL_UNITS
+const FIRST_FIT = 1024; // heap.ts's FIRST_FIT_UNITS
 
 function mappingIndex(units: number): number {
   if (units < 32) return units;
@@ -189,12 +190,12 @@ export const compact: Policy = (free, units) => {
 
 /**
  * Exact first fit for requests under `small` granules, good fit for the rest
- * (`"first-fit"` with 256).
+ * (`"first-fit"` with 1,024).
  *
  * @param small The threshold in granules.
  * @returns The policy.
  */
-export function firstFitSmall(small = SMALL): Policy {
+export function firstFitSmall(small = FIRST_FIT): Policy {
   return (free, units) => {
     if (units >= small) return goodFit(free, units);
     for (let i = 0; i < free.start.length; i++) {
@@ -252,8 +253,8 @@ if (import.meta.main) {
   const policies: [string, Policy][] = [
     ["good fit (the heap's good-fit)", goodFit],
     ["compact (the heap's compact)", compact],
-    ["exact first fit < 256 (the heap's first-fit)", firstFitSmall()],
-    ["exact first fit < 1,024", firstFitSmall(1024)],
+    ["exact first fit < 1,024 (the heap's first-fit)", firstFitSmall()],
+    ["exact first fit < 256", firstFitSmall(SMALL)],
     ["first fit among surely fitting classes < 256", firstFitByClass],
   ];
   // The model must agree with the heap to the byte on the headline trace.
