@@ -1,0 +1,196 @@
+/**
+ * In-process A/B of the caching hit path (issue #18): this working tree's
+ * `@allot/caching` and `@allot/core` against the same packages at a git ref
+ * (default `main`), both loaded in one process. Four pairs (allocate + free
+ * from a warm cache): `allocateId` / `freeById` at 64 KiB and on a seeded
+ * log-uniform cycle of 1 B to 8 MiB, and the handle API on both. Each round
+ * runs every pair once per side, the side that goes first alternating, with a
+ * collection before each run; the figure is the median over rounds of the
+ * per-round ratio ref / this (greater is better for this tree), its range,
+ * the fastest round of each side and the JS heap per operation.
+ *
+ * A shared machine swings single rounds by 2x either way; ratios taken in
+ * one round see the same load, which is why this compares in one process
+ * rather than across runs of `run.ts`. Check the harness with `--ref=HEAD` on
+ * a clean tree: the medians should come out near 1.
+ *
+ * Run: `deno run -A --v8-flags=--expose-gc packages/caching/bench/hit_path_ab.ts [--ref=main] [--rounds=25] [--pairs=100000]`
+ *
+ * @module
+ */
+
+import { ArrayBufferSegmentSource } from "./_array_buffer_source.ts";
+import * as current from "../mod.ts";
+
+/** What the harness uses of a `CachingAllocator`, old or new. */
+interface Allocator {
+  allocateId(byteLength: number): number;
+  freeById(id: number): void;
+  allocate(byteLength: number): { release(): void };
+  validate(): void;
+}
+
+/** What the harness uses of a `@allot/caching` module, old or new. */
+interface CachingModule {
+  CachingAllocator: new (source: ArrayBufferSegmentSource) => Allocator;
+}
+
+function flag(name: string, fallback: string): string {
+  const arg = Deno.args.find((a) => a.startsWith(`--${name}=`));
+  return arg === undefined ? fallback : arg.slice(name.length + 3);
+}
+
+const ref = flag("ref", "main");
+const rounds = Number(flag("rounds", "25"));
+const pairs = Number(flag("pairs", "100000"));
+
+/** `packages/core` and `packages/caching` at `ref`, imports made relative. */
+async function loadRef(ref: string): Promise<CachingModule> {
+  const root = new URL("../../../", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir({ prefix: "allot-ab-" });
+  const archive = new Deno.Command("git", {
+    args: ["archive", ref, "packages/core", "packages/caching"],
+    cwd: root,
+    stdout: "piped",
+  });
+  const { code, stdout } = await archive.output();
+  if (code !== 0) throw new Error(`git archive ${ref} failed`);
+  const tar = new Deno.Command("tar", {
+    args: ["-x", "-C", dir],
+    stdin: "piped",
+  }).spawn();
+  const writer = tar.stdin.getWriter();
+  await writer.write(stdout);
+  await writer.close();
+  if (!(await tar.status).success) throw new Error("tar failed");
+  const caching = `${dir}/packages/caching`;
+  for (const entry of Deno.readDirSync(caching)) {
+    if (!entry.name.endsWith(".ts")) continue;
+    const path = `${caching}/${entry.name}`;
+    const text = Deno.readTextFileSync(path);
+    Deno.writeTextFileSync(
+      path,
+      text.replaceAll('from "@allot/core"', 'from "../core/mod.ts"'),
+    );
+  }
+  const module = await import(`file://${caching}/mod.ts`) as CachingModule;
+  await Deno.remove(dir, { recursive: true }); // loaded: the files can go
+  return module;
+}
+
+/** A seeded generator of numbers in [0, 1) (mulberry32). */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const random = rng(18);
+const sizes = Array.from(
+  { length: 4096 },
+  () => Math.floor(2 ** (random() * 23)),
+);
+
+type Loop = (n: number) => void;
+const NAMES = ["id, 64 KiB", "id, varied", "handle, 64 KiB", "handle, varied"];
+
+/** The four pair loops over warm allocators of module `m`. */
+function loops(m: CachingModule): { loops: Loop[]; check: () => void } {
+  const make = () => new m.CachingAllocator(new ArrayBufferSegmentSource());
+  const id64 = make(), idVaried = make(), handle64 = make();
+  const handleVaried = make();
+  id64.freeById(id64.allocateId(65536));
+  handle64.allocate(65536).release();
+  for (const n of sizes) idVaried.freeById(idVaried.allocateId(n));
+  for (const n of sizes) handleVaried.allocate(n).release();
+  let i = 0, j = 0;
+  return {
+    loops: [
+      (n) => {
+        for (let k = 0; k < n; k++) id64.freeById(id64.allocateId(65536));
+      },
+      (n) => {
+        for (let k = 0; k < n; k++) {
+          idVaried.freeById(idVaried.allocateId(sizes[i++ & 4095]));
+        }
+      },
+      (n) => {
+        for (let k = 0; k < n; k++) handle64.allocate(65536).release();
+      },
+      (n) => {
+        for (let k = 0; k < n; k++) {
+          handleVaried.allocate(sizes[j++ & 4095]).release();
+        }
+      },
+    ],
+    check: () => {
+      for (const a of [id64, idVaried, handle64, handleVaried]) a.validate();
+    },
+  };
+}
+
+const gc = (globalThis as { gc?: () => void }).gc;
+if (gc === undefined) throw new Error("run with --v8-flags=--expose-gc");
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
+
+/** JS heap bytes per operation (allocate or free) of `loop`. */
+function heapPerOp(loop: Loop): number {
+  const deltas: number[] = [];
+  for (let b = 0; b < 40; b++) {
+    if (b % 10 === 0) gc!();
+    const h0 = Deno.memoryUsage().heapUsed;
+    loop(500);
+    const h1 = Deno.memoryUsage().heapUsed;
+    if (h1 >= h0) deltas.push((h1 - h0) / 1000);
+  }
+  return median(deltas);
+}
+
+const before = loops(await loadRef(ref));
+const after = loops(current as unknown as CachingModule);
+for (let w = 0; w < 5; w++) {
+  for (let p = 0; p < NAMES.length; p++) {
+    before.loops[p](pairs);
+    after.loops[p](pairs);
+  }
+}
+const ratios: number[][] = NAMES.map(() => []);
+const fastest = NAMES.map(() => [Infinity, Infinity]);
+for (let r = 0; r < rounds; r++) {
+  for (let p = 0; p < NAMES.length; p++) {
+    const ns = [0, 0];
+    for (const side of r % 2 === 0 ? [0, 1] : [1, 0]) {
+      gc();
+      const t0 = performance.now();
+      (side === 0 ? before : after).loops[p](pairs);
+      ns[side] = ((performance.now() - t0) * 1e6) / pairs;
+      fastest[p][side] = Math.min(fastest[p][side], ns[side]);
+    }
+    ratios[p].push(ns[0] / ns[1]);
+  }
+}
+before.check();
+after.check();
+console.log(
+  `\nCaching hit path, ${ref} / this tree (ns per pair; ${rounds} rounds of ${pairs} pairs)\n`,
+);
+console.log(
+  "| pair | ref / this, median | range | fastest ref | fastest this | heap/op ref | heap/op this |",
+);
+console.log("|---|---:|---:|---:|---:|---:|---:|");
+NAMES.forEach((name, p) => {
+  console.log(
+    `| ${name} | ${median(ratios[p]).toFixed(2)} | ${
+      Math.min(...ratios[p]).toFixed(2)
+    }–${Math.max(...ratios[p]).toFixed(2)} | ${fastest[p][0].toFixed(0)} | ${
+      fastest[p][1].toFixed(0)
+    } | ${heapPerOp(before.loops[p]).toFixed(1)} B | ${
+      heapPerOp(after.loops[p]).toFixed(1)
+    } B |`,
+  );
+});
