@@ -74,8 +74,7 @@ const INT_ROUNDING_LIMIT = 0x7fff0000;
 // by the index of its first slot (a multiple of STRIDE), in every link, list
 // head, hash bucket and chunk index entry, so a field is `rec[b + R_SIZE]`:
 // no multiplication, which V8's older optimizing compiler (Node 20) checks
-// for overflow on every access (README, "Where the time goes": 1.12 - 1.14x
-// on Node).
+// for overflow on every access (README, "Where the time goes").
 // Ids stay int32 up to 2^28 records (8 GiB of records, far past any heap).
 const R_START = 0; // first unit (absolute: unit i is byte i * granule)
 const R_SIZE = 1; // length in units
