@@ -59,6 +59,9 @@ export class _CachingPolicy<M> {
   readonly largeSegmentByteLength: number;
   readonly ownSegmentMinByteLength: number;
   readonly largeRoundByteLength: number;
+  readonly segmentGrowth: number;
+  readonly minSegmentByteLength: number;
+  readonly releaseRatio: number;
   readonly maxSplitByteLength: number;
   readonly maxNonSplitRoundingByteLength: number;
   readonly maxBlockByteLength: number;
@@ -115,6 +118,9 @@ export class _CachingPolicy<M> {
     this.largeSegmentByteLength = config.largeSegment;
     this.ownSegmentMinByteLength = config.ownSegmentMin;
     this.largeRoundByteLength = config.largeRound;
+    this.segmentGrowth = config.segmentGrowth;
+    this.minSegmentByteLength = config.minSegment;
+    this.releaseRatio = config.releaseRatio;
     this.maxSplitByteLength = config.maxSplit;
     this.maxNonSplitRoundingByteLength = config.nonSplitRounding;
     this.maxBlockByteLength = config.maxBlock;
@@ -404,6 +410,7 @@ export class _CachingPolicy<M> {
     stream: Stream,
   ): _Block<M> | undefined {
     if (this.gcThreshold > 0) this.garbageCollect();
+    if (this.releaseRatio !== Infinity) this.releaseAboveRatio(size);
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;
     if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
@@ -417,6 +424,31 @@ export class _CachingPolicy<M> {
     if (this.expandable) this.pressured = true;
     this.releaseCachedBlocks();
     return _allocSegmentBlock(this, pool, size, stream, true);
+  }
+
+  /**
+   * On a miss: while reserved bytes exceed `releaseRatio` times the active
+   * bytes plus `size`, gives whole free segments back, least recently used
+   * first. One pass over the segments (not the blocks) and one sort of the
+   * whole free ones: the miss that follows asks the device for a buffer
+   * anyway. Expandable segments stay (they shrink at `emptyCache()`).
+   */
+  releaseAboveRatio(size: number): void {
+    const bound = this.releaseRatio * (this.stats.activeBytes + size);
+    if (this.stats.reservedBytes <= bound) return;
+    let whole: _Block<M>[] | null = null;
+    for (const seg of this.segments) {
+      const b = seg.head;
+      if (b.state === FREE && b.next === null && !seg.expandable) {
+        (whole ??= []).push(b);
+      }
+    }
+    if (whole === null) return;
+    whole.sort((a, b) => a.stamp - b.stamp);
+    for (const b of whole) {
+      if (this.stats.reservedBytes <= bound) break;
+      _releaseSegment(this, b);
+    }
   }
 
   /**
