@@ -32,11 +32,17 @@ const sizeArb = fc.oneof(
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 10,
-    arbitrary: fc.record({ kind: fc.constant("alloc" as const), size: sizeArb }),
+    arbitrary: fc.record({
+      kind: fc.constant("alloc" as const),
+      size: sizeArb,
+    }),
   },
   {
     weight: 9,
-    arbitrary: fc.record({ kind: fc.constant("free" as const), index: fc.nat() }),
+    arbitrary: fc.record({
+      kind: fc.constant("free" as const),
+      index: fc.nat(),
+    }),
   },
   { weight: 1, arbitrary: fc.constant({ kind: "emptyCache" as const }) },
 );
@@ -69,7 +75,9 @@ function expectedSegment(
     : size < a.ownSegmentMinByteLength
     ? a.largeSegmentByteLength
     : Math.ceil(size / a.largeRoundByteLength) * a.largeRoundByteLength;
-  if (o.segmentGrowthFraction > 0 && (small || size < a.ownSegmentMinByteLength)) {
+  if (
+    o.segmentGrowthFraction > 0 && (small || size < a.ownSegmentMinByteLength)
+  ) {
     const share = Math.ceil(reserved * o.segmentGrowthFraction / 512) * 512;
     const min = Math.ceil(o.minSegmentByteLength / 512) * 512;
     s = Math.min(s, Math.max(min, share));
