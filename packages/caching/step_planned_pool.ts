@@ -23,8 +23,16 @@ import {
   validateByteLength,
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
+import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
+import {
+  _before,
+  _insertSorted,
+  _place,
+  _removeSorted,
+} from "./_planned_free_index.ts";
 import { validateObject } from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
+import { _PeakWindow } from "./_peak_window.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { _makeStrictPlannedPool } from "./_strict_planned_pool.ts";
 import { StepPoolGroup } from "./step_pool_group.ts";
@@ -109,31 +117,6 @@ export class PlannedBlock<M = unknown> {
   }
 }
 
-/** A layout of one step: offsets in the arena (-1: not planned). */
-interface _Plan {
-  offsets: Float64Array;
-  sizes: Float64Array;
-  count: number;
-  size: number;
-  /**
-   * For the fast path: the arena items by planned free, and for each item
-   * how many of them the plan freed before it starts (those must be free
-   * before it is placed; no other arena block can overlap it).
-   */
-  freeOrder: Int32Array;
-  need: Int32Array;
-  /** Per item in the step now: 0 not yet, 1 live (fast), 2 freed. */
-  state: Uint8Array;
-  /** Per item in the step now: 1 when it waits for blocks (`#waits`). */
-  guard: Uint8Array;
-  /** Hash of the sizes of items `0..i`, per item (the plan's keys). */
-  keys: Int32Array;
-  /** The last step that followed or made it (least recent goes first). */
-  used: number;
-  /** Times its step left it and asked to be planned again. */
-  remade: number;
-}
-
 /**
  * Plans kept, keyed by their requests (onnxruntime keeps a memory pattern
  * per input shape): steps that vary (sequence lengths, a growing KV cache)
@@ -144,15 +127,8 @@ const _PLANS = 64;
 /** Extra arena bytes (per byte) a plan may take to keep its pins. */
 const _PIN_SLACK = 0.01;
 
-/** Where the hash of a step's sizes starts. */
-const _KEY0 = 0x2545f491;
-
-/** The key of a step's requests so far, given the key before `size`. */
-function _key(key: number, size: number): number {
-  let h = Math.imul(key ^ (size | 0) ^ ((size / 4294967296) | 0), 0x9e3779b1);
-  h ^= h >>> 15;
-  return Math.imul(h, 0x85ebca77);
-}
+/** A plan larger than the arena by at most this (per byte) stays inside it. */
+const _ARENA_SLACK = 0.01;
 
 /** Unfollowed plans counted at most: at most 2^5 steps between plans. */
 const _MAX_BACKOFF = 6;
@@ -161,10 +137,23 @@ const _MAX_BACKOFF = 6;
 const _WINDOW = 64;
 
 /**
+ * At a step's end, held bytes above the ratio give back the free segments
+ * no step of the window used; those used lately go back only while held
+ * bytes are more than `_TRIM_BAND` above the ratio (hysteresis): work that
+ * repeats in cycles finds its segments again in its next cycle (a segment
+ * given back at a step's end just above the ratio was missed by the next
+ * cycle and made again, once a pass). Where segments are made, `#grow`
+ * keeps held bytes within the ratio (least recently used go first).
+ */
+const _IDLE_STEPS = _WINDOW;
+/** See `_IDLE_STEPS`. */
+const _TRIM_BAND = 0.05;
+
+/**
  * Before the first plan, the free bytes (per byte asked) a best fit may
  * leave in the block it splits: more and the request gets its own segment.
  */
-const _TIGHT_SLACK = 1;
+const _TIGHT_SLACK = 0.5;
 
 /**
  * A pool for runtimes whose work comes in steps (an inference, a training
@@ -226,7 +215,7 @@ export class StepPlannedPool<M = unknown> {
   #held = 0;
   /** peak live bytes of the current step and of the last steps */
   #stepPeak = 0;
-  #window: number[] = [];
+  #window = new _PeakWindow(_WINDOW);
   #peakLive = 0;
   #peakHeld = 0;
   #created = 0;
@@ -251,6 +240,8 @@ export class StepPlannedPool<M = unknown> {
   #fastOld: PlannedBlock<M>[] = [];
   #fastSteps = 0;
   #group: StepPoolGroup | undefined;
+  /** the step the arena was made at */
+  #arenaSince = 0;
   #followedBits = 0;
 
   /**
@@ -596,12 +587,14 @@ export class StepPlannedPool<M = unknown> {
     }
     const window = this.#window;
     window.push(this.#stepPeak);
-    if (window.length > _WINDOW) window.shift();
     this.#stepPeak = this.#live;
     // free segments are kept while held bytes stay within the ratio of the
     // recent steps' peak, so steps that vary reuse them instead of making
-    // new ones; the least recently used go first
-    this.#trimFree(this.maxHeldRatio * Math.max(...window));
+    // new ones; above it, those no step of the window used go, then (far
+    // above it) the least recently used (see `_IDLE_STEPS`)
+    const limit = this.maxHeldRatio * window.max;
+    this.#trimFree(limit, _IDLE_STEPS);
+    if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
     this.#step++;
     this.#recSize.length = 0;
     this.#recStart.length = 0;
@@ -644,11 +637,15 @@ export class StepPlannedPool<M = unknown> {
    * `maxHeldRatio` times the largest plan the last steps made or took up).
    *
    * @param targetByteLength Held bytes to get down to.
+   * @param idleSteps Only segments unused for more than this many steps
+   * (the group's step end: see `_IDLE_STEPS`); -1 for any.
    * @returns The bytes held afterwards.
    */
-  _giveBack(targetByteLength: number): number {
-    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
-      .sort((a, b) => b.size - a.size);
+  _giveBack(targetByteLength: number, idleSteps = -1): number {
+    const before = this.#step - idleSteps;
+    const free = [...this.#segs].filter((s) =>
+      s.liveBlocks === 0 && !s.arena && s.lastUsed < before
+    ).sort((a, b) => b.size - a.size);
     for (const seg of free) {
       if (this.#held <= targetByteLength) return this.#held;
       this.#release(seg);
@@ -656,7 +653,7 @@ export class StepPlannedPool<M = unknown> {
     const arena = this.#arena;
     if (
       this.#held > targetByteLength && arena !== undefined &&
-      arena.liveBlocks === 0
+      arena.liveBlocks === 0 && arena.lastUsed < before
     ) {
       let used = 0;
       for (const p of this.#plans) {
@@ -812,6 +809,17 @@ export class StepPlannedPool<M = unknown> {
       );
       const loose = this.#layOut(free, arena);
       if (loose.size * (1 + _PIN_SLACK) < plan.size) plan = loose;
+    }
+    if (
+      arena !== undefined && plan.size > arena.size &&
+      plan.size <= arena.size * (1 + _ARENA_SLACK) &&
+      this.#step - this.#arenaSince > _WINDOW
+    ) {
+      // once the arena served a window of steps, a plan a little larger is
+      // laid out inside it (what does not fit is left to best fit): a
+      // larger arena gives back every free segment, which the blocks that
+      // outlive their steps then miss, a segment each
+      plan = _planStep(items, this.#align, arena.size);
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
@@ -1123,16 +1131,28 @@ export class StepPlannedPool<M = unknown> {
     this.#created++;
     this.#held += size;
     if (this.#held > this.#peakHeld) this.#peakHeld = this.#held;
-    if (arena) this.#arena = seg;
+    if (arena) {
+      this.#arena = seg;
+      this.#arenaSince = this.#step;
+    }
     this.#index(block);
     return seg;
   }
 
-  /** Gives free segments outside the arena back, least recently used first, until held <= limit. */
-  #trimFree(limit: number): void {
+  /**
+   * Gives free segments outside the arena back until held <= limit: those
+   * unused for more than `idleSteps` steps (-1: any); those smaller than
+   * `below` first, then the least recently used.
+   */
+  #trimFree(limit: number, idleSteps = -1, below = 0): void {
     if (this.#held <= limit) return;
-    const free = [...this.#segs].filter((s) => s.liveBlocks === 0 && !s.arena)
-      .sort((a, b) => a.lastUsed - b.lastUsed || b.size - a.size);
+    const before = this.#step - idleSteps;
+    const free = [...this.#segs].filter((s) =>
+      s.liveBlocks === 0 && !s.arena && s.lastUsed < before
+    ).sort((a, b) =>
+      Number(b.size < below) - Number(a.size < below) ||
+      a.lastUsed - b.lastUsed || b.size - a.size
+    );
     for (const seg of free) {
       if (this.#held <= limit) break;
       this.#release(seg);
@@ -1153,9 +1173,11 @@ export class StepPlannedPool<M = unknown> {
     // the peak of this step and of the last ones (all time when no step
     // was ever marked), so a pool without marks does not churn segments
     let recent = Math.max(this.#live + size, this.#stepPeak);
-    for (const peak of this.#window) if (peak > recent) recent = peak;
+    if (this.#window.max > recent) recent = this.#window.max;
     const limit = this.maxHeldRatio * recent - size;
-    if (this.#held > limit) this.#trimFree(limit);
+    // free segments too small for the request go first (they could not
+    // serve it), then the least recently used
+    if (this.#held > limit) this.#trimFree(limit, -1, size);
     this.#group?._makeRoom(this, size);
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
@@ -1302,54 +1324,6 @@ export class StepPlannedPool<M = unknown> {
   }
 }
 
-/**
- * A plan with what its fast path needs: the arena items (offset >= 0) by
- * their planned free, and per item how many of those the plan freed
- * before the item's request (greedy-by-size kept the item clear of every
- * arena item whose life overlaps its own, so only those may share its
- * range).
- */
-function _fastPlan(
-  offsets: Float64Array,
-  sizes: Float64Array,
-  starts: readonly number[],
-  ends: readonly number[],
-  size: number,
-): _Plan {
-  const count = offsets.length;
-  const arena: number[] = [];
-  for (let i = 0; i < count; i++) if (offsets[i] >= 0) arena.push(i);
-  arena.sort((a, b) => ends[a] - ends[b]);
-  const freeOrder = Int32Array.from(arena);
-  const need = new Int32Array(count);
-  for (let i = 0; i < count; i++) {
-    // arena items freed at or before this request
-    let lo = 0, hi = arena.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (ends[arena[mid]] <= starts[i]) lo = mid + 1;
-      else hi = mid;
-    }
-    need[i] = lo;
-  }
-  const keys = new Int32Array(count);
-  let key = _KEY0;
-  for (let i = 0; i < count; i++) keys[i] = key = _key(key, sizes[i]);
-  return {
-    offsets,
-    sizes,
-    count,
-    size,
-    freeOrder,
-    need,
-    state: new Uint8Array(count),
-    guard: new Uint8Array(count),
-    keys,
-    used: 0,
-    remade: 0,
-  };
-}
-
 /** Set bits of a 32-bit integer. */
 function _bits(x: number): number {
   let n = 0;
@@ -1361,81 +1335,4 @@ function _bits(x: number): number {
 function _roomy(size: number, align: number): number {
   const quarter = Math.max(align, 2 ** Math.floor(Math.log2(size)) / 4);
   return Math.ceil(size / quarter) * quarter;
-}
-
-/** Moves a free range node (never a handle in use). */
-function _place<M>(block: PlannedBlock<M>, offset: number, size: number) {
-  const b = block as { byteOffset: number; byteLength: number };
-  block._offset = offset;
-  b.byteOffset = block._seg.segment.byteOffset + offset;
-  b.byteLength = size;
-}
-
-/**
- * Whether `a` sorts before `b`: by offset, or by size and then by when it
- * entered the index (so best fit takes the longest-free block of a size).
- */
-function _before<M>(
-  a: PlannedBlock<M>,
-  b: PlannedBlock<M>,
-  bySize: boolean,
-): boolean {
-  if (!bySize) return a._offset < b._offset;
-  if (a.byteLength !== b.byteLength) return a.byteLength < b.byteLength;
-  return a._seq < b._seq;
-}
-
-/** First index of `list` (sorted, see `_before`) not before `item`. */
-function _position<M>(
-  list: PlannedBlock<M>[],
-  item: PlannedBlock<M>,
-  bySize: boolean,
-): number {
-  let lo = 0, hi = list.length;
-  if (!bySize) {
-    const at = item._offset;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]._offset < at) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-  const size = item.byteLength, seq = item._seq;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const b = list[mid];
-    if (b.byteLength < size || (b.byteLength === size && b._seq < seq)) {
-      lo = mid + 1;
-    } else hi = mid;
-  }
-  return lo;
-}
-
-// (shifting by hand: `splice` makes an array each call, and the lists are
-// short)
-function _insertSorted<M>(
-  list: PlannedBlock<M>[],
-  item: PlannedBlock<M>,
-  bySize: boolean,
-) {
-  const at = _position(list, item, bySize);
-  let k = list.length;
-  list.push(item);
-  for (; k > at; k--) list[k] = list[k - 1];
-  list[at] = item;
-}
-
-function _removeSorted<M>(
-  list: PlannedBlock<M>[],
-  item: PlannedBlock<M>,
-  bySize: boolean,
-) {
-  // keys are unique (a free block's range is its own), so the block is at
-  // its position or not in the index at all
-  const at = _position(list, item, bySize);
-  if (list[at] !== item) throw new Error("internal: free index lost a block");
-  const last = list.length - 1;
-  for (let k = at; k < last; k++) list[k] = list[k + 1];
-  list.pop();
 }

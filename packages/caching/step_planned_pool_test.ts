@@ -49,7 +49,7 @@ describe("StepPlannedPool", () => {
     pool.validate();
   });
 
-  it("before the first plan, a block that would split a free one over twice its size gets its own segment", () => {
+  it("before the first plan, a block that would split a free one over 1.5 times its size gets its own segment", () => {
     // marked: the second step's small block (optimizer state made mid-step)
     // stays out of the freed activation segment, which then stays whole
     const src = source();
@@ -64,6 +64,46 @@ describe("StepPlannedPool", () => {
     assert.equal(src.allocationCount, made + 1);
     assert.equal(state.byteLength, 4096);
     assert.equal(pool.segmentCount, 3);
+    pool.validate();
+  });
+
+  it("before the first plan, a free block up to 1.5 times the request is split", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    pool.allocate(1024);
+    pool.endStep();
+    pool.free(pool.allocate(6144));
+    const made = src.allocationCount;
+    const block = pool.allocate(4096);
+    assert.equal(src.allocationCount, made);
+    assert.equal(block.byteLength, 4096);
+    pool.validate();
+  });
+
+  it("a step's end gives back free segments the window's steps used only far above the ratio; idle ones first", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    // one step peaks at two 64 KiB blocks, then 70 steps keep one (freed
+    // and made again each step: it outlives its step, so no arena)
+    const a = pool.allocate(1 << 16), b = pool.allocate(1 << 16);
+    pool.endStep();
+    pool.free(a);
+    pool.free(b);
+    let x = pool.allocate(1 << 16);
+    pool.endStep();
+    for (let s = 0; s < 70; s++) {
+      pool.free(x);
+      x = pool.allocate(1 << 16);
+      pool.endStep();
+      // within the window the old peak allows both
+      if (s < 60) assert.equal(pool.reservedBytes, 2 << 16);
+    }
+    // the peak left the window: held was twice the ratio's bound, and both
+    // segments were used lately (best fit takes the longest free)
+    assert.equal(pool.reservedBytes, 1 << 16);
+    assert.equal(src.allocationCount, 2);
+    assert.equal(pool.arenaByteLength, 0);
+    pool.free(x);
     pool.validate();
   });
 

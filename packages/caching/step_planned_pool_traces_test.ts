@@ -89,38 +89,93 @@ describe("StepPlannedPool on real runtime traces", () => {
     });
   }
 
-  it("tfjs-webgpu/cnn-training replayed in warm passes: no segment made after the second pass", async () => {
-    // its steps repeat, with blocks that outlive their step (weights, a
-    // late readback): a taken planned range must not drop the rest of the
-    // step to best fit, which made a segment every pass
-    const data = await Deno.readFile(
-      new URL("tfjs-webgpu/cnn-training.jsonl.gz", root),
-    );
-    const text = await new Response(
-      new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-    ).text();
-    const ops = traceOps(parseTrace(text), "storage");
-    const source = new MockSegmentSource({ alignment: 256 });
-    const pool: StepPlannedPool = new StepPlannedPool(source);
-    const made: number[] = [];
-    for (let pass = 0; pass < 5; pass++) {
-      const live = new Map<number, PlannedBlock>();
-      for (let i = 0; i < ops.length; i++) {
-        const code = ops.code[i];
-        if (code === 0) {
-          live.set(ops.id[i], pool.allocate(Math.max(1, ops.size[i])));
-        } else if (code === 1) {
-          pool.free(live.get(ops.id[i])!);
-          live.delete(ops.id[i]);
-        } else if (code === 3) pool.endStep();
+  // Storage requests in warm passes through one pool (what is left live at
+  // a pass's end freed, then a step mark), as a runtime reuses its pool: the
+  // pass after which no segment is made (passes repeat on every trace) and
+  // the first pass's peak held / peak live (exact on a mock source)
+  const settled: Record<string, number> = {
+    "onnxruntime-web/mlp-varbatch": 1,
+    "tfjs-webgpu/mobilenet-224-batch2": 1,
+    "tfjs-webgpu/mobilenet-inference": 1,
+    "tfjs-webgpu/transformer-varlen": 1,
+    // the weights made each training step take turns in two places outside
+    // the arena; a segment made for one gives back the free segments too
+    // small for it first (giving back the least recently used made one in
+    // the second pass)
+    "tfjs-webgpu/cnn-training": 1,
+    // the growing KV-cache blocks outlive their step: segments are made
+    // until the plans of its 43 step shapes settle (60 in all; 230 when a
+    // plan 256 bytes over the arena made a new arena and gave every free
+    // segment back)
+    "tfjs-webgpu/kv-decode": 9,
+  };
+  /** Segments made after the first pass, at most. */
+  const madeAfterFirst: Record<string, number> = {
+    "tfjs-webgpu/kv-decode": 100,
+  };
+  for (const [name, after] of Object.entries(settled)) {
+    it(`${name}: no segment made after pass ${after} of warm passes, peak held <= 1.10 peak live`, async () => {
+      const data = await Deno.readFile(new URL(`${name}.jsonl.gz`, root));
+      const text = await new Response(
+        new Blob([data]).stream().pipeThrough(
+          new DecompressionStream("gzip"),
+        ),
+      ).text();
+      const ops = traceOps(parseTrace(text), "storage");
+      const source = new MockSegmentSource({ alignment: 256 });
+      const pool: StepPlannedPool = new StepPlannedPool(source);
+      const made: number[] = [];
+      let live = 0, peakLive = 0, peakHeld = 0;
+      for (let pass = 0; pass < after + 3; pass++) {
+        const blocks = new Map<number, PlannedBlock>();
+        for (let i = 0; i < ops.length; i++) {
+          const code = ops.code[i];
+          if (code === 0) {
+            const size = Math.max(1, ops.size[i]);
+            blocks.set(ops.id[i], pool.allocate(size));
+            live += size;
+            if (live > peakLive) peakLive = live;
+            if (pool.reservedBytes > peakHeld) peakHeld = pool.reservedBytes;
+          } else if (code === 1) {
+            const block = blocks.get(ops.id[i])!;
+            live -= block.requestedByteLength;
+            pool.free(block);
+            blocks.delete(ops.id[i]);
+          } else if (code === 3) pool.endStep();
+        }
+        for (const block of blocks.values()) {
+          live -= block.requestedByteLength;
+          pool.free(block);
+        }
+        pool.endStep();
+        made.push(source.allocationCount);
+        if (pass === 0) {
+          assert.ok(
+            peakHeld <= 1.1 * peakLive,
+            `first pass: peak held ${peakHeld}, peak live ${peakLive}`,
+          );
+        }
       }
-      for (const block of live.values()) pool.free(block);
-      pool.endStep();
-      made.push(source.allocationCount);
-    }
-    pool.validate();
-    assert.equal(made[4], made[1], `segments made by pass: ${made}`);
-  });
+      pool.validate();
+      assert.equal(
+        made.at(-1),
+        made[after - 1],
+        `segments made by pass: ${made}`,
+      );
+      assert.ok(
+        made.at(-1)! - made[0] <= (madeAfterFirst[name] ?? 0),
+        `segments made by pass: ${made}`,
+      );
+      // over all the passes too, but kv-decode's (1.17: the segments made
+      // for the growing blocks while its plans settle)
+      if (name !== "tfjs-webgpu/kv-decode") {
+        assert.ok(
+          peakHeld <= 1.1 * peakLive,
+          `warm passes: peak held ${peakHeld}, peak live ${peakLive}`,
+        );
+      }
+    });
+  }
 
   it("tfjs-webgpu/cnn-training: state made mid-step does not pin freed activation segments", async () => {
     // before the first plan, a request does not split a free block more
@@ -149,7 +204,7 @@ describe("StepPlannedPool on real runtime traces", () => {
     }
     pool.validate();
     const ratio = pool.peakHeldBytes / pool.peakLiveBytes;
-    assert.ok(ratio <= 1.135, `peak held / peak live ${ratio}`);
+    assert.ok(ratio <= 1.1, `peak held / peak live ${ratio}`);
   });
 
   it("warm passes of the steps that vary: planning stops and most steps are fast", async () => {

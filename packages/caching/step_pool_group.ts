@@ -17,6 +17,7 @@
 
 import { validateObject } from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
+import { _PeakWindow } from "./_peak_window.ts";
 
 /** @internal The part of a pool a group drives. */
 export interface _GroupMember {
@@ -26,8 +27,11 @@ export interface _GroupMember {
   readonly reservedBytes: number;
   /** Ends its step. */
   endStep(): void;
-  /** Gives free segments back down to a target; returns bytes held. */
-  _giveBack(targetByteLength: number): number;
+  /**
+   * Gives free segments back down to a target (only those unused for more
+   * than `idleSteps` steps, when given); returns bytes held.
+   */
+  _giveBack(targetByteLength: number, idleSteps?: number): number;
 }
 
 /** Options of {@linkcode StepPoolGroup}. */
@@ -43,6 +47,17 @@ export interface StepPoolGroupOptions {
 
 /** Steps whose peak live bytes bound the group's held bytes. */
 const _WINDOW = 64;
+
+/**
+ * At a step's end, pools give back the segments no step of the window used,
+ * and those used lately only while held bytes are more than `_TRIM_BAND`
+ * above the bound (hysteresis: work that repeats finds its segments in its
+ * next cycle); `_makeRoom` keeps held bytes within the bound where segments
+ * are made.
+ */
+const _IDLE_STEPS = _WINDOW;
+/** See `_IDLE_STEPS`. */
+const _TRIM_BAND = 0.05;
 
 /**
  * Pools (one per WebGPU usage, say) whose held bytes are bounded together.
@@ -74,7 +89,7 @@ export class StepPoolGroup {
   #live = 0;
   #peak = 0;
   #stepPeak = 0;
-  #window: number[] = [];
+  #window = new _PeakWindow(_WINDOW);
 
   /**
    * Creates an empty group.
@@ -115,9 +130,12 @@ export class StepPoolGroup {
     for (const p of this.#pools) p.endStep();
     const window = this.#window;
     window.push(this.#stepPeak);
-    if (window.length > _WINDOW) window.shift();
     this.#stepPeak = this.#live;
-    this.#trimTo(this.maxHeldRatio * Math.max(...window), undefined);
+    const limit = this.maxHeldRatio * window.max;
+    this.#trimTo(limit, undefined, _IDLE_STEPS);
+    if (this.reservedBytes > limit * (1 + _TRIM_BAND)) {
+      this.#trimTo(limit, undefined);
+    }
   }
 
   /** @internal A pool joins (at its construction). */
@@ -140,12 +158,16 @@ export class StepPoolGroup {
    */
   _makeRoom(pool: _GroupMember, size: number): void {
     let recent = Math.max(this.#live + size, this.#stepPeak);
-    for (const peak of this.#window) if (peak > recent) recent = peak;
+    if (this.#window.max > recent) recent = this.#window.max;
     this.#trimTo(this.maxHeldRatio * recent - size, pool);
   }
 
   /** Pools with the most free bytes give whole free segments back first. */
-  #trimTo(limit: number, except: _GroupMember | undefined): void {
+  #trimTo(
+    limit: number,
+    except: _GroupMember | undefined,
+    idleSteps = -1,
+  ): void {
     let held = this.reservedBytes;
     if (held <= limit) return;
     const pools = this.#pools.filter((p) => p !== except)
@@ -156,7 +178,7 @@ export class StepPoolGroup {
     for (const p of pools) {
       if (held <= limit) return;
       const before = p.reservedBytes;
-      held -= before - p._giveBack(before - (held - limit));
+      held -= before - p._giveBack(before - (held - limit), idleSteps);
     }
   }
 }

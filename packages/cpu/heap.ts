@@ -62,7 +62,12 @@ const LOW_UNKNOWN = -2;
 // paths may use integer (`>>>`, `&`) arithmetic.
 const INT_ROUNDING_LIMIT = 0x7fff0000;
 
-// Block records: one Int32Array, eight slots per record.
+// Block records: one Int32Array, STRIDE slots per record. A record is named
+// by the index of its first slot (a multiple of STRIDE), in every link, list
+// head, hash bucket and chunk index entry, so a field is `rec[b + R_SIZE]`:
+// no multiplication, which V8's older optimizing compiler (Node 20) checks
+// for overflow on every access (README, "Where the time goes").
+// Ids stay int32 up to 2^28 records (8 GiB of records, far past any heap).
 const R_START = 0; // first unit (absolute: unit i is byte i * granule)
 const R_SIZE = 1; // length in units
 const R_PPREV = 2; // physical previous record, -1 at the region start
@@ -75,7 +80,10 @@ const R_SLACK = R_FPREV;
 const R_FNEXT = 5; // free-list next record (also links unused records)
 const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
 const R_ALIGN = 7; // alignment of a used block, in units
-const STRIDE = 8;
+// A free block keeps its size class there instead (the list it is on), so
+// taking it off its list or moving it needs no mappingIndex() of its size.
+const R_CLASS = R_ALIGN;
+const STRIDE = 8; // slots per record
 // Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
 // the golden ratio, odd); the table doubles when it holds more blocks than
 // buckets.
@@ -472,11 +480,10 @@ export class CpuHeap {
     if (this.#endUnit > startUnit) {
       const b = this.#newRecord();
       const rec = this.#rec;
-      const r = b * STRIDE;
-      rec[r + R_START] = startUnit;
-      rec[r + R_SIZE] = this.#endUnit - startUnit;
-      rec[r + R_PPREV] = -1;
-      rec[r + R_PNEXT] = -1;
+      rec[b + R_START] = startUnit;
+      rec[b + R_SIZE] = this.#endUnit - startUnit;
+      rec[b + R_PPREV] = -1;
+      rec[b + R_PNEXT] = -1;
       this.#last = b;
       this.#insertFree(b);
     }
@@ -566,9 +573,9 @@ export class CpuHeap {
       for (
         let b = this.#heads[(fl << SL_LOG2) | sl];
         b >= 0;
-        b = rec[b * STRIDE + R_FNEXT]
+        b = rec[b + R_FNEXT]
       ) {
-        const size = rec[b * STRIDE + R_SIZE];
+        const size = rec[b + R_SIZE];
         if (size > largest) largest = size;
       }
     }
@@ -596,7 +603,7 @@ export class CpuHeap {
       alignment === undefined && typeof byteLength === "number" &&
       (byteLength >>> 0) === byteLength && byteLength <= INT_ROUNDING_LIMIT
     ) {
-      const units = byteLength === 0 ? 1 : (byteLength + this.#granuleMask) >>>
+      const units = byteLength === 0 ? 1 : (byteLength + this.#granuleMask) >>
         this.#shift;
       let idx = units;
       if (units >= SL_COUNT) {
@@ -610,7 +617,7 @@ export class CpuHeap {
       if (units < this.#smallUnits) b = this.#findSmall(idx);
       else {
         const sl = this.#slBitmap;
-        let fl = idx >>> SL_LOG2;
+        let fl = idx >> SL_LOG2;
         let bits = sl[fl] & (-1 << (idx & SL_MASK));
         if (bits === 0) {
           const flBits = this.#flBitmap & (-1 << (fl + 1));
@@ -625,9 +632,8 @@ export class CpuHeap {
       }
       if (b >= 0) {
         let rec = this.#rec;
-        const r = b * STRIDE;
-        const start = rec[r + R_START];
-        const size = rec[r + R_SIZE];
+        const start = rec[b + R_START];
+        const size = rec[b + R_SIZE];
         let u = b;
         if (size === units) {
           this.#removeFree(b);
@@ -635,38 +641,33 @@ export class CpuHeap {
           // Carve the block off the front of b; b keeps the rest, and its
           // list unless the class changes.
           u = this.#unusedHead;
-          if (u >= 0) this.#unusedHead = rec[u * STRIDE + R_FNEXT];
+          if (u >= 0) this.#unusedHead = rec[u + R_FNEXT];
           else {
             u = this.#newRecord();
             rec = this.#rec;
           }
-          const n = u * STRIDE;
-          const prev = rec[r + R_PPREV];
-          rec[n + R_START] = start;
-          rec[n + R_SIZE] = units;
-          rec[n + R_PPREV] = prev;
-          rec[n + R_PNEXT] = b;
-          if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = u;
-          rec[r + R_PPREV] = u;
+          const prev = rec[b + R_PPREV];
+          rec[u + R_START] = start;
+          rec[u + R_SIZE] = units;
+          rec[u + R_PPREV] = prev;
+          rec[u + R_PNEXT] = b;
+          if (prev >= 0) rec[prev + R_PNEXT] = u;
+          rec[b + R_PPREV] = u;
           const rest = size - units;
-          const from = mappingIndex(size);
-          if (from === mappingIndex(rest)) {
-            rec[r + R_START] = start + units;
-            rec[r + R_SIZE] = rest;
-            this.#largestCache = -1;
-          } else {
+          const from = rec[b + R_CLASS];
+          const to = mappingIndex(rest);
+          rec[b + R_START] = start + units;
+          rec[b + R_SIZE] = rest;
+          if (from === to) this.#largestCache = -1;
+          else {
             // The end stays: so does the chunk index entry, while large.
-            const to = mappingIndex(rest);
-            rec[r + R_START] = start + units;
-            rec[r + R_SIZE] = rest;
             this.#relink(b, from, to);
             if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
           }
         }
-        const n = u * STRIDE;
-        rec[n + R_STATE] = USED;
-        rec[n + R_ALIGN] = 1;
-        rec[n + R_SLACK] = units * this.alignment - byteLength;
+        rec[u + R_STATE] = USED;
+        rec[u + R_ALIGN] = 1;
+        rec[u + R_SLACK] = units * this.alignment - byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
         const req = this.#reqNow + byteLength;
@@ -753,16 +754,15 @@ export class CpuHeap {
       typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset &&
       (byteOffset & this.#granuleMask) === 0
     ) {
-      b = this.#liveTake(byteOffset >>> this.#shift);
+      b = this.#liveTake((byteOffset >>> this.#shift) | 0);
     }
     if (b < 0) {
       b = this.#lookupSlow(byteOffset, "free");
-      this.#liveTake(this.#rec[b * STRIDE + R_START]);
+      this.#liveTake(this.#rec[b + R_START]);
     }
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const bytes = rec[r + R_SIZE] * this.alignment;
-    this.#reqNow -= bytes - rec[r + R_SLACK];
+    const bytes = rec[b + R_SIZE] * this.alignment;
+    this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
     this.#liveNow--;
     this.#release(b);
@@ -778,7 +778,7 @@ export class CpuHeap {
    */
   usableByteLength(byteOffset: number): number {
     const b = this.#lookup(byteOffset, "read");
-    return this.#rec[b * STRIDE + R_SIZE] * this.alignment;
+    return this.#rec[b + R_SIZE] * this.alignment;
   }
 
   /**
@@ -809,43 +809,41 @@ export class CpuHeap {
     let units = Math.ceil(byteLength / this.alignment);
     if (units === 0) units = 1;
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const size = rec[r + R_SIZE];
+    const size = rec[b + R_SIZE];
     const g = this.alignment;
     const oldRequested = this.#requested(b);
     if (units <= size) {
       if (units < size) {
         this.#giveTail(b, size - units);
-        rec[r + R_SIZE] = units;
+        rec[b + R_SIZE] = units;
         this.#usedNow -= (size - units) * g;
       }
     } else {
-      const next = rec[r + R_PNEXT];
-      if (next < 0 || rec[next * STRIDE + R_STATE] !== FREE) return false;
-      const n = next * STRIDE;
-      const nextSize = rec[n + R_SIZE];
+      const next = rec[b + R_PNEXT];
+      if (next < 0 || rec[next + R_STATE] !== FREE) return false;
+      const nextSize = rec[next + R_SIZE];
       const more = units - size;
       if (more > nextSize) return false;
       this.#removeFree(next);
       if (more === nextSize) {
-        const after = rec[n + R_PNEXT];
-        rec[r + R_PNEXT] = after;
-        if (after >= 0) rec[after * STRIDE + R_PPREV] = b;
+        const after = rec[next + R_PNEXT];
+        rec[b + R_PNEXT] = after;
+        if (after >= 0) rec[after + R_PPREV] = b;
         else this.#last = b;
         this.#freeRecord(next);
       } else {
-        rec[n + R_START] += more;
-        rec[n + R_SIZE] = nextSize - more;
+        rec[next + R_START] += more;
+        rec[next + R_SIZE] = nextSize - more;
         this.#insertFree(next);
       }
-      rec[r + R_SIZE] = units;
+      rec[b + R_SIZE] = units;
       this.#addUsed(more * g);
-      this.#bumpHighWater(rec[r + R_START] + units);
+      this.#bumpHighWater(rec[b + R_START] + units);
     }
     this.#reqNow -= oldRequested;
     this.#addRequested(byteLength);
     // #giveTail may have replaced the records array: read it again.
-    this.#rec[r + R_SLACK] = units * g - byteLength;
+    this.#rec[b + R_SLACK] = units * g - byteLength;
     return true;
   }
 
@@ -866,7 +864,7 @@ export class CpuHeap {
   realloc(byteOffset: number, byteLength: number): number {
     if (this.resizeInPlace(byteOffset, byteLength)) return byteOffset;
     const b = this.#lookup(byteOffset, "resize");
-    const alignment = this.#rec[b * STRIDE + R_ALIGN] * this.alignment;
+    const alignment = this.#rec[b + R_ALIGN] * this.alignment;
     const oldLength = this.#requested(b);
     const to = this.alloc(byteLength, alignment);
     const buffer = this.buffer;
@@ -928,7 +926,7 @@ export class CpuHeap {
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
     const b = this.#lookup(byteOffset, "view");
-    const usable = this.#rec[b * STRIDE + R_SIZE] * this.alignment;
+    const usable = this.#rec[b + R_SIZE] * this.alignment;
     if (
       typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
       byteLength > usable
@@ -1026,9 +1024,9 @@ export class CpuHeap {
     this.#livePeak = this.#liveNow;
     let hw = 0;
     const rec = this.#rec;
-    for (let b = this.#last; b >= 0; b = rec[b * STRIDE + R_PPREV]) {
-      if (rec[b * STRIDE + R_STATE] === USED) {
-        hw = rec[b * STRIDE + R_START] + rec[b * STRIDE + R_SIZE] -
+    for (let b = this.#last; b >= 0; b = rec[b + R_PPREV]) {
+      if (rec[b + R_STATE] === USED) {
+        hw = rec[b + R_START] + rec[b + R_SIZE] -
           this.#startUnit;
         break;
       }
@@ -1045,15 +1043,14 @@ export class CpuHeap {
     const out: CpuHeapBlock[] = [];
     const rec = this.#rec;
     let b = this.#last;
-    while (b >= 0 && rec[b * STRIDE + R_PPREV] >= 0) {
-      b = rec[b * STRIDE + R_PPREV];
+    while (b >= 0 && rec[b + R_PPREV] >= 0) {
+      b = rec[b + R_PPREV];
     }
-    for (; b >= 0; b = rec[b * STRIDE + R_PNEXT]) {
-      const r = b * STRIDE;
-      const free = rec[r + R_STATE] === FREE;
+    for (; b >= 0; b = rec[b + R_PNEXT]) {
+      const free = rec[b + R_STATE] === FREE;
       out.push({
-        byteOffset: rec[r + R_START] * this.alignment,
-        byteLength: rec[r + R_SIZE] * this.alignment,
+        byteOffset: rec[b + R_START] * this.alignment,
+        byteLength: rec[b + R_SIZE] * this.alignment,
         free,
         requestedBytes: free ? 0 : this.#requested(b),
       });
@@ -1077,49 +1074,51 @@ export class CpuHeap {
     };
     let b = this.#last;
     let blocks = 0;
-    while (b >= 0 && rec[b * STRIDE + R_PPREV] >= 0) {
-      b = rec[b * STRIDE + R_PPREV];
+    while (b >= 0 && rec[b + R_PPREV] >= 0) {
+      b = rec[b + R_PPREV];
       if (++blocks > this.#recCount) fail("physical list has a cycle");
     }
     let at = this.#startUnit;
     let used = 0, usedCount = 0, free = 0, freeCount = 0, requested = 0;
     let prevFree = false;
     let prev = -1;
-    for (; b >= 0; b = rec[b * STRIDE + R_PNEXT]) {
-      const r = b * STRIDE;
-      if (rec[r + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
-      if (rec[r + R_START] !== at) {
-        fail(`block ${b} starts at unit ${rec[r + R_START]}, expected ${at}`);
+    for (; b >= 0; b = rec[b + R_PNEXT]) {
+      if (rec[b + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
+      if (rec[b + R_START] !== at) {
+        fail(`block ${b} starts at unit ${rec[b + R_START]}, expected ${at}`);
       }
-      if (rec[r + R_SIZE] <= 0) fail(`block ${b} has size ${rec[r + R_SIZE]}`);
-      const state = rec[r + R_STATE];
+      if (rec[b + R_SIZE] <= 0) fail(`block ${b} has size ${rec[b + R_SIZE]}`);
+      const state = rec[b + R_STATE];
       if (state === FREE) {
         if (prevFree) fail(`free blocks touch at unit ${at}`);
-        free += rec[r + R_SIZE];
+        free += rec[b + R_SIZE];
         freeCount++;
         let found = false;
-        const idx = mappingIndex(rec[r + R_SIZE]);
-        for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
+        const idx = mappingIndex(rec[b + R_SIZE]);
+        for (let f = this.#heads[idx]; f >= 0; f = rec[f + R_FNEXT]) {
           if (f === b) found = true;
         }
         if (!found) fail(`free block ${b} is not in list ${idx}`);
+        if (rec[b + R_CLASS] !== idx) {
+          fail(`free block ${b} records class ${rec[b + R_CLASS]}, not ${idx}`);
+        }
       } else if (state === USED) {
-        used += rec[r + R_SIZE];
+        used += rec[b + R_SIZE];
         usedCount++;
         requested += this.#requested(b);
-        const slack = rec[r + R_SLACK];
+        const slack = rec[b + R_SLACK];
         if (slack < 0 || slack > this.alignment) {
           fail(`used block ${b} has slack ${slack}`);
         }
-        if (this.#liveGet(rec[r + R_START]) !== b) {
+        if (this.#liveGet(rec[b + R_START]) !== b) {
           fail(`used block ${b} is not in the live map`);
         }
-        if (rec[r + R_START] % rec[r + R_ALIGN] !== 0) {
+        if (rec[b + R_START] % rec[b + R_ALIGN] !== 0) {
           fail(`used block ${b} is misaligned`);
         }
       } else fail(`block ${b} has state ${state}`);
       prevFree = state === FREE;
-      at += rec[r + R_SIZE];
+      at += rec[b + R_SIZE];
       prev = b;
     }
     if (prev !== this.#last) fail("last block is wrong");
@@ -1135,8 +1134,8 @@ export class CpuHeap {
       ) {
         fail(`first-level bitmap of ${fl} is wrong`);
       }
-      for (let f = head; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
-        if (rec[f * STRIDE + R_STATE] !== FREE) fail(`list ${idx} holds ${f}`);
+      for (let f = head; f >= 0; f = rec[f + R_FNEXT]) {
+        if (rec[f + R_STATE] !== FREE) fail(`list ${idx} holds ${f}`);
         if (++listed > this.#recCount) fail("a free list has a cycle");
       }
     }
@@ -1148,14 +1147,14 @@ export class CpuHeap {
     let large = 0;
     let lowest = -1;
     for (let idx = this.#largeClass; idx < LIST_COUNT; idx++) {
-      for (let f = this.#heads[idx]; f >= 0; f = rec[f * STRIDE + R_FNEXT]) {
+      for (let f = this.#heads[idx]; f >= 0; f = rec[f + R_FNEXT]) {
         large++;
         if (this.#lgRecs[this.#endChunk(f)] !== f) {
           fail(`free block ${f} is not in the chunk index`);
         }
         if (
           lowest < 0 ||
-          rec[f * STRIDE + R_START] < rec[lowest * STRIDE + R_START]
+          rec[f + R_START] < rec[lowest + R_START]
         ) {
           lowest = f;
         }
@@ -1200,8 +1199,7 @@ export class CpuHeap {
 
   // Bytes the caller asked for in used block `b`.
   #requested(b: number): number {
-    const r = b * STRIDE;
-    return this.#rec[r + R_SIZE] * this.alignment - this.#rec[r + R_SLACK];
+    return this.#rec[b + R_SIZE] * this.alignment - this.#rec[b + R_SLACK];
   }
 
   #refuseDisposed(what: string): never {
@@ -1303,7 +1301,7 @@ export class CpuHeap {
   #liveSet(unit: number, b: number): void {
     if (++this.#liveCount > this.#buckets.length) this.#rehash();
     const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
-    this.#rec[b * STRIDE + R_FNEXT] = this.#buckets[h];
+    this.#rec[b + R_FNEXT] = this.#buckets[h];
     this.#buckets[h] = b;
   }
 
@@ -1311,8 +1309,8 @@ export class CpuHeap {
     const rec = this.#rec;
     let b =
       this.#buckets[Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift];
-    while (b >= 0 && rec[b * STRIDE + R_START] !== unit) {
-      b = rec[b * STRIDE + R_FNEXT];
+    while (b >= 0 && rec[b + R_START] !== unit) {
+      b = rec[b + R_FNEXT];
     }
     return b;
   }
@@ -1322,17 +1320,17 @@ export class CpuHeap {
     const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
     let b = this.#buckets[h];
     if (b < 0) return -1;
-    if (rec[b * STRIDE + R_START] === unit) {
-      this.#buckets[h] = rec[b * STRIDE + R_FNEXT];
+    if (rec[b + R_START] === unit) {
+      this.#buckets[h] = rec[b + R_FNEXT];
       this.#liveCount--;
       return b;
     }
     for (;;) {
       const prev = b;
-      b = rec[b * STRIDE + R_FNEXT];
+      b = rec[b + R_FNEXT];
       if (b < 0) return -1;
-      if (rec[b * STRIDE + R_START] === unit) {
-        rec[prev * STRIDE + R_FNEXT] = rec[b * STRIDE + R_FNEXT];
+      if (rec[b + R_START] === unit) {
+        rec[prev + R_FNEXT] = rec[b + R_FNEXT];
         this.#liveCount--;
         return b;
       }
@@ -1346,10 +1344,10 @@ export class CpuHeap {
     const rec = this.#rec;
     for (let i = 0; i < old.length; i++) {
       for (let b = old[i]; b >= 0;) {
-        const next = rec[b * STRIDE + R_FNEXT];
-        const h = Math.imul(rec[b * STRIDE + R_START], HASH_MULTIPLIER) >>>
+        const next = rec[b + R_FNEXT];
+        const h = Math.imul(rec[b + R_START], HASH_MULTIPLIER) >>>
           shift;
-        rec[b * STRIDE + R_FNEXT] = buckets[h];
+        rec[b + R_FNEXT] = buckets[h];
         buckets[h] = b;
         b = next;
       }
@@ -1361,11 +1359,11 @@ export class CpuHeap {
   #newRecord(): number {
     let b = this.#unusedHead;
     if (b >= 0) {
-      this.#unusedHead = this.#rec[b * STRIDE + R_FNEXT];
+      this.#unusedHead = this.#rec[b + R_FNEXT];
       return b;
     }
-    b = this.#recCount++;
-    if (b * STRIDE >= this.#rec.length) {
+    b = this.#recCount++ * STRIDE;
+    if (b >= this.#rec.length) {
       const rec = new Int32Array(this.#rec.length * 2);
       rec.set(this.#rec);
       this.#rec = rec;
@@ -1374,33 +1372,31 @@ export class CpuHeap {
   }
 
   #freeRecord(b: number): void {
-    const r = b * STRIDE;
-    this.#rec[r + R_STATE] = UNUSED;
-    this.#rec[r + R_FNEXT] = this.#unusedHead;
+    this.#rec[b + R_STATE] = UNUSED;
+    this.#rec[b + R_FNEXT] = this.#unusedHead;
     this.#unusedHead = b;
   }
 
   #insertFree(b: number): void {
-    const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
+    const idx = mappingIndex(this.#rec[b + R_SIZE]);
     this.#link(b, idx);
     if (idx >= this.#largeClass) this.#lgPut(this.#endChunk(b), b);
   }
 
   #removeFree(b: number): void {
-    const idx = mappingIndex(this.#rec[b * STRIDE + R_SIZE]);
-    this.#unlink(b, idx);
+    this.#unlink(b, this.#rec[b + R_CLASS]);
     if (b === this.#lgLowRec) this.#lgDrop();
   }
 
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
   #link(b: number, idx: number): void {
     const rec = this.#rec;
-    const r = b * STRIDE;
     const head = this.#heads[idx];
-    rec[r + R_STATE] = FREE;
-    rec[r + R_FPREV] = -1;
-    rec[r + R_FNEXT] = head;
-    if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
+    rec[b + R_STATE] = FREE;
+    rec[b + R_CLASS] = idx;
+    rec[b + R_FPREV] = -1;
+    rec[b + R_FNEXT] = head;
+    if (head >= 0) rec[head + R_FPREV] = b;
     else {
       const fl = idx >>> SL_LOG2;
       this.#slBitmap[fl] |= 1 << (idx & SL_MASK);
@@ -1414,11 +1410,10 @@ export class CpuHeap {
   // Takes free block `b` off list `idx` (the chunk index is the caller's).
   #unlink(b: number, idx: number): void {
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const prev = rec[r + R_FPREV];
-    const next = rec[r + R_FNEXT];
-    if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
-    if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
+    const prev = rec[b + R_FPREV];
+    const next = rec[b + R_FNEXT];
+    if (next >= 0) rec[next + R_FPREV] = prev;
+    if (prev >= 0) rec[prev + R_FNEXT] = next;
     else {
       this.#heads[idx] = next;
       if (next < 0) {
@@ -1436,11 +1431,10 @@ export class CpuHeap {
   // stays free, so its state and the free-region count stay too).
   #relink(b: number, from: number, to: number): void {
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const prev = rec[r + R_FPREV];
-    const next = rec[r + R_FNEXT];
-    if (next >= 0) rec[next * STRIDE + R_FPREV] = prev;
-    if (prev >= 0) rec[prev * STRIDE + R_FNEXT] = next;
+    const prev = rec[b + R_FPREV];
+    const next = rec[b + R_FNEXT];
+    if (next >= 0) rec[next + R_FPREV] = prev;
+    if (prev >= 0) rec[prev + R_FNEXT] = next;
     else {
       this.#heads[from] = next;
       if (next < 0) {
@@ -1451,9 +1445,10 @@ export class CpuHeap {
       }
     }
     const head = this.#heads[to];
-    rec[r + R_FPREV] = -1;
-    rec[r + R_FNEXT] = head;
-    if (head >= 0) rec[head * STRIDE + R_FPREV] = b;
+    rec[b + R_CLASS] = to;
+    rec[b + R_FPREV] = -1;
+    rec[b + R_FNEXT] = head;
+    if (head >= 0) rec[head + R_FPREV] = b;
     else {
       const fl = to >>> SL_LOG2;
       this.#slBitmap[fl] |= 1 << (to & SL_MASK);
@@ -1466,8 +1461,7 @@ export class CpuHeap {
   // Chunk of the chunk index that the last unit of block `b` lies in. A block
   // keyed by its end stays put when alloc carves its front off.
   #endChunk(b: number): number {
-    const r = b * STRIDE;
-    return (this.#rec[r + R_START] + this.#rec[r + R_SIZE] - 1 -
+    return (this.#rec[b + R_START] + this.#rec[b + R_SIZE] - 1 -
       this.#startUnit) >>> SMALL_LOG2;
   }
 
@@ -1534,9 +1528,8 @@ export class CpuHeap {
         return LOW_NONE;
       }
       const b = this.#lgRecs[low];
-      const r = b * STRIDE;
       if (
-        rec[r + R_STATE] === FREE && rec[r + R_SIZE] >= SMALL_UNITS &&
+        rec[b + R_STATE] === FREE && rec[b + R_SIZE] >= SMALL_UNITS &&
         this.#endChunk(b) === low
       ) {
         this.#lgLow = low;
@@ -1593,17 +1586,16 @@ export class CpuHeap {
   // list of its new class only when the class changes.
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const oldEnd = rec[r + R_START] + rec[r + R_SIZE];
-    const from = mappingIndex(rec[r + R_SIZE]);
+    const oldEnd = rec[b + R_START] + rec[b + R_SIZE];
+    const from = rec[b + R_CLASS];
     const to = mappingIndex(size);
     if (from !== to) {
-      rec[r + R_START] = start;
-      rec[r + R_SIZE] = size;
+      rec[b + R_START] = start;
+      rec[b + R_SIZE] = size;
       this.#relink(b, from, to);
     } else {
-      rec[r + R_START] = start;
-      rec[r + R_SIZE] = size;
+      rec[b + R_START] = start;
+      rec[b + R_SIZE] = size;
       this.#largestCache = -1;
     }
     // Keyed by its end: a large block that kept its end keeps its entry.
@@ -1646,11 +1638,10 @@ export class CpuHeap {
         if (this.#slBitmap[fl] >>> (i & SL_MASK) === 0) i |= SL_MASK; // skip empty rest
         continue;
       }
-      for (let b = this.#heads[i]; b >= 0; b = rec[b * STRIDE + R_FNEXT]) {
-        const r = b * STRIDE;
-        const start = rec[r + R_START];
+      for (let b = this.#heads[i]; b >= 0; b = rec[b + R_FNEXT]) {
+        const start = rec[b + R_START];
         const aligned = a > 1 ? Math.ceil(start / a) * a : start;
-        if (aligned + units <= start + rec[r + R_SIZE]) return b;
+        if (aligned + units <= start + rec[b + R_SIZE]) return b;
       }
     }
     return -1;
@@ -1658,9 +1649,8 @@ export class CpuHeap {
 
   #take(b: number, units: number, a: number, byteLength: number): number {
     let rec = this.#rec;
-    let r = b * STRIDE;
-    let start = rec[r + R_START];
-    let size = rec[r + R_SIZE];
+    let start = rec[b + R_START];
+    let size = rec[b + R_SIZE];
     if (a > 1) {
       const aligned = start <= INT_ROUNDING_LIMIT
         ? (start + a - 1) & -a
@@ -1670,18 +1660,16 @@ export class CpuHeap {
         // The gap stays a free block; carve the rest off as a new record.
         const nb = this.#newRecord();
         rec = this.#rec;
-        const n = nb * STRIDE;
-        const next = rec[r + R_PNEXT];
+        const next = rec[b + R_PNEXT];
         this.#resizeFree(b, start, gap);
-        rec[n + R_START] = aligned;
-        rec[n + R_SIZE] = size - gap;
-        rec[n + R_PPREV] = b;
-        rec[n + R_PNEXT] = next;
-        if (next >= 0) rec[next * STRIDE + R_PPREV] = nb;
+        rec[nb + R_START] = aligned;
+        rec[nb + R_SIZE] = size - gap;
+        rec[nb + R_PPREV] = b;
+        rec[nb + R_PNEXT] = next;
+        if (next >= 0) rec[next + R_PPREV] = nb;
         else this.#last = nb;
-        rec[r + R_PNEXT] = nb;
+        rec[b + R_PNEXT] = nb;
         b = nb;
-        r = n;
         start = aligned;
         size -= gap;
         if (size > units) this.#splitTail(b, units, size - units);
@@ -1696,14 +1684,13 @@ export class CpuHeap {
     // (and its list, unless its class changes).
     const u = this.#newRecord();
     rec = this.#rec;
-    const n = u * STRIDE;
-    const prev = rec[r + R_PPREV];
-    rec[n + R_START] = start;
-    rec[n + R_SIZE] = units;
-    rec[n + R_PPREV] = prev;
-    rec[n + R_PNEXT] = b;
-    if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = u;
-    rec[r + R_PPREV] = u;
+    const prev = rec[b + R_PPREV];
+    rec[u + R_START] = start;
+    rec[u + R_SIZE] = units;
+    rec[u + R_PPREV] = prev;
+    rec[u + R_PNEXT] = b;
+    if (prev >= 0) rec[prev + R_PNEXT] = u;
+    rec[b + R_PPREV] = u;
     this.#resizeFree(b, start + units, size - units);
     return this.#mark(u, start, units, a, byteLength);
   }
@@ -1716,10 +1703,9 @@ export class CpuHeap {
     byteLength: number,
   ): number {
     const rec = this.#rec;
-    const r = b * STRIDE;
-    rec[r + R_STATE] = USED;
-    rec[r + R_ALIGN] = a;
-    rec[r + R_SLACK] = units * this.alignment - byteLength;
+    rec[b + R_STATE] = USED;
+    rec[b + R_ALIGN] = a;
+    rec[b + R_SLACK] = units * this.alignment - byteLength;
     this.#liveSet(start, b);
     this.#addRequested(byteLength);
     this.#addUsed(units * this.alignment);
@@ -1753,17 +1739,15 @@ export class CpuHeap {
   #splitTail(b: number, keep: number, tail: number): void {
     const nb = this.#newRecord();
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const n = nb * STRIDE;
-    const next = rec[r + R_PNEXT];
-    rec[n + R_START] = rec[r + R_START] + keep;
-    rec[n + R_SIZE] = tail;
-    rec[n + R_PPREV] = b;
-    rec[n + R_PNEXT] = next;
-    if (next >= 0) rec[next * STRIDE + R_PPREV] = nb;
+    const next = rec[b + R_PNEXT];
+    rec[nb + R_START] = rec[b + R_START] + keep;
+    rec[nb + R_SIZE] = tail;
+    rec[nb + R_PPREV] = b;
+    rec[nb + R_PNEXT] = next;
+    if (next >= 0) rec[next + R_PPREV] = nb;
     else this.#last = nb;
-    rec[r + R_PNEXT] = nb;
-    rec[r + R_SIZE] = keep;
+    rec[b + R_PNEXT] = nb;
+    rec[b + R_SIZE] = keep;
     this.#insertFree(nb);
   }
 
@@ -1771,16 +1755,14 @@ export class CpuHeap {
   // next neighbour. The caller updates b's size.
   #giveTail(b: number, tail: number): void {
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const next = rec[r + R_PNEXT];
-    if (next >= 0 && rec[next * STRIDE + R_STATE] === FREE) {
+    const next = rec[b + R_PNEXT];
+    if (next >= 0 && rec[next + R_STATE] === FREE) {
       this.#removeFree(next);
-      const n = next * STRIDE;
-      rec[n + R_START] -= tail;
-      rec[n + R_SIZE] += tail;
+      rec[next + R_START] -= tail;
+      rec[next + R_SIZE] += tail;
       this.#insertFree(next);
     } else {
-      this.#splitTail(b, rec[r + R_SIZE] - tail, tail);
+      this.#splitTail(b, rec[b + R_SIZE] - tail, tail);
     }
   }
 
@@ -1788,35 +1770,31 @@ export class CpuHeap {
   // neighbour's list when its class does not change.
   #release(b: number): void {
     const rec = this.#rec;
-    const r = b * STRIDE;
-    const prev = rec[r + R_PPREV];
-    const next = rec[r + R_PNEXT];
-    const prevFree = prev >= 0 && rec[prev * STRIDE + R_STATE] === FREE;
-    const nextFree = next >= 0 && rec[next * STRIDE + R_STATE] === FREE;
+    const prev = rec[b + R_PPREV];
+    const next = rec[b + R_PNEXT];
+    const prevFree = prev >= 0 && rec[prev + R_STATE] === FREE;
+    const nextFree = next >= 0 && rec[next + R_STATE] === FREE;
     if (prevFree) {
-      const p = prev * STRIDE;
-      let size = rec[p + R_SIZE] + rec[r + R_SIZE];
+      let size = rec[prev + R_SIZE] + rec[b + R_SIZE];
       let after = next;
       if (nextFree) {
-        const n = next * STRIDE;
         this.#removeFree(next);
-        size += rec[n + R_SIZE];
-        after = rec[n + R_PNEXT];
+        size += rec[next + R_SIZE];
+        after = rec[next + R_PNEXT];
         this.#freeRecord(next);
       }
-      rec[p + R_PNEXT] = after;
-      if (after >= 0) rec[after * STRIDE + R_PPREV] = prev;
+      rec[prev + R_PNEXT] = after;
+      if (after >= 0) rec[after + R_PPREV] = prev;
       else this.#last = prev;
       this.#freeRecord(b);
-      this.#resizeFree(prev, rec[p + R_START], size);
+      this.#resizeFree(prev, rec[prev + R_START], size);
     } else if (nextFree) {
-      const n = next * STRIDE;
-      rec[n + R_PPREV] = prev;
-      if (prev >= 0) rec[prev * STRIDE + R_PNEXT] = next;
+      rec[next + R_PPREV] = prev;
+      if (prev >= 0) rec[prev + R_PNEXT] = next;
       this.#resizeFree(
         next,
-        rec[r + R_START],
-        rec[n + R_SIZE] + rec[r + R_SIZE],
+        rec[b + R_START],
+        rec[next + R_SIZE] + rec[b + R_SIZE],
       );
       this.#freeRecord(b);
     } else {
@@ -1829,8 +1807,8 @@ export class CpuHeap {
     if (this.#endUnit >= this.#maxEndUnit) return false;
     const rec = this.#rec;
     const last = this.#last;
-    const tailFree = last >= 0 && rec[last * STRIDE + R_STATE] === FREE
-      ? rec[last * STRIDE + R_SIZE]
+    const tailFree = last >= 0 && rec[last + R_STATE] === FREE
+      ? rec[last + R_SIZE]
       : 0;
     const need = units + a - 1 - tailFree;
     const minEnd = this.#endUnit + Math.max(need, 1);
@@ -1857,19 +1835,18 @@ export class CpuHeap {
       ((endUnit - this.#startUnit) >>> SMALL_LOG2) + 1,
     );
     const last = this.#last;
-    if (last >= 0 && this.#rec[last * STRIDE + R_STATE] === FREE) {
+    if (last >= 0 && this.#rec[last + R_STATE] === FREE) {
       this.#removeFree(last);
-      this.#rec[last * STRIDE + R_SIZE] += delta;
+      this.#rec[last + R_SIZE] += delta;
       this.#insertFree(last);
     } else {
       const nb = this.#newRecord();
       const rec = this.#rec;
-      const n = nb * STRIDE;
-      rec[n + R_START] = oldEnd;
-      rec[n + R_SIZE] = delta;
-      rec[n + R_PPREV] = last;
-      rec[n + R_PNEXT] = -1;
-      if (last >= 0) rec[last * STRIDE + R_PNEXT] = nb;
+      rec[nb + R_START] = oldEnd;
+      rec[nb + R_SIZE] = delta;
+      rec[nb + R_PPREV] = last;
+      rec[nb + R_PNEXT] = -1;
+      if (last >= 0) rec[last + R_PNEXT] = nb;
       this.#last = nb;
       this.#insertFree(nb);
     }

@@ -33,6 +33,7 @@ import {
   instantiateAs,
 } from "./head_to_head.ts";
 import { footprintScenario } from "./footprints.ts";
+import { restoreConsts } from "./_restore_consts.ts";
 import { printScenarios } from "./report.ts";
 import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
 
@@ -460,6 +461,10 @@ async function underNode(
     if (!built.success) {
       return `deno bundle failed: ${new TextDecoder().decode(built.stderr)}`;
     }
+    await Deno.writeTextFile(
+      bundle,
+      restoreConsts(await Deno.readTextFile(bundle)),
+    );
     const wasm = `${dir}/as_tlsf.wasm`;
     await Deno.writeFile(wasm, await asBinary());
     let out;

@@ -4,10 +4,11 @@
  * peers, all in one process:
  *
  * 1. Bytes: peak held / peak live for storage buffers and for all buffers,
- *    and device buffers created after the first full step (mock device, so
- *    the figures are exact): TF.js's exact-size pool, onnxruntime-web's
- *    buckets, allot's caching allocator (queue order) and allot's
- *    `StepPlannedPool` (queue order).
+ *    device buffers created after the first full step, and over warm passes
+ *    (one instance, 8 passes) the buffers created after the first pass and
+ *    the peak held (mock device, so the figures are exact): TF.js's
+ *    exact-size pool, onnxruntime-web's buckets, allot's caching allocator
+ *    (queue order) and allot's `StepPlannedPool` (queue order).
  * 2. Time, on Deno's WebGPU device: the real TF.js `BufferManager`
  *    (`dist/buffer_manager.js`), an onnxruntime-web bucket pool written after
  *    `js/web/lib/wasm/jsep/webgpu/gpu-data-manager.ts`, and allot's pools on
@@ -95,6 +96,45 @@ function createdAfterFirstStep(ops: ReplayOps, f: PolicyFactory): number {
   return at < 0 ? 0 : p.buffersCreated() - at;
 }
 
+/** Warm passes replayed for the creations after the first pass. */
+const PASSES = 8;
+
+/**
+ * One instance over `PASSES` passes of the trace (what is left live at a
+ * pass's end freed, then a step mark), as the time rows below reuse one:
+ * buffers created after the first pass and in the last one, and the peak
+ * held over all passes.
+ */
+function warmPasses(ops: ReplayOps, f: PolicyFactory) {
+  const p = f.create();
+  let afterFirst = 0, beforeLast = 0, peak = 0;
+  try {
+    for (let pass = 0; pass < PASSES; pass++) {
+      if (pass === PASSES - 1) beforeLast = p.buffersCreated();
+      const live = new Set<number>();
+      for (let i = 0; i < ops.length; i++) {
+        const c = ops.code[i];
+        if (c === 0) {
+          p.alloc(ops.id[i], ops.size[i], ops.usage[i]);
+          live.add(ops.id[i]);
+          const h = p.heldBytes();
+          if (h > peak) peak = h;
+        } else if (c === 1) {
+          p.free(ops.id[i]);
+          live.delete(ops.id[i]);
+        } else p.sync(c === 2 ? "fence" : "step");
+      }
+      for (const id of live) p.free(id);
+      p.sync("step");
+      if (pass === 0) afterFirst = p.buffersCreated();
+    }
+    const made = p.buffersCreated();
+    return { after: made - afterFirst, last: made - beforeLast, peak };
+  } finally {
+    p.dispose?.();
+  }
+}
+
 const policies = [
   tfjsExactPolicy,
   ortBucketPolicy,
@@ -108,6 +148,7 @@ console.log(
 );
 console.log("|---|---|---:|" + policies.map(() => "---:").join("|") + "|");
 const created: string[] = [];
+const warm: string[] = [];
 for (const { name, trace } of traces) {
   for (const usage of ["storage", "all"] as const) {
     const ops = traceOps(trace, usage);
@@ -126,6 +167,15 @@ for (const { name, trace } of traces) {
           }`
         ).join(" | ") + " |",
     );
+    warm.push(
+      `| ${name} | ${usage} | ` +
+        policies.map((f) => {
+          const w = warmPasses(ops, f);
+          return `${w.after} (${w.last}) ${
+            (w.peak / r.peakLiveBytes).toFixed(3)
+          }`;
+        }).join(" | ") + " |",
+    );
   }
 }
 console.log(
@@ -136,6 +186,14 @@ console.log(
 );
 console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
 for (const line of created) console.log(line);
+console.log(
+  `\n## Warm passes: device buffers created after the first pass (in the last), and peak held / peak live over ${PASSES} passes\n`,
+);
+console.log(
+  "| trace | usage | " + policies.map((p) => p.name).join(" | ") + " |",
+);
+console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
+for (const line of warm) console.log(line);
 
 // ---- 2. time on the device ------------------------------------------------
 
