@@ -114,16 +114,25 @@ function run(
     );
   // The allocator's clock: allocation requests so far.
   let clock = 0;
+  // The clock at the last miss above the ratio: a whole free segment of the
+  // other pool is given back only when unused since then (no thrashing
+  // between the pools).
+  let lastMiss = 0;
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
     if (op.kind === "alloc") {
       clock++;
       const before = a.snapshot().segments;
-      const whole = wholeFree();
+      const size = a.roundSize(op.size);
+      const pool = size <= a.smallRequestMaxByteLength ? "small" : "large";
+      // The candidates: whole free segments of the request's pool, and of
+      // the other pool those unused since the last miss above the ratio.
+      const whole = wholeFree().filter((s) =>
+        s.pool === pool || lastUse.get(s.address)! < lastMiss
+      );
       const reserved = device.reservedBytes;
       const active = a.memoryStats().activeBytes.all.current;
       const made = device.allocationCount;
-      const size = a.roundSize(op.size);
       const block = a.allocate(op.size);
       const entry = {
         block,
@@ -147,8 +156,12 @@ function run(
         const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
         const bound = o.releaseCachedAboveRatio * (active + size);
         for (const s of gone) {
-          assert.ok(whole.some((w) => w.address === s.address), "not whole");
+          assert.ok(
+            whole.some((w) => w.address === s.address),
+            "not a candidate",
+          );
         }
+        if (reserved > bound) lastMiss = clock;
         if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
           assert.equal(gone.length, 0, "released below the bound");
         } else if (gone.length < whole.length) {
@@ -212,6 +225,17 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
       ),
       { numRuns: modelRuns() },
     );
+  });
+
+  it("one block live at a time, sizes alternating between the pools: no device allocation after warm-up (giving back does not thrash)", () => {
+    const source = new MockSegmentSource();
+    const a = new CachingAllocator(source);
+    const sizes = [300_000, 1000, 8 * MiB, 60_000, 2 * MiB, 200_000];
+    for (const n of sizes) a.allocate(n).release();
+    const warm = source.allocationCount;
+    for (let i = 0; i < 600; i++) a.allocate(sizes[i % sizes.length]).release();
+    assert.equal(source.allocationCount, warm);
+    a.validate();
   });
 
   it("refuses out-of-range options with a typed error", () => {
