@@ -94,6 +94,9 @@ export interface CachingAllocatorOptions {
    * request), whole free segments are given back to the device first, least
    * recently used first, until reserved bytes fall to that bound or none is
    * left: held bytes stay near live bytes when the workload's sizes drift.
+   * Segments of the other pool (small or large) are given back only when
+   * unused since the previous such miss, so a loop that alternates between
+   * the pools does not give back and take a segment on every request.
    * `Infinity` turns it off (PyTorch keeps every segment until
    * `emptyCache()` or a full device), as do expandable segments. At least
    * 1. The default's 5% of slack
