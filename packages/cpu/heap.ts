@@ -23,6 +23,7 @@ import { validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
+import { SmallIndex } from "./_small_index.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -38,15 +39,22 @@ const SL_MASK = SL_COUNT - 1;
 const FL_COUNT = 27; // sizes in units up to 2^31 - 1
 const LIST_COUNT = FL_COUNT * SL_COUNT;
 const MAX_UNITS = 0x7fffffff;
-// The "compact" placement (README, "Footprint"): a request of fewer than
-// SMALL_UNITS units (16 KiB at the default alignment) takes the
-// lower-addressed of its good fit among the small classes and the
-// lowest-addressed free block of at least SMALL_UNITS units, so small blocks
-// gather low in the region instead of pinning the holes large blocks need.
-// Large requests keep TLSF's good fit. 2^8 units had the lowest footprints
-// of 2^6 .. 2^10 on every trace family measured (README, "Footprint").
+// The "compact" and "first-fit" placements (README, "Footprint") treat small
+// requests apart, so that small blocks gather low in the region instead of
+// pinning the holes large blocks need; large requests keep TLSF's good fit.
+// "compact": a request of fewer than SMALL_UNITS units (16 KiB at the
+// default alignment) takes the lower-addressed of its good fit among the
+// small classes and the lowest free block of at least SMALL_UNITS units (the
+// chunk index); 2^8 units had the lowest footprints of 2^6 .. 2^10 on every
+// trace family measured. "first-fit": a request of fewer than FIRST_FIT_UNITS
+// units (64 KiB) takes the lowest-addressed free block that fits: the lower
+// of the lowest fitting block shorter than FIRST_FIT_UNITS (the small index,
+// _small_index.ts, which holds those blocks instead of the size-class lists)
+// and the lowest block of the chunk index, which holds the longer ones; 2^10
+// units had lower footprints than 2^8 on every family, at 0.9x the speed.
 const SMALL_LOG2 = 8;
 const SMALL_UNITS = 1 << SMALL_LOG2;
+const FIRST_FIT_UNITS = 1 << 10;
 // Classes of blocks shorter than SMALL_UNITS: those below this index...
 const SMALL_CLASSES = (SMALL_LOG2 - SL_LOG2 + 1) << SL_LOG2;
 // ...which fill these first-level classes.
@@ -81,9 +89,12 @@ const R_FNEXT = 5; // free-list next record (also links unused records)
 const R_STATE = 6; // 0 unused record, 1 free block, 2 used block
 const R_ALIGN = 7; // alignment of a used block, in units
 // A free block keeps its size class there instead (the list it is on), so
-// taking it off its list or moving it needs no mappingIndex() of its size.
+// taking it off its list or moving it needs no mappingIndex() of its size;
+// NO_CLASS for a block of the first-fit placement's small index.
 const R_CLASS = R_ALIGN;
+const NO_CLASS = -1;
 const STRIDE = 8; // slots per record
+// (_small_index.ts has copies of R_START, R_SIZE, R_FPREV and R_FNEXT.)
 // Live-block hash: Fibonacci hashing of a block's start unit (2^32 divided by
 // the golden ratio, odd); the table doubles when it holds more blocks than
 // buckets.
@@ -104,11 +115,16 @@ const USED = 2;
  *   small blocks gather low and leave the holes large blocks need; large
  *   requests take TLSF's good fit. Less memory on traces of mixed lifetimes
  *   (log-uniform: 1.13x peak live instead of 1.17x), about 0.8x the speed.
+ * - `"first-fit"`: a request under 1,024 granules (64 KiB at the default
+ *   alignment) takes the lowest-addressed free block that fits (exact first
+ *   fit, found through an index of the free blocks under 1,024 granules by
+ *   address); larger requests take TLSF's good fit. The least memory
+ *   (log-uniform: 1.12x peak live), about 0.5x the default's speed.
  * - `"good-fit"` (the default): every request takes TLSF's good fit (the
- *   first block of the first size class that surely fits). Faster, more
+ *   first block of the first size class that surely fits). Fastest, most
  *   fragmentation.
  */
-export type CpuHeapPlacement = "compact" | "good-fit";
+export type CpuHeapPlacement = "compact" | "first-fit" | "good-fit";
 
 /**
  * Constructors that {@linkcode CpuHeap.view} accepts: a typed-array
@@ -171,7 +187,8 @@ export interface CpuHeapOptions {
    */
   shared?: boolean;
   /**
-   * Where blocks go: `"good-fit"` (faster) or `"compact"` (less memory); see
+   * Where blocks go: `"good-fit"` (fastest), `"compact"` or `"first-fit"`
+   * (less memory); see
    * {@linkcode CpuHeapPlacement}.
    *
    * @default {"good-fit"}
@@ -314,19 +331,29 @@ export class CpuHeap {
   #last = -1; // physically last record
 
   #heads = new Int32Array(LIST_COUNT).fill(-1);
-  // Chunk index (compact placement): the record of the free block of at
-  // least SMALL_UNITS units whose last unit lies in each chunk, with stale
-  // entries dropped lazily; one bit per chunk, one per 32-chunk word.
+  // Chunk index (compact and first-fit placements): the record of the free
+  // block of at least #largeUnits units whose last unit lies in each chunk,
+  // with stale entries dropped lazily; one bit per chunk, one per 32-chunk
+  // word.
   #lgRecs = new Int32Array(0);
   #lgBits = new Int32Array(0);
   #lgWords = new Int32Array(0);
   #lgLow = LOW_NONE; // lowest chunk with a live entry
   #lgLowRec = -1; // its record while #lgLow >= 0
   #lgFrom = 0; // while LOW_UNKNOWN: no live entry lies below this word
-  // SMALL_UNITS and SMALL_CLASSES for the compact placement; 0 and
-  // LIST_COUNT (no small requests, no large blocks indexed) for good-fit.
+  // First-fit placement: the free blocks shorter than FIRST_FIT_UNITS, by
+  // address.
+  #small = new SmallIndex();
+  // Small requests are shorter than this many units; blocks of at least
+  // #largeUnits (of class #largeClass and above) are in the chunk index.
+  // SMALL_UNITS for compact, FIRST_FIT_UNITS for first-fit; for good-fit 0
+  // and LIST_COUNT (no small requests, no large blocks indexed).
   #smallUnits = SMALL_UNITS;
+  #largeUnits = SMALL_UNITS;
   #largeClass = SMALL_CLASSES;
+  // FIRST_FIT_UNITS for the first-fit placement, whose free blocks shorter
+  // than that live in the small index instead of the size-class lists; else 0.
+  #smallFree = 0;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
@@ -378,9 +405,12 @@ export class CpuHeap {
     }
     this.alignment = alignment;
     const placement = options.placement ?? "good-fit";
-    if (placement !== "compact" && placement !== "good-fit") {
+    if (
+      placement !== "compact" && placement !== "good-fit" &&
+      placement !== "first-fit"
+    ) {
       throw new InvalidArgumentError(
-        `Invalid placement: must be "compact" or "good-fit", received ${
+        `Invalid placement: must be "good-fit", "compact" or "first-fit", received ${
           describeValue(placement)
         }`,
         { name: "placement", value: placement },
@@ -390,6 +420,11 @@ export class CpuHeap {
     if (placement === "good-fit") {
       this.#smallUnits = 0;
       this.#largeClass = LIST_COUNT;
+    } else if (placement === "first-fit") {
+      this.#smallUnits = FIRST_FIT_UNITS;
+      this.#largeUnits = FIRST_FIT_UNITS;
+      this.#largeClass = mappingIndex(FIRST_FIT_UNITS);
+      this.#smallFree = FIRST_FIT_UNITS;
     }
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
@@ -578,7 +613,7 @@ export class CpuHeap {
         const size = rec[b + R_SIZE];
         if (size > largest) largest = size;
       }
-    }
+    } else if (this.#smallFree !== 0) largest = this.#small.largest(this.#rec);
     this.#largestCache = largest * this.alignment;
     return this.#largestCache;
   }
@@ -614,8 +649,11 @@ export class CpuHeap {
           ((rounded >>> (t2 - SL_LOG2)) & SL_MASK);
       }
       let b = -1;
-      if (units < this.#smallUnits) b = this.#findSmall(idx);
-      else {
+      if (units < this.#smallUnits) {
+        b = this.#smallFree !== 0
+          ? this.#firstFit(units)
+          : this.#findSmall(idx);
+      } else {
         const sl = this.#slBitmap;
         let fl = idx >> SL_LOG2;
         let bits = sl[fl] & (-1 << (idx & SL_MASK));
@@ -654,15 +692,33 @@ export class CpuHeap {
           if (prev >= 0) rec[prev + R_PNEXT] = u;
           rec[b + R_PPREV] = u;
           const rest = size - units;
-          const from = rec[b + R_CLASS];
-          const to = mappingIndex(rest);
-          rec[b + R_START] = start + units;
-          rec[b + R_SIZE] = rest;
-          if (from === to) this.#largestCache = -1;
-          else {
-            // The end stays: so does the chunk index entry, while large.
-            this.#relink(b, from, to);
-            if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
+          if (rest < this.#smallFree) {
+            // First-fit placement: the rest is small.
+            if (size >= this.#smallFree) {
+              this.#resizeFree(b, start + units, rest);
+            } else {
+              // It keeps its end, so its small index entry.
+              rec[b + R_START] = start + units;
+              rec[b + R_SIZE] = rest;
+              this.#largestCache = -1;
+              this.#small.resized(
+                rec,
+                start + size - 1 - this.#startUnit,
+                size,
+                rest,
+              );
+            }
+          } else {
+            const from = rec[b + R_CLASS];
+            const to = mappingIndex(rest);
+            rec[b + R_START] = start + units;
+            rec[b + R_SIZE] = rest;
+            if (from === to) this.#largestCache = -1;
+            else {
+              // The end stays: so does the chunk index entry, while large.
+              this.#relink(b, from, to);
+              if (b === this.#lgLowRec && to < SMALL_CLASSES) this.#lgDrop();
+            }
           }
         }
         rec[u + R_STATE] = USED;
@@ -967,6 +1023,7 @@ export class CpuHeap {
     this.#lgWords.fill(0);
     this.#lgLow = LOW_NONE;
     this.#lgLowRec = -1;
+    this.#small.clear();
     this.#buckets.fill(-1);
     this.#liveCount = 0;
     this.#maxEndUnit = this.#endUnit;
@@ -1060,10 +1117,11 @@ export class CpuHeap {
 
   /**
    * Checks every internal invariant (O(blocks), plus O(region / 16 KiB) for
-   * the chunk index of the compact placement): blocks tile the region, no two
-   * free blocks touch, each free block is in the list of its class, the
-   * bitmaps match the lists, the stats match the blocks, and the chunk index
-   * holds every large free block and finds the lowest.
+   * the indexes of the compact and first-fit placements): blocks tile the
+   * region, no two free blocks touch, each free block is in the list of its
+   * class (or, with first-fit, a short one in the small index, whose bounds
+   * are exact), the bitmaps match the lists, the stats match the blocks, and
+   * the chunk index holds every large free block and finds the lowest.
    *
    * @throws {HeapCorruptionError} When an invariant does not hold.
    */
@@ -1082,6 +1140,7 @@ export class CpuHeap {
     let used = 0, usedCount = 0, free = 0, freeCount = 0, requested = 0;
     let prevFree = false;
     let prev = -1;
+    const small: number[] = []; // small index blocks: record, last unit
     for (; b >= 0; b = rec[b + R_PNEXT]) {
       if (rec[b + R_PPREV] !== prev) fail(`block ${b} has a wrong previous`);
       if (rec[b + R_START] !== at) {
@@ -1093,14 +1152,23 @@ export class CpuHeap {
         if (prevFree) fail(`free blocks touch at unit ${at}`);
         free += rec[b + R_SIZE];
         freeCount++;
-        let found = false;
-        const idx = mappingIndex(rec[b + R_SIZE]);
-        for (let f = this.#heads[idx]; f >= 0; f = rec[f + R_FNEXT]) {
-          if (f === b) found = true;
-        }
-        if (!found) fail(`free block ${b} is not in list ${idx}`);
-        if (rec[b + R_CLASS] !== idx) {
-          fail(`free block ${b} records class ${rec[b + R_CLASS]}, not ${idx}`);
+        if (rec[b + R_SIZE] < this.#smallFree) {
+          small.push(b, this.#lastUnit(b));
+          if (rec[b + R_CLASS] !== NO_CLASS) {
+            fail(`small free block ${b} records class ${rec[b + R_CLASS]}`);
+          }
+        } else {
+          let found = false;
+          const idx = mappingIndex(rec[b + R_SIZE]);
+          for (let f = this.#heads[idx]; f >= 0; f = rec[f + R_FNEXT]) {
+            if (f === b) found = true;
+          }
+          if (!found) fail(`free block ${b} is not in list ${idx}`);
+          if (rec[b + R_CLASS] !== idx) {
+            fail(
+              `free block ${b} records class ${rec[b + R_CLASS]}, not ${idx}`,
+            );
+          }
         }
       } else if (state === USED) {
         used += rec[b + R_SIZE];
@@ -1139,7 +1207,8 @@ export class CpuHeap {
         if (++listed > this.#recCount) fail("a free list has a cycle");
       }
     }
-    if (listed !== freeCount) {
+    if (this.#smallFree !== 0) this.#small.check(rec, small, fail);
+    if (listed + small.length / 2 !== freeCount) {
       fail(`${listed} listed free blocks, ${freeCount} in memory`);
     }
     if (freeCount !== this.#freeRegions) fail("free region count is wrong");
@@ -1378,14 +1447,48 @@ export class CpuHeap {
   }
 
   #insertFree(b: number): void {
-    const idx = mappingIndex(this.#rec[b + R_SIZE]);
+    const size = this.#rec[b + R_SIZE];
+    if (size < this.#smallFree) {
+      this.#smallLink(b, this.#lastUnit(b), size);
+      return;
+    }
+    const idx = mappingIndex(size);
     this.#link(b, idx);
     if (idx >= this.#largeClass) this.#lgPut(this.#endChunk(b), b);
   }
 
   #removeFree(b: number): void {
-    this.#unlink(b, this.#rec[b + R_CLASS]);
+    const idx = this.#rec[b + R_CLASS];
+    if (idx === NO_CLASS) {
+      this.#smallUnlink(b, this.#lastUnit(b), this.#rec[b + R_SIZE]);
+      return;
+    }
+    this.#unlink(b, idx);
     if (b === this.#lgLowRec) this.#lgDrop();
+  }
+
+  // Last unit of block `b`, from the region start.
+  #lastUnit(b: number): number {
+    return this.#rec[b + R_START] + this.#rec[b + R_SIZE] - 1 -
+      this.#startUnit;
+  }
+
+  // Lists free block `b` of `size` units, ending at `last`, in the small
+  // index (first-fit placement, a block shorter than FIRST_FIT_UNITS).
+  #smallLink(b: number, last: number, size: number): void {
+    this.#rec[b + R_STATE] = FREE;
+    this.#rec[b + R_CLASS] = NO_CLASS;
+    this.#small.link(this.#rec, b, last, size);
+    this.#freeRegions++;
+    this.#largestCache = -1;
+  }
+
+  // Takes free block `b`, listed as `size` units ending at `last`, off the
+  // small index.
+  #smallUnlink(b: number, last: number, size: number): void {
+    this.#small.unlink(this.#rec, b, last, size);
+    this.#freeRegions--;
+    this.#largestCache = -1;
   }
 
   // Pushes free block `b` on list `idx` (the chunk index is the caller's).
@@ -1467,6 +1570,7 @@ export class CpuHeap {
 
   #lgResize(chunks: number): void {
     if (this.#largeClass === LIST_COUNT) chunks = 1; // good-fit: no index
+    if (this.#smallFree !== 0) this.#small.resize(chunks << SMALL_LOG2);
     if (chunks <= this.#lgRecs.length) return;
     const recs = new Int32Array(chunks).fill(-1);
     recs.set(this.#lgRecs);
@@ -1529,7 +1633,7 @@ export class CpuHeap {
       }
       const b = this.#lgRecs[low];
       if (
-        rec[b + R_STATE] === FREE && rec[b + R_SIZE] >= SMALL_UNITS &&
+        rec[b + R_STATE] === FREE && rec[b + R_SIZE] >= this.#largeUnits &&
         this.#endChunk(b) === low
       ) {
         this.#lgLow = low;
@@ -1582,12 +1686,32 @@ export class CpuHeap {
     return low >= 0 && low <= this.#endChunk(b) ? this.#lgLowRec : b;
   }
 
+  // The lowest-addressed free block of at least `need` units, for a small
+  // request of the first-fit placement (fewer than FIRST_FIT_UNITS units with its
+  // alignment slack): the lower of the lowest fitting small block and the
+  // lowest large block (which fits any small request); -1 when neither
+  // exists.
+  #firstFit(need: number): number {
+    const rec = this.#rec;
+    const low = this.#lgLowest() < 0 ? -1 : this.#lgLowRec;
+    const lowStart = low < 0 ? MAX_UNITS : rec[low + R_START];
+    // A small block found at or below the chunk of the large block's start
+    // lies below it: one above would start after the large block's end, at
+    // least FIRST_FIT_UNITS units on, in a later chunk.
+    const b = this.#small.find(rec, need, lowStart - this.#startUnit);
+    return b >= 0 ? b : low;
+  }
+
   // Changes the size of free block `b` (and its start), moving it to the
   // list of its new class only when the class changes.
   #resizeFree(b: number, start: number, size: number): void {
     const rec = this.#rec;
-    const oldEnd = rec[b + R_START] + rec[b + R_SIZE];
     const from = rec[b + R_CLASS];
+    if (from === NO_CLASS || size < this.#smallFree) {
+      this.#resizeSmall(b, start, size);
+      return;
+    }
+    const oldEnd = rec[b + R_START] + rec[b + R_SIZE];
     const to = mappingIndex(size);
     if (from !== to) {
       rec[b + R_START] = start;
@@ -1610,12 +1734,39 @@ export class CpuHeap {
     }
   }
 
+  // #resizeFree of the first-fit placement where the block is small before or
+  // after: a small block that keeps its end keeps its small index entry.
+  #resizeSmall(b: number, start: number, size: number): void {
+    const rec = this.#rec;
+    const oldSize = rec[b + R_SIZE];
+    const last = start + size - 1 - this.#startUnit;
+    if (oldSize < this.#smallFree) {
+      const oldLast = rec[b + R_START] + oldSize - 1 - this.#startUnit;
+      rec[b + R_START] = start;
+      rec[b + R_SIZE] = size;
+      if (size < this.#smallFree && last === oldLast) {
+        this.#small.resized(rec, last, oldSize, size);
+        this.#largestCache = -1;
+        return;
+      }
+      this.#smallUnlink(b, oldLast, oldSize);
+    } else {
+      this.#unlink(b, rec[b + R_CLASS]);
+      if (b === this.#lgLowRec) this.#lgDrop();
+      rec[b + R_START] = start;
+      rec[b + R_SIZE] = size;
+    }
+    this.#insertFree(b);
+  }
+
   // Finds a free block that holds `units` at an alignment of `a` units.
   #find(units: number, a: number): number {
     const need = units + a - 1;
     let idx = searchIndex(need);
     if (need < this.#smallUnits) {
-      const b = this.#findSmall(idx);
+      const b = this.#smallFree !== 0
+        ? this.#firstFit(need)
+        : this.#findSmall(idx);
       if (b >= 0) return b;
     }
     if (idx < LIST_COUNT) {
@@ -1630,8 +1781,13 @@ export class CpuHeap {
       }
       if (bits !== 0) return this.#heads[(fl << SL_LOG2) | ctz(bits)];
     } else idx = LIST_COUNT;
-    // Good fit missed: scan the classes below `idx` that may hold a fit.
+    // Good fit missed: scan the blocks below `idx` that may hold a fit (in
+    // the first-fit placement small ones are in the small index).
     const rec = this.#rec;
+    if (units < this.#smallFree) {
+      const b = this.#small.findAligned(rec, units, a);
+      if (b >= 0) return b;
+    }
     for (let i = mappingIndex(units); i < idx; i++) {
       const fl = i >>> SL_LOG2;
       if (((this.#slBitmap[fl] >>> (i & SL_MASK)) & 1) === 0) {

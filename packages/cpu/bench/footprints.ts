@@ -1,5 +1,5 @@
 /**
- * Footprint of `CpuHeap` (both placements) and AssemblyScript's TLSF over
+ * Footprint of `CpuHeap` (every placement) and AssemblyScript's TLSF over
  * many log-uniform traces (seeds, live counts) and tensor-shaped ones, so
  * that no placement is tuned to the one headline trace: the highest byte
  * used over the peak of live requested bytes, mean and range per family.
@@ -70,6 +70,11 @@ export function footprintScenario(
     ];
   const rows: Row[] = [];
   const peers: [string, (t: Trace) => number, boolean][] = [
+    [
+      'CpuHeap, placement "first-fit"',
+      (t) => heapFootprint(t, "first-fit"),
+      true,
+    ],
     ['CpuHeap, placement "compact"', (t) => heapFootprint(t, "compact"), true],
     [
       'CpuHeap, placement "good-fit" (the default)',

@@ -48,6 +48,7 @@ const MiB = 1 << 20;
 const HEAP = "allot CpuHeap";
 const GROWABLE = "allot CpuHeap, growable (resizable ArrayBuffer)";
 const COMPACT = 'allot CpuHeap, placement "compact"';
+const FIRST_FIT = 'allot CpuHeap, placement "first-fit"';
 const AS = "AssemblyScript TLSF (wasm)";
 const FRESH = ", fresh instance";
 
@@ -69,6 +70,11 @@ function newHeapCompact(): CpuHeap {
   // The default heap with the compact placement of small requests instead
   // of TLSF's good fit for every request.
   return new CpuHeap(1024 * MiB, { placement: "compact" });
+}
+
+function newHeapFirstFit(): CpuHeap {
+  // The default heap with exact first fit for small requests.
+  return new CpuHeap(1024 * MiB, { placement: "first-fit" });
 }
 
 function replayHeapIn(heap: CpuHeap, trace: Trace, view: boolean): Measured {
@@ -313,6 +319,12 @@ function contenders(): Contender[] {
     {
       name: COMPACT,
       make: newHeapCompact,
+      replay: replayHeapIn as Contender["replay"],
+      maxReps: 15,
+    },
+    {
+      name: FIRST_FIT,
+      make: newHeapFirstFit,
       replay: replayHeapIn as Contender["replay"],
       maxReps: 15,
     },
@@ -594,6 +606,10 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           rate.get(COMPACT)! / ours,
         ),
         ratio(
+          'warm: CpuHeap placement "first-fit" / CpuHeap (the price of "first-fit")',
+          rate.get(FIRST_FIT)! / ours,
+        ),
+        ratio(
           "warm: CpuHeap growable / AssemblyScript TLSF",
           rate.get(GROWABLE)! / rate.get(AS)!,
         ),
@@ -645,6 +661,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     }));
     const ours = footprints.get(HEAP)! / peak;
     const compact = footprints.get(COMPACT)! / peak;
+    const firstFit = footprints.get(FIRST_FIT)! / peak;
     scenarios.push({
       package: "cpu",
       scenario: `${trace.name}: footprint (highest byte used / peak live ${
@@ -671,6 +688,15 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
           value: 1 / compact,
           target: main ? ">= 0.893 (footprint <= 1.12x)" : undefined,
           met: main ? compact <= 1.12 : undefined,
+        },
+        {
+          label:
+            `peak live / CpuHeap placement "first-fit" footprint (footprint ${
+              firstFit.toFixed(3)
+            }x peak live)`,
+          value: 1 / firstFit,
+          target: main ? ">= 0.893 (footprint <= 1.12x)" : undefined,
+          met: main ? firstFit <= 1.12 : undefined,
         },
         ratio(
           "AssemblyScript TLSF footprint / CpuHeap footprint",

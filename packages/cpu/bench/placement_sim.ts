@@ -1,0 +1,283 @@
+/**
+ * An exact model of `CpuHeap`'s placements, for trying placement policies on
+ * the benchmark's traces without timing noise: sizes in 64-byte granules, the
+ * free blocks in one address-ordered array, TLSF classes and last-in
+ * first-out class lists modelled as the heap keeps them (a block keeps its
+ * list while its class does not change). It reproduces the heap's footprints
+ * to the byte for `"good-fit"`, `"compact"` and `"first-fit"` (checked below
+ * against the heap itself), so a policy's figure here is what the heap would
+ * give. O(free blocks) per operation: a few seconds per 200,000-op trace.
+ *
+ * Run: `deno run -A packages/cpu/bench/placement_sim.ts` (README,
+ * "Footprint").
+ *
+ * @module
+ */
+
+import { CpuHeap } from "../mod.ts";
+import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
+
+const GRANULE = 64;
+const REGION = 1 << 25; // 2 GiB of granules: no trace reaches the end
+const SMALL = 256; // heap.ts's SMALL_UNITS
+const FIRST_FIT = 1024; // heap.ts's FIRST_FIT_UNITS
+
+function mappingIndex(units: number): number {
+  if (units < 32) return units;
+  const t = 31 - Math.clz32(units);
+  return ((t - 4) << 5) | ((units >>> (t - 5)) & 31);
+}
+
+function searchIndex(units: number): number {
+  if (units < 32) return units;
+  const t = 31 - Math.clz32(units);
+  return mappingIndex(units + (1 << (t - 5)) - 1);
+}
+
+/** The free blocks, in address order, with the time each joined its list. */
+export class FreeBlocks {
+  /** Start of each free block, ascending. */
+  start: number[] = [0];
+  /** Length of each. */
+  size: number[] = [REGION];
+  /** When it joined its class list (the latest is the list's head). */
+  stamp: number[] = [0];
+  #clock = 1;
+
+  /** A new stamp: the block goes to the head of its list. */
+  tick(): number {
+    return this.#clock++;
+  }
+
+  /**
+   * Index of the first block starting at or after `unit`.
+   *
+   * @param unit A granule.
+   * @returns An index into the arrays.
+   */
+  at(unit: number): number {
+    let lo = 0, hi = this.start.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.start[mid] < unit) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /**
+   * Inserts a block.
+   *
+   * @param start Its first granule.
+   * @param size Its length.
+   * @param stamp Its list time.
+   */
+  insert(start: number, size: number, stamp: number): void {
+    const i = this.at(start);
+    this.start.splice(i, 0, start);
+    this.size.splice(i, 0, size);
+    this.stamp.splice(i, 0, stamp);
+  }
+
+  /**
+   * Removes block `i`.
+   *
+   * @param i Its index.
+   */
+  remove(i: number): void {
+    this.start.splice(i, 1);
+    this.size.splice(i, 1);
+    this.stamp.splice(i, 1);
+  }
+}
+
+/** Picks the free block (an index) for a request of `units` granules. */
+export type Policy = (free: FreeBlocks, units: number) => number;
+
+/**
+ * Replays a trace under a policy.
+ *
+ * @param trace The trace.
+ * @param policy Where each request goes.
+ * @returns Highest byte used over peak live bytes.
+ */
+export function footprint(trace: Trace, policy: Policy): number {
+  const free = new FreeBlocks();
+  const used = new Map<number, [number, number]>();
+  let high = 0;
+  const { kind, slot, byteLength } = trace;
+  for (let k = 0; k < kind.length; k++) {
+    if (kind[k] === 1) {
+      const units = Math.max(1, Math.ceil(byteLength[k] / GRANULE));
+      const i = policy(free, units);
+      const start = free.start[i], size = free.size[i];
+      if (!(size >= units)) throw new Error("the policy picked no fit");
+      if (size === units) free.remove(i);
+      else {
+        free.start[i] = start + units;
+        free.size[i] = size - units;
+        if (mappingIndex(size) !== mappingIndex(size - units)) {
+          free.stamp[i] = free.tick();
+        }
+      }
+      used.set(slot[k], [start, units]);
+      high = Math.max(high, start + units);
+    } else {
+      const [s, z] = used.get(slot[k])!;
+      used.delete(slot[k]);
+      let start = s, size = z, stamp = -1;
+      const i = free.at(s);
+      if (i < free.start.length && free.start[i] === s + z) {
+        // Merged into the next block, which keeps its list if its class
+        // does not change.
+        const keeps = mappingIndex(free.size[i] + z) ===
+          mappingIndex(free.size[i]);
+        stamp = keeps ? free.stamp[i] : -1;
+        size += free.size[i];
+        free.remove(i);
+      }
+      if (i > 0 && free.start[i - 1] + free.size[i - 1] === s) {
+        const old = mappingIndex(free.size[i - 1]);
+        start = free.start[i - 1];
+        size += free.size[i - 1];
+        stamp = mappingIndex(size) === old ? free.stamp[i - 1] : -1;
+        free.remove(i - 1);
+      }
+      free.insert(start, size, stamp >= 0 ? stamp : free.tick());
+    }
+  }
+  return high * GRANULE / trace.peakLiveBytes;
+}
+
+/** TLSF's good fit: the head of the first non-empty class that surely fits. */
+export const goodFit: Policy = (free, units) => {
+  const idx = searchIndex(units);
+  let best = -1, bestClass = Infinity;
+  for (let i = 0; i < free.start.length; i++) {
+    const c = mappingIndex(free.size[i]);
+    if (
+      c >= idx &&
+      (c < bestClass || (c === bestClass && free.stamp[i] > free.stamp[best]))
+    ) {
+      best = i;
+      bestClass = c;
+    }
+  }
+  return best;
+};
+
+/** `"compact"`: the lower of the small-class good fit and the lowest large. */
+export const compact: Policy = (free, units) => {
+  if (units >= SMALL) return goodFit(free, units);
+  const idx = searchIndex(units);
+  let best = -1, bestClass = Infinity, low = -1;
+  for (let i = 0; i < free.start.length; i++) {
+    if (free.size[i] >= SMALL) {
+      if (low < 0) low = i;
+      continue;
+    }
+    const c = mappingIndex(free.size[i]);
+    if (
+      c >= idx &&
+      (c < bestClass || (c === bestClass && free.stamp[i] > free.stamp[best]))
+    ) {
+      best = i;
+      bestClass = c;
+    }
+  }
+  return best < 0 || (low >= 0 && low < best) ? low : best;
+};
+
+/**
+ * Exact first fit for requests under `small` granules, good fit for the rest
+ * (`"first-fit"` with 1,024).
+ *
+ * @param small The threshold in granules.
+ * @returns The policy.
+ */
+export function firstFitSmall(small = FIRST_FIT): Policy {
+  return (free, units) => {
+    if (units >= small) return goodFit(free, units);
+    for (let i = 0; i < free.start.length; i++) {
+      if (free.size[i] >= units) return i;
+    }
+    return -1;
+  };
+}
+
+/** First fit among the blocks whose class surely fits (no exact search). */
+export const firstFitByClass: Policy = (free, units) => {
+  if (units >= SMALL) return goodFit(free, units);
+  const idx = searchIndex(units);
+  for (let i = 0; i < free.start.length; i++) {
+    if (mappingIndex(free.size[i]) >= idx) return i;
+  }
+  return -1;
+};
+
+function mean(values: number[]): string {
+  const m = values.reduce((a, b) => a + b, 0) / values.length;
+  return values.length === 1
+    ? m.toFixed(3)
+    : `${m.toFixed(3)} (${Math.min(...values).toFixed(3)} - ${
+      Math.max(...values).toFixed(3)
+    })`;
+}
+
+function heapFootprint(trace: Trace, placement: CpuHeap["placement"]): number {
+  const heap = new CpuHeap(REGION * GRANULE - GRANULE * 1024, { placement });
+  const offsets = new Float64Array(trace.slots);
+  for (let i = 0; i < trace.kind.length; i++) {
+    if (trace.kind[i] === 1) {
+      offsets[trace.slot[i]] = heap.alloc(trace.byteLength[i]);
+    } else heap.free(offsets[trace.slot[i]]);
+  }
+  return heap.highWaterBytes / trace.peakLiveBytes;
+}
+
+if (import.meta.main) {
+  const seeds = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+  const families: [string, Trace[]][] = [
+    ["seed 42", [logUniformTrace(200_000)]],
+    ["seeds 1-12", seeds.map((s) => logUniformTrace(200_000, 1000, s))],
+    [
+      "~300 live",
+      seeds.slice(0, 6).map((s) => logUniformTrace(100_000, 300, s)),
+    ],
+    [
+      "~3,000 live",
+      seeds.slice(0, 4).map((s) => logUniformTrace(200_000, 3000, s)),
+    ],
+    ["tensor", [1, 2, 3].map((s) => tensorTrace(300, s))],
+  ];
+  const policies: [string, Policy][] = [
+    ["good fit (the heap's good-fit)", goodFit],
+    ["compact (the heap's compact)", compact],
+    ["exact first fit < 1,024 (the heap's first-fit)", firstFitSmall()],
+    ["exact first fit < 256", firstFitSmall(SMALL)],
+    ["first fit among surely fitting classes < 256", firstFitByClass],
+  ];
+  // The model must agree with the heap to the byte on the headline trace.
+  const headline = families[0][1][0];
+  for (
+    const [placement, policy] of [
+      ["good-fit", goodFit],
+      ["compact", compact],
+      ["first-fit", firstFitSmall()],
+    ] as const
+  ) {
+    const model = footprint(headline, policy),
+      heap = heapFootprint(headline, placement);
+    if (model !== heap) {
+      throw new Error(`${placement}: model ${model}, heap ${heap}`);
+    }
+  }
+  console.log(`| policy | ${families.map(([name]) => name).join(" | ")} |`);
+  console.log(`|---|${families.map(() => "---:").join("|")}|`);
+  for (const [name, policy] of policies) {
+    const cells = families.map(([, traces]) =>
+      mean(traces.map((t) => footprint(t, policy)))
+    );
+    console.log(`| ${name} | ${cells.join(" | ")} |`);
+  }
+}
