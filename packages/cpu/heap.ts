@@ -1292,12 +1292,16 @@ export class CpuHeap {
         (alignment & (alignment - 1)) === 0)
     ) {
       throw new InvalidArgumentError(
-        `Cannot allocate ${byteLength} bytes: alignment must be a power of two, received ${alignment}`,
+        `Cannot allocate ${byteLength} bytes: alignment must be a power of two up to ${MAX_ALIGNMENT}, received ${
+          describeValue(alignment)
+        }`,
         { name: "alignment", value: alignment, limit: MAX_ALIGNMENT },
       );
     }
     throw new InvalidArgumentError(
-      `Cannot allocate ${byteLength} bytes: alignment must be at most ${MAX_ALIGNMENT}, received ${alignment}`,
+      `Cannot allocate ${byteLength} bytes: alignment must be at most ${MAX_ALIGNMENT}, received ${
+        describeValue(alignment)
+      }`,
       { name: "alignment", value: alignment, limit: MAX_ALIGNMENT },
     );
   }
