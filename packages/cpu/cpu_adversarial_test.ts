@@ -331,6 +331,21 @@ describe("CpuHeap adversarial", () => {
         assert.ok(heap.bytes(offsets[i], sizes[i]).every((b) => b === 0x11));
       }
       assert.throws(() => heap.free(offsets[0]), DoubleFreeError);
+      // A shrink in place gives its tail back junk-filled; a moving realloc
+      // junk-fills the old block.
+      const big = offsets[5];
+      const tail = new Uint32Array(heap.buffer, big + 8 * g, 8 * g / 4);
+      assert.equal(heap.resizeInPlace(big, 8 * g), true);
+      assert.ok(tail.every((w) => w === 0x7fedbeef), `${placement}: shrink`);
+      assert.ok(heap.bytes(big, 8 * g).every((b) => b === 0x11));
+      const blocker = heap.alloc(g); // lies right after big's block or not
+      const old = new Uint32Array(heap.buffer, offsets[1], g / 4);
+      const moved = heap.realloc(offsets[1], 4000 * g);
+      if (moved !== offsets[1]) {
+        assert.ok(old.every((w) => w === 0x7fedbeef), `${placement}: realloc`);
+      }
+      assert.ok(heap.bytes(moved, g).every((b) => b === 0x11));
+      heap.free(blocker);
       heap.checkIntegrity();
     }
   });

@@ -2036,7 +2036,8 @@ export class CpuHeap {
 }
 
 // Strict mode: wraps the calls that change a heap so that each checks every
-// invariant after it ran, and junk-fills the bytes a free gives back.
+// invariant after it ran, and junk-fills the bytes a free or a shrink gives
+// back (realloc frees through the wrapped free).
 function _makeStrict(heap: CpuHeap): void {
   const proto = CpuHeap.prototype;
   const checked = <A extends unknown[], R>(
@@ -2048,10 +2049,24 @@ function _makeStrict(heap: CpuHeap): void {
     return result;
   };
   const free = checked(proto.free);
+  const resizeInPlace = checked(proto.resizeInPlace);
   Object.defineProperties(heap, {
     alloc: { value: checked(proto.alloc) },
     tryAlloc: { value: checked(proto.tryAlloc) },
-    resizeInPlace: { value: checked(proto.resizeInPlace) },
+    resizeInPlace: {
+      value: (byteOffset: number, byteLength: number): boolean => {
+        const before = heap.owns(byteOffset)
+          ? heap.usableByteLength(byteOffset)
+          : 0;
+        const done = resizeInPlace(byteOffset, byteLength);
+        const after = heap.usableByteLength(byteOffset);
+        // A shrink gives its tail back: junk, as a free's bytes are.
+        if (done && after < before) {
+          junkFill(heap.buffer, byteOffset + after, before - after);
+        }
+        return done;
+      },
+    },
     realloc: { value: checked(proto.realloc) },
     grow: { value: checked(proto.grow) },
     free: {
