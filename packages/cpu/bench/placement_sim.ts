@@ -15,7 +15,7 @@
  */
 
 import { CpuHeap } from "../mod.ts";
-import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
+import { logUniformTrace, replay, tensorTrace, type Trace } from "./trace.ts";
 
 const GRANULE = 64;
 const REGION = 1 << 25; // 2 GiB of granules: no trace reaches the end
@@ -226,12 +226,7 @@ function mean(values: number[]): string {
 
 function heapFootprint(trace: Trace, placement: CpuHeap["placement"]): number {
   const heap = new CpuHeap(REGION * GRANULE - GRANULE * 1024, { placement });
-  const offsets = new Float64Array(trace.slots);
-  for (let i = 0; i < trace.kind.length; i++) {
-    if (trace.kind[i] === 1) {
-      offsets[trace.slot[i]] = heap.alloc(trace.byteLength[i]);
-    } else heap.free(offsets[trace.slot[i]]);
-  }
+  replay(heap, trace);
   return heap.highWaterBytes / trace.peakLiveBytes;
 }
 
