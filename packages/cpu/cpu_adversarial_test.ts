@@ -17,6 +17,9 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
+import { CpuAllocator } from "./cpu_allocator.ts";
+import { SystemAllocator } from "./system_allocator.ts";
+import { HostSegmentSource } from "./host_segment_source.ts";
 import {
   type Hostile,
   hostileNumbers,
@@ -145,6 +148,54 @@ describe("CpuHeap adversarial", () => {
           e instanceof InvalidArgumentError && /96/.test(e.message),
       );
     }
+  });
+
+  it("cpu constructors refuse boolean options that are not booleans", () => {
+    const flags: Hostile[] = [
+      { name: "1", value: 1 },
+      { name: "0", value: 0 },
+      { name: '"false"', value: "false" },
+      { name: '"true"', value: "true" },
+      { name: "null", value: null },
+      { name: "{}", value: {} },
+      { name: "new Boolean(false)", value: new Boolean(false) },
+      { name: "trap proxy", value: trapObject() },
+    ];
+    const cases: [string, string[], (o: object) => unknown][] = [
+      [
+        "new CpuHeap",
+        ["mobile", "shared", "strict"],
+        (o) => new CpuHeap(4096, o),
+      ],
+      ["new CpuAllocator", [
+        "mobile",
+        "shared",
+        "strict",
+        "zeroFill",
+        "junkFill",
+      ], (o) => new CpuAllocator({ byteLength: 4096, ...o })],
+      [
+        "new SystemAllocator",
+        ["shared", "strict", "junkFill"],
+        (o) => new SystemAllocator(o),
+      ],
+      ["new HostSegmentSource", ["shared"], (o) => new HostSegmentSource(o)],
+    ];
+    for (const [name, keys, make] of cases) {
+      for (const key of keys) {
+        refuse(`${name}({ ${key} })`, flags, (v) => make({ [key]: v }), {
+          error: InvalidArgumentError,
+        });
+        make({ [key]: true });
+        make({ [key]: false });
+      }
+    }
+    assert.throws(
+      () => new CpuHeap(4096, { strict: 1 as unknown as boolean }),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError && /strict/.test(e.message) &&
+        /boolean/.test(e.message) && / 1$/.test(e.message),
+    );
   });
 
   it("CpuHeap entry points refuse hostile values and change nothing, under every placement", () => {

@@ -19,7 +19,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import { validateOptions } from "./_options.ts";
+import { validateFlags, validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
@@ -416,6 +416,7 @@ export class CpuHeap {
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
     validateOptions(options);
+    validateFlags(options, "mobile", "shared", "strict");
     const alignment = validateAlignment(
       options.alignment ??
         (options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT),
