@@ -402,6 +402,47 @@ describe("CpuHeap adversarial", () => {
   });
 });
 
+describe("CpuHeap growth under every placement", () => {
+  it("CpuHeap over a WebAssembly.Memory grows under each placement, keeps every live byte and its first-fit order", () => {
+    for (const placement of PLACEMENTS) {
+      const memory = new WebAssembly.Memory({ initial: 1, maximum: 256 });
+      const heap = new CpuHeap(memory, {
+        placement,
+        maxByteLength: 256 * 65536,
+      });
+      const g = heap.alignment;
+      const live: Block[] = [];
+      let seed = 1;
+      const generation = heap.generation;
+      for (let i = 0; i < 300; i++) {
+        // Sizes around 1,024 granules and tiny ones, some aligned.
+        const granules = [1, 3, 255, 1023, 1024, 1025, 40][i % 7];
+        const length = granules * g - (i % 3);
+        const alignment = i % 5 === 0 ? 4096 : undefined;
+        const at = heap.alloc(length, alignment);
+        if (alignment !== undefined) assert.equal(at % alignment, 0);
+        const block = { at, length, alignment: alignment ?? g, seed: seed++ };
+        write(heap, block);
+        live.push(block);
+        if (i % 3 === 2) {
+          const [gone] = live.splice((i * 7) % live.length, 1);
+          verify(heap, gone);
+          heap.free(gone.at);
+        }
+      }
+      assert.ok(heap.generation > generation, `${placement} did not grow`);
+      assert.equal(heap.buffer, memory.buffer);
+      for (const block of live) verify(heap, block);
+      heap.checkIntegrity();
+      if (placement === "first-fit") {
+        const lowest = lowestFit(heap, 100 * g);
+        if (lowest !== undefined) assert.equal(heap.alloc(100 * g), lowest);
+      }
+      heap.dispose();
+    }
+  });
+});
+
 // ---------------------------------------------------------------------------
 // Model: long random runs with growth, alignments, boundary sizes, hostile
 // frees and byte patterns.
