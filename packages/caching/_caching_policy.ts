@@ -59,6 +59,9 @@ export class _CachingPolicy<M> {
   readonly largeSegmentByteLength: number;
   readonly ownSegmentMinByteLength: number;
   readonly largeRoundByteLength: number;
+  readonly segmentGrowth: number;
+  readonly minSegmentByteLength: number;
+  readonly releaseRatio: number;
   readonly maxSplitByteLength: number;
   readonly maxNonSplitRoundingByteLength: number;
   readonly maxBlockByteLength: number;
@@ -86,6 +89,8 @@ export class _CachingPolicy<M> {
   nextAddress = 0;
   /** Allocation requests so far: the age of a cached block is counted in them. */
   clock = 0;
+  /** The clock at the last miss that looked for segments to give back. */
+  lastMiss = 0;
   history: TraceRecorder | null = null;
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
   validate: () => void = () => _validateCaching(this);
@@ -115,6 +120,9 @@ export class _CachingPolicy<M> {
     this.largeSegmentByteLength = config.largeSegment;
     this.ownSegmentMinByteLength = config.ownSegmentMin;
     this.largeRoundByteLength = config.largeRound;
+    this.segmentGrowth = config.segmentGrowth;
+    this.minSegmentByteLength = config.minSegment;
+    this.releaseRatio = config.releaseRatio;
     this.maxSplitByteLength = config.maxSplit;
     this.maxNonSplitRoundingByteLength = config.nonSplitRounding;
     this.maxBlockByteLength = config.maxBlock;
@@ -404,6 +412,7 @@ export class _CachingPolicy<M> {
     stream: Stream,
   ): _Block<M> | undefined {
     if (this.gcThreshold > 0) this.garbageCollect();
+    if (this.releaseRatio !== Infinity) this.releaseAboveRatio(pool, size);
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;
     if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
@@ -417,6 +426,40 @@ export class _CachingPolicy<M> {
     if (this.expandable) this.pressured = true;
     this.releaseCachedBlocks();
     return _allocSegmentBlock(this, pool, size, stream, true);
+  }
+
+  /**
+   * On a miss: while reserved bytes exceed `releaseRatio` times the active
+   * bytes plus `size`, gives whole free segments back, least recently used
+   * first: those of the request's pool (all smaller than the request, or
+   * best fit would have taken one), and those of the other pool unused since
+   * the previous such miss (one used since may be needed again at once: a
+   * loop that alternates between the pools would otherwise give back and
+   * take a segment on every request). One pass over the segments (not the
+   * blocks) and one sort of the candidates: the miss that follows asks the
+   * device for a buffer anyway. Expandable segments stay (they shrink at
+   * `emptyCache()`).
+   */
+  releaseAboveRatio(pool: _BlockPool<M>, size: number): void {
+    const bound = this.releaseRatio * (this.stats.activeBytes + size);
+    if (this.stats.reservedBytes <= bound) return;
+    let whole: _Block<M>[] | null = null;
+    for (const seg of this.segments) {
+      const b = seg.head;
+      if (
+        b.state === FREE && b.next === null && !seg.expandable &&
+        (seg.small === pool.small || b.stamp < this.lastMiss)
+      ) {
+        (whole ??= []).push(b);
+      }
+    }
+    this.lastMiss = this.clock;
+    if (whole === null) return;
+    whole.sort((a, b) => a.stamp - b.stamp);
+    for (const b of whole) {
+      if (this.stats.reservedBytes <= bound) break;
+      _releaseSegment(this, b);
+    }
   }
 
   /**

@@ -86,6 +86,13 @@ export function _segmentSizeFor<M>(
     : size < p.ownSegmentMinByteLength
     ? p.largeSegmentByteLength
     : Math.ceil(size / p.largeRoundByteLength) * p.largeRoundByteLength;
+  if (p.segmentGrowth > 0 && (pool.small || size < p.ownSegmentMinByteLength)) {
+    // Adaptive: a share of what is reserved, between the smallest segment
+    // and the pool's fixed size.
+    const g = p.minBlockByteLength;
+    const share = Math.ceil(p.stats.reservedBytes * p.segmentGrowth / g) * g;
+    s = Math.min(s, Math.max(p.minSegmentByteLength, share));
+  }
   if (s > p.maxBlockByteLength) s = p.maxBlockByteLength;
   return s < size ? size : s;
 }

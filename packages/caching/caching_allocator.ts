@@ -64,6 +64,7 @@ export {
   type AllocateOptions,
   type CachingAllocatorOptions,
   DEFAULT_STREAM,
+  PYTORCH_SEGMENTS,
 } from "./caching_options.ts";
 
 /**
@@ -72,9 +73,15 @@ export {
  * blocks out of them:
  *
  * - sizes round up to 512 bytes (optionally to power-of-two divisions);
- * - requests up to 1 MiB come from 2 MiB segments (small pool), requests
- *   below 10 MiB from 20 MiB segments, larger ones from own segments rounded
- *   to 2 MiB (large pool);
+ * - requests up to 256 KiB come from the small pool, requests below 10 MiB
+ *   from large-pool segments, larger ones from own segments rounded to
+ *   2 MiB;
+ * - a new segment is 1/128 of the bytes already reserved (at least 4 KiB
+ *   and the request, at most PyTorch's 2 MiB small and 20 MiB large
+ *   segments), so a small workload holds small segments; a miss while
+ *   reserved bytes exceed 1.05 times the active ones first gives whole free
+ *   segments back, least recently used first ({@linkcode PYTORCH_SEGMENTS}
+ *   restores PyTorch's fixed sizes and keeps the cache);
  * - best fit among free blocks of the same stream; a block is split when the
  *   rest is worth keeping, and merged with free neighbours when freed; only
  *   whole free segments go back to the device;
@@ -711,7 +718,8 @@ export class CachingAllocator<M = unknown> {
    * a.release();
    * const stats = allocator.memoryStats();
    * assert.equal(stats.allocatedBytes.all.peak, 1024);
-   * assert.equal(stats.reservedBytes.smallPool.current, 2 ** 21);
+   * // The first segment is the smallest adaptive one (4 KiB).
+   * assert.equal(stats.reservedBytes.smallPool.current, 4096);
    * assert.equal(stats.numDeviceAlloc, 1);
    * ```
    */

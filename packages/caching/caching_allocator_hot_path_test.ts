@@ -9,7 +9,11 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { DoubleFreeError, MockSegmentSource } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
-import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
+import {
+  type CachedBlock,
+  CachingAllocator,
+  PYTORCH_SEGMENTS,
+} from "./caching_allocator.ts";
 
 const KiB = 1024;
 const MiB = 2 ** 20;
@@ -136,6 +140,7 @@ describe("CachingAllocator hit path (integer rounding, flat stats, watch flag)",
         fc.boolean(),
         (ops, strict) => {
           const allocator = new CachingAllocator(new MockSegmentSource(), {
+            ...PYTORCH_SEGMENTS,
             strict,
           });
           const model = newModel();

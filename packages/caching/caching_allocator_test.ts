@@ -13,7 +13,11 @@ import {
   type Stream,
   UseAfterFreeError,
 } from "@allot/core";
-import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
+import {
+  type CachedBlock,
+  CachingAllocator,
+  PYTORCH_SEGMENTS,
+} from "./caching_allocator.ts";
 import { CachingOutOfMemoryError, SegmentSourceError } from "./errors.ts";
 import { modelRuns } from "../core/_test_faults.ts";
 
@@ -25,7 +29,11 @@ function setup(
   options: ConstructorParameters<typeof CachingAllocator>[1] = {},
 ) {
   const device = new MockSegmentSource({ capacityBytes });
-  const allocator = new CachingAllocator(device, options);
+  // PyTorch's segment sizes: these tests check its rules.
+  const allocator = new CachingAllocator(device, {
+    ...PYTORCH_SEGMENTS,
+    ...options,
+  });
   return { device, allocator };
 }
 
@@ -660,7 +668,7 @@ describe("CachingAllocator", () => {
       freeSegment: (seg: Parameters<typeof device.freeSegment>[0]) =>
         device.freeSegment(seg),
     };
-    const allocator = new CachingAllocator(lying);
+    const allocator = new CachingAllocator(lying, PYTORCH_SEGMENTS);
     assert.throws(
       () => allocator.allocate(4096),
       (e: Error) =>

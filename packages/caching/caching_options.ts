@@ -34,9 +34,13 @@ export interface CachingAllocatorOptions {
    */
   minBlockByteLength?: number;
   /**
-   * Requests of at most this many bytes use the small pool (`kSmallSize`).
+   * Requests of at most this many bytes use the small pool. PyTorch's
+   * `kSmallSize` (and this default until 0.x's adaptive segments) is 1 MiB
+   * (`1048576`); with adaptive segments 256 KiB held fewer bytes on every
+   * real trace measured: blocks of 256 KiB to 1 MiB go to the large pool,
+   * where a rest of more than this size is split off.
    *
-   * @default {1048576}
+   * @default {262144}
    */
   smallRequestMaxByteLength?: number;
   /**
@@ -65,6 +69,44 @@ export interface CachingAllocatorOptions {
    * @default {2097152}
    */
   largeRoundByteLength?: number;
+  /**
+   * Adaptive segment sizes: a new segment of the small or the large pool is
+   * this share of the bytes already reserved (at least
+   * `minSegmentByteLength`, at most `smallSegmentByteLength` or
+   * `largeSegmentByteLength`, and never below the request), so a small
+   * workload holds small segments and a large one grows to PyTorch's sizes
+   * (as onnxruntime's and CubeCL's pools do). `0` takes PyTorch's fixed
+   * sizes (`kSmallBuffer`, `kLargeBuffer`) from the first segment. In [0, 1].
+   *
+   * @default {0.0078125}
+   */
+  segmentGrowthFraction?: number;
+  /**
+   * Smallest segment that adaptive segment sizes take (rounded up to the
+   * block granule); ignored when `segmentGrowthFraction` is 0.
+   *
+   * @default {4096}
+   */
+  minSegmentByteLength?: number;
+  /**
+   * When a request misses the cache while reserved bytes exceed this many
+   * times the active bytes (allocated or waiting for a fence, plus the
+   * request), whole free segments are given back to the device first, least
+   * recently used first, until reserved bytes fall to that bound or none is
+   * left: held bytes stay near live bytes when the workload's sizes drift.
+   * Segments of the other pool (small or large) are given back only when
+   * unused since the previous such miss, so a loop that alternates between
+   * the pools does not give back and take a segment on every request.
+   * `Infinity` turns it off (PyTorch keeps every segment until
+   * `emptyCache()` or a full device), as do expandable segments. At least
+   * 1. The default's 5% of slack
+   * keeps a step that repeats from giving back a segment it takes again
+   * next step (1 held fewer bytes on the real traces but made buffers in
+   * every step).
+   *
+   * @default {1.05}
+   */
+  releaseCachedAboveRatio?: number;
   /**
    * Power-of-two divisions for size rounding (see
    * {@linkcode RoundupPower2Divisions}); `0` rounds to the block granule only.
@@ -158,6 +200,32 @@ export interface CachingAllocatorOptions {
    */
   strict?: boolean;
 }
+
+/**
+ * PyTorch's segment sizes and cache, as this allocator had them by default
+ * before adaptive segments: 1 MiB small requests in 2 MiB segments, 20 MiB
+ * large segments from the first request, nothing given back until
+ * `emptyCache()` or a full device. Spread it under your own options:
+ * `new CachingAllocator(source, { ...PYTORCH_SEGMENTS, strict: true })`.
+ *
+ * @example
+ * ```ts
+ * import { CachingAllocator, PYTORCH_SEGMENTS } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const source = new MockSegmentSource();
+ * const allocator = new CachingAllocator(source, PYTORCH_SEGMENTS);
+ * using _block = allocator.allocate(1000);
+ * assert.equal(source.reservedBytes, 2 ** 21);
+ * ```
+ */
+export const PYTORCH_SEGMENTS: Readonly<CachingAllocatorOptions> = Object
+  .freeze({
+    smallRequestMaxByteLength: 1048576,
+    segmentGrowthFraction: 0,
+    releaseCachedAboveRatio: Infinity,
+  });
 
 /** Options of one allocation. */
 export interface AllocateOptions {

@@ -29,7 +29,9 @@
  *
  * const stats = allocator.memoryStats();
  * assert.equal(stats.allocatedBytes.all.current, 3072);
- * assert.equal(stats.reservedBytes.all.current, 22 * 2 ** 20);
+ * // Adaptive segments: 4 KiB for a, exactly 5 MiB for b (PyTorch's 2 MiB
+ * // and 20 MiB segments with PYTORCH_SEGMENTS).
+ * assert.equal(stats.reservedBytes.all.current, 5 * 2 ** 20 + 4096);
  * assert.equal(allocator.snapshot().segments.length, 2);
  * allocator.validate();
  * ```

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MockSegmentSource } from "@allot/core";
-import { CachingAllocator } from "./caching_allocator.ts";
+import { CachingAllocator, PYTORCH_SEGMENTS } from "./caching_allocator.ts";
 import {
   flattenMemoryStats,
   formatMemorySummary,
@@ -19,7 +19,10 @@ describe("stats", () => {
   });
 
   it("flattenMemoryStats() writes PyTorch's keys for every figure and pool", () => {
-    const allocator = new CachingAllocator(new MockSegmentSource());
+    const allocator = new CachingAllocator(
+      new MockSegmentSource(),
+      PYTORCH_SEGMENTS,
+    );
     allocator.allocate(3 * 2 ** 20).release();
     const flat = flattenMemoryStats(allocator.memoryStats());
     assert.equal(
@@ -33,7 +36,10 @@ describe("stats", () => {
   });
 
   it("formatMemorySummary() prints one row per figure and pool", () => {
-    const allocator = new CachingAllocator(new MockSegmentSource());
+    const allocator = new CachingAllocator(
+      new MockSegmentSource(),
+      PYTORCH_SEGMENTS,
+    );
     allocator.allocate(100).release();
     const text = formatMemorySummary(allocator.memoryStats(), { title: "t" });
     const lines = text.split("\n");

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { MockSegmentSource } from "@allot/core";
 import { parseTrace, traceOps } from "@allot/trace";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+import { StepPoolGroup } from "./step_pool_group.ts";
 
 const root = new URL("../../traces/", import.meta.url);
 const names = [...Deno.readDirSync(root)].filter((d) => d.isDirectory)
@@ -174,6 +175,74 @@ describe("StepPlannedPool on real runtime traces", () => {
           `warm passes: peak held ${peakHeld}, peak live ${peakLive}`,
         );
       }
+    });
+  }
+
+  // All buffers through one pool per WebGPU usage in a StepPoolGroup (as
+  // the bench's replay policy keeps them), one pass then warm passes: peak
+  // held / peak live exact on mock sources, at most what the pools reach
+  // now (packages/webgpu/BENCHMARKS.md). cnn-training stays above 1.10: its
+  // storage layout (one per step) needs the step's peak plus both
+  // generations of the weights that take turns outside it (about 1.097 of
+  // peak live), and the upload arena (98 KiB, used every step, cannot carry
+  // STORAGE) sits on top of it
+  const allBuffers: Record<string, [onePass: number, warm: number]> = {
+    "onnxruntime-web/mlp-varbatch": [1.090, 1.100],
+    "tfjs-webgpu/cnn-training": [1.118, 1.118],
+    "tfjs-webgpu/kv-decode": [1.044, 1.174],
+    "tfjs-webgpu/mobilenet-224-batch2": [1.014, 1.014],
+    "tfjs-webgpu/mobilenet-inference": [1.011, 1.011],
+    "tfjs-webgpu/transformer-varlen": [1.022, 1.022],
+  };
+  for (const [name, [onePass, warm]] of Object.entries(allBuffers)) {
+    it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {
+      const data = await Deno.readFile(new URL(`${name}.jsonl.gz`, root));
+      const text = await new Response(
+        new Blob([data]).stream().pipeThrough(
+          new DecompressionStream("gzip"),
+        ),
+      ).text();
+      const ops = traceOps(parseTrace(text), "all");
+      const group = new StepPoolGroup();
+      const pools = new Map<number, StepPlannedPool>();
+      let live = 0, peakLive = 0, peakHeld = 0;
+      const ratios: number[] = [];
+      for (let pass = 0; pass < 4; pass++) {
+        const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
+        for (let i = 0; i < ops.length; i++) {
+          const code = ops.code[i];
+          if (code === 0) {
+            let pool = pools.get(ops.usage[i]);
+            if (!pool) {
+              const source = new MockSegmentSource({ alignment: 256 });
+              pools.set(
+                ops.usage[i],
+                pool = new StepPlannedPool(source, { group }),
+              );
+            }
+            const size = Math.max(1, ops.size[i]);
+            blocks.set(ops.id[i], [pool, pool.allocate(size)]);
+            live += size;
+            if (live > peakLive) peakLive = live;
+            if (group.reservedBytes > peakHeld) peakHeld = group.reservedBytes;
+          } else if (code === 1) {
+            const [pool, block] = blocks.get(ops.id[i])!;
+            live -= block.requestedByteLength;
+            pool.free(block);
+            blocks.delete(ops.id[i]);
+          } else if (code === 3) group.endStep();
+        }
+        for (const [pool, block] of blocks.values()) {
+          live -= block.requestedByteLength;
+          pool.free(block);
+        }
+        group.endStep();
+        ratios.push(peakHeld / peakLive);
+      }
+      for (const pool of pools.values()) pool.validate();
+      assert.equal(group.peakRequestedBytes, peakLive);
+      assert.ok(ratios[0] <= onePass, `one pass: ${ratios[0]}`);
+      assert.ok(ratios[3] <= warm, `warm passes: ${ratios}`);
     });
   }
 

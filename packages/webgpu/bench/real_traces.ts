@@ -45,7 +45,12 @@ import {
   ortBucketSize,
   tfjsExactPolicy,
 } from "@allot/trace";
-import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
+import {
+  type PlannedBlock,
+  StepPlannedPool,
+  StepPoolGroup,
+} from "@allot/caching";
+import { MockSegmentSource } from "@allot/core";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { stepPlannedPolicy } from "../../caching/bench/_step_planned_policy.ts";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
@@ -194,6 +199,50 @@ console.log(
 );
 console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
 for (const line of warm) console.log(line);
+
+/**
+ * All buffers through `StepPlannedPool`s in a `StepPoolGroup` (one per
+ * usage, as the replay policy keeps them): at the moment the group's held
+ * bytes peak, each usage's held and live bytes (mock sources: exact).
+ */
+function heldByUsage(ops: ReplayOps): string {
+  const group = new StepPoolGroup();
+  const pools = new Map<number, StepPlannedPool>();
+  const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
+  let peak = 0, at = "";
+  for (let i = 0; i < ops.length; i++) {
+    const c = ops.code[i];
+    if (c === 0) {
+      let p = pools.get(ops.usage[i]);
+      if (p === undefined) {
+        const source = new MockSegmentSource({ alignment: 256 });
+        pools.set(ops.usage[i], p = new StepPlannedPool(source, { group }));
+      }
+      blocks.set(ops.id[i], [p, p.allocate(Math.max(1, ops.size[i]))]);
+      if (group.reservedBytes > peak) {
+        peak = group.reservedBytes;
+        at = [...pools].map(([usage, p]) =>
+          `0x${usage.toString(16)} ${(p.reservedBytes / 1024).toFixed(1)} / ${
+            (p.requestedBytes / 1024).toFixed(1)
+          }`
+        ).join(", ");
+      }
+    } else if (c === 1) {
+      const [p, b] = blocks.get(ops.id[i])!;
+      blocks.delete(ops.id[i]);
+      p.free(b);
+    } else if (c === 3) group.endStep();
+  }
+  return at;
+}
+console.log(
+  "\n## StepPlannedPool, all buffers: held / live KiB per usage where held peaks\n",
+);
+console.log("| trace | usage held / live KiB |");
+console.log("|---|---|");
+for (const { name, trace } of traces) {
+  console.log(`| ${name} | ${heldByUsage(traceOps(trace, "all"))} |`);
+}
 
 // ---- 2. time on the device ------------------------------------------------
 

@@ -1,0 +1,276 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { InvalidArgumentError, MockSegmentSource } from "@allot/core";
+import {
+  type CachedBlock,
+  CachingAllocator,
+  type CachingAllocatorOptions,
+} from "./caching_allocator.ts";
+import { modelRuns } from "../core/_test_faults.ts";
+
+// Model test of adaptive segment sizes (`segmentGrowthFraction`,
+// `minSegmentByteLength`) and of giving whole free segments back on a miss
+// (`releaseCachedAboveRatio`): every new segment has the size the rule
+// names, a miss gives back exactly the whole free segments the rule asks
+// for (no fewer, none more than needed, least recently used first), live
+// blocks never overlap, stats equal a recount, and everything comes back.
+
+const MiB = 2 ** 20;
+
+type Op =
+  | { kind: "alloc"; size: number }
+  | { kind: "free"; index: number }
+  | { kind: "emptyCache" };
+
+const sizeArb = fc.oneof(
+  { weight: 6, arbitrary: fc.integer({ min: 1, max: 64 * 1024 }) },
+  { weight: 3, arbitrary: fc.integer({ min: 64 * 1024, max: MiB }) },
+  { weight: 2, arbitrary: fc.integer({ min: MiB + 1, max: 12 * MiB }) },
+);
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 10,
+    arbitrary: fc.record({
+      kind: fc.constant("alloc" as const),
+      size: sizeArb,
+    }),
+  },
+  {
+    weight: 9,
+    arbitrary: fc.record({
+      kind: fc.constant("free" as const),
+      index: fc.nat(),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: "emptyCache" as const }) },
+);
+
+const optionsArb = fc.record({
+  segmentGrowthFraction: fc.constantFrom(0, 1 / 128, 1 / 8, 1),
+  minSegmentByteLength: fc.constantFrom(512, 4096, 100_000),
+  releaseCachedAboveRatio: fc.constantFrom(1, 1.5, Infinity),
+  smallRequestMaxByteLength: fc.constantFrom(256 * 1024, MiB),
+  roundupPower2Divisions: fc.constantFrom(0, 4),
+});
+
+interface Live {
+  block: CachedBlock<{ id: number }>;
+  start: number;
+  end: number;
+  memory: number;
+}
+
+/** The segment size the rule names for a request of `size` rounded bytes. */
+function expectedSegment(
+  a: CachingAllocator<{ id: number }>,
+  o: Required<typeof optionsArb extends fc.Arbitrary<infer T> ? T : never>,
+  size: number,
+  reserved: number,
+): number {
+  const small = size <= a.smallRequestMaxByteLength;
+  let s = small
+    ? a.smallSegmentByteLength
+    : size < a.ownSegmentMinByteLength
+    ? a.largeSegmentByteLength
+    : Math.ceil(size / a.largeRoundByteLength) * a.largeRoundByteLength;
+  if (
+    o.segmentGrowthFraction > 0 && (small || size < a.ownSegmentMinByteLength)
+  ) {
+    const share = Math.ceil(reserved * o.segmentGrowthFraction / 512) * 512;
+    const min = Math.ceil(o.minSegmentByteLength / 512) * 512;
+    s = Math.min(s, Math.max(min, share));
+  }
+  return Math.max(s, size);
+}
+
+function run(
+  o: Required<typeof optionsArb extends fc.Arbitrary<infer T> ? T : never>,
+  ops: Op[],
+): void {
+  const device = new MockSegmentSource({ capacityBytes: 2 ** 40 });
+  const a = new CachingAllocator(device, o as CachingAllocatorOptions);
+  const live: Live[] = [];
+  // Last use of each whole free segment (by address): the allocator's
+  // clock when it last became whole and free.
+  const lastUse = new Map<number, number>();
+  const check = (): void => {
+    a.validate();
+    const stats = a.memoryStats();
+    assert.equal(stats.allocation.all.current, live.length);
+    assert.equal(
+      stats.allocatedBytes.all.current,
+      live.reduce((s, l) => s + l.end - l.start, 0),
+    );
+    assert.equal(stats.reservedBytes.all.current, device.reservedBytes);
+    assert.equal(stats.segment.all.current, device.liveSegmentCount);
+    assert.equal(stats.numDeviceAlloc, device.allocationCount);
+    assert.equal(stats.numDeviceFree, device.freeCount);
+  };
+  const wholeFree = () =>
+    a.snapshot().segments.filter((s) =>
+      s.blocks.length === 1 && s.blocks[0].state === "inactive"
+    );
+  // The allocator's clock: allocation requests so far.
+  let clock = 0;
+  // The clock at the last miss above the ratio: a whole free segment of the
+  // other pool is given back only when unused since then (no thrashing
+  // between the pools).
+  let lastMiss = 0;
+  for (const op of ops) {
+    const wasWhole = new Set(wholeFree().map((s) => s.address));
+    if (op.kind === "alloc") {
+      clock++;
+      const before = a.snapshot().segments;
+      const size = a.roundSize(op.size);
+      const pool = size <= a.smallRequestMaxByteLength ? "small" : "large";
+      // The candidates: whole free segments of the request's pool, and of
+      // the other pool those unused since the last miss above the ratio.
+      const whole = wholeFree().filter((s) =>
+        s.pool === pool || lastUse.get(s.address)! < lastMiss
+      );
+      const reserved = device.reservedBytes;
+      const active = a.memoryStats().activeBytes.all.current;
+      const made = device.allocationCount;
+      const block = a.allocate(op.size);
+      const entry = {
+        block,
+        start: block.byteOffset,
+        end: block.byteOffset + block.blockByteLength,
+        memory: block.memory.id,
+      };
+      for (const other of live) {
+        assert.ok(
+          other.memory !== entry.memory || other.end <= entry.start ||
+            entry.end <= other.start,
+          "live blocks overlap",
+        );
+      }
+      live.push(entry);
+      if (device.allocationCount > made) {
+        // A miss: the whole free segments given back, then one new segment.
+        assert.equal(device.allocationCount, made + 1);
+        const after = new Set(a.snapshot().segments.map((s) => s.address));
+        const gone = before.filter((s) => !after.has(s.address));
+        const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
+        const bound = o.releaseCachedAboveRatio * (active + size);
+        for (const s of gone) {
+          assert.ok(
+            whole.some((w) => w.address === s.address),
+            "not a candidate",
+          );
+        }
+        if (reserved > bound) lastMiss = clock;
+        if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
+          assert.equal(gone.length, 0, "released below the bound");
+        } else if (gone.length < whole.length) {
+          assert.ok(reserved - goneBytes <= bound, "released too little");
+        }
+        if (gone.length > 0) {
+          // Least recently used first, and no more than needed.
+          const age = (s: { address: number }) => lastUse.get(s.address)!;
+          const newestGone = Math.max(...gone.map(age));
+          for (const w of whole) {
+            if (!gone.some((g) => g.address === w.address)) {
+              assert.ok(age(w) >= newestGone, "not least recently used");
+            }
+          }
+          // The last one given back (among the newest: ties in any order)
+          // was still needed.
+          assert.ok(
+            gone.some((s) =>
+              age(s) === newestGone &&
+              reserved - goneBytes + s.byteLength > bound
+            ),
+            "released more than needed",
+          );
+        }
+        const fresh = a.snapshot().segments.find((s) =>
+          !before.some((b) => b.address === s.address)
+        )!;
+        assert.equal(
+          fresh.byteLength,
+          expectedSegment(a, o, size, reserved - goneBytes),
+          "segment size",
+        );
+      }
+    } else if (op.kind === "free") {
+      if (live.length === 0) continue;
+      const [entry] = live.splice(op.index % live.length, 1);
+      entry.block.release();
+    } else {
+      a.emptyCache();
+    }
+    for (const s of wholeFree()) {
+      if (!wasWhole.has(s.address)) lastUse.set(s.address, clock);
+    }
+    check();
+  }
+  for (const entry of live) entry.block.release();
+  live.length = 0;
+  a.emptyCache();
+  check();
+  assert.equal(device.reservedBytes, 0);
+  assert.equal(device.liveSegmentCount, 0);
+}
+
+describe("CachingAllocator adaptive segments and release above ratio", () => {
+  it("new segments take the adaptive size; a miss above the ratio gives back whole free segments, oldest first, just enough", () => {
+    fc.assert(
+      fc.property(
+        optionsArb,
+        fc.array(opArb, { minLength: 10, maxLength: 150, size: "max" }),
+        (o, ops) => run(o, ops),
+      ),
+      { numRuns: modelRuns() },
+    );
+  });
+
+  it("one block live at a time, sizes alternating between the pools: no device allocation after warm-up (giving back does not thrash)", () => {
+    const source = new MockSegmentSource();
+    const a = new CachingAllocator(source);
+    const sizes = [300_000, 1000, 8 * MiB, 60_000, 2 * MiB, 200_000];
+    for (const n of sizes) a.allocate(n).release();
+    const warm = source.allocationCount;
+    for (let i = 0; i < 600; i++) a.allocate(sizes[i % sizes.length]).release();
+    assert.equal(source.allocationCount, warm);
+    a.validate();
+  });
+
+  it("refuses out-of-range options with a typed error", () => {
+    const source = new MockSegmentSource({ capacityBytes: 64 * MiB });
+    for (
+      const bad of [
+        { segmentGrowthFraction: -0.1 },
+        { segmentGrowthFraction: 1.5 },
+        { segmentGrowthFraction: NaN },
+        { minSegmentByteLength: 0 },
+        { minSegmentByteLength: 1.5 },
+        { releaseCachedAboveRatio: 0.9 },
+        { releaseCachedAboveRatio: NaN },
+      ]
+    ) {
+      assert.throws(
+        () => new CachingAllocator(source, bad as CachingAllocatorOptions),
+        InvalidArgumentError,
+        JSON.stringify(bad),
+      );
+    }
+    assert.equal(source.reservedBytes, 0);
+  });
+
+  it("PyTorch's fixed sizes stay reachable: segmentGrowthFraction 0 takes a 2 MiB small segment first", () => {
+    const source = new MockSegmentSource({ capacityBytes: 64 * MiB });
+    const fixed = new CachingAllocator(source, {
+      segmentGrowthFraction: 0,
+      releaseCachedAboveRatio: Infinity,
+      smallRequestMaxByteLength: MiB,
+    });
+    using _a = fixed.allocate(1000);
+    assert.equal(source.reservedBytes, 2 * MiB);
+    const adaptive = new CachingAllocator(source);
+    using _b = adaptive.allocate(1000);
+    assert.equal(source.reservedBytes, 2 * MiB + 4096);
+  });
+});

@@ -1,0 +1,138 @@
+// Each real runtime trace (traces/<runtime>/<name>.jsonl.gz, recorded by
+// @allot/trace) replayed through CachingAllocator with its default options,
+// one allocator per WebGPU usage as GpuCachingAllocator and the
+// `allot-caching` replay policy keep them: the invariants (no overlap, stats
+// equal a recount, everything returned), and peak held / peak live at or
+// below what the defaults reached when they were chosen (traces/README.md),
+// for storage buffers and for all buffers. Bytes are exact and
+// deterministic: a change to the defaults that holds more fails here.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { MockSegmentSource } from "@allot/core";
+import {
+  allotCachingQueueOrderPolicy,
+  parseTrace,
+  replayTrace,
+  type Trace,
+  traceOps,
+} from "@allot/trace";
+import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
+
+const root = new URL("../../traces/", import.meta.url);
+
+/** Peak held / peak live the defaults reach: [storage, all buffers]. */
+const CEILINGS: Record<string, [number, number]> = {
+  "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.0069, 1.0943],
+  "tfjs-webgpu/cnn-training.jsonl.gz": [1.1402, 1.1607],
+  "tfjs-webgpu/kv-decode.jsonl.gz": [1.0476, 1.0557],
+  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.029, 1.0417],
+  "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0126, 1.0229],
+  "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0408, 1.0542],
+};
+
+async function load(name: string): Promise<Trace> {
+  const data = await Deno.readFile(new URL(name, root));
+  const text = await new Response(
+    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+  ).text();
+  return parseTrace(text);
+}
+
+/** Replays all buffers, one default allocator per usage, checking as it goes. */
+function replayChecked(trace: Trace): void {
+  const ops = traceOps(trace, "all");
+  const pools = new Map<
+    number,
+    { a: CachingAllocator<{ id: number }>; s: MockSegmentSource }
+  >();
+  const live = new Map<
+    number,
+    { a: CachingAllocator<{ id: number }>; b: CachedBlock<{ id: number }> }
+  >();
+  const checkAll = () => {
+    // Keyed by the memory object: each mock source numbers its own.
+    const byMemory = new Map<unknown, [number, number][]>();
+    let count = 0;
+    for (const { a, s } of pools.values()) {
+      a.validate();
+      const stats = a.memoryStats();
+      assert.equal(stats.reservedBytes.all.current, s.reservedBytes);
+      assert.equal(stats.segment.all.current, s.liveSegmentCount);
+      count += stats.allocation.all.current;
+    }
+    assert.equal(count, live.size);
+    for (const { b } of live.values()) {
+      let list = byMemory.get(b.memory);
+      if (!list) byMemory.set(b.memory, list = []);
+      list.push([b.byteOffset, b.byteOffset + b.blockByteLength]);
+    }
+    for (const list of byMemory.values()) {
+      list.sort((x, y) => x[0] - y[0]);
+      for (let i = 1; i < list.length; i++) {
+        assert.ok(list[i][0] >= list[i - 1][1], "live blocks overlap");
+      }
+    }
+  };
+  for (let i = 0; i < ops.length; i++) {
+    const code = ops.code[i];
+    if (code === 0) {
+      const usage = ops.usage[i];
+      let p = pools.get(usage);
+      if (!p) {
+        const s = new MockSegmentSource({ alignment: 256 });
+        pools.set(usage, p = { a: new CachingAllocator(s), s });
+      }
+      live.set(ops.id[i], {
+        a: p.a,
+        b: p.a.allocate(Math.max(1, ops.size[i])),
+      });
+    } else if (code === 1) {
+      const l = live.get(ops.id[i])!;
+      l.a.free(l.b);
+      live.delete(ops.id[i]);
+    } else if (code === 3) {
+      checkAll();
+    }
+  }
+  checkAll();
+  for (const l of live.values()) l.a.free(l.b);
+  live.clear();
+  for (const { a, s } of pools.values()) {
+    a.emptyCache();
+    assert.equal(s.reservedBytes, 0);
+    assert.equal(a.memoryStats().allocatedBytes.all.current, 0);
+  }
+}
+
+describe("CachingAllocator defaults on real runtime traces", () => {
+  it("every recorded trace has a ceiling here", () => {
+    const names = [...Deno.readDirSync(root)].filter((d) => d.isDirectory)
+      .flatMap((d) =>
+        [...Deno.readDirSync(new URL(`${d.name}/`, root))].map((e) =>
+          `${d.name}/${e.name}`
+        )
+      ).filter((n) => n.endsWith(".jsonl.gz")).sort();
+    assert.deepEqual(names, Object.keys(CEILINGS).sort());
+  });
+  for (const [name, [storage, all]] of Object.entries(CEILINGS)) {
+    it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
+      const trace = await load(name);
+      for (
+        const [usage, ceiling] of [["storage", storage], ["all", all]] as const
+      ) {
+        const report = replayTrace(trace, {
+          usage,
+          repeat: 1,
+          policies: [allotCachingQueueOrderPolicy],
+        });
+        const held = report.policies[0].peakReservedBytes;
+        const ratio = held / report.peakRequestedBytes;
+        assert.ok(
+          ratio <= ceiling,
+          `${usage}: ${ratio.toFixed(4)} > ${ceiling}`,
+        );
+      }
+      replayChecked(trace);
+    });
+  }
+});

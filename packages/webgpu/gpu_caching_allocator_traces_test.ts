@@ -1,0 +1,68 @@
+// The storage buffers of each real runtime trace (traces/<runtime>/*.jsonl.gz)
+// replayed through GpuCachingAllocator with its default options on a real
+// WebGPU device: peak held (the allocator's segments: GPUBuffers) over peak
+// live at or below what the defaults reached when they were chosen (the same
+// figures as `@allot/caching`'s caching_allocator_traces_test.ts, whose
+// replay runs on a mock device), and every buffer given back at the end.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { parseTrace, traceOps } from "@allot/trace";
+import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
+import type { GpuAllocation } from "./gpu_allocation.ts";
+import { sharedDevice, skip } from "./_test_device.ts";
+
+const root = new URL("../../traces/", import.meta.url);
+
+/** Peak held / peak live of storage buffers the defaults reach. */
+const CEILINGS: Record<string, number> = {
+  "onnxruntime-web/mlp-varbatch.jsonl.gz": 1.0069,
+  "tfjs-webgpu/cnn-training.jsonl.gz": 1.1402,
+  "tfjs-webgpu/kv-decode.jsonl.gz": 1.0476,
+  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": 1.029,
+  "tfjs-webgpu/mobilenet-inference.jsonl.gz": 1.0126,
+  "tfjs-webgpu/transformer-varlen.jsonl.gz": 1.0408,
+};
+
+describe(
+  "GpuCachingAllocator defaults on real runtime traces",
+  { skip },
+  () => {
+    for (const [name, ceiling] of Object.entries(CEILINGS)) {
+      it(`${name}: storage peak held / peak live at most ${ceiling}`, async () => {
+        const data = await Deno.readFile(new URL(name, root));
+        const text = await new Response(
+          new Blob([data]).stream().pipeThrough(
+            new DecompressionStream("gzip"),
+          ),
+        ).text();
+        const ops = traceOps(parseTrace(text), "storage");
+        const device = await sharedDevice();
+        const allocator = new GpuCachingAllocator(device);
+        const live = new Map<number, { a: GpuAllocation; size: number }>();
+        let liveBytes = 0, peakLive = 0;
+        for (let i = 0; i < ops.length; i++) {
+          if (ops.code[i] === 0) {
+            const size = Math.max(1, ops.size[i]);
+            live.set(ops.id[i], { a: allocator.allocate(size), size });
+            liveBytes += size;
+            if (liveBytes > peakLive) peakLive = liveBytes;
+          } else if (ops.code[i] === 1) {
+            const l = live.get(ops.id[i])!;
+            l.a.release();
+            live.delete(ops.id[i]);
+            liveBytes -= l.size;
+          }
+        }
+        const stats = allocator.memoryStats();
+        const ratio = stats.reservedBytes.all.peak / peakLive;
+        assert.ok(ratio <= ceiling, `${ratio.toFixed(4)} > ${ceiling}`);
+        for (const l of live.values()) l.a.release();
+        await allocator.synchronize();
+        allocator.emptyCache();
+        const after = allocator.memoryStats();
+        assert.equal(after.reservedBytes.all.current, 0);
+        assert.equal(after.allocatedBytes.all.current, 0);
+      });
+    }
+  },
+);
