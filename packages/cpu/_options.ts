@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 
 /**
  * Checks that an options argument is an object (`null`, numbers and strings
@@ -17,4 +17,28 @@ export function validateOptions<T>(options: T, name = "options"): T {
     );
   }
   return options;
+}
+
+/**
+ * Checks that the named options are `undefined` or a boolean (a `1` or a
+ * `"false"` would otherwise be read as truthy by one option and as off by
+ * another).
+ *
+ * @param options Options, already checked to be an object.
+ * @param names The boolean options.
+ * @throws {InvalidArgumentError} When one is neither.
+ */
+export function validateFlags<T extends object>(
+  options: T,
+  ...names: (keyof T & string)[]
+): void {
+  for (const name of names) {
+    const value = options[name];
+    if (value !== undefined && typeof value !== "boolean") {
+      throw new InvalidArgumentError(
+        `Invalid ${name}: must be a boolean, received ${describeValue(value)}`,
+        { name, value },
+      );
+    }
+  }
 }

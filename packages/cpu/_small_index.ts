@@ -22,10 +22,12 @@
  * @module
  */
 
-// The records' layout, as in heap.ts (copies: V8 does not fold constants
-// imported from another module; heap.ts's checkIntegrity() checks this index,
-// so a mismatch fails the model tests at once). A record is named by the
-// index of its first slot.
+// The records' layout, as in heap.ts. Copies on purpose, not imports: V8
+// does not fold constants imported from another module into the code (each
+// use would be a load). _small_index_test.ts checks they equal heap.ts's
+// values, and heap.ts's checkIntegrity() checks this index, so a mismatch
+// also fails the model tests. A record is named by the index of its first
+// slot.
 const R_START = 0;
 const R_SIZE = 1;
 const R_FPREV = 4;

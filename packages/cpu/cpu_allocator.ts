@@ -20,7 +20,7 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import { validateOptions } from "./_options.ts";
+import { validateFlags, validateOptions } from "./_options.ts";
 import { elementBytes } from "./_view.ts";
 import {
   CpuHeap,
@@ -168,6 +168,14 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   constructor(options: CpuAllocatorOptions = {}) {
     super();
     validateOptions(options);
+    validateFlags(
+      options,
+      "mobile",
+      "shared",
+      "strict",
+      "zeroFill",
+      "junkFill",
+    );
     const device = options.device ?? Device.cpu();
     if (!(device instanceof Device)) {
       throw new InvalidArgumentError(

@@ -9,7 +9,7 @@ import {
 } from "@allot/core";
 import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
 import { modelRuns } from "../core/_test_faults.ts";
-import { logUniformTrace, type Trace } from "./bench/trace.ts";
+import { logUniformTrace, replay, type Trace } from "./bench/trace.ts";
 
 const PLACEMENTS: CpuHeapPlacement[] = ["compact", "first-fit", "good-fit"];
 
@@ -680,12 +680,7 @@ describe("CpuHeap placement", () => {
     // average). Not a timing: the figures are the same on every machine.
     const footprint = (trace: Trace, placement: CpuHeapPlacement) => {
       const heap = new CpuHeap(1 << 30, { placement });
-      const offsets = new Float64Array(trace.slots);
-      const { kind, slot, byteLength } = trace;
-      for (let i = 0; i < kind.length; i++) {
-        if (kind[i] === 1) offsets[slot[i]] = heap.alloc(byteLength[i]);
-        else heap.free(offsets[slot[i]]);
-      }
+      replay(heap, trace);
       return heap.highWaterBytes / trace.peakLiveBytes;
     };
     let gain = 0;
@@ -784,12 +779,7 @@ describe("CpuHeap placement", () => {
     const trace = logUniformTrace(200_000);
     const footprint = (placement: CpuHeapPlacement) => {
       const heap = new CpuHeap(1 << 30, { placement });
-      const offsets = new Float64Array(trace.slots);
-      const { kind, slot, byteLength } = trace;
-      for (let i = 0; i < kind.length; i++) {
-        if (kind[i] === 1) offsets[slot[i]] = heap.alloc(byteLength[i]);
-        else heap.free(offsets[slot[i]]);
-      }
+      replay(heap, trace);
       assert.equal(heap.allocationCount, 0);
       heap.checkIntegrity();
       return heap.highWaterBytes;

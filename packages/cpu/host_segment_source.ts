@@ -15,7 +15,7 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
-import { validateOptions } from "./_options.ts";
+import { validateFlags, validateOptions } from "./_options.ts";
 import type { SystemMemory } from "./system_allocator.ts";
 
 /** Options of {@linkcode HostSegmentSource}. */
@@ -91,6 +91,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    */
   constructor(options: HostSegmentSourceOptions = {}) {
     validateOptions(options);
+    validateFlags(options, "shared");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(options.alignment ?? 64);

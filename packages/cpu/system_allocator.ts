@@ -18,7 +18,7 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
-import { validateOptions } from "./_options.ts";
+import { validateFlags, validateOptions } from "./_options.ts";
 import type { MemoryReporter } from "./memory_reporter.ts";
 import { junkFill } from "./_fill.ts";
 
@@ -114,6 +114,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
   constructor(options: SystemAllocatorOptions = {}) {
     super();
     validateOptions(options);
+    validateFlags(options, "shared", "strict", "junkFill");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.#shared = options.shared ?? false;

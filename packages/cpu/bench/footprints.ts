@@ -10,18 +10,13 @@
 import { CpuHeap, type CpuHeapPlacement } from "../mod.ts";
 import type { Row, Scenario } from "../../../scripts/bench/types.ts";
 import { instantiateAs } from "./head_to_head.ts";
-import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
+import { logUniformTrace, replay, tensorTrace, type Trace } from "./trace.ts";
 
 const MiB = 1 << 20;
 
 function heapFootprint(trace: Trace, placement: CpuHeapPlacement): number {
   const heap = new CpuHeap(2048 * MiB, { placement });
-  const offsets = new Float64Array(trace.slots);
-  const { kind, slot, byteLength } = trace;
-  for (let i = 0; i < kind.length; i++) {
-    if (kind[i] === 1) offsets[slot[i]] = heap.alloc(byteLength[i]);
-    else heap.free(offsets[slot[i]]);
-  }
+  replay(heap, trace);
   return heap.highWaterBytes / trace.peakLiveBytes;
 }
 

@@ -15,7 +15,7 @@
  */
 
 import { CpuHeap } from "../mod.ts";
-import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
+import { logUniformTrace, replay, tensorTrace, type Trace } from "./trace.ts";
 
 const GRANULE = 64;
 const REGION = 1 << 25; // 2 GiB of granules: no trace reaches the end
@@ -149,11 +149,13 @@ export function footprint(trace: Trace, policy: Policy): number {
   return high * GRANULE / trace.peakLiveBytes;
 }
 
-/** TLSF's good fit: the head of the first non-empty class that surely fits. */
-export const goodFit: Policy = (free, units) => {
+// TLSF's good fit among the free blocks shorter than `under` units: the
+// head (latest freed) of the first non-empty class that surely fits.
+function goodFitUnder(free: FreeBlocks, units: number, under: number): number {
   const idx = searchIndex(units);
   let best = -1, bestClass = Infinity;
   for (let i = 0; i < free.start.length; i++) {
+    if (free.size[i] >= under) continue;
     const c = mappingIndex(free.size[i]);
     if (
       c >= idx &&
@@ -164,27 +166,19 @@ export const goodFit: Policy = (free, units) => {
     }
   }
   return best;
-};
+}
+
+/** TLSF's good fit: the head of the first non-empty class that surely fits. */
+export const goodFit: Policy = (free, units) =>
+  goodFitUnder(free, units, Infinity);
 
 /** `"compact"`: the lower of the small-class good fit and the lowest large. */
 export const compact: Policy = (free, units) => {
   if (units >= SMALL) return goodFit(free, units);
-  const idx = searchIndex(units);
-  let best = -1, bestClass = Infinity, low = -1;
-  for (let i = 0; i < free.start.length; i++) {
-    if (free.size[i] >= SMALL) {
-      if (low < 0) low = i;
-      continue;
-    }
-    const c = mappingIndex(free.size[i]);
-    if (
-      c >= idx &&
-      (c < bestClass || (c === bestClass && free.stamp[i] > free.stamp[best]))
-    ) {
-      best = i;
-      bestClass = c;
-    }
-  }
+  const best = goodFitUnder(free, units, SMALL);
+  let low = 0;
+  while (low < free.start.length && free.size[low] < SMALL) low++;
+  if (low === free.start.length) low = -1;
   return best < 0 || (low >= 0 && low < best) ? low : best;
 };
 
@@ -226,12 +220,7 @@ function mean(values: number[]): string {
 
 function heapFootprint(trace: Trace, placement: CpuHeap["placement"]): number {
   const heap = new CpuHeap(REGION * GRANULE - GRANULE * 1024, { placement });
-  const offsets = new Float64Array(trace.slots);
-  for (let i = 0; i < trace.kind.length; i++) {
-    if (trace.kind[i] === 1) {
-      offsets[trace.slot[i]] = heap.alloc(trace.byteLength[i]);
-    } else heap.free(offsets[trace.slot[i]]);
-  }
+  replay(heap, trace);
   return heap.highWaterBytes / trace.peakLiveBytes;
 }
 

@@ -170,3 +170,26 @@ export function tensorTrace(steps: number, seed = 7): Trace {
   for (const s of [...b.live.keys()]) b.free(s);
   return b.build(`tensor-shaped (conv net training, ${steps} steps)`);
 }
+
+/** What {@linkcode replay} needs of an allocator: offsets in, offsets out. */
+export interface OffsetAllocator {
+  alloc(byteLength: number): number;
+  free(byteOffset: number): void;
+}
+
+/**
+ * Replays `trace` on `allocator` (every allocation is freed by the end).
+ * For footprints and tests, not for timing: the timed replays keep a loop
+ * per contender so that each stays monomorphic.
+ *
+ * @param allocator The allocator.
+ * @param trace The trace.
+ */
+export function replay(allocator: OffsetAllocator, trace: Trace): void {
+  const offsets = new Float64Array(trace.slots);
+  const { kind, slot, byteLength } = trace;
+  for (let i = 0; i < kind.length; i++) {
+    if (kind[i] === 1) offsets[slot[i]] = allocator.alloc(byteLength[i]);
+    else allocator.free(offsets[slot[i]]);
+  }
+}
