@@ -91,6 +91,24 @@ export class _CachingPolicy<M> {
   clock = 0;
   /** The clock at the last miss that looked for segments to give back. */
   lastMiss = 0;
+  /**
+   * The ratio giving back uses now: `releaseRatio`, widened while giving
+   * back is regretted (see {@linkcode releaseAboveRatio}).
+   */
+  releaseBound: number;
+  /**
+   * Ghosts: segments given back by that rule, remembered as (pool, bytes)
+   * after they are gone, oldest first, at most `MAX_GHOSTS` of them and
+   * their bytes at most the reserved bytes (ARC's ghost lists): a later
+   * miss that one of them would have served shows that giving it back was
+   * regretted.
+   */
+  ghosts: { small: boolean; size: number }[] = [];
+  ghostBytes = 0;
+  /** Bytes of ghosts hit since the slack last widened. */
+  regretBytes = 0;
+  /** Whether a ghost was hit since the last miss that gave back. */
+  regretted = false;
   history: TraceRecorder | null = null;
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
   validate: () => void = () => _validateCaching(this);
@@ -123,6 +141,7 @@ export class _CachingPolicy<M> {
     this.segmentGrowth = config.segmentGrowth;
     this.minSegmentByteLength = config.minSegment;
     this.releaseRatio = config.releaseRatio;
+    this.releaseBound = config.releaseRatio;
     this.maxSplitByteLength = config.maxSplit;
     this.maxNonSplitRoundingByteLength = config.nonSplitRounding;
     this.maxBlockByteLength = config.maxBlock;
@@ -412,7 +431,22 @@ export class _CachingPolicy<M> {
     stream: Stream,
   ): _Block<M> | undefined {
     if (this.gcThreshold > 0) this.garbageCollect();
-    if (this.releaseRatio !== Infinity) this.releaseAboveRatio(pool, size);
+    if (this.releaseRatio !== Infinity) {
+      if (this.ghosts.length !== 0) this.regret(pool.small, size);
+      this.releaseAboveRatio(pool, size);
+    }
+    return this.allocSegment(pool, size, stream);
+  }
+
+  /**
+   * A block in a new segment; when the device is full, after freeing cached
+   * oversize blocks, then the whole cache.
+   */
+  allocSegment(
+    pool: _BlockPool<M>,
+    size: number,
+    stream: Stream,
+  ): _Block<M> | undefined {
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;
     if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
@@ -439,9 +473,16 @@ export class _CachingPolicy<M> {
    * blocks) and one sort of the candidates: the miss that follows asks the
    * device for a buffer anyway. Expandable segments stay (they shrink at
    * `emptyCache()`).
+   *
+   * The ratio used is `releaseBound`, which backs off: a later miss that a
+   * segment given back would have served widens it ({@linkcode regret});
+   * a give-back with none since the previous one narrows it back toward
+   * `releaseRatio`. A workload whose steps alternate phases (forward and
+   * backward, prefill and decode) would otherwise give back one phase's
+   * segments at the next phase's miss and make them again every step.
    */
   releaseAboveRatio(pool: _BlockPool<M>, size: number): void {
-    const bound = this.releaseRatio * (this.stats.activeBytes + size);
+    const bound = this.releaseBound * (this.stats.activeBytes + size);
     if (this.stats.reservedBytes <= bound) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
@@ -456,9 +497,68 @@ export class _CachingPolicy<M> {
     this.lastMiss = this.clock;
     if (whole === null) return;
     whole.sort((a, b) => a.stamp - b.stamp);
+    let gave = false;
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
+      this.ghost(b.segment.small, b.size);
       _releaseSegment(this, b);
+      gave = true;
+    }
+    if (!gave) return;
+    // No regret since the previous give-back: the slack halves, down to the
+    // configured ratio.
+    if (!this.regretted) {
+      this.releaseBound = Math.max(
+        this.releaseRatio,
+        1 + (this.releaseBound - 1) / 2,
+      );
+    }
+    this.regretted = false;
+  }
+
+  /** Remembers a segment given back (oldest ghosts dropped past the limits). */
+  ghost(small: boolean, size: number): void {
+    const ghosts = this.ghosts;
+    ghosts.push({ small, size });
+    this.ghostBytes += size;
+    let drop = 0;
+    while (
+      ghosts.length - drop > MAX_GHOSTS ||
+      this.ghostBytes > this.stats.reservedBytes && drop < ghosts.length - 1
+    ) {
+      this.ghostBytes -= ghosts[drop++].size;
+    }
+    if (drop > 0) ghosts.splice(0, drop);
+  }
+
+  /**
+   * A miss of `size` bytes in the small or large pool: when a segment given
+   * back would have served it (the smallest such ghost, which is then
+   * forgotten), giving it back was regretted (a device buffer destroyed and
+   * made again). Once the regretted bytes since the slack last widened
+   * reach the slack itself (slack x reserved bytes: holding twice the slack
+   * costs no more bytes than were remade), the slack above 1 doubles.
+   */
+  regret(small: boolean, size: number): void {
+    const ghosts = this.ghosts;
+    let best = -1;
+    for (let i = 0; i < ghosts.length; i++) {
+      const g = ghosts[i];
+      if (
+        g.small === small && g.size >= size &&
+        (best < 0 || g.size < ghosts[best].size)
+      ) best = i;
+    }
+    if (best < 0) return;
+    const g = ghosts[best];
+    ghosts.splice(best, 1);
+    this.ghostBytes -= g.size;
+    this.regretted = true;
+    this.regretBytes += g.size;
+    const slack = this.releaseBound - 1;
+    if (this.regretBytes >= slack * this.stats.reservedBytes) {
+      this.regretBytes = 0;
+      this.releaseBound = 1 + Math.max(2 * slack, MIN_SLACK);
     }
   }
 
@@ -610,6 +710,11 @@ export class _CachingPolicy<M> {
     }
   }
 }
+
+/** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
+const MIN_SLACK = 1 / 32;
+/** Segments given back that are remembered (see `ghosts`). */
+const MAX_GHOSTS = 256;
 
 /** A fence that throws counts as not complete: DeferredFrees reports it. */
 function completedOrThrew(fence: Fence): boolean {

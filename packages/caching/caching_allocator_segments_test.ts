@@ -118,6 +118,13 @@ function run(
   // other pool is given back only when unused since then (no thrashing
   // between the pools).
   let lastMiss = 0;
+  // The back-off: the ratio in use, the ghosts (segments given back, oldest
+  // first: pool and bytes), whether a ghost was hit since the last
+  // give-back, and the ghost bytes hit since the ratio last widened.
+  let ratio = o.releaseCachedAboveRatio;
+  const ghosts: { pool: string; size: number }[] = [];
+  let regretted = false;
+  let regretBytes = 0;
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
     if (op.kind === "alloc") {
@@ -154,7 +161,27 @@ function run(
         const after = new Set(a.snapshot().segments.map((s) => s.address));
         const gone = before.filter((s) => !after.has(s.address));
         const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
-        const bound = o.releaseCachedAboveRatio * (active + size);
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          // A miss first looks for the smallest ghost that would serve it.
+          let best = -1;
+          ghosts.forEach((g, i) => {
+            if (
+              g.pool === pool && g.size >= size &&
+              (best < 0 || g.size < ghosts[best].size)
+            ) best = i;
+          });
+          if (best >= 0) {
+            regretted = true;
+            regretBytes += ghosts[best].size;
+            const slack = ratio - 1;
+            if (regretBytes >= slack * reserved) {
+              regretBytes = 0;
+              ratio = 1 + Math.max(2 * slack, 1 / 32);
+            }
+            ghosts.splice(best, 1);
+          }
+        }
+        const bound = ratio * (active + size);
         for (const s of gone) {
           assert.ok(
             whole.some((w) => w.address === s.address),
@@ -185,6 +212,28 @@ function run(
             ),
             "released more than needed",
           );
+        }
+        if (gone.length > 0) {
+          // Ghosts of the segments given back, least recently used first
+          // (ties by address), each time within the limits; then the ratio
+          // narrows unless a ghost was hit since the previous give-back.
+          gone.sort((x, y) =>
+            lastUse.get(x.address)! - lastUse.get(y.address)! ||
+            x.address - y.address
+          );
+          let now = reserved;
+          for (const s of gone) {
+            ghosts.push({ pool: s.pool, size: s.byteLength });
+            let bytes = ghosts.reduce((n, g) => n + g.size, 0);
+            while (
+              ghosts.length > 256 || (bytes > now && ghosts.length > 1)
+            ) bytes -= ghosts.shift()!.size;
+            now -= s.byteLength;
+          }
+          if (!regretted) {
+            ratio = Math.max(o.releaseCachedAboveRatio, 1 + (ratio - 1) / 2);
+          }
+          regretted = false;
         }
         const fresh = a.snapshot().segments.find((s) =>
           !before.some((b) => b.address === s.address)
