@@ -107,8 +107,6 @@ export class _CachingPolicy<M> {
   ghostBytes = 0;
   /** Bytes of ghosts hit since the slack last widened. */
   regretBytes = 0;
-  /** Whether a ghost was hit since the last miss that gave back. */
-  regretted = false;
   history: TraceRecorder | null = null;
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
   validate: () => void = () => _validateCaching(this);
@@ -476,8 +474,7 @@ export class _CachingPolicy<M> {
    *
    * The ratio used is `releaseBound`, which backs off: a later miss that a
    * segment given back would have served widens it ({@linkcode regret});
-   * a give-back with none since the previous one narrows it back toward
-   * `releaseRatio`. A workload whose steps alternate phases (forward and
+   * ghosts forgotten unhit narrow it back toward `releaseRatio`. A workload whose steps alternate phases (forward and
    * backward, prefill and decode) would otherwise give back one phase's
    * segments at the next phase's miss and make them again every step.
    */
@@ -497,23 +494,11 @@ export class _CachingPolicy<M> {
     this.lastMiss = this.clock;
     if (whole === null) return;
     whole.sort((a, b) => a.stamp - b.stamp);
-    let gave = false;
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
       this.ghost(b.segment.small, b.size);
       _releaseSegment(this, b);
-      gave = true;
     }
-    if (!gave) return;
-    // No regret since the previous give-back: the slack halves, down to the
-    // configured ratio.
-    if (!this.regretted) {
-      this.releaseBound = Math.max(
-        this.releaseRatio,
-        1 + (this.releaseBound - 1) / 2,
-      );
-    }
-    this.regretted = false;
   }
 
   /** Remembers a segment given back (oldest ghosts dropped past the limits). */
@@ -528,7 +513,15 @@ export class _CachingPolicy<M> {
     ) {
       this.ghostBytes -= ghosts[drop++].size;
     }
-    if (drop > 0) ghosts.splice(0, drop);
+    if (drop === 0) return;
+    ghosts.splice(0, drop);
+    // Ghosts forgotten unhit (a reserved size's worth given back since):
+    // giving back is not regretted, the slack halves, down to the
+    // configured ratio.
+    this.releaseBound = Math.max(
+      this.releaseRatio,
+      1 + (this.releaseBound - 1) / 2,
+    );
   }
 
   /**
@@ -553,7 +546,6 @@ export class _CachingPolicy<M> {
     const g = ghosts[best];
     ghosts.splice(best, 1);
     this.ghostBytes -= g.size;
-    this.regretted = true;
     this.regretBytes += g.size;
     const slack = this.releaseBound - 1;
     if (this.regretBytes >= slack * this.stats.reservedBytes) {

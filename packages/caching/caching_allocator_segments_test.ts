@@ -119,11 +119,10 @@ function run(
   // between the pools).
   let lastMiss = 0;
   // The back-off: the ratio in use, the ghosts (segments given back, oldest
-  // first: pool and bytes), whether a ghost was hit since the last
-  // give-back, and the ghost bytes hit since the ratio last widened.
+  // first: pool and bytes), and the ghost bytes hit since the ratio last
+  // widened.
   let ratio = o.releaseCachedAboveRatio;
   const ghosts: { pool: string; size: number }[] = [];
-  let regretted = false;
   let regretBytes = 0;
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
@@ -171,7 +170,6 @@ function run(
             ) best = i;
           });
           if (best >= 0) {
-            regretted = true;
             regretBytes += ghosts[best].size;
             const slack = ratio - 1;
             if (regretBytes >= slack * reserved) {
@@ -215,8 +213,7 @@ function run(
         }
         if (gone.length > 0) {
           // Ghosts of the segments given back, least recently used first
-          // (ties by address), each time within the limits; then the ratio
-          // narrows unless a ghost was hit since the previous give-back.
+          // (ties by address), each time within the limits.
           gone.sort((x, y) =>
             lastUse.get(x.address)! - lastUse.get(y.address)! ||
             x.address - y.address
@@ -225,15 +222,19 @@ function run(
           for (const s of gone) {
             ghosts.push({ pool: s.pool, size: s.byteLength });
             let bytes = ghosts.reduce((n, g) => n + g.size, 0);
+            let dropped = false;
             while (
               ghosts.length > 256 || (bytes > now && ghosts.length > 1)
-            ) bytes -= ghosts.shift()!.size;
+            ) {
+              bytes -= ghosts.shift()!.size;
+              dropped = true;
+            }
+            // Ghosts forgotten unhit: the ratio narrows.
+            if (dropped) {
+              ratio = Math.max(o.releaseCachedAboveRatio, 1 + (ratio - 1) / 2);
+            }
             now -= s.byteLength;
           }
-          if (!regretted) {
-            ratio = Math.max(o.releaseCachedAboveRatio, 1 + (ratio - 1) / 2);
-          }
-          regretted = false;
         }
         const fresh = a.snapshot().segments.find((s) =>
           !before.some((b) => b.address === s.address)
