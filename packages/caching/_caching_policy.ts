@@ -99,14 +99,20 @@ export class _CachingPolicy<M> {
   /**
    * Ghosts: segments given back by that rule, remembered as (pool, bytes)
    * after they are gone, oldest first, at most `MAX_GHOSTS` of them and
-   * their bytes at most the reserved bytes (ARC's ghost lists): a later
-   * miss that one of them would have served shows that giving it back was
-   * regretted.
+   * their bytes at most the most bytes reserved at a give-back (ARC's
+   * ghost lists, which hold a cache's worth): a later miss that one of
+   * them would have served shows that giving it back was regretted. `keep`
+   * is the ratio that would have kept it (reserved bytes when it went over
+   * the active bytes plus the request).
    */
-  ghosts: { small: boolean; size: number }[] = [];
+  ghosts: { small: boolean; size: number; keep: number }[] = [];
   ghostBytes = 0;
+  /** Most bytes the ghosts may hold: the most reserved at a give-back. */
+  ghostLimit = 0;
   /** Bytes of ghosts hit since the slack last widened. */
   regretBytes = 0;
+  /** Whether a ghost was hit since ghosts were last forgotten. */
+  hit = false;
   history: TraceRecorder | null = null;
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
   validate: () => void = () => _validateCaching(this);
@@ -433,18 +439,6 @@ export class _CachingPolicy<M> {
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
       this.releaseAboveRatio(pool, size);
     }
-    return this.allocSegment(pool, size, stream);
-  }
-
-  /**
-   * A block in a new segment; when the device is full, after freeing cached
-   * oversize blocks, then the whole cache.
-   */
-  allocSegment(
-    pool: _BlockPool<M>,
-    size: number,
-    stream: Stream,
-  ): _Block<M> | undefined {
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;
     if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
@@ -474,9 +468,11 @@ export class _CachingPolicy<M> {
    *
    * The ratio used is `releaseBound`, which backs off: a later miss that a
    * segment given back would have served widens it ({@linkcode regret});
-   * ghosts forgotten unhit narrow it back toward `releaseRatio`. A workload whose steps alternate phases (forward and
-   * backward, prefill and decode) would otherwise give back one phase's
-   * segments at the next phase's miss and make them again every step.
+   * ghosts forgotten with none hit narrow it back toward `releaseRatio`
+   * ({@linkcode ghost}). A workload whose steps alternate phases (forward
+   * and backward, prefill and decode) would otherwise give back one
+   * phase's segments at the next phase's miss and make them again every
+   * step.
    */
   releaseAboveRatio(pool: _BlockPool<M>, size: number): void {
     const bound = this.releaseBound * (this.stats.activeBytes + size);
@@ -494,34 +490,49 @@ export class _CachingPolicy<M> {
     this.lastMiss = this.clock;
     if (whole === null) return;
     whole.sort((a, b) => a.stamp - b.stamp);
+    if (this.stats.reservedBytes > this.ghostLimit) {
+      this.ghostLimit = this.stats.reservedBytes;
+    }
+    const need = this.stats.activeBytes + size;
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
-      this.ghost(b.segment.small, b.size);
+      // The ratio that would have kept it: reserved bytes now over need.
+      this.ghost(
+        b.segment.small,
+        b.size,
+        this.stats.reservedBytes / need,
+      );
       _releaseSegment(this, b);
     }
   }
 
-  /** Remembers a segment given back (oldest ghosts dropped past the limits). */
-  ghost(small: boolean, size: number): void {
+  /**
+   * Remembers a segment given back; the oldest ghosts are dropped past
+   * `MAX_GHOSTS` or past `ghostLimit` bytes.
+   */
+  ghost(small: boolean, size: number, keep: number): void {
     const ghosts = this.ghosts;
-    ghosts.push({ small, size });
+    ghosts.push({ small, size, keep });
     this.ghostBytes += size;
     let drop = 0;
     while (
       ghosts.length - drop > MAX_GHOSTS ||
-      this.ghostBytes > this.stats.reservedBytes && drop < ghosts.length - 1
+      this.ghostBytes > this.ghostLimit && drop < ghosts.length - 1
     ) {
       this.ghostBytes -= ghosts[drop++].size;
     }
     if (drop === 0) return;
     ghosts.splice(0, drop);
-    // Ghosts forgotten unhit (a reserved size's worth given back since):
-    // giving back is not regretted, the slack halves, down to the
-    // configured ratio.
-    this.releaseBound = Math.max(
-      this.releaseRatio,
-      1 + (this.releaseBound - 1) / 2,
-    );
+    // Ghosts forgotten (a cache's worth given back since) and none hit
+    // since ghosts were last forgotten: giving back is not regretted, the
+    // slack halves, down to the configured ratio.
+    if (!this.hit) {
+      this.releaseBound = Math.max(
+        this.releaseRatio,
+        1 + (this.releaseBound - 1) / 2,
+      );
+    }
+    this.hit = false;
   }
 
   /**
@@ -530,7 +541,9 @@ export class _CachingPolicy<M> {
    * forgotten), giving it back was regretted (a device buffer destroyed and
    * made again). Once the regretted bytes since the slack last widened
    * reach the slack itself (slack x reserved bytes: holding twice the slack
-   * costs no more bytes than were remade), the slack above 1 doubles.
+   * costs no more bytes than were remade), the slack above 1 doubles, or
+   * the ratio becomes the ghost's `keep` when that is wider (one step to a
+   * ratio that would have kept it, where doubling would take many).
    */
   regret(small: boolean, size: number): void {
     const ghosts = this.ghosts;
@@ -546,11 +559,12 @@ export class _CachingPolicy<M> {
     const g = ghosts[best];
     ghosts.splice(best, 1);
     this.ghostBytes -= g.size;
+    this.hit = true;
     this.regretBytes += g.size;
     const slack = this.releaseBound - 1;
     if (this.regretBytes >= slack * this.stats.reservedBytes) {
       this.regretBytes = 0;
-      this.releaseBound = 1 + Math.max(2 * slack, MIN_SLACK);
+      this.releaseBound = Math.max(1 + Math.max(2 * slack, MIN_SLACK), g.keep);
     }
   }
 

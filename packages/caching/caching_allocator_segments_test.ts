@@ -122,8 +122,10 @@ function run(
   // first: pool and bytes), and the ghost bytes hit since the ratio last
   // widened.
   let ratio = o.releaseCachedAboveRatio;
-  const ghosts: { pool: string; size: number }[] = [];
+  const ghosts: { pool: string; size: number; keep: number }[] = [];
   let regretBytes = 0;
+  let hit = false;
+  let ghostLimit = 0;
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
     if (op.kind === "alloc") {
@@ -171,10 +173,14 @@ function run(
           });
           if (best >= 0) {
             regretBytes += ghosts[best].size;
+            hit = true;
             const slack = ratio - 1;
             if (regretBytes >= slack * reserved) {
               regretBytes = 0;
-              ratio = 1 + Math.max(2 * slack, 1 / 32);
+              ratio = Math.max(
+                1 + Math.max(2 * slack, 1 / 32),
+                ghosts[best].keep,
+              );
             }
             ghosts.splice(best, 1);
           }
@@ -218,22 +224,32 @@ function run(
             lastUse.get(x.address)! - lastUse.get(y.address)! ||
             x.address - y.address
           );
-          let now = reserved;
+          if (reserved > ghostLimit) ghostLimit = reserved;
+          let left = reserved;
           for (const s of gone) {
-            ghosts.push({ pool: s.pool, size: s.byteLength });
+            // The ratio that would have kept it.
+            const keep = left / (active + size);
+            left -= s.byteLength;
+            ghosts.push({ pool: s.pool, size: s.byteLength, keep });
             let bytes = ghosts.reduce((n, g) => n + g.size, 0);
             let dropped = false;
             while (
-              ghosts.length > 256 || (bytes > now && ghosts.length > 1)
+              ghosts.length > 256 || (bytes > ghostLimit && ghosts.length > 1)
             ) {
               bytes -= ghosts.shift()!.size;
               dropped = true;
             }
-            // Ghosts forgotten unhit: the ratio narrows.
+            // Ghosts forgotten, none hit since ghosts were last forgotten:
+            // the ratio narrows.
             if (dropped) {
-              ratio = Math.max(o.releaseCachedAboveRatio, 1 + (ratio - 1) / 2);
+              if (!hit) {
+                ratio = Math.max(
+                  o.releaseCachedAboveRatio,
+                  1 + (ratio - 1) / 2,
+                );
+              }
+              hit = false;
             }
-            now -= s.byteLength;
           }
         }
         const fresh = a.snapshot().segments.find((s) =>
