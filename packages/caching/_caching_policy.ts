@@ -111,8 +111,8 @@ export class _CachingPolicy<M> {
   ghostLimit = 0;
   /** Bytes of ghosts hit since the slack last widened. */
   regretBytes = 0;
-  /** Whether a ghost was hit since ghosts were last forgotten. */
-  hit = false;
+  /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
+  forgotten = 0;
   history: TraceRecorder | null = null;
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
   validate: () => void = () => _validateCaching(this);
@@ -468,7 +468,8 @@ export class _CachingPolicy<M> {
    *
    * The ratio used is `releaseBound`, which backs off: a later miss that a
    * segment given back would have served widens it ({@linkcode regret});
-   * ghosts forgotten with none hit narrow it back toward `releaseRatio`
+   * a cache's worth of ghosts forgotten with none hit narrows it back
+   * toward `releaseRatio`
    * ({@linkcode ghost}). A workload whose steps alternate phases (forward
    * and backward, prefill and decode) would otherwise give back one
    * phase's segments at the next phase's miss and make them again every
@@ -519,20 +520,20 @@ export class _CachingPolicy<M> {
       ghosts.length - drop > MAX_GHOSTS ||
       this.ghostBytes > this.ghostLimit && drop < ghosts.length - 1
     ) {
+      this.forgotten += ghosts[drop].size;
       this.ghostBytes -= ghosts[drop++].size;
     }
     if (drop === 0) return;
     ghosts.splice(0, drop);
-    // Ghosts forgotten (a cache's worth given back since) and none hit
-    // since ghosts were last forgotten: giving back is not regretted, the
-    // slack halves, down to the configured ratio.
-    if (!this.hit) {
+    // A cache's worth of ghosts forgotten with none hit: giving back is not
+    // regretted, the slack halves, down to the configured ratio.
+    if (this.forgotten >= this.ghostLimit) {
+      this.forgotten = 0;
       this.releaseBound = Math.max(
         this.releaseRatio,
         1 + (this.releaseBound - 1) / 2,
       );
     }
-    this.hit = false;
   }
 
   /**
@@ -559,7 +560,7 @@ export class _CachingPolicy<M> {
     const g = ghosts[best];
     ghosts.splice(best, 1);
     this.ghostBytes -= g.size;
-    this.hit = true;
+    this.forgotten = 0;
     this.regretBytes += g.size;
     const slack = this.releaseBound - 1;
     if (this.regretBytes >= slack * this.stats.reservedBytes) {

@@ -149,6 +149,17 @@ describe("CachingAllocator giving back on phased workloads", () => {
             ],
             growCycles: 0,
           }],
+          [{
+            resident: 0,
+            residentSize: 4096,
+            phases: [
+              { size: 15361, count: 11 },
+              { size: 1251329, count: 22 },
+              { size: 1392129, count: 7 },
+              { size: 2214401, count: 10 },
+            ],
+            growCycles: 0,
+          }],
         ],
       },
     );

@@ -124,7 +124,7 @@ function run(
   let ratio = o.releaseCachedAboveRatio;
   const ghosts: { pool: string; size: number; keep: number }[] = [];
   let regretBytes = 0;
-  let hit = false;
+  let forgotten = 0;
   let ghostLimit = 0;
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
@@ -173,7 +173,7 @@ function run(
           });
           if (best >= 0) {
             regretBytes += ghosts[best].size;
-            hit = true;
+            forgotten = 0;
             const slack = ratio - 1;
             if (regretBytes >= slack * reserved) {
               regretBytes = 0;
@@ -236,19 +236,16 @@ function run(
             while (
               ghosts.length > 256 || (bytes > ghostLimit && ghosts.length > 1)
             ) {
-              bytes -= ghosts.shift()!.size;
+              const g = ghosts.shift()!;
+              bytes -= g.size;
+              forgotten += g.size;
               dropped = true;
             }
-            // Ghosts forgotten, none hit since ghosts were last forgotten:
-            // the ratio narrows.
-            if (dropped) {
-              if (!hit) {
-                ratio = Math.max(
-                  o.releaseCachedAboveRatio,
-                  1 + (ratio - 1) / 2,
-                );
-              }
-              hit = false;
+            // A cache's worth of ghosts forgotten with none hit: the ratio
+            // narrows.
+            if (dropped && forgotten >= ghostLimit) {
+              forgotten = 0;
+              ratio = Math.max(o.releaseCachedAboveRatio, 1 + (ratio - 1) / 2);
             }
           }
         }

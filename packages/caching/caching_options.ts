@@ -104,6 +104,21 @@ export interface CachingAllocatorOptions {
    * next step (1 held fewer bytes on the real traces but made buffers in
    * every step).
    *
+   * The ratio is where the rule starts: it backs off when giving back is
+   * regretted. The allocator remembers the segments it gave back (their
+   * pool and size, up to the most bytes it had reserved, at most 256): a
+   * later miss that one of them would have served means a device buffer
+   * was destroyed and then made again. Once such misses add up to the
+   * slack (ratio - 1 times the reserved bytes), the slack doubles, or the
+   * ratio jumps to the one that would have kept that segment when that is
+   * wider; once a whole cache's worth of remembered segments is forgotten
+   * with none of them missed, the slack halves, down to this ratio. A
+   * workload whose steps alternate phases (forward and backward, prefill
+   * and decode) would otherwise give back one phase's segments at the next
+   * phase's miss and make them again every step; with the back-off it
+   * stops making segments after a few steps, holding about what the
+   * largest phase needs on top of the others' cache.
+   *
    * @default {1.05}
    */
   releaseCachedAboveRatio?: number;
