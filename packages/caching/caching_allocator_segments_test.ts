@@ -13,8 +13,11 @@ import { modelRuns } from "../core/_test_faults.ts";
 // `minSegmentByteLength`) and of giving whole free segments back on a miss
 // (`releaseCachedAboveRatio`): every new segment has the size the rule
 // names, a miss gives back exactly the whole free segments the rule asks
-// for (no fewer, none more than needed, least recently used first), live
-// blocks never overlap, stats equal a recount, and everything comes back.
+// for (no fewer, none more than needed, least recently used first), under
+// the ratio as the back-off moves it (the model keeps the ghosts: widened
+// when a miss would have been served by a segment given back, narrowed when a
+// cache's worth of them is forgotten with none hit), live blocks never
+// overlap, stats equal a recount, and everything comes back.
 
 const MiB = 2 ** 20;
 
