@@ -12,11 +12,13 @@
  */
 
 import {
+  acquireSegment,
   alignUp,
   describeValue,
   DoubleFreeError,
   InvalidArgumentError,
   OutOfMemoryError,
+  releaseSegment,
   type Segment,
   type SegmentSource,
   validateAlignment,
@@ -106,6 +108,13 @@ export class PlannedBlock<M = unknown> {
   _item = -1;
   /** @internal when the block entered the free index */
   _seq = 0;
+
+  #brand = true;
+
+  /** @internal Whether `value` is a block made by a pool (not a look-alike). */
+  static _is(value: unknown): value is PlannedBlock {
+    return typeof value === "object" && value !== null && #brand in value;
+  }
 
   /** @internal */
   constructor(seg: _Seg<M>, offset: number, size: number) {
@@ -276,7 +285,14 @@ export class StepPlannedPool<M = unknown> {
       this.#group = group;
       group._join(this);
     }
-    if (options.strict === true) _makeStrictPlannedPool(this);
+    const strict = options.strict;
+    if (strict !== undefined && typeof strict !== "boolean") {
+      throw new InvalidArgumentError(
+        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
+        { name: "strict", value: strict, limit: "boolean" },
+      );
+    }
+    if (strict === true) _makeStrictPlannedPool(this);
   }
 
   /** Bytes asked for by blocks live now. */
@@ -491,7 +507,15 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} When the block is not from this pool.
    */
   free(block: PlannedBlock<M>): void {
-    if (!(block instanceof PlannedBlock) || block._seg.pool !== this) {
+    if (
+      PlannedBlock._is(block) && block._free && block._seg.pool === null
+    ) {
+      // (a segment is given back only when none of its blocks is live)
+      throw new DoubleFreeError(
+        `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
+      );
+    }
+    if (!PlannedBlock._is(block) || block._seg.pool !== this) {
       throw new InvalidArgumentError(
         "Invalid block: not a live block of this pool",
         { name: "block", value: String(block) },
@@ -542,6 +566,22 @@ export class StepPlannedPool<M = unknown> {
    * segments the step did not use.
    */
   endStep(): void {
+    try {
+      this.#endStep();
+    } finally {
+      // a source that throws while the step is planned or trimmed (a
+      // SegmentSourceError) still ends the step
+      this.#step++;
+      this.#recSize.length = 0;
+      this.#recStart.length = 0;
+      this.#recEnd.length = 0;
+      this.#op = 0;
+      this.#misses = 0;
+      this.#diverged = false;
+    }
+  }
+
+  #endStep(): void {
     const count = this.#recSize.length;
     const fast = this.#fast;
     if (fast !== undefined) {
@@ -595,13 +635,6 @@ export class StepPlannedPool<M = unknown> {
     const limit = this.maxHeldRatio * window.max;
     this.#trimFree(limit, _IDLE_STEPS);
     if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
-    this.#step++;
-    this.#recSize.length = 0;
-    this.#recStart.length = 0;
-    this.#recEnd.length = 0;
-    this.#op = 0;
-    this.#misses = 0;
-    this.#diverged = false;
   }
 
   /**
@@ -809,6 +842,15 @@ export class StepPlannedPool<M = unknown> {
       );
       const loose = this.#layOut(free, arena);
       if (loose.size * (1 + _PIN_SLACK) < plan.size) plan = loose;
+      if (
+        arena!.liveBlocks > 0 && plan.size > arena!.size &&
+        loose.size <= arena!.size
+      ) {
+        // pins from a plan made for a larger arena (one given back since)
+        // reach past this one, which blocks that outlived their step keep:
+        // it cannot be given back, so the plan is laid out inside it
+        plan = loose;
+      }
     }
     if (
       arena !== undefined && plan.size > arena.size &&
@@ -840,11 +882,14 @@ export class StepPlannedPool<M = unknown> {
     if (plan.size === 0) return;
     const current = this.#arena;
     if (current !== undefined && plan.size <= current.size) return;
+    // the plan is followed once its arena is made (a source that throws
+    // or refuses leaves the step to best fit)
+    this.#plan = undefined;
     if (current !== undefined) this.#release(current);
     for (const seg of [...this.#segs]) {
       if (seg.liveBlocks === 0) this.#release(seg);
     }
-    if (this.#make(plan.size, true) === undefined) this.#plan = undefined;
+    if (this.#make(plan.size, true) !== undefined) this.#plan = made;
   }
 
   /**
@@ -1122,7 +1167,9 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #make(size: number, arena: boolean): _Seg<M> | undefined {
-    const segment = this.source.tryAllocateSegment(size);
+    // a source that throws, or hands out less than asked or a misaligned
+    // segment, is refused with a SegmentSourceError (the pool unchanged)
+    const segment = acquireSegment(this.source, size, size);
     if (segment === undefined) return undefined;
     const seg = new _Seg(this, segment, size, arena, this.#step);
     const block = new PlannedBlock(seg, 0, size);
@@ -1166,7 +1213,12 @@ export class StepPlannedPool<M = unknown> {
     if (seg === this.#arena) this.#arena = undefined;
     this.#held -= seg.size;
     this.#released++;
-    this.source.freeSegment(seg.segment);
+    // the pool lets the segment go even when the source throws (typed)
+    releaseSegment(
+      this.source,
+      seg.segment,
+      `a ${seg.size}-byte ${seg.arena ? "arena " : ""}segment`,
+    );
   }
 
   #grow(size: number): PlannedBlock<M> | undefined {

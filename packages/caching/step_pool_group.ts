@@ -127,11 +127,23 @@ export class StepPoolGroup {
 
   /** Ends the step of every pool, then trims the group to its bound. */
   endStep(): void {
-    for (const p of this.#pools) p.endStep();
+    // every pool ends its step even when one's source throws (the first
+    // error is thrown once the group's step is ended too)
+    let error: unknown;
+    let failed = false;
+    for (const p of this.#pools) {
+      try {
+        p.endStep();
+      } catch (e) {
+        if (!failed) error = e;
+        failed = true;
+      }
+    }
     const window = this.#window;
     window.push(this.#stepPeak);
     this.#stepPeak = this.#live;
     const limit = this.maxHeldRatio * window.max;
+    if (failed) throw error;
     this.#trimTo(limit, undefined, _IDLE_STEPS);
     if (this.reservedBytes > limit * (1 + _TRIM_BAND)) {
       this.#trimTo(limit, undefined);
