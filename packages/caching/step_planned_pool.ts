@@ -272,9 +272,16 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
+    const strict = options.strict;
+    if (strict !== undefined && typeof strict !== "boolean") {
+      throw new InvalidArgumentError(
+        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
+        { name: "strict", value: strict, limit: "boolean" },
+      );
+    }
     const group = options.group;
     if (group !== undefined) {
-      if (!(group instanceof StepPoolGroup)) {
+      if (!StepPoolGroup._is(group)) {
         throw new InvalidArgumentError(
           `Invalid group: must be a StepPoolGroup, received ${
             describeValue(group)
@@ -284,13 +291,6 @@ export class StepPlannedPool<M = unknown> {
       }
       this.#group = group;
       group._join(this);
-    }
-    const strict = options.strict;
-    if (strict !== undefined && typeof strict !== "boolean") {
-      throw new InvalidArgumentError(
-        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
-        { name: "strict", value: strict, limit: "boolean" },
-      );
     }
     if (strict === true) _makeStrictPlannedPool(this);
   }

@@ -150,6 +150,11 @@ export class StepPoolGroup {
     }
   }
 
+  /** @internal Whether `value` is a group (not a look-alike). */
+  static _is(value: unknown): value is StepPoolGroup {
+    return typeof value === "object" && value !== null && #pools in value;
+  }
+
   /** @internal A pool joins (at its construction). */
   _join(pool: _GroupMember): void {
     this.#pools.push(pool);
