@@ -1028,6 +1028,12 @@ export class StepPlannedPool<M = unknown> {
           this.#guard(plan, 0, b);
         }
       }
+    } else {
+      // still on the fast path at a step's first request (the previous
+      // first request of this step failed: out of memory, or the source
+      // threw): the guards were just cleared, the blocks left are guarded
+      // again
+      for (const b of this.#fastOld) if (!b._free) this.#guard(plan, 0, b);
     }
     this.#fast = plan;
   }

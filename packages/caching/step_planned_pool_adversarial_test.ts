@@ -77,7 +77,11 @@ function intact(held: readonly Held[]): void {
         o !== h && o.block.memory === h.block.memory &&
         o.block.byteOffset < byteOffset + h.block.byteLength &&
         byteOffset < o.block.byteOffset + o.block.byteLength
-      ) assert.fail(`blocks at ${byteOffset} and ${o.block.byteOffset} overlap`);
+      ) {
+        assert.fail(
+          `blocks at ${byteOffset} and ${o.block.byteOffset} overlap`,
+        );
+      }
     }
   }
 }
@@ -329,6 +333,49 @@ describe("StepPlannedPool adversarial", () => {
 const MAKE_FAULTS: SegmentFault[] = ["throw", "short", "misaligned"];
 
 describe("StepPlannedPool with a segment source that throws or lies", () => {
+  it("a step's first request that fails on the fast path (source throws) leaves the blocks kept in the arena guarded for the next first request", () => {
+    const inner = backed();
+    const source = new FaultySegmentSource(inner);
+    const pool = new StepPlannedPool(source) as Pool;
+    const held: Held[] = [];
+    // P1: [K 4096 outlives its step (out of the arena), A 8192]
+    let k = take(pool, 4096, held);
+    for (let s = 0; s < 4; s++) {
+      const next = take(pool, 4096, held);
+      give(k, held);
+      k = next;
+      give(take(pool, 8192, held), held);
+      pool.endStep();
+    }
+    give(k, held);
+    // P2: [Z 1024, W 4096], both live at once: W at 0, Z above it
+    for (let s = 0; s < 3; s++) {
+      const z = take(pool, 1024, held);
+      const w = take(pool, 4096, held);
+      give(z, held);
+      give(w, held);
+      pool.endStep();
+    }
+    // P2 again, W left live in the arena
+    give(take(pool, 1024, held), held);
+    const w = take(pool, 4096, held);
+    pool.endStep();
+    pool.trim(0); // no free segment outside the arena
+    consistent(pool, inner, held);
+    // P1's first request: out of the arena, the source throws
+    source.arm("throw");
+    assert.throws(() => pool.allocate(4096), SegmentSourceError);
+    // P2's requests: W's range is still taken
+    take(pool, 1024, held);
+    take(pool, 4096, held);
+    consistent(pool, inner, held);
+    for (const h of held.slice()) give(h, held);
+    assert.ok(!held.includes(w));
+    pool.endStep();
+    pool.emptyCache();
+    assert.equal(inner.reservedBytes, 0);
+  });
+
   for (const fault of MAKE_FAULTS) {
     it(`a segment made for a request (${fault}): SegmentSourceError, nothing changed`, () => {
       const inner = backed();
@@ -433,9 +480,7 @@ describe("StepPlannedPool with a segment source that throws or lies", () => {
     const group = new StepPoolGroup();
     const inners = [backed(), backed()];
     const sources = inners.map((i) => new FaultySegmentSource(i));
-    const pools = sources.map((s) =>
-      new StepPlannedPool(s, { group }) as Pool
-    );
+    const pools = sources.map((s) => new StepPlannedPool(s, { group }) as Pool);
     const held: Held[] = [];
     for (const p of pools) give(take(p, 4096, held), held);
     sources[0].arm("throw");
