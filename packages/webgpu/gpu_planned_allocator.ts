@@ -7,11 +7,7 @@
  */
 
 import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
-import {
-  type Device,
-  validateByteLength,
-  validateObject,
-} from "@allot/core";
+import { type Device, validateByteLength, validateObject } from "@allot/core";
 import {
   _assertAlive,
   type _DeviceState,
