@@ -258,7 +258,9 @@ export class StepPlannedPool<M = unknown> {
    *
    * @param source Where segments come from.
    * @param options The held-bytes ratio.
-   * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
+   * @throws {InvalidArgumentError} For a ratio below 1 or not finite, a
+   * `group` that is not a {@linkcode StepPoolGroup}, a `strict` that is not
+   * a boolean (the pool then joins no group).
    */
   constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
     _anchorShapes("planned");
@@ -386,6 +388,10 @@ export class StepPlannedPool<M = unknown> {
    * @returns The block.
    * @throws {InvalidArgumentError} For a size that is not an integer in
    * [1, `source.maxSegmentByteLength`].
+   * @throws {SegmentSourceError} When the source throws, or hands out a
+   * segment shorter than asked or misaligned (given back, the pool's blocks
+   * unchanged), or throws while a free segment is given back (the segment
+   * is counted as given back).
    * @throws {OutOfMemoryError} When the source refuses a segment even after
    * every free segment was given back.
    */
@@ -414,6 +420,7 @@ export class StepPlannedPool<M = unknown> {
    * @param byteLength Bytes, at least 1.
    * @returns The block, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size.
+   * @throws {SegmentSourceError} See {@linkcode StepPlannedPool.allocate}.
    */
   tryAllocate(byteLength: number): PlannedBlock<M> | undefined {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
@@ -503,7 +510,8 @@ export class StepPlannedPool<M = unknown> {
    * Gives a block back; its range merges with free neighbours.
    *
    * @param block A live block of this pool.
-   * @throws {DoubleFreeError} When the block is already free.
+   * @throws {DoubleFreeError} When the block is already free (also once
+   * its segment was given back).
    * @throws {InvalidArgumentError} When the block is not from this pool.
    */
   free(block: PlannedBlock<M>): void {
@@ -564,6 +572,10 @@ export class StepPlannedPool<M = unknown> {
    * Marks a step boundary: plans the next step from the one just finished
    * when that step did not follow the current plan, and gives back free
    * segments the step did not use.
+   *
+   * @throws {SegmentSourceError} When the source throws or lies while the
+   * new plan's arena is made or segments are given back: the step is ended
+   * all the same, and the next one is served by best fit.
    */
   endStep(): void {
     try {
@@ -645,7 +657,10 @@ export class StepPlannedPool<M = unknown> {
    *
    * @param targetByteLength Held bytes to get down to (0: everything free).
    * @returns The bytes held afterwards.
-   * @throws {InvalidArgumentError} For a negative or non-integer target.
+   * @throws {InvalidArgumentError} For a target that is not an integer in
+   * [0, `Number.MAX_SAFE_INTEGER`] (the pool unchanged).
+   * @throws {SegmentSourceError} When the source throws while a segment is
+   * given back (that segment counted as given back, the rest kept).
    */
   trim(targetByteLength = 0): number {
     validateByteLength(

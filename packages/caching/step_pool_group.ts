@@ -125,7 +125,12 @@ export class StepPoolGroup {
     return this.#pools.length;
   }
 
-  /** Ends the step of every pool, then trims the group to its bound. */
+  /**
+   * Ends the step of every pool, then trims the group to its bound.
+   *
+   * @throws {SegmentSourceError} The first a pool's source threw, once
+   * every pool's step and the group's are ended.
+   */
   endStep(): void {
     // every pool ends its step even when one's source throws (the first
     // error is thrown once the group's step is ended too)
