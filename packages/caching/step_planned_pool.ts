@@ -515,15 +515,15 @@ export class StepPlannedPool<M = unknown> {
    * @throws {InvalidArgumentError} When the block is not from this pool.
    */
   free(block: PlannedBlock<M>): void {
-    if (
-      PlannedBlock._is(block) && block._free && block._seg.pool === null
-    ) {
-      // (a segment is given back only when none of its blocks is live)
-      throw new DoubleFreeError(
-        `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
-      );
-    }
     if (!PlannedBlock._is(block) || block._seg.pool !== this) {
+      if (
+        PlannedBlock._is(block) && block._free && block._seg.pool === null
+      ) {
+        // (a segment is given back only when none of its blocks is live)
+        throw new DoubleFreeError(
+          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
+        );
+      }
       throw new InvalidArgumentError(
         "Invalid block: not a live block of this pool",
         { name: "block", value: String(block) },
