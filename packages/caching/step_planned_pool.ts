@@ -12,11 +12,13 @@
  */
 
 import {
+  acquireSegment,
   alignUp,
   describeValue,
   DoubleFreeError,
   InvalidArgumentError,
   OutOfMemoryError,
+  releaseSegment,
   type Segment,
   type SegmentSource,
   validateAlignment,
@@ -106,6 +108,13 @@ export class PlannedBlock<M = unknown> {
   _item = -1;
   /** @internal when the block entered the free index */
   _seq = 0;
+
+  #brand = true;
+
+  /** @internal Whether `value` is a block made by a pool (not a look-alike). */
+  static _is(value: unknown): value is PlannedBlock {
+    return typeof value === "object" && value !== null && #brand in value;
+  }
 
   /** @internal */
   constructor(seg: _Seg<M>, offset: number, size: number) {
@@ -249,7 +258,9 @@ export class StepPlannedPool<M = unknown> {
    *
    * @param source Where segments come from.
    * @param options The held-bytes ratio.
-   * @throws {InvalidArgumentError} For a ratio below 1 or not finite.
+   * @throws {InvalidArgumentError} For a ratio below 1 or not finite, a
+   * `group` that is not a {@linkcode StepPoolGroup}, a `strict` that is not
+   * a boolean (the pool then joins no group).
    */
   constructor(source: SegmentSource<M>, options: StepPlannedPoolOptions = {}) {
     _anchorShapes("planned");
@@ -263,9 +274,16 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
+    const strict = options.strict;
+    if (strict !== undefined && typeof strict !== "boolean") {
+      throw new InvalidArgumentError(
+        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
+        { name: "strict", value: strict, limit: "boolean" },
+      );
+    }
     const group = options.group;
     if (group !== undefined) {
-      if (!(group instanceof StepPoolGroup)) {
+      if (!StepPoolGroup._is(group)) {
         throw new InvalidArgumentError(
           `Invalid group: must be a StepPoolGroup, received ${
             describeValue(group)
@@ -276,7 +294,7 @@ export class StepPlannedPool<M = unknown> {
       this.#group = group;
       group._join(this);
     }
-    if (options.strict === true) _makeStrictPlannedPool(this);
+    if (strict === true) _makeStrictPlannedPool(this);
   }
 
   /** Bytes asked for by blocks live now. */
@@ -370,6 +388,10 @@ export class StepPlannedPool<M = unknown> {
    * @returns The block.
    * @throws {InvalidArgumentError} For a size that is not an integer in
    * [1, `source.maxSegmentByteLength`].
+   * @throws {SegmentSourceError} When the source throws, or hands out a
+   * segment shorter than asked or misaligned (given back, the pool's blocks
+   * unchanged), or throws while a free segment is given back (the segment
+   * is counted as given back).
    * @throws {OutOfMemoryError} When the source refuses a segment even after
    * every free segment was given back.
    */
@@ -398,6 +420,7 @@ export class StepPlannedPool<M = unknown> {
    * @param byteLength Bytes, at least 1.
    * @returns The block, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size.
+   * @throws {SegmentSourceError} See {@linkcode StepPlannedPool.allocate}.
    */
   tryAllocate(byteLength: number): PlannedBlock<M> | undefined {
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
@@ -487,11 +510,20 @@ export class StepPlannedPool<M = unknown> {
    * Gives a block back; its range merges with free neighbours.
    *
    * @param block A live block of this pool.
-   * @throws {DoubleFreeError} When the block is already free.
+   * @throws {DoubleFreeError} When the block is already free (also once
+   * its segment was given back).
    * @throws {InvalidArgumentError} When the block is not from this pool.
    */
   free(block: PlannedBlock<M>): void {
-    if (!(block instanceof PlannedBlock) || block._seg.pool !== this) {
+    if (!PlannedBlock._is(block) || block._seg.pool !== this) {
+      if (
+        PlannedBlock._is(block) && block._free && block._seg.pool === null
+      ) {
+        // (a segment is given back only when none of its blocks is live)
+        throw new DoubleFreeError(
+          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
+        );
+      }
       throw new InvalidArgumentError(
         "Invalid block: not a live block of this pool",
         { name: "block", value: String(block) },
@@ -540,8 +572,28 @@ export class StepPlannedPool<M = unknown> {
    * Marks a step boundary: plans the next step from the one just finished
    * when that step did not follow the current plan, and gives back free
    * segments the step did not use.
+   *
+   * @throws {SegmentSourceError} When the source throws or lies while the
+   * new plan's arena is made or segments are given back: the step is ended
+   * all the same, and the next one is served by best fit.
    */
   endStep(): void {
+    try {
+      this.#endStep();
+    } finally {
+      // a source that throws while the step is planned or trimmed (a
+      // SegmentSourceError) still ends the step
+      this.#step++;
+      this.#recSize.length = 0;
+      this.#recStart.length = 0;
+      this.#recEnd.length = 0;
+      this.#op = 0;
+      this.#misses = 0;
+      this.#diverged = false;
+    }
+  }
+
+  #endStep(): void {
     const count = this.#recSize.length;
     const fast = this.#fast;
     if (fast !== undefined) {
@@ -595,13 +647,6 @@ export class StepPlannedPool<M = unknown> {
     const limit = this.maxHeldRatio * window.max;
     this.#trimFree(limit, _IDLE_STEPS);
     if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
-    this.#step++;
-    this.#recSize.length = 0;
-    this.#recStart.length = 0;
-    this.#recEnd.length = 0;
-    this.#op = 0;
-    this.#misses = 0;
-    this.#diverged = false;
   }
 
   /**
@@ -612,7 +657,10 @@ export class StepPlannedPool<M = unknown> {
    *
    * @param targetByteLength Held bytes to get down to (0: everything free).
    * @returns The bytes held afterwards.
-   * @throws {InvalidArgumentError} For a negative or non-integer target.
+   * @throws {InvalidArgumentError} For a target that is not an integer in
+   * [0, `Number.MAX_SAFE_INTEGER`] (the pool unchanged).
+   * @throws {SegmentSourceError} When the source throws while a segment is
+   * given back (that segment counted as given back, the rest kept).
    */
   trim(targetByteLength = 0): number {
     validateByteLength(
@@ -809,6 +857,15 @@ export class StepPlannedPool<M = unknown> {
       );
       const loose = this.#layOut(free, arena);
       if (loose.size * (1 + _PIN_SLACK) < plan.size) plan = loose;
+      if (
+        arena!.liveBlocks > 0 && plan.size > arena!.size &&
+        loose.size <= arena!.size
+      ) {
+        // pins from a plan made for a larger arena (one given back since)
+        // reach past this one, which blocks that outlived their step keep:
+        // it cannot be given back, so the plan is laid out inside it
+        plan = loose;
+      }
     }
     if (
       arena !== undefined && plan.size > arena.size &&
@@ -840,11 +897,14 @@ export class StepPlannedPool<M = unknown> {
     if (plan.size === 0) return;
     const current = this.#arena;
     if (current !== undefined && plan.size <= current.size) return;
+    // the plan is followed once its arena is made (a source that throws
+    // or refuses leaves the step to best fit)
+    this.#plan = undefined;
     if (current !== undefined) this.#release(current);
     for (const seg of [...this.#segs]) {
       if (seg.liveBlocks === 0) this.#release(seg);
     }
-    if (this.#make(plan.size, true) === undefined) this.#plan = undefined;
+    if (this.#make(plan.size, true) !== undefined) this.#plan = made;
   }
 
   /**
@@ -983,6 +1043,12 @@ export class StepPlannedPool<M = unknown> {
           this.#guard(plan, 0, b);
         }
       }
+    } else {
+      // still on the fast path at a step's first request (the previous
+      // first request of this step failed: out of memory, or the source
+      // threw): the guards were just cleared, the blocks left are guarded
+      // again
+      for (const b of this.#fastOld) if (!b._free) this.#guard(plan, 0, b);
     }
     this.#fast = plan;
   }
@@ -1122,7 +1188,9 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #make(size: number, arena: boolean): _Seg<M> | undefined {
-    const segment = this.source.tryAllocateSegment(size);
+    // a source that throws, or hands out less than asked or a misaligned
+    // segment, is refused with a SegmentSourceError (the pool unchanged)
+    const segment = acquireSegment(this.source, size, size);
     if (segment === undefined) return undefined;
     const seg = new _Seg(this, segment, size, arena, this.#step);
     const block = new PlannedBlock(seg, 0, size);
@@ -1166,7 +1234,12 @@ export class StepPlannedPool<M = unknown> {
     if (seg === this.#arena) this.#arena = undefined;
     this.#held -= seg.size;
     this.#released++;
-    this.source.freeSegment(seg.segment);
+    // the pool lets the segment go even when the source throws (typed)
+    releaseSegment(
+      this.source,
+      seg.segment,
+      `a ${seg.size}-byte ${seg.arena ? "arena " : ""}segment`,
+    );
   }
 
   #grow(size: number): PlannedBlock<M> | undefined {

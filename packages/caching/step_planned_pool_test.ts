@@ -212,6 +212,24 @@ describe("StepPlannedPool", () => {
     assert.ok(pool.allocate(1 << 20));
   });
 
+  it("a segment made above the ratio gives back the free segments too small for the request first, before a larger free one", () => {
+    const src = source();
+    const pool = new StepPlannedPool(src);
+    const x = pool.allocate(900 * 1024); // live: peak 1,100 KiB with L
+    const large = pool.allocate(200 * 1024);
+    pool.free(large); // L: free, 200 KiB, too loose to split for 100 KiB
+    const small = pool.allocate(60 * 1024);
+    pool.free(small); // S: free, 60 KiB, too small for 100 KiB
+    assert.equal(pool.reservedBytes, 1160 * 1024);
+    // 1,160 + 100 KiB is above 1.1 x 1,100 KiB: one segment goes, S
+    const y = pool.allocate(100 * 1024);
+    assert.equal(pool.segmentsReleased, 1);
+    assert.equal(pool.reservedBytes, 1200 * 1024);
+    for (const b of [x, y]) pool.free(b);
+    pool.emptyCache();
+    assert.equal(src.reservedBytes, 0);
+  });
+
   it("trim(target) gives free segments back down to the target", () => {
     const src = source();
     const pool = new StepPlannedPool(src);

@@ -125,17 +125,39 @@ export class StepPoolGroup {
     return this.#pools.length;
   }
 
-  /** Ends the step of every pool, then trims the group to its bound. */
+  /**
+   * Ends the step of every pool, then trims the group to its bound.
+   *
+   * @throws {SegmentSourceError} The first a pool's source threw, once
+   * every pool's step and the group's are ended.
+   */
   endStep(): void {
-    for (const p of this.#pools) p.endStep();
+    // every pool ends its step even when one's source throws (the first
+    // error is thrown once the group's step is ended too)
+    let error: unknown;
+    let failed = false;
+    for (const p of this.#pools) {
+      try {
+        p.endStep();
+      } catch (e) {
+        if (!failed) error = e;
+        failed = true;
+      }
+    }
     const window = this.#window;
     window.push(this.#stepPeak);
     this.#stepPeak = this.#live;
     const limit = this.maxHeldRatio * window.max;
+    if (failed) throw error;
     this.#trimTo(limit, undefined, _IDLE_STEPS);
     if (this.reservedBytes > limit * (1 + _TRIM_BAND)) {
       this.#trimTo(limit, undefined);
     }
+  }
+
+  /** @internal Whether `value` is a group (not a look-alike). */
+  static _is(value: unknown): value is StepPoolGroup {
+    return typeof value === "object" && value !== null && #pools in value;
   }
 
   /** @internal A pool joins (at its construction). */

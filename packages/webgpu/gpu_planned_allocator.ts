@@ -7,7 +7,7 @@
  */
 
 import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
-import { type Device, validateByteLength } from "@allot/core";
+import { type Device, validateByteLength, validateObject } from "@allot/core";
 import {
   _assertAlive,
   type _DeviceState,
@@ -108,6 +108,7 @@ export class GpuPlannedAllocator {
    */
   constructor(device: GPUDevice, options: GpuPlannedAllocatorOptions = {}) {
     _anchorShapes("planned");
+    validateObject(options, "options");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     const pool = new StepPlannedPool(this.source, {
@@ -174,7 +175,15 @@ export class GpuPlannedAllocator {
    * @throws {InvalidArgumentError} For a negative or non-integer target.
    */
   trim(targetByteLength = 0): number {
-    return this.lost ? 0 : this.pool.trim(targetByteLength);
+    if (this.lost) {
+      validateByteLength(
+        targetByteLength,
+        Number.MAX_SAFE_INTEGER,
+        "targetByteLength",
+      );
+      return 0;
+    }
+    return this.pool.trim(targetByteLength);
   }
 
   /** Destroys every free buffer (`trim(0)`). */

@@ -9,6 +9,7 @@ import { Buffer, type Dtype } from "@allot/storage";
 import { DeviceLostError } from "./device_lost_error.ts";
 import { GpuBufferBackend } from "./gpu_buffer_backend.ts";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
+import { GpuPlannedAllocator } from "./gpu_planned_allocator.ts";
 import { GpuSegmentSource } from "./gpu_segment_source.ts";
 import { GpuStaging } from "./gpu_staging.ts";
 import { newDevice, sharedDevice, skip } from "./_test_device.ts";
@@ -148,6 +149,80 @@ describe("@allot/webgpu adversarial", { skip }, () => {
     );
     staging.release();
     buffer.destroy();
+  });
+
+  it("GpuPlannedAllocator refuses hostile options, sizes and trim targets, changing nothing; endStep() in odd places", async () => {
+    const device = await sharedDevice();
+    tally.add(
+      "new GpuPlannedAllocator(device, options)",
+      assertRefusesAll(
+        "new GpuPlannedAllocator(device, options)",
+        hostileObjects().filter((h) =>
+          !["undefined", "{}", "[]", "() => {}"].includes(h.name)
+        ),
+        (v) => new GpuPlannedAllocator(device, v as object),
+      ),
+    );
+    const accepted: Record<string, string[]> = {
+      // null, like undefined, means the default (`??`)
+      maxHeldRatio: ["undefined", "null", "1.5", "2^53", "2^53+2", "1e308"],
+      strict: ["undefined", "true"],
+    };
+    for (const [key, ok] of Object.entries(accepted)) {
+      tally.add(
+        `new GpuPlannedAllocator({ ${key} })`,
+        assertRefusesAll(
+          `new GpuPlannedAllocator({ ${key} })`,
+          hostileNumbers().filter((h) => !ok.includes(h.name)),
+          (v) => new GpuPlannedAllocator(device, { [key]: v }),
+        ),
+      );
+    }
+    const allocator = new GpuPlannedAllocator(device);
+    allocator.endStep(); // no step yet
+    allocator.endStep();
+    const live = allocator.allocate(1000);
+    allocator.allocate(70_000).release();
+    const state = () => [
+      allocator.pool.reservedBytes,
+      allocator.pool.requestedBytes,
+      allocator.source.reservedBytes,
+      live.offset,
+    ];
+    for (
+      const [label, call] of [
+        [
+          "GpuPlannedAllocator.allocate()",
+          (v: unknown) => allocator.allocate(v as number),
+        ],
+        [
+          "GpuPlannedAllocator.trim()",
+          (v: unknown) => allocator.trim(v as number),
+        ],
+      ] as const
+    ) {
+      tally.add(
+        label,
+        assertRefusesAll(
+          label,
+          hostileNumbers().filter((h) =>
+            !(label.endsWith("trim()") && h.name === "undefined")
+          ),
+          call,
+          { snapshot: state },
+        ),
+      );
+    }
+    for (let s = 0; s < 3; s++) {
+      allocator.allocate(4096).release();
+      allocator.endStep();
+      allocator.endStep();
+      if (s === 1) allocator.emptyCache();
+    }
+    allocator.pool.validate();
+    live.release();
+    allocator.emptyCache();
+    assert.equal(allocator.source.reservedBytes, 0);
   });
 
   it("GpuSegmentSource refuses hostile segment sizes, changing nothing", async () => {
