@@ -112,6 +112,18 @@ describe("StepPoolGroup", () => {
         (steps) => {
           const group = new StepPoolGroup();
           const sources = [source(), source(), source()];
+          // Segment sizes by memory, to tell what live blocks pin.
+          const segmentBytes = new Map<MockMemory, number>();
+          for (const s of sources) {
+            const take = s.tryAllocateSegment.bind(s);
+            s.tryAllocateSegment = (size, options) => {
+              const seg = take(size, options);
+              if (seg !== undefined) {
+                segmentBytes.set(seg.memory, seg.byteLength);
+              }
+              return seg;
+            };
+          }
           const pools = sources.map((s) => new StepPlannedPool(s, { group }));
           const kept: [
             StepPlannedPool<MockMemory>,
@@ -144,10 +156,21 @@ describe("StepPoolGroup", () => {
             group.endStep();
             for (const p of pools) p.validate();
             assert.equal(group.requestedBytes, live);
+            // A pool does not move blocks: a segment that holds a live block
+            // cannot go back, however little of it is live, so the bound is
+            // on the rest. (It used to be on all held bytes with 768 KiB of
+            // slack: fast-check found, about 1 run in 155,000, 5 steps where
+            // 1-byte blocks pinned 0.9 MB. Without the pinned segments 64 KiB
+            // of slack holds over 200,000 runs, and a group that skips its
+            // step-end trim fails at once.)
+            const pinned = new Set<MockMemory>();
+            for (const [, b] of kept) pinned.add(b.memory);
+            let pinnedBytes = 0;
+            for (const m of pinned) pinnedBytes += segmentBytes.get(m)!;
             assert.ok(
-              group.reservedBytes <=
-                1.1 * group.peakRequestedBytes + 3 * (1 << 18),
-              `held ${group.reservedBytes}`,
+              group.reservedBytes - pinnedBytes <=
+                1.1 * group.peakRequestedBytes + (1 << 16),
+              `held ${group.reservedBytes}, pinned by live blocks ${pinnedBytes}`,
             );
           }
           for (const [q, b] of kept) q.free(b);
