@@ -21,6 +21,8 @@ import {
   releaseSegment,
   type Segment,
   type SegmentSource,
+  UnsupportedOperationError,
+  UseAfterFreeError,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
@@ -252,6 +254,7 @@ export class StepPlannedPool<M = unknown> {
   /** the step the arena was made at */
   #arenaSince = 0;
   #followedBits = 0;
+  #disposed = false;
 
   /**
    * Creates an empty pool.
@@ -394,6 +397,7 @@ export class StepPlannedPool<M = unknown> {
    * is counted as given back).
    * @throws {OutOfMemoryError} When the source refuses a segment even after
    * every free segment was given back.
+   * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   allocate(byteLength: number): PlannedBlock<M> {
     const block = this.tryAllocate(byteLength);
@@ -421,8 +425,12 @@ export class StepPlannedPool<M = unknown> {
    * @returns The block, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size.
    * @throws {SegmentSourceError} See {@linkcode StepPlannedPool.allocate}.
+   * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   tryAllocate(byteLength: number): PlannedBlock<M> | undefined {
+    if (this.#disposed) {
+      this.#refuse(`allocate ${describeValue(byteLength)} bytes`);
+    }
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
     if (byteLength === 0) {
       throw new InvalidArgumentError(
@@ -513,8 +521,10 @@ export class StepPlannedPool<M = unknown> {
    * @throws {DoubleFreeError} When the block is already free (also once
    * its segment was given back).
    * @throws {InvalidArgumentError} When the block is not from this pool.
+   * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   free(block: PlannedBlock<M>): void {
+    if (this.#disposed) this.#refuse("free a block");
     if (!PlannedBlock._is(block) || block._seg.pool !== this) {
       if (
         PlannedBlock._is(block) && block._free && block._seg.pool === null
@@ -576,8 +586,10 @@ export class StepPlannedPool<M = unknown> {
    * @throws {SegmentSourceError} When the source throws or lies while the
    * new plan's arena is made or segments are given back: the step is ended
    * all the same, and the next one is served by best fit.
+   * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   endStep(): void {
+    if (this.#disposed) this.#refuse("end a step");
     try {
       this.#endStep();
     } finally {
@@ -661,8 +673,10 @@ export class StepPlannedPool<M = unknown> {
    * [0, `Number.MAX_SAFE_INTEGER`] (the pool unchanged).
    * @throws {SegmentSourceError} When the source throws while a segment is
    * given back (that segment counted as given back, the rest kept).
+   * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   trim(targetByteLength = 0): number {
+    if (this.#disposed) this.#refuse("trim");
     validateByteLength(
       targetByteLength,
       Number.MAX_SAFE_INTEGER,
@@ -715,9 +729,72 @@ export class StepPlannedPool<M = unknown> {
     return this.#held;
   }
 
-  /** Gives every whole free segment back (`trim(0)`). */
+  /**
+   * Gives every whole free segment back (`trim(0)`).
+   *
+   * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
+   */
   emptyCache(): void {
     this.trim(0);
+  }
+
+  /** Whether {@linkcode StepPlannedPool.dispose} ran. */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /**
+   * Gives every segment back to the source and leaves the pool's group (a
+   * runtime that makes pools per session drops them this way: the group no
+   * longer holds the pool). Refused while blocks are live: free them first.
+   * The group's `requestedBytes` and `reservedBytes` then count the pool no
+   * more; its peaks are kept. Later calls but `dispose` throw
+   * {@linkcode UseAfterFreeError}; a second `dispose` does nothing.
+   *
+   * @throws {UnsupportedOperationError} While blocks are live (the pool
+   * unchanged).
+   * @throws {SegmentSourceError} The first error the source threw while a
+   * segment was given back, once every segment was given back and the pool
+   * disposed all the same.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    if (this.#live > 0) {
+      let blocks = 0;
+      for (const seg of this.#segs) blocks += seg.liveBlocks;
+      throw new UnsupportedOperationError(
+        `Cannot dispose the pool: ${blocks} blocks (${this.#live} bytes) are still live; free them first`,
+      );
+    }
+    this.#disposed = true;
+    this.#group?._leave(this);
+    this.#group = undefined;
+    this.#settle();
+    let error: unknown;
+    let failed = false;
+    for (const seg of [...this.#segs]) {
+      try {
+        this.#release(seg);
+      } catch (e) {
+        if (!failed) error = e;
+        failed = true;
+      }
+    }
+    this.#plan = undefined;
+    this.#plans.length = 0;
+    this.#byKey.clear();
+    this.#free.length = 0;
+    this.#arenaFree.length = 0;
+    if (failed) throw error;
+  }
+
+  /** Same as {@linkcode StepPlannedPool.dispose}. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #refuse(what: string): never {
+    throw new UseAfterFreeError(`Cannot ${what}: the pool was disposed`);
   }
 
   /**

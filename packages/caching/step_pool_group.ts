@@ -120,7 +120,7 @@ export class StepPoolGroup {
     return held;
   }
 
-  /** Pools in the group. */
+  /** Pools in the group (a disposed pool has left it). */
   get poolCount(): number {
     return this.#pools.length;
   }
@@ -163,6 +163,12 @@ export class StepPoolGroup {
   /** @internal A pool joins (at its construction). */
   _join(pool: _GroupMember): void {
     this.#pools.push(pool);
+  }
+
+  /** @internal A pool leaves (its `dispose`: no live blocks, none held). */
+  _leave(pool: _GroupMember): void {
+    const i = this.#pools.indexOf(pool);
+    if (i >= 0) this.#pools.splice(i, 1);
   }
 
   /** @internal Live bytes changed by `bytes` (negative for a free). */
