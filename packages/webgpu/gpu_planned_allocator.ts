@@ -6,8 +6,18 @@
  * @module
  */
 
-import { type PlannedBlock, StepPlannedPool } from "@allot/caching";
-import { type Device, validateByteLength, validateObject } from "@allot/core";
+import {
+  type PlannedBlock,
+  StepPlannedPool,
+  StepPoolGroup,
+} from "@allot/caching";
+import {
+  describeValue,
+  type Device,
+  InvalidArgumentError,
+  validateByteLength,
+  validateObject,
+} from "@allot/core";
 import {
   _assertAlive,
   type _DeviceState,
@@ -46,6 +56,16 @@ export interface GpuPlannedAllocatorOptions {
    * @default {false}
    */
   strict?: boolean;
+  /**
+   * A group whose pools' held bytes are bounded together: one allocator
+   * (and pool) per buffer usage on one device, say. Pass the same group to
+   * each and call the group's `endStep()` (it ends every pool's step) in
+   * place of each allocator's {@linkcode GpuPlannedAllocator.endStep}. See
+   * `StepPoolGroup` in `@allot/caching`.
+   *
+   * @default {undefined} (the pool bounds its held bytes alone)
+   */
+  group?: StepPoolGroup;
 }
 
 /**
@@ -104,16 +124,27 @@ export class GpuPlannedAllocator {
    *
    * @param device The WebGPU device.
    * @param options Source options and the held-bytes ratio.
-   * @throws {InvalidArgumentError} For an option out of range.
+   * @throws {InvalidArgumentError} For an option out of range, or a
+   * `group` that is not a `StepPoolGroup` (nothing made).
    */
   constructor(device: GPUDevice, options: GpuPlannedAllocatorOptions = {}) {
     _anchorShapes("planned");
     validateObject(options, "options");
+    const group = options.group;
+    if (group !== undefined && !StepPoolGroup._is(group)) {
+      throw new InvalidArgumentError(
+        `Invalid group: must be a StepPoolGroup, received ${
+          describeValue(group)
+        }`,
+        { name: "group", value: group },
+      );
+    }
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     const pool = new StepPlannedPool(this.source, {
       maxHeldRatio: options.maxHeldRatio,
       strict: options.strict,
+      group,
     });
     this.pool = pool;
     this.#state = _deviceState(device);
