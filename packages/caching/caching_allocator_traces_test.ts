@@ -9,14 +9,15 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MockSegmentSource } from "@allot/core";
+import { assertDisjoint } from "../core/_test_faults.ts";
 import {
   allotCachingQueueOrderPolicy,
-  parseTrace,
   replayTrace,
   type Trace,
   traceOps,
 } from "@allot/trace";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
+import { readRecordedTrace } from "../trace/_test_traces.ts";
 
 const root = new URL("../../traces/", import.meta.url);
 
@@ -36,14 +37,6 @@ const CEILINGS: Record<string, [number, number]> = {
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0408, 1.0542],
 };
 
-async function load(name: string): Promise<Trace> {
-  const data = await Deno.readFile(new URL(name, root));
-  const text = await new Response(
-    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-  ).text();
-  return parseTrace(text);
-}
-
 /** Replays all buffers, one default allocator per usage, checking as it goes. */
 function replayChecked(trace: Trace): void {
   const ops = traceOps(trace, "all");
@@ -57,7 +50,6 @@ function replayChecked(trace: Trace): void {
   >();
   const checkAll = () => {
     // Keyed by the memory object: each mock source numbers its own.
-    const byMemory = new Map<unknown, [number, number][]>();
     let count = 0;
     for (const { a, s } of pools.values()) {
       a.validate();
@@ -67,17 +59,11 @@ function replayChecked(trace: Trace): void {
       count += stats.allocation.all.current;
     }
     assert.equal(count, live.size);
-    for (const { b } of live.values()) {
-      let list = byMemory.get(b.memory);
-      if (!list) byMemory.set(b.memory, list = []);
-      list.push([b.byteOffset, b.byteOffset + b.blockByteLength]);
-    }
-    for (const list of byMemory.values()) {
-      list.sort((x, y) => x[0] - y[0]);
-      for (let i = 1; i < list.length; i++) {
-        assert.ok(list[i][0] >= list[i - 1][1], "live blocks overlap");
-      }
-    }
+    assertDisjoint(
+      [...live.values()].map(({ b }) =>
+        [b.memory, b.byteOffset, b.byteOffset + b.blockByteLength] as const
+      ),
+    );
   };
   for (let i = 0; i < ops.length; i++) {
     const code = ops.code[i];
@@ -122,7 +108,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
   });
   for (const [name, [storage, all]] of Object.entries(CEILINGS)) {
     it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
-      const trace = await load(name);
+      const trace = await readRecordedTrace(name);
       for (
         const [usage, ceiling] of [["storage", storage], ["all", all]] as const
       ) {

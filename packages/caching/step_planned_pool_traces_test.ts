@@ -5,9 +5,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MockSegmentSource } from "@allot/core";
-import { parseTrace, traceOps } from "@allot/trace";
+import { assertDisjoint } from "../core/_test_faults.ts";
+import { traceOps } from "@allot/trace";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
 import { StepPoolGroup } from "./step_pool_group.ts";
+import { readRecordedTrace } from "../trace/_test_traces.ts";
 
 const root = new URL("../../traces/", import.meta.url);
 const names = [...Deno.readDirSync(root)].filter((d) => d.isDirectory)
@@ -23,11 +25,8 @@ describe("StepPlannedPool on real runtime traces", () => {
   });
   for (const name of names) {
     it(`${name}: no overlap, stats add up, everything returned`, async () => {
-      const data = await Deno.readFile(new URL(name, root));
-      const text = await new Response(
-        new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-      ).text();
-      const ops = traceOps(parseTrace(text), "all");
+      const trace = await readRecordedTrace(name);
+      const ops = traceOps(trace, "all");
       const sources = new Map<number, MockSegmentSource>();
       const pools = new Map<number, StepPlannedPool>();
       const live = new Map<
@@ -44,18 +43,15 @@ describe("StepPlannedPool on real runtime traces", () => {
         }
         assert.equal(sum, requestedBytes);
         // live blocks of one memory never overlap
-        const byMemory = new Map<unknown, [number, number][]>();
-        for (const { block } of live.values()) {
-          let list = byMemory.get(block.memory);
-          if (!list) byMemory.set(block.memory, list = []);
-          list.push([block.byteOffset, block.byteOffset + block.byteLength]);
-        }
-        for (const list of byMemory.values()) {
-          list.sort((a, b) => a[0] - b[0]);
-          for (let i = 1; i < list.length; i++) {
-            assert.ok(list[i][0] >= list[i - 1][1], "live blocks overlap");
-          }
-        }
+        assertDisjoint(
+          [...live.values()].map(({ block }) =>
+            [
+              block.memory,
+              block.byteOffset,
+              block.byteOffset + block.byteLength,
+            ] as const
+          ),
+        );
       };
       for (let i = 0; i < ops.length; i++) {
         const code = ops.code[i];
@@ -116,13 +112,8 @@ describe("StepPlannedPool on real runtime traces", () => {
   };
   for (const [name, after] of Object.entries(settled)) {
     it(`${name}: no segment made after pass ${after} of warm passes, peak held <= 1.10 peak live`, async () => {
-      const data = await Deno.readFile(new URL(`${name}.jsonl.gz`, root));
-      const text = await new Response(
-        new Blob([data]).stream().pipeThrough(
-          new DecompressionStream("gzip"),
-        ),
-      ).text();
-      const ops = traceOps(parseTrace(text), "storage");
+      const trace = await readRecordedTrace(`${name}.jsonl.gz`);
+      const ops = traceOps(trace, "storage");
       const source = new MockSegmentSource({ alignment: 256 });
       const pool: StepPlannedPool = new StepPlannedPool(source);
       const made: number[] = [];
@@ -196,13 +187,8 @@ describe("StepPlannedPool on real runtime traces", () => {
   };
   for (const [name, [onePass, warm]] of Object.entries(allBuffers)) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {
-      const data = await Deno.readFile(new URL(`${name}.jsonl.gz`, root));
-      const text = await new Response(
-        new Blob([data]).stream().pipeThrough(
-          new DecompressionStream("gzip"),
-        ),
-      ).text();
-      const ops = traceOps(parseTrace(text), "all");
+      const trace = await readRecordedTrace(`${name}.jsonl.gz`);
+      const ops = traceOps(trace, "all");
       const group = new StepPoolGroup();
       const pools = new Map<number, StepPlannedPool>();
       let live = 0, peakLive = 0, peakHeld = 0;
@@ -252,13 +238,8 @@ describe("StepPlannedPool on real runtime traces", () => {
     // training step gets its own segment, so the freed activation segments
     // are whole when the arena is made and go back (best fit into them held
     // 1.146x peak live)
-    const data = await Deno.readFile(
-      new URL("tfjs-webgpu/cnn-training.jsonl.gz", root),
-    );
-    const text = await new Response(
-      new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-    ).text();
-    const ops = traceOps(parseTrace(text), "storage");
+    const trace = await readRecordedTrace("tfjs-webgpu/cnn-training.jsonl.gz");
+    const ops = traceOps(trace, "storage");
     const source = new MockSegmentSource({ alignment: 256 });
     const pool: StepPlannedPool = new StepPlannedPool(source);
     const live = new Map<number, PlannedBlock>();
@@ -280,13 +261,10 @@ describe("StepPlannedPool on real runtime traces", () => {
     // transformer-varlen: nine step shapes per pass; each keeps its plan,
     // and a step that leaves its plan the same way every pass is planned
     // again twice at most
-    const data = await Deno.readFile(
-      new URL("tfjs-webgpu/transformer-varlen.jsonl.gz", root),
+    const trace = await readRecordedTrace(
+      "tfjs-webgpu/transformer-varlen.jsonl.gz",
     );
-    const text = await new Response(
-      new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-    ).text();
-    const ops = traceOps(parseTrace(text), "storage");
+    const ops = traceOps(trace, "storage");
     const pool: StepPlannedPool = new StepPlannedPool(
       new MockSegmentSource({ alignment: 256 }),
     );

@@ -471,3 +471,28 @@ export function modelRuns(ci = 1000): number {
   const n = env === undefined ? NaN : Number(env);
   return Number.isSafeInteger(n) && n > 0 ? n : ci;
 }
+
+/**
+ * Throws when two of `ranges` (`[memory, start, end)`) of one memory
+ * overlap: live blocks of a pool must not.
+ */
+export function assertDisjoint(
+  ranges: Iterable<readonly [memory: unknown, start: number, end: number]>,
+): void {
+  const byMemory = new Map<unknown, [number, number][]>();
+  for (const [memory, start, end] of ranges) {
+    let list = byMemory.get(memory);
+    if (!list) byMemory.set(memory, list = []);
+    list.push([start, end]);
+  }
+  for (const list of byMemory.values()) {
+    list.sort((x, y) => x[0] - y[0]);
+    for (let i = 1; i < list.length; i++) {
+      if (list[i][0] < list[i - 1][1]) {
+        throw new Error(
+          `live blocks overlap: [${list[i - 1]}) and [${list[i]})`,
+        );
+      }
+    }
+  }
+}

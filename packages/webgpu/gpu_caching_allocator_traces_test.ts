@@ -6,12 +6,11 @@
 // replay runs on a mock device), and every buffer given back at the end.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { parseTrace, traceOps } from "@allot/trace";
+import { traceOps } from "@allot/trace";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
-
-const root = new URL("../../traces/", import.meta.url);
+import { readRecordedTrace } from "../trace/_test_traces.ts";
 
 /** Peak held / peak live of storage buffers the defaults reach. */
 const CEILINGS: Record<string, number> = {
@@ -29,13 +28,8 @@ describe(
   () => {
     for (const [name, ceiling] of Object.entries(CEILINGS)) {
       it(`${name}: storage peak held / peak live at most ${ceiling}`, async () => {
-        const data = await Deno.readFile(new URL(name, root));
-        const text = await new Response(
-          new Blob([data]).stream().pipeThrough(
-            new DecompressionStream("gzip"),
-          ),
-        ).text();
-        const ops = traceOps(parseTrace(text), "storage");
+        const trace = await readRecordedTrace(name);
+        const ops = traceOps(trace, "storage");
         const device = await sharedDevice();
         const allocator = new GpuCachingAllocator(device);
         const live = new Map<number, { a: GpuAllocation; size: number }>();
