@@ -1227,9 +1227,13 @@ export class CpuHeap {
       ) {
         fail(`first-level bitmap of ${fl} is wrong`);
       }
-      for (let f = head; f >= 0; f = rec[f + R_FNEXT]) {
+      for (let f = head, before = -1; f >= 0; f = rec[f + R_FNEXT]) {
         if (rec[f + R_STATE] !== FREE) fail(`list ${idx} holds ${f}`);
+        if (rec[f + R_FPREV] !== before) {
+          fail(`free block ${f} of list ${idx} has a wrong previous`);
+        }
         if (++listed > this.#recCount) fail("a free list has a cycle");
+        before = f;
       }
     }
     if (this.#smallFree !== 0) this.#small.check(rec, small, fail);
