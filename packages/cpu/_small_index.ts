@@ -8,20 +8,22 @@
  * The region is cut into chunks of 2^CHUNK_LOG2 units, and a small free block
  * is listed in the chunk its last unit lies in, so carving its front off (what
  * a small request does) keeps its entry. Per chunk: a doubly linked list of
- * its small free blocks through the records' free-list slots (unused by them
- * otherwise), and an upper bound of their lengths; per group of 32 chunks, an
- * upper bound of the group's bounds. Bounds are raised at once and lowered
- * lazily: a search scans the groups, then the chunks of the first group whose
- * bound fits, from the lowest, and reads the list of each chunk whose bound
- * fits; a chunk whose list holds no fit gets its exact bound (the search read
- * every block of it), and a group read whole gets the largest of its chunks'
- * bounds. Cheap exact lowering where it costs nothing: a chunk left empty
- * gets 0, the only block of a chunk that shrinks gives it its length. No
- * upkeep when a block shrinks or leaves otherwise: the tree of exact bounds
- * this replaced spent about as long keeping bounds exact as searching
- * (README, "Why the default is not first fit"). On the headline trace a
- * search reads 3.4 group and 14 chunk bounds (a few cache lines) and 0.5
- * chunks whose bound was stale.
+ * its small free blocks, in address order, through the records' free-list
+ * slots (unused by them otherwise), and an upper bound of their lengths; per
+ * group of 32 chunks, an upper bound of its chunks' bounds.
+ *
+ * A search reads the group bounds from the lowest, then the chunk bounds of
+ * the first group whose bound fits, and takes the first fitting block of the
+ * first chunk whose bound fits and that holds one. Bounds are raised at once
+ * and lowered lazily: a chunk whose list holds no fit gets its exact bound
+ * (the search read all of it), a group read whole the largest of its chunks'
+ * bounds. Where it costs nothing a bound is made exact at once: 0 for a chunk
+ * left empty, the length of a chunk's only block when it shrinks. Otherwise a
+ * block that shrinks or leaves costs no upkeep: the tree of exact bounds this
+ * replaced spent about as long keeping them exact as searching (README, "Why
+ * the default is not first fit"). On the headline trace a search reads 3.4
+ * group and 13 chunk bounds (a few cache lines) and meets 0.25 chunks whose
+ * bound was stale.
  *
  * About 6 bytes per chunk (16 KiB of region at 64-byte granules): 384 KiB
  * for 1 GiB. A chunk lists at most 128 blocks (free blocks do not touch), a
@@ -108,11 +110,19 @@ export class SmallIndex {
    */
   link(rec: Int32Array, b: number, last: number, size: number): void {
     const chunk = last >>> CHUNK_LOG2;
-    const head = this.heads[chunk];
-    rec[b + R_FPREV] = -1;
-    rec[b + R_FNEXT] = head;
-    if (head >= 0) rec[head + R_FPREV] = b;
-    this.heads[chunk] = b;
+    // In address order: a search takes the first fitting block of a list.
+    const start = rec[b + R_START];
+    let prev = -1;
+    let next = this.heads[chunk];
+    while (next >= 0 && rec[next + R_START] < start) {
+      prev = next;
+      next = rec[next + R_FNEXT];
+    }
+    rec[b + R_FPREV] = prev;
+    rec[b + R_FNEXT] = next;
+    if (next >= 0) rec[next + R_FPREV] = b;
+    if (prev >= 0) rec[prev + R_FNEXT] = b;
+    else this.heads[chunk] = b;
     if (size > this.#bounds[chunk]) {
       this.#bounds[chunk] = size;
       const g = chunk >>> GROUP_LOG2;
@@ -186,16 +196,12 @@ export class SmallIndex {
         let bound = bounds[c];
         if (bound >= need) {
           // The lowest fitting block of the chunk, and its true bound.
-          let best = -1, bestStart = 0, longest = 0;
+          let longest = 0;
           for (let b = this.heads[c]; b >= 0; b = rec[b + R_FNEXT]) {
             const size = rec[b + R_SIZE];
+            if (size >= need) return b;
             if (size > longest) longest = size;
-            if (size >= need && (best < 0 || rec[b + R_START] < bestStart)) {
-              best = b;
-              bestStart = rec[b + R_START];
-            }
           }
-          if (best >= 0) return best;
           bounds[c] = bound = longest;
         }
         if (bound > max) max = bound;
@@ -275,6 +281,9 @@ export class SmallIndex {
         listed.set(b, c);
         if (rec[b + R_FPREV] !== prev) {
           fail(`small block ${b} has a wrong previous`);
+        }
+        if (prev >= 0 && rec[prev + R_START] >= rec[b + R_START]) {
+          fail(`chunk ${c}'s list is not in address order at ${b}`);
         }
         max = Math.max(max, rec[b + R_SIZE]);
         if (listed.size > blocks.length / 2) fail(`chunk ${c}'s list is long`);
