@@ -191,23 +191,25 @@ export class SmallIndex {
       if (groups[g] < need) continue;
       const from = g << GROUP_LOG2;
       const to = g === lastGroup ? last : from + GROUP_MASK;
-      let max = 0;
       for (let c = from; c <= to; c++) {
-        let bound = bounds[c];
-        if (bound >= need) {
-          // The lowest fitting block of the chunk, and its true bound.
+        if (bounds[c] >= need) {
+          // The first fitting block of the list is the lowest; none: the
+          // chunk's bound was stale, and the list was read whole.
           let longest = 0;
           for (let b = this.heads[c]; b >= 0; b = rec[b + R_FNEXT]) {
             const size = rec[b + R_SIZE];
             if (size >= need) return b;
             if (size > longest) longest = size;
           }
-          bounds[c] = bound = longest;
+          bounds[c] = longest;
         }
-        if (bound > max) max = bound;
       }
-      // Every chunk of the group was read: its bound is exact again.
-      if (to === from + GROUP_MASK) groups[g] = max;
+      if (to === from + GROUP_MASK) {
+        // No chunk of the group fits (its bound was stale): make it exact.
+        let max = 0;
+        for (let c = from; c <= to; c++) if (bounds[c] > max) max = bounds[c];
+        groups[g] = max;
+      }
     }
     return -1;
   }
