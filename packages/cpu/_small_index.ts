@@ -10,14 +10,16 @@
  * a small request does) keeps its entry. Per chunk: a doubly linked list of
  * its small free blocks, in address order, through the records' free-list
  * slots (unused by them otherwise), and an upper bound of their lengths; per
- * group of 32 chunks, an upper bound of its chunks' bounds.
+ * group of 32 chunks, an upper bound of its chunks' bounds, and per run of 32
+ * groups one of its groups'.
  *
- * A search reads the group bounds from the lowest, then the chunk bounds of
- * the first group whose bound fits, and takes the first fitting block of the
- * first chunk whose bound fits and that holds one. Bounds are raised at once
+ * A search reads the run bounds from the lowest, the group bounds of a run
+ * whose bound fits, the chunk bounds of a group whose bound fits, and takes
+ * the first fitting block of the first chunk that holds one: O(region / 16
+ * MiB + 64) bounds at worst (64 + 64 for 1 GiB), a few on log-uniform traces. Bounds are raised at once
  * and lowered lazily: a chunk whose list holds no fit gets its exact bound
- * (the search read all of it), a group read whole the largest of its chunks'
- * bounds. Where it costs nothing a bound is made exact at once: 0 for a chunk
+ * (the search read all of it), a group or run read whole the largest of its
+ * chunks' or groups' bounds. Where it costs nothing a bound is made exact at once: 0 for a chunk
  * left empty, the length of a chunk's only block when it shrinks. Otherwise a
  * block that shrinks or leaves costs no upkeep: the tree of exact bounds this
  * replaced spent about as long keeping them exact as searching (README, "Why
@@ -63,6 +65,10 @@ export class SmallIndex {
   // (lazily): no upkeep when a block shrinks or leaves.
   #bounds = new Uint16Array(0);
   #groups = new Uint16Array(0);
+  // Per run of 2^GROUP_LOG2 groups, an upper bound of their bounds: a search
+  // below a far limit (few small blocks low) reads a few of these, not every
+  // group.
+  #supers = new Uint16Array(0);
 
   /**
    * Makes room for a region of `units` units, keeping the entries.
@@ -81,6 +87,9 @@ export class SmallIndex {
     const groups = new Uint16Array((chunks >>> GROUP_LOG2) + 1);
     groups.set(this.#groups);
     this.#groups = groups;
+    const supers = new Uint16Array((groups.length >>> GROUP_LOG2) + 1);
+    supers.set(this.#supers);
+    this.#supers = supers;
   }
 
   /** Forgets every entry. */
@@ -88,6 +97,7 @@ export class SmallIndex {
     this.heads.fill(-1);
     this.#bounds.fill(0);
     this.#groups.fill(0);
+    this.#supers.fill(0);
   }
 
   /**
@@ -126,7 +136,11 @@ export class SmallIndex {
     if (size > this.#bounds[chunk]) {
       this.#bounds[chunk] = size;
       const g = chunk >>> GROUP_LOG2;
-      if (size > this.#groups[g]) this.#groups[g] = size;
+      if (size > this.#groups[g]) {
+        this.#groups[g] = size;
+        const u = g >>> GROUP_LOG2;
+        if (size > this.#supers[u]) this.#supers[u] = size;
+      }
     }
   }
 
@@ -168,7 +182,11 @@ export class SmallIndex {
     } else if (size > bound) {
       this.#bounds[chunk] = size;
       const g = chunk >>> GROUP_LOG2;
-      if (size > this.#groups[g]) this.#groups[g] = size;
+      if (size > this.#groups[g]) {
+        this.#groups[g] = size;
+        const u = g >>> GROUP_LOG2;
+        if (size > this.#supers[u]) this.#supers[u] = size;
+      }
     }
   }
 
@@ -184,31 +202,46 @@ export class SmallIndex {
   find(rec: Int32Array, need: number, limit: number): number {
     const bounds = this.#bounds;
     const groups = this.#groups;
+    const supers = this.#supers;
     let last = limit >>> CHUNK_LOG2;
     if (last >= bounds.length) last = bounds.length - 1;
     const lastGroup = last >>> GROUP_LOG2;
-    for (let g = 0; g <= lastGroup; g++) {
-      if (groups[g] < need) continue;
-      const from = g << GROUP_LOG2;
-      const to = g === lastGroup ? last : from + GROUP_MASK;
-      for (let c = from; c <= to; c++) {
-        if (bounds[c] >= need) {
-          // The first fitting block of the list is the lowest; none: the
-          // chunk's bound was stale, and the list was read whole.
-          let longest = 0;
-          for (let b = this.heads[c]; b >= 0; b = rec[b + R_FNEXT]) {
-            const size = rec[b + R_SIZE];
-            if (size >= need) return b;
-            if (size > longest) longest = size;
+    const lastSuper = lastGroup >>> GROUP_LOG2;
+    for (let u = 0; u <= lastSuper; u++) {
+      if (supers[u] < need) continue;
+      const first = u << GROUP_LOG2;
+      const end = u === lastSuper ? lastGroup : first + GROUP_MASK;
+      for (let g = first; g <= end; g++) {
+        if (groups[g] < need) continue;
+        const from = g << GROUP_LOG2;
+        const to = g === lastGroup ? last : from + GROUP_MASK;
+        for (let c = from; c <= to; c++) {
+          if (bounds[c] >= need) {
+            // The first fitting block of the list is the lowest; none: the
+            // chunk's bound was stale, and the list was read whole.
+            let longest = 0;
+            for (let b = this.heads[c]; b >= 0; b = rec[b + R_FNEXT]) {
+              const size = rec[b + R_SIZE];
+              if (size >= need) return b;
+              if (size > longest) longest = size;
+            }
+            bounds[c] = longest;
           }
-          bounds[c] = longest;
+        }
+        if (to === from + GROUP_MASK) {
+          // No chunk of the group fits (its bound was stale): exact again.
+          let max = 0;
+          for (let c = from; c <= to; c++) {
+            if (bounds[c] > max) max = bounds[c];
+          }
+          groups[g] = max;
         }
       }
-      if (to === from + GROUP_MASK) {
-        // No chunk of the group fits (its bound was stale): make it exact.
+      if (end === first + GROUP_MASK) {
+        // Likewise for the run of groups.
         let max = 0;
-        for (let c = from; c <= to; c++) if (bounds[c] > max) max = bounds[c];
-        groups[g] = max;
+        for (let g = first; g <= end; g++) if (groups[g] > max) max = groups[g];
+        supers[u] = max;
       }
     }
     return -1;
@@ -298,6 +331,10 @@ export class SmallIndex {
       }
       if (this.bound(c) > this.#groups[c >>> GROUP_LOG2]) {
         fail(`chunk ${c}'s bound is above its group's`);
+      }
+      const g = c >>> GROUP_LOG2;
+      if (this.#groups[g] > this.#supers[g >>> GROUP_LOG2]) {
+        fail(`group ${g}'s bound is above its run's`);
       }
     }
     for (let i = 0; i < blocks.length; i += 2) {
