@@ -75,6 +75,12 @@ export function _allocSegmentBlock<M>(
   return _addSegment(p, raw, segSize, pool, stream, false);
 }
 
+/**
+ * While segment sizes adapt, a large-pool request of more than this share of
+ * the adaptive segment size gets a segment of its own size.
+ */
+export const OWN_SEGMENT_SHARES = 3;
+
 /** The segment size of `pool` for a request of `size` bytes. */
 export function _segmentSizeFor<M>(
   p: _CachingPolicy<M>,
@@ -91,7 +97,15 @@ export function _segmentSizeFor<M>(
     // and the pool's fixed size.
     const g = p.minBlockByteLength;
     const share = Math.ceil(p.stats.reservedBytes * p.segmentGrowth / g) * g;
-    s = Math.min(s, Math.max(p.minSegmentByteLength, share));
+    const adaptive = Math.max(p.minSegmentByteLength, share);
+    if (adaptive < s) {
+      // A large request that would leave room for fewer than two more of
+      // its size takes a segment of its own size (PyTorch's own segments
+      // for requests of half a segment or more, at adaptive sizes): a tail
+      // just short of the next request, as layer after layer of slowly
+      // growing weights makes, is held and never used.
+      s = !pool.small && adaptive < OWN_SEGMENT_SHARES * size ? size : adaptive;
+    }
   }
   if (s > p.maxBlockByteLength) s = p.maxBlockByteLength;
   return s < size ? size : s;
