@@ -80,6 +80,12 @@ export function _allocSegmentBlock<M>(
  * the adaptive segment size gets a segment of its own size.
  */
 export const OWN_SEGMENT_SHARES = 3;
+/**
+ * While segment sizes adapt, a small-pool request that would leave a tail
+ * under this share of the adaptive segment size gets a segment of its own
+ * size.
+ */
+export const SMALL_TAIL_SHARES = 8;
 
 /** The segment size of `pool` for a request of `size` bytes. */
 export function _segmentSizeFor<M>(
@@ -99,12 +105,18 @@ export function _segmentSizeFor<M>(
     const share = Math.ceil(p.stats.reservedBytes * p.segmentGrowth / g) * g;
     const adaptive = Math.max(p.minSegmentByteLength, share);
     if (adaptive < s) {
-      // A large request that would leave room for fewer than two more of
-      // its size takes a segment of its own size (PyTorch's own segments
-      // for requests of half a segment or more, at adaptive sizes): a tail
-      // just short of the next request, as layer after layer of slowly
-      // growing weights makes, is held and never used.
-      s = !pool.small && adaptive < OWN_SEGMENT_SHARES * size ? size : adaptive;
+      // A segment of the request's own size where the adaptive size would
+      // leave a tail that is seldom used: in the large pool, room for fewer
+      // than two more requests of its size (PyTorch gives requests of half a
+      // segment or more their own, at adaptive sizes; layer after layer of
+      // slowly growing weights leaves tails just short of the next one); in
+      // the small pool, whose tails serve any small request, a tail under
+      // an eighth of the segment.
+      s = (pool.small
+          ? (adaptive - size) * SMALL_TAIL_SHARES < adaptive
+          : adaptive < OWN_SEGMENT_SHARES * size)
+        ? size
+        : adaptive;
     }
   }
   if (s > p.maxBlockByteLength) s = p.maxBlockByteLength;

@@ -84,8 +84,14 @@ function expectedSegment(
     const share = Math.ceil(reserved * o.segmentGrowthFraction / 512) * 512;
     const min = Math.ceil(o.minSegmentByteLength / 512) * 512;
     const adaptive = Math.max(min, share);
-    // A large request of more than a third of the adaptive size: its own size.
-    if (adaptive < s) s = !small && adaptive < 3 * size ? size : adaptive;
+    // Its own size: a large request of more than a third of the adaptive
+    // size, a small one that would leave a tail under an eighth of it.
+    if (adaptive < s) {
+      const own = small
+        ? (adaptive - size) * 8 < adaptive
+        : adaptive < 3 * size;
+      s = own ? size : adaptive;
+    }
   }
   return Math.max(s, size);
 }
@@ -329,6 +335,26 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
       held.push(a.allocate(size));
       assert.equal(source.reservedBytes - before, size);
     }
+    for (const b of held) b.release();
+    a.emptyCache();
+    assert.equal(source.reservedBytes, 0);
+  });
+
+  it("a small request that would leave a tail under an eighth of the adaptive size takes a segment of its own size", () => {
+    const source = new MockSegmentSource({ capacityBytes: 2 ** 40 });
+    const a = new CachingAllocator(source);
+    const held: CachedBlock<{ id: number }>[] = [];
+    while (source.reservedBytes < 8 * MiB) held.push(a.allocate(MiB));
+    const share = Math.ceil(source.reservedBytes / 128 / 512) * 512;
+    // A tail of an eighth or more: the adaptive size.
+    let before = source.reservedBytes;
+    held.push(a.allocate(share - share / 8));
+    assert.equal(source.reservedBytes - before, share);
+    // Under an eighth: the request's own size.
+    const size = share - share / 8 + 512;
+    before = source.reservedBytes;
+    held.push(a.allocate(size));
+    assert.equal(source.reservedBytes - before, size);
     for (const b of held) b.release();
     a.emptyCache();
     assert.equal(source.reservedBytes, 0);
