@@ -163,6 +163,11 @@ class _StreamBins<M> {
   }
 
   lowerBound(size: number): _Block<M> | undefined {
+    const v0 = this.dv;
+    // (The victim alone: the bins are empty.)
+    if (this.count === 1 && v0 !== null) {
+      return v0.size >= size ? v0 : undefined;
+    }
     const i = _binOf(size);
     const bin = this.bins[i];
     let b: _Block<M> | undefined;
