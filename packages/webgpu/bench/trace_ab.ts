@@ -8,9 +8,8 @@
  * the buffer and offset), in two modes: runtime-like warm passes (awaits at
  * the trace's marks, untimed; a `gc()` before each pass; one instance per
  * peer reused; wall-clock time of the timed stretches) and the tight loop
- * (no awaits, warm instances; `--reps` passes per measurement, timed by the
- * process's CPU time, which other jobs on a loaded machine do not inflate;
- * the frees left at a pass's end are charged too, to every peer alike). Each round
+ * (no awaits, warm instances; the mean of `--reps` passes per measurement,
+ * since one pass takes well under a millisecond). Each round
  * runs every peer once, the order rotated; the figure is the median over
  * rounds of per-round ratios (ref / this, TF.js / this), with their range.
  *
@@ -22,7 +21,6 @@
  * @module
  */
 
-import process from "node:process";
 import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
@@ -185,28 +183,6 @@ async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
   for (const h of live.values()) peer.free(h);
   sink = offsets;
   return (ms * 1e6) / n;
-}
-
-/** One tight pass, untimed: the number of operations. */
-function ops_(ops: ReplayOps, peer: Peer): number {
-  const live = new Map<number, unknown>();
-  let n = 0, offsets = 0;
-  for (let i = 0; i < ops.length; i++) {
-    const c = ops.code[i];
-    if (c === 0) {
-      const h = peer.alloc(ops.size[i], ops.usage[i]);
-      offsets += peer.use(h);
-      live.set(ops.id[i], h);
-      n++;
-    } else if (c === 1) {
-      peer.free(live.get(ops.id[i]));
-      live.delete(ops.id[i]);
-      n++;
-    }
-  }
-  for (const h of live.values()) peer.free(h);
-  sink = offsets;
-  return n;
 }
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
