@@ -370,10 +370,10 @@ export class _BlockPool<M> {
   }
 
   /**
-   * {@linkcode _BlockPool.resize} in its common case, a block alone in its
-   * bin that stays there (the rest of a split, the survivor of a merge);
-   * whether it applied. Kept short, so that it inlines into the split and
-   * the merge.
+   * {@linkcode _BlockPool.resize} in its common cases, the designated
+   * victim of the last stream used, or a block alone in its bin that stays
+   * there (the rest of a split, the survivor of a merge); whether it
+   * applied. Kept short, so that it inlines into the split and the merge.
    */
   resizeAlone(block: _Block<M>, size: number, address: number): boolean {
     const last = this.#last;
