@@ -60,6 +60,8 @@ export class PlaceAllocator {
   #options: Omit<BuddyAllocatorOptions, "backing">;
   #backing: (device: Device) => Allocator | SegmentSource | undefined;
   #allocators = new Map<string, BuddyAllocator>();
+  // Places whose backing factory is running (to refuse re-entry).
+  #making = new Set<string>();
 
   /**
    * Creates a place allocator; no buddy allocator exists until a place is
@@ -75,6 +77,14 @@ export class PlaceAllocator {
       );
     }
     const { backing, ...rest } = options;
+    if (backing !== undefined && typeof backing !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid backing: must be a function from a Device to an Allocator or SegmentSource, received ${
+          describe(backing)
+        }`,
+        { name: "backing", value: backing, limit: "function" },
+      );
+    }
     this.#options = rest;
     this.#backing = backing ??
       ((device) =>
@@ -96,8 +106,19 @@ export class PlaceAllocator {
     const key = this.#key(place);
     let allocator = this.#allocators.get(key);
     if (allocator === undefined) {
+      if (this.#making.has(key)) {
+        throw new UnsupportedOperationError(
+          `Cannot allocate on ${key}: its backing factory is making its allocator (the factory re-entered the PlaceAllocator for the same place)`,
+        );
+      }
       const device = Device.parse(key);
-      const backing = this.#backing(device);
+      let backing: Allocator | SegmentSource | undefined;
+      this.#making.add(key);
+      try {
+        backing = this.#backing(device);
+      } finally {
+        this.#making.delete(key);
+      }
       if (backing === undefined) {
         throw new UnsupportedOperationError(
           `Cannot allocate on ${key}: no backing allocator for this place`,
