@@ -13,12 +13,12 @@ import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
-  AllotError,
   ContractViolationError,
   DataPtr,
   Device,
   DoubleFreeError,
   InvalidArgumentError,
+  MockSegmentSource,
   OutOfMemoryError,
   UnsupportedOperationError,
 } from "@allot/core";
@@ -37,6 +37,7 @@ import {
   hostileNumbers,
   hostileObjects,
   HostileTally,
+  HostileTrapError,
   trapObject,
 } from "../core/_test_hostile.ts";
 import {
@@ -478,6 +479,62 @@ describe("BuddyAllocator adversarial: hostile arguments", () => {
   });
 });
 
+describe("BuddyAllocator adversarial: zeros, getters and memories it cannot view", () => {
+  it("BuddyAllocator takes -0 as 0 wherever 0 is valid", () => {
+    const buddy = new BuddyAllocator(OPTIONS);
+    const at = buddy.alloc(-0);
+    assert.ok(Object.is(at, 0));
+    assert.equal(buddy.byteLengthOf(-0), 64);
+    assert.equal(buddy.bytes(-0, -0).length, 0);
+    assert.equal(buddy.bytes(at, 64).length, 64);
+    assert.equal(buddy.allocate(-0).byteLength, 0);
+    buddy.free(-0);
+    assert.throws(() => buddy.free(0), DoubleFreeError);
+  });
+
+  it("BuddyAllocator lets a throwing options getter through and is not made", () => {
+    for (const key of [...Object.keys(OPTIONS), "backing", "strict"]) {
+      const options = Object.defineProperty({ ...OPTIONS }, key, {
+        enumerable: true,
+        get(): never {
+          throw new HostileTrapError(`getter ${key}`);
+        },
+      });
+      assert.throws(() => new BuddyAllocator(options), HostileTrapError);
+      assert.throws(
+        () => new PlaceAllocator(options as PlaceAllocatorOptions),
+        HostileTrapError,
+      );
+    }
+  });
+
+  it("BuddyAllocator over memory the host cannot read refuses views with UnsupportedOperationError and still allocates", () => {
+    const buddy = new BuddyAllocator({
+      ...OPTIONS,
+      backing: new MockSegmentSource(),
+    });
+    const small = buddy.alloc(64), large = buddy.alloc(5000);
+    const before = state(buddy);
+    for (const at of [small, large]) {
+      refuse(
+        "bytes()/view() of a mock memory",
+        [{ name: String(at), value: at }],
+        (v) => buddy.bytes(v as number, 1),
+        { error: UnsupportedOperationError },
+      );
+      assert.throws(
+        () => buddy.view(at, Uint8Array),
+        UnsupportedOperationError,
+      );
+      assert.ok(buddy.memoryOf(at) !== undefined);
+    }
+    assert.equal(state(buddy), before);
+    buddy.free(small);
+    buddy.free(large);
+    assert.equal(buddy.trim(), 4096);
+  });
+});
+
 describe("BuddyAllocator adversarial: foreign and stale handles", () => {
   it("BuddyAllocator refuses stale addresses (freed twice, merged into a larger block, in a trimmed pool) and changes nothing", () => {
     const buddy = new BuddyAllocator(OPTIONS);
@@ -648,9 +705,8 @@ describe("BuddyAllocator adversarial: lying backing allocators and segment sourc
   });
 
   it("PlaceAllocator refuses a backing factory that re-enters it for the same place", () => {
-    let places: PlaceAllocator;
     let inner: unknown;
-    places = new PlaceAllocator({
+    const places: PlaceAllocator = new PlaceAllocator({
       initialPoolByteLength: 4096,
       backing: (device) => {
         try {
