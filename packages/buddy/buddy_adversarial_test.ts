@@ -704,6 +704,31 @@ describe("BuddyAllocator adversarial: lying backing allocators and segment sourc
     assert.equal(backing.liveCount, buddy.poolCount + 1);
   });
 
+  it("BuddyAllocator keeps its maximum when a re-entering backing takes the last pool", () => {
+    const base = new FirstFitAllocator(Device.cpu(), 1 << 20);
+    const backing = new FaultyAllocator(base);
+    const buddy = new BuddyAllocator({
+      ...OPTIONS,
+      maxPoolByteLength: 2 * 4096,
+      backing,
+    });
+    const first = buddy.alloc(4096);
+    let inner = -1;
+    backing.onReenter = () => {
+      inner = buddy.alloc(4096); // the second and last pool
+    };
+    backing.arm("reenter");
+    assert.throws(() => buddy.alloc(64), OutOfMemoryError);
+    assert.equal(buddy.poolCount, 2);
+    assert.equal(buddy.reservedBytes, 2 * 4096);
+    assert.equal(backing.liveCount, 2, "the third pool was not given back");
+    buddy.checkIntegrity();
+    buddy.free(inner);
+    buddy.free(first);
+    assert.equal(buddy.trim(), 2 * 4096);
+    assert.equal(base.live.size, 0);
+  });
+
   it("PlaceAllocator refuses a backing factory that re-enters it for the same place", () => {
     let inner: unknown;
     const places: PlaceAllocator = new PlaceAllocator({
