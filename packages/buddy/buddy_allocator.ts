@@ -189,7 +189,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * Creates a buddy allocator. No pool is taken until the first request.
    *
    * @param options Pool sizes, minimum block and backing allocator.
-   * @throws {InvalidArgumentError} For bad sizes.
+   * @throws {InvalidArgumentError} For bad sizes, a backing that is neither
+   * an `Allocator` nor a `SegmentSource`, or a `strict` that is not a
+   * boolean.
    */
   constructor(options: BuddyAllocatorOptions = {}) {
     super();
@@ -435,6 +437,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * maximum, or the backing allocator refuses.
    * @throws {UnsupportedOperationError} When the backing allocator hands out
    * a pool not aligned to `minBlockByteLength` (the pool is given back).
+   * @throws {ContractViolationError} When the backing allocator hands out
+   * something that is not a live `DataPtr` of the length asked for, or one
+   * this allocator holds already.
    */
   alloc(byteLength: number): number {
     if (
@@ -600,6 +605,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @param address A live block's address.
    * @param type The typed-array constructor.
    * @returns The view.
+   * @throws {InvalidArgumentError} When `type` is not a constructor whose
+   * `BYTES_PER_ELEMENT` is 1, 2, 4 or 8 (or absent), or does not make a view
+   * of the block.
    * @throws {DoubleFreeError} When no live block has that address.
    * @throws {UnsupportedOperationError} When the pools are not host memory.
    */

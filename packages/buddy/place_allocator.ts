@@ -68,6 +68,8 @@ export class PlaceAllocator {
    * used.
    *
    * @param options Buddy options for every place and the backing factory.
+   * @throws {InvalidArgumentError} For bad buddy options, or a `backing`
+   * that is not a function.
    */
   constructor(options: PlaceAllocatorOptions = {}) {
     if (typeof options !== "object" || options === null) {
@@ -100,7 +102,8 @@ export class PlaceAllocator {
    * @returns The place's buddy allocator.
    * @throws {InvalidArgumentError} For a malformed place.
    * @throws {UnsupportedOperationError} When no backing allocator exists for
-   * the place.
+   * the place, or the backing factory re-enters this method for the place it
+   * is making.
    */
   allocatorFor(place: Place): BuddyAllocator {
     const key = this.#key(place);
