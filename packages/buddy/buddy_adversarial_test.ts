@@ -729,6 +729,57 @@ describe("BuddyAllocator adversarial: lying backing allocators and segment sourc
     assert.equal(base.live.size, 0);
   });
 
+  it("BuddyAllocator in strict mode never writes into a large block it has given back", () => {
+    // A backing that reuses a freed range at once (its deleter writes the
+    // next owner's bytes there).
+    const memory = new ArrayBuffer(1 << 16);
+    const backing = {
+      device: Device.cpu(),
+      allocate(byteLength: number) {
+        return new DataPtr(memory, 0, byteLength, Device.cpu(), {
+          context: byteLength,
+          deleter: (n: number) => new Uint8Array(memory, 0, n).fill(0x5a),
+        });
+      },
+    } as unknown as SystemAllocator;
+    const buddy = new BuddyAllocator({ ...OPTIONS, backing, strict: true });
+    const large = buddy.alloc(8192);
+    buddy.free(large);
+    assert.ok(
+      new Uint8Array(memory, 0, 8192).every((b) => b === 0x5a),
+      "strict mode junk-filled memory after giving it back",
+    );
+  });
+
+  it("BuddyAllocator.clone() and copyData() refuse hostile pointers and lengths and change nothing", () => {
+    const { buddy, small, mid } = populated();
+    const snapshot = () => state(buddy);
+    const a = buddy.allocate(64), b = buddy.allocate(1000);
+    const dead = buddy.allocate(8);
+    dead.release();
+    refuse(
+      "clone(src)",
+      [...hostileObjects(), { name: "released", value: dead }],
+      (v) => buddy.clone(v as DataPtr<unknown, number>),
+      { snapshot },
+    );
+    refuse(
+      "copyData(dest, src, n)",
+      [...numbers, { name: "65", value: 65 }],
+      (v) => buddy.copyData(a, b, v as number),
+      { snapshot },
+    );
+    writePattern(buddy.bytes(small, 64), 7);
+    const copy = buddy.clone(a);
+    assert.equal(copy.byteLength, 64);
+    copy.release();
+    const stats = buddy.stats();
+    stats.allocations.current = -1;
+    assert.notEqual(buddy.stats().allocations.current, -1);
+    checkPattern(buddy.bytes(small, 64), 7);
+    buddy.free(mid);
+  });
+
   it("PlaceAllocator refuses a backing factory that re-enters it for the same place", () => {
     let inner: unknown;
     const places: PlaceAllocator = new PlaceAllocator({

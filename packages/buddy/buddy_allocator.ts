@@ -1003,8 +1003,10 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
         } catch {
           // Not a live host block: free() says why, or there is no view.
         }
-        free.call(buddy, address);
+        // Filled while still ours: a large block goes back to the backing
+        // allocator, which may hand its bytes out again at once.
         if (junk !== undefined) junkFill(junk);
+        free.call(buddy, address);
         buddy.checkIntegrity();
       },
     },
