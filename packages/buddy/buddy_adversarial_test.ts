@@ -800,6 +800,21 @@ describe("BuddyAllocator adversarial: lying backing allocators and segment sourc
     assert.equal(places.used("cpu"), 0);
   });
 
+  it("PlaceAllocator refuses a backing factory that returns another device's backing, and makes no place", () => {
+    const places = new PlaceAllocator({
+      initialPoolByteLength: 4096,
+      backing: () => new SystemAllocator(), // always cpu:0
+    });
+    const p = places.alloc("cpu:0", 8);
+    for (const place of ["cpu:1", "webgpu:0", Device.cpu(2)]) {
+      assert.throws(() => places.alloc(place, 8), ContractViolationError);
+      assert.throws(() => places.allocatorFor(place), ContractViolationError);
+    }
+    assert.deepEqual(places.places().map(String), ["cpu:0"]);
+    assert.equal(p.device.toString(), "cpu:0");
+    places.free("cpu", p);
+  });
+
   it("BuddyAllocator over a segment source: throwing, short, misaligned and re-entering sources are refused or survived", () => {
     const cases: [SegmentFault, ErrorClass | undefined][] = [
       ["throw", OutOfMemoryError],

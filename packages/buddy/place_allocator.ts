@@ -7,6 +7,7 @@
 
 import {
   type Allocator,
+  ContractViolationError,
   DataPtr,
   Device,
   DoubleFreeError,
@@ -104,6 +105,8 @@ export class PlaceAllocator {
    * @throws {UnsupportedOperationError} When no backing allocator exists for
    * the place, or the backing factory re-enters this method for the place it
    * is making.
+   * @throws {ContractViolationError} When the backing factory returns a
+   * backing for another device.
    */
   allocatorFor(place: Place): BuddyAllocator {
     const key = this.#key(place);
@@ -128,6 +131,13 @@ export class PlaceAllocator {
         );
       }
       allocator = new BuddyAllocator({ ...this.#options, backing });
+      // Pointers name their device: one from another device's backing
+      // would be on the wrong place.
+      if (!allocator.device.equals(device)) {
+        throw new ContractViolationError(
+          `Cannot allocate on ${key}: the backing factory returned a backing for ${allocator.device}`,
+        );
+      }
       this.#allocators.set(key, allocator);
     }
     return allocator;
