@@ -938,8 +938,8 @@ interface Block {
 
 type Backing = "system" | "faulty-allocator" | "faulty-segments";
 
-function pow2Block(n: number): number {
-  let b = MIN;
+function pow2Block(n: number, min: number): number {
+  let b = min;
   while (b < n) b *= 2;
   return b;
 }
@@ -953,7 +953,12 @@ const seen = {
   maxPools: 0,
 };
 
-function runModel(backingKind: Backing, strict: boolean, ops: Op[]) {
+function runModel(
+  backingKind: Backing,
+  strict: boolean,
+  min: number,
+  ops: Op[],
+) {
   const base = new FirstFitAllocator(Device.cpu(), 1 << 20);
   const faultyAllocator = new FaultyAllocator(base);
   const faultySource = new FaultySegmentSource(new HostSegmentSource());
@@ -965,7 +970,7 @@ function runModel(backingKind: Backing, strict: boolean, ops: Op[]) {
   const buddy = new BuddyAllocator({
     initialPoolByteLength: POOL,
     maxPoolByteLength: MAX_POOLS * POOL,
-    minBlockByteLength: MIN,
+    minBlockByteLength: min,
     backing,
     strict,
   });
@@ -1062,10 +1067,10 @@ function runModel(backingKind: Backing, strict: boolean, ops: Op[]) {
       const stale = gone.find((g) => !live.some((b) => b.at === g));
       const candidates = [
         stale,
-        block && block.at + MIN,
+        block && block.at + min,
         block && block.at + 1,
         block && block.at + (1 << 30),
-        block && -block.at - MIN * 4096,
+        block && -block.at - min * 4096,
         block && block.at + buddy.byteLengthOf(block.at),
         stale,
       ];
@@ -1093,7 +1098,7 @@ function runModel(backingKind: Backing, strict: boolean, ops: Op[]) {
         assert.ok(b.at < 0 && length >= b.n);
         bytes += b.n;
       } else {
-        assert.equal(length, pow2Block(b.n), `block of ${b.n} bytes`);
+        assert.equal(length, pow2Block(b.n, min), `block of ${b.n} bytes`);
         assert.equal(b.at % length, 0, `${b.at} not aligned to ${length}`);
         bytes += length;
       }
@@ -1150,8 +1155,9 @@ describe("BuddyAllocator adversarial model", () => {
           "faulty-segments",
         ),
         fc.boolean(),
+        fc.constantFrom(16, 64, 256),
         fc.array(opArb, { minLength: 10, maxLength: 80 }),
-        (backing, strict, ops) => runModel(backing, strict, ops),
+        (backing, strict, min, ops) => runModel(backing, strict, min, ops),
       ),
       { numRuns: modelRuns(300) },
     );
