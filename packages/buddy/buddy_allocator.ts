@@ -425,6 +425,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if (live + this.#large.size !== this.#liveCount) {
       fail("live count is wrong");
     }
+    if (this.#held.size !== this.#poolCount + this.#large.size) {
+      fail("pointers held from the backing allocator are miscounted");
+    }
   }
 
   /**
