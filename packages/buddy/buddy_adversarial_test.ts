@@ -676,6 +676,43 @@ describe("BuddyAllocator adversarial: lying backing allocators and segment sourc
     assert.equal(buddy.reservedBytes, 0);
   });
 
+  it("BuddyAllocator refuses a segment source that returns a non-segment or a segment outside its memory with a ContractViolationError", () => {
+    const freed: unknown[] = [];
+    const lies: unknown[] = [
+      null,
+      5,
+      "segment",
+      { memory: new ArrayBuffer(100), byteOffset: 0, byteLength: 4096 },
+      { memory: new ArrayBuffer(8192), byteOffset: NaN, byteLength: 4096 },
+      { memory: new ArrayBuffer(8192), byteOffset: 0, byteLength: -1 },
+    ];
+    for (const lie of lies) {
+      const source = {
+        device: Device.cpu(),
+        alignment: 64,
+        maxSegmentByteLength: 2 ** 32,
+        capacityBytes: Infinity,
+        tryAllocateSegment: () => lie,
+        freeSegment: (segment: unknown) => {
+          freed.push(segment);
+          if (typeof segment !== "object") throw new InjectedFault("free");
+        },
+      } as unknown as HostSegmentSource;
+      const buddy = new BuddyAllocator({ ...OPTIONS, backing: source });
+      const before = state(buddy);
+      for (const n of [64, 5000]) {
+        assert.throws(
+          () => buddy.alloc(n),
+          ContractViolationError,
+          String(lie),
+        );
+      }
+      assert.equal(state(buddy), before);
+    }
+    // Each object that was not a usable segment went back to its source.
+    assert.deepEqual(freed, lies.slice(3).flatMap((l) => [l, l]));
+  });
+
   it("BuddyAllocator stays consistent when its backing allocator re-enters it", () => {
     const base = new FirstFitAllocator(Device.cpu(), 1 << 20);
     const backing = new FaultyAllocator(base);

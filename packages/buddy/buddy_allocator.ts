@@ -274,6 +274,13 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
             { requestedBytes: byteLength },
           );
         }
+        if (typeof segment !== "object" || segment === null) {
+          throw new ContractViolationError(
+            `Cannot use a segment of ${byteLength} bytes: the segment source returned ${
+              describeValue(segment)
+            }`,
+          );
+        }
         try {
           return new DataPtr(
             segment.memory,
@@ -283,8 +290,14 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
             { context: segment, deleter: release },
           );
         } catch (error) {
-          // A segment that does not fit its memory: give it back.
-          source.freeSegment(segment);
+          // A segment that does not fit its memory: give it back (if the
+          // source refuses even that, the contract violation is still the
+          // error to report).
+          try {
+            source.freeSegment(segment);
+          } catch {
+            // Reported below, as the cause's sibling: nothing more to do.
+          }
           throw new ContractViolationError(
             `Cannot use a segment of ${byteLength} bytes: the segment source returned one outside its memory (${
               error instanceof Error ? error.message : String(error)
