@@ -713,6 +713,38 @@ describe("BuddyAllocator adversarial: lying backing allocators and segment sourc
     assert.deepEqual(freed, lies.slice(3).flatMap((l) => [l, l]));
   });
 
+  it("BuddyAllocator reports its refusal of a bad pool even when giving the pool back throws", () => {
+    const cases: [number, number, ErrorClass][] = [
+      [8, 4096, UnsupportedOperationError], // misaligned
+      [0, 100, ContractViolationError], // short
+    ];
+    for (const [skew, length, error] of cases) {
+      let released = 0;
+      const backing = {
+        device: Device.cpu(),
+        allocate: (n: number) =>
+          new DataPtr(
+            new ArrayBuffer(n + skew),
+            skew,
+            Math.min(n, length),
+            Device.cpu(),
+            {
+              context: 0,
+              deleter: () => {
+                released++;
+                throw new InjectedFault("deleter");
+              },
+            },
+          ),
+      } as unknown as SystemAllocator;
+      const buddy = new BuddyAllocator({ ...OPTIONS, backing });
+      const before = state(buddy);
+      assert.throws(() => buddy.alloc(64), error);
+      assert.equal(released, 1);
+      assert.equal(state(buddy), before);
+    }
+  });
+
   it("BuddyAllocator stays consistent when its backing allocator re-enters it", () => {
     const base = new FirstFitAllocator(Device.cpu(), 1 << 20);
     const backing = new FaultyAllocator(base);

@@ -845,7 +845,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#checkObtained(ptr, pool, "pool");
     const poolOffset = ptr.byteOffset;
     if (poolOffset % this.minBlockByteLength !== 0) {
-      ptr.release();
+      _giveBack(ptr);
       throw new UnsupportedOperationError(
         `Cannot use a pool at byte offset ${poolOffset}: the backing allocator must align pools to ${this.minBlockByteLength} bytes`,
       );
@@ -861,7 +861,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       }
       if (units > this.#order.length) this.#grow(units);
     } catch (error) {
-      ptr.release();
+      _giveBack(ptr);
       throw error instanceof OutOfMemoryError
         ? error
         : this.#outOfMemory(byteLength, error);
@@ -919,7 +919,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       why = `returned a pointer it handed out before, still held`;
     } else if (ptr.byteLength < byteLength) {
       why = `returned ${ptr.byteLength} bytes`;
-      ptr.release();
+      _giveBack(ptr);
     }
     if (why !== undefined) {
       throw new ContractViolationError(
@@ -1047,6 +1047,16 @@ const TA_LENGTH = _getter(_typedArrayProto, "byteLength");
 const DV_BUFFER = _getter(DataView.prototype, "buffer");
 const DV_OFFSET = _getter(DataView.prototype, "byteOffset");
 const DV_LENGTH = _getter(DataView.prototype, "byteLength");
+
+// Gives back a pointer the allocator refuses; a deleter that throws does not
+// hide the refusal, which is the error the caller gets.
+function _giveBack(ptr: DataPtr<unknown>): void {
+  try {
+    ptr.release();
+  } catch {
+    // The backing allocator's own failure, on memory we never used.
+  }
+}
 
 // Whether `value` can be called with `new` (without calling it).
 function _isConstructor(value: unknown): boolean {
