@@ -533,11 +533,12 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   free(address: number): void {
     const order = this.#order;
     let g: number;
-    // A live block's start holds a negative order (#unit's fast check).
+    // #unit's fast check: an aligned uint32 (the only numbers g * min can
+    // equal) at a live block's start, which holds a negative order.
     if (
-      typeof address !== "number" || (address >>> 0) !== address ||
-      (address & (this.minBlockByteLength - 1)) !== 0 ||
-      (g = address >>> this.#minShift) >= order.length || order[g] >= 0
+      typeof address !== "number" ||
+      (g = address >>> this.#minShift) * this.minBlockByteLength !== address ||
+      g >= order.length || order[g] >= 0
     ) {
       g = this.#freeOther(address);
       if (g < 0) return;
@@ -728,16 +729,17 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   bytes(address: number, byteLength: number): Uint8Array {
     if (
-      typeof address === "number" && (address >>> 0) === address &&
-      typeof byteLength === "number" && (byteLength >>> 0) === byteLength
+      typeof address === "number" && typeof byteLength === "number" &&
+      (byteLength >>> 0) === byteLength
     ) {
       const g = address >>> this.#minShift;
       const order = this.#order;
       const min = this.minBlockByteLength;
       // A used block's start holds -(order + 1); blocks in pools are at
       // most a pool long (< 2^31 bytes), so `min << k` stays an int32.
+      // `g * min` equals only an aligned uint32 address.
       const k = g < order.length ? -order[g] - 1 : -1;
-      if ((address & (min - 1)) === 0 && k >= 0 && byteLength <= min << k) {
+      if (g * min === address && k >= 0 && byteLength <= min << k) {
         const pool = g >>> this.#poolShift;
         const buffer = this.#poolBuffers[pool];
         if (buffer !== undefined) {
