@@ -190,6 +190,16 @@ export class StepPoolGroup {
     this.#trimTo(this.maxHeldRatio * recent - size, pool);
   }
 
+  /**
+   * @internal Whether a segment of `size` bytes fits within the group's
+   * bound with nothing given back.
+   */
+  _fits(size: number): boolean {
+    let recent = Math.max(this.#live + size, this.#stepPeak);
+    if (this.#window.max > recent) recent = this.#window.max;
+    return this.reservedBytes + size <= this.maxHeldRatio * recent;
+  }
+
   /** Pools with the most free bytes give whole free segments back first. */
   #trimTo(
     limit: number,
