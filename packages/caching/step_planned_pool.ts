@@ -250,7 +250,7 @@ export class StepPlannedPool<M = unknown> {
   #stepPeak = 0;
   /** peak block bytes of the current step and of the last steps */
   #stepPeakBlocks = 0;
-  #windowBlocks = new _PeakWindow(_WINDOW);
+  /** the bound (`#bound`) of each of the last steps' peaks */
   #window = new _PeakWindow(_WINDOW);
   #peakLive = 0;
   #peakHeld = 0;
@@ -498,8 +498,44 @@ export class StepPlannedPool<M = unknown> {
         this.#fastLive[item] = block;
       } else this.#settle();
     }
+    if (block === undefined) {
+      block = this.#place(item, size, arenaOk);
+      if (block === undefined) return undefined;
+    }
+    block._free = false;
+    block.requestedByteLength = byteLength;
+    block._step = this.#step;
+    block._item = item;
+    this.#recSize.push(size);
+    this.#recStart.push(this.#op++);
+    this.#recEnd.push(Infinity);
+    const seg = block._seg;
+    seg.liveBlocks++;
+    seg.lastUsed = this.#step;
+    const live = this.#live += byteLength;
+    const blocks = this.#blockBytes += size;
+    if (this.#group !== undefined) this.#group._live(byteLength);
+    if (live > this.#stepPeak) {
+      this.#stepPeak = live;
+      if (live > this.#peakLive) this.#peakLive = live;
+    }
+    if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
+    return block;
+  }
+
+  /**
+   * A request off the fast path: its planned range when the step follows
+   * the plan, else best fit (a small request in the small segments first),
+   * else a new segment; `undefined` when the source has no memory left.
+   */
+  #place(
+    item: number,
+    size: number,
+    arenaOk: boolean,
+  ): PlannedBlock<M> | undefined {
+    let block: PlannedBlock<M> | undefined;
     const plan = this.#plan;
-    if (block === undefined && arenaOk && plan !== undefined) {
+    if (arenaOk && plan !== undefined) {
       if (item < plan.count && !this.#diverged) {
         // the step follows the plan while each request is the planned one;
         // once it does not, the rest of the step is served by best fit. A
@@ -530,28 +566,8 @@ export class StepPlannedPool<M = unknown> {
       block = this.#bestFit(size, false) ??
         (this.#roomForSmall() ? this.#grow(size) : undefined);
     }
-    block ??= this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
+    return block ?? this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
       this.#bestFit(size, true, false, true);
-    if (block === undefined) return undefined;
-    block._free = false;
-    block.requestedByteLength = byteLength;
-    block._step = this.#step;
-    block._item = item;
-    this.#recSize.push(size);
-    this.#recStart.push(this.#op++);
-    this.#recEnd.push(Infinity);
-    const seg = block._seg;
-    seg.liveBlocks++;
-    seg.lastUsed = this.#step;
-    const live = this.#live += byteLength;
-    const blocks = this.#blockBytes += size;
-    if (this.#group !== undefined) this.#group._live(byteLength);
-    if (live > this.#stepPeak) {
-      this.#stepPeak = live;
-      if (live > this.#peakLive) this.#peakLive = live;
-    }
-    if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
-    return block;
   }
 
   /**
@@ -691,15 +707,14 @@ export class StepPlannedPool<M = unknown> {
       this.#plannedLast = false;
     }
     const window = this.#window;
-    window.push(this.#stepPeak);
+    window.push(this.#bound(this.#stepPeak, this.#stepPeakBlocks));
     this.#stepPeak = this.#live;
-    this.#windowBlocks.push(this.#stepPeakBlocks);
     this.#stepPeakBlocks = this.#blockBytes;
     // free segments are kept while held bytes stay within the ratio of the
     // recent steps' peak, so steps that vary reuse them instead of making
     // new ones; above it, those no step of the window used go, then (far
     // above it) the least recently used (see `_IDLE_STEPS`)
-    const limit = this.#bound(window.max, this.#windowBlocks.max);
+    const limit = window.max;
     this.#trimFree(limit, _IDLE_STEPS);
     if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
   }
@@ -1406,17 +1421,13 @@ export class StepPlannedPool<M = unknown> {
   #limit(size: number): number {
     // the peak of this step and of the last ones (all time when no step
     // was ever marked), so a pool without marks does not churn segments
-    const recent = Math.max(
-      this.#live + size,
-      this.#stepPeak,
-      this.#window.max,
+    // (the bound of a maximum is the maximum of the bounds)
+    const now = this.#bound(
+      Math.max(this.#live + size, this.#stepPeak),
+      Math.max(this.#blockBytes + size, this.#stepPeakBlocks),
     );
-    const blocks = Math.max(
-      this.#blockBytes + size,
-      this.#stepPeakBlocks,
-      this.#windowBlocks.max,
-    );
-    return this.#bound(recent, blocks) - size;
+    const window = this.#window.max;
+    return (now > window ? now : window) - size;
   }
 
   #grow(size: number): PlannedBlock<M> | undefined {
