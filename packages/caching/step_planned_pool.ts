@@ -7,6 +7,9 @@
  * its planned offset when that range is free, so a repeating step runs at
  * its lower bound with no segment made. Anything else (a new shape, a step
  * that differs) falls back to best fit, and the next boundary plans again.
+ * Requests of at most 512 bytes that the plan does not place share small
+ * segments of their own, so a small block that outlives its step does not
+ * pin a large free range (a KV cache grown each step needs it).
  *
  * @module
  */
