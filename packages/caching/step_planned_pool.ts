@@ -286,6 +286,8 @@ export class StepPlannedPool<M = unknown> {
   /** the largest outgrown segment `#dropOutgrown` gave back, and when */
   #outgrown = 0;
   #outgrownStep = -1;
+  /** the arena bytes the last step took (see `_giveBack`) */
+  #lastNeed = 0;
   /** sizes asked for, and segments made, where a request crept up */
   #grew = new Set<number>();
 
@@ -709,6 +711,11 @@ export class StepPlannedPool<M = unknown> {
       this.#sincePlan = 0;
       this.#plannedLast = false;
     }
+    // what the next step takes of the arena if it repeats this one
+    this.#lastNeed = this.#plan !== undefined &&
+        (followed || (this.#plannedLast && count > 0))
+      ? this.#plan.size
+      : this.#stepPeakBlocks;
     const window = this.#window;
     window.push(this.#bound(this.#stepPeak, this.#stepPeakBlocks));
     this.#stepPeak = this.#live;
@@ -757,14 +764,16 @@ export class StepPlannedPool<M = unknown> {
    * @internal For a {@linkcode StepPoolGroup} over its bound: whole free
    * segments outside the arena back, largest first, down to
    * `targetByteLength`; then the arena when it is free and idle (more than
-   * `maxHeldRatio` times the largest plan the last steps made or took up).
+   * `maxHeldRatio` times the largest plan the last steps made or took up;
+   * at a step's end, the plan the step followed or was planned into).
    *
    * @param targetByteLength Held bytes to get down to.
    * @param idleSteps Only segments unused for more than this many steps
    * (the group's step end: see `_IDLE_STEPS`); -1 for any.
+   * @param stepEnd Whether every pool's step just ended.
    * @returns The bytes held afterwards.
    */
-  _giveBack(targetByteLength: number, idleSteps = -1): number {
+  _giveBack(targetByteLength: number, idleSteps = -1, stepEnd = false): number {
     const before = this.#step - idleSteps;
     const free = [...this.#segs].filter((s) =>
       s.liveBlocks === 0 && !s.arena && s.lastUsed < before
@@ -778,9 +787,14 @@ export class StepPlannedPool<M = unknown> {
       this.#held > targetByteLength && arena !== undefined &&
       arena.liveBlocks === 0 && arena.lastUsed < before
     ) {
-      let used = 0;
-      for (const p of this.#plans) {
-        if (p.used >= this.#step - 1 && p.size > used) used = p.size;
+      // (at a step's end, what the next step takes if it repeats the last:
+      // a plan only picked by the step's first request, then left, does
+      // not keep a large arena that other pools' growth needs)
+      let used = stepEnd ? this.#lastNeed : 0;
+      if (!stepEnd) {
+        for (const p of this.#plans) {
+          if (p.used >= this.#step - 1 && p.size > used) used = p.size;
+        }
       }
       if (arena.size > this.maxHeldRatio * used) {
         this.#settle();
