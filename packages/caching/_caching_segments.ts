@@ -75,6 +75,18 @@ export function _allocSegmentBlock<M>(
   return _addSegment(p, raw, segSize, pool, stream, false);
 }
 
+/**
+ * While segment sizes adapt, a large-pool request of more than this share of
+ * the adaptive segment size gets a segment of its own size.
+ */
+export const OWN_SEGMENT_SHARES = 3;
+/**
+ * While segment sizes adapt, a small-pool request that would leave a tail
+ * under this share of the adaptive segment size gets a segment of its own
+ * size.
+ */
+export const SMALL_TAIL_SHARES = 8;
+
 /** The segment size of `pool` for a request of `size` bytes. */
 export function _segmentSizeFor<M>(
   p: _CachingPolicy<M>,
@@ -91,7 +103,21 @@ export function _segmentSizeFor<M>(
     // and the pool's fixed size.
     const g = p.minBlockByteLength;
     const share = Math.ceil(p.stats.reservedBytes * p.segmentGrowth / g) * g;
-    s = Math.min(s, Math.max(p.minSegmentByteLength, share));
+    const adaptive = Math.max(p.minSegmentByteLength, share);
+    if (adaptive < s) {
+      // A segment of the request's own size where the adaptive size would
+      // leave a tail that is seldom used: in the large pool, room for fewer
+      // than two more requests of its size (PyTorch gives requests of half a
+      // segment or more their own, at adaptive sizes; layer after layer of
+      // slowly growing weights leaves tails just short of the next one); in
+      // the small pool, whose tails serve any small request, a tail under
+      // an eighth of the segment.
+      s = (pool.small
+          ? (adaptive - size) * SMALL_TAIL_SHARES < adaptive
+          : adaptive < OWN_SEGMENT_SHARES * size)
+        ? size
+        : adaptive;
+    }
   }
   if (s > p.maxBlockByteLength) s = p.maxBlockByteLength;
   return s < size ? size : s;

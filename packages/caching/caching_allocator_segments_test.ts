@@ -83,7 +83,15 @@ function expectedSegment(
   ) {
     const share = Math.ceil(reserved * o.segmentGrowthFraction / 512) * 512;
     const min = Math.ceil(o.minSegmentByteLength / 512) * 512;
-    s = Math.min(s, Math.max(min, share));
+    const adaptive = Math.max(min, share);
+    // Its own size: a large request of more than a third of the adaptive
+    // size, a small one that would leave a tail under an eighth of it.
+    if (adaptive < s) {
+      const own = small
+        ? (adaptive - size) * 8 < adaptive
+        : adaptive < 3 * size;
+      s = own ? size : adaptive;
+    }
   }
   return Math.max(s, size);
 }
@@ -302,6 +310,54 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
     for (let i = 0; i < 600; i++) a.allocate(sizes[i % sizes.length]).release();
     assert.equal(source.allocationCount, warm);
     a.validate();
+  });
+
+  it("a large request of more than a third of the adaptive size takes a segment of its own size; a smaller one the adaptive size", () => {
+    // Layer after layer of slowly growing weights, all live (MobileNet):
+    // a segment of twice the request left a tail just short of the next.
+    const source = new MockSegmentSource({ capacityBytes: 2 ** 40 });
+    const a = new CachingAllocator(source);
+    const held: CachedBlock<{ id: number }>[] = [];
+    while (source.reservedBytes < 200 * MiB) held.push(a.allocate(MiB));
+    const share = () => Math.ceil(source.reservedBytes / 128 / 512) * 512;
+    // Under a third of the adaptive size (and above the small pool's 256
+    // KiB): one segment of that size, whose rest serves the next two.
+    const quarter = Math.floor(share() / 4 / 512) * 512;
+    assert.ok(quarter > 256 * 1024);
+    let before = source.reservedBytes;
+    const made = share();
+    for (let i = 0; i < 3; i++) held.push(a.allocate(quarter));
+    assert.equal(source.reservedBytes - before, made);
+    // Over a third: exactly the request, however many follow.
+    for (const n of [0.4, 0.41, 0.41, 0.9].map((f) => share() * f)) {
+      const size = Math.ceil(n / 512) * 512;
+      before = source.reservedBytes;
+      held.push(a.allocate(size));
+      assert.equal(source.reservedBytes - before, size);
+    }
+    for (const b of held) b.release();
+    a.emptyCache();
+    assert.equal(source.reservedBytes, 0);
+  });
+
+  it("a small request that would leave a tail under an eighth of the adaptive size takes a segment of its own size", () => {
+    const source = new MockSegmentSource({ capacityBytes: 2 ** 40 });
+    const a = new CachingAllocator(source);
+    const held: CachedBlock<{ id: number }>[] = [];
+    while (source.reservedBytes < 8 * MiB) held.push(a.allocate(MiB));
+    const share = Math.ceil(source.reservedBytes / 128 / 512) * 512;
+    // A tail of an eighth or more: the adaptive size.
+    let before = source.reservedBytes;
+    held.push(a.allocate(share - share / 8));
+    assert.equal(source.reservedBytes - before, share);
+    // Under an eighth: the request's own size.
+    const size = share - share / 8 + 512;
+    before = source.reservedBytes;
+    held.push(a.allocate(size));
+    assert.equal(source.reservedBytes - before, size);
+    for (const b of held) b.release();
+    a.emptyCache();
+    assert.equal(source.reservedBytes, 0);
   });
 
   it("refuses out-of-range options with a typed error", () => {

@@ -27,13 +27,16 @@ const root = new URL("../../traces/", import.meta.url);
  * (`releaseCachedAboveRatio`): in its first step two 3 MiB segments were
  * given back and made again at the next request; the back-off keeps them and
  * the slack it widened to, and makes 2 fewer buffers after the first step.
+ * The MobileNets fell from 1.029 (1.0417) and 1.0126 (1.0229) when a request
+ * that would leave a seldom-used tail of an adaptive segment got a segment
+ * of its own size.
  */
 const CEILINGS: Record<string, [number, number]> = {
   "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.0069, 1.0943],
   "tfjs-webgpu/cnn-training.jsonl.gz": [1.1624, 1.1829],
   "tfjs-webgpu/kv-decode.jsonl.gz": [1.0476, 1.0557],
-  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.029, 1.0417],
-  "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0126, 1.0229],
+  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.0036, 1.0163],
+  "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0098, 1.02],
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0408, 1.0542],
 };
 

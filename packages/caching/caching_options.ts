@@ -75,7 +75,12 @@ export interface CachingAllocatorOptions {
    * `minSegmentByteLength`, at most `smallSegmentByteLength` or
    * `largeSegmentByteLength`, and never below the request), so a small
    * workload holds small segments and a large one grows to PyTorch's sizes
-   * (as onnxruntime's and CubeCL's pools do). `0` takes PyTorch's fixed
+   * (as onnxruntime's and CubeCL's pools do). While the share is below the
+   * pool's fixed size, a request takes a segment of its own size where the
+   * share would leave a tail that is seldom used: a large-pool request of
+   * more than a third of the share (PyTorch gives requests of half a large
+   * segment their own), a small-pool request that would leave under an
+   * eighth of it. `0` takes PyTorch's fixed
    * sizes (`kSmallBuffer`, `kLargeBuffer`) from the first segment. In [0, 1].
    *
    * @default {0.0078125}

@@ -128,7 +128,7 @@ const USED = 2;
  *   alignment) takes the lowest-addressed free block that fits (exact first
  *   fit, found through an index of the free blocks under 1,024 granules by
  *   address); larger requests take TLSF's good fit. The least memory: 1.117x
- *   / 1.089x peak live at 0.45 - 0.49x / 0.51x the default's speed.
+ *   / 1.089x peak live at 0.53 - 0.57x / 0.51 - 0.56x the default's speed.
  */
 export type CpuHeapPlacement = "compact" | "first-fit" | "good-fit";
 
@@ -195,7 +195,7 @@ export interface CpuHeapOptions {
   /**
    * Where blocks go: `"good-fit"` (fastest, most memory), `"compact"` (about
    * 3% less memory at about 0.8x the speed) or `"first-fit"` (about 5% less
-   * memory at about 0.5x the speed) on traces of mixed lifetimes; see
+   * memory at about 0.55x the speed) on traces of mixed lifetimes; see
    * {@linkcode CpuHeapPlacement} for the measured figures. Any other value is
    * refused with an `InvalidArgumentError` that names it.
    *
@@ -1227,9 +1227,13 @@ export class CpuHeap {
       ) {
         fail(`first-level bitmap of ${fl} is wrong`);
       }
-      for (let f = head; f >= 0; f = rec[f + R_FNEXT]) {
+      for (let f = head, before = -1; f >= 0; f = rec[f + R_FNEXT]) {
         if (rec[f + R_STATE] !== FREE) fail(`list ${idx} holds ${f}`);
+        if (rec[f + R_FPREV] !== before) {
+          fail(`free block ${f} of list ${idx} has a wrong previous`);
+        }
         if (++listed > this.#recCount) fail("a free list has a cycle");
+        before = f;
       }
     }
     if (this.#smallFree !== 0) this.#small.check(rec, small, fail);

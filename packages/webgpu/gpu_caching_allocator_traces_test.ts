@@ -17,8 +17,8 @@ const CEILINGS: Record<string, number> = {
   "onnxruntime-web/mlp-varbatch.jsonl.gz": 1.0069,
   "tfjs-webgpu/cnn-training.jsonl.gz": 1.1624,
   "tfjs-webgpu/kv-decode.jsonl.gz": 1.0476,
-  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": 1.029,
-  "tfjs-webgpu/mobilenet-inference.jsonl.gz": 1.0126,
+  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": 1.0036,
+  "tfjs-webgpu/mobilenet-inference.jsonl.gz": 1.0098,
   "tfjs-webgpu/transformer-varlen.jsonl.gz": 1.0408,
 };
 

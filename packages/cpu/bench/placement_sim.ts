@@ -9,7 +9,7 @@
  * give. O(free blocks) per operation: a few seconds per 200,000-op trace.
  *
  * Run: `deno run -A packages/cpu/bench/placement_sim.ts` (README,
- * "Footprint").
+ * "Footprint"); add `--tried` for the policies tried for the default.
  *
  * @module
  */
@@ -209,6 +209,46 @@ export const firstFitByClass: Policy = (free, units) => {
   return -1;
 };
 
+/**
+ * A request under `under` granules takes the lowest-addressed of two kinds
+ * of candidates: the heads (latest freed) of the first `k` non-empty classes
+ * that surely fit, among the blocks under `under`, and the lowest block of
+ * at least `under` granules (which fits it); larger requests take the good
+ * fit. `"compact"` is `k = 1` with 256 granules. Constant-time for a fixed
+ * `k` in a heap (a few bitmap scans), where exact first fit is not.
+ *
+ * @param k Class heads compared.
+ * @param under The threshold in granules.
+ * @returns The policy.
+ */
+export function lowestOfHeads(k: number, under = SMALL): Policy {
+  return (free, units) => {
+    if (units >= under) return goodFit(free, units);
+    const idx = searchIndex(units);
+    const heads = new Map<number, number>();
+    let low = -1;
+    for (let i = 0; i < free.start.length; i++) {
+      if (free.size[i] >= under) {
+        if (low < 0) low = i;
+        continue;
+      }
+      const c = mappingIndex(free.size[i]);
+      const head = heads.get(c);
+      if (
+        c >= idx && (head === undefined || free.stamp[i] > free.stamp[head])
+      ) {
+        heads.set(c, i);
+      }
+    }
+    let best = low;
+    for (const c of [...heads.keys()].sort((a, b) => a - b).slice(0, k)) {
+      const i = heads.get(c)!;
+      if (best < 0 || i < best) best = i;
+    }
+    return best;
+  };
+}
+
 function mean(values: number[]): string {
   const m = values.reduce((a, b) => a + b, 0) / values.length;
   return values.length === 1
@@ -246,6 +286,29 @@ if (import.meta.main) {
     ["exact first fit < 256", firstFitSmall(SMALL)],
     ["first fit among surely fitting classes < 256", firstFitByClass],
   ];
+  if (Deno.args.includes("--tried")) {
+    // Tried for a default that meets 1.12 at good fit's speed (README,
+    // "Why the default is not first fit"); slow: about 10 minutes.
+    policies.push(
+      ["exact first fit < 64", firstFitSmall(64)],
+      ["exact first fit < 128", firstFitSmall(128)],
+      ["exact first fit < 512", firstFitSmall(512)],
+      ["lowest of 2 class heads and the lowest >= 256", lowestOfHeads(2)],
+      ["lowest of 4 class heads and the lowest >= 256", lowestOfHeads(4)],
+      [
+        "lowest of all class heads and the lowest >= 256",
+        lowestOfHeads(Infinity),
+      ],
+      [
+        "lowest of 4 class heads and the lowest >= 1,024",
+        lowestOfHeads(4, 1024),
+      ],
+      [
+        "lowest of all class heads and the lowest >= 1,024",
+        lowestOfHeads(Infinity, 1024),
+      ],
+    );
+  }
   // The model must agree with the heap to the byte on the headline trace.
   const headline = families[0][1][0];
   for (
