@@ -84,6 +84,24 @@ describe("StepPlannedPool on drifting steps", () => {
     assert.equal(src.reservedBytes, 0);
   });
 
+  it("a small request takes a large free range when the source refuses a segment for small requests", () => {
+    const src = new MockSegmentSource({
+      capacityBytes: 16384,
+      alignment: 256,
+      backed: true,
+    });
+    const pool = new StepPlannedPool(src);
+    pool.free(pool.allocate(8192));
+    const b = pool.allocate(6144); // 2 KiB of its segment left free
+    const c = pool.allocate(8192); // the source is full
+    const small = pool.allocate(100);
+    assert.equal(small.memory, b.memory);
+    pool.validate();
+    for (const x of [b, c, small]) pool.free(x);
+    pool.emptyCache();
+    assert.equal(src.reservedBytes, 0);
+  });
+
   it("a pool of a few small requests keeps its segments from pass to pass", () => {
     const src = source();
     const pool = new StepPlannedPool(src);
