@@ -34,7 +34,7 @@ import {
   type TypedArrayOf,
 } from "./dtype.ts";
 import { _fmt, ShapeError } from "./errors.ts";
-import { Storage } from "./storage.ts";
+import { _checkHostSpan, Storage } from "./storage.ts";
 import { type _BitArray, _copyStrided } from "./_strided_copy.ts";
 import { _noteMemory } from "./_wasm_kernels.ts";
 import { _track } from "./tidy.ts";
@@ -948,7 +948,7 @@ export class Buffer<D extends Dtype = Dtype> {
       _noteMemory(memory);
     }
     return new Type(
-      hostBuffer(memory as ArrayBuffer) as ArrayBuffer,
+      _checkHostSpan(storage, hostBuffer(memory as ArrayBuffer) as ArrayBuffer),
       data.byteOffset,
       Math.floor(data.byteLength / bpe),
     );

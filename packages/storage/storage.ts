@@ -272,7 +272,11 @@ export class Storage extends IntrusiveTarget {
         `Cannot view the bytes of storage ${this.id} on ${data.device}: its memory is not host memory`,
       );
     }
-    return new Uint8Array(hostBuffer(memory), data.byteOffset, data.byteLength);
+    return new Uint8Array(
+      _checkHostSpan(this, hostBuffer(memory)),
+      data.byteOffset,
+      data.byteLength,
+    );
   }
 
   /**
@@ -415,6 +419,25 @@ function _checkStorageOptions(
     );
   }
   return { allocator, resizable };
+}
+
+/**
+ * Returns `buffer` when it still holds the storage's bytes; refuses a
+ * detached `ArrayBuffer` or a resizable one shrunk under a live storage
+ * (typed arrays over it would throw a `RangeError` or `TypeError`).
+ */
+export function _checkHostSpan<B extends ArrayBufferLike>(
+  storage: Storage,
+  buffer: B,
+): B {
+  const data = storage.data;
+  const end = data.byteOffset + data.byteLength;
+  if (end > buffer.byteLength) {
+    throw new ContractViolationError(
+      `Cannot access storage ${storage.id}: its bytes [${data.byteOffset}, ${end}) lie past the end of its memory, now ${buffer.byteLength} bytes (the ArrayBuffer was detached or shrunk under a live storage)`,
+    );
+  }
+  return buffer;
 }
 
 /** Whether `value` is a real {@linkcode DataPtr} (its private state reads). */

@@ -13,6 +13,7 @@ import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  AllotError,
   DataPtr,
   Device,
   IntrusivePtr,
@@ -32,6 +33,7 @@ import {
   dtypeInfo,
   dtypeOf,
   ManagedBufferPool,
+  ownedBuffers,
   rowMajorStrides,
   ShapeError,
   Storage,
@@ -650,6 +652,85 @@ describe("@allot/storage hostile views and collaborators", () => {
     assertRefused("escaped tidy buffer", () => escaped!.toData());
     outer.release();
     assert.equal(live(), 0);
+  });
+
+  it("a storage whose ArrayBuffer is detached or shrunk under it refuses every access with a typed error", () => {
+    const makers: [string, () => { storage: Storage; cut: () => void }][] = [
+      ["shrunk resizable ArrayBuffer", () => {
+        const ab = new ArrayBuffer(16, { maxByteLength: 64 });
+        return {
+          storage: new Storage(new DataPtr(ab, 0, 16, Device.cpu())),
+          cut: () => ab.resize(4),
+        };
+      }],
+      ["detached ArrayBuffer", () => {
+        const ab = new ArrayBuffer(16);
+        return {
+          storage: new Storage(new DataPtr(ab, 0, 16, Device.cpu())),
+          cut: () => void structuredClone(ab, { transfer: [ab] }),
+        };
+      }],
+    ];
+    for (const [name, make] of makers) {
+      const { storage, cut } = make();
+      const b = new Buffer(IntrusivePtr.make(storage), { dtype: "f32" });
+      const other = Buffer.fromData("f32", [9, 8, 7, 6]);
+      cut();
+      for (
+        const [what, call] of [
+          ["toData", () => b.toData()],
+          ["get", () => b.get([3])],
+          ["set", () => b.set([0], 1)],
+          ["hostView", () => b.hostView()],
+          ["fill", () => b.fill(1)],
+          ["copyFrom", () => b.copyFrom(other)],
+          ["copy out", () => other.copyFrom(b)],
+          ["stepped contiguous", () => b.slice(0, { step: 2 }).contiguous()],
+          ["Storage.bytes", () => storage.bytes()],
+        ] as const
+      ) {
+        assertRefused(`${name}: ${what}`, call, {
+          snapshot: () => [...other.toData()],
+        });
+        tally.add(`${what} over a ${name}`, { calls: 1 });
+      }
+      b.release();
+      other.release();
+    }
+  });
+
+  it("a tidy() result whose owner protocol throws or lies closes the scope and releases what it made", () => {
+    const allocator = new FirstFitAllocator(Device.cpu(), 1 << 16);
+    const live = () => allocator.live.size;
+    const owners: [string, () => unknown][] = [
+      ["throws", () => {
+        throw new RangeError("owner");
+      }],
+      ["returns 5", () => 5],
+      ["returns null", () => null],
+    ];
+    for (const [name, owned] of owners) {
+      assert.throws(
+        () =>
+          tidy(() => {
+            Buffer.zeros("f32", [4], { allocator });
+            return { [ownedBuffers]: owned };
+          }),
+        (e: unknown) => e instanceof AllotError,
+        name,
+      );
+      assert.equal(live(), 0, `${name}: the scope's buffer was released`);
+      // The scope is closed: a buffer made now belongs to no scope, and a
+      // later scope neither releases it nor hands anything to a stale one.
+      const outside = Buffer.zeros("f32", [1], { allocator });
+      const back = tidy(() => Buffer.zeros("f32", [2], { allocator }));
+      tidy(() => {});
+      assert.equal(live(), 2, `${name}: no scope left open`);
+      assert.equal(outside.released, false);
+      outside.release();
+      back.release();
+      tally.add(`tidy() with an owner that ${name}`, { calls: 1 });
+    }
   });
 
   it("strided writes and copies through random views keep every byte of every storage as a plain model says (model-based)", () => {
