@@ -14,6 +14,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   AllotError,
+  ContractViolationError,
   DataPtr,
   Device,
   IntrusivePtr,
@@ -345,6 +346,12 @@ describe("@allot/storage hostile views and collaborators", () => {
       { name: '{ name: "x" }', value: { name: "x" } },
     ];
     refuse(
+      "new Buffer(storage, { backend })",
+      backends.filter((h) => h.value !== null),
+      (b) => new Buffer(st, { dtype: "f32", backend: b as FakeBackend }),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    refuse(
       "Buffer.empty(options.backend)",
       backends,
       (b) => Buffer.empty("f32", [2], { allocator, backend: b as FakeBackend }),
@@ -550,6 +557,7 @@ describe("@allot/storage hostile views and collaborators", () => {
     ) {
       assertRefused(`${name} (allocator returns {})`, call, {
         snapshot: state,
+        error: ContractViolationError,
       });
       tally.add(`${name} (lying allocator)`, { calls: 1 });
     }
@@ -733,15 +741,44 @@ describe("@allot/storage hostile views and collaborators", () => {
     }
   });
 
+  it("copies between disjoint strided views of one storage move long runs exactly (same-buffer run path)", () => {
+    for (const dtype of ["u8", "u16", "f32", "f64"] as const) {
+      const n = 480;
+      const model = Array.from({ length: n }, (_, i) => i % 251);
+      using b = Buffer.fromData(dtype, model);
+      // Rows of 60 (past the 48-element run threshold), disjoint ranges.
+      using dst = b.withView(
+        new BufferView([2, 60], { strides: [120, 1], offset: 5 }),
+      );
+      using src = b.withView(
+        new BufferView([2, 60], { strides: [120, 1], offset: 250 }),
+      );
+      dst.copyFrom(src);
+      for (let r = 0; r < 2; r++) {
+        for (let c = 0; c < 60; c++) {
+          model[5 + r * 120 + c] = model[250 + r * 120 + c];
+        }
+      }
+      assert.deepEqual([...b.toData()], model, dtype);
+    }
+  });
+
   it("strided writes and copies through random views keep every byte of every storage as a plain model says (model-based)", () => {
     const dtypes = ["u8", "u16", "i32", "f32", "f64"] as const;
     const layout = fc.record({
       perm: fc.nat(),
-      steps: fc.array(fc.integer({ min: -3, max: 3 }), {
+      // Unit steps often: they make dense runs and transposes.
+      steps: fc.array(
+        fc.oneof(fc.constant(1), fc.integer({ min: -3, max: 3 })),
+        {
+          minLength: 3,
+          maxLength: 3,
+        },
+      ),
+      starts: fc.array(fc.oneof(fc.constant(0), fc.nat({ max: 3 })), {
         minLength: 3,
         maxLength: 3,
       }),
-      starts: fc.array(fc.nat({ max: 3 }), { minLength: 3, maxLength: 3 }),
       storage: fc.nat({ max: 2 }),
       offset: fc.nat({ max: 5 }),
       broadcastDim: fc.integer({ min: -1, max: 2 }),
@@ -769,6 +806,11 @@ describe("@allot/storage hostile views and collaborators", () => {
             minLength: 3,
             maxLength: 3,
           }),
+          // Past one 64-element JS tile and the 256-element SIMD threshold.
+          fc.array(fc.integer({ min: 60, max: 72 }), {
+            minLength: 2,
+            maxLength: 2,
+          }),
         ),
         fc.array(op, { minLength: 1, maxLength: 6 }),
         (dtype, wasm, shape, ops) => {
@@ -794,18 +836,24 @@ describe("@allot/storage hostile views and collaborators", () => {
           const build = (l: Layout, writable: boolean) => {
             const axes = permutationOf(rank, l.perm);
             const inverse = axes.map((_, i) => axes.indexOf(i));
+            const steps = shape.map((_, d) =>
+              l.steps[d] === 0 ? 1 : l.steps[d]
+            );
+            // The parent each slice takes from: exactly the shape for step 1
+            // and start 0 (so rows merge into long runs), gaps otherwise.
+            const par = shape.map((n, d) =>
+              n * Math.abs(steps[d]) + l.starts[d]
+            );
             // Contiguous over the permuted parent, then back to shape order.
-            const permParent = axes.map((a) => parent[a]);
+            const permParent = axes.map((a) => par[a]);
             let view = BufferView.contiguous(permParent, l.offset).permute(
               inverse,
             );
             let model = M.permute(M.modelOf(permParent, l.offset), inverse);
             for (let d = 0; d < rank; d++) {
-              const step = l.steps[d] === 0 ? 1 : l.steps[d];
+              const step = steps[d];
               const n = shape[d];
-              const start = step > 0
-                ? l.starts[d]
-                : parent[d] - 1 - l.starts[d];
+              const start = step > 0 ? l.starts[d] : par[d] - 1 - l.starts[d];
               const stop = start + step * n;
               const opts = { start, stop: stop < 0 ? -1 : stop, step };
               view = view.slice(d, opts);
@@ -842,9 +890,16 @@ describe("@allot/storage hostile views and collaborators", () => {
               );
               assert.equal(packed.isContiguous, true);
             }
-            storages.forEach((s, k) =>
-              assert.deepEqual([...s.hostView()], models[k], `storage ${k}`)
-            );
+            storages.forEach((s, k) => {
+              const got = s.hostView(), want = models[k];
+              for (let i = 0; i < want.length; i++) {
+                if (got[i] !== want[i]) {
+                  assert.fail(
+                    `storage ${k} element ${i}: ${got[i]}, model ${want[i]}`,
+                  );
+                }
+              }
+            });
             if (mem !== undefined && canary !== undefined) {
               const now = new Uint8Array(wasmAllocator.memory.buffer);
               const inside = new Uint8Array(now.length);
@@ -863,7 +918,7 @@ describe("@allot/storage hostile views and collaborators", () => {
           for (const s of storages) s.release();
         },
       ),
-      { numRuns: 120 },
+      { numRuns: 150 },
     );
   });
 });
