@@ -93,6 +93,27 @@ const BIT_ARRAYS = {
 
 let _hasStorage: (value: object) => boolean;
 
+/** Set by {@linkcode _trusted} for the one constructor call it makes. */
+let trustedInfo: DtypeInfo | undefined;
+
+/**
+ * A buffer over a storage and view this module made or checked (the view
+ * fits, the backend was checked): the constructor skips its checks.
+ */
+function _trusted<D extends Dtype>(
+  storage: IntrusivePtr<Storage>,
+  info: DtypeInfo,
+  view: BufferView,
+  backend: BufferBackend | undefined,
+): Buffer<D> {
+  trustedInfo = info;
+  try {
+    return new Buffer(storage, { dtype: info.dtype as D, view, backend });
+  } finally {
+    trustedInfo = undefined;
+  }
+}
+
 /**
  * A typed strided view over a shared {@linkcode Storage}, like CubeCL's
  * `Buffer<R, E>`: an owning strong reference to the storage, a
@@ -155,6 +176,19 @@ export class Buffer<D extends Dtype = Dtype> {
     storage: IntrusivePtr<Storage>,
     options: BufferFromStorageOptions<D>,
   ) {
+    const trusted = trustedInfo;
+    if (trusted !== undefined) {
+      // From _trusted(): storage, view and backend were made or checked by
+      // this module (the view fits); skip the checks of the public path.
+      trustedInfo = undefined;
+      this.#storage = storage;
+      this.#view = options.view as BufferView;
+      this.#dtype = trusted.dtype as D;
+      this.#info = trusted as DtypeInfo<D>;
+      this.#backend = options.backend;
+      _track(this);
+      return;
+    }
     validateObject(options, "options");
     const target = _storageOf(storage);
     const info = dtypeInfo(options.dtype);
@@ -199,7 +233,7 @@ export class Buffer<D extends Dtype = Dtype> {
     const storage = Storage.allocate(view.length * info.bytesPerElement, {
       allocator: options.allocator,
     });
-    return new Buffer(storage, { dtype, view, backend: options.backend });
+    return _trusted(storage, info, view, options.backend);
   }
 
   /**
@@ -240,7 +274,7 @@ export class Buffer<D extends Dtype = Dtype> {
     const storage = Storage.lazy(view.length * info.bytesPerElement, {
       allocator: options.allocator,
     });
-    return new Buffer(storage, { dtype, view, backend: options.backend });
+    return _trusted(storage, info, view, options.backend);
   }
 
   /**
@@ -355,7 +389,8 @@ export class Buffer<D extends Dtype = Dtype> {
         // Its own length (the intrinsic one) is what set() reads.
         into.set(data as unknown as Float64Array, 0);
       } else {
-        // Element by element up to the length checked, never data.length.
+        // Element by element up to the length checked, never data.length
+        // again (a proxy's or getter's could change between two reads).
         for (let i = 0; i < length; i++) into[i] = data[i];
       }
       if (!host) {
@@ -530,11 +565,7 @@ export class Buffer<D extends Dtype = Dtype> {
     const handle = this.#live("withView");
     _requireInstance(view, _isBufferView, "BufferView", "view", "withView");
     checkFits(view, handle.target, this.#info);
-    return new Buffer(handle.clone(), {
-      dtype: this.#dtype,
-      view,
-      backend: this.#backend,
-    });
+    return _trusted(handle.clone(), this.#info, view, this.#backend);
   }
 
   /**
@@ -793,11 +824,13 @@ export class Buffer<D extends Dtype = Dtype> {
     if (view.isContiguous && view.offset === 0) return this.clone();
     const packedView = BufferView.contiguous(view.shape);
     const allocator = options.allocator ?? handle.target.allocator;
-    const out = new Buffer(
+    const out = _trusted<D>(
       Storage.allocate(packedView.length * this.#info.bytesPerElement, {
         allocator,
       }),
-      { dtype: this.#dtype, view: packedView, backend: this.#backend },
+      this.#info,
+      packedView,
+      this.#backend,
     );
     try {
       out.#copyIn(this, "contiguous");

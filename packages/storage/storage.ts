@@ -91,7 +91,7 @@ export class Storage extends IntrusiveTarget {
    */
   constructor(data: DataPtr, options: StorageOptions = {}) {
     super();
-    const { allocator, resizable } = _checkStorageOptions(options);
+    const allocator = _checkStorageOptions(options);
     if (lazyBytes !== undefined) {
       // Storage.lazy(): no allocation until the bytes are first needed
       this.#data = undefined;
@@ -111,7 +111,7 @@ export class Storage extends IntrusiveTarget {
       this.#data = data;
     }
     this.#allocator = allocator;
-    this.#resizable = resizable;
+    this.#resizable = options?.resizable ?? false;
     this.id = nextId++;
   }
 
@@ -129,7 +129,7 @@ export class Storage extends IntrusiveTarget {
     options: StorageOptions = {},
   ): IntrusivePtr<Storage> {
     validateByteLength(byteLength);
-    const { allocator } = _checkStorageOptions(options);
+    const allocator = _checkStorageOptions(options);
     const data = allocator.allocate(byteLength);
     _checkAllocated(data, byteLength);
     if (data.byteLength < byteLength || data.released) {
@@ -389,13 +389,12 @@ export class Storage extends IntrusiveTarget {
 /**
  * Checks a storage's options without trusting them: an object (or
  * `undefined`), an allocator with `allocate()`, a boolean `resizable`.
+ * Returns the allocator to use.
  */
 function _checkStorageOptions(
   options: StorageOptions | undefined,
-): { allocator: Allocator; resizable: boolean } {
-  if (options === undefined) {
-    return { allocator: _defaultAllocator, resizable: false };
-  }
+): Allocator {
+  if (options === undefined) return _defaultAllocator;
   validateObject(options, "options");
   const allocator = options.allocator ?? _defaultAllocator;
   if (
@@ -418,7 +417,7 @@ function _checkStorageOptions(
       { name: "resizable", value: resizable, limit: "boolean" },
     );
   }
-  return { allocator, resizable };
+  return allocator;
 }
 
 /**
