@@ -670,9 +670,9 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   set(indices: readonly number[], value: number): void {
     const at = this.#view.index(indices);
-    _checkValue(value, "set");
+    const n = _checkValue(value, "set");
     const typed = this.#hostTyped("set");
-    typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : value;
+    typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : n;
   }
 
   /**
@@ -684,9 +684,9 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   fill(value: number): void {
     this.#live("fill");
-    _checkValue(value, "fill");
+    const n = _checkValue(value, "fill");
     this.#checkWritable("fill");
-    const v = this.#dtype === "bool" ? (value ? 1 : 0) : value;
+    const v = this.#dtype === "bool" ? (value ? 1 : 0) : n;
     if (!this.#isHost()) {
       this.#requireBackend("fill").fill(this.binding(), v);
       return;
@@ -1149,8 +1149,22 @@ function _elementError(
 }
 
 /** Refuses element values typed arrays cannot convert (BigInt, symbol). */
-function _checkValue(value: unknown, what: string): void {
-  if (typeof value === "bigint" || typeof value === "symbol") {
+/**
+ * The value as a number, converted once (an object's `valueOf` runs once,
+ * here): a BigInt, a symbol, or an object that converts to neither a number
+ * nor anything but a throw of the engine's is refused with a typed error.
+ */
+function _checkValue(value: unknown, what: string): number {
+  if (typeof value === "number") return value;
+  let n: number | undefined;
+  if (typeof value !== "bigint" && typeof value !== "symbol") {
+    try {
+      n = Number(value);
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+    }
+  }
+  if (n === undefined) {
     throw new InvalidArgumentError(
       `Cannot ${what} an element to ${
         describeValue(value)
@@ -1158,6 +1172,7 @@ function _checkValue(value: unknown, what: string): void {
       { name: "value", value, limit: "number" },
     );
   }
+  return n;
 }
 
 function _requireInstance(

@@ -27,12 +27,14 @@ import {
   ArrayBufferAllocator,
   broadcastShapes,
   Buffer,
+  type BufferOwner,
   BufferPool,
   BufferView,
   columnMajorStrides,
   type Dtype,
   dtypeInfo,
   dtypeOf,
+  keep,
   ManagedBufferPool,
   ownedBuffers,
   rowMajorStrides,
@@ -42,6 +44,7 @@ import {
 } from "./mod.ts";
 import {
   assertRefused,
+  type Hostile,
   hostileObjects,
   HostileTally,
 } from "../core/_test_hostile.ts";
@@ -465,6 +468,32 @@ describe("@allot/storage hostile views and collaborators", () => {
     st.release();
   });
 
+  it("set() and fill() convert a value once and refuse values that convert to a symbol", () => {
+    using b = Buffer.fromData("f32", [1, 2, 3, 4]);
+    const state = () => [...b.toData()];
+    const values: Hostile[] = [
+      {
+        name: "valueOf returns a Symbol",
+        value: { valueOf: () => Symbol("x") },
+      },
+      {
+        name: "Symbol.toPrimitive returns a Symbol",
+        value: { [Symbol.toPrimitive]: () => Symbol("x") },
+      },
+    ];
+    refuse("Buffer.set(value)", values, (v) => b.set([0], v as number), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    refuse("Buffer.fill(value)", values, (v) => b.fill(v as number), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    let calls = 0;
+    b.fill({ valueOf: () => ++calls } as unknown as number);
+    assert.deepEqual([calls, ...b.toData()], [1, 1, 1, 1, 1]);
+  });
+
   it("pools refuse non-boolean strict, bad backends and bad allocators, changing nothing", () => {
     const allocator = new ArrayBufferAllocator();
     const strictValues = [
@@ -738,6 +767,21 @@ describe("@allot/storage hostile views and collaborators", () => {
       outside.release();
       back.release();
       tally.add(`tidy() with an owner that ${name}`, { calls: 1 });
+    }
+    // keep() of such an owner: typed, and the scope's books unchanged.
+    for (const [name, owned] of owners) {
+      let inner: Buffer<"f32"> | undefined;
+      assert.throws(
+        () =>
+          tidy(() => {
+            inner = Buffer.zeros("f32", [1], { allocator });
+            keep({ [ownedBuffers]: owned, inner } as unknown as BufferOwner);
+          }),
+        (e: unknown) => e instanceof AllotError,
+        `keep: ${name}`,
+      );
+      assert.equal(inner?.released, true, `keep: ${name}`);
+      tally.add(`keep() of an owner that ${name}`, { calls: 1 });
     }
   });
 

@@ -218,7 +218,18 @@ export function keep<B extends TidyHandle | BufferOwner>(buffer: B): B {
     // everything the owner reaches, whatever scope tracks it
     const all = new Set<TidyHandle>();
     for (const scope of scopes) for (const h of scope) all.add(h);
-    collect(buffer, all, handles, new Set());
+    try {
+      collect(buffer, all, handles, new Set());
+    } catch (error) {
+      // Nothing changed yet: report an owner that lies with a typed error.
+      if (error instanceof AllotError) throw error;
+      throw new InvalidArgumentError(
+        `keep() could not find the buffers ${describe(buffer)} owns: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+        { name: "buffer", value: describe(buffer) },
+      );
+    }
   }
   if (!owner || isTidyHandle(buffer)) handles.add(buffer as TidyHandle);
   for (const scope of scopes) {
