@@ -100,6 +100,9 @@ function binOfHuge(x: number): number {
   return LINEAR_BINS + ((f - FIRST_OCTAVE) << SUB_BITS) + sub;
 }
 
+/** `_Block.bin` of a stream's designated victim (see `_StreamBins.dv`). */
+const DV_BIN = -2;
+
 /** Index of the lowest set bit of a non-zero 32-bit integer. */
 function ctz(x: number): number {
   return 31 - Math.clz32(x & -x);
@@ -123,8 +126,21 @@ function position<M>(bin: _Block<M>[], size: number, address: number): number {
   return lo;
 }
 
-/** The free blocks of one stream in one pool: the bins and their bitmap. */
+/**
+ * The free blocks of one stream in one pool: the bins and their bitmap, and
+ * one block kept out of them (dlmalloc's "designated victim").
+ */
 class _StreamBins<M> {
+  /**
+   * The designated victim: the block last inserted or moved out of its bin
+   * by a resize (in the common cases the free rest of a segment, which every
+   * split off its front shrinks and every merge back grows, and a block
+   * freed and soon taken again). It sits in no bin, so those re-keys cost
+   * two field writes and its removal one; best fit compares it with the
+   * bins' answer, so the choice stays the exact lower bound. Its `bin` is
+   * {@linkcode DV_BIN}.
+   */
+  dv: _Block<M> | null = null;
   readonly bins: (_Block<M>[] | null)[] = Array.from(
     { length: BIN_COUNT },
     () => null,
@@ -147,13 +163,24 @@ class _StreamBins<M> {
   }
 
   lowerBound(size: number): _Block<M> | undefined {
+    const v0 = this.dv;
+    // (The victim alone: the bins are empty.)
+    if (this.count === 1 && v0 !== null) {
+      return v0.size >= size ? v0 : undefined;
+    }
     const i = _binOf(size);
     const bin = this.bins[i];
+    let b: _Block<M> | undefined;
     if (bin !== null && bin.length > 0 && bin[bin.length - 1].size >= size) {
-      return bin[bin[0].size >= size ? 0 : position(bin, size, -1)];
+      b = bin[bin[0].size >= size ? 0 : position(bin, size, -1)];
+    } else {
+      const j = this.next(i + 1);
+      b = j < 0 ? undefined : this.bins[j]![0];
     }
-    const j = this.next(i + 1);
-    return j < 0 ? undefined : this.bins[j]![0];
+    const v = this.dv;
+    return v === null || v.size < size || (b !== undefined && precedes(b, v))
+      ? b
+      : v;
   }
 
   /** Puts a block in bin `i`, in order. */
@@ -206,15 +233,27 @@ class _StreamBins<M> {
   }
 
   insert(block: _Block<M>): void {
-    this.#put(block, _binOf(block.size));
+    // It becomes the designated victim; the previous one goes to its bin
+    // (one put, as putting the new block there would cost).
+    const old = this.dv;
+    this.dv = block;
+    block.bin = DV_BIN;
+    if (old !== null) this.#put(old, _binOf(old.size));
     this.count++;
   }
 
   has(block: _Block<M>): boolean {
+    if (block === this.dv) return block.bin === DV_BIN;
     return this.#find(block) >= 0 && _binOf(block.size) === block.bin;
   }
 
   remove(block: _Block<M>): void {
+    if (block === this.dv) {
+      this.dv = null;
+      block.bin = -1;
+      this.count--;
+      return;
+    }
     const at = this.#find(block);
     if (at < 0) throw new Error("Internal error: block not in its pool");
     this.#take(block, at);
@@ -222,15 +261,26 @@ class _StreamBins<M> {
   }
 
   resize(block: _Block<M>, size: number, address: number): void {
+    if (block === this.dv) {
+      block.size = size;
+      block.address = address;
+      return;
+    }
     const at = this.#find(block);
     if (at < 0) throw new Error("Internal error: block not in its pool");
     const i = block.bin;
     const j = _binOf(size);
     if (i !== j) {
+      // It leaves its bin: it becomes the designated victim, and the
+      // previous one goes to its bin (one take and one put, as a move
+      // between bins would cost).
       this.#take(block, at);
       block.size = size;
       block.address = address;
-      this.#put(block, j);
+      const old = this.dv;
+      this.dv = block;
+      block.bin = DV_BIN;
+      if (old !== null) this.#put(old, _binOf(old.size));
       return;
     }
     // Same bin: move it within the bin until it is in order again.
@@ -320,13 +370,18 @@ export class _BlockPool<M> {
   }
 
   /**
-   * {@linkcode _BlockPool.resize} in its common case, a block alone in its
-   * bin that stays there (the rest of a split, the survivor of a merge);
-   * whether it applied. Kept short, so that it inlines into the split and
-   * the merge.
+   * {@linkcode _BlockPool.resize} in its common cases, the designated
+   * victim of the last stream used, or a block alone in its bin that stays
+   * there (the rest of a split, the survivor of a merge); whether it
+   * applied. Kept short, so that it inlines into the split and the merge.
    */
   resizeAlone(block: _Block<M>, size: number, address: number): boolean {
     const last = this.#last;
+    if (last.dv === block) {
+      block.size = size;
+      block.address = address;
+      return true;
+    }
     const i = block.bin;
     if (last.streamId !== block.streamId || i < 0 || _binOf(size) !== i) {
       return false;
@@ -385,9 +440,15 @@ export class _BlockPool<M> {
     const out: _Block<M>[] = [];
     const ids = [...this.#streams.keys()].sort((a, b) => a - b);
     for (const id of ids) {
-      const { bins } = this.#streams.get(id)!;
+      const { bins, dv } = this.#streams.get(id)!;
+      const first = out.length;
       for (const bin of bins) {
         if (bin !== null) { for (const b of bin) out.push(b); }
+      }
+      if (dv !== null) {
+        let at = first;
+        while (at < out.length && precedes(out[at], dv)) at++;
+        out.splice(at, 0, dv);
       }
     }
     return out;

@@ -33,7 +33,12 @@ let lastState: _DeviceState | undefined;
  * @returns Its shared state.
  */
 export function _deviceState(device: GPUDevice): _DeviceState {
-  if (device === lastDevice) return lastState!;
+  // (Short, so that it inlines into every allocation; the rest is apart.)
+  return device === lastDevice ? lastState! : stateOf(device);
+}
+
+/** _deviceState() of a device other than the last one asked for. */
+function stateOf(device: GPUDevice): _DeviceState {
   let state = states.get(device);
   if (state !== undefined) {
     lastDevice = device;

@@ -1,0 +1,236 @@
+/**
+ * In-process A/B of `GpuCachingAllocator` on the real runtime traces (issue
+ * #15's per-op target): this working tree's `@allot/webgpu` (with its
+ * `@allot/caching` and `@allot/core`) against the same packages at a git ref
+ * (default `main`), both loaded in one process, with TF.js's real
+ * `BufferManager` and the no-op peer beside them. The replay is
+ * `real_traces.ts`'s (storage requests; each allocation charged for reading
+ * the buffer and offset), in two modes: runtime-like warm passes (awaits at
+ * the trace's marks, untimed; a `gc()` before each pass; one instance per
+ * peer reused; wall-clock time of the timed stretches) and the tight loop
+ * (no awaits, warm instances; the mean of `--reps` passes per measurement,
+ * since one pass takes well under a millisecond). Each round
+ * runs every peer once, the order rotated; the figure is the median over
+ * rounds of per-round ratios (ref / this, TF.js / this), with their range.
+ *
+ * A shared machine swings single rounds; ratios taken within one round see
+ * the same load. Check the harness with `--ref=HEAD` on a clean tree.
+ *
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>]`
+ *
+ * @module
+ */
+
+import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
+import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
+import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
+
+function flag(name: string, fallback: string): string {
+  const arg = Deno.args.find((a) => a.startsWith(`--${name}=`));
+  return arg === undefined ? fallback : arg.slice(name.length + 3);
+}
+
+const ref = flag("ref", "main");
+const rounds = Number(flag("rounds", "15"));
+const only = flag("only", "");
+/** Passes per tight-loop measurement (one pass is under a millisecond). */
+const reps = Number(flag("reps", "20"));
+
+/** What the harness uses of a `GpuCachingAllocator`, old or new. */
+interface Handle {
+  readonly buffer: GPUBuffer;
+  readonly offset: number;
+  release(): void;
+}
+interface Caching {
+  allocate(byteLength: number): Handle;
+  emptyCache(): void;
+}
+type CachingClass = new (device: GPUDevice) => Caching;
+
+/** `packages/*` at `ref`, `@allot/<name>` imports made relative. */
+async function loadRef(ref: string): Promise<CachingClass> {
+  const root = new URL("../../../", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir({ prefix: "allot-ab-" });
+  const archive = new Deno.Command("git", {
+    args: ["archive", ref, "packages"],
+    cwd: root,
+    stdout: "piped",
+  });
+  const { code, stdout } = await archive.output();
+  if (code !== 0) throw new Error(`git archive ${ref} failed`);
+  const tar = new Deno.Command("tar", {
+    args: ["-x", "-C", dir],
+    stdin: "piped",
+  }).spawn();
+  const writer = tar.stdin.getWriter();
+  await writer.write(stdout);
+  await writer.close();
+  if (!(await tar.status).success) throw new Error("tar failed");
+  for (const pkg of Deno.readDirSync(`${dir}/packages`)) {
+    const folder = `${dir}/packages/${pkg.name}`;
+    for (const entry of Deno.readDirSync(folder)) {
+      if (!entry.name.endsWith(".ts")) continue;
+      const path = `${folder}/${entry.name}`;
+      const text = Deno.readTextFileSync(path);
+      Deno.writeTextFileSync(
+        path,
+        text.replace(/from "@allot\/([a-z]+)"/g, 'from "../$1/mod.ts"'),
+      );
+    }
+  }
+  const module = await import(
+    `file://${dir}/packages/webgpu/gpu_caching_allocator.ts`
+  ) as { GpuCachingAllocator: CachingClass };
+  await Deno.remove(dir, { recursive: true }); // loaded: the files can go
+  return module.GpuCachingAllocator;
+}
+
+const RefCaching = await loadRef(ref);
+const dir = new URL("../../../traces/", import.meta.url);
+const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
+  .flatMap((d) =>
+    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
+      `${d.name}/${e.name}`
+    )
+  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+
+const adapter = await navigator.gpu?.requestAdapter();
+if (!adapter) {
+  console.log("no WebGPU adapter");
+  Deno.exit(0);
+}
+const device = await adapter.requestDevice({
+  requiredLimits: {
+    maxBufferSize: adapter.limits.maxBufferSize,
+    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+  },
+});
+
+interface Peer {
+  alloc(size: number, usage: number): unknown;
+  use(handle: unknown): number;
+  free(handle: unknown): void;
+  dispose(): void;
+}
+
+let sink: unknown;
+function cachingPeer(C: CachingClass): () => Peer {
+  return () => {
+    const a = new C(device);
+    return {
+      alloc: (size) => a.allocate(size),
+      use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
+      free: (h) => (h as Handle).release(),
+      dispose: () => a.emptyCache(),
+    };
+  };
+}
+const kinds: { name: string; make: () => Peer }[] = [
+  { name: "this", make: cachingPeer(GpuCachingAllocator as CachingClass) },
+  { name: ref, make: cachingPeer(RefCaching) },
+  {
+    name: "TF.js",
+    make() {
+      const m = new BufferManager(device);
+      return {
+        alloc: (size, usage) => m.acquireBuffer(size, usage),
+        use: (b) => (sink = b, 0),
+        free: (b) => m.releaseBuffer(b as GPUBuffer),
+        dispose: () => m.dispose(),
+      };
+    },
+  },
+  {
+    name: "no-op",
+    make() {
+      const none = {};
+      return {
+        alloc: () => none,
+        use: (h) => (sink = h, 0),
+        free() {},
+        dispose() {},
+      };
+    },
+  },
+];
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+/** One pass: ns per alloc/free (real_traces.ts's replay). */
+async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
+  const live = new Map<number, unknown>();
+  let ms = 0, n = 0, offsets = 0;
+  let t = performance.now();
+  for (let i = 0; i < ops.length; i++) {
+    const c = ops.code[i];
+    if (c === 0) {
+      const h = peer.alloc(ops.size[i], ops.usage[i]);
+      offsets += peer.use(h);
+      live.set(ops.id[i], h);
+      n++;
+    } else if (c === 1) {
+      peer.free(live.get(ops.id[i]));
+      live.delete(ops.id[i]);
+      n++;
+    } else if (awaitAtMarks) {
+      ms += performance.now() - t;
+      await device.queue.onSubmittedWorkDone();
+      t = performance.now();
+    }
+  }
+  ms += performance.now() - t;
+  for (const h of live.values()) peer.free(h);
+  sink = offsets;
+  return (ms * 1e6) / n;
+}
+
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
+const range = (v: number[]) =>
+  `${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)}`;
+
+console.log(
+  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns | ${ref} / this | TF.js / this | TF.js / ${ref} |`,
+);
+console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+for (const name of names) {
+  const data = await Deno.readFile(new URL(name, dir));
+  const text = await new Response(
+    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+  ).text();
+  const ops = traceOps(parseTrace(text), "storage");
+  for (const mode of ["warm", "tight"] as const) {
+    const peers = kinds.map((k) => k.make());
+    for (const p of peers) await pass(ops, p, true);
+    const times: number[][] = kinds.map(() => []);
+    for (let r = 0; r < rounds; r++) {
+      for (let j = 0; j < kinds.length; j++) {
+        const k = (j + r) % kinds.length;
+        gc?.();
+        await device.queue.onSubmittedWorkDone();
+        if (mode === "warm") times[k].push(await pass(ops, peers[k], true));
+        else {
+          let sum = 0;
+          for (let i = 0; i < reps; i++) {
+            sum += await pass(ops, peers[k], false);
+          }
+          times[k].push(sum / reps);
+        }
+      }
+    }
+    for (const p of peers) p.dispose();
+    const ratio = (a: number, b: number) =>
+      times[a].map((v, r) => v / times[b][r]);
+    const refThis = ratio(1, 0), tfThis = ratio(2, 0), tfRef = ratio(2, 1);
+    console.log(
+      `| ${name.replace(".jsonl.gz", "")} | ${mode} | ${
+        times.map((v) => median(v).toFixed(0)).join(" | ")
+      } | ${median(refThis).toFixed(2)} (${range(refThis)}) | ${
+        median(tfThis).toFixed(2)
+      } (${range(tfThis)}) | ${median(tfRef).toFixed(2)} (${range(tfRef)}) |`,
+    );
+  }
+}
+await device.queue.onSubmittedWorkDone();
+device.destroy();
+void sink;
