@@ -49,7 +49,7 @@ import {
   HostileTally,
 } from "../core/_test_hostile.ts";
 import { FirstFitAllocator } from "../core/_test_faults.ts";
-import { FakeBackend, WasmBumpAllocator } from "./_test_allocators.ts";
+import { type FakeBackend, WasmBumpAllocator } from "./_test_allocators.ts";
 import * as M from "./_test_model.ts";
 
 const tally = new HostileTally();
