@@ -1193,7 +1193,7 @@ function _requireInstance(
 }
 
 /** Whether `value` is a real {@linkcode Buffer} (a brand check). */
-function _isBuffer(value: unknown): boolean {
+export function _isBuffer(value: unknown): value is Buffer {
   return typeof value === "object" && value !== null && _hasStorage(value);
 }
 

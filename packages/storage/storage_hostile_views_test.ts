@@ -34,6 +34,7 @@ import {
   type Dtype,
   dtypeInfo,
   dtypeOf,
+  DynBuffer,
   keep,
   ManagedBufferPool,
   ownedBuffers,
@@ -445,6 +446,15 @@ describe("@allot/storage hostile views and collaborators", () => {
         h.name !== "{}" && h.name !== "[]" && h.name !== "trap proxy"
       ),
       (o) => b.sharesStorageWith(o as Buffer),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "new DynBuffer()",
+      [{
+        name: "Object.create(Buffer.prototype)",
+        value: Object.create(Buffer.prototype),
+      }],
+      (o) => new DynBuffer(o as Buffer),
       { error: InvalidArgumentError },
     );
     refuse(
