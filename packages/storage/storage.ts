@@ -43,6 +43,9 @@ export interface StorageOptions {
 
 let nextId = 1;
 
+/** Set by `Storage.allocate` for the one constructor call it makes. */
+let checkedByAllocate = false;
+
 /**
  * The owner of one allocation, like PyTorch's `StorageImpl`: a
  * {@linkcode DataPtr}, its byte length, the allocator it came from, and
@@ -91,6 +94,15 @@ export class Storage extends IntrusiveTarget {
    */
   constructor(data: DataPtr, options: StorageOptions = {}) {
     super();
+    if (checkedByAllocate) {
+      // From allocate(): the options and the pointer were checked there.
+      checkedByAllocate = false;
+      this.#data = data;
+      this.#allocator = options.allocator!;
+      this.#resizable = options.resizable ?? false;
+      this.id = nextId++;
+      return;
+    }
     const allocator = _checkStorageOptions(options);
     if (lazyBytes !== undefined) {
       // Storage.lazy(): no allocation until the bytes are first needed
@@ -141,9 +153,14 @@ export class Storage extends IntrusiveTarget {
         `Cannot allocate a storage of ${byteLength} bytes: the allocator returned ${got}`,
       );
     }
-    return IntrusivePtr.make(
-      new Storage(data, { allocator, resizable: options.resizable }),
-    );
+    // _checkStorageOptions() checked `resizable` before allocating.
+    const resizable = options.resizable ?? false;
+    checkedByAllocate = true;
+    try {
+      return IntrusivePtr.make(new Storage(data, { allocator, resizable }));
+    } finally {
+      checkedByAllocate = false;
+    }
   }
 
   /**
