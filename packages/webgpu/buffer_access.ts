@@ -7,8 +7,13 @@
  * @module
  */
 
-import { InvalidArgumentError, UseAfterFreeError } from "@allot/core";
-import { type Buffer, dtypeInfo } from "@allot/storage";
+import { _bytesOf, _checkDevice, _checkLabel } from "./_validate_gpu.ts";
+import {
+  describeValue,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
+import { Buffer, dtypeInfo } from "@allot/storage";
 import { _Usage } from "./_flags.ts";
 import type { GpuBinding } from "./gpu_binding.ts";
 
@@ -28,6 +33,14 @@ function isGpuBuffer(value: unknown): value is GPUBuffer {
  * @throws {UseAfterFreeError} When the buffer was released.
  */
 export function gpuBufferOf(buffer: Buffer): GPUBuffer {
+  if (!(buffer instanceof Buffer)) {
+    throw new InvalidArgumentError(
+      `Cannot get the GPUBuffer of ${
+        describeValue(buffer)
+      }: it is not an @allot/storage Buffer`,
+      { name: "buffer", value: buffer, limit: "Buffer" },
+    );
+  }
   if (buffer.released) {
     throw new UseAfterFreeError(
       "Cannot get the GPUBuffer of a released buffer",
@@ -111,9 +124,9 @@ export function createUniformBuffer(
   data: ArrayBufferView | ArrayBuffer,
   label = "allot:uniform",
 ): GPUBuffer {
-  const bytes = data instanceof ArrayBuffer
-    ? new Uint8Array(data)
-    : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  _checkDevice(device, "Cannot create a uniform buffer");
+  const bytes = _bytesOf(data, "Cannot create a uniform buffer");
+  label = _checkLabel(label, "allot:uniform");
   const max = device.limits.maxUniformBufferBindingSize;
   if (bytes.byteLength === 0 || bytes.byteLength > max) {
     throw new InvalidArgumentError(

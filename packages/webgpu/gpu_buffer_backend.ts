@@ -7,6 +7,7 @@
  * @module
  */
 
+import { _checkDevice, _checkOptions } from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import {
   type AnyTypedArray,
@@ -82,7 +83,9 @@ export class GpuBufferBackend implements BufferBackend {
    * @param device The device every storage lives on.
    * @param options Kernels and staging pool.
    */
-  constructor(device: GPUDevice, options: GpuBufferBackendOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuBufferBackendOptions) {
+    _checkDevice(device, "Cannot make a GpuBufferBackend");
+    options = _checkOptions(options);
     this.gpuDevice = device;
     this.kernels = options.kernels ?? GpuKernels.of(device);
     this.staging = options.staging ?? new GpuStaging(device);

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { _checkDevice, _checkOptions } from "./_validate_gpu.ts";
 import {
   type CachedBlock,
   CachingAllocator,
@@ -119,7 +120,9 @@ export class GpuCachingAllocator {
    * @param options Caching options, source options and the reuse rule.
    * @throws {InvalidArgumentError} For an option out of range.
    */
-  constructor(device: GPUDevice, options: GpuCachingAllocatorOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuCachingAllocatorOptions) {
+    _checkDevice(device, "Cannot make a GpuCachingAllocator");
+    options = _checkOptions(options);
     _anchorShapes("caching");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);

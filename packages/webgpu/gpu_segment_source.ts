@@ -6,6 +6,7 @@
  * @module
  */
 
+import { _checkDevice, _checkLabel, _checkOptions } from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import { type DeviceBudget, deviceBudget } from "./device_budget.ts";
 import {
@@ -132,7 +133,9 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    * @param options Label, device index, budget and host-visible mode.
    * @throws {InvalidArgumentError} For a negative budget or a bad index.
    */
-  constructor(device: GPUDevice, options: GpuSegmentSourceOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuSegmentSourceOptions) {
+    _checkDevice(device, "Cannot make a GpuSegmentSource");
+    options = _checkOptions(options, "source options");
     const option = options.capacityBytes ?? "device";
     const budget = option === "device" ? deviceBudget(device) : undefined;
     const capacity = budget?.capacityBytes ??
@@ -153,7 +156,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.gpuDevice = device;
     this.capacityBytes = capacity;
     this.capacityBasis = budget?.basis ?? "option";
-    this.#label = options.label ?? "allot";
+    this.#label = _checkLabel(options.label, "allot");
     this.#hostVisible = mode;
     this.alignment = Math.max(4, device.limits.minStorageBufferOffsetAlignment);
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;

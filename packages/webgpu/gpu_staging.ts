@@ -5,6 +5,12 @@
  * @module
  */
 
+import {
+  _bytesOf,
+  _checkDevice,
+  _checkLabel,
+  _checkOptions,
+} from "./_validate_gpu.ts";
 import { _MapMode, _Usage } from "./_flags.ts";
 import {
   alignUp,
@@ -167,9 +173,11 @@ export class GpuStaging {
    * @param options Bounds and thresholds.
    * @throws {InvalidArgumentError} For a chunk larger than the bound.
    */
-  constructor(device: GPUDevice, options: GpuStagingOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuStagingOptions) {
+    _checkDevice(device, "Cannot make a GpuStaging");
+    options = _checkOptions(options);
     this.gpuDevice = device;
-    this.#label = options.label ?? "allot-staging";
+    this.#label = _checkLabel(options.label, "allot-staging");
     this.maxStagingBytes = validateByteLength(
       options.maxStagingBytes ?? 64 << 20,
       Number.MAX_SAFE_INTEGER,
@@ -223,14 +231,13 @@ export class GpuStaging {
   async upload(
     dst: GpuBinding,
     data: ArrayBufferView | ArrayBuffer,
-    options: UploadOptions = {},
+    options?: UploadOptions,
   ): Promise<void> {
     const what = "upload";
     this.#checkOpen(what);
-    validateBinding(this.gpuDevice, dst, { what, storage: false });
-    const bytes = data instanceof ArrayBuffer
-      ? new Uint8Array(data)
-      : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    dst = validateBinding(this.gpuDevice, dst, { what, storage: false });
+    const bytes = _bytesOf(data, "Cannot upload");
+    options = _checkOptions(options);
     const byteOffset = validateInteger(
       options.byteOffset ?? 0,
       0,
@@ -300,11 +307,12 @@ export class GpuStaging {
    */
   async download(
     src: GpuBinding,
-    options: DownloadOptions = {},
+    options?: DownloadOptions,
   ): Promise<Uint8Array<ArrayBuffer>> {
     const what = "download";
     this.#checkOpen(what);
-    validateBinding(this.gpuDevice, src, { what, storage: false });
+    src = validateBinding(this.gpuDevice, src, { what, storage: false });
+    options = _checkOptions(options);
     const byteOffset = validateInteger(
       options.byteOffset ?? 0,
       0,

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { _checkDevice, _checkOptions } from "./_validate_gpu.ts";
 import { type Device, validateByteLength } from "@allot/core";
 import {
   WatermarkAllocator,
@@ -105,7 +106,9 @@ export class GpuWatermarkAllocator {
    * @param options Watermark options, source options and the reuse rule.
    * @throws {InvalidArgumentError} For an option out of range.
    */
-  constructor(device: GPUDevice, options: GpuWatermarkAllocatorOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuWatermarkAllocatorOptions) {
+    _checkDevice(device, "Cannot make a GpuWatermarkAllocator");
+    options = _checkOptions(options);
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);

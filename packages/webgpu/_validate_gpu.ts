@@ -1,0 +1,128 @@
+/**
+ * Internal: argument checks shared by `@allot/webgpu`'s public entry points
+ * (a device, an options bag, a label, bytes to upload), so hostile values
+ * are refused with a typed error before any state changes.
+ *
+ * @module
+ */
+
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
+
+/**
+ * Checks that `device` looks like a `GPUDevice`: an object with `limits`,
+ * `queue` and `createBuffer`.
+ *
+ * @param device The value passed as a device.
+ * @param what The entry point, for the message.
+ * @throws {InvalidArgumentError} When it is not.
+ */
+export function _checkDevice(device: unknown, what: string): void {
+  const ok = typeof device === "object" && device !== null &&
+    typeof (device as GPUDevice).limits === "object" &&
+    (device as GPUDevice).limits !== null &&
+    typeof (device as GPUDevice).queue === "object" &&
+    (device as GPUDevice).queue !== null &&
+    typeof (device as GPUDevice).createBuffer === "function";
+  if (!ok) {
+    throw new InvalidArgumentError(
+      `${what}: device must be a GPUDevice, received ${describeValue(device)}`,
+      { name: "device", value: device, limit: "GPUDevice" },
+    );
+  }
+}
+
+/**
+ * Checks an options bag: `undefined` or an object (not `null`).
+ *
+ * @param options The options.
+ * @param name Its name, for the message.
+ * @returns The options, `{}` for `undefined`.
+ * @throws {InvalidArgumentError} For anything else.
+ */
+export function _checkOptions<T extends object>(
+  options: T | undefined,
+  name = "options",
+): T {
+  if (options === undefined) return {} as T;
+  validateObject(options, name);
+  return options;
+}
+
+/**
+ * Checks a label: `undefined` (the default) or a string.
+ *
+ * @param label The label.
+ * @param fallback The default.
+ * @returns The label.
+ * @throws {InvalidArgumentError} For anything but a string.
+ */
+export function _checkLabel(label: unknown, fallback: string): string {
+  if (label === undefined) return fallback;
+  if (typeof label !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid label: must be a string, received ${describeValue(label)}`,
+      { name: "label", value: label, limit: "string" },
+    );
+  }
+  return label;
+}
+
+const _typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
+const _getter = (proto: object, key: string) =>
+  Object.getOwnPropertyDescriptor(proto, key)!.get!;
+const _taBuffer = _getter(_typedArrayProto, "buffer");
+const _taOffset = _getter(_typedArrayProto, "byteOffset");
+const _taLength = _getter(_typedArrayProto, "byteLength");
+const _dvBuffer = _getter(DataView.prototype, "buffer");
+const _dvOffset = _getter(DataView.prototype, "byteOffset");
+const _dvLength = _getter(DataView.prototype, "byteLength");
+const _abLength = _getter(ArrayBuffer.prototype, "byteLength");
+
+/**
+ * The bytes of `data` (an `ArrayBuffer` or an `ArrayBufferView`) as a
+ * `Uint8Array`, read through the built-in getters: a view that overrides
+ * `buffer`, `byteOffset` or `byteLength`, or a proxy, cannot lie about them.
+ *
+ * @param data The bytes.
+ * @param what The entry point, for the message.
+ * @returns A view of the same bytes.
+ * @throws {InvalidArgumentError} For anything else (a `SharedArrayBuffer`,
+ * a proxy, a plain object).
+ */
+export function _bytesOf(data: unknown, what: string): Uint8Array {
+  if (ArrayBuffer.isView(data)) {
+    const isDataView = data instanceof DataView;
+    try {
+      return isDataView
+        ? new Uint8Array(
+          _dvBuffer.call(data),
+          _dvOffset.call(data),
+          _dvLength.call(data),
+        )
+        : new Uint8Array(
+          _taBuffer.call(data),
+          _taOffset.call(data),
+          _taLength.call(data),
+        );
+    } catch {
+      // a DataView from another realm: refused below
+    }
+  } else if (typeof data === "object" && data !== null) {
+    try {
+      _abLength.call(data);
+      return new Uint8Array(data as ArrayBuffer);
+    } catch {
+      // not an ArrayBuffer
+    }
+  }
+  throw new InvalidArgumentError(
+    `${what}: data must be an ArrayBuffer or an ArrayBufferView, received ${
+      describeValue(data)
+    }`,
+    { name: "data", value: data, limit: "ArrayBuffer | ArrayBufferView" },
+  );
+}

@@ -1,0 +1,644 @@
+/**
+ * Outside-in review of `@allot/webgpu`'s public API: hostile values for every
+ * entry point and option (typed errors, no state change, no WebGPU
+ * validation error left behind), stale and foreign handles, copies that
+ * never touch bytes outside their ranges, and lying collaborators.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { AllotError } from "@allot/core";
+import { Buffer } from "@allot/storage";
+import {
+  bindingOf,
+  createUniformBuffer,
+  gpuBufferOf,
+} from "./buffer_access.ts";
+import { deviceBudget } from "./device_budget.ts";
+import { dtypeByteSize, encodeElement } from "./dtype.ts";
+import { validateBinding } from "./gpu_binding.ts";
+import { GpuBufferBackend } from "./gpu_buffer_backend.ts";
+import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
+import { GpuKernels } from "./gpu_kernels.ts";
+import { GpuStaging } from "./gpu_staging.ts";
+import { GpuWatermarkAllocator } from "./gpu_watermark_allocator.ts";
+import { dispatchSize, kernelPipeline } from "./kernel.ts";
+import { bindBuffers } from "./kernel_bindings.ts";
+import { QueueStream } from "./queue_stream.ts";
+import { mockGpu } from "./_test_mock_device.ts";
+import { sharedDevice, skip } from "./_test_device.ts";
+import {
+  type Hostile,
+  hostileNumbers,
+  hostileObjects,
+  hostileObjectsBut,
+  HostileTally,
+  type RefuseOptions,
+  trapObject,
+} from "../core/_test_hostile.ts";
+
+const tally = new HostileTally();
+const failures: string[] = [];
+
+/**
+ * `tally.refuse`, one value at a time, collecting every failure so one run
+ * lists all of them; {@linkcode assertNoFailures} ends each test.
+ */
+function refuse<S>(
+  label: string,
+  values: readonly Hostile[],
+  call: (value: unknown) => unknown,
+  options: RefuseOptions<S> = {},
+): void {
+  for (const hostile of values) {
+    try {
+      tally.refuse(label, [hostile], call, options);
+    } catch (error) {
+      failures.push((error as Error).message.split("\n")[0]);
+    }
+  }
+}
+
+function assertNoFailures(): void {
+  const found = failures.splice(0);
+  assert.deepEqual(found, [], found.join("\n"));
+}
+
+/** `it`, failing with every hostile call that was not refused as it should. */
+function check(name: string, body: () => unknown): void {
+  it(name, async () => {
+    failures.length = 0;
+    await body();
+    assertNoFailures();
+  });
+}
+const U = {
+  STORAGE: 0x80,
+  COPY_SRC: 0x4,
+  COPY_DST: 0x8,
+};
+
+/** Every number that is not a non-negative safe integer. */
+const badInts = () =>
+  hostileNumbers().filter((h) => !["undefined"].includes(h.name));
+
+/** Runs `body` inside a validation error scope; asserts none was raised. */
+async function noGpuError(
+  device: GPUDevice,
+  body: () => unknown,
+): Promise<void> {
+  device.pushErrorScope("validation");
+  try {
+    await body();
+  } finally {
+    const error = await device.popErrorScope();
+    assert.equal(error, null, `WebGPU validation error: ${error?.message}`);
+  }
+}
+
+describe("@allot/webgpu hostile public API (pure)", () => {
+  check(
+    "dtypeByteSize and encodeElement refuse hostile dtypes and values with typed errors",
+    () => {
+      refuse(
+        "dtypeByteSize(dtype)",
+        [
+          ...hostileObjects(),
+          { name: '"toString"', value: "toString" },
+          { name: '"__proto__"', value: "__proto__" },
+          { name: '"F32"', value: "F32" },
+        ],
+        (v) => dtypeByteSize(v as "f32"),
+      );
+      refuse(
+        "encodeElement(value)",
+        hostileNumbers().filter((h) =>
+          !["NaN", "Infinity", "-Infinity", "-1", "-2^53", "0.5", "1.5"]
+            .includes(h.name) && typeof h.value !== "number"
+        ),
+        (v) => encodeElement("f32", v as number),
+      );
+    },
+  );
+
+  check(
+    "dispatchSize refuses hostile invocations, workgroup sizes and limits",
+    () => {
+      refuse(
+        "dispatchSize(invocations)",
+        badInts(),
+        (v) => dispatchSize(v as number, 64, 65535),
+      );
+      refuse(
+        "dispatchSize(workgroupSize)",
+        [...badInts(), { name: "0", value: 0 }],
+        (v) => dispatchSize(100, v as number, 65535),
+      );
+      refuse(
+        "dispatchSize(maxPerDimension)",
+        [...badInts(), { name: "0", value: 0 }],
+        (v) => dispatchSize(100, 64, v as number),
+      );
+    },
+  );
+
+  check("deviceBudget refuses hostile options and host memory", () => {
+    const device = {
+      adapterInfo: { isFallbackAdapter: true, description: "llvmpipe" },
+    } as unknown as GPUDevice;
+    refuse(
+      "deviceBudget(options)",
+      hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+      (v) => deviceBudget(device, v as object),
+    );
+    refuse(
+      "deviceBudget({ hostShare })",
+      [
+        ...hostileNumbers().filter((h) =>
+          !["0.5", "undefined", "null"].includes(h.name)
+        ),
+        { name: "0", value: 0 },
+      ],
+      (v) => deviceBudget(device, { hostShare: v as number }),
+    );
+    refuse(
+      "deviceBudget({ hostMemoryBytes })",
+      hostileNumbers().filter((h) =>
+        !["undefined", "0.5", "1.5", "2^53", "2^53+2", "1e308"].includes(
+          h.name,
+        )
+      ),
+      (v) => deviceBudget(device, { hostMemoryBytes: v as number }),
+    );
+    const lying = {
+      get adapterInfo() {
+        throw new Error("boom");
+      },
+    } as unknown as GPUDevice;
+    assert.equal(deviceBudget(lying).basis, "unknown");
+  });
+
+  check(
+    "QueueStream: a queue whose onSubmittedWorkDone throws or returns junk rejects the fence instead of wedging",
+    async () => {
+      for (
+        const onSubmittedWorkDone of [
+          () => {
+            throw new Error("queue broke");
+          },
+          () => 42,
+          () => Promise.reject(new Error("rejected")),
+        ]
+      ) {
+        const gpu = mockGpu();
+        (gpu.device.queue as { onSubmittedWorkDone: unknown })
+          .onSubmittedWorkDone = onSubmittedWorkDone;
+        const fence = QueueStream.of(gpu.device).fence();
+        const outcome = await Promise.race([
+          fence.wait().then(() => "resolved", () => "rejected"),
+          new Promise((r) => setTimeout(() => r("wedged"), 200)),
+        ]);
+        assert.notEqual(outcome, "wedged");
+        assert.equal(fence.completed, true);
+      }
+    },
+  );
+
+  check(
+    "QueueStream and kernel entry points refuse non-devices with typed errors",
+    () => {
+      refuse(
+        "QueueStream.of(device)",
+        hostileObjects(),
+        (v) => QueueStream.of(v as GPUDevice),
+      );
+      refuse(
+        "new GpuStaging(device)",
+        hostileObjects(),
+        (v) => new GpuStaging(v as GPUDevice),
+      );
+      refuse(
+        "new GpuKernels(device)",
+        hostileObjects(),
+        (v) => new GpuKernels(v as GPUDevice),
+      );
+      refuse(
+        "new GpuBufferBackend(device)",
+        hostileObjects(),
+        (v) => new GpuBufferBackend(v as GPUDevice),
+      );
+      refuse(
+        "new GpuCachingAllocator(device)",
+        hostileObjects(),
+        (v) => new GpuCachingAllocator(v as GPUDevice),
+      );
+      refuse(
+        "new GpuWatermarkAllocator(device)",
+        hostileObjects(),
+        (v) => new GpuWatermarkAllocator(v as GPUDevice),
+      );
+    },
+  );
+
+  check(
+    "GpuKernels options: hostile workgroupSize and label are refused",
+    () => {
+      const gpu = mockGpu();
+      (gpu.device.limits as unknown as Record<string, number>)
+        .maxComputeInvocationsPerWorkgroup = 256;
+      (gpu.device.limits as unknown as Record<string, number>)
+        .maxComputeWorkgroupSizeX = 256;
+      refuse(
+        "new GpuKernels({ workgroupSize })",
+        [...badInts(), { name: "0", value: 0 }].filter((h) =>
+          h.name !== "null"
+        ),
+        (v) => new GpuKernels(gpu.device, { workgroupSize: v as number }),
+      );
+      refuse(
+        "new GpuKernels({ label })",
+        hostileObjectsBut("undefined", '"abc"'),
+        (v) => new GpuKernels(gpu.device, { label: v as string }),
+      );
+      refuse(
+        "new GpuStaging({ label })",
+        hostileObjectsBut("undefined", '"abc"'),
+        (v) => new GpuStaging(gpu.device, { label: v as string }),
+      );
+    },
+  );
+});
+
+describe("@allot/webgpu hostile public API (device)", { skip }, () => {
+  check(
+    "buffer_access: gpuBufferOf, bindingOf and createUniformBuffer refuse hostile arguments",
+    async () => {
+      const device = await sharedDevice();
+      refuse(
+        "gpuBufferOf(buffer)",
+        hostileObjects(),
+        (v) => gpuBufferOf(v as Buffer),
+      );
+      refuse(
+        "bindingOf(buffer)",
+        hostileObjects(),
+        (v) => bindingOf(v as Buffer),
+      );
+      await noGpuError(device, () =>
+        refuse(
+          "createUniformBuffer(data)",
+          [
+            ...hostileObjects(),
+            { name: "SharedArrayBuffer(8)", value: new SharedArrayBuffer(8) },
+            {
+              name: "proxy of Uint8Array",
+              value: new Proxy(new Uint8Array(8), {}),
+            },
+          ],
+          (v) => createUniformBuffer(device, v as Uint8Array),
+        ));
+      refuse(
+        "createUniformBuffer(label)",
+        [{ name: "Symbol()", value: Symbol("x") }, {
+          name: "trap",
+          value: trapObject(),
+        }],
+        (v) => createUniformBuffer(device, new Uint8Array(4), v as string),
+      );
+    },
+  );
+
+  check("validateBinding and bindBuffers refuse hostile bindings", async () => {
+    const device = await sharedDevice();
+    const buffer = device.createBuffer({
+      size: 1024,
+      usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+    });
+    refuse(
+      "validateBinding(binding)",
+      [
+        ...hostileObjects(),
+        { name: "{buffer: {}}", value: { buffer: {}, offset: 0, size: 4 } },
+        {
+          name: "{buffer: null}",
+          value: { buffer: null, offset: 0, size: 4 },
+        },
+        {
+          name: "lying buffer.size",
+          value: { buffer: { size: NaN }, offset: 0, size: 4 },
+        },
+      ],
+      (v) =>
+        validateBinding(
+          device,
+          v as GPUBufferBinding & { size: number; offset: number },
+        ),
+    );
+    for (const key of ["offset", "size"]) {
+      refuse(
+        `validateBinding({ ${key} })`,
+        badInts(),
+        (v) =>
+          validateBinding(device, {
+            buffer,
+            offset: 0,
+            size: 256,
+            [key]: v,
+          }),
+      );
+    }
+    refuse(
+      "bindBuffers(inputs)",
+      hostileObjectsBut("[]"),
+      (v) => bindBuffers(device, v as []),
+    );
+    buffer.destroy();
+  });
+
+  check(
+    "GpuStaging.upload refuses hostile data, offsets and bindings; accepts none silently",
+    async () => {
+      const device = await sharedDevice();
+      const staging = new GpuStaging(device);
+      const buffer = device.createBuffer({
+        size: 256,
+        usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      });
+      const binding = { buffer, offset: 0, size: 256 };
+      const state = () => JSON.stringify(staging.stats());
+      await noGpuError(device, async () => {
+        for (
+          const [label, values, call] of [
+            [
+              "GpuStaging.upload(data)",
+              [
+                ...hostileObjects(),
+                {
+                  name: "SharedArrayBuffer(8)",
+                  value: new SharedArrayBuffer(8),
+                },
+                {
+                  name: "proxy of Uint8Array",
+                  value: new Proxy(new Uint8Array(8), {}),
+                },
+              ],
+              (v: unknown) => staging.upload(binding, v as Uint8Array),
+            ],
+            [
+              "GpuStaging.upload(byteOffset)",
+              [...badInts(), { name: "257", value: 257 }].filter((h) =>
+                h.name !== "null"
+              ),
+              (v: unknown) =>
+                staging.upload(binding, new Uint8Array(4), {
+                  byteOffset: v as number,
+                }),
+            ],
+            [
+              "GpuStaging.upload(options)",
+              hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+              (v: unknown) =>
+                staging.upload(binding, new Uint8Array(4), v as object),
+            ],
+            [
+              "GpuStaging.download(options)",
+              hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+              (v: unknown) => staging.download(binding, v as object),
+            ],
+            [
+              "GpuStaging.upload(dst)",
+              hostileObjects(),
+              (v: unknown) =>
+                staging.upload(v as typeof binding, new Uint8Array(4)),
+            ],
+            [
+              "GpuStaging.download(src)",
+              hostileObjects(),
+              (v: unknown) => staging.download(v as typeof binding),
+            ],
+          ] as const
+        ) {
+          for (const hostile of values) {
+            const before = state();
+            let error: unknown;
+            try {
+              await call(hostile.value);
+            } catch (e) {
+              error = e;
+            }
+            assert.ok(
+              error instanceof AllotError ||
+                (error as Error)?.name === "HostileTrapError",
+              `${label} with ${hostile.name}: ${error}`,
+            );
+            assert.equal(state(), before, `${label} with ${hostile.name}`);
+          }
+          tally.add(label, { calls: values.length });
+        }
+      });
+      staging.release();
+      buffer.destroy();
+    },
+  );
+
+  check(
+    "GpuKernels: hostile layouts, offsets, dtypes and options are refused with no dispatch and no GPU error",
+    async () => {
+      const device = await sharedDevice();
+      const kernels = new GpuKernels(device);
+      const buffer = device.createBuffer({
+        size: 1024,
+        usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      });
+      const other = device.createBuffer({
+        size: 1024,
+        usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      });
+      const src = { buffer, offset: 0, size: 512 };
+      const dst = { buffer: other, offset: 0, size: 512 };
+      const layout = { shape: [4, 4], strides: [4, 1], offset: 0 };
+      const state = () => kernels.dispatchCount;
+      await noGpuError(device, () => {
+        refuse(
+          "GpuKernels.contiguous(layout)",
+          [
+            ...hostileObjects(),
+            {
+              name: "shape not array",
+              value: { shape: 4, strides: [1], offset: 0 },
+            },
+            {
+              name: "strides short",
+              value: { shape: [4, 4], strides: [1], offset: 0 },
+            },
+          ],
+          (v) =>
+            kernels.contiguous(src, v as typeof layout, dst, { dtype: "f32" }),
+          { snapshot: state },
+        );
+        for (const key of ["offset"] as const) {
+          refuse(
+            `GpuKernels.contiguous(layout.${key})`,
+            badInts(),
+            (v) =>
+              kernels.contiguous(src, { ...layout, [key]: v as number }, dst, {
+                dtype: "f32",
+              }),
+            { snapshot: state },
+          );
+        }
+        refuse(
+          "GpuKernels.contiguous(layout.shape[i])",
+          badInts(),
+          (v) =>
+            kernels.contiguous(
+              src,
+              { ...layout, shape: [4, v as number] },
+              dst,
+              { dtype: "f32" },
+            ),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.contiguous(layout.strides[i])",
+          badInts().filter((h) => !["-1", "-2^53"].includes(h.name)),
+          (v) =>
+            kernels.contiguous(
+              src,
+              { ...layout, strides: [4, v as number] },
+              dst,
+              { dtype: "f32" },
+            ),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.contiguous(options)",
+          hostileObjects(),
+          (v) => kernels.contiguous(src, layout, dst, v as { dtype: "f32" }),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.contiguous({ dstOffset })",
+          [...badInts(), { name: "120", value: 120 }].filter((h) =>
+            h.name !== "null"
+          ),
+          (v) =>
+            kernels.contiguous(src, layout, dst, {
+              dtype: "f32",
+              dstOffset: v as number,
+            }),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.copyStrided(dtype)",
+          hostileObjects(),
+          (v) => kernels.copyStrided(src, layout, dst, layout, v as "f32"),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.copyStrided(dstLayout)",
+          hostileObjects(),
+          (v) =>
+            kernels.copyStrided(src, layout, dst, v as typeof layout, "f32"),
+          { snapshot: state },
+        );
+        for (const key of ["srcByteOffset", "dstByteOffset", "byteLength"]) {
+          refuse(
+            `GpuKernels.copyBytes({ ${key} })`,
+            [...badInts(), { name: "513", value: 513 }].filter((h) =>
+              h.name !== "null"
+            ),
+            (v) => kernels.copyBytes(src, dst, { [key]: v }),
+            { snapshot: state },
+          );
+        }
+        refuse(
+          "GpuKernels.copyBytes(options)",
+          hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+          (v) => kernels.copyBytes(src, dst, v as object),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.fill(value)",
+          hostileNumbers().filter((h) => typeof h.value !== "number"),
+          (v) => kernels.fill(dst, v as number, { dtype: "f32" }),
+          { snapshot: state },
+        );
+        for (const key of ["offset", "length"]) {
+          refuse(
+            `GpuKernels.fill({ ${key} })`,
+            [...badInts(), { name: "129", value: 129 }].filter((h) =>
+              h.name !== "null"
+            ),
+            (v) => kernels.fill(dst, 1, { dtype: "f32", [key]: v }),
+            { snapshot: state },
+          );
+        }
+        refuse(
+          "GpuKernels.fill(options)",
+          hostileObjects(),
+          (v) => kernels.fill(dst, 1, v as { dtype: "f32" }),
+          { snapshot: state },
+        );
+        refuse(
+          "GpuKernels.copyBytes(src)",
+          hostileObjects(),
+          (v) => kernels.copyBytes(v as typeof src, dst),
+          { snapshot: state },
+        );
+      });
+      await kernels.flush();
+      buffer.destroy();
+      other.destroy();
+    },
+  );
+
+  check("kernelPipeline refuses hostile kernels", async () => {
+    const device = await sharedDevice();
+    refuse(
+      "kernelPipeline(kernel)",
+      hostileObjects(),
+      (v) => kernelPipeline(device, v as Parameters<typeof kernelPipeline>[1]),
+    );
+  });
+
+  check(
+    "GPU allocators refuse hostile sizes and options, and stale handles",
+    async () => {
+      const device = await sharedDevice();
+      const caching = new GpuCachingAllocator(device);
+      const watermark = new GpuWatermarkAllocator(device);
+      const state = () =>
+        JSON.stringify([caching.memoryStats(), watermark.stats()]);
+      refuse(
+        "GpuCachingAllocator.allocate(byteLength)",
+        hostileNumbers(),
+        (v) => caching.allocate(v as number),
+        { snapshot: state },
+      );
+      refuse(
+        "GpuWatermarkAllocator.allocate(byteLength)",
+        hostileNumbers(),
+        (v) => watermark.allocate(v as number),
+        { snapshot: state },
+      );
+      refuse(
+        "new GpuCachingAllocator(options)",
+        hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+        (v) => new GpuCachingAllocator(device, v as object),
+      );
+      refuse(
+        "new GpuWatermarkAllocator(options)",
+        hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+        (v) => new GpuWatermarkAllocator(device, v as object),
+      );
+      const a = caching.allocate(1000);
+      a.release();
+      caching.emptyCache();
+      assert.throws(() => a.binding, AllotError);
+      assert.throws(() => a.release(), AllotError);
+      console.log(
+        `webgpu hostile api: ${tally.entryPoints} entry points, ${tally.calls} hostile calls`,
+      );
+    },
+  );
+});
