@@ -261,6 +261,15 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
         if (error !== null) this.#onOutOfMemory();
       }, () => {});
     }
+    if (buffer.size !== size) {
+      // A device that lies about its buffers: the ranges cut from this one
+      // would reach outside it.
+      buffer.destroy();
+      throw new InvalidArgumentError(
+        `Cannot allocate a segment of ${size} bytes: the device made a buffer of ${buffer.size} bytes`,
+        { name: "size", value: buffer.size, limit: size },
+      );
+    }
     const segment: Segment<GPUBuffer> = Object.freeze({
       memory: buffer,
       byteOffset: 0,

@@ -98,9 +98,9 @@ export interface StagingStats {
   createdCount: number;
   /** Uploads that went through `writeBuffer`. */
   writeBufferUploads: number;
-  /** Uploads that went through mapped staging buffers. */
+  /** Uploads that went through mapped staging buffers (completed ones). */
   stagedUploads: number;
-  /** Downloads so far. */
+  /** Downloads completed so far (a refused or failed one is not counted). */
   downloads: number;
 }
 
@@ -259,6 +259,7 @@ export class GpuStaging {
     if (bytes.byteLength === 0) return;
     const to = dst.offset + byteOffset;
     if (to % 4 !== 0 || bytes.byteLength % 4 !== 0) {
+      _requireStorage(dst.buffer, "upload", "an unaligned range");
       await this.#uploadUnaligned(dst, bytes, byteOffset);
       return;
     }
@@ -271,7 +272,6 @@ export class GpuStaging {
       this.#writeUploads++;
       return;
     }
-    this.#stagedUploads++;
     for (let done = 0; done < bytes.byteLength;) {
       const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
       const staging = await this.#acquire("upload", n);
@@ -293,6 +293,7 @@ export class GpuStaging {
       this.#remap(staging);
       done += n;
     }
+    this.#stagedUploads++;
   }
 
   /**
@@ -327,9 +328,11 @@ export class GpuStaging {
     );
     const out = new Uint8Array(byteLength);
     if (byteLength === 0) return out;
-    this.#downloads++;
     let buffer = src.buffer;
     let from = src.offset + byteOffset;
+    if (from % 4 !== 0) {
+      _requireStorage(buffer, "download", "an unaligned range");
+    }
     let temp: GPUBuffer | undefined;
     if (from % 4 !== 0) {
       // copyBufferToBuffer needs 4-byte offsets: move the bytes first.
@@ -339,11 +342,16 @@ export class GpuStaging {
         usage: _Usage.STORAGE | _Usage.COPY_SRC |
           _Usage.COPY_DST,
       });
-      GpuKernels.of(this.gpuDevice).copyBytes(src, {
-        buffer: temp,
-        offset: 0,
-        size: temp.size,
-      }, { srcByteOffset: byteOffset, byteLength });
+      try {
+        GpuKernels.of(this.gpuDevice).copyBytes(src, {
+          buffer: temp,
+          offset: 0,
+          size: temp.size,
+        }, { srcByteOffset: byteOffset, byteLength });
+      } catch (error) {
+        temp.destroy();
+        throw error;
+      }
       buffer = temp;
       from = 0;
     }
@@ -357,6 +365,7 @@ export class GpuStaging {
     } finally {
       temp?.destroy();
     }
+    this.#downloads++;
     return out;
   }
 
@@ -480,6 +489,14 @@ export class GpuStaging {
             : _Usage.MAP_READ | _Usage.COPY_DST,
           mappedAtCreation: kind === "upload",
         });
+        if (buffer.size !== bucket) {
+          // A device that lies about its buffers would break the figures.
+          buffer.destroy();
+          throw new InvalidArgumentError(
+            `Cannot ${kind}: the device made a staging buffer of ${buffer.size} bytes for a request of ${bucket}`,
+            { name: "size", value: buffer.size, limit: bucket },
+          );
+        }
         this.#created++;
         this.#live.add(buffer);
         this.#reservedBytes += bucket;
@@ -567,5 +584,17 @@ export class GpuStaging {
         waiter.reject(_lostError(this.gpuDevice, state, "stage"));
       }
     }
+  }
+}
+
+/** Refuses `buffer` without STORAGE usage, which an unaligned copy needs. */
+function _requireStorage(buffer: GPUBuffer, what: string, range: string): void {
+  if ((buffer.usage & _Usage.STORAGE) === 0) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} ${range}: buffer ${
+        JSON.stringify(buffer.label)
+      } lacks STORAGE usage (has ${buffer.usage}), which the byte copy kernel needs; align offset and length to 4`,
+      { name: "usage", value: buffer.usage, limit: "STORAGE" },
+    );
   }
 }

@@ -642,3 +642,223 @@ describe("@allot/webgpu hostile public API (device)", { skip }, () => {
     },
   );
 });
+
+/** A buffer filled with a known pattern (byte i = (i * 7 + 3) & 255). */
+function patterned(device: GPUDevice, size: number, usage: number): {
+  buffer: GPUBuffer;
+  bytes: Uint8Array<ArrayBuffer>;
+} {
+  const bytes = new Uint8Array(size).map((_, i) => (i * 7 + 3) & 255);
+  const buffer = device.createBuffer({ size, usage });
+  device.queue.writeBuffer(buffer, 0, bytes);
+  return { buffer, bytes };
+}
+
+/** A binding whose getters answer differently after their first read. */
+function shiftyBinding(
+  buffer: GPUBuffer,
+  first: { offset: number; size: number },
+  later: { offset: number; size: number },
+): { buffer: GPUBuffer; offset: number; size: number } {
+  let offsetReads = 0;
+  let sizeReads = 0;
+  return {
+    buffer,
+    get offset() {
+      return offsetReads++ === 0 ? first.offset : later.offset;
+    },
+    get size() {
+      return sizeReads++ === 0 ? first.size : later.size;
+    },
+  };
+}
+
+describe("@allot/webgpu bytes, stale handles and lying collaborators", {
+  skip,
+}, () => {
+  check(
+    "a binding whose getters change after validation is used as validated: fill, copyBytes, upload touch only the checked range",
+    async () => {
+      const device = await sharedDevice();
+      const kernels = new GpuKernels(device);
+      const staging = new GpuStaging(device);
+      const usage = U.STORAGE | U.COPY_SRC | U.COPY_DST;
+      const a = patterned(device, 1024, usage);
+      const b = patterned(device, 1024, usage);
+      await noGpuError(device, async () => {
+        kernels.fill(
+          shiftyBinding(a.buffer, { offset: 0, size: 64 }, {
+            offset: 1000,
+            size: 1024,
+          }),
+          0x01020304,
+          { dtype: "u32" },
+        );
+        kernels.copyBytes(
+          { buffer: b.buffer, offset: 0, size: 1024 },
+          shiftyBinding(a.buffer, { offset: 256, size: 8 }, {
+            offset: 1016,
+            size: 1024,
+          }),
+        );
+        await staging.upload(
+          shiftyBinding(a.buffer, { offset: 512, size: 4 }, {
+            offset: 1020,
+            size: 1024,
+          }),
+          new Uint8Array([9, 9, 9, 9]),
+        );
+        const got = await staging.download({
+          buffer: a.buffer,
+          offset: 0,
+          size: 1024,
+        });
+        const expected = a.bytes.slice();
+        const word = new Uint8Array(new Uint32Array([0x01020304]).buffer);
+        for (let i = 0; i < 64; i++) expected[i] = word[i % 4];
+        expected.set(b.bytes.subarray(0, 8), 256);
+        expected.set([9, 9, 9, 9], 512);
+        assert.deepEqual(got, expected);
+      });
+      a.buffer.destroy();
+      b.buffer.destroy();
+      staging.release();
+    },
+  );
+
+  check(
+    "upload reads a typed array's real bytes, whatever its own byteLength, byteOffset or BYTES_PER_ELEMENT say",
+    async () => {
+      const device = await sharedDevice();
+      const staging = new GpuStaging(device);
+      const a = patterned(device, 256, U.STORAGE | U.COPY_SRC | U.COPY_DST);
+      class Lying extends Uint16Array {
+        static override readonly BYTES_PER_ELEMENT = 1;
+        override get byteLength(): number {
+          return 200;
+        }
+        override get byteOffset(): number {
+          return 0;
+        }
+      }
+      const backing = new Uint16Array([0x0101, 0x0202, 0x0303, 0x0404]);
+      const data = new Lying(backing.buffer, 2, 2); // bytes 2..6
+      await staging.upload({ buffer: a.buffer, offset: 16, size: 64 }, data);
+      const got = await staging.download({
+        buffer: a.buffer,
+        offset: 0,
+        size: 256,
+      });
+      const expected = a.bytes.slice();
+      expected.set([2, 2, 3, 3], 16);
+      assert.deepEqual(got, expected);
+      a.buffer.destroy();
+      staging.release();
+    },
+  );
+
+  check(
+    "unaligned upload and download on a buffer without STORAGE usage are refused before anything is counted or created",
+    async () => {
+      const device = await sharedDevice();
+      const staging = new GpuStaging(device);
+      const plain = patterned(device, 256, U.COPY_SRC | U.COPY_DST);
+      const binding = { buffer: plain.buffer, offset: 0, size: 256 };
+      const state = () => JSON.stringify(staging.stats());
+      await noGpuError(device, async () => {
+        for (
+          const [label, call] of [
+            [
+              "upload(unaligned, no STORAGE)",
+              () =>
+                staging.upload(binding, new Uint8Array([1, 2, 3]), {
+                  byteOffset: 1,
+                }),
+            ],
+            [
+              "download(unaligned, no STORAGE)",
+              () => staging.download(binding, { byteOffset: 1, byteLength: 3 }),
+            ],
+          ] as const
+        ) {
+          const before = state();
+          await assert.rejects(call, AllotError, label);
+          assert.equal(state(), before, label);
+        }
+        const got = await staging.download(binding);
+        assert.deepEqual(got, plain.bytes);
+      });
+      plain.buffer.destroy();
+      staging.release();
+    },
+  );
+
+  check(
+    "a device whose createBuffer returns a buffer of the wrong size: GpuStaging and GpuSegmentSource refuse it with a typed error and keep their figures",
+    async () => {
+      const device = await sharedDevice();
+      const lying = Object.create(null) as Record<string, unknown>;
+      for (
+        const key of [
+          "limits",
+          "queue",
+          "lost",
+          "features",
+          "adapterInfo",
+          "label",
+        ]
+      ) {
+        lying[key] = (device as unknown as Record<string, unknown>)[key];
+      }
+      for (
+        const key of [
+          "createCommandEncoder",
+          "pushErrorScope",
+          "popErrorScope",
+          "createBindGroup",
+          "createBindGroupLayout",
+          "createPipelineLayout",
+          "createComputePipeline",
+          "createShaderModule",
+          "addEventListener",
+        ]
+      ) {
+        const f = (device as unknown as Record<string, Function>)[key];
+        lying[key] = (...args: unknown[]) => f.apply(device, args);
+      }
+      const made: GPUBuffer[] = [];
+      lying.createBuffer = (d: GPUBufferDescriptor) => {
+        const buffer = device.createBuffer({ ...d, size: d.size + 256 });
+        made.push(buffer);
+        return buffer;
+      };
+      const fake = lying as unknown as GPUDevice;
+      const staging = new GpuStaging(fake, { writeBufferMaxByteLength: 0 });
+      const target = device.createBuffer({
+        size: 4096,
+        usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      });
+      const before = JSON.stringify(staging.stats());
+      await assert.rejects(
+        () =>
+          staging.upload(
+            { buffer: target, offset: 0, size: 4096 },
+            new Uint8Array(2048),
+          ),
+        AllotError,
+      );
+      await assert.rejects(
+        () => staging.download({ buffer: target, offset: 0, size: 64 }),
+        AllotError,
+      );
+      assert.equal(JSON.stringify(staging.stats()), before);
+      const source = new (await import("./gpu_segment_source.ts"))
+        .GpuSegmentSource(fake);
+      assert.throws(() => source.tryAllocateSegment(1024), AllotError);
+      assert.equal(source.reservedBytes, 0);
+      assert.equal(source.liveSegmentCount, 0);
+      for (const buffer of made) buffer.destroy();
+      target.destroy();
+    },
+  );
+});
