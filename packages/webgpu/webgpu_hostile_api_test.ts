@@ -5,6 +5,9 @@
  * never touch bytes outside their ranges, and lying collaborators.
  */
 import { describe, it } from "node:test";
+import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import { DeviceLostError } from "./device_lost_error.ts";
+import { newDevice } from "./_test_device.ts";
 import assert from "node:assert/strict";
 import { AllotError } from "@allot/core";
 import { Buffer } from "@allot/storage";
@@ -823,7 +826,10 @@ describe("@allot/webgpu bytes, stale handles and lying collaborators", {
           "addEventListener",
         ]
       ) {
-        const f = (device as unknown as Record<string, Function>)[key];
+        const f = (device as unknown as Record<
+          string,
+          (...args: unknown[]) => unknown
+        >)[key];
         lying[key] = (...args: unknown[]) => f.apply(device, args);
       }
       const made: GPUBuffer[] = [];
@@ -859,6 +865,128 @@ describe("@allot/webgpu bytes, stale handles and lying collaborators", {
       assert.equal(source.liveSegmentCount, 0);
       for (const buffer of made) buffer.destroy();
       target.destroy();
+    },
+  );
+});
+
+describe("@allot/webgpu stale and foreign handles", { skip }, () => {
+  check(
+    "GpuAllocation handles: released twice, used after release, after emptyCache, from a host Buffer",
+    async () => {
+      const device = await sharedDevice();
+      for (
+        const allocator of [
+          new GpuCachingAllocator(device),
+          new GpuCachingAllocator(device, { reuse: "after-fence" }),
+          new GpuWatermarkAllocator(device),
+        ]
+      ) {
+        const a = allocator.allocate(1000);
+        const b = allocator.allocate(1000);
+        a.release();
+        assert.throws(() => a.binding, UseAfterFreeError);
+        assert.throws(() => a.buffer, UseAfterFreeError);
+        assert.throws(() => a.offset, UseAfterFreeError);
+        assert.throws(() => a.release(), DoubleFreeError);
+        a[Symbol.dispose](); // no-op once released
+        await allocator.synchronize();
+        allocator.emptyCache();
+        assert.throws(() => a.release(), DoubleFreeError);
+        assert.equal(b.size, 1000);
+        b.release();
+        await allocator.synchronize();
+        allocator.emptyCache();
+        assert.equal(allocator.source.reservedBytes, 0);
+      }
+      using host = Buffer.fromData("f32", [1, 2, 3]);
+      assert.throws(() => gpuBufferOf(host), AllotError);
+      assert.throws(() => bindingOf(host), AllotError);
+      const gpu = {
+        allocator: new GpuCachingAllocator(device).asAllocator(),
+        backend: new GpuBufferBackend(device),
+      };
+      const released = Buffer.fromData("f32", [1, 2], gpu);
+      released.release();
+      assert.throws(() => gpuBufferOf(released), UseAfterFreeError);
+      assert.throws(() => bindingOf(released), UseAfterFreeError);
+    },
+  );
+
+  check(
+    "after device.destroy(): handles throw DeviceLostError, release is quiet, kernels, staging and allocators refuse with DeviceLostError",
+    async () => {
+      const device = await newDevice("hostile-lost");
+      const caching = new GpuCachingAllocator(device);
+      const watermark = new GpuWatermarkAllocator(device);
+      const kernels = new GpuKernels(device);
+      const staging = new GpuStaging(device);
+      const a = caching.allocate(1024);
+      const b = watermark.allocate(1024);
+      const binding = a.binding;
+      const fenceBefore = QueueStream.of(device).fence();
+      device.destroy();
+      await device.lost;
+      assert.throws(() => a.binding, DeviceLostError);
+      assert.throws(() => b.buffer, DeviceLostError);
+      a.release();
+      a.release(); // quiet after loss
+      b.release();
+      assert.throws(() => caching.allocate(64), DeviceLostError);
+      assert.throws(() => watermark.allocate(64), DeviceLostError);
+      assert.throws(
+        () => kernels.fill(binding, 1, { dtype: "f32" }),
+        DeviceLostError,
+      );
+      assert.throws(() => kernels.copyBytes(binding, binding), DeviceLostError);
+      await assert.rejects(() => staging.download(binding), DeviceLostError);
+      await assert.rejects(
+        () => staging.upload(binding, new Uint8Array(4)),
+        DeviceLostError,
+      );
+      await fenceBefore.wait().catch(() => {});
+      assert.equal(QueueStream.of(device).fence().completed, true);
+      await caching.synchronize();
+      await watermark.synchronize();
+      caching.emptyCache();
+      watermark.emptyCache();
+    },
+  );
+
+  check(
+    "a staging buffer whose mapAsync rejects: the download rejects, the buffer is dropped, the pool keeps working",
+    async () => {
+      const device = await sharedDevice();
+      const staging = new GpuStaging(device);
+      const source = patterned(
+        device,
+        256,
+        U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      );
+      const binding = { buffer: source.buffer, offset: 0, size: 256 };
+      const original = GPUBuffer.prototype.mapAsync;
+      let failNext = true;
+      GPUBuffer.prototype.mapAsync = function (
+        this: GPUBuffer,
+        ...args: Parameters<GPUBuffer["mapAsync"]>
+      ) {
+        if (failNext) {
+          failNext = false;
+          return Promise.reject(new Error("map refused"));
+        }
+        return original.apply(this, args);
+      };
+      try {
+        await assert.rejects(() => staging.download(binding), /map refused/);
+      } finally {
+        GPUBuffer.prototype.mapAsync = original;
+      }
+      const figures = staging.stats();
+      assert.equal(figures.liveCount, 0);
+      assert.equal(figures.reservedBytes, 0);
+      assert.equal(figures.downloads, 0);
+      assert.deepEqual(await staging.download(binding), source.bytes);
+      staging.release();
+      source.buffer.destroy();
     },
   );
 });
