@@ -990,3 +990,67 @@ describe("@allot/webgpu stale and foreign handles", { skip }, () => {
     },
   );
 });
+
+describe("@allot/webgpu re-entering and silent collaborators", () => {
+  check(
+    "a device whose createBuffer re-enters the allocator: both allocations are sound and distinct, the pool validates",
+    async () => {
+      for (const kind of ["caching", "watermark"] as const) {
+        const gpu = mockGpu();
+        const create = gpu.device.createBuffer.bind(gpu.device);
+        let inner:
+          | { offset: number; buffer: unknown; release(): void }
+          | undefined;
+        let depth = 0;
+        const allocator = kind === "caching"
+          ? new GpuCachingAllocator(gpu.device, { strict: true })
+          : new GpuWatermarkAllocator(gpu.device, { strict: true });
+        (gpu.device as { createBuffer: unknown }).createBuffer = (
+          d: GPUBufferDescriptor,
+        ) => {
+          if (depth++ === 0) inner = allocator.allocate(3000);
+          return create(d);
+        };
+        let outer;
+        try {
+          outer = allocator.allocate(5000);
+        } catch (error) {
+          // refusing the nested call is fine, if typed and clean
+          assert.ok(error instanceof AllotError, `${kind}: ${error}`);
+        }
+        if (outer !== undefined && inner !== undefined) {
+          assert.ok(
+            outer.buffer !== inner.buffer || outer.offset !== inner.offset,
+            `${kind}: the same range handed out twice`,
+          );
+          outer.release();
+        }
+        inner?.release();
+        gpu.complete();
+        await allocator.synchronize();
+        allocator.emptyCache();
+        assert.equal(allocator.source.reservedBytes, 0, kind);
+        assert.equal(gpu.live.size, 0, kind);
+      }
+    },
+  );
+
+  check(
+    "a queue whose onSubmittedWorkDone never settles: after-fence frees wait, allocations go on with new memory, nothing throws",
+    async () => {
+      const gpu = mockGpu();
+      (gpu.device.queue as { onSubmittedWorkDone: unknown })
+        .onSubmittedWorkDone = () => new Promise(() => {});
+      const allocator = new GpuCachingAllocator(gpu.device, {
+        reuse: "after-fence",
+      });
+      for (let i = 0; i < 20; i++) allocator.allocate(4096).release();
+      await new Promise((r) => setTimeout(r, 10));
+      assert.ok(allocator.pendingFreeCount >= 1);
+      const a = allocator.allocate(4096);
+      a.release();
+      allocator.emptyCache();
+      assert.ok(allocator.source.reservedBytes > 0);
+    },
+  );
+});
