@@ -1002,10 +1002,10 @@ function _layoutOf(
   layout: StridedLayout,
   role: string,
 ): StridedLayout {
-  if (
-    typeof layout !== "object" || layout === null ||
-    !Array.isArray(layout.shape) || !Array.isArray(layout.strides)
-  ) {
+  const isObject = typeof layout === "object" && layout !== null;
+  const shape: unknown = isObject ? layout.shape : undefined;
+  const strides: unknown = isObject ? layout.strides : undefined;
+  if (!Array.isArray(shape) || !Array.isArray(strides)) {
     throw new InvalidArgumentError(
       `Cannot ${what}: the ${role}layout must be an object with shape and strides arrays, received ${
         describeValue(layout)
@@ -1014,8 +1014,8 @@ function _layoutOf(
     );
   }
   return {
-    shape: Array.from(layout.shape),
-    strides: Array.from(layout.strides),
+    shape: Array.from(shape),
+    strides: Array.from(strides),
     offset: layout.offset,
   };
 }

@@ -730,6 +730,50 @@ describe("@allot/webgpu bytes, stale handles and lying collaborators", {
   );
 
   check(
+    "a layout whose getters change after validation is copied as validated",
+    async () => {
+      const device = await sharedDevice();
+      const kernels = new GpuKernels(device);
+      const staging = new GpuStaging(device);
+      const usage = U.STORAGE | U.COPY_SRC | U.COPY_DST;
+      const a = patterned(device, 1024, usage);
+      const b = patterned(device, 1024, usage);
+      const reads = { shape: 0, strides: 0, offset: 0 };
+      const layout = {
+        get shape() {
+          return reads.shape++ === 0 ? [2, 2] : [16, 16];
+        },
+        get strides() {
+          return reads.strides++ === 0 ? [2, 1] : [16, 1];
+        },
+        get offset() {
+          return reads.offset++ === 0 ? 1 : 200;
+        },
+      };
+      await noGpuError(device, async () => {
+        kernels.contiguous(
+          { buffer: a.buffer, offset: 0, size: 64 },
+          layout,
+          { buffer: b.buffer, offset: 256, size: 16 },
+          { dtype: "u32" },
+        );
+        const got = await staging.download({
+          buffer: b.buffer,
+          offset: 0,
+          size: 1024,
+        });
+        const expected = b.bytes.slice();
+        // elements 1, 2, 3, 4 of a (u32), row-major
+        expected.set(a.bytes.subarray(4, 20), 256);
+        assert.deepEqual(got, expected);
+      });
+      a.buffer.destroy();
+      b.buffer.destroy();
+      staging.release();
+    },
+  );
+
+  check(
     "upload reads a typed array's real bytes, whatever its own byteLength, byteOffset or BYTES_PER_ELEMENT say",
     async () => {
       const device = await sharedDevice();
