@@ -7,7 +7,7 @@
  * @module
  */
 
-import { _checkDevice, _checkOptions } from "./_validate_gpu.ts";
+import { _bytesOf, _checkDevice, _checkOptions } from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import {
   type AnyTypedArray,
@@ -159,11 +159,21 @@ export class GpuBufferBackend implements BufferBackend {
    * @throws {DeviceLostError} When the device was lost.
    */
   write(dst: StridedBinding, data: AnyTypedArray): void {
-    if (this.#empty(dst, "write") && data.length === 0) return;
-    const d = this.#resolve(dst, "write");
+    const bytes = _bytesOf(data, "Cannot write a GPU buffer");
     const size = dtypeInfo(dst.dtype).bytesPerElement;
-    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    if (bytes.byteLength === 0) return;
+    const want = dst.view.length * size;
+    if (bytes.byteLength !== want || (want > 0 && !dst.view.isContiguous)) {
+      // More bytes than the view would land in the neighbouring ranges of
+      // the same GPUBuffer (other allocations).
+      throw new InvalidArgumentError(
+        `Cannot write ${bytes.byteLength} bytes into a ${
+          dst.view.isContiguous ? "contiguous" : "strided"
+        } view of ${dst.view.length} ${dst.dtype} elements: it takes exactly ${want} bytes, contiguous`,
+        { name: "data", value: bytes.byteLength, limit: want },
+      );
+    }
+    if (this.#empty(dst, "write")) return;
+    const d = this.#resolve(dst, "write");
     const byteOffset = d.layout.offset * size;
     const at = d.binding.offset + byteOffset;
     if (at % 4 === 0 && bytes.byteLength % 4 === 0) {

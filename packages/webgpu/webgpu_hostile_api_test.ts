@@ -1098,3 +1098,46 @@ describe("@allot/webgpu re-entering and silent collaborators", () => {
     },
   );
 });
+
+describe("@allot/webgpu GpuBufferBackend", { skip }, () => {
+  check(
+    "GpuBufferBackend.write refuses data longer, shorter or wider than the view, so neighbouring allocations keep their bytes",
+    async () => {
+      const device = await sharedDevice();
+      const caching = new GpuCachingAllocator(device);
+      const backend = new GpuBufferBackend(device);
+      const gpu = { allocator: caching.asAllocator(), backend };
+      using a = Buffer.fromData("f32", [1, 2, 3, 4], gpu);
+      using b = Buffer.fromData("f32", [5, 6, 7, 8], gpu);
+      assert.equal(gpuBufferOf(a), gpuBufferOf(b)); // one segment
+      using t = Buffer.fromData("f32", [1, 2, 3, 4], { shape: [2, 2], ...gpu });
+      using strided = t.transpose();
+      const state = () => JSON.stringify(caching.memoryStats());
+      refuse(
+        "GpuBufferBackend.write(data)",
+        [
+          ...hostileObjects(),
+          { name: "Float32Array(64)", value: new Float32Array(64) },
+          { name: "Float32Array(3)", value: new Float32Array(3) },
+          { name: "Float64Array(4)", value: new Float64Array(4) },
+          {
+            name: "proxy of Float32Array(4)",
+            value: new Proxy(new Float32Array(4), {}),
+          },
+        ],
+        (v) => backend.write(a.binding(), v as Float32Array),
+        { snapshot: state },
+      );
+      refuse(
+        "GpuBufferBackend.write(strided dst)",
+        [{ name: "Float32Array(4)", value: new Float32Array(4) }],
+        (v) => backend.write(strided.binding(), v as Float32Array),
+      );
+      assert.deepEqual([...await a.read()], [1, 2, 3, 4]);
+      assert.deepEqual([...await b.read()], [5, 6, 7, 8]);
+      backend.write(a.binding(), new Float32Array([9, 9, 9, 9]));
+      assert.deepEqual([...await a.read()], [9, 9, 9, 9]);
+      assert.deepEqual([...await b.read()], [5, 6, 7, 8]);
+    },
+  );
+});
