@@ -9,6 +9,7 @@
 import {
   describeValue,
   InvalidArgumentError,
+  isPowerOfTwo,
   validateObject,
 } from "@allot/core";
 
@@ -32,6 +33,39 @@ export function _checkDevice(device: unknown, what: string): void {
       `${what}: device must be a GPUDevice, received ${describeValue(device)}`,
       { name: "device", value: device, limit: "GPUDevice" },
     );
+  }
+}
+
+/**
+ * Checks that the named limits of `device` are positive safe integers (and
+ * the alignments powers of two): a device whose limits lie would otherwise
+ * size buffers and ranges from `NaN` or fractions.
+ *
+ * @param device A checked device.
+ * @param what The entry point, for the message.
+ * @param names The limits this entry point reads.
+ * @throws {InvalidArgumentError} For a limit that is not.
+ */
+export function _checkLimits(
+  device: GPUDevice,
+  what: string,
+  names: readonly (keyof GPUSupportedLimits)[],
+): void {
+  const limits = device.limits;
+  for (const name of names) {
+    const value = limits[name] as unknown;
+    const alignment = name.endsWith("Alignment");
+    if (
+      !Number.isSafeInteger(value) || (value as number) <= 0 ||
+      (alignment && !isPowerOfTwo(value as number))
+    ) {
+      throw new InvalidArgumentError(
+        `${what}: the device's limit ${name} must be a positive ${
+          alignment ? "power of two" : "safe integer"
+        }, received ${describeValue(value)}`,
+        { name, value, limit: alignment ? "power of two" : "safe integer" },
+      );
+    }
   }
 }
 

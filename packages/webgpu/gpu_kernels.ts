@@ -5,7 +5,12 @@
  * @module
  */
 
-import { _checkDevice, _checkLabel, _checkOptions } from "./_validate_gpu.ts";
+import {
+  _checkDevice,
+  _checkLabel,
+  _checkLimits,
+  _checkOptions,
+} from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import {
   alignUp,
@@ -200,6 +205,10 @@ export class GpuKernels {
    */
   constructor(device: GPUDevice, options?: GpuKernelsOptions) {
     _checkDevice(device, "Cannot make GpuKernels");
+    _checkLimits(device, "Cannot make GpuKernels", [
+      "maxComputeInvocationsPerWorkgroup",
+      "maxComputeWorkgroupSizeX",
+    ]);
     options = _checkOptions(options);
     const label = _checkLabel(options.label, "allot");
     const wanted = validateInteger(

@@ -6,7 +6,12 @@
  * @module
  */
 
-import { _checkDevice, _checkLabel, _checkOptions } from "./_validate_gpu.ts";
+import {
+  _checkDevice,
+  _checkLabel,
+  _checkLimits,
+  _checkOptions,
+} from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import { type DeviceBudget, deviceBudget } from "./device_budget.ts";
 import {
@@ -135,6 +140,11 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    */
   constructor(device: GPUDevice, options?: GpuSegmentSourceOptions) {
     _checkDevice(device, "Cannot make a GpuSegmentSource");
+    _checkLimits(device, "Cannot make a GpuSegmentSource", [
+      "minStorageBufferOffsetAlignment",
+      "maxBufferSize",
+      "maxStorageBufferBindingSize",
+    ]);
     options = _checkOptions(options, "source options");
     const option = options.capacityBytes ?? "device";
     const budget = option === "device" ? deviceBudget(device) : undefined;

@@ -9,6 +9,7 @@ import {
   _bytesOf,
   _checkDevice,
   _checkLabel,
+  _checkLimits,
   _checkOptions,
 } from "./_validate_gpu.ts";
 import { _MapMode, _Usage } from "./_flags.ts";
@@ -175,6 +176,7 @@ export class GpuStaging {
    */
   constructor(device: GPUDevice, options?: GpuStagingOptions) {
     _checkDevice(device, "Cannot make a GpuStaging");
+    _checkLimits(device, "Cannot make a GpuStaging", ["maxBufferSize"]);
     options = _checkOptions(options);
     this.gpuDevice = device;
     this.#label = _checkLabel(options.label, "allot-staging");

@@ -243,6 +243,62 @@ describe("@allot/webgpu hostile public API (pure)", () => {
   );
 
   check(
+    "a device whose limits lie (NaN, 0, negative, fractional, huge, a string, an alignment not a power of two) is refused at construction",
+    () => {
+      const names = [
+        "minStorageBufferOffsetAlignment",
+        "maxBufferSize",
+        "maxStorageBufferBindingSize",
+        "maxComputeInvocationsPerWorkgroup",
+        "maxComputeWorkgroupSizeX",
+      ];
+      const lies: Hostile[] = [
+        ...hostileNumbers().filter((h) =>
+          !["[8]", "new Number(8)", "() => 8"].includes(h.name)
+        ),
+        { name: "0", value: 0 },
+      ];
+      for (const name of names) {
+        const values = name.endsWith("Alignment")
+          ? [...lies, { name: "48", value: 48 }]
+          : lies;
+        const make = (value: unknown) => {
+          const gpu = mockGpu();
+          Object.assign(gpu.device.limits, {
+            maxComputeInvocationsPerWorkgroup: 256,
+            maxComputeWorkgroupSizeX: 256,
+            [name]: value,
+          });
+          return gpu.device;
+        };
+        const reads = name.startsWith("maxCompute")
+          ? [["new GpuKernels", (d: GPUDevice) => new GpuKernels(d)] as const]
+          : [
+            [
+              "new GpuCachingAllocator",
+              (d: GPUDevice) => new GpuCachingAllocator(d),
+            ] as const,
+            [
+              "new GpuWatermarkAllocator",
+              (d: GPUDevice) => new GpuWatermarkAllocator(d),
+            ] as const,
+            ...(name === "maxBufferSize"
+              ? [
+                [
+                  "new GpuStaging",
+                  (d: GPUDevice) => new GpuStaging(d),
+                ] as const,
+              ]
+              : []),
+          ];
+        for (const [label, construct] of reads) {
+          refuse(`${label}(limits.${name})`, values, (v) => construct(make(v)));
+        }
+      }
+    },
+  );
+
+  check(
     "GpuKernels options: hostile workgroupSize and label are refused",
     () => {
       const gpu = mockGpu();
