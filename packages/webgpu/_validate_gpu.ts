@@ -160,3 +160,29 @@ export function _bytesOf(data: unknown, what: string): Uint8Array {
     { name: "data", value: data, limit: "ArrayBuffer | ArrayBufferView" },
   );
 }
+
+/**
+ * Checks a GPU allocator's `reuse` option: `"after-fence"` or
+ * `"queue-order"` (`undefined` or `null`: the default). A misspelt rule must
+ * not silently select the other one.
+ *
+ * @param value The option.
+ * @param fallback The allocator's default.
+ * @returns The rule.
+ * @throws {InvalidArgumentError} For anything else.
+ */
+export function _checkReuse(
+  value: unknown,
+  fallback: "after-fence" | "queue-order",
+): "after-fence" | "queue-order" {
+  if (value === undefined || value === null) return fallback;
+  if (value !== "after-fence" && value !== "queue-order") {
+    throw new InvalidArgumentError(
+      `Invalid reuse: must be "after-fence" or "queue-order", received ${
+        describeValue(value)
+      }`,
+      { name: "reuse", value, limit: ["after-fence", "queue-order"] },
+    );
+  }
+  return value;
+}

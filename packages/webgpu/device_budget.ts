@@ -18,7 +18,11 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
 import { _checkOptions } from "./_validate_gpu.ts";
 
 /** A device budget and where it came from. */
@@ -76,6 +80,7 @@ export function deviceBudget(
   device: GPUDevice,
   options?: DeviceBudgetOptions,
 ): DeviceBudget {
+  validateObject(device, "device");
   options = _checkOptions(options);
   const share = options.hostShare ?? 0.5;
   if (typeof share !== "number" || !(share > 0 && share <= 1)) {

@@ -15,7 +15,7 @@ import {
   dtypeInfo,
   type StridedBinding,
 } from "@allot/storage";
-import { InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import { _assertAlive } from "./_device_state.ts";
 import { encodeElement, type GpuDtype } from "./dtype.ts";
 import type { GpuBinding } from "./gpu_binding.ts";
@@ -86,6 +86,23 @@ export class GpuBufferBackend implements BufferBackend {
   constructor(device: GPUDevice, options?: GpuBufferBackendOptions) {
     _checkDevice(device, "Cannot make a GpuBufferBackend");
     options = _checkOptions(options);
+    const { kernels, staging } = options;
+    if (kernels != null && !(kernels instanceof GpuKernels)) {
+      throw new InvalidArgumentError(
+        `Invalid kernels: must be GpuKernels, received ${
+          describeValue(kernels)
+        }`,
+        { name: "kernels", value: kernels, limit: "GpuKernels" },
+      );
+    }
+    if (staging != null && !(staging instanceof GpuStaging)) {
+      throw new InvalidArgumentError(
+        `Invalid staging: must be a GpuStaging, received ${
+          describeValue(staging)
+        }`,
+        { name: "staging", value: staging, limit: "GpuStaging" },
+      );
+    }
     this.gpuDevice = device;
     this.kernels = options.kernels ?? GpuKernels.of(device);
     this.staging = options.staging ?? new GpuStaging(device);

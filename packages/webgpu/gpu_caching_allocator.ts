@@ -5,7 +5,7 @@
  * @module
  */
 
-import { _checkDevice, _checkOptions } from "./_validate_gpu.ts";
+import { _checkDevice, _checkOptions, _checkReuse } from "./_validate_gpu.ts";
 import {
   type CachedBlock,
   CachingAllocator,
@@ -127,7 +127,7 @@ export class GpuCachingAllocator {
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
-    this.reuse = options.reuse ?? "queue-order";
+    this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
     const large = options.largeSegmentByteLength ?? 20 * 2 ** 20;
     const caching: CachingAllocatorOptions = { label: "webgpu", ...options };

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { _checkDevice, _checkOptions } from "./_validate_gpu.ts";
+import { _checkDevice, _checkOptions, _checkReuse } from "./_validate_gpu.ts";
 import { type Device, validateByteLength } from "@allot/core";
 import {
   WatermarkAllocator,
@@ -112,7 +112,7 @@ export class GpuWatermarkAllocator {
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
-    this.reuse = options.reuse ?? "after-fence";
+    this.reuse = _checkReuse(options.reuse, "after-fence");
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to

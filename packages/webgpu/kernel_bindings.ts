@@ -16,7 +16,12 @@
  */
 
 import { _checkOptions } from "./_validate_gpu.ts";
-import { AllotError, describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  AllotError,
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
 import type { Buffer } from "@allot/storage";
 import { dtypeInfo } from "@allot/storage";
 import type { GpuBinding } from "./gpu_binding.ts";
@@ -284,7 +289,8 @@ export function bindBuffers(
   }
   const names = new Set<string>();
   const resolved = inputs.map((input, i) => {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(String(input?.name))) {
+    validateObject(input, `inputs[${i}]`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(String(input.name))) {
       throw new InvalidArgumentError(
         `Cannot bind input ${i}: name must be a WGSL identifier, received ${
           describeValue(input?.name)

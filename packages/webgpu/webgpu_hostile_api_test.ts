@@ -1197,3 +1197,66 @@ describe("@allot/webgpu GpuBufferBackend", { skip }, () => {
     },
   );
 });
+
+describe(
+  "@allot/webgpu options of the allocators and the backend",
+  { skip },
+  () => {
+    check(
+      "reuse, kernels, staging, bindBuffers inputs, copyData handles and deviceBudget's device are checked",
+      async () => {
+        const device = await sharedDevice();
+        const notRules = [
+          ...hostileNumbers().filter((h) =>
+            !["undefined", "null"].includes(h.name)
+          ),
+          { name: '"after_fence"', value: "after_fence" },
+          { name: '"AFTER-FENCE"', value: "AFTER-FENCE" },
+        ];
+        refuse(
+          "new GpuCachingAllocator({ reuse })",
+          notRules,
+          (v) => new GpuCachingAllocator(device, { reuse: v as "queue-order" }),
+        );
+        refuse(
+          "new GpuWatermarkAllocator({ reuse })",
+          notRules,
+          (v) =>
+            new GpuWatermarkAllocator(device, { reuse: v as "queue-order" }),
+        );
+        assert.equal(new GpuWatermarkAllocator(device).reuse, "after-fence");
+        assert.equal(new GpuCachingAllocator(device).reuse, "queue-order");
+        for (const key of ["kernels", "staging"]) {
+          refuse(
+            `new GpuBufferBackend({ ${key} })`,
+            hostileObjectsBut("undefined", "null"),
+            (v) => new GpuBufferBackend(device, { [key]: v }),
+          );
+        }
+        refuse(
+          "bindBuffers([input])",
+          hostileObjects(),
+          (v) => bindBuffers(device, [v as never]),
+        );
+        const adapter = new GpuCachingAllocator(device).asAllocator();
+        const real = adapter.allocate(64);
+        refuse(
+          "GpuAllocatorAdapter.copyData(dest)",
+          hostileObjects(),
+          (v) => adapter.copyData(v as typeof real, real, 8),
+        );
+        refuse(
+          "GpuAllocatorAdapter.copyData(src)",
+          hostileObjects(),
+          (v) => adapter.copyData(real, v as typeof real, 8),
+        );
+        real.clear();
+        refuse(
+          "deviceBudget(device)",
+          hostileObjectsBut("{}", "[]"),
+          (v) => deviceBudget(v as GPUDevice),
+        );
+      },
+    );
+  },
+);
