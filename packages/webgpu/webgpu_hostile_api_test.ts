@@ -1253,7 +1253,8 @@ describe(
         real.clear();
         refuse(
           "deviceBudget(device)",
-          hostileObjectsBut("{}", "[]"),
+          // an object whose adapterInfo throws says nothing: "unknown" budget
+          hostileObjectsBut("{}", "[]", "trap proxy"),
           (v) => deviceBudget(v as GPUDevice),
         );
       },
