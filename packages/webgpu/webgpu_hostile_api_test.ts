@@ -1261,3 +1261,97 @@ describe(
     );
   },
 );
+
+describe("@allot/webgpu range edges", { skip }, () => {
+  check(
+    "overlapping source and destination in one buffer are refused, leaving the bytes; zero-length and one-past-the-end ranges do nothing",
+    async () => {
+      const device = await sharedDevice();
+      const kernels = new GpuKernels(device);
+      const staging = new GpuStaging(device);
+      const a = patterned(device, 2048, U.STORAGE | U.COPY_SRC | U.COPY_DST);
+      const whole = { buffer: a.buffer, offset: 0, size: 2048 };
+      const state = () => kernels.dispatchCount;
+      await noGpuError(device, async () => {
+        refuse(
+          "overlapping copies in one buffer",
+          [
+            {
+              name: "contiguous, dst inside the view",
+              value: () =>
+                kernels.contiguous(
+                  { buffer: a.buffer, offset: 0, size: 1024 },
+                  { shape: [8, 8], strides: [1, 8], offset: 0 },
+                  { buffer: a.buffer, offset: 128, size: 256 },
+                  { dtype: "f32" },
+                ),
+            },
+            {
+              name: "copyStrided, flipped onto itself",
+              value: () =>
+                kernels.copyStrided(
+                  { buffer: a.buffer, offset: 0, size: 64 },
+                  { shape: [16], strides: [-1], offset: 15 },
+                  { buffer: a.buffer, offset: 0, size: 64 },
+                  { shape: [16], strides: [1], offset: 0 },
+                  "u32",
+                ),
+            },
+            {
+              name: "copyBytes, shifted by one byte",
+              value: () =>
+                kernels.copyBytes(whole, whole, {
+                  srcByteOffset: 0,
+                  dstByteOffset: 1,
+                  byteLength: 100,
+                }),
+            },
+            {
+              name: "copyBytes, the same range",
+              value: () => kernels.copyBytes(whole, whole, { byteLength: 4 }),
+            },
+          ],
+          (v) => (v as () => void)(),
+          { snapshot: state },
+        );
+        // zero-length and one-past-the-end: accepted, nothing dispatched
+        const before = kernels.dispatchCount;
+        kernels.copyBytes(whole, whole, {
+          srcByteOffset: 2048,
+          dstByteOffset: 0,
+          byteLength: 0,
+        });
+        kernels.fill(whole, 7, { dtype: "u8", offset: 2048, length: 0 });
+        kernels.fill(whole, 7, { dtype: "f32", offset: 512 });
+        kernels.contiguous(
+          whole,
+          { shape: [0, 4], strides: [4, 1], offset: 0 },
+          { buffer: a.buffer, offset: 0, size: 0 },
+          { dtype: "f32" },
+        );
+        assert.equal(kernels.dispatchCount, before);
+        assert.equal(
+          (await staging.download(whole, { byteOffset: 2048 })).length,
+          0,
+        );
+        assert.equal(
+          (await staging.download(whole, { byteOffset: 0, byteLength: 0 }))
+            .length,
+          0,
+        );
+        await staging.upload(whole, new Uint8Array(0), { byteOffset: 2048 });
+        await assert.rejects(
+          () => staging.download(whole, { byteOffset: 2047, byteLength: 2 }),
+          AllotError,
+        );
+        await assert.rejects(
+          () => staging.upload(whole, new Uint8Array(2), { byteOffset: 2047 }),
+          AllotError,
+        );
+        assert.deepEqual(await staging.download(whole), a.bytes);
+      });
+      a.buffer.destroy();
+      staging.release();
+    },
+  );
+});
