@@ -9,8 +9,10 @@
 import {
   type Allocator,
   AllocatorBase,
+  ContractViolationError,
   DataPtr,
   type Deleter,
+  describeValue,
   Device,
   DoubleFreeError,
   hostBuffer,
@@ -167,6 +169,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #free = new Int32Array(MAX_ORDER + 1);
   #bits = 0;
   #large = new Map<number, DataPtr<M>>();
+  // Every pointer held from the backing allocator (pools and large blocks).
+  #held = new Set<DataPtr<M>>();
   #largeReq = new Map<number, number>();
   #nextLarge = -1;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
@@ -185,13 +189,17 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * Creates a buddy allocator. No pool is taken until the first request.
    *
    * @param options Pool sizes, minimum block and backing allocator.
-   * @throws {InvalidArgumentError} For bad sizes.
+   * @throws {InvalidArgumentError} For bad sizes, a backing that is neither
+   * an `Allocator` nor a `SegmentSource`, or a `strict` that is not a
+   * boolean.
    */
   constructor(options: BuddyAllocatorOptions = {}) {
     super();
     if (typeof options !== "object" || options === null) {
       throw new InvalidArgumentError(
-        `Invalid options: must be an object, received ${String(options)}`,
+        `Invalid options: must be an object, received ${
+          describeValue(options)
+        }`,
         { name: "options", value: options },
       );
     }
@@ -248,7 +256,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if (!(backing.device instanceof Device)) {
       throw new InvalidArgumentError(
         `Invalid backing: its device must be a Device, received ${
-          String(backing.device)
+          describeValue(backing.device)
         }`,
         { name: "backing", value: backing },
       );
@@ -266,21 +274,52 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
             { requestedBytes: byteLength },
           );
         }
-        return new DataPtr(
-          segment.memory,
-          segment.byteOffset,
-          segment.byteLength,
-          source.device,
-          { context: segment, deleter: release },
-        );
+        if (typeof segment !== "object" || segment === null) {
+          throw new ContractViolationError(
+            `Cannot use a segment of ${byteLength} bytes: the segment source returned ${
+              describeValue(segment)
+            }`,
+          );
+        }
+        try {
+          return new DataPtr(
+            segment.memory,
+            segment.byteOffset,
+            segment.byteLength,
+            source.device,
+            { context: segment, deleter: release },
+          );
+        } catch (error) {
+          // A segment that does not fit its memory: give it back (if the
+          // source refuses even that, the contract violation is still the
+          // error to report).
+          try {
+            source.freeSegment(segment);
+          } catch {
+            // Reported below, as the cause's sibling: nothing more to do.
+          }
+          throw new ContractViolationError(
+            `Cannot use a segment of ${byteLength} bytes: the segment source returned one outside its memory (${
+              error instanceof Error ? error.message : String(error)
+            })`,
+            { cause: error },
+          );
+        }
       };
     } else {
       const allocator = backing as Allocator<M>;
       this.#obtain = (byteLength) =>
         allocator.allocate(byteLength) as DataPtr<M>;
     }
+    const strict = options.strict;
+    if (strict !== undefined && typeof strict !== "boolean") {
+      throw new InvalidArgumentError(
+        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
+        { name: "strict", value: strict, limit: "boolean" },
+      );
+    }
     this.#deleter = (address) => this.free(address);
-    if (options.strict === true) _makeStrict(this);
+    if (strict === true) _makeStrict(this);
   }
 
   /** Number of pools held. */
@@ -399,6 +438,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if (live + this.#large.size !== this.#liveCount) {
       fail("live count is wrong");
     }
+    if (this.#held.size !== this.#poolCount + this.#large.size) {
+      fail("pointers held from the backing allocator are miscounted");
+    }
   }
 
   /**
@@ -411,6 +453,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * maximum, or the backing allocator refuses.
    * @throws {UnsupportedOperationError} When the backing allocator hands out
    * a pool not aligned to `minBlockByteLength` (the pool is given back).
+   * @throws {ContractViolationError} When the backing allocator hands out
+   * something that is not a live `DataPtr` of the length asked for, or one
+   * this allocator holds already.
    */
   alloc(byteLength: number): number {
     if (
@@ -529,7 +574,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @throws {DoubleFreeError} When no live block has that address.
    */
   memoryOf(address: number): M {
-    if (address < 0) return this.#largePtr(address, "read").memory;
+    if (typeof address === "number" && address < 0) {
+      return this.#largePtr(address, "read").memory;
+    }
     const g = this.#unit(address, "read");
     return this.#poolPtrs[g >>> this.#poolShift]!.memory;
   }
@@ -542,7 +589,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @throws {DoubleFreeError} When no live block has that address.
    */
   byteOffsetOf(address: number): number {
-    if (address < 0) return this.#largePtr(address, "read").byteOffset;
+    if (typeof address === "number" && address < 0) {
+      return this.#largePtr(address, "read").byteOffset;
+    }
     const g = this.#unit(address, "read");
     const mask = (1 << this.#poolShift) - 1;
     return this.#poolPtrs[g >>> this.#poolShift]!.byteOffset +
@@ -557,7 +606,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @throws {DoubleFreeError} When no live block has that address.
    */
   byteLengthOf(address: number): number {
-    if (address < 0) return this.#largePtr(address, "read").byteLength;
+    if (typeof address === "number" && address < 0) {
+      return this.#largePtr(address, "read").byteLength;
+    }
     const g = this.#unit(address, "read");
     return this.minBlockByteLength * 2 ** (-this.#order[g] - 1);
   }
@@ -570,6 +621,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @param address A live block's address.
    * @param type The typed-array constructor.
    * @returns The view.
+   * @throws {InvalidArgumentError} When `type` is not a constructor whose
+   * `BYTES_PER_ELEMENT` is 1, 2, 4 or 8 (or absent), or does not make a view
+   * of the block.
    * @throws {DoubleFreeError} When no live block has that address.
    * @throws {UnsupportedOperationError} When the pools are not host memory.
    */
@@ -584,21 +638,46 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       readonly BYTES_PER_ELEMENT?: number;
     },
   ): T {
-    if (typeof type !== "function") {
+    if (!_isConstructor(type)) {
       throw new InvalidArgumentError(
         `Invalid view type: must be a typed-array constructor or DataView, received ${
-          String(type)
+          describeValue(type)
         }`,
-        { name: "type", value: type },
+        { name: "type", value: type, limit: "a typed-array constructor" },
       );
     }
+    const buffer = this.#hostBuffer(address);
+    const byteOffset = this.byteOffsetOf(address);
+    const limit = this.byteLengthOf(address);
     // DataView (no BYTES_PER_ELEMENT) counts bytes.
     const size = type.BYTES_PER_ELEMENT ?? 1;
-    return new type(
-      this.#hostBuffer(address),
-      this.byteOffsetOf(address),
-      Math.floor(this.byteLengthOf(address) / size),
-    );
+    if (size !== 1 && size !== 2 && size !== 4 && size !== 8) {
+      throw new InvalidArgumentError(
+        `Invalid view type: its BYTES_PER_ELEMENT must be 1, 2, 4 or 8, received ${
+          describeValue(size)
+        }`,
+        { name: "type", value: type, limit: [1, 2, 4, 8] },
+      );
+    }
+    const view = new type(buffer, byteOffset, Math.floor(limit / size));
+    // The type is the caller's: a constructor that ignores its arguments or
+    // a subclass that lies about its element size must not hand out a view
+    // past the block.
+    const span = _viewSpan(view);
+    if (
+      span === undefined || span.buffer !== buffer ||
+      span.byteOffset !== byteOffset || span.byteLength > limit
+    ) {
+      throw new InvalidArgumentError(
+        `Invalid view type: it must make a view of the ${limit}-byte block at byte offset ${byteOffset}, made ${
+          span === undefined
+            ? describeValue(view)
+            : `one of ${span.byteLength} bytes at byte offset ${span.byteOffset}`
+        }`,
+        { name: "type", value: type, limit },
+      );
+    }
+    return view;
   }
 
   #hostBuffer(address: number): ArrayBuffer | SharedArrayBuffer {
@@ -703,6 +782,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#poolPtrs[i] = undefined;
       this.#poolBuffers[i] = undefined;
       this.#poolCount--;
+      this.#held.delete(ptr);
       ptr.release();
       freed += this.poolByteLength;
     }
@@ -724,45 +804,69 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const min = this.minBlockByteLength;
     if (!Number.isSafeInteger(address)) {
       throw new InvalidArgumentError(
-        `Cannot ${what} address ${String(address)}: must be an integer`,
-        { name: "address", value: address },
+        `Cannot ${what} address ${
+          describeValue(address)
+        }: must be an integer (an address from alloc())`,
+        { name: "address", value: address, limit: "a safe integer" },
       );
     }
     const g = address / min;
     if (address % min !== 0 || g >= this.#order.length || this.#order[g] >= 0) {
       throw new DoubleFreeError(
-        `Cannot ${what} address ${
-          String(address)
-        }: no live block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+        `Cannot ${what} address ${address}: no live block of this buddy allocator has it (freed already, or allocated elsewhere; live blocks start at multiples of ${min} below ${
+          this.#order.length * min
+        })`,
       );
     }
     return g;
   }
 
+  #freeSlot(): number {
+    const slot = this.#poolPtrs.indexOf(undefined);
+    return slot >= 0 ? slot : this.#poolPtrs.length;
+  }
+
   #addPool(byteLength: number): void {
     const pool = this.poolByteLength;
-    const slot = this.#poolPtrs.indexOf(undefined);
-    const index = slot >= 0 ? slot : this.#poolPtrs.length;
     if ((this.#poolCount + 1) * pool > this.maxPoolByteLength) {
       throw this.#outOfMemory(byteLength);
     }
     // Metadata first: if the engine refuses it, no pool is taken (a larger
     // metadata array alone changes nothing).
-    const units = (index + 1) << this.#poolShift;
     let ptr: DataPtr<M>;
     try {
+      const units = (this.#freeSlot() + 1) << this.#poolShift;
       if (units > this.#order.length) this.#grow(units);
       ptr = this.#obtain(pool);
     } catch (error) {
+      if (error instanceof ContractViolationError) throw error;
       throw this.#outOfMemory(byteLength, error);
     }
+    this.#checkObtained(ptr, pool, "pool");
     const poolOffset = ptr.byteOffset;
     if (poolOffset % this.minBlockByteLength !== 0) {
-      ptr.release();
+      _giveBack(ptr);
       throw new UnsupportedOperationError(
         `Cannot use a pool at byte offset ${poolOffset}: the backing allocator must align pools to ${this.minBlockByteLength} bytes`,
       );
     }
+    // The backing allocator may have re-entered this allocator (taking
+    // pools, or the slot picked above): pick the slot, and check the
+    // maximum, again.
+    const index = this.#freeSlot();
+    const units = (index + 1) << this.#poolShift;
+    try {
+      if ((this.#poolCount + 1) * pool > this.maxPoolByteLength) {
+        throw this.#outOfMemory(byteLength);
+      }
+      if (units > this.#order.length) this.#grow(units);
+    } catch (error) {
+      _giveBack(ptr);
+      throw error instanceof OutOfMemoryError
+        ? error
+        : this.#outOfMemory(byteLength, error);
+    }
+    this.#held.add(ptr);
     this.#poolPtrs[index] = ptr;
     const memory = ptr.memory as unknown;
     this.#poolBuffers[index] = memory instanceof ArrayBuffer ||
@@ -801,6 +905,29 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#cap2 = cap2;
   }
 
+  // Refuses what a lying backing allocator handed out: not a pointer, a
+  // released one, one shorter than asked for, or one this allocator holds
+  // already (it would overlap a live pool or block). Gives it back where
+  // that is safe.
+  #checkObtained(ptr: DataPtr<M>, byteLength: number, what: string): void {
+    let why: string | undefined;
+    if (!(ptr instanceof DataPtr)) {
+      why = `returned ${describeValue(ptr)}, not a DataPtr`;
+    } else if (ptr.released) {
+      why = `returned a released pointer`;
+    } else if (this.#held.has(ptr)) {
+      why = `returned a pointer it handed out before, still held`;
+    } else if (ptr.byteLength < byteLength) {
+      why = `returned ${ptr.byteLength} bytes`;
+      _giveBack(ptr);
+    }
+    if (why !== undefined) {
+      throw new ContractViolationError(
+        `Cannot use a ${what} of ${byteLength} bytes: the backing allocator ${why}`,
+      );
+    }
+  }
+
   #outOfMemory(byteLength: number, cause?: unknown): OutOfMemoryError {
     const largest = this.largestFreeBytes;
     const reserved = this.reservedBytes;
@@ -825,8 +952,11 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     try {
       ptr = this.#obtain(byteLength);
     } catch (error) {
+      if (error instanceof ContractViolationError) throw error;
       throw this.#outOfMemory(byteLength, error);
     }
+    this.#checkObtained(ptr, byteLength, "block");
+    this.#held.add(ptr);
     const address = this.#nextLarge * this.minBlockByteLength;
     this.#nextLarge--;
     this.#large.set(address, ptr);
@@ -847,9 +977,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const ptr = this.#large.get(address);
     if (ptr === undefined) {
       throw new DoubleFreeError(
-        `Cannot ${what} address ${
-          String(address)
-        }: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
+        `Cannot ${what} address ${address}: no live large block of this buddy allocator has it (freed already, or allocated elsewhere)`,
       );
     }
     return ptr;
@@ -860,6 +988,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const byteLength = this.#largeReq.get(address)!;
     this.#large.delete(address);
     this.#largeReq.delete(address);
+    this.#held.delete(ptr);
     this.#largeBytes -= byteLength;
     this.#allocatedBytes -= byteLength;
     this.#bytesFreed += byteLength;
@@ -890,8 +1019,10 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
         } catch {
           // Not a live host block: free() says why, or there is no view.
         }
-        free.call(buddy, address);
+        // Filled while still ours: a large block goes back to the backing
+        // allocator, which may hand its bytes out again at once.
         if (junk !== undefined) junkFill(junk);
+        free.call(buddy, address);
         buddy.checkIntegrity();
       },
     },
@@ -903,6 +1034,59 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
       },
     },
   });
+}
+
+// The real buffer, offset and length of a typed array or DataView (read with
+// the built-in getters, which a subclass cannot override), or undefined.
+const _typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
+const _getter = (proto: object, key: string) =>
+  Object.getOwnPropertyDescriptor(proto, key)!.get!;
+const TA_BUFFER = _getter(_typedArrayProto, "buffer");
+const TA_OFFSET = _getter(_typedArrayProto, "byteOffset");
+const TA_LENGTH = _getter(_typedArrayProto, "byteLength");
+const DV_BUFFER = _getter(DataView.prototype, "buffer");
+const DV_OFFSET = _getter(DataView.prototype, "byteOffset");
+const DV_LENGTH = _getter(DataView.prototype, "byteLength");
+
+// Gives back a pointer the allocator refuses; a deleter that throws does not
+// hide the refusal, which is the error the caller gets.
+function _giveBack(ptr: DataPtr<unknown>): void {
+  try {
+    ptr.release();
+  } catch {
+    // The backing allocator's own failure, on memory we never used.
+  }
+}
+
+// Whether `value` can be called with `new` (without calling it).
+function _isConstructor(value: unknown): boolean {
+  if (typeof value !== "function") return false;
+  try {
+    Reflect.construct(String, [], value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function _viewSpan(view: unknown): {
+  buffer: ArrayBufferLike;
+  byteOffset: number;
+  byteLength: number;
+} | undefined {
+  if (!ArrayBuffer.isView(view)) return undefined;
+  const [buffer, offset, length] = view instanceof DataView
+    ? [DV_BUFFER, DV_OFFSET, DV_LENGTH]
+    : [TA_BUFFER, TA_OFFSET, TA_LENGTH];
+  try {
+    return {
+      buffer: buffer.call(view),
+      byteOffset: offset.call(view),
+      byteLength: length.call(view),
+    };
+  } catch {
+    return undefined; // a DataView-like typed array, or a proxy
+  }
 }
 
 // PyTorch's junk pattern: 0x7fedbeef (little-endian bytes), a NaN as f32.

@@ -7,6 +7,7 @@
 
 import {
   type Allocator,
+  ContractViolationError,
   DataPtr,
   Device,
   DoubleFreeError,
@@ -60,12 +61,16 @@ export class PlaceAllocator {
   #options: Omit<BuddyAllocatorOptions, "backing">;
   #backing: (device: Device) => Allocator | SegmentSource | undefined;
   #allocators = new Map<string, BuddyAllocator>();
+  // Places whose backing factory is running (to refuse re-entry).
+  #making = new Set<string>();
 
   /**
    * Creates a place allocator; no buddy allocator exists until a place is
    * used.
    *
    * @param options Buddy options for every place and the backing factory.
+   * @throws {InvalidArgumentError} For bad buddy options, or a `backing`
+   * that is not a function.
    */
   constructor(options: PlaceAllocatorOptions = {}) {
     if (typeof options !== "object" || options === null) {
@@ -75,6 +80,14 @@ export class PlaceAllocator {
       );
     }
     const { backing, ...rest } = options;
+    if (backing !== undefined && typeof backing !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid backing: must be a function from a Device to an Allocator or SegmentSource, received ${
+          describe(backing)
+        }`,
+        { name: "backing", value: backing, limit: "function" },
+      );
+    }
     this.#options = rest;
     this.#backing = backing ??
       ((device) =>
@@ -90,20 +103,41 @@ export class PlaceAllocator {
    * @returns The place's buddy allocator.
    * @throws {InvalidArgumentError} For a malformed place.
    * @throws {UnsupportedOperationError} When no backing allocator exists for
-   * the place.
+   * the place, or the backing factory re-enters this method for the place it
+   * is making.
+   * @throws {ContractViolationError} When the backing factory returns a
+   * backing for another device.
    */
   allocatorFor(place: Place): BuddyAllocator {
     const key = this.#key(place);
     let allocator = this.#allocators.get(key);
     if (allocator === undefined) {
+      if (this.#making.has(key)) {
+        throw new UnsupportedOperationError(
+          `Cannot allocate on ${key}: its backing factory is making its allocator (the factory re-entered the PlaceAllocator for the same place)`,
+        );
+      }
       const device = Device.parse(key);
-      const backing = this.#backing(device);
+      let backing: Allocator | SegmentSource | undefined;
+      this.#making.add(key);
+      try {
+        backing = this.#backing(device);
+      } finally {
+        this.#making.delete(key);
+      }
       if (backing === undefined) {
         throw new UnsupportedOperationError(
           `Cannot allocate on ${key}: no backing allocator for this place`,
         );
       }
       allocator = new BuddyAllocator({ ...this.#options, backing });
+      // Pointers name their device: one from another device's backing
+      // would be on the wrong place.
+      if (!allocator.device.equals(device)) {
+        throw new ContractViolationError(
+          `Cannot allocate on ${key}: the backing factory returned a backing for ${allocator.device}`,
+        );
+      }
       this.#allocators.set(key, allocator);
     }
     return allocator;

@@ -7,6 +7,9 @@
  * its planned offset when that range is free, so a repeating step runs at
  * its lower bound with no segment made. Anything else (a new shape, a step
  * that differs) falls back to best fit, and the next boundary plans again.
+ * Requests of at most 512 bytes that the plan does not place share small
+ * segments of their own, so a small block that outlives its step does not
+ * pin a large free range (a KV cache grown each step needs it).
  *
  * @module
  */
@@ -77,6 +80,7 @@ class _Seg<M> {
     readonly size: number,
     public arena: boolean,
     public lastUsed: number,
+    readonly small = false,
   ) {
     this.pool = pool;
   }
@@ -161,6 +165,19 @@ const _IDLE_STEPS = _WINDOW;
 const _TRIM_BAND = 0.05;
 
 /**
+ * Requests of at most this many bytes (a scalar, a shape, a uniform) that
+ * the plan leaves out of the arena share segments of `_SMALL_SEGMENT`
+ * bytes, apart from larger blocks: best fit would put them in the
+ * remainders of large free segments, and one that outlives its step then
+ * pins a segment a growing block needed (a KV cache grown each step).
+ */
+const _SMALL = 512;
+/** Sizes `#grew` keeps at most (it starts over past them). */
+const _GREW = 1024;
+/** See `_SMALL`. */
+const _SMALL_SEGMENT = 2048;
+
+/**
  * Before the first plan, the free bytes (per byte asked) a best fit may
  * leave in the block it splits: more and the request gets its own segment.
  */
@@ -202,6 +219,8 @@ export class StepPlannedPool<M = unknown> {
   #segs = new Set<_Seg<M>>();
   /** free blocks by size, ascending */
   #free: PlannedBlock<M>[] = [];
+  /** free blocks of the segments for small requests, by size */
+  #freeSmall: PlannedBlock<M>[] = [];
   #arena: _Seg<M> | undefined;
   /** free blocks of the arena by offset, ascending */
   #arenaFree: PlannedBlock<M>[] = [];
@@ -224,8 +243,17 @@ export class StepPlannedPool<M = unknown> {
   #step = 0;
   #live = 0;
   #held = 0;
+  /**
+   * Bytes of the live blocks (their sizes, aligned): what the pool's own
+   * bound is taken from (a pool of 4-byte requests in 256-byte blocks
+   * cannot hold within a ratio of the bytes asked for)
+   */
+  #blockBytes = 0;
   /** peak live bytes of the current step and of the last steps */
   #stepPeak = 0;
+  /** peak block bytes of the current step and of the last steps */
+  #stepPeakBlocks = 0;
+  /** the bound (`#bound`) of each of the last steps' peaks */
   #window = new _PeakWindow(_WINDOW);
   #peakLive = 0;
   #peakHeld = 0;
@@ -255,6 +283,13 @@ export class StepPlannedPool<M = unknown> {
   #arenaSince = 0;
   #followedBits = 0;
   #disposed = false;
+  /** the largest outgrown segment `#dropOutgrown` gave back, and when */
+  #outgrown = 0;
+  #outgrownStep = -1;
+  /** the arena bytes the last step took (see `_giveBack`) */
+  #lastNeed = 0;
+  /** sizes asked for, and segments made, where a request crept up */
+  #grew = new Set<number>();
 
   /**
    * Creates an empty pool.
@@ -468,8 +503,44 @@ export class StepPlannedPool<M = unknown> {
         this.#fastLive[item] = block;
       } else this.#settle();
     }
+    if (block === undefined) {
+      block = this.#place(item, size, arenaOk);
+      if (block === undefined) return undefined;
+    }
+    block._free = false;
+    block.requestedByteLength = byteLength;
+    block._step = this.#step;
+    block._item = item;
+    this.#recSize.push(size);
+    this.#recStart.push(this.#op++);
+    this.#recEnd.push(Infinity);
+    const seg = block._seg;
+    seg.liveBlocks++;
+    seg.lastUsed = this.#step;
+    const live = this.#live += byteLength;
+    const blocks = this.#blockBytes += size;
+    if (this.#group !== undefined) this.#group._live(byteLength);
+    if (live > this.#stepPeak) {
+      this.#stepPeak = live;
+      if (live > this.#peakLive) this.#peakLive = live;
+    }
+    if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
+    return block;
+  }
+
+  /**
+   * A request off the fast path: its planned range when the step follows
+   * the plan, else best fit (a small request in the small segments first),
+   * else a new segment; `undefined` when the source has no memory left.
+   */
+  #place(
+    item: number,
+    size: number,
+    arenaOk: boolean,
+  ): PlannedBlock<M> | undefined {
+    let block: PlannedBlock<M> | undefined;
     const plan = this.#plan;
-    if (block === undefined && arenaOk && plan !== undefined) {
+    if (arenaOk && plan !== undefined) {
       if (item < plan.count && !this.#diverged) {
         // the step follows the plan while each request is the planned one;
         // once it does not, the rest of the step is served by best fit. A
@@ -492,26 +563,16 @@ export class StepPlannedPool<M = unknown> {
     // marks a step never has an arena: it keeps this rule, with held bytes
     // still bounded by #grow's trim)
     const tight = this.#arena === undefined;
-    block ??= this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
-      this.#bestFit(size, true);
-    if (block === undefined) return undefined;
-    block._free = false;
-    block.requestedByteLength = byteLength;
-    block._step = this.#step;
-    block._item = item;
-    this.#recSize.push(size);
-    this.#recStart.push(this.#op++);
-    this.#recEnd.push(Infinity);
-    const seg = block._seg;
-    seg.liveBlocks++;
-    seg.lastUsed = this.#step;
-    this.#live += byteLength;
-    if (this.#group !== undefined) this.#group._live(byteLength);
-    if (this.#live > this.#stepPeak) {
-      this.#stepPeak = this.#live;
-      if (this.#live > this.#peakLive) this.#peakLive = this.#live;
+    if (block === undefined && size <= _SMALL) {
+      // a small request the plan did not place: a free range of the small
+      // segments, else a new small segment while one fits in the bounds
+      // (a small block left in the arena past its step pins it: the arena
+      // cannot grow or move while the block lives), else the arena
+      block = this.#bestFit(size, false) ??
+        (this.#roomForSmall() ? this.#grow(size) : undefined);
     }
-    return block;
+    return block ?? this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
+      this.#bestFit(size, true, false, true);
   }
 
   /**
@@ -546,6 +607,7 @@ export class StepPlannedPool<M = unknown> {
     }
     if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
     this.#live -= block.requestedByteLength;
+    this.#blockBytes -= block.byteLength;
     if (this.#group !== undefined) {
       this.#group._live(-block.requestedByteLength);
     }
@@ -649,14 +711,20 @@ export class StepPlannedPool<M = unknown> {
       this.#sincePlan = 0;
       this.#plannedLast = false;
     }
+    // what the next step takes of the arena if it repeats this one
+    this.#lastNeed = this.#plan !== undefined &&
+        (followed || (this.#plannedLast && count > 0))
+      ? this.#plan.size
+      : this.#stepPeakBlocks;
     const window = this.#window;
-    window.push(this.#stepPeak);
+    window.push(this.#bound(this.#stepPeak, this.#stepPeakBlocks));
     this.#stepPeak = this.#live;
+    this.#stepPeakBlocks = this.#blockBytes;
     // free segments are kept while held bytes stay within the ratio of the
     // recent steps' peak, so steps that vary reuse them instead of making
     // new ones; above it, those no step of the window used go, then (far
     // above it) the least recently used (see `_IDLE_STEPS`)
-    const limit = this.maxHeldRatio * window.max;
+    const limit = window.max;
     this.#trimFree(limit, _IDLE_STEPS);
     if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
   }
@@ -696,14 +764,16 @@ export class StepPlannedPool<M = unknown> {
    * @internal For a {@linkcode StepPoolGroup} over its bound: whole free
    * segments outside the arena back, largest first, down to
    * `targetByteLength`; then the arena when it is free and idle (more than
-   * `maxHeldRatio` times the largest plan the last steps made or took up).
+   * `maxHeldRatio` times the largest plan the last steps made or took up;
+   * at a step's end, the plan the step followed or was planned into).
    *
    * @param targetByteLength Held bytes to get down to.
    * @param idleSteps Only segments unused for more than this many steps
    * (the group's step end: see `_IDLE_STEPS`); -1 for any.
+   * @param stepEnd Whether every pool's step just ended.
    * @returns The bytes held afterwards.
    */
-  _giveBack(targetByteLength: number, idleSteps = -1): number {
+  _giveBack(targetByteLength: number, idleSteps = -1, stepEnd = false): number {
     const before = this.#step - idleSteps;
     const free = [...this.#segs].filter((s) =>
       s.liveBlocks === 0 && !s.arena && s.lastUsed < before
@@ -717,9 +787,14 @@ export class StepPlannedPool<M = unknown> {
       this.#held > targetByteLength && arena !== undefined &&
       arena.liveBlocks === 0 && arena.lastUsed < before
     ) {
-      let used = 0;
-      for (const p of this.#plans) {
-        if (p.used >= this.#step - 1 && p.size > used) used = p.size;
+      // (at a step's end, what the next step takes if it repeats the last:
+      // a plan only picked by the step's first request, then left, does
+      // not keep a large arena that other pools' growth needs)
+      let used = stepEnd ? this.#lastNeed : 0;
+      if (!stepEnd) {
+        for (const p of this.#plans) {
+          if (p.used >= this.#step - 1 && p.size > used) used = p.size;
+        }
       }
       if (arena.size > this.maxHeldRatio * used) {
         this.#settle();
@@ -784,6 +859,7 @@ export class StepPlannedPool<M = unknown> {
     this.#plans.length = 0;
     this.#byKey.clear();
     this.#free.length = 0;
+    this.#freeSmall.length = 0;
     this.#arenaFree.length = 0;
     if (failed) throw error;
   }
@@ -805,11 +881,13 @@ export class StepPlannedPool<M = unknown> {
    * @throws {Error} Naming the first broken invariant.
    */
   validate(): void {
-    let held = 0, live = 0, freeCount = 0, arenaFree = 0;
+    let held = 0, live = 0, blocks = 0, freeCount = 0, arenaFree = 0;
     for (const seg of this.#segs) {
       held += seg.size;
       if (seg === this.#arena && this.#fast !== undefined) {
-        live += this.#validateFast(seg);
+        const [l, b] = this.#validateFast(seg);
+        live += l;
+        blocks += b;
         continue;
       }
       let at = 0, liveBlocks = 0;
@@ -824,6 +902,7 @@ export class StepPlannedPool<M = unknown> {
         } else {
           liveBlocks++;
           live += b.requestedByteLength;
+          blocks += b.byteLength;
         }
         at += b.byteLength;
       }
@@ -840,26 +919,37 @@ export class StepPlannedPool<M = unknown> {
     if (live !== this.#live) {
       throw new Error(`live ${this.#live} != recount ${live}`);
     }
-    if (freeCount - arenaFree !== this.#free.length) {
+    if (blocks !== this.#blockBytes) {
+      throw new Error(`block bytes ${this.#blockBytes} != recount ${blocks}`);
+    }
+    if (freeCount - arenaFree !== this.#free.length + this.#freeSmall.length) {
       throw new Error("free index wrong");
     }
     if (arenaFree !== this.#arenaFree.length) {
       throw new Error("arena index wrong");
     }
-    for (let i = 1; i < this.#free.length; i++) {
-      if (!_before(this.#free[i - 1], this.#free[i], true)) {
-        throw new Error("free index unsorted");
+    for (const list of [this.#free, this.#freeSmall]) {
+      for (let i = 1; i < list.length; i++) {
+        if (!_before(list[i - 1], list[i], true)) {
+          throw new Error("free index unsorted");
+        }
       }
+    }
+    for (const b of this.#freeSmall) {
+      if (!b._seg.small) throw new Error("small index holds a large block");
+    }
+    for (const b of this.#free) {
+      if (b._seg.small) throw new Error("size index holds a small block");
     }
   }
 
-  /** Checks the arena on the fast path; returns its live bytes. */
-  #validateFast(seg: _Seg<M>): number {
+  /** Checks the arena on the fast path; returns its live and block bytes. */
+  #validateFast(seg: _Seg<M>): [number, number] {
     const fast = this.#fast!;
     const blocks = this.#fastLive.filter((b) => b !== undefined)
       .concat(this.#fastOld.filter((b) => !b._free))
       .sort((a, b) => a._offset - b._offset);
-    let end = 0, live = 0;
+    let end = 0, live = 0, bytes = 0;
     for (const b of blocks) {
       if (b._seg !== seg || b._free || b._offset < end) {
         throw new Error(`fast arena block at ${b._offset} overlaps or is free`);
@@ -869,12 +959,13 @@ export class StepPlannedPool<M = unknown> {
       }
       end = b._offset + b.byteLength;
       live += b.requestedByteLength;
+      bytes += b.byteLength;
     }
     if (end > seg.size) throw new Error("fast arena block past the arena");
     if (blocks.length !== seg.liveBlocks) {
       throw new Error("live block count wrong");
     }
-    return live;
+    return [live, bytes];
   }
 
   #layOut(
@@ -1264,12 +1355,12 @@ export class StepPlannedPool<M = unknown> {
     plan.used = this.#step;
   }
 
-  #make(size: number, arena: boolean): _Seg<M> | undefined {
+  #make(size: number, arena: boolean, small = false): _Seg<M> | undefined {
     // a source that throws, or hands out less than asked or a misaligned
     // segment, is refused with a SegmentSourceError (the pool unchanged)
     const segment = acquireSegment(this.source, size, size);
     if (segment === undefined) return undefined;
-    const seg = new _Seg(this, segment, size, arena, this.#step);
+    const seg = new _Seg(this, segment, size, arena, this.#step, small);
     const block = new PlannedBlock(seg, 0, size);
     seg.first = block;
     this.#segs.add(seg);
@@ -1319,55 +1410,122 @@ export class StepPlannedPool<M = unknown> {
     );
   }
 
-  #grow(size: number): PlannedBlock<M> | undefined {
+  /**
+   * The held bytes the pool keeps itself within, for a peak of `live`
+   * bytes asked for in blocks of `blocks` bytes: `maxHeldRatio` times the
+   * bytes asked for, at least the blocks' bytes, plus one segment for
+   * small requests (a pool of a few 4-byte uploads in 256-byte blocks
+   * cannot keep within a ratio of the bytes asked for: trimmed to it, it
+   * gave back and made a segment each step).
+   */
+  #bound(live: number, blocks: number): number {
+    const ratio = this.maxHeldRatio * live;
+    const least = blocks + _SMALL_SEGMENT;
+    return ratio > least ? ratio : least;
+  }
+
+  /**
+   * Whether a segment for small requests fits within the pool's bound and
+   * its group's with nothing given back.
+   */
+  #roomForSmall(): boolean {
+    const room = alignUp(_SMALL_SEGMENT, this.#align);
+    return this.#held + room <= this.#limit(room) + room &&
+      (this.#group?._fits(room) ?? true);
+  }
+
+  /** Held bytes allowed before a segment of `size` bytes is made. */
+  #limit(size: number): number {
     // the peak of this step and of the last ones (all time when no step
     // was ever marked), so a pool without marks does not churn segments
-    let recent = Math.max(this.#live + size, this.#stepPeak);
-    if (this.#window.max > recent) recent = this.#window.max;
-    const limit = this.maxHeldRatio * recent - size;
+    // (the bound of a maximum is the maximum of the bounds)
+    const now = this.#bound(
+      Math.max(this.#live + size, this.#stepPeak),
+      Math.max(this.#blockBytes + size, this.#stepPeakBlocks),
+    );
+    const window = this.#window.max;
+    return (now > window ? now : window) - size;
+  }
+
+  #grow(size: number): PlannedBlock<M> | undefined {
+    const limit = this.#limit(size);
+    // a request a little larger than a free segment that cannot hold it (a
+    // block that grows each step, such as a KV cache made by
+    // concatenation): such segments held its earlier, smaller generations,
+    // which will not come back in this run of growth
+    const below = size > _SMALL ? this.#creeping(size) : 0;
     // free segments too small for the request go first (they could not
     // serve it), then the least recently used
     if (this.#held > limit) this.#trimFree(limit, -1, size);
+    // the outgrown ones go back before the new segment is made, even
+    // within the bound; growth is taken as confirmed, and a segment with
+    // room made for it, once the smaller block was itself a request that
+    // crept up (a new shape a little larger than a free block gets an
+    // exact segment)
+    let creeping = false;
+    if (below > 0) {
+      this.#dropOutgrown(size);
+      const grew = this.#grew;
+      creeping = grew.has(below);
+      if (grew.size >= _GREW) grew.clear();
+      grew.add(size);
+    }
     this.#group?._makeRoom(this, size);
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
     // next few, while held bytes stay in bounds; others an exact one
     let want = size;
-    const roomy = _roomy(size, this.#align);
-    if (
-      roomy > size && this.#held + roomy <= limit + size &&
-      this.#creeping(size)
-    ) want = roomy;
-    let seg = this.#make(want, false);
-    if (seg === undefined && want > size) seg = this.#make(size, false);
+    const small = size <= _SMALL;
+    if (small) {
+      // small requests share segments of their own: a small block that
+      // outlives its step never pins a large free range
+      const room = Math.max(size, alignUp(_SMALL_SEGMENT, this.#align));
+      if (this.#held + room <= limit + size) want = room;
+    } else {
+      const roomy = _roomy(size, this.#align);
+      if (roomy > size && this.#held + roomy <= limit + size && creeping) {
+        want = roomy;
+      }
+    }
+    let seg = this.#make(want, false, small);
+    if (seg === undefined && want > size) seg = this.#make(size, false, small);
+    if (below > 0 && seg !== undefined) this.#grew.add(seg.size);
     if (seg === undefined) {
       this.trim(0);
-      seg = this.#make(size, false);
+      seg = this.#make(size, false, small);
       if (seg === undefined) return undefined;
     }
     this.#unindex(seg.first);
     return seg.size > size ? this.#split(seg.first, 0, size) : seg.first;
   }
 
-  /** Whether a free block outside the arena is a little smaller than `size` (within a quarter). */
-  #creeping(size: number): boolean {
-    const free = this.#free;
-    let lo = 0, hi = free.length;
+  /**
+   * Gives back the whole free segments outside the arena that are a little
+   * smaller than `size` (within a quarter: see `#creeping`).
+   */
+  #dropOutgrown(size: number): void {
     const from = size - (size >> 2);
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (free[mid].byteLength < from) lo = mid + 1;
-      else hi = mid;
+    for (const seg of [...this.#segs]) {
+      if (
+        seg.liveBlocks === 0 && !seg.arena && !seg.small && seg.size >= from &&
+        seg.size < size
+      ) {
+        if (this.#outgrownStep !== this.#step || seg.size > this.#outgrown) {
+          this.#outgrown = seg.size;
+          this.#outgrownStep = this.#step;
+        }
+        this.#release(seg);
+      }
     }
-    return lo < free.length && free[lo].byteLength < size;
   }
 
-  /** Takes the best fitting free block, outside the arena when one fits. */
-  #bestFit(
-    size: number,
-    arenaOk: boolean,
-    tight = false,
-  ): PlannedBlock<M> | undefined {
+  /**
+   * The size of a free block outside the arena a little smaller than
+   * `size` (within a quarter; the largest), or 0.
+   */
+  #creeping(size: number): number {
+    const from = size - (size >> 2);
+    // the largest free block below `size` (the generation just outgrown)
     const free = this.#free;
     let lo = 0, hi = free.length;
     while (lo < hi) {
@@ -1375,9 +1533,32 @@ export class StepPlannedPool<M = unknown> {
       if (free[mid].byteLength < size) lo = mid + 1;
       else hi = mid;
     }
-    let block: PlannedBlock<M> | undefined = free[lo];
+    if (lo > 0 && free[lo - 1].byteLength >= from) {
+      return free[lo - 1].byteLength;
+    }
+    // (the other blocks of a generation that grew find theirs gone)
+    return this.#outgrownStep === this.#step && this.#outgrown >= from &&
+        this.#outgrown < size
+      ? this.#outgrown
+      : 0;
+  }
+
+  /** Takes the best fitting free block, outside the arena when one fits. */
+  #bestFit(
+    size: number,
+    arenaOk: boolean,
+    tight = false,
+    anywhere = false,
+  ): PlannedBlock<M> | undefined {
+    // a small request looks in the small segments only, but where the
+    // source refused a segment (`anywhere`) it takes any free range
+    const small = size <= _SMALL;
+    let block = _fit(small ? this.#freeSmall : this.#free, size);
+    if (block === undefined && small && anywhere) {
+      block = _fit(this.#free, size);
+    }
     if (
-      tight && block !== undefined &&
+      tight && !small && block !== undefined &&
       block.byteLength - size > size * _TIGHT_SLACK
     ) return undefined;
     if (block === undefined && arenaOk) {
@@ -1461,17 +1642,33 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #index(block: PlannedBlock<M>): void {
-    if (block._seg.arena) _insertSorted(this.#arenaFree, block, false);
+    const seg = block._seg;
+    if (seg.arena) _insertSorted(this.#arenaFree, block, false);
     else {
       block._seq = ++this.#indexed;
-      _insertSorted(this.#free, block, true);
+      _insertSorted(seg.small ? this.#freeSmall : this.#free, block, true);
     }
   }
 
   #unindex(block: PlannedBlock<M>): void {
-    if (block._seg.arena) _removeSorted(this.#arenaFree, block, false);
-    else _removeSorted(this.#free, block, true);
+    const seg = block._seg;
+    if (seg.arena) _removeSorted(this.#arenaFree, block, false);
+    else _removeSorted(seg.small ? this.#freeSmall : this.#free, block, true);
   }
+}
+
+/** The smallest block of `free` (sorted by size) of at least `size` bytes. */
+function _fit<M>(
+  free: PlannedBlock<M>[],
+  size: number,
+): PlannedBlock<M> | undefined {
+  let lo = 0, hi = free.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (free[mid].byteLength < size) lo = mid + 1;
+    else hi = mid;
+  }
+  return free[lo];
 }
 
 /** Set bits of a 32-bit integer. */

@@ -9,6 +9,7 @@ import {
   OutOfMemoryError,
 } from "@allot/core";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+import { StepPoolGroup } from "./step_pool_group.ts";
 import { modelRuns } from "../core/_test_faults.ts";
 
 type Op =
@@ -207,6 +208,112 @@ describe("StepPlannedPool model", () => {
           }
           pool.emptyCache();
           assert.equal(source.reservedBytes, 0);
+        },
+      ),
+      { numRuns: Math.max(10, modelRuns() >> 2) },
+    );
+  });
+
+  it("steps that drift (blocks grown each step, small blocks kept for a while, a pool beside it in a group, a capped source): bytes intact and state consistent", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          caches: fc.integer({ min: 1, max: 4 }),
+          start: fc.integer({ min: 64, max: 8192 }),
+          growth: fc.constantFrom(0, 4, 256, 512, 1000, 4096),
+          scratch: fc.array(fc.integer({ min: 1, max: 40_000 }), {
+            maxLength: 4,
+          }),
+          small: fc.array(fc.integer({ min: 1, max: 600 }), { maxLength: 3 }),
+          keepFor: fc.integer({ min: 0, max: 12 }),
+          steps: fc.integer({ min: 5, max: 40 }),
+          passes: fc.integer({ min: 1, max: 3 }),
+          capacity: fc.constantFrom(1 << 18, 1 << 20, Infinity),
+          grouped: fc.boolean(),
+        }),
+        (c) => {
+          const source = new MockSegmentSource({
+            capacityBytes: c.capacity,
+            alignment: 256,
+            backed: true,
+          });
+          const group = c.grouped ? new StepPoolGroup() : undefined;
+          const pool = new StepPlannedPool(source, { group });
+          const otherSource = new MockSegmentSource({
+            alignment: 256,
+            backed: true,
+          });
+          const other = c.grouped
+            ? new StepPlannedPool(otherSource, { group })
+            : undefined;
+          let seed = 1;
+          const all = new Set<Live>();
+          const take = (size: number): Live | undefined => {
+            let block: PlannedBlock<MockMemory>;
+            try {
+              block = pool.allocate(size);
+            } catch (e) {
+              assert.ok(e instanceof OutOfMemoryError);
+              return undefined;
+            }
+            const l = { block, size, seed: seed++ };
+            fill(l);
+            all.add(l);
+            return l;
+          };
+          const give = (l: Live | undefined) => {
+            if (l === undefined) return;
+            check(l);
+            pool.free(l.block);
+            all.delete(l);
+          };
+          for (let pass = 0; pass < c.passes; pass++) {
+            let caches: (Live | undefined)[] = [];
+            const kept: [Live | undefined, number][] = [];
+            for (let s = 0; s < c.steps; s++) {
+              const scratch = c.scratch.map((n) => take(n + s * 8));
+              const next = Array.from(
+                { length: c.caches },
+                () => take(c.start + s * c.growth),
+              );
+              for (const l of caches) give(l);
+              caches = next;
+              for (const n of c.small) kept.push([take(n), s + c.keepFor]);
+              for (let k = kept.length - 1; k >= 0; k--) {
+                if (kept[k][1] <= s) give(kept.splice(k, 1)[0][0]);
+              }
+              for (const l of scratch) give(l);
+              const u = other?.allocate(4 + s);
+              if (group) group.endStep();
+              else pool.endStep();
+              if (u) other!.free(u);
+              pool.validate();
+              other?.validate();
+              for (const l of all) check(l);
+              assert.equal(
+                pool.requestedBytes,
+                [...all].reduce((n, l) => n + l.size, 0),
+              );
+              assert.equal(pool.reservedBytes, source.reservedBytes);
+              if (group) {
+                assert.equal(
+                  group.reservedBytes,
+                  source.reservedBytes + otherSource.reservedBytes,
+                );
+              }
+            }
+            for (const l of caches) give(l);
+            for (const [l] of kept) give(l);
+            if (group) group.endStep();
+            else pool.endStep();
+          }
+          assert.equal(pool.requestedBytes, 0);
+          pool.validate();
+          pool.emptyCache();
+          other?.emptyCache();
+          assert.equal(source.reservedBytes, 0);
+          assert.equal(otherSource.reservedBytes, 0);
+          assert.equal(pool.segmentCount, 0);
         },
       ),
       { numRuns: Math.max(10, modelRuns() >> 2) },

@@ -101,14 +101,15 @@ describe("StepPlannedPool on real runtime traces", () => {
     // the second pass)
     "tfjs-webgpu/cnn-training": 1,
     // the growing KV-cache blocks outlive their step: segments are made
-    // until the plans of its 43 step shapes settle (60 in all; 230 when a
-    // plan 256 bytes over the arena made a new arena and gave every free
-    // segment back)
-    "tfjs-webgpu/kv-decode": 9,
+    // until the plans of its 43 step shapes settle (52 in all; 60 over nine
+    // passes while small blocks that outlived their step took the tails of
+    // the cache blocks' segments, 230 when a plan 256 bytes over the arena
+    // made a new arena and gave every free segment back)
+    "tfjs-webgpu/kv-decode": 6,
   };
   /** Segments made after the first pass, at most. */
   const madeAfterFirst: Record<string, number> = {
-    "tfjs-webgpu/kv-decode": 100,
+    "tfjs-webgpu/kv-decode": 52,
   };
   for (const [name, after] of Object.entries(settled)) {
     it(`${name}: no segment made after pass ${after} of warm passes, peak held <= 1.10 peak live`, async () => {
@@ -158,14 +159,12 @@ describe("StepPlannedPool on real runtime traces", () => {
         made.at(-1)! - made[0] <= (madeAfterFirst[name] ?? 0),
         `segments made by pass: ${made}`,
       );
-      // over all the passes too, but kv-decode's (1.17: the segments made
-      // for the growing blocks while its plans settle)
-      if (name !== "tfjs-webgpu/kv-decode") {
-        assert.ok(
-          peakHeld <= 1.1 * peakLive,
-          `warm passes: peak held ${peakHeld}, peak live ${peakLive}`,
-        );
-      }
+      // over all the passes too (kv-decode held 1.17 while small blocks
+      // pinned the growing blocks' segments)
+      assert.ok(
+        peakHeld <= 1.1 * peakLive,
+        `warm passes: peak held ${peakHeld}, peak live ${peakLive}`,
+      );
     });
   }
 
@@ -179,11 +178,11 @@ describe("StepPlannedPool on real runtime traces", () => {
   // STORAGE) sits on top of it
   const allBuffers: Record<string, [onePass: number, warm: number]> = {
     "onnxruntime-web/mlp-varbatch": [1.090, 1.100],
-    "tfjs-webgpu/cnn-training": [1.118, 1.118],
-    "tfjs-webgpu/kv-decode": [1.044, 1.174],
-    "tfjs-webgpu/mobilenet-224-batch2": [1.014, 1.014],
+    "tfjs-webgpu/cnn-training": [1.115, 1.115],
+    "tfjs-webgpu/kv-decode": [1.042, 1.102],
+    "tfjs-webgpu/mobilenet-224-batch2": [1.013, 1.013],
     "tfjs-webgpu/mobilenet-inference": [1.011, 1.011],
-    "tfjs-webgpu/transformer-varlen": [1.022, 1.022],
+    "tfjs-webgpu/transformer-varlen": [1.015, 1.015],
   };
   for (const [name, [onePass, warm]] of Object.entries(allBuffers)) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {

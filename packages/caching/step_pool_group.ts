@@ -31,7 +31,11 @@ export interface _GroupMember {
    * Gives free segments back down to a target (only those unused for more
    * than `idleSteps` steps, when given); returns bytes held.
    */
-  _giveBack(targetByteLength: number, idleSteps?: number): number;
+  _giveBack(
+    targetByteLength: number,
+    idleSteps?: number,
+    stepEnd?: boolean,
+  ): number;
 }
 
 /** Options of {@linkcode StepPoolGroup}. */
@@ -149,9 +153,9 @@ export class StepPoolGroup {
     this.#stepPeak = this.#live;
     const limit = this.maxHeldRatio * window.max;
     if (failed) throw error;
-    this.#trimTo(limit, undefined, _IDLE_STEPS);
+    this.#trimTo(limit, undefined, _IDLE_STEPS, true);
     if (this.reservedBytes > limit * (1 + _TRIM_BAND)) {
-      this.#trimTo(limit, undefined);
+      this.#trimTo(limit, undefined, -1, true);
     }
   }
 
@@ -190,11 +194,22 @@ export class StepPoolGroup {
     this.#trimTo(this.maxHeldRatio * recent - size, pool);
   }
 
+  /**
+   * @internal Whether a segment of `size` bytes fits within the group's
+   * bound with nothing given back.
+   */
+  _fits(size: number): boolean {
+    let recent = Math.max(this.#live + size, this.#stepPeak);
+    if (this.#window.max > recent) recent = this.#window.max;
+    return this.reservedBytes + size <= this.maxHeldRatio * recent;
+  }
+
   /** Pools with the most free bytes give whole free segments back first. */
   #trimTo(
     limit: number,
     except: _GroupMember | undefined,
     idleSteps = -1,
+    stepEnd = false,
   ): void {
     let held = this.reservedBytes;
     if (held <= limit) return;
@@ -206,7 +221,8 @@ export class StepPoolGroup {
     for (const p of pools) {
       if (held <= limit) return;
       const before = p.reservedBytes;
-      held -= before - p._giveBack(before - (held - limit), idleSteps);
+      held -= before -
+        p._giveBack(before - (held - limit), idleSteps, stepEnd);
     }
   }
 }
