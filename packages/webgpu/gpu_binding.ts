@@ -6,6 +6,7 @@
  * @module
  */
 
+import { _bufferDevice } from "./_buffer_devices.ts";
 import { describeValue, InvalidArgumentError } from "@allot/core";
 
 /**
@@ -97,6 +98,17 @@ export function validateBinding(
         describeValue(buffer)
       } of size ${describeValue(bufferSize)}`,
       { name: "buffer", value: buffer, limit: "GPUBuffer" },
+    );
+  }
+  const owner = _bufferDevice(buffer);
+  if (owner !== undefined && owner !== device) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: buffer ${
+        JSON.stringify(buffer.label)
+      } belongs to another device (${JSON.stringify(owner.label)}, not ${
+        JSON.stringify(device.label)
+      })`,
+      { name: "buffer", value: buffer.label, limit: device.label },
     );
   }
   if (!Number.isSafeInteger(offset) || offset < 0) {

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { _recordBufferDevice } from "./_buffer_devices.ts";
 import {
   _checkDevice,
   _checkLabel,
@@ -280,6 +281,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
         { name: "size", value: buffer.size, limit: size },
       );
     }
+    _recordBufferDevice(buffer, device);
     const segment: Segment<GPUBuffer> = Object.freeze({
       memory: buffer,
       byteOffset: 0,

@@ -15,6 +15,7 @@
  * @module
  */
 
+import { _bufferDevice } from "./_buffer_devices.ts";
 import { _checkOptions } from "./_validate_gpu.ts";
 import {
   AllotError,
@@ -24,7 +25,7 @@ import {
 } from "@allot/core";
 import type { Buffer } from "@allot/storage";
 import { dtypeInfo } from "@allot/storage";
-import type { GpuBinding } from "./gpu_binding.ts";
+import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 
 /** How a kernel accesses a binding, as WGSL declares it. */
 export type BindingAccess = "read" | "read_write" | "uniform";
@@ -162,7 +163,11 @@ function isGpuBuffer(value: unknown): value is GPUBuffer {
     typeof (value as GPUBuffer).mapAsync === "function";
 }
 
-function resolve(input: KernelBindingInput, index: number): Resolved {
+function resolve(
+  device: GPUDevice,
+  input: KernelBindingInput,
+  index: number,
+): Resolved {
   const source = input.buffer as Partial<Buffer> & Partial<GpuBinding>;
   if (source === null || typeof source !== "object") {
     throw new InvalidArgumentError(
@@ -185,6 +190,19 @@ function resolve(input: KernelBindingInput, index: number): Resolved {
         },
       );
     }
+    const owner = _bufferDevice(data.memory);
+    if (owner !== undefined && owner !== device) {
+      throw new InvalidArgumentError(
+        `Cannot bind ${input.name}: its storage ${buffer.storageId} is on another device (${
+          JSON.stringify(owner.label)
+        }, not ${JSON.stringify(device.label)})`,
+        {
+          name: `inputs[${index}].buffer`,
+          value: buffer.storageId,
+          limit: device.label,
+        },
+      );
+    }
     const bytesPerElement = dtypeInfo(buffer.dtype).bytesPerElement;
     return {
       input,
@@ -201,7 +219,11 @@ function resolve(input: KernelBindingInput, index: number): Resolved {
       { name: `inputs[${index}].buffer`, value: source, limit: "GPUBuffer" },
     );
   }
-  const range = input.buffer as GpuBinding;
+  // offset and size checked (and read once), the device's too
+  const range = validateBinding(device, input.buffer as GpuBinding, {
+    what: `bind ${input.name}`,
+    storage: false,
+  });
   return {
     input,
     buffer: range.buffer,
@@ -317,7 +339,7 @@ export function bindBuffers(
         },
       );
     }
-    return resolve(input, i);
+    return resolve(device, input, i);
   });
   const limits = device.limits;
   const bounds = resolved.map((r) => {

@@ -1355,3 +1355,100 @@ describe("@allot/webgpu range edges", { skip }, () => {
     },
   );
 });
+
+describe("@allot/webgpu foreign devices and bind ranges", { skip }, () => {
+  check(
+    "bindBuffers refuses hostile offsets and sizes of a GpuBinding input",
+    async () => {
+      const device = await sharedDevice();
+      const buffer = device.createBuffer({
+        size: 1024,
+        usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      });
+      for (const key of ["offset", "size"]) {
+        refuse(
+          `bindBuffers([{ buffer: { ${key} } }])`,
+          [...badInts(), { name: "1025", value: 1025 }],
+          (v) =>
+            bindBuffers(device, [{
+              name: "x",
+              buffer: { buffer, offset: 0, size: 256, [key]: v } as never,
+              access: "read",
+            }]),
+        );
+      }
+      buffer.destroy();
+    },
+  );
+
+  check(
+    "an allocation of one device handed to another device's kernels, staging or bindBuffers is refused with a typed error and no WebGPU error",
+    async () => {
+      const one = await sharedDevice();
+      const other = await newDevice("hostile-other");
+      const caching = new GpuCachingAllocator(one);
+      const gpu = {
+        allocator: caching.asAllocator(),
+        backend: new GpuBufferBackend(one),
+      };
+      const a = caching.allocate(1024);
+      using t = Buffer.fromData("f32", [1, 2, 3, 4], gpu);
+      const kernels = new GpuKernels(other);
+      const staging = new GpuStaging(other);
+      const mine = other.createBuffer({
+        size: 1024,
+        usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+      });
+      const local = { buffer: mine, offset: 0, size: 1024 };
+      await noGpuError(other, async () => {
+        refuse(
+          "foreign allocation",
+          [
+            {
+              name: "fill",
+              value: () => kernels.fill(a, 1, { dtype: "f32" }),
+            },
+            {
+              name: "copyBytes src",
+              value: () => kernels.copyBytes(a.binding, local),
+            },
+            {
+              name: "contiguous dst",
+              value: () =>
+                kernels.contiguous(
+                  local,
+                  { shape: [4], strides: [1], offset: 0 },
+                  a.binding,
+                  { dtype: "f32" },
+                ),
+            },
+            {
+              name: "bindBuffers(binding)",
+              value: () =>
+                bindBuffers(other, [{
+                  name: "x",
+                  buffer: a.binding,
+                  access: "read",
+                }]),
+            },
+            {
+              name: "bindBuffers(Buffer)",
+              value: () =>
+                bindBuffers(other, [{ name: "x", buffer: t, access: "read" }]),
+            },
+          ],
+          (v) => (v as () => void)(),
+          { snapshot: () => kernels.dispatchCount },
+        );
+        await assert.rejects(() => staging.download(a), AllotError);
+        await assert.rejects(
+          () => staging.upload(a, new Uint8Array(4)),
+          AllotError,
+        );
+      });
+      a.release();
+      mine.destroy();
+      other.destroy();
+    },
+  );
+});
