@@ -4,7 +4,7 @@
  * validation error left behind), stale and foreign handles, copies that
  * never touch bytes outside their ranges, and lying collaborators.
  */
-import { describe, it } from "node:test";
+import { after, describe, it } from "node:test";
 import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
 import { DeviceLostError } from "./device_lost_error.ts";
 import { newDevice } from "./_test_device.ts";
@@ -695,9 +695,6 @@ describe("@allot/webgpu hostile public API (device)", { skip }, () => {
       caching.emptyCache();
       assert.throws(() => a.binding, AllotError);
       assert.throws(() => a.release(), AllotError);
-      console.log(
-        `webgpu hostile api: ${tally.entryPoints} entry points, ${tally.calls} hostile calls`,
-      );
     },
   );
 });
@@ -1450,5 +1447,11 @@ describe("@allot/webgpu foreign devices and bind ranges", { skip }, () => {
       mine.destroy();
       other.destroy();
     },
+  );
+});
+
+after(() => {
+  console.log(
+    `webgpu hostile api: ${tally.entryPoints} entry points, ${tally.calls} hostile calls`,
   );
 });
