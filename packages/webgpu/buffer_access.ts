@@ -7,6 +7,8 @@
  * @module
  */
 
+import { _assertAlive } from "./_device_state.ts";
+import { DeviceLostError } from "./device_lost_error.ts";
 import { _bytesOf, _checkDevice, _checkLabel } from "./_validate_gpu.ts";
 import {
   describeValue,
@@ -102,7 +104,8 @@ export function bindingOf(buffer: Buffer): BufferBinding {
  * @param label The buffer's label.
  * @returns The new buffer.
  * @throws {InvalidArgumentError} When `data` is empty or exceeds
- *   `maxUniformBufferBindingSize`.
+ *   `maxUniformBufferBindingSize`, or is not bytes.
+ * @throws {DeviceLostError} When the device was lost.
  *
  * @example Parameters of a kernel
  * ```ts
@@ -125,6 +128,7 @@ export function createUniformBuffer(
   label = "allot:uniform",
 ): GPUBuffer {
   _checkDevice(device, "Cannot create a uniform buffer");
+  _assertAlive(device, "create a uniform buffer");
   const bytes = _bytesOf(data, "Cannot create a uniform buffer");
   label = _checkLabel(label, "allot:uniform");
   const max = device.limits.maxUniformBufferBindingSize;
@@ -141,7 +145,18 @@ export function createUniformBuffer(
     usage: _Usage.UNIFORM | _Usage.COPY_DST,
     mappedAtCreation: true,
   });
-  new Uint8Array(buffer.getMappedRange()).set(bytes);
-  buffer.unmap();
+  try {
+    new Uint8Array(buffer.getMappedRange()).set(bytes);
+    buffer.unmap();
+  } catch (error) {
+    // An invalid buffer: its device is lost (perhaps not yet reported).
+    buffer.destroy();
+    throw new DeviceLostError(
+      `Cannot create a uniform buffer: the device made an invalid buffer (${
+        (error as Error)?.message
+      }); it is lost or being lost`,
+      { reason: "unknown" },
+    );
+  }
   return buffer;
 }
