@@ -89,7 +89,9 @@ export function validateBinding(
     );
   }
   const { buffer, offset, size } = binding;
-  const bufferSize = typeof buffer === "object" && buffer !== null
+  // a GPUBuffer as the rest of the package knows one (mapAsync, a size)
+  const bufferSize = typeof buffer === "object" && buffer !== null &&
+      typeof buffer.mapAsync === "function"
     ? buffer.size
     : undefined;
   if (!Number.isSafeInteger(bufferSize) || (bufferSize as number) < 0) {

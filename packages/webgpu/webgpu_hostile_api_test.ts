@@ -382,6 +382,10 @@ describe("@allot/webgpu hostile public API (device)", { skip }, () => {
           value: { buffer: null, offset: 0, size: 4 },
         },
         {
+          name: "{buffer: {size: 1024}}",
+          value: { buffer: { size: 1024, usage: 0xff }, offset: 0, size: 4 },
+        },
+        {
           name: "lying buffer.size",
           value: { buffer: { size: NaN }, offset: 0, size: 4 },
         },
