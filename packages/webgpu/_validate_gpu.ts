@@ -186,3 +186,19 @@ export function _checkReuse(
   }
   return value;
 }
+
+/**
+ * Checks a `strict` option: `undefined` or a boolean. A truthy string or
+ * number must not switch checking on (or a falsy one off) by accident.
+ *
+ * @param value The option.
+ * @throws {InvalidArgumentError} For anything else.
+ */
+export function _checkStrict(value: unknown): void {
+  if (value !== undefined && typeof value !== "boolean") {
+    throw new InvalidArgumentError(
+      `Invalid strict: must be a boolean, received ${describeValue(value)}`,
+      { name: "strict", value, limit: "boolean" },
+    );
+  }
+}

@@ -5,7 +5,12 @@
  * @module
  */
 
-import { _checkDevice, _checkOptions, _checkReuse } from "./_validate_gpu.ts";
+import {
+  _checkDevice,
+  _checkOptions,
+  _checkReuse,
+  _checkStrict,
+} from "./_validate_gpu.ts";
 import {
   type CachedBlock,
   CachingAllocator,
@@ -123,6 +128,7 @@ export class GpuCachingAllocator {
   constructor(device: GPUDevice, options?: GpuCachingAllocatorOptions) {
     _checkDevice(device, "Cannot make a GpuCachingAllocator");
     options = _checkOptions(options);
+    _checkStrict(options.strict);
     _anchorShapes("caching");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);

@@ -17,6 +17,7 @@ import { _Usage } from "./_flags.ts";
 import { type DeviceBudget, deviceBudget } from "./device_budget.ts";
 import {
   alignUp,
+  describeValue,
   Device,
   InvalidArgumentError,
   type Segment,
@@ -155,7 +156,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     if (mode !== "staged" && mode !== "refuse") {
       throw new InvalidArgumentError(
         `Invalid hostVisible: must be "staged" or "refuse", received ${
-          JSON.stringify(mode)
+          describeValue(mode)
         }`,
         { name: "hostVisible", value: mode, limit: ["staged", "refuse"] },
       );

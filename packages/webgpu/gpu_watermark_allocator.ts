@@ -6,7 +6,12 @@
  * @module
  */
 
-import { _checkDevice, _checkOptions, _checkReuse } from "./_validate_gpu.ts";
+import {
+  _checkDevice,
+  _checkOptions,
+  _checkReuse,
+  _checkStrict,
+} from "./_validate_gpu.ts";
 import { type Device, validateByteLength } from "@allot/core";
 import {
   WatermarkAllocator,
@@ -109,6 +114,7 @@ export class GpuWatermarkAllocator {
   constructor(device: GPUDevice, options?: GpuWatermarkAllocatorOptions) {
     _checkDevice(device, "Cannot make a GpuWatermarkAllocator");
     options = _checkOptions(options);
+    _checkStrict(options.strict);
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);

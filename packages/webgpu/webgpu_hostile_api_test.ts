@@ -1225,6 +1225,33 @@ describe(
           (v) =>
             new GpuWatermarkAllocator(device, { reuse: v as "queue-order" }),
         );
+        refuse(
+          "new GpuCachingAllocator({ strict })",
+          hostileNumbers().filter((h) =>
+            !["undefined", "true"].includes(h.name)
+          ),
+          (v) => new GpuCachingAllocator(device, { strict: v as boolean }),
+        );
+        refuse(
+          "new GpuWatermarkAllocator({ strict })",
+          hostileNumbers().filter((h) =>
+            !["undefined", "true"].includes(h.name)
+          ),
+          (v) => new GpuWatermarkAllocator(device, { strict: v as boolean }),
+        );
+        refuse(
+          "new GpuCachingAllocator({ source: { hostVisible } })",
+          [
+            ...hostileNumbers().filter((h) =>
+              !["undefined", "null"].includes(h.name)
+            ),
+            { name: '"shared"', value: "shared" },
+          ],
+          (v) =>
+            new GpuCachingAllocator(device, {
+              source: { hostVisible: v as "staged" },
+            }),
+        );
         assert.equal(new GpuWatermarkAllocator(device).reuse, "after-fence");
         assert.equal(new GpuCachingAllocator(device).reuse, "queue-order");
         for (const key of ["kernels", "staging"]) {
