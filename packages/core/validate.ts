@@ -87,6 +87,42 @@ export function validateObject(value: unknown, name: string): void {
 }
 
 /**
+ * Checks an optional boolean option (such as `strict`): `undefined` gives
+ * `fallback`, and anything but `true` or `false` (`1`, `"yes"`, a boxed
+ * `Boolean`) is refused rather than read as truthy.
+ *
+ * @param value The option's value.
+ * @param name Name of the option, used in the message.
+ * @param fallback The value for `undefined`.
+ * @returns The boolean.
+ * @throws {InvalidArgumentError} When the value is neither `undefined` nor a boolean.
+ *
+ * @example
+ * ```ts
+ * import { InvalidArgumentError, validateFlag } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(validateFlag(undefined, "strict", false), false);
+ * assert.equal(validateFlag(true, "strict", false), true);
+ * assert.throws(() => validateFlag(1, "strict", false), InvalidArgumentError);
+ * ```
+ */
+export function validateFlag(
+  value: unknown,
+  name: string,
+  fallback: boolean,
+): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== "boolean") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a boolean, received ${describe(value)}`,
+      { name, value, limit: "boolean" },
+    );
+  }
+  return value;
+}
+
+/**
  * Checks that `value` is a non-negative safe integer no larger than `max`.
  *
  * @param value The byte length to check.
