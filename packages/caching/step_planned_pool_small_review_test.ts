@@ -793,3 +793,154 @@ describe("StepPlannedPool small segments review: refused calls", () => {
     }
   });
 });
+
+describe("StepPlannedPool small segments review: bounds and growth", () => {
+  it("small blocks that outlive their step do not pin a growing block's memory", () => {
+    // a KV cache grown each step by concatenation, with a 4-byte shape
+    // upload and a 300-byte uniform kept alive a step or more each time
+    const source = new LedgerSource();
+    const pool = new StepPlannedPool(source);
+    const held: Held[] = [];
+    const take = (n: number) => {
+      const h: Held = { pool, block: pool.allocate(n), id: nextId++ };
+      fill(h);
+      held.push(h);
+      return h;
+    };
+    const give = (h: Held) => {
+      held.splice(held.indexOf(h), 1);
+      pool.free(h.block);
+    };
+    let cache = take(16_384);
+    const small: Held[] = [];
+    let peakLive = 0;
+    for (let step = 0; step < 60; step++) {
+      const next = take(16_384 + (step + 1) * 1024);
+      const tmp = take(next.block.requestedByteLength);
+      small.push(take(4), take(300));
+      peakLive = pool.requestedBytes; // (this step's peak: growing)
+      give(cache);
+      cache = next;
+      give(tmp);
+      while (small.length > 4) give(small.shift()!);
+      pool.endStep();
+      check([pool], [source], held, undefined, step % 10 === 0);
+    }
+    // the small blocks sit in 2 KiB segments of their own: held bytes stay
+    // near the peak (not a large segment pinned by each small block)
+    assert.ok(
+      pool.reservedBytes <= 1.25 * peakLive + 8192,
+      `held ${pool.reservedBytes}, peak live ${peakLive}`,
+    );
+    assert.ok(pool.segmentCount <= 8, `${pool.segmentCount} segments`);
+    for (const h of [...held]) give(h);
+    pool.dispose();
+    assert.equal(source.live.size, 0);
+  });
+
+  it("a pool of a few tiny requests keeps its one segment (bound at least blocks + 2 KiB)", () => {
+    const source = new LedgerSource();
+    const pool = new StepPlannedPool(source, { maxHeldRatio: 1 });
+    for (let step = 0; step < 40; step++) {
+      const a = pool.allocate(4), b = pool.allocate(4);
+      pool.free(a);
+      pool.free(b);
+      pool.endStep();
+    }
+    // (a 2 KiB small segment in the first step, then the plan's arena)
+    assert.ok(pool.segmentsCreated <= 2, `${pool.segmentsCreated} made`);
+    assert.equal(pool.segmentCount, 1);
+    assert.ok(pool.reservedBytes <= 2048);
+    pool.dispose();
+    assert.equal(source.live.size, 0);
+  });
+
+  it("growth seen once gets an exact segment, twice room; shrinking reuses; outgrown segments go back", () => {
+    const source = new LedgerSource();
+    const pool = new StepPlannedPool(source);
+    let live = pool.allocate(100_000);
+    const grow = (n: number) => {
+      const next = pool.allocate(n);
+      pool.free(live);
+      live = next;
+      pool.endStep();
+      pool.validate();
+      assert.equal(pool.reservedBytes, source.liveBytes);
+    };
+    pool.endStep();
+    grow(110_000); // growth seen once: an exact segment
+    const once = pool.reservedBytes;
+    assert.ok(once <= 100_096 + 110_080, `${once}`);
+    const made = pool.segmentsCreated;
+    grow(121_000); // seen twice: the 100 KB one outgrown and gone
+    assert.ok(
+      pool.segmentCount <= 2,
+      `${pool.segmentCount} segments after growth seen twice`,
+    );
+    for (let k = 0; k < 20; k++) grow(121_000 + (k + 1) * 2000);
+    // room for growth: not a segment per step
+    assert.ok(
+      pool.segmentsCreated - made <= 12,
+      `${pool.segmentsCreated - made} segments for 21 growth steps`,
+    );
+    assert.ok(pool.segmentCount <= 3, `${pool.segmentCount} segments`);
+    const madeBefore = pool.segmentsCreated;
+    for (let k = 0; k < 10; k++) grow(150_000 - k * 3000); // shrinking
+    assert.ok(pool.segmentsCreated - madeBefore <= 1);
+    pool.free(live);
+    pool.endStep();
+    pool.dispose();
+    assert.equal(source.live.size, 0);
+    assert.equal(source.acquired, source.released);
+  });
+
+  it("groups of 2 and 3 pools with tight bounds: small segments only while the group's bound allows", () => {
+    for (const n of [2, 3]) {
+      const group = new StepPoolGroup({ maxHeldRatio: 1 });
+      const sources = Array.from({ length: n }, () => new LedgerSource());
+      const pools = sources.map((s) => new StepPlannedPool(s, { group }));
+      const held: Held[] = [];
+      let peak = 0;
+      for (let step = 0; step < 30; step++) {
+        const mine: Held[] = [];
+        for (let p = 0; p < n; p++) {
+          const sizes = step % 2 === 0
+            ? [64, 200, 512, 4, 90, 300, 1, 511]
+            : [50_000 + p * 1000, 20_000, 3000];
+          for (const size of sizes) {
+            const h: Held = {
+              pool: pools[p],
+              block: pools[p].allocate(size),
+              id: nextId++,
+            };
+            fill(h);
+            held.push(h);
+            mine.push(h);
+          }
+        }
+        peak = Math.max(peak, group.requestedBytes);
+        check(pools, sources, held, group, false);
+        for (const h of mine) {
+          if (h.block.requestedByteLength === 1 && step < 20) continue;
+          h.pool.free(h.block);
+          held.splice(held.indexOf(h), 1);
+        }
+        group.endStep();
+        check(pools, sources, held, group, true);
+      }
+      for (const h of [...held]) h.pool.free(h.block);
+      held.length = 0;
+      group.endStep();
+      // the group's held bytes near its peak: small segments count
+      assert.ok(
+        group.reservedBytes <= 1.3 * peak + n * 4096,
+        `${n} pools: held ${group.reservedBytes}, peak ${peak}`,
+      );
+      for (const p of pools) p.dispose();
+      for (const s of sources) {
+        assert.equal(s.live.size, 0);
+        assert.equal(s.acquired, s.released);
+      }
+    }
+  });
+});
