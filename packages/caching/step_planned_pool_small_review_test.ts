@@ -944,3 +944,84 @@ describe("StepPlannedPool small segments review: bounds and growth", () => {
     }
   });
 });
+
+describe("StepPlannedPool small segments review: placement rules", () => {
+  const mock = () => new MockSegmentSource({ alignment: 256 });
+
+  it("a small request the plan does not place takes a small segment, not the arena or a large free range", () => {
+    // no plan yet: a large free segment is there
+    const p1 = new StepPlannedPool(mock());
+    const big = p1.allocate(50_000);
+    p1.free(big);
+    const s1 = p1.allocate(100);
+    assert.notEqual(s1.memory, big.memory, "small block in a large segment");
+    // a plan's arena, free: the step leaves the plan at once
+    const p2 = new StepPlannedPool(mock());
+    for (let i = 0; i < 4; i++) {
+      p2.free(p2.allocate(50_000));
+      p2.endStep();
+    }
+    const arena = p2.allocate(50_000);
+    p2.free(arena);
+    p2.endStep();
+    assert.ok(p2.arenaByteLength >= 50_000);
+    const s2 = p2.allocate(100);
+    assert.notEqual(s2.memory, arena.memory, "small block in the arena");
+    // it shares its 2 KiB segment with the next small ones
+    const s3 = p2.allocate(300);
+    assert.equal(s3.memory, s2.memory);
+  });
+
+  it("under a tight group bound a small request the plan does not place takes the arena; under a loose one a segment of its own", () => {
+    for (const ratio of [1, 1.5]) {
+      const group = new StepPoolGroup({ maxHeldRatio: ratio });
+      const a = new StepPlannedPool(mock(), { group });
+      const b = new StepPlannedPool(mock(), { group });
+      const keep = a.allocate(100_000);
+      let large = b.allocate(20_000);
+      for (let i = 0; i < 4; i++) {
+        b.free(large);
+        group.endStep();
+        large = b.allocate(20_000);
+      }
+      b.free(large);
+      group.endStep();
+      assert.ok(b.arenaByteLength >= 20_000, `ratio ${ratio}: no arena`);
+      const s = b.allocate(60);
+      if (ratio === 1) {
+        assert.equal(
+          s.memory,
+          large.memory,
+          "a small segment past the group's bound",
+        );
+      } else assert.notEqual(s.memory, large.memory);
+      b.free(s);
+      a.free(keep);
+      group.endStep();
+    }
+  });
+
+  it("growth: an exact segment when seen once, room when seen twice; outgrown segments go back within the bound", () => {
+    for (const ratio of [1.1, 4]) {
+      const pool = new StepPlannedPool(mock(), { maxHeldRatio: ratio });
+      let live = pool.allocate(100_000);
+      pool.endStep();
+      const seen: [number, number][] = [];
+      for (const n of [110_000, 121_000, 133_000, 146_000, 160_000]) {
+        const next = pool.allocate(n);
+        seen.push([pool.segmentCount, pool.reservedBytes]);
+        pool.free(live);
+        live = next;
+        pool.endStep();
+      }
+      // 121,000: the 100,096-byte segment it outgrew goes back, and growth
+      // was seen once (110,000 was not made from a smaller free block), so
+      // its segment is exact: 110,080 + 121,088
+      assert.deepEqual(seen[1], [2, 231_168], `ratio ${ratio}`);
+      // never more than the live one and the one just outgrown's successor
+      for (const [count] of seen) assert.equal(count, 2, `ratio ${ratio}`);
+      pool.free(live);
+      pool.dispose();
+    }
+  });
+});
