@@ -1024,4 +1024,18 @@ describe("StepPlannedPool small segments review: placement rules", () => {
       pool.dispose();
     }
   });
+
+  it("a request that outgrows a free segment gives back that one, never a free small segment", () => {
+    const pool = new StepPlannedPool(mock(), { maxHeldRatio: 4 });
+    pool.free(pool.allocate(100)); // a small segment, free
+    pool.free(pool.allocate(2000)); // a 2,048-byte segment, free
+    const made = pool.segmentsCreated;
+    const grown = pool.allocate(2400); // outgrows the 2,048-byte one
+    assert.equal(pool.segmentsCreated, made + 1);
+    const small = pool.allocate(100); // the small segment is still there
+    assert.equal(pool.segmentsCreated, made + 1, "small segment given back");
+    pool.free(small);
+    pool.free(grown);
+    pool.dispose();
+  });
 });
