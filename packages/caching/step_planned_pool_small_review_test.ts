@@ -479,7 +479,12 @@ function runModel(
           // re-enter the pool from inside the source: allocate and free a
           // small block, end a step
           if (reentries++ > 3) return;
-          const h = take(op.pool, 100);
+          // (this pool, then the others: a pool the source grows may
+          // make the group take back this pool's free segments)
+          const h = take(
+            (op.pool + reentries) % nPools,
+            100 + reentries * 30_000,
+          );
           if (h !== undefined) give(h);
           if (reentries % 2 === 0) endStep();
         };
