@@ -535,6 +535,51 @@ describe("StepPlannedPool small segments review: model", () => {
   });
 });
 
+describe("StepPlannedPool small segments review: repeated steps", () => {
+  it("steps that repeat (the fast path), then drift, with small blocks kept past their step", () => {
+    const fast = { before: tallies.fast };
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 3 }),
+        fc.boolean(),
+        fc.constantFrom(1, 1.1),
+        fc.array(template, { minLength: 1, maxLength: 3 }),
+        fc.array(
+          fc.record({
+            pool: fc.nat(2),
+            t: fc.nat(3),
+            times: fc.integer({ min: 1, max: 8 }),
+            keep: fc.nat(2),
+            then: opArb(3),
+          }),
+          { minLength: 1, maxLength: 8 },
+        ),
+        (nPools, grouped, ratio, templates, runs) => {
+          const ops: Op[] = [];
+          for (const r of runs) {
+            for (let i = 0; i < r.times; i++) {
+              ops.push({
+                k: "run",
+                pool: r.pool % nPools,
+                t: r.t,
+                keep: r.keep,
+              });
+            }
+            const then = r.then;
+            ops.push(
+              "pool" in then ? { ...then, pool: then.pool % nPools } : then,
+            );
+          }
+          runModel(nPools, grouped, ratio, 2 ** 30, templates, ops);
+        },
+      ),
+      { numRuns: modelRuns(300) },
+    );
+    console.log("repeated steps:", tallies.fast - fast.before, "fast steps");
+    assert.ok(tallies.fast > fast.before, "no step on the fast path");
+  });
+});
+
 describe("StepPlannedPool small segments review: collaborators", () => {
   it("a source that calls back into the pool while it makes or gives back a segment is refused (typed), the pool unchanged", () => {
     // (before: a re-entrant allocate inside the small segment's making
