@@ -89,6 +89,7 @@ export interface BuddyAllocatorStats {
 }
 
 const MAX_ORDER = 30;
+const clz32 = Math.clz32;
 
 function isSegmentSource(value: unknown): value is SegmentSource {
   return typeof (value as SegmentSource)?.tryAllocateSegment === "function";
@@ -150,7 +151,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // The ArrayBuffer (or SharedArrayBuffer) and byte offset of each pool
   // whose memory is one, for fast views.
   #poolBuffers: (ArrayBuffer | SharedArrayBuffer | undefined)[] = [];
-  #poolOffsets: number[] = [];
+  // Per pool: its byte offset in its memory minus its first address, so a
+  // block's byte offset is `#poolBase[pool] + address`.
+  #poolBase: number[] = [];
   #poolCount = 0;
   // Per minimum-block unit: a free block's start holds order + 1, a used
   // block's start -(order + 1), anything else 0.
@@ -176,11 +179,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
   #usedPeak = 0;
-  #bytesAllocated = 0;
   #bytesFreed = 0;
   #liveCount = 0;
   #livePeak = 0;
-  #allocCount = 0;
   #freeCount = 0;
   #largeBytes = 0;
   #deleter: Deleter<number>;
@@ -363,13 +364,14 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       allocatedBytes: {
         current: this.#allocatedBytes,
         peak: this.#usedPeak,
-        allocated: this.#bytesAllocated,
+        // Every byte allocated is live or freed (and so for counts).
+        allocated: this.#allocatedBytes + this.#bytesFreed,
         freed: this.#bytesFreed,
       },
       allocations: {
         current: this.#liveCount,
         peak: this.#livePeak,
-        allocated: this.#allocCount,
+        allocated: this.#liveCount + this.#freeCount,
         freed: this.#freeCount,
       },
       reservedBytes: this.reservedBytes,
@@ -458,60 +460,66 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * this allocator holds already.
    */
   alloc(byteLength: number): number {
+    // The hot path stays small (TurboFan inlines it into its callers); the
+    // rare paths are methods of their own.
     if (
       typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
-      byteLength > 0x7fffffff
+      byteLength > this.poolByteLength
     ) {
-      validateByteLength(byteLength);
+      return this.#allocOther(byteLength);
     }
-    if (byteLength > this.poolByteLength) return this.#allocLarge(byteLength);
-    // Order k: 2^k minimum blocks hold the request.
-    const units = (byteLength - 1) >> this.#minShift;
-    const k = units <= 0 ? 0 : 32 - Math.clz32(units);
+    // Order k: 2^k minimum blocks hold the request (0 bytes: one).
+    const k = 32 - clz32(((byteLength || 1) - 1) >> this.#minShift);
     let bits = this.#bits & (-1 << k);
-    if (bits === 0) {
-      this.#addPool(byteLength);
-      bits = this.#bits & (-1 << k);
-    }
+    if (bits === 0) bits = this.#refill(byteLength, k);
     // The lowest order j >= k with a free block.
-    let j = 31 - Math.clz32(bits & -bits);
+    const j = 31 - clz32(bits & -bits);
     const order = this.#order;
     const listed = this.#listed;
-    const stacks = this.#stacks;
-    const free = this.#free;
     const cap2 = this.#cap2;
+    const base = cap2 - (cap2 >>> j);
     // Pop list j, skipping entries whose block a merge took away.
-    const stack = stacks[j];
+    const stack = this.#stacks[j];
     let g: number;
     do {
       g = stack.pop()!;
-      const bit = cap2 - (cap2 >>> j) + (g >>> j);
+      const bit = base + (g >>> j);
       listed[bit >>> 5] &= ~(1 << bit);
     } while (order[g] !== j + 1);
-    if (--free[j] === 0) this.#bits &= ~(1 << j);
-    // Split down to order k: the upper halves become free blocks.
-    while (j > k) {
-      j--;
-      const buddy = g + (1 << j);
-      order[buddy] = j + 1;
-      if (free[j]++ === 0) this.#bits |= 1 << j;
-      const bit = cap2 - (cap2 >>> j) + (buddy >>> j);
-      const word = listed[bit >>> 5];
-      if ((word & (1 << bit)) === 0) {
-        listed[bit >>> 5] = word | (1 << bit);
-        stacks[j].push(buddy);
-      }
-    }
+    if (--this.#free[j] === 0) this.#bits &= ~(1 << j);
+    if (j > k) this.#split(g, j, k);
     order[g] = -(k + 1);
     const bytes = this.minBlockByteLength << k;
     const used = this.#allocatedBytes + bytes;
     this.#allocatedBytes = used;
     if (used > this.#usedPeak) this.#usedPeak = used;
-    this.#bytesAllocated += bytes;
     const live = ++this.#liveCount;
     if (live > this.#livePeak) this.#livePeak = live;
-    this.#allocCount++;
     return g * this.minBlockByteLength;
+  }
+
+  // alloc() of a length that is not a small integer: refused, or a large
+  // block straight from the backing allocator.
+  #allocOther(byteLength: number): number {
+    // A valid length that missed the fast path is longer than a pool.
+    validateByteLength(byteLength);
+    return this.#allocLarge(byteLength);
+  }
+
+  // A new pool, when no free block has order k or more: the bits of
+  // the orders >= k with free blocks.
+  #refill(byteLength: number, k: number): number {
+    this.#addPool(byteLength);
+    return this.#bits & (-1 << k);
+  }
+
+  // Splits the block at unit g from order j down to order k: the upper
+  // halves become free blocks.
+  #split(g: number, j: number, k: number): void {
+    while (j > k) {
+      j--;
+      this.#pushFree(g + (1 << j), j);
+    }
   }
 
   /**
@@ -523,12 +531,18 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * changes.
    */
   free(address: number): void {
-    if (typeof address === "number" && address < 0) {
-      this.#freeLarge(address);
-      return;
-    }
-    const g = this.#unit(address, "free");
     const order = this.#order;
+    let g: number;
+    // #unit's fast check: an aligned uint32 (the only numbers g * min can
+    // equal) at a live block's start, which holds a negative order.
+    if (
+      typeof address !== "number" ||
+      (g = address >>> this.#minShift) * this.minBlockByteLength !== address ||
+      g >= order.length || order[g] >= 0
+    ) {
+      g = this.#freeOther(address);
+      if (g < 0) return;
+    }
     let k = -order[g] - 1;
     order[g] = 0;
     const bytes = this.minBlockByteLength << k;
@@ -550,6 +564,16 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       k++;
     }
     this.#pushFree(block, k);
+  }
+
+  // free() off the fast path: frees a large block (and returns -1), or
+  // returns the unit of a live block in a pool, or throws.
+  #freeOther(address: number): number {
+    if (typeof address === "number" && address < 0) {
+      this.#freeLarge(address);
+      return -1;
+    }
+    return this.#unitSlow(address, "free");
   }
 
   // Makes `block` a free block of order k.
@@ -705,28 +729,33 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   bytes(address: number, byteLength: number): Uint8Array {
     if (
-      typeof address === "number" && (address >>> 0) === address &&
-      typeof byteLength === "number" && (byteLength >>> 0) === byteLength
+      typeof address === "number" && typeof byteLength === "number" &&
+      (byteLength >>> 0) === byteLength
     ) {
       const g = address >>> this.#minShift;
       const order = this.#order;
       const min = this.minBlockByteLength;
       // A used block's start holds -(order + 1); blocks in pools are at
       // most a pool long (< 2^31 bytes), so `min << k` stays an int32.
+      // `g * min` equals only an aligned uint32 address.
       const k = g < order.length ? -order[g] - 1 : -1;
-      if ((address & (min - 1)) === 0 && k >= 0 && byteLength <= min << k) {
+      if (g * min === address && k >= 0 && byteLength <= min << k) {
         const pool = g >>> this.#poolShift;
         const buffer = this.#poolBuffers[pool];
         if (buffer !== undefined) {
           return new Uint8Array(
             buffer,
-            this.#poolOffsets[pool] +
-              (g & ((1 << this.#poolShift) - 1)) * this.minBlockByteLength,
+            this.#poolBase[pool] + address,
             byteLength,
           );
         }
       }
     }
+    return this.#bytesSlow(address, byteLength);
+  }
+
+  // bytes() off the fast path: checks everything, throws or makes the view.
+  #bytesSlow(address: number, byteLength: number): Uint8Array {
     const limit = this.byteLengthOf(address);
     validateByteLength(byteLength, limit, "byteLength");
     return new Uint8Array(
@@ -874,7 +903,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
           memory instanceof SharedArrayBuffer)
       ? memory
       : undefined;
-    this.#poolOffsets[index] = ptr.byteOffset;
+    this.#poolBase[index] = ptr.byteOffset - index * this.poolByteLength;
     this.#poolCount++;
     this.#pushFree(index << this.#poolShift, this.#maxOrder);
   }
@@ -966,9 +995,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if (this.#allocatedBytes > this.#usedPeak) {
       this.#usedPeak = this.#allocatedBytes;
     }
-    this.#bytesAllocated += byteLength;
     if (++this.#liveCount > this.#livePeak) this.#livePeak = this.#liveCount;
-    this.#allocCount++;
     return address;
   }
 

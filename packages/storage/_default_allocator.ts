@@ -9,6 +9,7 @@ import {
   AllocatorBase,
   DataPtr,
   Device,
+  OutOfMemoryError,
   validateByteLength,
 } from "@allot/core";
 
@@ -34,7 +35,17 @@ export class ArrayBufferAllocator
    */
   allocate(byteLength: number): DataPtr<ArrayBuffer, ArrayBuffer> {
     validateByteLength(byteLength);
-    const memory = new ArrayBuffer(byteLength);
+    let memory: ArrayBuffer;
+    try {
+      memory = new ArrayBuffer(byteLength);
+    } catch (error) {
+      throw new OutOfMemoryError(
+        `Cannot allocate ${byteLength} bytes: the runtime refused an ArrayBuffer of that size (${
+          error instanceof Error ? error.message : String(error)
+        })`,
+        { requestedBytes: byteLength },
+      );
+    }
     this.liveBytes += byteLength;
     return new DataPtr(memory, 0, byteLength, this.device, {
       context: memory,

@@ -7,16 +7,25 @@
 
 import {
   type Allocator,
+  AllotError,
   describeValue,
   hostBuffer,
-  type IntrusivePtr,
+  IntrusivePtr,
   InvalidArgumentError,
   isHostMemory,
   UnsupportedOperationError,
   UseAfterFreeError,
+  validateObject,
 } from "@allot/core";
 import type { BufferBackend, StridedBinding } from "./buffer_backend.ts";
-import { BufferView, type Shape, type SliceOptions } from "./buffer_view.ts";
+import {
+  _checkOptions,
+  _checkView,
+  _isBufferView,
+  BufferView,
+  type Shape,
+  type SliceOptions,
+} from "./buffer_view.ts";
 import {
   type AnyTypedArray,
   type Dtype,
@@ -25,7 +34,7 @@ import {
   type TypedArrayOf,
 } from "./dtype.ts";
 import { _fmt, ShapeError } from "./errors.ts";
-import { Storage } from "./storage.ts";
+import { _checkHostSpan, Storage } from "./storage.ts";
 import { type _BitArray, _copyStrided } from "./_strided_copy.ts";
 import { _noteMemory } from "./_wasm_kernels.ts";
 import { _track } from "./tidy.ts";
@@ -82,6 +91,29 @@ const BIT_ARRAYS = {
   8: Float64Array,
 } as const;
 
+let _hasStorage: (value: object) => boolean;
+
+/** Set by {@linkcode _trusted} for the one constructor call it makes. */
+let trustedInfo: DtypeInfo | undefined;
+
+/**
+ * A buffer over a storage and view this module made or checked (the view
+ * fits, the backend was checked): the constructor skips its checks.
+ */
+function _trusted<D extends Dtype>(
+  storage: IntrusivePtr<Storage>,
+  info: DtypeInfo,
+  view: BufferView,
+  backend: BufferBackend | undefined,
+): Buffer<D> {
+  trustedInfo = info;
+  try {
+    return new Buffer(storage, { dtype: info.dtype as D, view, backend });
+  } finally {
+    trustedInfo = undefined;
+  }
+}
+
 /**
  * A typed strided view over a shared {@linkcode Storage}, like CubeCL's
  * `Buffer<R, E>`: an owning strong reference to the storage, a
@@ -120,6 +152,10 @@ const BIT_ARRAYS = {
  */
 export class Buffer<D extends Dtype = Dtype> {
   #storage: IntrusivePtr<Storage>;
+
+  static {
+    _hasStorage = (value) => #storage in value;
+  }
   #view: BufferView;
   #dtype: D;
   #info: DtypeInfo<D>;
@@ -140,18 +176,36 @@ export class Buffer<D extends Dtype = Dtype> {
     storage: IntrusivePtr<Storage>,
     options: BufferFromStorageOptions<D>,
   ) {
+    const trusted = trustedInfo;
+    if (trusted !== undefined) {
+      // From _trusted(): storage, view and backend were made or checked by
+      // this module (the view fits); skip the checks of the public path.
+      trustedInfo = undefined;
+      this.#storage = storage;
+      this.#view = options.view as BufferView;
+      this.#dtype = trusted.dtype as D;
+      this.#info = trusted as DtypeInfo<D>;
+      this.#backend = options.backend;
+      _track(this);
+      return;
+    }
+    validateObject(options, "options");
+    const target = _storageOf(storage);
     const info = dtypeInfo(options.dtype);
-    const target = storage.target;
-    const view = options.view ??
+    const given = options.view;
+    if (given !== undefined) _checkView(given, "view");
+    const backend = options.backend;
+    _checkBackend(backend);
+    const view = given ??
       BufferView.contiguous([
         Math.floor(target.byteLength / info.bytesPerElement),
       ]);
     checkFits(view, target, info);
     this.#storage = storage;
     this.#view = view;
-    this.#dtype = options.dtype;
+    this.#dtype = info.dtype;
     this.#info = info;
-    this.#backend = options.backend;
+    this.#backend = backend;
     _track(this);
   }
 
@@ -172,12 +226,14 @@ export class Buffer<D extends Dtype = Dtype> {
     shape: Shape,
     options: BufferOptions = {},
   ): Buffer<D> {
+    _checkOptions(options, "options");
     const info = dtypeInfo(dtype);
     const view = BufferView.contiguous(shape);
+    _checkBackend(options.backend);
     const storage = Storage.allocate(view.length * info.bytesPerElement, {
       allocator: options.allocator,
     });
-    return new Buffer(storage, { dtype, view, backend: options.backend });
+    return _trusted(storage, info, view, options.backend);
   }
 
   /**
@@ -211,12 +267,14 @@ export class Buffer<D extends Dtype = Dtype> {
     shape: Shape,
     options: BufferOptions = {},
   ): Buffer<D> {
+    _checkOptions(options, "options");
     const info = dtypeInfo(dtype);
     const view = BufferView.contiguous(shape);
+    _checkBackend(options.backend);
     const storage = Storage.lazy(view.length * info.bytesPerElement, {
       allocator: options.allocator,
     });
-    return new Buffer(storage, { dtype, view, backend: options.backend });
+    return _trusted(storage, info, view, options.backend);
   }
 
   /**
@@ -233,6 +291,7 @@ export class Buffer<D extends Dtype = Dtype> {
     shape: Shape,
     options: BufferOptions = {},
   ): Buffer<D> {
+    _checkOptions(options, "options");
     return Buffer.filled(dtype, shape, { ...options, value: 0 });
   }
 
@@ -262,6 +321,7 @@ export class Buffer<D extends Dtype = Dtype> {
       value: number;
     },
   ): Buffer<D> {
+    validateObject(options, "options");
     const buffer = Buffer.empty(dtype, shape, options);
     try {
       buffer.fill(options.value);
@@ -298,18 +358,20 @@ export class Buffer<D extends Dtype = Dtype> {
     data: ArrayLike<number>,
     options: FromDataOptions = {},
   ): Buffer<D> {
+    _checkOptions(options, "options");
     const info = dtypeInfo(dtype);
-    _checkData(data);
-    const shape = options.shape ?? [data.length];
+    // The length is read once: an array-like could answer differently later.
+    const length = _checkData(data);
+    const shape = options.shape ?? [length];
     const view = BufferView.contiguous(shape);
-    if (view.length !== data.length) {
+    if (view.length !== length) {
       throw new ShapeError(
         `Cannot make a buffer of shape ${
           _fmt(shape)
-        } (${view.length} elements) from ${data.length} elements`,
+        } (${view.length} elements) from ${length} elements`,
         {
           name: "data",
-          value: data.length,
+          value: length,
           limit: view.length,
           shape: view.shape,
         },
@@ -317,22 +379,35 @@ export class Buffer<D extends Dtype = Dtype> {
     }
     const buffer = Buffer.empty(dtype, view.shape, options);
     try {
-      let source: ArrayLike<number> = data;
+      const host = buffer.#isHost();
+      const into = host
+        ? buffer.#typed() as unknown as Float64Array
+        : new info.arrayType(length) as unknown as Float64Array;
       if (dtype === "bool") {
-        source = Uint8Array.from(data as ArrayLike<number>, (x) => x ? 1 : 0);
-      }
-      if (buffer.#isHost()) {
-        buffer.#typed().set(source as ArrayLike<number> & number[], 0);
+        for (let i = 0; i < length; i++) into[i] = data[i] ? 1 : 0;
+      } else if (_isTypedArray(data)) {
+        // Its own length (the intrinsic one) is what set() reads.
+        into.set(data as unknown as Float64Array, 0);
       } else {
-        const host = new info.arrayType(view.length);
-        (host as unknown as number[] & Float64Array).set(
-          source as ArrayLike<number>,
+        // Element by element up to the length checked, never data.length
+        // again (a proxy's or getter's could change between two reads).
+        for (let i = 0; i < length; i++) into[i] = data[i];
+      }
+      if (!host) {
+        buffer.#requireBackend("fromData").write(
+          buffer.binding(),
+          into as unknown as AnyTypedArray,
         );
-        buffer.#requireBackend("fromData").write(buffer.binding(), host);
       }
     } catch (error) {
       buffer.release();
-      throw error;
+      if (error instanceof AllotError) throw error;
+      throw new InvalidArgumentError(
+        `Cannot make a buffer from ${describeValue(data)}: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+        { name: "data", value: data, limit: "ArrayLike<number>" },
+      );
     }
     return buffer;
   }
@@ -453,6 +528,7 @@ export class Buffer<D extends Dtype = Dtype> {
    * @returns `true` when the storages are the same object.
    */
   sharesStorageWith(other: { readonly storage: Storage }): boolean {
+    validateObject(other, "other");
     return this.storage === other.storage;
   }
 
@@ -487,13 +563,9 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   withView(view: BufferView): Buffer<D> {
     const handle = this.#live("withView");
-    _requireInstance(view, BufferView, "view", "withView");
+    _requireInstance(view, _isBufferView, "BufferView", "view", "withView");
     checkFits(view, handle.target, this.#info);
-    return new Buffer(handle.clone(), {
-      dtype: this.#dtype,
-      view,
-      backend: this.#backend,
-    });
+    return _trusted(handle.clone(), this.#info, view, this.#backend);
   }
 
   /**
@@ -598,9 +670,9 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   set(indices: readonly number[], value: number): void {
     const at = this.#view.index(indices);
-    _checkValue(value, "set");
+    const n = _checkValue(value, "set");
     const typed = this.#hostTyped("set");
-    typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : value;
+    typed[at] = this.#dtype === "bool" ? (value ? 1 : 0) : n;
   }
 
   /**
@@ -612,9 +684,9 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   fill(value: number): void {
     this.#live("fill");
-    _checkValue(value, "fill");
+    const n = _checkValue(value, "fill");
     this.#checkWritable("fill");
-    const v = this.#dtype === "bool" ? (value ? 1 : 0) : value;
+    const v = this.#dtype === "bool" ? (value ? 1 : 0) : n;
     if (!this.#isHost()) {
       this.#requireBackend("fill").fill(this.binding(), v);
       return;
@@ -747,15 +819,18 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   contiguous(options: Pick<BufferOptions, "allocator"> = {}): Buffer<D> {
     const handle = this.#live("contiguous");
+    _checkOptions(options, "options");
     const view = this.#view;
     if (view.isContiguous && view.offset === 0) return this.clone();
     const packedView = BufferView.contiguous(view.shape);
     const allocator = options.allocator ?? handle.target.allocator;
-    const out = new Buffer(
+    const out = _trusted<D>(
       Storage.allocate(packedView.length * this.#info.bytesPerElement, {
         allocator,
       }),
-      { dtype: this.#dtype, view: packedView, backend: this.#backend },
+      this.#info,
+      packedView,
+      this.#backend,
     );
     try {
       out.#copyIn(this, "contiguous");
@@ -779,7 +854,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   copyFrom(src: Buffer<D>): void {
     this.#live("copyFrom");
-    _requireInstance(src, Buffer, "src", "copyFrom");
+    _requireInstance(src, _isBuffer, "Buffer", "src", "copyFrom");
     src.#live("copyFrom");
     if (src.#dtype !== this.#dtype) {
       throw new InvalidArgumentError(
@@ -906,7 +981,7 @@ export class Buffer<D extends Dtype = Dtype> {
       _noteMemory(memory);
     }
     return new Type(
-      hostBuffer(memory as ArrayBuffer) as ArrayBuffer,
+      _checkHostSpan(storage, hostBuffer(memory as ArrayBuffer) as ArrayBuffer),
       data.byteOffset,
       Math.floor(data.byteLength / bpe),
     );
@@ -1009,17 +1084,37 @@ function checkFits(view: BufferView, storage: Storage, info: DtypeInfo): void {
   }
 }
 
-/** Refuses `data` that is not array-like (null, a string, a number). */
-function _checkData(data: unknown): void {
+/**
+ * Refuses `data` that is not array-like (null, a string, a number) and
+ * returns its length, read once (a typed array's through the intrinsic
+ * getter, which a subclass cannot override).
+ */
+function _checkData(data: unknown): number {
   if (typeof data === "object" && data !== null) {
-    const length = (data as { length?: unknown }).length;
+    const tag = typedArrayTag.call(data);
+    if (tag !== undefined) {
+      if (tag === "BigInt64Array" || tag === "BigUint64Array") {
+        throw new InvalidArgumentError(
+          `Cannot make a buffer from a ${tag}: data must hold numbers, not BigInts`,
+          { name: "data", value: data, limit: "ArrayLike<number>" },
+        );
+      }
+      return typedArrayLength.call(data);
+    }
+    let length: unknown;
+    try {
+      length = (data as { length?: unknown }).length;
+    } catch {
+      // A proxy of a typed array: its length getter refuses the receiver.
+      length = undefined;
+    }
     if (
       Number.isSafeInteger(length) && (length as number) >= 0 &&
       !(data instanceof DataView)
     ) {
-      const error = _elementError(data as ArrayLike<unknown>);
+      const error = _elementError(data as ArrayLike<unknown>, length as number);
       if (error !== undefined) throw error;
-      return;
+      return length as number;
     }
   }
   throw new InvalidArgumentError(
@@ -1031,24 +1126,17 @@ function _checkData(data: unknown): void {
 }
 
 /**
- * The typed error naming the first element that typed arrays cannot convert
- * (a BigInt, a symbol), or `undefined`. Typed arrays of numbers need no
- * scan; a plain array is scanned before anything is allocated, so a refused
- * call changes nothing.
+ * The typed error naming the first of `length` elements that typed arrays
+ * cannot convert (a BigInt, a symbol), or `undefined`. A plain array is
+ * scanned before anything is allocated, so a refused call changes nothing.
  */
 function _elementError(
   data: ArrayLike<unknown>,
+  length: number,
 ): InvalidArgumentError | undefined {
-  if (ArrayBuffer.isView(data)) {
-    if (!(data instanceof BigInt64Array || data instanceof BigUint64Array)) {
-      return undefined;
-    }
-  }
-  for (let i = 0; i < data.length; i++) {
+  for (let i = 0; i < length; i++) {
     const x = data[i];
-    if (
-      typeof x !== "number" && (typeof x === "bigint" || typeof x === "symbol")
-    ) {
+    if (typeof x === "bigint" || typeof x === "symbol") {
       return new InvalidArgumentError(
         `Cannot make a buffer from data: element ${i} must be a number, received ${
           describeValue(x)
@@ -1061,8 +1149,22 @@ function _elementError(
 }
 
 /** Refuses element values typed arrays cannot convert (BigInt, symbol). */
-function _checkValue(value: unknown, what: string): void {
-  if (typeof value === "bigint" || typeof value === "symbol") {
+/**
+ * The value as a number, converted once (an object's `valueOf` runs once,
+ * here): a BigInt, a symbol, or an object that converts to neither a number
+ * nor anything but a throw of the engine's is refused with a typed error.
+ */
+function _checkValue(value: unknown, what: string): number {
+  if (typeof value === "number") return value;
+  let n: number | undefined;
+  if (typeof value !== "bigint" && typeof value !== "symbol") {
+    try {
+      n = Number(value);
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+    }
+  }
+  if (n === undefined) {
     throw new InvalidArgumentError(
       `Cannot ${what} an element to ${
         describeValue(value)
@@ -1070,21 +1172,81 @@ function _checkValue(value: unknown, what: string): void {
       { name: "value", value, limit: "number" },
     );
   }
+  return n;
 }
 
 function _requireInstance(
   value: unknown,
-  // deno-lint-ignore no-explicit-any
-  type: abstract new (...args: any[]) => unknown,
+  is: (value: unknown) => boolean,
+  typeName: string,
   name: string,
   what: string,
 ): void {
-  if (!(value instanceof type)) {
+  if (!is(value)) {
     throw new InvalidArgumentError(
-      `Cannot ${what}: ${name} must be a ${type.name}, received ${
+      `Cannot ${what}: ${name} must be a ${typeName}, received ${
         describeValue(value)
       }`,
-      { name, value, limit: type.name },
+      { name, value, limit: typeName },
     );
   }
 }
+
+/** Whether `value` is a real {@linkcode Buffer} (a brand check). */
+export function _isBuffer(value: unknown): value is Buffer {
+  return typeof value === "object" && value !== null && _hasStorage(value);
+}
+
+/** The storage of a strong pointer, or a typed error for anything else. */
+function _storageOf(ptr: unknown): Storage {
+  let target: unknown;
+  if (ptr instanceof IntrusivePtr) {
+    try {
+      target = ptr.target;
+    } catch (error) {
+      if (error instanceof AllotError) throw error;
+    }
+  }
+  if (!(target instanceof Storage)) {
+    throw new InvalidArgumentError(
+      `Cannot make a buffer: storage must be an IntrusivePtr<Storage>, received ${
+        describeValue(ptr)
+      }`,
+      { name: "storage", value: ptr, limit: "IntrusivePtr<Storage>" },
+    );
+  }
+  return target;
+}
+
+/** Refuses a backend that is neither `undefined` nor an object of methods. */
+export function _checkBackend(backend: unknown): void {
+  if (backend === undefined) return;
+  if (typeof backend === "object" && backend !== null) {
+    const b = backend as Record<string, unknown>;
+    if (
+      typeof b.copy === "function" && typeof b.fill === "function" &&
+      typeof b.write === "function" && typeof b.read === "function"
+    ) return;
+  }
+  throw new InvalidArgumentError(
+    `Invalid backend: expected a BufferBackend (an object with copy, fill, write and read methods), received ${
+      describeValue(backend)
+    }`,
+    { name: "backend", value: backend, limit: "BufferBackend" },
+  );
+}
+
+/** Whether `value` is a typed array (the intrinsic brand, not instanceof). */
+function _isTypedArray(value: unknown): boolean {
+  return typedArrayTag.call(value) !== undefined;
+}
+
+const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+const typedArrayTag = Object.getOwnPropertyDescriptor(
+  TypedArrayPrototype,
+  Symbol.toStringTag,
+)!.get as (this: unknown) => string | undefined;
+const typedArrayLength = Object.getOwnPropertyDescriptor(
+  TypedArrayPrototype,
+  "length",
+)!.get as (this: unknown) => number;

@@ -166,7 +166,16 @@ export class BufferPool<M = unknown, C = unknown> {
     this.allocator = allocator;
     this.strategy = strategy;
     this.#maxFreeBytes = max;
-    this.#strict = options.strict === true;
+    const strict = options.strict === undefined ? false : options.strict;
+    if (typeof strict !== "boolean") {
+      throw new InvalidArgumentError(
+        `Cannot create a BufferPool: strict must be a boolean, received ${
+          describeValue(strict)
+        }`,
+        { name: "strict", value: strict, limit: "boolean" },
+      );
+    }
+    this.#strict = strict;
   }
 
   /** Whether the pool runs in strict (debug) mode. */

@@ -55,6 +55,8 @@ export interface SliceOptions {
 
 let trusted = false;
 
+let _hasShape: (value: object) => boolean;
+
 /** Builds a view from arrays already checked (and owned) by the caller. */
 function make(shape: number[], strides: number[], offset: number): BufferView {
   trusted = true;
@@ -110,6 +112,10 @@ export class BufferView {
   #contiguous: boolean;
   #fortran: boolean;
 
+  static {
+    _hasShape = (value) => #shape in value;
+  }
+
   /**
    * Creates a view and checks it.
    *
@@ -128,12 +134,14 @@ export class BufferView {
       this.#strides = options.strides as number[];
       this.#offset = options.offset as number;
     } else {
+      _checkOptions(options, "view options");
       const s = validateShape(shape);
-      const st = options.strides === undefined
+      const strides = options.strides;
+      const st = strides === undefined
         ? rowMajorStrides(s)
-        : validateStrides(options.strides, s);
-      const offset = options.offset ?? 0;
-      if (!Number.isSafeInteger(offset) || offset < 0) {
+        : validateStrides(strides, s);
+      const offset: unknown = options.offset ?? 0;
+      if (!Number.isSafeInteger(offset) || (offset as number) < 0) {
         throw new InvalidArgumentError(
           `Invalid view offset: must be a non-negative integer, received ${
             describeValue(offset)
@@ -143,7 +151,8 @@ export class BufferView {
       }
       this.#shape = s;
       this.#strides = st;
-      this.#offset = offset;
+      // + 0 turns -0 into 0.
+      this.#offset = (offset as number) + 0;
     }
     const shp = this.#shape, str = this.#strides, rank = shp.length;
     let length = 1, lo = this.#offset, hi = this.#offset;
@@ -218,10 +227,9 @@ export class BufferView {
    * @throws {ShapeError} When the shape is invalid.
    */
   static fortran(shape: Shape, offset = 0): BufferView {
-    return new BufferView(shape, {
-      strides: columnMajorStrides(shape),
-      offset,
-    });
+    // Validate (read) the shape once, so the strides match the sizes kept.
+    const s = validateShape(shape);
+    return new BufferView(s, { strides: columnMajorStrides(s), offset });
   }
 
   /** Sizes of the dimensions (a fresh copy). */
@@ -436,8 +444,12 @@ export class BufferView {
   permute(axes: readonly number[]): BufferView {
     const rank = this.#shape.length;
     const seen = new Array<boolean>(rank).fill(false);
-    const ok = Array.isArray(axes) && axes.length === rank &&
-      axes.every((a) =>
+    // Read each axis once (a proxy could answer differently the second time).
+    const list = Array.isArray(axes) && axes.length === rank
+      ? Array.from({ length: rank }, (_, i) => axes[i])
+      : undefined;
+    const ok = list !== undefined &&
+      list.every((a) =>
         Number.isInteger(a) && a >= 0 && a < rank && !seen[a] &&
         (seen[a] = true)
       );
@@ -449,14 +461,14 @@ export class BufferView {
           Array.isArray(axes) ? _fmt(axes) : describeValue(axes)
         } are not a permutation of [0, ${rank})`,
         "axes",
-        Array.isArray(axes) ? [...axes] : axes,
+        list ?? axes,
         rank,
       );
     }
     const shape = new Array<number>(rank), strides = new Array<number>(rank);
     for (let i = 0; i < rank; i++) {
-      shape[i] = this.#shape[axes[i]];
-      strides[i] = this.#strides[axes[i]];
+      shape[i] = this.#shape[list[i]];
+      strides[i] = this.#strides[list[i]];
     }
     return make(shape, strides, this.#offset);
   }
@@ -486,6 +498,7 @@ export class BufferView {
    */
   slice(dim: number, options: SliceOptions = {}): BufferView {
     const d = this.#dim(dim, "slice");
+    _checkOptions(options, "slice options");
     const n = this.#shape[d];
     const step = options.step ?? 1;
     if (!Number.isSafeInteger(step) || step === 0) {
@@ -640,6 +653,7 @@ export class BufferView {
    * @returns `true` for equal layouts.
    */
   equals(other: BufferView): boolean {
+    _checkView(other, "other");
     return other.#offset === this.#offset &&
       sameList(other.#shape, this.#shape) &&
       sameList(other.#strides, this.#strides);
@@ -652,6 +666,7 @@ export class BufferView {
    * @returns `true` for equal shapes.
    */
   sameShape(other: BufferView): boolean {
+    _checkView(other, "other");
     return sameList(other.#shape, this.#shape);
   }
 
@@ -795,6 +810,37 @@ export class BufferView {
   }
 }
 
+/** Whether `value` is a real {@linkcode BufferView} (a brand check). */
+export function _isBufferView(value: unknown): value is BufferView {
+  return typeof value === "object" && value !== null && _hasShape(value);
+}
+
+/** Refuses anything but a real {@linkcode BufferView}, naming `name`. */
+export function _checkView(value: unknown, name: string): void {
+  if (!_isBufferView(value)) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: expected a BufferView, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: "BufferView" },
+    );
+  }
+}
+
+/** Refuses options that are neither `undefined` nor an object. */
+export function _checkOptions(options: unknown, name: string): void {
+  if (
+    options !== undefined && (typeof options !== "object" || options === null)
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be an object or undefined, received ${
+        describeValue(options)
+      }`,
+      { name, value: options, limit: "object" },
+    );
+  }
+}
+
 function sameList(a: readonly number[], b: readonly number[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -820,9 +866,13 @@ function validateShape(shape: Shape, what = "shape"): number[] {
       { name: "shape", value: shape.length, limit: MAX_RANK, shape },
     );
   }
+  // Read each size once, into a copy: a proxy could answer differently later.
+  const rank = shape.length;
+  const copy = new Array<number>(rank);
   let count = 1;
-  for (let i = 0; i < shape.length; i++) {
+  for (let i = 0; i < rank; i++) {
     const n = shape[i];
+    copy[i] = n;
     if (!Number.isSafeInteger(n) || n < 0) {
       throw new ShapeError(
         `Invalid ${what} ${
@@ -835,15 +885,25 @@ function validateShape(shape: Shape, what = "shape"): number[] {
     }
     count *= n;
   }
-  if (!Number.isSafeInteger(count)) {
+  // Row-major strides count sizes of 0 as 1: keep them safe integers too.
+  let span = 1;
+  for (let i = 0; i < rank; i++) span *= Math.max(copy[i], 1);
+  if (!Number.isSafeInteger(count) || !Number.isSafeInteger(span)) {
     throw new ShapeError(
-      `Invalid ${what} ${
-        _fmt(shape)
-      }: ${count} elements exceed the safe integer limit ${Number.MAX_SAFE_INTEGER}`,
-      { name: "shape", value: count, limit: Number.MAX_SAFE_INTEGER, shape },
+      `Invalid ${what} ${_fmt(shape)}: ${
+        Number.isSafeInteger(count)
+          ? `its strides (${span} elements when sizes of 0 count as 1)`
+          : `${count} elements`
+      } exceed the safe integer limit ${Number.MAX_SAFE_INTEGER}`,
+      {
+        name: "shape",
+        value: Number.isSafeInteger(count) ? span : count,
+        limit: Number.MAX_SAFE_INTEGER,
+        shape: copy,
+      },
     );
   }
-  return shape.slice();
+  return copy;
 }
 
 function validateStrides(strides: Shape, shape: number[]): number[] {
@@ -855,19 +915,20 @@ function validateStrides(strides: Shape, shape: number[]): number[] {
       { name: "strides", value: strides, limit: shape.length, shape },
     );
   }
-  for (let i = 0; i < strides.length; i++) {
-    if (!Number.isSafeInteger(strides[i])) {
+  const copy = new Array<number>(shape.length);
+  for (let i = 0; i < shape.length; i++) {
+    const n = strides[i];
+    copy[i] = n;
+    if (!Number.isSafeInteger(n)) {
       throw new ShapeError(
         `Invalid strides ${_fmt(strides)} for shape ${
           _fmt(shape)
-        }: strides must be integers, received ${
-          describeValue(strides[i])
-        } at dim ${i}`,
-        { name: "strides", value: strides[i], shape, strides },
+        }: strides must be integers, received ${describeValue(n)} at dim ${i}`,
+        { name: "strides", value: n, shape, strides: copy.slice(0, i) },
       );
     }
   }
-  return strides.slice();
+  return copy;
 }
 
 /**
@@ -955,6 +1016,19 @@ export function alignedStrides(shape: Shape, alignment: number): number[] {
     acc *= Math.max(s[i], 1);
     if (i === s.length - 1) acc = alignUp(acc, alignment);
   }
+  if (!Number.isSafeInteger(acc)) {
+    throw new ShapeError(
+      `Invalid shape ${
+        _fmt(s)
+      } with rows aligned to ${alignment} elements: its storage (${acc} elements) exceeds the safe integer limit ${Number.MAX_SAFE_INTEGER}`,
+      {
+        name: "alignment",
+        value: alignment,
+        limit: Number.MAX_SAFE_INTEGER,
+        shape: s,
+      },
+    );
+  }
   return strides;
 }
 
@@ -969,10 +1043,11 @@ export function alignedStrides(shape: Shape, alignment: number): number[] {
  * @throws {InvalidArgumentError} When `alignment` is not a positive integer.
  */
 export function alignedStorageLength(shape: Shape, alignment: number): number {
-  const strides = alignedStrides(shape, alignment);
-  if (shape.length === 0) return 1;
-  if (shape.some((n) => n === 0)) return 0;
-  return shape[0] * strides[0];
+  const s = validateShape(shape);
+  const strides = alignedStrides(s, alignment);
+  if (s.length === 0) return 1;
+  if (s.some((n) => n === 0)) return 0;
+  return s[0] * strides[0];
 }
 
 function validateElementAlignment(alignment: number): void {

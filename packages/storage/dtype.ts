@@ -193,8 +193,10 @@ const SUPPORTED: readonly Dtype[] = Object.freeze(
  * ```
  */
 export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
-  const found = INFOS[dtype] as DtypeInfo<D> | undefined;
-  if (found !== undefined) return found;
+  // Own keys only: "toString" or "__proto__" must not find Object.prototype's.
+  if (typeof dtype === "string" && Object.hasOwn(INFOS, dtype)) {
+    return INFOS[dtype] as DtypeInfo<D>;
+  }
   throw new InvalidArgumentError(
     `Unknown dtype: expected one of ${ALL.join(", ")}, received ${
       describeValue(dtype)
@@ -220,18 +222,27 @@ export function dtypeInfo<D extends Dtype>(dtype: D): DtypeInfo<D> {
  * ```
  */
 export function dtypeOf(array: unknown): Dtype | undefined {
-  if (array instanceof Float32Array) return "f32";
-  if (array instanceof Float64Array) return "f64";
-  if (array instanceof Int32Array) return "i32";
-  if (array instanceof Uint32Array) return "u32";
-  if (array instanceof Int16Array) return "i16";
-  if (array instanceof Uint16Array) return "u16";
-  if (array instanceof Int8Array) return "i8";
-  if (array instanceof Uint8Array) return "u8";
-  if (
-    F16 !== undefined && array instanceof (F16 as unknown as typeof Uint8Array)
-  ) {
-    return "f16";
-  }
-  return undefined;
+  // A brand check (the intrinsic %TypedArray%.prototype[@@toStringTag]
+  // getter): neither an object made from a typed array's prototype, a
+  // proxy, nor a subclass's overridden getters can pass for another kind.
+  return BY_TAG[typedArrayTag.call(array) as string];
 }
+
+const typedArrayTag = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype),
+  Symbol.toStringTag,
+)!.get as (this: unknown) => string | undefined;
+
+const BY_TAG: Readonly<Record<string, Dtype | undefined>> = Object.freeze(
+  Object.assign(Object.create(null), {
+    Float32Array: "f32",
+    Float64Array: "f64",
+    Int32Array: "i32",
+    Uint32Array: "u32",
+    Int16Array: "i16",
+    Uint16Array: "u16",
+    Int8Array: "i8",
+    Uint8Array: "u8",
+    Float16Array: F16 === undefined ? undefined : "f16",
+  }),
+);

@@ -5,7 +5,7 @@
  */
 
 import { describeValue, InvalidArgumentError } from "@allot/core";
-import { Buffer } from "./buffer.ts";
+import { _isBuffer, type Buffer } from "./buffer.ts";
 import type { BufferView } from "./buffer_view.ts";
 import type { Dtype } from "./dtype.ts";
 import type { Storage } from "./storage.ts";
@@ -43,7 +43,7 @@ export class DynBuffer {
    * @param buffer Any typed buffer.
    */
   constructor(buffer: Buffer) {
-    if (!(buffer instanceof Buffer)) {
+    if (!_isBuffer(buffer)) {
       throw new InvalidArgumentError(
         `Cannot make a DynBuffer: expected a Buffer, received ${
           describeValue(buffer)

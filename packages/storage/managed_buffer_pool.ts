@@ -14,9 +14,9 @@ import {
   IntrusivePtr,
   UseAfterFreeError,
 } from "@allot/core";
-import { Buffer, type BufferOptions } from "./buffer.ts";
+import { _checkBackend, Buffer, type BufferOptions } from "./buffer.ts";
 import type { BufferBackend } from "./buffer_backend.ts";
-import { BufferView, type Shape } from "./buffer_view.ts";
+import { _checkOptions, BufferView, type Shape } from "./buffer_view.ts";
 import { type Dtype, dtypeInfo } from "./dtype.ts";
 import { Storage } from "./storage.ts";
 import {
@@ -108,8 +108,9 @@ export class ManagedBufferPool<M = unknown, C = unknown>
     options: ManagedBufferPoolOptions = {},
   ) {
     super();
-    this.device = allocator.device;
     this.#pool = new BufferPool(allocator, options);
+    _checkBackend(options.backend);
+    this.device = allocator.device;
     this.#backend = options.backend;
     const ref = new WeakRef(this);
     this.#recycle = makeRecycler(ref);
@@ -170,6 +171,8 @@ export class ManagedBufferPool<M = unknown, C = unknown>
     shape: Shape,
     options: Pick<BufferOptions, "backend"> = {},
   ): Buffer<D> {
+    _checkOptions(options, "options");
+    _checkBackend(options.backend);
     const view = BufferView.contiguous(shape);
     const bytes = view.length * dtypeInfo(dtype).bytesPerElement;
     const storage = IntrusivePtr.make(

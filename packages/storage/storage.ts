@@ -7,16 +7,18 @@
 import {
   type Allocator,
   ContractViolationError,
-  type DataPtr,
+  DataPtr,
   describeValue,
   type Device,
   hostBuffer,
   IntrusivePtr,
   IntrusiveTarget,
+  InvalidArgumentError,
   isHostMemory,
   UnsupportedOperationError,
   UseAfterFreeError,
   validateByteLength,
+  validateObject,
 } from "@allot/core";
 import { _defaultAllocator } from "./_default_allocator.ts";
 
@@ -40,6 +42,9 @@ export interface StorageOptions {
 }
 
 let nextId = 1;
+
+/** Set by `Storage.allocate` for the one constructor call it makes. */
+let checkedByAllocate = false;
 
 /**
  * The owner of one allocation, like PyTorch's `StorageImpl`: a
@@ -89,10 +94,27 @@ export class Storage extends IntrusiveTarget {
    */
   constructor(data: DataPtr, options: StorageOptions = {}) {
     super();
+    if (checkedByAllocate) {
+      // From allocate(): the options and the pointer were checked there.
+      checkedByAllocate = false;
+      this.#data = data;
+      this.#allocator = options.allocator!;
+      this.#resizable = options.resizable ?? false;
+      this.id = nextId++;
+      return;
+    }
+    const allocator = _checkStorageOptions(options);
     if (lazyBytes !== undefined) {
       // Storage.lazy(): no allocation until the bytes are first needed
       this.#data = undefined;
       this.#lazyBytes = lazyBytes;
+    } else if (!_isDataPtr(data)) {
+      throw new InvalidArgumentError(
+        `Cannot make a storage from ${
+          describeValue(data)
+        }: data must be a DataPtr`,
+        { name: "data", value: data, limit: "DataPtr" },
+      );
     } else if (data.released) {
       throw new UseAfterFreeError(
         `Cannot make a storage from ${data}: the pointer was released`,
@@ -100,8 +122,8 @@ export class Storage extends IntrusiveTarget {
     } else {
       this.#data = data;
     }
-    this.#allocator = options.allocator ?? _defaultAllocator;
-    this.#resizable = options.resizable ?? false;
+    this.#allocator = allocator;
+    this.#resizable = options?.resizable ?? false;
     this.id = nextId++;
   }
 
@@ -119,8 +141,9 @@ export class Storage extends IntrusiveTarget {
     options: StorageOptions = {},
   ): IntrusivePtr<Storage> {
     validateByteLength(byteLength);
-    const allocator = options.allocator ?? _defaultAllocator;
+    const allocator = _checkStorageOptions(options);
     const data = allocator.allocate(byteLength);
+    _checkAllocated(data, byteLength);
     if (data.byteLength < byteLength || data.released) {
       const got = data.released
         ? "a released block"
@@ -130,9 +153,14 @@ export class Storage extends IntrusiveTarget {
         `Cannot allocate a storage of ${byteLength} bytes: the allocator returned ${got}`,
       );
     }
-    return IntrusivePtr.make(
-      new Storage(data, { allocator, resizable: options.resizable }),
-    );
+    // _checkStorageOptions() checked `resizable` before allocating.
+    const resizable = options.resizable ?? false;
+    checkedByAllocate = true;
+    try {
+      return IntrusivePtr.make(new Storage(data, { allocator, resizable }));
+    } finally {
+      checkedByAllocate = false;
+    }
   }
 
   /**
@@ -170,6 +198,7 @@ export class Storage extends IntrusiveTarget {
     options: StorageOptions = {},
   ): IntrusivePtr<Storage> {
     validateByteLength(byteLength);
+    _checkStorageOptions(options);
     lazyBytes = byteLength;
     try {
       return IntrusivePtr.make(
@@ -194,6 +223,7 @@ export class Storage extends IntrusiveTarget {
   #materialize(): DataPtr {
     const byteLength = this.#lazyBytes;
     const data = this.#allocator.allocate(byteLength);
+    _checkAllocated(data, byteLength);
     if (data.byteLength < byteLength || data.released) {
       const got = data.released
         ? "a released block"
@@ -259,7 +289,11 @@ export class Storage extends IntrusiveTarget {
         `Cannot view the bytes of storage ${this.id} on ${data.device}: its memory is not host memory`,
       );
     }
-    return new Uint8Array(hostBuffer(memory), data.byteOffset, data.byteLength);
+    return new Uint8Array(
+      _checkHostSpan(this, hostBuffer(memory)),
+      data.byteOffset,
+      data.byteLength,
+    );
   }
 
   /**
@@ -290,6 +324,12 @@ export class Storage extends IntrusiveTarget {
     validateByteLength(byteLength);
     if (byteLength === old.byteLength) return;
     const next = this.#allocator.allocate(byteLength);
+    _checkAllocated(next, byteLength);
+    if (next === old) {
+      throw new ContractViolationError(
+        `Cannot resize storage ${this.id} to ${byteLength} bytes: the allocator returned the storage's own live block`,
+      );
+    }
     if (next.byteLength < byteLength || next.released) {
       const got = next.released
         ? "a released block"
@@ -327,7 +367,16 @@ export class Storage extends IntrusiveTarget {
       return;
     }
     const old = this.data;
-    this.#data = this.#allocator.allocate(0);
+    const next = this.#allocator.allocate(0);
+    _checkAllocated(next, 0);
+    if (next === old || next.released) {
+      throw new ContractViolationError(
+        `Cannot reset storage ${this.id}: the allocator returned ${
+          next === old ? "the storage's own live block" : "a released block"
+        }`,
+      );
+    }
+    this.#data = next;
     old.release();
   }
 
@@ -350,6 +399,81 @@ export class Storage extends IntrusiveTarget {
   #throwFreed(what: string): never {
     throw new UseAfterFreeError(
       `Cannot read ${what} of storage ${this.id}: it was freed`,
+    );
+  }
+}
+
+/**
+ * Checks a storage's options without trusting them: an object (or
+ * `undefined`), an allocator with `allocate()`, a boolean `resizable`.
+ * Returns the allocator to use.
+ */
+function _checkStorageOptions(
+  options: StorageOptions | undefined,
+): Allocator {
+  if (options === undefined) return _defaultAllocator;
+  validateObject(options, "options");
+  const allocator = options.allocator ?? _defaultAllocator;
+  if (
+    typeof allocator !== "object" || allocator === null ||
+    typeof allocator.allocate !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid allocator: expected an Allocator (with allocate()), received ${
+        describeValue(allocator)
+      }`,
+      { name: "allocator", value: allocator, limit: "Allocator" },
+    );
+  }
+  const resizable = options.resizable ?? false;
+  if (typeof resizable !== "boolean") {
+    throw new InvalidArgumentError(
+      `Invalid resizable: must be a boolean, received ${
+        describeValue(resizable)
+      }`,
+      { name: "resizable", value: resizable, limit: "boolean" },
+    );
+  }
+  return allocator;
+}
+
+/**
+ * Returns `buffer` when it still holds the storage's bytes; refuses a
+ * detached `ArrayBuffer` or a resizable one shrunk under a live storage
+ * (typed arrays over it would throw a `RangeError` or `TypeError`).
+ */
+export function _checkHostSpan<B extends ArrayBufferLike>(
+  storage: Storage,
+  buffer: B,
+): B {
+  const data = storage.data;
+  const end = data.byteOffset + data.byteLength;
+  if (end > buffer.byteLength) {
+    throw new ContractViolationError(
+      `Cannot access storage ${storage.id}: its bytes [${data.byteOffset}, ${end}) lie past the end of its memory, now ${buffer.byteLength} bytes (the ArrayBuffer was detached or shrunk under a live storage)`,
+    );
+  }
+  return buffer;
+}
+
+/** Whether `value` is a real {@linkcode DataPtr} (its private state reads). */
+function _isDataPtr(value: unknown): value is DataPtr {
+  if (!(value instanceof DataPtr)) return false;
+  try {
+    void value.released;
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Refuses what an allocator returned when it is not a `DataPtr`. */
+function _checkAllocated(data: unknown, byteLength: number): void {
+  if (!_isDataPtr(data)) {
+    throw new ContractViolationError(
+      `Cannot allocate a storage of ${byteLength} bytes: the allocator returned ${
+        describeValue(data)
+      }, not a DataPtr`,
     );
   }
 }

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { InvalidArgumentError } from "@allot/core";
+import { AllotError, InvalidArgumentError } from "@allot/core";
 
 /**
  * What a {@linkcode tidy} scope tracks and {@linkcode keep} takes: an owning
@@ -156,7 +156,20 @@ export function tidy<T>(fn: () => T): T {
     );
   }
   const kept = new Set<TidyHandle>();
-  collect(result, scope, kept, new Set());
+  try {
+    collect(result, scope, kept, new Set());
+  } catch (error) {
+    // An owner whose [ownedBuffers]() throws or is not iterable: close the
+    // scope anyway (an open one would track every later buffer forever).
+    close(scope, new Set());
+    if (error instanceof AllotError) throw error;
+    throw new InvalidArgumentError(
+      `tidy() could not find the buffers its result owns (all made in the scope were released): ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+      { name: "result", value: describe(result) },
+    );
+  }
   // hand the returned buffers to the enclosing scope first, so that they
   // stay tracked even if a release below throws
   const at = scopes.lastIndexOf(scope);
@@ -205,7 +218,18 @@ export function keep<B extends TidyHandle | BufferOwner>(buffer: B): B {
     // everything the owner reaches, whatever scope tracks it
     const all = new Set<TidyHandle>();
     for (const scope of scopes) for (const h of scope) all.add(h);
-    collect(buffer, all, handles, new Set());
+    try {
+      collect(buffer, all, handles, new Set());
+    } catch (error) {
+      // Nothing changed yet: report an owner that lies with a typed error.
+      if (error instanceof AllotError) throw error;
+      throw new InvalidArgumentError(
+        `keep() could not find the buffers ${describe(buffer)} owns: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+        { name: "buffer", value: describe(buffer) },
+      );
+    }
   }
   if (!owner || isTidyHandle(buffer)) handles.add(buffer as TidyHandle);
   for (const scope of scopes) {

@@ -7,8 +7,15 @@
  * @module
  */
 
-import { InvalidArgumentError, UseAfterFreeError } from "@allot/core";
-import { type Buffer, dtypeInfo } from "@allot/storage";
+import { _assertAlive } from "./_device_state.ts";
+import { DeviceLostError } from "./device_lost_error.ts";
+import { _bytesOf, _checkDevice, _checkLabel } from "./_validate_gpu.ts";
+import {
+  describeValue,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
+import { Buffer, dtypeInfo } from "@allot/storage";
 import { _Usage } from "./_flags.ts";
 import type { GpuBinding } from "./gpu_binding.ts";
 
@@ -28,6 +35,14 @@ function isGpuBuffer(value: unknown): value is GPUBuffer {
  * @throws {UseAfterFreeError} When the buffer was released.
  */
 export function gpuBufferOf(buffer: Buffer): GPUBuffer {
+  if (!(buffer instanceof Buffer)) {
+    throw new InvalidArgumentError(
+      `Cannot get the GPUBuffer of ${
+        describeValue(buffer)
+      }: it is not an @allot/storage Buffer`,
+      { name: "buffer", value: buffer, limit: "Buffer" },
+    );
+  }
   if (buffer.released) {
     throw new UseAfterFreeError(
       "Cannot get the GPUBuffer of a released buffer",
@@ -89,7 +104,8 @@ export function bindingOf(buffer: Buffer): BufferBinding {
  * @param label The buffer's label.
  * @returns The new buffer.
  * @throws {InvalidArgumentError} When `data` is empty or exceeds
- *   `maxUniformBufferBindingSize`.
+ *   `maxUniformBufferBindingSize`, or is not bytes.
+ * @throws {DeviceLostError} When the device was lost.
  *
  * @example Parameters of a kernel
  * ```ts
@@ -111,9 +127,10 @@ export function createUniformBuffer(
   data: ArrayBufferView | ArrayBuffer,
   label = "allot:uniform",
 ): GPUBuffer {
-  const bytes = data instanceof ArrayBuffer
-    ? new Uint8Array(data)
-    : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  _checkDevice(device, "Cannot create a uniform buffer");
+  _assertAlive(device, "create a uniform buffer");
+  const bytes = _bytesOf(data, "Cannot create a uniform buffer");
+  label = _checkLabel(label, "allot:uniform");
   const max = device.limits.maxUniformBufferBindingSize;
   if (bytes.byteLength === 0 || bytes.byteLength > max) {
     throw new InvalidArgumentError(
@@ -128,7 +145,18 @@ export function createUniformBuffer(
     usage: _Usage.UNIFORM | _Usage.COPY_DST,
     mappedAtCreation: true,
   });
-  new Uint8Array(buffer.getMappedRange()).set(bytes);
-  buffer.unmap();
+  try {
+    new Uint8Array(buffer.getMappedRange()).set(bytes);
+    buffer.unmap();
+  } catch (error) {
+    // An invalid buffer: its device is lost (perhaps not yet reported).
+    buffer.destroy();
+    throw new DeviceLostError(
+      `Cannot create a uniform buffer: the device made an invalid buffer (${
+        (error as Error)?.message
+      }); it is lost or being lost`,
+      { reason: "unknown" },
+    );
+  }
   return buffer;
 }

@@ -18,7 +18,12 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
+import { _checkOptions } from "./_validate_gpu.ts";
 
 /** A device budget and where it came from. */
 export interface DeviceBudget {
@@ -73,8 +78,10 @@ const _SOFTWARE = /llvmpipe|lavapipe|swiftshader|\bwarp\b|softpipe/i;
  */
 export function deviceBudget(
   device: GPUDevice,
-  options: DeviceBudgetOptions = {},
+  options?: DeviceBudgetOptions,
 ): DeviceBudget {
+  validateObject(device, "device");
+  options = _checkOptions(options);
   const share = options.hostShare ?? 0.5;
   if (typeof share !== "number" || !(share > 0 && share <= 1)) {
     throw new InvalidArgumentError(
@@ -83,9 +90,12 @@ export function deviceBudget(
     );
   }
   const given = options.hostMemoryBytes;
-  if (given !== undefined && !(typeof given === "number" && given >= 0)) {
+  if (
+    given !== undefined &&
+    !(typeof given === "number" && given >= 0 && given < Infinity)
+  ) {
     throw new InvalidArgumentError(
-      `Invalid hostMemoryBytes: must be a non-negative number, received ${
+      `Invalid hostMemoryBytes: must be a finite non-negative number, received ${
         describeValue(given)
       }`,
       { name: "hostMemoryBytes", value: given, limit: 0 },

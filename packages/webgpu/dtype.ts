@@ -6,7 +6,7 @@
  * @module
  */
 
-import { InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import type { Dtype } from "@allot/storage";
 
 /**
@@ -50,7 +50,7 @@ export function dtypeByteSize(dtype: GpuDtype): 1 | 2 | 4 | 8 {
     throw new InvalidArgumentError(
       `Invalid dtype: must be one of ${
         Object.keys(SIZES).join(", ")
-      }, received ${JSON.stringify(dtype)}`,
+      }, received ${describeValue(dtype)}`,
       { name: "dtype", value: dtype, limit: Object.keys(SIZES) },
     );
   }

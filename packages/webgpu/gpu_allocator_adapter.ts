@@ -11,6 +11,7 @@ import {
   type Deleter,
   type Device,
   validateByteLength,
+  validateObject,
 } from "@allot/core";
 import type { GpuAllocation } from "./gpu_allocation.ts";
 import { GpuKernels } from "./gpu_kernels.ts";
@@ -127,6 +128,8 @@ export class GpuAllocatorAdapter
     src: DataPtr<GPUBuffer | null, GpuAllocation | null>,
     byteLength: number,
   ): void {
+    validateObject(dest, "dest");
+    validateObject(src, "src");
     validateByteLength(
       byteLength,
       Math.min(dest.byteLength, src.byteLength),

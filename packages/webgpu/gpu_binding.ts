@@ -6,7 +6,8 @@
  * @module
  */
 
-import { InvalidArgumentError } from "@allot/core";
+import { _bufferDevice } from "./_buffer_devices.ts";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 
 /**
  * A range of a `GPUBuffer`, shaped like WebGPU's `GPUBufferBinding` so it can
@@ -49,7 +50,10 @@ export interface ValidateBindingOptions {
  * @param device The device whose limits apply.
  * @param binding The range to check.
  * @param options What the binding is for, and whether it is a storage binding.
- * @returns The binding, unchanged.
+ * @returns A plain copy of the binding's `buffer`, `offset` and `size`, each
+ * read once: use it, not the argument, so a binding whose getters change
+ * their answers cannot pass the check with one range and be used with
+ * another.
  * @throws {InvalidArgumentError} When the range leaves its buffer or breaks a
  * limit; the error names the value and the limit.
  *
@@ -76,25 +80,62 @@ export function validateBinding(
   options: ValidateBindingOptions = {},
 ): GpuBinding {
   const what = options.what ?? "bind";
+  if (typeof binding !== "object" || binding === null) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: the binding must be an object { buffer, offset, size }, received ${
+        describeValue(binding)
+      }`,
+      { name: "binding", value: binding, limit: "GpuBinding" },
+    );
+  }
   const { buffer, offset, size } = binding;
+  // a GPUBuffer as the rest of the package knows one (mapAsync, a size)
+  const bufferSize = typeof buffer === "object" && buffer !== null &&
+      typeof buffer.mapAsync === "function"
+    ? buffer.size
+    : undefined;
+  if (!Number.isSafeInteger(bufferSize) || (bufferSize as number) < 0) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: the binding's buffer must be a GPUBuffer, received ${
+        describeValue(buffer)
+      } of size ${describeValue(bufferSize)}`,
+      { name: "buffer", value: buffer, limit: "GPUBuffer" },
+    );
+  }
+  const owner = _bufferDevice(buffer);
+  if (owner !== undefined && owner !== device) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: buffer ${
+        JSON.stringify(buffer.label)
+      } belongs to another device (${JSON.stringify(owner.label)}, not ${
+        JSON.stringify(device.label)
+      })`,
+      { name: "buffer", value: buffer.label, limit: device.label },
+    );
+  }
   if (!Number.isSafeInteger(offset) || offset < 0) {
     throw new InvalidArgumentError(
-      `Cannot ${what}: offset must be a non-negative integer, received ${offset}`,
+      `Cannot ${what}: offset must be a non-negative integer, received ${
+        describeValue(offset)
+      }`,
       { name: "offset", value: offset, limit: 0 },
     );
   }
   if (!Number.isSafeInteger(size) || size < 0) {
     throw new InvalidArgumentError(
-      `Cannot ${what}: size must be a non-negative integer, received ${size}`,
+      `Cannot ${what}: size must be a non-negative integer, received ${
+        describeValue(size)
+      }`,
       { name: "size", value: size, limit: 0 },
     );
   }
-  if (offset + size > buffer.size) {
+  const total = bufferSize as number;
+  if (offset + size > total) {
     throw new InvalidArgumentError(
       `Cannot ${what}: range [${offset}, ${
         offset + size
-      }) reaches outside its buffer of ${buffer.size} bytes`,
-      { name: "size", value: size, limit: buffer.size - offset },
+      }) reaches outside its buffer of ${total} bytes`,
+      { name: "size", value: size, limit: total - offset },
     );
   }
   if (options.storage ?? true) {
@@ -113,5 +154,5 @@ export function validateBinding(
       );
     }
   }
-  return binding;
+  return { buffer, offset, size };
 }

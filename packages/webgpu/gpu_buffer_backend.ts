@@ -7,6 +7,7 @@
  * @module
  */
 
+import { _bytesOf, _checkDevice, _checkOptions } from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import {
   type AnyTypedArray,
@@ -14,7 +15,7 @@ import {
   dtypeInfo,
   type StridedBinding,
 } from "@allot/storage";
-import { InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import { _assertAlive } from "./_device_state.ts";
 import { encodeElement, type GpuDtype } from "./dtype.ts";
 import type { GpuBinding } from "./gpu_binding.ts";
@@ -82,7 +83,26 @@ export class GpuBufferBackend implements BufferBackend {
    * @param device The device every storage lives on.
    * @param options Kernels and staging pool.
    */
-  constructor(device: GPUDevice, options: GpuBufferBackendOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuBufferBackendOptions) {
+    _checkDevice(device, "Cannot make a GpuBufferBackend");
+    options = _checkOptions(options);
+    const { kernels, staging } = options;
+    if (kernels != null && !(kernels instanceof GpuKernels)) {
+      throw new InvalidArgumentError(
+        `Invalid kernels: must be GpuKernels, received ${
+          describeValue(kernels)
+        }`,
+        { name: "kernels", value: kernels, limit: "GpuKernels" },
+      );
+    }
+    if (staging != null && !(staging instanceof GpuStaging)) {
+      throw new InvalidArgumentError(
+        `Invalid staging: must be a GpuStaging, received ${
+          describeValue(staging)
+        }`,
+        { name: "staging", value: staging, limit: "GpuStaging" },
+      );
+    }
     this.gpuDevice = device;
     this.kernels = options.kernels ?? GpuKernels.of(device);
     this.staging = options.staging ?? new GpuStaging(device);
@@ -156,11 +176,21 @@ export class GpuBufferBackend implements BufferBackend {
    * @throws {DeviceLostError} When the device was lost.
    */
   write(dst: StridedBinding, data: AnyTypedArray): void {
-    if (this.#empty(dst, "write") && data.length === 0) return;
-    const d = this.#resolve(dst, "write");
+    const bytes = _bytesOf(data, "Cannot write a GPU buffer");
     const size = dtypeInfo(dst.dtype).bytesPerElement;
-    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    if (bytes.byteLength === 0) return;
+    const want = dst.view.length * size;
+    if (bytes.byteLength !== want || (want > 0 && !dst.view.isContiguous)) {
+      // More bytes than the view would land in the neighbouring ranges of
+      // the same GPUBuffer (other allocations).
+      throw new InvalidArgumentError(
+        `Cannot write ${bytes.byteLength} bytes into a ${
+          dst.view.isContiguous ? "contiguous" : "strided"
+        } view of ${dst.view.length} ${dst.dtype} elements: it takes exactly ${want} bytes, contiguous`,
+        { name: "data", value: bytes.byteLength, limit: want },
+      );
+    }
+    if (this.#empty(dst, "write")) return;
+    const d = this.#resolve(dst, "write");
     const byteOffset = d.layout.offset * size;
     const at = d.binding.offset + byteOffset;
     if (at % 4 === 0 && bytes.byteLength % 4 === 0) {

@@ -6,6 +6,12 @@
  */
 
 import {
+  _checkDevice,
+  _checkOptions,
+  _checkReuse,
+  _checkStrict,
+} from "./_validate_gpu.ts";
+import {
   type CachedBlock,
   CachingAllocator,
   type CachingAllocatorOptions,
@@ -119,12 +125,15 @@ export class GpuCachingAllocator {
    * @param options Caching options, source options and the reuse rule.
    * @throws {InvalidArgumentError} For an option out of range.
    */
-  constructor(device: GPUDevice, options: GpuCachingAllocatorOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuCachingAllocatorOptions) {
+    _checkDevice(device, "Cannot make a GpuCachingAllocator");
+    options = _checkOptions(options);
+    _checkStrict(options.strict);
     _anchorShapes("caching");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
-    this.reuse = options.reuse ?? "queue-order";
+    this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
     const large = options.largeSegmentByteLength ?? 20 * 2 ** 20;
     const caching: CachingAllocatorOptions = { label: "webgpu", ...options };

@@ -5,13 +5,21 @@
  * @module
  */
 
+import {
+  _checkDevice,
+  _checkLabel,
+  _checkLimits,
+  _checkOptions,
+} from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import {
   alignUp,
   AllotError,
+  describeValue,
   InvalidArgumentError,
   UnsupportedOperationError,
   validateInteger,
+  validateObject,
 } from "@allot/core";
 import { _assertAlive, _onDeviceLost } from "./_device_state.ts";
 import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
@@ -195,14 +203,27 @@ export class GpuKernels {
    * @param device The device.
    * @param options Label prefix and workgroup size.
    */
-  constructor(device: GPUDevice, options: GpuKernelsOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuKernelsOptions) {
+    _checkDevice(device, "Cannot make GpuKernels");
+    _checkLimits(device, "Cannot make GpuKernels", [
+      "maxComputeInvocationsPerWorkgroup",
+      "maxComputeWorkgroupSizeX",
+    ]);
+    options = _checkOptions(options);
+    const label = _checkLabel(options.label, "allot");
+    const wanted = validateInteger(
+      options.workgroupSize ?? 256,
+      1,
+      2 ** 31,
+      "workgroupSize",
+    );
     this.gpuDevice = device;
-    this.#label = options.label ?? "allot";
+    this.#label = label;
     const limits = device.limits;
     this.workgroupSize = Math.max(
       1,
       Math.min(
-        options.workgroupSize ?? 256,
+        wanted,
         limits.maxComputeInvocationsPerWorkgroup,
         limits.maxComputeWorkgroupSizeX,
       ),
@@ -239,7 +260,15 @@ export class GpuKernels {
     dst: GpuBinding,
     options: ContiguousOptions,
   ): void {
-    this.#anyRank("copy a strided view", src, layout, dst, undefined, options);
+    const what = "copy a strided view";
+    this.#anyRank(
+      what,
+      src,
+      _layoutOf(what, layout, ""),
+      dst,
+      undefined,
+      options,
+    );
   }
 
   /**
@@ -268,6 +297,8 @@ export class GpuKernels {
     dtype: GpuDtype,
   ): void {
     const what = "copy between strided views";
+    srcLayout = _layoutOf(what, srcLayout, "");
+    dstLayout = _layoutOf(what, dstLayout, "destination ");
     const shape = srcLayout.shape;
     const dstShape = dstLayout.shape;
     if (
@@ -310,8 +341,8 @@ export class GpuKernels {
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
     const size = dtypeByteSize(options?.dtype);
-    this.#checkBinding(src, what, size);
-    this.#checkBinding(dst, what, size);
+    src = this.#checkBinding(src, what, size);
+    dst = this.#checkBinding(dst, what, size);
     // validate the whole copy before anything is dispatched
     const source = _reach(what, layout, "", src.size / size, 64);
     const dstOffset = dstLayout === undefined
@@ -391,8 +422,8 @@ export class GpuKernels {
     this.#throwFailure();
     const dtype = options?.dtype;
     const size = dtypeByteSize(dtype);
-    this.#checkBinding(src, what, size);
-    this.#checkBinding(dst, what, size);
+    src = this.#checkBinding(src, what, size);
+    dst = this.#checkBinding(dst, what, size);
     const source = _reach(what, layout, "", src.size / size);
     const count = source.count;
     let dstOffset: number;
@@ -561,13 +592,14 @@ export class GpuKernels {
   copyBytes(
     src: GpuBinding,
     dst: GpuBinding,
-    options: CopyBytesOptions = {},
+    options?: CopyBytesOptions,
   ): void {
     const what = "copy bytes";
+    options = _checkOptions(options);
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
-    this.#checkBinding(src, what, 1);
-    this.#checkBinding(dst, what, 1);
+    src = this.#checkBinding(src, what, 1);
+    dst = this.#checkBinding(dst, what, 1);
     const srcByteOffset = validateInteger(
       options.srcByteOffset ?? 0,
       0,
@@ -649,9 +681,10 @@ export class GpuKernels {
     const what = "fill";
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
-    const dtype = options?.dtype;
+    validateObject(options, "options");
+    const dtype = options.dtype;
     const size = dtypeByteSize(dtype);
-    this.#checkBinding(dst, what, size);
+    dst = this.#checkBinding(dst, what, size);
     const elements = Math.floor(dst.size / size);
     const offset = validateInteger(options.offset ?? 0, 0, elements, "offset");
     const length = validateInteger(
@@ -698,14 +731,22 @@ export class GpuKernels {
     this.#dispatch(_fillKernel(this.workgroupSize), bound, invocations);
   }
 
-  #checkBinding(binding: GpuBinding, what: string, elementSize: number): void {
-    validateBinding(this.gpuDevice, binding, { what, storage: false });
+  #checkBinding(
+    given: GpuBinding,
+    what: string,
+    elementSize: number,
+  ): GpuBinding {
+    const binding = validateBinding(this.gpuDevice, given, {
+      what,
+      storage: false,
+    });
     if (binding.offset % elementSize !== 0) {
       throw new InvalidArgumentError(
         `Cannot ${what}: binding offset must be a multiple of the element size ${elementSize}, received ${binding.offset}`,
         { name: "offset", value: binding.offset, limit: elementSize },
       );
     }
+    return binding;
   }
 
   #require(buffer: GPUBuffer, flag: number, name: string, what: string): void {
@@ -960,6 +1001,34 @@ function _isRowMajor(layout: StridedLayout): boolean {
 }
 
 /** Validates a layout and returns its element count and reach. */
+/**
+ * A plain copy of `layout`, each field read once, so a layout whose getters
+ * or array elements change cannot pass validation with one view and be
+ * dispatched with another.
+ */
+function _layoutOf(
+  what: string,
+  layout: StridedLayout,
+  role: string,
+): StridedLayout {
+  const isObject = typeof layout === "object" && layout !== null;
+  const shape: unknown = isObject ? layout.shape : undefined;
+  const strides: unknown = isObject ? layout.strides : undefined;
+  if (!Array.isArray(shape) || !Array.isArray(strides)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: the ${role}layout must be an object with shape and strides arrays, received ${
+        describeValue(layout)
+      }`,
+      { name: `${role}layout`.trim(), value: layout, limit: "StridedLayout" },
+    );
+  }
+  return {
+    shape: Array.from(shape),
+    strides: Array.from(strides),
+    offset: layout.offset,
+  };
+}
+
 function _reach(
   what: string,
   layout: StridedLayout,

@@ -6,10 +6,18 @@
  * @module
  */
 
+import { _recordBufferDevice } from "./_buffer_devices.ts";
+import {
+  _checkDevice,
+  _checkLabel,
+  _checkLimits,
+  _checkOptions,
+} from "./_validate_gpu.ts";
 import { _Usage } from "./_flags.ts";
 import { type DeviceBudget, deviceBudget } from "./device_budget.ts";
 import {
   alignUp,
+  describeValue,
   Device,
   InvalidArgumentError,
   type Segment,
@@ -132,7 +140,14 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    * @param options Label, device index, budget and host-visible mode.
    * @throws {InvalidArgumentError} For a negative budget or a bad index.
    */
-  constructor(device: GPUDevice, options: GpuSegmentSourceOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuSegmentSourceOptions) {
+    _checkDevice(device, "Cannot make a GpuSegmentSource");
+    _checkLimits(device, "Cannot make a GpuSegmentSource", [
+      "minStorageBufferOffsetAlignment",
+      "maxBufferSize",
+      "maxStorageBufferBindingSize",
+    ]);
+    options = _checkOptions(options, "source options");
     const option = options.capacityBytes ?? "device";
     const budget = option === "device" ? deviceBudget(device) : undefined;
     const capacity = budget?.capacityBytes ??
@@ -141,7 +156,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     if (mode !== "staged" && mode !== "refuse") {
       throw new InvalidArgumentError(
         `Invalid hostVisible: must be "staged" or "refuse", received ${
-          JSON.stringify(mode)
+          describeValue(mode)
         }`,
         { name: "hostVisible", value: mode, limit: ["staged", "refuse"] },
       );
@@ -153,7 +168,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.gpuDevice = device;
     this.capacityBytes = capacity;
     this.capacityBasis = budget?.basis ?? "option";
-    this.#label = options.label ?? "allot";
+    this.#label = _checkLabel(options.label, "allot");
     this.#hostVisible = mode;
     this.alignment = Math.max(4, device.limits.minStorageBufferOffsetAlignment);
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
@@ -258,6 +273,16 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
         if (error !== null) this.#onOutOfMemory();
       }, () => {});
     }
+    if (buffer.size !== size) {
+      // A device that lies about its buffers: the ranges cut from this one
+      // would reach outside it.
+      buffer.destroy();
+      throw new InvalidArgumentError(
+        `Cannot allocate a segment of ${size} bytes: the device made a buffer of ${buffer.size} bytes`,
+        { name: "size", value: buffer.size, limit: size },
+      );
+    }
+    _recordBufferDevice(buffer, device);
     const segment: Segment<GPUBuffer> = Object.freeze({
       memory: buffer,
       byteOffset: 0,

@@ -5,6 +5,13 @@
  * @module
  */
 
+import {
+  _bytesOf,
+  _checkDevice,
+  _checkLabel,
+  _checkLimits,
+  _checkOptions,
+} from "./_validate_gpu.ts";
 import { _MapMode, _Usage } from "./_flags.ts";
 import {
   alignUp,
@@ -92,9 +99,9 @@ export interface StagingStats {
   createdCount: number;
   /** Uploads that went through `writeBuffer`. */
   writeBufferUploads: number;
-  /** Uploads that went through mapped staging buffers. */
+  /** Uploads that went through mapped staging buffers (completed ones). */
   stagedUploads: number;
-  /** Downloads so far. */
+  /** Downloads completed so far (a refused or failed one is not counted). */
   downloads: number;
 }
 
@@ -167,9 +174,12 @@ export class GpuStaging {
    * @param options Bounds and thresholds.
    * @throws {InvalidArgumentError} For a chunk larger than the bound.
    */
-  constructor(device: GPUDevice, options: GpuStagingOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuStagingOptions) {
+    _checkDevice(device, "Cannot make a GpuStaging");
+    _checkLimits(device, "Cannot make a GpuStaging", ["maxBufferSize"]);
+    options = _checkOptions(options);
     this.gpuDevice = device;
-    this.#label = options.label ?? "allot-staging";
+    this.#label = _checkLabel(options.label, "allot-staging");
     this.maxStagingBytes = validateByteLength(
       options.maxStagingBytes ?? 64 << 20,
       Number.MAX_SAFE_INTEGER,
@@ -223,14 +233,13 @@ export class GpuStaging {
   async upload(
     dst: GpuBinding,
     data: ArrayBufferView | ArrayBuffer,
-    options: UploadOptions = {},
+    options?: UploadOptions,
   ): Promise<void> {
     const what = "upload";
     this.#checkOpen(what);
-    validateBinding(this.gpuDevice, dst, { what, storage: false });
-    const bytes = data instanceof ArrayBuffer
-      ? new Uint8Array(data)
-      : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    dst = validateBinding(this.gpuDevice, dst, { what, storage: false });
+    const bytes = _bytesOf(data, "Cannot upload");
+    options = _checkOptions(options);
     const byteOffset = validateInteger(
       options.byteOffset ?? 0,
       0,
@@ -252,6 +261,7 @@ export class GpuStaging {
     if (bytes.byteLength === 0) return;
     const to = dst.offset + byteOffset;
     if (to % 4 !== 0 || bytes.byteLength % 4 !== 0) {
+      _requireStorage(dst.buffer, "upload", "an unaligned range");
       await this.#uploadUnaligned(dst, bytes, byteOffset);
       return;
     }
@@ -264,7 +274,6 @@ export class GpuStaging {
       this.#writeUploads++;
       return;
     }
-    this.#stagedUploads++;
     for (let done = 0; done < bytes.byteLength;) {
       const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
       const staging = await this.#acquire("upload", n);
@@ -286,6 +295,7 @@ export class GpuStaging {
       this.#remap(staging);
       done += n;
     }
+    this.#stagedUploads++;
   }
 
   /**
@@ -300,11 +310,12 @@ export class GpuStaging {
    */
   async download(
     src: GpuBinding,
-    options: DownloadOptions = {},
+    options?: DownloadOptions,
   ): Promise<Uint8Array<ArrayBuffer>> {
     const what = "download";
     this.#checkOpen(what);
-    validateBinding(this.gpuDevice, src, { what, storage: false });
+    src = validateBinding(this.gpuDevice, src, { what, storage: false });
+    options = _checkOptions(options);
     const byteOffset = validateInteger(
       options.byteOffset ?? 0,
       0,
@@ -319,9 +330,11 @@ export class GpuStaging {
     );
     const out = new Uint8Array(byteLength);
     if (byteLength === 0) return out;
-    this.#downloads++;
     let buffer = src.buffer;
     let from = src.offset + byteOffset;
+    if (from % 4 !== 0) {
+      _requireStorage(buffer, "download", "an unaligned range");
+    }
     let temp: GPUBuffer | undefined;
     if (from % 4 !== 0) {
       // copyBufferToBuffer needs 4-byte offsets: move the bytes first.
@@ -331,11 +344,16 @@ export class GpuStaging {
         usage: _Usage.STORAGE | _Usage.COPY_SRC |
           _Usage.COPY_DST,
       });
-      GpuKernels.of(this.gpuDevice).copyBytes(src, {
-        buffer: temp,
-        offset: 0,
-        size: temp.size,
-      }, { srcByteOffset: byteOffset, byteLength });
+      try {
+        GpuKernels.of(this.gpuDevice).copyBytes(src, {
+          buffer: temp,
+          offset: 0,
+          size: temp.size,
+        }, { srcByteOffset: byteOffset, byteLength });
+      } catch (error) {
+        temp.destroy();
+        throw error;
+      }
       buffer = temp;
       from = 0;
     }
@@ -349,6 +367,7 @@ export class GpuStaging {
     } finally {
       temp?.destroy();
     }
+    this.#downloads++;
     return out;
   }
 
@@ -472,6 +491,14 @@ export class GpuStaging {
             : _Usage.MAP_READ | _Usage.COPY_DST,
           mappedAtCreation: kind === "upload",
         });
+        if (buffer.size !== bucket) {
+          // A device that lies about its buffers would break the figures.
+          buffer.destroy();
+          throw new InvalidArgumentError(
+            `Cannot ${kind}: the device made a staging buffer of ${buffer.size} bytes for a request of ${bucket}`,
+            { name: "size", value: buffer.size, limit: bucket },
+          );
+        }
         this.#created++;
         this.#live.add(buffer);
         this.#reservedBytes += bucket;
@@ -559,5 +586,17 @@ export class GpuStaging {
         waiter.reject(_lostError(this.gpuDevice, state, "stage"));
       }
     }
+  }
+}
+
+/** Refuses `buffer` without STORAGE usage, which an unaligned copy needs. */
+function _requireStorage(buffer: GPUBuffer, what: string, range: string): void {
+  if ((buffer.usage & _Usage.STORAGE) === 0) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} ${range}: buffer ${
+        JSON.stringify(buffer.label)
+      } lacks STORAGE usage (has ${buffer.usage}), which the byte copy kernel needs; align offset and length to 4`,
+      { name: "usage", value: buffer.usage, limit: "STORAGE" },
+    );
   }
 }

@@ -6,6 +6,12 @@
  * @module
  */
 
+import {
+  _checkDevice,
+  _checkOptions,
+  _checkReuse,
+  _checkStrict,
+} from "./_validate_gpu.ts";
 import { type Device, validateByteLength } from "@allot/core";
 import {
   WatermarkAllocator,
@@ -105,11 +111,14 @@ export class GpuWatermarkAllocator {
    * @param options Watermark options, source options and the reuse rule.
    * @throws {InvalidArgumentError} For an option out of range.
    */
-  constructor(device: GPUDevice, options: GpuWatermarkAllocatorOptions = {}) {
+  constructor(device: GPUDevice, options?: GpuWatermarkAllocatorOptions) {
+    _checkDevice(device, "Cannot make a GpuWatermarkAllocator");
+    options = _checkOptions(options);
+    _checkStrict(options.strict);
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
-    this.reuse = options.reuse ?? "after-fence";
+    this.reuse = _checkReuse(options.reuse, "after-fence");
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to

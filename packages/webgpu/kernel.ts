@@ -8,7 +8,11 @@
  */
 
 import { _COMPUTE_STAGE } from "./_flags.ts";
-import { InvalidArgumentError, validateInteger } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateInteger,
+} from "@allot/core";
 
 /** A compute kernel as data: everything a pipeline is built from. */
 export interface Kernel {
@@ -25,6 +29,22 @@ export interface Kernel {
   readonly bindings: readonly GPUBufferBindingType[];
   /** Invocations per workgroup (`@workgroup_size(n)`). */
   readonly workgroupSize: number;
+}
+
+/** Refuses a kernel that is not an object of the documented fields. */
+function _checkKernel(kernel: unknown): asserts kernel is Kernel {
+  const k = kernel as Kernel;
+  const ok = typeof kernel === "object" && kernel !== null &&
+    typeof k.name === "string" && typeof k.key === "string" &&
+    typeof k.source === "string" && Array.isArray(k.bindings);
+  if (!ok) {
+    throw new InvalidArgumentError(
+      `Cannot build a pipeline: kernel must be an object with string name, key and source and an array of bindings, received ${
+        describeValue(kernel)
+      }`,
+      { name: "kernel", value: kernel, limit: "Kernel" },
+    );
+  }
 }
 
 const caches = new WeakMap<GPUDevice, Map<string, GPUComputePipeline>>();
@@ -62,6 +82,7 @@ export function kernelPipeline(
   device: GPUDevice,
   kernel: Kernel,
 ): GPUComputePipeline {
+  if (typeof kernel !== "object" || kernel === null) _checkKernel(kernel);
   let cache = caches.get(device);
   if (cache === undefined) {
     cache = new Map();
@@ -69,6 +90,7 @@ export function kernelPipeline(
   }
   let pipeline = cache.get(kernel.key);
   if (pipeline === undefined) {
+    _checkKernel(kernel);
     const label = `allot:${kernel.name}[${kernel.key}]`;
     const layout = device.createBindGroupLayout({
       label,
@@ -131,6 +153,8 @@ export function dispatchSize(
   maxPerDimension: number,
 ): [number, number] {
   validateInteger(invocations, 0, Number.MAX_SAFE_INTEGER, "invocations");
+  validateInteger(workgroupSize, 1, 2 ** 31, "workgroupSize");
+  validateInteger(maxPerDimension, 1, 2 ** 31, "maxPerDimension");
   const groups = Math.ceil(invocations / workgroupSize);
   if (groups <= maxPerDimension) return [groups, 1];
   const y = Math.ceil(groups / maxPerDimension);

@@ -15,10 +15,17 @@
  * @module
  */
 
-import { AllotError, InvalidArgumentError } from "@allot/core";
+import { _bufferDevice } from "./_buffer_devices.ts";
+import { _checkOptions } from "./_validate_gpu.ts";
+import {
+  AllotError,
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
 import type { Buffer } from "@allot/storage";
 import { dtypeInfo } from "@allot/storage";
-import type { GpuBinding } from "./gpu_binding.ts";
+import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 
 /** How a kernel accesses a binding, as WGSL declares it. */
 export type BindingAccess = "read" | "read_write" | "uniform";
@@ -156,11 +163,17 @@ function isGpuBuffer(value: unknown): value is GPUBuffer {
     typeof (value as GPUBuffer).mapAsync === "function";
 }
 
-function resolve(input: KernelBindingInput, index: number): Resolved {
+function resolve(
+  device: GPUDevice,
+  input: KernelBindingInput,
+  index: number,
+): Resolved {
   const source = input.buffer as Partial<Buffer> & Partial<GpuBinding>;
   if (source === null || typeof source !== "object") {
     throw new InvalidArgumentError(
-      `Cannot bind input ${index} (${input.name}): expected a Buffer or a GpuBinding, received ${source}`,
+      `Cannot bind input ${index} (${input.name}): expected a Buffer or a GpuBinding, received ${
+        describeValue(source)
+      }`,
       { name: `inputs[${index}].buffer`, value: source, limit: "Buffer" },
     );
   }
@@ -174,6 +187,19 @@ function resolve(input: KernelBindingInput, index: number): Resolved {
           name: `inputs[${index}].buffer`,
           value: buffer.storageId,
           limit: "GPUBuffer",
+        },
+      );
+    }
+    const owner = _bufferDevice(data.memory);
+    if (owner !== undefined && owner !== device) {
+      throw new InvalidArgumentError(
+        `Cannot bind ${input.name}: its storage ${buffer.storageId} is on another device (${
+          JSON.stringify(owner.label)
+        }, not ${JSON.stringify(device.label)})`,
+        {
+          name: `inputs[${index}].buffer`,
+          value: buffer.storageId,
+          limit: device.label,
         },
       );
     }
@@ -193,7 +219,11 @@ function resolve(input: KernelBindingInput, index: number): Resolved {
       { name: `inputs[${index}].buffer`, value: source, limit: "GPUBuffer" },
     );
   }
-  const range = input.buffer as GpuBinding;
+  // offset and size checked (and read once), the device's too
+  const range = validateBinding(device, input.buffer as GpuBinding, {
+    what: `bind ${input.name}`,
+    storage: false,
+  });
   return {
     input,
     buffer: range.buffer,
@@ -252,27 +282,41 @@ function writable(access: BindingAccess): boolean {
 export function bindBuffers(
   device: GPUDevice,
   inputs: readonly KernelBindingInput[],
-  options: BindBuffersOptions = {},
+  options?: BindBuffersOptions,
 ): BoundBuffers {
+  options = _checkOptions(options);
   const policy = options.aliasing ?? "promote";
   if (policy !== "promote" && policy !== "refuse") {
     throw new InvalidArgumentError(
-      `Cannot bind: aliasing must be "promote" or "refuse", received ${policy}`,
+      `Cannot bind: aliasing must be "promote" or "refuse", received ${
+        describeValue(policy)
+      }`,
       { name: "aliasing", value: policy, limit: "promote | refuse" },
     );
   }
   const first = options.firstBinding ?? 0;
   if (!Number.isSafeInteger(first) || first < 0) {
     throw new InvalidArgumentError(
-      `Cannot bind: firstBinding must be a non-negative integer, received ${first}`,
+      `Cannot bind: firstBinding must be a non-negative integer, received ${
+        describeValue(first)
+      }`,
       { name: "firstBinding", value: first, limit: 0 },
+    );
+  }
+  if (!Array.isArray(inputs)) {
+    throw new InvalidArgumentError(
+      `Cannot bind: inputs must be an array, received ${describeValue(inputs)}`,
+      { name: "inputs", value: inputs, limit: "array" },
     );
   }
   const names = new Set<string>();
   const resolved = inputs.map((input, i) => {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(String(input?.name))) {
+    validateObject(input, `inputs[${i}]`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(String(input.name))) {
       throw new InvalidArgumentError(
-        `Cannot bind input ${i}: name must be a WGSL identifier, received ${input?.name}`,
+        `Cannot bind input ${i}: name must be a WGSL identifier, received ${
+          describeValue(input?.name)
+        }`,
         { name: `inputs[${i}].name`, value: input?.name, limit: "identifier" },
       );
     }
@@ -285,7 +329,9 @@ export function bindBuffers(
     names.add(input.name);
     if (!["read", "read_write", "uniform"].includes(input.access)) {
       throw new InvalidArgumentError(
-        `Cannot bind ${input.name}: access must be read, read_write or uniform, received ${input.access}`,
+        `Cannot bind ${input.name}: access must be read, read_write or uniform, received ${
+          describeValue(input.access)
+        }`,
         {
           name: `inputs[${i}].access`,
           value: input.access,
@@ -293,7 +339,7 @@ export function bindBuffers(
         },
       );
     }
-    return resolve(input, i);
+    return resolve(device, input, i);
   });
   const limits = device.limits;
   const bounds = resolved.map((r) => {

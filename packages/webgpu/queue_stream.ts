@@ -5,6 +5,7 @@
  * @module
  */
 
+import { _checkDevice } from "./_validate_gpu.ts";
 import { COMPLETED_FENCE, type Fence, type Stream } from "@allot/core";
 import { _deviceState } from "./_device_state.ts";
 
@@ -70,6 +71,7 @@ export class QueueStream implements Stream {
    * @param device The device.
    */
   constructor(device: GPUDevice) {
+    _checkDevice(device, "Cannot make a queue stream");
     this.id = nextId++;
     this.gpuDevice = device;
     _deviceState(device);
@@ -116,13 +118,23 @@ class _QueueFence implements Fence {
   constructor(seal: () => Promise<undefined> | undefined) {
     this.#done = new Promise<void>((resolve, reject) => {
       queueMicrotask(() => {
-        const work = seal();
+        let work: Promise<undefined> | undefined;
+        try {
+          work = seal();
+        } catch (error) {
+          // A queue that throws will never say its work is done.
+          this.#completed = true;
+          reject(error);
+          return;
+        }
         if (work === undefined) {
           this.#completed = true;
           resolve();
           return;
         }
-        work.then(() => {
+        // A queue that returns something other than a promise: take it as
+        // a value, so the fence settles instead of throwing in a microtask.
+        Promise.resolve(work).then(() => {
           this.#completed = true;
           resolve();
         }, (error) => {
