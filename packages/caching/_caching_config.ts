@@ -14,6 +14,7 @@ import {
   type TraceRecorderOptions,
   validateAlignment,
   validateByteLength,
+  validateFlag,
   validateObject,
 } from "@allot/core";
 import type { CachingAllocatorOptions } from "./caching_options.ts";
@@ -234,6 +235,13 @@ export function _resolveCachingOptions<M>(
     0,
   );
   const history = options.recordHistory ?? false;
+  if (typeof history !== "boolean") validateObject(history, "recordHistory");
+  const expandable = validateFlag(
+    options.expandableSegments,
+    "expandableSegments",
+    false,
+  );
+  const strict = validateFlag(options.strict, "strict", false);
   return {
     label: options.label ?? "CachingAllocator",
     granule,
@@ -247,16 +255,15 @@ export function _resolveCachingOptions<M>(
     // Expandable segments give free tails back themselves (at a full device
     // and emptyCache()); releasing their own segments early measured worse
     // (the churn trace at 1.1x capacity ran out of memory).
-    releaseRatio: options.expandableSegments === true ? Infinity : releaseRatio,
+    releaseRatio: expandable ? Infinity : releaseRatio,
     maxSplit,
     nonSplitRounding: nonSplit,
     maxBlock: Math.floor(source.maxSegmentByteLength / granule) * granule,
     divisions: expanded.some((d) => d > 1) ? expanded : undefined,
     fraction,
     gcThreshold,
-    expandable: options.expandableSegments === true &&
-      typeof source.tryResizeSegment === "function",
-    strict: options.strict === true,
+    expandable: expandable && typeof source.tryResizeSegment === "function",
+    strict,
     leakDetector: options.leakDetector,
     recordHistory: history === true ? {} : history,
   };

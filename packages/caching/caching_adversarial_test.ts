@@ -6,7 +6,11 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ManualStream, MockSegmentSource } from "@allot/core";
+import {
+  InvalidArgumentError,
+  ManualStream,
+  MockSegmentSource,
+} from "@allot/core";
 import {
   CachingAllocator,
   CachingAllocatorAdapter,
@@ -114,6 +118,44 @@ describe("@allot/caching adversarial", () => {
         ),
         (v) => new CachingAllocator(new MockSegmentSource(), { [key]: v }),
       );
+    }
+  });
+
+  it("CachingAllocator constructor refuses non-boolean flags (strict, expandableSegments, recordHistory)", () => {
+    // Truthy look-alikes must not switch a mode on, nor falsy ones off.
+    const flags = [
+      ...numbers.filter((h) => !["undefined", "true"].includes(h.name)),
+      { name: "1", value: 1 },
+      { name: "0", value: 0 },
+      { name: '"yes"', value: "yes" },
+      { name: '"false"', value: "false" },
+      { name: "new Boolean(true)", value: new Boolean(true) },
+    ];
+    for (const key of ["strict", "expandableSegments"]) {
+      refuse(
+        `new CachingAllocator({ ${key} })`,
+        flags,
+        (v) => new CachingAllocator(new MockSegmentSource(), { [key]: v }),
+        { error: InvalidArgumentError },
+      );
+    }
+    refuse(
+      "new CachingAllocator({ recordHistory })",
+      // null means the default (`??`); an object is recorder options
+      flags.filter((h) => h.name !== "null" && typeof h.value !== "object"),
+      (v) =>
+        new CachingAllocator(new MockSegmentSource(), {
+          recordHistory: v as boolean,
+        }),
+      { error: InvalidArgumentError },
+    );
+    for (const value of [false, true]) {
+      const a = new CachingAllocator(new MockSegmentSource(), {
+        strict: value,
+        expandableSegments: value,
+        recordHistory: value,
+      });
+      a.free(a.allocate(64));
     }
   });
 

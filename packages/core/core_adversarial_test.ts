@@ -208,13 +208,17 @@ describe("@allot/core adversarial", () => {
     );
     refuse(
       "validateCapacity()",
-      numbers.filter((h) =>
-        h.value !== undefined && typeof h.value !== "number" ||
-        (typeof h.value === "number" && (h.value < 0 || Number.isNaN(h.value)))
-      ),
+      // undefined is the default (no limit), Infinity means no limit; every
+      // other value that is not a whole number of bytes is refused (0.5,
+      // 2^53, 1e308 were accepted).
+      numbers.filter((h) => h.value !== undefined && h.value !== Infinity),
       (v) => validateCapacity(v as number),
       { error: InvalidArgumentError },
     );
+    for (const ok of [0, 1, 4096, Number.MAX_SAFE_INTEGER, Infinity]) {
+      assert.equal(validateCapacity(ok), ok);
+    }
+    assert.equal(validateCapacity(undefined), Infinity);
   });
 
   it("new Device() and Device.parse() refuse hostile types, indices and text", () => {

@@ -87,6 +87,42 @@ export function validateObject(value: unknown, name: string): void {
 }
 
 /**
+ * Checks an optional boolean option (such as `strict`): `undefined` gives
+ * `fallback`, and anything but `true` or `false` (`1`, `"yes"`, a boxed
+ * `Boolean`) is refused rather than read as truthy.
+ *
+ * @param value The option's value.
+ * @param name Name of the option, used in the message.
+ * @param fallback The value for `undefined`.
+ * @returns The boolean.
+ * @throws {InvalidArgumentError} When the value is neither `undefined` nor a boolean.
+ *
+ * @example
+ * ```ts
+ * import { InvalidArgumentError, validateFlag } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(validateFlag(undefined, "strict", false), false);
+ * assert.equal(validateFlag(true, "strict", false), true);
+ * assert.throws(() => validateFlag(1, "strict", false), InvalidArgumentError);
+ * ```
+ */
+export function validateFlag(
+  value: unknown,
+  name: string,
+  fallback: boolean,
+): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== "boolean") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a boolean, received ${describe(value)}`,
+      { name, value, limit: "boolean" },
+    );
+  }
+  return value;
+}
+
+/**
  * Checks that `value` is a non-negative safe integer no larger than `max`.
  *
  * @param value The byte length to check.
@@ -246,13 +282,15 @@ export function alignUp(value: number, alignment: number): number {
 }
 
 /**
- * Checks a capacity in bytes: a non-negative number, where `Infinity` means
- * no limit (the default of every segment source).
+ * Checks a capacity in bytes: a whole number of bytes (a non-negative safe
+ * integer, at most {@linkcode MAX_BYTE_LENGTH}), or `Infinity`, meaning no
+ * limit (the default of every segment source).
  *
  * @param value The capacity; `undefined` gives `Infinity`.
  * @param name Name of the argument, used in the message.
  * @returns The capacity, `Infinity` when `value` is `undefined`.
- * @throws {InvalidArgumentError} For NaN, negative numbers and non-numbers.
+ * @throws {InvalidArgumentError} For NaN, negative numbers, fractions,
+ * finite numbers past 2^53 - 1 and non-numbers.
  *
  * @example
  * ```ts
@@ -261,7 +299,9 @@ export function alignUp(value: number, alignment: number): number {
  *
  * assert.equal(validateCapacity(undefined), Infinity);
  * assert.equal(validateCapacity(1024), 1024);
- * assert.throws(() => validateCapacity(-1), /non-negative number, received -1/);
+ * assert.equal(validateCapacity(Infinity), Infinity);
+ * assert.throws(() => validateCapacity(-1), /non-negative integer .*received -1/);
+ * assert.throws(() => validateCapacity(0.5), /received 0\.5/);
  * ```
  */
 export function validateCapacity(
@@ -269,12 +309,14 @@ export function validateCapacity(
   name = "capacityBytes",
 ): number {
   if (value === undefined) return Infinity;
-  if (typeof value !== "number" || !(value >= 0)) {
+  if (
+    value !== Infinity && !(Number.isSafeInteger(value) && value >= 0)
+  ) {
     throw new InvalidArgumentError(
-      `Invalid ${name}: must be a non-negative number, received ${
+      `Invalid ${name}: must be a non-negative integer of at most ${MAX_BYTE_LENGTH}, or Infinity for no limit, received ${
         describe(value)
       }`,
-      { name, value, limit: 0 },
+      { name, value, limit: MAX_BYTE_LENGTH },
     );
   }
   return value;

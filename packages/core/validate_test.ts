@@ -67,12 +67,20 @@ describe("validate", () => {
 });
 
 describe("validateCapacity", () => {
-  it("validateCapacity() accepts non-negative numbers and Infinity, refuses the rest", () => {
+  it("validateCapacity() accepts whole byte counts and Infinity, refuses the rest", () => {
     assert.equal(validateCapacity(undefined), Infinity);
     assert.equal(validateCapacity(Infinity), Infinity);
     assert.equal(validateCapacity(0), 0);
     for (
-      const v of [-1, NaN, "5" as unknown as number, null as unknown as number]
+      const v of [
+        -1,
+        NaN,
+        0.5,
+        2 ** 53,
+        -Infinity,
+        "5" as unknown as number,
+        null as unknown as number,
+      ]
     ) {
       assert.throws(() => validateCapacity(v), InvalidArgumentError);
     }

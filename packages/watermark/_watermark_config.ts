@@ -13,6 +13,7 @@ import {
   isHostMemory,
   type SegmentSource,
   type TraceRecorderOptions,
+  validateFlag,
   validateObject,
 } from "@allot/core";
 import { DebugVerbosity } from "./debug_verbosity.ts";
@@ -148,7 +149,11 @@ export function _resolveWatermarkOptions<M>(
 ): _WatermarkConfig<M> {
   validateObject(source, "source");
   validateObject(options, "options");
-  const unifiedMemory = options.unifiedMemory ?? true;
+  const unifiedMemory = validateFlag(
+    options.unifiedMemory,
+    "unifiedMemory",
+    true,
+  );
   const o = options as Record<string, unknown>;
   const recommended = options.recommendedMaxBytes ?? source.capacityBytes;
   if (
@@ -199,7 +204,7 @@ export function _resolveWatermarkOptions<M>(
   const logger = options.logger ?? ((line) => console.error(line));
   const hostView = options.hostView ??
     (defaultHostView as HostViewFunction<M>);
-  const strict = options.strict === true;
+  const strict = validateFlag(options.strict, "strict", false);
   const high = options.highWatermarkRatio ?? 1.7;
   _checkHighRatio(high, 0);
   const defaultLow = unifiedMemory ? 1.4 : 1.0;
@@ -207,6 +212,7 @@ export function _resolveWatermarkOptions<M>(
     (high === 0 ? defaultLow : Math.min(defaultLow, high));
   _checkLowRatio(low, high);
   const history = options.recordHistory ?? false;
+  if (typeof history !== "boolean") validateObject(history, "recordHistory");
   return {
     unifiedMemory,
     recommended,

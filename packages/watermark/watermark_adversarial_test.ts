@@ -7,7 +7,11 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ManualStream, MockSegmentSource } from "@allot/core";
+import {
+  InvalidArgumentError,
+  ManualStream,
+  MockSegmentSource,
+} from "@allot/core";
 import { WatermarkAllocator } from "./mod.ts";
 import {
   assertRefused,
@@ -90,6 +94,45 @@ describe("@allot/watermark adversarial", () => {
         ),
         (v) => new WatermarkAllocator(new MockSegmentSource(), { [key]: v }),
       );
+    }
+  });
+
+  it("WatermarkAllocator constructor refuses non-boolean flags (strict, unifiedMemory, recordHistory)", () => {
+    // Truthy look-alikes must not switch a mode on, nor falsy ones off.
+    const flags = [
+      ...numbers.filter((h) => !["undefined", "true"].includes(h.name)),
+      { name: "1", value: 1 },
+      { name: "0", value: 0 },
+      { name: '"yes"', value: "yes" },
+      { name: '"false"', value: "false" },
+      { name: "new Boolean(true)", value: new Boolean(true) },
+    ];
+    for (const key of ["strict", "unifiedMemory"]) {
+      refuse(
+        `new WatermarkAllocator({ ${key} })`,
+        flags,
+        (v) => new WatermarkAllocator(new MockSegmentSource(), { [key]: v }),
+        { error: InvalidArgumentError },
+      );
+    }
+    refuse(
+      "new WatermarkAllocator({ recordHistory })",
+      // null means the default (`??`); an object is recorder options
+      flags.filter((h) => h.name !== "null" && typeof h.value !== "object"),
+      (v) =>
+        new WatermarkAllocator(new MockSegmentSource(), {
+          recordHistory: v as boolean,
+        }),
+      { error: InvalidArgumentError },
+    );
+    for (const value of [false, true]) {
+      const a = new WatermarkAllocator(new MockSegmentSource(), {
+        ...SMALL,
+        strict: value,
+        unifiedMemory: value,
+        recordHistory: value,
+      });
+      a.free(a.allocateBuffer(64));
     }
   });
 

@@ -18,6 +18,7 @@
 
 import { CachingAllocator } from "@allot/caching";
 import { MockSegmentSource } from "@allot/core";
+import { _allocationKey } from "./_check_allocation.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 
 const noOwner: GpuAllocationOwner = { free() {} };
@@ -37,6 +38,7 @@ const anchors: unknown[] = [
       lost: new Promise<never>(() => {}),
     } as unknown as GPUDevice,
     binding,
+    _allocationKey,
   ),
   new CachingAllocator(new MockSegmentSource()).allocate(1),
 ];
@@ -62,5 +64,9 @@ export function _makeAllocation(
   token: unknown,
 ): GpuAllocation {
   if (anchors.length === 0) throw new Error("unreachable"); // keeps them
-  return new GpuAllocation(device, { buffer, offset, size, owner, token });
+  return new GpuAllocation(
+    device,
+    { buffer, offset, size, owner, token },
+    _allocationKey,
+  );
 }

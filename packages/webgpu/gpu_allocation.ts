@@ -6,6 +6,7 @@
  */
 
 import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import { _allocationKey, _checkAllocation } from "./_check_allocation.ts";
 import {
   type _DeviceState,
   _deviceState,
@@ -69,17 +70,25 @@ export class GpuAllocation implements GpuBinding {
   #token: unknown;
 
   /**
-   * Wraps a range; called by allot's GPU allocators.
+   * Wraps a range; called by allot's GPU allocators. A caller of its own
+   * (wrapping a range it manages itself) has its arguments checked first.
    *
    * @param device The device of the buffer.
-   * @param binding The range.
-   * @param owner Gives the range back to its pool; `owner.free(token)` is
-   * called once, on the first release. `token` is the range's block.
+   * @param binding The range, inside its buffer, with `owner` and `token`:
+   * `owner.free(token)` is called once, on the first release (for allot's
+   * pools, `token` is the range's block).
+   * @param key Internal to allot; leave it out.
+   * @throws {InvalidArgumentError} When `device` is not a `GPUDevice`, the
+   * range leaves its buffer or `owner.free` is not a function.
    */
   constructor(
     device: GPUDevice,
     binding: GpuBinding & { owner: GpuAllocationOwner; token: unknown },
+    key?: unknown,
   ) {
+    // allot's allocators pass the key: their arguments need no check, and
+    // the hit path pays only this comparison.
+    if (key !== _allocationKey) binding = _checkAllocation(device, binding);
     this.id = nextId++;
     this.#device = device;
     this.#state = _deviceState(device);

@@ -5,7 +5,11 @@
  * never touch bytes outside their ranges, and lying collaborators.
  */
 import { after, describe, it } from "node:test";
-import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
 import { DeviceLostError } from "./device_lost_error.ts";
 import { newDevice } from "./_test_device.ts";
 import assert from "node:assert/strict";
@@ -19,6 +23,7 @@ import {
 import { deviceBudget } from "./device_budget.ts";
 import { dtypeByteSize, encodeElement } from "./dtype.ts";
 import { validateBinding } from "./gpu_binding.ts";
+import { GpuAllocation } from "./gpu_allocation.ts";
 import { GpuBufferBackend } from "./gpu_buffer_backend.ts";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { GpuKernels } from "./gpu_kernels.ts";
@@ -1528,3 +1533,86 @@ describe("@allot/webgpu device loss mid-flight", { skip }, () => {
     },
   );
 });
+
+describe(
+  "@allot/webgpu new GpuAllocation() from outside allot",
+  { skip },
+  () => {
+    check(
+      "new GpuAllocation(device, binding) refuses hostile devices, ranges and owners with InvalidArgumentError, freeing nothing",
+      async () => {
+        const device = await sharedDevice();
+        const buffer = device.createBuffer({ size: 1024, usage: U.STORAGE });
+        let frees = 0;
+        const owner = { free: () => void frees++ };
+        const good = { buffer, offset: 256, size: 512, owner, token: 7 };
+        const state = () => frees;
+        const opts = { snapshot: state, error: InvalidArgumentError };
+        const make = (d: unknown, b: unknown) =>
+          new GpuAllocation(d as GPUDevice, b as typeof good);
+        refuse(
+          "new GpuAllocation(device)",
+          [
+            ...hostileObjects(),
+            {
+              name: "no lost",
+              value: { ...device, limits: {}, queue: {}, createBuffer() {} },
+            },
+          ],
+          (v) => make(v, good),
+          opts,
+        );
+        refuse(
+          "new GpuAllocation(device, binding)",
+          hostileObjects(),
+          (v) => make(device, v),
+          opts,
+        );
+        refuse(
+          "new GpuAllocation(device, { buffer })",
+          hostileObjects(),
+          (v) => make(device, { ...good, buffer: v }),
+          opts,
+        );
+        refuse(
+          "new GpuAllocation(device, { offset })",
+          badInts(),
+          (v) => make(device, { ...good, offset: v }),
+          opts,
+        );
+        refuse(
+          "new GpuAllocation(device, { size })",
+          badInts(),
+          (v) => make(device, { ...good, size: v }),
+          opts,
+        );
+        refuse(
+          "new GpuAllocation(device, { owner })",
+          [
+            ...hostileObjects(),
+            { name: "{ free: 1 }", value: { free: 1 } },
+          ],
+          (v) => make(device, { ...good, owner: v }),
+          opts,
+        );
+        refuse(
+          "new GpuAllocation(device, range past the buffer)",
+          [
+            { name: "768 + 512 > 1024", value: 768 },
+          ],
+          (v) => make(device, { ...good, offset: v }),
+          opts,
+        );
+        // a right caller gets a working handle, its owner called once
+        const a = make(device, good);
+        assert.equal(a.offset, 256);
+        assert.equal(a.size, 512);
+        assert.equal(a.buffer, buffer);
+        a.release();
+        assert.equal(frees, 1);
+        assert.throws(() => a.release(), DoubleFreeError);
+        buffer.destroy();
+      },
+    );
+  },
+);
