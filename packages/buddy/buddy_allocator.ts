@@ -26,6 +26,7 @@ import {
   UnsupportedOperationError,
   validateAlignment,
   validateByteLength,
+  validateFlag,
 } from "@allot/core";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
@@ -312,15 +313,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#obtain = (byteLength) =>
         allocator.allocate(byteLength) as DataPtr<M>;
     }
-    const strict = options.strict;
-    if (strict !== undefined && typeof strict !== "boolean") {
-      throw new InvalidArgumentError(
-        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
-        { name: "strict", value: strict, limit: "boolean" },
-      );
-    }
+    const strict = validateFlag(options.strict, "strict", false);
     this.#deleter = (address) => this.free(address);
-    if (strict === true) _makeStrict(this);
+    if (strict) _makeStrict(this);
   }
 
   /** Number of pools held. */

@@ -30,6 +30,7 @@ import {
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
+  validateFlag,
 } from "@allot/core";
 import { type _PlanItem, _planStep } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
@@ -316,13 +317,7 @@ export class StepPlannedPool<M = unknown> {
       2 ** 30,
       "source.alignment",
     );
-    const strict = options.strict;
-    if (strict !== undefined && typeof strict !== "boolean") {
-      throw new InvalidArgumentError(
-        `Invalid strict: must be a boolean, received ${describeValue(strict)}`,
-        { name: "strict", value: strict, limit: "boolean" },
-      );
-    }
+    const strict = validateFlag(options.strict, "strict", false);
     const group = options.group;
     if (group !== undefined) {
       if (!StepPoolGroup._is(group)) {

@@ -1,4 +1,4 @@
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import { validateFlag, validateObject } from "@allot/core";
 
 /**
  * Checks that an options argument is an object (`null`, numbers and strings
@@ -8,14 +8,7 @@ import { describeValue, InvalidArgumentError } from "@allot/core";
  * @throws {InvalidArgumentError} When it is not an object.
  */
 export function validateOptions<T>(options: T, name = "options"): T {
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidArgumentError(
-      `Invalid ${name}: must be an object, received ${
-        typeof options === "string" ? JSON.stringify(options) : String(options)
-      }`,
-      { name, value: options },
-    );
-  }
+  validateObject(options, name);
   return options;
 }
 
@@ -32,13 +25,5 @@ export function validateFlags<T extends object>(
   options: T,
   ...names: (keyof T & string)[]
 ): void {
-  for (const name of names) {
-    const value = options[name];
-    if (value !== undefined && typeof value !== "boolean") {
-      throw new InvalidArgumentError(
-        `Invalid ${name}: must be a boolean, received ${describeValue(value)}`,
-        { name, value },
-      );
-    }
-  }
+  for (const name of names) validateFlag(options[name], name, false);
 }

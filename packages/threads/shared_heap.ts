@@ -13,6 +13,7 @@ import {
   OutOfMemoryError,
   validateAlignment,
   validateByteLength,
+  validateFlag,
   validateInteger,
   validateObject,
 } from "@allot/core";
@@ -1974,11 +1975,7 @@ function keepSet(keep: unknown): Set<number> {
 }
 
 function validateStrict(value: unknown): boolean {
-  if (value === undefined || typeof value === "boolean") return value === true;
-  throw new InvalidArgumentError(
-    `Invalid strict: must be a boolean, received ${describeValue(value)}`,
-    { name: "strict", value, limit: "boolean" },
-  );
+  return validateFlag(value, "strict", false);
 }
 
 function validateTimeout(value: number | undefined): number {

@@ -10,6 +10,7 @@ import {
   describeValue,
   InvalidArgumentError,
   isPowerOfTwo,
+  validateFlag,
   validateObject,
 } from "@allot/core";
 
@@ -195,10 +196,5 @@ export function _checkReuse(
  * @throws {InvalidArgumentError} For anything else.
  */
 export function _checkStrict(value: unknown): void {
-  if (value !== undefined && typeof value !== "boolean") {
-    throw new InvalidArgumentError(
-      `Invalid strict: must be a boolean, received ${describeValue(value)}`,
-      { name: "strict", value, limit: "boolean" },
-    );
-  }
+  validateFlag(value, "strict", false);
 }
