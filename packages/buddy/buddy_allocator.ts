@@ -27,6 +27,7 @@ import {
   validateAlignment,
   validateByteLength,
   validateFlag,
+  viewSpan,
 } from "@allot/core";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
@@ -682,7 +683,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     // The type is the caller's: a constructor that ignores its arguments or
     // a subclass that lies about its element size must not hand out a view
     // past the block.
-    const span = _viewSpan(view);
+    const span = viewSpan(view);
     if (
       span === undefined || span.buffer !== buffer ||
       span.byteOffset !== byteOffset || span.byteLength > limit
@@ -1058,18 +1059,6 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
   });
 }
 
-// The real buffer, offset and length of a typed array or DataView (read with
-// the built-in getters, which a subclass cannot override), or undefined.
-const _typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
-const _getter = (proto: object, key: string) =>
-  Object.getOwnPropertyDescriptor(proto, key)!.get!;
-const TA_BUFFER = _getter(_typedArrayProto, "buffer");
-const TA_OFFSET = _getter(_typedArrayProto, "byteOffset");
-const TA_LENGTH = _getter(_typedArrayProto, "byteLength");
-const DV_BUFFER = _getter(DataView.prototype, "buffer");
-const DV_OFFSET = _getter(DataView.prototype, "byteOffset");
-const DV_LENGTH = _getter(DataView.prototype, "byteLength");
-
 // Gives back a pointer the allocator refuses; a deleter that throws does not
 // hide the refusal, which is the error the caller gets.
 function _giveBack(ptr: DataPtr<unknown>): void {
@@ -1088,26 +1077,6 @@ function _isConstructor(value: unknown): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-function _viewSpan(view: unknown): {
-  buffer: ArrayBufferLike;
-  byteOffset: number;
-  byteLength: number;
-} | undefined {
-  if (!ArrayBuffer.isView(view)) return undefined;
-  const [buffer, offset, length] = view instanceof DataView
-    ? [DV_BUFFER, DV_OFFSET, DV_LENGTH]
-    : [TA_BUFFER, TA_OFFSET, TA_LENGTH];
-  try {
-    return {
-      buffer: buffer.call(view),
-      byteOffset: offset.call(view),
-      byteLength: length.call(view),
-    };
-  } catch {
-    return undefined; // a DataView-like typed array, or a proxy
   }
 }
 

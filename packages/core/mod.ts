@@ -76,3 +76,4 @@ export * from "./stat.ts";
 export * from "./stat_recount.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";
+export * from "./view_span.ts";

@@ -12,6 +12,7 @@ import {
   isPowerOfTwo,
   validateFlag,
   validateObject,
+  viewSpan,
 } from "@allot/core";
 
 /**
@@ -106,16 +107,10 @@ export function _checkLabel(label: unknown, fallback: string): string {
   return label;
 }
 
-const _typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
-const _getter = (proto: object, key: string) =>
-  Object.getOwnPropertyDescriptor(proto, key)!.get!;
-const _taBuffer = _getter(_typedArrayProto, "buffer");
-const _taOffset = _getter(_typedArrayProto, "byteOffset");
-const _taLength = _getter(_typedArrayProto, "byteLength");
-const _dvBuffer = _getter(DataView.prototype, "buffer");
-const _dvOffset = _getter(DataView.prototype, "byteOffset");
-const _dvLength = _getter(DataView.prototype, "byteLength");
-const _abLength = _getter(ArrayBuffer.prototype, "byteLength");
+const _abLength = Object.getOwnPropertyDescriptor(
+  ArrayBuffer.prototype,
+  "byteLength",
+)!.get!;
 
 /**
  * The bytes of `data` (an `ArrayBuffer` or an `ArrayBufferView`) as a
@@ -130,21 +125,9 @@ const _abLength = _getter(ArrayBuffer.prototype, "byteLength");
  */
 export function _bytesOf(data: unknown, what: string): Uint8Array {
   if (ArrayBuffer.isView(data)) {
-    const isDataView = data instanceof DataView;
-    try {
-      return isDataView
-        ? new Uint8Array(
-          _dvBuffer.call(data),
-          _dvOffset.call(data),
-          _dvLength.call(data),
-        )
-        : new Uint8Array(
-          _taBuffer.call(data),
-          _taOffset.call(data),
-          _taLength.call(data),
-        );
-    } catch {
-      // a DataView from another realm: refused below
+    const span = viewSpan(data); // undefined: a view from another realm
+    if (span) {
+      return new Uint8Array(span.buffer, span.byteOffset, span.byteLength);
     }
   } else if (typeof data === "object" && data !== null) {
     try {
