@@ -58,6 +58,7 @@ import { GpuPlannedAllocator } from "../gpu_planned_allocator.ts";
 import type { GpuAllocation } from "../gpu_allocation.ts";
 import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
+import { replayPass } from "./_replay_pass.ts";
 
 const quick = Deno.args.includes("--quick");
 /** `--only=<text>`: the traces whose path contains it. */
@@ -365,37 +366,8 @@ const TFJS = 0, CACHING = 2, STEP_PLANNED = 3, GPU_PLANNED = 4;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
-/** One runtime-like pass: ns per alloc/free, awaiting at marks. */
-async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
-  const live = new Map<number, unknown>();
-  let ms = 0, n = 0, offsets = 0;
-  let t = performance.now();
-  for (let i = 0; i < ops.length; i++) {
-    const c = ops.code[i];
-    if (c === 0) {
-      const h = peer.alloc(ops.size[i], ops.usage[i]);
-      offsets += peer.use(h);
-      live.set(ops.id[i], h);
-      n++;
-    } else if (c === 1) {
-      peer.free(live.get(ops.id[i]));
-      live.delete(ops.id[i]);
-      n++;
-    } else {
-      if (c === 3) peer.step();
-      if (awaitAtMarks) {
-        ms += performance.now() - t;
-        await device.queue.onSubmittedWorkDone();
-        t = performance.now();
-      }
-    }
-  }
-  ms += performance.now() - t;
-  for (const h of live.values()) peer.free(h);
-  peer.step();
-  sink = offsets;
-  return (ms * 1e6) / n;
-}
+const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
+  replayPass(device, ops, peer, awaitAtMarks);
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>

@@ -24,6 +24,7 @@
 import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
+import { replayPass } from "./_replay_pass.ts";
 
 function flag(name: string, fallback: string): string {
   const arg = Deno.args.find((a) => a.startsWith(`--${name}=`));
@@ -157,33 +158,8 @@ const kinds: { name: string; make: () => Peer }[] = [
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
-/** One pass: ns per alloc/free (real_traces.ts's replay). */
-async function pass(ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) {
-  const live = new Map<number, unknown>();
-  let ms = 0, n = 0, offsets = 0;
-  let t = performance.now();
-  for (let i = 0; i < ops.length; i++) {
-    const c = ops.code[i];
-    if (c === 0) {
-      const h = peer.alloc(ops.size[i], ops.usage[i]);
-      offsets += peer.use(h);
-      live.set(ops.id[i], h);
-      n++;
-    } else if (c === 1) {
-      peer.free(live.get(ops.id[i]));
-      live.delete(ops.id[i]);
-      n++;
-    } else if (awaitAtMarks) {
-      ms += performance.now() - t;
-      await device.queue.onSubmittedWorkDone();
-      t = performance.now();
-    }
-  }
-  ms += performance.now() - t;
-  for (const h of live.values()) peer.free(h);
-  sink = offsets;
-  return (ms * 1e6) / n;
-}
+const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
+  replayPass(device, ops, peer, awaitAtMarks);
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>
