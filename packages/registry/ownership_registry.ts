@@ -25,7 +25,7 @@ import {
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
-import { describeValue, readOptions } from "./_describe.ts";
+import { checkFlag, describeValue, readOptions } from "./_describe.ts";
 import {
   _AliasTable,
   _RecordTable,
@@ -273,6 +273,18 @@ interface _Quarantined {
   id: number;
 }
 
+/** Whether `value` has a `RecordStore`'s methods (reads that throw: no). */
+function isRecordStore(value: unknown): boolean {
+  if (value === null || typeof value !== "object") return false;
+  try {
+    const s = value as Record<string, unknown>;
+    return typeof s.get === "function" && typeof s.set === "function" &&
+      typeof s.delete === "function" && typeof s.clear === "function";
+  } catch {
+    return false;
+  }
+}
+
 /** A byte length option: a safe integer >= 0, else a typed error. */
 function checkLength(value: unknown, name: string): number {
   if (typeof value !== "number") {
@@ -424,12 +436,52 @@ export class OwnershipRegistry {
    * store.
    */
   constructor(options: OwnershipRegistryOptions = {}) {
-    this.#store = options.store ?? new MapRecordStore();
-    this.#track = options.track ?? false;
-    this.#strict = options.strict ?? false;
-    this.#worker = options.worker ?? detectWorker();
-    this.#onLeak = options.onLeak;
-    if (options.checkAtExit) this.#installExitCheck();
+    // Each option is read once, checked, then used: a refused construction
+    // installs no exit check.
+    const read = readOptions(options, [
+      "store",
+      "track",
+      "strict",
+      "worker",
+      "onLeak",
+      "checkAtExit",
+    ]);
+    if (read.problem !== undefined) {
+      throw new InvalidArgumentError(
+        `Cannot create an OwnershipRegistry: ${read.problem}`,
+        { name: "options", value: options, limit: "OwnershipRegistryOptions" },
+      );
+    }
+    const { store, worker, onLeak } = read.values;
+    const track = checkFlag(read.values.track, "track", false);
+    const strict = checkFlag(read.values.strict, "strict", false);
+    const atExit = checkFlag(read.values.checkAtExit, "checkAtExit", false);
+    if (worker !== undefined && typeof worker !== "string") {
+      throw new InvalidArgumentError(
+        `Invalid worker: must be a string, received ${describeValue(worker)}`,
+        { name: "worker", value: worker, limit: "string" },
+      );
+    }
+    if (onLeak !== undefined && typeof onLeak !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid onLeak: must be a function, received ${describeValue(onLeak)}`,
+        { name: "onLeak", value: onLeak, limit: "function" },
+      );
+    }
+    if (store !== undefined && !isRecordStore(store)) {
+      throw new InvalidArgumentError(
+        `Invalid store: must be a RecordStore (get, set, delete, clear), received ${
+          describeValue(store)
+        }`,
+        { name: "store", value: store, limit: "RecordStore" },
+      );
+    }
+    this.#store = (store as RecordStore | undefined) ?? new MapRecordStore();
+    this.#track = track;
+    this.#strict = strict;
+    this.#worker = (worker as string | undefined) ?? detectWorker();
+    this.#onLeak = onLeak as ((report: LeakReport) => void) | undefined;
+    if (atExit) this.#installExitCheck();
   }
 
   /** Whether strict mode (junk-filled, checked frees) is on. */
@@ -719,7 +771,8 @@ export class OwnershipRegistry {
         limit: "NewArrayOptions",
       });
     }
-    const { shared, alignment: alignmentOption } = read.values;
+    const { alignment: alignmentOption } = read.values;
+    const shared = checkFlag(read.values.shared, "shared", false);
     const allocatorOption = read.values.allocator as Allocator | undefined;
     const Ctor = dtypeInfo(dtype).arrayType;
     const bpe = Ctor.BYTES_PER_ELEMENT;
@@ -776,8 +829,25 @@ export class OwnershipRegistry {
       }
       const pad = alignment === undefined ? 0 : alignment - 1;
       const ptr = allocator.allocate(reserved + pad);
+      if (!(ptr instanceof DataPtr)) {
+        // A lying allocator: nothing to release, nothing registered.
+        throw new InvalidArgumentError(
+          `Cannot allocate ${byteLength} bytes: the allocator returned ${
+            describeValue(ptr)
+          }, not a DataPtr`,
+          { name: "allocator", value: describeValue(ptr), limit: "DataPtr" },
+        );
+      }
       let array: TypedArrayOf<D>;
       try {
+        if (ptr.byteLength < reserved + pad) {
+          throw new InvalidArgumentError(
+            `Cannot allocate ${
+              reserved + pad
+            } bytes: the allocator returned a DataPtr of ${ptr.byteLength} bytes`,
+            { name: "allocator", value: ptr.byteLength, limit: reserved + pad },
+          );
+        }
         if (!isHostMemory(ptr.memory)) {
           throw new InvalidArgumentError(
             `Cannot allocate ${byteLength} bytes: the allocator's memory must be host memory, received ${
@@ -1026,7 +1096,9 @@ export class OwnershipRegistry {
    * A printable statistics report (SCL's `print_statistics`), listing the
    * largest live allocations.
    *
-   * @param limit How many allocations to list.
+   * @param limit How many allocations to list: an integer >= 0, or
+   *   `Infinity` for all.
+   * @throws {InvalidArgumentError} For any other limit.
    * @returns The report.
    *
    * @example
@@ -1040,7 +1112,18 @@ export class OwnershipRegistry {
    * registry.unregister(a);
    * ```
    */
-  report(limit = 20): string {
+  report(limit: number = 20): string {
+    if (typeof limit !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid limit: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], received ${
+          describeValue(limit)
+        }`,
+        { name: "limit", value: limit, limit: "integer >= 0" },
+      );
+    }
+    if (limit !== Infinity) {
+      validateInteger(limit, 0, Number.MAX_SAFE_INTEGER, "limit");
+    }
     const r = this.#requested, s = this.#reserved;
     const lines = [
       `OwnershipRegistry (${this.#worker}): pointers ${this.#pointers}, buffers ${this.#buffers} (${this.#references} references)`,
@@ -1384,6 +1467,9 @@ export class OwnershipRegistry {
       } catch (error) {
         this.#badOptions(what, error);
       }
+    }
+    if (detachOption !== undefined && typeof detachOption !== "boolean") {
+      checkFlag(detachOption, "detach", false); // throws
     }
     const isView = ArrayBuffer.isView(pointer);
     const isPtr = !isView && pointer instanceof DataPtr;
