@@ -538,6 +538,33 @@ describe("registry hostile review (review6)", () => {
           } else {
             assert.equal(r.isRegistered(p), at(b, off) !== undefined);
           }
+          // stats equal a recount of the records
+          const recs = r.records(), st = r.stats();
+          const bufs = recs.filter((x) => x.buffer);
+          assert.equal(st.pointers, recs.length - bufs.length, "pointers");
+          assert.equal(st.buffers, bufs.length, "buffers");
+          assert.equal(
+            st.references,
+            bufs.reduce((n, x) => n + x.references, 0),
+            "references",
+          );
+          assert.equal(
+            st.requestedBytes.current,
+            recs.reduce((n, x) => n + x.byteLength, 0),
+            "requested bytes",
+          );
+          assert.equal(r.pointerCount, st.pointers);
+          assert.equal(r.bufferCount, st.buffers);
+          // every place answers isRegistered as the model does
+          for (const [k, buffer] of buffers.entries()) {
+            for (let o = 0; o < 4; o++) {
+              assert.equal(
+                r.isRegistered(buffer.subarray(o * 4)),
+                at(buffer, o * 16) !== undefined,
+                `isRegistered(buffer ${k}, byteOffset ${o * 16})`,
+              );
+            }
+          }
           // heap arrays: unregister one now and then (stale afterwards)
           if (c.heap && heapArrays.length > 0 && c.offset === 0) {
             const h = heapArrays.shift()!;
