@@ -157,7 +157,9 @@ export interface OwnershipRegistryOptions {
    */
   worker?: string;
   /**
-   * Where records are kept.
+   * Where records are kept. A store other than a `MapRecordStore` has its
+   * `get()` answers checked (-1, or the value set for that place): a lying
+   * store gets a typed error before anything changes.
    *
    * @default {new MapRecordStore()}
    */
@@ -402,6 +404,8 @@ function detach(memory: object): void {
  */
 export class OwnershipRegistry {
   #store: RecordStore;
+  /** Whether store answers are checked (a store other than ours). */
+  #checkStore = false;
   /** Records by slot; the store maps a real pointer's place to `slot * 2`. */
   #records = new _RecordTable();
   /** Alias places by slot; the store maps them to `slot * 2 + 1`. */
@@ -477,6 +481,7 @@ export class OwnershipRegistry {
       );
     }
     this.#store = (store as RecordStore | undefined) ?? new MapRecordStore();
+    this.#checkStore = !(this.#store instanceof MapRecordStore);
     this.#track = track;
     this.#strict = strict;
     this.#worker = (worker as string | undefined) ?? detectWorker();
@@ -634,7 +639,7 @@ export class OwnershipRegistry {
       if (o < 0) this.#throwDetached("addAlias", "alias");
       const m = this.#memory;
       this.#checkAlias(r, m, o, "addAlias");
-      const w = this.#store.get(m, o);
+      const w = this.#get(m, o);
       if (w >= 0) this.#countPlace(w);
       else this.#addAliasPlace(r, m, o);
     }
@@ -1345,7 +1350,7 @@ export class OwnershipRegistry {
    */
   #find(pointer: Pointer, name: string): number {
     const offset = this.#placeOf(pointer, name);
-    const v = this.#store.get(this.#memory, offset);
+    const v = this.#get(this.#memory, offset);
     if (
       v >= 0 && this.#anyRetired &&
       this.#records.pointer[this.#slotOf(v)] !== pointer &&
@@ -1355,6 +1360,43 @@ export class OwnershipRegistry {
   }
 
   /** The record slot of a store value. */
+  /**
+   * The store's value for a place. A store other than `MapRecordStore` is
+   * a collaborator that may lie: its answer must be -1 or name a live
+   * record (or alias) in `memory`, else a typed error before any change.
+   */
+  #get(memory: object, byteOffset: number): number {
+    const v = this.#store.get(memory, byteOffset);
+    if (this.#checkStore) this.#checkStored(v, memory, byteOffset);
+    return v;
+  }
+
+  #checkStored(v: unknown, memory: object, byteOffset: number): void {
+    if (v === -1) return;
+    const t = this.#records;
+    let ok = false;
+    if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) {
+      const i = v >> 1;
+      if (v > 0x7fffffff) ok = false;
+      else if ((v & 1) === 0) {
+        ok = i < t.id.length && t.memory[i] === memory &&
+          t.offset[i] === byteOffset;
+      } else {
+        const a = this.#aliases;
+        ok = i < a.record.length && a.count[i] > 0 &&
+          t.memory[a.record[i]] === memory;
+      }
+    }
+    if (!ok) {
+      throw new InvalidArgumentError(
+        `The record store answered ${describeValue(v)} for ${
+          describePointer(memory, byteOffset)
+        }: a RecordStore's get() must return -1 or the value set there`,
+        { name: "store", value: v, limit: "-1 or a value set for the place" },
+      );
+    }
+  }
+
   #slotOf(v: number): number {
     return (v & 1) === 0 ? v >> 1 : this.#aliases.record[v >> 1];
   }
@@ -1405,7 +1447,7 @@ export class OwnershipRegistry {
         { name: "alias", value: byteOffset, limit: [start, end] },
       );
     }
-    const w = this.#store.get(memory, byteOffset);
+    const w = this.#get(memory, byteOffset);
     if (w >= 0 && this.#slotOf(w) !== r) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
@@ -1524,7 +1566,7 @@ export class OwnershipRegistry {
         );
       }
     }
-    if (this.#store.get(memory, byteOffset) >= 0) {
+    if (this.#get(memory, byteOffset) >= 0) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
@@ -1557,7 +1599,7 @@ export class OwnershipRegistry {
             { name: "alias", value: o, limit: [byteOffset, end] },
           );
         }
-        const w = o === byteOffset ? -1 : this.#store.get(m, o);
+        const w = o === byteOffset ? -1 : this.#get(m, o);
         if (w >= 0) {
           throw new InvalidArgumentError(
             `Cannot ${what} ${
@@ -1611,7 +1653,7 @@ export class OwnershipRegistry {
     if (aliasMemories !== undefined) {
       for (let i = 0; i < aliasMemories.length; i++) {
         const m = aliasMemories[i], o = aliasOffsets![i];
-        const w = this.#store.get(m, o);
+        const w = this.#get(m, o);
         if (w >= 0) this.#countPlace(w);
         else this.#addAliasPlace(r, m, o);
       }

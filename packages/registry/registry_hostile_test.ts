@@ -14,8 +14,10 @@ import fc from "fast-check";
 import { AllotError, DataPtr, Device } from "@allot/core";
 import {
   ArrayOwner,
+  MapRecordStore,
   OwnershipRegistry,
   type Pointer,
+  type RecordStore,
   Registry,
   RegistryGuard,
   WorkspacePool,
@@ -393,6 +395,63 @@ describe("registry hostile review (review6)", () => {
       HostileTrapError,
     );
     assert.equal(snapshot(), before);
+  });
+
+  it("a lying RecordStore (junk slots, another place's slot) is refused with a typed error before any change", () => {
+    for (const junk of [999, 1.5, NaN, -5, "x", 2 ** 40, 3, 0]) {
+      const inner = new MapRecordStore();
+      const store: RecordStore = {
+        get: (m, o) => inner.get(m, o) >= 0 ? junk as number : -1,
+        set: (m, o, v) => inner.set(m, o, v),
+        delete: (m, o) => inner.delete(m, o),
+        clear: () => inner.clear(),
+        get size() {
+          return inner.size;
+        },
+      };
+      const r = new OwnershipRegistry({ store, onLeak: () => {} });
+      // slot 0 belongs to another place in the same memory
+      const memory = new Float32Array(8);
+      r.register(memory.subarray(4));
+      const a = memory.subarray(0, 4);
+      r.register(a);
+      const before = ownershipState(r);
+      for (
+        const [name, call] of [
+          ["unregister", () => r.unregister(a)],
+          ["isRegistered", () => r.isRegistered(a)],
+          ["addAlias", () => r.addAlias(a, a)],
+          ["register", () => r.register(a)],
+          ["transferOut", () => r.transferOut(a)],
+        ] as const
+      ) {
+        assert.throws(
+          call,
+          AllotError,
+          `${name} with a store answering ${String(junk)}`,
+        );
+        assert.equal(ownershipState(r), before, `${name}: state changed`);
+      }
+    }
+    // an honest custom store works as the default one does
+    const inner = new MapRecordStore();
+    const honest: RecordStore = {
+      get: (m, o) => inner.get(m, o),
+      set: (m, o, v) => inner.set(m, o, v),
+      delete: (m, o) => inner.delete(m, o),
+      clear: () => inner.clear(),
+      get size() {
+        return inner.size;
+      },
+    };
+    using r = new OwnershipRegistry({ store: honest, onLeak: () => {} });
+    const b = new Float32Array(8);
+    r.registerBuffer(b, { aliases: [b.subarray(2), b.subarray(2)] });
+    r.unregister(b.subarray(2));
+    assert.equal(r.isRegistered(b.subarray(2)), true);
+    r.unregister(b.subarray(2));
+    assert.equal(r.unregister(b), true);
+    assert.equal(r.pointerCount + r.bufferCount, 0);
   });
 
   it("callbacks that throw or re-enter: onLeak registering during dispose, a deleter registering into its own place", () => {
