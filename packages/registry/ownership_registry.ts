@@ -1367,12 +1367,15 @@ export class OwnershipRegistry {
    */
   #get(memory: object, byteOffset: number): number {
     const v = this.#store.get(memory, byteOffset);
-    if (this.#checkStore) this.#checkStored(v, memory, byteOffset);
+    if (this.#checkStore && !this.#stored(v, memory, byteOffset)) {
+      this.#throwStore(v, memory, byteOffset);
+    }
     return v;
   }
 
-  #checkStored(v: unknown, memory: object, byteOffset: number): void {
-    if (v === -1) return;
+  /** Whether `v` is -1 or names a live record or alias in `memory`. */
+  #stored(v: unknown, memory: object, byteOffset: number): boolean {
+    if (v === -1) return true;
     const t = this.#records;
     let ok = false;
     if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) {
@@ -1387,14 +1390,16 @@ export class OwnershipRegistry {
           t.memory[a.record[i]] === memory;
       }
     }
-    if (!ok) {
-      throw new InvalidArgumentError(
-        `The record store answered ${describeValue(v)} for ${
-          describePointer(memory, byteOffset)
-        }: a RecordStore's get() must return -1 or the value set there`,
-        { name: "store", value: v, limit: "-1 or a value set for the place" },
-      );
-    }
+    return ok;
+  }
+
+  #throwStore(v: unknown, memory: object, byteOffset: number): never {
+    throw new InvalidArgumentError(
+      `The record store answered ${describeValue(v)} for ${
+        describePointer(memory, byteOffset)
+      }: a RecordStore's get() must return -1 or the value set there`,
+      { name: "store", value: v, limit: "-1 or a value set for the place" },
+    );
   }
 
   #slotOf(v: number): number {
@@ -1653,9 +1658,12 @@ export class OwnershipRegistry {
     if (aliasMemories !== undefined) {
       for (let i = 0; i < aliasMemories.length; i++) {
         const m = aliasMemories[i], o = aliasOffsets![i];
-        const w = this.#get(m, o);
-        if (w >= 0) this.#countPlace(w);
-        else this.#addAliasPlace(r, m, o);
+        // Past validation nothing throws: a store answer that is not valid
+        // here (a lying store) makes a new alias place.
+        const w = this.#store.get(m, o);
+        if (w >= 0 && (!this.#checkStore || this.#stored(w, m, o))) {
+          this.#countPlace(w);
+        } else this.#addAliasPlace(r, m, o);
       }
       t.refs[r] += aliasMemories.length;
     }

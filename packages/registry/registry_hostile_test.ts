@@ -433,6 +433,27 @@ describe("registry hostile review (review6)", () => {
         assert.equal(ownershipState(r), before, `${name}: state changed`);
       }
     }
+    // a store that lies only after the registry's own set(): registerBuffer
+    // (past validation) neither throws nor miscounts
+    {
+      const inner = new MapRecordStore();
+      const store: RecordStore = {
+        get: (m, o) => inner.get(m, o) >= 0 ? 999 : -1,
+        set: (m, o, v) => inner.set(m, o, v),
+        delete: (m, o) => inner.delete(m, o),
+        clear: () => inner.clear(),
+        get size() {
+          return inner.size;
+        },
+      };
+      using r = new OwnershipRegistry({ store, onLeak: () => {} });
+      const b = new Float32Array(8);
+      r.registerBuffer(b, { aliases: [b.subarray(2), b.subarray(2)] });
+      const st = r.stats();
+      assert.equal(st.buffers, 1);
+      assert.equal(st.references, 3);
+      assert.equal(r.records()[0].references, 3);
+    }
     // an honest custom store works as the default one does
     const inner = new MapRecordStore();
     const honest: RecordStore = {
