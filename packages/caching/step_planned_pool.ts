@@ -17,6 +17,7 @@
 import {
   acquireSegment,
   alignUp,
+  ContractViolationError,
   describeValue,
   DoubleFreeError,
   InvalidArgumentError,
@@ -24,6 +25,7 @@ import {
   releaseSegment,
   type Segment,
   type SegmentSource,
+  SegmentSourceError,
   UnsupportedOperationError,
   UseAfterFreeError,
   validateAlignment,
@@ -283,6 +285,8 @@ export class StepPlannedPool<M = unknown> {
   #arenaSince = 0;
   #followedBits = 0;
   #disposed = false;
+  /** calls into the source under way (public calls are refused then) */
+  #inSource = 0;
   /** the largest outgrown segment `#dropOutgrown` gave back, and when */
   #outgrown = 0;
   #outgrownStep = -1;
@@ -432,6 +436,9 @@ export class StepPlannedPool<M = unknown> {
    * is counted as given back).
    * @throws {OutOfMemoryError} When the source refuses a segment even after
    * every free segment was given back.
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   allocate(byteLength: number): PlannedBlock<M> {
@@ -460,10 +467,13 @@ export class StepPlannedPool<M = unknown> {
    * @returns The block, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size.
    * @throws {SegmentSourceError} See {@linkcode StepPlannedPool.allocate}.
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   tryAllocate(byteLength: number): PlannedBlock<M> | undefined {
-    if (this.#disposed) {
+    if (this.#disposed || this.#inSource !== 0) {
       this.#refuse(`allocate ${describeValue(byteLength)} bytes`);
     }
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
@@ -582,10 +592,13 @@ export class StepPlannedPool<M = unknown> {
    * @throws {DoubleFreeError} When the block is already free (also once
    * its segment was given back).
    * @throws {InvalidArgumentError} When the block is not from this pool.
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   free(block: PlannedBlock<M>): void {
-    if (this.#disposed) this.#refuse("free a block");
+    if (this.#disposed || this.#inSource !== 0) this.#refuse("free a block");
     if (!PlannedBlock._is(block) || block._seg.pool !== this) {
       if (
         PlannedBlock._is(block) && block._free && block._seg.pool === null
@@ -648,10 +661,13 @@ export class StepPlannedPool<M = unknown> {
    * @throws {SegmentSourceError} When the source throws or lies while the
    * new plan's arena is made or segments are given back: the step is ended
    * all the same, and the next one is served by best fit.
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   endStep(): void {
-    if (this.#disposed) this.#refuse("end a step");
+    if (this.#disposed || this.#inSource !== 0) this.#refuse("end a step");
     try {
       this.#endStep();
     } finally {
@@ -741,10 +757,13 @@ export class StepPlannedPool<M = unknown> {
    * [0, `Number.MAX_SAFE_INTEGER`] (the pool unchanged).
    * @throws {SegmentSourceError} When the source throws while a segment is
    * given back (that segment counted as given back, the rest kept).
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   trim(targetByteLength = 0): number {
-    if (this.#disposed) this.#refuse("trim");
+    if (this.#disposed || this.#inSource !== 0) this.#refuse("trim");
     validateByteLength(
       targetByteLength,
       Number.MAX_SAFE_INTEGER,
@@ -774,6 +793,9 @@ export class StepPlannedPool<M = unknown> {
    * @returns The bytes held afterwards.
    */
   _giveBack(targetByteLength: number, idleSteps = -1, stepEnd = false): number {
+    // (not while this pool is inside its source: another pool its source
+    // called grew, and this pool is half way through a request)
+    if (this.#inSource !== 0) return this.#held;
     const before = this.#step - idleSteps;
     const free = [...this.#segs].filter((s) =>
       s.liveBlocks === 0 && !s.arena && s.lastUsed < before
@@ -807,6 +829,9 @@ export class StepPlannedPool<M = unknown> {
   /**
    * Gives every whole free segment back (`trim(0)`).
    *
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {UseAfterFreeError} After {@linkcode StepPlannedPool.dispose}.
    */
   emptyCache(): void {
@@ -828,12 +853,16 @@ export class StepPlannedPool<M = unknown> {
    *
    * @throws {UnsupportedOperationError} While blocks are live (the pool
    * unchanged).
+   * @throws {ContractViolationError} When called by the pool's segment
+   * source while the pool makes or gives back a segment (the pool
+   * unchanged).
    * @throws {SegmentSourceError} The first error the source threw while a
    * segment was given back, once every segment was given back and the pool
    * disposed all the same.
    */
   dispose(): void {
     if (this.#disposed) return;
+    if (this.#inSource !== 0) this.#refuse("dispose");
     if (this.#live > 0) {
       let blocks = 0;
       for (const seg of this.#segs) blocks += seg.liveBlocks;
@@ -870,6 +899,13 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #refuse(what: string): never {
+    if (this.#inSource !== 0) {
+      // a source that calls back into the pool while it makes or gives
+      // back a segment would find the pool half way through a request
+      throw new ContractViolationError(
+        `Cannot ${what}: the pool's segment source called back into the pool while making or giving back a segment`,
+      );
+    }
     throw new UseAfterFreeError(`Cannot ${what}: the pool was disposed`);
   }
 
@@ -1358,8 +1394,15 @@ export class StepPlannedPool<M = unknown> {
   #make(size: number, arena: boolean, small = false): _Seg<M> | undefined {
     // a source that throws, or hands out less than asked or a misaligned
     // segment, is refused with a SegmentSourceError (the pool unchanged)
-    const segment = acquireSegment(this.source, size, size);
+    let segment: Segment<M> | undefined;
+    this.#inSource++;
+    try {
+      segment = acquireSegment(this.source, size, size);
+    } finally {
+      this.#inSource--;
+    }
     if (segment === undefined) return undefined;
+    this.#checkNew(segment, size);
     const seg = new _Seg(this, segment, size, arena, this.#step, small);
     const block = new PlannedBlock(seg, 0, size);
     seg.first = block;
@@ -1373,6 +1416,30 @@ export class StepPlannedPool<M = unknown> {
     }
     this.#index(block);
     return seg;
+  }
+
+  /**
+   * Refuses a segment that overlaps one the pool holds (a source that
+   * handed the same memory out twice: blocks of both would overlap). It is
+   * not given back: that would give back the memory of the one held.
+   */
+  #checkNew(segment: Segment<M>, size: number): void {
+    const { memory, byteOffset } = segment;
+    const end = byteOffset + segment.byteLength;
+    for (const seg of this.#segs) {
+      const held = seg.segment;
+      if (
+        held.memory === memory &&
+        byteOffset < held.byteOffset + held.byteLength &&
+        held.byteOffset < end
+      ) {
+        throw new SegmentSourceError(
+          `Cannot allocate ${size} bytes: the segment source of ${this.source.device} returned a segment (bytes ${byteOffset} to ${end}) that overlaps one the pool holds (bytes ${held.byteOffset} to ${
+            held.byteOffset + held.byteLength
+          } of the same memory)`,
+        );
+      }
+    }
   }
 
   /**
@@ -1403,11 +1470,16 @@ export class StepPlannedPool<M = unknown> {
     this.#held -= seg.size;
     this.#released++;
     // the pool lets the segment go even when the source throws (typed)
-    releaseSegment(
-      this.source,
-      seg.segment,
-      `a ${seg.size}-byte ${seg.arena ? "arena " : ""}segment`,
-    );
+    this.#inSource++;
+    try {
+      releaseSegment(
+        this.source,
+        seg.segment,
+        `a ${seg.size}-byte ${seg.arena ? "arena " : ""}segment`,
+      );
+    } finally {
+      this.#inSource--;
+    }
   }
 
   /**
