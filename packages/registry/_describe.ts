@@ -6,7 +6,7 @@
  * @module
  */
 
-import { describeValue } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 
 export { describeValue };
 
@@ -42,4 +42,63 @@ export function readOptions<K extends string>(
     };
   }
   return { values };
+}
+
+/**
+ * A boolean option: `undefined` gives `fallback`; anything but a boolean
+ * is refused with a typed error (no truthiness: `"false"` is not false).
+ *
+ * @param value The option's value, read once by the caller.
+ * @param name The option's name, used in the message.
+ * @param fallback The value when the option is absent.
+ * @returns The flag.
+ * @throws {InvalidArgumentError} For a value that is not a boolean.
+ */
+export function checkFlag(
+  value: unknown,
+  name: string,
+  fallback: boolean,
+): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== "boolean") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be true or false, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: "boolean" },
+    );
+  }
+  return value;
+}
+
+/**
+ * Refuses `value` unless it is an instance of `type`, with a typed error
+ * naming what was received (runs none of its code: `instanceof` on a proxy
+ * reads its prototype, which may throw; that is caught).
+ *
+ * @param value The argument.
+ * @param type The class it must be an instance of.
+ * @param name The argument's name, used in the message.
+ * @throws {InvalidArgumentError} When it is not one.
+ */
+export function checkInstance(
+  value: unknown,
+  // deno-lint-ignore no-explicit-any
+  type: abstract new (...args: any[]) => unknown,
+  name: string,
+): void {
+  let ok = false;
+  try {
+    ok = value instanceof type;
+  } catch {
+    ok = false;
+  }
+  if (!ok) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a ${type.name}, received ${
+        describeValue(value)
+      }`,
+      { name, value, limit: type.name },
+    );
+  }
 }

@@ -25,7 +25,7 @@ import {
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
-import { describeValue, readOptions } from "./_describe.ts";
+import { checkFlag, describeValue, readOptions } from "./_describe.ts";
 import {
   _AliasTable,
   _RecordTable,
@@ -157,7 +157,9 @@ export interface OwnershipRegistryOptions {
    */
   worker?: string;
   /**
-   * Where records are kept.
+   * Where records are kept. A store other than a `MapRecordStore` has its
+   * `get()` answers checked (-1, or the value set for that place): a lying
+   * store gets a typed error before anything changes.
    *
    * @default {new MapRecordStore()}
    */
@@ -271,6 +273,18 @@ interface _Quarantined {
   byteOffset: number;
   byteLength: number;
   id: number;
+}
+
+/** Whether `value` has a `RecordStore`'s methods (reads that throw: no). */
+function isRecordStore(value: unknown): boolean {
+  if (value === null || typeof value !== "object") return false;
+  try {
+    const s = value as Record<string, unknown>;
+    return typeof s.get === "function" && typeof s.set === "function" &&
+      typeof s.delete === "function" && typeof s.clear === "function";
+  } catch {
+    return false;
+  }
 }
 
 /** A byte length option: a safe integer >= 0, else a typed error. */
@@ -390,6 +404,8 @@ function detach(memory: object): void {
  */
 export class OwnershipRegistry {
   #store: RecordStore;
+  /** Whether store answers are checked (a store other than ours). */
+  #checkStore = false;
   /** Records by slot; the store maps a real pointer's place to `slot * 2`. */
   #records = new _RecordTable();
   /** Alias places by slot; the store maps them to `slot * 2 + 1`. */
@@ -424,12 +440,53 @@ export class OwnershipRegistry {
    * store.
    */
   constructor(options: OwnershipRegistryOptions = {}) {
-    this.#store = options.store ?? new MapRecordStore();
-    this.#track = options.track ?? false;
-    this.#strict = options.strict ?? false;
-    this.#worker = options.worker ?? detectWorker();
-    this.#onLeak = options.onLeak;
-    if (options.checkAtExit) this.#installExitCheck();
+    // Each option is read once, checked, then used: a refused construction
+    // installs no exit check.
+    const read = readOptions(options, [
+      "store",
+      "track",
+      "strict",
+      "worker",
+      "onLeak",
+      "checkAtExit",
+    ]);
+    if (read.problem !== undefined) {
+      throw new InvalidArgumentError(
+        `Cannot create an OwnershipRegistry: ${read.problem}`,
+        { name: "options", value: options, limit: "OwnershipRegistryOptions" },
+      );
+    }
+    const { store, worker, onLeak } = read.values;
+    const track = checkFlag(read.values.track, "track", false);
+    const strict = checkFlag(read.values.strict, "strict", false);
+    const atExit = checkFlag(read.values.checkAtExit, "checkAtExit", false);
+    if (worker !== undefined && typeof worker !== "string") {
+      throw new InvalidArgumentError(
+        `Invalid worker: must be a string, received ${describeValue(worker)}`,
+        { name: "worker", value: worker, limit: "string" },
+      );
+    }
+    if (onLeak !== undefined && typeof onLeak !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid onLeak: must be a function, received ${describeValue(onLeak)}`,
+        { name: "onLeak", value: onLeak, limit: "function" },
+      );
+    }
+    if (store !== undefined && !isRecordStore(store)) {
+      throw new InvalidArgumentError(
+        `Invalid store: must be a RecordStore (get, set, delete, clear), received ${
+          describeValue(store)
+        }`,
+        { name: "store", value: store, limit: "RecordStore" },
+      );
+    }
+    this.#store = (store as RecordStore | undefined) ?? new MapRecordStore();
+    this.#checkStore = !(this.#store instanceof MapRecordStore);
+    this.#track = track;
+    this.#strict = strict;
+    this.#worker = (worker as string | undefined) ?? detectWorker();
+    this.#onLeak = onLeak as ((report: LeakReport) => void) | undefined;
+    if (atExit) this.#installExitCheck();
   }
 
   /** Whether strict mode (junk-filled, checked frees) is on. */
@@ -582,7 +639,7 @@ export class OwnershipRegistry {
       if (o < 0) this.#throwDetached("addAlias", "alias");
       const m = this.#memory;
       this.#checkAlias(r, m, o, "addAlias");
-      const w = this.#store.get(m, o);
+      const w = this.#get(m, o);
       if (w >= 0) this.#countPlace(w);
       else this.#addAliasPlace(r, m, o);
     }
@@ -719,7 +776,8 @@ export class OwnershipRegistry {
         limit: "NewArrayOptions",
       });
     }
-    const { shared, alignment: alignmentOption } = read.values;
+    const { alignment: alignmentOption } = read.values;
+    const shared = checkFlag(read.values.shared, "shared", false);
     const allocatorOption = read.values.allocator as Allocator | undefined;
     const Ctor = dtypeInfo(dtype).arrayType;
     const bpe = Ctor.BYTES_PER_ELEMENT;
@@ -776,8 +834,25 @@ export class OwnershipRegistry {
       }
       const pad = alignment === undefined ? 0 : alignment - 1;
       const ptr = allocator.allocate(reserved + pad);
+      if (!(ptr instanceof DataPtr)) {
+        // A lying allocator: nothing to release, nothing registered.
+        throw new InvalidArgumentError(
+          `Cannot allocate ${byteLength} bytes: the allocator returned ${
+            describeValue(ptr)
+          }, not a DataPtr`,
+          { name: "allocator", value: describeValue(ptr), limit: "DataPtr" },
+        );
+      }
       let array: TypedArrayOf<D>;
       try {
+        if (ptr.byteLength < reserved + pad) {
+          throw new InvalidArgumentError(
+            `Cannot allocate ${
+              reserved + pad
+            } bytes: the allocator returned a DataPtr of ${ptr.byteLength} bytes`,
+            { name: "allocator", value: ptr.byteLength, limit: reserved + pad },
+          );
+        }
         if (!isHostMemory(ptr.memory)) {
           throw new InvalidArgumentError(
             `Cannot allocate ${byteLength} bytes: the allocator's memory must be host memory, received ${
@@ -1026,7 +1101,9 @@ export class OwnershipRegistry {
    * A printable statistics report (SCL's `print_statistics`), listing the
    * largest live allocations.
    *
-   * @param limit How many allocations to list.
+   * @param limit How many allocations to list: an integer >= 0, or
+   *   `Infinity` for all.
+   * @throws {InvalidArgumentError} For any other limit.
    * @returns The report.
    *
    * @example
@@ -1040,7 +1117,18 @@ export class OwnershipRegistry {
    * registry.unregister(a);
    * ```
    */
-  report(limit = 20): string {
+  report(limit: number = 20): string {
+    if (typeof limit !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid limit: must be an integer in [0, ${Number.MAX_SAFE_INTEGER}], received ${
+          describeValue(limit)
+        }`,
+        { name: "limit", value: limit, limit: "integer >= 0" },
+      );
+    }
+    if (limit !== Infinity) {
+      validateInteger(limit, 0, Number.MAX_SAFE_INTEGER, "limit");
+    }
     const r = this.#requested, s = this.#reserved;
     const lines = [
       `OwnershipRegistry (${this.#worker}): pointers ${this.#pointers}, buffers ${this.#buffers} (${this.#references} references)`,
@@ -1262,7 +1350,7 @@ export class OwnershipRegistry {
    */
   #find(pointer: Pointer, name: string): number {
     const offset = this.#placeOf(pointer, name);
-    const v = this.#store.get(this.#memory, offset);
+    const v = this.#get(this.#memory, offset);
     if (
       v >= 0 && this.#anyRetired &&
       this.#records.pointer[this.#slotOf(v)] !== pointer &&
@@ -1272,6 +1360,48 @@ export class OwnershipRegistry {
   }
 
   /** The record slot of a store value. */
+  /**
+   * The store's value for a place. A store other than `MapRecordStore` is
+   * a collaborator that may lie: its answer must be -1 or name a live
+   * record (or alias) in `memory`, else a typed error before any change.
+   */
+  #get(memory: object, byteOffset: number): number {
+    const v = this.#store.get(memory, byteOffset);
+    if (this.#checkStore && !this.#stored(v, memory, byteOffset)) {
+      this.#throwStore(v, memory, byteOffset);
+    }
+    return v;
+  }
+
+  /** Whether `v` is -1 or names a live record or alias in `memory`. */
+  #stored(v: unknown, memory: object, byteOffset: number): boolean {
+    if (v === -1) return true;
+    const t = this.#records;
+    let ok = false;
+    if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) {
+      const i = v >> 1;
+      if (v > 0x7fffffff) ok = false;
+      else if ((v & 1) === 0) {
+        ok = i < t.id.length && t.memory[i] === memory &&
+          t.offset[i] === byteOffset;
+      } else {
+        const a = this.#aliases;
+        ok = i < a.record.length && a.count[i] > 0 &&
+          t.memory[a.record[i]] === memory;
+      }
+    }
+    return ok;
+  }
+
+  #throwStore(v: unknown, memory: object, byteOffset: number): never {
+    throw new InvalidArgumentError(
+      `The record store answered ${describeValue(v)} for ${
+        describePointer(memory, byteOffset)
+      }: a RecordStore's get() must return -1 or the value set there`,
+      { name: "store", value: v, limit: "-1 or a value set for the place" },
+    );
+  }
+
   #slotOf(v: number): number {
     return (v & 1) === 0 ? v >> 1 : this.#aliases.record[v >> 1];
   }
@@ -1322,7 +1452,7 @@ export class OwnershipRegistry {
         { name: "alias", value: byteOffset, limit: [start, end] },
       );
     }
-    const w = this.#store.get(memory, byteOffset);
+    const w = this.#get(memory, byteOffset);
     if (w >= 0 && this.#slotOf(w) !== r) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
@@ -1385,6 +1515,9 @@ export class OwnershipRegistry {
         this.#badOptions(what, error);
       }
     }
+    if (detachOption !== undefined && typeof detachOption !== "boolean") {
+      checkFlag(detachOption, "detach", false); // throws
+    }
     const isView = ArrayBuffer.isView(pointer);
     const isPtr = !isView && pointer instanceof DataPtr;
     let byteLength: number;
@@ -1438,7 +1571,7 @@ export class OwnershipRegistry {
         );
       }
     }
-    if (this.#store.get(memory, byteOffset) >= 0) {
+    if (this.#get(memory, byteOffset) >= 0) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
@@ -1471,7 +1604,7 @@ export class OwnershipRegistry {
             { name: "alias", value: o, limit: [byteOffset, end] },
           );
         }
-        const w = o === byteOffset ? -1 : this.#store.get(m, o);
+        const w = o === byteOffset ? -1 : this.#get(m, o);
         if (w >= 0) {
           throw new InvalidArgumentError(
             `Cannot ${what} ${
@@ -1525,9 +1658,12 @@ export class OwnershipRegistry {
     if (aliasMemories !== undefined) {
       for (let i = 0; i < aliasMemories.length; i++) {
         const m = aliasMemories[i], o = aliasOffsets![i];
+        // Past validation nothing throws: a store answer that is not valid
+        // here (a lying store) makes a new alias place.
         const w = this.#store.get(m, o);
-        if (w >= 0) this.#countPlace(w);
-        else this.#addAliasPlace(r, m, o);
+        if (w >= 0 && (!this.#checkStore || this.#stored(w, m, o))) {
+          this.#countPlace(w);
+        } else this.#addAliasPlace(r, m, o);
       }
       t.refs[r] += aliasMemories.length;
     }

@@ -71,11 +71,6 @@ export class BackendNotFoundError extends AllotError {
   }
 }
 
-function describe(value: unknown): string {
-  if (value === null || typeof value !== "object") return String(value);
-  return value.constructor?.name ?? "Object";
-}
-
 /** Options of {@linkcode Registry.set}. */
 export interface SetAllocatorOptions {
   /**
@@ -256,18 +251,45 @@ export class Registry {
     options: SetAllocatorOptions = {},
   ): boolean {
     const { key, type } = resolveTarget(target);
-    const priority = validateInteger(options.priority ?? 0, 0, 255, "priority");
-    if (
-      typeof (allocator as Partial<Allocator> | null)?.allocate !== "function"
-    ) {
+    const read = registryOptions(options, ["priority", "backend"], "register");
+    const priorityOption = read.priority === undefined ? 0 : read.priority;
+    if (typeof priorityOption !== "number") {
       throw new InvalidArgumentError(
-        `Cannot register ${
-          describe(allocator)
-        } for ${key}: it is not an Allocator (it has no allocate() method)`,
-        { name: "allocator", value: describe(allocator), limit: "Allocator" },
+        `Invalid priority: must be an integer in [0, 255], received ${
+          describeValue(priorityOption)
+        }`,
+        { name: "priority", value: priorityOption, limit: [0, 255] },
       );
     }
-    const device = (allocator as { device?: unknown } | null)?.device;
+    const priority = validateInteger(priorityOption, 0, 255, "priority");
+    let allocate: unknown, device: unknown;
+    try {
+      allocate = (allocator as Partial<Allocator> | null)?.allocate;
+      device = (allocator as { device?: unknown } | null)?.device;
+    } catch (error) {
+      throw new InvalidArgumentError(
+        `Cannot register an allocator for ${key}: reading it threw ${
+          describeValue(error)
+        }`,
+        {
+          name: "allocator",
+          value: describeValue(allocator),
+          limit: "Allocator",
+        },
+      );
+    }
+    if (typeof allocate !== "function") {
+      throw new InvalidArgumentError(
+        `Cannot register ${
+          describeValue(allocator)
+        } for ${key}: it is not an Allocator (it has no allocate() method)`,
+        {
+          name: "allocator",
+          value: describeValue(allocator),
+          limit: "Allocator",
+        },
+      );
+    }
     if (!(device instanceof Device) || device.type !== type) {
       throw new InvalidArgumentError(
         `Cannot register an allocator for ${key}: its device must be of type ${type}, received ${
@@ -283,17 +305,17 @@ export class Registry {
         { name: "allocator", value: String(device), limit: key },
       );
     }
-    const backend = options.backend;
-    if (
-      backend !== undefined &&
-      (typeof backend?.read !== "function" ||
-        typeof backend?.write !== "function")
-    ) {
+    const backend = read.backend as BufferBackend | undefined;
+    if (backend !== undefined && !isBackend(backend)) {
       throw new InvalidArgumentError(
         `Cannot register a backend for ${key}: ${
-          describe(backend)
+          describeValue(backend)
         } is not a BufferBackend (read, write, copy, fill)`,
-        { name: "backend", value: describe(backend), limit: "BufferBackend" },
+        {
+          name: "backend",
+          value: describeValue(backend),
+          limit: "BufferBackend",
+        },
       );
     }
     const current = this.#entries.get(key);
@@ -464,10 +486,15 @@ export class Registry {
     byteLength: number,
     options: RegistryStorageOptions = {},
   ): IntrusivePtr<Storage> {
-    const allocator = this.get(options.device ?? "cpu");
+    const read = registryOptions(
+      options,
+      ["device", "resizable"],
+      "allocate a storage",
+    );
+    const allocator = this.get((read.device ?? "cpu") as DeviceTarget);
     const ptr = Storage.allocate(byteLength, {
       allocator,
-      resizable: options.resizable,
+      resizable: read.resizable as boolean | undefined,
     });
     this.#track(ptr.target);
     return ptr;
@@ -502,9 +529,31 @@ export class Registry {
     shape: Shape,
     options: RegistryBufferOptions = {},
   ): Buffer<D> {
-    const target = options.device ?? "cpu";
+    const read = registryOptions(
+      options,
+      ["device", "backend", "fill"],
+      "make a buffer",
+    );
+    const target = (read.device ?? "cpu") as DeviceTarget;
     const allocator = this.get(target);
-    const backend = options.backend ?? this.backendOf(target);
+    const backendOption = read.backend;
+    if (backendOption !== undefined && !isBackend(backendOption)) {
+      throw new InvalidArgumentError(
+        `Cannot make a buffer: ${
+          describeValue(backendOption)
+        } is not a BufferBackend (read, write, copy, fill)`,
+        { name: "backend", value: backendOption, limit: "BufferBackend" },
+      );
+    }
+    const fill = read.fill;
+    if (fill !== undefined && typeof fill !== "number") {
+      throw new InvalidArgumentError(
+        `Invalid fill: must be a number, received ${describeValue(fill)}`,
+        { name: "fill", value: fill, limit: "number" },
+      );
+    }
+    const backend = (backendOption as BufferBackend | undefined) ??
+      this.backendOf(target);
     const buffer = Buffer.empty(dtype, shape, { allocator, backend });
     if (backend === undefined && !buffer.storage.isHost) {
       const device = buffer.storage.device;
@@ -515,15 +564,55 @@ export class Registry {
       );
     }
     this.#track(buffer.storage);
-    if (options.fill !== undefined) {
+    if (fill !== undefined) {
       try {
-        buffer.fill(options.fill);
+        buffer.fill(fill as number);
       } catch (error) {
         buffer.release();
         throw error;
       }
     }
     return buffer;
+  }
+}
+
+/** Reads `keys` of a caller's options once; junk or a throwing read: typed. */
+function registryOptions(
+  options: unknown,
+  keys: readonly string[],
+  what: string,
+): Record<string, unknown> {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== "object") {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: options must be an object, received ${
+        describeValue(options)
+      }`,
+      { name: "options", value: options, limit: "object" },
+    );
+  }
+  const values: Record<string, unknown> = {};
+  try {
+    for (const key of keys) {
+      values[key] = (options as Record<string, unknown>)[key];
+    }
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: reading its options threw ${describeValue(error)}`,
+      { name: "options", value: describeValue(options), limit: "object" },
+    );
+  }
+  return values;
+}
+
+/** Whether `value` has a `BufferBackend`'s `read` and `write` (no throw). */
+function isBackend(value: unknown): boolean {
+  if (value === null || typeof value !== "object") return false;
+  try {
+    const b = value as Record<string, unknown>;
+    return typeof b.read === "function" && typeof b.write === "function";
+  } catch {
+    return false;
   }
 }
 

@@ -5,12 +5,17 @@
  * @module
  */
 
-import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
 import type { Dtype, TypedArrayOf } from "@allot/storage";
-import type {
-  NewArrayOptions,
+import {
+  type NewArrayOptions,
   OwnershipRegistry,
 } from "./ownership_registry.ts";
+import { checkInstance, describeValue } from "./_describe.ts";
 
 /**
  * The owner a consumer receives with a zero-copy hand-off: the array itself
@@ -43,9 +48,20 @@ export class ArrayOwner<T extends ArrayBufferView> {
    *
    * @param registry The registry where `array` is registered.
    * @param array A registered array (real pointer or alias).
+   * @throws {InvalidArgumentError} When `registry` is not an
+   *   `OwnershipRegistry` or `array` not an `ArrayBufferView`.
    * @throws {DoubleFreeError} When `array` is not registered there.
    */
   constructor(registry: OwnershipRegistry, array: T) {
+    checkInstance(registry, OwnershipRegistry, "registry");
+    if (!ArrayBuffer.isView(array)) {
+      throw new InvalidArgumentError(
+        `Invalid array: must be a typed array or DataView, received ${
+          describeValue(array)
+        }`,
+        { name: "array", value: array, limit: "ArrayBufferView" },
+      );
+    }
     if (!registry.isRegistered(array)) {
       throw new DoubleFreeError(
         `Cannot own a ${array.constructor.name} at byteOffset ${array.byteOffset}: it is not registered`,
@@ -137,7 +153,8 @@ export class RegistryGuard<D extends Dtype> {
    * @param dtype Element type.
    * @param length Number of elements.
    * @param options Options passed to `newArray`.
-   * @throws {InvalidArgumentError} For a bad dtype, length or option.
+   * @throws {InvalidArgumentError} For a registry that is not an
+   *   `OwnershipRegistry`, a bad dtype, length or option.
    */
   constructor(
     registry: OwnershipRegistry,
@@ -145,6 +162,7 @@ export class RegistryGuard<D extends Dtype> {
     length: number,
     options?: NewArrayOptions,
   ) {
+    checkInstance(registry, OwnershipRegistry, "registry");
     this.#registry = registry;
     this.#array = registry.newArray(dtype, length, options);
   }

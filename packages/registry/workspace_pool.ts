@@ -10,11 +10,11 @@ import {
   validateInteger,
 } from "@allot/core";
 import type { Dtype, TypedArrayOf } from "@allot/storage";
-import type {
-  NewArrayOptions,
+import {
+  type NewArrayOptions,
   OwnershipRegistry,
 } from "./ownership_registry.ts";
-import { describeValue, readOptions } from "./_describe.ts";
+import { checkInstance, describeValue, readOptions } from "./_describe.ts";
 
 /** Options of {@linkcode WorkspacePool}. */
 export interface WorkspacePoolOptions extends NewArrayOptions {
@@ -66,7 +66,8 @@ export class WorkspacePool<D extends Dtype> {
    * @param dtype Element type.
    * @param length Elements per workspace.
    * @param options Ranks, and options passed to `newArray`.
-   * @throws {InvalidArgumentError} For a bad rank count, dtype or length;
+   * @throws {InvalidArgumentError} For a registry that is not an
+   * `OwnershipRegistry`, a bad rank count, dtype, length or option;
    * nothing stays allocated.
    */
   constructor(
@@ -75,7 +76,14 @@ export class WorkspacePool<D extends Dtype> {
     length: number,
     options: WorkspacePoolOptions = {},
   ) {
-    const read = readOptions(options, ["ranks"]);
+    checkInstance(registry, OwnershipRegistry, "registry");
+    // Read once: every rank gets the same options even from lying getters.
+    const read = readOptions(options, [
+      "ranks",
+      "shared",
+      "alignment",
+      "allocator",
+    ]);
     if (read.problem !== undefined) {
       throw new InvalidArgumentError(`Cannot make a pool: ${read.problem}`, {
         name: "options",
@@ -93,12 +101,17 @@ export class WorkspacePool<D extends Dtype> {
       );
     }
     const ranks = validateInteger(rankOption, 1, 65536, "ranks");
+    const once: NewArrayOptions = {
+      shared: read.values.shared as boolean | undefined,
+      alignment: read.values.alignment as number | undefined,
+      allocator: read.values.allocator as NewArrayOptions["allocator"],
+    };
     this.#registry = registry;
     this.#length = length;
     this.#workspaces = [];
     try {
       for (let r = 0; r < ranks; r++) {
-        this.#workspaces.push(registry.newArray(dtype, length, options));
+        this.#workspaces.push(registry.newArray(dtype, length, once));
       }
     } catch (error) {
       for (const w of this.#workspaces) registry.unregister(w);
