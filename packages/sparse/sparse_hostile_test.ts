@@ -6,6 +6,7 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import {
   InvalidArgumentError,
   LeakDetector,
@@ -206,5 +207,198 @@ describe("@allot/sparse hostile", () => {
       assert.equal(seen, 1, `${how} read ${seen - 1} entries after release`);
       registry.dispose();
     }
+  });
+
+  it("toContiguous({ registry }) unregisters what it allocated when a later allocation fails", () => {
+    const registry = new OwnershipRegistry({ onLeak: () => {} });
+    const real = registry.newArray.bind(registry);
+    let calls = 0;
+    registry.newArray = ((...args: Parameters<typeof real>) => {
+      if (++calls === 2) {
+        throw new InvalidArgumentError("out of memory (test)", {
+          name: "length",
+          value: args[1],
+          limit: 0,
+        });
+      }
+      return real(...args);
+    }) as typeof registry.newArray;
+    using m = SparseMatrix.wrap(arrays(), { shape: [3, 3] });
+    assertRefused(
+      "SparseMatrix.toContiguous(failing registry)",
+      () => m.toContiguous({ registry }),
+      {
+        error: InvalidArgumentError,
+        snapshot: () => [registry.pointerCount, registry.requestedBytes],
+      },
+    );
+  });
+
+  it("slice() leaves no alias behind when the leak detector throws", () => {
+    using registry = new OwnershipRegistry({ onLeak: () => {} });
+    const detector = new LeakDetector();
+    using m = SparseMatrix.build(arrays(), {
+      shape: [3, 3],
+      registry,
+      leakDetector: detector,
+    });
+    detector.watch = () => {
+      throw new InvalidArgumentError("watch refused", {
+        name: "watch",
+        value: 0,
+        limit: 0,
+      });
+    };
+    for (
+      const [name, call] of [
+        ["slice", () => m.slice(0, 2)],
+        ["select", () => m.select([2, 0])],
+        ["transpose", () => m.transpose()],
+      ] as const
+    ) {
+      assertRefused(`SparseMatrix.${name}(throwing detector)`, call, {
+        error: InvalidArgumentError,
+        snapshot: () => [
+          registry.pointerCount + registry.bufferCount,
+          registry.requestedBytes,
+        ],
+      });
+    }
+    m.release();
+    assert.equal(registry.requestedBytes, 0, "a block was left alive");
+  });
+
+  it("wrap() and build() trust the typed array's real length, not a subclass's", () => {
+    class Liar extends Int32Array {
+      override get length(): number {
+        return 3;
+      }
+    }
+    using registry = new OwnershipRegistry({ onLeak: () => {} });
+    const a = arrays();
+    const indptr = new Liar([0, 2, 3, 4]);
+    for (const make of ["wrap", "build"] as const) {
+      using m = SparseMatrix[make]({ ...a, indptr }, {
+        shape: [3, 3],
+        registry,
+      });
+      assert.equal(m.nnz, 4);
+    }
+  });
+
+  it("random build/slice/select/transpose/toLayout/toContiguous sequences match a dense model", () => {
+    const matrix = fc.integer({ min: 0, max: 6 }).chain((rows) =>
+      fc.integer({ min: 0, max: 6 }).chain((cols) =>
+        fc.record({
+          rows: fc.constant(rows),
+          cols: fc.constant(cols),
+          dense: fc.array(
+            fc.array(
+              fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 99 })),
+              { minLength: cols, maxLength: cols },
+            ),
+            { minLength: rows, maxLength: rows },
+          ),
+          layout: fc.constantFrom("csr" as const, "csc" as const),
+          min: fc.integer({ min: 1, max: 5 }),
+          ops: fc.array(fc.nat(1000), { maxLength: 6 }),
+        })
+      )
+    );
+    fc.assert(
+      fc.property(matrix, ({ rows, cols, dense, layout, min, ops }) => {
+        using registry = new OwnershipRegistry({ onLeak: () => {} });
+        // compressed arrays of `dense` in `layout`
+        const [p, q] = layout === "csr" ? [rows, cols] : [cols, rows];
+        const at = (i: number, j: number) =>
+          layout === "csr" ? dense[i][j] : dense[j][i];
+        const values: number[] = [], indices: number[] = [], indptr = [0];
+        for (let i = 0; i < p; i++) {
+          for (let j = 0; j < q; j++) {
+            if (at(i, j) !== 0) {
+              values.push(at(i, j));
+              indices.push(j);
+            }
+          }
+          indptr.push(values.length);
+        }
+        const live: SparseMatrix[] = [];
+        let m: SparseMatrix = SparseMatrix.build({
+          values: new Float64Array(values),
+          indices: new Int32Array(indices),
+          indptr: new Int32Array(indptr),
+        }, {
+          shape: [rows, cols],
+          layout,
+          registry,
+          blockStrategy: {
+            minElements: min,
+            maxElements: min,
+            rowsPerBlock: 1,
+          },
+        });
+        live.push(m);
+        let model = dense.map((r) => [...r]);
+        const check = () => {
+          const got = model.map((r) => r.map(() => 0));
+          for (const [r, c, v] of m.entries()) got[r][c] = v;
+          assert.deepEqual(got, model);
+          assert.deepEqual(m.shape, [model.length, model[0]?.length ?? m.cols]);
+          const back = m.toContiguous();
+          assert.equal(back.values.length, m.nnz);
+        };
+        check();
+        for (const op of ops) {
+          const n = m.primaryLength;
+          const csr = m.layout === "csr";
+          const cols0 = m.cols, rows0 = m.rows;
+          const pick = (rowsWanted: number[]) => {
+            if (csr) return rowsWanted.map((i) => [...model[i]]);
+            return Array.from(
+              { length: rows0 },
+              (_, r) => rowsWanted.map((j) => model[r][j]),
+            );
+          };
+          switch (op % 4) {
+            case 0: {
+              const s = n === 0 ? 0 : op % (n + 1);
+              const e = s + ((op >> 3) % (n - s + 1));
+              m = m.slice(s, e);
+              model = pick(Array.from({ length: e - s }, (_, k) => s + k));
+              break;
+            }
+            case 1: {
+              if (n === 0) continue;
+              const wanted = [op % n, (op >> 2) % n, (op >> 4) % n];
+              m = m.select(wanted);
+              model = pick(wanted);
+              break;
+            }
+            case 2: {
+              m = m.transpose();
+              model = Array.from(
+                { length: cols0 },
+                (_, c) => Array.from({ length: rows0 }, (_, r) => model[r][c]),
+              );
+              break;
+            }
+            case 3:
+              m = m.toLayout(csr ? "csc" : "csr", { registry });
+              break;
+          }
+          live.push(m);
+          if (model.length === 0) {
+            // no rows left: the model cannot carry the width; compare counts
+            assert.equal(m.rows, 0);
+            assert.equal(m.nnz, 0);
+            break;
+          }
+          check();
+        }
+        for (const x of live) x.release();
+        assert.equal(registry.requestedBytes, 0);
+      }),
+      { numRuns: 150 },
+    );
   });
 });

@@ -1077,12 +1077,26 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     const wide = nnz > MAX_DIM;
     let values: V, indices: IndexArray, indptr: IndptrArray;
     if (registry !== undefined) {
-      values = registry.newArray(
-        dtypeOf(this.#template.values)!,
-        nnz,
-      ) as unknown as V;
-      indices = registry.newArray(IC === Int32Array ? "i32" : "u32", nnz);
-      indptr = registry.newArray(wide ? "f64" : "i32", n + 1);
+      // All three or none: a failure unregisters what was allocated.
+      const made: ArrayBufferView[] = [];
+      try {
+        values = registry.newArray(
+          dtypeOf(this.#template.values)!,
+          nnz,
+        ) as unknown as V;
+        made.push(values);
+        indices = registry.newArray(IC === Int32Array ? "i32" : "u32", nnz);
+        made.push(indices);
+        indptr = registry.newArray(wide ? "f64" : "i32", n + 1);
+      } catch (error) {
+        for (const a of made) {
+          registry.tryUnregister({
+            memory: a.buffer,
+            byteOffset: a.byteOffset,
+          });
+        }
+        throw error;
+      }
     } else {
       values = new VC(nnz);
       indices = new IC(nnz);
@@ -1193,20 +1207,28 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         throw error;
       }
     }
-    return new SparseMatrix<V>(
-      layout,
-      shape,
-      -1,
-      this.#blocks,
-      rowBlock,
-      rowStart,
-      rowLength,
-      registry,
-      keys,
-      this.#template,
-      monotonic,
-      this.#detector,
-    );
+    try {
+      return new SparseMatrix<V>(
+        layout,
+        shape,
+        -1,
+        this.#blocks,
+        rowBlock,
+        rowStart,
+        rowLength,
+        registry,
+        keys,
+        this.#template,
+        monotonic,
+        this.#detector,
+      );
+    } catch (error) {
+      // A leak detector that throws: drop the references just taken.
+      if (registry !== undefined) {
+        for (const place of keys.values()) registry.unregister(place);
+      }
+      throw error;
+    }
   }
 
   #live(what: string): void {
