@@ -191,6 +191,24 @@ describe("@allot/sparse hostile", () => {
     assert.deepEqual([...s.entries()], [[0, 2, 4]]);
   });
 
+  it("select() refuses a huge claimed length with a typed error, allocating nothing first", () => {
+    using registry = new OwnershipRegistry({ onLeak: () => {} });
+    using m = SparseMatrix.build(arrays(), { shape: [3, 3], registry });
+    refuse(
+      "SparseMatrix.select(huge length)",
+      [
+        { name: "length 1e15", value: { length: 1e15, 0: 1 } },
+        { name: "length 2^31", value: { length: 2 ** 31, 0: 1 } },
+        { name: "length 2^32", value: { length: 2 ** 32, 0: 1 } },
+      ],
+      (v) => m.select(v as never),
+      {
+        error: InvalidArgumentError,
+        snapshot: () => [registry.pointerCount, registry.requestedBytes],
+      },
+    );
+  });
+
   it("forEach() and entries() stop with UseAfterFreeError when the matrix is released under them", () => {
     for (const how of ["forEach", "entries"] as const) {
       const registry = new OwnershipRegistry({ onLeak: () => {} });

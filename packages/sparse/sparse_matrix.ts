@@ -916,10 +916,13 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         { name: "rows", value: rows, limit: "ArrayLike<number>" },
       );
     }
-    // Each index read once: a getter cannot change it after the check.
-    const picked = new Uint32Array(m as number);
-    for (let k = 0; k < picked.length; k++) {
-      picked[k] = validateInteger(rows[k], 0, n - 1, `rows[${k}]`);
+    validateInteger(m as number, 0, MAX_DIM, "rows.length");
+    // Each index read once: a getter cannot change it after the check. A
+    // growing array: a huge claimed length fails on its first missing index,
+    // not on allocating for all of them.
+    const picked: number[] = [];
+    for (let k = 0; k < (m as number); k++) {
+      picked.push(validateInteger(rows[k], 0, n - 1, `rows[${k}]`));
     }
     const rowBlock = new Uint32Array(picked.length);
     const rowStart = new Uint32Array(picked.length);
