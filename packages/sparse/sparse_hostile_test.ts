@@ -8,6 +8,9 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  AllotError,
+  DataPtr,
+  Device,
   InvalidArgumentError,
   LeakDetector,
   UseAfterFreeError,
@@ -207,6 +210,61 @@ describe("@allot/sparse hostile", () => {
         snapshot: () => [registry.pointerCount, registry.requestedBytes],
       },
     );
+  });
+
+  it("build() with an allocator that lies on a later block (misaligned, short, throwing) registers nothing and returns every block", () => {
+    const registry = new OwnershipRegistry({ onLeak: () => {} });
+    const state = () => [
+      registry.pointerCount + registry.bufferCount,
+      registry.requestedBytes,
+    ];
+    for (const lie of ["misaligned", "short", "throwing"] as const) {
+      let allocated = 0, released = 0;
+      const allocator = {
+        device: Device.cpu(),
+        allocate: (bytes: number) => {
+          if (++allocated === 2) {
+            if (lie === "throwing") throw new Error("allocate failed (test)");
+            const offset = lie === "misaligned" ? 4 : 0;
+            const size = lie === "short" ? 4 : bytes;
+            return new DataPtr(
+              new ArrayBuffer(bytes + 8),
+              offset,
+              size,
+              Device.cpu(),
+              { context: 1, deleter: () => released++ },
+            );
+          }
+          return new DataPtr(new ArrayBuffer(bytes), 0, bytes, Device.cpu(), {
+            context: 1,
+            deleter: () => released++,
+          });
+        },
+      };
+      const before = state();
+      assert.throws(
+        () =>
+          SparseMatrix.build({
+            values: new Float64Array([1, 2, 3, 4]),
+            indices: new Int32Array([0, 2, 1, 2]),
+            indptr: new Int32Array([0, 2, 3, 4]),
+          }, {
+            shape: [3, 3],
+            registry,
+            allocator: allocator as never,
+            blockStrategy: { minElements: 1, maxElements: 1, rowsPerBlock: 1 },
+          }),
+        (e: unknown) => lie === "throwing" || e instanceof AllotError,
+        lie,
+      );
+      assert.deepEqual(state(), before, `${lie}: state changed`);
+      assert.equal(
+        released,
+        lie === "throwing" ? 1 : 2,
+        `${lie}: a block was not returned`,
+      );
+    }
+    registry.dispose();
   });
 
   it("forEach() and entries() stop with UseAfterFreeError when the matrix is released under them", () => {
