@@ -832,6 +832,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     }
     const csr = this.#layout === "csr";
     const n = this.#rowLength.length;
+    const registry = this.#registry;
     for (let i = 0; i < n; i++) {
       const block = this.#blocks[this.#rowBlock[i]];
       const vals = block.values, idx = block.indices;
@@ -842,7 +843,9 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         else fn(idx[k], i, vals[k] as number);
         // The callback may have released the matrix (or disposed its
         // registry): stop before reading freed blocks.
-        this.#live("forEach");
+        if (this.#released || (registry !== undefined && registry.disposed)) {
+          this.#live("forEach");
+        }
       }
     }
   }
@@ -857,6 +860,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     this.#live("entries");
     const csr = this.#layout === "csr";
     const n = this.#rowLength.length;
+    const registry = this.#registry;
     for (let i = 0; i < n; i++) {
       const block = this.#blocks[this.#rowBlock[i]];
       const s = this.#rowStart[i];
@@ -866,7 +870,9 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         const v = block.values[k] as number;
         yield csr ? [i, c, v] : [c, i, v];
         // Released between two steps: stop before reading freed blocks.
-        this.#live("entries");
+        if (this.#released || (registry !== undefined && registry.disposed)) {
+          this.#live("entries");
+        }
       }
     }
   }
