@@ -5,7 +5,11 @@
  * @module
  */
 
-import { InvalidArgumentError, validateInteger } from "@allot/core";
+import {
+  InvalidArgumentError,
+  validateInteger,
+  validateObject,
+} from "@allot/core";
 
 /** Options of {@linkcode blockElements}, after SCL-Core's `BlockStrategy`. */
 export interface BlockStrategy {
@@ -59,6 +63,7 @@ export function blockElements(
 ): number {
   validateInteger(nnz, 0, Number.MAX_SAFE_INTEGER, "nnz");
   validateInteger(primaryLength, 0, LIMIT, "primaryLength");
+  validateObject(strategy, "strategy");
   const min = validateInteger(
     strategy.minElements ?? 4096,
     1,

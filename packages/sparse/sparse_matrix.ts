@@ -11,16 +11,17 @@ import {
   describeValue,
   DoubleFreeError,
   InvalidArgumentError,
-  type LeakDetector,
+  LeakDetector,
   UseAfterFreeError,
   validateInteger,
+  validateObject,
 } from "@allot/core";
 import {
   defaultOwnershipRegistry,
-  type OwnershipRegistry,
+  OwnershipRegistry,
   type Place,
 } from "@allot/registry";
-import { type AnyTypedArray, dtypeOf } from "@allot/storage";
+import { type AnyTypedArray, dtypeInfo, dtypeOf } from "@allot/storage";
 import { blockElements, type BlockStrategy } from "./block_strategy.ts";
 
 /** `csr`: rows are primary. `csc`: columns are primary. */
@@ -139,12 +140,86 @@ type _Ctor<T> = { new (length: number): T; BYTES_PER_ELEMENT: number } & {
 
 const MAX_DIM = 0x7fffffff;
 
+/** The array's real constructor, by brand check (not its `constructor`). */
 function ctorOf<T extends ArrayBufferView>(array: T): _Ctor<T> {
-  return array.constructor as unknown as _Ctor<T>;
+  return dtypeInfo(dtypeOf(array)!).arrayType as unknown as _Ctor<T>;
 }
 
+const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+function intrinsicGetter(key: string): (this: unknown) => number {
+  return Object.getOwnPropertyDescriptor(TypedArrayPrototype, key)!
+    .get as (this: unknown) => number;
+}
+const lengthOf = intrinsicGetter("length");
+const byteOffsetOf = intrinsicGetter("byteOffset");
+const bufferOf = intrinsicGetter("buffer") as unknown as (
+  this: unknown,
+) => ArrayBufferLike;
+
+/**
+ * A plain view of a brand-checked typed array, made through the intrinsic
+ * getters: a subclass or an own property cannot lie about its constructor,
+ * length, buffer or offset to the code that uses the view.
+ */
+function plainView<T extends ArrayBufferView>(array: T): T {
+  return new (ctorOf(array))(
+    bufferOf.call(array),
+    byteOffsetOf.call(array),
+    lengthOf.call(array),
+  );
+}
+
+/** Brand checks: proxies and look-alikes of typed arrays fail them. */
 function isIndexArray(value: unknown): value is IndexArray {
-  return value instanceof Int32Array || value instanceof Uint32Array;
+  const dtype = dtypeOf(value);
+  return dtype === "i32" || dtype === "u32";
+}
+
+function isIndptrArray(value: unknown): value is IndptrArray {
+  const dtype = dtypeOf(value);
+  return dtype === "i32" || dtype === "u32" || dtype === "f64";
+}
+
+/** Checks the `build` options that are collaborators, before any allocation. */
+function validateBuildOptions(options: SparseMatrixOptions): {
+  registry: OwnershipRegistry | undefined;
+  allocator: Allocator | undefined;
+  leakDetector: LeakDetector | undefined;
+  blockStrategy: BlockStrategy | undefined;
+} {
+  const { registry, allocator, leakDetector, blockStrategy } = options;
+  if (registry !== undefined && !(registry instanceof OwnershipRegistry)) {
+    throw new InvalidArgumentError(
+      `Invalid registry: expected an OwnershipRegistry, received ${
+        describeValue(registry)
+      }`,
+      { name: "registry", value: registry, limit: "OwnershipRegistry" },
+    );
+  }
+  if (
+    allocator !== undefined &&
+    (typeof allocator !== "object" || allocator === null ||
+      typeof allocator.allocate !== "function")
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid allocator: expected an Allocator (an object with allocate()), received ${
+        describeValue(allocator)
+      }`,
+      { name: "allocator", value: allocator, limit: "Allocator" },
+    );
+  }
+  if (leakDetector !== undefined && !(leakDetector instanceof LeakDetector)) {
+    throw new InvalidArgumentError(
+      `Invalid leakDetector: expected a LeakDetector, received ${
+        describeValue(leakDetector)
+      }`,
+      { name: "leakDetector", value: leakDetector, limit: "LeakDetector" },
+    );
+  }
+  if (blockStrategy !== undefined) {
+    validateObject(blockStrategy, "blockStrategy");
+  }
+  return { registry, allocator, leakDetector, blockStrategy };
 }
 
 function validateShape(shape: unknown): [number, number] {
@@ -176,14 +251,26 @@ function validateLayout(layout: unknown): SparseLayout {
   return layout;
 }
 
-/** Checks traditional arrays; returns nnz. Reads everything, writes nothing. */
-function validateArrays(
-  arrays: CompressedArrays,
+/**
+ * Checks traditional arrays; returns them (each read once) and nnz. Reads
+ * everything, writes nothing.
+ */
+function validateArrays<V extends AnyTypedArray>(
+  arrays: CompressedArrays<V>,
   primary: number,
   secondary: number,
   layout: SparseLayout,
-): number {
-  const { values, indices, indptr } = arrays ?? {} as CompressedArrays;
+): { values: V; indices: IndexArray; indptr: IndptrArray; nnz: number } {
+  if (typeof arrays !== "object" || arrays === null) {
+    throw new InvalidArgumentError(
+      `Invalid arrays: expected { values, indices, indptr }, received ${
+        describeValue(arrays)
+      }`,
+      { name: "arrays", value: arrays, limit: "object" },
+    );
+  }
+  const given = arrays;
+  const values = given.values, indices = given.indices, indptr = given.indptr;
   if (dtypeOf(values) === undefined) {
     throw new InvalidArgumentError(
       `Invalid values: expected a numeric typed array (f64, f32, f16, i32, u32, i16, u16, i8, u8), received ${
@@ -204,10 +291,7 @@ function validateArrays(
       { name: "indices", value: indices, limit: "Int32Array | Uint32Array" },
     );
   }
-  if (
-    !(indptr instanceof Int32Array || indptr instanceof Uint32Array ||
-      indptr instanceof Float64Array)
-  ) {
+  if (!isIndptrArray(indptr)) {
     throw new InvalidArgumentError(
       `Invalid indptr: expected an Int32Array, Uint32Array or Float64Array, received ${
         ArrayBuffer.isView(indptr)
@@ -221,6 +305,24 @@ function validateArrays(
       },
     );
   }
+  return checkContents(
+    plainView(values),
+    plainView(indices),
+    plainView(indptr),
+    primary,
+    secondary,
+    layout,
+  );
+}
+
+function checkContents<V extends AnyTypedArray>(
+  values: V,
+  indices: IndexArray,
+  indptr: IndptrArray,
+  primary: number,
+  secondary: number,
+  layout: SparseLayout,
+): { values: V; indices: IndexArray; indptr: IndptrArray; nnz: number } {
   const nnz = values.length;
   if (nnz > 0xffffffff) {
     throw new InvalidArgumentError(
@@ -301,7 +403,7 @@ function validateArrays(
       { name: `indices[${k}]`, value: indices[k], limit: [0, secondary] },
     );
   }
-  return nnz;
+  return { values, indices, indptr, nnz };
 }
 
 /**
@@ -449,8 +551,12 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     const [primary, secondary] = layout === "csr"
       ? shape
       : [shape[1], shape[0]];
-    const nnz = validateArrays(arrays, primary, secondary, layout);
-    const { values, indices, indptr } = arrays;
+    const { values, indices, indptr, nnz } = validateArrays(
+      arrays,
+      primary,
+      secondary,
+      layout,
+    );
     const rowStart = new Uint32Array(primary);
     const rowLength = new Uint32Array(primary);
     for (let i = 0; i < primary; i++) {
@@ -492,13 +598,18 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     const [primary, secondary] = layout === "csr"
       ? shape
       : [shape[1], shape[0]];
-    const nnz = validateArrays(arrays, primary, secondary, layout);
-    const size = blockElements(nnz, primary, options.blockStrategy);
-    const registry = options.registry ?? defaultOwnershipRegistry();
-    const allocation = options.allocator === undefined
+    const { values, indices, indptr, nnz } = validateArrays(
+      arrays,
+      primary,
+      secondary,
+      layout,
+    );
+    const checked = validateBuildOptions(options);
+    const size = blockElements(nnz, primary, checked.blockStrategy);
+    const registry = checked.registry ?? defaultOwnershipRegistry();
+    const allocation = checked.allocator === undefined
       ? undefined
-      : { allocator: options.allocator };
-    const { values, indices, indptr } = arrays;
+      : { allocator: checked.allocator };
     const V = ctorOf(values);
     const I = ctorOf(indices);
     const vBytes = V.BYTES_PER_ELEMENT;
@@ -554,24 +665,25 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
           rowLength[r] = indptr[r + 1] - indptr[r];
         }
       }
+      // Inside the try: a leak detector that throws leaves nothing behind.
+      return new SparseMatrix<V>(
+        layout,
+        shape,
+        nnz,
+        blocks,
+        rowBlock,
+        rowStart,
+        rowLength,
+        registry,
+        keys,
+        { values, indices },
+        true,
+        checked.leakDetector,
+      );
     } catch (error) {
       for (const key of keys.values()) registry.tryUnregister(key);
       throw error;
     }
-    return new SparseMatrix<V>(
-      layout,
-      shape,
-      nnz,
-      blocks,
-      rowBlock,
-      rowStart,
-      rowLength,
-      registry,
-      keys,
-      { values, indices },
-      true,
-      options.leakDetector,
-    );
   }
 
   /** `csr` or `csc`. */
@@ -720,6 +832,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     }
     const csr = this.#layout === "csr";
     const n = this.#rowLength.length;
+    const registry = this.#registry;
     for (let i = 0; i < n; i++) {
       const block = this.#blocks[this.#rowBlock[i]];
       const vals = block.values, idx = block.indices;
@@ -728,6 +841,11 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
       for (let k = s; k < e; k++) {
         if (csr) fn(i, idx[k], vals[k] as number);
         else fn(idx[k], i, vals[k] as number);
+        // The callback may have released the matrix (or disposed its
+        // registry): stop before reading freed blocks.
+        if (this.#released || (registry !== undefined && registry.disposed)) {
+          this.#live("forEach");
+        }
       }
     }
   }
@@ -742,6 +860,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     this.#live("entries");
     const csr = this.#layout === "csr";
     const n = this.#rowLength.length;
+    const registry = this.#registry;
     for (let i = 0; i < n; i++) {
       const block = this.#blocks[this.#rowBlock[i]];
       const s = this.#rowStart[i];
@@ -750,6 +869,10 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         const c = block.indices[k];
         const v = block.values[k] as number;
         yield csr ? [i, c, v] : [c, i, v];
+        // Released between two steps: stop before reading freed blocks.
+        if (this.#released || (registry !== undefined && registry.disposed)) {
+          this.#live("entries");
+        }
       }
     }
   }
@@ -788,10 +911,10 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
   select(rows: ArrayLike<number>): SparseMatrix<V> {
     this.#live("select");
     const n = this.primaryLength;
-    if (
-      typeof rows !== "object" || rows === null ||
-      !Number.isSafeInteger(rows.length) || rows.length < 0
-    ) {
+    const m = typeof rows === "object" && rows !== null
+      ? rows.length
+      : undefined;
+    if (!Number.isSafeInteger(m) || (m as number) < 0) {
       throw new InvalidArgumentError(
         `Invalid rows: select() needs an array of indices, received ${
           describeValue(rows)
@@ -799,15 +922,19 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         { name: "rows", value: rows, limit: "ArrayLike<number>" },
       );
     }
-    const m = rows.length;
-    for (let k = 0; k < m; k++) {
-      validateInteger(rows[k], 0, n - 1, `rows[${k}]`);
+    validateInteger(m as number, 0, MAX_DIM, "rows.length");
+    // Each index read once: a getter cannot change it after the check. A
+    // growing array: a huge claimed length fails on its first missing index,
+    // not on allocating for all of them.
+    const picked: number[] = [];
+    for (let k = 0; k < (m as number); k++) {
+      picked.push(validateInteger(rows[k], 0, n - 1, `rows[${k}]`));
     }
-    const rowBlock = new Uint32Array(m);
-    const rowStart = new Uint32Array(m);
-    const rowLength = new Uint32Array(m);
-    for (let k = 0; k < m; k++) {
-      const r = rows[k];
+    const rowBlock = new Uint32Array(picked.length);
+    const rowStart = new Uint32Array(picked.length);
+    const rowLength = new Uint32Array(picked.length);
+    for (let k = 0; k < picked.length; k++) {
+      const r = picked[k];
       rowBlock[k] = this.#rowBlock[r];
       rowStart[k] = this.#rowStart[r];
       rowLength[k] = this.#rowLength[r];
@@ -887,6 +1014,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
   ): SparseMatrix<V> {
     this.#live("toLayout");
     const target = validateLayout(layout);
+    validateObject(options, "options");
     const shape: [number, number] = [this.#rows, this.#cols];
     if (target === this.#layout) {
       return SparseMatrix.build(this.toContiguous(), {
@@ -941,20 +1069,43 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
    */
   toContiguous(options: ToContiguousOptions = {}): CompressedArrays<V> {
     this.#live("toContiguous");
+    validateObject(options, "options");
+    const registry = options.registry;
+    if (registry !== undefined && !(registry instanceof OwnershipRegistry)) {
+      throw new InvalidArgumentError(
+        `Invalid registry: expected an OwnershipRegistry, received ${
+          describeValue(registry)
+        }`,
+        { name: "registry", value: registry, limit: "OwnershipRegistry" },
+      );
+    }
     const n = this.primaryLength;
     const nnz = this.nnz;
-    const registry = options.registry;
     const VC = ctorOf(this.#template.values);
     const IC = ctorOf(this.#template.indices);
     const wide = nnz > MAX_DIM;
     let values: V, indices: IndexArray, indptr: IndptrArray;
     if (registry !== undefined) {
-      values = registry.newArray(
-        dtypeOf(this.#template.values)!,
-        nnz,
-      ) as unknown as V;
-      indices = registry.newArray(IC === Int32Array ? "i32" : "u32", nnz);
-      indptr = registry.newArray(wide ? "f64" : "i32", n + 1);
+      // All three or none: a failure unregisters what was allocated.
+      const made: ArrayBufferView[] = [];
+      try {
+        values = registry.newArray(
+          dtypeOf(this.#template.values)!,
+          nnz,
+        ) as unknown as V;
+        made.push(values);
+        indices = registry.newArray(IC === Int32Array ? "i32" : "u32", nnz);
+        made.push(indices);
+        indptr = registry.newArray(wide ? "f64" : "i32", n + 1);
+      } catch (error) {
+        for (const a of made) {
+          registry.tryUnregister({
+            memory: a.buffer,
+            byteOffset: a.byteOffset,
+          });
+        }
+        throw error;
+      }
     } else {
       values = new VC(nnz);
       indices = new IC(nnz);
@@ -1065,20 +1216,28 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
         throw error;
       }
     }
-    return new SparseMatrix<V>(
-      layout,
-      shape,
-      -1,
-      this.#blocks,
-      rowBlock,
-      rowStart,
-      rowLength,
-      registry,
-      keys,
-      this.#template,
-      monotonic,
-      this.#detector,
-    );
+    try {
+      return new SparseMatrix<V>(
+        layout,
+        shape,
+        -1,
+        this.#blocks,
+        rowBlock,
+        rowStart,
+        rowLength,
+        registry,
+        keys,
+        this.#template,
+        monotonic,
+        this.#detector,
+      );
+    } catch (error) {
+      // A leak detector that throws: drop the references just taken.
+      if (registry !== undefined) {
+        for (const place of keys.values()) registry.unregister(place);
+      }
+      throw error;
+    }
   }
 
   #live(what: string): void {
