@@ -90,11 +90,20 @@ export function _releaseHeap<M>(
 ): void {
   // A callback may have released it already, re-entering the allocator.
   if (!heap.pool.heaps.has(heap)) return;
-  releaseSegment(
-    p.source,
-    heap.segment,
-    `heap #${heap.id} of ${heap.byteLength} bytes`,
-  );
+  try {
+    releaseSegment(
+      p.source,
+      heap.segment,
+      `heap #${heap.id} of ${heap.byteLength} bytes`,
+    );
+  } finally {
+    // A source whose freeSegment threw may or may not have freed it; it is
+    // never handed back twice (the next emptyCache would free it again).
+    _forgetHeap(p, heap);
+  }
+}
+
+function _forgetHeap<M>(p: _WatermarkPolicy<M>, heap: _Heap<M>): void {
   heap.pool.heaps.delete(heap);
   p.stats.unreserved(heap.pool.small, 1, heap.byteLength);
   p.stats.numDeviceFree++;

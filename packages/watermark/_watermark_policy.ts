@@ -542,8 +542,9 @@ export class _WatermarkPolicy<M> {
 
   /** Sets both ratios (checked by the caller) and the limits. */
   setRatios(high: number, low: number): void {
-    this.highRatio = high;
-    this.lowRatio = low;
+    // + 0 turns -0 into 0, so the getters never report -0.
+    this.highRatio = high + 0;
+    this.lowRatio = low + 0;
     this.highLimit = high === 0 ? Infinity : Math.floor(
       high * this.recommended,
     );

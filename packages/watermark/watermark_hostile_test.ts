@@ -1,0 +1,265 @@
+/**
+ * Hostile tests of `@allot/watermark` beyond the adversarial table: callbacks
+ * that throw or re-enter the allocator, segment sources that re-enter it or
+ * fail to free, stale handles after `emptyCache()`, and setters taking -0.
+ * Live buffers carry byte patterns (the mock source has memory behind it)
+ * that are checked after each later operation.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  AllotError,
+  type MockMemory,
+  MockSegmentSource,
+  SegmentSourceError,
+} from "@allot/core";
+import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
+import { assertRefused } from "../core/_test_hostile.ts";
+import {
+  attempt,
+  checkPattern,
+  FaultySegmentSource,
+  writePattern,
+} from "../core/_test_faults.ts";
+import { SMALL } from "./_test_options.ts";
+
+const KiB = 1024;
+
+function bytesOf(b: WatermarkBuffer<MockMemory>): Uint8Array {
+  return b.memory.bytes!.subarray(b.byteOffset, b.byteOffset + b.byteLength);
+}
+
+/** Live buffers with patterns, checked and validated on demand. */
+class Live {
+  readonly buffers = new Map<number, WatermarkBuffer<MockMemory>>();
+  #next = 1;
+  constructor(readonly allocator: WatermarkAllocator<MockMemory>) {}
+  add(b: WatermarkBuffer<MockMemory>): WatermarkBuffer<MockMemory> {
+    const id = this.#next++;
+    writePattern(bytesOf(b), id);
+    this.buffers.set(id, b);
+    return b;
+  }
+  check(): void {
+    for (const [id, b] of this.buffers) {
+      assert.equal(b.released, false, `buffer ${id} released behind our back`);
+      checkPattern(bytesOf(b), id, "buffer");
+    }
+    this.allocator.validate();
+  }
+}
+
+function setup(
+  source = new MockSegmentSource({
+    capacityBytes: 8 << 20,
+    backed: true,
+  }),
+) {
+  const allocator = new WatermarkAllocator<MockMemory>(source, SMALL);
+  const live = new Live(allocator);
+  for (const n of [100, 3 * KiB, 20 * KiB, 600]) {
+    live.add(allocator.allocateBuffer(n));
+  }
+  live.add(allocator.allocateBuffer(5 * KiB, { pool: "shared" }));
+  return { allocator, live };
+}
+
+const SIZES = [64, 900, 2 * KiB, 12 * KiB, 40 * KiB];
+
+describe("@allot/watermark hostile callbacks", () => {
+  for (
+    const action of ["allocate", "free-own", "empty-cache", "free-inactive"]
+  ) {
+    it(`a callback that re-enters (${action}) on every event keeps state and bytes`, () => {
+      const { allocator, live } = setup();
+      let depth = 0;
+      const made: WatermarkBuffer<MockMemory>[] = [];
+      allocator.addCallback(() => {
+        if (depth > 0) return;
+        depth++;
+        try {
+          if (action === "allocate") {
+            made.push(live.add(allocator.allocateBuffer(700)));
+          } else if (action === "free-own") {
+            const b = made.pop();
+            if (b !== undefined && !b.released) {
+              for (const [id, x] of live.buffers) {
+                if (x === b) live.buffers.delete(id);
+              }
+              b.release();
+            }
+          } else if (action === "empty-cache") {
+            allocator.emptyCache();
+          } else {
+            allocator.freeInactiveBuffers();
+          }
+        } finally {
+          depth--;
+        }
+      });
+      for (let round = 0; round < 3; round++) {
+        const bs = SIZES.map((n) => live.add(allocator.allocateBuffer(n)));
+        if (action === "free-own") made.push(...bs);
+        live.check();
+        for (const b of bs) {
+          if (b.released) continue;
+          for (const [id, x] of live.buffers) {
+            if (x === b) live.buffers.delete(id);
+          }
+          b.release();
+          live.check();
+        }
+        allocator.emptyCache();
+        live.check();
+      }
+    });
+  }
+
+  it("a callback that throws on every event leaves state and bytes intact", () => {
+    const { allocator, live } = setup();
+    allocator.addCallback(() => {
+      throw new Error("callback threw");
+    });
+    for (const n of SIZES) {
+      live.add(allocator.allocateBuffer(n));
+      live.check();
+    }
+    allocator.emptyCache();
+    live.check();
+  });
+
+  it("a callback that frees a live buffer while its allocation fails keeps bytes", () => {
+    const source = new MockSegmentSource({
+      capacityBytes: 256 * KiB,
+      backed: true,
+    });
+    const allocator = new WatermarkAllocator<MockMemory>(source, {
+      ...SMALL,
+      highWatermarkRatio: 1,
+      lowWatermarkRatio: 1,
+    });
+    const live = new Live(allocator);
+    const victims = [
+      allocator.allocateBuffer(100 * KiB),
+      allocator.allocateBuffer(100 * KiB),
+    ];
+    const keep = live.add(allocator.allocateBuffer(20 * KiB));
+    allocator.addCallback((e) => {
+      if (e.type === "allocation-failed") {
+        for (const v of victims.splice(0)) v.release();
+      }
+    });
+    live.add(allocator.allocateBuffer(150 * KiB));
+    live.check();
+    assert.equal(keep.released, false);
+  });
+});
+
+describe("@allot/watermark hostile collaborators", () => {
+  it("a segment source that re-enters the allocator keeps state and bytes", () => {
+    const source = new FaultySegmentSource(
+      new MockSegmentSource({ capacityBytes: 8 << 20, backed: true }),
+    );
+    const { allocator, live } = setup(
+      source as unknown as MockSegmentSource,
+    );
+    source.onReenter = () => {
+      live.add(allocator.allocateBuffer(40 * KiB));
+      allocator.emptyCache();
+    };
+    for (const n of [40 * KiB, 100 * KiB, 300, 12 * KiB]) {
+      source.arm("reenter");
+      try {
+        live.add(allocator.allocateBuffer(n));
+      } catch (error) {
+        assert.ok(error instanceof AllotError, String(error));
+      }
+      live.check();
+    }
+    allocator.emptyCache();
+    live.check();
+  });
+
+  it("a segment source whose freeSegment throws does not corrupt the allocator", () => {
+    const source = new FaultySegmentSource(
+      new MockSegmentSource({ capacityBytes: 8 << 20, backed: true }),
+    );
+    const { allocator, live } = setup(
+      source as unknown as MockSegmentSource,
+    );
+    const b = allocator.allocateBuffer(200 * KiB);
+    b.release();
+    source.arm("free-throws");
+    const error = attempt(() => allocator.emptyCache());
+    assert.equal(source.fired.get("free-throws"), 1);
+    assert.ok(error instanceof SegmentSourceError, String(error));
+    live.check();
+    allocator.emptyCache();
+    live.check();
+    live.add(allocator.allocateBuffer(200 * KiB));
+    live.check();
+  });
+});
+
+describe("@allot/watermark hostile handles and settings", () => {
+  it("buffers freed after emptyCache(), twice, or by another allocator are refused", () => {
+    const { allocator, live } = setup();
+    const other = new WatermarkAllocator<MockMemory>(
+      new MockSegmentSource({ capacityBytes: 8 << 20, backed: true }),
+      SMALL,
+    );
+    const state = () => ({
+      stats: allocator.stats(),
+      memory: allocator.memoryStats(),
+    });
+    const b = allocator.allocateBuffer(64);
+    b.release();
+    allocator.emptyCache();
+    assertRefused("free(stale after emptyCache)", () => allocator.free(b), {
+      snapshot: state,
+    });
+    assertRefused("stale.release() after emptyCache", () => b.release(), {
+      snapshot: state,
+    });
+    const o = other.allocateBuffer(64);
+    assertRefused("free(other's buffer)", () => allocator.free(o as never), {
+      snapshot: state,
+    });
+    live.check();
+    other.validate();
+    assert.equal(o.released, false);
+  });
+
+  it("setters take -0 as 0 and refuse out-of-order values, changing nothing", () => {
+    const { allocator } = setup();
+    allocator.setLowWatermarkRatio(-0);
+    assert.ok(Object.is(allocator.lowWatermarkRatio, 0));
+    allocator.setHighWatermarkRatio(-0);
+    assert.ok(Object.is(allocator.highWatermarkRatio, 0));
+    allocator.setPerProcessMemoryFraction(-0);
+    assert.ok(Object.is(allocator.highWatermarkRatio, 0));
+    allocator.setHighWatermarkRatio(1);
+    allocator.setLowWatermarkRatio(0.5);
+    const state = () => [
+      allocator.highWatermarkRatio,
+      allocator.lowWatermarkRatio,
+      allocator.highWatermarkLimit,
+      allocator.lowWatermarkLimit,
+    ];
+    assertRefused(
+      "setLowWatermarkRatio(1.5 > high)",
+      () => allocator.setLowWatermarkRatio(1.5),
+      { snapshot: state },
+    );
+    assertRefused(
+      "setHighWatermarkRatio(0.4 < low)",
+      () => allocator.setHighWatermarkRatio(0.4),
+      { snapshot: state },
+    );
+    assertRefused(
+      "setPerProcessMemoryFraction(2.5)",
+      () => allocator.setPerProcessMemoryFraction(2.5),
+      { snapshot: state },
+    );
+  });
+});
