@@ -454,7 +454,23 @@ export class WatermarkAllocator<M = unknown>
         { name: "value", value },
       );
     }
-    const byteLength = value.byteLength;
+    // Copy the bytes first, each property read once: a view with lying
+    // getters is refused before anything is allocated, and a callback that
+    // detaches or rewrites the value during the allocation changes nothing.
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+        .slice();
+    } catch (error) {
+      if (!(error instanceof RangeError || error instanceof TypeError)) {
+        throw error;
+      }
+      throw new InvalidArgumentError(
+        `Cannot allocate a scalar buffer: value's buffer, byteOffset and byteLength do not describe readable bytes (${error.message})`,
+        { name: "value", value },
+      );
+    }
+    const byteLength = bytes.byteLength;
     if (byteLength < 1 || byteLength > this.#p.maxSmall) {
       throw new InvalidArgumentError(
         `Cannot allocate a scalar buffer of ${byteLength} bytes: must be in [1, ${this.#p.maxSmall}]`,
@@ -478,7 +494,7 @@ export class WatermarkAllocator<M = unknown>
         `Cannot write a scalar of ${byteLength} bytes: the segment memory of ${this.device} has no host bytes`,
       );
     }
-    view.set(new Uint8Array(value.buffer, value.byteOffset, byteLength));
+    view.set(bytes);
     return handle;
   }
 

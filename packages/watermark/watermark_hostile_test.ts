@@ -262,4 +262,41 @@ describe("@allot/watermark hostile handles and settings", () => {
       { snapshot: state },
     );
   });
+
+  it("allocScalarBufferWithValue() refuses a view with lying getters before allocating", () => {
+    const { allocator, live } = setup();
+    const state = () => ({
+      stats: allocator.stats(),
+      memory: allocator.memoryStats(),
+    });
+    // always lying: refused with a typed error, nothing allocated
+    const offset = Float32Array.of(2.5);
+    Object.defineProperty(offset, "byteOffset", { get: () => 1e9 });
+    assertRefused(
+      "allocScalarBufferWithValue(lying byteOffset)",
+      () => allocator.allocScalarBufferWithValue(offset),
+      { snapshot: state },
+    );
+    // lying from the second read on: read once, so the truth is used
+    const length = Float32Array.of(2.5);
+    let reads = 0;
+    Object.defineProperty(length, "byteLength", {
+      get: () => reads++ === 0 ? 4 : 1e9,
+    });
+    const scalar = allocator.allocScalarBufferWithValue(length);
+    assert.equal(scalar.requestedByteLength, 4);
+    assert.equal(new Float32Array(bytesOf(scalar).slice(0, 4).buffer)[0], 2.5);
+    live.check();
+  });
+
+  it("allocScalarBufferWithValue() writes the value even when a callback detaches it", () => {
+    const { allocator, live } = setup();
+    const value = Float32Array.of(2.5);
+    allocator.addCallback(() => {
+      if (!value.buffer.detached) value.buffer.transfer();
+    });
+    const scalar = allocator.allocScalarBufferWithValue(value);
+    assert.equal(new Float32Array(bytesOf(scalar).slice(0, 4).buffer)[0], 2.5);
+    live.check();
+  });
 });
