@@ -12,6 +12,8 @@ import {
   alignUp,
   formatBytes,
   releaseSegment,
+  type Segment,
+  SegmentSourceError,
 } from "@allot/core";
 import { _Heap } from "./_heap.ts";
 import type { _Pool } from "./_pool.ts";
@@ -57,6 +59,7 @@ export function _createHeap<M>(
       label: `allot watermark ${pool.name} heap`,
     });
     if (segment === undefined) continue;
+    _checkNoOverlap(p, segment, size);
     const heap = new _Heap(segment, pool, split, p.nextAddress);
     p.nextAddress += byteLength;
     if (p.history !== null) {
@@ -81,6 +84,36 @@ export function _createHeap<M>(
     return heap;
   }
   return undefined;
+}
+
+/**
+ * Refuses a segment over memory a heap holds (a source that handed the same
+ * memory out twice: buffers of both heaps would overlap). It is not given
+ * back: that would give back the memory of the heap that holds it.
+ */
+function _checkNoOverlap<M>(
+  p: _WatermarkPolicy<M>,
+  segment: Segment<M>,
+  size: number,
+): void {
+  const { memory, byteOffset } = segment;
+  const end = byteOffset + segment.byteLength;
+  for (const pool of p.poolList) {
+    for (const heap of pool.heaps) {
+      const held = heap.segment;
+      if (
+        held.memory === memory && byteOffset < held.byteOffset +
+            held.byteLength &&
+        held.byteOffset < end
+      ) {
+        throw new SegmentSourceError(
+          `Cannot allocate ${size} bytes: the segment source of ${p.source.device} returned a segment (bytes ${byteOffset} to ${end}) that overlaps heap #${heap.id} (bytes ${held.byteOffset} to ${
+            held.byteOffset + held.byteLength
+          } of the same memory)`,
+        );
+      }
+    }
+  }
 }
 
 /** Returns an empty heap to the device. */

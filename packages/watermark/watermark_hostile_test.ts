@@ -11,6 +11,8 @@ import {
   AllotError,
   type MockMemory,
   MockSegmentSource,
+  type Segment,
+  type SegmentRequestOptions,
   SegmentSourceError,
 } from "@allot/core";
 import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
@@ -196,7 +198,44 @@ describe("@allot/watermark hostile collaborators", () => {
     live.check();
     allocator.emptyCache();
     live.check();
+    live.add(allocator.allocateBuffer(900 * KiB));
+    live.check();
+  });
+});
+
+/** A source that, when armed, hands out the memory of its last segment again. */
+class AliasingSource extends MockSegmentSource {
+  armed = false;
+  #last: Segment<MockMemory> | undefined;
+  override tryAllocateSegment(
+    byteLength: number,
+    options?: SegmentRequestOptions,
+  ): Segment<MockMemory> | undefined {
+    if (this.armed && this.#last !== undefined) {
+      this.armed = false;
+      return { ...this.#last, byteLength };
+    }
+    return this.#last = super.tryAllocateSegment(byteLength, options);
+  }
+}
+
+describe("@allot/watermark hostile overlapping segments", () => {
+  it("a segment over memory a heap holds is refused with a typed error, changing nothing", () => {
+    const source = new AliasingSource({ capacityBytes: 8 << 20, backed: true });
+    const { allocator, live } = setup(source);
     live.add(allocator.allocateBuffer(200 * KiB));
+    const state = () => ({
+      stats: allocator.stats(),
+      memory: allocator.memoryStats(),
+    });
+    source.armed = true;
+    assertRefused(
+      "allocateBuffer() over an aliased segment",
+      () => allocator.allocateBuffer(900 * KiB),
+      { snapshot: state, error: SegmentSourceError },
+    );
+    live.check();
+    live.add(allocator.allocateBuffer(900 * KiB));
     live.check();
   });
 });
