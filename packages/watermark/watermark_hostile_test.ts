@@ -338,4 +338,25 @@ describe("@allot/watermark hostile handles and settings", () => {
     assert.equal(new Float32Array(bytesOf(scalar).slice(0, 4).buffer)[0], 2.5);
     live.check();
   });
+
+  it("buffer.shape stores what it checked (elements read once, no iterator)", () => {
+    const { allocator, live } = setup();
+    const b = live.add(allocator.allocateBuffer(64));
+    let reads = 0;
+    const flipping = [2, 3];
+    Object.defineProperty(flipping, 1, {
+      get: () => reads++ === 0 ? 3 : -1,
+    });
+    b.shape = flipping;
+    assert.deepEqual(b.shape, [2, 3]);
+    const iterating = [4, 5];
+    Object.defineProperty(iterating, Symbol.iterator, {
+      value: function* () {
+        yield "abc";
+      },
+    });
+    b.shape = iterating;
+    assert.deepEqual(b.shape, [4, 5]);
+    live.check();
+  });
 });
