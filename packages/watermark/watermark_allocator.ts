@@ -690,18 +690,14 @@ export class WatermarkAllocator<M = unknown>
     buffers: readonly WatermarkBuffer<M>[],
     work: Fence | Stream,
   ): boolean {
-    if (!Array.isArray(buffers)) {
-      throw new InvalidArgumentError(
-        `Cannot record events: buffers must be an array, received ${
-          describeValue(buffers)
-        }`,
-        { name: "buffers", value: buffers, limit: "array" },
-      );
-    }
-    const blocks = buffers.map((b) => this.#blockOf(b, "record events on"));
+    const blocks = this.#blocksOf(buffers, "record events on");
+    // Each member of `work` is read once: what is checked is what is called.
+    const fenceOf = typeof work === "object" && work !== null
+      ? (work as Stream).fence
+      : undefined;
     if (
-      typeof work !== "object" || work === null ||
-      (typeof (work as Stream).fence !== "function" &&
+      typeof fenceOf !== "function" &&
+      (typeof work !== "object" || work === null ||
         typeof (work as Fence).wait !== "function")
     ) {
       throw new InvalidArgumentError(
@@ -712,12 +708,34 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     if (blocks.length === 0) return false;
-    const fence = typeof (work as Stream).fence === "function"
-      ? (work as Stream).fence()
-      : work as Fence;
-    const key = typeof (work as Stream).fence === "function"
-      ? (work as Stream).id
-      : fenceKey(fence);
+    let fence: Fence;
+    let key: number;
+    if (typeof fenceOf === "function") {
+      fence = fenceOf.call(work);
+      key = (work as Stream).id;
+      if (
+        typeof fence !== "object" || fence === null ||
+        typeof fence.wait !== "function"
+      ) {
+        throw new InvalidArgumentError(
+          `Cannot record events: the stream's fence() must return a Fence, returned ${
+            describeValue(fence)
+          }`,
+          { name: "work.fence()", value: fence },
+        );
+      }
+      // fence() may have re-entered the allocator and freed a buffer.
+      for (const block of blocks) {
+        if (block.handle === undefined) {
+          throw new UseAfterFreeError(
+            `Cannot record events on buffer #${block.id}: the stream's fence() released it`,
+          );
+        }
+      }
+    } else {
+      fence = work as Fence;
+      key = fenceKey(fence);
+    }
     for (const block of blocks) {
       if (!block.fences.includes(fence)) {
         block.fences.push(fence);
@@ -740,7 +758,7 @@ export class WatermarkAllocator<M = unknown>
   async waitForEvents(
     buffers: readonly WatermarkBuffer<M>[],
   ): Promise<boolean> {
-    const blocks = buffers.map((b) => this.#blockOf(b, "wait for events on"));
+    const blocks = this.#blocksOf(buffers, "wait for events on");
     const fences: Fence[] = [];
     for (const block of blocks) {
       for (const fence of block.fences) {
@@ -748,9 +766,36 @@ export class WatermarkAllocator<M = unknown>
       }
     }
     if (fences.length === 0) return false;
-    await Promise.all(fences.map((f) => f.wait().catch(() => {})));
+    // A fence whose wait() throws, rejects or returns no promise also ends.
+    const ignore = () => {};
+    await Promise.all(
+      fences.map((f) =>
+        Promise.resolve().then(() => f.wait()).then(ignore, ignore)
+      ),
+    );
     this.freeInactiveBuffers();
     return true;
+  }
+
+  /** The blocks of an array of buffers, each element read once. */
+  #blocksOf(
+    buffers: readonly WatermarkBuffer<M>[],
+    what: string,
+  ): _Block<M>[] {
+    if (!Array.isArray(buffers)) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} buffers: buffers must be an array, received ${
+          describeValue(buffers)
+        }`,
+        { name: "buffers", value: buffers, limit: "array" },
+      );
+    }
+    const blocks: _Block<M>[] = [];
+    const length = buffers.length;
+    for (let i = 0; i < length; i++) {
+      blocks.push(this.#blockOf(buffers[i], what));
+    }
+    return blocks;
   }
 
   #blockOf(buffer: WatermarkBuffer<M>, what: string): _Block<M> {

@@ -9,14 +9,20 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   AllotError,
+  ManualStream,
   type MockMemory,
   MockSegmentSource,
   type Segment,
   type SegmentRequestOptions,
   SegmentSourceError,
+  UseAfterFreeError,
 } from "@allot/core";
 import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
-import { assertRefused } from "../core/_test_hostile.ts";
+import {
+  assertRefused,
+  assertRejectsAll,
+  hostileObjectsBut,
+} from "../core/_test_hostile.ts";
 import {
   attempt,
   checkPattern,
@@ -357,6 +363,65 @@ describe("@allot/watermark hostile handles and settings", () => {
     });
     b.shape = iterating;
     assert.deepEqual(b.shape, [4, 5]);
+    live.check();
+  });
+
+  it("recordEvents() reads a stream's fence once and refuses a bad or re-entrant one", () => {
+    const { allocator, live } = setup();
+    const b = live.add(allocator.allocateBuffer(64));
+    const state = () => ({
+      stats: allocator.stats(),
+      memory: allocator.memoryStats(),
+    });
+    let reads = 0;
+    const flipping = {
+      id: 7,
+      get fence() {
+        return reads++ === 0 ? () => new ManualStream().fence() : undefined;
+      },
+    };
+    assert.equal(allocator.recordEvents([b], flipping as never), true);
+    for (
+      const [name, fence] of [["null", null], ["42", 42], ["{}", {}]] as const
+    ) {
+      assertRefused(
+        `recordEvents([b], stream whose fence() returns ${name})`,
+        () =>
+          allocator.recordEvents([b], { id: 8, fence: () => fence } as never),
+        { snapshot: state },
+      );
+    }
+    const victim = allocator.allocateBuffer(64);
+    const freeing = {
+      id: 9,
+      fence: () => {
+        victim.release();
+        return new ManualStream().fence();
+      },
+    };
+    assert.throws(
+      () => allocator.recordEvents([victim], freeing),
+      UseAfterFreeError,
+    );
+    live.check();
+  });
+
+  it("waitForEvents() refuses non-arrays and survives a fence whose wait() returns no promise", async () => {
+    const { allocator, live } = setup();
+    const state = () => ({
+      stats: allocator.stats(),
+      memory: allocator.memoryStats(),
+    });
+    await assertRejectsAll(
+      "waitForEvents(buffers)",
+      hostileObjectsBut("[]"),
+      (v) => allocator.waitForEvents(v as never),
+      { snapshot: state },
+    );
+    const b = live.add(allocator.allocateBuffer(64));
+    const fence = { completed: false, wait: () => undefined };
+    allocator.recordEvents([b], fence as never);
+    assert.equal(await allocator.waitForEvents([b]), true);
     live.check();
   });
 });
