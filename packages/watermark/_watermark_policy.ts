@@ -21,7 +21,9 @@ import {
   alignUp,
   collectByAge,
   DeferredFrees,
+  describeValue,
   formatBytes,
+  InvalidArgumentError,
   junkFill,
   PoolStats,
   type SegmentSource,
@@ -572,10 +574,23 @@ export class _WatermarkPolicy<M> {
   /** Host bytes of a buffer's requested range, when the memory has them. */
   viewOf(block: _Block<M>): Uint8Array | undefined {
     const segment = block.heap.segment;
-    return this.hostView(segment.memory, {
+    const byteLength = block.requestedByteLength;
+    const view = this.hostView(segment.memory, {
       byteOffset: segment.byteOffset + block.offset,
-      byteLength: block.requestedByteLength,
+      byteLength,
     });
+    if (
+      view !== undefined &&
+      (!(view instanceof Uint8Array) || view.byteLength !== byteLength)
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot view buffer #${block.id}: the hostView option must return a Uint8Array of ${byteLength} bytes or undefined, returned ${
+          describeValue(view)
+        }`,
+        { name: "hostView()", value: view, limit: byteLength },
+      );
+    }
+    return view;
   }
 
   /** Strict mode: validates (before and after each call that changes state). */

@@ -429,8 +429,10 @@ export class WatermarkAllocator<M = unknown>
    *
    * @param value The bytes of the constant (for example `Float32Array.of(2)`).
    * @returns A live shared buffer holding the value.
-   * @throws {InvalidArgumentError} For an empty value or one larger than
-   * `maxSmallByteLength`.
+   * @throws {InvalidArgumentError} For an empty value, one larger than
+   * `maxSmallByteLength`, one whose bytes cannot be read, or a `hostView`
+   * option that returns no `Uint8Array` of the value's size (the buffer is
+   * freed).
    * @throws {UnsupportedOperationError} When the segment memory has no host
    * bytes (the buffer stays cached).
    * @throws {WatermarkOutOfMemoryError} When out of memory.
@@ -487,7 +489,13 @@ export class WatermarkAllocator<M = unknown>
       _throwWatermarkOom(this.#p, byteLength, { pool: "shared" });
     }
     const handle = block.handle as _Handle<M>;
-    const view = this.#p.viewOf(block);
+    let view: Uint8Array | undefined;
+    try {
+      view = this.#p.viewOf(block);
+    } catch (error) {
+      this.free(handle);
+      throw error;
+    }
     if (view === undefined) {
       this.free(handle);
       throw new UnsupportedOperationError(

@@ -424,4 +424,33 @@ describe("@allot/watermark hostile handles and settings", () => {
     assert.equal(await allocator.waitForEvents([b]), true);
     live.check();
   });
+
+  for (
+    const [name, hostView] of [
+      ["a short view", () => new Uint8Array(1)],
+      ["a non-view", () => ({ length: 4 })],
+      ["a throw", () => {
+        throw new RangeError("hostView threw");
+      }],
+    ] as const
+  ) {
+    it(`allocScalarBufferWithValue() with a hostView returning ${name} frees the buffer, keeping bytes`, () => {
+      const allocator = new WatermarkAllocator<MockMemory>(
+        new MockSegmentSource({ capacityBytes: 8 << 20, backed: true }),
+        { ...SMALL, hostView: hostView as never },
+      );
+      const live = new Live(allocator);
+      const before = allocator.currentAllocatedBytes;
+      const error = attempt(() =>
+        allocator.allocScalarBufferWithValue(Float32Array.of(1))
+      );
+      assert.ok(
+        error instanceof AllotError ||
+          (name === "a throw" && error instanceof RangeError),
+        String(error),
+      );
+      assert.equal(allocator.currentAllocatedBytes, before);
+      live.check();
+    });
+  }
 });
