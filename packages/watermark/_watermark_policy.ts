@@ -123,7 +123,7 @@ export class _WatermarkPolicy<M> {
     events: _BufferEvents<M>,
   ) {
     this.source = source;
-    this.alignment = source.alignment;
+    this.alignment = config.alignment;
     this.unifiedMemory = config.unifiedMemory;
     this.recommended = config.recommended;
     this.maxSmall = config.maxSmall;

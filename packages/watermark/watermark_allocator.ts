@@ -149,7 +149,7 @@ export class WatermarkAllocator<M = unknown>
     super();
     const config = _resolveWatermarkOptions(source, options);
     this.device = source.device;
-    this.alignment = source.alignment;
+    this.alignment = config.alignment;
     this.unifiedMemory = config.unifiedMemory;
     const p = this.#p = new _WatermarkPolicy(
       source,

@@ -9,6 +9,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   AllotError,
+  InvalidArgumentError,
   ManualStream,
   type MockMemory,
   MockSegmentSource,
@@ -453,4 +454,16 @@ describe("@allot/watermark hostile handles and settings", () => {
       live.check();
     });
   }
+
+  it("the constructor refuses a source whose alignment is not a power of two", () => {
+    for (const alignment of [NaN, 0, 3, -256, 2 ** 31]) {
+      const source = new MockSegmentSource({ capacityBytes: 8 << 20 });
+      Object.defineProperty(source, "alignment", { get: () => alignment });
+      assert.throws(
+        () => new WatermarkAllocator(source, SMALL),
+        InvalidArgumentError,
+        `alignment ${alignment}`,
+      );
+    }
+  });
 });
