@@ -30,6 +30,7 @@ const MAX_RATIO = 2;
 /** Every option, checked, with its default applied. */
 export interface _WatermarkConfig<M> {
   alignment: number;
+  maxSegment: number;
   unifiedMemory: boolean;
   recommended: number;
   highRatio: number;
@@ -158,6 +159,19 @@ export function _resolveWatermarkOptions<M>(
     2 ** 30,
     "source.alignment",
   );
+  const maxSegment = source.maxSegmentByteLength;
+  if (!Number.isSafeInteger(maxSegment) || maxSegment < alignment) {
+    throw new InvalidArgumentError(
+      `Invalid source.maxSegmentByteLength: must be an integer of at least the alignment ${alignment}, received ${
+        describeValue(maxSegment)
+      }`,
+      {
+        name: "source.maxSegmentByteLength",
+        value: maxSegment,
+        limit: alignment,
+      },
+    );
+  }
   const unifiedMemory = validateFlag(
     options.unifiedMemory,
     "unifiedMemory",
@@ -224,6 +238,7 @@ export function _resolveWatermarkOptions<M>(
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
   return {
     alignment,
+    maxSegment,
     unifiedMemory,
     recommended,
     highRatio: high,

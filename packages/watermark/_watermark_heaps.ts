@@ -30,7 +30,7 @@ export function _createHeap<M>(
   params: _Params<M>,
 ): _Heap<M> | undefined {
   const size = params.size;
-  const maxSegment = p.source.maxSegmentByteLength;
+  const maxSegment = p.maxSegment;
   let heapSize: number;
   let isSplit = true;
   if (size <= p.maxSmall) heapSize = p.smallHeap;

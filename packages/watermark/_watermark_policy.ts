@@ -54,6 +54,8 @@ export interface _Params<M> {
 export class _WatermarkPolicy<M> {
   readonly source: SegmentSource<M>;
   readonly alignment: number;
+  /** The source's largest segment, read once at construction. */
+  readonly maxSegment: number;
   readonly unifiedMemory: boolean;
   readonly recommended: number;
   highRatio = 0;
@@ -124,6 +126,7 @@ export class _WatermarkPolicy<M> {
   ) {
     this.source = source;
     this.alignment = config.alignment;
+    this.maxSegment = config.maxSegment;
     this.unifiedMemory = config.unifiedMemory;
     this.recommended = config.recommended;
     this.maxSmall = config.maxSmall;

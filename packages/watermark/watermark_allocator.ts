@@ -532,7 +532,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   allocate(byteLength: number): DataPtr<M | null, WatermarkBuffer<M>> {
-    validateByteLength(byteLength, this.#p.source.maxSegmentByteLength);
+    validateByteLength(byteLength, this.#p.maxSegment);
     if (byteLength === 0) return new DataPtr(null, 0, 0, this.device);
     const buffer = this.allocateBuffer(byteLength);
     return new DataPtr(

@@ -466,4 +466,16 @@ describe("@allot/watermark hostile handles and settings", () => {
       );
     }
   });
+
+  it("the constructor refuses a source whose maxSegmentByteLength is not an integer", () => {
+    for (const max of [NaN, -1, 0.5, Infinity]) {
+      const source = new MockSegmentSource({ capacityBytes: 8 << 20 });
+      Object.defineProperty(source, "maxSegmentByteLength", { get: () => max });
+      assert.throws(
+        () => new WatermarkAllocator(source, SMALL),
+        InvalidArgumentError,
+        `maxSegmentByteLength ${max}`,
+      );
+    }
+  });
 });
