@@ -123,17 +123,15 @@ export function _releaseHeap<M>(
 ): void {
   // A callback may have released it already, re-entering the allocator.
   if (!heap.pool.heaps.has(heap)) return;
-  try {
-    releaseSegment(
-      p.source,
-      heap.segment,
-      `heap #${heap.id} of ${heap.byteLength} bytes`,
-    );
-  } finally {
-    // A source whose freeSegment threw may or may not have freed it; it is
-    // never handed back twice (the next emptyCache would free it again).
-    _forgetHeap(p, heap);
-  }
+  // Forgotten first: a source whose freeSegment re-enters the allocator
+  // (emptyCache, allocate) must not see the heap, or free or carve it again;
+  // one whose freeSegment threw is never handed the heap a second time.
+  _forgetHeap(p, heap);
+  releaseSegment(
+    p.source,
+    heap.segment,
+    `heap #${heap.id} of ${heap.byteLength} bytes`,
+  );
 }
 
 function _forgetHeap<M>(p: _WatermarkPolicy<M>, heap: _Heap<M>): void {

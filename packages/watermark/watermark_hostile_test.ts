@@ -247,6 +247,42 @@ describe("@allot/watermark hostile overlapping segments", () => {
   });
 });
 
+/** A source whose freeSegment calls back into the allocator once. */
+class ReenteringFreeSource extends MockSegmentSource {
+  onFree: (() => void) | undefined;
+  override freeSegment(segment: Segment<MockMemory>): void {
+    const f = this.onFree;
+    this.onFree = undefined;
+    f?.();
+    super.freeSegment(segment);
+  }
+}
+
+describe("@allot/watermark hostile re-entrant frees", () => {
+  for (const action of ["empty-cache", "allocate", "free-inactive"]) {
+    it(`a source whose freeSegment re-enters (${action}) frees each heap once`, () => {
+      const source = new ReenteringFreeSource({
+        capacityBytes: 8 << 20,
+        backed: true,
+      });
+      const { allocator, live } = setup(source);
+      for (const n of [200 * KiB, 900 * KiB, 300]) {
+        allocator.allocateBuffer(n).release();
+      }
+      source.onFree = () => {
+        if (action === "empty-cache") allocator.emptyCache();
+        else if (action === "allocate") {
+          live.add(allocator.allocateBuffer(900 * KiB));
+        } else allocator.freeInactiveBuffers();
+      };
+      allocator.emptyCache();
+      live.check();
+      allocator.emptyCache();
+      live.check();
+    });
+  }
+});
+
 describe("@allot/watermark hostile handles and settings", () => {
   it("buffers freed after emptyCache(), twice, or by another allocator are refused", () => {
     const { allocator, live } = setup();
