@@ -555,13 +555,14 @@ export class _WatermarkPolicy<M> {
     );
     this.lowLimit = low === 0 ? Infinity : Math.floor(low * this.recommended);
     if (Number.isNaN(this.highLimit)) this.highLimit = Infinity;
-    if (this.events.verbosity & DebugVerbosity.profiling) {
-      this.events.logger(
+    this.events.log(
+      DebugVerbosity.profiling,
+      undefined,
+      () =>
         `High watermark memory allocation limit: ${
           formatBytes(this.highLimit)
         }, low watermark limit: ${formatBytes(this.lowLimit)}`,
-      );
-    }
+    );
   }
 
   /** Records one history event (history is on; stream 0). */

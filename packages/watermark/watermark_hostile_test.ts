@@ -137,6 +137,36 @@ describe("@allot/watermark hostile callbacks", () => {
     live.check();
   });
 
+  for (
+    const [name, thrown, logger] of [
+      ["an unprintable value", Object.create(null), undefined],
+      ["a symbol", Symbol("thrown"), undefined],
+      ["an error, to a throwing logger", new Error("x"), () => {
+        throw new Error("logger threw");
+      }],
+    ] as const
+  ) {
+    it(`a callback that throws ${name} leaves state and bytes intact`, () => {
+      const allocator = new WatermarkAllocator<MockMemory>(
+        new MockSegmentSource({ capacityBytes: 8 << 20, backed: true }),
+        { ...SMALL, ...(logger ? { logger } : {}) },
+      );
+      const live = new Live(allocator);
+      allocator.addCallback(() => {
+        throw thrown;
+      });
+      for (const n of SIZES) {
+        live.add(allocator.allocateBuffer(n));
+        live.check();
+      }
+      const [id, first] = [...live.buffers][0];
+      live.buffers.delete(id);
+      first.release();
+      allocator.emptyCache();
+      live.check();
+    });
+  }
+
   it("a callback that frees a live buffer while its allocation fails keeps bytes", () => {
     const source = new MockSegmentSource({
       capacityBytes: 256 * KiB,
@@ -513,5 +543,30 @@ describe("@allot/watermark hostile handles and settings", () => {
         `maxSegmentByteLength ${max}`,
       );
     }
+  });
+
+  it("a throwing logger at full verbosity leaves state and bytes intact", () => {
+    const source = new MockSegmentSource({
+      capacityBytes: 8 << 20,
+      backed: true,
+    });
+    const allocator = new WatermarkAllocator<MockMemory>(source, {
+      ...SMALL,
+      debugVerbosity: 0xff,
+      logger: () => {
+        throw new Error("logger threw");
+      },
+    });
+    const live = new Live(allocator);
+    for (const n of SIZES) live.add(allocator.allocateBuffer(n));
+    const [id, first] = [...live.buffers][0];
+    live.buffers.delete(id);
+    first.release();
+    allocator.emptyCache();
+    live.check();
+    for (const [, b] of live.buffers) b.release();
+    live.buffers.clear();
+    allocator.emptyCache();
+    assert.equal(source.reservedBytes, 0);
   });
 });
