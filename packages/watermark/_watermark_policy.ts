@@ -146,7 +146,20 @@ export class _WatermarkPolicy<M> {
 
   /** Bytes the device reports for this process. */
   get driverAllocatedBytes(): number {
-    return this.driverFn ? this.driverFn() : this.stats.reservedBytes;
+    const own = this.stats.reservedBytes;
+    if (this.driverFn === undefined) return own;
+    // Read mid-operation: a function that throws or returns no byte count
+    // (NaN would pass every limit check) counts this allocator's heaps.
+    let bytes: unknown;
+    try {
+      bytes = this.driverFn();
+    } catch {
+      return own;
+    }
+    return typeof bytes === "number" && bytes >= 0 &&
+        bytes <= Number.MAX_SAFE_INTEGER
+      ? Math.max(bytes, own)
+      : own;
   }
 
   /** Bytes left below the low watermark limit (0: memory pressure). */

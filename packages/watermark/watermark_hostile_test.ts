@@ -18,7 +18,11 @@ import {
   SegmentSourceError,
   UseAfterFreeError,
 } from "@allot/core";
-import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
+import {
+  WatermarkAllocator,
+  type WatermarkBuffer,
+  WatermarkOutOfMemoryError,
+} from "./mod.ts";
 import {
   assertRefused,
   assertRejectsAll,
@@ -569,4 +573,34 @@ describe("@allot/watermark hostile handles and settings", () => {
     allocator.emptyCache();
     assert.equal(source.reservedBytes, 0);
   });
+
+  for (
+    const [name, driver] of [
+      ["NaN", () => NaN],
+      ["-1", () => -1],
+      ["a throw", () => {
+        throw new Error("driver threw");
+      }],
+    ] as const
+  ) {
+    it(`a driverAllocatedBytes returning ${name} does not lift the high watermark`, () => {
+      const allocator = new WatermarkAllocator<MockMemory>(
+        new MockSegmentSource({ capacityBytes: 8 << 20, backed: true }),
+        {
+          ...SMALL,
+          recommendedMaxBytes: 1 << 20,
+          highWatermarkRatio: 1,
+          lowWatermarkRatio: 1,
+          driverAllocatedBytes: driver as () => number,
+        },
+      );
+      const live = new Live(allocator);
+      live.add(allocator.allocateBuffer(600 * KiB));
+      assert.throws(
+        () => allocator.allocateBuffer(600 * KiB),
+        WatermarkOutOfMemoryError,
+      );
+      live.check();
+    });
+  }
 });
