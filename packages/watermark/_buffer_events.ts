@@ -71,11 +71,15 @@ export class _BufferEvents<M> {
       try {
         callback(event);
       } catch (error) {
-        this.logger(
-          `Buffer callback failed on ${type} event: ${
-            error instanceof Error ? error.message : String(error)
-          }`,
-        );
+        // Neither an unprintable error nor a throwing logger may escape into
+        // the allocator's operation, half done.
+        try {
+          this.logger(
+            `Buffer callback failed on ${type} event: ${describeError(error)}`,
+          );
+        } catch {
+          // the logger threw: nothing more to report with
+        }
       }
     }
   }
@@ -85,6 +89,18 @@ export class _BufferEvents<M> {
     const v = this.verbosity;
     if (!(v & bit)) return;
     if ((v & DebugVerbosity.largeOnly) && pool && pool.small) return;
-    this.logger(line());
+    try {
+      this.logger(line());
+    } catch {
+      // a throwing logger must not stop an operation half done
+    }
+  }
+}
+
+function describeError(error: unknown): string {
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return "an unprintable value";
   }
 }

@@ -79,8 +79,13 @@ export class _Handle<M> implements WatermarkBuffer<M> {
         { name: "shape", value: shape },
       );
     }
-    for (let i = 0; i < shape.length; i++) {
-      const d = shape[i];
+    // Copied first, each element read once (no iterator, no getter read
+    // twice): what is checked is what is stored.
+    const dims: number[] = [];
+    const length = shape.length;
+    for (let i = 0; i < length; i++) dims.push(shape[i]);
+    for (let i = 0; i < length; i++) {
+      const d = dims[i];
       if (!Number.isSafeInteger(d) || d < 0) {
         throw new InvalidArgumentError(
           `Cannot set the shape of buffer #${this.id}: dimension ${i} must be a non-negative integer, received ${
@@ -90,7 +95,7 @@ export class _Handle<M> implements WatermarkBuffer<M> {
         );
       }
     }
-    block.shape = [...shape];
+    block.shape = dims;
   }
 
   sharedView(): Uint8Array | undefined {

@@ -13,6 +13,7 @@ import {
   isHostMemory,
   type SegmentSource,
   type TraceRecorderOptions,
+  validateAlignment,
   validateFlag,
   validateObject,
 } from "@allot/core";
@@ -28,6 +29,8 @@ const MAX_RATIO = 2;
 
 /** Every option, checked, with its default applied. */
 export interface _WatermarkConfig<M> {
+  alignment: number;
+  maxSegment: number;
   unifiedMemory: boolean;
   recommended: number;
   highRatio: number;
@@ -149,6 +152,26 @@ export function _resolveWatermarkOptions<M>(
 ): _WatermarkConfig<M> {
   validateObject(source, "source");
   validateObject(options, "options");
+  // Read once: a source whose alignment is not a power of two (NaN, 0, 3)
+  // would fail every later request with a NaN size.
+  const alignment = validateAlignment(
+    source.alignment,
+    2 ** 30,
+    "source.alignment",
+  );
+  const maxSegment = source.maxSegmentByteLength;
+  if (!Number.isSafeInteger(maxSegment) || maxSegment < alignment) {
+    throw new InvalidArgumentError(
+      `Invalid source.maxSegmentByteLength: must be an integer of at least the alignment ${alignment}, received ${
+        describeValue(maxSegment)
+      }`,
+      {
+        name: "source.maxSegmentByteLength",
+        value: maxSegment,
+        limit: alignment,
+      },
+    );
+  }
   const unifiedMemory = validateFlag(
     options.unifiedMemory,
     "unifiedMemory",
@@ -214,6 +237,8 @@ export function _resolveWatermarkOptions<M>(
   const history = options.recordHistory ?? false;
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
   return {
+    alignment,
+    maxSegment,
     unifiedMemory,
     recommended,
     highRatio: high,

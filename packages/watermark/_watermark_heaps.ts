@@ -12,6 +12,8 @@ import {
   alignUp,
   formatBytes,
   releaseSegment,
+  type Segment,
+  SegmentSourceError,
 } from "@allot/core";
 import { _Heap } from "./_heap.ts";
 import type { _Pool } from "./_pool.ts";
@@ -28,7 +30,7 @@ export function _createHeap<M>(
   params: _Params<M>,
 ): _Heap<M> | undefined {
   const size = params.size;
-  const maxSegment = p.source.maxSegmentByteLength;
+  const maxSegment = p.maxSegment;
   let heapSize: number;
   let isSplit = true;
   if (size <= p.maxSmall) heapSize = p.smallHeap;
@@ -57,6 +59,7 @@ export function _createHeap<M>(
       label: `allot watermark ${pool.name} heap`,
     });
     if (segment === undefined) continue;
+    _checkNoOverlap(p, segment, size);
     const heap = new _Heap(segment, pool, split, p.nextAddress);
     p.nextAddress += byteLength;
     if (p.history !== null) {
@@ -83,6 +86,36 @@ export function _createHeap<M>(
   return undefined;
 }
 
+/**
+ * Refuses a segment over memory a heap holds (a source that handed the same
+ * memory out twice: buffers of both heaps would overlap). It is not given
+ * back: that would give back the memory of the heap that holds it.
+ */
+function _checkNoOverlap<M>(
+  p: _WatermarkPolicy<M>,
+  segment: Segment<M>,
+  size: number,
+): void {
+  const { memory, byteOffset } = segment;
+  const end = byteOffset + segment.byteLength;
+  for (const pool of p.poolList) {
+    for (const heap of pool.heaps) {
+      const held = heap.segment;
+      if (
+        held.memory === memory && byteOffset < held.byteOffset +
+            held.byteLength &&
+        held.byteOffset < end
+      ) {
+        throw new SegmentSourceError(
+          `Cannot allocate ${size} bytes: the segment source of ${p.source.device} returned a segment (bytes ${byteOffset} to ${end}) that overlaps heap #${heap.id} (bytes ${held.byteOffset} to ${
+            held.byteOffset + held.byteLength
+          } of the same memory)`,
+        );
+      }
+    }
+  }
+}
+
 /** Returns an empty heap to the device. */
 export function _releaseHeap<M>(
   p: _WatermarkPolicy<M>,
@@ -90,11 +123,18 @@ export function _releaseHeap<M>(
 ): void {
   // A callback may have released it already, re-entering the allocator.
   if (!heap.pool.heaps.has(heap)) return;
+  // Forgotten first: a source whose freeSegment re-enters the allocator
+  // (emptyCache, allocate) must not see the heap, or free or carve it again;
+  // one whose freeSegment threw is never handed the heap a second time.
+  _forgetHeap(p, heap);
   releaseSegment(
     p.source,
     heap.segment,
     `heap #${heap.id} of ${heap.byteLength} bytes`,
   );
+}
+
+function _forgetHeap<M>(p: _WatermarkPolicy<M>, heap: _Heap<M>): void {
   heap.pool.heaps.delete(heap);
   p.stats.unreserved(heap.pool.small, 1, heap.byteLength);
   p.stats.numDeviceFree++;

@@ -21,7 +21,9 @@ import {
   alignUp,
   collectByAge,
   DeferredFrees,
+  describeValue,
   formatBytes,
+  InvalidArgumentError,
   junkFill,
   PoolStats,
   type SegmentSource,
@@ -52,6 +54,8 @@ export interface _Params<M> {
 export class _WatermarkPolicy<M> {
   readonly source: SegmentSource<M>;
   readonly alignment: number;
+  /** The source's largest segment, read once at construction. */
+  readonly maxSegment: number;
   readonly unifiedMemory: boolean;
   readonly recommended: number;
   highRatio = 0;
@@ -121,7 +125,8 @@ export class _WatermarkPolicy<M> {
     events: _BufferEvents<M>,
   ) {
     this.source = source;
-    this.alignment = source.alignment;
+    this.alignment = config.alignment;
+    this.maxSegment = config.maxSegment;
     this.unifiedMemory = config.unifiedMemory;
     this.recommended = config.recommended;
     this.maxSmall = config.maxSmall;
@@ -141,7 +146,20 @@ export class _WatermarkPolicy<M> {
 
   /** Bytes the device reports for this process. */
   get driverAllocatedBytes(): number {
-    return this.driverFn ? this.driverFn() : this.stats.reservedBytes;
+    const own = this.stats.reservedBytes;
+    if (this.driverFn === undefined) return own;
+    // Read mid-operation: a function that throws or returns no byte count
+    // (NaN would pass every limit check) counts this allocator's heaps.
+    let bytes: unknown;
+    try {
+      bytes = this.driverFn();
+    } catch {
+      return own;
+    }
+    return typeof bytes === "number" && bytes >= 0 &&
+        bytes <= Number.MAX_SAFE_INTEGER
+      ? Math.max(bytes, own)
+      : own;
   }
 
   /** Bytes left below the low watermark limit (0: memory pressure). */
@@ -542,20 +560,22 @@ export class _WatermarkPolicy<M> {
 
   /** Sets both ratios (checked by the caller) and the limits. */
   setRatios(high: number, low: number): void {
-    this.highRatio = high;
-    this.lowRatio = low;
+    // + 0 turns -0 into 0, so the getters never report -0.
+    this.highRatio = high + 0;
+    this.lowRatio = low + 0;
     this.highLimit = high === 0 ? Infinity : Math.floor(
       high * this.recommended,
     );
     this.lowLimit = low === 0 ? Infinity : Math.floor(low * this.recommended);
     if (Number.isNaN(this.highLimit)) this.highLimit = Infinity;
-    if (this.events.verbosity & DebugVerbosity.profiling) {
-      this.events.logger(
+    this.events.log(
+      DebugVerbosity.profiling,
+      undefined,
+      () =>
         `High watermark memory allocation limit: ${
           formatBytes(this.highLimit)
         }, low watermark limit: ${formatBytes(this.lowLimit)}`,
-      );
-    }
+    );
   }
 
   /** Records one history event (history is on; stream 0). */
@@ -571,10 +591,23 @@ export class _WatermarkPolicy<M> {
   /** Host bytes of a buffer's requested range, when the memory has them. */
   viewOf(block: _Block<M>): Uint8Array | undefined {
     const segment = block.heap.segment;
-    return this.hostView(segment.memory, {
+    const byteLength = block.requestedByteLength;
+    const view = this.hostView(segment.memory, {
       byteOffset: segment.byteOffset + block.offset,
-      byteLength: block.requestedByteLength,
+      byteLength,
     });
+    if (
+      view !== undefined &&
+      (!(view instanceof Uint8Array) || view.byteLength !== byteLength)
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot view buffer #${block.id}: the hostView option must return a Uint8Array of ${byteLength} bytes or undefined, returned ${
+          describeValue(view)
+        }`,
+        { name: "hostView()", value: view, limit: byteLength },
+      );
+    }
+    return view;
   }
 
   /** Strict mode: validates (before and after each call that changes state). */

@@ -32,7 +32,7 @@ export function _checkBufferRequest<M>(
   options: AllocateBufferOptions,
 ): "private" | "shared" {
   validateObject(options, "options");
-  const max = p.source.maxSegmentByteLength;
+  const max = p.maxSegment;
   validateByteLength(byteLength, max);
   if (byteLength === 0) {
     throw new InvalidArgumentError(

@@ -149,7 +149,7 @@ export class WatermarkAllocator<M = unknown>
     super();
     const config = _resolveWatermarkOptions(source, options);
     this.device = source.device;
-    this.alignment = source.alignment;
+    this.alignment = config.alignment;
     this.unifiedMemory = config.unifiedMemory;
     const p = this.#p = new _WatermarkPolicy(
       source,
@@ -429,8 +429,10 @@ export class WatermarkAllocator<M = unknown>
    *
    * @param value The bytes of the constant (for example `Float32Array.of(2)`).
    * @returns A live shared buffer holding the value.
-   * @throws {InvalidArgumentError} For an empty value or one larger than
-   * `maxSmallByteLength`.
+   * @throws {InvalidArgumentError} For an empty value, one larger than
+   * `maxSmallByteLength`, one whose bytes cannot be read, or a `hostView`
+   * option that returns no `Uint8Array` of the value's size (the buffer is
+   * freed).
    * @throws {UnsupportedOperationError} When the segment memory has no host
    * bytes (the buffer stays cached).
    * @throws {WatermarkOutOfMemoryError} When out of memory.
@@ -454,7 +456,23 @@ export class WatermarkAllocator<M = unknown>
         { name: "value", value },
       );
     }
-    const byteLength = value.byteLength;
+    // Copy the bytes first, each property read once: a view with lying
+    // getters is refused before anything is allocated, and a callback that
+    // detaches or rewrites the value during the allocation changes nothing.
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+        .slice();
+    } catch (error) {
+      if (!(error instanceof RangeError || error instanceof TypeError)) {
+        throw error;
+      }
+      throw new InvalidArgumentError(
+        `Cannot allocate a scalar buffer: value's buffer, byteOffset and byteLength do not describe readable bytes (${error.message})`,
+        { name: "value", value },
+      );
+    }
+    const byteLength = bytes.byteLength;
     if (byteLength < 1 || byteLength > this.#p.maxSmall) {
       throw new InvalidArgumentError(
         `Cannot allocate a scalar buffer of ${byteLength} bytes: must be in [1, ${this.#p.maxSmall}]`,
@@ -471,14 +489,20 @@ export class WatermarkAllocator<M = unknown>
       _throwWatermarkOom(this.#p, byteLength, { pool: "shared" });
     }
     const handle = block.handle as _Handle<M>;
-    const view = this.#p.viewOf(block);
+    let view: Uint8Array | undefined;
+    try {
+      view = this.#p.viewOf(block);
+    } catch (error) {
+      this.free(handle);
+      throw error;
+    }
     if (view === undefined) {
       this.free(handle);
       throw new UnsupportedOperationError(
         `Cannot write a scalar of ${byteLength} bytes: the segment memory of ${this.device} has no host bytes`,
       );
     }
-    view.set(new Uint8Array(value.buffer, value.byteOffset, byteLength));
+    view.set(bytes);
     return handle;
   }
 
@@ -508,7 +532,7 @@ export class WatermarkAllocator<M = unknown>
    * ```
    */
   allocate(byteLength: number): DataPtr<M | null, WatermarkBuffer<M>> {
-    validateByteLength(byteLength, this.#p.source.maxSegmentByteLength);
+    validateByteLength(byteLength, this.#p.maxSegment);
     if (byteLength === 0) return new DataPtr(null, 0, 0, this.device);
     const buffer = this.allocateBuffer(byteLength);
     return new DataPtr(
@@ -674,18 +698,14 @@ export class WatermarkAllocator<M = unknown>
     buffers: readonly WatermarkBuffer<M>[],
     work: Fence | Stream,
   ): boolean {
-    if (!Array.isArray(buffers)) {
-      throw new InvalidArgumentError(
-        `Cannot record events: buffers must be an array, received ${
-          describeValue(buffers)
-        }`,
-        { name: "buffers", value: buffers, limit: "array" },
-      );
-    }
-    const blocks = buffers.map((b) => this.#blockOf(b, "record events on"));
+    const blocks = this.#blocksOf(buffers, "record events on");
+    // Each member of `work` is read once: what is checked is what is called.
+    const fenceOf = typeof work === "object" && work !== null
+      ? (work as Stream).fence
+      : undefined;
     if (
-      typeof work !== "object" || work === null ||
-      (typeof (work as Stream).fence !== "function" &&
+      typeof fenceOf !== "function" &&
+      (typeof work !== "object" || work === null ||
         typeof (work as Fence).wait !== "function")
     ) {
       throw new InvalidArgumentError(
@@ -696,12 +716,34 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     if (blocks.length === 0) return false;
-    const fence = typeof (work as Stream).fence === "function"
-      ? (work as Stream).fence()
-      : work as Fence;
-    const key = typeof (work as Stream).fence === "function"
-      ? (work as Stream).id
-      : fenceKey(fence);
+    let fence: Fence;
+    let key: number;
+    if (typeof fenceOf === "function") {
+      fence = fenceOf.call(work);
+      key = (work as Stream).id;
+      if (
+        typeof fence !== "object" || fence === null ||
+        typeof fence.wait !== "function"
+      ) {
+        throw new InvalidArgumentError(
+          `Cannot record events: the stream's fence() must return a Fence, returned ${
+            describeValue(fence)
+          }`,
+          { name: "work.fence()", value: fence },
+        );
+      }
+      // fence() may have re-entered the allocator and freed a buffer.
+      for (const block of blocks) {
+        if (block.handle === undefined) {
+          throw new UseAfterFreeError(
+            `Cannot record events on buffer #${block.id}: the stream's fence() released it`,
+          );
+        }
+      }
+    } else {
+      fence = work as Fence;
+      key = fenceKey(fence);
+    }
     for (const block of blocks) {
       if (!block.fences.includes(fence)) {
         block.fences.push(fence);
@@ -724,7 +766,7 @@ export class WatermarkAllocator<M = unknown>
   async waitForEvents(
     buffers: readonly WatermarkBuffer<M>[],
   ): Promise<boolean> {
-    const blocks = buffers.map((b) => this.#blockOf(b, "wait for events on"));
+    const blocks = this.#blocksOf(buffers, "wait for events on");
     const fences: Fence[] = [];
     for (const block of blocks) {
       for (const fence of block.fences) {
@@ -732,9 +774,36 @@ export class WatermarkAllocator<M = unknown>
       }
     }
     if (fences.length === 0) return false;
-    await Promise.all(fences.map((f) => f.wait().catch(() => {})));
+    // A fence whose wait() throws, rejects or returns no promise also ends.
+    const ignore = () => {};
+    await Promise.all(
+      fences.map((f) =>
+        Promise.resolve().then(() => f.wait()).then(ignore, ignore)
+      ),
+    );
     this.freeInactiveBuffers();
     return true;
+  }
+
+  /** The blocks of an array of buffers, each element read once. */
+  #blocksOf(
+    buffers: readonly WatermarkBuffer<M>[],
+    what: string,
+  ): _Block<M>[] {
+    if (!Array.isArray(buffers)) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} buffers: buffers must be an array, received ${
+          describeValue(buffers)
+        }`,
+        { name: "buffers", value: buffers, limit: "array" },
+      );
+    }
+    const blocks: _Block<M>[] = [];
+    const length = buffers.length;
+    for (let i = 0; i < length; i++) {
+      blocks.push(this.#blockOf(buffers[i], what));
+    }
+    return blocks;
   }
 
   #blockOf(buffer: WatermarkBuffer<M>, what: string): _Block<M> {

@@ -102,7 +102,8 @@ export interface WatermarkAllocatorOptions<M = unknown> {
   /**
    * Bytes the device has allocated in this process, including allocations
    * not made by this allocator (Metal's `currentAllocatedSize`). The high
-   * watermark applies to it.
+   * watermark applies to it. Never less than this allocator's heaps: a call
+   * that throws or returns no byte count (NaN, negative) counts those.
    *
    * @default {the bytes of this allocator's heaps}
    */
