@@ -21,6 +21,7 @@
 
 import { ArrayBufferSegmentSource } from "./_array_buffer_source.ts";
 import * as current from "../mod.ts";
+import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 
 /** What the harness uses of a `CachingAllocator`, old or new. */
 interface Allocator {
@@ -35,48 +36,9 @@ interface CachingModule {
   CachingAllocator: new (source: ArrayBufferSegmentSource) => Allocator;
 }
 
-function flag(name: string, fallback: string): string {
-  const arg = Deno.args.find((a) => a.startsWith(`--${name}=`));
-  return arg === undefined ? fallback : arg.slice(name.length + 3);
-}
-
 const ref = flag("ref", "main");
 const rounds = Number(flag("rounds", "25"));
 const pairs = Number(flag("pairs", "100000"));
-
-/** `packages/core` and `packages/caching` at `ref`, imports made relative. */
-async function loadRef(ref: string): Promise<CachingModule> {
-  const root = new URL("../../../", import.meta.url).pathname;
-  const dir = await Deno.makeTempDir({ prefix: "allot-ab-" });
-  const archive = new Deno.Command("git", {
-    args: ["archive", ref, "packages/core", "packages/caching"],
-    cwd: root,
-    stdout: "piped",
-  });
-  const { code, stdout } = await archive.output();
-  if (code !== 0) throw new Error(`git archive ${ref} failed`);
-  const tar = new Deno.Command("tar", {
-    args: ["-x", "-C", dir],
-    stdin: "piped",
-  }).spawn();
-  const writer = tar.stdin.getWriter();
-  await writer.write(stdout);
-  await writer.close();
-  if (!(await tar.status).success) throw new Error("tar failed");
-  const caching = `${dir}/packages/caching`;
-  for (const entry of Deno.readDirSync(caching)) {
-    if (!entry.name.endsWith(".ts")) continue;
-    const path = `${caching}/${entry.name}`;
-    const text = Deno.readTextFileSync(path);
-    Deno.writeTextFileSync(
-      path,
-      text.replaceAll('from "@allot/core"', 'from "../core/mod.ts"'),
-    );
-  }
-  const module = await import(`file://${caching}/mod.ts`) as CachingModule;
-  await Deno.remove(dir, { recursive: true }); // loaded: the files can go
-  return module;
-}
 
 /** A seeded generator of numbers in [0, 1) (mulberry32). */
 function rng(seed: number): () => number {
@@ -151,7 +113,9 @@ function heapPerOp(loop: Loop): number {
   return median(deltas);
 }
 
-const before = loops(await loadRef(ref));
+const before = loops(
+  await importAtRef<CachingModule>(ref, "caching/mod.ts"),
+);
 const after = loops(current as unknown as CachingModule);
 for (let w = 0; w < 5; w++) {
   for (let p = 0; p < NAMES.length; p++) {

@@ -25,11 +25,7 @@ import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
 import { replayPass } from "./_replay_pass.ts";
-
-function flag(name: string, fallback: string): string {
-  const arg = Deno.args.find((a) => a.startsWith(`--${name}=`));
-  return arg === undefined ? fallback : arg.slice(name.length + 3);
-}
+import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 
 const ref = flag("ref", "main");
 const rounds = Number(flag("rounds", "15"));
@@ -49,45 +45,10 @@ interface Caching {
 }
 type CachingClass = new (device: GPUDevice) => Caching;
 
-/** `packages/*` at `ref`, `@allot/<name>` imports made relative. */
-async function loadRef(ref: string): Promise<CachingClass> {
-  const root = new URL("../../../", import.meta.url).pathname;
-  const dir = await Deno.makeTempDir({ prefix: "allot-ab-" });
-  const archive = new Deno.Command("git", {
-    args: ["archive", ref, "packages"],
-    cwd: root,
-    stdout: "piped",
-  });
-  const { code, stdout } = await archive.output();
-  if (code !== 0) throw new Error(`git archive ${ref} failed`);
-  const tar = new Deno.Command("tar", {
-    args: ["-x", "-C", dir],
-    stdin: "piped",
-  }).spawn();
-  const writer = tar.stdin.getWriter();
-  await writer.write(stdout);
-  await writer.close();
-  if (!(await tar.status).success) throw new Error("tar failed");
-  for (const pkg of Deno.readDirSync(`${dir}/packages`)) {
-    const folder = `${dir}/packages/${pkg.name}`;
-    for (const entry of Deno.readDirSync(folder)) {
-      if (!entry.name.endsWith(".ts")) continue;
-      const path = `${folder}/${entry.name}`;
-      const text = Deno.readTextFileSync(path);
-      Deno.writeTextFileSync(
-        path,
-        text.replace(/from "@allot\/([a-z]+)"/g, 'from "../$1/mod.ts"'),
-      );
-    }
-  }
-  const module = await import(
-    `file://${dir}/packages/webgpu/gpu_caching_allocator.ts`
-  ) as { GpuCachingAllocator: CachingClass };
-  await Deno.remove(dir, { recursive: true }); // loaded: the files can go
-  return module.GpuCachingAllocator;
-}
-
-const RefCaching = await loadRef(ref);
+const RefCaching = (await importAtRef<{ GpuCachingAllocator: CachingClass }>(
+  ref,
+  "webgpu/gpu_caching_allocator.ts",
+)).GpuCachingAllocator;
 const dir = new URL("../../../traces/", import.meta.url);
 const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
   .flatMap((d) =>
