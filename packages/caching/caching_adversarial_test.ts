@@ -20,6 +20,7 @@ import {
 } from "./mod.ts";
 import {
   assertRefused,
+  hostileFlags,
   hostileHandles,
   hostileNumbers,
   hostileObjects,
@@ -123,14 +124,7 @@ describe("@allot/caching adversarial", () => {
 
   it("CachingAllocator constructor refuses non-boolean flags (strict, expandableSegments, recordHistory)", () => {
     // Truthy look-alikes must not switch a mode on, nor falsy ones off.
-    const flags = [
-      ...numbers.filter((h) => !["undefined", "true"].includes(h.name)),
-      { name: "1", value: 1 },
-      { name: "0", value: 0 },
-      { name: '"yes"', value: "yes" },
-      { name: '"false"', value: "false" },
-      { name: "new Boolean(true)", value: new Boolean(true) },
-    ];
+    const flags = hostileFlags();
     for (const key of ["strict", "expandableSegments"]) {
       refuse(
         `new CachingAllocator({ ${key} })`,

@@ -302,6 +302,23 @@ export function hostileNumbersBut(...names: string[]): Hostile[] {
   return hostileNumbers().filter((h) => !names.includes(h.name));
 }
 
+/**
+ * Values a boolean option must refuse: every hostile number but `undefined`
+ * (the default) and `true`, and look-alikes that are truthy or falsy (`1`,
+ * `0`, `"yes"`, `"false"`, a boxed `Boolean`), which must not switch a mode on
+ * or off by accident.
+ */
+export function hostileFlags(): Hostile[] {
+  return [
+    ...hostileNumbersBut("undefined", "true"),
+    { name: "1", value: 1 },
+    { name: "0", value: 0 },
+    { name: '"yes"', value: "yes" },
+    { name: '"false"', value: "false" },
+    { name: "new Boolean(true)", value: new Boolean(true) },
+  ];
+}
+
 /** Running total of hostile calls made by a test module, for reports. */
 export class HostileTally {
   #calls = 0;
