@@ -45,21 +45,6 @@ export class _ActiveFigure {
     readonly bytes: boolean,
   ) {}
 
-  /** Raises the stored peaks of `small`'s pool and of all pools to now. */
-  storePeak(small: boolean): void {
-    // Named loads: a keyed load of a number beyond the small-integer range
-    // boxes it (garbage on every allocation while frees are pending).
-    const part = small ? this.smallPool : this.largePool;
-    const cur = small ? this.small : this.large;
-    const bytes = this.bytes;
-    const c = (bytes ? cur.allocatedBytes : cur.allocation) + part.pending;
-    if (c > part.peak) part.peak = c;
-    const other = small ? this.large : this.small;
-    const all = c + (bytes ? other.allocatedBytes : other.allocation) +
-      (small ? this.largePool.pending : this.smallPool.pending);
-    if (all > this.allPeak) this.allPeak = all;
-  }
-
   #current(f: _Figures): number {
     return this.bytes ? f.allocatedBytes : f.allocation;
   }

@@ -223,10 +223,27 @@ export class PoolStats {
     if (c > peak.requestedBytes) peak.requestedBytes = c;
     c += other.requestedBytes;
     if (c > allPeak.requestedBytes) allPeak.requestedBytes = c;
-    if (pending) {
-      this.#active.storePeak(small);
-      this.#activeBytes.storePeak(small);
-    }
+    if (pending) this.#storeActivePeaks(small, cur, other);
+  }
+
+  /**
+   * While frees are pending, an allocation raises the active peaks (active =
+   * allocation + pending): both active figures in one pass. Named loads: a
+   * keyed load of a number beyond the small-integer range boxes it (garbage
+   * on every allocation while frees are pending).
+   */
+  #storeActivePeaks(small: boolean, cur: _Figures, other: _Figures): void {
+    const n = this.#active, b = this.#activeBytes;
+    const np = small ? n.smallPool : n.largePool;
+    const bp = small ? b.smallPool : b.largePool;
+    let c = cur.allocation + np.pending;
+    if (c > np.peak) np.peak = c;
+    c += other.allocation + (small ? n.largePool : n.smallPool).pending;
+    if (c > n.allPeak) n.allPeak = c;
+    c = cur.allocatedBytes + bp.pending;
+    if (c > bp.peak) bp.peak = c;
+    c += other.allocatedBytes + (small ? b.largePool : b.smallPool).pending;
+    if (c > b.allPeak) b.allPeak = c;
   }
 
   /**
