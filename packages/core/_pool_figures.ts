@@ -66,26 +66,36 @@ export class _ActiveFigure {
     a: StatValues,
     part: { pending: number; base: number },
     peak: number,
+    interval: number,
   ): StatValues {
     const c = a.current + part.pending;
     return {
       current: c,
-      peak: Math.max(peak, a.peak),
+      peak: Math.max(peak, a.peak, interval + part.pending),
       allocated: a.allocated,
       freed: part.base + a.allocated - c,
     };
   }
 
-  /** A plain copy, given the plain copy `a` of the source figure. */
-  values(a: StatArray): StatArray {
+  /**
+   * A plain copy, given the plain copy `a` of the source figure and the
+   * source's peaks in the current interval of constant pending parts (all
+   * pools, small, large).
+   */
+  values(a: StatArray, all: number, small: number, large: number): StatArray {
     const s = this.smallPool, l = this.largePool;
     return {
-      all: this.#with(a.all, {
-        pending: s.pending + l.pending,
-        base: s.base + l.base,
-      }, this.allPeak),
-      smallPool: this.#with(a.smallPool, s, s.peak),
-      largePool: this.#with(a.largePool, l, l.peak),
+      all: this.#with(
+        a.all,
+        {
+          pending: s.pending + l.pending,
+          base: s.base + l.base,
+        },
+        this.allPeak,
+        all,
+      ),
+      smallPool: this.#with(a.smallPool, s, s.peak, small),
+      largePool: this.#with(a.largePool, l, l.peak, large),
     };
   }
 }
