@@ -155,8 +155,12 @@ export class DeferredFrees<T extends DeferredItem> {
     const active = this.#active;
     if (active.length === 1) {
       const queue = active[0];
-      const g = queue.groups[queue.head]!;
-      if (!g.done && g.state === _UNREAD && !this.#read(g)) return;
+      // (No group at the head: a poll re-entered from a release callback,
+      // while the outer poll empties this queue.)
+      const g = queue.groups[queue.head];
+      if (
+        g !== undefined && !g.done && g.state === _UNREAD && !this.#read(g)
+      ) return;
     }
     this.#pollAll();
   }

@@ -107,6 +107,24 @@ describe("DeferredFrees", () => {
     assert.equal(frees.count, 0);
   });
 
+  it("DeferredFrees.poll() may be re-entered from a release callback", () => {
+    // The callback polls while the outer poll empties the only queue: the
+    // short path meets no group at the head and must not read one.
+    const released: number[] = [];
+    const frees: DeferredFrees<Item> = new DeferredFrees<Item>((item) => {
+      released.push(item.id);
+      frees.poll();
+    });
+    const fences = [new TestFence(), new TestFence()];
+    fences.forEach((f, i) => {
+      frees.defer({ id: i, waitingFences: 0, fences: [f] }, [3], [f]);
+    });
+    for (const f of fences) f.done = true;
+    frees.poll();
+    assert.deepEqual(released, [0, 1]);
+    assert.equal(frees.count, 0);
+  });
+
   it("DeferredFrees never releases an item before all its fences complete (model)", async () => {
     await fc.assert(
       fc.asyncProperty(
