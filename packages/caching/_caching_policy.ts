@@ -490,7 +490,18 @@ export class _CachingPolicy<M> {
     }
     this.lastMiss = this.clock;
     if (whole === null) return;
-    whole.sort((a, b) => a.stamp - b.stamp);
+    // The request's pool first (its whole free segments are all smaller
+    // than the request: outgrown), then the other pool's idle ones; in each,
+    // the largest first, least recently used among equals: the fewest
+    // segments for the bytes, and the small segments stay, which small
+    // long-lived blocks fill (given back, such blocks settle in the free
+    // tails of large segments and pin them).
+    const small = pool.small;
+    whole.sort((a, b) =>
+      (a.segment.small === small ? 0 : 1) -
+        (b.segment.small === small ? 0 : 1) ||
+      b.size - a.size || a.stamp - b.stamp
+    );
     if (this.stats.reservedBytes > this.ghostLimit) {
       this.ghostLimit = this.stats.reservedBytes;
     }
