@@ -490,17 +490,13 @@ export class _CachingPolicy<M> {
     }
     this.lastMiss = this.clock;
     if (whole === null) return;
-    // The request's pool first (its whole free segments are all smaller
-    // than the request: outgrown), then the other pool's idle ones; in each,
-    // the largest first, least recently used among equals: the fewest
-    // segments for the bytes, and the small segments stay, which small
-    // long-lived blocks fill (given back, such blocks settle in the free
-    // tails of large segments and pin them).
-    const small = pool.small;
+    // Least recently used first, but a segment under a quarter of the
+    // request last: it does little toward the bound, and the small
+    // requests that come back find it (transformer var-len: peak held /
+    // live 1.0407 -> 1.0362).
     whole.sort((a, b) =>
-      (a.segment.small === small ? 0 : 1) -
-        (b.segment.small === small ? 0 : 1) ||
-      b.size - a.size || a.stamp - b.stamp
+      (a.size * TINY_SHARES < size ? 1 : 0) -
+        (b.size * TINY_SHARES < size ? 1 : 0) || a.stamp - b.stamp
     );
     if (this.stats.reservedBytes > this.ghostLimit) {
       this.ghostLimit = this.stats.reservedBytes;
@@ -729,6 +725,11 @@ export class _CachingPolicy<M> {
   }
 }
 
+/**
+ * At a miss above the ratio, whole free segments under this share of the
+ * request are given back after the others.
+ */
+const TINY_SHARES = 4;
 /** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
 const MIN_SLACK = 1 / 32;
 /** Segments given back that are remembered (see `ghosts`). */

@@ -13,8 +13,8 @@ import { modelRuns } from "../core/_test_faults.ts";
 // `minSegmentByteLength`) and of giving whole free segments back on a miss
 // (`releaseCachedAboveRatio`): every new segment has the size the rule
 // names, a miss gives back exactly the whole free segments the rule asks
-// for (no fewer, none more than needed; the request's pool first, then
-// the other, largest first, then least recently used), under
+// for (no fewer, none more than needed; least recently used first, those
+// under a quarter of the request last), under
 // the ratio as the back-off moves it (the model keeps the ghosts: widened
 // when a miss would have been served by a segment given back, narrowed when a
 // cache's worth of them is forgotten with none hit), live blocks never
@@ -210,15 +210,14 @@ function run(
         } else if (gone.length < whole.length) {
           assert.ok(reserved - goneBytes <= bound, "released too little");
         }
-        // The order segments are given back in: the request's pool first,
-        // then the other; in each the largest first, then the least
-        // recently used (ties by address).
+        // The order segments are given back in: least recently used first
+        // (ties by address), but those under a quarter of the request last.
         const order = (
-          x: { pool: string; byteLength: number; address: number },
-          y: { pool: string; byteLength: number; address: number },
+          x: { byteLength: number; address: number },
+          y: { byteLength: number; address: number },
         ) =>
-          (x.pool === pool ? 0 : 1) - (y.pool === pool ? 0 : 1) ||
-          y.byteLength - x.byteLength ||
+          (x.byteLength * 4 < size ? 1 : 0) -
+            (y.byteLength * 4 < size ? 1 : 0) ||
           lastUse.get(x.address)! - lastUse.get(y.address)! ||
           x.address - y.address;
         if (gone.length > 0) {
@@ -294,7 +293,7 @@ function run(
 }
 
 describe("CachingAllocator adaptive segments and release above ratio", () => {
-  it("new segments take the adaptive size; a miss above the ratio gives back whole free segments, the request's pool first, largest first, just enough", () => {
+  it("new segments take the adaptive size; a miss above the ratio gives back whole free segments, oldest first and those under a quarter of the request last, just enough", () => {
     fc.assert(
       fc.property(
         optionsArb,
