@@ -54,7 +54,7 @@ const CEILINGS: Record<string, [number, number]> = {
  * the steps rotate through them out of phase); the mlp trace's one, a
  * 4 MiB upload buffer given back before the first pass's peak and needed
  * again at the next pass's start (keeping it would raise the one-pass peak
- * of all buffers from 1.0943 to 1.2869; the back-off keeps it from then
+ * of all buffers from 1.0943 to 1.2872; the back-off keeps it from then
  * on).
  */
 const WARM: Record<string, [number, number, number, number]> = {
