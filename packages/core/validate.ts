@@ -266,6 +266,8 @@ export function validateAlignment(
  * @param value A non-negative integer.
  * @param alignment A power of two.
  * @returns The smallest multiple of `alignment` that is `>= value`.
+ * @throws {InvalidArgumentError} When `value` is not a non-negative safe
+ * integer or `alignment` not a power of two.
  *
  * @example
  * ```ts
@@ -277,6 +279,14 @@ export function validateAlignment(
  * ```
  */
 export function alignUp(value: number, alignment: number): number {
+  if (!Number.isSafeInteger(value) || value < 0 || !isPowerOfTwo(alignment)) {
+    throw new InvalidArgumentError(
+      `Cannot align ${describe(value)} up to ${
+        describe(alignment)
+      }: the value must be a non-negative safe integer and the alignment a power of two`,
+      { name: "value", value: [value, alignment], limit: MAX_BYTE_LENGTH },
+    );
+  }
   const rem = value % alignment;
   return rem === 0 ? value : value + alignment - rem;
 }
