@@ -288,7 +288,7 @@ export function alignUp(value: number, alignment: number): number {
     );
   }
   const rem = value % alignment;
-  return rem === 0 ? value : value + alignment - rem;
+  return rem === 0 ? value + 0 : value + alignment - rem; // + 0: -0 is 0
 }
 
 /**

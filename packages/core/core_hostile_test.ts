@@ -1,0 +1,713 @@
+/**
+ * Hostile tests of `@allot/core` beyond the adversarial table: reference
+ * counts under subclasses that lie and look-alike targets, deferred frees
+ * whose release callbacks throw or re-enter (a fast-check model checks that
+ * every item is released once, only after its fences), stats and ledgers
+ * pushed past 2^53, and the helpers (`junkFill`, `collectByAge`, `alignUp`,
+ * `formatBytes`, `Device`, fences) fed values outside their contract.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  alignUp,
+  collectByAge,
+  DataPtr,
+  DeferredFrees,
+  Device,
+  DoubleFreeError,
+  FenceError,
+  formatBytes,
+  formatSize,
+  IntrusivePtr,
+  IntrusiveTarget,
+  InvalidArgumentError,
+  JUNK_BYTE,
+  junkFill,
+  LeakDetector,
+  ManualStream,
+  PoolStats,
+  PromiseFence,
+  type Segment,
+  SegmentLedger,
+  Stat,
+  UniqueVoidPtr,
+  UseAfterFreeError,
+  WeakIntrusivePtr,
+} from "./mod.ts";
+import {
+  assertRefused,
+  hostileFlags,
+  hostileNumbers,
+  hostileNumbersBut,
+  hostileObjectsBut,
+  HostileTally,
+} from "./_test_hostile.ts";
+import { FaultyFence, InjectedFault, modelRuns } from "./_test_faults.ts";
+
+const tally = new HostileTally();
+const { refuse } = tally;
+const MAX = Number.MAX_SAFE_INTEGER;
+
+interface Item {
+  name: string;
+  waitingFences: number;
+}
+
+describe("@allot/core hostile", () => {
+  it("intrusive counts: a subclass whose useCount lies cannot resurrect or double-own a target", () => {
+    let released = 0;
+    class Liar extends IntrusiveTarget {
+      override get useCount(): number {
+        const n = super.useCount;
+        return n === 0 && this.resourcesReleased ? 1 : n;
+      }
+      override get weakUseCount(): number {
+        return 0;
+      }
+      override get resourcesReleased(): boolean {
+        return super.resourcesReleased;
+      }
+      protected override releaseResources(): void {
+        released++;
+      }
+    }
+    const t = new Liar();
+    const p = IntrusivePtr.make(t);
+    const w = p.weak();
+    // a second make() while owned: the lying weakUseCount must not let it in
+    assertRefused("make(owned liar)", () => IntrusivePtr.make(t), {
+      snapshot: () => [p.useCount, w.weakUseCount, released],
+    });
+    p.release();
+    assert.equal(released, 1);
+    assert.throws(() => IntrusivePtr.retain(t), UseAfterFreeError);
+    assert.equal(w.lock(), undefined, "a weak handle resurrected the target");
+    assert.equal(w.expired, true);
+    assert.equal(p.useCount, 0, "the handle reports the true count");
+    w.release();
+    assert.equal(released, 1);
+  });
+
+  it("intrusive counts: proxies and Object.create look-alikes are refused with a typed error", () => {
+    const lookalikes = [
+      { name: "proxy", value: new Proxy(new IntrusiveTarget(), {}) },
+      {
+        name: "Object.create",
+        value: Object.create(IntrusiveTarget.prototype),
+      },
+      ...hostileObjectsBut(),
+    ];
+    refuse(
+      "IntrusivePtr.make",
+      lookalikes,
+      (v) => IntrusivePtr.make(v as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "IntrusivePtr.retain",
+      lookalikes,
+      (v) => IntrusivePtr.retain(v as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "WeakIntrusivePtr.of",
+      lookalikes,
+      (v) => WeakIntrusivePtr.of(v as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+  });
+
+  it("intrusive counts: releaseResources that throws or re-enters leaves consistent counts", () => {
+    const log: string[] = [];
+    class Reenter extends IntrusiveTarget {
+      weakOut: WeakIntrusivePtr<Reenter> | undefined;
+      protected override releaseResources(): void {
+        log.push("release");
+        assert.throws(() => IntrusivePtr.retain(this), UseAfterFreeError);
+        this.weakOut = WeakIntrusivePtr.of(this); // weak count still > 0 here
+        assert.equal(this.weakOut.lock(), undefined);
+        throw new InjectedFault("releaseResources");
+      }
+    }
+    const t = new Reenter();
+    const p = IntrusivePtr.make(t);
+    assert.throws(() => p.release(), InjectedFault);
+    assert.deepEqual(log, ["release"]);
+    assert.equal(t.resourcesReleased, true);
+    assert.equal(t.useCount, 0);
+    assert.equal(
+      t.weakUseCount,
+      1,
+      "the made weak handle, the owners' one dropped",
+    );
+    assert.throws(() => p.release(), DoubleFreeError);
+    t.weakOut!.release();
+    assert.equal(t.finished, true);
+    assert.throws(() => t.weakOut!.release(), DoubleFreeError);
+    assertRefused("make(finished)", () => IntrusivePtr.make(t));
+  });
+
+  it("DataPtr and UniqueVoidPtr: a throwing or re-entering deleter runs once and the pointer stays released", () => {
+    let calls = 0;
+    const ptr: DataPtr<ArrayBuffer, string> = new DataPtr(
+      new ArrayBuffer(16),
+      0,
+      16,
+      Device.cpu(),
+      {
+        context: "ctx",
+        deleter: () => {
+          calls++;
+          ptr.release(); // re-enters
+          throw new InjectedFault("deleter");
+        },
+      },
+    );
+    assert.throws(() => ptr.release(), InjectedFault);
+    assert.equal(calls, 1);
+    assert.equal(ptr.released, true);
+    assert.throws(() => ptr.memory, UseAfterFreeError);
+    ptr.release(); // a second release is a no-op: the deleter never runs twice
+    assert.equal(calls, 1);
+    const u = new UniqueVoidPtr({}, 1, () => {
+      calls++;
+    });
+    assert.equal(u.releaseContext(), 1);
+    u.clear();
+    assert.equal(calls, 1, "releaseContext hands ownership away");
+    refuse(
+      "DataPtr(byteOffset)",
+      hostileNumbersBut(),
+      (v) => new DataPtr(new ArrayBuffer(8), v as number, 0, Device.cpu()),
+    );
+    refuse(
+      "DataPtr(byteLength)",
+      [...hostileNumbersBut(), { name: "9 of 8", value: 9 }],
+      (v) => new DataPtr(new ArrayBuffer(8), 0, v as number, Device.cpu()),
+    );
+    const z = new DataPtr(new ArrayBuffer(8), -0, -0, Device.cpu());
+    assert.ok(Object.is(z.byteOffset, 0) && Object.is(z.byteLength, 0));
+  });
+
+  it("DeferredFrees: a throwing release callback still releases the rest of its group, and poll() rethrows", () => {
+    const s = new ManualStream();
+    const out: string[] = [];
+    const frees = new DeferredFrees<Item>((i) => {
+      out.push(i.name);
+      if (i.name === "a") throw new InjectedFault("release");
+    });
+    const f = s.fence();
+    for (const name of ["a", "b", "c"]) {
+      frees.defer({ name, waitingFences: 0 }, [s.id], [f]);
+    }
+    s.completeAll();
+    assert.throws(() => frees.poll(), InjectedFault);
+    assert.deepEqual(out, ["a", "b", "c"]);
+    assert.equal(frees.count, 0, "items lost in a throwing group");
+    frees.poll(); // the error is reported once
+  });
+
+  it("DeferredFrees: a poll() from inside the release callback loses no queue", () => {
+    const streams = [
+      new ManualStream(),
+      new ManualStream(),
+      new ManualStream(),
+    ];
+    const out: string[] = [];
+    const frees: DeferredFrees<Item> = new DeferredFrees<Item>((i) => {
+      out.push(i.name);
+      frees.poll();
+    });
+    frees.defer({ name: "a", waitingFences: 0 }, [streams[0].id], [
+      streams[0].fence(),
+    ]);
+    frees.defer({ name: "a2", waitingFences: 0 }, [streams[0].id], [
+      streams[0].fence(),
+    ]);
+    frees.defer({ name: "b", waitingFences: 0 }, [streams[1].id], [
+      streams[1].fence(),
+    ]);
+    frees.defer({ name: "c", waitingFences: 0 }, [streams[2].id], [
+      streams[2].fence(),
+    ]);
+    streams[0].completeAll();
+    streams[1].completeAll();
+    frees.poll();
+    streams[2].completeAll();
+    frees.poll();
+    assert.deepEqual(out.sort(), ["a", "a2", "b", "c"]);
+    assert.equal(frees.count, 0);
+  });
+
+  it("DeferredFrees: defer() refuses no fences or mismatched stream ids, changing nothing", () => {
+    const s = new ManualStream();
+    const frees = new DeferredFrees<Item>(() => {});
+    const item = { name: "x", waitingFences: 0 };
+    const state = () => [frees.count, item.waitingFences];
+    assertRefused("defer(no fences)", () => frees.defer(item, [], []), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    assertRefused(
+      "defer(2 fences, 1 id)",
+      () => frees.defer(item, [s.id], [s.fence(), s.fence()]),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+  });
+
+  it("DeferredFrees model: throwing, re-entering callbacks and faulty fences release each item once, never early", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            streams: fc.uniqueArray(fc.integer({ min: 0, max: 2 }), {
+              minLength: 1,
+              maxLength: 3,
+            }),
+            share: fc.boolean(),
+            throwOnRelease: fc.boolean(),
+            reenter: fc.constantFrom("none", "poll", "defer"),
+          }),
+          { minLength: 1, maxLength: 12 },
+        ),
+        fc.array(fc.integer({ min: 0, max: 2 }), { maxLength: 20 }),
+        async (plans, completes) => {
+          const streams = [
+            new ManualStream(),
+            new ManualStream(),
+            new ManualStream(),
+          ];
+          const released = new Map<string, number>();
+          const fencesOf = new Map<string, { completed: boolean }[]>();
+          const plansOf = new Map<string, (typeof plans)[number]>();
+          let extra = 0;
+          const frees: DeferredFrees<Item> = new DeferredFrees<Item>((i) => {
+            for (const f of fencesOf.get(i.name)!) {
+              assert.ok(f.completed, `${i.name} released before its fence`);
+            }
+            released.set(i.name, (released.get(i.name) ?? 0) + 1);
+            const plan = plansOf.get(i.name);
+            if (plan?.reenter === "poll") frees.poll();
+            if (plan?.reenter === "defer" && extra < 5) {
+              const name = `extra${extra++}`;
+              const s = streams[extra % 3];
+              const f = s.fence();
+              fencesOf.set(name, [f]);
+              frees.defer({ name, waitingFences: 0 }, [s.id], [f]);
+            }
+            if (plan?.throwOnRelease) throw new InjectedFault("release");
+          });
+          let last: { completed: boolean }[] = [];
+          plans.forEach((plan, k) => {
+            const name = `i${k}`;
+            const fences = plan.share && last.length === plan.streams.length
+              ? last
+              : plan.streams.map((s) => streams[s].fence());
+            last = fences;
+            fencesOf.set(name, fences);
+            plansOf.set(name, plan);
+            frees.defer(
+              { name, waitingFences: 0 },
+              plan.streams.map((s) => streams[s].id),
+              fences as never,
+            );
+          });
+          const poll = () => {
+            try {
+              frees.poll();
+            } catch (e) {
+              assert.ok(e instanceof InjectedFault, String(e));
+            }
+          };
+          for (const c of completes) {
+            streams[c].complete(1);
+            poll();
+          }
+          // extra items take new fences from the callback: complete again
+          for (let round = 0; round < 8; round++) {
+            for (const s of streams) s.completeAll();
+            poll();
+          }
+          assert.equal(frees.count, 0);
+          for (const name of fencesOf.keys()) {
+            assert.equal(
+              released.get(name),
+              1,
+              `${name} released ${released.get(name) ?? 0} times`,
+            );
+          }
+        },
+      ),
+      { numRuns: modelRuns(300) },
+    );
+  });
+
+  it("DeferredFrees: a fence that throws, lies or never completes holds its items back; synchronize() frees the throwing one", async () => {
+    const out: string[] = [];
+    const frees = new DeferredFrees<Item>((i) => out.push(i.name));
+    const throwing = new FaultyFence("completed-throws");
+    const lying = {
+      completed: "true" as unknown as boolean,
+      wait: () => Promise.resolve(),
+    };
+    const never = new FaultyFence("never");
+    frees.defer({ name: "t", waitingFences: 0 }, [1], [throwing]);
+    frees.defer({ name: "l", waitingFences: 0 }, [2], [lying]);
+    frees.defer({ name: "n", waitingFences: 0 }, [3], [never]);
+    assert.throws(() => frees.poll(), FenceError);
+    assert.equal(out.length, 0, "a non-boolean completed is not completion");
+    assert.equal(frees.faultedCount, 1);
+    assert.equal(frees.count, 3);
+    never.complete();
+    frees.poll();
+    assert.equal(out.length, 0, "a fence that never completes holds its item");
+    throwing.complete();
+    const other = new DeferredFrees<Item>((i) => out.push(i.name));
+    const f2 = new FaultyFence("completed-throws");
+    other.defer({ name: "t2", waitingFences: 0 }, [1], [f2]);
+    assert.throws(() => other.poll(), FenceError);
+    f2.complete();
+    await other.synchronize();
+    assert.deepEqual(out, ["t2"]);
+    assert.equal(other.count, 0);
+  });
+
+  it("PromiseFence and ManualStream.complete refuse what is not a promise or a count", () => {
+    refuse(
+      "new PromiseFence",
+      hostileObjectsBut(),
+      (v) => new PromiseFence(v as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    const s = new ManualStream();
+    const f = s.fence();
+    s.fence();
+    refuse(
+      "ManualStream.complete",
+      hostileNumbersBut("undefined", "2^53", "2^53+2", "1e308", "Infinity")
+        .filter(
+          (h) => h.name !== "-0",
+        ),
+      (v) => s.complete(v as number),
+      {
+        snapshot: () => [s.completedCount, f.completed],
+        error: InvalidArgumentError,
+      },
+    );
+    s.complete(-0);
+    assert.equal(s.completedCount, 0);
+    s.complete(10);
+    assert.equal(s.completedCount, 2, "clamped to what was submitted");
+  });
+
+  it("Stat: amounts past 2^53 are refused, current and allocated stay exact, refused calls change nothing", () => {
+    const s = new Stat();
+    s.increase(MAX - 10);
+    const state = () => s.values();
+    assertRefused("increase(past 2^53)", () => s.increase(11), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    s.increase(10);
+    assert.equal(s.current, MAX);
+    s.decrease(MAX);
+    assertRefused("increase(allocated past 2^53)", () => s.increase(1), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    s.resetAccumulated();
+    s.increase(5);
+    assert.deepEqual(s.values(), {
+      current: 5,
+      peak: MAX,
+      allocated: 5,
+      freed: 0,
+    });
+    s.resetPeak();
+    assert.equal(s.peak, 5);
+    refuse(
+      "Stat.increase",
+      hostileNumbersBut(),
+      (v) => s.increase(v as number),
+      {
+        snapshot: state,
+      },
+    );
+    refuse(
+      "Stat.decrease",
+      [...hostileNumbersBut(), { name: "6 of 5", value: 6 }],
+      (v) => s.decrease(v as number),
+      {
+        snapshot: state,
+      },
+    );
+    s.increase(-0);
+    assert.ok(Object.is(s.current, 5));
+  });
+
+  it("SegmentLedger: replace onto another live segment, null segments and sums past 2^53 are refused, changing nothing", () => {
+    const ledger = new SegmentLedger<number>("hostile");
+    const a: Segment<number> = { memory: 1, byteOffset: 0, byteLength: 100 };
+    const b: Segment<number> = { memory: 2, byteOffset: 0, byteLength: 200 };
+    ledger.add(a);
+    ledger.add(b);
+    const state = () => [
+      ledger.reservedBytes,
+      ledger.peakReservedBytes,
+      ledger.liveSegmentCount,
+      ledger.allocationCount,
+    ];
+    assertRefused("replace(a, b)", () => ledger.replace(a, b, 300), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    assertRefused(
+      "add(huge)",
+      () => ledger.add({ memory: 3, byteOffset: 0, byteLength: MAX }),
+      {
+        snapshot: state,
+        error: InvalidArgumentError,
+      },
+    );
+    assertRefused(
+      "replace(a, huge)",
+      () => ledger.replace(a, { memory: 1, byteOffset: 0, byteLength: MAX }),
+      {
+        snapshot: state,
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "SegmentLedger.add",
+      hostileObjectsBut("{}", "[]", "() => {}"),
+      (v) => ledger.add(v as never),
+      {
+        snapshot: state,
+      },
+    );
+    refuse(
+      "SegmentLedger.add(bytes)",
+      hostileNumbersBut("undefined"),
+      (v) =>
+        ledger.add({ memory: 9, byteOffset: 0, byteLength: 1 }, v as number),
+      {
+        snapshot: state,
+      },
+    );
+    assert.throws(
+      () => ledger.remove({ memory: 1, byteOffset: 0, byteLength: 100 }),
+      DoubleFreeError,
+    );
+    assert.equal(ledger.remove(a), 100);
+    assert.throws(() => ledger.remove(a), DoubleFreeError);
+    assert.deepEqual(state(), [200, 300, 1, 2]);
+  });
+
+  it("junkFill: offsets and lengths outside the memory are refused, nothing written", () => {
+    const memory = new ArrayBuffer(16);
+    const mock = { bytes: new Uint8Array(16) };
+    const state = () => [...new Uint8Array(memory), ...mock.bytes];
+    for (const m of [memory, mock]) {
+      refuse(
+        "junkFill(byteOffset)",
+        hostileNumbersBut(),
+        (v) => junkFill(m, v as number, 1),
+        { snapshot: state },
+      );
+      refuse(
+        "junkFill(byteLength)",
+        [...hostileNumbersBut(), { name: "17", value: 17 }],
+        (v) => junkFill(m, 0, v as number),
+        { snapshot: state },
+      );
+      assertRefused("junkFill(12 + 8 of 16)", () => junkFill(m, 12, 8), {
+        snapshot: state,
+        error: InvalidArgumentError,
+      });
+    }
+    assert.equal(junkFill(mock, 15, 1), true);
+    assert.equal(mock.bytes[15], JUNK_BYTE);
+    assert.equal(mock.bytes[14], 0);
+    assert.equal(junkFill({ gpu: true }, 0, 4), false);
+  });
+
+  it("collectByAge: NaN ages, mismatched arrays and hostile targets are refused before anything is released", () => {
+    const released: string[] = [];
+    const release = (c: string) => (released.push(c), true);
+    const cands = ["a", "b", "c"];
+    const snap = () => released.length;
+    refuse(
+      "collectByAge(ages[1])",
+      hostileNumbersBut("0.5", "1.5", "2^53", "2^53+2", "1e308"),
+      (v) => collectByAge(cands, [1, v as number, 2], [8, 8, 8], 8, release),
+      { snapshot: snap },
+    );
+    refuse(
+      "collectByAge(byteLengths[2])",
+      hostileNumbersBut(),
+      (v) => collectByAge(cands, [1, 2, 3], [8, 8, v as number], 8, release),
+      { snapshot: snap },
+    );
+    refuse(
+      "collectByAge(targetBytes)",
+      hostileNumbersBut("0.5", "1.5", "2^53", "2^53+2", "1e308", "Infinity"),
+      (v) => collectByAge(cands, [1, 2, 3], [8, 8, 8], v as number, release),
+      { snapshot: snap },
+    );
+    refuse(
+      "collectByAge(ages array)",
+      [
+        { name: "short", value: [1] },
+        { name: "long", value: [1, 2, 3, 4] },
+        ...hostileObjectsBut("[]"),
+      ],
+      (v) => collectByAge(cands, v as number[], [8, 8, 8], 8, release),
+      { snapshot: snap },
+    );
+    refuse(
+      "collectByAge(release)",
+      hostileObjectsBut("() => {}"),
+      (v) => collectByAge(cands, [1, 2, 3], [8, 8, 8], 8, v as never),
+      { snapshot: snap },
+    );
+    refuse(
+      "collectByAge(stopAtTarget)",
+      hostileFlags(),
+      (v) =>
+        collectByAge(cands, [1, 2, 3], [8, 8, 8], 8, release, {
+          stopAtTarget: v as boolean,
+        }),
+      { snapshot: snap },
+    );
+    assert.deepEqual(collectByAge(cands, [1, 2, 3], [8, 8, 8], 0.5, release), {
+      releasedBytes: 16,
+      releasedCount: 2,
+    });
+  });
+
+  it("alignUp, formatBytes, Device: values outside the contract, rounding at unit edges, -0", () => {
+    refuse(
+      "alignUp(value)",
+      hostileNumbersBut("2^53"),
+      (v) => alignUp(v as number, 8),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "alignUp(alignment)",
+      [...hostileNumbersBut("2^53"), { name: "0", value: 0 }, {
+        name: "3",
+        value: 3,
+      }],
+      (v) => alignUp(5, v as number),
+      { error: InvalidArgumentError },
+    );
+    assert.equal(alignUp(MAX, 8), 2 ** 53);
+    assert.equal(alignUp(-0, 8), 0);
+    assert.equal(formatBytes(1024 ** 2 - 1), "1.00 MiB");
+    assert.equal(formatBytes(1024 ** 3 - 1), "1.00 GiB");
+    assert.equal(formatBytes(1024 ** 4 - 1), "1.00 TiB");
+    assert.equal(formatBytes(-(1024 ** 2 - 1)), "-1.00 MiB");
+    assert.equal(formatBytes(1024 ** 2 - 6), "1023.99 KiB");
+    assert.equal(formatSize(1024 ** 2 - 1), "1.00 MiB");
+    assert.equal(formatBytes(-0), "0 bytes");
+    assert.equal(formatBytes(1023), "1023 bytes");
+    const cpu = Device.cpu();
+    for (const v of [null, undefined, "cpu:0", { type: "cpu", index: 0 }, 0]) {
+      assert.equal(cpu.equals(v as never), false);
+    }
+    assert.ok(Object.is(new Device("cpu", -0).index, 0));
+    assert.equal(new Device("cpu", -0).equals(cpu), true);
+    refuse(
+      "Device.parse",
+      [
+        ...hostileObjectsBut(),
+        { name: "cpu:65536", value: "cpu:65536" },
+        { name: "cpu:01", value: "cpu:01" },
+        { name: "CPU", value: "CPU" },
+        { name: " cpu", value: " cpu" },
+        { name: "cpu:-1", value: "cpu:-1" },
+        { name: "__proto__", value: "__proto__:0" },
+      ],
+      (v) => Device.parse(v as string),
+      { error: InvalidArgumentError, skip: ['"abc"'] },
+    );
+    refuse(
+      "new Device(index)",
+      hostileNumbersBut(),
+      (v) => new Device("cpu", v as number),
+      { error: InvalidArgumentError, skip: ["undefined"] },
+    );
+  });
+
+  it("LeakDetector refuses non-boolean captureStack; PoolStats.figure refuses unknown names; stats add up across pools", () => {
+    refuse(
+      "new LeakDetector(captureStack)",
+      hostileFlags(),
+      (v) => new LeakDetector({ captureStack: v as boolean }),
+      { error: InvalidArgumentError },
+    );
+    const stats = new PoolStats();
+    stats.reserved(true, 1, 2048);
+    stats.allocated(true, 512, 500, false);
+    stats.reserved(false, 1, 1 << 20);
+    stats.allocated(false, 4096, 4000, false);
+    const snap = () => JSON.stringify(stats.memoryStats(Infinity));
+    refuse(
+      "PoolStats.figure",
+      [
+        { name: "bogus", value: "bogus" },
+        { name: "__proto__", value: "__proto__" },
+        { name: "toString", value: "toString" },
+        ...hostileObjectsBut(),
+      ],
+      (v) => stats.figure(v as never),
+      { snapshot: snap, error: InvalidArgumentError },
+    );
+    const m = stats.memoryStats(Infinity);
+    for (
+      const name of [
+        "allocation",
+        "segment",
+        "allocatedBytes",
+        "reservedBytes",
+        "requestedBytes",
+      ] as const
+    ) {
+      const f = m[name];
+      assert.equal(
+        f.all.current,
+        f.smallPool.current + f.largePool.current,
+        name,
+      );
+      assert.equal(
+        f.all.allocated,
+        f.smallPool.allocated + f.largePool.allocated,
+        name,
+      );
+      assert.ok(f.all.peak >= f.all.current, name);
+    }
+    stats.freed(false, 4096);
+    stats.resetAccumulated();
+    const after = stats.figure("allocatedBytes");
+    assert.deepEqual(
+      [after.all.allocated, after.all.freed, after.all.current],
+      [0, 0, 512],
+    );
+    stats.resetPeak();
+    assert.equal(stats.figure("allocatedBytes").all.peak, 512);
+  });
+
+  it("tally", () => {
+    assert.ok(tally.entryPoints >= 20, `${tally.entryPoints} entry points`);
+    assert.ok(tally.calls >= 400, `${tally.calls} hostile calls`);
+  });
+});
