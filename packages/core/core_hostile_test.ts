@@ -10,6 +10,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  acquireSegment,
   alignUp,
   collectByAge,
   DataPtr,
@@ -17,7 +18,10 @@ import {
   Device,
   DoubleFreeError,
   FenceError,
+  finishSnapshot,
+  flattenMemoryStats,
   formatBytes,
+  formatMemorySummary,
   formatSize,
   IntrusivePtr,
   IntrusiveTarget,
@@ -26,11 +30,15 @@ import {
   junkFill,
   LeakDetector,
   ManualStream,
+  MockSegmentSource,
   PoolStats,
   PromiseFence,
   type Segment,
   SegmentLedger,
+  SegmentSourceError,
+  segmentTotals,
   Stat,
+  TraceRecorder,
   UniqueVoidPtr,
   UseAfterFreeError,
   WeakIntrusivePtr,
@@ -703,6 +711,187 @@ describe("@allot/core hostile", () => {
     );
     stats.resetPeak();
     assert.equal(stats.figure("allocatedBytes").all.peak, 512);
+  });
+
+  it("UniqueVoidPtr: a deleter that is not a function is refused when given, not when freeing", () => {
+    const bad = hostileObjectsBut("null", "() => {}", "undefined");
+    refuse(
+      "new UniqueVoidPtr(deleter)",
+      bad,
+      (v) => new UniqueVoidPtr({}, 1, v as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    let freed = 0;
+    const deleter = () => {
+      freed++;
+    };
+    const u = new UniqueVoidPtr({}, 1, deleter);
+    refuse(
+      "compareExchangeDeleter(next)",
+      [...bad, { name: "null", value: null }],
+      (v) => u.compareExchangeDeleter(deleter, v as never),
+      {
+        snapshot: () => u.getDeleter(),
+        error: InvalidArgumentError,
+      },
+    );
+    u.clear();
+    assert.equal(freed, 1);
+  });
+
+  it("history TraceRecorder refuses unknown actions, hostile numbers and flags, recording nothing", () => {
+    const h = new TraceRecorder({ maxEntries: 4 });
+    h.record("alloc", 0, 512, 500, 0, "t");
+    const state = () =>
+      JSON.stringify(h.entries().map((e) => ({ ...e, timeMs: 0 })));
+    refuse(
+      "record(action)",
+      [{ name: "bogus", value: "bogus" }, {
+        name: "__proto__",
+        value: "__proto__",
+      }, ...hostileObjectsBut()],
+      (v) => h.record(v as never, 0, 1, 1, 0),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    for (const at of [1, 2, 3, 4]) {
+      refuse(`record(arg ${at})`, hostileNumbersBut(), (v) => {
+        const args: [number, number, number, number] = [0, 1, 1, 0];
+        args[at - 1] = v as number;
+        h.record("alloc", ...args);
+      }, { snapshot: state, error: InvalidArgumentError });
+    }
+    refuse(
+      "record(tag)",
+      hostileObjectsBut("undefined", '"abc"'),
+      (v) => h.record("alloc", 0, 1, 1, 0, v as never),
+      {
+        snapshot: state,
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "new TraceRecorder(captureStack)",
+      hostileFlags(),
+      (v) => new TraceRecorder({ captureStack: v as boolean }),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "new TraceRecorder(options)",
+      hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+      (v) => new TraceRecorder(v as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "finishSnapshot(history)",
+      hostileObjectsBut("null"),
+      (v) => finishSnapshot("cpu:0", "x", [], v as never),
+      {
+        snapshot: state,
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "finishSnapshot(segments)",
+      hostileObjectsBut("[]"),
+      (v) => finishSnapshot("cpu:0", "x", v as never, h),
+      {
+        snapshot: state,
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "segmentTotals",
+      hostileObjectsBut("[]"),
+      (v) => segmentTotals(v as never),
+      { error: InvalidArgumentError },
+    );
+  });
+
+  it("formatMemorySummary and flattenMemoryStats refuse stats without figures; a hostile title stays on one line of the box", () => {
+    const stats = new PoolStats();
+    stats.reserved(false, 1, 1 << 20);
+    stats.allocated(false, 4096, 4000, false);
+    const m = stats.memoryStats(Infinity);
+    const broken = [
+      ...hostileObjectsBut("{}", "[]", "() => {}"),
+      { name: "{}", value: {} },
+      {
+        name: "no smallPool",
+        value: { ...m, allocation: { all: m.allocation.all } },
+      },
+      { name: "null oversize", value: { ...m, oversizeSegments: null } },
+    ];
+    refuse(
+      "formatMemorySummary(stats)",
+      broken,
+      (v) => formatMemorySummary(v as never),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "flattenMemoryStats(stats)",
+      broken,
+      (v) => flattenMemoryStats(v as never),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "formatMemorySummary(title)",
+      hostileObjectsBut("undefined", '"abc"'),
+      (v) => formatMemorySummary(m, { title: v as string }),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "formatMemorySummary(abbreviated)",
+      hostileFlags(),
+      (v) => formatMemorySummary(m, { abbreviated: v as boolean }),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    const plain = formatMemorySummary(m).split("\n");
+    const text = formatMemorySummary(m, {
+      title: "evil\ntitle\r|" + "x".repeat(200),
+    }).split("\n");
+    assert.equal(text.length, plain.length, "the title broke the table");
+    for (const row of text) assert.equal(row.length, 79, row);
+  });
+
+  it("acquireSegment: a segment whose fields throw is refused as a SegmentSourceError and handed back", () => {
+    const source = new MockSegmentSource({ capacityBytes: 1 << 20 });
+    let freed = 0;
+    const hostile = {
+      device: source.device,
+      alignment: source.alignment,
+      maxSegmentByteLength: source.maxSegmentByteLength,
+      capacityBytes: source.capacityBytes,
+      tryAllocateSegment: () => ({
+        memory: {},
+        byteOffset: 0,
+        get byteLength(): number {
+          throw new InjectedFault("byteLength");
+        },
+      }),
+      freeSegment: () => {
+        freed++;
+      },
+    };
+    assert.throws(
+      () => acquireSegment(hostile as never, 64, 64),
+      SegmentSourceError,
+    );
+    assert.equal(freed, 1);
+    const weird = { ...hostile, tryAllocateSegment: () => Symbol("segment") };
+    assert.throws(
+      () => acquireSegment(weird as never, 64, 64),
+      SegmentSourceError,
+    );
   });
 
   it("tally", () => {
