@@ -162,12 +162,23 @@ export function recordDevice<D extends DeviceLike>(
       const bits = typeof mode === "number" ? mode >>> 0 : 0;
       recorder.push({ op: "map", id, mode: bits }, false);
     }
+    let mapped: Promise<void>;
     try {
-      return method(this, "mapAsync").call(this, mode, ...rest);
+      mapped = method(this, "mapAsync").call(this, mode, ...rest);
     } catch (err) {
       note("mapAsync", err);
       throw err;
     }
+    // A map that fails later (the buffer was destroyed, the device lost) is
+    // noted too; the caller still gets the same rejection.
+    if (
+      mapped === null || typeof mapped !== "object" ||
+      typeof mapped.then !== "function"
+    ) return mapped;
+    return mapped.then(undefined, (err) => {
+      note("mapAsync", err);
+      throw err;
+    });
   }
   function unmap(this: BufferLike): void {
     try {

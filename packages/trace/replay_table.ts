@@ -54,6 +54,11 @@ export function _checkReplayReport(r: unknown): ReplayReport {
   return o;
 }
 
+/** held/live, or "-" when nothing was live (0/0 printed "NaN"). */
+function ratio(held: number, live: number): string {
+  return live > 0 ? (held / live).toFixed(2) : "-";
+}
+
 /** A plain-text side-by-side table of a replay. */
 export function formatReplay(r: ReplayReport): string {
   _checkReplayReport(r);
@@ -69,7 +74,7 @@ export function formatReplay(r: ReplayReport): string {
     rows.push([
       "your app (recorded)",
       formatBytes(r.recordedPeakReservedBytes),
-      (r.recordedPeakReservedBytes / r.peakRequestedBytes).toFixed(2),
+      ratio(r.recordedPeakReservedBytes, r.peakRequestedBytes),
       String(r.recordedBuffersCreated),
       "",
       "",
@@ -80,7 +85,7 @@ export function formatReplay(r: ReplayReport): string {
       p.error ? [p.name, "error: " + p.error, "", "", "", ""] : [
         p.name,
         formatBytes(p.peakReservedBytes),
-        (p.peakReservedBytes / r.peakRequestedBytes).toFixed(2),
+        ratio(p.peakReservedBytes, r.peakRequestedBytes),
         String(p.buffersCreated),
         String(p.buffersCreatedAfterFirstStep),
         p.nsPerOp.toFixed(0),

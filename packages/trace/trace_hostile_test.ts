@@ -12,8 +12,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvalidArgumentError } from "@allot/core";
 import {
+  formatReplay,
+  fromAllocatorSnapshot,
   memoryTimeline,
   parseTrace,
+  recordBufferPool,
   recordDevice,
   replayTrace,
   reportHtml,
@@ -22,7 +25,15 @@ import {
   TraceRecorder,
 } from "./mod.ts";
 import { main, readTraceFile } from "./cli.ts";
-import { assertRefused, hostileObjectsBut } from "../core/_test_hostile.ts";
+import {
+  assertRefused,
+  hostileNumbersBut,
+  hostileObjectsBut,
+  HostileTally,
+} from "../core/_test_hostile.ts";
+
+const tally = new HostileTally();
+const { refuse } = tally;
 
 const HEADER = `{"format":"allot-trace","version":1,"source":"hostile"}`;
 
@@ -211,5 +222,149 @@ describe("@allot/trace hostile", () => {
       "only the report's own scripts close",
     );
     assert.ok(html.includes("&lt;/script&gt;&lt;img"), "the title is escaped");
+  });
+  it("recordDevice notes a mapAsync that rejects later, and the caller still gets the rejection", async () => {
+    class Buffer {
+      constructor(readonly size: number, readonly usage: number) {}
+      destroy(): void {}
+      mapAsync(): Promise<void> {
+        return Promise.reject(new Error("device lost"));
+      }
+      unmap(): void {}
+    }
+    class Device {
+      queue = new (class {
+        submit(): void {}
+        writeBuffer(): void {}
+      })();
+      createBuffer(d: { size: number; usage: number }) {
+        return new Buffer(d.size, d.usage);
+      }
+    }
+    const device = new Device();
+    const rec = recordDevice(device as never, { stacks: "none" });
+    const b = device.createBuffer({ size: 64, usage: 1 });
+    await assert.rejects(b.mapAsync(), /device lost/);
+    rec.stop();
+    const events = parseTrace(rec.recorder.toJsonLines()).events;
+    assert.deepEqual(events.map((e) => e.op), ["create", "map", "error"]);
+    assert.match(JSON.stringify(events[2]), /mapAsync.*device lost/);
+  });
+
+  it("recordBufferPool gives a pool its own methods back on stop, and refuses a pool already recorded", () => {
+    const device = new (class {
+      queue = new (class {
+        submit(): void {}
+        writeBuffer(): void {}
+      })();
+      createBuffer(d: { size: number; usage: number }) {
+        return { size: d.size, usage: d.usage };
+      }
+    })();
+    const rec = recordDevice(device as never, { stacks: "none" });
+    const acquireBuffer = (size: number) => ({ size });
+    const releaseBuffer = () => {};
+    const pool = { acquireBuffer, releaseBuffer };
+    const stop = recordBufferPool(pool, rec);
+    assertRefused(
+      "recordBufferPool(twice)",
+      () => recordBufferPool(pool, rec),
+      {
+        snapshot: () => [
+          pool.acquireBuffer === acquireBuffer,
+          rec.recorder.events.length,
+        ],
+        error: InvalidArgumentError,
+      },
+    );
+    const x = pool.acquireBuffer(16);
+    pool.releaseBuffer();
+    stop();
+    stop();
+    assert.equal(
+      pool.acquireBuffer,
+      acquireBuffer,
+      "stop() deleted the pool's own method",
+    );
+    assert.equal(pool.releaseBuffer, releaseBuffer);
+    assert.deepEqual(x, { size: 16 });
+    const again = recordBufferPool(pool, rec); // recordable again once stopped
+    again();
+    rec.stop();
+  });
+
+  it("fromAllocatorSnapshot refuses entries the trace format cannot hold, instead of writing an invalid trace", () => {
+    const entry = {
+      action: "alloc",
+      address: 0,
+      byteLength: 512,
+      requestedByteLength: 500,
+      timeMs: 1,
+    };
+    const ok = fromAllocatorSnapshot({ history: [entry] });
+    assert.equal(ok.events.length, 1);
+    for (
+      const field of [
+        "address",
+        "byteLength",
+        "requestedByteLength",
+        "timeMs",
+      ] as const
+    ) {
+      refuse(
+        `fromAllocatorSnapshot(${field})`,
+        hostileNumbersBut(
+          ...(field === "timeMs"
+            ? ["0.5", "1.5", "2^53", "2^53+2", "1e308", "-1", "-2^53"]
+            : []),
+          ...(field === "requestedByteLength" ? ["undefined"] : []),
+        ),
+        (v) => fromAllocatorSnapshot({ history: [{ ...entry, [field]: v }] }),
+        { error: InvalidArgumentError },
+      );
+    }
+    refuse(
+      "fromAllocatorSnapshot(tag)",
+      hostileObjectsBut("undefined", '"abc"'),
+      (v) =>
+        fromAllocatorSnapshot({ history: [{ ...entry, tag: v as string }] }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "fromAllocatorSnapshot(droppedEntries)",
+      hostileNumbersBut("undefined", "null"),
+      (v) =>
+        fromAllocatorSnapshot({
+          history: [entry],
+          droppedEntries: v as number,
+        }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "fromAllocatorSnapshot(source)",
+      hostileObjectsBut("undefined", '"abc"'),
+      (v) => fromAllocatorSnapshot({ history: [entry] }, v as string),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "fromAllocatorSnapshot(entry)",
+      hostileObjectsBut("{}", "[]", "() => {}"),
+      (v) => fromAllocatorSnapshot({ history: [v as never] }),
+      { error: InvalidArgumentError },
+    );
+  });
+
+  it("formatReplay prints no NaN for a trace with nothing live", () => {
+    const trace = parseTrace(
+      `${HEADER}\n{"t":0,"op":"create","id":0,"size":0,"usage":128}`,
+    );
+    const text = formatReplay(replayTrace(trace));
+    assert.ok(!text.includes("NaN"), text);
+    const empty = parseTrace(`${HEADER}\n{"t":0,"op":"step"}`);
+    assert.ok(!formatReplay(replayTrace(empty)).includes("NaN"));
+  });
+
+  it("tally", () => {
+    assert.ok(tally.entryPoints >= 8, `${tally.entryPoints} entry points`);
   });
 });
