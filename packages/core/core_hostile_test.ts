@@ -12,6 +12,7 @@ import fc from "fast-check";
 import {
   acquireSegment,
   alignUp,
+  captureCallStack,
   collectByAge,
   DataPtr,
   DeferredFrees,
@@ -21,11 +22,13 @@ import {
   finishSnapshot,
   flattenMemoryStats,
   formatBytes,
+  formatCallStack,
   formatMemorySummary,
   formatSize,
   IntrusivePtr,
   IntrusiveTarget,
   InvalidArgumentError,
+  isAllotFrame,
   JUNK_BYTE,
   junkFill,
   LeakDetector,
@@ -892,6 +895,123 @@ describe("@allot/core hostile", () => {
       () => acquireSegment(weird as never, 64, 64),
       SegmentSourceError,
     );
+  });
+
+  it("call stacks: hostile frame counts and frames are refused; maxFrames 0 captures none", () => {
+    assert.deepEqual(captureCallStack({ maxFrames: 0 }), []);
+    assert.equal(captureCallStack({ maxFrames: 1 }).length, 1);
+    const counts = hostileNumbersBut("undefined", "null").concat({
+      name: "10001",
+      value: 10_001,
+    });
+    refuse(
+      "captureCallStack(maxFrames)",
+      counts,
+      (v) => captureCallStack({ maxFrames: v as number }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "captureCallStack(skipFrames)",
+      counts,
+      (v) => captureCallStack({ skipFrames: v as number }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "captureCallStack(options)",
+      hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+      (v) => captureCallStack(v as never),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "isAllotFrame",
+      hostileObjectsBut('"abc"'),
+      (v) => isAllotFrame(v as string),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "formatCallStack",
+      [...hostileObjectsBut("[]"), { name: "[null]", value: [null] }, {
+        name: "[{text: 1}]",
+        value: [{ text: 1, allot: false }],
+      }],
+      (v) => formatCallStack(v as never),
+      { error: InvalidArgumentError },
+    );
+    assert.equal(
+      formatCallStack([{ text: "a", allot: true }, {
+        text: "b",
+        allot: false,
+      }]),
+      "b\n[allot] a",
+    );
+  });
+
+  it("MockSegmentSource: hostile options, failure counts and request flags are refused, changing nothing", () => {
+    refuse(
+      "new MockSegmentSource(options)",
+      hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+      (v) => new MockSegmentSource(v as never),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "new MockSegmentSource(backed)",
+      hostileFlags(),
+      (v) => new MockSegmentSource({ backed: v as boolean }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "new MockSegmentSource(device)",
+      [...hostileObjectsBut("undefined", "null"), {
+        name: "cpu:0 string",
+        value: "cpu:0",
+      }],
+      (v) => new MockSegmentSource({ device: v as never }),
+      { error: InvalidArgumentError },
+    );
+    const source = new MockSegmentSource({
+      capacityBytes: 1 << 20,
+      backed: true,
+    });
+    const live = source.tryAllocateSegment(4096)!;
+    const state = () => [
+      source.reservedBytes,
+      source.allocationCount,
+      source.failureCount,
+      source.liveSegmentCount,
+    ];
+    refuse(
+      "failNext",
+      hostileNumbersBut("undefined"),
+      (v) => source.failNext(v as number),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    refuse(
+      "throwNext",
+      hostileNumbersBut("undefined"),
+      (v) => source.throwNext(v as number),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    source.failNext(1);
+    refuse(
+      "tryAllocateSegment(resizable)",
+      hostileFlags(),
+      (v) => source.tryAllocateSegment(256, { resizable: v as boolean }),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    refuse(
+      "tryAllocateSegment(hostVisible)",
+      hostileFlags(),
+      (v) => source.tryAllocateSegment(256, { hostVisible: v as boolean }),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    assert.equal(
+      source.tryAllocateSegment(256),
+      undefined,
+      "the armed failure was used by a refused call",
+    );
+    assert.ok(source.tryAllocateSegment(256) !== undefined);
+    source.freeSegment(live);
+    assert.throws(() => source.freeSegment(live), DoubleFreeError);
   });
 
   it("tally", () => {

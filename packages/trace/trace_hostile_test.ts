@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvalidArgumentError } from "@allot/core";
 import {
+  captureStack,
   formatReplay,
   fromAllocatorSnapshot,
   memoryTimeline,
@@ -362,6 +363,11 @@ describe("@allot/trace hostile", () => {
     assert.ok(!text.includes("NaN"), text);
     const empty = parseTrace(`${HEADER}\n{"t":0,"op":"step"}`);
     assert.ok(!formatReplay(replayTrace(empty)).includes("NaN"));
+  });
+
+  it("captureStack with depth 0 captures no frame", () => {
+    assert.deepEqual(captureStack({ depth: 0 }), []);
+    assert.equal(captureStack({ depth: 1 }).length, 1);
   });
 
   it("tally", () => {
