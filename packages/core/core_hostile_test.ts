@@ -1014,6 +1014,124 @@ describe("@allot/core hostile", () => {
     assert.throws(() => source.freeSegment(live), DoubleFreeError);
   });
 
+  it("intrusive counts model: random clone/weak/lock/release (twice too) keep PyTorch's counts; releaseResources runs once, at the last strong release", () => {
+    type Op =
+      | {
+        k: "clone" | "weak" | "lock" | "releaseStrong" | "releaseWeak";
+        i: number;
+      }
+      | { k: "dispose"; i: number };
+    const op = fc.record({
+      k: fc.constantFrom(
+        "clone",
+        "weak",
+        "lock",
+        "releaseStrong",
+        "releaseWeak",
+        "dispose",
+      ),
+      i: fc.nat(),
+    }) as fc.Arbitrary<Op>;
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
+        let released = 0;
+        class T extends IntrusiveTarget {
+          protected override releaseResources(): void {
+            released++;
+          }
+        }
+        const t = new T();
+        const strong: IntrusivePtr<T>[] = [IntrusivePtr.make(t)];
+        const weak: WeakIntrusivePtr<T>[] = [];
+        let liveStrong = 1, liveWeak = 0;
+        const pick = <X>(a: X[], i: number) =>
+          a.length === 0 ? undefined : a[i % a.length];
+        for (const o of ops) {
+          const s = pick(strong, o.i), w = pick(weak, o.i);
+          switch (o.k) {
+            case "clone":
+              if (!s) break;
+              if (s.released) assert.throws(() => s.clone(), UseAfterFreeError);
+              else strong.push(s.clone()), liveStrong++;
+              break;
+            case "weak":
+              if (!s) break;
+              if (s.released) assert.throws(() => s.weak(), UseAfterFreeError);
+              else weak.push(s.weak()), liveWeak++;
+              break;
+            case "lock": {
+              if (!w) break;
+              if (w.released) {
+                assert.throws(() => w.lock(), UseAfterFreeError);
+                break;
+              }
+              const l = w.lock();
+              if (liveStrong === 0) assert.equal(l, undefined, "resurrected");
+              else strong.push(l!), liveStrong++;
+              break;
+            }
+            case "releaseStrong":
+              if (!s) break;
+              if (s.released) assert.throws(() => s.release(), DoubleFreeError);
+              else s.release(), liveStrong--;
+              break;
+            case "releaseWeak":
+              if (!w) break;
+              if (w.released) assert.throws(() => w.release(), DoubleFreeError);
+              else w.release(), liveWeak--;
+              break;
+            case "dispose":
+              if (!s) break;
+              if (!s.released) liveStrong--;
+              s[Symbol.dispose](); // never throws, never twice
+              break;
+          }
+          assert.equal(t.useCount, liveStrong);
+          assert.equal(t.weakUseCount, liveWeak + (liveStrong > 0 ? 1 : 0));
+          assert.equal(released, liveStrong === 0 ? 1 : 0);
+          assert.equal(t.finished, liveStrong === 0 && liveWeak === 0);
+        }
+      }),
+      { numRuns: modelRuns(300) },
+    );
+  });
+
+  it("LeakDetector.watch refuses hostile handles and infos, changing nothing", () => {
+    const d = new LeakDetector();
+    const kept = {};
+    d.watch(kept, { label: "kept", byteLength: 8 });
+    const state = () => [d.watching, d.leaks.length, d.leakedBytes];
+    refuse(
+      "watch(handle)",
+      hostileObjectsBut("{}", "[]", "() => {}", "trap proxy"),
+      (v) => d.watch(v as object, { label: "x" }),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    refuse(
+      "watch(info)",
+      hostileObjectsBut("trap proxy"),
+      (v) => d.watch({}, v as never),
+      { snapshot: state },
+    );
+    refuse(
+      "watch(byteLength)",
+      hostileNumbersBut("undefined"),
+      (v) => d.watch({}, { label: "x", byteLength: v as number }),
+      { snapshot: state },
+    );
+    refuse(
+      "watch(label)",
+      hostileObjectsBut('"abc"', "trap proxy"),
+      (v) => d.watch({}, { label: v as string }),
+      { snapshot: state },
+    );
+    d.watch(kept, { label: "again" }); // a second watch replaces the first
+    assert.equal(d.watching, 1);
+    assert.equal(d.forget(kept), true);
+    assert.equal(d.forget(kept), false);
+    assert.equal(d.watching, 0);
+  });
+
   it("tally", () => {
     assert.ok(tally.entryPoints >= 20, `${tally.entryPoints} entry points`);
     assert.ok(tally.calls >= 400, `${tally.calls} hostile calls`);

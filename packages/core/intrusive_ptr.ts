@@ -353,6 +353,11 @@ export class WeakIntrusivePtr<T extends IntrusiveTarget> {
     return weakOf(this.#target);
   }
 
+  /** Whether this weak reference was released (as {@linkcode IntrusivePtr.released}). */
+  get released(): boolean {
+    return this.#released;
+  }
+
   /** Whether the strong count reached zero. */
   get expired(): boolean {
     return strongOf(this.#target) === 0;
