@@ -15,12 +15,14 @@ import {
   captureStack,
   formatReplay,
   fromAllocatorSnapshot,
+  memoryReport,
   memoryTimeline,
   parseTrace,
   recordBufferPool,
   recordDevice,
   replayTrace,
   reportHtml,
+  tagGroups,
   timelineSvg,
   TraceFormatError,
   TraceRecorder,
@@ -28,6 +30,7 @@ import {
 import { main, readTraceFile } from "./cli.ts";
 import {
   assertRefused,
+  hostileFlags,
   hostileNumbersBut,
   hostileObjectsBut,
   HostileTally,
@@ -368,6 +371,43 @@ describe("@allot/trace hostile", () => {
   it("captureStack with depth 0 captures no frame", () => {
     assert.deepEqual(captureStack({ depth: 0 }), []);
     assert.equal(captureStack({ depth: 1 }).length, 1);
+  });
+
+  it("tagGroups puts a zero-byte allocation in its own tag's group, never another's", () => {
+    const trace = parseTrace([
+      HEADER,
+      `{"t":0,"op":"alloc","id":0,"size":0,"tag":"z"}`,
+      `{"t":1,"op":"alloc","id":1,"size":8,"tag":"y"}`,
+      `{"t":2,"op":"alloc","id":2,"size":0}`,
+    ].join("\n"));
+    const tl = memoryTimeline(trace);
+    const { group, names } = tagGroups(tl);
+    const nameOf = (i: number) => names[group[i]];
+    assert.deepEqual([nameOf(0), nameOf(1), nameOf(2)], ["z", "y", "(no tag)"]);
+    assert.equal(names[0], "y", "the tag with bytes ranks first");
+    const one = tagGroups(tl, 1);
+    assert.deepEqual([...one.group].map((g) => one.names[g]), [
+      "other",
+      "y",
+      "other",
+    ]);
+  });
+
+  it("memoryReport refuses a non-boolean replay option", () => {
+    const trace = parseTrace(
+      `${HEADER}\n{"t":0,"op":"create","id":0,"size":8,"usage":128}`,
+    );
+    refuse(
+      "memoryReport(replay)",
+      hostileFlags(),
+      (v) => memoryReport(trace, { replay: v as boolean }),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    assert.ok(
+      memoryReport(trace, { replay: false }).includes('"whatIf":null'),
+    );
   });
 
   it("tally", () => {
