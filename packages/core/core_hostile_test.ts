@@ -25,6 +25,7 @@ import {
   formatCallStack,
   formatMemorySummary,
   formatSize,
+  hostBuffer,
   IntrusivePtr,
   IntrusiveTarget,
   InvalidArgumentError,
@@ -56,6 +57,7 @@ import {
 import { FaultyFence, InjectedFault, modelRuns } from "./_test_faults.ts";
 
 const tally = new HostileTally();
+const hostObjectsForBuffer = () => hostileObjectsBut("trap proxy");
 const { refuse } = tally;
 const MAX = Number.MAX_SAFE_INTEGER;
 
@@ -1130,6 +1132,41 @@ describe("@allot/core hostile", () => {
     assert.equal(d.forget(kept), true);
     assert.equal(d.forget(kept), false);
     assert.equal(d.watching, 0);
+  });
+
+  it("host-memory look-alikes (Object.create of ArrayBuffer, SharedArrayBuffer, WebAssembly.Memory) are refused with a typed error", () => {
+    const fakes = [
+      { name: "fake ArrayBuffer", value: Object.create(ArrayBuffer.prototype) },
+      {
+        name: "fake SharedArrayBuffer",
+        value: Object.create(SharedArrayBuffer.prototype),
+      },
+      {
+        name: "fake WebAssembly.Memory",
+        value: Object.create(WebAssembly.Memory.prototype),
+      },
+    ];
+    refuse(
+      "new DataPtr(look-alike memory)",
+      fakes,
+      (v) => new DataPtr(v, 0, 0, Device.cpu()),
+      { error: InvalidArgumentError },
+    );
+    refuse("junkFill(look-alike memory)", fakes, (v) => junkFill(v, 0, 0), {
+      error: InvalidArgumentError,
+    });
+    refuse(
+      "hostBuffer",
+      [fakes[2], ...hostObjectsForBuffer()],
+      (v) => hostBuffer(v as never),
+      { error: InvalidArgumentError },
+    );
+    const wasm = new WebAssembly.Memory({ initial: 1 });
+    assert.equal(new DataPtr(wasm, 0, 65536, Device.cpu()).byteLength, 65536);
+    assert.throws(
+      () => new DataPtr(wasm, 0, 65537, Device.cpu()),
+      InvalidArgumentError,
+    );
   });
 
   it("tally", () => {

@@ -46,7 +46,16 @@ export function junkFill(
   validateByteLength(byteLength, MAX_BYTE_LENGTH - byteOffset, "byteLength");
   if (isHostMemory(memory)) {
     const buffer = hostBuffer(memory);
-    checkEnd(byteOffset, byteLength, buffer.byteLength);
+    let limit: number;
+    try {
+      limit = buffer.byteLength;
+    } catch {
+      throw new InvalidArgumentError(
+        "Cannot junk-fill: memory is an ArrayBuffer look-alike (its byteLength cannot be read)",
+        { name: "memory", value: memory, limit: "HostMemory" },
+      );
+    }
+    checkEnd(byteOffset, byteLength, limit);
     new Uint8Array(buffer, byteOffset, byteLength).fill(JUNK_BYTE);
     return true;
   }
