@@ -274,6 +274,33 @@ describe("@allot/core hostile", () => {
     );
   });
 
+  it("DeferredFrees: a fence whose completed getter re-enters poll() and defer() neither recurses nor loses the new item", () => {
+    const s = new ManualStream();
+    const out: string[] = [];
+    const frees: DeferredFrees<Item> = new DeferredFrees<Item>((i) =>
+      out.push(i.name)
+    );
+    let reads = 0;
+    const fence = {
+      get completed(): boolean {
+        reads++;
+        frees.poll();
+        if (reads === 1) {
+          frees.defer({ name: "late", waitingFences: 0 }, [s.id], [s.fence()]);
+        }
+        return true;
+      },
+      wait: () => Promise.resolve(),
+    };
+    frees.defer({ name: "a", waitingFences: 0 }, [7], [fence]);
+    frees.poll();
+    assert.deepEqual(out, ["a"]);
+    s.completeAll();
+    frees.poll();
+    assert.deepEqual(out, ["a", "late"]);
+    assert.equal(frees.count, 0);
+  });
+
   it("DeferredFrees model: throwing, re-entering callbacks and faulty fences release each item once, never early", () => {
     fc.assert(
       fc.property(

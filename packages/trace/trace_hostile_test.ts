@@ -14,6 +14,7 @@ import { InvalidArgumentError } from "@allot/core";
 import {
   captureStack,
   formatReplay,
+  formatTrace,
   fromAllocatorSnapshot,
   memoryReport,
   memoryTimeline,
@@ -408,6 +409,49 @@ describe("@allot/trace hostile", () => {
     assert.ok(
       memoryReport(trace, { replay: false }).includes('"whatIf":null'),
     );
+  });
+
+  it("formatTrace refuses events it would not write as validated (toJSON, BigInt, cycles); parseTrace skips a byte order mark", () => {
+    const header = { format: "allot-trace", version: 1 } as const;
+    const ev = { t: 0, op: "step" };
+    const cyclic: Record<string, unknown> = { ...ev };
+    cyclic.self = cyclic;
+    const bad = [
+      {
+        name: "toJSON event",
+        value: { ...ev, toJSON: () => ({ t: -1, op: "bogus" }) },
+      },
+      { name: "BigInt field", value: { ...ev, extra: 1n } },
+      { name: "cycle", value: cyclic },
+      {
+        name: "toJSON frame",
+        value: {
+          t: 0,
+          op: "stack",
+          sid: 0,
+          frames: [{ at: "x", kind: "user", toJSON: () => 5 }],
+        },
+      },
+    ];
+    refuse(
+      "formatTrace(event)",
+      bad,
+      (v) => formatTrace({ header, events: [v] } as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+    refuse(
+      "formatTrace(header)",
+      [{ name: "toJSON header", value: { ...header, toJSON: () => ({}) } }, {
+        name: "BigInt meta",
+        value: { ...header, meta: { n: 1n } },
+      }],
+      (v) => formatTrace({ header: v, events: [] } as never),
+      { error: InvalidArgumentError },
+    );
+    const text = formatTrace({ header, events: [ev] } as never);
+    assert.equal(parseTrace("\uFEFF" + text).events.length, 1);
   });
 
   it("tally", () => {
