@@ -45,6 +45,9 @@ import {
   TraceRecorder,
   UniqueVoidPtr,
   UseAfterFreeError,
+  validateByteLength,
+  validateCapacity,
+  validateInteger,
   WeakIntrusivePtr,
 } from "./mod.ts";
 import {
@@ -1194,6 +1197,21 @@ describe("@allot/core hostile", () => {
       () => new DataPtr(wasm, 0, 65537, Device.cpu()),
       InvalidArgumentError,
     );
+  });
+
+  it("validators: -0 comes back as 0, so stored options compare equal to 0", () => {
+    for (
+      const v of [
+        validateByteLength(-0),
+        validateInteger(-0, 0, 4, "n"),
+        validateCapacity(-0),
+        alignUp(-0, 8),
+      ]
+    ) {
+      assert.ok(Object.is(v, 0), String(v));
+    }
+    const source = new MockSegmentSource({ capacityBytes: -0 });
+    assert.ok(Object.is(source.capacityBytes, 0));
   });
 
   it("tally", () => {

@@ -128,7 +128,7 @@ export function validateFlag(
  * @param value The byte length to check.
  * @param max The largest accepted value.
  * @param name Name of the argument, used in the message.
- * @returns The value, unchanged.
+ * @returns The value (`-0` as `0`).
  * @throws {InvalidArgumentError} When the value is not an integer in `[0, max]`.
  *
  * @example
@@ -160,7 +160,7 @@ export function validateByteLength(
       { name, value, limit: max },
     );
   }
-  return value;
+  return value + 0; // -0 is 0
 }
 
 /**
@@ -170,7 +170,7 @@ export function validateByteLength(
  * @param min The smallest accepted value.
  * @param max The largest accepted value.
  * @param name Name of the argument, used in the message.
- * @returns The value, unchanged.
+ * @returns The value (`-0` as `0`).
  * @throws {InvalidArgumentError} When the value is not an integer in range.
  *
  * @example
@@ -196,7 +196,7 @@ export function validateInteger(
       { name, value, limit: [min, max] },
     );
   }
-  return value;
+  return value + 0; // -0 is 0
 }
 
 /**
@@ -329,5 +329,5 @@ export function validateCapacity(
       { name, value, limit: MAX_BYTE_LENGTH },
     );
   }
-  return value;
+  return value + 0; // -0 is 0
 }
