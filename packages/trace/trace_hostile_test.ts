@@ -454,6 +454,27 @@ describe("@allot/trace hostile", () => {
     assert.equal(parseTrace("\uFEFF" + text).events.length, 1);
   });
 
+  it("TraceRecorder copies meta when made: later changes never reach the header, non-JSON meta is refused", () => {
+    const meta: Record<string, unknown> = { model: "mlp" };
+    const r = new TraceRecorder({ meta, stacks: "none" });
+    meta.model = "changed";
+    meta.n = 1n;
+    assert.equal(parseTrace(r.toJsonLines()).header.meta?.model, "mlp");
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    refuse(
+      "new TraceRecorder(meta)",
+      [
+        { name: "BigInt", value: { n: 1n } },
+        { name: "cycle", value: cyclic },
+        { name: "toJSON number", value: { toJSON: () => 5 } },
+        ...hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+      ],
+      (v) => new TraceRecorder({ meta: v as never }),
+      { error: InvalidArgumentError },
+    );
+  });
+
   it("tally", () => {
     assert.ok(tally.entryPoints >= 8, `${tally.entryPoints} entry points`);
   });

@@ -96,7 +96,23 @@ export class TraceRecorder {
         );
       }
     }
-    if (options.meta !== undefined) validateObject(options.meta, "meta");
+    let meta: Record<string, unknown> | undefined;
+    if (options.meta !== undefined) {
+      validateObject(options.meta, "meta");
+      // a copy, taken now: a later change to the caller's object, or a
+      // value JSON cannot hold, never reaches the header
+      try {
+        meta = JSON.parse(JSON.stringify(options.meta));
+      } catch (error) {
+        throw new InvalidArgumentError(
+          `Invalid meta: must be plain JSON data (${
+            (error as Error)?.message
+          })`,
+          { name: "meta", value: options.meta, limit: "plain JSON data" },
+        );
+      }
+      validateObject(meta, "meta");
+    }
     this.#stacks = stacks;
     this.#capture = capture;
     this.#now = now;
@@ -106,7 +122,7 @@ export class TraceRecorder {
       version: TRACE_VERSION,
       ...(options.source !== undefined ? { source: options.source } : {}),
       created: new Date().toISOString(),
-      ...(options.meta !== undefined ? { meta: options.meta } : {}),
+      ...(meta !== undefined ? { meta } : {}),
     };
   }
 
