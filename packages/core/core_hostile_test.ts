@@ -37,6 +37,7 @@ import {
   MockSegmentSource,
   PoolStats,
   PromiseFence,
+  resizeSegment,
   type Segment,
   SegmentLedger,
   SegmentSourceError,
@@ -922,6 +923,29 @@ describe("@allot/core hostile", () => {
       SegmentSourceError,
     );
     assert.equal(freed, 1);
+    const resizer = {
+      ...hostile,
+      tryResizeSegment: () => ({
+        memory: {},
+        byteOffset: 0,
+        get byteLength(): number {
+          throw new InjectedFault("byteLength");
+        },
+      }),
+    };
+    const seg = { memory: {}, byteOffset: 0, byteLength: 64 };
+    assert.throws(
+      () => resizeSegment(resizer as never, seg, 128, 128),
+      SegmentSourceError,
+    );
+    const mover = {
+      ...hostile,
+      tryResizeSegment: () => ({ memory: {}, byteOffset: 0, byteLength: 128 }),
+    };
+    assert.throws(
+      () => resizeSegment(mover as never, seg, 128, 128),
+      SegmentSourceError,
+    );
     const weird = { ...hostile, tryAllocateSegment: () => Symbol("segment") };
     assert.throws(
       () => acquireSegment(weird as never, 64, 64),

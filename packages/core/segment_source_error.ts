@@ -168,15 +168,25 @@ export function resizeSegment<M>(
     );
   }
   if (resized === undefined || resized === null) return undefined;
-  if (
-    typeof resized !== "object" || resized.memory !== segment.memory ||
-    resized.byteOffset !== segment.byteOffset ||
-    resized.byteLength !== byteLength
-  ) {
+  let moved = true, got: unknown = undefined, cause: unknown = undefined;
+  try {
+    if (typeof resized === "object") {
+      got = resized.byteLength;
+      moved = resized.memory !== segment.memory ||
+        resized.byteOffset !== segment.byteOffset || got !== byteLength;
+    }
+  } catch (error) {
+    // a segment whose fields throw when read is refused like a moved one
+    cause = error;
+  }
+  if (moved) {
     throw new SegmentSourceError(
       `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} resized a ${segment.byteLength}-byte segment to ${
-        typeof resized === "object" ? String(resized.byteLength) : "nothing"
+        typeof resized === "object" && cause === undefined
+          ? describeValue(got)
+          : "nothing"
       } bytes (asked ${byteLength}), or moved it`,
+      cause === undefined ? undefined : { cause },
     );
   }
   return resized;
