@@ -12,6 +12,7 @@ import fc from "fast-check";
 import {
   acquireSegment,
   alignUp,
+  AllocatorBase,
   captureCallStack,
   collectByAge,
   DataPtr,
@@ -1236,6 +1237,51 @@ describe("@allot/core hostile", () => {
     }
     const source = new MockSegmentSource({ capacityBytes: -0 });
     assert.ok(Object.is(source.capacityBytes, 0));
+  });
+
+  it("AllocatorBase.copyData and clone: a resizable buffer shrunk under a place is refused with a typed error; overlapping copies are exact", () => {
+    class Host extends AllocatorBase<ArrayBuffer, number> {
+      readonly device = Device.cpu();
+      readonly buffer = new ArrayBuffer(64, { maxByteLength: 64 });
+      allocate(byteLength: number): DataPtr<ArrayBuffer, number> {
+        return new DataPtr(this.buffer, 0, byteLength, this.device);
+      }
+    }
+    const a = new Host();
+    const bytes = new Uint8Array(a.buffer);
+    bytes.forEach((_, i) => (bytes[i] = i));
+    const src = a.allocate(32);
+    const dest = new DataPtr<ArrayBuffer, number>(a.buffer, 8, 32, a.device);
+    a.copyData(dest, src, 32); // overlapping, forward
+    assert.deepEqual(
+      [...bytes.subarray(8, 40)],
+      Array.from({ length: 32 }, (_, i) => i),
+    );
+    a.buffer.resize(16);
+    const state = () => [...new Uint8Array(a.buffer)];
+    assertRefused("copyData(shrunk)", () => a.copyData(dest, src, 32), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    assertRefused("clone(shrunk)", () => a.clone(src), {
+      snapshot: state,
+      error: InvalidArgumentError,
+    });
+    refuse(
+      "copyData(byteLength)",
+      [...hostileNumbersBut(), { name: "33", value: 33 }],
+      (v) => a.copyData(dest, src, v as number),
+      { snapshot: state },
+    );
+    refuse(
+      "copyData(dest)",
+      [...hostileObjectsBut(), {
+        name: "look-alike",
+        value: { byteLength: 8, byteOffset: 0, memory: a.buffer },
+      }],
+      (v) => a.copyData(v as never, src, 0),
+      { snapshot: state, error: InvalidArgumentError },
+    );
   });
 
   it("tally", () => {
