@@ -22,8 +22,12 @@ export function _checkReplayReport(r: unknown): ReplayReport {
       badReport(`${k} must be a number or undefined`, o[k]);
     }
   }
-  for (const k of ["usage", "from"] as const) {
-    if (typeof o[k] !== "string") badReport(`${k} must be a string`, o[k]);
+  // written into the report's page: only the values a replay gives
+  if (o.usage !== "all" && o.usage !== "storage") {
+    badReport('usage must be "all" or "storage"', o.usage);
+  }
+  if (o.from !== "alloc" && o.from !== "create") {
+    badReport('from must be "alloc" or "create"', o.from);
   }
   if (!Array.isArray(o.policies)) {
     badReport("policies must be an array", o.policies);

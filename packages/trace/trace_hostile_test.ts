@@ -475,6 +475,39 @@ describe("@allot/trace hostile", () => {
     );
   });
 
+  it("reportHtml refuses a whatIf whose usage or from would be written into the page unescaped", () => {
+    const trace = parseTrace(
+      `${HEADER}\n{"t":0,"op":"create","id":0,"size":8,"usage":128}`,
+    );
+    const tl = memoryTimeline(trace);
+    const whatIf = replayTrace(trace);
+    const evil = "<img src=x onerror=alert(1)>";
+    refuse(
+      "reportHtml(whatIf.usage)",
+      [
+        { name: "html", value: evil },
+        { name: "most", value: "most" },
+        ...hostileObjectsBut(),
+      ],
+      (v) => reportHtml(tl, { whatIf: { ...whatIf, usage: v } as never }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "reportHtml(whatIf.from)",
+      [{ name: "html", value: evil }, ...hostileObjectsBut()],
+      (v) => reportHtml(tl, { whatIf: { ...whatIf, from: v } as never }),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "formatReplay(usage)",
+      [{ name: "html", value: evil }],
+      (v) => formatReplay({ ...whatIf, usage: v } as never),
+      {
+        error: InvalidArgumentError,
+      },
+    );
+  });
+
   it("tally", () => {
     assert.ok(tally.entryPoints >= 8, `${tally.entryPoints} entry points`);
   });
