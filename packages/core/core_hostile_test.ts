@@ -44,6 +44,7 @@ import {
   SegmentSourceError,
   segmentTotals,
   Stat,
+  StatRecount,
   TraceRecorder,
   UniqueVoidPtr,
   UseAfterFreeError,
@@ -1282,6 +1283,36 @@ describe("@allot/core hostile", () => {
       (v) => a.copyData(v as never, src, 0),
       { snapshot: state, error: InvalidArgumentError },
     );
+  });
+
+  it('StatRecount.add refuses prototype keys and unknown figures ("__proto__" wrote into Object.prototype)', () => {
+    const r = new StatRecount();
+    const state = () => JSON.stringify(r.counts);
+    refuse(
+      "StatRecount.add(name)",
+      [
+        { name: "__proto__", value: "__proto__" },
+        { name: "constructor", value: "constructor" },
+        { name: "toString", value: "toString" },
+        { name: "bogus", value: "bogus" },
+        ...hostileObjectsBut(),
+      ],
+      (v) => r.add(v as never, false, 1),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    refuse(
+      "StatRecount.add(value)",
+      hostileNumbersBut("-1", "-2^53", "0.5", "1.5", "2^53", "2^53+2", "1e308"),
+      (v) => r.add("allocation", true, v as number),
+      { snapshot: state, error: InvalidArgumentError },
+    );
+    assert.equal(
+      ({} as Record<string, unknown>)[1],
+      undefined,
+      "Object.prototype polluted",
+    );
+    r.allocatedBlock(true, 512, 500);
+    assert.deepEqual(r.counts.allocatedBytes, [512, 0]);
   });
 
   it("tally", () => {
