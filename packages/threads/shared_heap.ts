@@ -436,17 +436,13 @@ export class SharedHeap {
     const strict = validateStrict(options.strict);
     const end = byteOffset + byteLength;
     // The header starts on a cache line, so that its read-mostly line, its
-    // lock line and each arena's line are distinct 64-byte lines.
-    const base = Math.ceil(byteOffset / 64) * 64;
+    // lock line and each arena's line are distinct 64-byte lines (`+ 0`
+    // turns a -0 offset into 0).
+    const base = Math.ceil(byteOffset / 64) * 64 + 0;
     const metaStart = base + HEADER_BYTES;
-    let pages = Math.floor(
-      (end - metaStart - PAGE) / (PAGE + META_WORDS * 4),
-    );
-    const baseOf = (n: number) =>
-      Math.ceil((metaStart + META_WORDS * 4 * n) / PAGE) * PAGE;
-    while (pages > 0 && baseOf(pages) + pages * PAGE > end) pages--;
+    const pages = pagesOf(base, end);
     if (pages < MIN_PAGES) {
-      const need = baseOf(MIN_PAGES) + MIN_PAGES * PAGE - byteOffset;
+      const need = pageBaseOf(base, MIN_PAGES) + MIN_PAGES * PAGE - byteOffset;
       throw new InvalidArgumentError(
         `Invalid byteLength: a shared heap needs at least ${need} bytes, received ${byteLength}`,
         { name: "byteLength", value: byteLength, limit: need },
@@ -460,7 +456,7 @@ export class SharedHeap {
     const meta = metaStart >> 2;
     if (!fresh) i32.fill(0, meta, meta + META_WORDS * pages);
     i32[h + H_PAGES] = pages;
-    i32[h + H_PAGE_BASE] = baseOf(pages);
+    i32[h + H_PAGE_BASE] = pageBaseOf(base, pages);
     i32[h + H_META] = metaStart;
     i32[h + H_BYTE_LENGTH] = end - base;
     i32.fill(-1, h + H_BINS, h + H_BINS + BINS);
@@ -510,11 +506,31 @@ export class SharedHeap {
       );
     }
     const i32 = new Int32Array(buffer, byteOffset, HEADER_BYTES >> 2);
-    if (
-      Atomics.load(i32, H_MAGIC) !== MAGIC || i32[H_VERSION] !== VERSION
-    ) {
+    if (Atomics.load(i32, H_MAGIC) !== MAGIC) {
       throw new ForeignHeapError(
         `Cannot attach: no shared heap at byteOffset ${byteOffset} (no allot header there)`,
+      );
+    }
+    if (i32[H_VERSION] !== VERSION) {
+      throw new ForeignHeapError(
+        `Cannot attach: the heap at byteOffset ${byteOffset} has layout version ${
+          i32[H_VERSION]
+        }, this build reads version ${VERSION} only`,
+      );
+    }
+    // The geometry words must be what create() wrote for this place: a
+    // header copied into a smaller memory, or corrupted, would send every
+    // call past the memory's end or over another heap's pages.
+    const length = i32[H_BYTE_LENGTH], pages = i32[H_PAGES];
+    if (
+      !(length > 0) || byteOffset + length > buffer.byteLength ||
+      byteOffset + length > SHARED_MAX_BYTE_END ||
+      pages < MIN_PAGES || pages !== pagesOf(byteOffset, byteOffset + length) ||
+      i32[H_PAGE_BASE] !== pageBaseOf(byteOffset, pages) ||
+      i32[H_META] !== byteOffset + HEADER_BYTES
+    ) {
+      throw new ForeignHeapError(
+        `Cannot attach: the heap header at byteOffset ${byteOffset} describes ${length} bytes with ${pages} pages, which a ${buffer.byteLength}-byte memory cannot hold or create() never wrote (a corrupted or copied header)`,
       );
     }
     if (i32[H_HEAP_ID] !== descriptor.heapId) {
@@ -805,22 +821,28 @@ export class SharedHeap {
    */
   usableByteLength(byteOffset: number): number {
     const found = this.#find(byteOffset);
-    if (found === undefined) this.#throwNotBlock(byteOffset, "not live");
+    if (found === undefined) {
+      this.#throwNotBlock(byteOffset, "not live", "measure");
+    }
     return found;
   }
 
   /**
-   * A byte view of part of the memory (no copy).
+   * A byte view of the first `byteLength` bytes of a live block (no copy).
+   * The view cannot reach past the block: use `heap.buffer` for raw access.
    *
-   * @param byteOffset Absolute byte offset.
-   * @param byteLength Number of bytes.
+   * @param byteOffset A live block (what `alloc` returned, in any handle).
+   * @param byteLength Number of bytes, at most the block's usable length.
    * @returns The view.
-   * @throws {InvalidArgumentError} When the range leaves the page area.
+   * @throws {InvalidArgumentError} When the offset is not a live block, or
+   * the length is not an integer in `[0, usableByteLength(byteOffset)]`.
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
-    const end = this.#pageBase + this.#pages * PAGE;
-    validateInteger(byteOffset, this.#pageBase, end, "byteOffset");
-    validateInteger(byteLength, 0, end - byteOffset, "byteLength");
+    const usable = this.#find(byteOffset);
+    if (usable === undefined) {
+      this.#throwNotBlock(byteOffset, "not live", "view");
+    }
+    validateInteger(byteLength, 0, usable, "byteLength");
     return this.#u8.subarray(byteOffset, byteOffset + byteLength);
   }
 
@@ -959,7 +981,11 @@ export class SharedHeap {
       const bump = i32[s + S_BUMP];
       for (let k = 0; k < bump; k++) {
         if (!freedSet.has(slab + SLAB_HEADER + k * size)) continue;
-        Atomics.store(this.#u8, slab + S_STATES + k, 0);
+        // A compare-exchange: a block another thread frees meanwhile (a
+        // hand-off left out of `keep`) is on the remote list, not twice here.
+        if (
+          Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1
+        ) continue;
         this.#u16[stack + top++] = k;
         used--;
         blocks++;
@@ -986,10 +1012,17 @@ export class SharedHeap {
     this.#unlock();
     for (const offset of large) {
       const page = (offset - this.#pageBase) >> PAGE_SHIFT;
-      bytes += i32[this.#meta + (page << 3) + M_LEN] * PAGE;
-      blocks++;
+      const w = this.#meta + (page << 3);
       this.#lock("reclaim");
-      this.#releaseSpan(page);
+      // Freed by another thread meanwhile (a hand-off left out of `keep`):
+      // that free released it already.
+      if (
+        Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) === K_LARGE
+      ) {
+        bytes += i32[w + M_LEN] * PAGE;
+        blocks++;
+        this.#releaseSpan(page);
+      }
       this.#unlock();
     }
     Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
@@ -1910,9 +1943,9 @@ export class SharedHeap {
     }
   }
 
-  #throwNotBlock(byteOffset: number, why: string): never {
+  #throwNotBlock(byteOffset: number, why: string, what = "free"): never {
     throw new InvalidArgumentError(
-      `Cannot free ${
+      `Cannot ${what} ${
         describeValue(byteOffset)
       }: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
         this.#pageBase + this.#pages * PAGE
@@ -1938,6 +1971,21 @@ export class SharedHeap {
       },
     );
   }
+}
+
+/** Pages of a heap whose header is at `base` and which ends at `end`. */
+function pagesOf(base: number, end: number): number {
+  let pages = Math.floor(
+    (end - base - HEADER_BYTES - PAGE) / (PAGE + META_WORDS * 4),
+  );
+  while (pages > 0 && pageBaseOf(base, pages) + pages * PAGE > end) pages--;
+  return Math.max(pages, 0);
+}
+
+/** Byte offset of page 0 of a heap at `base` with `pages` pages. */
+function pageBaseOf(base: number, pages: number): number {
+  return Math.ceil((base + HEADER_BYTES + META_WORDS * 4 * pages) / PAGE) *
+    PAGE;
 }
 
 /** Smallest span length of a bin (inverse of `binOf` on bin bases). */
