@@ -25,7 +25,7 @@ import {
   dtypeInfo,
   Storage,
 } from "@allot/storage";
-import { ForeignHeapError } from "./errors.ts";
+import { ForeignHeapError, HeapClosedError } from "./errors.ts";
 import { SHARED_MAX_BYTE_END, SharedHeap } from "./shared_heap.ts";
 
 /**
@@ -248,11 +248,14 @@ export class SharedHeapAllocator
    * discarded.
    * @throws {InvalidArgumentError} When the descriptor is malformed.
    * @throws {ShapeError} When the view does not fit the storage.
+   * @throws {HeapClosedError} When this allocator's handle was detached or
+   * the heap closed (the descriptor stays unreceived).
    */
   receive<D extends Dtype>(
     descriptor: SharedBufferDescriptor<D>,
   ): Buffer<D> {
     const block = this.#checkDescriptor(descriptor, "receive");
+    this.#checkOpen("receive");
     dtypeInfo(descriptor.dtype);
     for (const name of ["shape", "strides"] as const) {
       const value = descriptor[name];
@@ -296,9 +299,12 @@ export class SharedHeapAllocator
    * @throws {UseAfterFreeError} When the bytes were already freed.
    * @throws {DoubleFreeError} When the descriptor was already received or
    * discarded.
+   * @throws {HeapClosedError} When this allocator's handle was detached or
+   * the heap closed (the descriptor keeps its reference).
    */
   discard(descriptor: SharedBufferDescriptor): void {
     const block = this.#checkDescriptor(descriptor, "discard");
+    this.#checkOpen("discard");
     this.#claimTicket(block, descriptor, "discard");
     this.#unref(block);
   }
@@ -354,7 +360,18 @@ export class SharedHeapAllocator
     );
   }
 
+  // A handle that cannot free refuses before the count drops: dropping it
+  // and then failing to free would leak the block with no reference left.
+  #checkOpen(what: string): void {
+    if (!this.#heap.isOpen) {
+      throw new HeapClosedError(
+        `Cannot ${what} a shared buffer through a detached handle or a closed heap (heap ${this.#heap.heapId}): its shared reference count is unchanged`,
+      );
+    }
+  }
+
   #unref(block: number): void {
+    this.#checkOpen("release");
     const w = (block >> 2) + W_REFS;
     const before = Atomics.sub(this.#i32, w, 1);
     if (before === 1) {
@@ -419,7 +436,25 @@ export class SharedHeapAllocator
         { name: "block", value: block, limit: end },
       );
     }
+    if (!Number.isSafeInteger(d.nonce)) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: nonce must be an integer, received ${
+          describeValue(d.nonce)
+        } (a descriptor made by share())`,
+        { name: "nonce", value: d.nonce, limit: "integer" },
+      );
+    }
     const w = block >> 2, i32 = this.#i32;
+    if (
+      Atomics.load(i32, w + W_MAGIC) === BLOCK_MAGIC &&
+      i32[w + W_HEAP] !== this.#heap.heapId
+    ) {
+      throw new ForeignHeapError(
+        `Cannot ${what} shared block ${block}: it belongs to heap ${
+          i32[w + W_HEAP]
+        }, not heap ${this.#heap.heapId}`,
+      );
+    }
     if (
       Atomics.load(i32, w + W_MAGIC) !== BLOCK_MAGIC ||
       Atomics.load(i32, w + W_REFS) <= 0 ||

@@ -21,6 +21,7 @@ import { Buffer, ShapeError } from "@allot/storage";
 import {
   ForeignHeapError,
   HeapBusyError,
+  HeapClosedError,
   NotSharedMemoryError,
   SHARED_MAX_IN_FLIGHT,
   SharedHeap,
@@ -711,5 +712,66 @@ describe("@allot/threads hostile: Workers", () => {
       }
     }
     assert.equal(outcomes.length, 3);
+  });
+});
+
+describe("@allot/threads hostile: allocators over closed handles and foreign blocks", () => {
+  it("an allocator over a detached handle refuses receive, discard and release, the shared count unchanged", () => {
+    using heap = SharedHeap.create(4 * MiB);
+    const worker = SharedHeap.attach(heap.descriptor());
+    const here = new SharedHeapAllocator(heap);
+    const there = new SharedHeapAllocator(worker);
+    const a = Buffer.fromData("f32", [1, 2, 3], { allocator: here });
+    const fromThere = Buffer.fromData("f32", [4, 5], { allocator: there });
+    const d = here.share(a);
+    const dThere = there.share(fromThere); // to read its count later
+    worker.detach();
+    const state = () => ({
+      refs: [here.refCount(a), here.refCount(dThere)],
+      stats: heap.stats(),
+    });
+    const before = state();
+    assert.throws(() => there.receive(d), HeapClosedError);
+    assert.throws(() => there.discard(d), HeapClosedError);
+    assert.throws(() => fromThere.release(), HeapClosedError);
+    assert.deepEqual(state(), before);
+    // The descriptor was not taken: a live handle still receives it.
+    const b = here.receive(d);
+    assert.deepEqual([...b.toData()], [1, 2, 3]);
+    a.release();
+    b.release();
+    // fromThere's reference is still counted: its descriptor frees it.
+    assert.equal(here.refCount(dThere), 2);
+    here.receive(dThere).release();
+    assert.equal(heap.stats().allocationCount, 1);
+  });
+
+  it("a descriptor of another heap's block in the same memory is foreign, even with this heap's id", () => {
+    const memory = new SharedArrayBuffer(8 * MiB);
+    using a = SharedHeap.create(memory, { byteLength: 4 * MiB });
+    using b = SharedHeap.create(memory, { byteOffset: 4 * MiB });
+    const inA = new SharedHeapAllocator(a), inB = new SharedHeapAllocator(b);
+    const x = Buffer.fromData("u8", [1, 2], { allocator: inB });
+    const d = inB.share(x);
+    const forged = { ...d, heapId: a.heapId };
+    const before = { refs: inB.refCount(x), a: a.stats(), b: b.stats() };
+    for (
+      const call of [
+        () => inA.receive(forged),
+        () => inA.discard(forged),
+        () => inA.refCount(forged),
+      ]
+    ) assert.throws(call, ForeignHeapError);
+    assert.throws(
+      () => inA.receive({ ...d, heapId: a.heapId, nonce: undefined as never }),
+      InvalidArgumentError,
+    );
+    assert.deepEqual(
+      { refs: inB.refCount(x), a: a.stats(), b: b.stats() },
+      before,
+    );
+    inB.discard(d);
+    x.release();
+    assert.equal(b.stats().allocationCount, 0);
   });
 });
