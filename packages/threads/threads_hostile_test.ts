@@ -429,6 +429,12 @@ describe("@allot/threads hostile", () => {
           for (const at of live.keys()) other.free(at);
           assert.equal(heap.stats().allocationCount, 0);
           assert.equal(heap.stats().allocatedBytes, 0);
+          // Once both handles detach, every page is back in the core.
+          using probe = SharedHeap.attach(heap.descriptor());
+          other.detach();
+          heap.detach();
+          assert.equal(probe.stats().freeBytes, probe.stats().byteLength);
+          probe.checkIntegrity();
         } finally {
           other.detach();
           heap.detach();
@@ -613,6 +619,10 @@ describe("@allot/threads hostile: Workers", () => {
       heap.checkIntegrity();
       assert.equal(heap.arenas().length, 1);
       assert.deepEqual(crew.errors, []);
+      // With this thread's arena given back too, every page is free.
+      using probe = SharedHeap.attach(heap.descriptor());
+      heap.detach();
+      assert.equal(probe.stats().freeBytes, probe.stats().byteLength);
     } finally {
       crew.terminate();
     }
