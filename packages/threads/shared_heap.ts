@@ -997,11 +997,11 @@ export class SharedHeap {
       this.#settleAbandoned(slab);
     }
     // Spans the dead arena kept cached or had returned: back to the core.
-    this.#releaseReturns(
+    this.#lock("reclaim");
+    this.#releaseReturnsLocked(
       arena,
       Atomics.exchange(i32, this.#returnsAt(arena), RETURNS_CLOSED),
     );
-    this.#lock("reclaim");
     for (let p = 0; p < this.#pages;) {
       const w = this.#meta + (p << 3), len = i32[w + M_LEN];
       if (i32[w + M_KIND] === K_CACHED && i32[w + M_OWNER] === token) {
@@ -1168,7 +1168,8 @@ export class SharedHeap {
       },
       free: {
         value: (byteOffset: number): void => {
-          const length = this.#open ? this.#find(byteOffset) : undefined;
+          // Junk only a block this call will free: not through a closed heap.
+          const length = this.isOpen ? this.#find(byteOffset) : undefined;
           if (length !== undefined) {
             this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
           }
@@ -1421,14 +1422,17 @@ export class SharedHeap {
   }
 
   /** Owner: takes an empty slab off its class list and frees its pages. */
-  #releaseSlab(cls: number, slab: number): void {
+  #releaseSlab(cls: number, slab: number): boolean {
+    // The lock first: a free that empties a slab is done already, and a
+    // busy core only keeps the empty slab in the list for later.
+    if (this.#tryLock() !== 0) return false;
     const list = this.#slabs[cls];
     list.splice(list.indexOf(slab), 1);
     if (this.#cur[cls] === slab) this.#cur[cls] = list[list.length - 1];
     if (this.#spare[cls] === slab) this.#spare[cls] = 0;
-    this.#lock("free");
     this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
     this.#unlock();
+    return true;
   }
 
   /**
@@ -1442,11 +1446,11 @@ export class SharedHeap {
     let any = this.#cache.spans !== 0;
     // Spans other arenas' owners have not taken back yet: any thread may.
     for (let arena = 0; arena < MAX_ARENAS; arena++) {
-      const head = this.#takeList(arena);
-      if (head > 0) {
-        this.#releaseReturns(arena, head);
-        any = true;
-      }
+      if (Atomics.load(this.#i32, this.#returnsAt(arena)) <= 0) continue;
+      this.#lock("allocate");
+      const released = this.#releaseReturnsLocked(arena, this.#takeList(arena));
+      this.#unlock();
+      if (released) any = true;
     }
     this.#trimBudget(0);
     for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
@@ -1456,8 +1460,7 @@ export class SharedHeap {
         spare !== 0 && this.#slabs[cls].length >= 2 &&
         this.#i32[(spare >> 2) + S_USED] === 0
       ) {
-        this.#releaseSlab(cls, spare);
-        any = true;
+        if (this.#releaseSlab(cls, spare)) any = true;
       }
     }
     return any;
@@ -1480,9 +1483,10 @@ export class SharedHeap {
         ) !== OWNER_ABANDONED
       ) return;
       this.#collect(slab);
-      if (i32[s + S_USED] === 0) {
+      // The lock before the owner word changes: with the core busy the slab
+      // stays abandoned (the next free into it settles it), never ownerless.
+      if (i32[s + S_USED] === 0 && this.#tryLock() === 0) {
         Atomics.store(i32, s + S_OWNER, 0);
-        this.#lock("free");
         this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
         this.#unlock();
         return;
@@ -1600,8 +1604,22 @@ export class SharedHeap {
     for (;;) {
       const head = Atomics.load(i32, r);
       if (head === RETURNS_CLOSED) {
-        // The owner left meanwhile: the span goes to the core.
-        this.#lock("free");
+        // The owner left meanwhile: the span goes to the core. A busy core
+        // refuses the free as if it never started.
+        const holder = this.#tryLock();
+        if (holder !== 0) {
+          Atomics.store(i32, w + M_KIND, K_LARGE);
+          i32[a + A_LIVE_BLOCKS]++;
+          i32[a + A_LIVE_BYTES] += len * PAGE;
+          throw new HeapBusyError(
+            `Cannot free ${
+              this.#pageBase + page * PAGE
+            }: the shared core lock stayed held by arena ${
+              holder & 63
+            } for ${this.#timeoutMs} ms`,
+            holder & 63,
+          );
+        }
         this.#releaseSpan(page);
         this.#unlock();
         return true;
@@ -1611,8 +1629,14 @@ export class SharedHeap {
     }
     // A list its owner does not take (it allocates no large blocks now)
     // stays bounded: past the cache limit, the pusher gives it to the core.
-    if (Atomics.add(i32, r + R_PAGES, len) + len > this.#returnLimit) {
-      this.#releaseReturns(arena, this.#takeList(arena));
+    // (With the core busy the list stays over its bound for a while: the
+    // free is done.)
+    if (
+      Atomics.add(i32, r + R_PAGES, len) + len > this.#returnLimit &&
+      this.#tryLock() === 0
+    ) {
+      this.#releaseReturnsLocked(arena, this.#takeList(arena));
+      this.#unlock();
     }
     return true;
   }
@@ -1634,20 +1658,24 @@ export class SharedHeap {
     }
   }
 
-  /** Any thread: gives the spans of a taken return list to the core. */
-  #releaseReturns(arena: number, head: number): void {
-    if (head <= 0) return;
+  /**
+   * Any thread, under the core lock: gives the spans of a taken return list
+   * to the core.
+   *
+   * @returns Whether any span went back.
+   */
+  #releaseReturnsLocked(arena: number, head: number): boolean {
+    if (head <= 0) return false;
     const i32 = this.#i32;
     let pages = 0;
-    this.#lock("free");
     while (head > 0) {
       const page = head - 1;
       head = i32[this.#meta + (page << 3) + M_NEXT];
       pages += i32[this.#meta + (page << 3) + M_LEN];
       this.#releaseSpan(page);
     }
-    this.#unlock();
     Atomics.sub(i32, this.#returnsAt(arena) + R_PAGES, pages);
+    return true;
   }
 
   /**
@@ -1694,10 +1722,12 @@ export class SharedHeap {
     const share = this.#fairShare();
     const want = Math.min(share, this.#cache.pages * 2);
     if (this.#cacheLimit < want) this.#reserve(want - this.#cacheLimit);
+    // After a free (done already): a busy core leaves the spans cached
+    // for now instead of failing the free.
     if (this.#cache.pages > this.#cacheLimit) {
-      this.#flushCache(this.#cacheLimit >> 1);
+      this.#flushCache(this.#cacheLimit >> 1, false);
     }
-    if (this.#cacheLimit > share) this.#trimBudget(share);
+    if (this.#cacheLimit > share) this.#trimBudget(share, false);
   }
 
   /** The caches' total budget over the arenas attached now (a plain read: a hint). */
@@ -1724,11 +1754,13 @@ export class SharedHeap {
    * Owner: shrinks its budget to `pages`, flushing the cache down to it
    * first, so that the cache never holds more than the budget it has.
    */
-  #trimBudget(pages: number): void {
-    this.#flushCache(pages);
-    const extra = this.#cacheLimit - pages;
+  #trimBudget(pages: number, wait = true): void {
+    this.#flushCache(pages, wait);
+    // What a busy core kept in the cache keeps its budget.
+    const target = Math.max(pages, this.#cache.pages);
+    const extra = this.#cacheLimit - target;
     if (extra <= 0) return;
-    this.#setBudget(pages);
+    this.#setBudget(target);
     Atomics.add(this.#i32, (this.#base >> 2) + H_CACHE_POOL, extra);
   }
 
@@ -1737,11 +1769,15 @@ export class SharedHeap {
     Atomics.store(this.#i32, this.#returnsAt(this.#arena) + R_BUDGET, pages);
   }
 
-  /** Gives cached spans back to the core, oldest first, down to `keep` pages. */
-  #flushCache(keep: number): void {
+  /**
+   * Gives cached spans back to the core, oldest first, down to `keep`
+   * pages. With `wait` false, a busy core leaves the cache as it is.
+   */
+  #flushCache(keep: number, wait = true): void {
     const cache = this.#cache;
     if (cache.pages <= keep) return;
-    this.#lock("free");
+    if (wait) this.#lock("free");
+    else if (this.#tryLock() !== 0) return;
     while (cache.pages > keep) {
       const page = cache.takeOldest();
       if (page < 0) break; // only if the index was corrupted: never loop
@@ -1881,40 +1917,54 @@ export class SharedHeap {
   }
 
   #lock(what: string): void {
+    const holder = this.#tryLock();
+    if (holder !== 0) {
+      throw new HeapBusyError(
+        `Cannot ${what}: the shared core lock stayed held by arena ${
+          holder & 63
+        } for ${this.#timeoutMs} ms`,
+        holder & 63,
+      );
+    }
+  }
+
+  /**
+   * Takes the core lock, waiting up to the time limit.
+   *
+   * @returns 0, or the holder's token when the wait timed out (nothing
+   * taken): for work that follows a change already made (a free), which
+   * must not report a failure it did not have.
+   */
+  #tryLock(): number {
     const i32 = this.#i32, w = (this.#base >> 2) + H_LOCK;
     if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) {
       i32[this.#arenaWord + A_LOCKS]++;
-      return;
+      return 0;
     }
-    this.#lockSlow(what, w);
+    const holder = this.#lockSlow(w);
+    if (holder !== 0) return holder;
     i32[this.#arenaWord + A_LOCKS]++;
     i32[this.#arenaWord + A_LOCK_WAITS]++;
+    return 0;
   }
 
-  #lockSlow(what: string, w: number): void {
+  #lockSlow(w: number): number {
     const i32 = this.#i32, token = this.#token;
     for (let spin = 0; spin < 2000; spin++) {
       if (
         Atomics.load(i32, w) === 0 &&
         Atomics.compareExchange(i32, w, 0, token) === 0
-      ) return;
+      ) return 0;
     }
     const deadline = Date.now() + this.#timeoutMs;
     const waiters = (this.#base >> 2) + H_WAITERS;
     for (;;) {
       const holder = Atomics.load(i32, w);
       if (holder === 0) {
-        if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+        if (Atomics.compareExchange(i32, w, 0, token) === 0) return 0;
         continue;
       }
-      if (Date.now() > deadline) {
-        throw new HeapBusyError(
-          `Cannot ${what}: the shared core lock stayed held by arena ${
-            holder & 63
-          } for ${this.#timeoutMs} ms`,
-          holder & 63,
-        );
-      }
+      if (Date.now() > deadline) return holder;
       if (CAN_BLOCK) {
         Atomics.add(i32, waiters, 1);
         i32[this.#arenaWord + A_LOCK_SLEEPS]++;

@@ -785,3 +785,18 @@ describe("@allot/threads hostile: allocators over closed handles and foreign blo
     assert.equal(b.stats().allocationCount, 0);
   });
 });
+
+describe("@allot/threads hostile: strict mode", () => {
+  it("a strict free refused on a closed heap leaves the block's bytes alone", () => {
+    const heap = SharedHeap.create(4 * MiB, { strict: true });
+    const other = SharedHeap.attach(heap.descriptor());
+    const blocks = [other.alloc(100), other.alloc(100_000)];
+    for (const at of blocks) writePattern(other.bytes(at, 100), at);
+    heap.close();
+    for (const at of blocks) {
+      assert.throws(() => other.free(at), HeapClosedError);
+      checkPattern(new Uint8Array(other.buffer, at, 100), at);
+    }
+    other.detach();
+  });
+});
