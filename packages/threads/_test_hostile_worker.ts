@@ -8,7 +8,12 @@
  */
 
 import { DoubleFreeError, OutOfMemoryError } from "@allot/core";
-import { SharedHeap, type SharedHeapDescriptor } from "./mod.ts";
+import {
+  type SharedBufferDescriptor,
+  SharedHeap,
+  SharedHeapAllocator,
+  type SharedHeapDescriptor,
+} from "./mod.ts";
 import { checkPattern, writePattern } from "../core/_test_faults.ts";
 
 /** A live block: where, how long it was asked for, its pattern id. */
@@ -33,6 +38,7 @@ export type HostileCommand =
   | { type: "free-all" }
   | { type: "cache"; count: number; byteLength: number }
   | { type: "spin"; seed: number }
+  | { type: "receive"; descriptor: SharedBufferDescriptor }
   | { type: "detach" };
 
 /** What a Worker reports. */
@@ -50,6 +56,7 @@ export type HostileReport =
   | { type: "freed"; count: number }
   | { type: "cached"; live: LiveBlock[] }
   | { type: "spinning" }
+  | { type: "received"; data?: number[]; refused?: string }
   | { type: "detached" }
   | { type: "error"; message: string };
 
@@ -227,6 +234,22 @@ scope.onmessage = (event) => {
             mine.pop();
           }
         }
+      }
+      case "receive": {
+        // Several Workers race to receive one descriptor: one may.
+        const allocator = new SharedHeapAllocator(heap);
+        let buffer;
+        try {
+          buffer = allocator.receive(c.descriptor);
+        } catch (e) {
+          if (!(e instanceof DoubleFreeError)) throw e;
+          post({ type: "received", refused: e.name });
+          return;
+        }
+        const data = [...buffer.toData()].map(Number);
+        buffer.release();
+        post({ type: "received", data });
+        return;
       }
       case "detach":
         heap.detach();

@@ -628,6 +628,44 @@ describe("@allot/threads hostile: Workers", () => {
     }
   });
 
+  it("Workers racing to receive one descriptor: exactly one gets the buffer, the others a DoubleFreeError", async () => {
+    const N = 3;
+    using heap = SharedHeap.create(16 * MiB);
+    const allocator = new SharedHeapAllocator(heap);
+    const crew = new Crew(N);
+    try {
+      await Promise.all(crew.workers.map((_, i) =>
+        crew.ask(i, {
+          type: "attach",
+          heap: heap.descriptor(),
+          worker: i + 1,
+        }, "attached")
+      ));
+      for (let round = 0; round < 12; round++) {
+        const a = Buffer.fromData("i32", [round, 1, 2, 3], { allocator });
+        const descriptor = allocator.share(a);
+        const replies = await Promise.all(
+          crew.workers.map((_, i) =>
+            crew.ask(i, { type: "receive", descriptor }, "received")
+          ),
+        );
+        const got = replies.filter((r) => r.data !== undefined);
+        assert.equal(got.length, 1, JSON.stringify(replies));
+        assert.deepEqual(got[0].data, [round, 1, 2, 3]);
+        assert.equal(
+          replies.filter((r) => r.refused === "DoubleFreeError").length,
+          N - 1,
+        );
+        assert.equal(allocator.refCount(a), 1);
+        a.release();
+        assert.equal(heap.stats().allocationCount, 0);
+      }
+      assert.deepEqual(crew.errors, []);
+    } finally {
+      crew.terminate();
+    }
+  });
+
   it("a terminated Worker's live blocks and cached spans are reported, kept from others, then returned by reclaim", async () => {
     using heap = SharedHeap.create(16 * MiB);
     const whole = heap.stats().freeBytes;
