@@ -233,6 +233,42 @@ describe("@allot/threads hostile", () => {
     for (const at of [small, large, neighbour]) heap.free(at);
   });
 
+  it("receive() refuses a descriptor whose view or length would reach past its block, changing nothing", () => {
+    using heap = SharedHeap.create(4 * MiB);
+    const allocator = new SharedHeapAllocator(heap);
+    const a = Buffer.fromData("f32", [1, 2, 3, 4], { allocator });
+    const neighbour = Buffer.fromData("f32", [7, 7, 7, 7], { allocator });
+    const d = allocator.share(a);
+    const state = () => ({
+      refs: allocator.refCount(a),
+      stats: heap.stats(),
+      data: [...neighbour.toData()],
+    });
+    const before = state();
+    for (
+      const forged of [
+        { ...d, byteLength: 1 << 20, shape: [1 << 18], strides: [1] },
+        { ...d, byteLength: 17, shape: [4], strides: [1] },
+        { ...d, shape: [5], strides: [1] },
+        { ...d, shape: [2], strides: [4] },
+        { ...d, offset: 1, shape: [4], strides: [1] },
+      ]
+    ) {
+      assert.throws(
+        () => allocator.receive(forged),
+        (e: unknown) => e instanceof InvalidArgumentError,
+        JSON.stringify({ ...forged, memory: undefined }),
+      );
+      assert.deepEqual(state(), before);
+    }
+    const b = allocator.receive(d);
+    assert.equal(b.storage.byteLength, 16);
+    a.release();
+    b.release();
+    neighbour.release();
+    assert.equal(heap.stats().allocationCount, 0);
+  });
+
   it("a descriptor of freed bytes is refused even when the block was allocated again", () => {
     using heap = SharedHeap.create(4 * MiB);
     using worker = SharedHeap.attach(heap.descriptor());
