@@ -1330,7 +1330,7 @@ export class SharedHeap {
       }
     }
     let page = this.#takePages(SLAB_PAGES, K_SLAB);
-    if (page < 0 && this.#giveBack()) {
+    if (page < 0 && this.#couldFit(SLAB_PAGES) && this.#giveBack()) {
       page = this.#takePages(SLAB_PAGES, K_SLAB);
     }
     if (page < 0) return 0;
@@ -1436,6 +1436,30 @@ export class SharedHeap {
   }
 
   /**
+   * Whether `pages` could fit once {@linkcode SharedHeap.#giveBack} ran: the
+   * core's free pages, this arena's cache and spare slabs and every return
+   * list together are enough. A request that cannot fit anyway fails without
+   * emptying the caches (a refused call changes nothing).
+   */
+  #couldFit(pages: number): boolean {
+    const i32 = this.#i32;
+    let total = Atomics.load(i32, (this.#base >> 2) + H_FREE_PAGES) +
+      this.#cache.pages;
+    for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
+      if (this.#spare[cls] !== 0) total += SLAB_PAGES;
+    }
+    for (let arena = 0; arena < MAX_ARENAS && total < pages; arena++) {
+      if (Atomics.load(i32, this.#returnsAt(arena)) > 0) {
+        total += Math.max(
+          0,
+          Atomics.load(i32, this.#returnsAt(arena) + R_PAGES),
+        );
+      }
+    }
+    return total >= pages;
+  }
+
+  /**
    * Owner, when the core is out of pages: gives back every cached span and
    * spare empty slab.
    *
@@ -1530,7 +1554,7 @@ export class SharedHeap {
       this.#trimBudget(this.#fairShare());
     }
     let page = this.#takePages(pages, K_LARGE);
-    if (page < 0 && this.#giveBack()) {
+    if (page < 0 && this.#couldFit(pages) && this.#giveBack()) {
       page = this.#takePages(pages, K_LARGE);
     }
     if (page < 0) return undefined;
@@ -1817,10 +1841,24 @@ export class SharedHeap {
     this.#lock("allocate");
     const i32 = this.#i32, m = this.#meta;
     const h = this.#base >> 2;
-    // Good fit in O(1): the first non-empty bin whose every span fits.
-    let bin = binOf(pages);
-    if (pages >= 4 && binBase(bin) !== pages) bin++;
-    const found = this.#firstBin(bin);
+    // Good fit in O(1): the first non-empty bin whose every span fits; else
+    // a span of the request's own bin that fits (found by a walk: only when
+    // every larger bin is empty, near the end of the memory).
+    const fit = binOf(pages);
+    const bin = pages >= 4 && binBase(fit) !== pages ? fit + 1 : fit;
+    let found = this.#firstBin(bin);
+    if (found < 0 && bin !== fit) {
+      for (
+        let p = i32[h + H_BINS + fit];
+        p !== -1;
+        p = i32[m + (p << 3) + M_NEXT]
+      ) {
+        if (i32[m + (p << 3) + M_LEN] >= pages) {
+          found = p;
+          break;
+        }
+      }
+    }
     if (found < 0) {
       this.#unlock();
       return -1;

@@ -15,6 +15,7 @@ import {
   AllotError,
   DoubleFreeError,
   InvalidArgumentError,
+  OutOfMemoryError,
   UseAfterFreeError,
 } from "@allot/core";
 import { Buffer, ShapeError } from "@allot/storage";
@@ -872,5 +873,52 @@ describe("@allot/threads hostile: strict mode", () => {
       checkPattern(new Uint8Array(other.buffer, at, 100), at);
     }
     other.detach();
+  });
+});
+
+describe("@allot/threads hostile: out of memory", () => {
+  it("a fresh heap serves every whole-page size from all its free bytes down to half of them", () => {
+    for (const size of [1 * MiB, 4 * MiB]) {
+      using heap = SharedHeap.create(size);
+      const free = heap.stats().freeBytes;
+      const failed: number[] = [];
+      for (let n = free; n > free / 2; n -= 4096) {
+        const at = heap.tryAlloc(n);
+        if (at === undefined) failed.push(n);
+        else heap.free(at);
+      }
+      assert.deepEqual(
+        failed,
+        [],
+        `${failed.length} sizes refused of ${free} free`,
+      );
+      const all = heap.alloc(free);
+      assert.equal(heap.stats().freeBytes, 0);
+      heap.free(all);
+    }
+  });
+
+  it("a request that cannot fit even with every cache given back is refused without emptying the caches", () => {
+    using heap = SharedHeap.create(4 * MiB);
+    const small = heap.alloc(64); // its slab first: the rest stays contiguous
+    const blocks = [1, 2, 3].map(() => heap.alloc(300 * KiB));
+    for (const at of blocks) heap.free(at); // kept in the span cache
+    const before = heap.stats();
+    assert.ok(before.reservedBytes - before.allocatedBytes >= 900 * KiB);
+    for (const n of [8 * MiB, before.byteLength + 1, 2 ** 31 - 1]) {
+      assert.equal(heap.tryAlloc(n), undefined);
+      assert.deepEqual(heap.stats(), before, `tryAlloc(${n})`);
+      assert.throws(
+        () => heap.alloc(n),
+        (e: unknown) =>
+          e instanceof OutOfMemoryError && e.message.includes(String(n)),
+      );
+      assert.deepEqual(heap.stats(), before, `alloc(${n})`);
+    }
+    // A request that fits once the caches are given back still succeeds.
+    const big = heap.alloc(before.freeBytes + 600 * KiB);
+    heap.free(big);
+    heap.free(small);
+    heap.checkIntegrity();
   });
 });
