@@ -922,3 +922,35 @@ describe("@allot/threads hostile: out of memory", () => {
     heap.checkIntegrity();
   });
 });
+
+describe("@allot/threads hostile: arenas", () => {
+  it("the 65th handle is refused with the limit, changing nothing; a detached slot is claimed again", () => {
+    using heap = SharedHeap.create(8 * MiB);
+    const handles = Array.from(
+      { length: 63 },
+      () => SharedHeap.attach(heap.descriptor()),
+    );
+    const blocks = handles.map((h) => h.alloc(100));
+    const before = { stats: heap.stats(), arenas: heap.arenas() };
+    assert.equal(before.stats.arenas, 64);
+    assert.throws(
+      () => SharedHeap.attach(heap.descriptor()),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError && e.limit === 64 &&
+        e.message.includes("64"),
+    );
+    assert.deepEqual({ stats: heap.stats(), arenas: heap.arenas() }, before);
+    // Closing is the creator's: any other handle is refused.
+    assert.throws(() => handles[5].close(), InvalidArgumentError);
+    assert.ok(heap.isOpen && handles[5].isOpen);
+    const freed = handles[7].arena;
+    handles[7].detach();
+    using again = SharedHeap.attach(heap.descriptor());
+    assert.equal(again.arena, freed);
+    // The detached arena's block is still live; any handle frees it.
+    again.free(blocks[7]);
+    handles.forEach((h, i) => i !== 7 && h.free(blocks[i]));
+    assert.equal(heap.stats().allocationCount, 0);
+    for (const h of handles) h.detach();
+  });
+});
