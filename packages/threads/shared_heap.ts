@@ -1436,7 +1436,7 @@ export class SharedHeap {
   }
 
   /**
-   * Whether `pages` could fit once {@linkcode SharedHeap.#giveBack} ran: the
+   * Whether `pages` could fit once `#giveBack` ran: the
    * core's free pages, this arena's cache and spare slabs and every return
    * list together are enough. A request that cannot fit anyway fails without
    * emptying the caches (a refused call changes nothing).
