@@ -396,7 +396,8 @@ export class SharedHeap {
    * @returns The creator's handle.
    * @throws {NotSharedMemoryError} When the memory is not shared.
    * @throws {InvalidArgumentError} When the range is misaligned, out of the
-   * memory, past 2 GiB, or too small for one slab (about 80 KiB).
+   * memory, past 2 GiB, or too small for one slab (about 80 KiB), or when an
+   * open heap with handles attached starts at the same place.
    *
    * @example
    * ```ts
@@ -450,6 +451,23 @@ export class SharedHeap {
     }
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
     const h = base >> 2;
+    // A heap still open with handles attached at this very place: a new
+    // header would hand its arenas and pages out a second time.
+    if (
+      Atomics.load(i32, h + H_MAGIC) === MAGIC &&
+      i32[h + H_VERSION] === VERSION &&
+      Atomics.load(i32, h + H_STATE) === STATE_OPEN &&
+      Atomics.load(i32, h + H_ATTACHED) > 0
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot place a shared heap at byteOffset ${base}: heap ${
+          i32[h + H_HEAP_ID]
+        } is open there with ${
+          Atomics.load(i32, h + H_ATTACHED)
+        } handles attached (close() it first)`,
+        { name: "byteOffset", value: base, limit: "no open heap there" },
+      );
+    }
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
     // Zero page records are "no span": a new SharedArrayBuffer is zero
     // already, so a heap in one made here touches no record up front.

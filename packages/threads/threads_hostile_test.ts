@@ -954,3 +954,27 @@ describe("@allot/threads hostile: arenas", () => {
     for (const h of handles) h.detach();
   });
 });
+
+describe("@allot/threads hostile: memory reuse", () => {
+  it("create() refuses a place where an open heap has handles attached, changing nothing; after close() it may", () => {
+    const memory = new SharedArrayBuffer(4 * MiB);
+    const heap = SharedHeap.create(memory);
+    using worker = SharedHeap.attach(heap.descriptor());
+    const blocks = [worker.alloc(100), worker.alloc(100_000)];
+    for (const at of blocks) writePattern(worker.bytes(at, 100), at);
+    const before = snapshot(heap);
+    for (const options of [{}, { byteOffset: 0 }, { byteLength: 2 * MiB }]) {
+      assertRefused(
+        `create(memory, ${JSON.stringify(options)})`,
+        () => SharedHeap.create(memory, options),
+        { error: InvalidArgumentError, snapshot: () => snapshot(heap) },
+      );
+    }
+    assert.deepEqual(snapshot(heap), before);
+    for (const at of blocks) checkPattern(worker.bytes(at, 100), at);
+    for (const at of blocks) worker.free(at);
+    heap.close();
+    using again = SharedHeap.create(memory);
+    exercise(again);
+  });
+});
