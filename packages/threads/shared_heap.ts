@@ -957,7 +957,11 @@ export class SharedHeap {
     }
     const keep = keepSet(options.keep);
     const i32 = this.#i32, aw = this.#arenaAt(arena);
-    if (Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token) {
+    // (Token 0: the Worker died claiming the slot, before it had a token;
+    // a free lock reads 0 too and is not its.)
+    if (
+      token !== 0 && Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token
+    ) {
       throw new HeapBusyError(
         `Cannot reclaim arena ${arena}: it died holding the shared core lock, the core state is unknown`,
         arena,

@@ -8,7 +8,14 @@
  */
 import assert from "node:assert/strict";
 import { HeapBusyError, SharedHeap } from "./mod.ts";
-import { H_LOCK } from "./_layout.ts";
+import {
+  A_STATE,
+  ARENA_ATTACHED,
+  ARENA_WORDS,
+  H_ARENAS,
+  H_ATTACHED,
+  H_LOCK,
+} from "./_layout.ts";
 import { checkPattern, writePattern } from "../core/_test_faults.ts";
 
 const KiB = 1024, MiB = 1 << 20;
@@ -88,4 +95,23 @@ Deno.test("SharedHeap: a free that needs the held lock first is refused with Hea
   release();
   heap.free(large);
   assertAllReturned(heap);
+});
+
+Deno.test("SharedHeap.reclaim() frees the slot of a Worker that died claiming it (no token yet), not HeapBusyError", () => {
+  const heap = SharedHeap.create(4 * MiB, { lockTimeoutMs: 0 });
+  const i32 = new Int32Array(heap.buffer);
+  const h = heap.byteOffset >> 2, arena = 9;
+  // What attach() leaves when terminated right after winning the slot.
+  Atomics.store(
+    i32,
+    h + H_ARENAS + arena * ARENA_WORDS + A_STATE,
+    ARENA_ATTACHED,
+  );
+  Atomics.add(i32, h + H_ATTACHED, 1);
+  assert.ok(heap.arenas().some((a) => a.arena === arena));
+  const report = heap.reclaim(arena);
+  assert.deepEqual(report, { arena, freed: [], kept: [] });
+  assert.ok(!heap.arenas().some((a) => a.arena === arena));
+  heap.checkIntegrity();
+  heap.detach();
 });
