@@ -983,14 +983,20 @@ export class SharedHeap {
     const freed: HeldBlock[] = [], kept: HeldBlock[] = [];
     const slabs = new Set<number>();
     const large: number[] = [];
-    this.#walkOwned(token, (block, slab) => {
-      if (keep.has(block.byteOffset)) kept.push(block);
-      else {
-        freed.push(block);
-        if (slab === 0) large.push(block.byteOffset);
-      }
-      if (slab !== 0) slabs.add(slab);
-    }, slabs);
+    try {
+      this.#walkOwned(token, (block, slab) => {
+        if (keep.has(block.byteOffset)) kept.push(block);
+        else {
+          freed.push(block);
+          if (slab === 0) large.push(block.byteOffset);
+        }
+        if (slab !== 0) slabs.add(slab);
+      }, slabs);
+    } catch (error) {
+      // A busy core: nothing was freed yet, the arena can be reclaimed later.
+      Atomics.store(i32, aw + A_STATE, ARENA_ATTACHED);
+      throw error;
+    }
     let blocks = 0, bytes = 0;
     // Small blocks: clear their bits and put them on the slab's own list.
     const freedSet = new Set(freed.map((b) => b.byteOffset));

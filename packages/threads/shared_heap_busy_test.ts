@@ -115,3 +115,18 @@ Deno.test("SharedHeap.reclaim() frees the slot of a Worker that died claiming it
   heap.checkIntegrity();
   heap.detach();
 });
+
+Deno.test("SharedHeap.reclaim() refused on a busy core changes nothing: the arena is reclaimed once the core is free", () => {
+  const heap = SharedHeap.create(4 * MiB, { lockTimeoutMs: 0 });
+  const dead = SharedHeap.attach(heap.descriptor()); // its Worker "died"
+  const blocks = [dead.alloc(100), dead.alloc(100_000)];
+  const before = { arenas: heap.arenas(), stats: heap.stats() };
+  const release = holdLock(heap);
+  assert.throws(() => heap.reclaim(dead.arena), HeapBusyError);
+  release();
+  assert.deepEqual({ arenas: heap.arenas(), stats: heap.stats() }, before);
+  const report = heap.reclaim(dead.arena);
+  assert.deepEqual(report.freed.map((b) => b.byteOffset), blocks);
+  assert.equal(heap.stats().allocationCount, 0);
+  assertAllReturned(heap);
+});
