@@ -936,7 +936,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // that is safe.
   #checkObtained(ptr: DataPtr<M>, byteLength: number, what: string): void {
     let why: string | undefined;
-    if (!(ptr instanceof DataPtr)) {
+    if (!DataPtr.isDataPtr(ptr)) {
       why = `returned ${describeValue(ptr)}, not a DataPtr`;
     } else if (ptr.released) {
       why = `returned a released pointer`;

@@ -177,7 +177,7 @@ export class PlaceAllocator {
    */
   free(place: Place, ptr: DataPtr<unknown, number>): void {
     const key = this.#key(place);
-    if (!(ptr instanceof DataPtr)) {
+    if (!DataPtr.isDataPtr(ptr)) {
       throw new InvalidArgumentError(
         `Cannot free on ${key}: expected a DataPtr from alloc(), received ${
           describe(ptr)

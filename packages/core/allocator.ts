@@ -253,7 +253,9 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
 }
 
 function _requireDataPtr(value: unknown, name: string, what: string): void {
-  if (!(value instanceof DataPtr)) {
+  // a brand check: a look-alike made with Object.create(DataPtr.prototype)
+  // passes instanceof but has no private state (its getters throw TypeError)
+  if (!DataPtr.isDataPtr(value)) {
     throw new InvalidArgumentError(
       `Cannot ${what}: ${name} must be a DataPtr, received ${
         describeValue(value)

@@ -113,6 +113,29 @@ export class DataPtr<M = unknown, C = unknown> extends UniqueVoidPtr<M, C> {
   }
 
   /**
+   * Whether `value` was made by this constructor (or a subclass's): a brand
+   * check on private state, so a look-alike such as
+   * `Object.create(DataPtr.prototype)`, which `instanceof` accepts but whose
+   * getters throw a `TypeError`, is not one.
+   *
+   * @param value Any value.
+   * @returns `true` for a real `DataPtr`.
+   *
+   * @example
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { DataPtr, Device } from "@allot/core";
+   *
+   * const ptr = new DataPtr(new ArrayBuffer(8), 0, 8, Device.cpu());
+   * assert.ok(DataPtr.isDataPtr(ptr));
+   * assert.ok(!DataPtr.isDataPtr(Object.create(DataPtr.prototype)));
+   * ```
+   */
+  static isDataPtr(value: unknown): value is DataPtr {
+    return typeof value === "object" && value !== null && #byteOffset in value;
+  }
+
+  /**
    * The memory the place is in.
    *
    * @throws {UseAfterFreeError} After the pointer was cleared or released.

@@ -97,6 +97,7 @@ export class LeakDetector {
     );
     this.#registry = new FinalizationRegistry((report) => {
       this.#watching--;
+      Object.freeze(report); // shared by `leaks` and onLeak: read-only
       this.#leaks.push(report);
       this.#leakedBytes += report.byteLength;
       onLeak?.(report);
@@ -108,9 +109,12 @@ export class LeakDetector {
     return this.#watching;
   }
 
-  /** Reports of every leak seen so far, oldest first. */
+  /**
+   * Reports of every leak seen so far, oldest first: a copy, taken at each
+   * read (changing it changes nothing here).
+   */
   get leaks(): readonly LeakReport[] {
-    return this.#leaks;
+    return this.#leaks.slice();
   }
 
   /** Sum of `byteLength` over every leak seen so far. */

@@ -8,6 +8,7 @@
 import {
   AllocatorBase,
   DataPtr,
+  describeValue,
   type Deleter,
   Device,
   DoubleFreeError,
@@ -230,9 +231,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     return this.#heaps[0];
   }
 
-  /** Every heap of the allocator, oldest first. */
+  /** Every heap of the allocator, oldest first (a copy, taken at each read). */
   get heaps(): readonly CpuHeap[] {
-    return this.#heaps;
+    return this.#heaps.slice();
   }
 
   /** Bytes held by the allocator's heaps. */
@@ -399,10 +400,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     ptr: DataPtr<HostMemory, CpuAllocation>,
     type: TypedArrayConstructor<T>,
   ): T {
-    if (!(ptr instanceof DataPtr)) {
+    if (!DataPtr.isDataPtr(ptr)) {
       throw new InvalidArgumentError(
         `Cannot view ${
-          String(ptr)
+          describeValue(ptr)
         }: expected a DataPtr of this allocator from allocate()`,
         { name: "ptr", value: ptr },
       );

@@ -836,7 +836,7 @@ export class OwnershipRegistry {
       }
       const pad = alignment === undefined ? 0 : alignment - 1;
       const ptr = allocator.allocate(reserved + pad);
-      if (!(ptr instanceof DataPtr)) {
+      if (!DataPtr.isDataPtr(ptr)) {
         // A lying allocator: nothing to release, nothing registered.
         throw new InvalidArgumentError(
           `Cannot allocate ${byteLength} bytes: the allocator returned ${
@@ -1311,7 +1311,7 @@ export class OwnershipRegistry {
     }
     let memory: unknown, byteOffset: unknown, released = false;
     try {
-      released = pointer instanceof DataPtr && pointer.released;
+      released = DataPtr.isDataPtr(pointer) && pointer.released;
       if (!released) {
         memory = (pointer as Place).memory;
         byteOffset = (pointer as Place).byteOffset;
@@ -1579,7 +1579,7 @@ export class OwnershipRegistry {
       checkFlag(detachOption, "detach", false); // throws
     }
     const isView = ArrayBuffer.isView(pointer);
-    const isPtr = !isView && pointer instanceof DataPtr;
+    const isPtr = !isView && DataPtr.isDataPtr(pointer);
     let byteLength: number;
     if (lengthOption !== undefined) {
       byteLength = checkLength(lengthOption, "byteLength");

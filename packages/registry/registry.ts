@@ -322,9 +322,13 @@ export class Registry {
     if (current !== undefined && priority < current.priority) return false;
     this.#entries.set(
       key,
-      backend === undefined
-        ? { target: key, allocator, priority }
-        : { target: key, allocator, priority, backend },
+      // frozen: entries() hands these out, and a caller's change must never
+      // reach the registry
+      Object.freeze(
+        backend === undefined
+          ? { target: key, allocator, priority }
+          : { target: key, allocator, priority, backend },
+      ),
     );
     return true;
   }

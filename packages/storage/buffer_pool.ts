@@ -223,7 +223,7 @@ export class BufferPool<M = unknown, C = unknown> {
   #checkedAllocate(reserved: number): DataPtr<M, C> {
     const block = this.allocator.allocate(reserved);
     let why: string | undefined;
-    if (!(block instanceof DataPtr)) why = "not a DataPtr";
+    if (!DataPtr.isDataPtr(block)) why = "not a DataPtr";
     else if (block.released) why = "already released";
     else if (block.byteLength !== reserved) {
       why = `${block.byteLength} bytes long`;
@@ -232,7 +232,7 @@ export class BufferPool<M = unknown, C = unknown> {
     }
     if (why === undefined) return block;
     if (
-      block instanceof DataPtr && !this.#inUse.has(block) &&
+      DataPtr.isDataPtr(block) && !this.#inUse.has(block) &&
       !this.#freeSet.has(block)
     ) {
       try {
@@ -257,7 +257,7 @@ export class BufferPool<M = unknown, C = unknown> {
     if (!this.#inUse.has(block)) {
       throw new DoubleFreeError(
         `Cannot recycle ${
-          block instanceof DataPtr ? String(block) : describeValue(block)
+          DataPtr.isDataPtr(block) ? String(block) : describeValue(block)
         }: it is not handed out by this pool`,
       );
     }

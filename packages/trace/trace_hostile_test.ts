@@ -26,6 +26,7 @@ import {
   tagGroups,
   timelineSvg,
   TraceFormatError,
+  type TraceEvent,
   TraceRecorder,
 } from "./mod.ts";
 import { main, readTraceFile } from "./cli.ts";
@@ -473,6 +474,43 @@ describe("@allot/trace hostile", () => {
       (v) => new TraceRecorder({ meta: v as never }),
       { error: InvalidArgumentError },
     );
+  });
+
+  it("TraceRecorder hands out copies: changing events, an event, the header or its meta never reaches a later trace", () => {
+    const r = new TraceRecorder({ meta: { model: "mlp" }, stacks: "all" });
+    r.step("a");
+    r.step("b");
+    const before = r.toJsonLines();
+    const n = r.events.length;
+    assert.ok(r.events.some((e) => e.op === "stack"));
+    const events = r.events as TraceEvent[];
+    try {
+      events.splice(0, events.length);
+    } catch { /* a frozen list is as good */ }
+    for (const e of r.events) {
+      try {
+        (e as { t: number }).t = 99;
+        (e as { op: string }).op = "free";
+      } catch { /* frozen */ }
+      if ("frames" in e) {
+        try {
+          (e.frames as unknown as unknown[]).push("evil");
+          Object.assign(e.frames[0], { at: "evil" });
+        } catch { /* frozen */ }
+      }
+    }
+    const trace = r.toTrace();
+    for (const mutate of [
+      () => (trace.events as TraceEvent[]).pop(),
+      () => ((trace.header as { version: number }).version = 7),
+      () => ((trace.header.meta as Record<string, unknown>).model = "x"),
+    ]) {
+      try {
+        mutate();
+      } catch { /* frozen */ }
+    }
+    assert.equal(r.toJsonLines(), before);
+    assert.equal(r.events.length, n);
   });
 
   it("reportHtml refuses a whatIf whose usage or from would be written into the page unescaped", () => {

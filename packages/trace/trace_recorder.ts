@@ -117,18 +117,23 @@ export class TraceRecorder {
     this.#capture = capture;
     this.#now = now;
     this.#t0 = this.#clock(0);
-    this.#header = {
+    // frozen to the leaves: toTrace() hands it out, and a caller's change
+    // must never reach a later trace
+    this.#header = _deepFreeze({
       format: TRACE_FORMAT,
       version: TRACE_VERSION,
       ...(options.source !== undefined ? { source: options.source } : {}),
       created: new Date().toISOString(),
       ...(meta !== undefined ? { meta } : {}),
-    };
+    });
   }
 
-  /** The events recorded so far (the live array; do not modify). */
+  /**
+   * The events recorded so far: a copy of the list, taken at each read, of
+   * frozen events (changing it changes nothing here).
+   */
   get events(): readonly TraceEvent[] {
-    return this.#events;
+    return this.#events.slice();
   }
 
   /** The current tag, or undefined. */
@@ -242,11 +247,11 @@ export class TraceRecorder {
       if (sid === undefined) {
         sid = this.#stackIds.size;
         this.#stackIds.set(key, sid);
-        this.#events.push({ t, op: "stack", sid, frames });
+        this.#events.push(_deepFreeze({ t, op: "stack", sid, frames }));
       }
       e.s = sid;
     }
-    this.#events.push(e as unknown as TraceEvent);
+    this.#events.push(Object.freeze(e) as unknown as TraceEvent);
   }
 
   /** The trace so far (a copy of the event list). */
@@ -258,4 +263,13 @@ export class TraceRecorder {
   toJsonLines(): string {
     return formatTrace({ header: this.#header, events: this.#events });
   }
+}
+
+/** Freezes plain JSON data to the leaves (objects and arrays). */
+function _deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null) {
+    for (const v of Object.values(value)) _deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
 }
