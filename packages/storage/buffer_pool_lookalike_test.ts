@@ -1,0 +1,35 @@
+/**
+ * Outside-in check of `@allot/storage`'s `BufferPool` against an allocator
+ * that returns a look-alike pointer (`Object.create(DataPtr.prototype)`:
+ * `instanceof` accepts it, its getters throw a `TypeError`) and a look-alike
+ * handed to `recycle`: both refused with typed errors.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  AllocatorBase,
+  ContractViolationError,
+  DataPtr,
+  Device,
+  DoubleFreeError,
+} from "@allot/core";
+import { BufferPool } from "./mod.ts";
+
+class LookAlike extends AllocatorBase<ArrayBuffer, null> {
+  readonly device: Device = Device.cpu();
+  allocate(): DataPtr<ArrayBuffer, null> {
+    return Object.create(DataPtr.prototype);
+  }
+}
+
+describe("@allot/storage BufferPool look-alikes", () => {
+  it("acquire refuses a look-alike from the allocator, recycle refuses one from the caller, with typed errors", () => {
+    const pool = new BufferPool(new LookAlike());
+    assert.throws(() => pool.acquire(64), ContractViolationError);
+    assert.throws(
+      () => pool.recycle(Object.create(DataPtr.prototype)),
+      DoubleFreeError,
+    );
+    assert.equal(pool.stats().allocatedBytes, 0);
+  });
+});
