@@ -1317,32 +1317,36 @@ describe("@allot/core hostile", () => {
     assert.deepEqual(r.counts.allocatedBytes, [512, 0]);
   });
 
-  it("LeakDetector.leaks is a copy of frozen reports: a caller's push, splice or edit never reaches the detector", {
-    skip: gc ? false : "needs --v8-flags=--expose-gc",
-  }, async () => {
-    const seen: LeakReport[] = [];
-    const d = new LeakDetector({ onLeak: (r) => seen.push(r) });
-    (() => {
-      d.watch({}, { label: "a", byteLength: 8 });
-      d.watch({}, { label: "b", byteLength: 16 });
-    })();
-    for (let i = 0; i < 20 && d.leaks.length < 2; i++) {
-      gc!();
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    assert.equal(d.leaks.length, 2);
-    const leaks = d.leaks as LeakReport[];
-    leaks.push({ label: "forged", byteLength: 1, createdAt: 0 });
-    leaks.splice(0, 1);
-    for (const r of [...d.leaks, ...seen]) {
-      assert.throws(() => {
-        r.label = "edited";
-      }, TypeError);
-    }
-    assert.deepEqual(d.leaks.map((r) => r.label).sort(), ["a", "b"]);
-    assert.notEqual(d.leaks, d.leaks);
-    assert.equal(d.leakedBytes, 24);
-  });
+  it(
+    "LeakDetector.leaks is a copy of frozen reports: a caller's push, splice or edit never reaches the detector",
+    {
+      skip: gc ? false : "needs --v8-flags=--expose-gc",
+    },
+    async () => {
+      const seen: LeakReport[] = [];
+      const d = new LeakDetector({ onLeak: (r) => seen.push(r) });
+      (() => {
+        d.watch({}, { label: "a", byteLength: 8 });
+        d.watch({}, { label: "b", byteLength: 16 });
+      })();
+      for (let i = 0; i < 20 && d.leaks.length < 2; i++) {
+        gc!();
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(d.leaks.length, 2);
+      const leaks = d.leaks as LeakReport[];
+      leaks.push({ label: "forged", byteLength: 1, createdAt: 0 });
+      leaks.splice(0, 1);
+      for (const r of [...d.leaks, ...seen]) {
+        assert.throws(() => {
+          r.label = "edited";
+        }, TypeError);
+      }
+      assert.deepEqual(d.leaks.map((r) => r.label).sort(), ["a", "b"]);
+      assert.notEqual(d.leaks, d.leaks);
+      assert.equal(d.leakedBytes, 24);
+    },
+  );
 
   it("a look-alike DataPtr (Object.create(DataPtr.prototype)) is refused with InvalidArgumentError by copyData and clone, changing nothing", () => {
     class HostAllocator extends AllocatorBase<ArrayBuffer, number> {
@@ -1356,14 +1360,18 @@ describe("@allot/core hostile", () => {
     const a = new HostAllocator();
     const real = a.allocate(8);
     new Uint8Array(real.memory).fill(7);
-    const fake = Object.create(DataPtr.prototype) as DataPtr<ArrayBuffer, number>;
+    const fake = Object.create(DataPtr.prototype) as DataPtr<
+      ArrayBuffer,
+      number
+    >;
     assert.ok(fake instanceof DataPtr);
     assert.ok(!DataPtr.isDataPtr(fake));
     assert.ok(DataPtr.isDataPtr(real));
     for (const v of [null, undefined, 1, {}, real.memory]) {
       assert.ok(!DataPtr.isDataPtr(v));
     }
-    const state = () => [a.made, real.released, [...new Uint8Array(real.memory)]];
+    const state =
+      () => [a.made, real.released, [...new Uint8Array(real.memory)]];
     refuse(
       "copyData/clone(look-alike DataPtr)",
       [{ name: "Object.create(DataPtr.prototype)", value: fake }],

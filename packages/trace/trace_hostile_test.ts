@@ -25,8 +25,8 @@ import {
   reportHtml,
   tagGroups,
   timelineSvg,
-  TraceFormatError,
   type TraceEvent,
+  TraceFormatError,
   TraceRecorder,
 } from "./mod.ts";
 import { main, readTraceFile } from "./cli.ts";
@@ -500,11 +500,13 @@ describe("@allot/trace hostile", () => {
       }
     }
     const trace = r.toTrace();
-    for (const mutate of [
-      () => (trace.events as TraceEvent[]).pop(),
-      () => ((trace.header as { version: number }).version = 7),
-      () => ((trace.header.meta as Record<string, unknown>).model = "x"),
-    ]) {
+    for (
+      const mutate of [
+        () => (trace.events as TraceEvent[]).pop(),
+        () => ((trace.header as { version: number }).version = 7),
+        () => ((trace.header.meta as Record<string, unknown>).model = "x"),
+      ]
+    ) {
       try {
         mutate();
       } catch { /* frozen */ }
