@@ -942,8 +942,12 @@ export class SharedHeap {
    * @param arena The dead Worker's arena.
    * @param options Offsets still in use elsewhere.
    * @returns What was freed and what was kept.
-   * @throws {InvalidArgumentError} When the arena is this handle's own, or not attached.
-   * @throws {HeapBusyError} When the dead arena holds the core lock.
+   * @throws {InvalidArgumentError} When the arena is this handle's own, or not
+   * attached, or `keep` holds an offset that is not one of the arena's live
+   * blocks; nothing changes.
+   * @throws {HeapBusyError} When the dead arena holds the core lock, or the
+   * core lock stays held by another thread past the time limit; nothing
+   * changes (the arena can be reclaimed later).
    */
   reclaim(arena: number, options: ReclaimOptions = {}): ReclaimReport {
     this.#checkOpen("reclaim");
@@ -983,8 +987,15 @@ export class SharedHeap {
     const freed: HeldBlock[] = [], kept: HeldBlock[] = [];
     const slabs = new Set<number>();
     const large: number[] = [];
+    let blocks = 0, bytes = 0;
+    // All or nothing: the walk and every change to the core happen under one
+    // hold of the core lock, taken before anything changes (a busy core, or
+    // a keep offset that is not one of the arena's blocks, changes nothing
+    // and the arena can be reclaimed later); the slab work after it never
+    // fails (a busy core leaves an emptied slab abandoned, never ownerless).
+    this.#lockOrReattach(aw, "reclaim");
     try {
-      this.#walkOwned(token, (block, slab) => {
+      this.#walkLocked(token, (block, slab) => {
         if (keep.has(block.byteOffset)) kept.push(block);
         else {
           freed.push(block);
@@ -992,12 +1003,48 @@ export class SharedHeap {
         }
         if (slab !== 0) slabs.add(slab);
       }, slabs);
+      if (kept.length !== keep.size) {
+        const found = new Set(kept.map((b) => b.byteOffset));
+        const stray = [...keep].find((o) => !found.has(o));
+        throw new InvalidArgumentError(
+          `Cannot reclaim arena ${arena}: keep holds ${stray}, not the offset of one of its live blocks`,
+          { name: "keep", value: stray, limit: "a live block of the arena" },
+        );
+      }
     } catch (error) {
-      // A busy core: nothing was freed yet, the arena can be reclaimed later.
+      this.#unlock();
       Atomics.store(i32, aw + A_STATE, ARENA_ATTACHED);
       throw error;
     }
-    let blocks = 0, bytes = 0;
+    try {
+      // Spans the dead arena kept cached or had returned: back to the core.
+      this.#releaseReturnsLocked(
+        arena,
+        Atomics.exchange(i32, this.#returnsAt(arena), RETURNS_CLOSED),
+      );
+      for (let p = 0; p < this.#pages;) {
+        const w = this.#meta + (p << 3), len = i32[w + M_LEN];
+        if (i32[w + M_KIND] === K_CACHED && i32[w + M_OWNER] === token) {
+          this.#releaseSpan(p);
+        }
+        p += len > 0 ? len : 1;
+      }
+      for (const offset of large) {
+        const page = (offset - this.#pageBase) >> PAGE_SHIFT;
+        const w = this.#meta + (page << 3);
+        // Freed by another thread meanwhile (a hand-off left out of `keep`):
+        // that free released it already.
+        if (
+          Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) === K_LARGE
+        ) {
+          bytes += i32[w + M_LEN] * PAGE;
+          blocks++;
+          this.#releaseSpan(page);
+        }
+      }
+    } finally {
+      this.#unlock();
+    }
     // Small blocks: clear their bits and put them on the slab's own list.
     const freedSet = new Set(freed.map((b) => b.byteOffset));
     for (const slab of slabs) {
@@ -1024,35 +1071,6 @@ export class SharedHeap {
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
     }
-    // Spans the dead arena kept cached or had returned: back to the core.
-    this.#lock("reclaim");
-    this.#releaseReturnsLocked(
-      arena,
-      Atomics.exchange(i32, this.#returnsAt(arena), RETURNS_CLOSED),
-    );
-    for (let p = 0; p < this.#pages;) {
-      const w = this.#meta + (p << 3), len = i32[w + M_LEN];
-      if (i32[w + M_KIND] === K_CACHED && i32[w + M_OWNER] === token) {
-        this.#releaseSpan(p);
-      }
-      p += len > 0 ? len : 1;
-    }
-    this.#unlock();
-    for (const offset of large) {
-      const page = (offset - this.#pageBase) >> PAGE_SHIFT;
-      const w = this.#meta + (page << 3);
-      this.#lock("reclaim");
-      // Freed by another thread meanwhile (a hand-off left out of `keep`):
-      // that free released it already.
-      if (
-        Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) === K_LARGE
-      ) {
-        bytes += i32[w + M_LEN] * PAGE;
-        blocks++;
-        this.#releaseSpan(page);
-      }
-      this.#unlock();
-    }
     Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
     Atomics.sub(i32, aw + A_LIVE_BYTES, bytes);
     // Its cache is empty now: its budget goes back to the pool.
@@ -1071,6 +1089,11 @@ export class SharedHeap {
    * others are abandoned (their live blocks stay live and are freed from any
    * handle; the slab goes back when the last one is freed). Afterwards this
    * handle refuses every call. Idempotent.
+   *
+   * @throws {HeapBusyError} When cached spans must go back to the core and
+   * its lock stays held by another thread past the time limit: the handle
+   * stays attached (it can still allocate and free), and a later `detach()`
+   * finishes the work.
    */
   detach(): void {
     if (!this.#open) return;
@@ -1279,9 +1302,22 @@ export class SharedHeap {
     fn: (block: HeldBlock, slab: number) => void,
     slabs?: Set<number>,
   ): void {
-    const i32 = this.#i32, m = this.#meta, n = this.#pages;
     this.#lock("walk");
     try {
+      this.#walkLocked(token, fn, slabs);
+    } finally {
+      this.#unlock();
+    }
+  }
+
+  /** {@linkcode SharedHeap.#walkOwned} with the core lock held. */
+  #walkLocked(
+    token: number,
+    fn: (block: HeldBlock, slab: number) => void,
+    slabs?: Set<number>,
+  ): void {
+    const i32 = this.#i32, m = this.#meta, n = this.#pages;
+    {
       for (let p = 0; p < n;) {
         const kind = i32[m + (p << 3) + M_KIND],
           len = i32[m + (p << 3) + M_LEN];
@@ -1306,8 +1342,6 @@ export class SharedHeap {
         }
         p += len > 0 ? len : 1;
       }
-    } finally {
-      this.#unlock();
     }
   }
 
@@ -1980,6 +2014,16 @@ export class SharedHeap {
       if (next === -1) i32[h + H_BIN_MASK + (bin >> 5)] &= ~(1 << (bin & 31));
     }
     if (next !== -1) i32[m + (next << 3) + M_PREV] = prev;
+  }
+
+  /** {@linkcode SharedHeap.#lock}; when busy, sets the arena back to attached first. */
+  #lockOrReattach(arenaWord: number, what: string): void {
+    try {
+      this.#lock(what);
+    } catch (error) {
+      Atomics.store(this.#i32, arenaWord + A_STATE, ARENA_ATTACHED);
+      throw error;
+    }
   }
 
   #lock(what: string): void {

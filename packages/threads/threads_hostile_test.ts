@@ -34,8 +34,10 @@ import type {
   LiveBlock,
 } from "./_test_hostile_worker.ts";
 import { assertRefused } from "../core/_test_hostile.ts";
+import { H_LOCK } from "./_layout.ts";
 import {
   assertDisjoint,
+  attempt,
   checkPattern,
   modelRuns,
   writePattern,
@@ -976,5 +978,135 @@ describe("@allot/threads hostile: memory reuse", () => {
     heap.close();
     using again = SharedHeap.create(memory);
     exercise(again);
+  });
+});
+
+/** A lock holder no handle here has (arena 63, generation 1). */
+const FOREIGN = (1 << 6) | 63;
+
+/** Every page is back in the core once all handles detach. */
+function assertAllReturned(heap: SharedHeap): void {
+  using probe = SharedHeap.attach(heap.descriptor());
+  heap.detach();
+  probe.checkIntegrity();
+  assert.equal(probe.stats().freeBytes, probe.stats().byteLength);
+}
+
+describe("@allot/threads hostile: reclaim and detach, all or nothing", () => {
+  it("reclaim() refuses keep offsets that are not live blocks of that arena, changing nothing", () => {
+    const heap = SharedHeap.create(4 * MiB);
+    const worker = SharedHeap.attach(heap.descriptor());
+    const other = SharedHeap.attach(heap.descriptor());
+    const small = worker.alloc(100), large = worker.alloc(100_000);
+    const gone = worker.alloc(64);
+    worker.free(gone);
+    const foreign = other.alloc(100), mine = heap.alloc(100);
+    const arena = worker.arena;
+    const state = () => ({
+      ...snapshot(heap),
+      dead: heap.blocksOf(arena),
+      other: heap.blocksOf(other.arena),
+    });
+    const before = state();
+    for (
+      const stray of [
+        foreign,
+        mine,
+        gone,
+        small + 1,
+        large + 4096,
+        0,
+        heap.buffer.byteLength - 8,
+      ]
+    ) {
+      assertRefused(
+        `reclaim(arena, { keep: [small, ${stray}] })`,
+        () => heap.reclaim(arena, { keep: [small, stray] }),
+        { error: InvalidArgumentError, snapshot: state },
+      );
+    }
+    assert.deepEqual(state(), before);
+    const report = heap.reclaim(arena, { keep: [small] });
+    assert.deepEqual(report.kept.map((b) => b.byteOffset), [small]);
+    assert.ok(report.freed.some((b) => b.byteOffset === large));
+    heap.free(small);
+    other.free(foreign);
+    heap.free(mine);
+    other.detach();
+    assert.equal(heap.stats().allocationCount, 0);
+    assertAllReturned(heap);
+  });
+
+  it("reclaim() with the core lock taken by another thread right after its walk either finishes or changes nothing; a second call finishes", () => {
+    const heap = SharedHeap.create(4 * MiB, { lockTimeoutMs: 0 });
+    const worker = SharedHeap.attach(heap.descriptor());
+    const blocks = [100, 64, 100_000, 400 * KiB, 5000].map((n) =>
+      worker.alloc(n)
+    );
+    worker.free(worker.alloc(400 * KiB)); // a cached span too
+    const arena = worker.arena;
+    const lockWord = (heap.byteOffset >> 2) + H_LOCK;
+    const store = Atomics.store;
+    let stolen = false;
+    // The first unlock hands the lock to a foreign holder, as another
+    // thread taking it at that moment (and then dying) would.
+    (Atomics as { store: typeof Atomics.store }).store = ((
+      array: Int32Array,
+      index: number,
+      value: number,
+    ) => {
+      const out = store(array, index, value);
+      if (
+        !stolen && array.buffer === heap.buffer && index === lockWord &&
+        value === 0
+      ) {
+        stolen = true;
+        store(array, index, FOREIGN);
+      }
+      return out;
+    }) as typeof Atomics.store;
+    let first: unknown;
+    try {
+      first = attempt(() => heap.reclaim(arena));
+    } finally {
+      (Atomics as { store: typeof Atomics.store }).store = store;
+    }
+    assert.ok(stolen, "the lock was never released during reclaim");
+    store(new Int32Array(heap.buffer), lockWord, 0);
+    if (first !== undefined) {
+      assert.ok(first instanceof HeapBusyError, String(first));
+      assert.deepEqual(
+        heap.blocksOf(arena).map((b) => b.byteOffset).sort(),
+        [...blocks].sort(),
+        "a refused reclaim changed nothing",
+      );
+      heap.reclaim(arena); // a second call finishes
+    }
+    assert.ok(!heap.arenas().some((a) => a.arena === arena));
+    assert.equal(heap.stats().allocationCount, 0);
+    heap.checkIntegrity();
+  });
+
+  it("detach() with the core lock held throws HeapBusyError; a second call, once it is free, finishes", () => {
+    const heap = SharedHeap.create(4 * MiB, { lockTimeoutMs: 0 });
+    const worker = SharedHeap.attach(heap.descriptor());
+    const a = worker.alloc(100), b = worker.alloc(100_000);
+    worker.free(worker.alloc(400 * KiB)); // cached: detach gives it back
+    const arena = worker.arena;
+    const i32 = new Int32Array(heap.buffer);
+    const lockWord = (heap.byteOffset >> 2) + H_LOCK;
+    assert.equal(Atomics.compareExchange(i32, lockWord, 0, FOREIGN), 0);
+    const first = attempt(() => worker.detach());
+    Atomics.store(i32, lockWord, 0);
+    if (first !== undefined) {
+      assert.ok(first instanceof HeapBusyError, String(first));
+      worker.detach();
+    }
+    assert.throws(() => worker.alloc(8), HeapClosedError);
+    assert.ok(!heap.arenas().some((x) => x.arena === arena));
+    heap.free(a);
+    heap.free(b);
+    assert.equal(heap.stats().allocationCount, 0);
+    assertAllReturned(heap);
   });
 });
