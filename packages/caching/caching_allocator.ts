@@ -18,10 +18,12 @@ import {
   type SegmentSource,
   segmentTotals,
   type Stream,
+  type SynchronizeOptions,
   TraceRecorder,
   type TraceRecorderOptions,
   UseAfterFreeError,
   validateObject,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import {
   type _Block,
@@ -672,12 +674,20 @@ export class CachingAllocator<M = unknown> {
    * Waits for every pending fence, then returns the blocks that waited on them
    * to the pool.
    *
+   * Without a signal, a fence that never completes makes it wait forever.
+   *
+   * @param options A signal that stops the wait: the promise rejects with
+   * its reason and nothing changes (the blocks stay pending until their
+   * fences complete).
    * @returns Resolves when the blocks pending at the call are back in the pool.
+   * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
-  async synchronize(): Promise<void> {
+  async synchronize(options?: SynchronizeOptions): Promise<void> {
+    // refused or already aborted: not counted, nothing changes
+    validateSynchronizeOptions(options)?.throwIfAborted();
     this.#p.stats.numSyncAllStreams++;
     // A rejected fence also ends: its work will never run.
-    await this.#p.deferred.synchronize();
+    await this.#p.deferred.synchronize(options);
     if (this.#p.strict) this.#p.strictCheck();
   }
 

@@ -9,7 +9,12 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { type Fence, MockSegmentSource, type Stream } from "@allot/core";
+import {
+  type Fence,
+  InvalidArgumentError,
+  MockSegmentSource,
+  type Stream,
+} from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./mod.ts";
 import { modelRuns } from "../core/_test_faults.ts";
 
@@ -187,5 +192,50 @@ describe("CachingAllocator with re-entrant fences", () => {
       ),
       { numRuns: modelRuns(100) },
     );
+  });
+
+  it("synchronize({ signal }) on a fence that never completes rejects with the signal's reason and changes nothing; bad signals are refused", async () => {
+    const allocator = new CachingAllocator(new MockSegmentSource());
+    const stream = new ReentrantStream();
+    const b = allocator.allocate(4096);
+    allocator.recordStream(b, stream);
+    b.release();
+    const syncs = () => allocator.memoryStats().numSyncAllStreams;
+    assert.equal(allocator.pendingFreeCount, 1);
+    for (
+      const signal of [
+        {},
+        null,
+        1,
+        "abort",
+        Object.create(AbortSignal.prototype),
+      ]
+    ) {
+      await assert.rejects(
+        allocator.synchronize({ signal } as never),
+        InvalidArgumentError,
+      );
+    }
+    await assert.rejects(
+      allocator.synchronize(null as never),
+      InvalidArgumentError,
+    );
+    const reason = new Error("stop waiting");
+    await assert.rejects(
+      allocator.synchronize({ signal: AbortSignal.abort(reason) }),
+      (e) => e === reason,
+    );
+    assert.equal(syncs(), 0, "a refused call is not counted");
+    const controller = new AbortController();
+    const waiting = allocator.synchronize({ signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 5));
+    controller.abort(reason);
+    await assert.rejects(waiting, (e) => e === reason);
+    assert.equal(allocator.pendingFreeCount, 1);
+    allocator.validate();
+    stream.complete();
+    await allocator.synchronize({ signal: new AbortController().signal });
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.validate();
   });
 });

@@ -14,6 +14,91 @@
 
 import { AllotError, InvalidArgumentError } from "./errors.ts";
 import type { Fence } from "./fence.ts";
+import { describeValue } from "./validate.ts";
+
+/**
+ * Options of {@linkcode DeferredFrees.synchronize} and of the allocators'
+ * `synchronize()`.
+ */
+export interface SynchronizeOptions {
+  /**
+   * Stops the wait: the promise rejects with the signal's reason, and
+   * nothing changes (what waits on a fence stays pending until that fence
+   * completes, then returns as usual). Without it, a fence that never
+   * completes makes `synchronize()` wait forever.
+   */
+  signal?: AbortSignal;
+}
+
+/**
+ * Reads and checks {@linkcode SynchronizeOptions}.
+ *
+ * @param options `undefined` or the options.
+ * @returns The signal, if any.
+ * @throws {InvalidArgumentError} When `options` is not an object or
+ * `signal` is not an `AbortSignal`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { validateSynchronizeOptions } from "@allot/core";
+ *
+ * const controller = new AbortController();
+ * assert.equal(validateSynchronizeOptions({ signal: controller.signal }), controller.signal);
+ * assert.equal(validateSynchronizeOptions(undefined), undefined);
+ * assert.throws(() => validateSynchronizeOptions({ signal: {} }));
+ * ```
+ */
+export function validateSynchronizeOptions(
+  options: unknown,
+): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError(
+      `Cannot synchronize: options must be an object, received ${
+        describeValue(options)
+      }`,
+      { name: "options", value: options, limit: "SynchronizeOptions" },
+    );
+  }
+  const signal = (options as SynchronizeOptions).signal;
+  if (signal === undefined) return undefined;
+  let real = false;
+  try {
+    // a brand check: a look-alike's getter throws
+    real = signal instanceof AbortSignal &&
+      typeof (signal as AbortSignal).aborted === "boolean";
+  } catch {
+    real = false;
+  }
+  if (!real) {
+    throw new InvalidArgumentError(
+      `Cannot synchronize: signal must be an AbortSignal, received ${
+        describeValue(signal)
+      }`,
+      { name: "signal", value: signal, limit: "AbortSignal" },
+    );
+  }
+  return signal;
+}
+
+/** `promise`, or a rejection with `signal.reason` once it aborts. */
+function _untilAborted<T>(
+  promise: Promise<T>,
+  signal: AbortSignal,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then((value) => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(value);
+    }, (error) => {
+      signal.removeEventListener("abort", onAbort);
+      reject(error);
+    });
+  });
+}
 
 /** An item that waits for fences: the queue keeps its count of fences left. */
 export interface DeferredItem {
@@ -263,10 +348,15 @@ export class DeferredFrees<T extends DeferredItem> {
    * ends: its work will never run), then releases the items that waited only
    * on them.
    *
+   * @param options A signal that stops the wait (nothing changes then).
    * @returns Resolves when those items were released; rejects with the
-   * error of a `release` callback that threw (after releasing the others).
+   * error of a `release` callback that threw (after releasing the others),
+   * or with the signal's reason once it aborts.
+   * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
-  async synchronize(): Promise<void> {
+  async synchronize(options?: SynchronizeOptions): Promise<void> {
+    const signal = validateSynchronizeOptions(options);
+    signal?.throwIfAborted();
     const groups: _Group<T>[] = [...this.#faulted];
     for (const queue of this.#active) {
       for (let i = queue.head; i < queue.groups.length; i++) {
@@ -274,13 +364,15 @@ export class DeferredFrees<T extends DeferredItem> {
       }
     }
     if (groups.length === 0) return;
-    await Promise.all(groups.map((g) => {
+    const all = Promise.all(groups.map((g) => {
       try {
         return g.fence.wait().catch(() => {});
       } catch {
         return undefined;
       }
     }));
+    // aborted: the groups stay as they are (not done), nothing changes
+    await (signal === undefined ? all : _untilAborted(all, signal));
     const faulted = this.#faulted;
     for (const g of groups) g.done = true;
     let w = 0;

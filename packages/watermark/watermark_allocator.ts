@@ -26,12 +26,14 @@ import {
   type MemorySummaryOptions,
   type SegmentSource,
   type Stream,
+  type SynchronizeOptions,
   TraceRecorder,
   type TraceRecorderOptions,
   UnsupportedOperationError,
   UseAfterFreeError,
   validateByteLength,
   validateObject,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import type { _Block } from "./_block.ts";
 import { _BufferEvents } from "./_buffer_events.ts";
@@ -622,11 +624,19 @@ export class WatermarkAllocator<M = unknown>
    * throwing fence also ends: its work will never run), then returns those
    * buffers to their pools.
    *
+   * Without a signal, a fence that never completes makes it wait forever.
+   *
+   * @param options A signal that stops the wait: the promise rejects with
+   * its reason and nothing changes (the buffers stay pending until their
+   * work completes).
    * @returns Resolves when the buffers pending at the call are back.
+   * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
-  async synchronize(): Promise<void> {
+  async synchronize(options?: SynchronizeOptions): Promise<void> {
+    // refused or already aborted: not counted, nothing changes
+    validateSynchronizeOptions(options)?.throwIfAborted();
     this.#p.stats.numSyncAllStreams++;
-    await this.#p.deferred.synchronize();
+    await this.#p.deferred.synchronize(options);
     this.#p.check();
   }
 

@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   type Fence,
+  InvalidArgumentError,
   type MockMemory,
   MockSegmentSource,
   type Stream,
@@ -201,5 +202,53 @@ describe("WatermarkAllocator with re-entrant fences", () => {
       ),
       { numRuns: modelRuns(100) },
     );
+  });
+
+  it("synchronize({ signal }) on a fence that never completes rejects with the signal's reason and changes nothing; bad signals are refused", async () => {
+    const allocator = new WatermarkAllocator(
+      new MockSegmentSource({ capacityBytes: 1 << 30 }),
+      SMALL,
+    );
+    const stream = new ReentrantStream();
+    const b = allocator.allocateBuffer(4096);
+    allocator.recordEvents([b], stream);
+    b.release();
+    const syncs = () => allocator.memoryStats().numSyncAllStreams;
+    assert.ok(allocator.stats().pendingFreeBytes > 0);
+    for (
+      const signal of [
+        {},
+        null,
+        1,
+        "abort",
+        Object.create(AbortSignal.prototype),
+      ]
+    ) {
+      await assert.rejects(
+        allocator.synchronize({ signal } as never),
+        InvalidArgumentError,
+      );
+    }
+    await assert.rejects(
+      allocator.synchronize(null as never),
+      InvalidArgumentError,
+    );
+    const reason = new Error("stop waiting");
+    await assert.rejects(
+      allocator.synchronize({ signal: AbortSignal.abort(reason) }),
+      (e) => e === reason,
+    );
+    assert.equal(syncs(), 0, "a refused call is not counted");
+    const controller = new AbortController();
+    const waiting = allocator.synchronize({ signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 5));
+    controller.abort(reason);
+    await assert.rejects(waiting, (e) => e === reason);
+    assert.ok(allocator.stats().pendingFreeBytes > 0);
+    allocator.validate();
+    stream.complete();
+    await allocator.synchronize({ signal: new AbortController().signal });
+    assert.equal(allocator.stats().pendingFreeBytes, 0);
+    allocator.validate();
   });
 });

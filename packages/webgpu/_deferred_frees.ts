@@ -12,7 +12,12 @@
  * @module
  */
 
-import { DeferredFrees, type DeferredItem, type Fence } from "@allot/core";
+import {
+  DeferredFrees,
+  type DeferredItem,
+  type Fence,
+  type SynchronizeOptions,
+} from "@allot/core";
 import type { QueueStream } from "./queue_stream.ts";
 
 /** The frees of one task: they share its queue fence. */
@@ -110,7 +115,7 @@ export class _QueueFrees {
    *
    * @returns Resolves when they are back.
    */
-  synchronize(): Promise<void> {
-    return this.#frees.synchronize();
+  synchronize(options?: SynchronizeOptions): Promise<void> {
+    return this.#frees.synchronize(options);
   }
 }

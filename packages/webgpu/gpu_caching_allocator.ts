@@ -17,7 +17,12 @@ import {
   type CachingAllocatorOptions,
   type MemoryStats,
 } from "@allot/caching";
-import { type Device, OutOfMemoryError, validateByteLength } from "@allot/core";
+import {
+  type Device,
+  OutOfMemoryError,
+  type SynchronizeOptions,
+  validateByteLength,
+} from "@allot/core";
 import {
   _assertAlive,
   type _DeviceState,
@@ -239,11 +244,18 @@ export class GpuCachingAllocator {
   /**
    * Waits for the queue, then returns every block waiting for it to the pool.
    *
+   * Without a signal, a queue that never finishes its work makes it wait
+   * forever.
+   *
+   * @param options A signal that stops the wait: the promise rejects with
+   * its reason and nothing changes (the blocks stay pending until their work
+   * completes).
    * @returns Resolves when the pending blocks are back.
+   * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
-  async synchronize(): Promise<void> {
-    await this.#frees.synchronize();
-    await this.caching.synchronize();
+  async synchronize(options?: SynchronizeOptions): Promise<void> {
+    await this.#frees.synchronize(options);
+    await this.caching.synchronize(options);
   }
 
   /** Destroys every whole free segment (`emptyCache`). */
