@@ -151,6 +151,14 @@ const _ARENA_SLACK = 0.01;
 /** Unfollowed plans counted at most: at most 2^5 steps between plans. */
 const _MAX_BACKOFF = 6;
 
+/**
+ * Planned requests a request may skip to find its match (see `#place`),
+ * and requests in a row the plan may lack before the step leaves it.
+ */
+const _RESYNC = 64;
+/** See `_RESYNC`. */
+const _LOST = 4;
+
 /** Steps whose peak live bytes bound the bytes kept. */
 const _WINDOW = 64;
 
@@ -235,10 +243,19 @@ export class StepPlannedPool<M = unknown> {
   #recSize: number[] = [];
   #recStart: number[] = [];
   #recEnd: number[] = [];
+  /** where each request of the step went in the arena (-1: elsewhere) */
+  #recAt: number[] = [];
   #op = 0;
   #misses = 0;
   /** whether this step's requests left every kept plan */
   #diverged = false;
+  /**
+   * The plan item of this step's next request less its index (requests
+   * the step skipped, less those the plan lacks; see `#place`), and the
+   * requests in a row the plan lacked.
+   */
+  #skew = 0;
+  #lost = 0;
   /** fresh plans unfollowed in a row, steps since the last plan */
   #unfollowed = 0;
   #sincePlan = 0;
@@ -519,6 +536,7 @@ export class StepPlannedPool<M = unknown> {
     this.#recSize.push(size);
     this.#recStart.push(this.#op++);
     this.#recEnd.push(Infinity);
+    this.#recAt.push(block._seg === this.#arena ? block._offset : -1);
     const seg = block._seg;
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
@@ -546,18 +564,34 @@ export class StepPlannedPool<M = unknown> {
     let block: PlannedBlock<M> | undefined;
     const plan = this.#plan;
     if (arenaOk && plan !== undefined) {
-      if (item < plan.count && !this.#diverged) {
-        // the step follows the plan while each request is the planned one;
-        // once it does not, the rest of the step is served by best fit. A
-        // planned range still taken (a block that outlived its step) is one
-        // miss: the requests after it still go where the plan put them
+      if (!this.#diverged) {
+        // the step follows the plan while each request is the planned one.
+        // A request that is not the next planned one is matched with a
+        // later planned request of its size (the step skipped some: a
+        // training step after the first makes no optimizer state), else
+        // taken as one the plan lacks; the step leaves the plan (best fit
+        // for the rest) after `_LOST` of those in a row. A planned range
+        // still taken (a block that outlived its step) is one miss: the
+        // requests after it still go where the plan put them
         let p = plan;
-        if (size !== p.sizes[item]) p = this.#switch(item, size) ?? p;
-        const at = p.offsets[item];
-        if (size === p.sizes[item]) {
+        let j = item + this.#skew;
+        if (this.#skew === 0 && j < p.count && size !== p.sizes[j]) {
+          p = this.#switch(item, size) ?? p;
+        }
+        if (j >= p.count || size !== p.sizes[j]) {
+          j = this.#resync(p, j, size);
+          this.#misses++;
+        }
+        if (j >= 0) {
+          this.#skew = j - item;
+          this.#lost = 0;
+          const at = p.offsets[j];
           if (at >= 0) block = this.#carve(at, size);
           else arenaOk = false;
-        } else this.#diverged = true;
+        } else {
+          this.#skew--;
+          if (++this.#lost >= _LOST) this.#diverged = true;
+        }
         if (block === undefined && arenaOk) this.#misses++;
       } else this.#misses++;
     }
@@ -672,9 +706,12 @@ export class StepPlannedPool<M = unknown> {
       this.#recSize.length = 0;
       this.#recStart.length = 0;
       this.#recEnd.length = 0;
+      this.#recAt.length = 0;
       this.#op = 0;
       this.#misses = 0;
       this.#diverged = false;
+      this.#skew = 0;
+      this.#lost = 0;
     }
   }
 
@@ -1077,6 +1114,23 @@ export class StepPlannedPool<M = unknown> {
       // outlive their steps then miss, a segment each
       plan = _planStep(items, this.#align, arena.size);
     }
+    if (fixedFrom === items.length && fixedFrom > 0) {
+      // the layout the step got in the arena (its blocks never overlapped)
+      // when smaller: greedy-by-size is no lower bound, and a step that
+      // skipped some of its plan's requests can come out larger
+      const at = this.#recAt;
+      let top = 0;
+      for (let k = 0; k < fixedFrom && top >= 0; k++) {
+        const o = at[index[k]];
+        top = o < 0 ? -1 : Math.max(top, o + items[k].size);
+      }
+      if (top >= 0 && alignUp(top, this.#align) < plan.size) {
+        plan = {
+          offsets: Float64Array.from(index, (i) => at[i]),
+          size: alignUp(top, this.#align),
+        };
+      }
+    }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
     const made = _fastPlan(
@@ -1319,6 +1373,36 @@ export class StepPlannedPool<M = unknown> {
     if (plan === undefined || plan.count !== count) return false;
     for (let i = 0; i < count; i++) if (plan.sizes[i] !== rec[i]) return false;
     return ++plan.remade > 2;
+  }
+
+  /**
+   * The first item of `plan` from `from` on (within `_RESYNC` items) that
+   * asks for `size` bytes and whose planned range is free now, or -1 (a
+   * block the plan kept out of the arena, one that outlived its step, is
+   * what a later step skips: optimizer state or weights made once).
+   */
+  #resync(plan: _Plan, from: number, size: number): number {
+    const end = Math.min(plan.count, from + _RESYNC);
+    for (let k = from; k < end; k++) {
+      if (plan.sizes[k] !== size) continue;
+      const at = plan.offsets[k];
+      if (at >= 0 && this.#isFree(at, size)) return k;
+    }
+    return -1;
+  }
+
+  /** Whether `[at, at + size)` of the arena is free (off the fast path). */
+  #isFree(at: number, size: number): boolean {
+    const free = this.#arenaFree;
+    let lo = 0, hi = free.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid]._offset <= at) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === 0) return false;
+    const block = free[lo - 1];
+    return block._offset + block.byteLength >= at + size;
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
