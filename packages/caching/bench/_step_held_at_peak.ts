@@ -47,7 +47,7 @@ for (const name of names) {
           const source = new MockSegmentSource({ alignment: 256 });
           const acquire = source.tryAllocateSegment.bind(source);
           const release = source.freeSegment.bind(source);
-          source.tryAllocateSegment = (size: number, ...rest: [number?]) => {
+          source.tryAllocateSegment = (size, options) => {
             log(
               `  + seg 0x${u.toString(16)} ${
                 K(size)
@@ -55,7 +55,7 @@ for (const name of names) {
                 K(group.requestedBytes)
               } held ${K(group.reservedBytes)}`,
             );
-            return acquire(size, ...(rest as []));
+            return acquire(size, options);
           };
           source.freeSegment = (seg) => {
             log(
