@@ -1629,9 +1629,13 @@ export class StepPlannedPool<M = unknown> {
     const small = size <= _SMALL;
     if (small) {
       // small requests share segments of their own: a small block that
-      // outlives its step never pins a large free range
+      // outlives its step never pins a large free range (within the
+      // group's bound too: else an exact segment)
       const room = Math.max(size, alignUp(_SMALL_SEGMENT, this.#align));
-      if (this.#held + room <= limit + size) want = room;
+      if (
+        this.#held + room <= limit + size &&
+        (this.#group?._fits(room) ?? true)
+      ) want = room;
     } else {
       const roomy = _roomy(size, this.#align);
       if (roomy > size && this.#held + roomy <= limit + size && creeping) {
