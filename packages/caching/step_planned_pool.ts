@@ -32,7 +32,7 @@ import {
   validateByteLength,
   validateFlag,
 } from "@allot/core";
-import { type _PlanItem, _planStep } from "./_step_plan.ts";
+import { type _PlanItem, _PlanMemo } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
 import {
   _before,
@@ -238,11 +238,16 @@ export class StepPlannedPool<M = unknown> {
   /** the plan the current step follows, and the last plans made */
   #plan: _Plan | undefined;
   #plans: _Plan[] = [];
+  /** layouts laid out lately, by their input (see `_PlanMemo`) */
+  #memo = new _PlanMemo();
   /** the latest kept plan per key of its first requests (see `_key`) */
   #byKey = new Map<number, _Plan>();
   #recSize: number[] = [];
   #recStart: number[] = [];
   #recEnd: number[] = [];
+  /** the key of the step's first `#keyCount` requests (`#prefixKey`) */
+  #keyCount = 0;
+  #keyValue = _KEY0;
   /** where each request of the step went in the arena (-1: elsewhere) */
   #recAt: number[] = [];
   #op = 0;
@@ -707,6 +712,8 @@ export class StepPlannedPool<M = unknown> {
       this.#recStart.length = 0;
       this.#recEnd.length = 0;
       this.#recAt.length = 0;
+      this.#keyCount = 0;
+      this.#keyValue = _KEY0;
       this.#op = 0;
       this.#misses = 0;
       this.#diverged = false;
@@ -1040,7 +1047,7 @@ export class StepPlannedPool<M = unknown> {
     items: _PlanItem[],
     arena: _Seg<M> | undefined,
   ): { offsets: Float64Array; size: number } {
-    const plan = _planStep(items, this.#align);
+    const plan = this.#memo.plan(items, this.#align);
     if (
       arena === undefined || arena.liveBlocks === 0 || plan.size <= arena.size
     ) {
@@ -1048,7 +1055,7 @@ export class StepPlannedPool<M = unknown> {
     }
     // blocks outlived the step inside the arena, and it cannot move: plan
     // around them inside it; what does not fit is left to best fit
-    return _planStep(items, this.#align, arena.size);
+    return this.#memo.plan(items, this.#align, arena.size);
   }
 
   #replan(count: number): void {
@@ -1112,7 +1119,7 @@ export class StepPlannedPool<M = unknown> {
       // laid out inside it (what does not fit is left to best fit): a
       // larger arena gives back every free segment, which the blocks that
       // outlive their steps then miss, a segment each
-      plan = _planStep(items, this.#align, arena.size);
+      plan = this.#memo.plan(items, this.#align, arena.size);
     }
     if (fixedFrom === items.length && fixedFrom > 0) {
       // the layout the step got in the arena (its blocks never overlapped)
@@ -1212,9 +1219,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #switch(item: number, size: number): _Plan | undefined {
     const rec = this.#recSize;
-    let key = _KEY0;
-    for (let k = 0; k < item; k++) key = _key(key, rec[k]);
-    const plan = this.#byKey.get(_key(key, size));
+    const plan = this.#byKey.get(_key(this.#prefixKey(item), size));
     if (
       plan === undefined || plan === this.#plan || plan.count <= item ||
       plan.size > (this.#arena?.size ?? 0) || plan.sizes[item] !== size
@@ -1367,9 +1372,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #remadeTwice(count: number): boolean {
     const rec = this.#recSize;
-    let key = _KEY0;
-    for (let i = 0; i < count; i++) key = _key(key, rec[i]);
-    const plan = this.#byKey.get(key);
+    const plan = this.#byKey.get(this.#prefixKey(count));
     if (plan === undefined || plan.count !== count) return false;
     for (let i = 0; i < count; i++) if (plan.sizes[i] !== rec[i]) return false;
     return ++plan.remade > 2;
@@ -1403,6 +1406,23 @@ export class StepPlannedPool<M = unknown> {
     if (lo === 0) return false;
     const block = free[lo - 1];
     return block._offset + block.byteLength >= at + size;
+  }
+
+  /**
+   * The key (`_key`) of the step's first `count` requests, extended from
+   * the last one asked for (a step's switches ask in order: one pass over
+   * its requests in all).
+   */
+  #prefixKey(count: number): number {
+    if (count < this.#keyCount) {
+      this.#keyCount = 0;
+      this.#keyValue = _KEY0;
+    }
+    const rec = this.#recSize;
+    let key = this.#keyValue, k = this.#keyCount;
+    for (; k < count; k++) key = _key(key, rec[k]);
+    this.#keyCount = k;
+    return this.#keyValue = key;
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
