@@ -533,6 +533,9 @@ export class StepPlannedPool<M = unknown> {
     if (block === undefined) {
       block = this.#place(item, size, arenaOk);
       if (block === undefined) return undefined;
+      // (the fast path records no offset: its plan has it, see `#fillAt`)
+      this.#fillAt(item);
+      this.#recAt.push(block._seg === this.#arena ? block._offset : -1);
     }
     block._free = false;
     block.requestedByteLength = byteLength;
@@ -541,7 +544,6 @@ export class StepPlannedPool<M = unknown> {
     this.#recSize.push(size);
     this.#recStart.push(this.#op++);
     this.#recEnd.push(Infinity);
-    this.#recAt.push(block._seg === this.#arena ? block._offset : -1);
     const seg = block._seg;
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
@@ -1128,7 +1130,7 @@ export class StepPlannedPool<M = unknown> {
       const at = this.#recAt;
       let top = 0;
       for (let k = 0; k < fixedFrom && top >= 0; k++) {
-        const o = at[index[k]];
+        const o = at[index[k]] ?? -1;
         top = o < 0 ? -1 : Math.max(top, o + items[k].size);
       }
       if (top >= 0 && alignUp(top, this.#align) < plan.size) {
@@ -1331,6 +1333,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #switchFast(item: number, size: number): _Plan | undefined {
     const old = this.#fast!;
+    this.#fillAt(item);
     const next = this.#switch(item, size);
     if (next === undefined) {
       this.#settle();
@@ -1425,6 +1428,17 @@ export class StepPlannedPool<M = unknown> {
     return this.#keyValue = key;
   }
 
+  /**
+   * Records where the step's requests before `item` went in the arena (see
+   * `#recAt`) for those served on the fast path: its plan's offsets (the
+   * fast path records none itself, and leaves its plan only through
+   * `#switchFast` and `#settle`, which call this first).
+   */
+  #fillAt(item: number): void {
+    const at = this.#recAt, fast = this.#fast;
+    for (let k = at.length; k < item; k++) at.push(fast?.offsets[k] ?? -1);
+  }
+
   /** Whether the first `need` items of the plan's free order were freed. */
   #advanceFreed(fast: _Plan, need: number): boolean {
     const order = fast.freeOrder, state = fast.state;
@@ -1440,6 +1454,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #settle(): void {
     if (this.#fast === undefined) return;
+    this.#fillAt(this.#recSize.length);
     this.#fast = undefined;
     const arena = this.#arena!;
     const live: PlannedBlock<M>[] = [];
