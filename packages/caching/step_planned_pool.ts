@@ -1093,7 +1093,11 @@ export class StepPlannedPool<M = unknown> {
     let plan = this.#layOut(items, arena);
     if (
       pins !== undefined &&
-      items.some((it, k) => k < fixedFrom && it.fixed !== undefined)
+      items.some((it, k) => k < fixedFrom && it.fixed !== undefined) &&
+      // (no plan is smaller than the bytes live at once: a pinned plan
+      // within the slack of that needs no free one to compare with)
+      (arena!.liveBlocks > 0 ||
+        plan.size > _peakBytes(items) * (1 + _PIN_SLACK))
     ) {
       // pins are worth a little room, not more: a plan laid out freely that
       // is smaller by more than _PIN_SLACK is taken instead
@@ -1859,6 +1863,29 @@ function _fit<M>(
     else hi = mid;
   }
   return free[lo];
+}
+
+/**
+ * The most bytes the items hold at once (their lives are op indices, from
+ * -1 on): no layout of them is smaller.
+ */
+function _peakBytes(items: readonly _PlanItem[]): number {
+  let last = 0;
+  for (const it of items) {
+    if (it.start > last) last = it.start;
+    if (it.end !== Infinity && it.end > last) last = it.end;
+  }
+  const delta = new Float64Array(last + 3);
+  for (const it of items) {
+    delta[it.start + 1] += it.size;
+    if (it.end !== Infinity) delta[it.end + 1] -= it.size;
+  }
+  let now = 0, peak = 0;
+  for (let t = 0; t < delta.length; t++) {
+    now += delta[t];
+    if (now > peak) peak = now;
+  }
+  return peak;
 }
 
 /** Set bits of a 32-bit integer. */
