@@ -35,27 +35,23 @@ export function _planStep(
   const starts = new Float64Array(n);
   const ends = new Float64Array(n);
   const order: number[] = [];
-  // the items placed so far, by offset: their offset, end offset and life
-  // side by side (the scan below is the hot part: no indirection)
-  const pAt = new Float64Array(n), pTop = new Float64Array(n);
-  const pStart = new Float64Array(n), pEnd = new Float64Array(n);
+  // the items placed so far, by offset: their offset, end offset and life,
+  // four numbers each side by side (the scan below is the hot part)
+  const placed = new Float64Array(4 * n);
   let count = 0;
   const insert = (i: number) => {
     const at = offsets[i];
     let lo = 0, hi = count;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (pAt[mid] <= at) lo = mid + 1;
+      if (placed[4 * mid] <= at) lo = mid + 1;
       else hi = mid;
     }
-    pAt.copyWithin(lo + 1, lo, count);
-    pTop.copyWithin(lo + 1, lo, count);
-    pStart.copyWithin(lo + 1, lo, count);
-    pEnd.copyWithin(lo + 1, lo, count);
-    pAt[lo] = at;
-    pTop[lo] = at + sizes[i];
-    pStart[lo] = starts[i];
-    pEnd[lo] = ends[i];
+    placed.copyWithin(4 * lo + 4, 4 * lo, 4 * count);
+    placed[4 * lo] = at;
+    placed[4 * lo + 1] = at + sizes[i];
+    placed[4 * lo + 2] = starts[i];
+    placed[4 * lo + 3] = ends[i];
     count++;
   };
   let size = 0;
@@ -78,14 +74,14 @@ export function _planStep(
     let best = -1;
     let bestGap = Infinity;
     let cursor = 0;
-    for (let p = 0; p < count; p++) {
-      if (pStart[p] >= end || start >= pEnd[p]) continue;
-      const gap = pAt[p] - cursor;
+    for (let q = 0, last = 4 * count; q < last; q += 4) {
+      if (placed[q + 2] >= end || start >= placed[q + 3]) continue;
+      const gap = placed[q] - cursor;
       if (gap >= need && gap < bestGap) {
         best = cursor;
         bestGap = gap;
       }
-      const top = pTop[p];
+      const top = placed[q + 1];
       if (top > cursor) cursor = top;
     }
     const at = best >= 0 ? best : cursor;

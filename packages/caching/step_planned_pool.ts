@@ -1206,12 +1206,16 @@ export class StepPlannedPool<M = unknown> {
       for (const b of kept) {
         if (b._offset < top && at < b._offset + b.byteLength) return pins;
       }
-      for (const j of taken) {
-        // j started before i: they collide when j is live at i's start
-        if (end[j] > start[i] && pins[j] < top && at < pins[j] + rec[j]) {
-          return pins;
-        }
+      // j started before i: they collide when j is live at i's start (one
+      // freed by then never collides with a later request: it goes)
+      let live = 0;
+      for (let r = 0; r < taken.length; r++) {
+        const j = taken[r];
+        if (end[j] <= start[i]) continue;
+        taken[live++] = j;
+        if (pins[j] < top && at < pins[j] + rec[j]) return pins;
       }
+      taken.length = live;
       pins[i] = at;
       taken.push(i);
     }
