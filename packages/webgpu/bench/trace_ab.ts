@@ -16,7 +16,7 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu]`
  *
  * @module
  */
@@ -24,7 +24,7 @@
 import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
-import { replayPass } from "./_replay_pass.ts";
+import { replayPass, threadCpuClock } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 
 const ref = flag("ref", "main");
@@ -32,6 +32,16 @@ const rounds = Number(flag("rounds", "15"));
 const only = flag("only", "");
 /** Passes per tight-loop measurement (one pass is under a millisecond). */
 const reps = Number(flag("reps", "20"));
+/**
+ * `--clock=cpu`: time the stretches in this thread's CPU time instead of
+ * wall-clock time (a loaded machine's preemptions then charge no peer).
+ */
+const clockFlag = flag("clock", "wall");
+const cpuClock = clockFlag === "cpu" ? threadCpuClock() : undefined;
+if (clockFlag === "cpu" && cpuClock === undefined) {
+  console.log("no thread CPU clock here: wall-clock time");
+}
+const now = cpuClock ?? (() => performance.now());
 
 /** What the harness uses of a `GpuCachingAllocator`, old or new. */
 interface Handle {
@@ -77,20 +87,30 @@ interface Peer {
 }
 
 let sink: unknown;
-function cachingPeer(C: CachingClass): () => Peer {
-  return () => {
-    const a = new C(device);
-    return {
-      alloc: (size) => a.allocate(size),
-      use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
-      free: (h) => (h as Handle).release(),
-      dispose: () => a.emptyCache(),
-    };
+// Two literal copies, one per side: closures made from one literal share
+// their feedback, so both sides' classes would meet at each call site
+// (polymorphic, slower for both) where a runtime has one.
+const thisPeer = (): Peer => {
+  const a = new (GpuCachingAllocator as CachingClass)(device);
+  return {
+    alloc: (size) => a.allocate(size),
+    use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
+    free: (h) => (h as Handle).release(),
+    dispose: () => a.emptyCache(),
   };
-}
+};
+const refPeer = (): Peer => {
+  const a = new RefCaching(device);
+  return {
+    alloc: (size) => a.allocate(size),
+    use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
+    free: (h) => (h as Handle).release(),
+    dispose: () => a.emptyCache(),
+  };
+};
 const kinds: { name: string; make: () => Peer }[] = [
-  { name: "this", make: cachingPeer(GpuCachingAllocator as CachingClass) },
-  { name: ref, make: cachingPeer(RefCaching) },
+  { name: "this", make: thisPeer },
+  { name: ref, make: refPeer },
   {
     name: "TF.js",
     make() {
@@ -120,7 +140,7 @@ const kinds: { name: string; make: () => Peer }[] = [
 const gc = (globalThis as { gc?: () => void }).gc;
 
 const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
-  replayPass(device, ops, peer, awaitAtMarks);
+  replayPass(device, ops, peer, awaitAtMarks, now);
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>
