@@ -19,6 +19,7 @@
 import { CachingAllocator } from "@allot/caching";
 import { MockSegmentSource } from "@allot/core";
 import { _allocationKey } from "./_check_allocation.ts";
+import type { _DeviceState } from "./_device_state.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 
 const noOwner: GpuAllocationOwner = { free() {} };
@@ -29,8 +30,14 @@ const binding = {
   size: 0,
   owner: noOwner,
   token: null as unknown,
+  state: undefined as _DeviceState | undefined,
 };
-const anchors: unknown[] = [
+/**
+ * The objects that keep the shapes. Exported so that the module keeps them
+ * without the hit path reading them (an exported binding lives as long as
+ * the module).
+ */
+export const _allocationAnchors: readonly unknown[] = [
   binding,
   new GpuAllocation(
     {
@@ -42,7 +49,7 @@ const anchors: unknown[] = [
   ),
   new CachingAllocator(new MockSegmentSource()).allocate(1),
 ];
-(anchors[1] as GpuAllocation).release();
+(_allocationAnchors[1] as GpuAllocation).release();
 
 /**
  * A handle over `[offset, offset + size)` of `buffer`.
@@ -53,6 +60,8 @@ const anchors: unknown[] = [
  * @param size Bytes of the range.
  * @param owner Gives the range back.
  * @param token What `owner.free` gets.
+ * @param state The device's state, where the caller holds it (else looked
+ * up).
  * @returns The handle.
  */
 export function _makeAllocation(
@@ -62,11 +71,9 @@ export function _makeAllocation(
   size: number,
   owner: GpuAllocationOwner,
   token: unknown,
+  state?: _DeviceState,
 ): GpuAllocation {
-  if (anchors.length === 0) throw new Error("unreachable"); // keeps them
-  return new GpuAllocation(
-    device,
-    { buffer, offset, size, owner, token },
-    _allocationKey,
-  );
+  // (the constructor reads `state` when given the key)
+  const range = { buffer, offset, size, owner, token, state };
+  return new GpuAllocation(device, range, _allocationKey);
 }
