@@ -16,13 +16,14 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core]`
  *
  * @module
  */
 
 import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
+import type { CachedBlock } from "@allot/caching";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
 import { replayPass, threadCpuClock } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
@@ -42,6 +43,13 @@ if (clockFlag === "cpu" && cpuClock === undefined) {
   console.log("no thread CPU clock here: wall-clock time");
 }
 const now = cpuClock ?? (() => performance.now());
+/**
+ * `--core`: one more peer, this tree's `GpuCachingAllocator`'s own
+ * `CachingAllocator` driven directly (same policy and source, `CachedBlock`
+ * handles, no GPU layer): `core / this` is the GPU layer's share. Off by
+ * default: one more peer leaves the others' code and data colder.
+ */
+const withCore = Deno.args.includes("--core");
 
 /** What the harness uses of a `GpuCachingAllocator`, old or new. */
 interface Handle {
@@ -136,6 +144,23 @@ const kinds: { name: string; make: () => Peer }[] = [
     },
   },
 ];
+if (withCore) {
+  kinds.push({
+    name: "core",
+    make() {
+      const a = new GpuCachingAllocator(device).caching;
+      return {
+        alloc: (size) => a.allocate(size),
+        use: (
+          b,
+        ) => (sink = (b as CachedBlock<GPUBuffer>).memory,
+          (b as CachedBlock<GPUBuffer>).byteOffset),
+        free: (b) => (b as CachedBlock<GPUBuffer>).release(),
+        dispose: () => a.emptyCache(),
+      };
+    },
+  });
+}
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -147,9 +172,17 @@ const range = (v: number[]) =>
   `${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)}`;
 
 console.log(
-  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns | ${ref} / this | TF.js / this | TF.js / ${ref} |`,
+  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns |${
+    withCore ? " core ns |" : ""
+  } ${ref} / this | TF.js / this | TF.js / ${ref} |${
+    withCore ? " core / this |" : ""
+  }`,
 );
-console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+console.log(
+  `|---|---|---:|---:|---:|---:|${withCore ? "---:|" : ""}---:|---:|---:|${
+    withCore ? "---:|" : ""
+  }`,
+);
 for (const name of names) {
   const data = await Deno.readFile(new URL(name, dir));
   const text = await new Response(
@@ -179,12 +212,13 @@ for (const name of names) {
     const ratio = (a: number, b: number) =>
       times[a].map((v, r) => v / times[b][r]);
     const refThis = ratio(1, 0), tfThis = ratio(2, 0), tfRef = ratio(2, 1);
+    const cell = (v: number[]) => `${median(v).toFixed(2)} (${range(v)})`;
     console.log(
       `| ${name.replace(".jsonl.gz", "")} | ${mode} | ${
         times.map((v) => median(v).toFixed(0)).join(" | ")
-      } | ${median(refThis).toFixed(2)} (${range(refThis)}) | ${
-        median(tfThis).toFixed(2)
-      } (${range(tfThis)}) | ${median(tfRef).toFixed(2)} (${range(tfRef)}) |`,
+      } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} |${
+        withCore ? ` ${cell(ratio(4, 0))} |` : ""
+      }`,
     );
   }
 }
