@@ -16,7 +16,7 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--jit-passes=N]`
  *
  * @module
  */
@@ -33,6 +33,13 @@ const rounds = Number(flag("rounds", "15"));
 const only = flag("only", "");
 /** Passes per tight-loop measurement (one pass is under a millisecond). */
 const reps = Number(flag("reps", "20"));
+/**
+ * `--jit-passes=N`: after the warm-up pass, N more untimed passes without
+ * awaits on each peer's instance, so the measured passes run code the JIT
+ * has compiled as a long-running runtime's would be (default 0: one pass of
+ * mlp-varbatch, 57 requests, leaves allot's hot path in the lower tiers).
+ */
+const jitPasses = Number(flag("jit-passes", "0"));
 /**
  * `--clock=cpu`: time the stretches in this thread's CPU time instead of
  * wall-clock time (a loaded machine's preemptions then charge no peer).
@@ -191,7 +198,10 @@ for (const name of names) {
   const ops = traceOps(parseTrace(text), "storage");
   for (const mode of ["warm", "tight"] as const) {
     const peers = kinds.map((k) => k.make());
-    for (const p of peers) await pass(ops, p, true);
+    for (const p of peers) {
+      await pass(ops, p, true);
+      for (let i = 0; i < jitPasses; i++) await pass(ops, p, false);
+    }
     const times: number[][] = kinds.map(() => []);
     for (let r = 0; r < rounds; r++) {
       for (let j = 0; j < kinds.length; j++) {
