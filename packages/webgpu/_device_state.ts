@@ -12,8 +12,6 @@ import { DeviceLostError } from "./device_lost_error.ts";
 export interface _DeviceState {
   /** Whether `device.lost` has resolved. */
   lost: boolean;
-  /** The device (so a handle keeps one field, not two). */
-  readonly device: GPUDevice;
   /** The reason from `GPUDeviceLostInfo`, once lost. */
   reason: string;
   /** The message from `GPUDeviceLostInfo`, once lost. */
@@ -49,7 +47,6 @@ function stateOf(device: GPUDevice): _DeviceState {
   }
   const created: _DeviceState = {
     lost: false,
-    device,
     reason: "",
     message: "",
     listeners: new Set(),

@@ -19,7 +19,6 @@
 import { CachingAllocator } from "@allot/caching";
 import { MockSegmentSource } from "@allot/core";
 import { _allocationKey } from "./_check_allocation.ts";
-import type { _DeviceState } from "./_device_state.ts";
 import { GpuAllocation, type GpuAllocationOwner } from "./gpu_allocation.ts";
 
 const noOwner: GpuAllocationOwner = { free() {} };
@@ -30,14 +29,8 @@ const binding = {
   size: 0,
   owner: noOwner,
   token: null as unknown,
-  state: undefined as _DeviceState | undefined,
 };
-/**
- * The objects that keep the shapes. Exported so that the module keeps them
- * without the hit path reading them (an exported binding lives as long as
- * the module).
- */
-export const _allocationAnchors: readonly unknown[] = [
+const anchors: unknown[] = [
   binding,
   new GpuAllocation(
     {
@@ -49,7 +42,7 @@ export const _allocationAnchors: readonly unknown[] = [
   ),
   new CachingAllocator(new MockSegmentSource()).allocate(1),
 ];
-(_allocationAnchors[1] as GpuAllocation).release();
+(anchors[1] as GpuAllocation).release();
 
 /**
  * A handle over `[offset, offset + size)` of `buffer`.
@@ -60,8 +53,6 @@ export const _allocationAnchors: readonly unknown[] = [
  * @param size Bytes of the range.
  * @param owner Gives the range back.
  * @param token What `owner.free` gets.
- * @param state The device's state, where the caller holds it (else looked
- * up).
  * @returns The handle.
  */
 export function _makeAllocation(
@@ -71,9 +62,11 @@ export function _makeAllocation(
   size: number,
   owner: GpuAllocationOwner,
   token: unknown,
-  state?: _DeviceState,
 ): GpuAllocation {
-  // (the constructor reads `state` when given the key)
-  const range = { buffer, offset, size, owner, token, state };
-  return new GpuAllocation(device, range, _allocationKey);
+  if (anchors.length === 0) throw new Error("unreachable"); // keeps them
+  return new GpuAllocation(
+    device,
+    { buffer, offset, size, owner, token },
+    _allocationKey,
+  );
 }

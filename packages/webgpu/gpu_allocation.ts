@@ -62,9 +62,7 @@ export class GpuAllocation implements GpuBinding {
   readonly id: number;
   /** Bytes asked for; also `size`. */
   readonly byteLength: number;
-  // (No device field: the state has it. Every field costs 8 bytes per
-  // allocation, and a handle that spans fewer cache lines costs less where
-  // the caches are cold: after an await or a collection.)
+  #device: GPUDevice;
   #state: _DeviceState;
   #buffer: GPUBuffer;
   #offset: number;
@@ -89,13 +87,11 @@ export class GpuAllocation implements GpuBinding {
     key?: unknown,
   ) {
     // allot's allocators pass the key: their arguments need no check, and
-    // the hit path pays only this comparison (and may pass the device's
-    // state, saving the look-up).
-    let state: _DeviceState | undefined;
+    // the hit path pays only this comparison.
     if (key !== _allocationKey) binding = _checkAllocation(device, binding);
-    else state = (binding as { state?: _DeviceState }).state;
     this.id = nextId++;
-    this.#state = state ?? _deviceState(device);
+    this.#device = device;
+    this.#state = _deviceState(device);
     this.#buffer = binding.buffer;
     this.#offset = binding.offset;
     this.byteLength = binding.size;
@@ -105,13 +101,13 @@ export class GpuAllocation implements GpuBinding {
 
   /** The buffer. */
   get buffer(): GPUBuffer {
-    if (this.#owner === null || this.#state.lost) this.#check("buffer");
+    this.#check("buffer");
     return this.#buffer;
   }
 
   /** Byte offset in the buffer. */
   get offset(): number {
-    if (this.#owner === null || this.#state.lost) this.#check("offset");
+    this.#check("offset");
     return this.#offset;
   }
 
@@ -128,7 +124,7 @@ export class GpuAllocation implements GpuBinding {
    * @throws {DeviceLostError} After device loss.
    */
   get binding(): GpuBinding {
-    if (this.#owner === null || this.#state.lost) this.#check("binding");
+    this.#check("binding");
     return {
       buffer: this.#buffer,
       offset: this.#offset,
@@ -176,14 +172,9 @@ export class GpuAllocation implements GpuBinding {
     })`;
   }
 
-  /** Throws for a released handle or a lost device (the getters test first). */
   #check(what: string): void {
     if (this.#state.lost) {
-      throw _lostError(
-        this.#state.device,
-        this.#state,
-        `read ${what} of ${this}`,
-      );
+      throw _lostError(this.#device, this.#state, `read ${what} of ${this}`);
     }
     if (this.#owner === null) {
       throw new UseAfterFreeError(

@@ -117,8 +117,6 @@ export class GpuCachingAllocator {
   #owner: GpuAllocationOwner;
   #state: _DeviceState;
   #maxByteLength: number;
-  /** `reuse === "after-fence"`: frees may wait for the queue. */
-  #afterFence: boolean;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -154,8 +152,7 @@ export class GpuCachingAllocator {
       (block as CachedBlock<GPUBuffer>).release();
     const frees = new _QueueFrees(this.stream, release);
     this.#frees = frees;
-    this.#afterFence = this.reuse === "after-fence";
-    this.#owner = this.#afterFence
+    this.#owner = this.reuse === "after-fence"
       ? {
         free: (block) =>
           frees.defer(
@@ -201,18 +198,11 @@ export class GpuCachingAllocator {
    * @throws {DeviceLostError} When the device was lost.
    */
   allocate(byteLength: number): GpuAllocation {
-    // (typeof first: a comparison would call an object's valueOf; NaN fails
-    // the range test, a fraction the floor test)
-    if (
-      typeof byteLength !== "number" ||
-      !(byteLength >= 0 && byteLength <= this.#maxByteLength) ||
-      Math.floor(byteLength) !== byteLength
-    ) validateByteLength(byteLength, this.#maxByteLength);
-    const state = this.#state;
-    if (state.lost) {
+    validateByteLength(byteLength, this.#maxByteLength);
+    if (this.#state.lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
-    if (this.#afterFence && this.#frees.count > 0) this.#frees.poll();
+    if (this.#frees.count > 0) this.#frees.poll();
     const block = this.caching.allocate(byteLength);
     return _makeAllocation(
       this.gpuDevice,
@@ -221,7 +211,6 @@ export class GpuCachingAllocator {
       byteLength,
       this.#owner,
       block,
-      state,
     );
   }
 
