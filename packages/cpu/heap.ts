@@ -1490,11 +1490,8 @@ export class CpuHeap {
 
   #removeFree(b: number): void {
     const idx = this.#rec[b + R_CLASS];
-    if (idx === NO_CLASS) {
-      this.#smallUnlink(b, this.#lastUnit(b), this.#rec[b + R_SIZE]);
-      return;
-    }
-    this.#unlink(b, idx);
+    if (idx === NO_CLASS) this.#smallRemove(b);
+    else this.#unlink(b, idx);
     if (b === this.#lgLowRec) this.#lgDrop();
   }
 
@@ -1512,6 +1509,12 @@ export class CpuHeap {
     this.#small.link(this.#rec, b, last, size);
     this.#freeRegions++;
     this.#largestCache = -1;
+  }
+
+  // Takes free block `b` off the small index (kept out of #removeFree, whose
+  // bytecode alloc's inlining budget holds with #unlink's only this way).
+  #smallRemove(b: number): void {
+    this.#smallUnlink(b, this.#lastUnit(b), this.#rec[b + R_SIZE]);
   }
 
   // Takes free block `b`, listed as `size` units ending at `last`, off the
@@ -1734,27 +1737,8 @@ export class CpuHeap {
   }
 
   // Changes the size of free block `b` (and its start), moving it to the
-  // list of its new class only when the class changes. The good-fit
-  // placement has no chunk or small index to keep: its case is the short one
-  // here (bytecode a caller's inlining budget can hold), the rest is
-  // #resizeIndexed.
+  // list of its new class only when the class changes.
   #resizeFree(b: number, start: number, size: number): void {
-    if (this.#largeClass !== LIST_COUNT) {
-      this.#resizeIndexed(b, start, size);
-      return;
-    }
-    const rec = this.#rec;
-    const from = rec[b + R_CLASS];
-    const to = mappingIndex(size);
-    rec[b + R_START] = start;
-    rec[b + R_SIZE] = size;
-    if (from !== to) this.#relink(b, from, to);
-    else this.#largestCache = -1;
-  }
-
-  // #resizeFree of the compact and first-fit placements, which keep the
-  // chunk index (and first-fit the small index) up to date.
-  #resizeIndexed(b: number, start: number, size: number): void {
     const rec = this.#rec;
     const from = rec[b + R_CLASS];
     if (from === NO_CLASS || size < this.#smallFree) {
@@ -1988,8 +1972,7 @@ export class CpuHeap {
       return;
     }
     // The neighbour that keeps its record (and its list, while its class
-    // holds): the previous block when free, else the next. One call site
-    // each for #freeRecord and #resizeFree keeps them within that budget.
+    // holds): the previous block when free, else the next.
     let keep = next;
     let start = rec[b + R_START];
     let size = rec[b + R_SIZE];
@@ -2012,6 +1995,14 @@ export class CpuHeap {
       rec[next + R_PPREV] = prev;
       if (prev >= 0) rec[prev + R_PNEXT] = next;
     }
+    this.#absorb(keep, b, start, size);
+  }
+
+  // Free block `keep` takes the place of the block of record `b` too: it
+  // becomes `size` units from `start`, and `b`'s record is unused. One call
+  // for #release (whose inlining budget holds the unmerged case), with
+  // #freeRecord, #resizeFree and #relink inlined in it.
+  #absorb(keep: number, b: number, start: number, size: number): void {
     this.#freeRecord(b);
     this.#resizeFree(keep, start, size);
   }
