@@ -840,7 +840,7 @@ export class CpuHeap {
       ? (byteOffset >>> this.#shift) | 0
       : this.#rec[this.#lookupSlow(byteOffset, "free") + R_START];
     // Take the block off its hash chain.
-    let rec = this.#rec;
+    const rec = this.#rec;
     const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
     let b = this.#buckets[h];
     if (b >= 0 && rec[b + R_START] === unit) {
@@ -861,7 +861,6 @@ export class CpuHeap {
       if (b < 0) this.#lookupSlow(byteOffset, "free");
     }
     this.#liveCount--;
-    rec = this.#rec;
     const bytes = rec[b + R_SIZE] * this.alignment;
     this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
@@ -1957,10 +1956,9 @@ export class CpuHeap {
   }
 
   // Marks used block `b` free and merges it with free neighbours, keeping a
-  // neighbour's list when its class does not change. Written as one function
-  // of more than 460 bytes of bytecode, which Node 20's optimizing compiler
-  // never inlines: free stays small enough to be inlined into its callers,
-  // and the helpers below get this function's whole inlining budget.
+  // neighbour's list when its class does not change. Inlined into free (its
+  // only caller) with #insertFree and #link under Node 20's inlining budget,
+  // so an unmerged block makes no call and a merge one: #absorb.
   #release(b: number): void {
     const rec = this.#rec;
     const prev = rec[b + R_PPREV];
