@@ -8,8 +8,8 @@
 import {
   AllocatorBase,
   DataPtr,
-  describeValue,
   type Deleter,
+  describeValue,
   Device,
   DoubleFreeError,
   hostBuffer,
