@@ -7,7 +7,7 @@ import { MAP_USAGE, STORAGE_USAGE } from "./replay_policy.ts";
  * buffer is kept in a free list keyed by exact size and usage and handed out
  * again only for the same size and usage; nothing is ever destroyed.
  */
-export const tfjsExactPolicy: PolicyFactory = {
+export const tfjsExactPolicy: PolicyFactory = Object.freeze({
   name: "tfjs-exact",
   description:
     "TF.js BufferManager: reuse a free buffer of the exact size+usage, never destroy",
@@ -36,7 +36,7 @@ export const tfjsExactPolicy: PolicyFactory = {
       buffersCreated: () => created,
     };
   },
-};
+});
 
 /**
  * onnxruntime-web's JSEP WebGPU `GpuDataManager` buckets: sizes below
@@ -47,7 +47,7 @@ export const tfjsExactPolicy: PolicyFactory = {
  * storage free list longer than its bucket's limit (or of a non-bucket size)
  * gives one buffer back.
  */
-export const ortBucketPolicy: PolicyFactory = {
+export const ortBucketPolicy: PolicyFactory = Object.freeze({
   name: "ort-buckets",
   description:
     "onnxruntime-web GpuDataManager: bucketed sizes, per-bucket free-list limits trimmed per run",
@@ -86,7 +86,7 @@ export const ortBucketPolicy: PolicyFactory = {
               held -= size * l.length;
               l.length = 0;
             } else if (usage & STORAGE_USAGE) {
-              const max = ORT_BUCKETS.get(size);
+              const max = _ORT_CAPS.get(size);
               if (l.length > 0 && (max === undefined || l.length >= max)) {
                 l.pop();
                 held -= size;
@@ -99,7 +99,7 @@ export const ortBucketPolicy: PolicyFactory = {
       buffersCreated: () => created,
     };
   },
-};
+});
 
 /**
  * onnxruntime-web's buffer buckets: bucket size in bytes -> the most free
@@ -134,7 +134,10 @@ export const ORT_BUCKETS: ReadonlyMap<number, number> = new Map([
   [134217728, 6],
   [167772160, 6],
 ]);
-const BUCKETS = [...ORT_BUCKETS.keys()];
+// The policy reads its own copy: a caller's change to the exported map
+// (typed readonly, but a Map all the same) never reaches a replay.
+const _ORT_CAPS: ReadonlyMap<number, number> = new Map(ORT_BUCKETS);
+const BUCKETS = [..._ORT_CAPS.keys()];
 
 /** onnxruntime-web's bucket size for a request: 16 B aligned, then the first bucket that fits. */
 export function ortBucketSize(size: number): number {

@@ -16,13 +16,13 @@ import { STORAGE_USAGE } from "./replay_policy.ts";
 import type { Trace } from "./trace_format.ts";
 
 /** The policies `replayTrace` runs when given none. */
-export const DEFAULT_POLICIES: readonly PolicyFactory[] = [
+export const DEFAULT_POLICIES: readonly PolicyFactory[] = Object.freeze([
   tfjsExactPolicy,
   ortBucketPolicy,
   allotCachingQueueOrderPolicy,
   allotCachingAfterFencePolicy,
   allotWatermarkPolicy,
-];
+]);
 
 /** One request stream op: alloc (0), free (1), fence (2), step (3). */
 export interface ReplayOps {

@@ -9,7 +9,7 @@ import { _checkTimeline } from "./_check_timeline.ts";
 import type { MemoryTimeline } from "./memory_timeline.ts";
 
 /** Colors of the tag bands (the last one is "other"). */
-export const PALETTE: readonly string[] = [
+export const PALETTE: readonly string[] = Object.freeze([
   "#4e79a7",
   "#f28e2b",
   "#e15759",
@@ -22,7 +22,7 @@ export const PALETTE: readonly string[] = [
   "#86bcb6",
   "#d37295",
   "#bab0ac",
-];
+]);
 
 /** Options of {@linkcode timelineSvg}. */
 export interface TimelineSvgOptions {

@@ -13,17 +13,23 @@ import { join } from "node:path";
 import { InvalidArgumentError } from "@allot/core";
 import {
   captureStack,
+  DEFAULT_POLICIES,
   formatReplay,
   formatTrace,
   fromAllocatorSnapshot,
   memoryReport,
   memoryTimeline,
+  ORT_BUCKETS,
+  ortBucketPolicy,
+  PALETTE,
   parseTrace,
+  type PolicyFactory,
   recordBufferPool,
   recordDevice,
   replayTrace,
   reportHtml,
   tagGroups,
+  tfjsExactPolicy,
   timelineSvg,
   type TraceEvent,
   TraceFormatError,
@@ -513,6 +519,53 @@ describe("@allot/trace hostile", () => {
     }
     assert.equal(r.toJsonLines(), before);
     assert.equal(r.events.length, n);
+  });
+
+  it("shared constants cannot be changed by a caller: DEFAULT_POLICIES, PALETTE and the baseline policies are frozen, ORT_BUCKETS edits never reach a replay", () => {
+    const lines = [HEADER];
+    for (let i = 0; i < 40; i++) {
+      lines.push(
+        JSON.stringify({
+          t: i,
+          op: "alloc",
+          id: i,
+          size: 64 * (1 + (i % 3)),
+          usage: 128,
+        }),
+      );
+      if (i >= 2) {
+        lines.push(JSON.stringify({ t: i, op: "free", id: i - 2 }));
+      }
+      lines.push(JSON.stringify({ t: i, op: "step" }));
+    }
+    const trace = parseTrace(lines.join("\n"));
+    const run = () =>
+      JSON.stringify(
+        replayTrace(trace, { policies: [ortBucketPolicy], repeat: 1 }).policies
+          .map((r) => [r.peakHeldBytes, r.buffersCreated]),
+      );
+    const before = run();
+    const defaults = DEFAULT_POLICIES.length;
+    for (
+      const mutate of [
+        () => (DEFAULT_POLICIES as PolicyFactory[]).pop(),
+        () => (PALETTE as string[]).push("evil"),
+        () => ((ortBucketPolicy as { name: string }).name = "evil"),
+        () => ((tfjsExactPolicy as { create: unknown }).create = null),
+      ]
+    ) {
+      assert.throws(mutate, TypeError);
+    }
+    const saved = [...ORT_BUCKETS];
+    try {
+      (ORT_BUCKETS as Map<number, number>).clear();
+      assert.equal(run(), before);
+    } finally {
+      for (const [k, v] of saved) {
+        (ORT_BUCKETS as Map<number, number>).set(k, v);
+      }
+    }
+    assert.equal(DEFAULT_POLICIES.length, defaults);
   });
 
   it("reportHtml refuses a whatIf whose usage or from would be written into the page unescaped", () => {
