@@ -181,12 +181,21 @@ export function _trySegment<M>(
   return acquireSegment(p.source, segSize, size, p.segmentOptions);
 }
 
-/** Returns a whole free segment (in its pool) to the device. */
+/**
+ * Returns a whole free segment (in its pool) to the device. Returns false,
+ * doing nothing, when `b` is no longer a whole free segment of `p`: a
+ * source's `freeSegment()` may re-enter the allocator while a caller walks a
+ * list of candidates, and take one.
+ */
 export function _releaseSegment<M>(
   p: _CachingPolicy<M>,
   b: _Block<M>,
-): void {
+): boolean {
   const seg = b.segment;
+  if (
+    b.state !== FREE || b.prev !== null || b.next !== null ||
+    seg.head !== b || !p.segments.has(seg)
+  ) return false;
   const pool = p.poolOf(seg);
   pool.remove(b);
   p.segments.delete(seg);
@@ -214,6 +223,7 @@ export function _releaseSegment<M>(
     seg.raw,
     `segment ${seg.id} of ${seg.byteLength} bytes`,
   );
+  return true;
 }
 
 /**

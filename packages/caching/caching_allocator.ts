@@ -21,6 +21,7 @@ import {
   TraceRecorder,
   type TraceRecorderOptions,
   UseAfterFreeError,
+  validateFlag,
   validateObject,
 } from "@allot/core";
 import {
@@ -34,7 +35,7 @@ import { _checkFraction, _resolveCachingOptions } from "./_caching_config.ts";
 import { _throwCachingOom } from "./_caching_oom.ts";
 import { _CachingPolicy } from "./_caching_policy.ts";
 import { _validateCaching } from "./_caching_validate.ts";
-import { checkStream } from "./_check.ts";
+import { checkOptionalString, checkStream } from "./_check.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import {
   _blockOf,
@@ -447,6 +448,7 @@ export class CachingAllocator<M = unknown> {
         byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
       ? (byteLength + this.#granuleMask) & ~this.#granuleMask
       : this.#roundSizeSlow(byteLength);
+    if (this.#ids.full) this.#throwIdsFull(byteLength); // before any change
     if (this.#p.deferred.count > 0) this.#p.deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#p.small
@@ -458,7 +460,6 @@ export class CachingAllocator<M = unknown> {
     if (found === undefined) {
       _throwCachingOom(this.#p, byteLength, size, DEFAULT_STREAM, this.#p.tag);
     }
-    if (this.#ids.full) this.#throwIdsFull(byteLength);
     return this.#ids.add(
       this.#p.take(found, pool, size, byteLength, this.#p.tag),
     );
@@ -735,6 +736,8 @@ export class CachingAllocator<M = unknown> {
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
     validateObject(options, "options");
+    checkOptionalString(options.title, "title");
+    validateFlag(options.abbreviated, "abbreviated", false);
     return formatMemorySummary(this.memoryStats(), {
       title: `${this.label} on ${this.device}`,
       ...options,
@@ -845,13 +848,23 @@ export class CachingAllocator<M = unknown> {
       requested,
       stream,
     );
-    if (this.#leaks !== undefined) {
-      this.#leaks.watch(handle, {
-        label: `${this.label} block of ${requested} bytes on ${this.device}`,
+    if (this.#leaks !== undefined) this.#watch(handle, b);
+    return handle;
+  }
+
+  /** Hands `handle` to the leak detector; frees its block if that throws. */
+  #watch(handle: CachedBlock<M>, b: _Block<M>): void {
+    try {
+      this.#leaks!.watch(handle, {
+        label:
+          `${this.label} block of ${handle.byteLength} bytes on ${this.device}`,
         byteLength: b.size,
       });
+    } catch (error) {
+      this.#p.release(b); // (no stream recorded yet: straight back)
+      _detach(handle);
+      throw error;
     }
-    return handle;
   }
 }
 

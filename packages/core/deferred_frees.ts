@@ -71,6 +71,7 @@ export class DeferredFrees<T extends DeferredItem> {
   #active: _Queue<T>[] = [];
   #faulted: _Group<T>[] = [];
   #count = 0;
+  #polling = false;
 
   /**
    * Creates an empty set of deferred frees.
@@ -128,9 +129,20 @@ export class DeferredFrees<T extends DeferredItem> {
    *
    * @throws {FenceError} When a fence threw on `completed`, after releasing
    * everything else that was ready; the items of that fence stay held back
-   * until {@linkcode DeferredFrees.synchronize}.
+   * until {@linkcode DeferredFrees.synchronize}. A call from inside a
+   * fence's `completed` getter (re-entry) does nothing.
    */
   poll(): void {
+    if (this.#polling) return;
+    this.#polling = true;
+    try {
+      this.#poll();
+    } finally {
+      this.#polling = false;
+    }
+  }
+
+  #poll(): void {
     const active = this.#active;
     let error: unknown = undefined;
     let threw = false;
