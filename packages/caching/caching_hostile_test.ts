@@ -332,6 +332,37 @@ describe("@allot/caching hostile: re-entrant collaborators", () => {
     });
   }
 
+  it("expandable segments: a tryResizeSegment() that throws while growing changes nothing; while shrinking, books and device agree", () => {
+    const source = new HookedSource();
+    const a = new CachingAllocator(source, {
+      ...SMALL,
+      expandableSegments: true,
+    });
+    assert.equal(a.expandableSegments, true);
+    const live = new Live(a);
+    live.add(a.allocate(100));
+    live.add(a.allocate(100 * KiB)); // the large pool's segment
+    const before = stateOf(a);
+    source.hooks.resize = () => {
+      throw new Error("resize threw");
+    };
+    assert.throws(() => a.allocate(200 * KiB), SegmentSourceError);
+    assert.deepEqual(stateOf(a), before);
+    live.check();
+    const grown = live.add(a.allocate(200 * KiB)); // grows now
+    live.check();
+    live.release(grown);
+    source.hooks.resize = () => {
+      throw new Error("resize threw");
+    };
+    assert.throws(() => a.emptyCache(), SegmentSourceError);
+    live.check();
+    assert.equal(source.mock.reservedBytes, a.reservedBytes);
+    a.emptyCache();
+    assert.equal(source.mock.reservedBytes, a.reservedBytes);
+    live.check();
+  });
+
   it("a freeSegment() that throws mid-emptyCache() leaves the books and the device agreeing", () => {
     const mock = new MockSegmentSource();
     const source = new FaultySegmentSource(mock);
