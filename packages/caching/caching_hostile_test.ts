@@ -115,6 +115,60 @@ class HookedSource implements SegmentSource<MockMemory> {
   }
 }
 
+/**
+ * A backed mock source that hands out each segment at a non-zero byte
+ * offset of its memory (256 to 768 bytes in): block offsets must add the
+ * segment's own.
+ */
+class OffsetSource implements SegmentSource<MockMemory> {
+  readonly mock: MockSegmentSource;
+  #inner = new Map<Segment<MockMemory>, Segment<MockMemory>>();
+  #count = 0;
+  reservedBytes = 0;
+  constructor(capacityBytes: number) {
+    this.mock = new MockSegmentSource({ capacityBytes, backed: true });
+  }
+  get device() {
+    return this.mock.device;
+  }
+  get alignment() {
+    return this.mock.alignment;
+  }
+  get maxSegmentByteLength() {
+    return this.mock.maxSegmentByteLength;
+  }
+  get capacityBytes() {
+    return this.mock.capacityBytes;
+  }
+  #wrap(inner: Segment<MockMemory>, pad: number, n: number) {
+    const outer = { memory: inner.memory, byteOffset: pad, byteLength: n };
+    this.#inner.set(outer, inner);
+    return outer;
+  }
+  tryAllocateSegment(n: number, o?: SegmentRequestOptions) {
+    const pad = 256 * (1 + this.#count++ % 3);
+    const inner = this.mock.tryAllocateSegment(n + pad, o);
+    if (inner === undefined) return undefined;
+    this.reservedBytes += n;
+    return this.#wrap(inner, pad, n);
+  }
+  freeSegment(s: Segment<MockMemory>) {
+    this.mock.freeSegment(this.#inner.get(s)!);
+    this.#inner.delete(s);
+    this.reservedBytes -= s.byteLength;
+  }
+  tryResizeSegment(s: Segment<MockMemory>, n: number) {
+    const inner = this.mock.tryResizeSegment(
+      this.#inner.get(s)!,
+      n + s.byteOffset,
+    );
+    if (inner === undefined) return undefined;
+    this.#inner.delete(s);
+    this.reservedBytes += n - s.byteLength;
+    return this.#wrap(inner, s.byteOffset, n);
+  }
+}
+
 function bytesOf(b: CachedBlock<MockMemory>): Uint8Array {
   return b.memory.bytes!.subarray(b.byteOffset, b.byteOffset + b.byteLength);
 }
@@ -1029,10 +1083,7 @@ interface ModelBlock {
 }
 
 async function runModel(ops: Op[], expandableSegments: boolean): Promise<void> {
-  const source = new MockSegmentSource({
-    capacityBytes: 3 * MiB,
-    backed: true,
-  });
+  const source = new OffsetSource(3 * MiB);
   const a = new CachingAllocator(source, {
     ...SMALL,
     expandableSegments,
@@ -1069,6 +1120,7 @@ async function runModel(ops: Op[], expandableSegments: boolean): Promise<void> {
     () => a.allocate(4 * MiB), // above the capacity: OOM, nothing freed
   ];
   for (const op of ops) {
+    const reservedBefore = a.reservedBytes;
     waiting = waiting.filter((w) =>
       !w.until.every(([s, q]) => s.completedCount >= q)
     );
@@ -1171,6 +1223,10 @@ async function runModel(ops: Op[], expandableSegments: boolean): Promise<void> {
         ...before.stats,
         numOoms: 0,
       });
+    }
+    // a segment taken or grown stays within the memory fraction
+    if (a.reservedBytes > reservedBefore) {
+      assert.ok(a.reservedBytes <= a.allowedBytes, "above the memory fraction");
     }
     // after every operation: every live block keeps its bytes
     for (const m of live) checkPattern(bytes(m), m.pattern);
