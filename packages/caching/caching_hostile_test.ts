@@ -1238,6 +1238,16 @@ async function runModel(ops: Op[], expandableSegments: boolean): Promise<void> {
       live.reduce((n, m) => n + m.blockLength, 0),
     );
     assert.equal(st.reservedBytes.all.current, source.reservedBytes);
+    // the snapshot tells the same: live blocks, pending ones, segment bytes
+    const blocks = a.snapshot().segments.flatMap((seg) => seg.blocks);
+    const count = (state: string) =>
+      blocks.filter((b) => b.state === state).length;
+    assert.equal(count("active_allocated"), live.length);
+    assert.equal(count("active_pending_free"), a.pendingFreeCount);
+    assert.equal(
+      blocks.reduce((n, b) => n + b.byteLength, 0),
+      source.reservedBytes,
+    );
   }
   for (const m of live) {
     checkPattern(bytes(m), m.pattern);
