@@ -610,13 +610,19 @@ export class CachingAllocator<M = unknown> {
     _setReleaseHandle(<M>(h: CachedBlock<M>, b: _Block<M>): void => {
       const a = h.allocator;
       a.#p.release(b); // may throw (a stream's fence()): still live
-      a.#leaks?.forget(h);
+      if (a.#leaks !== undefined) a.#forget(h);
     });
   }
 
   #release(block: CachedBlock<M> | null, b: _Block<M>): void {
     this.#p.release(b); // may throw (a stream's fence()): still live
-    if (block !== null) this.#leaks?.forget(block);
+    if (block !== null && this.#leaks !== undefined) this.#forget(block);
+  }
+
+  /** Tells the leak detector; the handle is released first (it may throw). */
+  #forget(handle: CachedBlock<M>): void {
+    _detach(handle);
+    this.#leaks!.forget(handle);
   }
 
   /**

@@ -561,6 +561,40 @@ describe("@allot/caching hostile: construction", () => {
     assert.equal(a.reservedBytes, 0);
   });
 
+  for (const how of ["release", "free", "dispose"] as const) {
+    it(`a leak detector whose forget() throws on ${how}: the block is released once, never twice`, () => {
+      const detector = new LeakDetector();
+      const a = new CachingAllocator(new HookedSource(), {
+        ...SMALL,
+        leakDetector: detector,
+      });
+      const live = new Live(a);
+      const x = a.allocate(100);
+      live.add(a.allocate(100));
+      const forget = detector.forget.bind(detector);
+      let armed = true;
+      detector.forget = (h: object) => {
+        if (!armed) return forget(h);
+        armed = false;
+        throw new Error("forget threw");
+      };
+      assert.throws(
+        () =>
+          how === "release"
+            ? x.release()
+            : how === "free"
+            ? a.free(x)
+            : x[Symbol.dispose](),
+        /forget threw/,
+      );
+      assert.equal(x.released, true);
+      assert.throws(() => x.release(), DoubleFreeError);
+      x[Symbol.dispose](); // a no-op now
+      live.add(a.allocate(100));
+      live.check();
+    });
+  }
+
   it("refuses every hostile numeric option the adversarial table leaves out", () => {
     const keys: [string, string[]][] = [
       ["ownSegmentMinByteLength", []],
