@@ -415,7 +415,10 @@ export class CachingAllocator<M = unknown> {
    * {@linkcode CachingAllocator.blockByteOffset} and
    * {@linkcode CachingAllocator.blockMemory}; free it with
    * {@linkcode CachingAllocator.freeById}. A freed id is refused until its
-   * slot has been reused 1,024 times (after 256 other ids each time).
+   * slot has been reused 1,024 times (after 256 other ids each time). Each
+   * allocator numbers its ids from another generation, so an id passed to
+   * the wrong allocator is refused too (unless that allocator's slot has
+   * reached the same generation: ids are numbers, not handles).
    * The block lives on the default stream and is not watched by a leak
    * detector.
    *

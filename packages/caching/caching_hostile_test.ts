@@ -729,14 +729,24 @@ describe("@allot/caching hostile: handles, ids and streams", () => {
     for (const never of [2 ** 30, 2 ** 30 - 1, 2 ** 31, -0.5, 1.5, 12345]) {
       assert.throws(() => a.freeById(never), DoubleFreeError);
     }
-    // -0 is the id 0 when 0 is live
-    const zero = new CachingAllocator(new MockSegmentSource());
-    const id0 = zero.allocateId(10);
-    assert.equal(id0, 0);
-    assert.equal(zero.blockByteLength(-0), 512);
-    zero.freeById(-0);
-    assert.equal(zero.allocatedBytes, 0);
     a.validate();
+  });
+
+  it("an id of another allocator is refused, even where this allocator has a live block in the same slot", () => {
+    const a = new CachingAllocator(new MockSegmentSource());
+    const b = new CachingAllocator(new MockSegmentSource());
+    const idsA = [a.allocateId(100), a.allocateId(5000)];
+    const idsB = [b.allocateId(100), b.allocateId(5000)];
+    const before = stateOf(a);
+    for (const id of idsB) {
+      assert.throws(() => a.freeById(id), DoubleFreeError);
+      assert.throws(() => a.blockByteOffset(id), UseAfterFreeError);
+    }
+    assert.deepEqual(stateOf(a), before);
+    for (const id of idsA) a.freeById(id);
+    for (const id of idsB) b.freeById(id);
+    a.validate();
+    b.validate();
   });
 
   it("an id of the id API and a handle are not interchangeable", () => {
