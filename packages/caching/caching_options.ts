@@ -97,8 +97,9 @@ export interface CachingAllocatorOptions {
    * When a request misses the cache while reserved bytes exceed this many
    * times the active bytes (allocated or waiting for a fence, plus the
    * request), whole free segments are given back to the device first, least
-   * recently used first, until reserved bytes fall to that bound or none is
-   * left: held bytes stay near live bytes when the workload's sizes drift.
+   * recently used first (those under a quarter of the request last), until
+   * reserved bytes fall to that bound or none is left: held bytes stay near
+   * live bytes when the workload's sizes drift.
    * Segments of the other pool (small or large) are given back only when
    * unused since the previous such miss, so a loop that alternates between
    * the pools does not give back and take a segment on every request.

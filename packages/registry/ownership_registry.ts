@@ -686,18 +686,20 @@ export class OwnershipRegistry {
     if (v < 0) this.#throwNotRegistered(v, "unregister");
     const t = this.#records;
     let r: number;
+    // The store's delete comes before any count changes: a store that
+    // throws (only one other than MapRecordStore can) changes nothing.
     if ((v & 1) === 0) {
       r = v >> 1;
-      if (--t.placeCount[r] === 0) {
-        this.#store.delete(this.#memory, this.#offset);
-      }
+      if (t.placeCount[r] === 1) this.#store.delete(this.#memory, this.#offset);
+      t.placeCount[r]--;
     } else {
       const a = v >> 1;
       r = this.#aliases.record[a];
-      if (--this.#aliases.count[a] === 0) {
+      if (this.#aliases.count[a] === 1) {
         this.#store.delete(this.#memory, this.#offset);
         this.#aliases.put(a);
       }
+      this.#aliases.count[a]--;
     }
     if (t.buffer[r] === 1) this.#references--;
     if (--t.refs[r] > 0) return false;
@@ -1412,11 +1414,69 @@ export class OwnershipRegistry {
     else this.#aliases.count[v >> 1]++;
   }
 
-  #addAliasPlace(r: number, memory: object, byteOffset: number): void {
+  /**
+   * A new alias place of record `r`; a store that throws changes nothing.
+   *
+   * @returns The alias slot.
+   */
+  #addAliasPlace(r: number, memory: object, byteOffset: number): number {
     const a = this.#aliases.take();
     this.#aliases.record[a] = r;
     this.#aliases.count[a] = 1;
-    this.#store.set(memory, byteOffset, (a << 1) | 1);
+    try {
+      this.#store.set(memory, byteOffset, (a << 1) | 1);
+    } catch (error) {
+      this.#aliases.put(a);
+      throw error;
+    }
+    return a;
+  }
+
+  /**
+   * Writes the alias places of new record `r` (whose own place is written).
+   * A store that throws (only one other than `MapRecordStore` can) gets every
+   * place of this call deleted again, and `r`'s slot is given back.
+   */
+  #placeAliases(
+    r: number,
+    memory: object,
+    byteOffset: number,
+    memories: object[],
+    offsets: number[],
+  ): void {
+    const aliases = this.#aliases;
+    const taken: number[] = [];
+    try {
+      for (let i = 0; i < memories.length; i++) {
+        const m = memories[i], o = offsets[i];
+        // A store answer that is not valid here (a lying store) makes a new
+        // alias place.
+        const w = this.#store.get(m, o);
+        if (w >= 0 && (!this.#checkStore || this.#stored(w, m, o))) {
+          this.#countPlace(w);
+        } else {
+          taken.push(this.#addAliasPlace(r, m, o));
+        }
+      }
+    } catch (error) {
+      for (let i = 0; i < memories.length; i++) {
+        this.#deleteQuietly(memories[i], offsets[i]);
+      }
+      this.#deleteQuietly(memory, byteOffset);
+      for (const a of taken) aliases.put(a);
+      this.#records.put(r);
+      throw error;
+    }
+    this.#records.refs[r] += memories.length;
+  }
+
+  /** Deletes a place while taking back a failed call; a throw is ignored. */
+  #deleteQuietly(memory: object, byteOffset: number): void {
+    try {
+      this.#store.delete(memory, byteOffset);
+    } catch {
+      // The store already failed this call; its first error is the one thrown.
+    }
   }
 
   #throwNotRegistered(v: number, what: string): never {
@@ -1630,11 +1690,10 @@ export class OwnershipRegistry {
       free = FREE_RELEASE;
       target = pointer;
     } else if (detachOption) free = FREE_DETACH;
-    // Validated: from here on nothing throws.
+    // Validated: from here on only a store other than MapRecordStore can
+    // throw, and then the places written are taken back.
     const t = this.#records;
     const r = t.take();
-    const id = this.#nextId++;
-    t.id[r] = id;
     t.kind[r] = kind;
     t.free[r] = free;
     t.buffer[r] = buffer ? 1 : 0;
@@ -1647,25 +1706,23 @@ export class OwnershipRegistry {
     t.memory[r] = memory;
     t.pointer[r] = pointer;
     t.target[r] = target;
+    try {
+      this.#store.set(memory, byteOffset, r << 1);
+    } catch (error) {
+      t.put(r);
+      throw error;
+    }
+    if (aliasMemories !== undefined) {
+      this.#placeAliases(r, memory, byteOffset, aliasMemories, aliasOffsets!);
+    }
+    const id = this.#nextId++;
+    t.id[r] = id;
     if (this.#track) {
       t.info[r] = {
         stack: (new Error().stack ?? "").split("\n").slice(3).join("\n"),
         time: performance.now(),
         worker: this.#worker,
       } satisfies AllocationInfo;
-    }
-    this.#store.set(memory, byteOffset, r << 1);
-    if (aliasMemories !== undefined) {
-      for (let i = 0; i < aliasMemories.length; i++) {
-        const m = aliasMemories[i], o = aliasOffsets![i];
-        // Past validation nothing throws: a store answer that is not valid
-        // here (a lying store) makes a new alias place.
-        const w = this.#store.get(m, o);
-        if (w >= 0 && (!this.#checkStore || this.#stored(w, m, o))) {
-          this.#countPlace(w);
-        } else this.#addAliasPlace(r, m, o);
-      }
-      t.refs[r] += aliasMemories.length;
     }
     if (buffer) {
       this.#buffers++;

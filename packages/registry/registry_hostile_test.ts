@@ -475,6 +475,73 @@ describe("registry hostile review (review6)", () => {
     assert.equal(r.pointerCount + r.bufferCount, 0);
   });
 
+  it("a RecordStore whose set() or delete() throws changes nothing, at every call it can fail", () => {
+    class Trap extends Error {}
+    // The k-th set() or delete() throws, once; every call of the scenario
+    // that throws is retried with the store honest again.
+    for (let k = 1; k <= 24; k++) {
+      const inner = new MapRecordStore();
+      let writes = 0;
+      let armed = true;
+      const fail = () => {
+        if (armed && ++writes === k) {
+          armed = false;
+          throw new Trap(`write ${k}`);
+        }
+      };
+      const store: RecordStore = {
+        get: (m, o) => inner.get(m, o),
+        set: (m, o, v) => (fail(), inner.set(m, o, v)),
+        delete: (m, o) => (fail(), inner.delete(m, o)),
+        clear: () => inner.clear(),
+        get size() {
+          return inner.size;
+        },
+      };
+      const r = new OwnershipRegistry({ store, onLeak: () => {} });
+      const memory = new Float32Array(64);
+      const a = memory.subarray(0, 16), b = memory.subarray(16, 32);
+      const steps: [string, () => unknown][] = [
+        ["register(a)", () => r.register(a)],
+        [
+          "registerBuffer(b, aliases)",
+          () =>
+            r.registerBuffer(b, {
+              aliases: [b.subarray(2), b.subarray(4), b.subarray(2)],
+            }),
+        ],
+        ["addAlias(b, b+6)", () => r.addAlias(b, b.subarray(6))],
+        ["addAlias(b, b)", () => r.addAlias(b, b)],
+        ["unregister(b+2)", () => r.unregister(b.subarray(2))],
+        ["unregister(b+6)", () => r.unregister(b.subarray(6))],
+        ["unregister(b)", () => r.unregister(b)],
+        ["unregister(b+2) again", () => r.unregister(b.subarray(2))],
+        ["unregister(b+4)", () => r.unregister(b.subarray(4))],
+        ["unregister(b) last", () => r.unregister(b)],
+        ["unregister(a)", () => r.unregister(a)],
+      ];
+      let failed = 0;
+      for (const [name, step] of steps) {
+        const before = ownershipState(r);
+        try {
+          step();
+          continue;
+        } catch (error) {
+          assert.ok(error instanceof Trap, `${name} at k=${k}: ${error}`);
+          failed++;
+        }
+        assert.equal(ownershipState(r), before, `${name} at k=${k}`);
+        step();
+      }
+      assert.equal(r.pointerCount + r.bufferCount, 0, `k=${k}: all freed`);
+      assert.equal(r.stats().references, 0, `k=${k}: no references left`);
+      assert.equal(inner.size, 0, `k=${k}: the store holds no place`);
+      assert.equal(r.isRegistered(b), false);
+      assert.ok(failed <= 1);
+      r.dispose();
+    }
+  });
+
   it("callbacks that throw or re-enter: onLeak registering during dispose, a deleter registering into its own place", () => {
     // onLeak re-enters: the registry is already disposing, the call is refused
     let inner: unknown;

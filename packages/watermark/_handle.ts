@@ -12,6 +12,12 @@ import {
 import type { _Block } from "./_block.ts";
 import type { PoolKind, WatermarkBuffer } from "./watermark_buffer.ts";
 
+/**
+ * The most dimensions a buffer's shape may have (storage's `MAX_RANK`); a
+ * longer array is refused before it is walked.
+ */
+export const MAX_SHAPE_RANK = 64;
+
 /** What a handle needs from its allocator. */
 export interface _Owner<M> {
   free(handle: _Handle<M>): void;
@@ -81,8 +87,14 @@ export class _Handle<M> implements WatermarkBuffer<M> {
     }
     // Copied first, each element read once (no iterator, no getter read
     // twice): what is checked is what is stored.
-    const dims: number[] = [];
     const length = shape.length;
+    if (length > MAX_SHAPE_RANK) {
+      throw new InvalidArgumentError(
+        `Cannot set the shape of buffer #${this.id}: rank ${length} exceeds the limit of ${MAX_SHAPE_RANK}`,
+        { name: "shape.length", value: length, limit: MAX_SHAPE_RANK },
+      );
+    }
+    const dims: number[] = [];
     for (let i = 0; i < length; i++) dims.push(shape[i]);
     for (let i = 0; i < length; i++) {
       const d = dims[i];

@@ -719,8 +719,19 @@ export class WatermarkAllocator<M = unknown>
     let fence: Fence;
     let key: number;
     if (typeof fenceOf === "function") {
+      // The id is read once, before fence() can change it; it keys the
+      // stream's queue of fences, so it must be an integer.
+      const id = (work as Stream).id;
+      if (!Number.isSafeInteger(id)) {
+        throw new InvalidArgumentError(
+          `Cannot record events: a stream's id must be a safe integer, received ${
+            describeValue(id)
+          }`,
+          { name: "work.id", value: id },
+        );
+      }
       fence = fenceOf.call(work);
-      key = (work as Stream).id;
+      key = id;
       if (
         typeof fence !== "object" || fence === null ||
         typeof fence.wait !== "function"

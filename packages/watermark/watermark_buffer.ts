@@ -43,7 +43,7 @@ export interface WatermarkBuffer<M = unknown> {
   /**
    * Shape of the tensor stored in the buffer (MPS keeps it to find the base
    * of views); empty until set, reset when the buffer is freed. Reading gives
-   * a copy; setting validates non-negative safe integers.
+   * a copy; setting validates at most 64 non-negative safe integers.
    */
   shape: readonly number[];
   /**

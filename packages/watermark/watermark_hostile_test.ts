@@ -437,6 +437,65 @@ describe("@allot/watermark hostile handles and settings", () => {
     live.check();
   });
 
+  it("buffer.shape refuses a rank above 64 before walking it", () => {
+    const { allocator, live } = setup();
+    const b = live.add(allocator.allocateBuffer(64));
+    b.shape = [1, 2];
+    let reads = 0;
+    const huge = new Proxy([] as number[], {
+      get: (t, k) => {
+        if (k === "length") return 2 ** 32 - 1;
+        if (typeof k === "string" && /^\d+$/.test(k)) reads++;
+        return Reflect.get(t, k);
+      },
+    });
+    assertRefused("buffer.shape = array of length 2**32 - 1", () => {
+      b.shape = huge;
+    }, { snapshot: () => b.shape });
+    assert.equal(reads, 0, "no element read");
+    assertRefused("buffer.shape = 65 ones", () => {
+      b.shape = new Array(65).fill(1);
+    }, { snapshot: () => b.shape });
+    b.shape = new Array(64).fill(1);
+    assert.equal(b.shape.length, 64);
+    live.check();
+  });
+
+  it("recordEvents() refuses a stream whose id is not a safe integer, reading it once", () => {
+    const { allocator, live } = setup();
+    const b = live.add(allocator.allocateBuffer(64));
+    const state = () => ({
+      stats: allocator.stats(),
+      memory: allocator.memoryStats(),
+    });
+    const stream = new ManualStream();
+    for (
+      const id of [NaN, 0.5, "1", undefined, null, {}, 2 ** 53, Infinity]
+    ) {
+      let fences = 0;
+      assertRefused(
+        `recordEvents([b], stream with id ${String(id)})`,
+        () =>
+          allocator.recordEvents([b], {
+            id,
+            fence: () => (fences++, stream.fence()),
+          } as never),
+        { snapshot: state },
+      );
+      assert.equal(fences, 0, "fence() not taken for a refused stream");
+    }
+    let idReads = 0;
+    const flipping = {
+      get id() {
+        return idReads++ === 0 ? 3 : NaN;
+      },
+      fence: () => stream.fence(),
+    };
+    assert.equal(allocator.recordEvents([b], flipping as never), true);
+    assert.equal(idReads, 1);
+    live.check();
+  });
+
   it("recordEvents() reads a stream's fence once and refuses a bad or re-entrant one", () => {
     const { allocator, live } = setup();
     const b = live.add(allocator.allocateBuffer(64));
