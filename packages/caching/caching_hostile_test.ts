@@ -417,6 +417,41 @@ describe("@allot/caching hostile: re-entrant collaborators", () => {
     live.check();
   });
 
+  for (const how of ["same record", "overlapping record"] as const) {
+    it(`a source that hands out memory a live segment holds (${how}) is refused, changing nothing`, () => {
+      const source = new HookedSource();
+      let lie: Segment<MockMemory> | undefined;
+      const inner = source.tryAllocateSegment.bind(source);
+      let last: Segment<MockMemory> | undefined;
+      source.tryAllocateSegment = (n: number, o?: SegmentRequestOptions) => {
+        if (lie !== undefined) {
+          const l = lie;
+          lie = undefined;
+          return l;
+        }
+        return last = inner(n, o);
+      };
+      const a = new CachingAllocator(source, {
+        ...SMALL,
+        segmentGrowthFraction: 0,
+      });
+      const live = new Live(a);
+      live.add(a.allocate(300 * KiB)); // an own segment
+      const held = last!;
+      lie = how === "same record" ? held : {
+        memory: held.memory,
+        byteOffset: held.byteOffset + 256 * KiB,
+        byteLength: 320 * KiB,
+      };
+      const before = stateOf(a);
+      assert.throws(() => a.allocate(300 * KiB), SegmentSourceError);
+      assert.deepEqual(stateOf(a), before);
+      live.check();
+      live.add(a.allocate(300 * KiB)); // the next segment is a new one
+      live.check();
+    });
+  }
+
   it("a freeSegment() that throws mid-emptyCache() leaves the books and the device agreeing", () => {
     const mock = new MockSegmentSource();
     const source = new FaultySegmentSource(mock);
