@@ -313,12 +313,7 @@ export class _CachingPolicy<M> {
     b.requested = requested;
     b.tag = tag;
     const bytes = b.size;
-    this.stats.allocated(
-      small,
-      bytes,
-      requested,
-      this.deferred.count !== 0,
-    );
+    this.stats.allocated(small, bytes, requested);
     if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
     if (this.watched) this.watchTake(b);
     return b;

@@ -45,21 +45,6 @@ export class _ActiveFigure {
     readonly bytes: boolean,
   ) {}
 
-  /** Raises the stored peaks of `small`'s pool and of all pools to now. */
-  storePeak(small: boolean): void {
-    // Named loads: a keyed load of a number beyond the small-integer range
-    // boxes it (garbage on every allocation while frees are pending).
-    const part = small ? this.smallPool : this.largePool;
-    const cur = small ? this.small : this.large;
-    const bytes = this.bytes;
-    const c = (bytes ? cur.allocatedBytes : cur.allocation) + part.pending;
-    if (c > part.peak) part.peak = c;
-    const other = small ? this.large : this.small;
-    const all = c + (bytes ? other.allocatedBytes : other.allocation) +
-      (small ? this.largePool.pending : this.smallPool.pending);
-    if (all > this.allPeak) this.allPeak = all;
-  }
-
   #current(f: _Figures): number {
     return this.bytes ? f.allocatedBytes : f.allocation;
   }
@@ -81,26 +66,36 @@ export class _ActiveFigure {
     a: StatValues,
     part: { pending: number; base: number },
     peak: number,
+    interval: number,
   ): StatValues {
     const c = a.current + part.pending;
     return {
       current: c,
-      peak: Math.max(peak, a.peak),
+      peak: Math.max(peak, a.peak, interval + part.pending),
       allocated: a.allocated,
       freed: part.base + a.allocated - c,
     };
   }
 
-  /** A plain copy, given the plain copy `a` of the source figure. */
-  values(a: StatArray): StatArray {
+  /**
+   * A plain copy, given the plain copy `a` of the source figure and the
+   * source's peaks in the current interval of constant pending parts (all
+   * pools, small, large).
+   */
+  values(a: StatArray, all: number, small: number, large: number): StatArray {
     const s = this.smallPool, l = this.largePool;
     return {
-      all: this.#with(a.all, {
-        pending: s.pending + l.pending,
-        base: s.base + l.base,
-      }, this.allPeak),
-      smallPool: this.#with(a.smallPool, s, s.peak),
-      largePool: this.#with(a.largePool, l, l.peak),
+      all: this.#with(
+        a.all,
+        {
+          pending: s.pending + l.pending,
+          base: s.base + l.base,
+        },
+        this.allPeak,
+        all,
+      ),
+      smallPool: this.#with(a.smallPool, s, s.peak, small),
+      largePool: this.#with(a.largePool, l, l.peak, large),
     };
   }
 }

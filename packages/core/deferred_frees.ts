@@ -29,11 +29,22 @@ export interface DeferredItem {
  */
 export class FenceError extends AllotError {}
 
+/** A group's fence not read in the current poll. */
+const _UNREAD = 0;
+/** Read in the current poll: completed. */
+const _COMPLETED = 1;
+/** Read in the current poll: threw (`error`). */
+const _THREW = 2;
+
 interface _Group<T> {
   fence: Fence;
   items: T[];
   /** Set by synchronize() once `fence.wait()` settled. */
   done: boolean;
+  /** What the current poll read of the fence ({@linkcode _UNREAD} between polls). */
+  state: number;
+  /** What the fence threw, while `state` is {@linkcode _THREW}. */
+  error: unknown;
 }
 
 interface _Queue<T> {
@@ -71,7 +82,7 @@ export class DeferredFrees<T extends DeferredItem> {
   #active: _Queue<T>[] = [];
   #faulted: _Group<T>[] = [];
   #count = 0;
-  #polling = false;
+  #reading = false;
 
   /**
    * Creates an empty set of deferred frees.
@@ -119,7 +130,15 @@ export class DeferredFrees<T extends DeferredItem> {
         : undefined;
       if (tail !== undefined && tail.fence === fence && !tail.done) {
         tail.items.push(item);
-      } else groups.push({ fence, items: [item], done: false });
+      } else {
+        groups.push({
+          fence,
+          items: [item],
+          done: false,
+          state: _UNREAD,
+          error: undefined,
+        });
+      }
     }
   }
 
@@ -133,16 +152,44 @@ export class DeferredFrees<T extends DeferredItem> {
    * fence's `completed` getter (re-entry) does nothing.
    */
   poll(): void {
-    if (this.#polling) return;
-    this.#polling = true;
-    try {
-      this.#poll();
-    } finally {
-      this.#polling = false;
+    // Re-entered from a fence's completed getter: the outer poll goes on.
+    if (this.#reading) return;
+    // The common case, kept short so that it inlines into an allocation:
+    // one stream waits and its oldest fence is still running (one read).
+    const active = this.#active;
+    if (active.length === 1) {
+      const queue = active[0];
+      // (No group at the head: a poll re-entered from a release callback,
+      // while the outer poll empties this queue.)
+      const g = queue.groups[queue.head];
+      if (
+        g !== undefined && !g.done && g.state === _UNREAD && !this.#read(g)
+      ) return;
     }
+    this.#pollAll();
   }
 
-  #poll(): void {
+  /**
+   * Reads the fence of group `g` once: whether it completed or threw (the
+   * outcome is kept on the group, so that {@linkcode DeferredFrees.#pollAll}
+   * does not read it again in the same poll).
+   */
+  #read(g: _Group<T>): boolean {
+    // (The getter may call back into the allocator, and so into poll().)
+    this.#reading = true;
+    let done = true;
+    try {
+      if (g.fence.completed !== true) done = false;
+      else g.state = _COMPLETED;
+    } catch (e) {
+      g.state = _THREW;
+      g.error = e;
+    }
+    this.#reading = false;
+    return done;
+  }
+
+  #pollAll(): void {
     const active = this.#active;
     let error: unknown = undefined;
     let threw = false;
@@ -151,18 +198,18 @@ export class DeferredFrees<T extends DeferredItem> {
       const groups = queue.groups;
       while (queue.head < groups.length) {
         const g = groups[queue.head]!;
-        let done = g.done;
-        if (!done) {
-          try {
-            done = g.fence.completed === true;
-          } catch (e) {
-            if (!threw) error = e;
+        if (!g.done) {
+          if (g.state === _UNREAD && !this.#read(g)) break;
+          const state = g.state;
+          g.state = _UNREAD;
+          if (state === _THREW) {
+            if (!threw) error = g.error;
             threw = true;
+            g.error = undefined;
             groups[queue.head++] = undefined;
             this.#faulted.push(g);
             continue;
           }
-          if (!done) break;
         }
         groups[queue.head++] = undefined;
         this.#releaseGroup(g);

@@ -78,6 +78,53 @@ describe("DeferredFrees", () => {
     assert.equal(frees.count, 0);
   });
 
+  it("DeferredFrees.poll() with one stream waiting reads its oldest fence once, and reports a throw", async () => {
+    // One stream waiting is poll()'s short path: a completed fence, a
+    // running one and a throwing one must each be read once per poll.
+    const released: number[] = [];
+    const frees = new DeferredFrees<Item>((item) => released.push(item.id));
+    const fences = [new TestFence(), new TestFence(), new TestFence()];
+    fences.forEach((f, i) => {
+      frees.defer({ id: i, waitingFences: 0, fences: [f] }, [7], [f]);
+    });
+    frees.poll();
+    assert.deepEqual(fences.map((f) => f.reads), [1, 0, 0]);
+    fences[0].done = true;
+    frees.poll(); // releases the first, stops at the second
+    assert.deepEqual(released, [0]);
+    assert.deepEqual(fences.map((f) => f.reads), [2, 1, 0]);
+    fences[1].throwsLeft = 1;
+    assert.throws(() => frees.poll(), FenceError);
+    assert.deepEqual(fences.map((f) => f.reads), [2, 2, 1]);
+    assert.equal(frees.count, 2);
+    assert.equal(frees.faultedCount, 1);
+    fences[2].done = true;
+    frees.poll(); // the third completes; the faulted one waits for sync
+    assert.deepEqual(released, [0, 2]);
+    assert.equal(fences[1].reads, 2);
+    await frees.synchronize();
+    assert.deepEqual(released, [0, 2, 1]);
+    assert.equal(frees.count, 0);
+  });
+
+  it("DeferredFrees.poll() may be re-entered from a release callback", () => {
+    // The callback polls while the outer poll empties the only queue: the
+    // short path meets no group at the head and must not read one.
+    const released: number[] = [];
+    const frees: DeferredFrees<Item> = new DeferredFrees<Item>((item) => {
+      released.push(item.id);
+      frees.poll();
+    });
+    const fences = [new TestFence(), new TestFence()];
+    fences.forEach((f, i) => {
+      frees.defer({ id: i, waitingFences: 0, fences: [f] }, [3], [f]);
+    });
+    for (const f of fences) f.done = true;
+    frees.poll();
+    assert.deepEqual(released, [0, 1]);
+    assert.equal(frees.count, 0);
+  });
+
   it("DeferredFrees never releases an item before all its fences complete (model)", async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -20,10 +20,16 @@
  * - active figures are not written when a block is handed out or returned:
  *   active = allocation + pending free (blocks freed by the caller that wait
  *   for fences), so an active figure keeps only the pending part per pool,
- *   the active peak as last stored (written while blocks are pending, and by
- *   `resetPeak()`; the reported peak is the larger of it and the allocation
- *   peak, since active equals allocation when nothing is pending), and the
- *   active current at the last `resetAccumulated()`. Active allocated equals
+ *   the active peak as last stored, and the active current at the last
+ *   `resetAccumulated()`. The allocation hot path writes no active figure:
+ *   while the pending parts stay the same, the active peak is the
+ *   allocation peak of that interval plus the pending parts. So the
+ *   allocation and allocatedBytes peaks are kept per interval (restarted
+ *   whenever a pending part changes, the peak of the intervals before kept
+ *   apart), and the active peaks are stored when an interval ends; the
+ *   reported active peak is the largest of the stored one, the allocation
+ *   peak (active equals allocation when nothing is pending) and the current
+ *   interval's allocation peak plus the pending parts. Active allocated equals
  *   allocation allocated (both grow only on allocate), and active freed =
  *   base + allocated - current.
  *
@@ -86,6 +92,11 @@ export class PoolStats {
   #smallPeak = new _Figures();
   #largePeak = new _Figures();
   #allPeak = new _Figures();
+  // Peaks of the intervals before the current one (allocation and
+  // allocatedBytes only; the other figures' peaks never restart).
+  #smallClosed = new _Figures();
+  #largeClosed = new _Figures();
+  #allClosed = new _Figures();
   #smallFreed = new _Figures();
   #largeFreed = new _Figures();
   #smallBase = new _Figures();
@@ -195,14 +206,14 @@ export class PoolStats {
    * @param small Whether the block is in the small pool.
    * @param bytes Bytes of the block.
    * @param requested Bytes asked for.
-   * @param pending Whether blocks wait for fences now (active peaks are
-   * stored then).
+   * @param _pending Unused (once whether blocks waited for fences: active
+   * peaks are now stored when the pending parts change).
    */
   allocated(
     small: boolean,
     bytes: number,
     requested: number,
-    pending: boolean,
+    _pending?: boolean,
   ): void {
     const cur = small ? this.#smallCurrent : this.#largeCurrent;
     const peak = small ? this.#smallPeak : this.#largePeak;
@@ -223,10 +234,6 @@ export class PoolStats {
     if (c > peak.requestedBytes) peak.requestedBytes = c;
     c += other.requestedBytes;
     if (c > allPeak.requestedBytes) allPeak.requestedBytes = c;
-    if (pending) {
-      this.#active.storePeak(small);
-      this.#activeBytes.storePeak(small);
-    }
   }
 
   /**
@@ -303,6 +310,7 @@ export class PoolStats {
    * @param bytes Bytes of the block.
    */
   pending(small: boolean, bytes: number): void {
+    this.#closeInterval();
     (small ? this.#active.smallPool : this.#active.largePool).pending += 1;
     (small ? this.#activeBytes.smallPool : this.#activeBytes.largePool)
       .pending += bytes;
@@ -332,6 +340,7 @@ export class PoolStats {
     cur.requestedBytes -= requested;
     freed.requestedBytes += requested;
     if (wasPending) {
+      this.#closeInterval();
       (small ? this.#active.smallPool : this.#active.largePool).pending -= 1;
       (small ? this.#activeBytes.smallPool : this.#activeBytes.largePool)
         .pending -= bytes;
@@ -346,6 +355,43 @@ export class PoolStats {
     if (splitBlocks > 0 || splitBytes > 0) {
       this.split(small, splitBlocks - -blocksDown, splitBytes + bytesDown);
     }
+  }
+
+  /**
+   * A pending part is about to change: the interval of constant pending
+   * parts ends. Its active peaks (its allocation peaks plus the pending
+   * parts) are stored, its allocation peaks join the closed ones, and the
+   * next interval's start from the current values.
+   */
+  #closeInterval(): void {
+    const n = this.#active, b = this.#activeBytes;
+    const ns = n.smallPool, nl = n.largePool;
+    const bs = b.smallPool, bl = b.largePool;
+    const sp = this.#smallPeak, lp = this.#largePeak, ap = this.#allPeak;
+    const sc = this.#smallClosed, lc = this.#largeClosed;
+    const ac = this.#allClosed;
+    const scur = this.#smallCurrent, lcur = this.#largeCurrent;
+    ns.peak = Math.max(ns.peak, sp.allocation + ns.pending);
+    nl.peak = Math.max(nl.peak, lp.allocation + nl.pending);
+    n.allPeak = Math.max(n.allPeak, ap.allocation + ns.pending + nl.pending);
+    bs.peak = Math.max(bs.peak, sp.allocatedBytes + bs.pending);
+    bl.peak = Math.max(bl.peak, lp.allocatedBytes + bl.pending);
+    b.allPeak = Math.max(
+      b.allPeak,
+      ap.allocatedBytes + bs.pending + bl.pending,
+    );
+    sc.allocation = Math.max(sc.allocation, sp.allocation);
+    lc.allocation = Math.max(lc.allocation, lp.allocation);
+    ac.allocation = Math.max(ac.allocation, ap.allocation);
+    sc.allocatedBytes = Math.max(sc.allocatedBytes, sp.allocatedBytes);
+    lc.allocatedBytes = Math.max(lc.allocatedBytes, lp.allocatedBytes);
+    ac.allocatedBytes = Math.max(ac.allocatedBytes, ap.allocatedBytes);
+    sp.allocation = scur.allocation;
+    lp.allocation = lcur.allocation;
+    ap.allocation = scur.allocation + lcur.allocation;
+    sp.allocatedBytes = scur.allocatedBytes;
+    lp.allocatedBytes = lcur.allocatedBytes;
+    ap.allocatedBytes = scur.allocatedBytes + lcur.allocatedBytes;
   }
 
   /**
@@ -376,10 +422,20 @@ export class PoolStats {
    */
   figure(name: PoolFigureName): StatArray {
     if (name === "active") {
-      return this.#active.values(this.#plain("allocation"));
+      return this.#active.values(
+        this.#plain("allocation"),
+        this.#allPeak.allocation,
+        this.#smallPeak.allocation,
+        this.#largePeak.allocation,
+      );
     }
     if (name === "activeBytes") {
-      return this.#activeBytes.values(this.#plain("allocatedBytes"));
+      return this.#activeBytes.values(
+        this.#plain("allocatedBytes"),
+        this.#allPeak.allocatedBytes,
+        this.#smallPeak.allocatedBytes,
+        this.#largePeak.allocatedBytes,
+      );
     }
     return this.#plain(name);
   }
@@ -389,7 +445,7 @@ export class PoolStats {
     return {
       all: {
         current: small.current + large.current,
-        peak: this.#allPeak[name],
+        peak: Math.max(this.#allPeak[name], this.#allClosed[name]),
         allocated: small.allocated + large.allocated,
         freed: small.freed + large.freed,
       },
@@ -403,7 +459,10 @@ export class PoolStats {
     const freed = (small ? this.#smallFreed : this.#largeFreed)[name];
     return {
       current,
-      peak: (small ? this.#smallPeak : this.#largePeak)[name],
+      peak: Math.max(
+        (small ? this.#smallPeak : this.#largePeak)[name],
+        (small ? this.#smallClosed : this.#largeClosed)[name],
+      ),
       allocated: current + freed -
         (small ? this.#smallBase : this.#largeBase)[name],
       freed,
@@ -448,6 +507,9 @@ export class PoolStats {
       this.#largePeak[name] = this.#largeCurrent[name];
       this.#allPeak[name] = this.#smallCurrent[name] +
         this.#largeCurrent[name];
+      this.#smallClosed[name] = 0;
+      this.#largeClosed[name] = 0;
+      this.#allClosed[name] = 0;
     }
     this.#oversizeAllocations.resetPeak();
     this.#oversizeSegments.resetPeak();

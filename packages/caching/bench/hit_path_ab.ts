@@ -3,7 +3,10 @@
  * `@allot/caching` and `@allot/core` against the same packages at a git ref
  * (default `main`), both loaded in one process. Four pairs (allocate + free
  * from a warm cache): `allocateId` / `freeById` at 64 KiB and on a seeded
- * log-uniform cycle of 1 B to 8 MiB, and the handle API on both. Each round
+ * log-uniform cycle of 1 B to 8 MiB, and the handle API on both; and the
+ * handle API at 4 KiB with 100 and 10,000 frees pending on fences of another
+ * stream (each free its own fence, none complete: `run.ts`'s pending-frees
+ * scenario). Each round
  * runs every pair once per side, the side that goes first alternating, with a
  * collection before each run; the figure is the median over rounds of the
  * per-round ratio ref / this (greater is better for this tree), its range,
@@ -14,11 +17,16 @@
  * rather than across runs of `run.ts`. Check the harness with `--ref=HEAD` on
  * a clean tree: the medians should come out near 1.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/caching/bench/hit_path_ab.ts [--ref=main] [--rounds=25] [--pairs=100000]`
+ * Times are CPU time of the process by default (`--clock=wall` for
+ * wall-clock time): on a loaded machine, time spent descheduled is noise.
+ *
+ * Run: `deno run -A --v8-flags=--expose-gc packages/caching/bench/hit_path_ab.ts [--ref=main] [--rounds=25] [--pairs=100000] [--clock=cpu|wall]`
  *
  * @module
  */
 
+import process from "node:process";
+import { ManualStream } from "@allot/core";
 import { ArrayBufferSegmentSource } from "./_array_buffer_source.ts";
 import * as current from "../mod.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
@@ -27,7 +35,11 @@ import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 interface Allocator {
   allocateId(byteLength: number): number;
   freeById(id: number): void;
-  allocate(byteLength: number): { release(): void };
+  allocate(byteLength: number): {
+    release(): void;
+    recordStream(stream: ManualStream): void;
+  };
+  readonly pendingFreeCount: number;
   validate(): void;
 }
 
@@ -59,9 +71,30 @@ const sizes = Array.from(
 );
 
 type Loop = (n: number) => void;
-const NAMES = ["id, 64 KiB", "id, varied", "handle, 64 KiB", "handle, varied"];
+const NAMES = [
+  "id, 64 KiB",
+  "id, varied",
+  "handle, 64 KiB",
+  "handle, varied",
+  "handle, 4 KiB, 100 pending",
+  "handle, 4 KiB, 10,000 pending",
+];
 
-/** The four pair loops over warm allocators of module `m`. */
+/** A warm allocator of module `m` with `n` frees pending, one fence each. */
+function pending(m: CachingModule, n: number): Allocator {
+  const a = new m.CachingAllocator(new ArrayBufferSegmentSource());
+  const stream = new ManualStream();
+  for (let i = 0; i < n; i++) {
+    const block = a.allocate(4096);
+    block.recordStream(stream);
+    block.release();
+  }
+  a.allocate(4096).release();
+  if (a.pendingFreeCount !== n) throw new Error("frees not pending");
+  return a;
+}
+
+/** The pair loops over warm allocators of module `m`. */
 function loops(m: CachingModule): { loops: Loop[]; check: () => void } {
   const make = () => new m.CachingAllocator(new ArrayBufferSegmentSource());
   const id64 = make(), idVaried = make(), handle64 = make();
@@ -70,6 +103,7 @@ function loops(m: CachingModule): { loops: Loop[]; check: () => void } {
   handle64.allocate(65536).release();
   for (const n of sizes) idVaried.freeById(idVaried.allocateId(n));
   for (const n of sizes) handleVaried.allocate(n).release();
+  const pending100 = pending(m, 100), pending10k = pending(m, 10_000);
   let i = 0, j = 0;
   return {
     loops: [
@@ -89,12 +123,31 @@ function loops(m: CachingModule): { loops: Loop[]; check: () => void } {
           handleVaried.allocate(sizes[j++ & 4095]).release();
         }
       },
+      (n) => {
+        for (let k = 0; k < n; k++) pending100.allocate(4096).release();
+      },
+      (n) => {
+        for (let k = 0; k < n; k++) pending10k.allocate(4096).release();
+      },
     ],
     check: () => {
-      for (const a of [id64, idVaried, handle64, handleVaried]) a.validate();
+      const all = [id64, idVaried, handle64, handleVaried, pending100];
+      for (const a of [...all, pending10k]) a.validate();
     },
   };
 }
+
+/**
+ * Milliseconds of CPU time this process used (`--clock=cpu`, the default:
+ * time the scheduler gave to other processes of a loaded machine is not
+ * counted), or of wall-clock time (`--clock=wall`).
+ */
+const clock = flag("clock", "cpu") === "wall"
+  ? () => performance.now()
+  : () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error("run with --v8-flags=--expose-gc");
@@ -130,9 +183,9 @@ for (let r = 0; r < rounds; r++) {
     const ns = [0, 0];
     for (const side of r % 2 === 0 ? [0, 1] : [1, 0]) {
       gc();
-      const t0 = performance.now();
+      const t0 = clock();
       (side === 0 ? before : after).loops[p](pairs);
-      ns[side] = ((performance.now() - t0) * 1e6) / pairs;
+      ns[side] = ((clock() - t0) * 1e6) / pairs;
       fastest[p][side] = Math.min(fastest[p][side], ns[side]);
     }
     ratios[p].push(ns[0] / ns[1]);
