@@ -82,7 +82,6 @@ export class DeferredFrees<T extends DeferredItem> {
   #active: _Queue<T>[] = [];
   #faulted: _Group<T>[] = [];
   #count = 0;
-  #reading = false;
 
   /**
    * Creates an empty set of deferred frees.
@@ -148,12 +147,9 @@ export class DeferredFrees<T extends DeferredItem> {
    *
    * @throws {FenceError} When a fence threw on `completed`, after releasing
    * everything else that was ready; the items of that fence stay held back
-   * until {@linkcode DeferredFrees.synchronize}. A call from inside a
-   * fence's `completed` getter (re-entry) does nothing.
+   * until {@linkcode DeferredFrees.synchronize}.
    */
   poll(): void {
-    // Re-entered from a fence's completed getter: the outer poll goes on.
-    if (this.#reading) return;
     // The common case, kept short so that it inlines into an allocation:
     // one stream waits and its oldest fence is still running (one read).
     const active = this.#active;
@@ -175,18 +171,14 @@ export class DeferredFrees<T extends DeferredItem> {
    * does not read it again in the same poll).
    */
   #read(g: _Group<T>): boolean {
-    // (The getter may call back into the allocator, and so into poll().)
-    this.#reading = true;
-    let done = true;
     try {
-      if (g.fence.completed !== true) done = false;
-      else g.state = _COMPLETED;
+      if (g.fence.completed !== true) return false;
+      g.state = _COMPLETED;
     } catch (e) {
       g.state = _THREW;
       g.error = e;
     }
-    this.#reading = false;
-    return done;
+    return true;
   }
 
   #pollAll(): void {
