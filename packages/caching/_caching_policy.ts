@@ -560,18 +560,7 @@ export class _CachingPolicy<M> {
    * reach the slack itself (slack x reserved bytes: holding twice the slack
    * costs no more bytes than were remade), the slack above 1 doubles, or
    * the ratio becomes the ghost's `keep` when that is wider (one step to a
-   * ratio that would have kept it, where doubling would take many), up to
-   * `releaseRatio` + {@linkcode MAX_BACKOFF_SLACK}.
-   *
-   * That ceiling: requests that grow step by step and start small again
-   * (a KV cache grown token by token, pass after pass) have a ghost hit at
-   * every pass's start (the last pass's largest segments, given back while
-   * nothing was live); without a ceiling the ratio widened pass after pass
-   * (or jumped to a `keep` measured while nothing was live: 64.6), misses
-   * made segments of every size seen, and once each size had one nothing
-   * missed, so nothing was given back or narrowed the ratio again: 4.06x
-   * peak live over 8 warm passes, 1.10 in one (`bench/growth_room.ts`,
-   * step 4 KiB, 64 KiB base; random growing caches up to 10x).
+   * ratio that would have kept it, where doubling would take many).
    */
   regret(small: boolean, size: number): void {
     const ghosts = this.ghosts;
@@ -592,10 +581,7 @@ export class _CachingPolicy<M> {
     const slack = this.releaseBound - 1;
     if (this.regretBytes >= slack * this.stats.reservedBytes) {
       this.regretBytes = 0;
-      this.releaseBound = Math.min(
-        Math.max(1 + Math.max(2 * slack, MIN_SLACK), g.keep),
-        this.releaseRatio + MAX_BACKOFF_SLACK,
-      );
+      this.releaseBound = Math.max(1 + Math.max(2 * slack, MIN_SLACK), g.keep);
     }
   }
 
@@ -755,13 +741,6 @@ export class _CachingPolicy<M> {
 const TINY_SHARES = 4;
 /** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
 const MIN_SLACK = 1 / 32;
-/**
- * The most a regretted give-back widens `releaseRatio` by (see
- * `regret()`). The six real traces hold the same bytes with it, one pass
- * and 8 warm (mlp's upload buffer, whose ghost once widened the ratio to
- * 64.5, is kept at 1.25 too).
- */
-const MAX_BACKOFF_SLACK = 0.2;
 /** Segments given back that are remembered (see `ghosts`). */
 const MAX_GHOSTS = 256;
 
