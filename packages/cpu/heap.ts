@@ -986,11 +986,13 @@ export class CpuHeap {
    */
   view<T>(byteOffset: number, type: TypedArrayConstructor<T>): T {
     const b = this.#lookup(byteOffset, "view");
-    return new type(
-      this.#isWasm ? this.buffer : this.#buffer,
-      byteOffset,
-      Math.floor(this.#requested(b) / elementBytes(type)),
-    );
+    const length = Math.floor(this.#requested(b) / elementBytes(type));
+    const buffer = this.#isWasm ? this.buffer : this.#buffer;
+    try {
+      return new type(buffer, byteOffset, length);
+    } catch (error) {
+      throw this.#viewError(error, buffer, byteOffset, this.#requested(b));
+    }
   }
 
   /**
@@ -1014,11 +1016,12 @@ export class CpuHeap {
     ) {
       validateByteLength(byteLength, usable, "byteLength");
     }
-    return new Uint8Array(
-      this.#isWasm ? this.buffer : this.#buffer,
-      byteOffset,
-      byteLength,
-    );
+    const buffer = this.#isWasm ? this.buffer : this.#buffer;
+    try {
+      return new Uint8Array(buffer, byteOffset, byteLength);
+    } catch (error) {
+      throw this.#viewError(error, buffer, byteOffset, byteLength);
+    }
   }
 
   /**
@@ -1122,6 +1125,7 @@ export class CpuHeap {
    * @returns The blocks.
    */
   snapshot(): CpuHeapBlock[] {
+    if (this.#disposed) this.#refuseDisposed("snapshot");
     const out: CpuHeapBlock[] = [];
     const rec = this.#rec;
     let b = this.#last;
@@ -1151,6 +1155,7 @@ export class CpuHeap {
    * @throws {HeapCorruptionError} When an invariant does not hold.
    */
   checkIntegrity(): void {
+    if (this.#disposed) this.#refuseDisposed("check");
     const rec = this.#rec;
     const fail = (why: string): never => {
       throw new HeapCorruptionError(`Heap is corrupt: ${why}`);
@@ -1307,6 +1312,25 @@ export class CpuHeap {
     );
   }
 
+  // A view constructor threw: a typed error when the memory no longer holds
+  // the block (detached, transferred or shrunk outside the heap); else the
+  // constructor's own error (a user class's), unchanged.
+  #viewError(
+    error: unknown,
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+    byteLength: number,
+  ): unknown {
+    const have = buffer.byteLength;
+    if (byteOffset + byteLength <= have) return error;
+    return new UseAfterFreeError(
+      `Cannot view byte offset ${byteOffset}: the heap's memory holds ${have} bytes (detached, transferred or shrunk outside the heap), the block needs bytes up to ${
+        byteOffset + byteLength
+      }`,
+      { cause: error },
+    );
+  }
+
   #refreshBuffer(): void {
     const buffer = (this.memory as WebAssembly.Memory).buffer;
     if (buffer !== this.#buffer) {
@@ -1377,7 +1401,7 @@ export class CpuHeap {
     ) {
       throw new InvalidArgumentError(
         `Cannot ${what} byte offset ${
-          String(byteOffset)
+          describeValue(byteOffset)
         }: must be a non-negative integer`,
         { name: "byteOffset", value: byteOffset, limit: 0 },
       );

@@ -6,7 +6,7 @@
  */
 
 import {
-  Device,
+  type Device,
   type Segment,
   SegmentLedger,
   type SegmentRequestOptions,
@@ -15,7 +15,7 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
-import { validateFlags, validateOptions } from "./_options.ts";
+import { validateDevice, validateFlags, validateOptions } from "./_options.ts";
 import type { SystemMemory } from "./system_allocator.ts";
 
 /** Options of {@linkcode HostSegmentSource}. */
@@ -101,7 +101,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
       "maxSegmentByteLength",
     );
     this.#shared = options.shared ?? false;
-    this.device = options.device ?? Device.cpu();
+    this.device = validateDevice(options.device);
   }
 
   /** Bytes in live segments. */
