@@ -428,11 +428,16 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   }
 
   #free(context: CpuAllocation): void {
-    if (!(context instanceof Allocation) || context.owner !== this) {
+    if (!(context instanceof Allocation)) {
       throw new DoubleFreeError(
         `Cannot free ${
-          context?.byteLength ?? "an"
-        } bytes at byte offset ${context?.byteOffset}: the allocation belongs to another allocator or heap`,
+          describeValue(context)
+        }: not an allocation of a CpuAllocator (a context from allocate() or rawAllocate())`,
+      );
+    }
+    if (context.owner !== this) {
+      throw new DoubleFreeError(
+        `Cannot free ${context.byteLength} bytes at byte offset ${context.byteOffset}: the allocation belongs to another allocator`,
       );
     }
     if (context.released) {
@@ -442,8 +447,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     }
     const { byteOffset, byteLength } = context;
     const heap = context.heap;
-    if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
+    // Free first: a heap that refuses (disposed, its bytes now another
+    // heap's) must not get junk written over them.
     heap.free(byteOffset);
+    if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
     context.released = true;
     this.#bytes.decrease(byteLength);
     if (this.#reporter !== undefined) {

@@ -571,6 +571,116 @@ describe("CpuAllocator", () => {
   });
 });
 
+describe("CpuAllocator frees", () => {
+  it("a release refused by a disposed heap writes no junk over the bytes' next owner", () => {
+    const memory = new ArrayBuffer(4096);
+    const heap = new CpuHeap(memory);
+    const allocator = new CpuAllocator({ heap, junkFill: true });
+    const ptr = allocator.allocate(64);
+    heap.dispose();
+    const next = new CpuHeap(memory);
+    const at = next.alloc(64);
+    writePattern(next.bytes(at, 64), 11);
+    assert.throws(() => ptr.release(), InvalidArgumentError);
+    checkPattern(next.bytes(at, 64), 11);
+    assert.equal(allocator.allocatedBytes, 64); // the free did not happen
+  });
+
+  it("rawDeallocate refuses contexts it did not make, naming what it got", () => {
+    const allocator = new CpuAllocator({ byteLength: 4096 });
+    const other = new CpuAllocator({ byteLength: 4096 });
+    const theirs = other.rawAllocate(64);
+    const mine = allocator.rawAllocate(64);
+    const snapshot = () => [allocator.stats(), state(allocator.heap)];
+    const contexts = [
+      ...hostileObjectsBut("trap proxy"),
+      { name: "null-prototype", value: nullProto() },
+      { name: "another allocator's", value: theirs },
+      {
+        name: "look-alike",
+        value: {
+          heap: allocator.heap,
+          byteOffset: 0,
+          byteLength: 64,
+          released: false,
+        },
+      },
+    ];
+    for (const c of contexts) {
+      assertRefused(
+        `rawDeallocate(${c.name})`,
+        () => allocator.rawDeallocate(c.value as typeof mine),
+        {
+          snapshot,
+          error: DoubleFreeError,
+        },
+      );
+    }
+    assert.throws(
+      () => allocator.rawDeallocate(nullProto() as typeof mine),
+      (e: unknown) =>
+        e instanceof DoubleFreeError && /an object/.test(e.message) &&
+        !/undefined/.test(e.message),
+    );
+    allocator.rawDeallocate(mine);
+    assertRefused("rawDeallocate twice", () => allocator.rawDeallocate(mine), {
+      snapshot,
+      error: DoubleFreeError,
+    });
+    other.rawDeallocate(theirs);
+    assert.equal(allocator.heap.allocationCount, 0);
+  });
+});
+
+describe("HostSegmentSource requests", () => {
+  it("refuses request options that are not an object or flags that are not booleans", () => {
+    const source = new HostSegmentSource({ capacityBytes: 1 << 16 });
+    const snapshot = () => [
+      source.reservedBytes,
+      source.allocationCount,
+      source.liveSegmentCount,
+    ];
+    const tally = new HostileTally();
+    tally.refuse(
+      "options",
+      hostileObjectsBut("undefined", "{}", "[]", "trap proxy", "() => {}"),
+      (v) => source.tryAllocateSegment(64, v as object),
+      { snapshot },
+    );
+    tally.refuse(
+      "resizable",
+      hostileFlags(),
+      (v) => source.tryAllocateSegment(64, { resizable: v as boolean }),
+      { snapshot },
+    );
+    tally.refuse(
+      "hostVisible",
+      hostileFlags(),
+      (v) => source.tryAllocateSegment(64, { hostVisible: v as boolean }),
+      { snapshot },
+    );
+    tally.refuse(
+      "byteLength",
+      hostileNumbers(),
+      (v) => source.tryAllocateSegment(v as number),
+      { snapshot },
+    );
+    const segment = source.tryAllocateSegment(64, { resizable: true })!;
+    tally.refuse(
+      "resize byteLength",
+      hostileNumbers(),
+      (v) => source.tryResizeSegment(segment, v as number),
+      { snapshot },
+    );
+    source.freeSegment(segment);
+    assertRefused("free twice", () => source.freeSegment(segment), {
+      snapshot,
+      error: DoubleFreeError,
+    });
+    assert.equal(source.reservedBytes, 0);
+  });
+});
+
 describe("SystemAllocator, HostSegmentSource, ProfiledMemoryReporter options", () => {
   it("refuse a device that is not a Device, a bad reporter or log", () => {
     const tally = new HostileTally();

@@ -139,13 +139,19 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    * `maxSegmentByteLength`; host memory is always host-visible.
    * @returns The segment, or `undefined` past the capacity or when the engine
    * cannot make the buffer.
-   * @throws {InvalidArgumentError} For a length outside the limits.
+   * @throws {InvalidArgumentError} For a length outside the limits, options
+   * that are not an object, or a `resizable` or `hostVisible` that is not a
+   * boolean.
    */
   tryAllocateSegment(
     byteLength: number,
     options?: SegmentRequestOptions,
   ): Segment<SystemMemory> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    if (options !== undefined) {
+      validateOptions(options);
+      validateFlags(options, "resizable", "hostVisible");
+    }
     if (!this.#ledger.fits(byteLength, this.capacityBytes)) return undefined;
     let memory: SystemMemory;
     try {
