@@ -408,6 +408,61 @@ describe("CpuHeap growth that fails mid-request", () => {
   }
 });
 
+describe("CpuHeap edges", () => {
+  for (const placement of PLACEMENTS) {
+    it(`${placement}: resizeInPlace takes all of a free neighbour, never a byte more`, () => {
+      const heap = new CpuHeap(1 << 16, { placement });
+      const a = heap.alloc(64);
+      const b = heap.alloc(128);
+      const c = heap.alloc(64);
+      writePattern(heap.bytes(c, 64), 5);
+      heap.free(b);
+      const before = state(heap);
+      assert.equal(heap.resizeInPlace(a, 64 + 128 + 1), false);
+      assert.equal(heap.resizeInPlace(a, 64 + 128 + 64), false);
+      assert.deepStrictEqual(state(heap), before);
+      assert.equal(heap.resizeInPlace(a, 64 + 128), true);
+      assert.equal(heap.usableByteLength(a), 192);
+      assert.equal(heap.freeRegionCount, 1);
+      checkPattern(heap.bytes(c, 64), 5);
+      heap.checkIntegrity();
+    });
+
+    it(`${placement}: a request the growth limit cannot fit does not grow the heap`, () => {
+      for (
+        const memory of [
+          new ArrayBuffer(65536, { maxByteLength: 4 * 65536 }),
+          new SharedArrayBuffer(65536, { maxByteLength: 4 * 65536 }),
+          new WebAssembly.Memory({ initial: 1, maximum: 4 }),
+        ]
+      ) {
+        const heap = new CpuHeap(memory, {
+          placement,
+          maxByteLength: 4 * 65536,
+        });
+        const a = heap.alloc(1000);
+        const before = state(heap);
+        const length = memory instanceof WebAssembly.Memory
+          ? memory.buffer.byteLength
+          : memory.byteLength;
+        assert.throws(() => heap.alloc(4 * 65536), OutOfMemoryError);
+        assert.throws(() => heap.realloc(a, 4 * 65536), OutOfMemoryError);
+        assert.equal(heap.grow(4 * 65536), false);
+        assert.deepStrictEqual(state(heap), before);
+        assert.equal(
+          memory instanceof WebAssembly.Memory
+            ? memory.buffer.byteLength
+            : memory.byteLength,
+          length,
+          "the memory grew for a request that could not fit",
+        );
+        assert.ok(heap.alloc(3 * 65536) >= 0); // fits after growth
+        heap.dispose();
+      }
+    });
+  }
+});
+
 describe("CpuAllocator", () => {
   // `null` reads as "not given" for the options read with `??` (placement,
   // byteLength, maxByteLength, alignment), as in CpuHeap.
@@ -738,12 +793,24 @@ type Op =
   | { k: "resize"; i: number; n: number }
   | { k: "realloc"; i: number; n: number }
   | { k: "grow"; n: number }
-  | { k: "stale"; i: number };
+  | { k: "stale"; i: number }
+  | { k: "edge"; i: number; d: number };
 
 const sizeArb = fc.oneof(
   fc.integer({ min: 0, max: 200 }),
   fc.integer({ min: 0, max: 20_000 }),
-  fc.constantFrom(63, 64, 65, 16383, 16384, 16385, 65535, 65536),
+  fc.constantFrom(
+    63,
+    64,
+    65,
+    16383,
+    16384,
+    16385,
+    65535,
+    65536,
+    150_000,
+    300_000,
+  ),
 );
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -787,6 +854,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc.record({ k: fc.constant("stale" as const), i: fc.nat() }),
+  },
+  {
+    // Resize to exactly the block plus its free next neighbour, give or take.
+    weight: 2,
+    arbitrary: fc.record({
+      k: fc.constant("edge" as const),
+      i: fc.nat(),
+      d: fc.constantFrom(-64, -1, 0, 1, 64, 65),
+    }),
   },
 );
 
@@ -979,6 +1055,32 @@ function runModel(
         assert.ok(heap.byteLength <= heap.maxByteLength);
         break;
       }
+      case "edge": {
+        if (live.length === 0) break;
+        const b = pick(op.i);
+        const blocks = heap.snapshot();
+        const k = blocks.findIndex((x) => x.byteOffset === b.at);
+        const next = blocks[k + 1];
+        const room = blocks[k].byteLength + (next?.free ? next.byteLength : 0);
+        const n = Math.max(0, room + op.d);
+        const before = state(heap);
+        if (heap.resizeInPlace(b.at, n)) {
+          assert.ok(
+            n <= room,
+            `resized ${n} bytes in place with ${room} of room`,
+          );
+          checkPattern(heap.bytes(b.at, Math.min(b.n, n)), b.id);
+          b.n = n;
+          writePattern(heap.bytes(b.at, b.n), b.id);
+        } else {
+          assert.ok(
+            n > room,
+            `refused ${n} bytes in place with ${room} of room`,
+          );
+          assert.deepStrictEqual(state(heap), before);
+        }
+        break;
+      }
       case "stale": {
         const at = [...freed][op.i % Math.max(1, freed.size)];
         if (at === undefined || heap.owns(at)) break;
@@ -1024,5 +1126,129 @@ describe("CpuHeap model: patterns, alignment, stats recount, refusals change not
         );
       });
     }
+  }
+});
+
+// CpuAllocator model: adds heaps up to maxByteLength, zero-fills, trims; each
+// live pointer keeps its pattern and alignment, stats equal a recount, an
+// out-of-memory refusal changes nothing, everything returns at the end.
+type AOp =
+  | { k: "alloc"; n: number; align?: number }
+  | { k: "free"; i: number }
+  | { k: "trim" };
+
+const aopArb: fc.Arbitrary<AOp> = fc.oneof(
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      k: fc.constant("alloc" as const),
+      n: fc.oneof(
+        fc.integer({ min: 0, max: 300 }),
+        fc.integer({ min: 0, max: 40_000 }),
+      ),
+      align: fc.option(fc.constantFrom(16, 256, 8192), {
+        nil: undefined,
+        freq: 3,
+      }),
+    }, { requiredKeys: ["k", "n"] }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({ k: fc.constant("free" as const), i: fc.nat() }),
+  },
+  { weight: 1, arbitrary: fc.record({ k: fc.constant("trim" as const) }) },
+);
+
+describe("CpuAllocator model: heaps added and trimmed, patterns and stats kept", () => {
+  for (const placement of PLACEMENTS) {
+    it(placement, () => {
+      fc.assert(
+        fc.property(fc.array(aopArb, { maxLength: 50 }), (ops) => {
+          const reporter = new ProfiledMemoryReporter();
+          const allocator = new CpuAllocator({
+            byteLength: 16384,
+            maxByteLength: 131072,
+            placement,
+            zeroFill: true,
+            reporter,
+          });
+          const live: {
+            ptr: ReturnType<CpuAllocator["allocate"]>;
+            id: number;
+            align: number;
+          }[] = [];
+          let id = 1;
+          for (const op of ops) {
+            if (op.k === "alloc") {
+              const before = [
+                allocator.stats(),
+                allocator.reservedBytes,
+                allocator.heaps.length,
+              ];
+              let ptr;
+              try {
+                ptr = allocator.allocate(op.n, op.align);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError, String(e));
+                assert.deepStrictEqual(
+                  [
+                    allocator.stats(),
+                    allocator.reservedBytes,
+                    allocator.heaps.length,
+                  ],
+                  before,
+                );
+                continue;
+              }
+              const bytes = allocator.view(ptr, Uint8Array);
+              assert.equal(bytes.length, op.n);
+              assert.ok(bytes.every((x) => x === 0), "zeroFill left old bytes");
+              writePattern(bytes, id);
+              live.push({ ptr, id: id++, align: op.align ?? 64 });
+            } else if (op.k === "free") {
+              if (live.length === 0) continue;
+              const [b] = live.splice(op.i % live.length, 1);
+              b.ptr.release();
+              assert.throws(
+                () => allocator.rawDeallocate(b.ptr.releaseContext()!),
+                AllotError,
+              );
+            } else {
+              allocator.trim();
+            }
+            assert.ok(allocator.reservedBytes <= allocator.maxByteLength);
+            let bytes = 0;
+            for (const b of live) {
+              if (b.ptr.byteLength > 0) {
+                assert.equal(b.ptr.byteOffset % b.align, 0);
+              }
+              checkPattern(allocator.view(b.ptr, Uint8Array), b.id);
+              bytes += b.ptr.byteLength;
+            }
+            assert.equal(allocator.allocatedBytes, bytes);
+            assert.equal(reporter.bytes.current, bytes);
+            let count = 0;
+            for (const heap of allocator.heaps) {
+              heap.checkIntegrity();
+              count += heap.allocationCount;
+            }
+            assert.equal(
+              count,
+              live.filter((b) => b.ptr.byteLength > 0).length,
+            );
+          }
+          for (const b of live) b.ptr.release();
+          assert.equal(allocator.allocatedBytes, 0);
+          allocator.trim();
+          assert.equal(allocator.heaps.length, 1);
+          assert.equal(allocator.heap.allocatedBytes, 0);
+          assert.equal(
+            allocator.heap.largestFreeBytes,
+            allocator.heap.byteLength,
+          );
+        }),
+        { numRuns: Math.max(20, Math.floor(modelRuns(1000) / 10)) },
+      );
+    });
   }
 });
