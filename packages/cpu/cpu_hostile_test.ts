@@ -786,7 +786,7 @@ describe("SystemAllocator, HostSegmentSource, ProfiledMemoryReporter options", (
 // length; the stats equal a recount; a refused call changes nothing; all is
 // returned at the end.
 
-type MemoryKind = "plain" | "resizable" | "wasm" | "sab";
+type MemoryKind = "plain" | "resizable" | "wasm" | "sab" | "shared-wasm";
 type Op =
   | { k: "alloc"; n: number; align?: number }
   | { k: "free"; i: number }
@@ -794,7 +794,8 @@ type Op =
   | { k: "realloc"; i: number; n: number }
   | { k: "grow"; n: number }
   | { k: "stale"; i: number }
-  | { k: "edge"; i: number; d: number };
+  | { k: "edge"; i: number; d: number }
+  | { k: "largest" };
 
 const sizeArb = fc.oneof(
   fc.integer({ min: 0, max: 200 }),
@@ -864,6 +865,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       d: fc.constantFrom(-64, -1, 0, 1, 64, 65),
     }),
   },
+  { weight: 1, arbitrary: fc.constant({ k: "largest" as const }) },
 );
 
 function makeHeap(kind: MemoryKind, placement: CpuHeapPlacement): CpuHeap {
@@ -887,6 +889,11 @@ function makeHeap(kind: MemoryKind, placement: CpuHeapPlacement): CpuHeap {
         placement,
         maxByteLength: max,
       });
+    case "shared-wasm":
+      return new CpuHeap(
+        new WebAssembly.Memory({ initial: 1, maximum: 4, shared: true }),
+        { placement, maxByteLength: max },
+      );
   }
 }
 
@@ -931,6 +938,11 @@ function checkAll(heap: CpuHeap, live: Live[], freed: Set<number>): void {
   assert.equal(heap.allocatedBytes, allocated);
   assert.equal(heap.freeBytes, heap.byteLength - allocated);
   assert.ok(s.allocations.peak >= live.length);
+  assert.ok(s.requestedBytes.peak >= requested);
+  assert.ok(s.allocatedBytes.peak >= allocated);
+  for (const v of [s.requestedBytes, s.allocatedBytes, s.allocations]) {
+    assert.equal(v.allocated - v.freed, v.current);
+  }
   const blocks = heap.snapshot();
   assert.equal(blocks.filter((b) => !b.free).length, live.length);
   assert.equal(blocks.filter((b) => b.free).length, s.freeRegions);
@@ -1055,6 +1067,23 @@ function runModel(
         assert.ok(heap.byteLength <= heap.maxByteLength);
         break;
       }
+      case "largest": {
+        // No false out-of-memory: the largest free region fits a request of
+        // its length, whatever the placement.
+        const n = heap.largestFreeBytes;
+        if (n === 0) break;
+        const at = heap.tryAlloc(n);
+        assert.notEqual(
+          at,
+          undefined,
+          `a request of largestFreeBytes ${n} failed`,
+        );
+        const b = { at: at!, n, align: heap.alignment, id: id++ };
+        writePattern(heap.bytes(b.at, n), b.id);
+        live.push(b);
+        freed.delete(b.at);
+        break;
+      }
       case "edge": {
         if (live.length === 0) break;
         const b = pick(op.i);
@@ -1113,7 +1142,13 @@ function runModel(
 }
 
 describe("CpuHeap model: patterns, alignment, stats recount, refusals change nothing", () => {
-  const kinds: MemoryKind[] = ["plain", "resizable", "wasm", "sab"];
+  const kinds: MemoryKind[] = [
+    "plain",
+    "resizable",
+    "wasm",
+    "sab",
+    "shared-wasm",
+  ];
   for (const kind of kinds) {
     for (const placement of PLACEMENTS) {
       it(`${kind}, ${placement}`, () => {
