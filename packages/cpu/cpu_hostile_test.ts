@@ -121,6 +121,47 @@ describe("CpuHeap refuses hostile arguments with a typed error, changing nothing
     });
   }
 
+  it("the constructor refuses hostile memories and options", () => {
+    const tally = new HostileTally();
+    // null reads as "not given" for the options read with `??`.
+    for (
+      const key of ["alignment", "byteOffset", "byteLength", "maxByteLength"]
+    ) {
+      tally.refuse(
+        key,
+        hostileNumbersBut("undefined", "null"),
+        (v) =>
+          new CpuHeap(new ArrayBuffer(4096, { maxByteLength: 8192 }), {
+            [key]: v,
+          }),
+      );
+    }
+    for (const key of ["mobile", "shared", "strict"]) {
+      tally.refuse(key, hostileFlags(), (v) => new CpuHeap(4096, { [key]: v }));
+    }
+    tally.refuse(
+      "placement",
+      hostileNumbersBut("undefined", "null"),
+      (v) => new CpuHeap(4096, { placement: v as CpuHeapPlacement }),
+    );
+    tally.refuse(
+      "options",
+      hostileObjectsBut("undefined", "{}", "[]", "() => {}"),
+      (v) => new CpuHeap(4096, v as object),
+    );
+    tally.refuse("memory", [
+      ...hostileNumbersBut("0"),
+      ...hostileObjectsBut("0"),
+      { name: "Uint8Array", value: new Uint8Array(64) },
+      { name: "DataView", value: new DataView(new ArrayBuffer(64)) },
+      {
+        name: "memory look-alike",
+        value: { buffer: new ArrayBuffer(64), grow: () => 0 },
+      },
+    ], (v) => new CpuHeap(v as ArrayBuffer));
+    assert.ok(tally.calls > 200);
+  });
+
   it("view() refuses a type that is not a constructor (arrow, object, null-prototype)", () => {
     const heap = new CpuHeap(4096);
     const a = heap.alloc(64);

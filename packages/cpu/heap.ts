@@ -969,7 +969,10 @@ export class CpuHeap {
    * @param byteOffset A live block's byte offset.
    * @param type The typed-array constructor, such as `Float32Array`.
    * @returns A view of the block.
-   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`,
+   * or the memory no longer holds the bytes (detached, transferred or shrunk
+   * outside the heap).
+   * @throws {InvalidArgumentError} When `type` is not a constructor.
    *
    * @example View as floats
    * ```ts
@@ -1003,7 +1006,9 @@ export class CpuHeap {
    * @param byteLength Number of bytes, at most the block's usable length
    * ({@linkcode CpuHeap.usableByteLength}).
    * @returns The bytes.
-   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`,
+   * or the memory no longer holds the bytes (detached, transferred or shrunk
+   * outside the heap).
    * @throws {InvalidArgumentError} When `byteLength` is not an integer or
    * reaches past the block.
    */
