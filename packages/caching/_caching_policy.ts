@@ -47,6 +47,7 @@ import {
   _releaseSegment,
   _shrinkSegment,
 } from "./_caching_segments.ts";
+import { _GrowthRoom } from "./_growth_room.ts";
 import { captureStack } from "./snapshot.ts";
 
 /** The caching policy's state and steps (fields are read by the facade). */
@@ -123,6 +124,13 @@ export class _CachingPolicy<M> {
   segmentOptions: { label: string; resizable?: boolean };
   // Whether the device refused a segment (expandable segments only).
   pressured = false;
+  /** Recent misses per pool (small, large): room for steady growth. */
+  readonly growth: [_GrowthRoom, _GrowthRoom] = [
+    new _GrowthRoom(),
+    new _GrowthRoom(),
+  ];
+  /** Room beyond the request that the current miss's segment gets. */
+  room = 0;
   // The expandable segment of each stream, per pool (small, large).
   readonly growing: [Map<number, _Segment<M>>, Map<number, _Segment<M>>] = [
     new Map(),
@@ -433,6 +441,12 @@ export class _CachingPolicy<M> {
     if (this.releaseRatio !== Infinity) {
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
       this.releaseAboveRatio(pool, size);
+      // Room for steady growth, at most the give-back ratio's share.
+      this.room = this.growth[pool.small ? 0 : 1].miss(
+        size,
+        this.minBlockByteLength,
+        (this.releaseRatio - 1) * size,
+      );
     }
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;

@@ -47,9 +47,13 @@ export function _allocSegmentBlock<M>(
     if (own !== undefined) return own;
     pool = p.own;
   }
-  const full = p.expandable
+  let full = p.expandable
     ? Math.ceil(size / p.minBlockByteLength) * p.minBlockByteLength
     : _segmentSizeFor(p, pool, size);
+  // Requests seen growing by a steady step: room for the next one.
+  if (p.room > 0 && full < size + p.room && !p.expandable) {
+    full = Math.min(size + p.room, p.maxBlockByteLength);
+  }
   const allowed = p.allowedBytes;
   const reserved = p.stats.reservedBytes;
   let raw = undefined;

@@ -125,6 +125,11 @@ export interface CachingAllocatorOptions {
    * stops making segments after a few steps, holding about what the
    * largest phase needs on top of the others' cache.
    *
+   * The ratio also bounds the room for growth: a miss whose size follows
+   * three earlier misses of its pool by the same step (a KV cache grown
+   * one token at a time) gets a segment that step larger than its own
+   * size, at most (ratio - 1) times the request; `Infinity` gives none.
+   *
    * @default {1.05}
    */
   releaseCachedAboveRatio?: number;

@@ -190,8 +190,30 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
         `Cannot copy ${byteLength} bytes: copyData of ${this.constructor.name} handles host memory only`,
       );
     }
-    new Uint8Array(hostBuffer(d), dest.byteOffset, byteLength).set(
-      new Uint8Array(hostBuffer(s), src.byteOffset, byteLength),
+    const db = hostBuffer(d), sb = hostBuffer(s);
+    // a resizable buffer may have shrunk below the place since it was made
+    for (
+      const [name, buffer, ptr] of [["dest", db, dest], [
+        "src",
+        sb,
+        src,
+      ]] as const
+    ) {
+      if (ptr.byteOffset + byteLength > buffer.byteLength) {
+        throw new InvalidArgumentError(
+          `Cannot copy ${byteLength} bytes: the ${name} memory now holds ${buffer.byteLength} bytes, the place ends at ${
+            ptr.byteOffset + byteLength
+          }`,
+          {
+            name,
+            value: ptr.byteOffset + byteLength,
+            limit: buffer.byteLength,
+          },
+        );
+      }
+    }
+    new Uint8Array(db, dest.byteOffset, byteLength).set(
+      new Uint8Array(sb, src.byteOffset, byteLength),
     );
   }
 

@@ -6,6 +6,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue, validateInteger, validateObject } from "./validate.ts";
+
 /** One frame of a captured stack. */
 export interface StackFrame {
   /** The frame as the runtime prints it, without the leading `at `. */
@@ -51,6 +54,12 @@ const PACKAGES_ROOT = new URL("../", import.meta.url).href;
  * ```
  */
 export function isAllotFrame(frame: string): boolean {
+  if (typeof frame !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid frame: must be a string, received ${describeValue(frame)}`,
+      { name: "frame", value: frame, limit: "a string" },
+    );
+  }
   return frame.includes(PACKAGES_ROOT) || frame.includes("/@allot/") ||
     frame.includes("jsr:@allot/") || frame.includes("/@allot+");
 }
@@ -61,6 +70,8 @@ export function isAllotFrame(frame: string): boolean {
  *
  * @param options How many frames to keep and skip.
  * @returns The frames, innermost first.
+ * @throws {InvalidArgumentError} When `maxFrames` or `skipFrames` is not an
+ * integer in [0, 10000].
  *
  * @example
  * ```ts
@@ -78,8 +89,15 @@ export function isAllotFrame(frame: string): boolean {
 export function captureCallStack(
   options: CaptureCallStackOptions = {},
 ): StackFrame[] {
-  const max = options.maxFrames ?? 64;
-  const skip = options.skipFrames ?? 0;
+  validateObject(options, "options");
+  const max = validateInteger(options.maxFrames ?? 64, 0, 10_000, "maxFrames");
+  const skip = validateInteger(
+    options.skipFrames ?? 0,
+    0,
+    10_000,
+    "skipFrames",
+  );
+  if (max === 0) return [];
   const ErrorCtor = Error as { stackTraceLimit?: number };
   const limit = ErrorCtor.stackTraceLimit;
   let stack: string;
@@ -128,6 +146,28 @@ export function captureCallStack(
  * ```
  */
 export function formatCallStack(frames: readonly StackFrame[]): string {
+  if (!Array.isArray(frames)) {
+    throw new InvalidArgumentError(
+      `Cannot format a call stack: frames must be an array, received ${
+        describeValue(frames)
+      }`,
+      { name: "frames", value: frames, limit: "an array" },
+    );
+  }
+  for (let i = 0; i < frames.length; i++) {
+    const f = frames[i] as unknown as Record<string, unknown> | null;
+    if (
+      f === null || typeof f !== "object" || typeof f.text !== "string" ||
+      typeof f.allot !== "boolean"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot format a call stack: frames[${i}] must be { text: string, allot: boolean }, received ${
+          describeValue(f)
+        }`,
+        { name: `frames[${i}]`, value: f, limit: "StackFrame" },
+      );
+    }
+  }
   const lines: string[] = [];
   for (const f of frames) if (!f.allot) lines.push(f.text);
   for (const f of frames) if (f.allot) lines.push(`[allot] ${f.text}`);

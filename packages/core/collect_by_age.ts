@@ -6,6 +6,15 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import {
+  describeValue,
+  MAX_BYTE_LENGTH,
+  validateByteLength,
+  validateFlag,
+  validateObject,
+} from "./validate.ts";
+
 /** Options of {@linkcode collectByAge}. */
 export interface CollectByAgeOptions {
   /**
@@ -42,6 +51,10 @@ export interface CollectByAgeResult {
  * (taken meanwhile by a callback): it then counts as gone, with no bytes.
  * @param options When to stop.
  * @returns Bytes and candidates released.
+ * @throws {InvalidArgumentError} When the three arrays differ in length, an
+ * age is not a finite non-negative number, a byte length is not a
+ * non-negative safe integer, `targetBytes` is negative or NaN, or `release`
+ * is not a function; nothing is released.
  *
  * @example
  * ```ts
@@ -65,7 +78,13 @@ export function collectByAge<T>(
   release: (candidate: T) => boolean,
   options: CollectByAgeOptions = {},
 ): CollectByAgeResult {
-  const stopAtTarget = options.stopAtTarget === true;
+  _checkArgs(candidates, ages, byteLengths, targetBytes, release);
+  validateObject(options, "options");
+  const stopAtTarget = validateFlag(
+    options.stopAtTarget,
+    "stopAtTarget",
+    false,
+  );
   const n = candidates.length;
   const gone = new Uint8Array(n);
   let totalAge = 0;
@@ -90,4 +109,72 @@ export function collectByAge<T>(
     }
   }
   return { releasedBytes, releasedCount };
+}
+
+function _checkArgs(
+  candidates: unknown,
+  ages: unknown,
+  byteLengths: unknown,
+  targetBytes: number,
+  release: unknown,
+): void {
+  for (
+    const [name, a] of [["candidates", candidates], ["ages", ages], [
+      "byteLengths",
+      byteLengths,
+    ]] as const
+  ) {
+    if (!Array.isArray(a)) {
+      throw new InvalidArgumentError(
+        `Cannot collect by age: ${name} must be an array, received ${
+          describeValue(a)
+        }`,
+        { name, value: a, limit: "an array" },
+      );
+    }
+  }
+  const n = (candidates as unknown[]).length;
+  for (
+    const [name, a] of [["ages", ages], ["byteLengths", byteLengths]] as const
+  ) {
+    const length = (a as unknown[]).length;
+    if (length !== n) {
+      throw new InvalidArgumentError(
+        `Cannot collect by age: ${name} has ${length} entries, candidates ${n}`,
+        { name, value: length, limit: n },
+      );
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    const age = (ages as unknown[])[i];
+    if (typeof age !== "number" || !Number.isFinite(age) || age < 0) {
+      throw new InvalidArgumentError(
+        `Cannot collect by age: ages[${i}] must be a finite non-negative number, received ${
+          describeValue(age)
+        }`,
+        { name: `ages[${i}]`, value: age, limit: [0, Number.MAX_VALUE] },
+      );
+    }
+    validateByteLength(
+      (byteLengths as number[])[i],
+      MAX_BYTE_LENGTH,
+      `byteLengths[${i}]`,
+    );
+  }
+  if (typeof targetBytes !== "number" || !(targetBytes >= 0)) {
+    throw new InvalidArgumentError(
+      `Cannot collect by age: targetBytes must be a non-negative number, received ${
+        describeValue(targetBytes)
+      }`,
+      { name: "targetBytes", value: targetBytes, limit: [0, Infinity] },
+    );
+  }
+  if (typeof release !== "function") {
+    throw new InvalidArgumentError(
+      `Cannot collect by age: release must be a function, received ${
+        describeValue(release)
+      }`,
+      { name: "release", value: release, limit: "a function" },
+    );
+  }
 }

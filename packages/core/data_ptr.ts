@@ -194,19 +194,40 @@ function _placeError(
 }
 
 /** The byte length host memory can reach, or `undefined` for other memory. */
+function _lookalike(memory: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(
+    "Cannot create a DataPtr: memory is a host-memory look-alike (its byteLength cannot be read)",
+    { name: "memory", value: memory, limit: "a host memory or device memory" },
+  );
+}
+
+// An object made with Object.create(ArrayBuffer.prototype) passes
+// `instanceof` but its getters throw a TypeError: refused as a typed error.
+function _byteLengthOf(memory: ArrayBuffer): number {
+  try {
+    return memory.byteLength;
+  } catch {
+    throw _lookalike(memory);
+  }
+}
+
 function _hostLimit(memory: unknown): number | undefined {
   if (!isHostMemory(memory)) return undefined;
-  const buffer = hostBuffer(memory) as ArrayBuffer & {
-    growable?: boolean;
-    resizable?: boolean;
-    maxByteLength?: number;
-  };
-  // A wasm memory grows by replacing its buffer: its current length counts.
-  return buffer !== memory
-    ? buffer.byteLength
-    : buffer.resizable || buffer.growable
-    ? buffer.maxByteLength ?? buffer.byteLength
-    : buffer.byteLength;
+  try {
+    const buffer = hostBuffer(memory) as ArrayBuffer & {
+      growable?: boolean;
+      resizable?: boolean;
+      maxByteLength?: number;
+    };
+    // A wasm memory grows by replacing its buffer: its current length counts.
+    return buffer !== memory
+      ? buffer.byteLength
+      : buffer.resizable || buffer.growable
+      ? buffer.maxByteLength ?? buffer.byteLength
+      : buffer.byteLength;
+  } catch {
+    throw _lookalike(memory);
+  }
 }
 
 function _checkPlace(
@@ -240,7 +261,7 @@ function _checkPlace(
     );
   }
   // Fast path: a place inside a plain ArrayBuffer's current length.
-  if (memory instanceof ArrayBuffer && end <= memory.byteLength) return;
+  if (memory instanceof ArrayBuffer && end <= _byteLengthOf(memory)) return;
   const limit = _hostLimit(memory);
   if (limit !== undefined && end > limit) {
     throw _placeError(

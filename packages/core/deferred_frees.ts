@@ -12,7 +12,7 @@
  * @module
  */
 
-import { AllotError } from "./errors.ts";
+import { AllotError, InvalidArgumentError } from "./errors.ts";
 import type { Fence } from "./fence.ts";
 
 /** An item that waits for fences: the queue keeps its count of fences left. */
@@ -82,6 +82,8 @@ export class DeferredFrees<T extends DeferredItem> {
   #active: _Queue<T>[] = [];
   #faulted: _Group<T>[] = [];
   #count = 0;
+  #polling = false;
+  #releaseFailed: { error: unknown } | undefined = undefined;
 
   /**
    * Creates an empty set of deferred frees.
@@ -111,8 +113,16 @@ export class DeferredFrees<T extends DeferredItem> {
    * @param item The item; its `waitingFences` is set here.
    * @param streamIds Ids of the streams the fences come from.
    * @param fences At least one fence, none complete.
+   * @throws {InvalidArgumentError} When `fences` is empty or `streamIds` has
+   * another length (the item would wait forever); nothing changes.
    */
   defer(item: T, streamIds: readonly number[], fences: readonly Fence[]): void {
+    if (fences.length === 0 || streamIds.length !== fences.length) {
+      throw new InvalidArgumentError(
+        `Cannot defer a free: it needs at least one fence and one stream id per fence, received ${fences.length} fences and ${streamIds.length} stream ids`,
+        { name: "fences", value: fences.length, limit: streamIds.length },
+      );
+    }
     item.waitingFences = fences.length;
     this.#count++;
     for (let i = 0; i < fences.length; i++) {
@@ -147,22 +157,39 @@ export class DeferredFrees<T extends DeferredItem> {
    *
    * @throws {FenceError} When a fence threw on `completed`, after releasing
    * everything else that was ready; the items of that fence stay held back
-   * until {@linkcode DeferredFrees.synchronize}.
+   * until {@linkcode DeferredFrees.synchronize}. A `release` callback that
+   * threw: its error, after every other ready item was released. A poll from
+   * inside a `release` callback returns at once (the outer poll goes on).
    */
   poll(): void {
+    // A poll from inside a release callback or a fence getter returns at
+    // once (the outer poll goes on).
+    if (this.#polling) return;
     // The common case, kept short so that it inlines into an allocation:
     // one stream waits and its oldest fence is still running (one read).
     const active = this.#active;
     if (active.length === 1) {
       const queue = active[0];
-      // (No group at the head: a poll re-entered from a release callback,
-      // while the outer poll empties this queue.)
       const g = queue.groups[queue.head];
-      if (
-        g !== undefined && !g.done && g.state === _UNREAD && !this.#read(g)
-      ) return;
+      if (g !== undefined && !g.done && g.state === _UNREAD) {
+        // #read catches what the fence throws: no finally needed.
+        this.#polling = true;
+        const ready = this.#read(g);
+        this.#polling = false;
+        if (!ready) return;
+      }
     }
-    this.#pollAll();
+    this.#polling = true;
+    try {
+      this.#pollAll();
+    } finally {
+      this.#polling = false;
+    }
+    const failed = this.#releaseFailed;
+    if (failed !== undefined) {
+      this.#releaseFailed = undefined;
+      throw failed.error;
+    }
   }
 
   /**
@@ -236,7 +263,8 @@ export class DeferredFrees<T extends DeferredItem> {
    * ends: its work will never run), then releases the items that waited only
    * on them.
    *
-   * @returns Resolves when those items were released.
+   * @returns Resolves when those items were released; rejects with the
+   * error of a `release` callback that threw (after releasing the others).
    */
   async synchronize(): Promise<void> {
     const groups: _Group<T>[] = [...this.#faulted];
@@ -264,9 +292,15 @@ export class DeferredFrees<T extends DeferredItem> {
     faulted.length = w;
     try {
       this.poll();
-    } catch {
+    } catch (error) {
       // done groups are not read again; a newer fence that threw stays
       // faulted and is reported by the next poll() that meets it
+      if (!(error instanceof FenceError)) throw error;
+    }
+    const failed = this.#releaseFailed;
+    if (failed !== undefined) {
+      this.#releaseFailed = undefined;
+      throw failed.error;
     }
   }
 
@@ -299,7 +333,12 @@ export class DeferredFrees<T extends DeferredItem> {
       const item = items[i];
       if (--item.waitingFences === 0) {
         this.#count--;
-        this.#release(item);
+        try {
+          this.#release(item);
+        } catch (error) {
+          // the rest of the group is still released; poll() rethrows
+          this.#releaseFailed ??= { error };
+        }
       }
     }
     items.length = 0;

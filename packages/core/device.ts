@@ -69,7 +69,7 @@ export class Device {
       );
     }
     this.type = type;
-    this.index = index;
+    this.index = index + 0; // -0 is index 0
     Object.freeze(this);
   }
 
@@ -121,7 +121,8 @@ export class Device {
    * @returns `true` when both are the same device.
    */
   equals(other: Device): boolean {
-    return other.type === this.type && other.index === this.index;
+    return other instanceof Device && other.type === this.type &&
+      other.index === this.index;
   }
 
   /**

@@ -7,6 +7,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue, validateByteLength } from "./validate.ts";
+
 /** Completes once the work submitted before it was made is done. */
 export interface Fence {
   /** Whether the work is done. Never goes back from `true` to `false`. */
@@ -60,8 +63,21 @@ export class PromiseFence implements Fence {
    *
    * @param done Resolves when the work is done. A rejection also completes
    * the fence (the work will never run), and `wait()` rejects with it.
+   * @throws {InvalidArgumentError} When `done` is not a promise (a thenable).
    */
   constructor(done: Promise<unknown>) {
+    if (
+      (typeof done !== "object" && typeof done !== "function") ||
+      done === null || typeof done.then !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot make a PromiseFence: done must be a promise, received ${
+          describeValue(done)
+        }`,
+        { name: "done", value: done, limit: "a promise" },
+      );
+    }
+    done = Promise.resolve(done);
     this.#done = done.then(
       () => {
         this.#completed = true;
@@ -171,8 +187,11 @@ export class ManualStream implements Stream {
    * Completes the next `count` submitted fences, in order.
    *
    * @param count How many to complete; clamped to what was submitted.
+   * @throws {InvalidArgumentError} When `count` is not a non-negative safe
+   * integer; nothing completes.
    */
   complete(count = 1): void {
+    validateByteLength(count, Number.MAX_SAFE_INTEGER, "count");
     this.#completedCount = Math.min(
       this.#submitted,
       this.#completedCount + Math.max(0, count),

@@ -33,9 +33,11 @@ export function formatBytes(byteLength: number): string {
   }
   const sign = byteLength < 0 ? "-" : "";
   const n = Math.abs(byteLength);
-  if (n < KiB) return `${byteLength} bytes`;
-  if (n < MiB) return `${sign}${(n / KiB).toFixed(2)} KiB`;
-  if (n < GiB) return `${sign}${(n / MiB).toFixed(2)} MiB`;
-  if (n < TiB) return `${sign}${(n / GiB).toFixed(2)} GiB`;
+  if (n < KiB) return `${byteLength + 0} bytes`;
+  // the unit is picked after rounding: 1048575 bytes is "1.00 MiB", never
+  // "1024.00 KiB"
+  if (n < MiB - 5 * (KiB / 1000)) return `${sign}${(n / KiB).toFixed(2)} KiB`;
+  if (n < GiB - 5 * (MiB / 1000)) return `${sign}${(n / MiB).toFixed(2)} MiB`;
+  if (n < TiB - 5 * (GiB / 1000)) return `${sign}${(n / GiB).toFixed(2)} GiB`;
   return `${sign}${(n / TiB).toFixed(2)} TiB`;
 }

@@ -4,6 +4,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
+
 /**
  * A linear memory the host can read: an `ArrayBuffer` (plain or resizable), a
  * `SharedArrayBuffer` (plain or growable), or a `WebAssembly.Memory`, whose
@@ -39,6 +42,8 @@ export function isHostMemory(value: unknown): value is HostMemory {
  *
  * @param memory A host memory.
  * @returns Its current `ArrayBuffer` or `SharedArrayBuffer`.
+ * @throws {InvalidArgumentError} When `memory` is none of them (a look-alike
+ * `WebAssembly.Memory` included).
  *
  * @example
  * ```ts
@@ -56,5 +61,23 @@ export function hostBuffer(
       (typeof SharedArrayBuffer !== "undefined" &&
         memory instanceof SharedArrayBuffer)
     ? memory
-    : (memory as WebAssembly.Memory).buffer;
+    : _memoryBuffer(memory);
+}
+
+function _memoryBuffer(memory: unknown): ArrayBuffer | SharedArrayBuffer {
+  if (
+    typeof WebAssembly !== "undefined" && memory instanceof WebAssembly.Memory
+  ) {
+    try {
+      return memory.buffer;
+    } catch {
+      // Object.create(WebAssembly.Memory.prototype): not a memory
+    }
+  }
+  throw new InvalidArgumentError(
+    `Cannot read a host memory's buffer: must be an ArrayBuffer, a SharedArrayBuffer or a WebAssembly.Memory, received ${
+      describeValue(memory)
+    }`,
+    { name: "memory", value: memory, limit: "HostMemory" },
+  );
 }

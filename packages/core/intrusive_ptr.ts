@@ -25,6 +25,12 @@ import { describeValue } from "./validate.ts";
 let addStrong: (target: IntrusiveTarget, delta: number) => number;
 let addWeak: (target: IntrusiveTarget, delta: number) => number;
 let runRelease: (target: IntrusiveTarget) => void;
+// The counts as this module keeps them: a subclass may override the public
+// getters (`useCount`, ...), but the rules read the private fields.
+let isTarget: (value: unknown) => boolean;
+let strongOf: (target: IntrusiveTarget) => number;
+let weakOf: (target: IntrusiveTarget) => number;
+let releasedOf: (target: IntrusiveTarget) => boolean;
 
 /**
  * Base class of reference-counted objects. Subclasses override
@@ -63,6 +69,11 @@ export class IntrusiveTarget {
   static {
     addStrong = (target, delta) => (target.#strong += delta);
     addWeak = (target, delta) => (target.#weak += delta);
+    isTarget = (value) =>
+      typeof value === "object" && value !== null && #strong in value;
+    strongOf = (target) => target.#strong;
+    weakOf = (target) => target.#weak;
+    releasedOf = (target) => target.#released;
     runRelease = (target) => {
       if (target.#released) return;
       target.#released = true;
@@ -98,7 +109,7 @@ export class IntrusiveTarget {
 }
 
 function requireTarget(target: unknown, what: string): void {
-  if (!(target instanceof IntrusiveTarget)) {
+  if (!isTarget(target)) {
     throw new InvalidArgumentError(
       `Cannot ${what}: the target must be an IntrusiveTarget, received ${
         describeValue(target)
@@ -110,7 +121,7 @@ function requireTarget(target: unknown, what: string): void {
 
 function retainStrong(target: IntrusiveTarget): void {
   requireTarget(target, "retain a reference");
-  if (target.useCount === 0) {
+  if (strongOf(target) === 0) {
     throw new UseAfterFreeError(
       "Cannot retain a reference-counted object: its strong count already reached 0",
     );
@@ -166,12 +177,13 @@ export class IntrusivePtr<T extends IntrusiveTarget> {
   static make<T extends IntrusiveTarget>(target: T): IntrusivePtr<T> {
     requireTarget(target, "make an owning reference");
     if (
-      target.useCount !== 0 || target.weakUseCount !== 0 ||
-      target.resourcesReleased
+      strongOf(target) !== 0 || weakOf(target) !== 0 || releasedOf(target)
     ) {
       throw new InvalidArgumentError(
-        `Cannot make an owning reference: the target is already owned (useCount ${target.useCount}, weakUseCount ${target.weakUseCount})`,
-        { name: "target", value: target.useCount, limit: 0 },
+        `Cannot make an owning reference: the target is already owned (useCount ${
+          strongOf(target)
+        }, weakUseCount ${weakOf(target)})`,
+        { name: "target", value: strongOf(target), limit: 0 },
       );
     }
     addStrong(target, 1);
@@ -204,17 +216,17 @@ export class IntrusivePtr<T extends IntrusiveTarget> {
 
   /** Number of strong references to the target. */
   get useCount(): number {
-    return this.#target.useCount;
+    return strongOf(this.#target);
   }
 
   /** The target's weak count, including the extra one for strong owners. */
   get weakUseCount(): number {
-    return this.#target.weakUseCount;
+    return weakOf(this.#target);
   }
 
   /** Whether this is the only strong reference. */
   get isUnique(): boolean {
-    return !this.#released && this.#target.useCount === 1;
+    return !this.#released && strongOf(this.#target) === 1;
   }
 
   /** Whether this handle was released. */
@@ -308,7 +320,7 @@ export class WeakIntrusivePtr<T extends IntrusiveTarget> {
    */
   static of<T extends IntrusiveTarget>(target: T): WeakIntrusivePtr<T> {
     requireTarget(target, "make a weak reference");
-    if (target.weakUseCount === 0) {
+    if (weakOf(target) === 0) {
       throw new UseAfterFreeError(
         "Cannot make a weak reference: the target has no owners (weakUseCount 0)",
       );
@@ -333,17 +345,22 @@ export class WeakIntrusivePtr<T extends IntrusiveTarget> {
 
   /** Number of strong references to the target. */
   get useCount(): number {
-    return this.#target.useCount;
+    return strongOf(this.#target);
   }
 
   /** The target's weak count, including the extra one for strong owners. */
   get weakUseCount(): number {
-    return this.#target.weakUseCount;
+    return weakOf(this.#target);
+  }
+
+  /** Whether this weak reference was released (as {@linkcode IntrusivePtr.released}). */
+  get released(): boolean {
+    return this.#released;
   }
 
   /** Whether the strong count reached zero. */
   get expired(): boolean {
-    return this.#target.useCount === 0;
+    return strongOf(this.#target) === 0;
   }
 
   /**
@@ -354,7 +371,7 @@ export class WeakIntrusivePtr<T extends IntrusiveTarget> {
    */
   lock(): IntrusivePtr<T> | undefined {
     const target = this.target;
-    return target.useCount === 0 ? undefined : IntrusivePtr.retain(target);
+    return strongOf(target) === 0 ? undefined : IntrusivePtr.retain(target);
   }
 
   /**

@@ -6,7 +6,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
 import { hostBuffer, isHostMemory } from "./host_memory.ts";
+import { MAX_BYTE_LENGTH, validateByteLength } from "./validate.ts";
 
 /** The byte strict mode writes into freed memory (`0xDB`, "dead block"). */
 export const JUNK_BYTE = 0xdb;
@@ -21,6 +23,9 @@ export const JUNK_BYTE = 0xdb;
  * @param byteOffset First byte.
  * @param byteLength Bytes to fill.
  * @returns Whether the range was filled.
+ * @throws {InvalidArgumentError} When `byteOffset` or `byteLength` is not a
+ * non-negative safe integer, or the range ends past a host memory's bytes;
+ * nothing is written.
  *
  * @example
  * ```ts
@@ -37,16 +42,43 @@ export function junkFill(
   byteOffset: number,
   byteLength: number,
 ): boolean {
+  validateByteLength(byteOffset, MAX_BYTE_LENGTH, "byteOffset");
+  validateByteLength(byteLength, MAX_BYTE_LENGTH - byteOffset, "byteLength");
   if (isHostMemory(memory)) {
-    new Uint8Array(hostBuffer(memory), byteOffset, byteLength).fill(JUNK_BYTE);
+    const buffer = hostBuffer(memory);
+    let limit: number;
+    try {
+      limit = buffer.byteLength;
+    } catch {
+      throw new InvalidArgumentError(
+        "Cannot junk-fill: memory is an ArrayBuffer look-alike (its byteLength cannot be read)",
+        { name: "memory", value: memory, limit: "HostMemory" },
+      );
+    }
+    checkEnd(byteOffset, byteLength, limit);
+    new Uint8Array(buffer, byteOffset, byteLength).fill(JUNK_BYTE);
     return true;
   }
   if (typeof memory === "object" && memory !== null && "bytes" in memory) {
     const bytes = (memory as { bytes: unknown }).bytes;
     if (bytes instanceof Uint8Array) {
+      checkEnd(byteOffset, byteLength, bytes.length);
       bytes.fill(JUNK_BYTE, byteOffset, byteOffset + byteLength);
       return true;
     }
   }
   return false;
+}
+
+function checkEnd(byteOffset: number, byteLength: number, limit: number): void {
+  if (byteOffset + byteLength > limit) {
+    throw new InvalidArgumentError(
+      `Cannot junk-fill ${byteLength} bytes at byteOffset ${byteOffset}: the memory holds ${limit} bytes`,
+      {
+        name: "byteLength",
+        value: byteLength,
+        limit: limit - Math.min(limit, byteOffset),
+      },
+    );
+  }
 }

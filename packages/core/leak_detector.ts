@@ -10,6 +10,7 @@ import {
   describeValue,
   MAX_BYTE_LENGTH,
   validateByteLength,
+  validateFlag,
 } from "./validate.ts";
 
 /** What a {@linkcode LeakDetector} knows about a watched handle. */
@@ -89,7 +90,11 @@ export class LeakDetector {
         { name: "onLeak", value: onLeak, limit: "function" },
       );
     }
-    this.#captureStack = options.captureStack ?? false;
+    this.#captureStack = validateFlag(
+      options.captureStack,
+      "captureStack",
+      false,
+    );
     this.#registry = new FinalizationRegistry((report) => {
       this.#watching--;
       this.#leaks.push(report);

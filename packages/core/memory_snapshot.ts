@@ -11,10 +11,28 @@
 
 import { captureCallStack, formatCallStack } from "./call_stack.ts";
 import { InvalidArgumentError } from "./errors.ts";
-import { describeValue } from "./validate.ts";
+import {
+  describeValue,
+  MAX_BYTE_LENGTH,
+  validateByteLength,
+  validateFlag,
+  validateObject,
+} from "./validate.ts";
 
 /** Version of the snapshot format written by this package. */
 export const SNAPSHOT_FORMAT_VERSION = 1;
+
+const _ACTIONS: ReadonlySet<string> = new Set([
+  "alloc",
+  "free_requested",
+  "free_completed",
+  "segment_alloc",
+  "segment_free",
+  "segment_map",
+  "segment_unmap",
+  "oom",
+  "snapshot",
+]);
 
 /**
  * State of a block: handed out (`active_allocated`), freed by the caller but
@@ -185,6 +203,7 @@ export class TraceRecorder {
    * @throws {InvalidArgumentError} When `maxEntries` is not a positive integer.
    */
   constructor(options: TraceRecorderOptions = {}) {
+    validateObject(options, "options");
     const max = options.maxEntries ?? 10000;
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new InvalidArgumentError(
@@ -195,7 +214,11 @@ export class TraceRecorder {
       );
     }
     this.maxEntries = max;
-    this.captureStack = options.captureStack ?? false;
+    this.captureStack = validateFlag(
+      options.captureStack,
+      "captureStack",
+      false,
+    );
   }
 
   /** Number of events kept now. */
@@ -217,6 +240,9 @@ export class TraceRecorder {
    * @param requestedByteLength Bytes asked for.
    * @param stream Stream id.
    * @param tag The allocation's tag, if any.
+   * @throws {InvalidArgumentError} When `action` is not a
+   * {@linkcode TraceAction}, a number is not a non-negative safe integer, or
+   * `tag` is not a string; nothing is recorded.
    */
   record(
     action: TraceAction,
@@ -226,6 +252,28 @@ export class TraceRecorder {
     stream: number,
     tag?: string,
   ): void {
+    if (!_ACTIONS.has(action)) {
+      throw new InvalidArgumentError(
+        `Invalid action: must be one of ${[..._ACTIONS].join(", ")}, received ${
+          describeValue(action)
+        }`,
+        { name: "action", value: action, limit: [..._ACTIONS] },
+      );
+    }
+    validateByteLength(address, MAX_BYTE_LENGTH, "address");
+    validateByteLength(byteLength, MAX_BYTE_LENGTH, "byteLength");
+    validateByteLength(
+      requestedByteLength,
+      MAX_BYTE_LENGTH,
+      "requestedByteLength",
+    );
+    validateByteLength(stream, MAX_BYTE_LENGTH, "stream");
+    if (tag !== undefined && typeof tag !== "string") {
+      throw new InvalidArgumentError(
+        `Invalid tag: must be a string, received ${describeValue(tag)}`,
+        { name: "tag", value: tag, limit: "a string" },
+      );
+    }
     const entry: TraceEntry = {
       action,
       address,

@@ -9,7 +9,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
 import { formatBytes } from "./format_bytes.ts";
+import { describeValue, validateFlag, validateObject } from "./validate.ts";
 import type { StatValues } from "./stat.ts";
 
 /** Which pools a figure covers: every pool, or only the small or large one. */
@@ -133,6 +135,7 @@ export function formatSize(byteLength: number): string {
 export function flattenMemoryStats(
   stats: MemoryStats,
 ): Record<string, number> {
+  _checkStats(stats);
   const out: Record<string, number> = {};
   const snake = (name: string): string =>
     name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -183,6 +186,8 @@ export interface MemorySummaryOptions {
  * @param stats The stats.
  * @param options Title and abbreviation.
  * @returns The table.
+ * @throws {InvalidArgumentError} When `stats` lacks a figure, or an option is
+ * not of its type.
  *
  * @example
  * ```ts
@@ -202,11 +207,32 @@ export function formatMemorySummary(
   stats: MemoryStats,
   options: MemorySummaryOptions = {},
 ): string {
+  _checkStats(stats);
+  validateObject(options, "options");
+  const rawTitle = options.title === undefined
+    ? "allot memory summary"
+    : options.title;
+  if (typeof rawTitle !== "string") {
+    throw new InvalidArgumentError(
+      `Invalid title: must be a string, received ${describeValue(rawTitle)}`,
+      { name: "title", value: rawTitle, limit: "a string" },
+    );
+  }
+  const abbreviated = validateFlag(options.abbreviated, "abbreviated", false);
   const width = 79;
   const line = "=".repeat(width);
   const thin = "-".repeat(width);
-  const title = options.title ?? "allot memory summary";
-  const pools: [StatType, string][] = options.abbreviated
+  // one line inside the box: control characters become spaces, a long title
+  // is cut
+  const oneLine = rawTitle.replace(
+    // deno-lint-ignore no-control-regex
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    " ",
+  );
+  const title = oneLine.length > width - 3
+    ? `${oneLine.slice(0, width - 4)}…`
+    : oneLine;
+  const pools: [StatType, string][] = abbreviated
     ? [["all", ""]]
     : [["all", ""], ["largePool", "  from large pool"], [
       "smallPool",
@@ -271,4 +297,42 @@ export function formatMemorySummary(
   single("Oversize segments", stats.oversizeSegments);
   rows.push(line);
   return rows.join("\n");
+}
+
+/** Checks that `stats` has every figure a report reads. */
+function _checkStats(stats: unknown): void {
+  validateObject(stats, "stats");
+  const s = stats as Record<string, unknown>;
+  for (
+    const name of [
+      ...STAT_ARRAY_NAMES,
+      "oversizeAllocations",
+      "oversizeSegments",
+    ]
+  ) {
+    const figure = s[name];
+    if (typeof figure !== "object" || figure === null) {
+      throw new InvalidArgumentError(
+        `Invalid stats: ${name} must be an object, received ${
+          describeValue(figure)
+        }`,
+        { name: `stats.${name}`, value: figure, limit: "an object" },
+      );
+    }
+    const pools = (STAT_ARRAY_NAMES as readonly string[]).includes(name)
+      ? ["all", "smallPool", "largePool"].map((p) =>
+        (figure as Record<string, unknown>)[p]
+      )
+      : [figure];
+    for (const values of pools) {
+      if (typeof values !== "object" || values === null) {
+        throw new InvalidArgumentError(
+          `Invalid stats: ${name} must hold all, smallPool and largePool values, received ${
+            describeValue(values)
+          }`,
+          { name: `stats.${name}`, value: values, limit: "StatValues" },
+        );
+      }
+    }
+  }
 }

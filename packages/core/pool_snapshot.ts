@@ -11,8 +11,10 @@ import {
   type MemorySnapshot,
   type SegmentSnapshot,
   SNAPSHOT_FORMAT_VERSION,
-  type TraceRecorder,
+  TraceRecorder,
 } from "./memory_snapshot.ts";
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 
 /** The byte totals of a {@linkcode SegmentSnapshot}. */
 export interface SegmentTotals {
@@ -42,6 +44,14 @@ export interface SegmentTotals {
  * ```
  */
 export function segmentTotals(blocks: readonly BlockSnapshot[]): SegmentTotals {
+  if (!Array.isArray(blocks)) {
+    throw new InvalidArgumentError(
+      `Cannot total a segment: blocks must be an array, received ${
+        describeValue(blocks)
+      }`,
+      { name: "blocks", value: blocks, limit: "an array" },
+    );
+  }
   let allocatedBytes = 0, activeBytes = 0, requestedBytes = 0;
   for (const b of blocks) {
     if (b.state === "inactive") continue;
@@ -63,6 +73,8 @@ export function segmentTotals(blocks: readonly BlockSnapshot[]): SegmentTotals {
  * @param segments The segments in address order.
  * @param history The history recorder, or `null` when not recording.
  * @returns The snapshot.
+ * @throws {InvalidArgumentError} When `segments` is not an array or `history`
+ * neither a {@linkcode TraceRecorder} nor `null`; nothing is recorded.
  *
  * @example
  * ```ts
@@ -80,6 +92,22 @@ export function finishSnapshot<S extends SegmentSnapshot>(
   segments: S[],
   history: TraceRecorder | null,
 ): MemorySnapshot & { segments: S[] } {
+  if (!Array.isArray(segments)) {
+    throw new InvalidArgumentError(
+      `Cannot finish a snapshot: segments must be an array, received ${
+        describeValue(segments)
+      }`,
+      { name: "segments", value: segments, limit: "an array" },
+    );
+  }
+  if (history !== null && !(history instanceof TraceRecorder)) {
+    throw new InvalidArgumentError(
+      `Cannot finish a snapshot: history must be a TraceRecorder or null, received ${
+        describeValue(history)
+      }`,
+      { name: "history", value: history, limit: "TraceRecorder or null" },
+    );
+  }
   let reserved = 0;
   for (const seg of segments) reserved += seg.byteLength;
   history?.record("snapshot", 0, reserved, 0, 0);

@@ -36,7 +36,8 @@
  * @module
  */
 
-import { AllotError } from "./errors.ts";
+import { AllotError, InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 import {
   type MemoryStats,
   STAT_ARRAY_NAMES,
@@ -419,8 +420,18 @@ export class PoolStats {
    *
    * @param name The figure.
    * @returns Its values for all pools, the small pool and the large pool.
+   * @throws {InvalidArgumentError} When `name` is not one of
+   * {@linkcode STAT_ARRAY_NAMES}.
    */
   figure(name: PoolFigureName): StatArray {
+    if (!STAT_ARRAY_NAMES.includes(name)) {
+      throw new InvalidArgumentError(
+        `Invalid figure name: must be one of ${
+          STAT_ARRAY_NAMES.join(", ")
+        }, received ${describeValue(name)}`,
+        { name: "name", value: name, limit: STAT_ARRAY_NAMES },
+      );
+    }
     if (name === "active") {
       return this.#active.values(
         this.#plain("allocation"),

@@ -7,7 +7,7 @@
 
 import { DoubleFreeError, InvalidArgumentError } from "./errors.ts";
 import type { Segment } from "./segment_source.ts";
-import { validateByteLength } from "./validate.ts";
+import { describeValue, validateByteLength } from "./validate.ts";
 
 /**
  * The live segments of one segment source and the figures over them: bytes
@@ -130,8 +130,13 @@ export class SegmentLedger<M = unknown> {
    * @throws {InvalidArgumentError} For a count that is not a non-negative
    * safe integer, or a segment already live; nothing changes.
    */
-  add(segment: Segment<M>, bytes: number = segment.byteLength): void {
-    validateByteLength(bytes, Number.MAX_SAFE_INTEGER, "bytes");
+  add(segment: Segment<M>, bytes?: number): void {
+    _requireSegment(segment, "segment");
+    bytes = validateByteLength(
+      bytes === undefined ? segment.byteLength : bytes,
+      Number.MAX_SAFE_INTEGER - this.#reserved,
+      "bytes",
+    );
     if (this.#live.has(segment)) {
       throw new InvalidArgumentError(
         `Invalid segment: it is already live in ${this.owner}`,
@@ -190,16 +195,29 @@ export class SegmentLedger<M = unknown> {
    * @param resized Its record after the resize.
    * @param bytes Bytes to count for it now.
    * @throws {DoubleFreeError} When `segment` is not live here; nothing changes.
+   * @throws {InvalidArgumentError} When `resized` is another live segment, or
+   * the reserved bytes would pass 2^53 - 1; nothing changes.
    * @throws {InvalidArgumentError} For a count that is not a non-negative
    * safe integer; nothing changes.
    */
   replace(
     segment: Segment<M>,
     resized: Segment<M>,
-    bytes: number = resized.byteLength,
+    bytes?: number,
   ): void {
-    validateByteLength(bytes, Number.MAX_SAFE_INTEGER, "bytes");
+    _requireSegment(resized, "resized");
     const old = this.bytesOf(segment);
+    bytes = validateByteLength(
+      bytes === undefined ? resized.byteLength : bytes,
+      Number.MAX_SAFE_INTEGER - (this.#reserved - old),
+      "bytes",
+    );
+    if (resized !== segment && this.#live.has(resized)) {
+      throw new InvalidArgumentError(
+        `Invalid resized segment: it is another live segment of ${this.owner}`,
+        { name: "resized", value: resized.byteLength },
+      );
+    }
     this.#live.delete(segment);
     this.#live.set(resized, bytes);
     this.#reserved += bytes - old;
@@ -217,5 +235,16 @@ export class SegmentLedger<M = unknown> {
     this.#live.clear();
     this.#reserved = 0;
     return live;
+  }
+}
+
+function _requireSegment(segment: unknown, name: string): void {
+  if (typeof segment !== "object" || segment === null) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a segment object, received ${
+        describeValue(segment)
+      }`,
+      { name, value: segment, limit: "Segment" },
+    );
   }
 }

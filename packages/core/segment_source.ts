@@ -7,11 +7,15 @@
  */
 
 import { Device } from "./device.ts";
+import { InvalidArgumentError } from "./errors.ts";
 import { SegmentLedger } from "./segment_ledger.ts";
 import {
+  describeValue,
   validateAlignment,
   validateByteLength,
   validateCapacity,
+  validateFlag,
+  validateObject,
 } from "./validate.ts";
 
 /** One device allocation: a whole memory, or a range of one. */
@@ -191,6 +195,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    * @param options Capacity, alignment, limits and backing.
    */
   constructor(options: MockSegmentSourceOptions = {}) {
+    validateObject(options, "options");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(options.alignment ?? 256);
@@ -199,8 +204,15 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
       Number.MAX_SAFE_INTEGER,
       "maxSegmentByteLength",
     );
-    this.#backed = options.backed ?? false;
-    this.device = options.device ?? new Device("mock", 0);
+    this.#backed = validateFlag(options.backed, "backed", false);
+    const device = options.device ?? new Device("mock", 0);
+    if (!(device instanceof Device)) {
+      throw new InvalidArgumentError(
+        `Invalid device: must be a Device, received ${describeValue(device)}`,
+        { name: "device", value: device, limit: "Device" },
+      );
+    }
+    this.device = device;
     this.#ledger = new SegmentLedger(String(this.device));
   }
 
@@ -245,6 +257,11 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    * @param count Number of requests to refuse.
    */
   failNext(count = 1): void {
+    validateByteLength(
+      count,
+      Number.MAX_SAFE_INTEGER - this.#failNext,
+      "count",
+    );
     this.#failNext += count;
   }
 
@@ -254,6 +271,11 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    * @param count Number of requests that throw.
    */
   throwNext(count = 1): void {
+    validateByteLength(
+      count,
+      Number.MAX_SAFE_INTEGER - this.#throwNext,
+      "count",
+    );
     this.#throwNext += count;
   }
 
@@ -269,6 +291,9 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
     options: SegmentRequestOptions = {},
   ): Segment<MockMemory> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    validateObject(options, "options");
+    const resizable = validateFlag(options.resizable, "resizable", false);
+    const hostVisible = validateFlag(options.hostVisible, "hostVisible", false);
     if (this.#throwNext > 0) {
       this.#throwNext--;
       throw new Error(`Mock device failed to allocate ${byteLength} bytes`);
@@ -280,7 +305,6 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
       this.#failures++;
       return undefined;
     }
-    const resizable = options.resizable === true;
     const segment: Segment<MockMemory> = Object.freeze({
       memory: Object.freeze({
         id: this.#nextId++,
@@ -293,7 +317,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
               : new ArrayBuffer(byteLength),
           )
           : undefined,
-        hostVisible: options.hostVisible ?? false,
+        hostVisible,
         resizable,
       }),
       byteOffset: 0,

@@ -8,6 +8,7 @@
  */
 
 import { AllotError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 import type {
   Segment,
   SegmentRequestOptions,
@@ -76,22 +77,15 @@ export function acquireSegment<M>(
   }
   if (segment === undefined || segment === null) return undefined;
   let problem: string | undefined;
-  if (typeof segment !== "object") {
-    problem = `returned ${typeof segment} ${String(segment)}, not a segment`;
-  } else if (
-    !Number.isSafeInteger(segment.byteLength) ||
-    segment.byteLength < byteLength
-  ) {
-    problem = `returned a segment of ${
-      String(segment.byteLength)
-    } bytes for a ${byteLength}-byte request`;
-  } else if (
-    !Number.isSafeInteger(segment.byteOffset) || segment.byteOffset < 0 ||
-    segment.byteOffset % source.alignment !== 0
-  ) {
-    problem = `returned a segment at byte offset ${
-      String(segment.byteOffset)
-    }, not a multiple of its alignment ${source.alignment}`;
+  let cause: unknown = undefined;
+  try {
+    problem = _segmentProblem(source, segment, byteLength);
+  } catch (error) {
+    // a segment whose fields throw when read is refused like a short one
+    problem = `returned a segment whose fields throw when read: ${
+      describeError(error)
+    }`;
+    cause = error;
   }
   if (problem === undefined) return segment;
   if (typeof segment === "object") {
@@ -103,7 +97,33 @@ export function acquireSegment<M>(
   }
   throw new SegmentSourceError(
     `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} ${problem}`,
+    cause === undefined ? undefined : { cause },
   );
+}
+
+function _segmentProblem<M>(
+  source: SegmentSource<M>,
+  segment: Segment<M>,
+  byteLength: number,
+): string | undefined {
+  if (typeof segment !== "object") {
+    return `returned ${describeValue(segment)}, not a segment`;
+  }
+  const length = segment.byteLength, offset = segment.byteOffset;
+  if (!Number.isSafeInteger(length) || length < byteLength) {
+    return `returned a segment of ${
+      describeValue(length)
+    } bytes for a ${byteLength}-byte request`;
+  }
+  if (
+    !Number.isSafeInteger(offset) || offset < 0 ||
+    offset % source.alignment !== 0
+  ) {
+    return `returned a segment at byte offset ${
+      describeValue(offset)
+    }, not a multiple of its alignment ${source.alignment}`;
+  }
+  return undefined;
 }
 
 /**
@@ -148,15 +168,25 @@ export function resizeSegment<M>(
     );
   }
   if (resized === undefined || resized === null) return undefined;
-  if (
-    typeof resized !== "object" || resized.memory !== segment.memory ||
-    resized.byteOffset !== segment.byteOffset ||
-    resized.byteLength !== byteLength
-  ) {
+  let moved = true, got: unknown = undefined, cause: unknown = undefined;
+  try {
+    if (typeof resized === "object") {
+      got = resized.byteLength;
+      moved = resized.memory !== segment.memory ||
+        resized.byteOffset !== segment.byteOffset || got !== byteLength;
+    }
+  } catch (error) {
+    // a segment whose fields throw when read is refused like a moved one
+    cause = error;
+  }
+  if (moved) {
     throw new SegmentSourceError(
       `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} resized a ${segment.byteLength}-byte segment to ${
-        typeof resized === "object" ? String(resized.byteLength) : "nothing"
+        typeof resized === "object" && cause === undefined
+          ? describeValue(got)
+          : "nothing"
       } bytes (asked ${byteLength}), or moved it`,
+      cause === undefined ? undefined : { cause },
     );
   }
   return resized;

@@ -64,11 +64,15 @@ export class Stat implements StatValues {
    *
    * @param amount A non-negative amount.
    * @throws {InvalidArgumentError} When the amount is not a non-negative safe
-   * integer; the stat is unchanged.
+   * integer, or would take `current` or `allocated` past 2^53 - 1 (then
+   * `resetAccumulated()`); the stat is unchanged.
    */
   increase(amount: number): void {
-    if (!Number.isSafeInteger(amount) || amount < 0) {
-      throw invalidAmount("increase", amount, Number.MAX_SAFE_INTEGER);
+    // current and allocated stay exact: both at most 2^53 - 1
+    const limit = Number.MAX_SAFE_INTEGER -
+      Math.max(this.current, this.allocated);
+    if (!Number.isSafeInteger(amount) || amount < 0 || amount > limit) {
+      throw invalidAmount("increase", amount, limit);
     }
     this.current += amount;
     this.allocated += amount;
@@ -83,8 +87,15 @@ export class Stat implements StatValues {
    * `[0, current]`; the stat is unchanged.
    */
   decrease(amount: number): void {
-    if (!Number.isSafeInteger(amount) || amount < 0 || amount > this.current) {
-      throw invalidAmount("decrease", amount, this.current);
+    if (
+      !Number.isSafeInteger(amount) || amount < 0 || amount > this.current ||
+      this.freed + amount > Number.MAX_SAFE_INTEGER
+    ) {
+      throw invalidAmount(
+        "decrease",
+        amount,
+        Math.min(this.current, Number.MAX_SAFE_INTEGER - this.freed),
+      );
     }
     this.current -= amount;
     this.freed += amount;

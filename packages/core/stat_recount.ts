@@ -6,7 +6,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
 import type { PoolFigureName } from "./pool_stats.ts";
+import { describeValue } from "./validate.ts";
 // deno-lint-ignore no-unused-vars
 import type { PoolStats } from "./pool_stats.ts";
 
@@ -50,8 +52,28 @@ export class StatRecount {
    * @param name The figure.
    * @param small Whether it is the small pool.
    * @param value The amount.
+   * @throws {InvalidArgumentError} When `name` is not a figure of
+   * {@linkcode StatRecount.counts} or `value` is not a finite number.
    */
   add(name: PoolFigureName, small: boolean, value: number): void {
+    // an own key only: "__proto__" or "constructor" wrote into
+    // Object.prototype / Object
+    if (!Object.hasOwn(this.counts, name)) {
+      throw new InvalidArgumentError(
+        `Invalid figure name: must be one of ${
+          Object.keys(this.counts).join(", ")
+        }, received ${describeValue(name)}`,
+        { name: "name", value: name, limit: Object.keys(this.counts) },
+      );
+    }
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      throw new InvalidArgumentError(
+        `Invalid recount value: must be a finite number, received ${
+          describeValue(value)
+        }`,
+        { name: "value", value, limit: "a finite number" },
+      );
+    }
     this.counts[name][small ? 0 : 1] += value;
   }
 

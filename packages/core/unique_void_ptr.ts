@@ -5,6 +5,9 @@
  * @module
  */
 
+import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
+
 /**
  * Frees what a context stands for. Called at most once per context. Declared
  * bivariant in `C` (method syntax) so a `DataPtr<M, number>` can be passed
@@ -48,12 +51,17 @@ export class UniqueVoidPtr<T = unknown, C = unknown> {
    * @param data What the pointer points to, or `null`.
    * @param context What the deleter frees; `null` means nothing is owned.
    * @param deleter Called once with the context when the pointer is cleared.
+   * @throws {InvalidArgumentError} When `deleter` is neither a function nor
+   * `null` (it would fail only when the pointer is freed).
    */
   constructor(
     data: T | null,
     context: C | null = null,
     deleter: Deleter<C> | null = null,
   ) {
+    if (deleter !== null && typeof deleter !== "function") {
+      throw _notDeleter(deleter);
+    }
     this.#data = data;
     this.#context = context;
     this.#deleter = deleter;
@@ -134,6 +142,8 @@ export class UniqueVoidPtr<T = unknown, C = unknown> {
    *
    * @param expected The deleter the caller believes is installed.
    * @param next The deleter to install.
+   * @throws {InvalidArgumentError} When `next` is not a function; nothing
+   * changes.
    * @returns `true` when the swap happened.
    *
    * @example
@@ -153,6 +163,7 @@ export class UniqueVoidPtr<T = unknown, C = unknown> {
     expected: Deleter<C> | null,
     next: Deleter<C>,
   ): boolean {
+    if (typeof next !== "function") throw _notDeleter(next);
     if (this.#deleter !== expected) return false;
     this.#deleter = next;
     return true;
@@ -162,4 +173,13 @@ export class UniqueVoidPtr<T = unknown, C = unknown> {
   [Symbol.dispose](): void {
     this.clear();
   }
+}
+
+function _notDeleter(deleter: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(
+    `Invalid deleter: must be a function or null, received ${
+      describeValue(deleter)
+    }`,
+    { name: "deleter", value: deleter, limit: "a function" },
+  );
 }

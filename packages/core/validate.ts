@@ -128,7 +128,7 @@ export function validateFlag(
  * @param value The byte length to check.
  * @param max The largest accepted value.
  * @param name Name of the argument, used in the message.
- * @returns The value, unchanged.
+ * @returns The value (`-0` as `0`).
  * @throws {InvalidArgumentError} When the value is not an integer in `[0, max]`.
  *
  * @example
@@ -160,7 +160,7 @@ export function validateByteLength(
       { name, value, limit: max },
     );
   }
-  return value;
+  return value + 0; // -0 is 0
 }
 
 /**
@@ -170,7 +170,7 @@ export function validateByteLength(
  * @param min The smallest accepted value.
  * @param max The largest accepted value.
  * @param name Name of the argument, used in the message.
- * @returns The value, unchanged.
+ * @returns The value (`-0` as `0`).
  * @throws {InvalidArgumentError} When the value is not an integer in range.
  *
  * @example
@@ -196,7 +196,7 @@ export function validateInteger(
       { name, value, limit: [min, max] },
     );
   }
-  return value;
+  return value + 0; // -0 is 0
 }
 
 /**
@@ -266,6 +266,8 @@ export function validateAlignment(
  * @param value A non-negative integer.
  * @param alignment A power of two.
  * @returns The smallest multiple of `alignment` that is `>= value`.
+ * @throws {InvalidArgumentError} When `value` is not a non-negative safe
+ * integer or `alignment` not a power of two.
  *
  * @example
  * ```ts
@@ -277,8 +279,16 @@ export function validateAlignment(
  * ```
  */
 export function alignUp(value: number, alignment: number): number {
+  if (!Number.isSafeInteger(value) || value < 0 || !isPowerOfTwo(alignment)) {
+    throw new InvalidArgumentError(
+      `Cannot align ${describe(value)} up to ${
+        describe(alignment)
+      }: the value must be a non-negative safe integer and the alignment a power of two`,
+      { name: "value", value: [value, alignment], limit: MAX_BYTE_LENGTH },
+    );
+  }
   const rem = value % alignment;
-  return rem === 0 ? value : value + alignment - rem;
+  return rem === 0 ? value + 0 : value + alignment - rem; // + 0: -0 is 0
 }
 
 /**
@@ -319,5 +329,5 @@ export function validateCapacity(
       { name, value, limit: MAX_BYTE_LENGTH },
     );
   }
-  return value;
+  return value + 0; // -0 is 0
 }

@@ -396,7 +396,8 @@ export class SharedHeap {
    * @returns The creator's handle.
    * @throws {NotSharedMemoryError} When the memory is not shared.
    * @throws {InvalidArgumentError} When the range is misaligned, out of the
-   * memory, past 2 GiB, or too small for one slab (about 80 KiB).
+   * memory, past 2 GiB, or too small for one slab (about 80 KiB), or when an
+   * open heap with handles attached starts at the same place.
    *
    * @example
    * ```ts
@@ -436,17 +437,13 @@ export class SharedHeap {
     const strict = validateStrict(options.strict);
     const end = byteOffset + byteLength;
     // The header starts on a cache line, so that its read-mostly line, its
-    // lock line and each arena's line are distinct 64-byte lines.
-    const base = Math.ceil(byteOffset / 64) * 64;
+    // lock line and each arena's line are distinct 64-byte lines (`+ 0`
+    // turns a -0 offset into 0).
+    const base = Math.ceil(byteOffset / 64) * 64 + 0;
     const metaStart = base + HEADER_BYTES;
-    let pages = Math.floor(
-      (end - metaStart - PAGE) / (PAGE + META_WORDS * 4),
-    );
-    const baseOf = (n: number) =>
-      Math.ceil((metaStart + META_WORDS * 4 * n) / PAGE) * PAGE;
-    while (pages > 0 && baseOf(pages) + pages * PAGE > end) pages--;
+    const pages = pagesOf(base, end);
     if (pages < MIN_PAGES) {
-      const need = baseOf(MIN_PAGES) + MIN_PAGES * PAGE - byteOffset;
+      const need = pageBaseOf(base, MIN_PAGES) + MIN_PAGES * PAGE - byteOffset;
       throw new InvalidArgumentError(
         `Invalid byteLength: a shared heap needs at least ${need} bytes, received ${byteLength}`,
         { name: "byteLength", value: byteLength, limit: need },
@@ -454,13 +451,30 @@ export class SharedHeap {
     }
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
     const h = base >> 2;
+    // A heap still open with handles attached at this very place: a new
+    // header would hand its arenas and pages out a second time.
+    if (
+      Atomics.load(i32, h + H_MAGIC) === MAGIC &&
+      i32[h + H_VERSION] === VERSION &&
+      Atomics.load(i32, h + H_STATE) === STATE_OPEN &&
+      Atomics.load(i32, h + H_ATTACHED) > 0
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot place a shared heap at byteOffset ${base}: heap ${
+          i32[h + H_HEAP_ID]
+        } is open there with ${
+          Atomics.load(i32, h + H_ATTACHED)
+        } handles attached (close() it first)`,
+        { name: "byteOffset", value: base, limit: "no open heap there" },
+      );
+    }
     i32.fill(0, h, h + (HEADER_BYTES >> 2));
     // Zero page records are "no span": a new SharedArrayBuffer is zero
     // already, so a heap in one made here touches no record up front.
     const meta = metaStart >> 2;
     if (!fresh) i32.fill(0, meta, meta + META_WORDS * pages);
     i32[h + H_PAGES] = pages;
-    i32[h + H_PAGE_BASE] = baseOf(pages);
+    i32[h + H_PAGE_BASE] = pageBaseOf(base, pages);
     i32[h + H_META] = metaStart;
     i32[h + H_BYTE_LENGTH] = end - base;
     i32.fill(-1, h + H_BINS, h + H_BINS + BINS);
@@ -510,11 +524,31 @@ export class SharedHeap {
       );
     }
     const i32 = new Int32Array(buffer, byteOffset, HEADER_BYTES >> 2);
-    if (
-      Atomics.load(i32, H_MAGIC) !== MAGIC || i32[H_VERSION] !== VERSION
-    ) {
+    if (Atomics.load(i32, H_MAGIC) !== MAGIC) {
       throw new ForeignHeapError(
         `Cannot attach: no shared heap at byteOffset ${byteOffset} (no allot header there)`,
+      );
+    }
+    if (i32[H_VERSION] !== VERSION) {
+      throw new ForeignHeapError(
+        `Cannot attach: the heap at byteOffset ${byteOffset} has layout version ${
+          i32[H_VERSION]
+        }, this build reads version ${VERSION} only`,
+      );
+    }
+    // The geometry words must be what create() wrote for this place: a
+    // header copied into a smaller memory, or corrupted, would send every
+    // call past the memory's end or over another heap's pages.
+    const length = i32[H_BYTE_LENGTH], pages = i32[H_PAGES];
+    if (
+      !(length > 0) || byteOffset + length > buffer.byteLength ||
+      byteOffset + length > SHARED_MAX_BYTE_END ||
+      pages < MIN_PAGES || pages !== pagesOf(byteOffset, byteOffset + length) ||
+      i32[H_PAGE_BASE] !== pageBaseOf(byteOffset, pages) ||
+      i32[H_META] !== byteOffset + HEADER_BYTES
+    ) {
+      throw new ForeignHeapError(
+        `Cannot attach: the heap header at byteOffset ${byteOffset} describes ${length} bytes with ${pages} pages, which a ${buffer.byteLength}-byte memory cannot hold or create() never wrote (a corrupted or copied header)`,
       );
     }
     if (i32[H_HEAP_ID] !== descriptor.heapId) {
@@ -805,22 +839,28 @@ export class SharedHeap {
    */
   usableByteLength(byteOffset: number): number {
     const found = this.#find(byteOffset);
-    if (found === undefined) this.#throwNotBlock(byteOffset, "not live");
+    if (found === undefined) {
+      this.#throwNotBlock(byteOffset, "not live", "measure");
+    }
     return found;
   }
 
   /**
-   * A byte view of part of the memory (no copy).
+   * A byte view of the first `byteLength` bytes of a live block (no copy).
+   * The view cannot reach past the block: use `heap.buffer` for raw access.
    *
-   * @param byteOffset Absolute byte offset.
-   * @param byteLength Number of bytes.
+   * @param byteOffset A live block (what `alloc` returned, in any handle).
+   * @param byteLength Number of bytes, at most the block's usable length.
    * @returns The view.
-   * @throws {InvalidArgumentError} When the range leaves the page area.
+   * @throws {InvalidArgumentError} When the offset is not a live block, or
+   * the length is not an integer in `[0, usableByteLength(byteOffset)]`.
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
-    const end = this.#pageBase + this.#pages * PAGE;
-    validateInteger(byteOffset, this.#pageBase, end, "byteOffset");
-    validateInteger(byteLength, 0, end - byteOffset, "byteLength");
+    const usable = this.#find(byteOffset);
+    if (usable === undefined) {
+      this.#throwNotBlock(byteOffset, "not live", "view");
+    }
+    validateInteger(byteLength, 0, usable, "byteLength");
     return this.#u8.subarray(byteOffset, byteOffset + byteLength);
   }
 
@@ -917,7 +957,11 @@ export class SharedHeap {
     }
     const keep = keepSet(options.keep);
     const i32 = this.#i32, aw = this.#arenaAt(arena);
-    if (Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token) {
+    // (Token 0: the Worker died claiming the slot, before it had a token;
+    // a free lock reads 0 too and is not its.)
+    if (
+      token !== 0 && Atomics.load(i32, (this.#base >> 2) + H_LOCK) === token
+    ) {
       throw new HeapBusyError(
         `Cannot reclaim arena ${arena}: it died holding the shared core lock, the core state is unknown`,
         arena,
@@ -939,14 +983,20 @@ export class SharedHeap {
     const freed: HeldBlock[] = [], kept: HeldBlock[] = [];
     const slabs = new Set<number>();
     const large: number[] = [];
-    this.#walkOwned(token, (block, slab) => {
-      if (keep.has(block.byteOffset)) kept.push(block);
-      else {
-        freed.push(block);
-        if (slab === 0) large.push(block.byteOffset);
-      }
-      if (slab !== 0) slabs.add(slab);
-    }, slabs);
+    try {
+      this.#walkOwned(token, (block, slab) => {
+        if (keep.has(block.byteOffset)) kept.push(block);
+        else {
+          freed.push(block);
+          if (slab === 0) large.push(block.byteOffset);
+        }
+        if (slab !== 0) slabs.add(slab);
+      }, slabs);
+    } catch (error) {
+      // A busy core: nothing was freed yet, the arena can be reclaimed later.
+      Atomics.store(i32, aw + A_STATE, ARENA_ATTACHED);
+      throw error;
+    }
     let blocks = 0, bytes = 0;
     // Small blocks: clear their bits and put them on the slab's own list.
     const freedSet = new Set(freed.map((b) => b.byteOffset));
@@ -959,7 +1009,11 @@ export class SharedHeap {
       const bump = i32[s + S_BUMP];
       for (let k = 0; k < bump; k++) {
         if (!freedSet.has(slab + SLAB_HEADER + k * size)) continue;
-        Atomics.store(this.#u8, slab + S_STATES + k, 0);
+        // A compare-exchange: a block another thread frees meanwhile (a
+        // hand-off left out of `keep`) is on the remote list, not twice here.
+        if (
+          Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1
+        ) continue;
         this.#u16[stack + top++] = k;
         used--;
         blocks++;
@@ -971,11 +1025,11 @@ export class SharedHeap {
       this.#settleAbandoned(slab);
     }
     // Spans the dead arena kept cached or had returned: back to the core.
-    this.#releaseReturns(
+    this.#lock("reclaim");
+    this.#releaseReturnsLocked(
       arena,
       Atomics.exchange(i32, this.#returnsAt(arena), RETURNS_CLOSED),
     );
-    this.#lock("reclaim");
     for (let p = 0; p < this.#pages;) {
       const w = this.#meta + (p << 3), len = i32[w + M_LEN];
       if (i32[w + M_KIND] === K_CACHED && i32[w + M_OWNER] === token) {
@@ -986,10 +1040,17 @@ export class SharedHeap {
     this.#unlock();
     for (const offset of large) {
       const page = (offset - this.#pageBase) >> PAGE_SHIFT;
-      bytes += i32[this.#meta + (page << 3) + M_LEN] * PAGE;
-      blocks++;
+      const w = this.#meta + (page << 3);
       this.#lock("reclaim");
-      this.#releaseSpan(page);
+      // Freed by another thread meanwhile (a hand-off left out of `keep`):
+      // that free released it already.
+      if (
+        Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) === K_LARGE
+      ) {
+        bytes += i32[w + M_LEN] * PAGE;
+        blocks++;
+        this.#releaseSpan(page);
+      }
       this.#unlock();
     }
     Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
@@ -1135,7 +1196,8 @@ export class SharedHeap {
       },
       free: {
         value: (byteOffset: number): void => {
-          const length = this.#open ? this.#find(byteOffset) : undefined;
+          // Junk only a block this call will free: not through a closed heap.
+          const length = this.isOpen ? this.#find(byteOffset) : undefined;
           if (length !== undefined) {
             this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
           }
@@ -1296,7 +1358,7 @@ export class SharedHeap {
       }
     }
     let page = this.#takePages(SLAB_PAGES, K_SLAB);
-    if (page < 0 && this.#giveBack()) {
+    if (page < 0 && this.#couldFit(SLAB_PAGES) && this.#giveBack()) {
       page = this.#takePages(SLAB_PAGES, K_SLAB);
     }
     if (page < 0) return 0;
@@ -1388,14 +1450,41 @@ export class SharedHeap {
   }
 
   /** Owner: takes an empty slab off its class list and frees its pages. */
-  #releaseSlab(cls: number, slab: number): void {
+  #releaseSlab(cls: number, slab: number): boolean {
+    // The lock first: a free that empties a slab is done already, and a
+    // busy core only keeps the empty slab in the list for later.
+    if (this.#tryLock() !== 0) return false;
     const list = this.#slabs[cls];
     list.splice(list.indexOf(slab), 1);
     if (this.#cur[cls] === slab) this.#cur[cls] = list[list.length - 1];
     if (this.#spare[cls] === slab) this.#spare[cls] = 0;
-    this.#lock("free");
     this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
     this.#unlock();
+    return true;
+  }
+
+  /**
+   * Whether `pages` could fit once `#giveBack` ran: the
+   * core's free pages, this arena's cache and spare slabs and every return
+   * list together are enough. A request that cannot fit anyway fails without
+   * emptying the caches (a refused call changes nothing).
+   */
+  #couldFit(pages: number): boolean {
+    const i32 = this.#i32;
+    let total = Atomics.load(i32, (this.#base >> 2) + H_FREE_PAGES) +
+      this.#cache.pages;
+    for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
+      if (this.#spare[cls] !== 0) total += SLAB_PAGES;
+    }
+    for (let arena = 0; arena < MAX_ARENAS && total < pages; arena++) {
+      if (Atomics.load(i32, this.#returnsAt(arena)) > 0) {
+        total += Math.max(
+          0,
+          Atomics.load(i32, this.#returnsAt(arena) + R_PAGES),
+        );
+      }
+    }
+    return total >= pages;
   }
 
   /**
@@ -1409,11 +1498,11 @@ export class SharedHeap {
     let any = this.#cache.spans !== 0;
     // Spans other arenas' owners have not taken back yet: any thread may.
     for (let arena = 0; arena < MAX_ARENAS; arena++) {
-      const head = this.#takeList(arena);
-      if (head > 0) {
-        this.#releaseReturns(arena, head);
-        any = true;
-      }
+      if (Atomics.load(this.#i32, this.#returnsAt(arena)) <= 0) continue;
+      this.#lock("allocate");
+      const released = this.#releaseReturnsLocked(arena, this.#takeList(arena));
+      this.#unlock();
+      if (released) any = true;
     }
     this.#trimBudget(0);
     for (let cls = 0; cls < CLASS_SIZES.length; cls++) {
@@ -1423,8 +1512,7 @@ export class SharedHeap {
         spare !== 0 && this.#slabs[cls].length >= 2 &&
         this.#i32[(spare >> 2) + S_USED] === 0
       ) {
-        this.#releaseSlab(cls, spare);
-        any = true;
+        if (this.#releaseSlab(cls, spare)) any = true;
       }
     }
     return any;
@@ -1447,9 +1535,10 @@ export class SharedHeap {
         ) !== OWNER_ABANDONED
       ) return;
       this.#collect(slab);
-      if (i32[s + S_USED] === 0) {
+      // The lock before the owner word changes: with the core busy the slab
+      // stays abandoned (the next free into it settles it), never ownerless.
+      if (i32[s + S_USED] === 0 && this.#tryLock() === 0) {
         Atomics.store(i32, s + S_OWNER, 0);
-        this.#lock("free");
         this.#releaseSpan((slab - this.#pageBase) >> PAGE_SHIFT);
         this.#unlock();
         return;
@@ -1493,7 +1582,7 @@ export class SharedHeap {
       this.#trimBudget(this.#fairShare());
     }
     let page = this.#takePages(pages, K_LARGE);
-    if (page < 0 && this.#giveBack()) {
+    if (page < 0 && this.#couldFit(pages) && this.#giveBack()) {
       page = this.#takePages(pages, K_LARGE);
     }
     if (page < 0) return undefined;
@@ -1567,8 +1656,22 @@ export class SharedHeap {
     for (;;) {
       const head = Atomics.load(i32, r);
       if (head === RETURNS_CLOSED) {
-        // The owner left meanwhile: the span goes to the core.
-        this.#lock("free");
+        // The owner left meanwhile: the span goes to the core. A busy core
+        // refuses the free as if it never started.
+        const holder = this.#tryLock();
+        if (holder !== 0) {
+          Atomics.store(i32, w + M_KIND, K_LARGE);
+          i32[a + A_LIVE_BLOCKS]++;
+          i32[a + A_LIVE_BYTES] += len * PAGE;
+          throw new HeapBusyError(
+            `Cannot free ${
+              this.#pageBase + page * PAGE
+            }: the shared core lock stayed held by arena ${
+              holder & 63
+            } for ${this.#timeoutMs} ms`,
+            holder & 63,
+          );
+        }
         this.#releaseSpan(page);
         this.#unlock();
         return true;
@@ -1578,8 +1681,14 @@ export class SharedHeap {
     }
     // A list its owner does not take (it allocates no large blocks now)
     // stays bounded: past the cache limit, the pusher gives it to the core.
-    if (Atomics.add(i32, r + R_PAGES, len) + len > this.#returnLimit) {
-      this.#releaseReturns(arena, this.#takeList(arena));
+    // (With the core busy the list stays over its bound for a while: the
+    // free is done.)
+    if (
+      Atomics.add(i32, r + R_PAGES, len) + len > this.#returnLimit &&
+      this.#tryLock() === 0
+    ) {
+      this.#releaseReturnsLocked(arena, this.#takeList(arena));
+      this.#unlock();
     }
     return true;
   }
@@ -1601,20 +1710,24 @@ export class SharedHeap {
     }
   }
 
-  /** Any thread: gives the spans of a taken return list to the core. */
-  #releaseReturns(arena: number, head: number): void {
-    if (head <= 0) return;
+  /**
+   * Any thread, under the core lock: gives the spans of a taken return list
+   * to the core.
+   *
+   * @returns Whether any span went back.
+   */
+  #releaseReturnsLocked(arena: number, head: number): boolean {
+    if (head <= 0) return false;
     const i32 = this.#i32;
     let pages = 0;
-    this.#lock("free");
     while (head > 0) {
       const page = head - 1;
       head = i32[this.#meta + (page << 3) + M_NEXT];
       pages += i32[this.#meta + (page << 3) + M_LEN];
       this.#releaseSpan(page);
     }
-    this.#unlock();
     Atomics.sub(i32, this.#returnsAt(arena) + R_PAGES, pages);
+    return true;
   }
 
   /**
@@ -1661,10 +1774,12 @@ export class SharedHeap {
     const share = this.#fairShare();
     const want = Math.min(share, this.#cache.pages * 2);
     if (this.#cacheLimit < want) this.#reserve(want - this.#cacheLimit);
+    // After a free (done already): a busy core leaves the spans cached
+    // for now instead of failing the free.
     if (this.#cache.pages > this.#cacheLimit) {
-      this.#flushCache(this.#cacheLimit >> 1);
+      this.#flushCache(this.#cacheLimit >> 1, false);
     }
-    if (this.#cacheLimit > share) this.#trimBudget(share);
+    if (this.#cacheLimit > share) this.#trimBudget(share, false);
   }
 
   /** The caches' total budget over the arenas attached now (a plain read: a hint). */
@@ -1691,11 +1806,13 @@ export class SharedHeap {
    * Owner: shrinks its budget to `pages`, flushing the cache down to it
    * first, so that the cache never holds more than the budget it has.
    */
-  #trimBudget(pages: number): void {
-    this.#flushCache(pages);
-    const extra = this.#cacheLimit - pages;
+  #trimBudget(pages: number, wait = true): void {
+    this.#flushCache(pages, wait);
+    // What a busy core kept in the cache keeps its budget.
+    const target = Math.max(pages, this.#cache.pages);
+    const extra = this.#cacheLimit - target;
     if (extra <= 0) return;
-    this.#setBudget(pages);
+    this.#setBudget(target);
     Atomics.add(this.#i32, (this.#base >> 2) + H_CACHE_POOL, extra);
   }
 
@@ -1704,11 +1821,15 @@ export class SharedHeap {
     Atomics.store(this.#i32, this.#returnsAt(this.#arena) + R_BUDGET, pages);
   }
 
-  /** Gives cached spans back to the core, oldest first, down to `keep` pages. */
-  #flushCache(keep: number): void {
+  /**
+   * Gives cached spans back to the core, oldest first, down to `keep`
+   * pages. With `wait` false, a busy core leaves the cache as it is.
+   */
+  #flushCache(keep: number, wait = true): void {
     const cache = this.#cache;
     if (cache.pages <= keep) return;
-    this.#lock("free");
+    if (wait) this.#lock("free");
+    else if (this.#tryLock() !== 0) return;
     while (cache.pages > keep) {
       const page = cache.takeOldest();
       if (page < 0) break; // only if the index was corrupted: never loop
@@ -1748,10 +1869,24 @@ export class SharedHeap {
     this.#lock("allocate");
     const i32 = this.#i32, m = this.#meta;
     const h = this.#base >> 2;
-    // Good fit in O(1): the first non-empty bin whose every span fits.
-    let bin = binOf(pages);
-    if (pages >= 4 && binBase(bin) !== pages) bin++;
-    const found = this.#firstBin(bin);
+    // Good fit in O(1): the first non-empty bin whose every span fits; else
+    // a span of the request's own bin that fits (found by a walk: only when
+    // every larger bin is empty, near the end of the memory).
+    const fit = binOf(pages);
+    const bin = pages >= 4 && binBase(fit) !== pages ? fit + 1 : fit;
+    let found = this.#firstBin(bin);
+    if (found < 0 && bin !== fit) {
+      for (
+        let p = i32[h + H_BINS + fit];
+        p !== -1;
+        p = i32[m + (p << 3) + M_NEXT]
+      ) {
+        if (i32[m + (p << 3) + M_LEN] >= pages) {
+          found = p;
+          break;
+        }
+      }
+    }
     if (found < 0) {
       this.#unlock();
       return -1;
@@ -1848,40 +1983,54 @@ export class SharedHeap {
   }
 
   #lock(what: string): void {
+    const holder = this.#tryLock();
+    if (holder !== 0) {
+      throw new HeapBusyError(
+        `Cannot ${what}: the shared core lock stayed held by arena ${
+          holder & 63
+        } for ${this.#timeoutMs} ms`,
+        holder & 63,
+      );
+    }
+  }
+
+  /**
+   * Takes the core lock, waiting up to the time limit.
+   *
+   * @returns 0, or the holder's token when the wait timed out (nothing
+   * taken): for work that follows a change already made (a free), which
+   * must not report a failure it did not have.
+   */
+  #tryLock(): number {
     const i32 = this.#i32, w = (this.#base >> 2) + H_LOCK;
     if (Atomics.compareExchange(i32, w, 0, this.#token) === 0) {
       i32[this.#arenaWord + A_LOCKS]++;
-      return;
+      return 0;
     }
-    this.#lockSlow(what, w);
+    const holder = this.#lockSlow(w);
+    if (holder !== 0) return holder;
     i32[this.#arenaWord + A_LOCKS]++;
     i32[this.#arenaWord + A_LOCK_WAITS]++;
+    return 0;
   }
 
-  #lockSlow(what: string, w: number): void {
+  #lockSlow(w: number): number {
     const i32 = this.#i32, token = this.#token;
     for (let spin = 0; spin < 2000; spin++) {
       if (
         Atomics.load(i32, w) === 0 &&
         Atomics.compareExchange(i32, w, 0, token) === 0
-      ) return;
+      ) return 0;
     }
     const deadline = Date.now() + this.#timeoutMs;
     const waiters = (this.#base >> 2) + H_WAITERS;
     for (;;) {
       const holder = Atomics.load(i32, w);
       if (holder === 0) {
-        if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+        if (Atomics.compareExchange(i32, w, 0, token) === 0) return 0;
         continue;
       }
-      if (Date.now() > deadline) {
-        throw new HeapBusyError(
-          `Cannot ${what}: the shared core lock stayed held by arena ${
-            holder & 63
-          } for ${this.#timeoutMs} ms`,
-          holder & 63,
-        );
-      }
+      if (Date.now() > deadline) return holder;
       if (CAN_BLOCK) {
         Atomics.add(i32, waiters, 1);
         i32[this.#arenaWord + A_LOCK_SLEEPS]++;
@@ -1910,9 +2059,9 @@ export class SharedHeap {
     }
   }
 
-  #throwNotBlock(byteOffset: number, why: string): never {
+  #throwNotBlock(byteOffset: number, why: string, what = "free"): never {
     throw new InvalidArgumentError(
-      `Cannot free ${
+      `Cannot ${what} ${
         describeValue(byteOffset)
       }: not a block of heap ${this.heapId} (${why}; pages are [${this.#pageBase}, ${
         this.#pageBase + this.#pages * PAGE
@@ -1938,6 +2087,21 @@ export class SharedHeap {
       },
     );
   }
+}
+
+/** Pages of a heap whose header is at `base` and which ends at `end`. */
+function pagesOf(base: number, end: number): number {
+  let pages = Math.floor(
+    (end - base - HEADER_BYTES - PAGE) / (PAGE + META_WORDS * 4),
+  );
+  while (pages > 0 && pageBaseOf(base, pages) + pages * PAGE > end) pages--;
+  return Math.max(pages, 0);
+}
+
+/** Byte offset of page 0 of a heap at `base` with `pages` pages. */
+function pageBaseOf(base: number, pages: number): number {
+  return Math.ceil((base + HEADER_BYTES + META_WORDS * 4 * pages) / PAGE) *
+    PAGE;
 }
 
 /** Smallest span length of a bin (inverse of `binOf` on bin bases). */

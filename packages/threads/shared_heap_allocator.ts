@@ -25,13 +25,33 @@ import {
   dtypeInfo,
   Storage,
 } from "@allot/storage";
-import { ForeignHeapError } from "./errors.ts";
+import { ForeignHeapError, HeapClosedError } from "./errors.ts";
 import { SHARED_MAX_BYTE_END, SharedHeap } from "./shared_heap.ts";
 
-/** Bytes in front of every allocation: magic, reference count, length, heap. */
+/**
+ * Bytes in front of every allocation: magic, reference count, length, heap,
+ * the allocation's nonce and the bits of the descriptors in flight.
+ */
 export const SHARED_HEADER_BYTES: number = 64;
 const BLOCK_MAGIC = 0x73686172; // "shar"
-const W_MAGIC = 0, W_REFS = 1, W_LENGTH = 2, W_HEAP = 3;
+const W_MAGIC = 0, W_REFS = 1, W_LENGTH = 2, W_HEAP = 3, W_NONCE = 4;
+/** First word of the in-flight bitmap: one bit per descriptor not yet taken. */
+const W_TICKETS = 5;
+const TICKET_WORDS = (SHARED_HEADER_BYTES >> 2) - W_TICKETS;
+/** Most descriptors of one allocation in flight at once. */
+export const SHARED_MAX_IN_FLIGHT: number = TICKET_WORDS * 32;
+
+// Nonces of allocations: a xorshift stream seeded at random, so that a
+// descriptor of a freed block never matches the block's next allocation.
+let nonceState = crypto.getRandomValues(new Uint32Array(1))[0] | 1;
+function nextNonce(): number {
+  let x = nonceState;
+  x ^= x << 13;
+  x ^= x >>> 17;
+  x ^= x << 5;
+  nonceState = x;
+  return (x & 0x7fffffff) | 1;
+}
 
 /**
  * A {@linkcode Buffer} in flight between Workers: post it with
@@ -59,6 +79,13 @@ export interface SharedBufferDescriptor<D extends Dtype = Dtype> {
   readonly strides: readonly number[];
   /** Offset of the view, in elements. */
   readonly offset: number;
+  /** The allocation's nonce: a descriptor of a freed block is refused. */
+  readonly nonce: number;
+  /**
+   * This descriptor's slot among the allocation's descriptors in flight:
+   * receiving or discarding takes it, so a second receive is refused.
+   */
+  readonly ticket: number;
 }
 
 /**
@@ -141,6 +168,8 @@ export class SharedHeapAllocator
     const w = block >> 2, i32 = this.#i32;
     i32[w + W_LENGTH] = byteLength;
     i32[w + W_HEAP] = this.#heap.heapId;
+    i32[w + W_NONCE] = nextNonce();
+    i32.fill(0, w + W_TICKETS, w + W_TICKETS + TICKET_WORDS);
     Atomics.store(i32, w + W_REFS, 1);
     Atomics.store(i32, w + W_MAGIC, BLOCK_MAGIC);
     return this.#pointer(block, byteLength);
@@ -174,6 +203,8 @@ export class SharedHeapAllocator
    * @returns The descriptor, to post.
    * @throws {ForeignHeapError} When the storage is not in this heap.
    * @throws {UseAfterFreeError} When the buffer was released.
+   * @throws {InvalidArgumentError} When `SHARED_MAX_IN_FLIGHT` descriptors
+   * of this storage are in flight already (none received or discarded).
    */
   share<D extends Dtype>(buffer: Buffer<D>): SharedBufferDescriptor<D> {
     if (!(buffer instanceof Buffer)) {
@@ -186,6 +217,7 @@ export class SharedHeapAllocator
       throw new UseAfterFreeError("Cannot share a released buffer");
     }
     const block = this.#blockOf(buffer, "share");
+    const ticket = this.#takeTicket(block);
     Atomics.add(this.#i32, (block >> 2) + W_REFS, 1);
     const view = buffer.view;
     return {
@@ -197,6 +229,8 @@ export class SharedHeapAllocator
       shape: view.shape,
       strides: view.strides,
       offset: view.offset,
+      nonce: this.#i32[(block >> 2) + W_NONCE],
+      ticket,
     };
   }
 
@@ -208,14 +242,20 @@ export class SharedHeapAllocator
    * @param descriptor What {@linkcode SharedHeapAllocator.share} returned.
    * @returns A buffer over the same bytes; release it like any buffer.
    * @throws {ForeignHeapError} When the descriptor names another heap.
-   * @throws {UseAfterFreeError} When the bytes were already freed.
+   * @throws {UseAfterFreeError} When the bytes were already freed (even if
+   * the block was allocated again since).
+   * @throws {DoubleFreeError} When the descriptor was already received or
+   * discarded.
    * @throws {InvalidArgumentError} When the descriptor is malformed.
    * @throws {ShapeError} When the view does not fit the storage.
+   * @throws {HeapClosedError} When this allocator's handle was detached or
+   * the heap closed (the descriptor stays unreceived).
    */
   receive<D extends Dtype>(
     descriptor: SharedBufferDescriptor<D>,
   ): Buffer<D> {
     const block = this.#checkDescriptor(descriptor, "receive");
+    this.#checkOpen("receive");
     dtypeInfo(descriptor.dtype);
     for (const name of ["shape", "strides"] as const) {
       const value = descriptor[name];
@@ -232,13 +272,20 @@ export class SharedHeapAllocator
       strides: [...descriptor.strides],
       offset: descriptor.offset,
     });
+    this.#claimTicket(block, descriptor, "receive");
     const ptr = this.#pointer(block, descriptor.byteLength);
-    const storage = IntrusivePtr.make(new Storage(ptr, { allocator: this }));
     try {
+      const storage = IntrusivePtr.make(new Storage(ptr, { allocator: this }));
       return new Buffer(storage, { dtype: descriptor.dtype, view });
     } catch (error) {
-      // The descriptor's reference stays with the caller: undo ours.
+      // The descriptor's reference stays with the caller: undo ours and
+      // give its ticket back, so it can still be received or discarded.
       ptr.releaseContext();
+      Atomics.or(
+        this.#i32,
+        (block >> 2) + W_TICKETS + (descriptor.ticket >> 5),
+        1 << (descriptor.ticket & 31),
+      );
       throw error;
     }
   }
@@ -250,9 +297,54 @@ export class SharedHeapAllocator
    * @param descriptor The descriptor.
    * @throws {ForeignHeapError} When it names another heap.
    * @throws {UseAfterFreeError} When the bytes were already freed.
+   * @throws {DoubleFreeError} When the descriptor was already received or
+   * discarded.
+   * @throws {HeapClosedError} When this allocator's handle was detached or
+   * the heap closed (the descriptor keeps its reference).
    */
   discard(descriptor: SharedBufferDescriptor): void {
-    this.#unref(this.#checkDescriptor(descriptor, "discard"));
+    const block = this.#checkDescriptor(descriptor, "discard");
+    this.#checkOpen("discard");
+    this.#claimTicket(block, descriptor, "discard");
+    this.#unref(block);
+  }
+
+  /** A free slot in the block's in-flight bitmap, set (compare-exchange). */
+  #takeTicket(block: number): number {
+    const i32 = this.#i32, w = (block >> 2) + W_TICKETS;
+    for (let k = 0; k < TICKET_WORDS; k++) {
+      for (;;) {
+        const bits = Atomics.load(i32, w + k);
+        if (bits === -1) break;
+        const bit = ~bits & (bits + 1);
+        if (Atomics.compareExchange(i32, w + k, bits, bits | bit) === bits) {
+          return k * 32 + (31 - Math.clz32(bit));
+        }
+      }
+    }
+    throw new InvalidArgumentError(
+      `Cannot share shared block ${block}: ${SHARED_MAX_IN_FLIGHT} descriptors of it are in flight (receive or discard some first)`,
+      {
+        name: "descriptors in flight",
+        value: SHARED_MAX_IN_FLIGHT + 1,
+        limit: SHARED_MAX_IN_FLIGHT,
+      },
+    );
+  }
+
+  /** Clears the descriptor's slot; refuses a slot taken already. */
+  #claimTicket(
+    block: number,
+    d: SharedBufferDescriptor,
+    what: string,
+  ): void {
+    const w = (block >> 2) + W_TICKETS + (d.ticket >> 5);
+    const bit = 1 << (d.ticket & 31);
+    if ((Atomics.and(this.#i32, w, ~bit) & bit) === 0) {
+      throw new DoubleFreeError(
+        `Cannot ${what} the descriptor of shared block ${block} (ticket ${d.ticket}): it was already received or discarded`,
+      );
+    }
   }
 
   #pointer(
@@ -268,7 +360,18 @@ export class SharedHeapAllocator
     );
   }
 
+  // A handle that cannot free refuses before the count drops: dropping it
+  // and then failing to free would leak the block with no reference left.
+  #checkOpen(what: string): void {
+    if (!this.#heap.isOpen) {
+      throw new HeapClosedError(
+        `Cannot ${what} a shared buffer through a detached handle or a closed heap (heap ${this.#heap.heapId}): its shared reference count is unchanged`,
+      );
+    }
+  }
+
   #unref(block: number): void {
+    this.#checkOpen("release");
     const w = (block >> 2) + W_REFS;
     const before = Atomics.sub(this.#i32, w, 1);
     if (before === 1) {
@@ -333,10 +436,29 @@ export class SharedHeapAllocator
         { name: "block", value: block, limit: end },
       );
     }
+    if (!Number.isSafeInteger(d.nonce)) {
+      throw new InvalidArgumentError(
+        `Cannot ${what}: nonce must be an integer, received ${
+          describeValue(d.nonce)
+        } (a descriptor made by share())`,
+        { name: "nonce", value: d.nonce, limit: "integer" },
+      );
+    }
     const w = block >> 2, i32 = this.#i32;
     if (
+      Atomics.load(i32, w + W_MAGIC) === BLOCK_MAGIC &&
+      i32[w + W_HEAP] !== this.#heap.heapId
+    ) {
+      throw new ForeignHeapError(
+        `Cannot ${what} shared block ${block}: it belongs to heap ${
+          i32[w + W_HEAP]
+        }, not heap ${this.#heap.heapId}`,
+      );
+    }
+    if (
       Atomics.load(i32, w + W_MAGIC) !== BLOCK_MAGIC ||
-      Atomics.load(i32, w + W_REFS) <= 0
+      Atomics.load(i32, w + W_REFS) <= 0 ||
+      i32[w + W_NONCE] !== d.nonce
     ) {
       if (freedOk) return -1;
       throw new UseAfterFreeError(
@@ -349,6 +471,19 @@ export class SharedHeapAllocator
           i32[w + W_LENGTH]
         }, received ${describeValue(d.byteLength)}`,
         { name: "byteLength", value: d.byteLength, limit: i32[w + W_LENGTH] },
+      );
+    }
+    const ticket = d.ticket;
+    if (
+      !freedOk &&
+      !(Number.isInteger(ticket) && ticket >= 0 &&
+        ticket < SHARED_MAX_IN_FLIGHT)
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} shared block ${block}: ticket must be an integer in [0, ${SHARED_MAX_IN_FLIGHT}), received ${
+          describeValue(ticket)
+        }`,
+        { name: "ticket", value: ticket, limit: SHARED_MAX_IN_FLIGHT },
       );
     }
     return block;

@@ -155,9 +155,9 @@ window.addEventListener("resize", draw);
   if (w.recordedPeakReservedBytes !== undefined && w.recordedPeakReservedBytes !== null) rows.push(["your app (recorded)", w.recordedPeakReservedBytes, w.recordedBuffersCreated, "", ""]);
   for (const p of w.policies) rows.push([p.name, p.peakReservedBytes, p.buffersCreated, p.buffersCreatedAfterFirstStep, p.error ? "error: " + p.error : p.nsPerOp.toFixed(0)]);
   const mine = w.recordedPeakReservedBytes, allot = w.policies.find((p) => p.name === "allot-caching");
-  el.innerHTML = (mine && allot ? "<p><b>Your app held " + fmt(mine) + "; allot's default would hold " + fmt(allot.peakReservedBytes) + "</b> (peak live " + fmt(live) + ", " + w.allocations + " allocations, " + w.usage + " buffers).</p>" : "") +
+  el.innerHTML = (mine && allot ? "<p><b>Your app held " + fmt(mine) + "; allot's default would hold " + fmt(allot.peakReservedBytes) + "</b> (peak live " + fmt(live) + ", " + esc(w.allocations) + " allocations, " + esc(w.usage) + " buffers).</p>" : "") +
     '<table id="whatif-table"><thead><tr><th>policy</th><th>peak held</th><th>held / live</th><th>buffers created</th><th>after 1st step</th><th>ns / op</th></tr></thead><tbody>' +
-    rows.map((r) => "<tr><td>" + esc(r[0]) + "</td><td>" + fmt(r[1]) + "</td><td>" + (live ? (r[1] / live).toFixed(2) : "") + "</td><td>" + r[2] + "</td><td>" + r[3] + "</td><td>" + esc(r[4]) + "</td></tr>").join("") + "</tbody></table>";
+    rows.map((r) => "<tr><td>" + esc(r[0]) + "</td><td>" + fmt(r[1]) + "</td><td>" + (live ? (r[1] / live).toFixed(2) : "") + "</td><td>" + esc(r[2]) + "</td><td>" + esc(r[3]) + "</td><td>" + esc(r[4]) + "</td></tr>").join("") + "</tbody></table>";
 })();
 legend(); draw();
 window.__reportReadyMs = performance.now();

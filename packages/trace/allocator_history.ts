@@ -47,6 +47,11 @@ export interface SnapshotLike {
  * or segment was dropped from the history are left out, so the result always
  * validates.
  *
+ * @throws {InvalidArgumentError} When the snapshot has no history array, an
+ * entry's address, byte length or requested length is not a non-negative
+ * safe integer, its time is not a finite number, its tag or stack is not a
+ * string, the dropped count is not a count, or `source` is not a string.
+ *
  * @example
  * ```ts
  * import { CachingAllocator } from "@allot/caching";
@@ -80,6 +85,22 @@ export function fromAllocatorSnapshot(
   const stackIds = new Map<string, number>();
   let next = 0, last = 0;
   const dropped = snapshot.droppedEntries ?? snapshot.dropped ?? 0;
+  if (!Number.isSafeInteger(dropped) || dropped < 0) {
+    throw new InvalidArgumentError(
+      `Cannot convert a snapshot: its dropped count must be a non-negative integer, received ${
+        describeValue(dropped)
+      }`,
+      { name: "droppedEntries", value: dropped, limit: "a count" },
+    );
+  }
+  if (source !== undefined && typeof source !== "string") {
+    throw new InvalidArgumentError(
+      `Cannot convert a snapshot: source must be a string, received ${
+        describeValue(source)
+      }`,
+      { name: "source", value: source, limit: "a string" },
+    );
+  }
   if (dropped > 0) events.push({ t: 0, op: "dropped", count: dropped });
   const stackOf = (t: number, s: string | undefined): number | undefined => {
     if (!s) return undefined;
@@ -91,7 +112,9 @@ export function fromAllocatorSnapshot(
     }
     return sid;
   };
-  for (const h of snapshot.history) {
+  for (let i = 0; i < snapshot.history.length; i++) {
+    const h = snapshot.history[i];
+    _checkEntry(h, i);
     const t = Math.max(last, Math.round(h.timeMs * 1000) / 1000);
     last = t;
     const extra = (s: number | undefined) => ({
@@ -156,4 +179,39 @@ export function fromAllocatorSnapshot(
     },
     events,
   };
+}
+
+function _checkEntry(h: unknown, i: number): void {
+  const bad = (field: string, value: unknown, rule: string): never => {
+    throw new InvalidArgumentError(
+      `Cannot convert a snapshot: history[${i}].${field} must be ${rule}, received ${
+        describeValue(value)
+      }`,
+      { name: `history[${i}].${field}`, value, limit: rule },
+    );
+  };
+  if (h === null || typeof h !== "object") bad("", h, "an entry object");
+  const e = h as Record<string, unknown>;
+  for (const field of ["address", "byteLength"]) {
+    const v = e[field];
+    if (!Number.isSafeInteger(v) || (v as number) < 0) {
+      bad(field, v, "a non-negative integer");
+    }
+  }
+  const requested = e.requestedByteLength;
+  if (
+    requested !== undefined &&
+    (!Number.isSafeInteger(requested) || (requested as number) < 0)
+  ) {
+    bad("requestedByteLength", requested, "a non-negative integer");
+  }
+  if (typeof e.timeMs !== "number" || !Number.isFinite(e.timeMs)) {
+    bad("timeMs", e.timeMs, "a finite number");
+  }
+  for (const field of ["tag", "stack", "action"]) {
+    const v = e[field];
+    if ((v !== undefined || field === "action") && typeof v !== "string") {
+      bad(field, v, "a string");
+    }
+  }
 }

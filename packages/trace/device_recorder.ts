@@ -116,6 +116,16 @@ export function recordDevice<D extends DeviceLike>(
   const origCreate = device.createBuffer;
   const origSubmit = queue.submit;
   const origWrite = queue.writeBuffer;
+  const ownSubmit = Object.hasOwn(queue, "submit");
+  const ownWrite = Object.hasOwn(queue, "writeBuffer");
+  // A buffer's own methods, read before they are wrapped: a buffer whose
+  // methods are its own properties (not its prototype's) keeps working.
+  const methods = new WeakMap<object, BufferLike>();
+  const method = <K extends "destroy" | "mapAsync" | "unmap">(
+    buffer: BufferLike,
+    key: K,
+  ): BufferLike[K] =>
+    (methods.get(buffer) ?? Object.getPrototypeOf(buffer) as BufferLike)[key];
 
   function note(call: string, err: unknown): void {
     recorder.push(
@@ -130,9 +140,8 @@ export function recordDevice<D extends DeviceLike>(
   }
 
   function destroy(this: BufferLike): void {
-    const proto = Object.getPrototypeOf(this) as BufferLike;
     try {
-      proto.destroy.call(this);
+      method(this, "destroy").call(this);
     } catch (err) {
       note("destroy", err);
       throw err;
@@ -148,23 +157,32 @@ export function recordDevice<D extends DeviceLike>(
     mode: number,
     ...rest: [number?, number?]
   ): Promise<void> {
-    const proto = Object.getPrototypeOf(this) as BufferLike;
     const id = ids.get(this);
     if (id !== undefined) {
       const bits = typeof mode === "number" ? mode >>> 0 : 0;
       recorder.push({ op: "map", id, mode: bits }, false);
     }
+    let mapped: Promise<void>;
     try {
-      return proto.mapAsync.call(this, mode, ...rest);
+      mapped = method(this, "mapAsync").call(this, mode, ...rest);
     } catch (err) {
       note("mapAsync", err);
       throw err;
     }
+    // A map that fails later (the buffer was destroyed, the device lost) is
+    // noted too; the caller still gets the same rejection.
+    if (
+      mapped === null || typeof mapped !== "object" ||
+      typeof mapped.then !== "function"
+    ) return mapped;
+    return mapped.then(undefined, (err) => {
+      note("mapAsync", err);
+      throw err;
+    });
   }
   function unmap(this: BufferLike): void {
-    const proto = Object.getPrototypeOf(this) as BufferLike;
     try {
-      proto.unmap.call(this);
+      method(this, "unmap").call(this);
     } catch (err) {
       note("unmap", err);
       throw err;
@@ -199,7 +217,13 @@ export function recordDevice<D extends DeviceLike>(
           );
         }
       }
-      const b = buffer as unknown as Record<string, unknown>;
+      const b = buffer as unknown as BufferLike & Record<string, unknown>;
+      const own = {
+        destroy: b.destroy,
+        mapAsync: b.mapAsync,
+        unmap: b.unmap,
+      } as BufferLike;
+      methods.set(buffer, own);
       b.destroy = destroy;
       b.mapAsync = mapAsync;
       b.unmap = unmap;
@@ -302,8 +326,11 @@ export function recordDevice<D extends DeviceLike>(
       if (stopped) return;
       stopped = true;
       for (const k of PATCHED) delete d[k];
-      delete q.submit;
-      delete q.writeBuffer;
+      // a queue whose methods were its own gets them back, not deleted
+      if (ownSubmit) q.submit = origSubmit;
+      else delete q.submit;
+      if (ownWrite) q.writeBuffer = origWrite;
+      else delete q.writeBuffer;
     },
   };
 }

@@ -95,7 +95,9 @@ export function parseTrace(text: string): Trace {
       { name: "text", value: text, limit: "a string" },
     );
   }
-  const lines = text.split("\n");
+  // a byte order mark (an editor's) is not part of the header line
+  const lines = (text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
+    .split("\n");
   let first = 0;
   while (first < lines.length && lines[first].trim() === "") first++;
   if (first >= lines.length) fail(0, "empty text: no header line");

@@ -2,6 +2,9 @@ import { describeValue, InvalidArgumentError } from "@allot/core";
 import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
 import { TraceRecorder } from "./trace_recorder.ts";
 
+/** Pools being recorded now: a second recording would wrap the first. */
+const _recording = new WeakSet<object>();
+
 /**
  * The shape of a runtime's buffer pool that hands out whole device buffers:
  * TF.js's WebGPU `BufferManager` (`backend.bufferManager`) has it.
@@ -20,6 +23,11 @@ export interface BufferPoolLike {
  * runtime asked for), beside the device's `create` / `destroy` (what it
  * held). Patches the pool instance's `acquireBuffer` / `releaseBuffer`;
  * returns a function that restores them. Errors pass through unchanged.
+ *
+ * @throws {InvalidArgumentError} When `pool` lacks the two methods, is
+ * already being recorded, or `recording` is not what `recordDevice()`
+ * returns. The function returned stops recording and gives the pool its own
+ * methods back.
  *
  * @example TF.js's WebGPU backend
  * ```ts ignore
@@ -60,10 +68,19 @@ export function recordBufferPool<D extends DeviceLike>(
       { name: "recording", value: recording, limit: "a DeviceRecording" },
     );
   }
+  if (_recording.has(pool)) {
+    throw new InvalidArgumentError(
+      "Cannot record a pool: it is already recorded (stop that recording first)",
+      { name: "pool", value: pool, limit: "a pool not yet recorded" },
+    );
+  }
   const { recorder } = recording;
   const live = new Map<unknown, number>();
   const acquire = pool.acquireBuffer;
   const release = pool.releaseBuffer;
+  const ownAcquire = Object.hasOwn(pool, "acquireBuffer");
+  const ownRelease = Object.hasOwn(pool, "releaseBuffer");
+  _recording.add(pool);
   const p = pool as unknown as Record<string, unknown>;
   p.acquireBuffer = function (
     this: BufferPoolLike,
@@ -112,8 +129,15 @@ export function recordBufferPool<D extends DeviceLike>(
     }
     return out;
   };
+  let stopped = false;
   return () => {
-    delete p.acquireBuffer;
-    delete p.releaseBuffer;
+    if (stopped) return;
+    stopped = true;
+    _recording.delete(pool);
+    // a pool whose methods were its own gets them back, not deleted
+    if (ownAcquire) p.acquireBuffer = acquire;
+    else delete p.acquireBuffer;
+    if (ownRelease) p.releaseBuffer = release;
+    else delete p.releaseBuffer;
   };
 }

@@ -22,8 +22,12 @@ export function _checkReplayReport(r: unknown): ReplayReport {
       badReport(`${k} must be a number or undefined`, o[k]);
     }
   }
-  for (const k of ["usage", "from"] as const) {
-    if (typeof o[k] !== "string") badReport(`${k} must be a string`, o[k]);
+  // written into the report's page: only the values a replay gives
+  if (o.usage !== "all" && o.usage !== "storage") {
+    badReport('usage must be "all" or "storage"', o.usage);
+  }
+  if (o.from !== "alloc" && o.from !== "create") {
+    badReport('from must be "alloc" or "create"', o.from);
   }
   if (!Array.isArray(o.policies)) {
     badReport("policies must be an array", o.policies);
@@ -54,6 +58,11 @@ export function _checkReplayReport(r: unknown): ReplayReport {
   return o;
 }
 
+/** held/live, or "-" when nothing was live (0/0 printed "NaN"). */
+function ratio(held: number, live: number): string {
+  return live > 0 ? (held / live).toFixed(2) : "-";
+}
+
 /** A plain-text side-by-side table of a replay. */
 export function formatReplay(r: ReplayReport): string {
   _checkReplayReport(r);
@@ -69,7 +78,7 @@ export function formatReplay(r: ReplayReport): string {
     rows.push([
       "your app (recorded)",
       formatBytes(r.recordedPeakReservedBytes),
-      (r.recordedPeakReservedBytes / r.peakRequestedBytes).toFixed(2),
+      ratio(r.recordedPeakReservedBytes, r.peakRequestedBytes),
       String(r.recordedBuffersCreated),
       "",
       "",
@@ -80,7 +89,7 @@ export function formatReplay(r: ReplayReport): string {
       p.error ? [p.name, "error: " + p.error, "", "", "", ""] : [
         p.name,
         formatBytes(p.peakReservedBytes),
-        (p.peakReservedBytes / r.peakRequestedBytes).toFixed(2),
+        ratio(p.peakReservedBytes, r.peakRequestedBytes),
         String(p.buffersCreated),
         String(p.buffersCreatedAfterFirstStep),
         p.nsPerOp.toFixed(0),

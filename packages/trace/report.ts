@@ -1,4 +1,4 @@
-import { validateObject } from "@allot/core";
+import { validateFlag, validateObject } from "@allot/core";
 import { memoryTimeline } from "./memory_timeline.ts";
 import { parseTrace } from "./parse_trace.ts";
 import { type ReplayOptions, replayTrace } from "./replay.ts";
@@ -36,6 +36,7 @@ export function memoryReport(
 ): string {
   validateObject(options, "options");
   const t = typeof trace === "string" ? parseTrace(trace) : trace;
-  const whatIf = options.replay === false ? undefined : replayTrace(t, options);
+  const replay = validateFlag(options.replay, "replay", true);
+  const whatIf = replay ? replayTrace(t, options) : undefined;
   return reportHtml(memoryTimeline(t), { whatIf, title: options.title });
 }

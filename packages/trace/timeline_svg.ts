@@ -43,12 +43,16 @@ export function tagGroups(tl: MemoryTimeline, most = PALETTE.length - 1): {
   _checkTimeline(tl);
   validateInteger(most, 0, PALETTE.length - 1, "most");
   const weight = new Float64Array(tl.tags.length + 1);
+  const used = new Uint8Array(tl.tags.length + 1);
   for (const a of tl.allocations) {
     const live = a.start <= tl.peakLiveAt && a.end > tl.peakLiveAt;
     weight[a.tag + 1] += a.size * (live ? 1e6 : 1);
+    used[a.tag + 1] = 1;
   }
-  const order = [...weight.keys()].filter((k) => weight[k] > 0)
-    .sort((a, b) => weight[b] - weight[a]);
+  // every tag that has an allocation is ranked, zero-byte ones last: a
+  // zero-byte allocation never lands in another tag's group
+  const order = [...weight.keys()].filter((k) => used[k] !== 0)
+    .sort((a, b) => weight[b] - weight[a] || a - b);
   const top = order.slice(0, most);
   const rank = new Map(top.map((k, i) => [k, i]));
   const names = top.map((k) => (k === 0 ? "(no tag)" : tl.tags[k - 1]));

@@ -27,6 +27,7 @@
  * @module
  */
 
+import { InvalidArgumentError } from "@allot/core";
 import { validateTrace } from "./parse_trace.ts";
 
 /** The `format` field of the header line. */
@@ -206,10 +207,42 @@ export interface Trace {
   readonly events: readonly TraceEvent[];
 }
 
-/** Writes a trace as JSON Lines (header first, one event a line, a final newline). */
+/**
+ * Writes a trace as JSON Lines (header first, one event a line, a final
+ * newline).
+ *
+ * @throws {TraceFormatError} When the trace does not validate.
+ * @throws {InvalidArgumentError} When the header or an event has a `toJSON`
+ * method (what is written would not be what was validated) or a field JSON
+ * cannot hold (a BigInt, a cycle).
+ */
 export function formatTrace(trace: Trace): string {
   validateTrace(trace);
-  const lines = [JSON.stringify(trace.header)];
-  for (const e of trace.events) lines.push(JSON.stringify(e));
+  const lines = [_line(trace.header, "header")];
+  const events = trace.events;
+  for (let i = 0; i < events.length; i++) {
+    lines.push(_line(events[i], `events[${i}]`));
+  }
   return lines.join("\n") + "\n";
+}
+
+function _line(value: unknown, name: string): string {
+  const frames = (value as { frames?: unknown }).frames;
+  const parts = Array.isArray(frames) ? [value, ...frames] : [value];
+  let why: string | undefined;
+  if (
+    parts.some((p) => typeof (p as { toJSON?: unknown }).toJSON === "function")
+  ) {
+    why = "it has a toJSON method";
+  } else {
+    try {
+      return JSON.stringify(value);
+    } catch (error) {
+      why = `JSON cannot hold it (${(error as Error)?.message})`;
+    }
+  }
+  throw new InvalidArgumentError(
+    `Cannot write a trace: ${name} is not plain JSON data: ${why}`,
+    { name, value, limit: "plain JSON data" },
+  );
 }

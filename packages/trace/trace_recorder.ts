@@ -13,6 +13,20 @@ import {
   type TraceHeader,
 } from "./trace_format.ts";
 
+const _PUSH_OPS: ReadonlySet<string> = new Set([
+  "create",
+  "destroy",
+  "alloc",
+  "free",
+  "submit",
+  "map",
+  "unmap",
+  "write",
+  "step",
+  "error",
+  "dropped",
+]);
+
 /** Which events get a captured stack. */
 export type StackCapture = "allocations" | "all" | "none";
 
@@ -82,7 +96,23 @@ export class TraceRecorder {
         );
       }
     }
-    if (options.meta !== undefined) validateObject(options.meta, "meta");
+    let meta: Record<string, unknown> | undefined;
+    if (options.meta !== undefined) {
+      validateObject(options.meta, "meta");
+      // a copy, taken now: a later change to the caller's object, or a
+      // value JSON cannot hold, never reaches the header
+      try {
+        meta = JSON.parse(JSON.stringify(options.meta));
+      } catch (error) {
+        throw new InvalidArgumentError(
+          `Invalid meta: must be plain JSON data (${
+            (error as Error)?.message
+          })`,
+          { name: "meta", value: options.meta, limit: "plain JSON data" },
+        );
+      }
+      validateObject(meta, "meta");
+    }
     this.#stacks = stacks;
     this.#capture = capture;
     this.#now = now;
@@ -92,7 +122,7 @@ export class TraceRecorder {
       version: TRACE_VERSION,
       ...(options.source !== undefined ? { source: options.source } : {}),
       created: new Date().toISOString(),
-      ...(options.meta !== undefined ? { meta: options.meta } : {}),
+      ...(meta !== undefined ? { meta } : {}),
     };
   }
 
@@ -173,17 +203,35 @@ export class TraceRecorder {
    * Appends an event (time and tag filled in); with `allocation` true a stack
    * is captured when the options ask for one. `skip` drops that many extra
    * frames of the caller's own.
+   *
+   * @throws {InvalidArgumentError} When `event` is not an object with a
+   * known `op` (a `"stack"` event is the recorder's own); nothing is
+   * recorded. The event's own `t` never replaces the recorder's clock.
    */
   push(
     event: { op: TraceEvent["op"]; [k: string]: unknown },
     allocation: boolean,
     skip = 0,
   ): void {
+    if (
+      typeof event !== "object" || event === null ||
+      !_PUSH_OPS.has(event.op as string)
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot record an event: must be an object with a known "op", received ${
+          describeValue(
+            typeof event === "object" && event !== null ? event.op : event,
+          )
+        }`,
+        { name: "event", value: event, limit: [..._PUSH_OPS].join(", ") },
+      );
+    }
     let t = Math.round((this.#clock(this.#t0) - this.#t0) * 1000) / 1000;
     // a clock that goes back (or lies) never makes time go back in the trace
     if (!(t >= this.#last) || !Number.isFinite(t)) t = this.#last;
     this.#last = t;
     const e: Record<string, unknown> = { t, ...event };
+    e.t = t; // the event's own "t" could make time go back
     if (this.#tag !== undefined) e.tag = this.#tag;
     if (
       this.#stacks === "all" || (allocation && this.#stacks === "allocations")

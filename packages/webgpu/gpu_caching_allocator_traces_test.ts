@@ -16,7 +16,7 @@ import { readRecordedTrace } from "../trace/_test_traces.ts";
 const CEILINGS: Record<string, number> = {
   "onnxruntime-web/mlp-varbatch.jsonl.gz": 1.0069,
   "tfjs-webgpu/cnn-training.jsonl.gz": 1.1624,
-  "tfjs-webgpu/kv-decode.jsonl.gz": 1.0476,
+  "tfjs-webgpu/kv-decode.jsonl.gz": 1.0502,
   "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": 1.0036,
   "tfjs-webgpu/mobilenet-inference.jsonl.gz": 1.0098,
   "tfjs-webgpu/transformer-varlen.jsonl.gz": 1.0408,
