@@ -1028,9 +1028,13 @@ function runModel(
             before,
             "a refused alloc changed the heap",
           );
+          // No false out-of-memory: a refused request could not surely fit
+          // (one granule at least, plus the alignment's slack).
+          const need = Math.max(op.n, 1) +
+            Math.max(0, (op.align ?? 0) - heap.alignment);
           assert.ok(
-            op.n > heap.largestFreeBytes - (op.align ?? 0) ||
-              heap.byteLength < heap.maxByteLength,
+            need > heap.largestFreeBytes,
+            `refused ${op.n} bytes aligned to ${op.align} with ${heap.largestFreeBytes} free in one region`,
           );
           break;
         }
