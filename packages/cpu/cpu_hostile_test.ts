@@ -504,6 +504,82 @@ describe("CpuHeap edges", () => {
   }
 });
 
+describe("CpuHeap over a memory whose resize misbehaves (ArrayBuffer subclasses)", () => {
+  const max = 4 * 65536;
+  it("a resize that re-enters the heap: the inner growth is refused, no recursion, nothing corrupt", () => {
+    let heap: CpuHeap | undefined;
+    let calls = 0;
+    class Reentrant extends ArrayBuffer {
+      override resize(n: number): void {
+        if (++calls > 50) throw new Error("resize recursed");
+        const inner = heap!.tryAlloc(64); // no growth needed
+        assert.equal(heap!.tryAlloc(150_000), undefined); // needs growth
+        if (inner !== undefined) heap!.free(inner);
+        super.resize(n);
+      }
+    }
+    heap = new CpuHeap(new Reentrant(65536, { maxByteLength: max }), {
+      maxByteLength: max,
+    });
+    const a = heap.alloc(60_000);
+    writePattern(heap.bytes(a, 60_000), 2);
+    const b = heap.alloc(100_000);
+    assert.ok(calls <= 2, `${calls} resizes for one growth`);
+    heap.checkIntegrity();
+    assert.ok(heap.byteLength <= (heap.memory as ArrayBuffer).byteLength);
+    writePattern(heap.bytes(b, 100_000), 3);
+    checkPattern(heap.bytes(a, 60_000), 2);
+  });
+
+  it("a resize that grows less than asked: the heap does not manage bytes the memory lacks", () => {
+    class Short extends ArrayBuffer {
+      override resize(n: number): void {
+        super.resize(Math.min(n, 65536 + 4096));
+      }
+    }
+    const memory = new Short(65536, { maxByteLength: max });
+    const heap = new CpuHeap(memory, { maxByteLength: max });
+    heap.alloc(60_000);
+    const before = state(heap);
+    assert.throws(() => heap.alloc(100_000), OutOfMemoryError);
+    assert.deepStrictEqual(state(heap), before);
+    assert.ok(heap.byteOffset + heap.byteLength <= memory.byteLength);
+    for (const block of heap.snapshot()) {
+      assert.ok(block.byteOffset + block.byteLength <= memory.byteLength);
+    }
+  });
+
+  it("a resize that throws (anything) or disposes the heap: a typed error, nothing handed out", () => {
+    class Throws extends ArrayBuffer {
+      override resize(_n: number): void {
+        throw 42;
+      }
+    }
+    const heap = new CpuHeap(new Throws(65536, { maxByteLength: max }), {
+      maxByteLength: max,
+    });
+    heap.alloc(60_000);
+    const before = state(heap);
+    assert.throws(() => heap.alloc(100_000), OutOfMemoryError);
+    assert.equal(heap.grow(65536), false);
+    assert.deepStrictEqual(state(heap), before);
+
+    let victim: CpuHeap | undefined;
+    class Disposes extends ArrayBuffer {
+      override resize(n: number): void {
+        victim!.dispose();
+        super.resize(n);
+      }
+    }
+    victim = new CpuHeap(new Disposes(65536, { maxByteLength: max }), {
+      maxByteLength: max,
+    });
+    victim.alloc(60_000);
+    assert.throws(() => victim!.alloc(100_000), AllotError);
+    assert.throws(() => victim!.alloc(8), InvalidArgumentError);
+  });
+});
+
 describe("CpuAllocator", () => {
   // `null` reads as "not given" for the options read with `??` (placement,
   // byteLength, maxByteLength, alignment), as in CpuHeap.

@@ -405,6 +405,7 @@ export class CpuHeap {
   #grows = 0;
   #largestCache = -1;
   #disposed = false;
+  #growing = false; // inside the memory's grow or resize
 
   /**
    * Creates a heap over a memory, or over a new `ArrayBuffer` of the given
@@ -2040,13 +2041,20 @@ export class CpuHeap {
 
   // Grows the region end to `endUnit` (or, if that fails, to `minEnd`).
   #growTo(endUnit: number, minEnd = endUnit): boolean {
-    if (endUnit > this.#maxEndUnit) return false;
-    if (!this.#growMemory(endUnit * this.alignment)) {
-      if (minEnd === endUnit || !this.#growMemory(minEnd * this.alignment)) {
-        return false;
-      }
-      endUnit = minEnd;
+    if (endUnit > this.#maxEndUnit || this.#growing) return false;
+    // The memory's resize may run user code (a subclass) that calls back
+    // into this heap: a growth from there is refused (it recursed, trying
+    // each size at every level), and a dispose from there wins.
+    this.#growing = true;
+    let grown: boolean;
+    try {
+      grown = this.#growMemory(endUnit * this.alignment) ||
+        (minEnd !== endUnit &&
+          this.#growMemory((endUnit = minEnd) * this.alignment));
+    } finally {
+      this.#growing = false;
     }
+    if (!grown || this.#disposed) return false;
     const oldEnd = this.#endUnit;
     const delta = endUnit - oldEnd;
     this.#lgResize(
@@ -2086,7 +2094,9 @@ export class CpuHeap {
         const sab = this.#buffer as SharedArrayBuffer;
         if (byteEnd > sab.byteLength) sab.grow(byteEnd);
       }
-      return true;
+      // A memory that grew less than asked (a subclass's resize) did not
+      // grow enough: managing bytes it lacks would hand them out.
+      return this.#buffer.byteLength >= byteEnd;
     } catch {
       return false;
     }
