@@ -25,9 +25,15 @@ const ID_MASK = 2 ** 30 - 1;
 // matches again only after many allocations.
 const FREE_SLOT_RESERVE = 256;
 
+// Each table starts its slots at another generation, so that the ids of two
+// allocators differ (an id passed to the wrong allocator is refused rather
+// than freeing that allocator's block of the same slot).
+let nextBase = 0;
+
 /** Live blocks by id. */
 export class _BlockIds<M> {
   #byId: (_Block<M> | undefined)[] = [];
+  #base = (nextBase++ & (ID_MASK >>> ID_SLOT_BITS)) * ID_SLOTS;
   // The next id of each free slot, a FIFO ring (an array that shrinks and
   // grows would reallocate its store: garbage on every hit).
   #freeIds = new Int32Array(1024);
@@ -48,9 +54,10 @@ export class _BlockIds<M> {
       this.#freeCount--;
       this.#byId[id & SLOT_MASK] = b;
     } else {
-      id = this.#byId.length;
-      if (id >= ID_SLOTS) return -1;
+      const slot = this.#byId.length;
+      if (slot >= ID_SLOTS) return -1;
       this.#byId.push(b);
+      id = slot + this.#base;
     }
     b.id = id;
     return id;

@@ -19,6 +19,11 @@ import {
 } from "@allot/core";
 import type { CachingAllocatorOptions } from "./caching_options.ts";
 import {
+  checkLeakDetector,
+  checkOptionalString,
+  checkSource,
+} from "./_check.ts";
+import {
   expandRoundupPower2Divisions,
   MIN_BLOCK_BYTE_LENGTH,
 } from "./round_size.ts";
@@ -128,6 +133,9 @@ export function _resolveCachingOptions<M>(
     requested,
     validateAlignment(source.alignment, 2 ** 30, "source.alignment"),
   );
+  const maxSegment = checkSource(source, granule);
+  checkOptionalString(options.label, "label");
+  checkLeakDetector(options.leakDetector);
   const smallMax = positive(
     options.smallRequestMaxByteLength,
     256 * 1024,
@@ -258,7 +266,7 @@ export function _resolveCachingOptions<M>(
     releaseRatio: expandable ? Infinity : releaseRatio,
     maxSplit,
     nonSplitRounding: nonSplit,
-    maxBlock: Math.floor(source.maxSegmentByteLength / granule) * granule,
+    maxBlock: Math.floor(maxSegment / granule) * granule,
     divisions: expanded.some((d) => d > 1) ? expanded : undefined,
     fraction,
     gcThreshold,

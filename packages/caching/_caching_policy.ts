@@ -23,7 +23,10 @@ import {
   AllotError,
   collectByAge,
   DeferredFrees,
+  describeValue,
+  DoubleFreeError,
   type Fence,
+  InvalidArgumentError,
   junkFill,
   PoolStats,
   type SegmentSource,
@@ -115,6 +118,8 @@ export class _CachingPolicy<M> {
   /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
   forgotten = 0;
   history: TraceRecorder | null = null;
+  /** Blocks whose streams' fences are being taken (re-entry is refused). */
+  releasing: _Block<M>[] = [];
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
   validate: () => void = () => _validateCaching(this);
   /** Tag of the enclosing `withTag()` scope (segment labels name it). */
@@ -193,13 +198,20 @@ export class _CachingPolicy<M> {
     let fences: Fence[] | null = null;
     let streamIds: number[] | null = null;
     if (b.streamUses !== null) {
-      // Take fences before changing anything: a stream may throw.
-      for (const stream of b.streamUses) {
-        const fence = stream.fence();
-        if (!completedOrThrew(fence)) {
-          (fences ??= []).push(fence);
-          (streamIds ??= []).push(stream.id);
+      // Take fences before changing anything: a stream may throw, or
+      // release this block again from inside fence() (refused).
+      if (this.releasing.includes(b)) throwReleasing(b);
+      this.releasing.push(b);
+      try {
+        for (const stream of b.streamUses) {
+          const fence = checkFence(stream.fence(), stream);
+          if (!completedOrThrew(fence)) {
+            (fences ??= []).push(fence);
+            (streamIds ??= []).push(stream.id);
+          }
         }
+      } finally {
+        this.releasing.pop();
       }
     }
     b.streamUses = null;
@@ -437,6 +449,8 @@ export class _CachingPolicy<M> {
     size: number,
     stream: Stream,
   ): _Block<M> | undefined {
+    // Beyond the allowed bytes even with the cache freed: refused as is.
+    if (size > this.allowedBytes) return undefined;
     if (this.gcThreshold > 0) this.garbageCollect();
     if (this.releaseRatio !== Infinity) {
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
@@ -514,12 +528,9 @@ export class _CachingPolicy<M> {
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
       // The ratio that would have kept it: reserved bytes now over need.
-      this.ghost(
-        b.segment.small,
-        b.size,
-        this.stats.reservedBytes / need,
-      );
-      _releaseSegment(this, b);
+      const keep = this.stats.reservedBytes / need;
+      const small = b.segment.small, bytes = b.size;
+      if (_releaseSegment(this, b)) this.ghost(small, bytes, keep);
     }
   }
 
@@ -614,17 +625,13 @@ export class _CachingPolicy<M> {
         blocks[i].streamId === streamId
       ) {
         const b = blocks[i--];
-        if (b.prev === null && b.next === null) {
-          released += b.size;
-          _releaseSegment(this, b);
-        }
+        const bytes = b.size;
+        if (_releaseSegment(this, b)) released += bytes;
       }
       return released >= key;
     }
     const b = blocks[i];
-    if (b.prev !== null || b.next !== null) return false;
-    _releaseSegment(this, b);
-    return true;
+    return _releaseSegment(this, b);
   }
 
   /**
@@ -667,10 +674,13 @@ export class _CachingPolicy<M> {
         }
       }
     }
-    collectByAge(candidates, ages, sizes, reserved - threshold, (b) => {
-      _releaseSegment(this, b);
-      return true;
-    });
+    collectByAge(
+      candidates,
+      ages,
+      sizes,
+      reserved - threshold,
+      (b) => _releaseSegment(this, b),
+    );
   }
 
   /** The pool that holds the free blocks of `seg`. */
@@ -743,6 +753,29 @@ const TINY_SHARES = 4;
 const MIN_SLACK = 1 / 32;
 /** Segments given back that are remembered (see `ghosts`). */
 const MAX_GHOSTS = 256;
+
+/** Refuses a release of `b` from inside one of its streams' `fence()`. */
+function throwReleasing(b: _Block<unknown>): never {
+  throw new DoubleFreeError(
+    `Cannot free the block at address ${b.address}: it is being freed (a stream's fence() released it again)`,
+  );
+}
+
+/** Refuses what a stream's `fence()` returned unless it is a fence. */
+function checkFence(fence: Fence, stream: Stream): Fence {
+  if (
+    typeof fence !== "object" || fence === null ||
+    typeof (fence as { wait?: unknown }).wait !== "function"
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot free a block used on stream ${stream.id}: its fence() returned ${
+        describeValue(fence)
+      }, not a fence (an object with completed and wait())`,
+      { name: "fence", value: fence, limit: "Fence" },
+    );
+  }
+  return fence;
+}
 
 /** A fence that throws counts as not complete: DeferredFrees reports it. */
 function completedOrThrew(fence: Fence): boolean {

@@ -16,6 +16,7 @@ import {
   resizeSegment,
   type Segment,
   type SegmentSource,
+  SegmentSourceError,
   type Stream,
 } from "@allot/core";
 import { type _Block, type _BlockPool, _Segment, FREE } from "./_block_pool.ts";
@@ -182,15 +183,54 @@ export function _trySegment<M>(
   const where = pool.small ? "small pool" : "large pool";
   const tag = p.tag === undefined ? "" : `, tag ${p.tag}`;
   p.segmentOptions.label = `${p.label} ${where}${tag}`;
-  return acquireSegment(p.source, segSize, size, p.segmentOptions);
+  const raw = acquireSegment(p.source, segSize, size, p.segmentOptions);
+  if (raw !== undefined) _checkNoOverlap(p, raw, segSize, size);
+  return raw;
 }
 
-/** Returns a whole free segment (in its pool) to the device. */
+/**
+ * Refuses a new segment over memory a live segment holds (a source that
+ * handed the same memory out twice: blocks of both would overlap). It is not
+ * given back: that would give back the live segment's memory. One pass over
+ * the segments, on a miss only.
+ */
+function _checkNoOverlap<M>(
+  p: _CachingPolicy<M>,
+  raw: Segment<M>,
+  segSize: number,
+  size: number,
+): void {
+  const start = raw.byteOffset, end = start + segSize;
+  for (const seg of p.segments) {
+    const held = seg.raw;
+    if (
+      held.memory === raw.memory && start < held.byteOffset + seg.byteLength &&
+      held.byteOffset < end
+    ) {
+      throw new SegmentSourceError(
+        `Cannot allocate ${size} bytes: the segment source of ${p.source.device} returned a segment (bytes ${start} to ${end}) that overlaps segment ${seg.id} (bytes ${held.byteOffset} to ${
+          held.byteOffset + seg.byteLength
+        } of the same memory)`,
+      );
+    }
+  }
+}
+
+/**
+ * Returns a whole free segment (in its pool) to the device. Returns false,
+ * doing nothing, when `b` is no longer a whole free segment of `p`: a
+ * source's `freeSegment()` may re-enter the allocator while a caller walks a
+ * list of candidates, and take one.
+ */
 export function _releaseSegment<M>(
   p: _CachingPolicy<M>,
   b: _Block<M>,
-): void {
+): boolean {
   const seg = b.segment;
+  if (
+    b.state !== FREE || b.prev !== null || b.next !== null ||
+    seg.head !== b || !p.segments.has(seg)
+  ) return false;
   const pool = p.poolOf(seg);
   pool.remove(b);
   p.segments.delete(seg);
@@ -218,6 +258,7 @@ export function _releaseSegment<M>(
     seg.raw,
     `segment ${seg.id} of ${seg.byteLength} bytes`,
   );
+  return true;
 }
 
 /**

@@ -6,8 +6,12 @@
  * @module
  */
 
-import { type Stream, UseAfterFreeError } from "@allot/core";
-import type { _Block } from "./_block_pool.ts";
+import {
+  InvalidArgumentError,
+  type Stream,
+  UseAfterFreeError,
+} from "@allot/core";
+import { _Block } from "./_block_pool.ts";
 import type { CachingAllocator } from "./caching_allocator.ts";
 
 /** The block of a handle (`null` once released), or `undefined` for a non-handle. */
@@ -78,6 +82,8 @@ export class CachedBlock<M = unknown> {
    * @param byteOffset Byte offset in the memory.
    * @param byteLength Bytes asked for.
    * @param stream The allocation stream.
+   * @throws {InvalidArgumentError} When `block` is not a block of a
+   * caching allocator (a handle made outside the allocator).
    */
   constructor(
     allocator: CachingAllocator<M>,
@@ -86,6 +92,7 @@ export class CachedBlock<M = unknown> {
     byteLength: number,
     stream: Stream,
   ) {
+    if (!(block instanceof _Block)) throwForged();
     this.allocator = allocator;
     this.#block = block;
     this.#byteOffset = byteOffset;
@@ -197,4 +204,11 @@ export class CachedBlock<M = unknown> {
       `Cannot read ${what} of ${this}: the block was released`,
     );
   }
+}
+
+function throwForged(): never {
+  throw new InvalidArgumentError(
+    "Cannot make a CachedBlock: only a CachingAllocator makes them (allocate())",
+    { name: "block", value: undefined, limit: "a block of a CachingAllocator" },
+  );
 }

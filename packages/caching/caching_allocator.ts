@@ -21,6 +21,7 @@ import {
   TraceRecorder,
   type TraceRecorderOptions,
   UseAfterFreeError,
+  validateFlag,
   validateObject,
 } from "@allot/core";
 import {
@@ -34,7 +35,7 @@ import { _checkFraction, _resolveCachingOptions } from "./_caching_config.ts";
 import { _throwCachingOom } from "./_caching_oom.ts";
 import { _CachingPolicy } from "./_caching_policy.ts";
 import { _validateCaching } from "./_caching_validate.ts";
-import { checkStream } from "./_check.ts";
+import { checkOptionalString, checkStream } from "./_check.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import {
   _blockOf,
@@ -414,7 +415,10 @@ export class CachingAllocator<M = unknown> {
    * {@linkcode CachingAllocator.blockByteOffset} and
    * {@linkcode CachingAllocator.blockMemory}; free it with
    * {@linkcode CachingAllocator.freeById}. A freed id is refused until its
-   * slot has been reused 1,024 times (after 256 other ids each time).
+   * slot has been reused 1,024 times (after 256 other ids each time). Each
+   * allocator numbers its ids from another generation, so an id passed to
+   * the wrong allocator is refused too (unless that allocator's slot has
+   * reached the same generation: ids are numbers, not handles).
    * The block lives on the default stream and is not watched by a leak
    * detector.
    *
@@ -447,6 +451,7 @@ export class CachingAllocator<M = unknown> {
         byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
       ? (byteLength + this.#granuleMask) & ~this.#granuleMask
       : this.#roundSizeSlow(byteLength);
+    if (this.#ids.full) this.#throwIdsFull(byteLength); // before any change
     if (this.#p.deferred.count > 0) this.#p.deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#p.small
@@ -458,7 +463,6 @@ export class CachingAllocator<M = unknown> {
     if (found === undefined) {
       _throwCachingOom(this.#p, byteLength, size, DEFAULT_STREAM, this.#p.tag);
     }
-    if (this.#ids.full) this.#throwIdsFull(byteLength);
     return this.#ids.add(
       this.#p.take(found, pool, size, byteLength, this.#p.tag),
     );
@@ -609,13 +613,19 @@ export class CachingAllocator<M = unknown> {
     _setReleaseHandle(<M>(h: CachedBlock<M>, b: _Block<M>): void => {
       const a = h.allocator;
       a.#p.release(b); // may throw (a stream's fence()): still live
-      a.#leaks?.forget(h);
+      if (a.#leaks !== undefined) a.#forget(h);
     });
   }
 
   #release(block: CachedBlock<M> | null, b: _Block<M>): void {
     this.#p.release(b); // may throw (a stream's fence()): still live
-    if (block !== null) this.#leaks?.forget(block);
+    if (block !== null && this.#leaks !== undefined) this.#forget(block);
+  }
+
+  /** Tells the leak detector; the handle is released first (it may throw). */
+  #forget(handle: CachedBlock<M>): void {
+    _detach(handle);
+    this.#leaks!.forget(handle);
   }
 
   /**
@@ -735,6 +745,8 @@ export class CachingAllocator<M = unknown> {
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
     validateObject(options, "options");
+    checkOptionalString(options.title, "title");
+    validateFlag(options.abbreviated, "abbreviated", false);
     return formatMemorySummary(this.memoryStats(), {
       title: `${this.label} on ${this.device}`,
       ...options,
@@ -845,13 +857,23 @@ export class CachingAllocator<M = unknown> {
       requested,
       stream,
     );
-    if (this.#leaks !== undefined) {
-      this.#leaks.watch(handle, {
-        label: `${this.label} block of ${requested} bytes on ${this.device}`,
+    if (this.#leaks !== undefined) this.#watch(handle, b);
+    return handle;
+  }
+
+  /** Hands `handle` to the leak detector; frees its block if that throws. */
+  #watch(handle: CachedBlock<M>, b: _Block<M>): void {
+    try {
+      this.#leaks!.watch(handle, {
+        label:
+          `${this.label} block of ${handle.byteLength} bytes on ${this.device}`,
         byteLength: b.size,
       });
+    } catch (error) {
+      this.#p.release(b); // (no stream recorded yet: straight back)
+      _detach(handle);
+      throw error;
     }
-    return handle;
   }
 }
 

@@ -46,10 +46,19 @@ export type RoundupPower2Divisions = number | readonly number[];
 export function expandRoundupPower2Divisions(
   divisions: RoundupPower2Divisions,
 ): number[] {
-  const list = typeof divisions === "number" ? [divisions] : [...divisions];
-  if (list.length === 0 || list.length > POWER2_DIVISION_INTERVALS) {
+  if (typeof divisions !== "number" && !Array.isArray(divisions)) {
     throw new InvalidArgumentError(
-      `Invalid roundupPower2Divisions: must hold 1 to ${POWER2_DIVISION_INTERVALS} entries, received ${list.length}`,
+      `Invalid roundupPower2Divisions: must be a number or an array, received ${
+        describeValue(divisions)
+      }`,
+      { name: "roundupPower2Divisions", value: divisions, limit: "array" },
+    );
+  }
+  // (the length checked before copying: a huge array is refused as is)
+  const length = typeof divisions === "number" ? 1 : divisions.length;
+  if (length === 0 || length > POWER2_DIVISION_INTERVALS) {
+    throw new InvalidArgumentError(
+      `Invalid roundupPower2Divisions: must hold 1 to ${POWER2_DIVISION_INTERVALS} entries, received ${length}`,
       {
         name: "roundupPower2Divisions",
         value: divisions,
@@ -57,6 +66,7 @@ export function expandRoundupPower2Divisions(
       },
     );
   }
+  const list = typeof divisions === "number" ? [divisions] : [...divisions];
   for (const d of list) {
     if (
       !Number.isSafeInteger(d) || d < 0 || d > 2 ** 20 ||

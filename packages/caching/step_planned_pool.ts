@@ -32,7 +32,7 @@ import {
   validateByteLength,
   validateFlag,
 } from "@allot/core";
-import { type _PlanItem, _planStep } from "./_step_plan.ts";
+import { type _PlanItem, _PlanMemo } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
 import {
   _before,
@@ -151,6 +151,14 @@ const _ARENA_SLACK = 0.01;
 /** Unfollowed plans counted at most: at most 2^5 steps between plans. */
 const _MAX_BACKOFF = 6;
 
+/**
+ * Planned requests a request may skip to find its match (see `#place`),
+ * and requests in a row the plan may lack before the step leaves it.
+ */
+const _RESYNC = 64;
+/** See `_RESYNC`. */
+const _LOST = 4;
+
 /** Steps whose peak live bytes bound the bytes kept. */
 const _WINDOW = 64;
 
@@ -230,15 +238,29 @@ export class StepPlannedPool<M = unknown> {
   /** the plan the current step follows, and the last plans made */
   #plan: _Plan | undefined;
   #plans: _Plan[] = [];
+  /** layouts laid out lately, by their input (see `_PlanMemo`) */
+  #memo = new _PlanMemo();
   /** the latest kept plan per key of its first requests (see `_key`) */
   #byKey = new Map<number, _Plan>();
   #recSize: number[] = [];
   #recStart: number[] = [];
   #recEnd: number[] = [];
+  /** the key of the step's first `#keyCount` requests (`#prefixKey`) */
+  #keyCount = 0;
+  #keyValue = _KEY0;
+  /** where each request of the step went in the arena (-1: elsewhere) */
+  #recAt: number[] = [];
   #op = 0;
   #misses = 0;
   /** whether this step's requests left every kept plan */
   #diverged = false;
+  /**
+   * The plan item of this step's next request less its index (requests
+   * the step skipped, less those the plan lacks; see `#place`), and the
+   * requests in a row the plan lacked.
+   */
+  #skew = 0;
+  #lost = 0;
   /** fresh plans unfollowed in a row, steps since the last plan */
   #unfollowed = 0;
   #sincePlan = 0;
@@ -511,6 +533,9 @@ export class StepPlannedPool<M = unknown> {
     if (block === undefined) {
       block = this.#place(item, size, arenaOk);
       if (block === undefined) return undefined;
+      // (the fast path records no offset: its plan has it, see `#fillAt`)
+      this.#fillAt(item);
+      this.#recAt.push(block._seg === this.#arena ? block._offset : -1);
     }
     block._free = false;
     block.requestedByteLength = byteLength;
@@ -546,18 +571,34 @@ export class StepPlannedPool<M = unknown> {
     let block: PlannedBlock<M> | undefined;
     const plan = this.#plan;
     if (arenaOk && plan !== undefined) {
-      if (item < plan.count && !this.#diverged) {
-        // the step follows the plan while each request is the planned one;
-        // once it does not, the rest of the step is served by best fit. A
-        // planned range still taken (a block that outlived its step) is one
-        // miss: the requests after it still go where the plan put them
+      if (!this.#diverged) {
+        // the step follows the plan while each request is the planned one.
+        // A request that is not the next planned one is matched with a
+        // later planned request of its size (the step skipped some: a
+        // training step after the first makes no optimizer state), else
+        // taken as one the plan lacks; the step leaves the plan (best fit
+        // for the rest) after `_LOST` of those in a row. A planned range
+        // still taken (a block that outlived its step) is one miss: the
+        // requests after it still go where the plan put them
         let p = plan;
-        if (size !== p.sizes[item]) p = this.#switch(item, size) ?? p;
-        const at = p.offsets[item];
-        if (size === p.sizes[item]) {
+        let j = item + this.#skew;
+        if (this.#skew === 0 && j < p.count && size !== p.sizes[j]) {
+          p = this.#switch(item, size) ?? p;
+        }
+        if (j >= p.count || size !== p.sizes[j]) {
+          j = this.#resync(p, j, size);
+          this.#misses++;
+        }
+        if (j >= 0) {
+          this.#skew = j - item;
+          this.#lost = 0;
+          const at = p.offsets[j];
           if (at >= 0) block = this.#carve(at, size);
           else arenaOk = false;
-        } else this.#diverged = true;
+        } else {
+          this.#skew--;
+          if (++this.#lost >= _LOST) this.#diverged = true;
+        }
         if (block === undefined && arenaOk) this.#misses++;
       } else this.#misses++;
     }
@@ -672,9 +713,14 @@ export class StepPlannedPool<M = unknown> {
       this.#recSize.length = 0;
       this.#recStart.length = 0;
       this.#recEnd.length = 0;
+      this.#recAt.length = 0;
+      this.#keyCount = 0;
+      this.#keyValue = _KEY0;
       this.#op = 0;
       this.#misses = 0;
       this.#diverged = false;
+      this.#skew = 0;
+      this.#lost = 0;
     }
   }
 
@@ -1003,7 +1049,7 @@ export class StepPlannedPool<M = unknown> {
     items: _PlanItem[],
     arena: _Seg<M> | undefined,
   ): { offsets: Float64Array; size: number } {
-    const plan = _planStep(items, this.#align);
+    const plan = this.#memo.plan(items, this.#align);
     if (
       arena === undefined || arena.liveBlocks === 0 || plan.size <= arena.size
     ) {
@@ -1011,7 +1057,7 @@ export class StepPlannedPool<M = unknown> {
     }
     // blocks outlived the step inside the arena, and it cannot move: plan
     // around them inside it; what does not fit is left to best fit
-    return _planStep(items, this.#align, arena.size);
+    return this.#memo.plan(items, this.#align, arena.size);
   }
 
   #replan(count: number): void {
@@ -1047,7 +1093,11 @@ export class StepPlannedPool<M = unknown> {
     let plan = this.#layOut(items, arena);
     if (
       pins !== undefined &&
-      items.some((it, k) => k < fixedFrom && it.fixed !== undefined)
+      items.some((it, k) => k < fixedFrom && it.fixed !== undefined) &&
+      // (no plan is smaller than the bytes live at once: a pinned plan
+      // within the slack of that needs no free one to compare with)
+      (arena!.liveBlocks > 0 ||
+        plan.size > _peakBytes(items) * (1 + _PIN_SLACK))
     ) {
       // pins are worth a little room, not more: a plan laid out freely that
       // is smaller by more than _PIN_SLACK is taken instead
@@ -1075,7 +1125,24 @@ export class StepPlannedPool<M = unknown> {
       // laid out inside it (what does not fit is left to best fit): a
       // larger arena gives back every free segment, which the blocks that
       // outlive their steps then miss, a segment each
-      plan = _planStep(items, this.#align, arena.size);
+      plan = this.#memo.plan(items, this.#align, arena.size);
+    }
+    if (fixedFrom === items.length && fixedFrom > 0) {
+      // the layout the step got in the arena (its blocks never overlapped)
+      // when smaller: greedy-by-size is no lower bound, and a step that
+      // skipped some of its plan's requests can come out larger
+      const at = this.#recAt;
+      let top = 0;
+      for (let k = 0; k < fixedFrom && top >= 0; k++) {
+        const o = at[index[k]] ?? -1;
+        top = o < 0 ? -1 : Math.max(top, o + items[k].size);
+      }
+      if (top >= 0 && alignUp(top, this.#align) < plan.size) {
+        plan = {
+          offsets: Float64Array.from(index, (i) => at[i]),
+          size: alignUp(top, this.#align),
+        };
+      }
     }
     const offsets = new Float64Array(count).fill(-1);
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
@@ -1139,12 +1206,16 @@ export class StepPlannedPool<M = unknown> {
       for (const b of kept) {
         if (b._offset < top && at < b._offset + b.byteLength) return pins;
       }
-      for (const j of taken) {
-        // j started before i: they collide when j is live at i's start
-        if (end[j] > start[i] && pins[j] < top && at < pins[j] + rec[j]) {
-          return pins;
-        }
+      // j started before i: they collide when j is live at i's start (one
+      // freed by then never collides with a later request: it goes)
+      let live = 0;
+      for (let r = 0; r < taken.length; r++) {
+        const j = taken[r];
+        if (end[j] <= start[i]) continue;
+        taken[live++] = j;
+        if (pins[j] < top && at < pins[j] + rec[j]) return pins;
       }
+      taken.length = live;
       pins[i] = at;
       taken.push(i);
     }
@@ -1158,9 +1229,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #switch(item: number, size: number): _Plan | undefined {
     const rec = this.#recSize;
-    let key = _KEY0;
-    for (let k = 0; k < item; k++) key = _key(key, rec[k]);
-    const plan = this.#byKey.get(_key(key, size));
+    const plan = this.#byKey.get(_key(this.#prefixKey(item), size));
     if (
       plan === undefined || plan === this.#plan || plan.count <= item ||
       plan.size > (this.#arena?.size ?? 0) || plan.sizes[item] !== size
@@ -1272,6 +1341,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #switchFast(item: number, size: number): _Plan | undefined {
     const old = this.#fast!;
+    this.#fillAt(item);
     const next = this.#switch(item, size);
     if (next === undefined) {
       this.#settle();
@@ -1313,12 +1383,68 @@ export class StepPlannedPool<M = unknown> {
    */
   #remadeTwice(count: number): boolean {
     const rec = this.#recSize;
-    let key = _KEY0;
-    for (let i = 0; i < count; i++) key = _key(key, rec[i]);
-    const plan = this.#byKey.get(key);
+    const plan = this.#byKey.get(this.#prefixKey(count));
     if (plan === undefined || plan.count !== count) return false;
     for (let i = 0; i < count; i++) if (plan.sizes[i] !== rec[i]) return false;
     return ++plan.remade > 2;
+  }
+
+  /**
+   * The first item of `plan` from `from` on (within `_RESYNC` items) that
+   * asks for `size` bytes and whose planned range is free now, or -1 (a
+   * block the plan kept out of the arena, one that outlived its step, is
+   * what a later step skips: optimizer state or weights made once).
+   */
+  #resync(plan: _Plan, from: number, size: number): number {
+    const end = Math.min(plan.count, from + _RESYNC);
+    for (let k = from; k < end; k++) {
+      if (plan.sizes[k] !== size) continue;
+      const at = plan.offsets[k];
+      if (at >= 0 && this.#isFree(at, size)) return k;
+    }
+    return -1;
+  }
+
+  /** Whether `[at, at + size)` of the arena is free (off the fast path). */
+  #isFree(at: number, size: number): boolean {
+    const free = this.#arenaFree;
+    let lo = 0, hi = free.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid]._offset <= at) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === 0) return false;
+    const block = free[lo - 1];
+    return block._offset + block.byteLength >= at + size;
+  }
+
+  /**
+   * The key (`_key`) of the step's first `count` requests, extended from
+   * the last one asked for (a step's switches ask in order: one pass over
+   * its requests in all).
+   */
+  #prefixKey(count: number): number {
+    if (count < this.#keyCount) {
+      this.#keyCount = 0;
+      this.#keyValue = _KEY0;
+    }
+    const rec = this.#recSize;
+    let key = this.#keyValue, k = this.#keyCount;
+    for (; k < count; k++) key = _key(key, rec[k]);
+    this.#keyCount = k;
+    return this.#keyValue = key;
+  }
+
+  /**
+   * Records where the step's requests before `item` went in the arena (see
+   * `#recAt`) for those served on the fast path: its plan's offsets (the
+   * fast path records none itself, and leaves its plan only through
+   * `#switchFast` and `#settle`, which call this first).
+   */
+  #fillAt(item: number): void {
+    const at = this.#recAt, fast = this.#fast;
+    for (let k = at.length; k < item; k++) at.push(fast?.offsets[k] ?? -1);
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
@@ -1336,6 +1462,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #settle(): void {
     if (this.#fast === undefined) return;
+    this.#fillAt(this.#recSize.length);
     this.#fast = undefined;
     const arena = this.#arena!;
     const live: PlannedBlock<M>[] = [];
@@ -1545,9 +1672,13 @@ export class StepPlannedPool<M = unknown> {
     const small = size <= _SMALL;
     if (small) {
       // small requests share segments of their own: a small block that
-      // outlives its step never pins a large free range
+      // outlives its step never pins a large free range (within the
+      // group's bound too: else an exact segment)
       const room = Math.max(size, alignUp(_SMALL_SEGMENT, this.#align));
-      if (this.#held + room <= limit + size) want = room;
+      if (
+        this.#held + room <= limit + size &&
+        (this.#group?._fits(room) ?? true)
+      ) want = room;
     } else {
       const roomy = _roomy(size, this.#align);
       if (roomy > size && this.#held + roomy <= limit + size && creeping) {
@@ -1736,6 +1867,29 @@ function _fit<M>(
     else hi = mid;
   }
   return free[lo];
+}
+
+/**
+ * The most bytes the items hold at once (their lives are op indices, from
+ * -1 on): no layout of them is smaller.
+ */
+function _peakBytes(items: readonly _PlanItem[]): number {
+  let last = 0;
+  for (const it of items) {
+    if (it.start > last) last = it.start;
+    if (it.end !== Infinity && it.end > last) last = it.end;
+  }
+  const delta = new Float64Array(last + 3);
+  for (const it of items) {
+    delta[it.start + 1] += it.size;
+    if (it.end !== Infinity) delta[it.end + 1] -= it.size;
+  }
+  let now = 0, peak = 0;
+  for (let t = 0; t < delta.length; t++) {
+    now += delta[t];
+    if (now > peak) peak = now;
+  }
+  return peak;
 }
 
 /** Set bits of a 32-bit integer. */

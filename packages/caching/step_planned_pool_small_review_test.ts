@@ -28,20 +28,20 @@ import { PlannedBlock, StepPlannedPool, StepPoolGroup } from "./mod.ts";
 import {
   assertDisjoint,
   checkPattern,
+  FaultySegmentSource,
   modelRuns,
+  type SegmentFault,
   writePattern,
 } from "../core/_test_faults.ts";
 
-type Fault =
-  | "refuse"
-  | "throw"
-  | "short"
-  | "misaligned"
-  | "overlap"
-  | "reenter";
+type Fault = "refuse" | "overlap" | Exclude<SegmentFault, "free-throws">;
 
-/** A segment source that keeps a ledger and lies when armed. */
-class LedgerSource implements SegmentSource<MockMemory> {
+/**
+ * The source under core's `FaultySegmentSource` (which throws, returns
+ * short or misaligned segments and re-enters when armed): keeps the ledger,
+ * and refuses or hands a live segment out again when armed.
+ */
+class Ledger implements SegmentSource<MockMemory> {
   readonly inner: MockSegmentSource;
   acquired = 0;
   released = 0;
@@ -49,13 +49,11 @@ class LedgerSource implements SegmentSource<MockMemory> {
   readonly live = new Set<Segment<MockMemory>>();
   /** memories of segments given back */
   readonly gone = new Set<MockMemory>();
-  armed: Fault | undefined;
+  armed: "refuse" | "overlap" | undefined;
   overlapsGiven = 0;
-  onReenter: (() => void) | undefined;
-  #lies = new Map<Segment<MockMemory>, Segment<MockMemory>>();
   #overlaps = new Set<Segment<MockMemory>>();
 
-  constructor(capacityBytes = 2 ** 30) {
+  constructor(capacityBytes: number) {
     this.inner = new MockSegmentSource({
       backed: true,
       alignment: 256,
@@ -74,11 +72,6 @@ class LedgerSource implements SegmentSource<MockMemory> {
   get capacityBytes(): number {
     return this.inner.capacityBytes;
   }
-  get liveBytes(): number {
-    let n = 0;
-    for (const s of this.live) n += s.byteLength;
-    return n;
-  }
 
   tryAllocateSegment(
     byteLength: number,
@@ -87,14 +80,11 @@ class LedgerSource implements SegmentSource<MockMemory> {
     const fault = this.armed;
     this.armed = undefined;
     if (fault === "refuse") return undefined;
-    if (fault === "throw") throw new Error("device lost");
-    if (fault === "reenter") this.onReenter?.();
     if (fault === "overlap" && this.live.size > 0) {
       // a live segment handed out again (same memory and range)
       const [first] = this.live;
       if (first.byteLength >= byteLength) {
         const lie = { ...first };
-        this.#lies.set(lie, first);
         this.#overlaps.add(lie);
         this.overlapsGiven++;
         return lie;
@@ -104,31 +94,61 @@ class LedgerSource implements SegmentSource<MockMemory> {
     if (segment === undefined) return undefined;
     this.acquired++;
     this.live.add(segment);
-    if (fault === "short" || fault === "misaligned") {
-      const lie = fault === "short"
-        ? { ...segment, byteLength: segment.byteLength >>> 1 }
-        : { ...segment, byteOffset: segment.byteOffset + 1 };
-      this.#lies.set(lie, segment);
-      return lie;
-    }
     return segment;
   }
 
   freeSegment(segment: Segment<MockMemory>): void {
-    const real = this.#lies.get(segment) ?? segment;
-    if (this.#overlaps.delete(segment)) {
-      // an overlapping lie given back: the real one stays live
-      this.#lies.delete(segment);
-      return;
-    }
-    if (!this.live.has(real)) {
+    // an overlapping lie given back: the real one stays live
+    if (this.#overlaps.delete(segment)) return;
+    if (!this.live.has(segment)) {
       throw new Error("freeSegment: not a live segment (double give-back)");
     }
-    this.#lies.delete(segment);
-    this.live.delete(real);
-    this.gone.add(real.memory);
+    this.live.delete(segment);
+    this.gone.add(segment.memory);
     this.released++;
-    this.inner.freeSegment(real);
+    this.inner.freeSegment(segment);
+  }
+}
+
+/** Core's faulty source over a {@linkcode Ledger}: one `armed` for both. */
+class LedgerSource extends FaultySegmentSource<MockMemory> {
+  readonly ledger: Ledger;
+  #armed: Fault | undefined;
+
+  constructor(capacityBytes = 2 ** 30) {
+    const ledger = new Ledger(capacityBytes);
+    super(ledger);
+    this.ledger = ledger;
+  }
+  get armed(): Fault | undefined {
+    return this.#armed;
+  }
+  /** Misbehaves on the next segment made (`undefined`: disarms). */
+  set armed(fault: Fault | undefined) {
+    this.#armed = fault;
+    const mine = fault === "refuse" || fault === "overlap";
+    this.ledger.armed = mine ? fault : undefined;
+    this.arm(mine ? undefined : fault);
+  }
+  get live(): Set<Segment<MockMemory>> {
+    return this.ledger.live;
+  }
+  get gone(): Set<MockMemory> {
+    return this.ledger.gone;
+  }
+  get acquired(): number {
+    return this.ledger.acquired;
+  }
+  get released(): number {
+    return this.ledger.released;
+  }
+  get overlapsGiven(): number {
+    return this.ledger.overlapsGiven;
+  }
+  get liveBytes(): number {
+    let n = 0;
+    for (const s of this.live) n += s.byteLength;
+    return n;
   }
 }
 
@@ -508,7 +528,7 @@ function runModel(
   for (const s of sources) {
     assert.equal(s.live.size, 0, "segment leaked at the source");
     assert.equal(s.acquired, s.released, "acquire != release");
-    assert.equal(s.inner.reservedBytes, 0);
+    assert.equal(s.ledger.inner.reservedBytes, 0);
   }
 }
 
@@ -832,14 +852,17 @@ describe("StepPlannedPool small segments review: refused calls", () => {
           held.splice(held.indexOf(h), 1);
         }
       };
+      // (the first step makes segments: its fault fires)
       for (let k = 0; k < 12; k++) {
-        step(k % 4 === 1 ? k % 8 : k % 4 === 3 ? -1 : 99);
+        step(k === 0 ? 1 : k % 4 === 1 ? k % 8 : k % 4 === 3 ? -1 : 99);
       }
       check([pool], [source], held, group, true);
       group.endStep();
       pool.dispose();
       assert.equal(source.live.size, 0, fault);
       assert.equal(source.acquired, source.released, fault);
+      // (core's faulty source fired the faults it shows)
+      if (fault !== "refuse") assert.ok(source.fired.get(fault)! > 0, fault);
     }
   });
 });
@@ -1048,6 +1071,30 @@ describe("StepPlannedPool small segments review: placement rules", () => {
       b.free(s);
       a.free(keep);
       group.endStep();
+    }
+  });
+
+  it("under a tight group bound with no arena a small request gets an exact segment, not a shared 2 KiB one", () => {
+    // (a pool that never ended a step has no arena to take it)
+    const group = new StepPoolGroup({ maxHeldRatio: 1 });
+    const a = new StepPlannedPool(mock(), { group });
+    const b = new StepPlannedPool(mock(), { group });
+    const keep = a.allocate(100_000);
+    const s = b.allocate(60);
+    assert.equal(b.arenaByteLength, 0);
+    // the bound is 1x live bytes: only the 256-byte alignment of the one
+    // block over it (a shared small segment held 2 KiB)
+    assert.equal(b.reservedBytes, 256);
+    assert.ok(group.reservedBytes <= 100_060 + 256 + 256);
+    // under a loose bound the small segment is shared
+    const loose = new StepPoolGroup({ maxHeldRatio: 2 });
+    const c = new StepPlannedPool(mock(), { group: loose });
+    const d = new StepPlannedPool(mock(), { group: loose });
+    const keep2 = c.allocate(100_000);
+    const t = d.allocate(60);
+    assert.equal(d.reservedBytes, 2048);
+    for (const [p, blk] of [[a, keep], [b, s], [c, keep2], [d, t]] as const) {
+      p.free(blk);
     }
   });
 

@@ -171,17 +171,17 @@ describe("StepPlannedPool on real runtime traces", () => {
   // All buffers through one pool per WebGPU usage in a StepPoolGroup (as
   // the bench's replay policy keeps them), one pass then warm passes: peak
   // held / peak live exact on mock sources, at most what the pools reach
-  // now (packages/webgpu/BENCHMARKS.md). cnn-training stays above 1.10: its
-  // storage layout (one per step) needs the step's peak plus both
-  // generations of the weights that take turns outside it (about 1.097 of
-  // peak live), and the upload arena (98 KiB, used every step, cannot carry
-  // STORAGE) sits on top of it
+  // now (packages/webgpu/BENCHMARKS.md). cnn-training's second step (no
+  // optimizer state made) follows the first step's plan past the requests
+  // it skips (it fell back to best fit and held 1.114); mobilenet-inference
+  // paid 0.3% for it (a temporary the size of a weight next to it in the
+  // first step is taken for the weight and kept out of the arena)
   const allBuffers: Record<string, [onePass: number, warm: number]> = {
     "onnxruntime-web/mlp-varbatch": [1.090, 1.100],
-    "tfjs-webgpu/cnn-training": [1.115, 1.115],
+    "tfjs-webgpu/cnn-training": [1.07, 1.07],
     "tfjs-webgpu/kv-decode": [1.042, 1.102],
     "tfjs-webgpu/mobilenet-224-batch2": [1.013, 1.013],
-    "tfjs-webgpu/mobilenet-inference": [1.011, 1.011],
+    "tfjs-webgpu/mobilenet-inference": [1.015, 1.015],
     "tfjs-webgpu/transformer-varlen": [1.015, 1.015],
   };
   for (const [name, [onePass, warm]] of Object.entries(allBuffers)) {

@@ -831,18 +831,37 @@ export class CpuHeap {
    * `byteOffset` (freed twice, or never allocated here); nothing changes.
    */
   free(byteOffset: number): void {
-    let b = -1;
-    if (
-      typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset &&
-      (byteOffset & this.#granuleMask) === 0
-    ) {
-      b = this.#liveTake((byteOffset >>> this.#shift) | 0);
-    }
-    if (b < 0) {
-      b = this.#lookupSlow(byteOffset, "free");
-      this.#liveTake(this.#rec[b + R_START]);
-    }
+    // The live-block lookup is written here rather than in a helper (free is
+    // its only caller): Node 20's optimizing compiler charges every inlined
+    // helper's bytecode to one budget per function (920 bytes), and a
+    // helper left over is a real call.
+    const unit = typeof byteOffset === "number" &&
+        (byteOffset >>> 0) === byteOffset &&
+        (byteOffset & this.#granuleMask) === 0
+      ? (byteOffset >>> this.#shift) | 0
+      : this.#rec[this.#lookupSlow(byteOffset, "free") + R_START];
+    // Take the block off its hash chain.
     const rec = this.#rec;
+    const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
+    let b = this.#buckets[h];
+    if (b >= 0 && rec[b + R_START] === unit) {
+      this.#buckets[h] = rec[b + R_FNEXT];
+    } else {
+      let chain = b;
+      b = -1;
+      while (chain >= 0) {
+        const next = rec[chain + R_FNEXT];
+        if (next >= 0 && rec[next + R_START] === unit) {
+          rec[chain + R_FNEXT] = rec[next + R_FNEXT];
+          b = next;
+          break;
+        }
+        chain = next;
+      }
+      // Throws: no live block starts there.
+      if (b < 0) this.#lookupSlow(byteOffset, "free");
+    }
+    this.#liveCount--;
     const bytes = rec[b + R_SIZE] * this.alignment;
     this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
@@ -1447,28 +1466,6 @@ export class CpuHeap {
     return b;
   }
 
-  #liveTake(unit: number): number {
-    const rec = this.#rec;
-    const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
-    let b = this.#buckets[h];
-    if (b < 0) return -1;
-    if (rec[b + R_START] === unit) {
-      this.#buckets[h] = rec[b + R_FNEXT];
-      this.#liveCount--;
-      return b;
-    }
-    for (;;) {
-      const prev = b;
-      b = rec[b + R_FNEXT];
-      if (b < 0) return -1;
-      if (rec[b + R_START] === unit) {
-        rec[prev + R_FNEXT] = rec[b + R_FNEXT];
-        this.#liveCount--;
-        return b;
-      }
-    }
-  }
-
   #rehash(): void {
     const old = this.#buckets;
     const buckets = new Int32Array(old.length * 2).fill(-1);
@@ -1522,11 +1519,8 @@ export class CpuHeap {
 
   #removeFree(b: number): void {
     const idx = this.#rec[b + R_CLASS];
-    if (idx === NO_CLASS) {
-      this.#smallUnlink(b, this.#lastUnit(b), this.#rec[b + R_SIZE]);
-      return;
-    }
-    this.#unlink(b, idx);
+    if (idx === NO_CLASS) this.#smallRemove(b);
+    else this.#unlink(b, idx);
     if (b === this.#lgLowRec) this.#lgDrop();
   }
 
@@ -1544,6 +1538,12 @@ export class CpuHeap {
     this.#small.link(this.#rec, b, last, size);
     this.#freeRegions++;
     this.#largestCache = -1;
+  }
+
+  // Takes free block `b` off the small index (kept out of #removeFree, whose
+  // bytecode alloc's inlining budget holds with #unlink's only this way).
+  #smallRemove(b: number): void {
+    this.#smallUnlink(b, this.#lastUnit(b), this.#rec[b + R_SIZE]);
   }
 
   // Takes free block `b`, listed as `size` units ending at `last`, off the
@@ -1986,15 +1986,28 @@ export class CpuHeap {
   }
 
   // Marks used block `b` free and merges it with free neighbours, keeping a
-  // neighbour's list when its class does not change.
+  // neighbour's list when its class does not change. Inlined into free (its
+  // only caller) with #insertFree and #link under Node 20's inlining budget,
+  // so an unmerged block makes no call and a merge one: #absorb.
   #release(b: number): void {
     const rec = this.#rec;
     const prev = rec[b + R_PPREV];
     const next = rec[b + R_PNEXT];
     const prevFree = prev >= 0 && rec[prev + R_STATE] === FREE;
     const nextFree = next >= 0 && rec[next + R_STATE] === FREE;
+    if (!prevFree && !nextFree) {
+      this.#insertFree(b);
+      return;
+    }
+    // The neighbour that keeps its record (and its list, while its class
+    // holds): the previous block when free, else the next.
+    let keep = next;
+    let start = rec[b + R_START];
+    let size = rec[b + R_SIZE];
     if (prevFree) {
-      let size = rec[prev + R_SIZE] + rec[b + R_SIZE];
+      keep = prev;
+      start = rec[prev + R_START];
+      size += rec[prev + R_SIZE];
       let after = next;
       if (nextFree) {
         this.#removeFree(next);
@@ -2005,20 +2018,21 @@ export class CpuHeap {
       rec[prev + R_PNEXT] = after;
       if (after >= 0) rec[after + R_PPREV] = prev;
       else this.#last = prev;
-      this.#freeRecord(b);
-      this.#resizeFree(prev, rec[prev + R_START], size);
-    } else if (nextFree) {
+    } else {
+      size += rec[next + R_SIZE];
       rec[next + R_PPREV] = prev;
       if (prev >= 0) rec[prev + R_PNEXT] = next;
-      this.#resizeFree(
-        next,
-        rec[b + R_START],
-        rec[next + R_SIZE] + rec[b + R_SIZE],
-      );
-      this.#freeRecord(b);
-    } else {
-      this.#insertFree(b);
     }
+    this.#absorb(keep, b, start, size);
+  }
+
+  // Free block `keep` takes the place of the block of record `b` too: it
+  // becomes `size` units from `start`, and `b`'s record is unused. One call
+  // for #release (whose inlining budget holds the unmerged case), with
+  // #freeRecord, #resizeFree and #relink inlined in it.
+  #absorb(keep: number, b: number, start: number, size: number): void {
+    this.#freeRecord(b);
+    this.#resizeFree(keep, start, size);
   }
 
   // Grows so that a request of `units` at alignment `a` fits.

@@ -26,7 +26,7 @@
  *    rows; peers interleaved, order rotated each round. Then a tight loop:
  *    the same requests with no awaits, warm instances.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>]`
  *
  * @module
  */
@@ -63,6 +63,14 @@ import { replayPass } from "./_replay_pass.ts";
 const quick = Deno.args.includes("--quick");
 /** `--only=<text>`: the traces whose path contains it. */
 const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
+/**
+ * `--jit-passes=<N>`: N more untimed passes (no awaits) on each warm
+ * instance after its warm-up pass, so the warm and tight rows run code the
+ * JIT has compiled, as in a long-running runtime (default 0).
+ */
+const jitPasses = Number(
+  Deno.args.find((a) => a.startsWith("--jit-passes="))?.slice(13) ?? "0",
+);
 const dir = new URL("../../../traces/", import.meta.url);
 
 async function load(name: string): Promise<Trace> {
@@ -390,7 +398,10 @@ for (const { name, trace } of traces) {
     const times: number[][] = kinds.map(() => []);
     const warm = kinds.map((k) => k.make());
     if (mode !== "fresh") {
-      for (const p of warm) await pass(ops, p, true);
+      for (const p of warm) {
+        await pass(ops, p, true);
+        for (let i = 0; i < jitPasses; i++) await pass(ops, p, false);
+      }
     }
     for (let r = 0; r < rounds; r++) {
       for (let j = 0; j < kinds.length; j++) {

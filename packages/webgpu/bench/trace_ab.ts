@@ -16,15 +16,16 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--jit-passes=N]`
  *
  * @module
  */
 
 import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
+import type { CachedBlock } from "@allot/caching";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
-import { replayPass } from "./_replay_pass.ts";
+import { replayPass, threadCpuClock } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 
 const ref = flag("ref", "main");
@@ -32,6 +33,30 @@ const rounds = Number(flag("rounds", "15"));
 const only = flag("only", "");
 /** Passes per tight-loop measurement (one pass is under a millisecond). */
 const reps = Number(flag("reps", "20"));
+/**
+ * `--jit-passes=N`: after the warm-up pass, N more untimed passes without
+ * awaits on each peer's instance, so the measured passes run code the JIT
+ * has compiled as a long-running runtime's would be (default 0: one pass of
+ * mlp-varbatch, 57 requests, leaves allot's hot path in the lower tiers).
+ */
+const jitPasses = Number(flag("jit-passes", "0"));
+/**
+ * `--clock=cpu`: time the stretches in this thread's CPU time instead of
+ * wall-clock time (a loaded machine's preemptions then charge no peer).
+ */
+const clockFlag = flag("clock", "wall");
+const cpuClock = clockFlag === "cpu" ? threadCpuClock() : undefined;
+if (clockFlag === "cpu" && cpuClock === undefined) {
+  console.log("no thread CPU clock here: wall-clock time");
+}
+const now = cpuClock ?? (() => performance.now());
+/**
+ * `--core`: one more peer, this tree's `GpuCachingAllocator`'s own
+ * `CachingAllocator` driven directly (same policy and source, `CachedBlock`
+ * handles, no GPU layer): `core / this` is the GPU layer's share. Off by
+ * default: one more peer leaves the others' code and data colder.
+ */
+const withCore = Deno.args.includes("--core");
 
 /** What the harness uses of a `GpuCachingAllocator`, old or new. */
 interface Handle {
@@ -77,20 +102,30 @@ interface Peer {
 }
 
 let sink: unknown;
-function cachingPeer(C: CachingClass): () => Peer {
-  return () => {
-    const a = new C(device);
-    return {
-      alloc: (size) => a.allocate(size),
-      use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
-      free: (h) => (h as Handle).release(),
-      dispose: () => a.emptyCache(),
-    };
+// Two literal copies, one per side: closures made from one literal share
+// their feedback, so both sides' classes would meet at each call site
+// (polymorphic, slower for both) where a runtime has one.
+const thisPeer = (): Peer => {
+  const a = new (GpuCachingAllocator as CachingClass)(device);
+  return {
+    alloc: (size) => a.allocate(size),
+    use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
+    free: (h) => (h as Handle).release(),
+    dispose: () => a.emptyCache(),
   };
-}
+};
+const refPeer = (): Peer => {
+  const a = new RefCaching(device);
+  return {
+    alloc: (size) => a.allocate(size),
+    use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
+    free: (h) => (h as Handle).release(),
+    dispose: () => a.emptyCache(),
+  };
+};
 const kinds: { name: string; make: () => Peer }[] = [
-  { name: "this", make: cachingPeer(GpuCachingAllocator as CachingClass) },
-  { name: ref, make: cachingPeer(RefCaching) },
+  { name: "this", make: thisPeer },
+  { name: ref, make: refPeer },
   {
     name: "TF.js",
     make() {
@@ -116,20 +151,45 @@ const kinds: { name: string; make: () => Peer }[] = [
     },
   },
 ];
+if (withCore) {
+  kinds.push({
+    name: "core",
+    make() {
+      const a = new GpuCachingAllocator(device).caching;
+      return {
+        alloc: (size) => a.allocate(size),
+        use: (
+          b,
+        ) => (sink = (b as CachedBlock<GPUBuffer>).memory,
+          (b as CachedBlock<GPUBuffer>).byteOffset),
+        free: (b) => (b as CachedBlock<GPUBuffer>).release(),
+        dispose: () => a.emptyCache(),
+      };
+    },
+  });
+}
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
 const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
-  replayPass(device, ops, peer, awaitAtMarks);
+  replayPass(device, ops, peer, awaitAtMarks, now);
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>
   `${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)}`;
 
 console.log(
-  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns | ${ref} / this | TF.js / this | TF.js / ${ref} |`,
+  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns |${
+    withCore ? " core ns |" : ""
+  } ${ref} / this | TF.js / this | TF.js / ${ref} |${
+    withCore ? " core / this |" : ""
+  }`,
 );
-console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+console.log(
+  `|---|---|---:|---:|---:|---:|${withCore ? "---:|" : ""}---:|---:|---:|${
+    withCore ? "---:|" : ""
+  }`,
+);
 for (const name of names) {
   const data = await Deno.readFile(new URL(name, dir));
   const text = await new Response(
@@ -138,7 +198,10 @@ for (const name of names) {
   const ops = traceOps(parseTrace(text), "storage");
   for (const mode of ["warm", "tight"] as const) {
     const peers = kinds.map((k) => k.make());
-    for (const p of peers) await pass(ops, p, true);
+    for (const p of peers) {
+      await pass(ops, p, true);
+      for (let i = 0; i < jitPasses; i++) await pass(ops, p, false);
+    }
     const times: number[][] = kinds.map(() => []);
     for (let r = 0; r < rounds; r++) {
       for (let j = 0; j < kinds.length; j++) {
@@ -159,12 +222,13 @@ for (const name of names) {
     const ratio = (a: number, b: number) =>
       times[a].map((v, r) => v / times[b][r]);
     const refThis = ratio(1, 0), tfThis = ratio(2, 0), tfRef = ratio(2, 1);
+    const cell = (v: number[]) => `${median(v).toFixed(2)} (${range(v)})`;
     console.log(
       `| ${name.replace(".jsonl.gz", "")} | ${mode} | ${
         times.map((v) => median(v).toFixed(0)).join(" | ")
-      } | ${median(refThis).toFixed(2)} (${range(refThis)}) | ${
-        median(tfThis).toFixed(2)
-      } (${range(tfThis)}) | ${median(tfRef).toFixed(2)} (${range(tfRef)}) |`,
+      } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} |${
+        withCore ? ` ${cell(ratio(4, 0))} |` : ""
+      }`,
     );
   }
 }
