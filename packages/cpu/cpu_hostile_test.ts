@@ -507,20 +507,23 @@ describe("CpuHeap edges", () => {
 describe("CpuHeap over a memory whose resize misbehaves (ArrayBuffer subclasses)", () => {
   const max = 4 * 65536;
   it("a resize that re-enters the heap: the inner growth is refused, no recursion, nothing corrupt", () => {
-    let heap: CpuHeap | undefined;
+    const ref: { heap?: CpuHeap } = {};
     let calls = 0;
     class Reentrant extends ArrayBuffer {
       override resize(n: number): void {
         if (++calls > 50) throw new Error("resize recursed");
-        const inner = heap!.tryAlloc(64); // no growth needed
-        assert.equal(heap!.tryAlloc(150_000), undefined); // needs growth
-        if (inner !== undefined) heap!.free(inner);
+        const inner = ref.heap!.tryAlloc(64); // no growth needed
+        assert.equal(ref.heap!.tryAlloc(150_000), undefined); // needs growth
+        if (inner !== undefined) ref.heap!.free(inner);
         super.resize(n);
       }
     }
-    heap = new CpuHeap(new Reentrant(65536, { maxByteLength: max }), {
-      maxByteLength: max,
-    });
+    const heap = ref.heap = new CpuHeap(
+      new Reentrant(65536, { maxByteLength: max }),
+      {
+        maxByteLength: max,
+      },
+    );
     const a = heap.alloc(60_000);
     writePattern(heap.bytes(a, 60_000), 2);
     const b = heap.alloc(100_000);
@@ -564,19 +567,22 @@ describe("CpuHeap over a memory whose resize misbehaves (ArrayBuffer subclasses)
     assert.equal(heap.grow(65536), false);
     assert.deepStrictEqual(state(heap), before);
 
-    let victim: CpuHeap | undefined;
+    const target: { heap?: CpuHeap } = {};
     class Disposes extends ArrayBuffer {
       override resize(n: number): void {
-        victim!.dispose();
+        target.heap!.dispose();
         super.resize(n);
       }
     }
-    victim = new CpuHeap(new Disposes(65536, { maxByteLength: max }), {
-      maxByteLength: max,
-    });
+    const victim = target.heap = new CpuHeap(
+      new Disposes(65536, { maxByteLength: max }),
+      {
+        maxByteLength: max,
+      },
+    );
     victim.alloc(60_000);
-    assert.throws(() => victim!.alloc(100_000), AllotError);
-    assert.throws(() => victim!.alloc(8), InvalidArgumentError);
+    assert.throws(() => victim.alloc(100_000), AllotError);
+    assert.throws(() => victim.alloc(8), InvalidArgumentError);
   });
 });
 
