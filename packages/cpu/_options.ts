@@ -1,4 +1,10 @@
-import { validateFlag, validateObject } from "@allot/core";
+import {
+  describeValue,
+  Device,
+  InvalidArgumentError,
+  validateFlag,
+  validateObject,
+} from "@allot/core";
 
 /**
  * Checks that an options argument is an object (`null`, numbers and strings
@@ -26,4 +32,35 @@ export function validateFlags<T extends object>(
   ...names: (keyof T & string)[]
 ): void {
   for (const name of names) validateFlag(options[name], name, false);
+}
+
+/**
+ * Checks an optional `device` option: `undefined` gives `Device.cpu()`.
+ *
+ * @returns The device.
+ * @throws {InvalidArgumentError} When it is neither `undefined` nor a `Device`.
+ */
+export function validateDevice(value: unknown): Device {
+  if (value === undefined) return Device.cpu();
+  if (!(value instanceof Device)) {
+    throw new InvalidArgumentError(
+      `Invalid device: must be a Device (such as Device.cpu()), received ${
+        describeValue(value)
+      }`,
+      { name: "device", value },
+    );
+  }
+  return value;
+}
+
+/**
+ * Checks an optional collaborator option (a reporter): `undefined` or an
+ * object, without reading any of its properties.
+ *
+ * @returns The value, unchanged.
+ * @throws {InvalidArgumentError} When it is neither.
+ */
+export function validateOptionalObject<T>(value: T, name: string): T {
+  if (value !== undefined) validateObject(value, name);
+  return value;
 }

@@ -1,16 +1,21 @@
-import { InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError } from "@allot/core";
 
 /**
  * Bytes per element of a view constructor: its `BYTES_PER_ELEMENT`, or 1 for
  * `DataView` (whose length argument counts bytes).
  *
- * @throws {InvalidArgumentError} When `type` is not a constructor.
+ * @throws {InvalidArgumentError} When `type` is not a constructor (not a
+ * function, or a function without a `prototype`, such as an arrow).
  */
 export function elementBytes(type: unknown): number {
-  if (typeof type !== "function") {
+  // An arrow or method function has no prototype: not a constructor.
+  if (
+    typeof type !== "function" ||
+    typeof (type as { prototype?: unknown }).prototype !== "object"
+  ) {
     throw new InvalidArgumentError(
       `Invalid view type: must be a typed-array constructor or DataView, received ${
-        String(type)
+        describeValue(type)
       }`,
       { name: "type", value: type },
     );

@@ -10,7 +10,7 @@ import {
   DataPtr,
   type Deleter,
   describeValue,
-  Device,
+  type Device,
   DoubleFreeError,
   hostBuffer,
   type HostMemory,
@@ -18,10 +18,16 @@ import {
   OutOfMemoryError,
   Stat,
   type StatValues,
+  UseAfterFreeError,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import { validateFlags, validateOptions } from "./_options.ts";
+import {
+  validateDevice,
+  validateFlags,
+  validateOptionalObject,
+  validateOptions,
+} from "./_options.ts";
 import { elementBytes } from "./_view.ts";
 import {
   CpuHeap,
@@ -177,27 +183,21 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       "zeroFill",
       "junkFill",
     );
-    const device = options.device ?? Device.cpu();
-    if (!(device instanceof Device)) {
-      throw new InvalidArgumentError(
-        `Invalid device: must be a Device (such as Device.cpu()), received ${
-          typeof device === "string" ? JSON.stringify(device) : String(device)
-        }`,
-        { name: "device", value: device },
-      );
-    }
-    this.device = device;
+    this.device = validateDevice(options.device);
     this.#strict = options.strict === true;
     this.#heapOptions = {
       alignment: options.alignment,
       mobile: options.mobile,
       shared: options.shared,
+      placement: options.placement,
       strict: this.#strict,
     };
     if (options.heap !== undefined) {
       if (!(options.heap instanceof CpuHeap)) {
         throw new InvalidArgumentError(
-          `Invalid heap: must be a CpuHeap, received ${String(options.heap)}`,
+          `Invalid heap: must be a CpuHeap, received ${
+            describeValue(options.heap)
+          }`,
           { name: "heap", value: options.heap },
         );
       }
@@ -222,7 +222,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     }
     this.#zeroFill = options.zeroFill ?? false;
     this.#junkFill = options.junkFill === true || this.#strict;
-    this.#reporter = options.reporter;
+    this.#reporter = validateOptionalObject(options.reporter, "reporter");
     this.#deleter = (context) => this.#free(context);
   }
 
@@ -409,19 +409,35 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       );
     }
     const byteOffset = ptr.byteOffset;
-    return new type(
-      hostBuffer(ptr.memory),
-      byteOffset,
-      Math.floor(ptr.byteLength / elementBytes(type)),
-    );
+    const buffer = hostBuffer(ptr.memory);
+    const length = Math.floor(ptr.byteLength / elementBytes(type));
+    try {
+      return new type(buffer, byteOffset, length);
+    } catch (error) {
+      // The memory no longer holds the bytes (detached, transferred or
+      // shrunk outside the allocator): a typed error; else the error of the
+      // constructor itself.
+      if (byteOffset + ptr.byteLength <= buffer.byteLength) throw error;
+      throw new UseAfterFreeError(
+        `Cannot view byte offset ${byteOffset}: the memory holds ${buffer.byteLength} bytes (detached, transferred or shrunk outside the allocator), the pointer needs bytes up to ${
+          byteOffset + ptr.byteLength
+        }`,
+        { cause: error },
+      );
+    }
   }
 
   #free(context: CpuAllocation): void {
-    if (!(context instanceof Allocation) || context.owner !== this) {
+    if (!(context instanceof Allocation)) {
       throw new DoubleFreeError(
         `Cannot free ${
-          context?.byteLength ?? "an"
-        } bytes at byte offset ${context?.byteOffset}: the allocation belongs to another allocator or heap`,
+          describeValue(context)
+        }: not an allocation of a CpuAllocator (a context from allocate() or rawAllocate())`,
+      );
+    }
+    if (context.owner !== this) {
+      throw new DoubleFreeError(
+        `Cannot free ${context.byteLength} bytes at byte offset ${context.byteOffset}: the allocation belongs to another allocator`,
       );
     }
     if (context.released) {
@@ -431,8 +447,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     }
     const { byteOffset, byteLength } = context;
     const heap = context.heap;
-    if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
+    // Free first: a heap that refuses (disposed, its bytes now another
+    // heap's) must not get junk written over them.
     heap.free(byteOffset);
+    if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
     context.released = true;
     this.#bytes.decrease(byteLength);
     if (this.#reporter !== undefined) {
@@ -445,9 +463,11 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     byteLength: number,
     byteOffset: number,
   ): void {
-    const callback = this.#reporter?.[event];
-    if (callback === undefined) return;
+    if (this.#reporter === undefined) return;
     try {
+      // Read inside the try: a throwing getter must not undo what was done.
+      const callback = this.#reporter[event];
+      if (callback === undefined) return;
       callback.call(this.#reporter, {
         device: this.device,
         byteLength,

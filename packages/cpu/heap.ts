@@ -405,6 +405,7 @@ export class CpuHeap {
   #grows = 0;
   #largestCache = -1;
   #disposed = false;
+  #growing = false; // inside the memory's grow or resize
 
   /**
    * Creates a heap over a memory, or over a new `ArrayBuffer` of the given
@@ -988,7 +989,10 @@ export class CpuHeap {
    * @param byteOffset A live block's byte offset.
    * @param type The typed-array constructor, such as `Float32Array`.
    * @returns A view of the block.
-   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`,
+   * or the memory no longer holds the bytes (detached, transferred or shrunk
+   * outside the heap).
+   * @throws {InvalidArgumentError} When `type` is not a constructor.
    *
    * @example View as floats
    * ```ts
@@ -1005,11 +1009,13 @@ export class CpuHeap {
    */
   view<T>(byteOffset: number, type: TypedArrayConstructor<T>): T {
     const b = this.#lookup(byteOffset, "view");
-    return new type(
-      this.#isWasm ? this.buffer : this.#buffer,
-      byteOffset,
-      Math.floor(this.#requested(b) / elementBytes(type)),
-    );
+    const length = Math.floor(this.#requested(b) / elementBytes(type));
+    const buffer = this.#isWasm ? this.buffer : this.#buffer;
+    try {
+      return new type(buffer, byteOffset, length);
+    } catch (error) {
+      throw this.#viewError(error, buffer, byteOffset, this.#requested(b));
+    }
   }
 
   /**
@@ -1020,7 +1026,9 @@ export class CpuHeap {
    * @param byteLength Number of bytes, at most the block's usable length
    * ({@linkcode CpuHeap.usableByteLength}).
    * @returns The bytes.
-   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
+   * @throws {UseAfterFreeError} When no live block starts at `byteOffset`,
+   * or the memory no longer holds the bytes (detached, transferred or shrunk
+   * outside the heap).
    * @throws {InvalidArgumentError} When `byteLength` is not an integer or
    * reaches past the block.
    */
@@ -1033,11 +1041,12 @@ export class CpuHeap {
     ) {
       validateByteLength(byteLength, usable, "byteLength");
     }
-    return new Uint8Array(
-      this.#isWasm ? this.buffer : this.#buffer,
-      byteOffset,
-      byteLength,
-    );
+    const buffer = this.#isWasm ? this.buffer : this.#buffer;
+    try {
+      return new Uint8Array(buffer, byteOffset, byteLength);
+    } catch (error) {
+      throw this.#viewError(error, buffer, byteOffset, byteLength);
+    }
   }
 
   /**
@@ -1141,6 +1150,7 @@ export class CpuHeap {
    * @returns The blocks.
    */
   snapshot(): CpuHeapBlock[] {
+    if (this.#disposed) this.#refuseDisposed("snapshot");
     const out: CpuHeapBlock[] = [];
     const rec = this.#rec;
     let b = this.#last;
@@ -1170,6 +1180,7 @@ export class CpuHeap {
    * @throws {HeapCorruptionError} When an invariant does not hold.
    */
   checkIntegrity(): void {
+    if (this.#disposed) this.#refuseDisposed("check");
     const rec = this.#rec;
     const fail = (why: string): never => {
       throw new HeapCorruptionError(`Heap is corrupt: ${why}`);
@@ -1326,6 +1337,25 @@ export class CpuHeap {
     );
   }
 
+  // A view constructor threw: a typed error when the memory no longer holds
+  // the block (detached, transferred or shrunk outside the heap); else the
+  // constructor's own error (a user class's), unchanged.
+  #viewError(
+    error: unknown,
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+    byteLength: number,
+  ): unknown {
+    const have = buffer.byteLength;
+    if (byteOffset + byteLength <= have) return error;
+    return new UseAfterFreeError(
+      `Cannot view byte offset ${byteOffset}: the heap's memory holds ${have} bytes (detached, transferred or shrunk outside the heap), the block needs bytes up to ${
+        byteOffset + byteLength
+      }`,
+      { cause: error },
+    );
+  }
+
   #refreshBuffer(): void {
     const buffer = (this.memory as WebAssembly.Memory).buffer;
     if (buffer !== this.#buffer) {
@@ -1396,7 +1426,7 @@ export class CpuHeap {
     ) {
       throw new InvalidArgumentError(
         `Cannot ${what} byte offset ${
-          String(byteOffset)
+          describeValue(byteOffset)
         }: must be a non-negative integer`,
         { name: "byteOffset", value: byteOffset, limit: 0 },
       );
@@ -2025,13 +2055,20 @@ export class CpuHeap {
 
   // Grows the region end to `endUnit` (or, if that fails, to `minEnd`).
   #growTo(endUnit: number, minEnd = endUnit): boolean {
-    if (endUnit > this.#maxEndUnit) return false;
-    if (!this.#growMemory(endUnit * this.alignment)) {
-      if (minEnd === endUnit || !this.#growMemory(minEnd * this.alignment)) {
-        return false;
-      }
-      endUnit = minEnd;
+    if (endUnit > this.#maxEndUnit || this.#growing) return false;
+    // The memory's resize may run user code (a subclass) that calls back
+    // into this heap: a growth from there is refused (it recursed, trying
+    // each size at every level), and a dispose from there wins.
+    this.#growing = true;
+    let grown: boolean;
+    try {
+      grown = this.#growMemory(endUnit * this.alignment) ||
+        (minEnd !== endUnit &&
+          this.#growMemory((endUnit = minEnd) * this.alignment));
+    } finally {
+      this.#growing = false;
     }
+    if (!grown || this.#disposed) return false;
     const oldEnd = this.#endUnit;
     const delta = endUnit - oldEnd;
     this.#lgResize(
@@ -2071,7 +2108,9 @@ export class CpuHeap {
         const sab = this.#buffer as SharedArrayBuffer;
         if (byteEnd > sab.byteLength) sab.grow(byteEnd);
       }
-      return true;
+      // A memory that grew less than asked (a subclass's resize) did not
+      // grow enough: managing bytes it lacks would hand them out.
+      return this.#buffer.byteLength >= byteEnd;
     } catch {
       return false;
     }

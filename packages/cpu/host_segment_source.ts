@@ -6,7 +6,7 @@
  */
 
 import {
-  Device,
+  type Device,
   type Segment,
   SegmentLedger,
   type SegmentRequestOptions,
@@ -15,7 +15,7 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
-import { validateFlags, validateOptions } from "./_options.ts";
+import { validateDevice, validateFlags, validateOptions } from "./_options.ts";
 import type { SystemMemory } from "./system_allocator.ts";
 
 /** Options of {@linkcode HostSegmentSource}. */
@@ -101,7 +101,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
       "maxSegmentByteLength",
     );
     this.#shared = options.shared ?? false;
-    this.device = options.device ?? Device.cpu();
+    this.device = validateDevice(options.device);
   }
 
   /** Bytes in live segments. */
@@ -139,13 +139,19 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    * `maxSegmentByteLength`; host memory is always host-visible.
    * @returns The segment, or `undefined` past the capacity or when the engine
    * cannot make the buffer.
-   * @throws {InvalidArgumentError} For a length outside the limits.
+   * @throws {InvalidArgumentError} For a length outside the limits, options
+   * that are not an object, or a `resizable` or `hostVisible` that is not a
+   * boolean.
    */
   tryAllocateSegment(
     byteLength: number,
     options?: SegmentRequestOptions,
   ): Segment<SystemMemory> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    if (options !== undefined) {
+      validateOptions(options);
+      validateFlags(options, "resizable", "hostVisible");
+    }
     if (!this.#ledger.fits(byteLength, this.capacityBytes)) return undefined;
     let memory: SystemMemory;
     try {

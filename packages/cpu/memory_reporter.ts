@@ -7,7 +7,13 @@
  */
 
 import type { Device } from "@allot/core";
-import { Stat, type StatValues } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  Stat,
+  type StatValues,
+} from "@allot/core";
+import { validateOptions } from "./_options.ts";
 
 /** What a {@linkcode MemoryReporter} hears about one event. */
 export interface MemoryReport {
@@ -94,7 +100,15 @@ export class ProfiledMemoryReporter implements MemoryReporter {
    * @param options An optional log sink.
    */
   constructor(options: ProfiledMemoryReporterOptions = {}) {
-    this.#log = options.log;
+    validateOptions(options);
+    const log = options.log;
+    if (log !== undefined && typeof log !== "function") {
+      throw new InvalidArgumentError(
+        `Invalid log: must be a function, received ${describeValue(log)}`,
+        { name: "log", value: log, limit: "function" },
+      );
+    }
+    this.#log = log;
   }
 
   /** Number of failed requests. */

@@ -10,7 +10,7 @@ import {
   AllotError,
   DataPtr,
   type Deleter,
-  Device,
+  type Device,
   DoubleFreeError,
   OutOfMemoryError,
   Stat,
@@ -18,7 +18,12 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
-import { validateFlags, validateOptions } from "./_options.ts";
+import {
+  validateDevice,
+  validateFlags,
+  validateOptionalObject,
+  validateOptions,
+} from "./_options.ts";
 import type { MemoryReporter } from "./memory_reporter.ts";
 import { junkFill } from "./_fill.ts";
 
@@ -120,8 +125,8 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
     this.#shared = options.shared ?? false;
     this.#strict = options.strict === true;
     this.#junkFill = options.junkFill === true || this.#strict;
-    this.#reporter = options.reporter;
-    this.device = options.device ?? Device.cpu();
+    this.#reporter = validateOptionalObject(options.reporter, "reporter");
+    this.device = validateDevice(options.device);
     this.#deleter = (memory) => this.#free(memory);
   }
 
@@ -277,9 +282,11 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
     event: "onAllocate" | "onFree" | "onOutOfMemory",
     byteLength: number,
   ): void {
-    const callback = this.#reporter?.[event];
-    if (callback === undefined) return;
+    if (this.#reporter === undefined) return;
     try {
+      // Read inside the try: a throwing getter must not undo what was done.
+      const callback = this.#reporter[event];
+      if (callback === undefined) return;
       callback.call(this.#reporter, {
         device: this.device,
         byteLength,
