@@ -37,7 +37,7 @@ export type HostileCommand =
   }
   | { type: "free-all" }
   | { type: "cache"; count: number; byteLength: number }
-  | { type: "spin"; seed: number }
+  | { type: "spin"; seed: number; beat?: SharedArrayBuffer }
   | { type: "receive"; descriptor: SharedBufferDescriptor }
   | { type: "detach" };
 
@@ -223,7 +223,14 @@ scope.onmessage = (event) => {
         post({ type: "spinning" });
         const random = prng(c.seed);
         const mine: number[] = [];
+        // beat[0]: a heartbeat; beat[1] set: stop at once, abandoning every
+        // live block (Deno's terminate() does not interrupt this loop).
+        const beat = c.beat === undefined ? undefined : new Int32Array(c.beat);
         for (;;) {
+          if (beat !== undefined) {
+            Atomics.add(beat, 0, 1);
+            if (Atomics.load(beat, 1) !== 0) return;
+          }
           if (random() < 0.5 || mine.length === 0) {
             const at = heap.tryAlloc(Math.floor(2 ** (random() * 18)));
             if (at !== undefined) mine.push(at);

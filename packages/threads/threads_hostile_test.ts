@@ -487,6 +487,18 @@ describe("@allot/threads hostile", () => {
 const HEADER_PROBE = 12 * KiB; // holds the header, not the page records
 
 /** Workers running `_test_hostile_worker.ts`, with typed waits. */
+/** Resolves once `beat[0]` has not moved for 50 ms (at most 10 s). */
+async function stopped(beat: Int32Array): Promise<void> {
+  let last = Atomics.load(beat, 0);
+  for (let i = 0; i < 200; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    const now = Atomics.load(beat, 0);
+    if (now === last) return;
+    last = now;
+  }
+  throw new Error("the terminated Worker kept running for 10 s");
+}
+
 class Crew {
   workers: Worker[] = [];
   #waiting = new Map<string, ((r: HostileReport) => void)[]>();
@@ -758,7 +770,7 @@ describe("@allot/threads hostile: Workers", () => {
     }
   });
 
-  it("Workers terminated mid-operation: reclaim frees their arena or, inside the core lock, refuses with HeapBusyError", async () => {
+  it("Workers that stop mid-run with live blocks: reclaim frees their arena or, inside the core lock, refuses with HeapBusyError", async () => {
     const outcomes: string[] = [];
     for (const delay of [5, 20, 60]) {
       using heap = SharedHeap.create(32 * MiB, { lockTimeoutMs: 200 });
@@ -769,10 +781,17 @@ describe("@allot/threads hostile: Workers", () => {
           heap: heap.descriptor(),
           worker: 1,
         }, "attached");
-        await crew.ask(0, { type: "spin", seed: delay }, "spinning");
+        const beat = new SharedArrayBuffer(8);
+        await crew.ask(0, { type: "spin", seed: delay, beat }, "spinning");
         await new Promise((r) => setTimeout(r, delay));
+        // Deno's terminate() does not interrupt a running loop (the Worker
+        // went on allocating after reclaim): the Worker is told to stop where
+        // it is, abandoning its blocks, and is terminated once its heartbeat
+        // has stopped.
+        const beats = new Int32Array(beat);
+        Atomics.store(beats, 1, 1);
+        await stopped(beats);
         crew.workers[0].terminate();
-        await new Promise((r) => setTimeout(r, 20));
         let report;
         try {
           report = heap.reclaim(arena);
