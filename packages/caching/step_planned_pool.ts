@@ -1407,6 +1407,12 @@ export class StepPlannedPool<M = unknown> {
 
   /** Whether `[at, at + size)` of the arena is free (off the fast path). */
   #isFree(at: number, size: number): boolean {
+    const block = this.#freeFrom(at);
+    return block !== undefined && block._offset + block.byteLength >= at + size;
+  }
+
+  /** The free arena block that starts last at or before `at`, if any. */
+  #freeFrom(at: number): PlannedBlock<M> | undefined {
     const free = this.#arenaFree;
     let lo = 0, hi = free.length;
     while (lo < hi) {
@@ -1414,9 +1420,7 @@ export class StepPlannedPool<M = unknown> {
       if (free[mid]._offset <= at) lo = mid + 1;
       else hi = mid;
     }
-    if (lo === 0) return false;
-    const block = free[lo - 1];
-    return block._offset + block.byteLength >= at + size;
+    return lo === 0 ? undefined : free[lo - 1];
   }
 
   /**
@@ -1773,16 +1777,10 @@ export class StepPlannedPool<M = unknown> {
 
   /** Takes `[at, at + size)` of the arena when that range is free. */
   #carve(at: number, size: number): PlannedBlock<M> | undefined {
-    const free = this.#arenaFree;
-    let lo = 0, hi = free.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (free[mid]._offset <= at) lo = mid + 1;
-      else hi = mid;
+    const block = this.#freeFrom(at);
+    if (block === undefined || block._offset + block.byteLength < at + size) {
+      return undefined;
     }
-    if (lo === 0) return undefined;
-    const block = free[lo - 1];
-    if (block._offset + block.byteLength < at + size) return undefined;
     this.#unindex(block);
     return this.#split(block, at, size);
   }

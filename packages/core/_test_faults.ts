@@ -23,7 +23,7 @@ import fc from "fast-check";
 import type { Allocator } from "./allocator.ts";
 import { DataPtr } from "./data_ptr.ts";
 import type { Device } from "./device.ts";
-import type { Fence } from "./fence.ts";
+import type { Fence, Stream } from "./fence.ts";
 import type {
   Segment,
   SegmentRequestOptions,
@@ -494,5 +494,58 @@ export function assertDisjoint(
         );
       }
     }
+  }
+}
+
+/** What a re-entrant fence does to the allocator from inside `completed`. */
+export type ReentrantAction =
+  | "allocate"
+  | "free"
+  | "synchronize"
+  | "emptyCache";
+/** Every {@linkcode ReentrantAction}. */
+export const REENTRANT_ACTIONS: readonly ReentrantAction[] = [
+  "allocate",
+  "free",
+  "synchronize",
+  "emptyCache",
+];
+
+/** A stream whose fences' `completed` getters run `onRead` first. */
+export class ReentrantStream implements Stream {
+  readonly id = 7;
+  done = false;
+  reads = 0;
+  depth = 0;
+  maxDepth = 0;
+  onRead: () => void = () => {};
+  #waiters: (() => void)[] = [];
+
+  fence(): Fence {
+    // deno-lint-ignore no-this-alias
+    const s = this;
+    return {
+      get completed(): boolean {
+        s.reads++;
+        s.depth++;
+        s.maxDepth = Math.max(s.maxDepth, s.depth);
+        try {
+          if (s.reads < 10_000) s.onRead();
+        } finally {
+          s.depth--;
+        }
+        return s.done;
+      },
+      wait(): Promise<void> {
+        return s.done
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => s.#waiters.push(resolve));
+      },
+    };
+  }
+
+  complete(): void {
+    this.done = true;
+    for (const w of this.#waiters.splice(0)) w();
   }
 }

@@ -10,62 +10,21 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
-  type Fence,
   InvalidArgumentError,
   type MockMemory,
   MockSegmentSource,
-  type Stream,
 } from "@allot/core";
 import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
 import { SMALL } from "./_test_options.ts";
-import { modelRuns } from "../core/_test_faults.ts";
+import {
+  modelRuns,
+  REENTRANT_ACTIONS,
+  type ReentrantAction,
+  ReentrantStream,
+} from "../core/_test_faults.ts";
 
-type Action = "allocate" | "free" | "synchronize" | "emptyCache";
-const ACTIONS: readonly Action[] = [
-  "allocate",
-  "free",
-  "synchronize",
-  "emptyCache",
-];
-
-/** A stream whose fences' `completed` getters run `onRead` first. */
-class ReentrantStream implements Stream {
-  readonly id = 7;
-  done = false;
-  reads = 0;
-  depth = 0;
-  maxDepth = 0;
-  onRead: () => void = () => {};
-  #waiters: (() => void)[] = [];
-
-  fence(): Fence {
-    // deno-lint-ignore no-this-alias
-    const s = this;
-    return {
-      get completed(): boolean {
-        s.reads++;
-        s.depth++;
-        s.maxDepth = Math.max(s.maxDepth, s.depth);
-        try {
-          if (s.reads < 10_000) s.onRead();
-        } finally {
-          s.depth--;
-        }
-        return s.done;
-      },
-      wait(): Promise<void> {
-        return s.done
-          ? Promise.resolve()
-          : new Promise<void>((resolve) => s.#waiters.push(resolve));
-      },
-    };
-  }
-
-  complete(): void {
-    this.done = true;
-    for (const w of this.#waiters.splice(0)) w();
-  }
-}
+type Action = ReentrantAction;
+const ACTIONS = REENTRANT_ACTIONS;
 
 interface Run {
   allocator: WatermarkAllocator<MockMemory>;

@@ -10,6 +10,7 @@ import { readRecordedTrace } from "../../trace/_test_traces.ts";
 import { traceOps } from "../../trace/mod.ts";
 import { type PlannedBlock, StepPlannedPool } from "../step_planned_pool.ts";
 import { StepPoolGroup } from "../step_pool_group.ts";
+import { recordedTraceNames } from "../../../scripts/bench/recorded_traces.ts";
 
 const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "cnn";
 const usage = Deno.args.includes("--usage=storage") ? "storage" : "all";
@@ -17,13 +18,7 @@ const passes = Number(
   Deno.args.find((a) => a.startsWith("--passes="))?.slice(9) ?? 1,
 );
 const verbose = Deno.args.includes("--segments");
-const dir = new URL("../../../traces/", import.meta.url);
-const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
-  .flatMap((d) =>
-    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
-      `${d.name}/${e.name}`
-    )
-  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+const names = recordedTraceNames(only);
 const K = (n: number) => (n / 1024).toFixed(1);
 
 for (const name of names) {

@@ -19,6 +19,7 @@ import { readRecordedTrace } from "../../trace/_test_traces.ts";
 import { type ReplayOps, traceOps } from "../../trace/mod.ts";
 import * as now from "../mod.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
+import { recordedTraceNames } from "../../../scripts/bench/recorded_traces.ts";
 
 type Caching = typeof now;
 const ref = flag("ref", "main");
@@ -55,13 +56,7 @@ function pass(ops: ReplayOps, pool: Pool): [number, number] {
   return [performance.now() - t, n];
 }
 
-const dir = new URL("../../../traces/", import.meta.url);
-const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
-  .flatMap((d) =>
-    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
-      `${d.name}/${e.name}`
-    )
-  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+const names = recordedTraceNames(only);
 
 const sides = [
   { name: ref, lib: before as unknown as Caching },

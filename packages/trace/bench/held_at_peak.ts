@@ -18,10 +18,10 @@ import { CachingAllocator } from "@allot/caching";
 import { type MockMemory, MockSegmentSource } from "@allot/core";
 import { readRecordedTrace } from "../_test_traces.ts";
 import { type ReplayOps, traceOps } from "../mod.ts";
+import { recordedTraceNames } from "../../../scripts/bench/recorded_traces.ts";
 
 const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
 const usage = Deno.args.includes("--usage=all") ? "all" : "storage";
-const dir = new URL("../../../traces/", import.meta.url);
 const KiB = (n: number) => (n / 1024).toFixed(1);
 
 interface Pool {
@@ -69,12 +69,7 @@ function replay(ops: ReplayOps, stop: number) {
   return { pools, live, step, liveBytes, peak, peakAt, peakLive };
 }
 
-const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
-  .flatMap((d) =>
-    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
-      `${d.name}/${e.name}`
-    )
-  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+const names = recordedTraceNames(only);
 
 for (const name of names) {
   const ops = traceOps(await readRecordedTrace(name), usage);

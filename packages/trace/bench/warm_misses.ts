@@ -27,6 +27,7 @@ import { CachingAllocator } from "@allot/caching";
 import { type MockMemory, MockSegmentSource } from "@allot/core";
 import { readRecordedTrace } from "../_test_traces.ts";
 import { type ReplayOps, traceOps } from "../mod.ts";
+import { recordedTraceNames } from "../../../scripts/bench/recorded_traces.ts";
 
 const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
 const usages = Deno.args.includes("--usage=all")
@@ -37,7 +38,6 @@ const usages = Deno.args.includes("--usage=all")
 const PASSES = Number(
   Deno.args.find((a) => a.startsWith("--passes="))?.slice(9) ?? 8,
 );
-const dir = new URL("../../../traces/", import.meta.url);
 
 /**
  * A mock device that counts segments made and remembers, per pool (read
@@ -146,12 +146,7 @@ function warmMisses(ops: ReplayOps): { lines: string[]; first: number } {
   return { lines, first };
 }
 
-const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
-  .flatMap((d) =>
-    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
-      `${d.name}/${e.name}`
-    )
-  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+const names = recordedTraceNames(only);
 
 for (const name of names) {
   const trace = await readRecordedTrace(name);

@@ -59,6 +59,10 @@ import type { GpuAllocation } from "../gpu_allocation.ts";
 import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
 import { replayPass } from "./_replay_pass.ts";
+import {
+  recordedTraceNames,
+  TRACES_DIR,
+} from "../../../scripts/bench/recorded_traces.ts";
 
 const quick = Deno.args.includes("--quick");
 /** `--only=<text>`: the traces whose path contains it. */
@@ -71,7 +75,7 @@ const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
 const jitPasses = Number(
   Deno.args.find((a) => a.startsWith("--jit-passes="))?.slice(13) ?? "0",
 );
-const dir = new URL("../../../traces/", import.meta.url);
+const dir = TRACES_DIR;
 
 async function load(name: string): Promise<Trace> {
   const data = await Deno.readFile(new URL(name, dir));
@@ -81,12 +85,7 @@ async function load(name: string): Promise<Trace> {
   return parseTrace(text);
 }
 
-const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
-  .flatMap((d) =>
-    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
-      `${d.name}/${e.name}`
-    )
-  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+const names = recordedTraceNames(only);
 const traces = await Promise.all(names.map(async (n) => ({
   name: n.replace(".jsonl.gz", ""),
   trace: await load(n),

@@ -27,6 +27,10 @@ import type { CachedBlock } from "@allot/caching";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
 import { replayPass, threadCpuClock } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
+import {
+  recordedTraceNames,
+  TRACES_DIR,
+} from "../../../scripts/bench/recorded_traces.ts";
 
 const ref = flag("ref", "main");
 const rounds = Number(flag("rounds", "15"));
@@ -74,13 +78,8 @@ const RefCaching = (await importAtRef<{ GpuCachingAllocator: CachingClass }>(
   ref,
   "webgpu/gpu_caching_allocator.ts",
 )).GpuCachingAllocator;
-const dir = new URL("../../../traces/", import.meta.url);
-const names = [...Deno.readDirSync(dir)].filter((d) => d.isDirectory)
-  .flatMap((d) =>
-    [...Deno.readDirSync(new URL(`${d.name}/`, dir))].map((e) =>
-      `${d.name}/${e.name}`
-    )
-  ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+const dir = TRACES_DIR;
+const names = recordedTraceNames(only);
 
 const adapter = await navigator.gpu?.requestAdapter();
 if (!adapter) {

@@ -1,0 +1,24 @@
+/**
+ * The recorded real traces (`traces/<runtime>/<name>.jsonl.gz`) that the trace
+ * benches replay: one listing for every bench.
+ *
+ * @module
+ */
+
+/** The repository's `traces/` folder. */
+export const TRACES_DIR: URL = new URL("../../traces/", import.meta.url);
+
+/**
+ * The recorded traces whose path contains `only`, sorted.
+ *
+ * @param only A substring of the path (`""` for all).
+ * @returns Paths relative to {@linkcode TRACES_DIR} (`tfjs-webgpu/cnn-training.jsonl.gz`).
+ */
+export function recordedTraceNames(only = ""): string[] {
+  return [...Deno.readDirSync(TRACES_DIR)].filter((d) => d.isDirectory)
+    .flatMap((d) =>
+      [...Deno.readDirSync(new URL(`${d.name}/`, TRACES_DIR))].map((e) =>
+        `${d.name}/${e.name}`
+      )
+    ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+}
