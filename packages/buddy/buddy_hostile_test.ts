@@ -27,20 +27,6 @@ import { BuddyAllocator } from "./buddy_allocator.ts";
 const POOL = 4096;
 const MIN = 64;
 
-// An allocator that hands out `length` bytes at `offset` of one shared
-// buffer, whatever it is asked for (at least what is asked for).
-function fixedPlace(memory: ArrayBuffer, offset: number): Allocator {
-  return {
-    device: Device.cpu(),
-    allocate(byteLength: number) {
-      return new DataPtr(memory, offset, byteLength, Device.cpu(), {
-        context: 0,
-        deleter: () => {},
-      });
-    },
-  } as unknown as Allocator;
-}
-
 function snapshot(buddy: BuddyAllocator): string {
   return JSON.stringify(buddy.stats());
 }
