@@ -22,6 +22,7 @@ import {
   validateAlignment,
   validateByteLength,
   validateInteger,
+  viewSpan,
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
@@ -347,7 +348,12 @@ function detach(memory: object): void {
     memory instanceof ArrayBuffer && !memory.detached &&
     typeof memory.transfer === "function"
   ) {
-    memory.transfer(0);
+    try {
+      memory.transfer(0);
+    } catch {
+      // Not detachable (a WebAssembly.Memory's buffer): the record is gone
+      // and the memory is its owner's; nothing more to free here.
+    }
   }
 }
 
@@ -957,7 +963,27 @@ export class OwnershipRegistry {
         { name: "array", value: array, limit: "ArrayBufferView" },
       );
     }
-    const buffer = array.buffer;
+    // What the view covers, read through the built-in getters: a subclass
+    // that overrides `byteOffset` or `byteLength` must not pass for a view
+    // of its whole buffer, whose freeing detaches (destroys) all of it.
+    const span = viewSpan(array);
+    if (
+      span === undefined || span.buffer !== array.buffer ||
+      span.byteOffset !== array.byteOffset ||
+      span.byteLength !== array.byteLength
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot adopt ${
+          describeValue(array)
+        }: its buffer, byteOffset or byteLength getters disagree with the view's own`,
+        {
+          name: "array",
+          value: array,
+          limit: "a plain typed array or DataView",
+        },
+      );
+    }
+    const buffer = span.buffer;
     if ((buffer as ArrayBuffer).detached === true) {
       throw new InvalidArgumentError(
         `Cannot adopt a ${array.constructor.name}: its ArrayBuffer is detached`,
@@ -966,15 +992,15 @@ export class OwnershipRegistry {
     }
     // Only a view over its whole ArrayBuffer owns it: freeing a part must
     // not detach (destroy) the rest.
-    const whole = buffer instanceof ArrayBuffer && array.byteOffset === 0 &&
-      array.byteLength === buffer.byteLength;
+    const whole = buffer instanceof ArrayBuffer && span.byteOffset === 0 &&
+      span.byteLength === buffer.byteLength;
     return this.#register(
       array,
-      { kind: "system", byteLength: array.byteLength, detach: whole },
+      { kind: "system", byteLength: span.byteLength, detach: whole },
       false,
       "adopt",
       undefined,
-      whole ? buffer.byteLength : array.byteLength,
+      whole ? buffer.byteLength : span.byteLength,
     );
   }
 
@@ -1649,10 +1675,21 @@ export class OwnershipRegistry {
           { name: "aliases", value: aliases, limit: "Pointer[]" },
         );
       }
+      // Copied by index, as options are read: an array's own iterator or a
+      // getter at an index that throws is a bad option, not a raw error.
+      let list: Pointer[] = [];
+      try {
+        const from = aliases as Pointer[];
+        list = new Array(from.length);
+        for (let i = 0; i < list.length; i++) list[i] = from[i];
+      } catch (error) {
+        this.#badOptions(what, error);
+      }
       aliasMemories = [];
       aliasOffsets = [];
       const end = byteOffset + byteLength;
-      for (const alias of aliases as Pointer[]) {
+      for (let i = 0; i < list.length; i++) {
+        const alias = list[i];
         const o = this.#placeOf(alias, "alias");
         const m = this.#memory;
         if (o < 0) this.#throwDetached(what, "alias");
