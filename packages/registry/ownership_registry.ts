@@ -26,7 +26,12 @@ import {
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
-import { checkFlag, describeValue, readOptions } from "./_describe.ts";
+import {
+  checkFlag,
+  describeValue,
+  readOptions,
+  typeName,
+} from "./_describe.ts";
 import {
   _AliasTable,
   _RecordTable,
@@ -324,9 +329,15 @@ function detectWorker(): string {
 }
 
 function describePointer(memory: object, byteOffset: number): string {
-  const name = memory.constructor?.name ?? "memory";
-  const length = (memory as { byteLength?: unknown }).byteLength;
-  return `${name}${
+  // A place's memory is the caller's object: its getters may throw, and a
+  // message (or dispose()'s leak report) must still be made.
+  let length: unknown;
+  try {
+    length = (memory as { byteLength?: unknown }).byteLength;
+  } catch {
+    length = undefined;
+  }
+  return `${typeName(memory)}${
     typeof length === "number" ? `(${length})` : ""
   }+${byteOffset}`;
 }
@@ -864,7 +875,7 @@ export class OwnershipRegistry {
         if (!isHostMemory(ptr.memory)) {
           throw new InvalidArgumentError(
             `Cannot allocate ${byteLength} bytes: the allocator's memory must be host memory, received ${
-              (ptr.memory as object)?.constructor?.name
+              typeName(ptr.memory)
             }`,
             { name: "allocator", value: allocator, limit: "host memory" },
           );
@@ -986,7 +997,7 @@ export class OwnershipRegistry {
     const buffer = span.buffer;
     if ((buffer as ArrayBuffer).detached === true) {
       throw new InvalidArgumentError(
-        `Cannot adopt a ${array.constructor.name}: its ArrayBuffer is detached`,
+        `Cannot adopt a ${typeName(array)}: its ArrayBuffer is detached`,
         { name: "array", value: "detached", limit: "attached buffer" },
       );
     }
@@ -1049,7 +1060,7 @@ export class OwnershipRegistry {
       : kind !== SYSTEM && kind !== ALIGNED
       ? `its kind is ${KINDS[kind]}`
       : !(memory instanceof ArrayBuffer)
-      ? `its memory is a ${memory.constructor?.name} (share it instead)`
+      ? `its memory is a ${typeName(memory)} (share it instead)`
       : byteOffset !== 0 || t.reserved[r] < memory.byteLength
       ? `it does not own its whole ArrayBuffer (bytes 0 to ${memory.byteLength})`
       : undefined;

@@ -15,7 +15,7 @@ import {
   type NewArrayOptions,
   OwnershipRegistry,
 } from "./ownership_registry.ts";
-import { checkInstance, describeValue } from "./_describe.ts";
+import { checkInstance, describeValue, typeName } from "./_describe.ts";
 
 /**
  * The owner a consumer receives with a zero-copy hand-off: the array itself
@@ -64,7 +64,7 @@ export class ArrayOwner<T extends ArrayBufferView> {
     }
     if (!registry.isRegistered(array)) {
       throw new DoubleFreeError(
-        `Cannot own a ${array.constructor.name} at byteOffset ${array.byteOffset}: it is not registered`,
+        `Cannot own a ${typeName(array)}: it is not registered`,
       );
     }
     this.#registry = registry;

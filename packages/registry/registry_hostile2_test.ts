@@ -68,6 +68,48 @@ describe("OwnershipRegistry hostile views", () => {
   });
 });
 
+describe("OwnershipRegistry hostile places", () => {
+  it("a place whose memory's getters throw still gets typed errors, a report, and a dispose() that frees everything", () => {
+    const leaks: number[] = [];
+    const registry = new OwnershipRegistry({
+      onLeak: (report) => leaks.push(report.records.length),
+    });
+    const memory = {
+      get constructor(): never {
+        throw new Error("a hostile constructor getter");
+      },
+      get byteLength(): never {
+        throw new Error("a hostile byteLength getter");
+      },
+    };
+    const place = { memory, byteOffset: 0 };
+    registry.register(place, { byteLength: 8 });
+    const before = JSON.stringify(registry.stats());
+    assert.throws(
+      () => registry.register(place, { byteLength: 8 }),
+      InvalidArgumentError,
+    );
+    assert.throws(
+      () =>
+        registry.registerBuffer({ memory, byteOffset: 4 }, {
+          byteLength: 4,
+          aliases: [{ memory, byteOffset: 16 }],
+        }),
+      InvalidArgumentError,
+    );
+    assert.throws(() => registry.transferOut(place), AllotError);
+    assert.equal(JSON.stringify(registry.stats()), before);
+    assert.match(registry.report(), /memory\+0/);
+    const data = registry.newArray("f32", 4);
+    const report = registry.dispose();
+    assert.equal(report?.records.length, 2);
+    assert.deepEqual(leaks, [2]);
+    assert.equal(registry.pointerCount, 0);
+    assert.equal(registry.requestedBytes, 0);
+    assert.equal(data.length, 0, "freed by dispose()");
+  });
+});
+
 describe("OwnershipRegistry hostile aliases", () => {
   it("registerBuffer() reads aliases by index: an array's own iterator is not called, a throwing getter is a typed refusal", () => {
     using registry = new OwnershipRegistry();
