@@ -1029,7 +1029,8 @@ export class OwnershipRegistry {
    * @throws {DoubleFreeError} When the pointer is not registered.
    * @throws {UnsupportedOperationError} For a buffer with aliases still
    * registered, an alias, a heap or custom allocation, a record that does not
-   * own its whole `ArrayBuffer`, or a `SharedArrayBuffer`; nothing changes.
+   * own its whole `ArrayBuffer`, one whose `ArrayBuffer` holds another
+   * registered allocation, or a `SharedArrayBuffer`; nothing changes.
    *
    * @example
    * ```ts
@@ -1063,6 +1064,8 @@ export class OwnershipRegistry {
       ? `its memory is a ${typeName(memory)} (share it instead)`
       : byteOffset !== 0 || t.reserved[r] < memory.byteLength
       ? `it does not own its whole ArrayBuffer (bytes 0 to ${memory.byteLength})`
+      : this.#sharesMemory(r, memory)
+      ? `another allocation registered in the same ArrayBuffer would be moved with it (and could never be unregistered here)`
       : undefined;
     if (why !== undefined) {
       throw new UnsupportedOperationError(
@@ -1074,6 +1077,15 @@ export class OwnershipRegistry {
     this.#forget(r);
     t.put(r);
     return memory as ArrayBuffer;
+  }
+
+  /** Whether a live record other than `r` lies in `memory` (O(records)). */
+  #sharesMemory(r: number, memory: object): boolean {
+    const m = this.#records.memory;
+    for (let s = 0; s < m.length; s++) {
+      if (s !== r && m[s] === memory) return true;
+    }
+    return false;
   }
 
   /**

@@ -14,6 +14,7 @@ import {
   AllotError,
   DoubleFreeError,
   InvalidArgumentError,
+  UnsupportedOperationError,
   UseAfterFreeError,
 } from "@allot/core";
 import { BuddyAllocator } from "@allot/buddy";
@@ -216,5 +217,31 @@ describe("owners whose release the registry refuses", () => {
     assert.equal(owner.released, true);
     assert.ok(!registry.isRegistered(data));
     assert.throws(() => owner.release(), DoubleFreeError);
+  });
+});
+
+describe("Worker hand-off edge cases", () => {
+  it("transferOut() refuses a buffer that holds another registered allocation, and changes nothing", () => {
+    using registry = new OwnershipRegistry({ onLeak: () => {} });
+    const buffer = new ArrayBuffer(64);
+    const whole = new Uint8Array(buffer);
+    const part = new Uint8Array(buffer, 8, 8);
+    registry.adopt(whole);
+    registry.register(part);
+    const before = JSON.stringify(registry.stats());
+    assert.throws(
+      () => registry.transferOut(whole),
+      UnsupportedOperationError,
+    );
+    assert.equal(JSON.stringify(registry.stats()), before);
+    assert.ok(registry.isRegistered(whole));
+    assert.equal(buffer.detached, false);
+    // Once the other allocation is gone, the buffer moves.
+    registry.unregister(part);
+    const moved = registry.transferOut(whole);
+    const received = structuredClone(moved, { transfer: [moved] });
+    assert.equal(received.byteLength, 64);
+    assert.equal(whole.length, 0);
+    assert.equal(registry.pointerCount, 0);
   });
 });
