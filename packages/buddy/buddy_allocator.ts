@@ -78,7 +78,10 @@ export interface BuddyAllocatorOptions {
 
 /** The figures of {@linkcode BuddyAllocator.stats}. */
 export interface BuddyAllocatorStats {
-  /** Bytes of live blocks (power-of-two lengths, and direct large blocks). */
+  /**
+   * Bytes of live blocks (power-of-two lengths, and direct large blocks: the
+   * whole pointer the backing gave).
+   */
   allocatedBytes: StatValues;
   /** Live blocks; `allocated` counts allocations, `freed` frees. */
   allocations: StatValues;
