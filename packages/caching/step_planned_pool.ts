@@ -26,11 +26,13 @@ import {
   type Segment,
   type SegmentSource,
   SegmentSourceError,
+  type SynchronizeOptions,
   UnsupportedOperationError,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
   validateFlag,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import { type _PlanItem, _PlanMemo } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
@@ -675,12 +677,22 @@ export class StepPlannedPool<M = unknown> {
       }
       return;
     }
-    let merged = block;
+    // the free range is the pool's own object, never the caller's handle:
+    // ranges are moved and resized as they merge and split, and a freed
+    // handle keeps saying what it was
+    let merged: PlannedBlock<M>;
     const prev = block._prev;
     if (prev !== undefined && prev._free) {
       this.#unindex(prev);
       merged = this.#join(prev, block);
+    } else {
+      merged = new PlannedBlock(seg, block._offset, block.byteLength);
+      const after = block._next;
+      merged._next = after;
+      if (after !== undefined) after._prev = merged;
+      this.#link(prev, merged);
     }
+    block._prev = block._next = undefined;
     const next = merged._next;
     if (next !== undefined && next._free) {
       this.#unindex(next);
@@ -879,6 +891,32 @@ export class StepPlannedPool<M = unknown> {
     this.trim(0);
   }
 
+  /**
+   * Resolves once every block freed so far is back in the pool: at once,
+   * since the pool reuses a freed range at once (queue order: nothing
+   * waits on a fence). The same verb as the caching allocator's, with the
+   * same options.
+   *
+   * @param options A signal: an aborted one rejects with its reason, and
+   * nothing changes.
+   * @returns Resolves when the blocks freed so far are back in the pool.
+   * @throws {InvalidArgumentError} (as a rejection) For options that are
+   * not an object, or a `signal` that is not an `AbortSignal`.
+   * @throws {ContractViolationError} (as a rejection) When called by the
+   * pool's segment source while the pool makes or gives back a segment.
+   * @throws {UseAfterFreeError} (as a rejection) After
+   * {@linkcode StepPlannedPool.dispose}.
+   */
+  synchronize(options?: SynchronizeOptions): Promise<void> {
+    try {
+      if (this.#disposed || this.#inSource !== 0) this.#refuse("synchronize");
+      validateSynchronizeOptions(options)?.throwIfAborted();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return Promise.resolve();
+  }
+
   /** Whether {@linkcode StepPlannedPool.dispose} ran. */
   get disposed(): boolean {
     return this.#disposed;
@@ -944,7 +982,7 @@ export class StepPlannedPool<M = unknown> {
       // a source that calls back into the pool while it makes or gives
       // back a segment would find the pool half way through a request
       throw new ContractViolationError(
-        `Cannot ${what}: the pool's segment source called back into the pool while making or giving back a segment`,
+        `Cannot ${what}: a segment source called back into the pool while the pool (or another pool of its group, for it) made or gave back a segment`,
       );
     }
     throw new UseAfterFreeError(`Cannot ${what}: the pool was disposed`);
@@ -1668,7 +1706,19 @@ export class StepPlannedPool<M = unknown> {
       if (grew.size >= _GREW) grew.clear();
       grew.add(size);
     }
-    this.#group?._makeRoom(this, size);
+    const group = this.#group;
+    if (group !== undefined) {
+      // other pools give segments back now: their sources must not call
+      // back into this pool, half way through a request (the request's
+      // index in the step is taken: a nested one would share it, and the
+      // step's plan would be made from wrong lifetimes)
+      this.#inSource++;
+      try {
+        group._makeRoom(this, size);
+      } finally {
+        this.#inSource--;
+      }
+    }
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
     // next few, while held bytes stay in bounds; others an exact one
