@@ -244,6 +244,9 @@ export class GpuPlannedAllocator {
     if (this.lost) return;
     const done = this.gpuDevice.queue.onSubmittedWorkDone();
     if (signal === undefined) return await done;
+    // (aborted while the pool was awaited: the listener below would never
+    // hear it)
+    signal.throwIfAborted();
     await new Promise<void>((resolve, reject) => {
       const onAbort = () => reject(signal.reason);
       signal.addEventListener("abort", onAbort, { once: true });
