@@ -588,6 +588,12 @@ export class StepPlannedPool<M = unknown> {
           p = this.#switch(item, size) ?? p;
         }
         if (j >= p.count || size !== p.sizes[j]) {
+          // (the planned request in this one's place outlived its step: a
+          // request a little larger, a grown copy of a cache, likely
+          // outlives its step too, and stays out of the arena)
+          if (j < p.count && p.offsets[j] < 0 && size > _SMALL) {
+            arenaOk = false;
+          }
           j = this.#resync(p, j, size);
           this.#misses++;
         }
@@ -616,7 +622,7 @@ export class StepPlannedPool<M = unknown> {
       // segments, else a new small segment while one fits in the bounds
       // (a small block left in the arena past its step pins it: the arena
       // cannot grow or move while the block lives), else the arena
-      block = this.#bestFit(size, false) ??
+      block = this.#bestFit(size, false) ?? this.#exactHole(size) ??
         (this.#roomForSmall() ? this.#grow(size) : undefined);
     }
     return block ?? this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
@@ -1821,6 +1827,17 @@ export class StepPlannedPool<M = unknown> {
       }
     }
     if (block === undefined) return undefined;
+    this.#unindex(block);
+    return this.#split(block, block._offset, size);
+  }
+
+  /**
+   * A free range of a large segment of exactly `size` bytes, taken whole
+   * (a hole already there: taking it splits nothing), or `undefined`.
+   */
+  #exactHole(size: number): PlannedBlock<M> | undefined {
+    const block = _fit(this.#free, size);
+    if (block === undefined || block.byteLength !== size) return undefined;
     this.#unindex(block);
     return this.#split(block, block._offset, size);
   }
