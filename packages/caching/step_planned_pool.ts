@@ -185,6 +185,8 @@ const _TRIM_BAND = 0.05;
  * pins a segment a growing block needed (a KV cache grown each step).
  */
 const _SMALL = 512;
+/** Keys of steps left unplanned kept at most (it starts over past them). */
+const _SKIPPED = 1024;
 /** Sizes `#grew` keeps at most (it starts over past them). */
 const _GREW = 1024;
 /** See `_SMALL`. */
@@ -317,6 +319,8 @@ export class StepPlannedPool<M = unknown> {
   #outgrownStep = -1;
   /** the arena bytes the last step took (see `_giveBack`) */
   #lastNeed = 0;
+  /** keys (`#prefixKey` of all their requests) of steps left unplanned */
+  #skipped = new Set<number>();
   /** sizes asked for, and segments made, where a request crept up */
   #grew = new Set<number>();
 
@@ -770,6 +774,19 @@ export class StepPlannedPool<M = unknown> {
       }
       const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
       this.#plannedLast = ++this.#sincePlan >= interval;
+      if (!this.#plannedLast && count > 1) {
+        // a step whose requests were seen in a step that went unplanned
+        // (backing off) repeats: it is planned now, whatever the back-off,
+        // so its next run follows a plan (a pass over varying steps that
+        // comes back settles in one pass, not a few)
+        const key = this.#prefixKey(count) ^ count;
+        const seen = this.#skipped;
+        if (seen.has(key)) this.#plannedLast = true;
+        else {
+          if (seen.size >= _SKIPPED) seen.clear();
+          seen.add(key);
+        }
+      }
       // a step a kept plan was made for left it for where blocks were, not
       // for what it asked: it is planned again (around the blocks left in
       // the arena) twice at most
