@@ -213,7 +213,9 @@ describe("StepPlannedPool re-entrant sources", () => {
     };
     const b = pool.allocate(1 << 16);
     assert.equal(errors.length, 4);
-    for (const e of errors) assert.ok(e instanceof ContractViolationError, String(e));
+    for (const e of errors) {
+      assert.ok(e instanceof ContractViolationError, String(e));
+    }
     pool.free(b);
     pool.free(keep);
     pool.validate();
@@ -317,7 +319,10 @@ describe("StepPlannedPool hostile model", () => {
         ).map((size) => ({ k: "alloc", size }) as Op),
       },
       { weight: 5, arbitrary: fc.nat(99).map((i) => ({ k: "free", i }) as Op) },
-      { weight: 1, arbitrary: fc.nat(99).map((i) => ({ k: "stale", i }) as Op) },
+      {
+        weight: 1,
+        arbitrary: fc.nat(99).map((i) => ({ k: "stale", i }) as Op),
+      },
       { weight: 2, arbitrary: fc.constant({ k: "step" } as Op) },
       {
         weight: 1,

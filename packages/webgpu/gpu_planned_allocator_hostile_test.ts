@@ -49,7 +49,10 @@ describe("GpuPlannedAllocator hostile", () => {
     for (
       const v of [NaN, -0, 0, -1, 1.5, 2 ** 53, Infinity, "16", null, 16n, {}]
     ) {
-      assert.throws(() => allocator.allocate(v as number), InvalidArgumentError);
+      assert.throws(
+        () => allocator.allocate(v as number),
+        InvalidArgumentError,
+      );
     }
     assert.throws(
       () => allocator.allocate(256 * 2 ** 20 + 1),
