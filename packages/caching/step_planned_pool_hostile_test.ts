@@ -425,4 +425,32 @@ describe("StepPlannedPool hostile model", () => {
       { numRuns: 150 },
     );
   });
+
+  it("a pool disposed by another pool's source while the group ends its step: the pools after it still end their step", () => {
+    const group = new StepPoolGroup();
+    const a = new StepPlannedPool(
+      new MockSegmentSource({ alignment: 256 }),
+      { group },
+    );
+    const sb = new MockSegmentSource({ alignment: 256 });
+    const b = new StepPlannedPool(sb, { group });
+    const c = new StepPlannedPool(
+      new MockSegmentSource({ alignment: 256 }),
+      { group },
+    );
+    const xs = [];
+    for (let i = 0; i < 8; i++) xs.push(b.allocate(1 << 16));
+    for (const x of xs) b.free(x);
+    const release = sb.freeSegment.bind(sb);
+    sb.freeSegment = (segment) => {
+      release(segment);
+      a.dispose();
+    };
+    group.endStep();
+    sb.freeSegment = release;
+    assert.ok(a.disposed);
+    assert.equal(group.poolCount, 2);
+    assert.equal(b.stepCount, 1);
+    assert.equal(c.stepCount, 1);
+  });
 });

@@ -160,7 +160,10 @@ export class StepPoolGroup {
     // error is thrown once the group's step is ended too)
     let error: unknown;
     let failed = false;
-    for (const p of this.#pools) {
+    // (over a copy: a pool a source disposes meanwhile leaves the list, and
+    // the pools after it still end their step; a pool that left is skipped)
+    for (const p of [...this.#pools]) {
+      if (!this.#pools.includes(p)) continue;
       try {
         p.endStep();
       } catch (e) {
