@@ -183,6 +183,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #held = new Map<DataPtr<M>, number>();
   #heldIn = new Map<unknown, Set<DataPtr<M>>>();
   #nextLarge = -1;
+  // Addresses a live DataPtr from `allocate` owns: only its deleter frees
+  // them (a raw free would let the address be reused under the pointer).
+  #owned = new Set<number>();
+  #ownedDeleter: Deleter<number>;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
   #usedPeak = 0;
@@ -321,7 +325,18 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     const strict = validateFlag(options.strict, "strict", false);
     this.#deleter = (address) => this.free(address);
-    if (strict) _makeStrict(this);
+    const owned = this.#owned;
+    this.#ownedDeleter = (address) => {
+      if (!owned.delete(address)) {
+        throw new DoubleFreeError(
+          `Cannot free address ${
+            describeValue(address)
+          } through a DataPtr deleter: no live DataPtr of this buddy allocator owns it`,
+        );
+      }
+      this.free(address);
+    };
+    if (strict) _makeStrict(this, owned);
   }
 
   /** Number of pools held. */
@@ -532,6 +547,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * changes.
    */
   free(address: number): void {
+    if (this.#owned.size !== 0 && this.#owned.has(address)) {
+      _refuseOwned(address);
+    }
     const order = this.#order;
     let g: number;
     // #unit's fast check: an aligned uint32 (the only numbers g * min can
@@ -780,13 +798,28 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   allocate(byteLength: number): DataPtr<M, number> {
     const address = this.alloc(byteLength);
-    return new DataPtr(
+    const ptr = new _OwnedPtr(
       this.memoryOf(address),
       this.byteOffsetOf(address),
       byteLength,
       this.device,
-      { context: address, deleter: this.#deleter },
+      { context: address, deleter: this.#ownedDeleter },
+      this.#owned,
     );
+    this.#owned.add(address);
+    return ptr;
+  }
+
+  /**
+   * Whether `ptr` is a live pointer that this allocator's `allocate` gave
+   * out (its deleter is this allocator's).
+   *
+   * @param ptr Any value.
+   * @returns `true` for a live pointer from this allocator.
+   */
+  ownsPointer(ptr: unknown): boolean {
+    return DataPtr.isDataPtr(ptr) && !ptr.released &&
+      ptr.getDeleter() === this.#ownedDeleter;
   }
 
   /**
@@ -1085,7 +1118,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
 
 // Strict mode: wraps the calls that change an allocator so that each checks
 // every invariant after it ran, and junk-fills host blocks a free gives back.
-function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
+function _makeStrict<M>(
+  buddy: BuddyAllocator<M>,
+  owned: Set<number>,
+): void {
   const proto = BuddyAllocator.prototype as BuddyAllocator<M>;
   const alloc = proto.alloc, free = proto.free, trim = proto.trim;
   Object.defineProperties(buddy, {
@@ -1098,6 +1134,8 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
     },
     free: {
       value: (address: number): void => {
+        // Refused before the junk fill: a refused call changes nothing.
+        if (owned.has(address)) _refuseOwned(address);
         let junk: Uint8Array | undefined;
         try {
           junk = buddy.bytes(address, buddy.byteLengthOf(address));
@@ -1119,6 +1157,37 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
       },
     },
   });
+}
+
+// A raw free of a block a live DataPtr owns: refused, nothing changes.
+function _refuseOwned(address: number): never {
+  throw new DoubleFreeError(
+    `Cannot free address ${address}: it is owned by a live DataPtr (release the DataPtr instead, or take the address with releaseContext() first)`,
+  );
+}
+
+// The DataPtr `allocate` returns: giving up its context with releaseContext()
+// hands the address to the caller, who then frees it with the raw verb.
+class _OwnedPtr<M> extends DataPtr<M, number> {
+  #owned: Set<number>;
+
+  constructor(
+    memory: M,
+    byteOffset: number,
+    byteLength: number,
+    device: Device,
+    ownership: { context: number; deleter: Deleter<number> },
+    owned: Set<number>,
+  ) {
+    super(memory, byteOffset, byteLength, device, ownership);
+    this.#owned = owned;
+  }
+
+  override releaseContext(): number | null {
+    const context = super.releaseContext();
+    if (context !== null) this.#owned.delete(context);
+    return context;
+  }
 }
 
 // Gives back a pointer the allocator refuses; a deleter that throws does not
