@@ -24,6 +24,7 @@ import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
+import { ownedOffsets } from "./_owned_offsets.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -331,6 +332,14 @@ function ctz(x: number): number {
  * ```
  */
 export class CpuHeap {
+  // Offsets a CpuAllocator owns: refused by free/realloc/resizeInPlace
+  // (see _owned_offsets.ts); null while no allocator uses this heap.
+  #owned: Set<number> | null = null;
+
+  static {
+    ownedOffsets.of = (heap) => heap.#owned ??= new Set();
+  }
+
   /** The memory the heap manages. */
   readonly memory: HostMemory;
   /** Default alignment in bytes, also the granule of every block length. */
@@ -831,6 +840,7 @@ export class CpuHeap {
    * `byteOffset` (freed twice, or never allocated here); nothing changes.
    */
   free(byteOffset: number): void {
+    if (this.#owned !== null) this.#refuseOwned(byteOffset, "free");
     // The live-block lookup is written here rather than in a helper (free is
     // its only caller): Node 20's optimizing compiler charges every inlined
     // helper's bytecode to one budget per function (920 bytes), and a
@@ -905,6 +915,7 @@ export class CpuHeap {
    * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
    */
   resizeInPlace(byteOffset: number, byteLength: number): boolean {
+    if (this.#owned !== null) this.#refuseOwned(byteOffset, "resize");
     const b = this.#lookup(byteOffset, "resize");
     validateByteLength(byteLength);
     let units = Math.ceil(byteLength / this.alignment);
@@ -1085,6 +1096,15 @@ export class CpuHeap {
   /** Same as {@linkcode CpuHeap.dispose}, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
+  }
+
+  // A raw call on a block a CpuAllocator owns: refused, nothing changes.
+  #refuseOwned(byteOffset: number, what: string): void {
+    if (this.#owned!.has(byteOffset)) {
+      throw new DoubleFreeError(
+        `Cannot ${what} byte offset ${byteOffset}: the block is owned by a live DataPtr (or raw context) of a CpuAllocator; release it through that allocator`,
+      );
+    }
   }
 
   /**
