@@ -1,7 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { DoubleFreeError } from "@allot/core";
+import { AllotError, DoubleFreeError } from "@allot/core";
 import { CpuAllocator } from "./cpu_allocator.ts";
+import { CpuHeap } from "./heap.ts";
 
 describe("CpuAllocator: stale ownership between DataPtr and the heap's free", () => {
   it("a raw heap.free of a DataPtr's block cannot free the next owner's block", () => {
@@ -82,5 +83,15 @@ describe("CpuAllocator: stale ownership between DataPtr and the heap's free", ()
     p.release();
     assert.equal(cpu.heap.allocationCount, 0);
     assert.ok(offset >= 0);
+  });
+
+  it("release after the heap was disposed is refused with a typed error", () => {
+    const heap = new CpuHeap(4096);
+    const cpu = new CpuAllocator({ heap });
+    const p = cpu.allocate(64);
+    heap.dispose();
+    assert.throws(() => p.release(), AllotError);
+    assert.equal(p.released, true);
+    p.release(); // once only
   });
 });
