@@ -9,12 +9,17 @@
 
 import type { CpuHeap } from "./heap.ts";
 
-/** Internal access to a heap's owned-offset set. */
+/** Internal access to a heap's owned-block marks (one bit per granule). */
 export const ownedOffsets: {
-  /** The heap's set, made on first use. */
-  of: (heap: CpuHeap) => Set<number>;
+  /** Marks the block at `byteOffset` (a live block's start) as owned. */
+  mark: (heap: CpuHeap, byteOffset: number) => void;
+  /** Clears the mark; returns whether it was set. */
+  unmark: (heap: CpuHeap, byteOffset: number) => boolean;
 } = {
-  of: () => {
-    throw new Error("CpuHeap not loaded");
-  },
+  mark: _notLoaded,
+  unmark: _notLoaded,
 };
+
+function _notLoaded(): never {
+  throw new Error("CpuHeap not loaded");
+}

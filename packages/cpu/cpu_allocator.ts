@@ -320,7 +320,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         throw this.#outOfMemory(byteLength, alignment);
       }
     }
-    ownedOffsets.of(heap).add(byteOffset);
+    ownedOffsets.mark(heap, byteOffset);
     const buffer = heap.buffer;
     if (this.#zeroFill) zeroFill(buffer, byteOffset, byteLength);
     else if (this.#junkFill) junkFill(buffer, byteOffset, byteLength);
@@ -451,12 +451,11 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     const heap = context.heap;
     // Free first: a heap that refuses (disposed, its bytes now another
     // heap's) must not get junk written over them.
-    const owned = ownedOffsets.of(heap);
-    owned.delete(byteOffset);
+    const marked = ownedOffsets.unmark(heap, byteOffset);
     try {
       heap.free(byteOffset);
     } catch (error) {
-      owned.add(byteOffset); // refused: nothing changes
+      if (marked) ownedOffsets.mark(heap, byteOffset); // nothing changes
       throw error;
     }
     if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);

@@ -334,10 +334,30 @@ function ctz(x: number): number {
 export class CpuHeap {
   // Offsets a CpuAllocator owns: refused by free/realloc/resizeInPlace
   // (see _owned_offsets.ts); null while no allocator uses this heap.
-  #owned: Set<number> | null = null;
+  // One bit per granule (indexed by byteOffset >>> #shift), grown on demand.
+  #owned: Uint32Array | null = null;
 
   static {
-    ownedOffsets.of = (heap) => heap.#owned ??= new Set();
+    ownedOffsets.mark = (heap, byteOffset) => {
+      const unit = byteOffset >>> heap.#shift;
+      let owned = heap.#owned;
+      if (owned === null || (unit >>> 5) >= owned.length) {
+        const grown = new Uint32Array(
+          Math.max(64, (unit >>> 5) + 1, (owned?.length ?? 0) * 2),
+        );
+        if (owned !== null) grown.set(owned);
+        heap.#owned = owned = grown;
+      }
+      owned[unit >>> 5] |= 1 << (unit & 31);
+    };
+    ownedOffsets.unmark = (heap, byteOffset) => {
+      const unit = byteOffset >>> heap.#shift;
+      const owned = heap.#owned!;
+      const bit = 1 << (unit & 31);
+      const word = owned[unit >>> 5];
+      owned[unit >>> 5] = word & ~bit;
+      return (word & bit) !== 0;
+    };
   }
 
   /** The memory the heap manages. */
@@ -1100,7 +1120,14 @@ export class CpuHeap {
 
   // A raw call on a block a CpuAllocator owns: refused, nothing changes.
   #refuseOwned(byteOffset: number, what: string): void {
-    if (this.#owned!.has(byteOffset)) {
+    // Only a granule-aligned uint32 can be a block start; anything else is
+    // left to the call's own checks.
+    if (
+      typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset &&
+      (byteOffset & this.#granuleMask) === 0 &&
+      ((this.#owned![byteOffset >>> this.#shift >>> 5] ?? 0) &
+          (1 << ((byteOffset >>> this.#shift) & 31))) !== 0
+    ) {
       throw new DoubleFreeError(
         `Cannot ${what} byte offset ${byteOffset}: the block is owned by a live DataPtr (or raw context) of a CpuAllocator; release it through that allocator`,
       );
