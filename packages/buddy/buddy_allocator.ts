@@ -29,6 +29,7 @@ import {
   validateFlag,
   viewSpan,
 } from "@allot/core";
+import { OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
 /** Options of {@linkcode BuddyAllocator}. */
@@ -185,7 +186,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #nextLarge = -1;
   // Addresses a live DataPtr from `allocate` owns: only its deleter frees
   // them (a raw free would let the address be reused under the pointer).
-  #owned = new Set<number>();
+  #owned: OwnedMarks;
   #ownedDeleter: Deleter<number>;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
@@ -325,9 +326,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     const strict = validateFlag(options.strict, "strict", false);
     this.#deleter = (address) => this.free(address);
-    const owned = this.#owned;
+    const owned = this.#owned = new OwnedMarks(this.#minShift);
     this.#ownedDeleter = (address) => {
-      if (!owned.delete(address)) {
+      if (!owned.unmark(address)) {
         throw new DoubleFreeError(
           `Cannot free address ${
             describeValue(address)
@@ -547,9 +548,6 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * changes.
    */
   free(address: number): void {
-    if (this.#owned.size !== 0 && this.#owned.has(address)) {
-      _refuseOwned(address);
-    }
     const order = this.#order;
     let g: number;
     // #unit's fast check: an aligned uint32 (the only numbers g * min can
@@ -561,6 +559,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     ) {
       g = this.#freeOther(address);
       if (g < 0) return;
+    }
+    // A block a live DataPtr owns: only its deleter frees it.
+    if ((this.#owned.bits[g >>> 5] & (1 << (g & 31))) !== 0) {
+      _refuseOwned(address);
     }
     let k = -order[g] - 1;
     order[g] = 0;
@@ -589,6 +591,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // returns the unit of a live block in a pool, or throws.
   #freeOther(address: number): number {
     if (typeof address === "number" && address < 0) {
+      if (this.#owned.large.has(address)) _refuseOwned(address);
       this.#freeLarge(address);
       return -1;
     }
@@ -806,7 +809,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       { context: address, deleter: this.#ownedDeleter },
       this.#owned,
     );
-    this.#owned.add(address);
+    this.#owned.mark(address);
     return ptr;
   }
 
@@ -1120,7 +1123,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
 // every invariant after it ran, and junk-fills host blocks a free gives back.
 function _makeStrict<M>(
   buddy: BuddyAllocator<M>,
-  owned: Set<number>,
+  owned: OwnedMarks,
 ): void {
   const proto = BuddyAllocator.prototype as BuddyAllocator<M>;
   const alloc = proto.alloc, free = proto.free, trim = proto.trim;
@@ -1169,7 +1172,7 @@ function _refuseOwned(address: number): never {
 // The DataPtr `allocate` returns: giving up its context with releaseContext()
 // hands the address to the caller, who then frees it with the raw verb.
 class _OwnedPtr<M> extends DataPtr<M, number> {
-  #owned: Set<number>;
+  #owned: OwnedMarks;
 
   constructor(
     memory: M,
@@ -1177,7 +1180,7 @@ class _OwnedPtr<M> extends DataPtr<M, number> {
     byteLength: number,
     device: Device,
     ownership: { context: number; deleter: Deleter<number> },
-    owned: Set<number>,
+    owned: OwnedMarks,
   ) {
     super(memory, byteOffset, byteLength, device, ownership);
     this.#owned = owned;
@@ -1185,7 +1188,7 @@ class _OwnedPtr<M> extends DataPtr<M, number> {
 
   override releaseContext(): number | null {
     const context = super.releaseContext();
-    if (context !== null) this.#owned.delete(context);
+    if (context !== null) this.#owned.unmark(context);
     return context;
   }
 }

@@ -49,6 +49,18 @@ describe("BuddyAllocator: stale ownership between DataPtr and free()", () => {
     assert.equal(buddy.stats().allocatedBytes.current, 0);
   });
 
+  it("a large block owned by a DataPtr is refused too", () => {
+    const buddy = new BuddyAllocator();
+    const p = buddy.allocate(3 << 20);
+    const address = p.getContext() as number;
+    assert.ok(address < 0, "a large block");
+    const before = JSON.stringify(buddy.stats());
+    assert.throws(() => buddy.free(address), DoubleFreeError);
+    assert.equal(JSON.stringify(buddy.stats()), before);
+    p.release();
+    assert.equal(buddy.stats().allocatedBytes.current, 0);
+  });
+
   it("double release of one DataPtr frees once", () => {
     const buddy = new BuddyAllocator();
     const p = buddy.allocate(256);
