@@ -238,6 +238,123 @@ export class PoolStats {
   }
 
   /**
+   * A cached block handed out (the hit path): {@linkcode PoolStats.allocated}
+   * and the change in free split blocks that the take made, in one call
+   * that fetches each pool record once: `splitBlocks` more free split
+   * blocks (1: a whole block split for the first time; -1: a whole free
+   * split block taken; 0: carved from the front of one) and `splitBytes`
+   * more bytes in them (negative when they lost bytes).
+   *
+   * @param small Whether the block is in the small pool.
+   * @param bytes Bytes of the block.
+   * @param requested Bytes asked for.
+   * @param splitBlocks Change in free split blocks.
+   * @param splitBytes Change in bytes of free split blocks.
+   */
+  taken(
+    small: boolean,
+    bytes: number,
+    requested: number,
+    splitBlocks: number,
+    splitBytes: number,
+  ): void {
+    const cur = small ? this.#smallCurrent : this.#largeCurrent;
+    const peak = small ? this.#smallPeak : this.#largePeak;
+    const other = small ? this.#largeCurrent : this.#smallCurrent;
+    const allPeak = this.#allPeak;
+    let c = cur.allocation + 1;
+    cur.allocation = c;
+    if (c > peak.allocation) peak.allocation = c;
+    c += other.allocation;
+    if (c > allPeak.allocation) allPeak.allocation = c;
+    c = cur.allocatedBytes + bytes;
+    cur.allocatedBytes = c;
+    if (c > peak.allocatedBytes) peak.allocatedBytes = c;
+    c += other.allocatedBytes;
+    if (c > allPeak.allocatedBytes) allPeak.allocatedBytes = c;
+    c = cur.requestedBytes + requested;
+    cur.requestedBytes = c;
+    if (c > peak.requestedBytes) peak.requestedBytes = c;
+    c += other.requestedBytes;
+    if (c > allPeak.requestedBytes) allPeak.requestedBytes = c;
+    if (splitBlocks !== 0 || splitBytes !== 0) {
+      this.#splitMoved(small, cur, peak, other, splitBlocks, splitBytes);
+    }
+  }
+
+  /**
+   * A block freed by the caller that goes back to the pool at once (no
+   * fence to wait for: the hit path): {@linkcode PoolStats.freed} and then
+   * {@linkcode PoolStats.inactive} of a block that was not pending, in one
+   * call that fetches each pool record once.
+   *
+   * @param small Whether the block is in the small pool.
+   * @param bytes Bytes of the block.
+   * @param requested Bytes it was asked for.
+   * @param splitBlocks Change in free split blocks (merges lower it).
+   * @param splitBytes Change in bytes of free split blocks.
+   */
+  returned(
+    small: boolean,
+    bytes: number,
+    requested: number,
+    splitBlocks: number,
+    splitBytes: number,
+  ): void {
+    const cur = small ? this.#smallCurrent : this.#largeCurrent;
+    const freed = small ? this.#smallFreed : this.#largeFreed;
+    cur.allocation--;
+    freed.allocation++;
+    cur.allocatedBytes -= bytes;
+    freed.allocatedBytes += bytes;
+    cur.requestedBytes -= requested;
+    freed.requestedBytes += requested;
+    if (splitBlocks !== 0 || splitBytes !== 0) {
+      this.#splitMoved(
+        small,
+        cur,
+        small ? this.#smallPeak : this.#largePeak,
+        small ? this.#largeCurrent : this.#smallCurrent,
+        splitBlocks,
+        splitBytes,
+      );
+    }
+  }
+
+  /** The split figures of one pool moved by `blocks` and `bytes` (either sign). */
+  #splitMoved(
+    small: boolean,
+    cur: _Figures,
+    peak: _Figures,
+    other: _Figures,
+    blocks: number,
+    bytes: number,
+  ): void {
+    const allPeak = this.#allPeak;
+    let c: number;
+    if (blocks > 0) {
+      c = cur.inactiveSplit + blocks;
+      cur.inactiveSplit = c;
+      if (c > peak.inactiveSplit) peak.inactiveSplit = c;
+      c += other.inactiveSplit;
+      if (c > allPeak.inactiveSplit) allPeak.inactiveSplit = c;
+    } else if (blocks < 0) {
+      cur.inactiveSplit += blocks;
+      (small ? this.#smallFreed : this.#largeFreed).inactiveSplit -= blocks;
+    }
+    if (bytes > 0) {
+      c = cur.inactiveSplitBytes + bytes;
+      cur.inactiveSplitBytes = c;
+      if (c > peak.inactiveSplitBytes) peak.inactiveSplitBytes = c;
+      c += other.inactiveSplitBytes;
+      if (c > allPeak.inactiveSplitBytes) allPeak.inactiveSplitBytes = c;
+    } else if (bytes < 0) {
+      cur.inactiveSplitBytes += bytes;
+      (small ? this.#smallFreed : this.#largeFreed).inactiveSplitBytes -= bytes;
+    }
+  }
+
+  /**
    * `bytes` more in free split blocks, and `blocks` (0 or more) more such
    * blocks: a free block split in two for the first time (1 block, its
    * rest's bytes), a segment's free tail grown, a block freed between
