@@ -183,10 +183,11 @@ export class _CachingPolicy<M> {
   release(b: _Block<M>): void {
     if (b.streamUses === null && !this.watched) {
       // The common case: no other stream used it, nothing watches.
+      this.stats.freed(b.segment.small, b.size);
       if (b.size >= this.maxSplitByteLength) {
         this.stats.oversizeAllocation(-1);
       }
-      this.freeBlock(b, true);
+      this.freeBlock(b);
     } else {
       this.releaseWatched(b);
     }
@@ -291,8 +292,6 @@ export class _CachingPolicy<M> {
       : size < this.maxSplitByteLength &&
         remaining > this.smallRequestMaxByteLength &&
         (b.segment.expandable || !this.expandable);
-    // The change in free split blocks (PoolStats.taken).
-    let splitBlocks = 0, splitBytes = 0;
     if (split) {
       const rest = b;
       const seg = rest.segment;
@@ -312,23 +311,17 @@ export class _CachingPolicy<M> {
       }
       rest.offset += size;
       rest.stamp = this.clock;
-      if (alreadySplit) splitBytes = -size;
-      else {
-        splitBlocks = 1;
-        splitBytes = rest.size;
-      }
+      if (alreadySplit) this.stats.splitTaken(small, size, 0);
+      else this.stats.split(small, 1, rest.size);
     } else {
       pool.remove(b);
-      if (alreadySplit) {
-        splitBlocks = -1;
-        splitBytes = -b.size;
-      }
+      if (alreadySplit) this.stats.splitTaken(small, b.size, 1);
     }
     b.state = ALLOCATED;
     b.requested = requested;
     b.tag = tag;
     const bytes = b.size;
-    this.stats.taken(small, bytes, requested, splitBlocks, splitBytes);
+    this.stats.allocated(small, bytes, requested);
     if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
     if (this.watched) this.watchTake(b);
     return b;
@@ -357,7 +350,7 @@ export class _CachingPolicy<M> {
    * A block back in its pool (its fences done): merged with free
    * neighbours; the survivor is re-keyed in place or inserted.
    */
-  freeBlock(b: _Block<M>, freedNow = false): void {
+  freeBlock(b: _Block<M>): void {
     const seg = b.segment;
     const pool = this.poolOf(seg);
     const originalSize = b.size, requested = b.requested;
@@ -418,24 +411,14 @@ export class _CachingPolicy<M> {
       splitBlocks++;
       splitBytes += survivor.size;
     }
-    if (freedNow) {
-      this.stats.returned(
-        seg.small,
-        originalSize,
-        requested,
-        splitBlocks,
-        splitBytes,
-      );
-    } else {
-      this.stats.inactive(
-        seg.small,
-        originalSize,
-        requested,
-        wasPending,
-        splitBlocks,
-        splitBytes,
-      );
-    }
+    this.stats.inactive(
+      seg.small,
+      originalSize,
+      requested,
+      wasPending,
+      splitBlocks,
+      splitBytes,
+    );
   }
 
   /** Strict mode and history when freeBlock() frees `b`. */

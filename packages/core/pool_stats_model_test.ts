@@ -93,16 +93,8 @@ class Model {
     this.move("reservedBytes", small, size);
   }
 
-  /**
-   * Takes `size` bytes from the front of a free block (split if larger);
-   * `fused`: reported as the hit path does, in one `taken()` call.
-   */
-  allocate(
-    segIndex: number,
-    blockIndex: number,
-    fraction: number,
-    fused = false,
-  ): void {
+  /** Takes `size` bytes from the front of a free block (split if larger). */
+  allocate(segIndex: number, blockIndex: number, fraction: number): void {
     const seg = this.segs[segIndex % this.segs.length];
     const free = seg.blocks.filter((b) => b.state === "free");
     if (free.length === 0) return;
@@ -119,11 +111,8 @@ class Model {
         b.requested = requested;
       }
     });
-    if (fused) this.stats.taken(seg.small, size, requested, dn, dbytes);
-    else {
-      this.applySplit(seg.small, dn, dbytes);
-      this.stats.allocated(seg.small, size, requested, this.pendingCount !== 0);
-    }
+    this.applySplit(seg.small, dn, dbytes);
+    this.stats.allocated(seg.small, size, requested, this.pendingCount !== 0);
     this.move("allocation", seg.small, 1);
     this.move("allocatedBytes", seg.small, size);
     this.move("active", seg.small, 1);
@@ -139,22 +128,18 @@ class Model {
     );
   }
 
-  /**
-   * Frees an allocated block; `fused` (when not pending): reported as the
-   * hit path does, in one `returned()` call.
-   */
-  free(index: number, pending: boolean, fused = false): void {
+  free(index: number, pending: boolean): void {
     const all = this.allocatedBlocks();
     if (all.length === 0) return;
     const [seg, b] = all[index % all.length];
-    if (!fused || pending) this.stats.freed(seg.small, b.size);
+    this.stats.freed(seg.small, b.size);
     this.move("allocation", seg.small, -1);
     this.move("allocatedBytes", seg.small, -b.size);
     if (pending) {
       b.state = "pending";
       this.pendingCount++;
       this.stats.pending(seg.small, b.size);
-    } else this.returnToPool(seg, b, false, fused);
+    } else this.returnToPool(seg, b, false);
   }
 
   completeFences(): void {
@@ -169,7 +154,7 @@ class Model {
   }
 
   /** A block back in the pool, merged with free neighbours. */
-  returnToPool(seg: Seg, b: Block, wasPending: boolean, fused = false): void {
+  returnToPool(seg: Seg, b: Block, wasPending: boolean): void {
     const size = b.size, requested = b.requested;
     const [dn, dbytes] = this.reshape(seg, () => {
       b.state = "free";
@@ -182,10 +167,7 @@ class Model {
         } else i++;
       }
     });
-    if (fused) this.stats.returned(seg.small, size, requested, dn, dbytes);
-    else {
-      this.stats.inactive(seg.small, size, requested, wasPending, dn, dbytes);
-    }
+    this.stats.inactive(seg.small, size, requested, wasPending, dn, dbytes);
     this.move("active", seg.small, -1);
     this.move("activeBytes", seg.small, -size);
     this.move("requestedBytes", seg.small, -requested);
@@ -280,13 +262,11 @@ const op = fc.oneof(
     seg: fc.nat(),
     block: fc.nat(),
     fraction: fc.double({ min: 0.05, max: 1, noNaN: true }),
-    fused: fc.boolean(),
   }),
   fc.record({
     kind: fc.constant("free" as const),
     index: fc.nat(),
     pending: fc.boolean(),
-    fused: fc.boolean(),
   }),
   fc.record({ kind: fc.constant("complete" as const) }),
   fc.record({ kind: fc.constant("empty" as const) }),
@@ -295,7 +275,7 @@ const op = fc.oneof(
 );
 
 describe("PoolStats model", () => {
-  it("PoolStats equals a naive per-figure model and a recount after every step of random segment, allocate, free, fence, emptyCache and reset sequences (hit-path events through taken()/returned() or the separate calls, at random)", () => {
+  it("PoolStats equals a naive per-figure model and a recount after every step of random segment, allocate, free, fence, emptyCache and reset sequences", () => {
     fc.assert(
       fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
         const m = new Model();
@@ -305,12 +285,10 @@ describe("PoolStats model", () => {
               m.addSegment(o.small, o.size);
               break;
             case "allocate":
-              if (m.segs.length > 0) {
-                m.allocate(o.seg, o.block, o.fraction, o.fused);
-              }
+              if (m.segs.length > 0) m.allocate(o.seg, o.block, o.fraction);
               break;
             case "free":
-              m.free(o.index, o.pending, o.fused);
+              m.free(o.index, o.pending);
               break;
             case "complete":
               m.completeFences();
