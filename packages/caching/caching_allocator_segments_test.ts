@@ -156,6 +156,9 @@ function run(
   let regretBytes = 0;
   let forgotten = 0;
   let ghostLimit = 0;
+  // Cycles of misses: the most bytes active at a miss of this cycle and
+  // of the last, and whether each began at a low.
+  let cyclePeak = 0, lastPeak = 0, cycleFromLow = false, lastFromLow = false;
   const missed: Record<string, number[]> = { small: [], large: [] };
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
@@ -193,8 +196,25 @@ function run(
         const after = new Set(a.snapshot().segments.map((s) => s.address));
         const gone = before.filter((s) => !after.has(s.address));
         const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
+        // What the miss is measured against: what it needs, or at a low
+        // (needing at most a quarter of the last cycle's peak) of cycles
+        // seen to recur, the last cycle's peak. A miss needing at most a
+        // quarter of this cycle's peak begins the next cycle.
+        let need = active + size, atLow = false;
         if (o.releaseCachedAboveRatio !== Infinity) {
-          // A miss first looks for the smallest ghost that would serve it.
+          if (4 * need <= cyclePeak) {
+            lastPeak = cyclePeak;
+            lastFromLow = cycleFromLow;
+            cycleFromLow = true;
+            cyclePeak = active;
+          } else cyclePeak = Math.max(cyclePeak, active);
+          atLow = 4 * need <= lastPeak;
+          if (atLow && lastFromLow) need = lastPeak;
+        }
+        const recent = Math.max(need, cyclePeak, lastPeak);
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          // A miss first looks for the smallest ghost that would serve it
+          // (at a low, it is forgotten without regret).
           let best = -1;
           ghosts.forEach((g, i) => {
             if (
@@ -202,7 +222,8 @@ function run(
               (best < 0 || g.size < ghosts[best].size)
             ) best = i;
           });
-          if (best >= 0) {
+          if (best >= 0 && atLow) ghosts.splice(best, 1);
+          else if (best >= 0) {
             regretBytes += ghosts[best].size;
             forgotten = 0;
             const slack = ratio - 1;
@@ -216,7 +237,7 @@ function run(
             ghosts.splice(best, 1);
           }
         }
-        const bound = ratio * (active + size);
+        const bound = ratio * need;
         for (const s of gone) {
           assert.ok(
             whole.some((w) => w.address === s.address),
@@ -260,8 +281,8 @@ function run(
           if (reserved > ghostLimit) ghostLimit = reserved;
           let left = reserved;
           for (const s of gone) {
-            // The ratio that would have kept it.
-            const keep = left / (active + size);
+            // The ratio that would have kept it, against the recent peak.
+            const keep = left / recent;
             left -= s.byteLength;
             ghosts.push({ pool: s.pool, size: s.byteLength, keep });
             let bytes = ghosts.reduce((n, g) => n + g.size, 0);
