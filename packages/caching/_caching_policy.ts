@@ -117,8 +117,9 @@ export class _CachingPolicy<M> {
   regretBytes = 0;
   /**
    * Cycles of misses ({@linkcode needAtMiss}): the most bytes active at a
-   * miss of this cycle, the most at the last cycle's misses, whether that cycle began at a low (cycles
-   * recur), and whether the current miss is at a low.
+   * miss of this cycle, the most at the last cycle's misses, whether each
+   * began at a low (cycles recur), and whether the current miss is at a
+   * low.
    */
   cyclePeak = 0;
   lastPeak = 0;
@@ -491,8 +492,8 @@ export class _CachingPolicy<M> {
   /**
    * On a miss: while reserved bytes exceed `releaseRatio` times `need`
    * (the active bytes plus `size`, or at a low the last cycle's peak: see
-   * {@linkcode needAtMiss}), gives whole free segments back, least recently used
-   * first: those of the request's pool (all smaller than the request, or
+   * {@linkcode needAtMiss}), gives whole free segments back, least recently
+   * used first: those of the request's pool (all smaller than the request, or
    * best fit would have taken one), and those of the other pool unused since
    * the previous such miss (one used since may be needed again at once: a
    * loop that alternates between the pools would otherwise give back and
