@@ -117,14 +117,14 @@ export class _CachingPolicy<M> {
   regretBytes = 0;
   /**
    * Cycles of misses ({@linkcode needAtMiss}): the most bytes active at a
-   * miss of this cycle, the most at the last cycle's misses, whether each
-   * began at a low (cycles recur), and whether the current miss is at a
-   * low.
+   * miss of this cycle and of the last, the most bytes a miss of this
+   * cycle and of the last needed (active plus the request), and whether
+   * the current miss is at a low.
    */
-  cyclePeak = 0;
-  lastPeak = 0;
-  cycleFromLow = false;
-  lastFromLow = false;
+  cycleActive = 0;
+  lastActive = 0;
+  cycleNeed = 0;
+  lastNeed = 0;
   atLow = false;
   /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
   forgotten = 0;
@@ -542,7 +542,7 @@ export class _CachingPolicy<M> {
     // segment kept through a dip in what is live costs nothing at the
     // peak. (Over the bytes needed now, a give-back at a low measured a
     // keep of 64.6 on a growing KV cache, and one regret jumped there.)
-    const recent = Math.max(need, this.cyclePeak, this.lastPeak);
+    const recent = Math.max(need, this.cycleNeed, this.lastNeed);
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
       const keep = this.stats.reservedBytes / recent;
@@ -553,41 +553,48 @@ export class _CachingPolicy<M> {
 
   /**
    * The bytes a miss of `size` bytes is measured against when giving back:
-   * the active bytes plus `size`, except at a low of a recurring cycle.
-   * Misses fall into cycles: a miss that needs at most 1/`LOW_SHARE` of
-   * the most bytes active at a miss of the current cycle is at a low and
-   * begins the next cycle (a pass's end, where what a pass made is freed
-   * and the next starts again from little: a KV cache grown token by
-   * token, pass after pass; a step's end). Misses at a low (needing at most
-   * 1/`LOW_SHARE` of the last cycle's peak) of a cycle that itself began
-   * at a low (cycles seen to recur) are measured against the last cycle's
-   * peak: the next cycle is likely to need it again. Measured against
-   * what they need (little), they gave back all but their own request, and
-   * the next misses made it all again: 4.06x peak live over 8 warm passes
-   * of `bench/growth_room.ts`'s step 4 KiB, 64 KiB base (1.10 in one),
-   * the back-off having regretted that give-back, measured against almost
-   * nothing live, and widened to keep every size. The first low is not
-   * trusted: a program that does something large once (a weights upload)
-   * and then small things keeps no segment for it. (Peaks are of the
-   * active bytes, without the request: a single large request among small
-   * live bytes is no cycle's peak; with it, log-uniform churn saw lows in
-   * its first requests and held up to 9 % more.) Outside lows the need
-   * is the bytes needed now: giving back within a cycle, as what is live
-   * dips, lets later segments take the sizes its peak needs (the recorded
-   * transformer trace holds 1.036 x live so, 1.042 measured against the
-   * peak of the last two misses). Misses at a low do not widen the ratio
+   * the active bytes plus `size` (what it needs), except at a low, where it
+   * is the most that a miss of the last cycle needed. Misses fall into
+   * cycles: a miss that needs at most 1/`LOW_SHARE` of the most bytes
+   * active at a miss of the current cycle is at a low and begins the next
+   * (a pass's end, where what a pass made is freed and the next starts
+   * again from little: a KV cache grown token by token, pass after pass;
+   * a step's end); misses are at a low while they need at most
+   * 1/`LOW_SHARE` of the last cycle's active peak. The next cycle is likely
+   * to need the last one's peak again, and holding up to it raises no peak
+   * held. Measured against what they need (little), misses at a low gave
+   * back all but their own request and the next misses made it all again:
+   * 4.06x peak live over 8 warm passes of `bench/growth_room.ts`'s step
+   * 4 KiB, 64 KiB base (1.10 in one), the back-off having regretted that
+   * give-back against almost nothing live and widened to keep every size.
+   * Lows are found on active bytes, without the request: a single large
+   * request among few live bytes makes no cycle's peak (found on the bytes
+   * needed, log-uniform churn saw lows in its first requests and held up
+   * to 9 % more). A program that does something large once and small
+   * things after keeps up to that peak until its small cycles have a low
+   * of their own (not trusting a program's first low, so that it gave such
+   * a peak back at once, held more on random growing caches: over 1.5x the
+   * first pass 245 -> 280 of 2,000, worst 6.3x -> 7.1x live; the recorded
+   * traces are the same to the byte either way). Outside lows nothing
+   * changes: giving back as what is live dips within a cycle lets later
+   * segments take the sizes its peak needs (the recorded transformer trace
+   * holds 1.036 x live so, 1.042 measured against the most the last two
+   * misses needed). Misses at a low do not widen the ratio
    * ({@linkcode regret}).
    */
   needAtMiss(size: number): number {
     const active = this.stats.activeBytes, need = active + size;
-    if (need * LOW_SHARE <= this.cyclePeak) {
-      this.lastPeak = this.cyclePeak;
-      this.lastFromLow = this.cycleFromLow;
-      this.cycleFromLow = true;
-      this.cyclePeak = active;
-    } else if (active > this.cyclePeak) this.cyclePeak = active;
-    this.atLow = need * LOW_SHARE <= this.lastPeak;
-    return this.atLow && this.lastFromLow ? this.lastPeak : need;
+    if (need * LOW_SHARE <= this.cycleActive) {
+      this.lastActive = this.cycleActive;
+      this.lastNeed = this.cycleNeed;
+      this.cycleActive = active;
+      this.cycleNeed = need;
+    } else {
+      if (active > this.cycleActive) this.cycleActive = active;
+      if (need > this.cycleNeed) this.cycleNeed = need;
+    }
+    this.atLow = need * LOW_SHARE <= this.lastActive;
+    return this.atLow ? this.lastNeed : need;
   }
 
   /**
@@ -630,10 +637,7 @@ export class _CachingPolicy<M> {
    * ratio that would have kept it, where doubling would take many). A miss
    * at a low ({@linkcode needAtMiss}) forgets the ghost without regret: a
    * cycle starting again from little says nothing about the ratio within
-   * cycles, and the first low of a program is not measured against the
-   * last cycle's peak (a growing KV cache's first warm pass gave back its
-   * segments there, and its next misses, regretted, widened the ratio to
-   * keep-everything).
+   * cycles.
    */
   regret(small: boolean, size: number): void {
     const ghosts = this.ghosts;

@@ -157,8 +157,8 @@ function run(
   let forgotten = 0;
   let ghostLimit = 0;
   // Cycles of misses: the most bytes active at a miss of this cycle and
-  // of the last, and whether each began at a low.
-  let cyclePeak = 0, lastPeak = 0, cycleFromLow = false, lastFromLow = false;
+  // of the last, and the most a miss of each needed.
+  let cycleActive = 0, lastActive = 0, cycleNeed = 0, lastNeed = 0;
   const missed: Record<string, number[]> = { small: [], large: [] };
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
@@ -197,21 +197,25 @@ function run(
         const gone = before.filter((s) => !after.has(s.address));
         const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
         // What the miss is measured against: what it needs, or at a low
-        // (needing at most a quarter of the last cycle's peak) of cycles
-        // seen to recur, the last cycle's peak. A miss needing at most a
-        // quarter of this cycle's peak begins the next cycle.
+        // (needing at most a quarter of the last cycle's active peak) the
+        // most a miss of the last cycle needed. A miss needing at most a
+        // quarter of this cycle's active peak begins the next cycle.
         let need = active + size, atLow = false;
         if (o.releaseCachedAboveRatio !== Infinity) {
-          if (4 * need <= cyclePeak) {
-            lastPeak = cyclePeak;
-            lastFromLow = cycleFromLow;
-            cycleFromLow = true;
-            cyclePeak = active;
-          } else cyclePeak = Math.max(cyclePeak, active);
-          atLow = 4 * need <= lastPeak;
-          if (atLow && lastFromLow) need = lastPeak;
+          if (4 * need <= cycleActive) {
+            lastActive = cycleActive;
+            lastNeed = cycleNeed;
+            cycleActive = active;
+            cycleNeed = need;
+          } else {
+            cycleActive = Math.max(cycleActive, active);
+            cycleNeed = Math.max(cycleNeed, need);
+          }
+          atLow = 4 * need <= lastActive;
+          if (atLow) need = lastNeed;
         }
-        const recent = Math.max(need, cyclePeak, lastPeak);
+        // A segment's keep is measured against the most needed lately.
+        const recent = Math.max(need, cycleNeed, lastNeed);
         if (o.releaseCachedAboveRatio !== Infinity) {
           // A miss first looks for the smallest ghost that would serve it
           // (at a low, it is forgotten without regret).

@@ -8,8 +8,8 @@
  * where nothing grows (log-uniform churn, the transformer and training
  * traces). (An earlier note said `GR_OFF=1` turned the room off: nothing
  * reads it; the figures are the same with it.) "step 4 KiB, 64 KiB base"
- * held 4.06x over 8 warm passes (1.10 in one) before giving back at a low of
- * recurring cycles was measured against the last cycle's peak: the
+ * held 4.06x over 8 warm passes (1.10 in one) before giving back at a low
+ * (a pass's start) was measured against the last cycle's peak: the
  * give-back back-off had converged to keeping every size the pass saw. Now
  * 1.1024 warm as in one pass, at 75 buffers made a pass: see
  * `growth_warm_passes.ts` (`--random=300` for random growing caches) and
