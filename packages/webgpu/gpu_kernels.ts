@@ -276,7 +276,10 @@ export class GpuKernels {
    * `dstLayout` of `dst`, element for element in row-major logical order.
    * Both layouts must have the same shape; the destination must not be a
    * broadcast view (a stride of 0 over more than one element) and must not
-   * overlap itself or the source. A contiguous destination at any offset
+   * overlap the source. A destination whose elements alias through strides
+   * that are not 0 (shape `[2, 2]`, strides `[1, 1]`) is not detected: each
+   * aliased element gets one of the values written to it, which one is
+   * unspecified (invocations run in parallel). A contiguous destination at any offset
    * takes the faster {@linkcode GpuKernels.contiguous} path; 1- and 2-byte
    * elements scattered to a strided destination use atomic word updates.
    *

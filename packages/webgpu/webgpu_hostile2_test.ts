@@ -1,0 +1,304 @@
+/**
+ * Second outside-in review of `@allot/webgpu`, from the public API only
+ * (`mod.ts`): what the first one (`webgpu_hostile_api_test.ts`) missed.
+ * Transfers that read or write their bytes later than the call, a
+ * watermark pool whose `synchronize()` could not be stopped, and copy
+ * kernels checked byte for byte with guard bytes around their destination
+ * on the real (software) adapter.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { InvalidArgumentError } from "@allot/core";
+import { Buffer } from "@allot/storage";
+import {
+  GpuBufferBackend,
+  GpuCachingAllocator,
+  GpuKernels,
+  GpuStaging,
+  GpuWatermarkAllocator,
+} from "./mod.ts";
+import { newDevice, sharedDevice, skip } from "./_test_device.ts";
+
+const USAGE = 0x80 | 0x4 | 0x8; // STORAGE | COPY_SRC | COPY_DST
+
+function gpuBuffer(device: GPUDevice, size: number, byte = 0xaa): GPUBuffer {
+  const buffer = device.createBuffer({
+    size,
+    usage: USAGE,
+    mappedAtCreation: true,
+  });
+  new Uint8Array(buffer.getMappedRange()).fill(byte);
+  buffer.unmap();
+  return buffer;
+}
+
+function counts(bytes: Uint8Array): Record<number, number> {
+  const out: Record<number, number> = {};
+  for (const b of bytes) out[b] = (out[b] ?? 0) + 1;
+  return out;
+}
+
+describe("@allot/webgpu transfers read and write the bytes of the call", {
+  skip,
+}, () => {
+  it("GpuStaging.upload() sends what data held at the call, even when it is refilled or transferred before the promise settles", async () => {
+    const device = await sharedDevice();
+    // small writeBuffer limit: the staged path, in several chunks
+    using staging = new GpuStaging(device, {
+      writeBufferMaxByteLength: 16,
+      chunkByteLength: 4096,
+    });
+    for (
+      const spoil of [
+        (data: Uint8Array) => data.fill(9),
+        (data: Uint8Array) => (data.buffer as ArrayBuffer).transfer(),
+      ]
+    ) {
+      const dst = gpuBuffer(device, 16384);
+      const data = new Uint8Array(16384).fill(7);
+      const sent = staging.upload(
+        { buffer: dst, offset: 0, size: 16384 },
+        data,
+      );
+      spoil(data); // was uploaded as 9s, or a raw TypeError mid-upload
+      await sent;
+      const back = await staging.download({
+        buffer: dst,
+        offset: 0,
+        size: 16384,
+      });
+      assert.deepEqual(counts(back), { 7: 16384 });
+      dst.destroy();
+    }
+  });
+
+  it("GpuStaging.download() copies the range as of the call: work submitted after it does not show", async () => {
+    const device = await sharedDevice();
+    // a bound of two chunks: the third chunk has no staging room at the
+    // call and is copied aside first
+    using staging = new GpuStaging(device, {
+      chunkByteLength: 4096,
+      maxStagingBytes: 8192,
+    });
+    for (const size of [4096, 12288]) {
+      const src = gpuBuffer(device, size, 7);
+      const read = staging.download({ buffer: src, offset: 0, size });
+      device.queue.writeBuffer(src, 0, new Uint8Array(size).fill(9));
+      assert.deepEqual(counts(await read), { 7: size });
+      src.destroy();
+    }
+    assert.equal(staging.stats().downloads, 2);
+  });
+
+  for (
+    const [name, make] of [
+      ["GpuCachingAllocator", (d: GPUDevice) => new GpuCachingAllocator(d)],
+      [
+        "GpuWatermarkAllocator queue-order",
+        (d: GPUDevice) =>
+          new GpuWatermarkAllocator(d, { reuse: "queue-order" }),
+      ],
+    ] as const
+  ) {
+    it(`Buffer.read() of a GPU buffer released at once reads its own bytes, not the next owner's (${name})`, async () => {
+      const device = await sharedDevice();
+      const gpu = {
+        allocator: make(device).asAllocator(),
+        backend: new GpuBufferBackend(device),
+      };
+      const a = Buffer.fromData("f32", [1, 2, 3, 4], gpu);
+      const read = a.read();
+      a.release(); // the range goes back to the pool in queue order
+      using b = Buffer.filled("f32", [4], { value: 99, ...gpu });
+      // was [99, 99, 99, 99]: the copy was encoded after an await
+      assert.deepEqual([...await read], [1, 2, 3, 4]);
+      assert.deepEqual([...await b.read()], [99, 99, 99, 99]);
+    });
+  }
+
+  it("GpuStaging.download() resolves with the bytes when the device is lost after the map completed", async () => {
+    const device = await newDevice("lost-after-map");
+    using staging = new GpuStaging(device);
+    const src = gpuBuffer(device, 4096, 5);
+    const read = staging.download({ buffer: src, offset: 0, size: 4096 });
+    device.destroy();
+    // either the bytes, or a typed error (never a raw OperationError)
+    await read.then(
+      (bytes) => assert.deepEqual(counts(bytes), { 5: 4096 }),
+      (error) => assert.equal((error as Error).name, "DeviceLostError"),
+    );
+    assert.equal(staging.stats().liveCount, 0);
+  });
+});
+
+describe("GpuWatermarkAllocator.synchronize({ signal })", { skip }, () => {
+  it("an aborted signal rejects with its reason and leaves the pending frees; bad options are refused", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuWatermarkAllocator(device);
+    const a = allocator.allocate(4096);
+    device.queue.submit([]); // a fence for the free to wait on
+    a.release();
+    const pending = allocator.pendingFreeCount;
+    for (
+      const options of [
+        { signal: {} },
+        { signal: 1 },
+        { signal: Object.create(AbortSignal.prototype) },
+        null,
+        7,
+        "signal",
+      ]
+    ) {
+      await assert.rejects(
+        allocator.synchronize(options as never),
+        InvalidArgumentError,
+      );
+    }
+    const reason = new Error("stop");
+    await assert.rejects(
+      allocator.synchronize({ signal: AbortSignal.abort(reason) }),
+      (e) => e === reason,
+    );
+    assert.ok(allocator.pendingFreeCount <= pending);
+    // a getter is read once: it cannot check one signal and hand another
+    let reads = 0;
+    const controller = new AbortController();
+    await allocator.synchronize({
+      get signal() {
+        reads++;
+        return reads === 1 ? controller.signal : AbortSignal.abort();
+      },
+    });
+    assert.equal(reads, 1);
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.emptyCache();
+  });
+
+  it("a signal aborted during the wait rejects at once with its reason", async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuWatermarkAllocator(device);
+    const a = allocator.allocate(4096);
+    a.release();
+    const controller = new AbortController();
+    const reason = new Error("late stop");
+    const waiting = allocator.synchronize({ signal: controller.signal });
+    controller.abort(reason);
+    await waiting.then(
+      () => {}, // the queue may have been done already
+      (e) => assert.equal(e, reason),
+    );
+    await allocator.synchronize();
+    assert.equal(allocator.pendingFreeCount, 0);
+    allocator.emptyCache();
+  });
+});
+
+describe("@allot/webgpu copy kernels keep guard bytes", { skip }, () => {
+  const DTYPES = {
+    u8: 1,
+    i8: 1,
+    f16: 2,
+    u16: 2,
+    i16: 2,
+    f32: 4,
+    u32: 4,
+    i32: 4,
+  } as const;
+  /** [shape, src strides, src offset, dst strides, dst offset] */
+  const CASES: [number[], number[], number, number[], number][] = [
+    [[5], [-1], 10, [-2], 12],
+    [[3, 3], [1, 3], 0, [3, 1], 1],
+    [[7], [3], 2, [1], 5],
+    [[2, 3], [3, 1], 0, [-3, -1], 6],
+    [[4, 4], [1, 4], 0, [4, 1], 0],
+    [[2, 1, 3], [1, 9, 2], 1, [1, 7, 2], 3],
+    [[], [], 4, [], 9],
+  ];
+
+  function offsets(shape: number[], strides: number[], offset: number) {
+    const out: number[] = [];
+    const walk = (d: number, at: number): void => {
+      if (d === shape.length) {
+        out.push(at);
+        return;
+      }
+      for (let i = 0; i < shape[d]; i++) walk(d + 1, at + i * strides[d]);
+    };
+    walk(0, offset);
+    return out;
+  }
+
+  it("copyStrided and contiguous write exactly the view's bytes, at binding offsets off 4 bytes, for every dtype", async () => {
+    const device = await sharedDevice();
+    const kernels = new GpuKernels(device);
+    using staging = new GpuStaging(device);
+    const SIZE = 512;
+    const source = new Uint8Array(SIZE);
+    for (let i = 0; i < SIZE; i++) source[i] = (i * 7 + 1) & 255;
+    const src = gpuBuffer(device, SIZE);
+    device.queue.writeBuffer(src, 0, source);
+    const bad: string[] = [];
+    for (const [dtype, size] of Object.entries(DTYPES)) {
+      for (const [shape, ss, so, ds, dof] of CASES) {
+        // 256: a storage-aligned binding; 256 + 3 elements: off 4 (and
+        // off 16) bytes for 1- and 2-byte elements
+        for (
+          const [strided, base] of [
+            [true, 256],
+            [false, 256],
+            [true, 256 + 3 * size],
+            [false, 256 + 5 * size],
+          ] as const
+        ) {
+          const dst = gpuBuffer(device, SIZE);
+          // the destination binding starts at `base`: bytes before it and
+          // past the view are guards
+          const binding = { buffer: dst, offset: base, size: 128 };
+          if (strided) {
+            kernels.copyStrided(
+              { buffer: src, offset: 0, size: SIZE },
+              { shape, strides: ss, offset: so },
+              binding,
+              { shape, strides: ds, offset: dof },
+              dtype as keyof typeof DTYPES,
+            );
+          } else {
+            kernels.contiguous(
+              { buffer: src, offset: 0, size: SIZE },
+              { shape, strides: ss, offset: so },
+              binding,
+              { dtype: dtype as keyof typeof DTYPES, dstOffset: dof },
+            );
+          }
+          await kernels.flush();
+          const out = await staging.download({
+            buffer: dst,
+            offset: 0,
+            size: SIZE,
+          });
+          const want = new Uint8Array(SIZE).fill(0xaa);
+          const from = offsets(shape, ss, so);
+          const to = strided
+            ? offsets(shape, ds, dof)
+            : from.map((_, i) => dof + i);
+          from.forEach((s, i) => {
+            for (let b = 0; b < size; b++) {
+              want[base + to[i] * size + b] = source[s * size + b];
+            }
+          });
+          const at = want.findIndex((w, i) => w !== out[i]);
+          if (at >= 0) {
+            bad.push(
+              `${dtype} ${
+                strided ? "strided" : "contiguous"
+              } at ${base} [${shape}] byte ${at}: ${out[at]} != ${want[at]}`,
+            );
+          }
+          dst.destroy();
+        }
+      }
+    }
+    src.destroy();
+    assert.deepEqual(bad, []);
+  });
+});
