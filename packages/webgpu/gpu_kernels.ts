@@ -343,7 +343,9 @@ export class GpuKernels {
     }
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
-    const size = dtypeByteSize(options?.dtype);
+    // read once: every dispatch below uses the dtype validated here
+    const dtype = options?.dtype;
+    const size = dtypeByteSize(dtype);
     src = this.#checkBinding(src, what, size);
     dst = this.#checkBinding(dst, what, size);
     // validate the whole copy before anything is dispatched
@@ -397,7 +399,7 @@ export class GpuKernels {
       };
       if (dstLayout === undefined) {
         this.#strided(what, src, innerSrc, dst, undefined, {
-          dtype: options.dtype,
+          dtype,
           dstOffset: dstAt,
         });
       } else {
@@ -405,7 +407,7 @@ export class GpuKernels {
           shape: inner.shape,
           strides: inner.dstStrides,
           offset: dstAt,
-        }, { dtype: options.dtype });
+        }, { dtype });
       }
       let d = lead - 1;
       while (d >= 0 && ++index[d] === folded.shape[d]) index[d--] = 0;

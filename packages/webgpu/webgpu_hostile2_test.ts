@@ -15,6 +15,7 @@ import {
   GpuBufferBackend,
   GpuCachingAllocator,
   GpuKernels,
+  GpuSegmentSource,
   GpuStaging,
   GpuWatermarkAllocator,
 } from "./mod.ts";
@@ -364,5 +365,87 @@ describe("@allot/webgpu Buffer.copyFrom between overlapping views", {
       { numRuns: 40 },
     );
     assert.ok(copies >= 20, `${copies} copies ran`);
+  });
+});
+
+describe("@allot/webgpu GpuSegmentSource request options", { skip }, () => {
+  it("tryAllocateSegment() checks its options as core's MockSegmentSource does, making nothing", async () => {
+    const device = await sharedDevice();
+    const source = new GpuSegmentSource(device);
+    const junk = [
+      null, // threw TypeError
+      5, // accepted
+      "shared",
+      { hostVisible: 1 }, // asked for shared memory
+      { hostVisible: "no" }, // (also shared: a truthy string)
+      { label: 5 },
+      { label: { toString: () => "ran our code" } },
+    ];
+    for (const options of junk) {
+      assert.throws(
+        () => source.tryAllocateSegment(256, options as never),
+        InvalidArgumentError,
+      );
+    }
+    assert.deepEqual(
+      [source.reservedBytes, source.allocationCount, source.liveSegmentCount],
+      [0, 0, 0],
+    );
+    const segment = source.tryAllocateSegment(256, {
+      hostVisible: true,
+      label: "ok",
+    })!;
+    assert.equal(source.isHostVisible(segment.memory), true);
+    assert.match(segment.memory.label, / ok$/);
+    source.freeSegment(segment);
+    assert.equal(source.reservedBytes, 0);
+  });
+});
+
+describe("@allot/webgpu high-rank copies read their options once", {
+  skip,
+}, () => {
+  it("contiguous() above rank 16 uses the dtype it validated for every dispatch", async () => {
+    const device = await sharedDevice();
+    const kernels = new GpuKernels(device);
+    using staging = new GpuStaging(device);
+    // rank 18, nothing foldable: 2 x 2 leading dispatches
+    const shape = [2, 2, ...Array(16).fill(1)];
+    shape[17] = 3;
+    const strides = new Array<number>(18).fill(1);
+    strides[0] = 1;
+    strides[1] = 6;
+    strides[17] = 2;
+    const src = gpuBuffer(device, 256);
+    device.queue.writeBuffer(
+      src,
+      0,
+      Uint8Array.from({ length: 256 }, (_, i) => i),
+    );
+    const dst = gpuBuffer(device, 256);
+    let reads = 0;
+    kernels.contiguous(
+      { buffer: src, offset: 0, size: 256 },
+      { shape, strides, offset: 0 },
+      { buffer: dst, offset: 0, size: 256 },
+      {
+        get dtype() {
+          return reads++ === 0 ? "u8" : "f32";
+        },
+      } as never,
+    );
+    await kernels.flush();
+    assert.equal(reads, 1);
+    const out = await staging.download({ buffer: dst, offset: 0, size: 256 });
+    const want: number[] = [];
+    for (let a = 0; a < 2; a++) {
+      for (let b = 0; b < 2; b++) {
+        for (let c = 0; c < 3; c++) want.push(a + 6 * b + 2 * c);
+      }
+    }
+    assert.deepEqual([...out.subarray(0, 12)], want);
+    assert.deepEqual([...new Set(out.subarray(12))], [0xaa]);
+    src.destroy();
+    dst.destroy();
   });
 });
