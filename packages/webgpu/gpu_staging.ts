@@ -626,7 +626,16 @@ export class GpuStaging {
   }
 
   #remap(staging: GPUBuffer): void {
-    staging.mapAsync(_MapMode.WRITE).then(
+    let mapped: Promise<undefined>;
+    try {
+      mapped = staging.mapAsync(_MapMode.WRITE);
+    } catch {
+      // a map that throws at once: the buffer was counted live forever,
+      // and enough of them starved every later upload
+      this.#discard(staging);
+      return;
+    }
+    Promise.resolve(mapped).then(
       () => this.#giveBack("upload", staging),
       () => this.#discard(staging),
     );

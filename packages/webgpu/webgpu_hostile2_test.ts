@@ -449,3 +449,43 @@ describe("@allot/webgpu high-rank copies read their options once", {
     dst.destroy();
   });
 });
+
+describe("@allot/webgpu GpuStaging with a map that throws at once", {
+  skip,
+}, () => {
+  it("an upload buffer whose re-map throws is dropped, not counted live forever (later uploads starved)", async () => {
+    const device = await sharedDevice();
+    using staging = new GpuStaging(device, {
+      writeBufferMaxByteLength: 0,
+      chunkByteLength: 4096,
+      maxStagingBytes: 8192,
+    });
+    const dst = gpuBuffer(device, 4096);
+    const binding = { buffer: dst, offset: 0, size: 4096 };
+    const mapAsync = GPUBuffer.prototype.mapAsync;
+    try {
+      GPUBuffer.prototype.mapAsync = function () {
+        throw new TypeError("map refused at once");
+      };
+      for (let i = 0; i < 3; i++) {
+        await staging.upload(binding, new Uint8Array(4096).fill(i));
+      }
+    } finally {
+      GPUBuffer.prototype.mapAsync = mapAsync;
+    }
+    assert.deepEqual(
+      [staging.stats().reservedBytes, staging.stats().liveCount],
+      [0, 0],
+    );
+    // was: two leaked buffers filled the bound and this upload never ran
+    const done = staging.upload(binding, new Uint8Array(4096).fill(9));
+    const timeout = new Promise((resolve) => setTimeout(resolve, 5000, "hung"));
+    assert.equal(
+      await Promise.race([done.then(() => "done"), timeout]),
+      "done",
+    );
+    const back = await staging.download(binding);
+    assert.deepEqual(counts(back), { 9: 4096 });
+    dst.destroy();
+  });
+});
