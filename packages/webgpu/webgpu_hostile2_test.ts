@@ -9,9 +9,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { InvalidArgumentError } from "@allot/core";
+import { ContractViolationError, InvalidArgumentError } from "@allot/core";
 import { Buffer, BufferView, type Dtype } from "@allot/storage";
 import {
+  type GpuAllocation,
+  GpuAllocatorAdapter,
   GpuBufferBackend,
   GpuCachingAllocator,
   GpuKernels,
@@ -489,3 +491,73 @@ describe("@allot/webgpu GpuStaging with a map that throws at once", {
     dst.destroy();
   });
 });
+
+describe(
+  "@allot/webgpu GpuAllocatorAdapter and lying sources",
+  { skip },
+  () => {
+    it("refuses a junk source, a source returning junk, released or short ranges (releasing what it got), and non-DataPtrs in copyData", async () => {
+      const device = await sharedDevice();
+      for (const junk of [5, null, {}, { allocate: 1 }]) {
+        assert.throws(
+          () => new GpuAllocatorAdapter(junk as never),
+          InvalidArgumentError,
+        );
+      }
+      const real = new GpuWatermarkAllocator(device, { reuse: "queue-order" });
+      const made: GpuAllocation[] = [];
+      let answer: (n: number) => unknown = () => undefined;
+      const lying = {
+        device: real.device,
+        gpuDevice: device,
+        allocate: (n: number) => answer(n),
+      };
+      const adapter = new GpuAllocatorAdapter(lying as never);
+      const answers: [string, (n: number) => unknown][] = [
+        ["undefined", () => undefined],
+        [
+          "a look-alike",
+          () => ({ buffer: made[0]?.buffer, offset: 0, size: 64 }),
+        ],
+        ["a released range", (n) => {
+          const a = real.allocate(n);
+          a.release();
+          return a;
+        }],
+        ["a short range", (n) => {
+          const a = real.allocate(n - 8);
+          made.push(a);
+          return a;
+        }],
+      ];
+      for (const [name, give] of answers) {
+        answer = give;
+        assert.throws(
+          () => adapter.allocate(64),
+          ContractViolationError,
+          name,
+        );
+      }
+      // the short range was given back, not leaked
+      assert.equal(made[0].released, true);
+      assert.equal(real.stats().allocatedBytes.current, 0);
+      answer = (n) => real.allocate(n);
+      using ok = adapter.allocate(64);
+      assert.equal(ok.byteLength, 64);
+      const own = real.asAllocator();
+      using p = own.allocate(64);
+      for (const junk of [{}, null, { memory: p.memory, byteOffset: 0 }]) {
+        for (const n of [0, 4]) {
+          assert.throws(
+            () => own.copyData(junk as never, p, n),
+            InvalidArgumentError,
+          );
+          assert.throws(
+            () => own.copyData(p, junk as never, n),
+            InvalidArgumentError,
+          );
+        }
+      }
+    });
+  },
+);
