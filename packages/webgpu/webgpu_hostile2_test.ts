@@ -12,6 +12,7 @@ import fc from "fast-check";
 import { ContractViolationError, InvalidArgumentError } from "@allot/core";
 import { Buffer, BufferView, type Dtype } from "@allot/storage";
 import {
+  createUniformBuffer,
   type GpuAllocation,
   GpuAllocatorAdapter,
   GpuBufferBackend,
@@ -22,6 +23,7 @@ import {
   GpuWatermarkAllocator,
 } from "./mod.ts";
 import { newDevice, sharedDevice, skip } from "./_test_device.ts";
+import { mockGpu } from "./_test_mock_device.ts";
 
 const USAGE = 0x80 | 0x4 | 0x8; // STORAGE | COPY_SRC | COPY_DST
 
@@ -561,3 +563,23 @@ describe(
     });
   },
 );
+
+describe("@allot/webgpu createUniformBuffer on a lying device", () => {
+  it("refuses a buffer of the wrong size with InvalidArgumentError, destroying it (was a DeviceLostError)", () => {
+    const gpu = mockGpu();
+    const device = gpu.device as unknown as {
+      limits: Record<string, number>;
+      createBuffer: (d: GPUBufferDescriptor) => unknown;
+    };
+    device.limits.maxUniformBufferBindingSize = 65536;
+    const make = device.createBuffer.bind(device);
+    device.createBuffer = (d) => make({ ...d, size: d.size / 2 });
+    assert.throws(
+      () => createUniformBuffer(gpu.device, new Float32Array(8)),
+      (error) =>
+        error instanceof InvalidArgumentError &&
+        /made a buffer of 16 bytes/.test(error.message),
+    );
+    assert.equal(gpu.live.size, 0);
+  });
+});
