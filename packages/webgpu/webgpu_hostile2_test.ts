@@ -583,3 +583,30 @@ describe("@allot/webgpu createUniformBuffer on a lying device", () => {
     assert.equal(gpu.live.size, 0);
   });
 });
+
+// OWNED BY hot7 (gpu_caching_allocator.ts): not fixed here. The
+// GpuCachingAllocator passes the options object on to two waits, each of
+// which reads `signal` again (3 reads): a getter can have one signal checked
+// and another used. GpuWatermarkAllocator reads it once (above). Marked
+// `todo` so that it reports without failing the suite until fixed.
+describe("GpuCachingAllocator.synchronize({ signal }) reads the signal once", {
+  skip,
+}, () => {
+  it("OWNED BY hot7: reads options.signal once", {
+    todo: "gpu_caching_allocator.ts belongs to hot7",
+  }, async () => {
+    const device = await sharedDevice();
+    const allocator = new GpuCachingAllocator(device, {
+      reuse: "after-fence",
+    });
+    let reads = 0;
+    const controller = new AbortController();
+    await allocator.synchronize({
+      get signal() {
+        reads++;
+        return controller.signal;
+      },
+    });
+    assert.equal(reads, 1);
+  });
+});
