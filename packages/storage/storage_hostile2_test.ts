@@ -2,8 +2,9 @@
  * Second outside-in review of `@allot/storage` from the public API: what
  * `storage_hostile_views_test.ts` missed. An allocator that hands out a
  * block a live storage holds (two storages would alias, and the first
- * release would free the other's bytes), and `DynBuffer` over released
- * buffers or with a dtype that cannot be printed.
+ * release would free the other's bytes), `DynBuffer` over released
+ * buffers or with a dtype that cannot be printed, and `Buffer.read()`
+ * through a backend that answers with the wrong array.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -15,7 +16,15 @@ import {
   InvalidArgumentError,
   UseAfterFreeError,
 } from "@allot/core";
-import { ArrayBufferAllocator, Buffer, DynBuffer, Storage } from "./mod.ts";
+import {
+  type AnyTypedArray,
+  ArrayBufferAllocator,
+  Buffer,
+  DynBuffer,
+  Storage,
+  type StridedBinding,
+} from "./mod.ts";
+import { FakeBackend, FakeDeviceAllocator } from "./_test_allocators.ts";
 
 /**
  * An allocator that hands out its last block again while it is live (a
@@ -133,5 +142,34 @@ describe("@allot/storage hostile (second review)", () => {
     }
     using same = d.downcast("f32");
     assert.equal(same.length, 2);
+  });
+});
+
+describe("@allot/storage Buffer.read() and a lying backend", () => {
+  it("rejects with ContractViolationError when the backend answers short, mistyped or junk (they were handed to the caller)", async () => {
+    let answer: (src: StridedBinding) => unknown = () => undefined;
+    class Lying extends FakeBackend {
+      override read(src: StridedBinding): Promise<AnyTypedArray> {
+        return Promise.resolve(answer(src)) as Promise<AnyTypedArray>;
+      }
+    }
+    const backend = new Lying();
+    const allocator = new FakeDeviceAllocator();
+    using b = Buffer.fromData("f32", [1, 2, 3], { allocator, backend });
+    for (
+      const lie of [
+        () => new Float32Array(1),
+        () => new Uint8Array(3),
+        () => new Float64Array(3),
+        () => [1, 2, 3],
+        () => 5,
+        () => undefined,
+      ]
+    ) {
+      answer = lie;
+      await assert.rejects(b.read(), ContractViolationError);
+    }
+    answer = () => Float32Array.of(1, 2, 3);
+    assert.deepEqual([...await b.read()], [1, 2, 3]);
   });
 });
