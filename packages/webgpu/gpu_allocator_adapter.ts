@@ -125,11 +125,6 @@ export class GpuAllocatorAdapter
     );
   }
 
-  /**
-   * The deleter of `rawAllocate` contexts.
-   *
-   * @returns A deleter that releases the allocation.
-   */
   /** A source that returned junk, a released or a short range. */
   #refuse(allocation: unknown, byteLength: number): never {
     const live = allocation instanceof GpuAllocation && !allocation.released;
@@ -151,6 +146,11 @@ export class GpuAllocatorAdapter
     );
   }
 
+  /**
+   * The deleter of `rawAllocate` contexts.
+   *
+   * @returns A deleter that releases the allocation.
+   */
   override rawDeleter(): Deleter<GpuAllocation | null> {
     return releaseAllocation;
   }
