@@ -276,33 +276,63 @@ export class GpuStaging {
       this.#writeUploads++;
       return;
     }
-    // The chunks are written after awaits: copy the bytes now, so the
-    // upload sends what `data` held at the call, as `writeBuffer` does (a
-    // caller that refills or detaches `data` after the call sent the new
-    // bytes, or failed with a raw `TypeError` after a partial upload).
-    const held = bytes.slice();
-    for (let done = 0; done < held.byteLength;) {
-      const n = Math.min(this.chunkByteLength, held.byteLength - done);
-      const staging = await this.#acquire("upload", n);
-      try {
-        new Uint8Array(staging.getMappedRange(0, n)).set(
-          held.subarray(done, done + n),
-        );
-        staging.unmap();
-        const encoder = this.gpuDevice.createCommandEncoder({
-          label: `${this.#label}:upload`,
-        });
-        encoder.copyBufferToBuffer(staging, 0, dst.buffer, to + done, n);
-        this.gpuDevice.queue.submit([encoder.finish()]);
-      } catch (error) {
-        this.#discard(staging);
-        throw error;
-      }
-      // Re-map in the background: the map completes once the copy is done.
-      this.#remap(staging);
+    // The upload sends what `data` holds at the call, as `writeBuffer`
+    // does: the chunks that have a mapped staging buffer at hand are written
+    // now, and what must wait for one is copied first (it was read after
+    // awaits: a caller that refilled or detached `data` after the call sent
+    // the new bytes, or failed with a raw `TypeError` after a partial upload).
+    let done = 0;
+    while (done < bytes.byteLength) {
+      const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
+      const staging = this.#acquireNow("upload", n);
+      if (staging === undefined) break;
+      this.#uploadChunk(
+        staging,
+        bytes.subarray(done, done + n),
+        dst,
+        to + done,
+      );
       done += n;
     }
+    if (done < bytes.byteLength) {
+      const held = bytes.slice(done);
+      for (let at = 0; at < held.byteLength;) {
+        const n = Math.min(this.chunkByteLength, held.byteLength - at);
+        const staging = await this.#acquire("upload", n);
+        this.#uploadChunk(
+          staging,
+          held.subarray(at, at + n),
+          dst,
+          to + done + at,
+        );
+        at += n;
+      }
+    }
     this.#stagedUploads++;
+  }
+
+  /** Writes `chunk` into mapped `staging` and submits its copy to `dst`. */
+  #uploadChunk(
+    staging: GPUBuffer,
+    chunk: Uint8Array,
+    dst: GpuBinding,
+    to: number,
+  ): void {
+    const n = chunk.byteLength;
+    try {
+      new Uint8Array(staging.getMappedRange(0, n)).set(chunk);
+      staging.unmap();
+      const encoder = this.gpuDevice.createCommandEncoder({
+        label: `${this.#label}:upload`,
+      });
+      encoder.copyBufferToBuffer(staging, 0, dst.buffer, to, n);
+      this.gpuDevice.queue.submit([encoder.finish()]);
+    } catch (error) {
+      this.#discard(staging);
+      throw error;
+    }
+    // Re-map in the background: the map completes once the copy is done.
+    this.#remap(staging);
   }
 
   /**
