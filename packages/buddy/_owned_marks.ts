@@ -21,6 +21,22 @@ export class OwnedMarks {
     this.#shift = shift;
   }
 
+  /**
+   * Grows the bits to cover `units` units.
+   *
+   * @param units Units the allocator's pools span.
+   * @returns The bits.
+   */
+  cover(units: number): Uint32Array {
+    const words = (units + 31) >>> 5;
+    if (words > this.bits.length) {
+      const grown = new Uint32Array(words);
+      grown.set(this.bits);
+      this.bits = grown;
+    }
+    return this.bits;
+  }
+
   /** Marks the live block at `address`. */
   mark(address: number): void {
     if (address < 0) {

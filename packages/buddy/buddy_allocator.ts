@@ -187,6 +187,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // Addresses a live DataPtr from `allocate` owns: only its deleter frees
   // them (a raw free would let the address be reused under the pointer).
   #owned: OwnedMarks;
+  // #owned.bits, read by free() without the extra load.
+  #ownedBits: Uint32Array = new Uint32Array(0);
   #ownedDeleter: Deleter<number>;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
@@ -561,7 +563,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       if (g < 0) return;
     }
     // A block a live DataPtr owns: only its deleter frees it.
-    if ((this.#owned.bits[g >>> 5] & (1 << (g & 31))) !== 0) {
+    if ((this.#ownedBits[g >>> 5] & (1 << (g & 31))) !== 0) {
       _refuseOwned(address);
     }
     let k = -order[g] - 1;
@@ -810,6 +812,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#owned,
     );
     this.#owned.mark(address);
+    this.#ownedBits = this.#owned.bits;
     return ptr;
   }
 
@@ -971,6 +974,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       }
     }
     this.#order = order;
+    // In bounds for every unit: free() reads it without a bounds check.
+    this.#ownedBits = this.#owned.cover(order.length);
     this.#listed = listed;
     this.#cap2 = cap2;
   }
