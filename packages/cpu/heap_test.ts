@@ -587,6 +587,123 @@ describe("CpuHeap fast path", () => {
   });
 });
 
+describe("CpuHeap.bytes() after the last allocation", () => {
+  it("CpuHeap.bytes() agrees with a model of every live block through allocs, frees, resizes, reallocs and dispose", () => {
+    // bytes() skips the live-block lookup for the block alloc's fast path
+    // made last; a free, a resize or dispose must drop that shortcut. The
+    // model: each live block's usable length (its request rounded up to the
+    // granule); freed offsets must be refused.
+    type BytesOp =
+      | { kind: "alloc"; byteLength: number; aligned: boolean }
+      | { kind: "free" | "bytes"; pick: number; extra: number }
+      | { kind: "resize" | "realloc"; pick: number; byteLength: number };
+    const opArb: fc.Arbitrary<BytesOp> = fc.oneof(
+      fc.record({
+        kind: fc.constant("alloc" as const),
+        byteLength: sizeArb(1 << 14),
+        aligned: fc.boolean(),
+      }),
+      fc.record({
+        kind: fc.constantFrom("free" as const, "bytes" as const),
+        pick: fc.nat(),
+        extra: fc.integer({ min: -1, max: 1 }),
+      }),
+      fc.record({
+        kind: fc.constantFrom("resize" as const, "realloc" as const),
+        pick: fc.nat(),
+        byteLength: sizeArb(1 << 14),
+      }),
+    );
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...PLACEMENTS),
+        fc.array(opArb, { minLength: 1, maxLength: 80 }),
+        fc.boolean(),
+        (placement, ops, disposeAtEnd) => {
+          const heap = new CpuHeap(1 << 20, { placement });
+          const g = heap.alignment;
+          const usable = new Map<number, number>(); // live offset -> usable
+          const freed: number[] = [];
+          const round = (n: number) => Math.max(1, Math.ceil(n / g)) * g;
+          const checkBytes = (at: number, extra: number) => {
+            const have = usable.get(at)!;
+            const length = Math.max(0, have + extra);
+            if (length <= have) {
+              assert.equal(heap.bytes(at, length).byteLength, length);
+            } else {
+              assert.throws(() => heap.bytes(at, length), InvalidArgumentError);
+            }
+          };
+          for (const op of ops) {
+            const offsets = [...usable.keys()];
+            const at = offsets.length > 0 && op.kind !== "alloc"
+              ? offsets[op.pick % offsets.length]
+              : undefined;
+            if (op.kind === "alloc") {
+              let x: number | undefined;
+              try {
+                x = op.aligned
+                  ? heap.alloc(op.byteLength, 2 * g)
+                  : heap.alloc(op.byteLength);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              if (x !== undefined) {
+                usable.set(x, round(op.byteLength));
+                const i = freed.indexOf(x);
+                if (i >= 0) freed.splice(i, 1);
+                checkBytes(x, 1);
+                checkBytes(x, 0);
+              }
+            } else if (at === undefined) continue;
+            else if (op.kind === "free") {
+              heap.free(at);
+              usable.delete(at);
+              freed.push(at);
+            } else if (op.kind === "bytes") checkBytes(at, op.extra);
+            else if (op.kind === "resize") {
+              const { byteLength } = op as { byteLength: number };
+              if (heap.resizeInPlace(at, byteLength)) {
+                usable.set(at, round(byteLength));
+              }
+              checkBytes(at, 1);
+            } else {
+              const { byteLength } = op as { byteLength: number };
+              let to: number | undefined;
+              try {
+                to = heap.realloc(at, byteLength);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              if (to !== undefined) {
+                usable.delete(at);
+                if (to !== at) freed.push(at);
+                usable.set(to, round(byteLength));
+                const i = freed.indexOf(to);
+                if (i >= 0) freed.splice(i, 1);
+                checkBytes(to, 1);
+              }
+            }
+            for (const f of freed) {
+              if (!usable.has(f)) {
+                assert.throws(() => heap.bytes(f, 0), UseAfterFreeError);
+              }
+            }
+          }
+          if (disposeAtEnd) {
+            const live = [...usable.keys()];
+            heap.dispose();
+            for (const at of live) {
+              assert.throws(() => heap.bytes(at, 0), InvalidArgumentError);
+            }
+          }
+        },
+      ),
+      { numRuns: modelRuns(300) },
+    );
+  });
+});
+
 describe("CpuHeap placement", () => {
   // Builds, at the default 64-byte granule: a free hole of 300 granules at
   // offset 0, a used block, a free hole of 20 granules, a used block, and the
