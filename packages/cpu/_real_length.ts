@@ -101,3 +101,16 @@ export function _realBuffer(
   }
   return refuse(memory);
 }
+
+/**
+ * The engine's current buffer of a `WebAssembly.Memory` that
+ * {@linkcode _realBuffer} accepted (no checks: a view's hot path).
+ *
+ * @param memory A real `WebAssembly.Memory`, subclass or not.
+ * @returns Its buffer.
+ */
+export function _wasmBuffer(
+  memory: WebAssembly.Memory,
+): ArrayBuffer | SharedArrayBuffer {
+  return memoryBuffer!.call(memory) as ArrayBuffer | SharedArrayBuffer;
+}

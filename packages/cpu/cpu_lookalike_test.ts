@@ -80,12 +80,18 @@ describe("@allot/cpu look-alikes", () => {
     const heap = new CpuHeap(memory);
     assert.equal(heap.byteLength, 65536);
     assert.throws(() => heap.alloc(65536 + 64), OutOfMemoryError);
-    const grown = new CpuHeap(new LongMemory({ initial: 1, maximum: 2 }), {
-      maxByteLength: 2 * 65536,
-    });
+    const realBuffer = Object.getOwnPropertyDescriptor(
+      WebAssembly.Memory.prototype,
+      "buffer",
+    )!.get!;
+    assert.equal(heap.buffer, realBuffer.call(memory));
+    const growing = new LongMemory({ initial: 1, maximum: 2 });
+    const grown = new CpuHeap(growing, { maxByteLength: 2 * 65536 });
     const at = grown.alloc(65536 + 64); // grows to two real pages
     assert.equal(grown.byteLength, 2 * 65536);
-    assert.equal(grown.bytes(at, 65536 + 64).length, 65536 + 64);
+    assert.equal(grown.generation, 1);
+    assert.equal(grown.buffer, realBuffer.call(growing));
+    assert.equal(grown.bytes(at, 65536 + 64).buffer, realBuffer.call(growing));
   });
 
   it("CpuHeap does not grow into bytes a resize only claimed", () => {

@@ -23,7 +23,7 @@ import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
-import { _realBuffer, _realByteLength } from "./_real_length.ts";
+import { _realBuffer, _realByteLength, _wasmBuffer } from "./_real_length.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -1370,7 +1370,7 @@ export class CpuHeap {
   }
 
   #refreshBuffer(): void {
-    const buffer = _realBuffer(this.memory);
+    const buffer = _wasmBuffer(this.memory as WebAssembly.Memory);
     if (buffer !== this.#buffer) {
       this.#buffer = buffer;
       this.#generation++;
