@@ -755,7 +755,7 @@ export class CpuHeap {
           }
         }
         rec[u + R_STATE] = USED;
-        rec[u + R_ALIGN] = 1;
+        rec[u + R_ALIGN] = 1; // in units: the heap's own alignment
         rec[u + R_SLACK] = units * this.alignment - byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
