@@ -64,10 +64,69 @@ function replay(heap: AbHeap, trace: Trace, view: boolean): void {
   if (heap.allocationCount !== 0) throw new Error("replay leaked");
 }
 
-// The two replays are separate copies of the loop (each call site stays
-// monomorphic, as in head_to_head.ts).
+// The old side's replay: a copy of replay() (not a call to it), so that each
+// loop's alloc/free call sites see one heap class only (monomorphic), as in
+// head_to_head.ts.
 function replayOld(heap: AbHeap, trace: Trace, view: boolean): void {
-  replay(heap, trace, view);
+  const { kind, slot, byteLength } = trace;
+  const offsets = new Float64Array(trace.slots);
+  const views: (Uint8Array | undefined)[] = new Array(trace.slots);
+  const n = kind.length;
+  if (view) {
+    for (let i = 0; i < n; i++) {
+      const s = slot[i];
+      if (kind[i] === 1) {
+        const len = byteLength[i];
+        const off = heap.alloc(len);
+        offsets[s] = off;
+        views[s] = heap.bytes(off, len);
+      } else {
+        heap.free(offsets[s]);
+        views[s] = undefined;
+      }
+    }
+  } else {
+    for (let i = 0; i < n; i++) {
+      const s = slot[i];
+      if (kind[i] === 1) offsets[s] = heap.alloc(byteLength[i]);
+      else heap.free(offsets[s]);
+    }
+  }
+  if (heap.allocationCount !== 0) throw new Error("replay leaked");
+}
+
+/**
+ * AssemblyScript's TLSF (an instance of the benchmark's module) behind the
+ * {@linkcode AbHeap} surface, for pairing `CpuHeap` against it: its views read
+ * the memory's buffer once and again only after growth detaches it, as
+ * `head_to_head.ts` does.
+ *
+ * @param module The compiled AssemblyScript module (`peers.ts`).
+ * @returns The adapter.
+ */
+export function asHeap(module: WebAssembly.Module): AbHeap {
+  const instance = new WebAssembly.Instance(module, {
+    env: {
+      abort() {
+        throw new Error("AssemblyScript abort (out of memory?)");
+      },
+    },
+  });
+  const { alloc, free, memory } = instance.exports as unknown as {
+    alloc(size: number): number;
+    free(ptr: number): void;
+    memory: WebAssembly.Memory;
+  };
+  let buffer = memory.buffer;
+  return {
+    alloc,
+    free,
+    bytes(byteOffset, byteLength) {
+      if (buffer.byteLength === 0) buffer = memory.buffer;
+      return new Uint8Array(buffer, byteOffset, byteLength);
+    },
+    allocationCount: 0,
+  };
 }
 
 function quantile(sorted: number[], q: number): number {

@@ -7,13 +7,17 @@
  *
  * Run: `deno run -A packages/cpu/bench/heap_ab.ts [--ref=main]
  * [--rounds=21] [--placement=good-fit] [--trace=log-uniform|tensor]
- * [--runtime=both|deno|node]`.
+ * [--runtime=both|deno|node]`. With `--against=as` the old side is
+ * AssemblyScript's TLSF (the benchmark's peer) instead of a git ref: paired
+ * CpuHeap / AssemblyScript ratios, steadier under load than `run.ts`'s best
+ * of 15.
  *
  * @module
  */
 
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import { restoreConsts } from "./_restore_consts.ts";
+import { asBinary } from "./peers.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 
@@ -63,14 +67,18 @@ import process from "node:process";
 import { CpuHeap as New } from "./new/packages/cpu/mod.ts";
 import { CpuHeap as Old } from "./old/packages/cpu/mod.ts";
 import { logUniformTrace, tensorTrace } from "./new/packages/cpu/bench/trace.ts";
-import { abRounds } from "./new/packages/cpu/bench/_heap_ab_core.ts";
-const { rounds, placement, trace: which } = ${args};
+import { abRounds, asHeap } from "./new/packages/cpu/bench/_heap_ab_core.ts";
+import { readFileSync } from "node:fs";
+const { rounds, placement, trace: which, against } = ${args};
+const wasm = against === "as"
+  ? new WebAssembly.Module(readFileSync(new URL("./as_tlsf.wasm", import.meta.url)))
+  : undefined;
 const trace = which === "tensor" ? tensorTrace(300) : logUniformTrace(200_000);
 const MiB = 1 << 20;
 const out = [false, true].map((view) =>
   abRounds(view ? "view" : "offsets",
     () => new New(1024 * MiB, { placement }),
-    () => new Old(1024 * MiB, { placement }),
+    () => wasm ? asHeap(wasm) : new Old(1024 * MiB, { placement }),
     trace, view, rounds)
 );
 process.stdout.write(JSON.stringify(out) + "\\n");
@@ -83,11 +91,13 @@ if (import.meta.main) {
     rounds: Number(flag("rounds", "21")),
     placement: flag("placement", "good-fit"),
     trace: flag("trace", "log-uniform"),
+    against: flag("against", "ref"),
   });
   const dir = await Deno.makeTempDir({ prefix: "allot-heap-ab-" });
   try {
     await extract(undefined, `${dir}/new`);
     await extract(ref, `${dir}/old`);
+    await Deno.writeFile(`${dir}/as_tlsf.wasm`, await asBinary());
     await Deno.writeTextFile(`${dir}/main.ts`, MAIN(args));
     const show = (who: string, json: string) => {
       for (const r of JSON.parse(json)) {
