@@ -404,11 +404,6 @@ export class CpuHeap {
   #ooms = 0;
   #grows = 0;
   #largestCache = -1;
-  // The last block alloc's fast path made, for bytes() (a view right after
-  // the allocation needs no live-block lookup): its byte offset (NaN when
-  // none: a free, a resize or dispose drops it) and usable byte length.
-  #lastAt = NaN;
-  #lastUsable = 0;
   #disposed = false;
   #growing = false; // inside the memory's grow or resize
 
@@ -774,8 +769,6 @@ export class CpuHeap {
         if (live > this.#livePeak) this.#livePeak = live;
         const hw = (start + units - this.#startUnit) * g;
         if (hw > this.#highWater) this.#highWater = hw;
-        this.#lastAt = start * g;
-        this.#lastUsable = bytes;
         return start * g;
       }
     }
@@ -849,7 +842,6 @@ export class CpuHeap {
         (byteOffset & this.#granuleMask) === 0
       ? (byteOffset >>> this.#shift) | 0
       : this.#rec[this.#lookupSlow(byteOffset, "free") + R_START];
-    this.#lastAt = NaN;
     // Take the block off its hash chain.
     const rec = this.#rec;
     const h = Math.imul(unit, HASH_MULTIPLIER) >>> this.#bucketShift;
@@ -916,7 +908,6 @@ export class CpuHeap {
    */
   resizeInPlace(byteOffset: number, byteLength: number): boolean {
     const b = this.#lookup(byteOffset, "resize");
-    this.#lastAt = NaN;
     validateByteLength(byteLength);
     let units = Math.ceil(byteLength / this.alignment);
     if (units === 0) units = 1;
@@ -1044,9 +1035,8 @@ export class CpuHeap {
    * reaches past the block.
    */
   bytes(byteOffset: number, byteLength: number): Uint8Array {
-    const usable = byteOffset === this.#lastAt
-      ? this.#lastUsable
-      : this.#rec[this.#lookup(byteOffset, "view") + R_SIZE] * this.alignment;
+    const b = this.#lookup(byteOffset, "view");
+    const usable = this.#rec[b + R_SIZE] * this.alignment;
     if (
       typeof byteLength !== "number" || (byteLength >>> 0) !== byteLength ||
       byteLength > usable
@@ -1077,7 +1067,6 @@ export class CpuHeap {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    this.#lastAt = NaN;
     releaseMemory(this.memory, this);
     // Empty every structure the fast paths read, so they all fall through to
     // the slow paths, which refuse.

@@ -10,14 +10,10 @@
 
 import process from "node:process";
 import type { Trace } from "./trace.ts";
+import { type ReplayedHeap, replayHeap as replay } from "./head_to_head.ts";
 
 /** The `CpuHeap` surface the replay needs. */
-export interface AbHeap {
-  alloc(byteLength: number): number;
-  free(byteOffset: number): void;
-  bytes(byteOffset: number, byteLength: number): Uint8Array;
-  readonly allocationCount: number;
-}
+export type AbHeap = ReplayedHeap;
 
 /** Paired ratios of one A/B: new speed over old, one per round. */
 export interface AbResult {
@@ -36,37 +32,9 @@ function cpuSeconds(): number {
   return (usage.user + usage.system) / 1e6;
 }
 
-function replay(heap: AbHeap, trace: Trace, view: boolean): void {
-  const { kind, slot, byteLength } = trace;
-  const offsets = new Float64Array(trace.slots);
-  const views: (Uint8Array | undefined)[] = new Array(trace.slots);
-  const n = kind.length;
-  if (view) {
-    for (let i = 0; i < n; i++) {
-      const s = slot[i];
-      if (kind[i] === 1) {
-        const len = byteLength[i];
-        const off = heap.alloc(len);
-        offsets[s] = off;
-        views[s] = heap.bytes(off, len);
-      } else {
-        heap.free(offsets[s]);
-        views[s] = undefined;
-      }
-    }
-  } else {
-    for (let i = 0; i < n; i++) {
-      const s = slot[i];
-      if (kind[i] === 1) offsets[s] = heap.alloc(byteLength[i]);
-      else heap.free(offsets[s]);
-    }
-  }
-  if (heap.allocationCount !== 0) throw new Error("replay leaked");
-}
-
-// The old side's replay: a copy of replay() (not a call to it), so that each
-// loop's alloc/free call sites see one heap class only (monomorphic), as in
-// head_to_head.ts.
+// The old side's replay: a copy of head_to_head.ts's replayHeap (which the
+// new side runs), not a call to it, so that each loop's alloc/free call sites
+// see one heap class only (monomorphic), as there.
 function replayOld(heap: AbHeap, trace: Trace, view: boolean): void {
   const { kind, slot, byteLength } = trace;
   const offsets = new Float64Array(trace.slots);
