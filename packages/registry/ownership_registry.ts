@@ -343,11 +343,17 @@ function formatBytes(bytes: number): string {
 }
 
 function detach(memory: object): void {
-  if (
-    memory instanceof ArrayBuffer && !memory.detached &&
-    typeof memory.transfer === "function"
-  ) {
+  if (!(memory instanceof ArrayBuffer) || memory.detached === true) return;
+  if (typeof memory.transfer === "function") {
     memory.transfer(0);
+  } else {
+    // Node 20 has no transfer(): a transferring structuredClone detaches
+    // it all the same (a detached or untransferable buffer throws: kept).
+    try {
+      structuredClone(memory, { transfer: [memory] });
+    } catch {
+      // junk-filled only
+    }
   }
 }
 
