@@ -104,3 +104,63 @@ export function sideEffectStatements(
   }
   return found;
 }
+
+/**
+ * Adds `| undefined` to every optional property of an interface or type
+ * literal in a declaration file (`x?: T` becomes `x?: T | undefined`), so
+ * that users who compile with `exactOptionalPropertyTypes` may pass
+ * `{ x: undefined }` (or a value that may be undefined), as every allot
+ * entry point accepts: an option that is `undefined` is an option not given.
+ * A type that already allows `undefined` is left as it is.
+ *
+ * @param ts The TypeScript compiler API.
+ * @param name The file name (for the parser).
+ * @param text The `.d.ts` text.
+ * @returns The new text and how many properties changed.
+ */
+export function widenOptionalProperties(
+  ts: TypeScriptApi,
+  name: string,
+  text: string,
+): { text: string; widened: number } {
+  const k = ts.SyntaxKind;
+  const file = parse(ts, name, text);
+  const edits: { at: number; insert: string }[] = [];
+  let widened = 0;
+  const allowsUndefined = (type: Node & { types?: Node[] }): boolean =>
+    type.kind === k.UndefinedKeyword || type.kind === k.AnyKeyword ||
+    type.kind === k.UnknownKeyword ||
+    (type.kind === k.UnionType &&
+      (type.types ?? []).some((t) => allowsUndefined(t)));
+  const needsParens = new Set([
+    k.FunctionType,
+    k.ConstructorType,
+    k.ConditionalType,
+    k.InferType,
+  ]);
+  const visit = (node: Node): void => {
+    const prop = node as Node & {
+      questionToken?: Node;
+      type?: Node & { end: number };
+    };
+    if (
+      node.kind === k.PropertySignature && prop.questionToken !== undefined &&
+      prop.type !== undefined && !allowsUndefined(prop.type)
+    ) {
+      const parens = needsParens.has(prop.type.kind);
+      if (parens) edits.push({ at: prop.type.getStart(file), insert: "(" });
+      edits.push({
+        at: prop.type.end,
+        insert: `${parens ? ")" : ""} | undefined`,
+      });
+      widened++;
+    }
+    node.forEachChild(visit);
+  };
+  visit(file);
+  let out = text;
+  for (const edit of edits.sort((a, b) => b.at - a.at)) {
+    out = out.slice(0, edit.at) + edit.insert + out.slice(edit.at);
+  }
+  return { text: out, widened };
+}

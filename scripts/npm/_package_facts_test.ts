@@ -2,7 +2,11 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { describe, it } from "node:test";
 import type { TypeScriptApi } from "./_computed_members.ts";
-import { anyLeaks, sideEffectStatements } from "./_package_facts.ts";
+import {
+  anyLeaks,
+  sideEffectStatements,
+  widenOptionalProperties,
+} from "./_package_facts.ts";
 import { ensureTools, toolsDir } from "./_tools.ts";
 
 await ensureTools();
@@ -43,5 +47,39 @@ describe("npm package facts", () => {
       "anchors[1].release();",
       "globalThis.y = 1;",
     ]);
+  });
+
+  it("widenOptionalProperties adds | undefined to optional properties only", () => {
+    const dts = [
+      "export interface O {",
+      "  a?: number;",
+      "  b?: number | undefined;",
+      "  c?: () => void;",
+      "  d: string;",
+      "  e?: A | B;",
+      "  f?: unknown;",
+      "  m?(x?: number): void;",
+      "  g?: { h?: boolean };",
+      "}",
+      "export declare function f(x?: number): void;",
+    ].join("\n");
+    const { text, widened } = widenOptionalProperties(ts, "o.d.ts", dts);
+    assert.equal(widened, 5);
+    assert.equal(
+      text,
+      [
+        "export interface O {",
+        "  a?: number | undefined;",
+        "  b?: number | undefined;",
+        "  c?: (() => void) | undefined;",
+        "  d: string;",
+        "  e?: A | B | undefined;",
+        "  f?: unknown;",
+        "  m?(x?: number): void;",
+        "  g?: { h?: boolean | undefined } | undefined;",
+        "}",
+        "export declare function f(x?: number): void;",
+      ].join("\n"),
+    );
   });
 });
