@@ -6,7 +6,7 @@
  * every README and example snippet that uses `using`, the guide and the
  * runtime-style samples against the installed types
  * (`scripts/npm/_types_check.ts`), and, at the same time, a hostile
- * consumer's code under node16, bundler and no-DOM settings
+ * consumer's code under bundler and no-DOM (node16, @types/node only) settings
  * (`scripts/npm/_consumer_types.ts`). After it: every README example run on
  * Node (`tests/npm/readme_check.mjs`) and the consumer's checks of the
  * installed packages (`tests/npm/consumer_check.mjs`: one copy of each,

@@ -1,7 +1,7 @@
 // A Node user's TypeScript against the packed types, compiled by
 // `deno task test:node` with tsc --strict, exactOptionalPropertyTypes and
-// noUncheckedIndexedAccess, under moduleResolution node16 and bundler, and
-// with Node's own types only (no DOM lib). It uses no WebGPU package.
+// noUncheckedIndexedAccess, under moduleResolution bundler (DOM lib) and
+// node16 with Node's own types only (no DOM lib). It uses no WebGPU package.
 import {
   AllotError,
   hostBuffer,
