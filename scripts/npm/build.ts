@@ -7,7 +7,10 @@
  *
  * - JavaScript is lowered to ES2022 with the pinned TypeScript, so `using`
  *   declarations become code Node 20 can parse;
- * - dependencies on sibling members (`@allot/core@0.1.0`) are recorded, and
+ * - sibling members (`@allot/core`) are recorded as peer dependencies
+ *   (`^0.1.0`), so that an install holds one copy of each and `instanceof`
+ *   on their classes (errors, `Buffer`) works across packages, as TF.js
+ *   backends do with `@tensorflow/tfjs-core` (npm 7 and later install peers);
  *   npm dependencies are pinned to the exact version the member imports;
  * - `.d.ts` files that name WebGPU types reference `@webgpu/types`;
  * - optional properties in `.d.ts` files also take `undefined` (for users
@@ -290,11 +293,12 @@ async function buildMember(
   const manifest = JSON.parse(await Deno.readTextFile(manifestPath));
   const versions = await npmVersions(member);
   const dependencies: Record<string, string> = {};
+  const peerDependencies: Record<string, string> = {};
   for (const name of [...used].sort()) {
     const sibling = all.find((m) => m.config.name === name);
     if (sibling) {
       if (sibling === member) continue;
-      dependencies[name] = sibling.config.version;
+      peerDependencies[name] = `^${sibling.config.version}`;
     } else if (versions.has(name)) {
       dependencies[name] = versions.get(name)!;
     } else {
@@ -336,6 +340,7 @@ async function buildMember(
       }
       : {}),
     ...(Object.keys(dependencies).length ? { dependencies } : {}),
+    ...(Object.keys(peerDependencies).length ? { peerDependencies } : {}),
   };
   await Deno.writeTextFile(
     manifestPath,

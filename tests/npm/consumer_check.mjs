@@ -1,13 +1,14 @@
 // A hostile npm consumer's checks of the installed tarballs (run by
 // `deno task test:node` in the scratch project, after node_check.mjs):
 //
-// - one copy of every @allot package is installed (siblings pin versions
-//   that dedupe), so `instanceof` on error classes works across packages:
+// - one copy of every @allot package is installed (siblings are peer
+//   dependencies), so `instanceof` on error classes works across packages:
 //   an error thrown by each package is an instance of @allot/core's classes;
 // - every package.json is what an npm user and a bundler need: ESM only,
 //   `exports` with `types` first and files that exist, `main`/`types`,
 //   `engines.node` from 20.4 (Symbol.dispose), `sideEffects` false or the
-//   files that run on import, sibling versions equal to the installed ones,
+//   files that run on import, siblings as peers whose range allows the
+//   installed version,
 //   `bin` files that start with `#!`;
 // - no public entry point exports an internal (`_`-prefixed) name;
 // - the trace CLI runs through `node_modules/.bin`, and a user's own
@@ -23,6 +24,16 @@ import {
 import { join } from "node:path";
 
 const problems = [];
+
+/** Whether a caret range (`^0.1.0`) allows `version` (semver's 0.x rule). */
+function caretAllows(range, version) {
+  const want = /^\^(\d+)\.(\d+)\.(\d+)$/.exec(range)?.slice(1).map(Number);
+  const got = /^(\d+)\.(\d+)\.(\d+)$/.exec(version ?? "")?.slice(1).map(Number);
+  if (!want || !got) return false;
+  const [a, b, c] = want, [x, y, z] = got;
+  if (a > 0) return x === a && (y > b || (y === b && z >= c));
+  return x === 0 && y === b && z >= c;
+}
 const problem = (line) => problems.push(line);
 const root = "node_modules/@allot";
 const pkgs = readdirSync(root).sort();
@@ -88,11 +99,17 @@ for (const p of pkgs) {
         }
       }}
   }
-  for (const [name, version] of Object.entries(m.dependencies ?? {})) {
-    if (!name.startsWith("@allot/")) continue;
+  for (const name of Object.keys(m.dependencies ?? {})) {
+    if (name.startsWith("@allot/")) {
+      problem(
+        `${at}: ${name} is a dependency, not a peer (a second copy may be installed)`,
+      );
+    }
+  }
+  for (const [name, range] of Object.entries(m.peerDependencies ?? {})) {
     const installed = manifests[name.slice(7)]?.version;
-    if (installed !== version) {
-      problem(`${at}: depends on ${name}@${version}, installed ${installed}`);
+    if (!name.startsWith("@allot/") || !caretAllows(range, installed)) {
+      problem(`${at}: peer ${name}@${range}, installed ${installed}`);
     }
   }
   const dts = readdirSync(dir, { recursive: true }).filter((f) =>
