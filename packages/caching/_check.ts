@@ -84,7 +84,10 @@ function _lockId(s: object, id: number): boolean {
       continue;
     }
     if (!("value" in d) || d.value !== id) return false;
-    if (!own && !Object.isExtensible(s)) return true; // no own id can be added
+    if (!own && !Object.isExtensible(s)) {
+      // No own id can be added: stable only if the prototype's cannot change.
+      return d.writable === false && d.configurable === false;
+    }
     try {
       Object.defineProperty(s, "id", {
         value: id,
