@@ -22,6 +22,7 @@ import {
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import {
   _assertAlive,
@@ -254,8 +255,12 @@ export class GpuCachingAllocator {
    * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
   async synchronize(options?: SynchronizeOptions): Promise<void> {
-    await this.#frees.synchronize(options);
-    await this.caching.synchronize(options);
+    // read once: a getter cannot hand the waits another signal
+    const signal = validateSynchronizeOptions(options);
+    signal?.throwIfAborted();
+    const once = signal === undefined ? undefined : { signal };
+    await this.#frees.synchronize(once);
+    await this.caching.synchronize(once);
   }
 
   /** Destroys every whole free segment (`emptyCache`). */
