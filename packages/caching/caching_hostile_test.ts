@@ -260,7 +260,12 @@ function assertReclaimOnly(
     { ...restBefore, pending: 0 },
   );
   for (
-    const k of ["allocation", "segment", "allocatedBytes", "reservedBytes"] as const
+    const k of [
+      "allocation",
+      "segment",
+      "allocatedBytes",
+      "reservedBytes",
+    ] as const
   ) {
     assert.deepEqual(x[k], y[k], k);
   }
