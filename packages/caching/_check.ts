@@ -1,4 +1,9 @@
-import { describeValue, InvalidArgumentError, type Stream } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  type Stream,
+  validateSynchronizeOptions,
+} from "@allot/core";
 
 /**
  * The id of each stream object an allocator took, made read-only then. A
@@ -199,6 +204,31 @@ export function checkOptionalString(value: unknown, name: string): void {
     throw new InvalidArgumentError(
       `Invalid ${name}: must be a string, received ${describeValue(value)}`,
       { name, value, limit: "string" },
+    );
+  }
+}
+
+/**
+ * Throws {@linkcode InvalidArgumentError} unless `signal` is `undefined` or
+ * an `AbortSignal` (a brand check: a look-alike is refused).
+ *
+ * @param signal The value to check, read once by the caller.
+ * @param action What the error message says could not be done.
+ * @returns The signal, if any.
+ */
+export function checkSignal(
+  signal: unknown,
+  action: string,
+): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  try {
+    return validateSynchronizeOptions({ signal });
+  } catch {
+    throw new InvalidArgumentError(
+      `${action}: signal must be an AbortSignal, received ${
+        describeValue(signal)
+      }`,
+      { name: "signal", value: signal, limit: "AbortSignal" },
     );
   }
 }

@@ -14,6 +14,7 @@ import {
   InvalidArgumentError,
   validateByteLength,
   validateObject,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import type { _WatermarkPolicy } from "./_watermark_policy.ts";
 import type { AllocateBufferOptions } from "./watermark_options.ts";
@@ -57,6 +58,31 @@ export function _checkBufferRequest<M>(
   }
   return kind;
 }
+
+/**
+ * Checks the signal of a request (read once by the caller): `undefined` or
+ * an `AbortSignal` (a brand check: a look-alike is refused).
+ *
+ * @returns The signal, if any.
+ * @throws {InvalidArgumentError} Naming the value and the limit.
+ */
+export function _checkRequestSignal(
+  byteLength: number,
+  signal: unknown,
+): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  try {
+    return validateSynchronizeOptions({ signal });
+  } catch {
+    throw new InvalidArgumentError(
+      `Cannot allocate ${byteLength} bytes: signal must be an AbortSignal, received ${
+        describeValue(signal)
+      }`,
+      { name: "signal", value: signal, limit: "AbortSignal" },
+    );
+  }
+}
+
 /**
  * Throws the out-of-memory error of a request that every attempt failed.
  *
