@@ -2,7 +2,7 @@ import {
   describeValue,
   InvalidArgumentError,
   type Stream,
-  validateSynchronizeOptions,
+  validateAbortSignal,
 } from "@allot/core";
 
 /**
@@ -220,15 +220,5 @@ export function checkSignal(
   signal: unknown,
   action: string,
 ): AbortSignal | undefined {
-  if (signal === undefined) return undefined;
-  try {
-    return validateSynchronizeOptions({ signal });
-  } catch {
-    throw new InvalidArgumentError(
-      `${action}: signal must be an AbortSignal, received ${
-        describeValue(signal)
-      }`,
-      { name: "signal", value: signal, limit: "AbortSignal" },
-    );
-  }
+  return validateAbortSignal(signal, action);
 }

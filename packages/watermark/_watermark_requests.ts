@@ -12,9 +12,9 @@ import {
   describeValue,
   formatBytes,
   InvalidArgumentError,
+  validateAbortSignal,
   validateByteLength,
   validateObject,
-  validateSynchronizeOptions,
 } from "@allot/core";
 import type { _WatermarkPolicy } from "./_watermark_policy.ts";
 import type { AllocateBufferOptions } from "./watermark_options.ts";
@@ -70,17 +70,7 @@ export function _checkRequestSignal(
   byteLength: number,
   signal: unknown,
 ): AbortSignal | undefined {
-  if (signal === undefined) return undefined;
-  try {
-    return validateSynchronizeOptions({ signal });
-  } catch {
-    throw new InvalidArgumentError(
-      `Cannot allocate ${byteLength} bytes: signal must be an AbortSignal, received ${
-        describeValue(signal)
-      }`,
-      { name: "signal", value: signal, limit: "AbortSignal" },
-    );
-  }
+  return validateAbortSignal(signal, `Cannot allocate ${byteLength} bytes`);
 }
 
 /**
