@@ -2197,26 +2197,42 @@ export class SharedHeap {
     return Atomics.load(i32, w + M_AGE) === OWNED_SPAN;
   }
 
-  /** Marks a live block owned (`live` true) or not owned; false: not live. */
+  /** Marks a live block owned (`owned` true) or not owned; false: not live. */
   #setOwned(byteOffset: number, owned: boolean): boolean {
-    this.#checkOpen(owned ? "own" : "free");
-    if (this.#find(byteOffset) === undefined) return false;
-    const i32 = this.#i32, rel = byteOffset - this.#pageBase;
-    const page = rel >> PAGE_SHIFT, w = this.#meta + (page << 3);
+    const i32 = this.#i32;
+    if (!this.#open || i32[this.#stateWord] !== STATE_OPEN) {
+      this.#checkOpen(owned ? "own" : "free");
+    }
+    const rel = byteOffset - this.#pageBase;
+    if (!((rel >>> 0) === rel && rel < this.#pageBytes)) return false;
+    const page = rel >>> PAGE_SHIFT, w = this.#meta + (page << 3);
     const start = i32[w + M_START];
     if (start !== 0) {
-      const slab = this.#pageBase + (start - 1) * PAGE;
-      const k =
-        ((byteOffset - slab - SLAB_HEADER) / i32[(slab >> 2) + S_SIZE]) |
-        0;
-      const from = owned ? 1 : OWNED_BLOCK;
+      // Only the pages of a live slab name their slab's first page.
+      const slab = this.#pageBase + ((start - 1) << PAGE_SHIFT), s = slab >> 2;
+      const cls = i32[s + S_CLASS], size = CLASS_SIZES[cls];
+      const r = byteOffset - slab - SLAB_HEADER;
+      const k = ((r >>> 6) * CLASS_RECIPROCALS[cls]) >>> 20;
+      if (r < 0 || k * size !== r || k >= i32[s + S_CAP]) return false;
+      const state = slab + S_STATES + k, u8 = this.#u8;
+      if (owned) {
+        // A plain read and write: a block just allocated reaches another
+        // thread only through a message or an atomic write after this.
+        if (u8[state] !== 1) return false;
+        u8[state] = OWNED_BLOCK;
+        return true;
+      }
+      const from = OWNED_BLOCK;
       return Atomics.compareExchange(
-        this.#u8,
-        slab + S_STATES + k,
+        u8,
+        state,
         from,
-        owned ? OWNED_BLOCK : 1,
+        1,
       ) === from;
     }
+    if (
+      (rel & (PAGE - 1)) !== 0 || Atomics.load(i32, w + M_KIND) !== K_LARGE
+    ) return false;
     const from = owned ? 0 : OWNED_SPAN;
     return Atomics.compareExchange(
       i32,
