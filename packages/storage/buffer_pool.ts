@@ -80,8 +80,11 @@ const JUNK = 0xdd;
  * kept blocks. A block handed out is never handed out again until it was
  * recycled.
  *
- * The blocks are the allocator's own pointers, reserved length included.
- * Releasing one directly frees it to the allocator and the pool forgets it.
+ * Each `acquire` returns a fresh handle (a `DataPtr` whose context is the
+ * allocator's own pointer, reserved length included); `recycle` invalidates
+ * it, so a stale handle is refused even after its block was handed out
+ * again. Releasing a handle directly frees its block to the allocator and
+ * the pool forgets it.
  * For blocks that come back by themselves, use
  * {@linkcode ManagedBufferPool}.
  *
@@ -97,9 +100,10 @@ const JUNK = 0xdd;
  * const pool = new BufferPool(owner.target.allocator, { strategy: AllocationStrategy.pooled() });
  * const a = pool.acquire(1000);
  * assert.equal(a.byteLength, 1024);
+ * const block = a.getContext();
  * pool.recycle(a);
  * const b = pool.acquire(600);
- * assert.equal(b, a);
+ * assert.equal(b.getContext(), block); // the same block, a fresh handle
  * assert.equal(pool.stats().reuses, 1);
  * pool.recycle(b);
  * pool.cleanup();
@@ -113,7 +117,10 @@ export class BufferPool<M = unknown, C = unknown> {
   readonly strategy: AllocationStrategy;
   #maxFreeBytes: number;
   #free = new Map<number, DataPtr<M, C>[]>();
-  #inUse = new Map<DataPtr<M, C>, number>();
+  // Handles handed out (one fresh DataPtr per acquire, its context the
+  // pooled block) and the requested bytes of each; the blocks behind them.
+  #inUse = new Map<DataPtr<M, DataPtr<M, C>>, number>();
+  #held = new Set<DataPtr<M, C>>();
   #freeSet = new Set<DataPtr<M, C>>();
   #freeHandles = 0;
   #freeBytes = 0;
@@ -188,10 +195,11 @@ export class BufferPool<M = unknown, C = unknown> {
    * `strategy.reserve(byteLength)`).
    *
    * @param byteLength Requested bytes.
-   * @returns A block; give it back with `recycle`.
+   * @returns A fresh handle of the block (its context is the pooled block);
+   * give it back with `recycle`, which invalidates it.
    * @throws {InvalidArgumentError} When `byteLength` is invalid.
    */
-  acquire(byteLength: number): DataPtr<M, C> {
+  acquire(byteLength: number): DataPtr<M, DataPtr<M, C>> {
     validateByteLength(byteLength);
     const reserved = this.strategy.reserve(byteLength);
     if (!Number.isSafeInteger(reserved) || reserved < byteLength) {
@@ -215,8 +223,18 @@ export class BufferPool<M = unknown, C = unknown> {
       this.#reserved.increase(block.byteLength);
       this.#allocations++;
     }
-    this.#inUse.set(block, byteLength);
-    return block;
+    // A fresh handle per acquire: a stale handle of an earlier acquire of
+    // the same block is not handed out, so its recycle is refused.
+    const handle = new DataPtr<M, DataPtr<M, C>>(
+      block.memory,
+      block.byteOffset,
+      block.byteLength,
+      block.device,
+      { context: block, deleter: _releaseBlock },
+    );
+    this.#held.add(block);
+    this.#inUse.set(handle, byteLength);
+    return handle;
   }
 
   /** Allocates a block and refuses one that breaks the allocator contract. */
@@ -227,12 +245,12 @@ export class BufferPool<M = unknown, C = unknown> {
     else if (block.released) why = "already released";
     else if (block.byteLength !== reserved) {
       why = `${block.byteLength} bytes long`;
-    } else if (this.#inUse.has(block) || this.#freeSet.has(block)) {
+    } else if (this.#held.has(block) || this.#freeSet.has(block)) {
       why = "a block the pool already holds";
     }
     if (why === undefined) return block;
     if (
-      DataPtr.isDataPtr(block) && !this.#inUse.has(block) &&
+      DataPtr.isDataPtr(block) && !this.#held.has(block) &&
       !this.#freeSet.has(block)
     ) {
       try {
@@ -249,26 +267,31 @@ export class BufferPool<M = unknown, C = unknown> {
   /**
    * Takes a block back for reuse (or frees it, beyond `maxFreeBytes`).
    *
-   * @param block A block from `acquire` that is still handed out.
-   * @throws {DoubleFreeError} When the block is not handed out by this pool.
-   * @throws {UseAfterFreeError} When the block was released directly.
+   * @param handle A handle from `acquire` not yet recycled (recycling
+   * invalidates it).
+   * @throws {DoubleFreeError} When the handle is not handed out by this pool
+   * now (recycled already, even if its block was acquired again since).
+   * @throws {UseAfterFreeError} When the handle was released directly.
    */
-  recycle(block: DataPtr<M, C>): void {
-    if (!this.#inUse.has(block)) {
+  recycle(handle: DataPtr<M, unknown>): void {
+    if (!this.#inUse.has(handle as DataPtr<M, DataPtr<M, C>>)) {
       throw new DoubleFreeError(
         `Cannot recycle ${
-          DataPtr.isDataPtr(block) ? String(block) : describeValue(block)
+          DataPtr.isDataPtr(handle) ? String(handle) : describeValue(handle)
         }: it is not handed out by this pool`,
       );
     }
     if (this.#strict) this.#validate();
-    this.#inUse.delete(block);
-    if (block.released) {
-      this.#reserved.decrease(block.byteLength);
+    this.#inUse.delete(handle as DataPtr<M, DataPtr<M, C>>);
+    if (handle.released) {
+      this.#reserved.decrease(handle.byteLength);
+      this.#dropReleased();
       throw new UseAfterFreeError(
-        `Cannot recycle ${block}: it was released directly`,
+        `Cannot recycle ${handle}: it was released directly`,
       );
     }
+    const block = handle.releaseContext() as DataPtr<M, C>;
+    this.#held.delete(block);
     const reserved = block.byteLength;
     if (this.#freeBytes + reserved > this.#maxFreeBytes) {
       this.#reserved.decrease(reserved);
@@ -336,7 +359,7 @@ export class BufferPool<M = unknown, C = unknown> {
             }`,
           );
         }
-        if (this.#inUse.has(block)) {
+        if (this.#held.has(block)) {
           throw new ContractViolationError(
             `BufferPool is corrupt: ${block} is both free and in use`,
           );
@@ -369,6 +392,13 @@ export class BufferPool<M = unknown, C = unknown> {
     }
   }
 
+  /** Forgets the held blocks that were released (through their handles). */
+  #dropReleased(): void {
+    for (const block of this.#held) {
+      if (block.released) this.#held.delete(block);
+    }
+  }
+
   #checkJunk(block: DataPtr<M, C>): void {
     const bytes = _hostBytes(block);
     if (bytes === undefined) return;
@@ -390,8 +420,8 @@ export class BufferPool<M = unknown, C = unknown> {
    * @param block A pointer.
    * @returns `true` between `acquire` and `recycle`.
    */
-  owns(block: DataPtr<M, C>): boolean {
-    return this.#inUse.has(block);
+  owns(block: DataPtr<M, unknown>): boolean {
+    return this.#inUse.has(block as DataPtr<M, DataPtr<M, C>>);
   }
 
   /**
@@ -406,6 +436,7 @@ export class BufferPool<M = unknown, C = unknown> {
         // released directly: it went back to the allocator
         this.#inUse.delete(block);
         this.#reserved.decrease(block.byteLength);
+        this.#dropReleased();
         continue;
       }
       allocatedBytes += block.byteLength;
@@ -423,6 +454,11 @@ export class BufferPool<M = unknown, C = unknown> {
       reserved: this.#reserved.values(),
     };
   }
+}
+
+/** A handle's deleter: a handle released directly frees its block. */
+function _releaseBlock(block: DataPtr): void {
+  block.release();
 }
 
 function _hostBytes(block: DataPtr): Uint8Array | undefined {

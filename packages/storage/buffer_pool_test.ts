@@ -67,7 +67,7 @@ describe("BufferPool", () => {
             maxFreeBytes: 2048,
           });
           const live: {
-            ptr: DataPtr<ArrayBuffer, number>;
+            ptr: DataPtr<ArrayBuffer, unknown>;
             requested: number;
           }[] = [];
           for (const [take, n, pick] of ops) {
