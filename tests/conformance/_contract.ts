@@ -88,6 +88,11 @@ export interface Subject<H = unknown> {
   state(): unknown;
   /** A request of more bytes than this always fails out of memory. */
   readonly capacityBytes: number;
+  /**
+   * The smallest request the allocator takes: 0 but where a gap is listed
+   * (a smaller one must be refused with an `InvalidArgumentError`).
+   */
+  readonly minRequestBytes?: number;
   /** Random requests stay at or under this. */
   readonly maxRequestBytes: number;
   /** Other numeric parameters of the allocate verb, for hostile values. */
@@ -95,6 +100,8 @@ export interface Subject<H = unknown> {
     name: string;
     /** Optional: `undefined` means "not given". */
     optional?: boolean;
+    /** Values of the hostile list this parameter takes (a ratio: 1.5). */
+    accepts?: readonly unknown[];
     call(value: unknown): unknown;
   }[];
   /** A live handle of another instance of the same allocator. */
@@ -280,10 +287,10 @@ type Op =
   | { kind: "outOfMemory" }
   | { kind: "settle" };
 
-function opArbitrary(max: number): fc.Arbitrary<Op> {
+function opArbitrary(min: number, max: number): fc.Arbitrary<Op> {
   const size = fc.oneof(
-    fc.integer({ min: 0, max: Math.min(max, 256) }),
-    fc.integer({ min: 0, max }),
+    fc.integer({ min, max: Math.min(max, 256) }),
+    fc.integer({ min, max }),
   );
   return fc.oneof(
     {
@@ -402,6 +409,15 @@ export async function drain<H>(model: Model<H>, where: string): Promise<void> {
   if (r !== undefined) assert.equal(r, 0, `${where}: reserved back to 0`);
 }
 
+/** Closes a subject after a failure without hiding the failure. */
+function closeQuietly(s: Subject<unknown>): void {
+  try {
+    s.close();
+  } catch {
+    // the failure that brought us here is the one to report
+  }
+}
+
 /** Options of {@linkcode conformance}. */
 export interface ConformanceOptions {
   /** fast-check runs of the model property. */
@@ -435,9 +451,11 @@ export function conformance<H>(
           [...s.knownGaps],
           `${name}: the gaps changed; update knownGaps and README.md`,
         );
-      } finally {
-        s.close();
+      } catch (e) {
+        closeQuietly(s);
+        throw e;
       }
+      s.close();
     },
   });
 
@@ -446,12 +464,13 @@ export function conformance<H>(
     sanitizeResources: sanitize,
     sanitizeOps: sanitize,
     async fn() {
-      const max = make();
-      const maxBytes = max.maxRequestBytes;
-      max.close();
+      const probe = make();
+      const maxBytes = probe.maxRequestBytes;
+      const minBytes = probe.minRequestBytes ?? 0;
+      probe.close();
       await fc.assert(
         fc.asyncProperty(
-          fc.array(opArbitrary(maxBytes), { maxLength: 40 }),
+          fc.array(opArbitrary(minBytes, maxBytes), { maxLength: 40 }),
           async (ops) => {
             const s = make();
             try {
@@ -460,9 +479,11 @@ export function conformance<H>(
               let n = 0;
               for (const op of ops) await step(model, op, n++);
               await drain(model, "end");
-            } finally {
-              s.close();
+            } catch (e) {
+              closeQuietly(s);
+              throw e;
             }
+            s.close();
           },
         ),
         { numRuns: options.runs ?? runs() },
@@ -486,15 +507,17 @@ export function conformance<H>(
         const calls: {
           name: string;
           optional?: boolean;
+          accepts?: readonly unknown[];
           call(v: unknown): unknown;
         }[] = [
           { name: "allocate", call: (v) => s.allocate(v as number) },
           { name: "tryAllocate", call: (v) => s.tryAllocate(v as number) },
           ...(s.extraParameters ?? []),
         ];
-        for (const { name: param, call, optional } of calls) {
+        for (const { name: param, call, optional, accepts } of calls) {
           for (const { label, value } of hostileNumbers()) {
             if (optional && value === undefined) continue;
+            if (accepts?.includes(value)) continue;
             const before = s.state();
             let error: unknown;
             try {
@@ -512,13 +535,23 @@ export function conformance<H>(
           }
         }
         // -0 is 0
-        const z = s.allocate(-0);
-        model.add(z, 0);
-        model.check("allocate(-0)");
+        if ((s.minRequestBytes ?? 0) === 0) {
+          const z = s.allocate(-0);
+          model.add(z, 0);
+          model.check("allocate(-0)");
+        } else {
+          for (const v of [0, -0]) {
+            const before = s.state();
+            throwsTyped(() => s.allocate(v), [InvalidArgumentError], "zero");
+            assert.deepEqual(s.state(), before, "a refused 0 changed state");
+          }
+        }
         await drain(model, "hostile");
-      } finally {
-        s.close();
+      } catch (e) {
+        closeQuietly(s);
+        throw e;
       }
+      s.close();
     },
   });
 
@@ -555,9 +588,11 @@ export function conformance<H>(
           model.check(`${what} free`);
         }
         await drain(model, "frees");
-      } finally {
-        s.close();
+      } catch (e) {
+        closeQuietly(s);
+        throw e;
       }
+      s.close();
     },
   });
 
@@ -576,9 +611,11 @@ export function conformance<H>(
         throwsTyped(() => s.allocate(big), [OutOfMemoryError], "allocate");
         model.check("out of memory");
         await drain(model, "oom");
-      } finally {
-        s.close();
+      } catch (e) {
+        closeQuietly(s);
+        throw e;
       }
+      s.close();
     },
   });
 
@@ -609,9 +646,11 @@ export function conformance<H>(
           );
         }
         await drain(model, "emptyCache");
-      } finally {
-        s.close();
+      } catch (e) {
+        closeQuietly(s);
+        throw e;
       }
+      s.close();
     },
   });
 }

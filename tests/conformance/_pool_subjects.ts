@@ -1,0 +1,220 @@
+/**
+ * Adapters of the pools to the contract: `@allot/caching`'s
+ * `CachingAllocator` and `StepPlannedPool`, `@allot/watermark`'s
+ * `WatermarkAllocator` (all three over `@allot/cpu`'s `HostSegmentSource`,
+ * so their blocks hold real bytes), and `@allot/storage`'s `BufferPool`.
+ *
+ * @module
+ */
+
+import { type DataPtr, OutOfMemoryError } from "@allot/core";
+import { HostSegmentSource, SystemAllocator } from "@allot/cpu";
+import {
+  type CachedBlock,
+  CachingAllocator,
+  type PlannedBlock,
+  StepPlannedPool,
+} from "@allot/caching";
+import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
+import { BufferPool } from "@allot/storage";
+import type { Subject } from "./_contract.ts";
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+type HostMemory = ArrayBuffer | SharedArrayBuffer;
+
+function view(memory: HostMemory, byteOffset: number, n: number): Uint8Array {
+  return new Uint8Array(memory, byteOffset, n);
+}
+
+/** `CachingAllocator` over host segments. */
+export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
+  const source = new HostSegmentSource({ capacityBytes: 4 * MiB });
+  const a = new CachingAllocator(source);
+  const other = new CachingAllocator(new HostSegmentSource());
+  const stats = () => a.memoryStats();
+  return {
+    target: a,
+    knownGaps: ["tryAllocate", "stats"],
+    allocate: (n) => a.allocate(n),
+    tryAllocate: (n) => {
+      try {
+        return a.allocate(n);
+      } catch (e) {
+        if (e instanceof OutOfMemoryError) return undefined;
+        throw e;
+      }
+    },
+    free: (b) => a.free(b),
+    countedBytes: (b) => b.blockByteLength,
+    bytes: (b) => view(b.memory, b.byteOffset, b.byteLength),
+    bytesInUse: () => stats().allocatedBytes.all,
+    allocations: () => stats().allocation.all,
+    reservedBytes: () => stats().reservedBytes.all.current,
+    summary: () => a.memorySummary(),
+    validate: () => a.validate(),
+    emptyCache: () => a.emptyCache(),
+    resetPeakStats: () => a.resetPeakStats(),
+    state: () => ({ stats: stats(), snapshot: a.snapshot() }),
+    capacityBytes: 4 * MiB,
+    maxRequestBytes: 1.5 * MiB,
+    extraParameters: [
+      {
+        name: "setMemoryFraction",
+        call: (v) => a.setMemoryFraction(v as number),
+      },
+      { name: "roundSize", call: (v) => a.roundSize(v as number) },
+    ],
+    foreign: () => other.allocate(64),
+    close: () => {
+      a.emptyCache();
+      other.emptyCache();
+    },
+  };
+}
+
+/** `StepPlannedPool` over host segments. */
+export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
+  const source = new HostSegmentSource({ capacityBytes: 4 * MiB });
+  const p = new StepPlannedPool(source);
+  const other = new StepPlannedPool(new HostSegmentSource());
+  return {
+    target: p,
+    knownGaps: [
+      "recordStream",
+      "synchronize",
+      "snapshot",
+      "resetPeakStats",
+      "resetAccumulatedStats",
+      "stats",
+      "memorySummary",
+    ],
+    allocate: (n) => p.allocate(n),
+    tryAllocate: (n) => p.tryAllocate(n),
+    free: (b) => p.free(b),
+    countedBytes: (_b, n) => n,
+    bytes: (b) => view(b.memory, b.byteOffset, b.requestedByteLength),
+    bytesInUse: () => ({
+      current: p.requestedBytes,
+      peak: p.peakRequestedBytes,
+    }),
+    reservedBytes: () => p.reservedBytes,
+    validate: () => p.validate(),
+    emptyCache: () => p.emptyCache(),
+    state: () => ({
+      requested: p.requestedBytes,
+      live: p.liveBytes,
+      reserved: p.reservedBytes,
+      held: p.heldBytes,
+      peaks: [p.peakRequestedBytes, p.peakLiveBytes, p.peakReservedBytes],
+      segments: [p.segmentsCreated, p.segmentsReleased, p.segmentCount],
+      steps: [p.stepCount, p.replanCount, p.fastStepCount],
+    }),
+    capacityBytes: 4 * MiB,
+    minRequestBytes: 1,
+    maxRequestBytes: 1.5 * MiB,
+    extraParameters: [
+      { name: "trim", optional: true, call: (v) => p.trim(v as number) },
+    ],
+    foreign: () => other.allocate(64),
+    close: () => {
+      p.emptyCache();
+      other.emptyCache();
+    },
+  };
+}
+
+/** `WatermarkAllocator` over host segments. */
+export function watermarkAllocator(): Subject<WatermarkBuffer<HostMemory>> {
+  const source = new HostSegmentSource({ capacityBytes: 4 * MiB });
+  const a = new WatermarkAllocator(source);
+  const other = new WatermarkAllocator(new HostSegmentSource());
+  return {
+    target: a,
+    knownGaps: ["tryAllocate", "recordStream"],
+    allocate: (n) => a.allocateBuffer(n),
+    tryAllocate: (n) => a.tryAllocateBuffer(n),
+    free: (b) => a.free(b),
+    countedBytes: (b) => b.byteLength,
+    bytes: (b) => view(b.memory, b.byteOffset, b.requestedByteLength),
+    bytesInUse: () => a.stats().allocatedBytes,
+    reservedBytes: () => source.reservedBytes,
+    summary: () => a.memorySummary(),
+    validate: () => a.validate(),
+    emptyCache: () => a.emptyCache(),
+    resetPeakStats: () => a.resetPeakStats(),
+    state: () => ({ stats: a.stats(), snapshot: a.snapshot() }),
+    capacityBytes: 4 * MiB,
+    minRequestBytes: 1,
+    maxRequestBytes: 1.5 * MiB,
+    extraParameters: [
+      {
+        name: "setHighWatermarkRatio",
+        accepts: [1.5],
+        call: (v) => a.setHighWatermarkRatio(v as number),
+      },
+      {
+        name: "setLowWatermarkRatio",
+        accepts: [1.5],
+        call: (v) => a.setLowWatermarkRatio(v as number),
+      },
+    ],
+    foreign: () => other.allocateBuffer(64),
+    close: () => {
+      a.emptyCache();
+      other.emptyCache();
+    },
+  };
+}
+
+/** `BufferPool` over a bounded `SystemAllocator`. */
+export function bufferPool(): Subject<
+  { p: DataPtr<HostMemory, HostMemory>; n: number }
+> {
+  const pool = new BufferPool(
+    new SystemAllocator({ capacityBytes: 1 * MiB }),
+  );
+  const other = new BufferPool(new SystemAllocator());
+  const stats = () => pool.stats();
+  return {
+    target: pool,
+    knownGaps: [
+      "allocate",
+      "tryAllocate",
+      "free",
+      "recordStream",
+      "synchronize",
+      "emptyCache",
+      "snapshot",
+      "resetPeakStats",
+      "resetAccumulatedStats",
+      "memorySummary",
+    ],
+    allocate: (n) => ({ p: pool.acquire(n), n }),
+    tryAllocate: (n) => {
+      try {
+        return { p: pool.acquire(n), n };
+      } catch (e) {
+        if (e instanceof OutOfMemoryError) return undefined;
+        throw e;
+      }
+    },
+    free: (h) => pool.recycle(h.p),
+    countedBytes: (_h, n) => n,
+    bytes: (h) =>
+      new Uint8Array(h.p.memory as ArrayBuffer, h.p.byteOffset, h.n),
+    bytesInUse: () => ({ current: stats().requestedBytes }),
+    reservedBytes: () => stats().reserved.current,
+    validate: () => pool.validate(),
+    emptyCache: () => pool.cleanup(),
+    state: () => stats(),
+    capacityBytes: 1 * MiB,
+    maxRequestBytes: 200 * KiB,
+    foreign: () => ({ p: other.acquire(64), n: 64 }),
+    close: () => {
+      pool.cleanup();
+      other.cleanup();
+    },
+  };
+}
