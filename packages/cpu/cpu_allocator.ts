@@ -15,6 +15,7 @@ import {
   hostBuffer,
   type HostMemory,
   InvalidArgumentError,
+  optionOr,
   OutOfMemoryError,
   Stat,
   type StatValues,
@@ -206,9 +207,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       this.maxByteLength = options.heap.maxByteLength;
     } else {
       const byteLength = validateByteLength(
-        options.byteLength ?? DEFAULT_HEAP_BYTE_LENGTH,
+        optionOr(options.byteLength, DEFAULT_HEAP_BYTE_LENGTH),
       );
-      const max = options.maxByteLength ?? Infinity;
+      const max = optionOr(options.maxByteLength, Infinity);
       if (max !== Infinity) validateByteLength(max, undefined, "maxByteLength");
       if (!(max >= byteLength)) {
         throw new InvalidArgumentError(

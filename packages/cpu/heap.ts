@@ -13,6 +13,7 @@ import {
   type HostMemory,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   OutOfMemoryError,
   type StatValues,
   UseAfterFreeError,
@@ -419,8 +420,10 @@ export class CpuHeap {
     validateOptions(options);
     validateFlags(options, "mobile", "shared", "strict");
     const alignment = validateAlignment(
-      options.alignment ??
-        (options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT),
+      optionOr(
+        options.alignment,
+        options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT,
+      ),
       MAX_ALIGNMENT,
     );
     if (alignment < 8) {
@@ -457,7 +460,7 @@ export class CpuHeap {
     const maxUnitBytes = MAX_UNITS * alignment;
     if (typeof memory === "number") {
       validateByteLength(memory, maxUnitBytes, "byteLength");
-      const max = options.maxByteLength ?? memory;
+      const max = optionOr(options.maxByteLength, memory);
       validateByteLength(max, maxUnitBytes, "maxByteLength");
       if (max < memory) {
         throw new InvalidArgumentError(
@@ -490,13 +493,13 @@ export class CpuHeap {
     this.#buffer = hostBuffer(memory);
     const bufferLength = this.#buffer.byteLength;
     const begin = validateByteLength(
-      options.byteOffset ?? 0,
+      optionOr(options.byteOffset, 0),
       bufferLength,
       "byteOffset",
     );
     const startUnit = Math.ceil(begin / alignment);
     const length = validateByteLength(
-      options.byteLength ?? bufferLength - begin,
+      optionOr(options.byteLength, bufferLength - begin),
       bufferLength - begin,
       "byteLength",
     );
@@ -504,7 +507,7 @@ export class CpuHeap {
     this.#startUnit = startUnit;
     this.#endUnit = Math.max(startUnit, endUnit);
     const initialBytes = (this.#endUnit - startUnit) * alignment;
-    const maxBytes = options.maxByteLength ?? initialBytes;
+    const maxBytes = optionOr(options.maxByteLength, initialBytes);
     validateByteLength(maxBytes, maxUnitBytes, "maxByteLength");
     if (maxBytes > initialBytes) {
       const growable = this.#isWasm ||

@@ -14,6 +14,7 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   Stat,
   type StatValues,
   UseAfterFreeError,
@@ -161,7 +162,7 @@ export class BufferPool<M = unknown, C = unknown> {
         { name: "strategy", value: strategy, limit: "AllocationStrategy" },
       );
     }
-    const max = options.maxFreeBytes ?? Infinity;
+    const max = optionOr(options.maxFreeBytes, Infinity);
     if (max !== Infinity) validateByteLength(max, undefined, "maxFreeBytes");
     this.allocator = allocator;
     this.strategy = strategy;

@@ -11,10 +11,12 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   type SegmentSource,
   type TraceRecorderOptions,
   validateAlignment,
   validateFlag,
+  validateInteger,
   validateObject,
 } from "@allot/core";
 import { DebugVerbosity } from "./debug_verbosity.ts";
@@ -92,7 +94,7 @@ function positiveOption(
   name: string,
   fallback: number,
 ): number {
-  const value = options[name] ?? fallback;
+  const value = optionOr(options[name], fallback);
   if (
     typeof value !== "number" || !Number.isSafeInteger(value) || value < 1
   ) {
@@ -178,7 +180,10 @@ export function _resolveWatermarkOptions<M>(
     true,
   );
   const o = options as Record<string, unknown>;
-  const recommended = options.recommendedMaxBytes ?? source.capacityBytes;
+  const recommended = optionOr(
+    options.recommendedMaxBytes,
+    source.capacityBytes,
+  );
   if (
     typeof recommended !== "number" || !(recommended > 0) ||
     (recommended !== Infinity && !Number.isSafeInteger(recommended))
@@ -223,16 +228,24 @@ export function _resolveWatermarkOptions<M>(
     );
   }
   const driverFn = options.driverAllocatedBytes;
-  const verbosity = options.debugVerbosity ?? DebugVerbosity.silent;
+  // a mask of DebugVerbosity's flags (1 | 2 | 4 | 8 | 16)
+  const verbosity = validateInteger(
+    optionOr(options.debugVerbosity, DebugVerbosity.silent),
+    0,
+    31,
+    "debugVerbosity",
+  );
   const logger = options.logger ?? ((line) => console.error(line));
   const hostView = options.hostView ??
     (defaultHostView as HostViewFunction<M>);
   const strict = validateFlag(options.strict, "strict", false);
-  const high = options.highWatermarkRatio ?? 1.7;
+  const high = optionOr(options.highWatermarkRatio, 1.7);
   _checkHighRatio(high, 0);
   const defaultLow = unifiedMemory ? 1.4 : 1.0;
-  const low = options.lowWatermarkRatio ??
-    (high === 0 ? defaultLow : Math.min(defaultLow, high));
+  const low = optionOr(
+    options.lowWatermarkRatio,
+    high === 0 ? defaultLow : Math.min(defaultLow, high),
+  );
   _checkLowRatio(low, high);
   const history = options.recordHistory ?? false;
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
