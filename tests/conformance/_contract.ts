@@ -104,8 +104,17 @@ export interface Subject<H = unknown> {
     accepts?: readonly unknown[];
     call(value: unknown): unknown;
   }[];
-  /** A live handle of another instance of the same allocator. */
-  foreign(): H;
+  /**
+   * A handle this allocator never gave out (another instance's, or an
+   * offset inside a live block); absent where a handle frees itself.
+   */
+  foreign?(): H;
+  /**
+   * Frees wait on a fence: a freed block stays counted in use until
+   * {@linkcode Subject.settle} (after-fence reuse), so between a free and the
+   * next settle the figures may exceed the live sum, never fall below it.
+   */
+  readonly pendingFrees?: boolean;
   /** Waits for pending frees (GPU fences); optional. */
   settle?(): Promise<void>;
   /** Ends the subject (and the foreign instance). */
@@ -211,6 +220,8 @@ interface Live<H> {
 /** The model: live blocks and their patterns, checked after every step. */
 export class Model<H> {
   readonly live: Live<H>[] = [];
+  /** No free since the last settle: the figures must be exact. */
+  settled = true;
   #next = 1;
   constructor(readonly subject: Subject<H>) {}
 
@@ -228,6 +239,7 @@ export class Model<H> {
   }
 
   take(index: number): Live<H> {
+    if (this.subject.pendingFrees) this.settled = false;
     return this.live.splice(index % this.live.length, 1)[0];
   }
 
@@ -253,7 +265,11 @@ export class Model<H> {
       (n, l) => n + s.countedBytes(l.handle, l.requested),
       0,
     );
-    assert.equal(f.current, sum, `${where}: current == sum of live sizes`);
+    if (this.settled) {
+      assert.equal(f.current, sum, `${where}: current == sum of live sizes`);
+    } else {
+      assert.ok(f.current >= sum, `${where}: current >= sum of live sizes`);
+    }
     if (f.peak !== undefined) {
       assert.ok(f.peak >= f.current, `${where}: peak >= current`);
     }
@@ -266,7 +282,9 @@ export class Model<H> {
     }
     const c = s.allocations?.();
     if (c !== undefined) {
-      assert.equal(c.current, this.live.length, `${where}: live count`);
+      if (this.settled) {
+        assert.equal(c.current, this.live.length, `${where}: live count`);
+      }
       assert.ok(c.peak >= c.current, `${where}: count peak >= current`);
       assert.equal(c.allocated - c.freed, c.current, `${where}: counts`);
     }
@@ -384,11 +402,16 @@ async function step<H>(model: Model<H>, op: Op, n: number): Promise<void> {
       const usedBefore = s.bytesInUse().current;
       assert.equal(s.tryAllocate(big) ?? undefined, undefined, where);
       throwsTyped(() => s.allocate(big), [OutOfMemoryError], where);
-      assert.equal(s.bytesInUse().current, usedBefore, where);
+      // (where frees wait on fences, a failed request may first take the
+      // frees whose fences have passed)
+      if (!s.pendingFrees) {
+        assert.equal(s.bytesInUse().current, usedBefore, where);
+      }
       break;
     }
     case "settle":
       await s.settle?.();
+      model.settled = true;
       break;
   }
   model.check(where);
@@ -402,6 +425,7 @@ export async function drain<H>(model: Model<H>, where: string): Promise<void> {
     model.check(`${where}: draining`);
   }
   await s.settle?.();
+  model.settled = true;
   s.emptyCache?.();
   model.check(`${where}: drained`);
   assert.equal(s.bytesInUse().current, 0, `${where}: nothing in use`);
@@ -503,6 +527,7 @@ export function conformance<H>(
         model.add(s.allocate(3000), 3000);
         const h = s.allocate(64);
         s.free(h);
+        await s.settle?.();
         model.check("setup");
         const calls: {
           name: string;
@@ -566,6 +591,7 @@ export function conformance<H>(
         model.add(s.allocate(512), 512);
         const h = s.allocate(256);
         s.free(h);
+        await s.settle?.();
         model.check("setup");
         const family = [InvalidArgumentError, AllotError];
         if (s.releaseIsIdempotent) {
@@ -576,12 +602,9 @@ export function conformance<H>(
           await drain(model, "frees");
           return;
         }
-        for (
-          const [what, handle] of [
-            ["double", h],
-            ["foreign", s.foreign()],
-          ] as const
-        ) {
+        const stale: [string, H][] = [["double", h]];
+        if (s.foreign) stale.push(["foreign", s.foreign()]);
+        for (const [what, handle] of stale) {
           const before = s.state();
           throwsTyped(() => s.free(handle), family, `${what} free`);
           assert.deepEqual(s.state(), before, `${what} free changed state`);
