@@ -19,6 +19,7 @@ import {
 } from "@allot/caching";
 import {
   type Device,
+  optionOr,
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
@@ -140,13 +141,23 @@ export class GpuCachingAllocator {
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
-    const large = options.largeSegmentByteLength ?? 20 * 2 ** 20;
+    // the options read once (a getter is not asked twice), and checked
+    // before the clamp below can hide a bad value
     const caching: CachingAllocatorOptions = { label: "webgpu", ...options };
+    const large = validateByteLength(
+      optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
+      undefined,
+      "largeSegmentByteLength",
+    );
     if (large > maxBinding) {
       caching.largeSegmentByteLength = Math.floor(maxBinding / 2 ** 20) *
         2 ** 20;
       caching.ownSegmentMinByteLength = Math.min(
-        options.ownSegmentMinByteLength ?? 10 * 2 ** 20,
+        validateByteLength(
+          optionOr(caching.ownSegmentMinByteLength, 10 * 2 ** 20),
+          undefined,
+          "ownSegmentMinByteLength",
+        ),
         caching.largeSegmentByteLength,
       );
     }

@@ -12,7 +12,7 @@ import {
   _checkReuse,
   _checkStrict,
 } from "./_validate_gpu.ts";
-import { type Device, validateByteLength } from "@allot/core";
+import { type Device, optionOr, validateByteLength } from "@allot/core";
 import {
   WatermarkAllocator,
   type WatermarkAllocatorOptions,
@@ -119,15 +119,18 @@ export class GpuWatermarkAllocator {
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "after-fence");
+    // the options read once: a getter is not asked twice
+    const given = { ...options };
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to
       // carve later ones from; a WebGPU buffer is memory the device commits
       // at once, so no heap here is larger than a large heap (32 MiB).
-      ...options,
-      xlargeHeapByteLength: options.xlargeHeapByteLength ??
-        options.largeHeapByteLength ??
-        GPU_HEAP_BYTE_LENGTH,
+      ...given,
+      xlargeHeapByteLength: optionOr(
+        given.xlargeHeapByteLength,
+        optionOr(given.largeHeapByteLength, GPU_HEAP_BYTE_LENGTH),
+      ),
     });
     const release = (buffer: unknown) =>
       (buffer as WatermarkBuffer<GPUBuffer>).release();

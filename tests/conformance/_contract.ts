@@ -61,6 +61,8 @@ export interface Subject<H = unknown> {
    * {@linkcode Subject.releaseIsIdempotent}.
    */
   free(handle: H): void;
+  /** The native free verb called with any value (default: `free`). */
+  freeRaw?(value: unknown): void;
   /**
    * The allocator has no `free` verb: a handle releases itself, once, and a
    * second release does nothing (a `DataPtr`, as `using` needs).
@@ -602,11 +604,21 @@ export function conformance<H>(
           await drain(model, "frees");
           return;
         }
-        const stale: [string, H][] = [["double", h]];
-        if (s.foreign) stale.push(["foreign", s.foreign()]);
-        for (const [what, handle] of stale) {
+        const raw = (v: unknown) => s.freeRaw ? s.freeRaw(v) : s.free(v as H);
+        const stale: [string, () => void][] = [["double", () => s.free(h)]];
+        if (s.foreign) {
+          const f = s.foreign();
+          stale.push(["foreign", () => s.free(f)]);
+          // not a handle at all: what a user's bug passes
+          for (
+            const v of [NaN, -1, 1.5, 2 ** 53, "0", null, undefined, {}, 0n]
+          ) {
+            stale.push([`${describeValue(v)} as a handle`, () => raw(v)]);
+          }
+        }
+        for (const [what, call] of stale) {
           const before = s.state();
-          throwsTyped(() => s.free(handle), family, `${what} free`);
+          throwsTyped(call, family, `${what} free`);
           assert.deepEqual(s.state(), before, `${what} free changed state`);
           model.check(`${what} free`);
         }

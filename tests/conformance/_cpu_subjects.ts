@@ -54,6 +54,7 @@ export function cpuHeap(): Subject<{ off: number; n: number }> {
       return off === undefined ? undefined : { off, n };
     },
     free: (h) => heap.free(h.off),
+    freeRaw: (v) => heap.free(v as number),
     countedBytes: (_h, n) => n,
     bytes: (h) => heap.bytes(h.off, h.n),
     bytesInUse: () => heap.stats().requestedBytes,
@@ -186,6 +187,7 @@ export function buddyAllocator(): Subject<{ addr: number; n: number }> {
     allocate: (n) => ({ addr: b.alloc(n), n }),
     tryAllocate: (n) => orUndefined(() => ({ addr: b.alloc(n), n })),
     free: (h) => b.free(h.addr),
+    freeRaw: (v) => b.free(v as number),
     countedBytes: (h) => b.byteLengthOf(h.addr),
     bytes: (h) => b.bytes(h.addr, h.n),
     bytesInUse: () => b.stats().allocatedBytes,
@@ -224,6 +226,7 @@ export function sharedHeap(): Subject<{ off: number; n: number }> {
       return off === undefined ? undefined : { off, n };
     },
     free: (h) => heap.free(h.off),
+    freeRaw: (v) => heap.free(v as number),
     countedBytes: (h) => heap.usableByteLength(h.off),
     bytes: (h) => heap.bytes(h.off, h.n),
     bytesInUse: () => {

@@ -201,6 +201,7 @@ export function bufferPool(): Subject<
       }
     },
     free: (h) => pool.recycle(h.p),
+    freeRaw: (v) => pool.recycle(v as never),
     countedBytes: (_h, n) => n,
     bytes: (h) =>
       new Uint8Array(h.p.memory as ArrayBuffer, h.p.byteOffset, h.n),

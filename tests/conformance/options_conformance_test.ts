@@ -17,7 +17,14 @@ import { CachingAllocator, StepPlannedPool } from "@allot/caching";
 import { WatermarkAllocator } from "@allot/watermark";
 import { BufferPool } from "@allot/storage";
 import { SharedHeap } from "@allot/threads";
+import {
+  GpuCachingAllocator,
+  GpuPlannedAllocator,
+  GpuSegmentSource,
+  GpuWatermarkAllocator,
+} from "@allot/webgpu";
 import { type OptionCase, optionConformance } from "./_options.ts";
+import { mockGpu } from "./_mock_gpu.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -131,3 +138,48 @@ const cases: OptionCase[] = [
 ];
 
 optionConformance("CPU allocators and pools", cases);
+
+const gpu = () => mockGpu().device;
+const gpuCases: OptionCase[] = [
+  {
+    name: "GpuSegmentSource.capacityBytes",
+    valid: 64 * MiB,
+    accepts: [Infinity],
+    make: (o) => void new GpuSegmentSource(gpu(), o),
+  },
+  {
+    name: "GpuSegmentSource.index",
+    valid: 0,
+    make: (o) => void new GpuSegmentSource(gpu(), o),
+  },
+  ...([
+    ["largeSegmentByteLength", 20 * MiB],
+    ["ownSegmentMinByteLength", 10 * MiB],
+    ["minBlockByteLength", 512],
+    ["memoryFraction", 1],
+  ] as [string, number][]).map(([key, valid]): OptionCase => ({
+    name: `GpuCachingAllocator.${key}`,
+    valid,
+    make: (o) => void new GpuCachingAllocator(gpu(), o),
+  })),
+  ...([
+    ["largeHeapByteLength", 32 * MiB],
+    ["xlargeHeapByteLength", 32 * MiB],
+    ["highWatermarkRatio", 1.7, [1.5]],
+  ] as [string, number, unknown[]?][]).map((
+    [key, valid, accepts],
+  ): OptionCase => ({
+    name: `GpuWatermarkAllocator.${key}`,
+    valid,
+    accepts,
+    make: (o) => void new GpuWatermarkAllocator(gpu(), o),
+  })),
+  {
+    name: "GpuPlannedAllocator.maxHeldRatio",
+    valid: 1.5,
+    accepts: [1.5, 2 ** 53, 2 ** 64],
+    make: (o) => void new GpuPlannedAllocator(gpu(), o),
+  },
+];
+
+optionConformance("GPU allocators (mock device)", gpuCases);
