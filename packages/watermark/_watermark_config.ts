@@ -228,11 +228,11 @@ export function _resolveWatermarkOptions<M>(
     );
   }
   const driverFn = options.driverAllocatedBytes;
-  // a mask of DebugVerbosity's flags (1 | 2 | 4 | 8 | 16)
+  // a mask of DebugVerbosity's flags (bits not yet named are ignored)
   const verbosity = validateInteger(
     optionOr(options.debugVerbosity, DebugVerbosity.silent),
     0,
-    31,
+    0xffffffff,
     "debugVerbosity",
   );
   const logger = options.logger ?? ((line) => console.error(line));
