@@ -17,6 +17,7 @@ import {
 } from "@allot/caching";
 import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
 import { BufferPool } from "@allot/storage";
+import { OwnershipRegistry } from "@allot/registry";
 import type { Subject } from "./_contract.ts";
 
 const KiB = 1024;
@@ -217,5 +218,56 @@ export function bufferPool(): Subject<
       pool.cleanup();
       other.cleanup();
     },
+  };
+}
+
+/** `OwnershipRegistry`: arrays it allocates (`newArray`) and frees. */
+export function ownershipRegistry(): Subject<Uint8Array> {
+  const allocator = new SystemAllocator({ capacityBytes: 1 * MiB });
+  const r = new OwnershipRegistry();
+  const stats = () => r.stats();
+  return {
+    target: r,
+    knownGaps: [
+      "allocate",
+      "tryAllocate",
+      "free",
+      "recordStream",
+      "synchronize",
+      "emptyCache",
+      "snapshot",
+      "resetPeakStats",
+      "resetAccumulatedStats",
+      "validate",
+      "memorySummary",
+    ],
+    allocate: (n) => r.newArray("u8", n, { allocator }),
+    tryAllocate: (n) => {
+      try {
+        return r.newArray("u8", n, { allocator });
+      } catch (e) {
+        if (e instanceof OutOfMemoryError) return undefined;
+        throw e;
+      }
+    },
+    free: (a) => void r.unregister(a),
+    freeRaw: (v) => void r.unregister(v as Uint8Array),
+    countedBytes: (_a, n) => n,
+    bytes: (a) => a,
+    bytesInUse: () => stats().requestedBytes,
+    reservedBytes: () => stats().reservedBytes.current,
+    validate: () => {},
+    state: () => ({ stats: stats(), records: [...r.records()] }),
+    capacityBytes: 1 * MiB,
+    maxRequestBytes: 200 * KiB,
+    extraParameters: [
+      {
+        name: "newArray(u8, 64, { alignment })",
+        optional: true,
+        call: (v) => r.newArray("u8", 64, { alignment: v as number }),
+      },
+    ],
+    foreign: () => new Uint8Array(64),
+    close: () => r.dispose(),
   };
 }

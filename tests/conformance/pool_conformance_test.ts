@@ -9,6 +9,7 @@ import { conformance } from "./_contract.ts";
 import {
   bufferPool,
   cachingAllocator,
+  ownershipRegistry,
   stepPlannedPool,
   watermarkAllocator,
 } from "./_pool_subjects.ts";
@@ -17,3 +18,4 @@ conformance("CachingAllocator", cachingAllocator);
 conformance("StepPlannedPool", stepPlannedPool);
 conformance("WatermarkAllocator", watermarkAllocator);
 conformance("BufferPool", bufferPool);
+conformance("OwnershipRegistry", ownershipRegistry);
