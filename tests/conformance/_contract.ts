@@ -86,6 +86,13 @@ export interface Subject<H = unknown> {
   validate(): void;
   emptyCache?(): void;
   resetPeakStats?(): void;
+  /** Zeroes `allocated` and `freed` (and counters), keeps `current`. */
+  resetAccumulatedStats?(): void;
+  /**
+   * Operations of the allocator's own that random sequences mix in (a
+   * planned pool's `endStep`, a `trim`): each must keep the contract.
+   */
+  readonly extraOps?: readonly { name: string; run(): unknown }[];
   /** Everything observable, comparable with `deepEqual` (stats, snapshot). */
   state(): unknown;
   /** A request of more bytes than this always fails out of memory. */
@@ -224,6 +231,10 @@ export class Model<H> {
   readonly live: Live<H>[] = [];
   /** No free since the last settle: the figures must be exact. */
   settled = true;
+  /** `current` when the accumulated stats were last reset. */
+  base = 0;
+  /** The live count then. */
+  baseCount = 0;
   #next = 1;
   constructor(readonly subject: Subject<H>) {}
 
@@ -278,8 +289,8 @@ export class Model<H> {
     if (f.allocated !== undefined && f.freed !== undefined) {
       assert.equal(
         f.allocated - f.freed,
-        f.current,
-        `${where}: allocated - freed == current`,
+        f.current - this.base,
+        `${where}: allocated - freed == current (less current at reset)`,
       );
     }
     const c = s.allocations?.();
@@ -288,7 +299,11 @@ export class Model<H> {
         assert.equal(c.current, this.live.length, `${where}: live count`);
       }
       assert.ok(c.peak >= c.current, `${where}: count peak >= current`);
-      assert.equal(c.allocated - c.freed, c.current, `${where}: counts`);
+      assert.equal(
+        c.allocated - c.freed,
+        c.current - this.baseCount,
+        `${where}: counts`,
+      );
     }
     const r = s.reservedBytes?.();
     if (r !== undefined) {
@@ -303,6 +318,8 @@ type Op =
   | { kind: "free"; index: number }
   | { kind: "emptyCache" }
   | { kind: "resetPeakStats" }
+  | { kind: "resetAccumulatedStats" }
+  | { kind: "extra"; index: number }
   | { kind: "hostile"; index: number }
   | { kind: "outOfMemory" }
   | { kind: "settle" };
@@ -329,6 +346,14 @@ function opArbitrary(min: number, max: number): fc.Arbitrary<Op> {
     },
     { weight: 1, arbitrary: fc.constant({ kind: "emptyCache" } as Op) },
     { weight: 1, arbitrary: fc.constant({ kind: "resetPeakStats" } as Op) },
+    {
+      weight: 1,
+      arbitrary: fc.constant({ kind: "resetAccumulatedStats" } as Op),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.nat().map((i) => ({ kind: "extra", index: i }) as Op),
+    },
     {
       weight: 1,
       arbitrary: fc.nat().map((i) => ({ kind: "hostile", index: i }) as Op),
@@ -379,6 +404,26 @@ async function step<H>(model: Model<H>, op: Op, n: number): Promise<void> {
       s.resetPeakStats();
       const f = s.bytesInUse();
       assert.equal(f.peak, f.current, `${where}: peak == current after reset`);
+      break;
+    }
+    case "resetAccumulatedStats": {
+      if (s.resetAccumulatedStats === undefined) break;
+      // (exact only once pending frees are in: settle first)
+      await s.settle?.();
+      model.settled = true;
+      s.resetAccumulatedStats();
+      const f = s.bytesInUse();
+      if (f.allocated !== undefined) {
+        assert.equal(f.allocated, 0, `${where}: allocated reset`);
+        assert.equal(f.freed, 0, `${where}: freed reset`);
+      }
+      model.base = f.current;
+      model.baseCount = s.allocations?.().current ?? 0;
+      break;
+    }
+    case "extra": {
+      const extra = s.extraOps ?? [];
+      if (extra.length > 0) extra[op.index % extra.length].run();
       break;
     }
     case "hostile": {

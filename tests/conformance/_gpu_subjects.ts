@@ -61,6 +61,7 @@ export function gpuCaching(
     validate: () => a.caching.validate(),
     emptyCache: () => a.emptyCache(),
     resetPeakStats: () => a.caching.resetPeakStats(),
+    resetAccumulatedStats: () => a.caching.resetAccumulatedStats(),
     state: () => ({ stats: stats(), snapshot: a.caching.snapshot() }),
     capacityBytes: 16 * MiB,
     maxRequestBytes: 3 * MiB,
@@ -96,6 +97,7 @@ export function gpuWatermark(device: GPUDevice): Subject<GpuAllocation> {
     validate: () => a.watermark.validate(),
     emptyCache: () => a.emptyCache(),
     resetPeakStats: () => a.watermark.resetPeakStats(),
+    resetAccumulatedStats: () => a.watermark.resetAccumulatedStats(),
     state: () => ({ stats: a.stats(), snapshot: a.watermark.snapshot() }),
     capacityBytes: 16 * MiB,
     maxRequestBytes: 3 * MiB,
@@ -134,6 +136,11 @@ export function gpuPlanned(device: GPUDevice): Subject<GpuAllocation> {
     reservedBytes: () => a.source.reservedBytes,
     validate: () => p.validate(),
     emptyCache: () => a.emptyCache(),
+    extraOps: [
+      { name: "endStep", run: () => a.endStep() },
+      { name: "endStep", run: () => a.endStep() },
+      { name: "trim(0)", run: () => a.trim(0) },
+    ],
     state: () => ({
       requested: p.requestedBytes,
       live: p.liveBytes,

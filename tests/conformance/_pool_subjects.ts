@@ -57,9 +57,14 @@ export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
     validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
     resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
     state: () => ({ stats: stats(), snapshot: a.snapshot() }),
     capacityBytes: 4 * MiB,
     maxRequestBytes: 1.5 * MiB,
+    extraOps: [
+      { name: "setMemoryFraction(0.5)", run: () => a.setMemoryFraction(0.5) },
+      { name: "setMemoryFraction(1)", run: () => a.setMemoryFraction(1) },
+    ],
     extraParameters: [
       {
         name: "setMemoryFraction",
@@ -103,6 +108,11 @@ export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
     reservedBytes: () => p.reservedBytes,
     validate: () => p.validate(),
     emptyCache: () => p.emptyCache(),
+    extraOps: [
+      { name: "endStep", run: () => p.endStep() },
+      { name: "endStep", run: () => p.endStep() },
+      { name: "trim(0)", run: () => p.trim(0) },
+    ],
     state: () => ({
       requested: p.requestedBytes,
       live: p.liveBytes,
@@ -145,6 +155,10 @@ export function watermarkAllocator(): Subject<WatermarkBuffer<HostMemory>> {
     validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
     resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
+    extraOps: [
+      { name: "freeInactiveBuffers", run: () => a.freeInactiveBuffers() },
+    ],
     state: () => ({ stats: a.stats(), snapshot: a.snapshot() }),
     capacityBytes: 4 * MiB,
     minRequestBytes: 1,
