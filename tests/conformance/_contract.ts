@@ -14,6 +14,7 @@ import fc from "fast-check";
 import {
   AllotError,
   describeValue,
+  DoubleFreeError,
   formatBytes,
   InvalidArgumentError,
   OutOfMemoryError,
@@ -640,7 +641,10 @@ export function conformance<H>(
         s.free(h);
         await s.settle?.();
         model.check("setup");
-        const family = [InvalidArgumentError, AllotError];
+        // a handle given out here and freed already: DoubleFreeError; one
+        // given out elsewhere, or no handle at all: DoubleFreeError or
+        // InvalidArgumentError (both used today: see README.md)
+        const family = [DoubleFreeError, InvalidArgumentError];
         if (s.releaseIsIdempotent) {
           const before = s.state();
           s.free(h);
@@ -663,7 +667,11 @@ export function conformance<H>(
         }
         for (const [what, call] of stale) {
           const before = s.state();
-          throwsTyped(call, family, `${what} free`);
+          throwsTyped(
+            call,
+            what === "double" ? [DoubleFreeError] : family,
+            `${what} free`,
+          );
           assert.deepEqual(s.state(), before, `${what} free changed state`);
           model.check(`${what} free`);
         }
@@ -690,6 +698,41 @@ export function conformance<H>(
         assert.ok(r === undefined || r === null, "tryAllocate: no block");
         throwsTyped(() => s.allocate(big), [OutOfMemoryError], "allocate");
         model.check("out of memory");
+        // valid but huge, at the int32 and uint32 edges that fast paths
+        // test: out of memory (or a stated maximum), through both verbs
+        for (
+          const n of [
+            2 ** 31 - 1,
+            2 ** 31,
+            2 ** 32 - 1,
+            2 ** 32,
+            2 ** 32 + 64,
+            2 ** 53 - 1,
+          ]
+        ) {
+          const e = throwsTyped(
+            () => s.allocate(n),
+            [OutOfMemoryError, InvalidArgumentError],
+            `allocate(${n})`,
+          );
+          if (e instanceof InvalidArgumentError) {
+            assert.ok(e.limit !== undefined, `allocate(${n}) states a limit`);
+            throwsTyped(
+              () => s.tryAllocate(n),
+              [InvalidArgumentError],
+              `tryAllocate(${n}) refuses as allocate does`,
+            );
+          } else {
+            let t: unknown;
+            try {
+              t = s.tryAllocate(n);
+            } catch (err) {
+              assert.fail(`tryAllocate(${n}) threw ${err}`);
+            }
+            assert.ok(t === undefined || t === null, `tryAllocate(${n})`);
+          }
+          model.check(`allocate(${n})`);
+        }
         await drain(model, "oom");
       } catch (e) {
         closeQuietly(s);
@@ -715,6 +758,21 @@ export function conformance<H>(
           s.resetPeakStats();
           const f = s.bytesInUse();
           assert.equal(f.peak, f.current, "peak == current after reset");
+        }
+        const summarize = (s.target as { memorySummary?: unknown })
+          .memorySummary;
+        if (typeof summarize === "function") {
+          for (
+            const bad of [null, 5, "x", { title: 5 }, { abbreviated: 1 }]
+          ) {
+            const before = s.state();
+            throwsTyped(
+              () => summarize.call(s.target, bad),
+              [InvalidArgumentError],
+              `memorySummary(${JSON.stringify(bad)})`,
+            );
+            assert.deepEqual(s.state(), before, "memorySummary changed state");
+          }
         }
         const text = s.summary?.();
         if (text !== undefined) {

@@ -16,7 +16,7 @@ import {
   StepPlannedPool,
 } from "@allot/caching";
 import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
-import { BufferPool } from "@allot/storage";
+import { BufferPool, ManagedBufferPool } from "@allot/storage";
 import { OwnershipRegistry } from "@allot/registry";
 import type { Subject } from "./_contract.ts";
 
@@ -283,5 +283,50 @@ export function ownershipRegistry(): Subject<Uint8Array> {
     ],
     foreign: () => new Uint8Array(64),
     close: () => r.dispose(),
+  };
+}
+
+/** `ManagedBufferPool`: pooled `DataPtr`s that return on release. */
+export function managedBufferPool(): Subject<DataPtr<HostMemory, unknown>> {
+  const pool = new ManagedBufferPool(
+    new SystemAllocator({ capacityBytes: 1 * MiB }),
+  );
+  const stats = () => pool.stats();
+  return {
+    target: pool,
+    knownGaps: [
+      "tryAllocate",
+      "free",
+      "recordStream",
+      "synchronize",
+      "emptyCache",
+      "snapshot",
+      "resetPeakStats",
+      "resetAccumulatedStats",
+      "validate",
+      "memorySummary",
+    ],
+    releaseIsIdempotent: true,
+    allocate: (n) => pool.allocate(n),
+    tryAllocate: (n) => {
+      try {
+        return pool.allocate(n);
+      } catch (e) {
+        if (e instanceof OutOfMemoryError) return undefined;
+        throw e;
+      }
+    },
+    free: (p) => p.release(),
+    countedBytes: (_p, n) => n,
+    bytes: (p) =>
+      new Uint8Array(p.memory as ArrayBuffer, p.byteOffset, p.byteLength),
+    bytesInUse: () => ({ current: stats().requestedBytes }),
+    reservedBytes: () => stats().reserved.current,
+    validate: () => {},
+    emptyCache: () => pool.cleanup(),
+    state: () => stats(),
+    capacityBytes: 1 * MiB,
+    maxRequestBytes: 200 * KiB,
+    close: () => pool.dispose(),
   };
 }

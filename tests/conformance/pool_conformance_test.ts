@@ -9,6 +9,7 @@ import { conformance } from "./_contract.ts";
 import {
   bufferPool,
   cachingAllocator,
+  managedBufferPool,
   ownershipRegistry,
   stepPlannedPool,
   watermarkAllocator,
@@ -19,3 +20,4 @@ conformance("StepPlannedPool", stepPlannedPool);
 conformance("WatermarkAllocator", watermarkAllocator);
 conformance("BufferPool", bufferPool);
 conformance("OwnershipRegistry", ownershipRegistry);
+conformance("ManagedBufferPool", managedBufferPool);
