@@ -131,6 +131,19 @@ export interface Subject<H = unknown> {
   close(): void;
 }
 
+/**
+ * `tryAllocate` for an allocator that has none: its `allocate`, with an
+ * out-of-memory error turned into `undefined` (a bad request still throws).
+ */
+export function orUndefined<T>(fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof OutOfMemoryError) return undefined;
+    throw e;
+  }
+}
+
 /** How many fast-check runs a model property makes (nightly: more). */
 export function runs(ci = 60): number {
   const env = Deno.env.get("ALLOT_FC_RUNS");

@@ -6,24 +6,14 @@
  * @module
  */
 
-import { type DataPtr, OutOfMemoryError } from "@allot/core";
+import type { DataPtr } from "@allot/core";
 import { CpuAllocator, CpuHeap, SystemAllocator } from "@allot/cpu";
 import { BuddyAllocator } from "@allot/buddy";
 import { SharedHeap, SharedHeapAllocator } from "@allot/threads";
-import type { Subject } from "./_contract.ts";
+import { orUndefined, type Subject } from "./_contract.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-
-/** `tryAllocate` where the allocator has none: out of memory is undefined. */
-function orUndefined<T>(fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch (e) {
-    if (e instanceof OutOfMemoryError) return undefined;
-    throw e;
-  }
-}
 
 /** The part of a `DataPtr` the adapters use. */
 function hostBytes(p: DataPtr): Uint8Array {

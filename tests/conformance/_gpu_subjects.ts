@@ -14,20 +14,10 @@ import {
   GpuPlannedAllocator,
   GpuWatermarkAllocator,
 } from "@allot/webgpu";
-import { OutOfMemoryError } from "@allot/core";
-import type { Subject } from "./_contract.ts";
+import { orUndefined, type Subject } from "./_contract.ts";
 
 const MiB = 2 ** 20;
 const source = { capacityBytes: 16 * MiB };
-
-function orUndefined<T>(fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch (e) {
-    if (e instanceof OutOfMemoryError) return undefined;
-    throw e;
-  }
-}
 
 /** `GpuCachingAllocator` on `device`. */
 export function gpuCaching(

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { type DataPtr, OutOfMemoryError } from "@allot/core";
+import type { DataPtr } from "@allot/core";
 import { HostSegmentSource, SystemAllocator } from "@allot/cpu";
 import {
   type CachedBlock,
@@ -18,7 +18,7 @@ import {
 import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
 import { BufferPool, ManagedBufferPool } from "@allot/storage";
 import { OwnershipRegistry } from "@allot/registry";
-import type { Subject } from "./_contract.ts";
+import { orUndefined, type Subject } from "./_contract.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -39,14 +39,7 @@ export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
     target: a,
     knownGaps: ["tryAllocate", "stats"],
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => {
-      try {
-        return a.allocate(n);
-      } catch (e) {
-        if (e instanceof OutOfMemoryError) return undefined;
-        throw e;
-      }
-    },
+    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
     free: (b) => a.free(b),
     countedBytes: (b) => b.blockByteLength,
     bytes: (b) => view(b.memory, b.byteOffset, b.byteLength),
@@ -207,14 +200,7 @@ export function bufferPool(): Subject<
       "memorySummary",
     ],
     allocate: (n) => ({ p: pool.acquire(n), n }),
-    tryAllocate: (n) => {
-      try {
-        return { p: pool.acquire(n), n };
-      } catch (e) {
-        if (e instanceof OutOfMemoryError) return undefined;
-        throw e;
-      }
-    },
+    tryAllocate: (n) => orUndefined(() => ({ p: pool.acquire(n), n })),
     free: (h) => pool.recycle(h.p),
     freeRaw: (v) => pool.recycle(v as never),
     countedBytes: (_h, n) => n,
@@ -256,14 +242,7 @@ export function ownershipRegistry(): Subject<Uint8Array> {
       "memorySummary",
     ],
     allocate: (n) => r.newArray("u8", n, { allocator }),
-    tryAllocate: (n) => {
-      try {
-        return r.newArray("u8", n, { allocator });
-      } catch (e) {
-        if (e instanceof OutOfMemoryError) return undefined;
-        throw e;
-      }
-    },
+    tryAllocate: (n) => orUndefined(() => r.newArray("u8", n, { allocator })),
     free: (a) => void r.unregister(a),
     freeRaw: (v) => void r.unregister(v as Uint8Array),
     countedBytes: (_a, n) => n,
@@ -308,14 +287,7 @@ export function managedBufferPool(): Subject<DataPtr<HostMemory, unknown>> {
     ],
     releaseIsIdempotent: true,
     allocate: (n) => pool.allocate(n),
-    tryAllocate: (n) => {
-      try {
-        return pool.allocate(n);
-      } catch (e) {
-        if (e instanceof OutOfMemoryError) return undefined;
-        throw e;
-      }
-    },
+    tryAllocate: (n) => orUndefined(() => pool.allocate(n)),
     free: (p) => p.release(),
     countedBytes: (_p, n) => n,
     bytes: (p) =>
