@@ -418,11 +418,11 @@ export class CpuHeap {
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
     validateOptions(options);
-    validateFlags(options, "mobile", "shared", "strict");
+    const flags = validateFlags(options, "mobile", "shared", "strict");
     const alignment = validateAlignment(
       optionOr(
         options.alignment,
-        options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT,
+        flags.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT,
       ),
       MAX_ALIGNMENT,
     );
@@ -469,7 +469,7 @@ export class CpuHeap {
         );
       }
       const growable = max > memory;
-      memory = options.shared
+      memory = flags.shared
         ? new SharedArrayBuffer(
           memory,
           growable ? { maxByteLength: max } : undefined,
@@ -538,7 +538,7 @@ export class CpuHeap {
       this.#maxEndUnit * alignment,
       this,
     );
-    if (options.strict === true) _makeStrict(this);
+    if (flags.strict) _makeStrict(this);
     this.#rec = new Int32Array(INITIAL_RECORDS * STRIDE);
     this.#lgResize(this.#chunkCount());
     if (this.#endUnit > startUnit) {

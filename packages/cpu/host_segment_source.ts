@@ -92,7 +92,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    */
   constructor(options: HostSegmentSourceOptions = {}) {
     validateOptions(options);
-    validateFlags(options, "shared");
+    const { shared } = validateFlags(options, "shared");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(optionOr(options.alignment, 64));
@@ -101,7 +101,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
       Number.MAX_SAFE_INTEGER,
       "maxSegmentByteLength",
     );
-    this.#shared = options.shared ?? false;
+    this.#shared = shared;
     this.device = validateDevice(options.device);
   }
 

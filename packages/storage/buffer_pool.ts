@@ -167,7 +167,7 @@ export class BufferPool<M = unknown, C = unknown> {
     this.allocator = allocator;
     this.strategy = strategy;
     this.#maxFreeBytes = max;
-    const strict = options.strict === undefined ? false : options.strict;
+    const strict = optionOr(options.strict, false);
     if (typeof strict !== "boolean") {
       throw new InvalidArgumentError(
         `Cannot create a BufferPool: strict must be a boolean, received ${

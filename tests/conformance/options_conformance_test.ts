@@ -183,3 +183,64 @@ const gpuCases: OptionCase[] = [
 ];
 
 optionConformance("GPU allocators (mock device)", gpuCases);
+
+/** A boolean option: refuses anything but `true`/`false` (and undefined). */
+function flag(
+  name: string,
+  make: (o: Record<string, unknown>) => { close?(): void } | void,
+): OptionCase {
+  return { name, valid: false, make, hostile: FLAG_HOSTILE };
+}
+
+const FLAG_HOSTILE: readonly { label: string; value: unknown }[] = [
+  { label: "null", value: null },
+  { label: "1", value: 1 },
+  { label: "0", value: 0 },
+  { label: '"yes"', value: "yes" },
+  { label: '"false"', value: "false" },
+  { label: "{}", value: {} },
+  { label: "new Boolean(false)", value: new Boolean(false) },
+];
+
+const flagCases: OptionCase[] = [
+  ...["mobile", "shared", "strict"].map((k) =>
+    flag(
+      `CpuHeap.${k}`,
+      (o) => new CpuHeap(64 * KiB, o).dispose(),
+    )
+  ),
+  ...["zeroFill", "junkFill", "strict"].map((k) =>
+    flag(`CpuAllocator.${k}`, (o) => void new CpuAllocator(o))
+  ),
+  ...["shared", "junkFill", "strict"].map((k) =>
+    flag(`SystemAllocator.${k}`, (o) => void new SystemAllocator(o))
+  ),
+  flag("HostSegmentSource.shared", (o) => void new HostSegmentSource(o)),
+  flag("BuddyAllocator.strict", (o) => void new BuddyAllocator(o)),
+  ...["expandableSegments", "strict"].map((k) =>
+    flag(
+      `CachingAllocator.${k}`,
+      (o) => void new CachingAllocator(source(), o),
+    )
+  ),
+  flag(
+    "StepPlannedPool.strict",
+    (o) => new StepPlannedPool(source(), o).dispose(),
+  ),
+  ...["unifiedMemory", "strict"].map((k) =>
+    flag(
+      `WatermarkAllocator.${k}`,
+      (o) => void new WatermarkAllocator(source(), o),
+    )
+  ),
+  flag(
+    "BufferPool.strict",
+    (o) => void new BufferPool(new SystemAllocator(), o),
+  ),
+  flag(
+    "SharedHeap.strict",
+    (o) => SharedHeap.create(new SharedArrayBuffer(MiB), o as never).close(),
+  ),
+];
+
+optionConformance("boolean options", flagCases);
