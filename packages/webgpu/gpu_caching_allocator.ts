@@ -133,7 +133,8 @@ export class GpuCachingAllocator {
    */
   constructor(device: GPUDevice, options?: GpuCachingAllocatorOptions) {
     _checkDevice(device, "Cannot make a GpuCachingAllocator");
-    options = _checkOptions(options);
+    // a copy: each option read once (a getter is not asked twice)
+    options = { ..._checkOptions(options) };
     _checkStrict(options.strict);
     _anchorShapes("caching");
     this.gpuDevice = device;
@@ -141,8 +142,7 @@ export class GpuCachingAllocator {
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
-    // the options read once (a getter is not asked twice), and checked
-    // before the clamp below can hide a bad value
+    // checked before the clamp below can hide a bad value
     const caching: CachingAllocatorOptions = { label: "webgpu", ...options };
     const large = validateByteLength(
       optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),

@@ -113,14 +113,14 @@ export class GpuWatermarkAllocator {
    */
   constructor(device: GPUDevice, options?: GpuWatermarkAllocatorOptions) {
     _checkDevice(device, "Cannot make a GpuWatermarkAllocator");
-    options = _checkOptions(options);
+    // a copy: each option read once (a getter is not asked twice)
+    const given = { ..._checkOptions(options) };
+    options = given;
     _checkStrict(options.strict);
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "after-fence");
-    // the options read once: a getter is not asked twice
-    const given = { ...options };
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to

@@ -244,3 +244,22 @@ const flagCases: OptionCase[] = [
 ];
 
 optionConformance("boolean options", flagCases);
+
+optionConformance("GPU boolean options (mock device)", [
+  flag(
+    "GpuCachingAllocator.strict",
+    (o) => void new GpuCachingAllocator(gpu(), o),
+  ),
+  flag(
+    "GpuCachingAllocator.expandableSegments",
+    (o) => void new GpuCachingAllocator(gpu(), o),
+  ),
+  flag(
+    "GpuWatermarkAllocator.strict",
+    (o) => void new GpuWatermarkAllocator(gpu(), o),
+  ),
+  flag(
+    "GpuPlannedAllocator.strict",
+    (o) => void new GpuPlannedAllocator(gpu(), o),
+  ),
+]);
