@@ -15,6 +15,7 @@ import {
   GpuWatermarkAllocator,
 } from "@allot/webgpu";
 import { orUndefined, type Subject } from "./_contract.ts";
+import { plannedState } from "./_pool_subjects.ts";
 
 const MiB = 2 ** 20;
 const source = { capacityBytes: 16 * MiB };
@@ -131,15 +132,7 @@ export function gpuPlanned(device: GPUDevice): Subject<GpuAllocation> {
       { name: "endStep", run: () => a.endStep() },
       { name: "trim(0)", run: () => a.trim(0) },
     ],
-    state: () => ({
-      requested: p.requestedBytes,
-      live: p.liveBytes,
-      reserved: p.reservedBytes,
-      held: p.heldBytes,
-      peaks: [p.peakRequestedBytes, p.peakLiveBytes, p.peakReservedBytes],
-      segments: [p.segmentsCreated, p.segmentsReleased, p.segmentCount],
-      steps: [p.stepCount, p.replanCount, p.fastStepCount],
-    }),
+    state: () => plannedState(p),
     capacityBytes: 16 * MiB,
     maxRequestBytes: 3 * MiB,
     extraParameters: [

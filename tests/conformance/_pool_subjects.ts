@@ -73,6 +73,19 @@ export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
   };
 }
 
+/** Everything a `StepPlannedPool` shows: it has no `stats()` or `snapshot()`. */
+export function plannedState(p: StepPlannedPool<unknown>): unknown {
+  return {
+    requested: p.requestedBytes,
+    live: p.liveBytes,
+    reserved: p.reservedBytes,
+    held: p.heldBytes,
+    peaks: [p.peakRequestedBytes, p.peakLiveBytes, p.peakReservedBytes],
+    segments: [p.segmentsCreated, p.segmentsReleased, p.segmentCount],
+    steps: [p.stepCount, p.replanCount, p.fastStepCount],
+  };
+}
+
 /** `StepPlannedPool` over host segments. */
 export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
   const source = new HostSegmentSource({ capacityBytes: 4 * MiB });
@@ -106,15 +119,7 @@ export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
       { name: "endStep", run: () => p.endStep() },
       { name: "trim(0)", run: () => p.trim(0) },
     ],
-    state: () => ({
-      requested: p.requestedBytes,
-      live: p.liveBytes,
-      reserved: p.reservedBytes,
-      held: p.heldBytes,
-      peaks: [p.peakRequestedBytes, p.peakLiveBytes, p.peakReservedBytes],
-      segments: [p.segmentsCreated, p.segmentsReleased, p.segmentCount],
-      steps: [p.stepCount, p.replanCount, p.fastStepCount],
-    }),
+    state: () => plannedState(p),
     capacityBytes: 4 * MiB,
     minRequestBytes: 1,
     maxRequestBytes: 1.5 * MiB,
