@@ -247,7 +247,7 @@ export function _resolveCachingOptions<M>(
     "garbageCollectionThreshold",
     0,
   );
-  const history = options.recordHistory ?? false;
+  const history = optionOr(options.recordHistory, false);
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
   const expandable = validateFlag(
     options.expandableSegments,

@@ -433,7 +433,7 @@ export class CpuHeap {
       );
     }
     this.alignment = alignment;
-    const placement = options.placement ?? "good-fit";
+    const placement = optionOr(options.placement, "good-fit");
     if (
       placement !== "compact" && placement !== "good-fit" &&
       placement !== "first-fit"

@@ -150,7 +150,7 @@ export class BufferPool<M = unknown, C = unknown> {
         { name: "options", value: options, limit: "BufferPoolOptions" },
       );
     }
-    const strategy = options.strategy ?? AllocationStrategy.pooled();
+    const strategy = optionOr(options.strategy, AllocationStrategy.pooled());
     if (
       typeof strategy !== "object" || strategy === null ||
       typeof strategy.reserve !== "function"

@@ -108,6 +108,22 @@ function positiveOption(
   return value;
 }
 
+/** An optional function option: its default for `undefined`, else checked. */
+function optionalFunction<F>(
+  value: F | undefined,
+  name: string,
+  fallback: F,
+): F {
+  if (value === undefined) return fallback;
+  if (typeof value !== "function") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a function, received ${describeValue(value)}`,
+      { name, value, limit: "function" },
+    );
+  }
+  return value;
+}
+
 /** Checks a high watermark ratio against the low one. */
 export function _checkHighRatio(ratio: number, low: number): void {
   if (
@@ -235,9 +251,16 @@ export function _resolveWatermarkOptions<M>(
     0xffffffff,
     "debugVerbosity",
   );
-  const logger = options.logger ?? ((line) => console.error(line));
-  const hostView = options.hostView ??
-    (defaultHostView as HostViewFunction<M>);
+  const logger = optionalFunction(
+    options.logger,
+    "logger",
+    (line: string) => console.error(line),
+  );
+  const hostView = optionalFunction(
+    options.hostView,
+    "hostView",
+    defaultHostView as HostViewFunction<M>,
+  );
   const strict = validateFlag(options.strict, "strict", false);
   const high = optionOr(options.highWatermarkRatio, 1.7);
   _checkHighRatio(high, 0);
@@ -247,7 +270,7 @@ export function _resolveWatermarkOptions<M>(
     high === 0 ? defaultLow : Math.min(defaultLow, high),
   );
   _checkLowRatio(low, high);
-  const history = options.recordHistory ?? false;
+  const history = optionOr(options.recordHistory, false);
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
   return {
     alignment,

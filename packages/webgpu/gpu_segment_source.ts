@@ -153,7 +153,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     const budget = option === "device" ? deviceBudget(device) : undefined;
     const capacity = budget?.capacityBytes ??
       validateCapacity(option as number);
-    const mode = options.hostVisible ?? "staged";
+    const mode = optionOr(options.hostVisible, "staged");
     if (mode !== "staged" && mode !== "refuse") {
       throw new InvalidArgumentError(
         `Invalid hostVisible: must be "staged" or "refuse", received ${

@@ -12,8 +12,12 @@ import {
   InvalidArgumentError,
   TraceRecorder,
 } from "@allot/core";
-import { AllocationStrategy, BufferView } from "@allot/storage";
-import { deviceBudget, GpuStaging } from "@allot/webgpu";
+import { AllocationStrategy, BufferPool, BufferView } from "@allot/storage";
+import { CpuHeap, SystemAllocator } from "@allot/cpu";
+import { CachingAllocator } from "@allot/caching";
+import { WatermarkAllocator } from "@allot/watermark";
+import { MockSegmentSource } from "@allot/core";
+import { deviceBudget, GpuSegmentSource, GpuStaging } from "@allot/webgpu";
 import { mockGpu } from "./_mock_gpu.ts";
 
 const cases: [string, () => unknown][] = [
@@ -53,6 +57,33 @@ const cases: [string, () => unknown][] = [
     `new GpuStaging(device, { ${key}: null })`,
     () => new GpuStaging(mockGpu().device, { [key]: null as never }),
   ]),
+  // options that take a string, object or function: the same rule
+  [
+    "new CpuHeap(n, { placement: null })",
+    () => new CpuHeap(4096, { placement: null as never }),
+  ],
+  [
+    "new CachingAllocator(source, { recordHistory: null })",
+    () =>
+      new CachingAllocator(new MockSegmentSource(), {
+        recordHistory: null as never,
+      }),
+  ],
+  ...["recordHistory", "logger", "hostView"].map((
+    key,
+  ): [string, () => unknown] => [
+    `new WatermarkAllocator(source, { ${key}: null })`,
+    () => new WatermarkAllocator(new MockSegmentSource(), { [key]: null }),
+  ]),
+  [
+    "new BufferPool(allocator, { strategy: null })",
+    () => new BufferPool(new SystemAllocator(), { strategy: null as never }),
+  ],
+  [
+    "new GpuSegmentSource(device, { hostVisible: null })",
+    () =>
+      new GpuSegmentSource(mockGpu().device, { hostVisible: null as never }),
+  ],
 ];
 
 for (const [name, call] of cases) {
@@ -64,3 +95,15 @@ for (const [name, call] of cases) {
     });
   });
 }
+
+Deno.test("WatermarkAllocator refuses a logger or hostView that is no function", () => {
+  for (const key of ["logger", "hostView"]) {
+    for (const value of [5, "log", {}]) {
+      assert.throws(
+        () => new WatermarkAllocator(new MockSegmentSource(), { [key]: value }),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError && e.message.includes(key),
+      );
+    }
+  }
+});
