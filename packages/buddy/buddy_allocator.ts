@@ -79,7 +79,10 @@ export interface BuddyAllocatorOptions {
 
 /** The figures of {@linkcode BuddyAllocator.stats}. */
 export interface BuddyAllocatorStats {
-  /** Bytes of live blocks (power-of-two lengths, and direct large blocks). */
+  /**
+   * Bytes of live blocks (power-of-two lengths, and direct large blocks: the
+   * whole pointer the backing gave).
+   */
   allocatedBytes: StatValues;
   /** Live blocks; `allocated` counts allocations, `freed` frees. */
   allocations: StatValues;
@@ -175,9 +178,11 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #free = new Int32Array(MAX_ORDER + 1);
   #bits = 0;
   #large = new Map<number, DataPtr<M>>();
-  // Every pointer held from the backing allocator (pools and large blocks).
-  #held = new Set<DataPtr<M>>();
-  #largeReq = new Map<number, number>();
+  // Every pointer held from the backing allocator (pools and large blocks),
+  // with the bytes of it in use (a pool's length, a large block's length),
+  // and the same pointers by memory, to refuse one that overlaps them.
+  #held = new Map<DataPtr<M>, number>();
+  #heldIn = new Map<unknown, Set<DataPtr<M>>>();
   #nextLarge = -1;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
@@ -645,7 +650,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @throws {InvalidArgumentError} When `type` is not a constructor whose
    * `BYTES_PER_ELEMENT` is 1, 2, 4 or 8 (or absent), or does not make a view
    * of the block.
-   * @throws {DoubleFreeError} When no live block has that address.
+   * @throws {DoubleFreeError} When no live block has that address, also
+   * when the constructor freed the block.
    * @throws {UnsupportedOperationError} When the pools are not host memory.
    */
   view<T>(
@@ -698,6 +704,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         { name: "type", value: type, limit },
       );
     }
+    // ... nor, having freed the block (a constructor may call back into
+    // this allocator), hand out a view of freed memory.
+    this.byteLengthOf(address);
     return view;
   }
 
@@ -808,7 +817,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#poolPtrs[i] = undefined;
       this.#poolBuffers[i] = undefined;
       this.#poolCount--;
-      this.#held.delete(ptr);
+      this.#unhold(ptr);
       ptr.release();
       freed += this.poolByteLength;
     }
@@ -868,7 +877,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       if (error instanceof ContractViolationError) throw error;
       throw this.#outOfMemory(byteLength, error);
     }
-    this.#checkObtained(ptr, pool, "pool");
+    this.#checkObtained(ptr, pool, pool, "pool");
     const poolOffset = ptr.byteOffset;
     if (poolOffset % this.minBlockByteLength !== 0) {
       _giveBack(ptr);
@@ -892,7 +901,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         ? error
         : this.#outOfMemory(byteLength, error);
     }
-    this.#held.add(ptr);
+    this.#hold(ptr, pool);
     this.#poolPtrs[index] = ptr;
     const memory = ptr.memory as unknown;
     this.#poolBuffers[index] = memory instanceof ArrayBuffer ||
@@ -935,7 +944,17 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // released one, one shorter than asked for, or one this allocator holds
   // already (it would overlap a live pool or block). Gives it back where
   // that is safe.
-  #checkObtained(ptr: DataPtr<M>, byteLength: number, what: string): void {
+  //
+  // `used` is how many of its bytes the allocator will use (a pool's length;
+  // undefined for a large block: the whole pointer): they must not overlap
+  // the bytes in use of a pointer held already, or two live blocks would
+  // share memory.
+  #checkObtained(
+    ptr: DataPtr<M>,
+    byteLength: number,
+    used: number | undefined,
+    what: string,
+  ): void {
     let why: string | undefined;
     if (!DataPtr.isDataPtr(ptr)) {
       why = `returned ${describeValue(ptr)}, not a DataPtr`;
@@ -946,12 +965,54 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     } else if (ptr.byteLength < byteLength) {
       why = `returned ${ptr.byteLength} bytes`;
       _giveBack(ptr);
+    } else {
+      const length = used ?? ptr.byteLength;
+      const other = this.#overlapping(ptr, length);
+      if (other !== undefined) {
+        why = `returned bytes ${ptr.byteOffset} to ${
+          ptr.byteOffset + length
+        } of a memory whose bytes ${other.byteOffset} to ${
+          other.byteOffset + this.#held.get(other)!
+        } it handed out before, still held`;
+        _giveBack(ptr);
+      }
     }
     if (why !== undefined) {
       throw new ContractViolationError(
         `Cannot use a ${what} of ${byteLength} bytes: the backing allocator ${why}`,
       );
     }
+  }
+
+  // A held pointer whose bytes in use overlap `used` bytes of `ptr`.
+  #overlapping(ptr: DataPtr<M>, used: number): DataPtr<M> | undefined {
+    const same = this.#heldIn.get(ptr.memory);
+    if (same === undefined || used === 0) return undefined;
+    const start = ptr.byteOffset, end = start + used;
+    for (const other of same) {
+      const length = this.#held.get(other)!;
+      if (
+        length > 0 && other.byteOffset < end &&
+        start < other.byteOffset + length
+      ) {
+        return other;
+      }
+    }
+    return undefined;
+  }
+
+  #hold(ptr: DataPtr<M>, used: number): void {
+    this.#held.set(ptr, used);
+    const same = this.#heldIn.get(ptr.memory);
+    if (same === undefined) this.#heldIn.set(ptr.memory, new Set([ptr]));
+    else same.add(ptr);
+  }
+
+  #unhold(ptr: DataPtr<M>): void {
+    this.#held.delete(ptr);
+    const same = this.#heldIn.get(ptr.memory)!;
+    same.delete(ptr);
+    if (same.size === 0) this.#heldIn.delete(ptr.memory);
   }
 
   #outOfMemory(byteLength: number, cause?: unknown): OutOfMemoryError {
@@ -981,14 +1042,16 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       if (error instanceof ContractViolationError) throw error;
       throw this.#outOfMemory(byteLength, error);
     }
-    this.#checkObtained(ptr, byteLength, "block");
-    this.#held.add(ptr);
+    this.#checkObtained(ptr, byteLength, undefined, "block");
+    // The block is the whole pointer (byteLengthOf, bytes() and view() let
+    // the caller use it all): the stats count all of it too.
+    const held = ptr.byteLength;
+    this.#hold(ptr, held);
     const address = this.#nextLarge * this.minBlockByteLength;
     this.#nextLarge--;
     this.#large.set(address, ptr);
-    this.#largeReq.set(address, byteLength);
-    this.#largeBytes += byteLength;
-    this.#allocatedBytes += byteLength;
+    this.#largeBytes += held;
+    this.#allocatedBytes += held;
     if (this.#allocatedBytes > this.#usedPeak) {
       this.#usedPeak = this.#allocatedBytes;
     }
@@ -1009,10 +1072,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
 
   #freeLarge(address: number): void {
     const ptr = this.#largePtr(address, "free");
-    const byteLength = this.#largeReq.get(address)!;
+    const byteLength = this.#held.get(ptr)!;
     this.#large.delete(address);
-    this.#largeReq.delete(address);
-    this.#held.delete(ptr);
+    this.#unhold(ptr);
     this.#largeBytes -= byteLength;
     this.#allocatedBytes -= byteLength;
     this.#bytesFreed += byteLength;

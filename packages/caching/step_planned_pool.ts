@@ -26,11 +26,13 @@ import {
   type Segment,
   type SegmentSource,
   SegmentSourceError,
+  type SynchronizeOptions,
   UnsupportedOperationError,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
   validateFlag,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import { type _PlanItem, _PlanMemo } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
@@ -183,6 +185,8 @@ const _TRIM_BAND = 0.05;
  * pins a segment a growing block needed (a KV cache grown each step).
  */
 const _SMALL = 512;
+/** Keys of steps left unplanned kept at most (it starts over past them). */
+const _SKIPPED = 1024;
 /** Sizes `#grew` keeps at most (it starts over past them). */
 const _GREW = 1024;
 /** See `_SMALL`. */
@@ -315,6 +319,8 @@ export class StepPlannedPool<M = unknown> {
   #outgrownStep = -1;
   /** the arena bytes the last step took (see `_giveBack`) */
   #lastNeed = 0;
+  /** keys (`#prefixKey` of all their requests) of steps left unplanned */
+  #skipped = new Set<number>();
   /** sizes asked for, and segments made, where a request crept up */
   #grew = new Set<number>();
 
@@ -586,6 +592,12 @@ export class StepPlannedPool<M = unknown> {
           p = this.#switch(item, size) ?? p;
         }
         if (j >= p.count || size !== p.sizes[j]) {
+          // (the planned request in this one's place outlived its step: a
+          // request a little larger, a grown copy of a cache, likely
+          // outlives its step too, and stays out of the arena)
+          if (j < p.count && p.offsets[j] < 0 && size > _SMALL) {
+            arenaOk = false;
+          }
           j = this.#resync(p, j, size);
           this.#misses++;
         }
@@ -614,7 +626,7 @@ export class StepPlannedPool<M = unknown> {
       // segments, else a new small segment while one fits in the bounds
       // (a small block left in the arena past its step pins it: the arena
       // cannot grow or move while the block lives), else the arena
-      block = this.#bestFit(size, false) ??
+      block = this.#bestFit(size, false) ?? this.#exactHole(size) ??
         (this.#roomForSmall() ? this.#grow(size) : undefined);
     }
     return block ?? this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
@@ -675,12 +687,22 @@ export class StepPlannedPool<M = unknown> {
       }
       return;
     }
-    let merged = block;
+    // the free range is the pool's own object, never the caller's handle:
+    // ranges are moved and resized as they merge and split, and a freed
+    // handle keeps saying what it was
+    let merged: PlannedBlock<M>;
     const prev = block._prev;
     if (prev !== undefined && prev._free) {
       this.#unindex(prev);
       merged = this.#join(prev, block);
+    } else {
+      merged = new PlannedBlock(seg, block._offset, block.byteLength);
+      const after = block._next;
+      merged._next = after;
+      if (after !== undefined) after._prev = merged;
+      this.#link(prev, merged);
     }
+    block._prev = block._next = undefined;
     const next = merged._next;
     if (next !== undefined && next._free) {
       this.#unindex(next);
@@ -752,6 +774,19 @@ export class StepPlannedPool<M = unknown> {
       }
       const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
       this.#plannedLast = ++this.#sincePlan >= interval;
+      if (!this.#plannedLast && count > 1) {
+        // a step whose requests were seen in a step that went unplanned
+        // (backing off) repeats: it is planned now, whatever the back-off,
+        // so its next run follows a plan (a pass over varying steps that
+        // comes back settles in one pass, not a few)
+        const key = this.#prefixKey(count) ^ count;
+        const seen = this.#skipped;
+        if (seen.has(key)) this.#plannedLast = true;
+        else {
+          if (seen.size >= _SKIPPED) seen.clear();
+          seen.add(key);
+        }
+      }
       // a step a kept plan was made for left it for where blocks were, not
       // for what it asked: it is planned again (around the blocks left in
       // the arena) twice at most
@@ -879,6 +914,32 @@ export class StepPlannedPool<M = unknown> {
     this.trim(0);
   }
 
+  /**
+   * Resolves once every block freed so far is back in the pool: at once,
+   * since the pool reuses a freed range at once (queue order: nothing
+   * waits on a fence). The same verb as the caching allocator's, with the
+   * same options.
+   *
+   * @param options A signal: an aborted one rejects with its reason, and
+   * nothing changes.
+   * @returns Resolves when the blocks freed so far are back in the pool.
+   * @throws {InvalidArgumentError} (as a rejection) For options that are
+   * not an object, or a `signal` that is not an `AbortSignal`.
+   * @throws {ContractViolationError} (as a rejection) When called by the
+   * pool's segment source while the pool makes or gives back a segment.
+   * @throws {UseAfterFreeError} (as a rejection) After
+   * {@linkcode StepPlannedPool.dispose}.
+   */
+  synchronize(options?: SynchronizeOptions): Promise<void> {
+    try {
+      if (this.#disposed || this.#inSource !== 0) this.#refuse("synchronize");
+      validateSynchronizeOptions(options)?.throwIfAborted();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return Promise.resolve();
+  }
+
   /** Whether {@linkcode StepPlannedPool.dispose} ran. */
   get disposed(): boolean {
     return this.#disposed;
@@ -944,7 +1005,7 @@ export class StepPlannedPool<M = unknown> {
       // a source that calls back into the pool while it makes or gives
       // back a segment would find the pool half way through a request
       throw new ContractViolationError(
-        `Cannot ${what}: the pool's segment source called back into the pool while making or giving back a segment`,
+        `Cannot ${what}: a segment source called back into the pool while the pool (or another pool of its group, for it) made or gave back a segment`,
       );
     }
     throw new UseAfterFreeError(`Cannot ${what}: the pool was disposed`);
@@ -1668,7 +1729,19 @@ export class StepPlannedPool<M = unknown> {
       if (grew.size >= _GREW) grew.clear();
       grew.add(size);
     }
-    this.#group?._makeRoom(this, size);
+    const group = this.#group;
+    if (group !== undefined) {
+      // other pools give segments back now: their sources must not call
+      // back into this pool, half way through a request (the request's
+      // index in the step is taken: a nested one would share it, and the
+      // step's plan would be made from wrong lifetimes)
+      this.#inSource++;
+      try {
+        group._makeRoom(this, size);
+      } finally {
+        this.#inSource--;
+      }
+    }
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
     // next few, while held bytes stay in bounds; others an exact one
@@ -1771,6 +1844,17 @@ export class StepPlannedPool<M = unknown> {
       }
     }
     if (block === undefined) return undefined;
+    this.#unindex(block);
+    return this.#split(block, block._offset, size);
+  }
+
+  /**
+   * A free range of a large segment of exactly `size` bytes, taken whole
+   * (a hole already there: taking it splits nothing), or `undefined`.
+   */
+  #exactHole(size: number): PlannedBlock<M> | undefined {
+    const block = _fit(this.#free, size);
+    if (block === undefined || block.byteLength !== size) return undefined;
     this.#unindex(block);
     return this.#split(block, block._offset, size);
   }

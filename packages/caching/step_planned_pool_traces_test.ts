@@ -100,16 +100,21 @@ describe("StepPlannedPool on real runtime traces", () => {
     // small for it first (giving back the least recently used made one in
     // the second pass)
     "tfjs-webgpu/cnn-training": 1,
-    // the growing KV-cache blocks outlive their step: segments are made
-    // until the plans of its 43 step shapes settle (52 in all; 60 over nine
-    // passes while small blocks that outlived their step took the tails of
-    // the cache blocks' segments, 230 when a plan 256 bytes over the arena
-    // made a new arena and gave every free segment back)
-    "tfjs-webgpu/kv-decode": 6,
+    // the growing KV-cache blocks outlive their step: a request a little
+    // larger than the planned one in its place (which outlived its step)
+    // stays out of the arena, so the caches take turns in segments of their
+    // own from the first pass on; two small segments given back within the
+    // first pass (to keep held bytes in bounds) are made again in the second
+    // (52 segments made after the first pass while the caches sat in the
+    // arena and each pass placed them elsewhere; 60 over nine passes while
+    // small blocks that outlived their step took the tails of the cache
+    // blocks' segments, 230 when a plan 256 bytes over the arena made a new
+    // arena and gave every free segment back)
+    "tfjs-webgpu/kv-decode": 2,
   };
   /** Segments made after the first pass, at most. */
   const madeAfterFirst: Record<string, number> = {
-    "tfjs-webgpu/kv-decode": 52,
+    "tfjs-webgpu/kv-decode": 2,
   };
   for (const [name, after] of Object.entries(settled)) {
     it(`${name}: no segment made after pass ${after} of warm passes, peak held <= 1.10 peak live`, async () => {
@@ -179,7 +184,9 @@ describe("StepPlannedPool on real runtime traces", () => {
   const allBuffers: Record<string, [onePass: number, warm: number]> = {
     "onnxruntime-web/mlp-varbatch": [1.090, 1.100],
     "tfjs-webgpu/cnn-training": [1.07, 1.07],
-    "tfjs-webgpu/kv-decode": [1.042, 1.102],
+    // (1.042 in one pass while the caches sat in the arena, at the cost of
+    // 24 buffers made over later passes)
+    "tfjs-webgpu/kv-decode": [1.099, 1.1],
     "tfjs-webgpu/mobilenet-224-batch2": [1.013, 1.013],
     "tfjs-webgpu/mobilenet-inference": [1.015, 1.015],
     "tfjs-webgpu/transformer-varlen": [1.015, 1.015],

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { validateObject } from "@allot/core";
+import { ContractViolationError, validateObject } from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
 import { _PeakWindow } from "./_peak_window.ts";
 
@@ -94,6 +94,8 @@ export class StepPoolGroup {
   #peak = 0;
   #stepPeak = 0;
   #window = new _PeakWindow(_WINDOW);
+  /** whether `endStep` is under way (a nested call is refused) */
+  #ending = false;
 
   /**
    * Creates an empty group.
@@ -134,13 +136,34 @@ export class StepPoolGroup {
    *
    * @throws {SegmentSourceError} The first a pool's source threw, once
    * every pool's step and the group's are ended.
+   * @throws {ContractViolationError} When called by a pool's segment source
+   * while the group ends its step (nothing changed).
    */
   endStep(): void {
+    if (this.#ending) {
+      // a pool's segment source called back while the group ends its step:
+      // refused before any pool's step ends again
+      throw new ContractViolationError(
+        "Cannot end the group's step: a pool's segment source called back into the group while it ends its step",
+      );
+    }
+    this.#ending = true;
+    try {
+      this.#endStep();
+    } finally {
+      this.#ending = false;
+    }
+  }
+
+  #endStep(): void {
     // every pool ends its step even when one's source throws (the first
     // error is thrown once the group's step is ended too)
     let error: unknown;
     let failed = false;
-    for (const p of this.#pools) {
+    // (over a copy: a pool a source disposes meanwhile leaves the list, and
+    // the pools after it still end their step; a pool that left is skipped)
+    for (const p of [...this.#pools]) {
+      if (!this.#pools.includes(p)) continue;
       try {
         p.endStep();
       } catch (e) {

@@ -102,3 +102,14 @@ export function checkInstance(
     );
   }
 }
+
+/** The constructor name of `value`, or "memory" (never throws). */
+export function typeName(value: unknown): string {
+  try {
+    const name = (value as { constructor?: { name?: unknown } })?.constructor
+      ?.name;
+    return typeof name === "string" && name !== "" ? name : "memory";
+  } catch {
+    return "memory";
+  }
+}

@@ -22,10 +22,16 @@ import {
   validateAlignment,
   validateByteLength,
   validateInteger,
+  viewSpan,
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
-import { checkFlag, describeValue, readOptions } from "./_describe.ts";
+import {
+  checkFlag,
+  describeValue,
+  readOptions,
+  typeName,
+} from "./_describe.ts";
 import {
   _AliasTable,
   _RecordTable,
@@ -323,9 +329,15 @@ function detectWorker(): string {
 }
 
 function describePointer(memory: object, byteOffset: number): string {
-  const name = memory.constructor?.name ?? "memory";
-  const length = (memory as { byteLength?: unknown }).byteLength;
-  return `${name}${
+  // A place's memory is the caller's object: its getters may throw, and a
+  // message (or dispose()'s leak report) must still be made.
+  let length: unknown;
+  try {
+    length = (memory as { byteLength?: unknown }).byteLength;
+  } catch {
+    length = undefined;
+  }
+  return `${typeName(memory)}${
     typeof length === "number" ? `(${length})` : ""
   }+${byteOffset}`;
 }
@@ -347,7 +359,12 @@ function detach(memory: object): void {
     memory instanceof ArrayBuffer && !memory.detached &&
     typeof memory.transfer === "function"
   ) {
-    memory.transfer(0);
+    try {
+      memory.transfer(0);
+    } catch {
+      // Not detachable (a WebAssembly.Memory's buffer): the record is gone
+      // and the memory is its owner's; nothing more to free here.
+    }
   }
 }
 
@@ -858,7 +875,7 @@ export class OwnershipRegistry {
         if (!isHostMemory(ptr.memory)) {
           throw new InvalidArgumentError(
             `Cannot allocate ${byteLength} bytes: the allocator's memory must be host memory, received ${
-              (ptr.memory as object)?.constructor?.name
+              typeName(ptr.memory)
             }`,
             { name: "allocator", value: allocator, limit: "host memory" },
           );
@@ -957,24 +974,44 @@ export class OwnershipRegistry {
         { name: "array", value: array, limit: "ArrayBufferView" },
       );
     }
-    const buffer = array.buffer;
+    // What the view covers, read through the built-in getters: a subclass
+    // that overrides `byteOffset` or `byteLength` must not pass for a view
+    // of its whole buffer, whose freeing detaches (destroys) all of it.
+    const span = viewSpan(array);
+    if (
+      span === undefined || span.buffer !== array.buffer ||
+      span.byteOffset !== array.byteOffset ||
+      span.byteLength !== array.byteLength
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot adopt ${
+          describeValue(array)
+        }: its buffer, byteOffset or byteLength getters disagree with the view's own`,
+        {
+          name: "array",
+          value: array,
+          limit: "a plain typed array or DataView",
+        },
+      );
+    }
+    const buffer = span.buffer;
     if ((buffer as ArrayBuffer).detached === true) {
       throw new InvalidArgumentError(
-        `Cannot adopt a ${array.constructor.name}: its ArrayBuffer is detached`,
+        `Cannot adopt a ${typeName(array)}: its ArrayBuffer is detached`,
         { name: "array", value: "detached", limit: "attached buffer" },
       );
     }
     // Only a view over its whole ArrayBuffer owns it: freeing a part must
     // not detach (destroy) the rest.
-    const whole = buffer instanceof ArrayBuffer && array.byteOffset === 0 &&
-      array.byteLength === buffer.byteLength;
+    const whole = buffer instanceof ArrayBuffer && span.byteOffset === 0 &&
+      span.byteLength === buffer.byteLength;
     return this.#register(
       array,
-      { kind: "system", byteLength: array.byteLength, detach: whole },
+      { kind: "system", byteLength: span.byteLength, detach: whole },
       false,
       "adopt",
       undefined,
-      whole ? buffer.byteLength : array.byteLength,
+      whole ? buffer.byteLength : span.byteLength,
     );
   }
 
@@ -992,7 +1029,8 @@ export class OwnershipRegistry {
    * @throws {DoubleFreeError} When the pointer is not registered.
    * @throws {UnsupportedOperationError} For a buffer with aliases still
    * registered, an alias, a heap or custom allocation, a record that does not
-   * own its whole `ArrayBuffer`, or a `SharedArrayBuffer`; nothing changes.
+   * own its whole `ArrayBuffer`, one whose `ArrayBuffer` holds another
+   * registered allocation, or a `SharedArrayBuffer`; nothing changes.
    *
    * @example
    * ```ts
@@ -1023,9 +1061,11 @@ export class OwnershipRegistry {
       : kind !== SYSTEM && kind !== ALIGNED
       ? `its kind is ${KINDS[kind]}`
       : !(memory instanceof ArrayBuffer)
-      ? `its memory is a ${memory.constructor?.name} (share it instead)`
+      ? `its memory is a ${typeName(memory)} (share it instead)`
       : byteOffset !== 0 || t.reserved[r] < memory.byteLength
       ? `it does not own its whole ArrayBuffer (bytes 0 to ${memory.byteLength})`
+      : this.#sharesMemory(r, memory)
+      ? `another allocation registered in the same ArrayBuffer would be moved with it (and could never be unregistered here)`
       : undefined;
     if (why !== undefined) {
       throw new UnsupportedOperationError(
@@ -1037,6 +1077,15 @@ export class OwnershipRegistry {
     this.#forget(r);
     t.put(r);
     return memory as ArrayBuffer;
+  }
+
+  /** Whether a live record other than `r` lies in `memory` (O(records)). */
+  #sharesMemory(r: number, memory: object): boolean {
+    const m = this.#records.memory;
+    for (let s = 0; s < m.length; s++) {
+      if (s !== r && m[s] === memory) return true;
+    }
+    return false;
   }
 
   /**
@@ -1649,10 +1698,21 @@ export class OwnershipRegistry {
           { name: "aliases", value: aliases, limit: "Pointer[]" },
         );
       }
+      // Copied by index, as options are read: an array's own iterator or a
+      // getter at an index that throws is a bad option, not a raw error.
+      let list: Pointer[] = [];
+      try {
+        const from = aliases as Pointer[];
+        list = new Array(from.length);
+        for (let i = 0; i < list.length; i++) list[i] = from[i];
+      } catch (error) {
+        this.#badOptions(what, error);
+      }
       aliasMemories = [];
       aliasOffsets = [];
       const end = byteOffset + byteLength;
-      for (const alias of aliases as Pointer[]) {
+      for (let i = 0; i < list.length; i++) {
+        const alias = list[i];
         const o = this.#placeOf(alias, "alias");
         const m = this.#memory;
         if (o < 0) this.#throwDetached(what, "alias");

@@ -15,7 +15,7 @@ import {
   type NewArrayOptions,
   OwnershipRegistry,
 } from "./ownership_registry.ts";
-import { checkInstance, describeValue } from "./_describe.ts";
+import { checkInstance, describeValue, typeName } from "./_describe.ts";
 
 /**
  * The owner a consumer receives with a zero-copy hand-off: the array itself
@@ -64,7 +64,7 @@ export class ArrayOwner<T extends ArrayBufferView> {
     }
     if (!registry.isRegistered(array)) {
       throw new DoubleFreeError(
-        `Cannot own a ${array.constructor.name} at byteOffset ${array.byteOffset}: it is not registered`,
+        `Cannot own a ${typeName(array)}: it is not registered`,
       );
     }
     this.#registry = registry;
@@ -102,7 +102,14 @@ export class ArrayOwner<T extends ArrayBufferView> {
       );
     }
     this.#released = true;
-    this.#registry.unregister(this.#array);
+    try {
+      this.#registry.unregister(this.#array);
+    } catch (error) {
+      // A refusal that changed nothing (strict mode reporting a stale write
+      // first) leaves the array owned here, to release again.
+      if (_stillOwned(this.#registry, this.#array)) this.#released = false;
+      throw error;
+    }
   }
 
   /** Releases unless already released, for `using`. */
@@ -217,6 +224,25 @@ export class RegistryGuard<D extends Dtype> {
     const array = this.#array;
     if (array === undefined) return;
     this.#array = undefined;
-    this.#registry.unregister(array);
+    try {
+      this.#registry.unregister(array);
+    } catch (error) {
+      // As ArrayOwner.release: a refusal that changed nothing keeps it.
+      if (_stillOwned(this.#registry, array)) this.#array = array;
+      throw error;
+    }
+  }
+}
+
+// Whether `array` is still registered after an unregister that threw: a
+// refusal that changed nothing, so its owner still owns it.
+function _stillOwned(
+  registry: OwnershipRegistry,
+  array: ArrayBufferView,
+): boolean {
+  try {
+    return !registry.disposed && registry.isRegistered(array);
+  } catch {
+    return false;
   }
 }

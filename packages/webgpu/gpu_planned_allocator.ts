@@ -15,8 +15,10 @@ import {
   describeValue,
   type Device,
   InvalidArgumentError,
+  type SynchronizeOptions,
   validateByteLength,
   validateObject,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import {
   _assertAlive,
@@ -215,6 +217,47 @@ export class GpuPlannedAllocator {
       return 0;
     }
     return this.pool.trim(targetByteLength);
+  }
+
+  /**
+   * Waits for the work submitted to the device's queue so far (the work
+   * that used blocks freed before the call), for a caller that then
+   * touches their memory outside the queue. Blocks need no wait to be
+   * reused: a freed range is served again at once (queue order). Resolves
+   * at once when the device was lost.
+   *
+   * Without a signal, a queue that never finishes its work makes it wait
+   * forever.
+   *
+   * @param options A signal that stops the wait: the promise rejects with
+   * its reason and nothing changes.
+   * @returns Resolves when the queue's work submitted before the call is
+   * done.
+   * @throws {InvalidArgumentError} (as a rejection) For options that are
+   * not an object, or a `signal` that is not an `AbortSignal`.
+   * @throws {UseAfterFreeError} (as a rejection) Once the pool was disposed.
+   */
+  async synchronize(options?: SynchronizeOptions): Promise<void> {
+    const signal = validateSynchronizeOptions(options);
+    signal?.throwIfAborted();
+    await this.pool.synchronize(options);
+    if (this.lost) return;
+    const done = this.gpuDevice.queue.onSubmittedWorkDone();
+    if (signal === undefined) return await done;
+    // (aborted while the pool was awaited: the listener below would never
+    // hear it)
+    signal.throwIfAborted();
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      done.then(() => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      }, (error) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      });
+    });
   }
 
   /** Destroys every free buffer (`trim(0)`). */

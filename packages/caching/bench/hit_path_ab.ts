@@ -9,13 +9,18 @@
  * scenario). Each round
  * runs every pair once per side, the side that goes first alternating, with a
  * collection before each run; the figure is the median over rounds of the
- * per-round ratio ref / this (greater is better for this tree), its range,
+ * per-round ratio ref / this (greater is better for this tree), its middle
+ * half (the 25th to 75th percentile of the rounds) and its range,
  * the fastest round of each side and the JS heap per operation.
  *
  * A shared machine swings single rounds by 2x either way; ratios taken in
  * one round see the same load, which is why this compares in one process
  * rather than across runs of `run.ts`. Check the harness with `--ref=HEAD` on
  * a clean tree: the medians should come out near 1.
+ *
+ * The median of one process moves by about ±10 % between processes for
+ * the same code (the JIT's choices differ), so repeat the run and report the
+ * range of the medians.
  *
  * Times are CPU time of the process by default (`--clock=wall` for
  * wall-clock time): on a loaded machine, time spent descheduled is noise.
@@ -151,7 +156,10 @@ const clock = flag("clock", "cpu") === "wall"
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error("run with --v8-flags=--expose-gc");
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
+/** The `q` quantile of `v` (0.5: the median). */
+const quantile = (v: number[], q: number) =>
+  [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) * q)];
+const median = (v: number[]) => quantile(v, 0.5);
 
 /** JS heap bytes per operation (allocate or free) of `loop`. */
 function heapPerOp(loop: Loop): number {
@@ -197,12 +205,14 @@ console.log(
   `\nCaching hit path, ${ref} / this tree (ns per pair; ${rounds} rounds of ${pairs} pairs)\n`,
 );
 console.log(
-  "| pair | ref / this, median | range | fastest ref | fastest this | heap/op ref | heap/op this |",
+  "| pair | ref / this, median | middle half | range | fastest ref | fastest this | heap/op ref | heap/op this |",
 );
-console.log("|---|---:|---:|---:|---:|---:|---:|");
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
 NAMES.forEach((name, p) => {
   console.log(
     `| ${name} | ${median(ratios[p]).toFixed(2)} | ${
+      quantile(ratios[p], 0.25).toFixed(2)
+    }–${quantile(ratios[p], 0.75).toFixed(2)} | ${
       Math.min(...ratios[p]).toFixed(2)
     }–${Math.max(...ratios[p]).toFixed(2)} | ${fastest[p][0].toFixed(0)} | ${
       fastest[p][1].toFixed(0)
