@@ -107,7 +107,6 @@ export function gpuPlanned(device: GPUDevice): Subject<GpuAllocation> {
       "tryAllocate",
       "free",
       "recordStream",
-      "synchronize",
       "snapshot",
       "resetPeakStats",
       "resetAccumulatedStats",
@@ -126,6 +125,7 @@ export function gpuPlanned(device: GPUDevice): Subject<GpuAllocation> {
     }),
     reservedBytes: () => a.source.reservedBytes,
     validate: () => p.validate(),
+    settle: () => a.synchronize(),
     emptyCache: () => a.emptyCache(),
     extraOps: [
       { name: "endStep", run: () => a.endStep() },

@@ -95,7 +95,6 @@ export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
     target: p,
     knownGaps: [
       "recordStream",
-      "synchronize",
       "snapshot",
       "resetPeakStats",
       "resetAccumulatedStats",
