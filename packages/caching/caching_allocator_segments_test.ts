@@ -156,6 +156,9 @@ function run(
   let regretBytes = 0;
   let forgotten = 0;
   let ghostLimit = 0;
+  // Cycles of misses: the most bytes active at a miss of this cycle and
+  // of the last, and the most a miss of each needed.
+  let cycleActive = 0, lastActive = 0, cycleNeed = 0, lastNeed = 0;
   const missed: Record<string, number[]> = { small: [], large: [] };
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
@@ -193,8 +196,29 @@ function run(
         const after = new Set(a.snapshot().segments.map((s) => s.address));
         const gone = before.filter((s) => !after.has(s.address));
         const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
+        // What the miss is measured against: what it needs, or at a low
+        // (needing at most a quarter of the last cycle's active peak) the
+        // most a miss of the last cycle needed. A miss needing at most a
+        // quarter of this cycle's active peak begins the next cycle.
+        let need = active + size, atLow = false;
         if (o.releaseCachedAboveRatio !== Infinity) {
-          // A miss first looks for the smallest ghost that would serve it.
+          if (4 * need <= cycleActive) {
+            lastActive = cycleActive;
+            lastNeed = cycleNeed;
+            cycleActive = active;
+            cycleNeed = need;
+          } else {
+            cycleActive = Math.max(cycleActive, active);
+            cycleNeed = Math.max(cycleNeed, need);
+          }
+          atLow = 4 * need <= lastActive;
+          if (atLow) need = lastNeed;
+        }
+        // A segment's keep is measured against the most needed lately.
+        const recent = Math.max(need, cycleNeed, lastNeed);
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          // A miss first looks for the smallest ghost that would serve it
+          // (at a low, it is forgotten without regret).
           let best = -1;
           ghosts.forEach((g, i) => {
             if (
@@ -202,7 +226,8 @@ function run(
               (best < 0 || g.size < ghosts[best].size)
             ) best = i;
           });
-          if (best >= 0) {
+          if (best >= 0 && atLow) ghosts.splice(best, 1);
+          else if (best >= 0) {
             regretBytes += ghosts[best].size;
             forgotten = 0;
             const slack = ratio - 1;
@@ -216,7 +241,7 @@ function run(
             ghosts.splice(best, 1);
           }
         }
-        const bound = ratio * (active + size);
+        const bound = ratio * need;
         for (const s of gone) {
           assert.ok(
             whole.some((w) => w.address === s.address),
@@ -260,8 +285,8 @@ function run(
           if (reserved > ghostLimit) ghostLimit = reserved;
           let left = reserved;
           for (const s of gone) {
-            // The ratio that would have kept it.
-            const keep = left / (active + size);
+            // The ratio that would have kept it, against the recent peak.
+            const keep = left / recent;
             left -= s.byteLength;
             ghosts.push({ pool: s.pool, size: s.byteLength, keep });
             let bytes = ghosts.reduce((n, g) => n + g.size, 0);

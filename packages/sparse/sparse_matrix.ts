@@ -161,12 +161,22 @@ const bufferOf = intrinsicGetter("buffer") as unknown as (
  * getters: a subclass or an own property cannot lie about its constructor,
  * length, buffer or offset to the code that uses the view.
  */
-function plainView<T extends ArrayBufferView>(array: T): T {
-  return new (ctorOf(array))(
-    bufferOf.call(array),
-    byteOffsetOf.call(array),
-    lengthOf.call(array),
-  );
+function plainView<T extends ArrayBufferView>(array: T, name: string): T {
+  try {
+    return new (ctorOf(array))(
+      bufferOf.call(array),
+      byteOffsetOf.call(array),
+      lengthOf.call(array),
+    );
+  } catch (error) {
+    // a detached buffer, or a resizable one shrunk under the view
+    throw new InvalidArgumentError(
+      `Invalid ${name}: its memory cannot be viewed (${
+        error instanceof Error ? error.message : String(error)
+      })`,
+      { name, value: array, limit: "a typed array over live memory" },
+    );
+  }
 }
 
 /** Brand checks: proxies and look-alikes of typed arrays fail them. */
@@ -306,9 +316,9 @@ function validateArrays<V extends AnyTypedArray>(
     );
   }
   return checkContents(
-    plainView(values),
-    plainView(indices),
-    plainView(indptr),
+    plainView(values, "values"),
+    plainView(indices, "indices"),
+    plainView(indptr, "indptr"),
     primary,
     secondary,
     layout,

@@ -8,6 +8,7 @@
 import {
   type Allocator,
   AllotError,
+  ContractViolationError,
   describeValue,
   hostBuffer,
   IntrusivePtr,
@@ -31,6 +32,7 @@ import {
   type Dtype,
   type DtypeInfo,
   dtypeInfo,
+  dtypeOf,
   type TypedArrayOf,
 } from "./dtype.ts";
 import { _fmt, ShapeError } from "./errors.ts";
@@ -797,13 +799,33 @@ export class Buffer<D extends Dtype = Dtype> {
    *
    * @returns A promise of a new typed array.
    * @throws {UnsupportedOperationError} On non-host memory without backend.
+   * @throws {ContractViolationError} (as a rejection) When the backend
+   * answers with anything but `length` elements of the dtype's array type.
    */
   read(): Promise<TypedArrayOf<D>> {
     this.#live("read");
     if (this.#isHost()) return Promise.resolve(this.toData());
-    return this.#requireBackend("read").read(this.binding()) as Promise<
-      TypedArrayOf<D>
-    >;
+    const backend = this.#requireBackend("read");
+    const info = this.#info;
+    const length = this.#view.length;
+    // A backend's answer is checked: a short, mistyped or junk array was
+    // handed to the caller as the buffer's elements.
+    return Promise.resolve(backend.read(this.binding())).then((out) => {
+      if (!(out instanceof info.arrayType) || out.length !== length) {
+        throw new ContractViolationError(
+          `Cannot read ${length} ${info.dtype} elements: the backend ${
+            describeValue(backend.name)
+          } returned ${
+            dtypeOf(out) === undefined
+              ? describeValue(out)
+              : `a ${dtypeOf(out)} array of ${
+                (out as { length: number }).length
+              } elements`
+          }`,
+        );
+      }
+      return out as TypedArrayOf<D>;
+    });
   }
 
   /**

@@ -4,7 +4,11 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
 import { _isBuffer, type Buffer } from "./buffer.ts";
 import type { BufferView } from "./buffer_view.ts";
 import type { Dtype } from "./dtype.ts";
@@ -41,6 +45,8 @@ export class DynBuffer {
    * Wraps a buffer, taking over its handle (release the `DynBuffer`).
    *
    * @param buffer Any typed buffer.
+   * @throws {InvalidArgumentError} When `buffer` is not a `Buffer`.
+   * @throws {UseAfterFreeError} When it was released.
    */
   constructor(buffer: Buffer) {
     if (!_isBuffer(buffer)) {
@@ -49,6 +55,12 @@ export class DynBuffer {
           describeValue(buffer)
         }`,
         { name: "buffer", value: buffer, limit: "Buffer" },
+      );
+    }
+    if (buffer.released) {
+      // it would answer for its dtype and shape, then fail on first use
+      throw new UseAfterFreeError(
+        `Cannot make a DynBuffer of ${buffer}: the buffer was released`,
       );
     }
     this.#buffer = buffer;
@@ -139,7 +151,9 @@ export class DynBuffer {
     const typed = this.tryDowncast(dtype);
     if (typed === undefined) {
       throw new InvalidArgumentError(
-        `Cannot downcast a dynamic buffer to ${dtype}: its dtype is ${this.#buffer.dtype}`,
+        `Cannot downcast a dynamic buffer to ${
+          describeValue(dtype)
+        }: its dtype is ${this.#buffer.dtype}`,
         { name: "dtype", value: dtype, limit: this.#buffer.dtype },
       );
     }

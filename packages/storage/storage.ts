@@ -45,6 +45,36 @@ let nextId = 1;
 
 /** Set by `Storage.allocate` for the one constructor call it makes. */
 let checkedByAllocate = false;
+/**
+ * The pointers live storages hold: an allocator that hands one out again
+ * while a storage holds it (the same block twice) is refused, else two
+ * storages would alias and the first release would free the other's bytes.
+ */
+const HELD: unique symbol = Symbol("allot.storage.held");
+/** frozen pointers cannot carry the mark: a set (slower) for those */
+const heldFrozen = new WeakSet<DataPtr>();
+const held = {
+  has(data: DataPtr): boolean {
+    return (data as { [HELD]?: boolean })[HELD] === true ||
+      (heldFrozenCount > 0 && heldFrozen.has(data));
+  },
+  add(data: DataPtr): void {
+    if (Object.isExtensible(data)) {
+      (data as { [HELD]?: boolean })[HELD] = true;
+    } else if (!heldFrozen.has(data)) {
+      heldFrozen.add(data);
+      heldFrozenCount++;
+    }
+  },
+  delete(data: DataPtr): void {
+    if ((data as { [HELD]?: boolean })[HELD] === true) {
+      (data as { [HELD]?: boolean })[HELD] = false;
+    } else if (heldFrozen.delete(data)) {
+      heldFrozenCount--;
+    }
+  },
+};
+let heldFrozenCount = 0;
 
 /**
  * The owner of one allocation, like PyTorch's `StorageImpl`: a
@@ -98,6 +128,7 @@ export class Storage extends IntrusiveTarget {
       // From allocate(): the options and the pointer were checked there.
       checkedByAllocate = false;
       this.#data = data;
+      held.add(data);
       this.#allocator = options.allocator!;
       this.#resizable = options.resizable ?? false;
       this.id = nextId++;
@@ -119,8 +150,14 @@ export class Storage extends IntrusiveTarget {
       throw new UseAfterFreeError(
         `Cannot make a storage from ${data}: the pointer was released`,
       );
+    } else if (held.has(data)) {
+      throw new InvalidArgumentError(
+        `Cannot make a storage from ${data}: another live storage owns it`,
+        { name: "data", value: data, limit: "a pointer no storage owns" },
+      );
     } else {
       this.#data = data;
+      held.add(data);
     }
     this.#allocator = allocator;
     this.#resizable = options?.resizable ?? false;
@@ -153,6 +190,7 @@ export class Storage extends IntrusiveTarget {
         `Cannot allocate a storage of ${byteLength} bytes: the allocator returned ${got}`,
       );
     }
+    _checkNotHeld(data, `allocate a storage of ${byteLength} bytes`);
     // _checkStorageOptions() checked `resizable` before allocating.
     const resizable = options.resizable ?? false;
     checkedByAllocate = true;
@@ -233,6 +271,8 @@ export class Storage extends IntrusiveTarget {
         `Cannot allocate lazy storage ${this.id} of ${byteLength} bytes: the allocator returned ${got}`,
       );
     }
+    _checkNotHeld(data, `allocate lazy storage ${this.id}`);
+    held.add(data);
     return data;
   }
 
@@ -330,6 +370,7 @@ export class Storage extends IntrusiveTarget {
         `Cannot resize storage ${this.id} to ${byteLength} bytes: the allocator returned the storage's own live block`,
       );
     }
+    _checkNotHeld(next, `resize storage ${this.id} to ${byteLength} bytes`);
     if (next.byteLength < byteLength || next.released) {
       const got = next.released
         ? "a released block"
@@ -350,6 +391,8 @@ export class Storage extends IntrusiveTarget {
       throw error;
     }
     this.#data = next;
+    held.add(next);
+    held.delete(old);
     old.release();
   }
 
@@ -376,7 +419,10 @@ export class Storage extends IntrusiveTarget {
         }`,
       );
     }
+    _checkNotHeld(next, `reset storage ${this.id}`);
     this.#data = next;
+    held.add(next);
+    held.delete(old);
     old.release();
   }
 
@@ -393,7 +439,10 @@ export class Storage extends IntrusiveTarget {
 
   /** Frees the allocation; runs once, when the last strong reference goes. */
   protected override releaseResources(): void {
-    this.#data?.release();
+    const data = this.#data;
+    if (data === undefined) return;
+    held.delete(data);
+    data.release();
   }
 
   #throwFreed(what: string): never {
@@ -468,6 +517,15 @@ function _isDataPtr(value: unknown): value is DataPtr {
 }
 
 /** Refuses what an allocator returned when it is not a `DataPtr`. */
+/** Refuses a block a live storage holds (left to that storage). */
+function _checkNotHeld(data: DataPtr, what: string): void {
+  if (held.has(data)) {
+    throw new ContractViolationError(
+      `Cannot ${what}: the allocator returned ${data}, a block a live storage holds`,
+    );
+  }
+}
+
 function _checkAllocated(data: unknown, byteLength: number): void {
   if (!_isDataPtr(data)) {
     throw new ContractViolationError(

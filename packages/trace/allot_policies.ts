@@ -18,6 +18,17 @@ class CountingSource extends MockSegmentSource {
 const CAPACITY = 2 ** 40;
 
 /**
+ * Freezes a policy factory and the function it holds: the exported
+ * policies are shared by every replay that imports them, so a caller that
+ * assigns to one (its `create`, its `name`) would change every other
+ * caller's replays. Frozen, such an assignment throws in strict code.
+ */
+function _frozen(f: PolicyFactory): PolicyFactory {
+  Object.freeze(f.create);
+  return Object.freeze(f);
+}
+
+/**
  * One allot allocator per WebGPU usage (a buffer's usage is fixed at
  * creation, so blocks of different usages cannot share a segment), all over
  * mock devices; held bytes are the segments' bytes.
@@ -69,7 +80,7 @@ function perUsage<A, B>(
  * frees reusable at once: WebGPU runs its one queue in order, so a range
  * freed after its last use was submitted can be handed out again.
  */
-export const allotCachingQueueOrderPolicy: PolicyFactory = {
+export const allotCachingQueueOrderPolicy: PolicyFactory = _frozen({
   name: "allot-caching",
   description: "@allot/caching CachingAllocator, defaults, queue-order reuse",
   create: () =>
@@ -79,13 +90,13 @@ export const allotCachingQueueOrderPolicy: PolicyFactory = {
       (a, b) => a.free(b),
       false,
     ),
-};
+});
 
 /**
  * The same allocator with frees held back until the GPU is known to be done
  * (the next readback or step mark here), as `"after-fence"` reuse does.
  */
-export const allotCachingAfterFencePolicy: PolicyFactory = {
+export const allotCachingAfterFencePolicy: PolicyFactory = _frozen({
   name: "allot-caching-fence",
   description:
     "@allot/caching CachingAllocator, defaults, frees reusable after the next fence",
@@ -96,10 +107,10 @@ export const allotCachingAfterFencePolicy: PolicyFactory = {
       (a, b) => a.free(b),
       true,
     ),
-};
+});
 
 /** `@allot/watermark`'s `WatermarkAllocator` (PyTorch's MPS policy), defaults, queue-order reuse. */
-export const allotWatermarkPolicy: PolicyFactory = {
+export const allotWatermarkPolicy: PolicyFactory = _frozen({
   name: "allot-watermark",
   description:
     "@allot/watermark WatermarkAllocator, defaults, queue-order reuse",
@@ -110,4 +121,4 @@ export const allotWatermarkPolicy: PolicyFactory = {
       (_a, b) => b.release(),
       false,
     ),
-};
+});

@@ -570,6 +570,17 @@ export class WatermarkAllocator<M = unknown>
     src: DataPtr<M | null, WatermarkBuffer<M>>,
     byteLength: number,
   ): void {
+    for (const [name, ptr] of [["dest", dest], ["src", src]] as const) {
+      // a brand check: `{}` was accepted (a NaN limit), `null` threw TypeError
+      if (!DataPtr.isDataPtr(ptr)) {
+        throw new InvalidArgumentError(
+          `Cannot copy ${
+            describeValue(byteLength)
+          } bytes: ${name} must be a DataPtr, received ${describeValue(ptr)}`,
+          { name, value: ptr, limit: "DataPtr" },
+        );
+      }
+    }
     const limit = Math.min(dest.byteLength, src.byteLength);
     if (
       !Number.isSafeInteger(byteLength) || byteLength < 0 || byteLength > limit
@@ -587,21 +598,45 @@ export class WatermarkAllocator<M = unknown>
       );
     }
     if (byteLength === 0) return;
-    const range = { byteLength };
-    const d = this.#p.hostView(dest.memory as M, {
-      ...range,
-      byteOffset: dest.byteOffset,
-    });
-    const s = this.#p.hostView(src.memory as M, {
-      ...range,
-      byteOffset: src.byteOffset,
-    });
+    const d = this.#hostRange(dest, byteLength, "dest");
+    const s = this.#hostRange(src, byteLength, "src");
     if (d === undefined || s === undefined) {
       throw new UnsupportedOperationError(
         `Cannot copy ${byteLength} bytes: the memory of ${this.device} has no host bytes`,
       );
     }
     d.set(s);
+  }
+
+  /**
+   * The first `byteLength` bytes of `ptr` through the `hostView` option;
+   * a range that leaves its memory is refused (it was copied short, or
+   * threw `RangeError`).
+   */
+  #hostRange(
+    ptr: DataPtr<M | null, WatermarkBuffer<M>>,
+    byteLength: number,
+    name: string,
+  ): Uint8Array | undefined {
+    let view: unknown = null; // a hostView that throws: refused below
+    try {
+      view = this.#p.hostView(ptr.memory as M, {
+        byteOffset: ptr.byteOffset,
+        byteLength,
+      });
+    } catch {
+      // an ArrayBuffer view past its buffer throws RangeError
+    }
+    if (view === undefined) return undefined;
+    if (!(view instanceof Uint8Array) || view.byteLength !== byteLength) {
+      throw new InvalidArgumentError(
+        `Cannot copy ${byteLength} bytes: the ${name} range [${ptr.byteOffset}, ${
+          ptr.byteOffset + byteLength
+        }) leaves its memory`,
+        { name, value: ptr.byteOffset + byteLength, limit: byteLength },
+      );
+    }
+    return view;
   }
 
   // --------------------------------------------------------- free, release
@@ -791,7 +826,14 @@ export class WatermarkAllocator<M = unknown>
     const fences: Fence[] = [];
     for (const block of blocks) {
       for (const fence of block.fences) {
-        if (!fence.completed) fences.push(fence);
+        // a `completed` that throws is waited for, like a wait() that throws
+        let done = false;
+        try {
+          done = fence.completed === true;
+        } catch {
+          done = false;
+        }
+        if (!done) fences.push(fence);
       }
     }
     if (fences.length === 0) return false;

@@ -145,6 +145,16 @@ export function createUniformBuffer(
     usage: _Usage.UNIFORM | _Usage.COPY_DST,
     mappedAtCreation: true,
   });
+  if (buffer.size !== size) {
+    // a device that lies about its buffers (was reported as a lost device)
+    buffer.destroy();
+    throw new InvalidArgumentError(
+      `Cannot create a uniform buffer of ${size} bytes: the device made a buffer of ${
+        describeValue(buffer.size)
+      } bytes`,
+      { name: "size", value: buffer.size, limit: size },
+    );
+  }
   try {
     new Uint8Array(buffer.getMappedRange()).set(bytes);
     buffer.unmap();

@@ -7,13 +7,15 @@
 
 import {
   AllocatorBase,
+  ContractViolationError,
   DataPtr,
   type Deleter,
+  describeValue,
   type Device,
+  InvalidArgumentError,
   validateByteLength,
-  validateObject,
 } from "@allot/core";
-import type { GpuAllocation } from "./gpu_allocation.ts";
+import { GpuAllocation } from "./gpu_allocation.ts";
 import { GpuKernels } from "./gpu_kernels.ts";
 
 /** What {@linkcode GpuAllocatorAdapter} needs from a GPU allocator. */
@@ -68,6 +70,17 @@ export class GpuAllocatorAdapter
    */
   constructor(source: GpuAllocationSource) {
     super();
+    if (
+      typeof source !== "object" || source === null ||
+      typeof source.allocate !== "function"
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot make a GpuAllocatorAdapter: source must be a GPU allocator, received ${
+          describeValue(source)
+        }`,
+        { name: "source", value: source, limit: "GpuAllocationSource" },
+      );
+    }
     this.source = source;
   }
 
@@ -97,12 +110,39 @@ export class GpuAllocatorAdapter
       );
     }
     const allocation = this.source.allocate(byteLength);
+    if (
+      !(allocation instanceof GpuAllocation) || allocation.released ||
+      allocation.size < byteLength
+    ) {
+      this.#refuse(allocation, byteLength);
+    }
     return new DataPtr<GPUBuffer | null, GpuAllocation | null>(
       allocation.buffer,
       allocation.offset,
       byteLength,
       this.device,
       { context: allocation, deleter: releaseAllocation },
+    );
+  }
+
+  /** A source that returned junk, a released or a short range. */
+  #refuse(allocation: unknown, byteLength: number): never {
+    const live = allocation instanceof GpuAllocation && !allocation.released;
+    if (live) {
+      try {
+        allocation.release();
+      } catch {
+        // the contract is already broken; the refusal below says so
+      }
+    }
+    throw new ContractViolationError(
+      `Cannot allocate ${byteLength} bytes: the source returned ${
+        live
+          ? `${allocation.size} bytes`
+          : allocation instanceof GpuAllocation
+          ? "a released allocation"
+          : `${describeValue(allocation)}, not a GpuAllocation`
+      }`,
     );
   }
 
@@ -128,8 +168,17 @@ export class GpuAllocatorAdapter
     src: DataPtr<GPUBuffer | null, GpuAllocation | null>,
     byteLength: number,
   ): void {
-    validateObject(dest, "dest");
-    validateObject(src, "src");
+    for (const [name, ptr] of [["dest", dest], ["src", src]] as const) {
+      // a brand check: `{}` with 0 bytes was accepted
+      if (!DataPtr.isDataPtr(ptr)) {
+        throw new InvalidArgumentError(
+          `Cannot copy ${
+            describeValue(byteLength)
+          } bytes: ${name} must be a DataPtr, received ${describeValue(ptr)}`,
+          { name, value: ptr, limit: "DataPtr" },
+        );
+      }
+    }
     validateByteLength(
       byteLength,
       Math.min(dest.byteLength, src.byteLength),

@@ -13,6 +13,7 @@ import {
   type AnyTypedArray,
   type BufferBackend,
   dtypeInfo,
+  rowMajorStrides,
   type StridedBinding,
 } from "@allot/storage";
 import { describeValue, InvalidArgumentError } from "@allot/core";
@@ -109,7 +110,9 @@ export class GpuBufferBackend implements BufferBackend {
   }
 
   /**
-   * Copies `src`'s elements into `dst` on the GPU.
+   * Copies `src`'s elements into `dst` on the GPU. Overlapping views of one
+   * buffer are copied through a packed temporary (as `Buffer.copyFrom`
+   * does on the host); the same view is left as it is.
    *
    * @param dst Destination view.
    * @param src Source view of the same shape and dtype.
@@ -119,7 +122,52 @@ export class GpuBufferBackend implements BufferBackend {
     if (this.#empty(src, "copy") && this.#empty(dst, "copy")) return;
     const s = this.#resolve(src, "copy");
     const d = this.#resolve(dst, "copy");
+    if (s.binding.buffer === d.binding.buffer) {
+      const size = dtypeInfo(s.dtype).bytesPerElement;
+      const sv = src.view, dv = dst.view;
+      const sLo = s.binding.offset + sv.minIndex * size;
+      const sHi = s.binding.offset + (sv.maxIndex + 1) * size;
+      const dLo = d.binding.offset + dv.minIndex * size;
+      const dHi = d.binding.offset + (dv.maxIndex + 1) * size;
+      if (sLo < dHi && dLo < sHi) {
+        // Overlapping views of one buffer (the kernels refuse them): as on
+        // the host, the same view is a no-op, any other goes through a
+        // packed temporary.
+        if (s.binding.offset === d.binding.offset && sv.equals(dv)) return;
+        this.#copyThroughTemp(s, d, sv.length * size);
+        return;
+      }
+    }
     this.kernels.copyStrided(s.binding, s.layout, d.binding, d.layout, s.dtype);
+  }
+
+  #copyThroughTemp(
+    s: { binding: GpuBinding; layout: StridedLayout; dtype: GpuDtype },
+    d: { binding: GpuBinding; layout: StridedLayout; dtype: GpuDtype },
+    byteLength: number,
+  ): void {
+    const temp = this.gpuDevice.createBuffer({
+      label: "allot:copy-overlap",
+      size: Math.ceil(byteLength / 4) * 4,
+      usage: TEMP_USAGE,
+    });
+    try {
+      const packed = { buffer: temp, offset: 0, size: byteLength };
+      this.kernels.contiguous(s.binding, s.layout, packed, { dtype: s.dtype });
+      this.kernels.copyStrided(
+        packed,
+        {
+          shape: s.layout.shape,
+          strides: rowMajorStrides(s.layout.shape),
+          offset: 0,
+        },
+        d.binding,
+        d.layout,
+        d.dtype,
+      );
+    } finally {
+      temp.destroy();
+    }
   }
 
   /**

@@ -277,7 +277,10 @@ export class GpuKernels {
    * `dstLayout` of `dst`, element for element in row-major logical order.
    * Both layouts must have the same shape; the destination must not be a
    * broadcast view (a stride of 0 over more than one element) and must not
-   * overlap itself or the source. A contiguous destination at any offset
+   * overlap the source. A destination whose elements alias through strides
+   * that are not 0 (shape `[2, 2]`, strides `[1, 1]`) is not detected: each
+   * aliased element gets one of the values written to it, which one is
+   * unspecified (invocations run in parallel). A contiguous destination at any offset
    * takes the faster {@linkcode GpuKernels.contiguous} path; 1- and 2-byte
    * elements scattered to a strided destination use atomic word updates.
    *
@@ -341,7 +344,9 @@ export class GpuKernels {
     }
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
-    const size = dtypeByteSize(options?.dtype);
+    // read once: every dispatch below uses the dtype validated here
+    const dtype = options?.dtype;
+    const size = dtypeByteSize(dtype);
     src = this.#checkBinding(src, what, size);
     dst = this.#checkBinding(dst, what, size);
     // validate the whole copy before anything is dispatched
@@ -400,7 +405,7 @@ export class GpuKernels {
       };
       if (dstLayout === undefined) {
         this.#strided(what, src, innerSrc, dst, undefined, {
-          dtype: options.dtype,
+          dtype,
           dstOffset: dstAt,
         });
       } else {
@@ -408,7 +413,7 @@ export class GpuKernels {
           shape: inner.shape,
           strides: inner.dstStrides,
           offset: dstAt,
-        }, { dtype: options.dtype });
+        }, { dtype });
       }
       let d = lead - 1;
       while (d >= 0 && ++index[d] === folded.shape[d]) index[d--] = 0;

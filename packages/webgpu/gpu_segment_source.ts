@@ -26,7 +26,9 @@ import {
   type SegmentRequestOptions,
   type SegmentSource,
   validateCapacity,
+  validateFlag,
   validateInteger,
+  validateObject,
 } from "@allot/core";
 import { _assertAlive, _deviceState, _onDeviceLost } from "./_device_state.ts";
 
@@ -245,8 +247,18 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     options: SegmentRequestOptions = {},
   ): Segment<GPUBuffer> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
+    // as core's MockSegmentSource: `null` threw TypeError, `hostVisible: 1`
+    // asked for shared memory, a label's toString ran our code
+    validateObject(options, "options");
+    const shared = validateFlag(options.hostVisible, "hostVisible", false);
+    const given = options.label;
+    if (given !== undefined && typeof given !== "string") {
+      throw new InvalidArgumentError(
+        `Invalid label: must be a string, received ${describeValue(given)}`,
+        { name: "label", value: given, limit: "string" },
+      );
+    }
     _assertAlive(this.gpuDevice, `allocate a segment of ${byteLength} bytes`);
-    const shared = options.hostVisible ?? false;
     const size = alignUp(byteLength, 4);
     if (
       (shared && this.#hostVisible === "refuse") ||
@@ -257,7 +269,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     }
     const id = nextBufferId++;
     const label = `${this.#label}:segment#${id}${shared ? " (shared)" : ""}${
-      options.label === undefined ? "" : ` ${options.label}`
+      given === undefined ? "" : ` ${given}`
     }`;
     const device = this.gpuDevice;
     device.pushErrorScope("out-of-memory");

@@ -222,7 +222,9 @@ export class GpuStaging {
   /**
    * Writes `data` into `dst` at `byteOffset`. The returned promise resolves
    * once the copy is submitted to the queue; work submitted after that sees
-   * the bytes.
+   * the bytes. `data` is read during the call (as `writeBuffer` reads it):
+   * it may be refilled or transferred as soon as `upload` returns, before
+   * the promise resolves.
    *
    * @param dst The destination range (a `COPY_DST` buffer).
    * @param data The bytes.
@@ -275,33 +277,71 @@ export class GpuStaging {
       this.#writeUploads++;
       return;
     }
-    for (let done = 0; done < bytes.byteLength;) {
+    // The upload sends what `data` holds at the call, as `writeBuffer`
+    // does: the chunks that have a mapped staging buffer at hand are written
+    // now, and what must wait for one is copied first (it was read after
+    // awaits: a caller that refilled or detached `data` after the call sent
+    // the new bytes, or failed with a raw `TypeError` after a partial upload).
+    let done = 0;
+    while (done < bytes.byteLength) {
       const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
-      const staging = await this.#acquire("upload", n);
-      try {
-        new Uint8Array(staging.getMappedRange(0, n)).set(
-          bytes.subarray(done, done + n),
-        );
-        staging.unmap();
-        const encoder = this.gpuDevice.createCommandEncoder({
-          label: `${this.#label}:upload`,
-        });
-        encoder.copyBufferToBuffer(staging, 0, dst.buffer, to + done, n);
-        this.gpuDevice.queue.submit([encoder.finish()]);
-      } catch (error) {
-        this.#discard(staging);
-        throw error;
-      }
-      // Re-map in the background: the map completes once the copy is done.
-      this.#remap(staging);
+      const staging = this.#acquireNow("upload", n);
+      if (staging === undefined) break;
+      this.#uploadChunk(
+        staging,
+        bytes.subarray(done, done + n),
+        dst,
+        to + done,
+      );
       done += n;
+    }
+    if (done < bytes.byteLength) {
+      const held = bytes.slice(done);
+      for (let at = 0; at < held.byteLength;) {
+        const n = Math.min(this.chunkByteLength, held.byteLength - at);
+        const staging = await this.#acquire("upload", n);
+        this.#uploadChunk(
+          staging,
+          held.subarray(at, at + n),
+          dst,
+          to + done + at,
+        );
+        at += n;
+      }
     }
     this.#stagedUploads++;
   }
 
+  /** Writes `chunk` into mapped `staging` and submits its copy to `dst`. */
+  #uploadChunk(
+    staging: GPUBuffer,
+    chunk: Uint8Array,
+    dst: GpuBinding,
+    to: number,
+  ): void {
+    const n = chunk.byteLength;
+    try {
+      new Uint8Array(staging.getMappedRange(0, n)).set(chunk);
+      staging.unmap();
+      const encoder = this.gpuDevice.createCommandEncoder({
+        label: `${this.#label}:upload`,
+      });
+      encoder.copyBufferToBuffer(staging, 0, dst.buffer, to, n);
+      this.gpuDevice.queue.submit([encoder.finish()]);
+    } catch (error) {
+      this.#discard(staging);
+      throw error;
+    }
+    // Re-map in the background: the map completes once the copy is done.
+    this.#remap(staging);
+  }
+
   /**
-   * Reads `byteLength` bytes of `src` from `byteOffset`. Every download has
-   * its own staging buffers, so many can be in flight at once.
+   * Reads `byteLength` bytes of `src` from `byteOffset`: the bytes left by
+   * the work submitted before the call (the copy is submitted during the
+   * call, so the range may be freed or rewritten once `download` returns).
+   * Every download has its own staging buffers, so many can be in flight
+   * at once.
    *
    * @param src The source range (a `COPY_SRC` buffer).
    * @param options Byte offset and length in `src`.
@@ -358,15 +398,50 @@ export class GpuStaging {
       buffer = temp;
       from = 0;
     }
+    let rest: GPUBuffer | undefined;
     try {
+      // The copies are submitted now, where staging buffers are at hand:
+      // the download reads the bytes of the work submitted before the call,
+      // not those of work submitted after it (a range freed and handed to
+      // another allocation right after the call).
       const chunks: Promise<void>[] = [];
-      for (let done = 0; done < byteLength; done += this.chunkByteLength) {
+      let done = 0;
+      for (; done < byteLength; done += this.chunkByteLength) {
         const n = Math.min(this.chunkByteLength, byteLength - done);
-        chunks.push(this.#downloadChunk(buffer, from + done, out, done, n));
+        const staging = this.#acquireNow("download", n);
+        if (staging === undefined) break;
+        chunks.push(
+          this.#downloadChunk(buffer, from + done, out, done, n, staging),
+        );
+      }
+      if (done < byteLength) {
+        let at = from + done;
+        if (temp === undefined) {
+          // no staging room for the rest now: copy it aside first
+          try {
+            rest = this.#snapshot(buffer, at, byteLength - done);
+          } catch (error) {
+            await Promise.allSettled(chunks);
+            throw error;
+          }
+          buffer = rest;
+          at = 0;
+        }
+        for (
+          let off = 0;
+          done + off < byteLength;
+          off += this.chunkByteLength
+        ) {
+          const n = Math.min(this.chunkByteLength, byteLength - done - off);
+          chunks.push(
+            this.#downloadChunk(buffer, at + off, out, done + off, n),
+          );
+        }
       }
       await Promise.all(chunks);
     } finally {
       temp?.destroy();
+      rest?.destroy();
     }
     this.#downloads++;
     return out;
@@ -388,9 +463,10 @@ export class GpuStaging {
     out: Uint8Array,
     at: number,
     n: number,
+    given?: GPUBuffer,
   ): Promise<void> {
     const size = alignUp(n, 4);
-    const staging = await this.#acquire("download", size);
+    const staging = given ?? await this.#acquire("download", size);
     try {
       const encoder = this.gpuDevice.createCommandEncoder({
         label: `${this.#label}:download`,
@@ -408,14 +484,21 @@ export class GpuStaging {
       this.gpuDevice.queue.submit([encoder.finish()]);
       try {
         await staging.mapAsync(_MapMode.READ, 0, size);
+        // a device lost after the map completed refuses the range
+        out.set(new Uint8Array(staging.getMappedRange(0, size), 0, n), at);
       } catch (error) {
         throw await this.#explain(error, "download");
       }
-      out.set(new Uint8Array(staging.getMappedRange(0, size), 0, n), at);
-      staging.unmap();
     } catch (error) {
       this.#discard(staging);
       throw error;
+    }
+    try {
+      staging.unmap();
+    } catch {
+      // the bytes were read; a device lost since refuses the unmap
+      this.#discard(staging);
+      return;
     }
     this.#giveBack("download", staging);
   }
@@ -465,55 +548,125 @@ export class GpuStaging {
     _assertAlive(this.gpuDevice, what);
   }
 
-  async #acquire(kind: _Kind, byteLength: number): Promise<GPUBuffer> {
+  /**
+   * A staging buffer for `byteLength` bytes if one is idle or the bound
+   * allows a new one now; `undefined` otherwise, or where `#acquire` would
+   * throw (it says why).
+   */
+  #acquireNow(kind: _Kind, byteLength: number): GPUBuffer | undefined {
+    try {
+      return this.#take(kind, this.#bucket(byteLength));
+    } catch {
+      return undefined;
+    }
+  }
+
+  #bucket(byteLength: number): number {
     const size = Math.max(
       MIN_STAGING,
       Math.min(this.chunkByteLength, 2 ** Math.ceil(Math.log2(byteLength))),
     );
-    const bucket = Math.max(size, alignUp(byteLength, 4));
-    const key = `${kind}:${bucket}`;
+    return Math.max(size, alignUp(byteLength, 4));
+  }
+
+  /**
+   * Copies `byteLength` bytes of `buffer` from 4-aligned `from` into a new
+   * buffer, submitted now.
+   */
+  #snapshot(buffer: GPUBuffer, from: number, byteLength: number): GPUBuffer {
+    const size = alignUp(byteLength, 4);
+    const copy = Math.min(size, buffer.size - from);
+    if (copy % 4 !== 0) {
+      throw new InvalidArgumentError(
+        `Cannot download: the source buffer's size ${buffer.size} is not a multiple of 4`,
+        { name: "size", value: buffer.size, limit: 4 },
+      );
+    }
+    const temp = this.gpuDevice.createBuffer({
+      label: `${this.#label}:download-rest`,
+      size,
+      usage: _Usage.COPY_SRC | _Usage.COPY_DST,
+    });
+    try {
+      if (temp.size !== size) {
+        throw new InvalidArgumentError(
+          `Cannot download: the device made a buffer of ${temp.size} bytes for a request of ${size}`,
+          { name: "size", value: temp.size, limit: size },
+        );
+      }
+      const encoder = this.gpuDevice.createCommandEncoder({
+        label: `${this.#label}:download-rest`,
+      });
+      encoder.copyBufferToBuffer(buffer, from, temp, 0, copy);
+      this.gpuDevice.queue.submit([encoder.finish()]);
+    } catch (error) {
+      temp.destroy();
+      throw error;
+    }
+    return temp;
+  }
+
+  async #acquire(kind: _Kind, byteLength: number): Promise<GPUBuffer> {
+    const bucket = this.#bucket(byteLength);
     for (;;) {
-      const state = _deviceState(this.gpuDevice);
-      if (state.lost) throw _lostError(this.gpuDevice, state, kind);
-      const idle = this.#idle.get(key);
-      if (idle !== undefined && idle.length > 0) {
-        this.#idleCount--;
-        return idle.pop()!;
-      }
-      if (this.#reservedBytes + bucket > this.maxStagingBytes) {
-        this.#evictIdle(this.#reservedBytes + bucket - this.maxStagingBytes);
-      }
-      if (this.#reservedBytes + bucket <= this.maxStagingBytes) {
-        const buffer = this.gpuDevice.createBuffer({
-          label: `${this.#label}:${kind}#${this.#created + 1}`,
-          size: bucket,
-          usage: kind === "upload"
-            ? _Usage.MAP_WRITE | _Usage.COPY_SRC
-            : _Usage.MAP_READ | _Usage.COPY_DST,
-          mappedAtCreation: kind === "upload",
-        });
-        if (buffer.size !== bucket) {
-          // A device that lies about its buffers would break the figures.
-          buffer.destroy();
-          throw new InvalidArgumentError(
-            `Cannot ${kind}: the device made a staging buffer of ${buffer.size} bytes for a request of ${bucket}`,
-            { name: "size", value: buffer.size, limit: bucket },
-          );
-        }
-        this.#created++;
-        this.#live.add(buffer);
-        this.#reservedBytes += bucket;
-        if (this.#reservedBytes > this.#peak) this.#peak = this.#reservedBytes;
-        return buffer;
-      }
+      const buffer = this.#take(kind, bucket);
+      if (buffer !== undefined) return buffer;
       await new Promise<void>((resolve, reject) =>
         this.#waiters.push({ resolve, reject })
       );
     }
   }
 
+  /** An idle buffer of `bucket` bytes, a new one, or `undefined` (full). */
+  #take(kind: _Kind, bucket: number): GPUBuffer | undefined {
+    const key = `${kind}:${bucket}`;
+    const state = _deviceState(this.gpuDevice);
+    if (state.lost) throw _lostError(this.gpuDevice, state, kind);
+    const idle = this.#idle.get(key);
+    if (idle !== undefined && idle.length > 0) {
+      this.#idleCount--;
+      return idle.pop()!;
+    }
+    if (this.#reservedBytes + bucket > this.maxStagingBytes) {
+      this.#evictIdle(this.#reservedBytes + bucket - this.maxStagingBytes);
+    }
+    if (this.#reservedBytes + bucket <= this.maxStagingBytes) {
+      const buffer = this.gpuDevice.createBuffer({
+        label: `${this.#label}:${kind}#${this.#created + 1}`,
+        size: bucket,
+        usage: kind === "upload"
+          ? _Usage.MAP_WRITE | _Usage.COPY_SRC
+          : _Usage.MAP_READ | _Usage.COPY_DST,
+        mappedAtCreation: kind === "upload",
+      });
+      if (buffer.size !== bucket) {
+        // A device that lies about its buffers would break the figures.
+        buffer.destroy();
+        throw new InvalidArgumentError(
+          `Cannot ${kind}: the device made a staging buffer of ${buffer.size} bytes for a request of ${bucket}`,
+          { name: "size", value: buffer.size, limit: bucket },
+        );
+      }
+      this.#created++;
+      this.#live.add(buffer);
+      this.#reservedBytes += bucket;
+      if (this.#reservedBytes > this.#peak) this.#peak = this.#reservedBytes;
+      return buffer;
+    }
+    return undefined;
+  }
+
   #remap(staging: GPUBuffer): void {
-    staging.mapAsync(_MapMode.WRITE).then(
+    let mapped: Promise<undefined>;
+    try {
+      mapped = staging.mapAsync(_MapMode.WRITE);
+    } catch {
+      // a map that throws at once: the buffer was counted live forever,
+      // and enough of them starved every later upload
+      this.#discard(staging);
+      return;
+    }
+    Promise.resolve(mapped).then(
       () => this.#giveBack("upload", staging),
       () => this.#discard(staging),
     );

@@ -12,7 +12,13 @@ import {
   _checkReuse,
   _checkStrict,
 } from "./_validate_gpu.ts";
-import { type Device, optionOr, validateByteLength } from "@allot/core";
+import {
+  type Device,
+  optionOr,
+  type SynchronizeOptions,
+  validateByteLength,
+  validateSynchronizeOptions,
+} from "@allot/core";
 import {
   WatermarkAllocator,
   type WatermarkAllocatorOptions,
@@ -206,10 +212,22 @@ export class GpuWatermarkAllocator {
    * Waits for the queue, then returns every buffer waiting for it to its
    * pool.
    *
+   * Without a signal, a queue that never finishes its work makes it wait
+   * forever.
+   *
+   * @param options A signal that stops the wait: the promise rejects with
+   * its reason and nothing changes (the buffers stay pending until their
+   * work completes).
    * @returns Resolves when the pending buffers are back.
+   * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
-  async synchronize(): Promise<void> {
-    await this.#frees.synchronize();
+  async synchronize(options?: SynchronizeOptions): Promise<void> {
+    // read once: a getter cannot hand the wait another signal
+    const signal = validateSynchronizeOptions(options);
+    signal?.throwIfAborted();
+    await this.#frees.synchronize(
+      signal === undefined ? undefined : { signal },
+    );
     if (!this.lost) this.watermark.freeInactiveBuffers();
   }
 

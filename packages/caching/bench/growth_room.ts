@@ -7,10 +7,13 @@
  * with fixed-size temporaries between) of several steps, and on traces
  * where nothing grows (log-uniform churn, the transformer and training
  * traces). (An earlier note said `GR_OFF=1` turned the room off: nothing
- * reads it; the figures are the same with it.) The 4.06x warm on "step
- * 4 KiB, 64 KiB base" is the give-back back-off converged to keeping every
- * size the pass saw, not a climb: see `growth_warm_passes.ts` and the
- * README's "Known defect: warm passes of a growing KV cache".
+ * reads it; the figures are the same with it.) "step 4 KiB, 64 KiB base"
+ * held 4.06x over 8 warm passes (1.10 in one) before giving back at a low
+ * (a pass's start) was measured against the last cycle's peak: the
+ * give-back back-off had converged to keeping every size the pass saw. Now
+ * 1.1024 warm as in one pass, at 75 buffers made a pass: see
+ * `growth_warm_passes.ts` (`--random=300` for random growing caches) and
+ * the README's "Warm passes of a growing KV cache".
  *
  * Run: `deno run -A packages/caching/bench/growth_room.ts`
  *
