@@ -9,7 +9,6 @@ import {
   AllotError,
   describeValue,
   DoubleFreeError,
-  hostBuffer,
   type HostMemory,
   InvalidArgumentError,
   isHostMemory,
@@ -25,6 +24,7 @@ import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
+import { _realBuffer, _realByteLength, _wasmBuffer } from "./_real_length.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
 export const DEFAULT_ALIGNMENT = 64;
@@ -490,8 +490,10 @@ export class CpuHeap {
     this.#isWasm = !(memory instanceof ArrayBuffer) &&
       !(typeof SharedArrayBuffer !== "undefined" &&
         memory instanceof SharedArrayBuffer);
-    this.#buffer = hostBuffer(memory);
-    const bufferLength = this.#buffer.byteLength;
+    // The engine's own length, not a subclass's byteLength (or a
+    // WebAssembly.Memory subclass's buffer): the heap hands out what it reads.
+    this.#buffer = _realBuffer(memory);
+    const bufferLength = _realByteLength(this.#buffer);
     const begin = validateByteLength(
       optionOr(options.byteOffset, 0),
       bufferLength,
@@ -751,7 +753,7 @@ export class CpuHeap {
           }
         }
         rec[u + R_STATE] = USED;
-        rec[u + R_ALIGN] = 1;
+        rec[u + R_ALIGN] = 1; // in units: the heap's own alignment
         rec[u + R_SLACK] = units * this.alignment - byteLength;
         this.#liveSet(start, u);
         const g = this.alignment;
@@ -1349,7 +1351,7 @@ export class CpuHeap {
     byteOffset: number,
     byteLength: number,
   ): unknown {
-    const have = buffer.byteLength;
+    const have = _realByteLength(buffer);
     if (byteOffset + byteLength <= have) return error;
     return new UseAfterFreeError(
       `Cannot view byte offset ${byteOffset}: the heap's memory holds ${have} bytes (detached, transferred or shrunk outside the heap), the block needs bytes up to ${
@@ -1360,7 +1362,7 @@ export class CpuHeap {
   }
 
   #refreshBuffer(): void {
-    const buffer = (this.memory as WebAssembly.Memory).buffer;
+    const buffer = _wasmBuffer(this.memory as WebAssembly.Memory);
     if (buffer !== this.#buffer) {
       this.#buffer = buffer;
       this.#generation++;
@@ -2102,18 +2104,21 @@ export class CpuHeap {
     try {
       if (this.#isWasm) {
         const memory = this.memory as WebAssembly.Memory;
-        const have = memory.buffer.byteLength;
+        const have = _realByteLength(_realBuffer(memory));
         if (byteEnd > have) memory.grow(Math.ceil((byteEnd - have) / 65536));
         this.#refreshBuffer();
       } else if (this.#buffer instanceof ArrayBuffer) {
-        if (byteEnd > this.#buffer.byteLength) this.#buffer.resize(byteEnd);
+        if (byteEnd > _realByteLength(this.#buffer)) {
+          this.#buffer.resize(byteEnd);
+        }
       } else {
         const sab = this.#buffer as SharedArrayBuffer;
-        if (byteEnd > sab.byteLength) sab.grow(byteEnd);
+        if (byteEnd > _realByteLength(sab)) sab.grow(byteEnd);
       }
-      // A memory that grew less than asked (a subclass's resize) did not
-      // grow enough: managing bytes it lacks would hand them out.
-      return this.#buffer.byteLength >= byteEnd;
+      // A memory that grew less than asked (a subclass's resize, or one that
+      // only claims a larger byteLength) did not grow enough: managing bytes
+      // it lacks would hand them out.
+      return _realByteLength(this.#buffer) >= byteEnd;
     } catch {
       return false;
     }

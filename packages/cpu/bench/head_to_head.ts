@@ -48,7 +48,25 @@ function newHeap(placement: CpuHeapPlacement = "good-fit"): CpuHeap {
   return new CpuHeap(1024 * MiB, { placement });
 }
 
-function replayHeap(heap: CpuHeap, trace: Trace, view: boolean): void {
+/** The `CpuHeap` calls a replay makes (any version of the class). */
+export type ReplayedHeap = Pick<
+  CpuHeap,
+  "alloc" | "free" | "bytes" | "allocationCount"
+>;
+
+/**
+ * Replays `trace` on `heap` (warm: the heap is reused), with or without a
+ * `Uint8Array` per allocation; throws when a block is left live.
+ *
+ * @param heap The heap.
+ * @param trace The trace.
+ * @param view Make a `Uint8Array` per allocation.
+ */
+export function replayHeap(
+  heap: ReplayedHeap,
+  trace: Trace,
+  view: boolean,
+): void {
   const { kind, slot, byteLength } = trace;
   const offsets = new Float64Array(trace.slots);
   const views: (Uint8Array | undefined)[] = new Array(trace.slots);

@@ -22,16 +22,21 @@ const REGION = 1 << 25; // 2 GiB of granules: no trace reaches the end
 const SMALL = 256; // heap.ts's SMALL_UNITS
 const FIRST_FIT = 1024; // heap.ts's FIRST_FIT_UNITS
 
-function mappingIndex(units: number): number {
-  if (units < 32) return units;
+const SL_LOG2 = 5; // heap.ts's: 32 second-level classes per power of two
+
+// TLSF's class of a block of `units` granules, with 2^sl second-level
+// classes per power of two.
+function mappingIndex(units: number, sl = SL_LOG2): number {
+  if (units < 1 << sl) return units;
   const t = 31 - Math.clz32(units);
-  return ((t - 4) << 5) | ((units >>> (t - 5)) & 31);
+  return ((t - sl + 1) << sl) | ((units >>> (t - sl)) & ((1 << sl) - 1));
 }
 
-function searchIndex(units: number): number {
-  if (units < 32) return units;
+// The first class whose every block holds `units` granules.
+function searchIndex(units: number, sl = SL_LOG2): number {
+  if (units < 1 << sl) return units;
   const t = 31 - Math.clz32(units);
-  return mappingIndex(units + (1 << (t - 5)) - 1);
+  return mappingIndex(units + (1 << (t - sl)) - 1, sl);
 }
 
 /** The free blocks, in address order, with the time each joined its list. */
@@ -99,9 +104,15 @@ export type Policy = (free: FreeBlocks, units: number) => number;
  *
  * @param trace The trace.
  * @param policy Where each request goes.
+ * @param sl Log2 of the second-level classes per power of two (a block keeps
+ * its list while its class does not change).
  * @returns Highest byte used over peak live bytes.
  */
-export function footprint(trace: Trace, policy: Policy): number {
+export function footprint(
+  trace: Trace,
+  policy: Policy,
+  sl: number = SL_LOG2,
+): number {
   const free = new FreeBlocks();
   const used = new Map<number, [number, number]>();
   let high = 0;
@@ -116,7 +127,7 @@ export function footprint(trace: Trace, policy: Policy): number {
       else {
         free.start[i] = start + units;
         free.size[i] = size - units;
-        if (mappingIndex(size) !== mappingIndex(size - units)) {
+        if (mappingIndex(size, sl) !== mappingIndex(size - units, sl)) {
           free.stamp[i] = free.tick();
         }
       }
@@ -130,17 +141,17 @@ export function footprint(trace: Trace, policy: Policy): number {
       if (i < free.start.length && free.start[i] === s + z) {
         // Merged into the next block, which keeps its list if its class
         // does not change.
-        const keeps = mappingIndex(free.size[i] + z) ===
-          mappingIndex(free.size[i]);
+        const keeps = mappingIndex(free.size[i] + z, sl) ===
+          mappingIndex(free.size[i], sl);
         stamp = keeps ? free.stamp[i] : -1;
         size += free.size[i];
         free.remove(i);
       }
       if (i > 0 && free.start[i - 1] + free.size[i - 1] === s) {
-        const old = mappingIndex(free.size[i - 1]);
+        const old = mappingIndex(free.size[i - 1], sl);
         start = free.start[i - 1];
         size += free.size[i - 1];
-        stamp = mappingIndex(size) === old ? free.stamp[i - 1] : -1;
+        stamp = mappingIndex(size, sl) === old ? free.stamp[i - 1] : -1;
         free.remove(i - 1);
       }
       free.insert(start, size, stamp >= 0 ? stamp : free.tick());
@@ -151,12 +162,17 @@ export function footprint(trace: Trace, policy: Policy): number {
 
 // TLSF's good fit among the free blocks shorter than `under` units: the
 // head (latest freed) of the first non-empty class that surely fits.
-function goodFitUnder(free: FreeBlocks, units: number, under: number): number {
-  const idx = searchIndex(units);
+function goodFitUnder(
+  free: FreeBlocks,
+  units: number,
+  under: number,
+  sl = SL_LOG2,
+): number {
+  const idx = searchIndex(units, sl);
   let best = -1, bestClass = Infinity;
   for (let i = 0; i < free.start.length; i++) {
     if (free.size[i] >= under) continue;
-    const c = mappingIndex(free.size[i]);
+    const c = mappingIndex(free.size[i], sl);
     if (
       c >= idx &&
       (c < bestClass || (c === bestClass && free.stamp[i] > free.stamp[best]))
@@ -171,6 +187,34 @@ function goodFitUnder(free: FreeBlocks, units: number, under: number): number {
 /** TLSF's good fit: the head of the first non-empty class that surely fits. */
 export const goodFit: Policy = (free, units) =>
   goodFitUnder(free, units, Infinity);
+
+/**
+ * TLSF's good fit with 2^`sl` second-level classes per power of two (the
+ * heap has 2^5): finer classes round a request up less. Replay it with the
+ * same `sl` in {@linkcode footprint}.
+ *
+ * @param sl Log2 of the second-level classes.
+ * @returns The policy.
+ */
+export function goodFitSecondLevel(sl: number): Policy {
+  return (free, units) => goodFitUnder(free, units, Infinity, sl);
+}
+
+/**
+ * Good fit, but first the head of the class the request itself falls in
+ * when that block is long enough (TLSF rounds the request up past it).
+ */
+export const ownClassHead: Policy = (free, units) => {
+  const own = mappingIndex(units);
+  let head = -1;
+  for (let i = 0; i < free.start.length; i++) {
+    if (
+      mappingIndex(free.size[i]) === own &&
+      (head < 0 || free.stamp[i] > free.stamp[head])
+    ) head = i;
+  }
+  return head >= 0 && free.size[head] >= units ? head : goodFit(free, units);
+};
 
 /** `"compact"`: the lower of the small-class good fit and the lowest large. */
 export const compact: Policy = (free, units) => {
@@ -279,7 +323,7 @@ if (import.meta.main) {
     ],
     ["tensor", [1, 2, 3].map((s) => tensorTrace(300, s))],
   ];
-  const policies: [string, Policy][] = [
+  const policies: [string, Policy, number?][] = [
     ["good fit (the heap's good-fit)", goodFit],
     ["compact (the heap's compact)", compact],
     ["exact first fit < 1,024 (the heap's first-fit)", firstFitSmall()],
@@ -307,6 +351,11 @@ if (import.meta.main) {
         "lowest of all class heads and the lowest >= 1,024",
         lowestOfHeads(Infinity, 1024),
       ],
+      // #18, cheap rules for the default (README, "Why the default is not
+      // first fit"): finer second-level classes, the request's own class.
+      ["good fit, 64 second-level classes", goodFitSecondLevel(6), 6],
+      ["good fit, 128 second-level classes", goodFitSecondLevel(7), 7],
+      ["good fit after the head of the request's own class", ownClassHead],
     );
   }
   // The model must agree with the heap to the byte on the headline trace.
@@ -326,9 +375,9 @@ if (import.meta.main) {
   }
   console.log(`| policy | ${families.map(([name]) => name).join(" | ")} |`);
   console.log(`|---|${families.map(() => "---:").join("|")}|`);
-  for (const [name, policy] of policies) {
+  for (const [name, policy, sl] of policies) {
     const cells = families.map(([, traces]) =>
-      mean(traces.map((t) => footprint(t, policy)))
+      mean(traces.map((t) => footprint(t, policy, sl)))
     );
     console.log(`| ${name} | ${cells.join(" | ")} |`);
   }
