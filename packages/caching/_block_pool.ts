@@ -34,7 +34,7 @@ export class _Block<M> {
   size = 0;
   address = 0;
   requested = 0;
-  state = FREE;
+  state: number = FREE;
   streamId = 0;
   prev: _Block<M> | null = null;
   next: _Block<M> | null = null;
@@ -47,9 +47,9 @@ export class _Block<M> {
   /** Tag given at allocation, if any. */
   tag: string | undefined = undefined;
   /** Id in the allocator's id table (`allocateId`), -1 when it has none. */
-  id = -1;
+  id: number = -1;
   /** Index of its bin while in a pool, else -1. */
-  bin = -1;
+  bin: number = -1;
   constructor(segment: _Segment<M>) {
     this.segment = segment;
   }

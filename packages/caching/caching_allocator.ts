@@ -37,7 +37,7 @@ import { _checkFraction, _resolveCachingOptions } from "./_caching_config.ts";
 import { _throwCachingOom } from "./_caching_oom.ts";
 import { _CachingPolicy } from "./_caching_policy.ts";
 import { _validateCaching } from "./_caching_validate.ts";
-import { checkOptionalString, checkStream } from "./_check.ts";
+import { checkOptionalString, checkSignal, checkStream } from "./_check.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import {
   _blockOf,
@@ -46,6 +46,7 @@ import {
   CachedBlock,
 } from "./cached_block.ts";
 import {
+  type AllocateAsyncOptions,
   type AllocateOptions,
   type CachingAllocatorOptions,
   DEFAULT_STREAM,
@@ -64,6 +65,7 @@ import {
 
 export { CachedBlock } from "./cached_block.ts";
 export {
+  type AllocateAsyncOptions,
   type AllocateOptions,
   type CachingAllocatorOptions,
   DEFAULT_STREAM,
@@ -356,11 +358,20 @@ export class CachingAllocator<M = unknown> {
   /**
    * Allocates a block like {@linkcode CachingAllocator.allocate}, but before
    * giving up waits for every pending fence, frees the whole cache and retries.
+   * A request above {@linkcode CachingAllocator.allowedBytes} is refused at
+   * once (no fence can make room for it).
+   *
+   * Without a signal, a fence that never completes makes it wait forever.
    *
    * @param byteLength Bytes.
-   * @param options The stream that uses the block.
+   * @param options The stream that uses the block, its tag, and a signal
+   * that stops the wait: the promise rejects with the signal's reason, the
+   * blocks waiting for fences stay pending, and no out-of-memory error is
+   * counted (what the first attempt did before the wait, as
+   * {@linkcode CachingAllocator.allocate} does, stays done). Already
+   * aborted: rejects before anything is done.
    * @returns The owning handle.
-   * @throws {InvalidArgumentError} For a bad size or stream.
+   * @throws {InvalidArgumentError} For a bad size, stream, tag or signal.
    * @throws {CachingOutOfMemoryError} When the device cannot hold the block.
    * @throws {SegmentSourceError} When the device threw.
    *
@@ -380,17 +391,42 @@ export class CachingAllocator<M = unknown> {
    * using b = await allocator.allocateAsync(2 ** 21);
    * assert.equal(b.blockByteLength, 2 ** 21);
    * ```
+   *
+   * @example Give up on a fence that never completes
+   * ```ts
+   * import { CachingAllocator } from "@allot/caching";
+   * import { ManualStream, MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const allocator = new CachingAllocator(new MockSegmentSource({ capacityBytes: 2 ** 21 }));
+   * const stuck = new ManualStream();
+   * const a = allocator.allocate(2 ** 20);
+   * a.recordStream(stuck);
+   * a.release(); // waits for `stuck`, which never completes
+   * await assert.rejects(
+   *   allocator.allocateAsync(2 ** 21, { signal: AbortSignal.timeout(10) }),
+   *   { name: "TimeoutError" },
+   * );
+   * assert.equal(allocator.pendingFreeCount, 1); // still pending
+   * ```
    */
   async allocateAsync(
     byteLength: number,
-    options?: AllocateOptions,
+    options?: AllocateAsyncOptions,
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
     if (options !== undefined) validateObject(options, "options");
+    // each option read once: a getter cannot hand the wait another value
     const stream = this.#checkStream(options?.stream);
-    const tag = options?.tag === undefined
-      ? this.#p.tag
-      : checkTag(options.tag);
+    const tagOption = options?.tag;
+    const tag = tagOption === undefined ? this.#p.tag : checkTag(tagOption);
+    const signal = checkSignal(
+      options?.signal,
+      `Cannot allocate ${byteLength} bytes`,
+    );
+    // already aborted: rejects before anything is done
+    signal?.throwIfAborted();
+    const waitOptions = signal === undefined ? undefined : { signal };
     if (this.#p.deferred.count > 0) this.#p.deferred.poll();
     const pool = size <= this.smallRequestMaxByteLength
       ? this.#p.small
@@ -399,8 +435,14 @@ export class CachingAllocator<M = unknown> {
       : this.#p.large;
     let block = this.#p.getFreeBlock(pool, stream.id, size) ??
       this.#p.allocSlow(pool, size, stream);
-    while (block === undefined && this.#p.deferred.count > 0) {
-      await this.synchronize();
+    // A request above the allowed bytes is refused as is: no fence can
+    // make room for it, so none is waited for.
+    while (
+      block === undefined && this.#p.deferred.count > 0 &&
+      size <= this.#p.allowedBytes
+    ) {
+      // aborted: rejects with the reason; the blocks stay pending
+      await this.synchronize(waitOptions);
       block = this.#p.getFreeBlock(pool, stream.id, size) ??
         this.#p.allocSlow(pool, size, stream);
     }

@@ -217,6 +217,76 @@ function stateOf(a: CachingAllocator<unknown>) {
   };
 }
 
+/**
+ * `after` differs from `before` only by pending frees taken back: the same
+ * segments, the same live blocks, the same reserved and allocated bytes and
+ * device calls; fewer pending blocks, and the active stats lower by exactly
+ * the blocks taken back.
+ */
+function assertReclaimOnly(
+  before: ReturnType<typeof stateOf>,
+  after: ReturnType<typeof stateOf>,
+): void {
+  assert.ok(after.pending < before.pending, "pending frees came back");
+  assert.equal(after.fraction, before.fraction);
+  const outline = (s: typeof before.segments[number]) => ({
+    ...s,
+    activeBytes: 0,
+    requestedBytes: 0,
+    blocks: [],
+  });
+  assert.deepEqual(after.segments.map(outline), before.segments.map(outline));
+  const key = (b: { address: number; byteLength: number }) =>
+    `${b.address}+${b.byteLength}`;
+  const blocksIn = (s: typeof before.segments, state: string) =>
+    s.flatMap((seg) => seg.blocks.filter((b) => b.state === state));
+  assert.deepEqual(
+    blocksIn(after.segments, "active_allocated"),
+    blocksIn(before.segments, "active_allocated"),
+  );
+  const pendingAfter = new Set(
+    blocksIn(after.segments, "active_pending_free").map(key),
+  );
+  const pendingBefore = blocksIn(before.segments, "active_pending_free");
+  for (const k of pendingAfter) {
+    assert.ok(pendingBefore.some((b) => key(b) === k), `new pending ${k}`);
+  }
+  const back = pendingBefore.filter((b) => !pendingAfter.has(key(b)));
+  assert.equal(back.length, before.pending - after.pending);
+  const { stats: x, segments: _x, ...restAfter } = after;
+  const { stats: y, segments: _y, ...restBefore } = before;
+  assert.deepEqual(
+    { ...restAfter, pending: 0 },
+    { ...restBefore, pending: 0 },
+  );
+  for (
+    const k of [
+      "allocation",
+      "segment",
+      "allocatedBytes",
+      "reservedBytes",
+    ] as const
+  ) {
+    assert.deepEqual(x[k], y[k], k);
+  }
+  for (
+    const k of [
+      "numAllocRetries",
+      "numSyncAllStreams",
+      "numDeviceAlloc",
+      "numDeviceFree",
+    ] as const
+  ) {
+    assert.equal(x[k], y[k], k);
+  }
+  assert.deepEqual(x.oversizeSegments, y.oversizeSegments);
+  assert.equal(x.active.all.current, y.active.all.current - back.length);
+  assert.equal(
+    x.activeBytes.all.current,
+    y.activeBytes.all.current - back.reduce((n, b) => n + b.byteLength, 0),
+  );
+}
+
 /** A stream whose fences the test completes; `onFence` runs in `fence()`. */
 function hookedStream(
   id: number,
@@ -1289,19 +1359,39 @@ async function runModel(ops: Op[], expandableSegments: boolean): Promise<void> {
       if (op.peak) a.resetPeakStats();
       else a.resetAccumulatedStats();
     } else {
-      const before = stateOf(a);
       const call = hostile[op.which % hostile.length];
-      const err = attempt(call);
-      assert.ok(
-        err instanceof AllotError,
-        `hostile call ${op.which % hostile.length} gave ${err}`,
-      );
-      const after = stateOf(a);
-      assert.deepEqual(after.segments, before.segments);
-      assert.deepEqual({ ...after.stats, numOoms: 0 }, {
-        ...before.stats,
-        numOoms: 0,
-      });
+      const refuse = () => {
+        const err = attempt(call);
+        assert.ok(
+          err instanceof AllotError,
+          `hostile call ${op.which % hostile.length} gave ${err}`,
+        );
+      };
+      const before = stateOf(a);
+      refuse();
+      let after = stateOf(a);
+      if (after.pending !== before.pending) {
+        // A refused allocate first takes back the pending frees whose fences
+        // completed (as every allocate does): not a change the call makes,
+        // only one it lets be seen. Nothing else may move, and the same call
+        // again (nothing more to take back) must change nothing at all.
+        assertReclaimOnly(before, after);
+        const again = after;
+        refuse();
+        after = stateOf(a);
+        assert.equal(after.pending, again.pending);
+        assert.deepEqual(after.segments, again.segments);
+        assert.deepEqual({ ...after.stats, numOoms: 0 }, {
+          ...again.stats,
+          numOoms: 0,
+        });
+      } else {
+        assert.deepEqual(after.segments, before.segments);
+        assert.deepEqual({ ...after.stats, numOoms: 0 }, {
+          ...before.stats,
+          numOoms: 0,
+        });
+      }
     }
     // a segment taken or grown stays within the memory fraction
     if (a.reservedBytes > reservedBefore) {
@@ -1342,6 +1432,30 @@ async function runModel(ops: Op[], expandableSegments: boolean): Promise<void> {
 
 describe("@allot/caching hostile: model", () => {
   for (const expandableSegments of [false, true]) {
+    it(`regression: a refused allocate after a completed fence takes back only that pending free (expandable ${expandableSegments})`, async () => {
+      // fast-check seed -1810575647, path
+      // "66:4:3:7:7:9:9:9:13:16:16:12:12:12:22:12:18" (hostile call 8:
+      // allocate(4 MiB), above the capacity)
+      await runModel([
+        { kind: "alloc", size: 4096, stream: 0, byId: false },
+        { kind: "record", index: 0, stream: 1 },
+        { kind: "free", index: 0 },
+        { kind: "complete", stream: 1, count: 1 },
+        { kind: "hostile", which: 994641749 },
+      ], expandableSegments);
+      // two pending frees, one fence completed: one comes back, one stays
+      await runModel([
+        { kind: "alloc", size: 4096, stream: 0, byId: false },
+        { kind: "alloc", size: 8192, stream: 0, byId: false },
+        { kind: "record", index: 0, stream: 1 },
+        { kind: "record", index: 1, stream: 2 },
+        { kind: "free", index: 0 },
+        { kind: "free", index: 0 },
+        { kind: "complete", stream: 1, count: 1 },
+        { kind: "hostile", which: 8 },
+        { kind: "hostile", which: 8 },
+      ], expandableSegments);
+    });
     it(`random allocate/free/recordStream/fences/emptyCache/fractions/hostile calls keep every live byte, stats and fence order (expandable ${expandableSegments})`, async () => {
       await fc.assert(
         fc.asyncProperty(

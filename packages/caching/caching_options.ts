@@ -271,3 +271,17 @@ export interface AllocateOptions {
    */
   tag?: string;
 }
+
+/** Options of {@linkcode CachingAllocator.allocateAsync}. */
+export interface AllocateAsyncOptions extends AllocateOptions {
+  /**
+   * Stops the wait for pending fences: the promise rejects with the
+   * signal's reason and the wait changes nothing (the blocks stay pending
+   * until their fences complete). Already aborted: rejects before anything
+   * is done. Without it, a fence that never completes makes the call wait
+   * forever.
+   *
+   * @default {undefined}
+   */
+  signal?: AbortSignal;
+}

@@ -114,9 +114,9 @@ export class PlannedBlock<M = unknown> {
   /** @internal */
   _next: PlannedBlock<M> | undefined;
   /** @internal step and index of the allocation in that step */
-  _step = -1;
+  _step: number = -1;
   /** @internal */
-  _item = -1;
+  _item: number = -1;
   /** @internal when the block entered the free index */
   _seq = 0;
 
@@ -868,7 +868,11 @@ export class StepPlannedPool<M = unknown> {
    * @param stepEnd Whether every pool's step just ended.
    * @returns The bytes held afterwards.
    */
-  _giveBack(targetByteLength: number, idleSteps = -1, stepEnd = false): number {
+  _giveBack(
+    targetByteLength: number,
+    idleSteps: number = -1,
+    stepEnd = false,
+  ): number {
     // (not while this pool is inside its source: another pool its source
     // called grew, and this pool is half way through a request)
     if (this.#inSource !== 0) return this.#held;

@@ -36,6 +36,7 @@ import {
   LeakDetector,
   type LeakReport,
   ManualStream,
+  type MockMemory,
   MockSegmentSource,
   PoolStats,
   PromiseFence,
@@ -953,6 +954,63 @@ describe("@allot/core hostile", () => {
     const weird = { ...hostile, tryAllocateSegment: () => Symbol("segment") };
     assert.throws(
       () => acquireSegment(weird as never, 64, 64),
+      SegmentSourceError,
+    );
+  });
+
+  it("resizeSegment: a bad request never reaches the source (it would resize to anything); a source that lies about the result is a SegmentSourceError", () => {
+    const device = new MockSegmentSource({
+      capacityBytes: 1 << 20,
+      maxSegmentByteLength: 1 << 16,
+    });
+    let calls = 0;
+    // A source that checks nothing: it resizes to whatever it is asked.
+    const sloppy = {
+      device: device.device,
+      alignment: device.alignment,
+      maxSegmentByteLength: device.maxSegmentByteLength,
+      capacityBytes: device.capacityBytes,
+      tryAllocateSegment: (n: number) => device.tryAllocateSegment(n),
+      freeSegment: (s: Segment<MockMemory>) => device.freeSegment(s),
+      tryResizeSegment: (s: Segment<MockMemory>, n: number) => {
+        calls++;
+        return { memory: s.memory, byteOffset: s.byteOffset, byteLength: n };
+      },
+    };
+    const seg = device.tryAllocateSegment(1024, { resizable: true })!;
+    const lengths = [
+      ...hostileNumbersBut(),
+      { name: "0", value: 0 },
+      { name: "max + 1", value: (1 << 16) + 1 },
+    ];
+    refuse(
+      "resizeSegment(byteLength)",
+      lengths,
+      (v) => resizeSegment(sloppy, seg, v as number, 64),
+      { error: InvalidArgumentError },
+    );
+    refuse(
+      "resizeSegment(segment)",
+      hostileNumbersBut().filter((h) =>
+        typeof h.value !== "object" || h.value === null
+      ),
+      (v) => resizeSegment(sloppy, v as Segment<MockMemory>, 2048, 64),
+      { error: InvalidArgumentError },
+    );
+    assert.equal(calls, 0, "a bad request reached the source");
+    assert.equal(resizeSegment(sloppy, seg, 1 << 16, 64)?.byteLength, 1 << 16);
+    assert.equal(calls, 1);
+    // A source that resizes and then lies about it: refused, and the
+    // caller's record is still the live one (nothing was committed).
+    const liar = {
+      ...sloppy,
+      tryResizeSegment: (s: Segment<MockMemory>, n: number) => {
+        const r = device.tryResizeSegment(s, n);
+        return r === undefined ? r : { ...r, byteLength: n + 512 };
+      },
+    };
+    assert.throws(
+      () => resizeSegment(liar, seg, 2048, 2048),
       SegmentSourceError,
     );
   });

@@ -61,7 +61,40 @@ export function validateSynchronizeOptions(
       { name: "options", value: options, limit: "SynchronizeOptions" },
     );
   }
-  const signal = (options as SynchronizeOptions).signal;
+  return validateAbortSignal(
+    (options as SynchronizeOptions).signal,
+    "Cannot synchronize",
+  );
+}
+
+/**
+ * Checks a signal read once by the caller: `undefined` or a real
+ * `AbortSignal` (a brand check: a look-alike is refused).
+ *
+ * @param signal The value to check.
+ * @param action What the error message says could not be done.
+ * @returns The signal, if any.
+ * @throws {InvalidArgumentError} When `signal` is neither `undefined` nor an
+ * `AbortSignal`; the message names the value.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { InvalidArgumentError, validateAbortSignal } from "@allot/core";
+ *
+ * const controller = new AbortController();
+ * assert.equal(validateAbortSignal(controller.signal, "Cannot wait"), controller.signal);
+ * assert.equal(validateAbortSignal(undefined, "Cannot wait"), undefined);
+ * assert.throws(
+ *   () => validateAbortSignal({ aborted: false }, "Cannot wait"),
+ *   InvalidArgumentError,
+ * );
+ * ```
+ */
+export function validateAbortSignal(
+  signal: unknown,
+  action: string,
+): AbortSignal | undefined {
   if (signal === undefined) return undefined;
   let real = false;
   try {
@@ -73,13 +106,13 @@ export function validateSynchronizeOptions(
   }
   if (!real) {
     throw new InvalidArgumentError(
-      `Cannot synchronize: signal must be an AbortSignal, received ${
+      `${action}: signal must be an AbortSignal, received ${
         describeValue(signal)
       }`,
       { name: "signal", value: signal, limit: "AbortSignal" },
     );
   }
-  return signal;
+  return signal as AbortSignal;
 }
 
 /** `promise`, or a rejection with `signal.reason` once it aborts. */

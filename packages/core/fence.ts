@@ -24,7 +24,12 @@ export interface Fence {
 
 /** A queue of device work, in the manner of a CUDA stream. */
 export interface Stream {
-  /** A stable identifier, unique per stream among those an allocator sees. */
+  /**
+   * A stable identifier, unique per stream among those an allocator sees: a
+   * safe integer held in a data property (not a getter). The caching
+   * allocator makes it read-only on the stream object when it first takes
+   * the stream, and refuses a getter.
+   */
   readonly id: number;
   /**
    * A fence for all work submitted to this stream so far.

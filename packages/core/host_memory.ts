@@ -8,11 +8,30 @@ import { InvalidArgumentError } from "./errors.ts";
 import { describeValue } from "./validate.ts";
 
 /**
- * A linear memory the host can read: an `ArrayBuffer` (plain or resizable), a
- * `SharedArrayBuffer` (plain or growable), or a `WebAssembly.Memory`, whose
- * `buffer` is replaced when it grows (so keep the memory, not its buffer).
+ * A `WebAssembly.Memory`, as allot's public types name it: the members allot
+ * reads. Written out so that the types compile without the DOM lib (Node's
+ * own type declarations for Node 20, `@types/node@20`, have no `WebAssembly`
+ * namespace); at run time only a real `WebAssembly.Memory` is accepted.
  */
-export type HostMemory = ArrayBuffer | SharedArrayBuffer | WebAssembly.Memory;
+export interface WasmMemory {
+  /** The current buffer; replaced when the memory grows. */
+  readonly buffer: ArrayBuffer | SharedArrayBuffer;
+  /**
+   * Grows the memory by `delta` 64 KiB pages.
+   *
+   * @param delta Pages to add.
+   * @returns The length in pages before growing.
+   */
+  grow(delta: number): number;
+}
+
+/**
+ * A linear memory the host can read: an `ArrayBuffer` (plain or resizable), a
+ * `SharedArrayBuffer` (plain or growable), or a `WebAssembly.Memory`
+ * ({@linkcode WasmMemory}), whose `buffer` is replaced when it grows (so keep
+ * the memory, not its buffer).
+ */
+export type HostMemory = ArrayBuffer | SharedArrayBuffer | WasmMemory;
 
 /**
  * Returns whether `value` is a {@linkcode HostMemory}.

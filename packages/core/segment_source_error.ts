@@ -7,8 +7,8 @@
  * @module
  */
 
-import { AllotError } from "./errors.ts";
-import { describeValue } from "./validate.ts";
+import { AllotError, InvalidArgumentError } from "./errors.ts";
+import { describeValue, validateByteLength } from "./validate.ts";
 import type {
   Segment,
   SegmentRequestOptions,
@@ -129,6 +129,11 @@ function _segmentProblem<M>(
 /**
  * Resizes a segment in place with `source.tryResizeSegment` and checks the
  * result: the same memory at the same byte offset, with the length asked.
+ * The request is checked before the source is called (a source that would
+ * resize to any length it is given is never asked for a bad one), and the
+ * caller commits nothing until a checked record comes back: a source that
+ * returns a malformed record gets a {@linkcode SegmentSourceError} and the
+ * caller's books stay as they were (the source's own books are its fault).
  *
  * @typeParam M Type of the segment memory.
  * @param source The segment source (it must have `tryResizeSegment`).
@@ -136,6 +141,9 @@ function _segmentProblem<M>(
  * @param byteLength The new length.
  * @param forBytes Bytes of the request the resize is for (for messages).
  * @returns The resized segment, or `undefined` when the device cannot.
+ * @throws {InvalidArgumentError} When `segment` is not an object or
+ * `byteLength` is not an integer in `[1, source.maxSegmentByteLength]`; the
+ * source is not called.
  * @throws {SegmentSourceError} When the source threw or returned a segment
  * that is not the same memory with the new length.
  *
@@ -156,6 +164,22 @@ export function resizeSegment<M>(
   forBytes: number,
 ): Segment<M> | undefined {
   if (typeof source.tryResizeSegment !== "function") return undefined;
+  if (typeof segment !== "object" || segment === null) {
+    throw new InvalidArgumentError(
+      `Invalid segment: must be a segment object, received ${
+        describeValue(segment)
+      }`,
+      { name: "segment", value: segment, limit: "Segment" },
+    );
+  }
+  const max = source.maxSegmentByteLength;
+  validateByteLength(byteLength, max);
+  if (byteLength === 0) {
+    throw new InvalidArgumentError(
+      "Invalid byteLength: a segment must be at least 1 byte, received 0",
+      { name: "byteLength", value: 0, limit: 1 },
+    );
+  }
   let resized: Segment<M> | undefined;
   try {
     resized = source.tryResizeSegment(segment, byteLength);

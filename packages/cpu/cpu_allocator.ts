@@ -120,7 +120,7 @@ export interface CpuAllocatorOptions
 }
 
 /** Default initial heap length of a {@linkcode CpuAllocator}: 16 MiB. */
-export const DEFAULT_HEAP_BYTE_LENGTH = 16 * 1024 * 1024;
+export const DEFAULT_HEAP_BYTE_LENGTH: number = 16 * 1024 * 1024;
 const MAX_CHUNK_BYTE_LENGTH = 1024 * 1024 * 1024;
 
 /**

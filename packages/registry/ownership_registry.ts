@@ -355,16 +355,16 @@ function formatBytes(bytes: number): string {
 }
 
 function detach(memory: object): void {
-  if (
-    memory instanceof ArrayBuffer && !memory.detached &&
-    typeof memory.transfer === "function"
-  ) {
-    try {
-      memory.transfer(0);
-    } catch {
-      // Not detachable (a WebAssembly.Memory's buffer): the record is gone
-      // and the memory is its owner's; nothing more to free here.
-    }
+  if (!(memory instanceof ArrayBuffer) || memory.detached === true) return;
+  try {
+    if (typeof memory.transfer === "function") memory.transfer(0);
+    // Node 20 has no transfer(): a transferring structuredClone detaches
+    // it all the same.
+    else structuredClone(memory, { transfer: [memory] });
+  } catch {
+    // Not detachable (a WebAssembly.Memory's buffer, or detached already):
+    // the record is gone and the memory is its owner's; nothing more to
+    // free here.
   }
 }
 

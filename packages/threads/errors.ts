@@ -23,6 +23,35 @@ import { AllotError, InvalidArgumentError } from "@allot/core";
 export class NotSharedMemoryError extends InvalidArgumentError {}
 
 /**
+ * {@linkcode SharedHeap.create} was asked to place a heap over bytes that an
+ * open heap (with handles attached) already manages: the new header and page
+ * records would hand the same bytes out twice. Nothing was written.
+ *
+ * What is detected: every open heap whose header lies in the memory, made in
+ * this agent or in any Worker that shares it (create() reads the memory's
+ * 64-byte lines for headers). What is not: two `create()` calls racing in two
+ * agents over overlapping bytes (neither header exists when the other looks),
+ * a heap whose handles have all detached without `close()` (it is
+ * abandoned, and its place may be reused), and memory that other code (not a
+ * `SharedHeap`) uses.
+ *
+ * @example
+ * ```ts
+ * import { HeapOverlapError, SharedHeap } from "@allot/threads";
+ * import assert from "node:assert/strict";
+ *
+ * const memory = new SharedArrayBuffer(4 << 20);
+ * using heap = SharedHeap.create(memory, { byteLength: 2 << 20 });
+ * assert.throws(
+ *   () => SharedHeap.create(memory, { byteOffset: 1 << 20 }),
+ *   HeapOverlapError,
+ * );
+ * using other = SharedHeap.create(memory, { byteOffset: 2 << 20 }); // no overlap
+ * ```
+ */
+export class HeapOverlapError extends InvalidArgumentError {}
+
+/**
  * A descriptor (of a heap or of a shared storage) names another heap than
  * the one it was given to, or the memory holds no heap at that place.
  *

@@ -17,6 +17,7 @@ import {
   validateFlag,
   validateInteger,
   validateObject,
+  type WasmMemory,
 } from "@allot/core";
 import {
   A_COUNTERS,
@@ -109,6 +110,7 @@ import {
   ForeignHeapError,
   HeapBusyError,
   HeapClosedError,
+  HeapOverlapError,
   NotSharedMemoryError,
 } from "./errors.ts";
 import { SpanCache } from "./_span_cache.ts";
@@ -120,7 +122,7 @@ export const SHARED_MAX_BYTE_END: number = 0x7fffffff;
 const MIN_PAGES = SLAB_PAGES;
 
 /** Memory a shared heap can live in. */
-export type SharedMemory = SharedArrayBuffer | WebAssembly.Memory;
+export type SharedMemory = SharedArrayBuffer | WasmMemory;
 
 /** Options of {@linkcode SharedHeap.create}. */
 export interface SharedHeapOptions {
@@ -272,6 +274,55 @@ function randomId(): number {
   return (word[0] & 0x7fffffff) | 1;
 }
 
+/** An open heap found in a memory by {@linkcode _openHeapOverlapping}. */
+interface _OpenHeap {
+  heapId: number;
+  start: number;
+  end: number;
+  attached: number;
+}
+
+/**
+ * The first open heap with handles attached whose bytes meet `[start, end)`,
+ * found by reading every 64-byte line of the memory for a header (a heap's
+ * header starts on a line and records its length; a header is believed only
+ * when its geometry is the one create() writes at that place, so a copy of
+ * a header elsewhere is not). Heaps of every agent that shares the memory
+ * are seen, since their headers are in it; two create() calls racing in two
+ * agents are not (neither header is written when the other looks).
+ */
+function _openHeapOverlapping(
+  i32: Int32Array,
+  start: number,
+  end: number,
+): _OpenHeap | undefined {
+  const last = Math.min(i32.length * 4, SHARED_MAX_BYTE_END) - HEADER_BYTES;
+  for (let at = 0; at <= last; at += 64) {
+    const w = at >> 2;
+    if (i32[w + H_MAGIC] !== MAGIC) continue;
+    const length = i32[w + H_BYTE_LENGTH];
+    const pages = i32[w + H_PAGES];
+    if (
+      Atomics.load(i32, w + H_MAGIC) !== MAGIC ||
+      i32[w + H_VERSION] !== VERSION ||
+      Atomics.load(i32, w + H_STATE) !== STATE_OPEN ||
+      i32[w + H_META] !== at + HEADER_BYTES || !(length > 0) ||
+      at + length > i32.length * 4 || pages < MIN_PAGES ||
+      i32[w + H_PAGE_BASE] !== pageBaseOf(at, pages)
+    ) continue;
+    const attached = Atomics.load(i32, w + H_ATTACHED);
+    if (attached > 0 && at < end && start < at + length) {
+      return {
+        heapId: i32[w + H_HEAP_ID],
+        start: at,
+        end: at + length,
+        attached,
+      };
+    }
+  }
+  return undefined;
+}
+
 function blockList(found: HeldBlock[]): HeldBlock[] {
   return found.sort((a, b) => a.byteOffset - b.byteOffset);
 }
@@ -397,8 +448,11 @@ export class SharedHeap {
    * @returns The creator's handle.
    * @throws {NotSharedMemoryError} When the memory is not shared.
    * @throws {InvalidArgumentError} When the range is misaligned, out of the
-   * memory, past 2 GiB, or too small for one slab (about 80 KiB), or when an
-   * open heap with handles attached starts at the same place.
+   * memory, past 2 GiB, or too small for one slab (about 80 KiB).
+   * @throws {HeapOverlapError} When an open heap with handles attached
+   * (made here or in any Worker sharing the memory) manages any of the
+   * bytes; nothing is written. Two create() calls racing in two Workers over
+   * one range are not detected.
    *
    * @example
    * ```ts
@@ -452,21 +506,18 @@ export class SharedHeap {
     }
     const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
     const h = base >> 2;
-    // A heap still open with handles attached at this very place: a new
-    // header would hand its arenas and pages out a second time.
-    if (
-      Atomics.load(i32, h + H_MAGIC) === MAGIC &&
-      i32[h + H_VERSION] === VERSION &&
-      Atomics.load(i32, h + H_STATE) === STATE_OPEN &&
-      Atomics.load(i32, h + H_ATTACHED) > 0
-    ) {
-      throw new InvalidArgumentError(
-        `Cannot place a shared heap at byteOffset ${base}: heap ${
-          i32[h + H_HEAP_ID]
-        } is open there with ${
-          Atomics.load(i32, h + H_ATTACHED)
-        } handles attached (close() it first)`,
-        { name: "byteOffset", value: base, limit: "no open heap there" },
+    // A heap still open with handles attached whose range meets this one: a
+    // new header and free page records there would hand its arenas and
+    // pages out a second time. A new buffer holds no heap.
+    const other = fresh ? undefined : _openHeapOverlapping(i32, base, end);
+    if (other !== undefined) {
+      throw new HeapOverlapError(
+        `Cannot place a shared heap at bytes [${base}, ${end}): heap ${other.heapId} is open at bytes [${other.start}, ${other.end}) of this memory with ${other.attached} handles attached (close() it first, or place the heap elsewhere)`,
+        {
+          name: "byteOffset",
+          value: base,
+          limit: `outside [${other.start}, ${other.end})`,
+        },
       );
     }
     i32.fill(0, h, h + (HEADER_BYTES >> 2));

@@ -7,11 +7,14 @@
  * deno task mem validate trace.jsonl[.gz]
  * ```
  *
- * On Node (from the npm package): `node node_modules/@allot/trace/cli.js report ...`.
+ * On Node (from the npm package, its bin): `npx allot-trace report ...`.
+ * Importing this module does not run the command (only starting it does).
  *
  * @module
  */
+import { realpathSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import process from "node:process";
 import { memoryTimeline } from "./memory_timeline.ts";
@@ -177,10 +180,26 @@ async function run(
   return 0;
 }
 
-if (
-  import.meta.main ||
-  (globalThis as { process?: { argv?: string[] } }).process?.argv?.[1]
-    ?.endsWith("cli.js")
-) {
+/**
+ * Whether this module is the program: Deno's `import.meta.main`, or on Node
+ * the script Node was started with is this very file (through any symlink,
+ * as `npx` and `node_modules/.bin` start it). Not any script whose name ends
+ * in `cli.js`: a user's own `cli.js` that imports {@linkcode main} must not
+ * start the command with its own arguments.
+ */
+function _isMain(): boolean {
+  if (import.meta.main) return true;
+  const entry = process.argv[1];
+  if (typeof entry !== "string" || !import.meta.url.startsWith("file:")) {
+    return false;
+  }
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (_isMain()) {
   process.exitCode = await main(process.argv.slice(2));
 }

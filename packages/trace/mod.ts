@@ -37,7 +37,7 @@ export * from "./replay_policy.ts";
 export * from "./baseline_policies.ts";
 export * from "./allot_policies.ts";
 export * from "./replay.ts";
-export * from "./replay_table.ts";
+export { formatReplay } from "./replay_table.ts";
 export * from "./memory_timeline.ts";
 export * from "./timeline_svg.ts";
 export * from "./report_html.ts";

@@ -40,4 +40,4 @@ export interface PolicyFactory {
 /** WebGPU's `GPUBufferUsage.STORAGE` bit. */
 export const STORAGE_USAGE = 0x80;
 /** WebGPU's `MAP_READ | MAP_WRITE` bits. */
-export const MAP_USAGE = 0x1 | 0x2;
+export const MAP_USAGE: number = 0x1 | 0x2;

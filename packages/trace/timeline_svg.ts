@@ -37,7 +37,10 @@ export interface TimelineSvgOptions {
  * Groups allocations by tag: the largest tags (by bytes at the live peak,
  * then overall) get their own band, the rest share "other".
  */
-export function tagGroups(tl: MemoryTimeline, most = PALETTE.length - 1): {
+export function tagGroups(
+  tl: MemoryTimeline,
+  most: number = PALETTE.length - 1,
+): {
   group: Int32Array;
   names: string[];
 } {

@@ -12,6 +12,7 @@ import {
   describeValue,
   formatBytes,
   InvalidArgumentError,
+  validateAbortSignal,
   validateByteLength,
   validateObject,
 } from "@allot/core";
@@ -57,6 +58,21 @@ export function _checkBufferRequest<M>(
   }
   return kind;
 }
+
+/**
+ * Checks the signal of a request (read once by the caller): `undefined` or
+ * an `AbortSignal` (a brand check: a look-alike is refused).
+ *
+ * @returns The signal, if any.
+ * @throws {InvalidArgumentError} Naming the value and the limit.
+ */
+export function _checkRequestSignal(
+  byteLength: number,
+  signal: unknown,
+): AbortSignal | undefined {
+  return validateAbortSignal(signal, `Cannot allocate ${byteLength} bytes`);
+}
+
 /**
  * Throws the out-of-memory error of a request that every attempt failed.
  *

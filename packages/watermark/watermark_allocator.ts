@@ -47,12 +47,14 @@ import { _WatermarkPolicy } from "./_watermark_policy.ts";
 import { _watermarkSegments, _watermarkStats } from "./_watermark_report.ts";
 import {
   _checkBufferRequest,
+  _checkRequestSignal,
   _throwWatermarkOom,
 } from "./_watermark_requests.ts";
 import { _validateWatermark } from "./_watermark_validate.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
 import type { BufferCallback, WatermarkBuffer } from "./watermark_buffer.ts";
 import type {
+  AllocateBufferAsyncOptions,
   AllocateBufferOptions,
   WatermarkAllocatorOptions,
 } from "./watermark_options.ts";
@@ -60,6 +62,7 @@ import type { WatermarkSnapshot } from "./watermark_snapshot.ts";
 import type { WatermarkStats } from "./watermark_stats.ts";
 
 export type {
+  AllocateBufferAsyncOptions,
   AllocateBufferOptions,
   HostViewFunction,
   WatermarkAllocatorOptions,
@@ -366,10 +369,17 @@ export class WatermarkAllocator<M = unknown>
    * attempt failed, waits for the work of buffers pending free, releases all
    * cached buffers and tries once more.
    *
+   * Without a signal, work that never completes makes it wait forever.
+   *
    * @param byteLength Bytes, at least 1.
-   * @param options The pool.
+   * @param options The pool, and a signal that stops the wait: the promise
+   * rejects with the signal's reason, the buffers pending free stay pending
+   * and the cache is not emptied (what the attempts before the wait did,
+   * as {@linkcode WatermarkAllocator.allocateBuffer} does, stays done; the
+   * wait is counted in `numSyncAllStreams`). Already aborted: rejects
+   * before anything is done.
    * @returns A live buffer.
-   * @throws {InvalidArgumentError} For a bad size or pool.
+   * @throws {InvalidArgumentError} For a bad size, pool or signal.
    * @throws {WatermarkOutOfMemoryError} When even that failed.
    *
    * @example Wait for the device to finish with memory
@@ -395,9 +405,13 @@ export class WatermarkAllocator<M = unknown>
    */
   async allocateBufferAsync(
     byteLength: number,
-    options: AllocateBufferOptions = {},
+    options: AllocateBufferAsyncOptions = {},
   ): Promise<WatermarkBuffer<M>> {
     const kind = _checkBufferRequest(this.#p, byteLength, options);
+    // read once: a getter cannot hand the wait another signal
+    const signal = _checkRequestSignal(byteLength, options.signal);
+    // already aborted: rejects before anything is done
+    signal?.throwIfAborted();
     let block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
       const waiting = this.#p.deferred.count;
@@ -412,7 +426,11 @@ export class WatermarkAllocator<M = unknown>
           );
         }
         // A rejected or throwing fence also ends: its work will never run.
-        await this.#p.deferred.synchronize();
+        // aborted: rejects with the reason; the buffers stay pending and
+        // the cache is not emptied
+        await this.#p.deferred.synchronize(
+          signal === undefined ? undefined : { signal },
+        );
       }
       this.freeInactiveBuffers();
       this.#p.releaseCachedBuffers("release-cached");
@@ -420,7 +438,8 @@ export class WatermarkAllocator<M = unknown>
     }
     if (block === undefined) {
       this.#p.failed(byteLength);
-      _throwWatermarkOom(this.#p, byteLength, options);
+      // the pool read at the call (a getter may answer otherwise now)
+      _throwWatermarkOom(this.#p, byteLength, { pool: kind });
     }
     return block.handle as _Handle<M>;
   }

@@ -155,3 +155,17 @@ export interface AllocateBufferOptions {
    */
   pool?: "private" | "shared";
 }
+
+/** Options of {@linkcode WatermarkAllocator.allocateBufferAsync}. */
+export interface AllocateBufferAsyncOptions extends AllocateBufferOptions {
+  /**
+   * Stops the wait for pending work: the promise rejects with the signal's
+   * reason and the wait changes nothing (the buffers stay pending until
+   * their work completes; the cache is not emptied). Already aborted:
+   * rejects before anything is done. Without it, work that never completes
+   * makes the call wait forever.
+   *
+   * @default {undefined}
+   */
+  signal?: AbortSignal;
+}

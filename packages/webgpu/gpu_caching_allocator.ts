@@ -23,6 +23,7 @@ import {
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
+  validateSynchronizeOptions,
 } from "@allot/core";
 import {
   _assertAlive,
@@ -235,18 +236,30 @@ export class GpuCachingAllocator {
    * is out of memory, first waits for the blocks held for queue fences, gives
    * every whole free segment back, and tries once more.
    *
+   * Without a signal, a queue that never finishes its work makes it wait
+   * forever.
+   *
    * @param byteLength Bytes, at least 1.
+   * @param options A signal that stops the wait (read and checked once): the
+   * promise rejects with its reason, the blocks stay pending and the cache is
+   * not emptied. Already aborted: rejects before anything is done.
    * @returns The owning handle.
-   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {InvalidArgumentError} For a bad size or signal.
    * @throws {CachingOutOfMemoryError} When it still does not fit.
    * @throws {DeviceLostError} When the device was lost.
    */
-  async allocateAsync(byteLength: number): Promise<GpuAllocation> {
+  async allocateAsync(
+    byteLength: number,
+    options?: SynchronizeOptions,
+  ): Promise<GpuAllocation> {
+    // read once: a getter cannot hand the wait another signal
+    const signal = validateSynchronizeOptions(options);
+    signal?.throwIfAborted();
     try {
       return this.allocate(byteLength);
     } catch (error) {
       if (!(error instanceof OutOfMemoryError)) throw error;
-      await this.synchronize();
+      await this.synchronize(signal === undefined ? undefined : { signal });
       this.emptyCache();
       return this.allocate(byteLength);
     }
@@ -265,8 +278,12 @@ export class GpuCachingAllocator {
    * @throws {InvalidArgumentError} (as a rejection) For bad options.
    */
   async synchronize(options?: SynchronizeOptions): Promise<void> {
-    await this.#frees.synchronize(options);
-    await this.caching.synchronize(options);
+    // read once: a getter cannot hand the waits another signal
+    const signal = validateSynchronizeOptions(options);
+    signal?.throwIfAborted();
+    const once = signal === undefined ? undefined : { signal };
+    await this.#frees.synchronize(once);
+    await this.caching.synchronize(once);
   }
 
   /** Destroys every whole free segment (`emptyCache`). */

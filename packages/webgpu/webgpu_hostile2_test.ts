@@ -584,17 +584,14 @@ describe("@allot/webgpu createUniformBuffer on a lying device", () => {
   });
 });
 
-// OWNED BY hot7 (gpu_caching_allocator.ts): not fixed here. The
-// GpuCachingAllocator passes the options object on to two waits, each of
-// which reads `signal` again (3 reads): a getter can have one signal checked
-// and another used. GpuWatermarkAllocator reads it once (above). Marked
-// `todo` so that it reports without failing the suite until fixed.
+// The GpuCachingAllocator passed the options object on to two waits, each
+// of which read `signal` again (3 reads): a getter could have one signal
+// checked and another used. Like GpuWatermarkAllocator (above), it reads it
+// once.
 describe("GpuCachingAllocator.synchronize({ signal }) reads the signal once", {
   skip,
 }, () => {
-  it("OWNED BY hot7: reads options.signal once", {
-    todo: "gpu_caching_allocator.ts belongs to hot7",
-  }, async () => {
+  it("reads options.signal once", async () => {
     const device = await sharedDevice();
     const allocator = new GpuCachingAllocator(device, {
       reuse: "after-fence",
@@ -608,6 +605,26 @@ describe("GpuCachingAllocator.synchronize({ signal }) reads the signal once", {
       },
     });
     assert.equal(reads, 1);
+    // checked once, used as checked: a getter that hands out an aborted
+    // signal after a live one cannot get past the check
+    const aborted = AbortSignal.abort(new Error("stop"));
+    const syncs = allocator.memoryStats().numSyncAllStreams;
+    let n = 0;
+    await allocator.synchronize({
+      get signal() {
+        return n++ === 0 ? controller.signal : aborted;
+      },
+    });
+    await assert.rejects(
+      allocator.synchronize({ signal: aborted }),
+      (e) => e === aborted.reason,
+    );
+    await assert.rejects(
+      allocator.synchronize({ signal: {} as AbortSignal }),
+      InvalidArgumentError,
+    );
+    // the refused and aborted calls counted no wait
+    assert.equal(allocator.memoryStats().numSyncAllStreams, syncs + 1);
   });
 });
 

@@ -7,10 +7,18 @@
  *
  * - JavaScript is lowered to ES2022 with the pinned TypeScript, so `using`
  *   declarations become code Node 20 can parse;
- * - dependencies on sibling members (`@allot/core@0.1.0`) are recorded, and
+ * - sibling members (`@allot/core`) are recorded as peer dependencies
+ *   (`^0.1.0`), so that an install holds one copy of each and `instanceof`
+ *   on their classes (errors, `Buffer`) works across packages, as TF.js
+ *   backends do with `@tensorflow/tfjs-core` (npm 7 and later install peers);
  *   npm dependencies are pinned to the exact version the member imports;
  * - `.d.ts` files that name WebGPU types reference `@webgpu/types`;
- * - the license file, `engines`, `description` and `sideEffects` are added.
+ * - optional properties in `.d.ts` files also take `undefined` (for users
+ *   with `exactOptionalPropertyTypes`), and an `any` there fails the build;
+ * - modules that run code on import are listed in `sideEffects`, and a
+ *   `./cli` export becomes the package's `bin` (`allot-<pkg>`);
+ * - the license file, `engines` (Node 20.4 or later), `description` and
+ *   `sideEffects` are added.
  *
  * Then every package must pass `publint --strict` and
  * `attw --pack <dir> --profile esm-only`, and every emitted module must parse
@@ -42,6 +50,11 @@ import {
   parseNpmSpecifier,
   stripComments,
 } from "./_specifiers.ts";
+import {
+  anyLeaks,
+  sideEffectStatements,
+  widenOptionalProperties,
+} from "./_package_facts.ts";
 
 /** Where the built packages go (ignored by git and by Deno). */
 export const outDir: string = abs("npm/");
@@ -98,6 +111,27 @@ async function npmVersions(member: Member): Promise<Map<string, string>> {
     }
   }
   return versions;
+}
+
+/**
+ * The Node versions the packages claim: 20.4 is the first Node 20 with
+ * `Symbol.dispose` and `Symbol.asyncDispose`, which every handle class uses
+ * (before it, `using` and `[Symbol.dispose]()` silently do nothing).
+ */
+export const NODE_ENGINES = ">=20.4";
+
+/**
+ * The built files of a member's `./cli` export (a command line program),
+ * which become the package's `bin` (`allot-<pkg>`) with a `#!` line.
+ */
+function cliBins(member: Member): Set<string> {
+  const exports = member.config.exports;
+  const cli = typeof exports === "object" && exports !== null
+    ? (exports as Record<string, string>)["./cli"]
+    : undefined;
+  return new Set(
+    typeof cli === "string" ? [cli.replace(/\.ts$/, ".js")] : [],
+  );
 }
 
 /** The first sentence of the module doc of the member's main entry. */
@@ -160,6 +194,7 @@ async function buildMember(
   await Deno.remove(tarball);
 
   const ts = loadTypeScript();
+  const sideEffects: string[] = [];
   const webgpuTypes = "@webgpu/types";
   const used = new Set<string>();
   let needsGpuTypes = false;
@@ -182,7 +217,17 @@ async function buildMember(
         },
         fileName: path.slice(dir.length),
       });
-      await Deno.writeTextFile(path, outputText);
+      const rel = path.slice(dir.length);
+      const effects = sideEffectStatements(ts, rel, outputText);
+      if (effects.length) {
+        sideEffects.push(`./${rel}`);
+        notes.push(`${rel}: runs on import (${effects[0]}); in sideEffects`);
+      }
+      const shebang = cliBins(member).has(`./${rel}`) &&
+          !outputText.startsWith("#!")
+        ? "#!/usr/bin/env node\n"
+        : "";
+      await Deno.writeTextFile(path, shebang + outputText);
       for (const name of importedPackages(outputText)) used.add(name);
       if (/\bDeno\.[a-zA-Z]/.test(stripComments(outputText))) {
         problems.push(
@@ -215,6 +260,20 @@ async function buildMember(
           problems.push((error as Error).message);
         }
       }
+      // `exactOptionalPropertyTypes` users may pass `undefined` for an
+      // option, as every entry point accepts.
+      const widened = widenOptionalProperties(ts, rel, text);
+      if (widened.widened) {
+        text = widened.text;
+        await Deno.writeTextFile(path, text);
+      }
+      for (const leak of anyLeaks(ts, rel, text)) {
+        problems.push(
+          `${
+            path.slice(outDir.length)
+          } ${leak}: \`any\` in the public types (annotate the declaration in ${member.dir}/${rel})`,
+        );
+      }
       if (/\bGPU[A-Z][A-Za-z]*\b/.test(stripComments(text))) {
         needsGpuTypes = true;
         if (!text.includes(`types="${webgpuTypes}"`)) {
@@ -234,11 +293,12 @@ async function buildMember(
   const manifest = JSON.parse(await Deno.readTextFile(manifestPath));
   const versions = await npmVersions(member);
   const dependencies: Record<string, string> = {};
+  const peerDependencies: Record<string, string> = {};
   for (const name of [...used].sort()) {
     const sibling = all.find((m) => m.config.name === name);
     if (sibling) {
       if (sibling === member) continue;
-      dependencies[name] = sibling.config.version;
+      peerDependencies[name] = `^${sibling.config.version}`;
     } else if (versions.has(name)) {
       dependencies[name] = versions.get(name)!;
     } else {
@@ -267,12 +327,20 @@ async function buildMember(
     description: await description(member),
     license: manifest.license ?? member.config.license,
     type: "module",
-    sideEffects: false,
-    engines: { node: ">=20" },
+    sideEffects: sideEffects.length ? sideEffects.sort() : false,
+    engines: { node: NODE_ENGINES },
     main: manifest.main,
     types: manifest.types,
     exports: manifest.exports,
+    ...(cliBins(member).size
+      ? {
+        bin: Object.fromEntries(
+          [...cliBins(member)].map((file) => [`allot-${member.pkg}`, file]),
+        ),
+      }
+      : {}),
     ...(Object.keys(dependencies).length ? { dependencies } : {}),
+    ...(Object.keys(peerDependencies).length ? { peerDependencies } : {}),
   };
   await Deno.writeTextFile(
     manifestPath,

@@ -40,7 +40,12 @@ function mapPackage(name, imports) {
       file.replace(/^\.\//, "")
     }`;
   }
-  for (const dep of Object.keys(pkg.dependencies ?? {})) {
+  for (
+    const dep of [
+      ...Object.keys(pkg.dependencies ?? {}),
+      ...Object.keys(pkg.peerDependencies ?? {}),
+    ]
+  ) {
     if (!(dep in imports) && !dep.startsWith("@webgpu/")) {
       mapPackage(dep, imports);
     }
