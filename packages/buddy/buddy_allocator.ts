@@ -30,6 +30,7 @@ import {
   validateFlag,
   viewSpan,
 } from "@allot/core";
+import { OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
 /** Options of {@linkcode BuddyAllocator}. */
@@ -184,6 +185,12 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #held = new Map<DataPtr<M>, number>();
   #heldIn = new Map<unknown, Set<DataPtr<M>>>();
   #nextLarge = -1;
+  // Addresses a live DataPtr from `allocate` owns: only its deleter frees
+  // them (a raw free would let the address be reused under the pointer).
+  #owned: OwnedMarks;
+  // #owned.bits, read by free() without the extra load.
+  #ownedBits: Uint32Array = new Uint32Array(0);
+  #ownedDeleter: Deleter<number>;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
   #usedPeak = 0;
@@ -322,7 +329,18 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     const strict = validateFlag(options.strict, "strict", false);
     this.#deleter = (address) => this.free(address);
-    if (strict) _makeStrict(this);
+    const owned = this.#owned = new OwnedMarks(this.#minShift);
+    this.#ownedDeleter = (address) => {
+      if (!owned.unmark(address)) {
+        throw new DoubleFreeError(
+          `Cannot free address ${
+            describeValue(address)
+          } through a DataPtr deleter: no live DataPtr of this buddy allocator owns it`,
+        );
+      }
+      this.free(address);
+    };
+    if (strict) _makeStrict(this, owned);
   }
 
   /** Number of pools held. */
@@ -545,6 +563,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       g = this.#freeOther(address);
       if (g < 0) return;
     }
+    // A block a live DataPtr owns: only its deleter frees it.
+    if ((this.#ownedBits[g >>> 5] & (1 << (g & 31))) !== 0) {
+      _refuseOwned(address);
+    }
     let k = -order[g] - 1;
     order[g] = 0;
     const bytes = this.minBlockByteLength << k;
@@ -572,6 +594,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // returns the unit of a live block in a pool, or throws.
   #freeOther(address: number): number {
     if (typeof address === "number" && address < 0) {
+      if (this.#owned.large.has(address)) _refuseOwned(address);
       this.#freeLarge(address);
       return -1;
     }
@@ -781,13 +804,29 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   allocate(byteLength: number): DataPtr<M, number> {
     const address = this.alloc(byteLength);
-    return new DataPtr(
+    const ptr = new _OwnedPtr(
       this.memoryOf(address),
       this.byteOffsetOf(address),
       byteLength,
       this.device,
-      { context: address, deleter: this.#deleter },
+      { context: address, deleter: this.#ownedDeleter },
+      this.#owned,
     );
+    this.#owned.mark(address);
+    this.#ownedBits = this.#owned.bits;
+    return ptr;
+  }
+
+  /**
+   * Whether `ptr` is a live pointer that this allocator's `allocate` gave
+   * out (its deleter is this allocator's).
+   *
+   * @param ptr Any value.
+   * @returns `true` for a live pointer from this allocator.
+   */
+  ownsPointer(ptr: unknown): boolean {
+    return DataPtr.isDataPtr(ptr) && !ptr.released &&
+      ptr.getDeleter() === this.#ownedDeleter;
   }
 
   /**
@@ -936,6 +975,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       }
     }
     this.#order = order;
+    // In bounds for every unit: free() reads it without a bounds check.
+    this.#ownedBits = this.#owned.cover(order.length);
     this.#listed = listed;
     this.#cap2 = cap2;
   }
@@ -1086,7 +1127,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
 
 // Strict mode: wraps the calls that change an allocator so that each checks
 // every invariant after it ran, and junk-fills host blocks a free gives back.
-function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
+function _makeStrict<M>(
+  buddy: BuddyAllocator<M>,
+  owned: OwnedMarks,
+): void {
   const proto = BuddyAllocator.prototype as BuddyAllocator<M>;
   const alloc = proto.alloc, free = proto.free, trim = proto.trim;
   Object.defineProperties(buddy, {
@@ -1099,6 +1143,8 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
     },
     free: {
       value: (address: number): void => {
+        // Refused before the junk fill: a refused call changes nothing.
+        if (owned.has(address)) _refuseOwned(address);
         let junk: Uint8Array | undefined;
         try {
           junk = buddy.bytes(address, buddy.byteLengthOf(address));
@@ -1120,6 +1166,37 @@ function _makeStrict<M>(buddy: BuddyAllocator<M>): void {
       },
     },
   });
+}
+
+// A raw free of a block a live DataPtr owns: refused, nothing changes.
+function _refuseOwned(address: number): never {
+  throw new DoubleFreeError(
+    `Cannot free address ${address}: it is owned by a live DataPtr (release the DataPtr instead, or take the address with releaseContext() first)`,
+  );
+}
+
+// The DataPtr `allocate` returns: giving up its context with releaseContext()
+// hands the address to the caller, who then frees it with the raw verb.
+class _OwnedPtr<M> extends DataPtr<M, number> {
+  #owned: OwnedMarks;
+
+  constructor(
+    memory: M,
+    byteOffset: number,
+    byteLength: number,
+    device: Device,
+    ownership: { context: number; deleter: Deleter<number> },
+    owned: OwnedMarks,
+  ) {
+    super(memory, byteOffset, byteLength, device, ownership);
+    this.#owned = owned;
+  }
+
+  override releaseContext(): number | null {
+    const context = super.releaseContext();
+    if (context !== null) this.#owned.unmark(context);
+    return context;
+  }
 }
 
 // Gives back a pointer the allocator refuses; a deleter that throws does not

@@ -192,7 +192,7 @@ export class PlaceAllocator {
       );
     }
     if (
-      allocator === undefined || ptr.getDeleter() !== allocator.rawDeleter()
+      allocator === undefined || !allocator.ownsPointer(ptr)
     ) {
       throw new DoubleFreeError(
         `Cannot free ${ptr} on ${key}: it was not allocated on this place`,

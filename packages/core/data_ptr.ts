@@ -30,6 +30,16 @@ export interface DataPtrOwnership<C> {
  * Zero-byte pointers are ordinary values: they carry a device and usually own
  * nothing.
  *
+ * **One owner per block.** An allocator's `allocate()` pointer is the only
+ * owner of its block: only its deleter frees it. allot allocators whose raw
+ * verbs take a bare address or offset (`BuddyAllocator.free`, a
+ * `CpuAllocator`'s `CpuHeap.free`) refuse such a block with a
+ * `DoubleFreeError` and change nothing, since a raw free would let the
+ * address be handed out again and this pointer's release would then free the
+ * new owner's block. {@linkcode DataPtr.releaseContext} hands the context to
+ * the caller, who then frees it with the allocator's raw verb. Releasing twice
+ * frees once, and a pointer frees only into the allocator that made it.
+ *
  * @typeParam M Type of the memory (for example `ArrayBuffer` or `GPUBuffer`).
  * @typeParam C Type of the deleter's context.
  *

@@ -36,6 +36,7 @@ import {
   MAX_ALIGNMENT,
   type TypedArrayConstructor,
 } from "./heap.ts";
+import { ownedOffsets } from "./_owned_offsets.ts";
 import type { MemoryReporter } from "./memory_reporter.ts";
 import { junkFill, zeroFill } from "./_fill.ts";
 
@@ -320,6 +321,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         throw this.#outOfMemory(byteLength, alignment);
       }
     }
+    ownedOffsets.mark(heap, byteOffset);
     const buffer = heap.buffer;
     if (this.#zeroFill) zeroFill(buffer, byteOffset, byteLength);
     else if (this.#junkFill) junkFill(buffer, byteOffset, byteLength);
@@ -450,7 +452,13 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     const heap = context.heap;
     // Free first: a heap that refuses (disposed, its bytes now another
     // heap's) must not get junk written over them.
-    heap.free(byteOffset);
+    const marked = ownedOffsets.unmark(heap, byteOffset);
+    try {
+      heap.free(byteOffset);
+    } catch (error) {
+      if (marked) ownedOffsets.mark(heap, byteOffset); // nothing changes
+      throw error;
+    }
     if (this.#junkFill) junkFill(heap.buffer, byteOffset, byteLength);
     context.released = true;
     this.#bytes.decrease(byteLength);

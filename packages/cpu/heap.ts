@@ -24,6 +24,7 @@ import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
+import { ownedOffsets } from "./_owned_offsets.ts";
 import { _realBuffer, _realByteLength, _wasmBuffer } from "./_real_length.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
@@ -332,6 +333,34 @@ function ctz(x: number): number {
  * ```
  */
 export class CpuHeap {
+  // Offsets a CpuAllocator owns: refused by free/realloc/resizeInPlace
+  // (see _owned_offsets.ts); null while no allocator uses this heap.
+  // One bit per granule (indexed by byteOffset >>> #shift), grown on demand.
+  #owned: Uint32Array | null = null;
+
+  static {
+    ownedOffsets.mark = (heap, byteOffset) => {
+      const unit = byteOffset >>> heap.#shift;
+      let owned = heap.#owned;
+      if (owned === null || (unit >>> 5) >= owned.length) {
+        const grown = new Uint32Array(
+          Math.max(64, (unit >>> 5) + 1, (owned?.length ?? 0) * 2),
+        );
+        if (owned !== null) grown.set(owned);
+        heap.#owned = owned = grown;
+      }
+      owned[unit >>> 5] |= 1 << (unit & 31);
+    };
+    ownedOffsets.unmark = (heap, byteOffset) => {
+      const unit = byteOffset >>> heap.#shift;
+      const owned = heap.#owned!;
+      const bit = 1 << (unit & 31);
+      const word = owned[unit >>> 5];
+      owned[unit >>> 5] = word & ~bit;
+      return (word & bit) !== 0;
+    };
+  }
+
   /** The memory the heap manages. */
   readonly memory: HostMemory;
   /** Default alignment in bytes, also the granule of every block length. */
@@ -836,6 +865,7 @@ export class CpuHeap {
    * `byteOffset` (freed twice, or never allocated here); nothing changes.
    */
   free(byteOffset: number): void {
+    if (this.#owned !== null) this.#refuseOwned(byteOffset, "free");
     // The live-block lookup is written here rather than in a helper (free is
     // its only caller): Node 20's optimizing compiler charges every inlined
     // helper's bytecode to one budget per function (920 bytes), and a
@@ -910,6 +940,7 @@ export class CpuHeap {
    * @throws {UseAfterFreeError} When no live block starts at `byteOffset`.
    */
   resizeInPlace(byteOffset: number, byteLength: number): boolean {
+    if (this.#owned !== null) this.#refuseOwned(byteOffset, "resize");
     const b = this.#lookup(byteOffset, "resize");
     validateByteLength(byteLength);
     let units = Math.ceil(byteLength / this.alignment);
@@ -1090,6 +1121,22 @@ export class CpuHeap {
   /** Same as {@linkcode CpuHeap.dispose}, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
+  }
+
+  // A raw call on a block a CpuAllocator owns: refused, nothing changes.
+  #refuseOwned(byteOffset: number, what: string): void {
+    // Only a granule-aligned uint32 can be a block start; anything else is
+    // left to the call's own checks.
+    if (
+      typeof byteOffset === "number" && (byteOffset >>> 0) === byteOffset &&
+      (byteOffset & this.#granuleMask) === 0 &&
+      ((this.#owned![byteOffset >>> this.#shift >>> 5] ?? 0) &
+          (1 << ((byteOffset >>> this.#shift) & 31))) !== 0
+    ) {
+      throw new DoubleFreeError(
+        `Cannot ${what} byte offset ${byteOffset}: the block is owned by a live DataPtr (or raw context) of a CpuAllocator; release it through that allocator`,
+      );
+    }
   }
 
   /**
