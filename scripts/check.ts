@@ -34,6 +34,7 @@ await run("type check", [
   "examples/",
   "scripts/",
   "guide/",
+  "tests/conformance/",
 ]);
 await run(`doc --lint (${entries.length} entry points)`, [
   "doc",

@@ -48,8 +48,15 @@ interface RunResult {
   summary: Summary | undefined;
 }
 
-/** Packages whose tests drive WebGPU (`@allot/trace` records real devices). */
-const GPU_DIRS = ["packages/webgpu", "packages/trace"];
+/**
+ * Folders whose tests drive WebGPU (`@allot/trace` records real devices; the
+ * conformance suite's `gpu/` runs the GPU allocators on the real device).
+ */
+const GPU_DIRS = [
+  "packages/webgpu",
+  "packages/trace",
+  "tests/conformance/gpu",
+];
 /**
  * A run with no result by then is stopped and run once more. The non-WebGPU
  * run takes about 50 s here (two cores).

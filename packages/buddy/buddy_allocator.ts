@@ -19,6 +19,7 @@ import {
   type HostMemory,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   OutOfMemoryError,
   type Segment,
   type SegmentSource,
@@ -219,19 +220,19 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       );
     }
     const min = validateAlignment(
-      options.minBlockByteLength ?? 256,
+      optionOr(options.minBlockByteLength, 256),
       1 << 20,
       "minBlockByteLength",
     );
     const initial = validateByteLength(
-      options.initialPoolByteLength ?? 1 << 20,
+      optionOr(options.initialPoolByteLength, 1 << 20),
       2 ** MAX_ORDER,
       "initialPoolByteLength",
     );
     let pool = min;
     while (pool < initial) pool *= 2;
     const max = validateByteLength(
-      options.maxPoolByteLength ?? 2 ** 30,
+      optionOr(options.maxPoolByteLength, 2 ** 30),
       Number.MAX_SAFE_INTEGER,
       "maxPoolByteLength",
     );

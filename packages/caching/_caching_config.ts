@@ -10,6 +10,7 @@ import {
   describeValue,
   InvalidArgumentError,
   type LeakDetector,
+  optionOr,
   type SegmentSource,
   type TraceRecorderOptions,
   validateAlignment,
@@ -125,7 +126,7 @@ export function _resolveCachingOptions<M>(
   validateObject(source, "source");
   validateObject(options, "options");
   const requested = validateAlignment(
-    options.minBlockByteLength ?? MIN_BLOCK_BYTE_LENGTH,
+    optionOr(options.minBlockByteLength, MIN_BLOCK_BYTE_LENGTH),
     2 ** 30,
     "minBlockByteLength",
   );
@@ -161,7 +162,7 @@ export function _resolveCachingOptions<M>(
     2 * MiB,
     "largeRoundByteLength",
   );
-  const growth = options.segmentGrowthFraction ?? 1 / 128;
+  const growth = optionOr(options.segmentGrowthFraction, 1 / 128);
   if (typeof growth !== "number" || !(growth >= 0 && growth <= 1)) {
     throw new InvalidArgumentError(
       `Invalid segmentGrowthFraction: must be a number in [0, 1], received ${
@@ -175,7 +176,7 @@ export function _resolveCachingOptions<M>(
     4096,
     "minSegmentByteLength",
   );
-  const releaseRatio = options.releaseCachedAboveRatio ?? 1.05;
+  const releaseRatio = optionOr(options.releaseCachedAboveRatio, 1.05);
   if (typeof releaseRatio !== "number" || !(releaseRatio >= 1)) {
     throw new InvalidArgumentError(
       `Invalid releaseCachedAboveRatio: must be a number of at least 1, or Infinity, received ${
@@ -209,8 +210,10 @@ export function _resolveCachingOptions<M>(
       },
     );
   }
-  const maxSplit = options.maxSplitByteLength ?? options.maxSplitSize ??
-    Infinity;
+  const maxSplit = optionOr(
+    options.maxSplitByteLength,
+    optionOr(options.maxSplitSize, Infinity),
+  );
   if (
     !(maxSplit === Infinity || Number.isSafeInteger(maxSplit)) ||
     maxSplit < largeSegment
@@ -222,8 +225,10 @@ export function _resolveCachingOptions<M>(
       { name: "maxSplitByteLength", value: maxSplit, limit: largeSegment },
     );
   }
-  const nonSplit = options.maxNonSplitRoundingByteLength ??
-    options.maxNonSplitRoundingSize ?? 20 * MiB;
+  const nonSplit = optionOr(
+    options.maxNonSplitRoundingByteLength,
+    optionOr(options.maxNonSplitRoundingSize, 20 * MiB),
+  );
   validateByteLength(
     nonSplit,
     Number.MAX_SAFE_INTEGER,
@@ -233,16 +238,16 @@ export function _resolveCachingOptions<M>(
     options.roundupPower2Divisions ?? 0,
   );
   const fraction = _checkFraction(
-    options.memoryFraction ?? 1,
+    optionOr(options.memoryFraction, 1),
     "memoryFraction",
     1,
   );
   const gcThreshold = _checkFraction(
-    options.garbageCollectionThreshold ?? 0,
+    optionOr(options.garbageCollectionThreshold, 0),
     "garbageCollectionThreshold",
     0,
   );
-  const history = options.recordHistory ?? false;
+  const history = optionOr(options.recordHistory, false);
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
   const expandable = validateFlag(
     options.expandableSegments,

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError, optionOr } from "@allot/core";
 
 /** Default bound on held bytes over the recent peak of planned bytes. */
 export const DEFAULT_MAX_HELD_RATIO = 1.1;
@@ -17,7 +17,7 @@ export const DEFAULT_MAX_HELD_RATIO = 1.1;
  * @throws {InvalidArgumentError} Stating the value and the limit 1.
  */
 export function _heldRatio(value: unknown): number {
-  const ratio = value ?? DEFAULT_MAX_HELD_RATIO;
+  const ratio = optionOr(value, DEFAULT_MAX_HELD_RATIO);
   if (typeof ratio !== "number" || !(ratio >= 1) || !Number.isFinite(ratio)) {
     throw new InvalidArgumentError(
       `Invalid maxHeldRatio: must be a finite number >= 1, received ${

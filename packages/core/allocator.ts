@@ -163,26 +163,7 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
    * @throws {UnsupportedOperationError} When a memory is not host memory.
    */
   copyData(dest: DataPtr<M, C>, src: DataPtr<M, C>, byteLength: number): void {
-    _requireDataPtr(dest, "dest", "copy");
-    _requireDataPtr(src, "src", "copy");
-    const limit = Math.min(dest.byteLength, src.byteLength);
-    if (
-      !Number.isSafeInteger(byteLength) || byteLength < 0 || byteLength > limit
-    ) {
-      throw new InvalidArgumentError(
-        `Cannot copy ${
-          describeValue(byteLength)
-        } bytes: must be an integer in [0, ${limit}] (dest ${dest.byteLength}, src ${src.byteLength})`,
-        { name: "byteLength", value: byteLength, limit },
-      );
-    }
-    if (dest.released || src.released) {
-      throw new UseAfterFreeError(
-        `Cannot copy ${byteLength} bytes: the ${
-          dest.released ? "destination" : "source"
-        } pointer was released`,
-      );
-    }
+    checkCopyArguments(dest, src, byteLength);
     if (byteLength === 0) return;
     const d = dest.memory, s = src.memory;
     if (!isHostMemory(d) || !isHostMemory(s)) {
@@ -249,6 +230,60 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
       );
     }
     return deleter;
+  }
+}
+
+/**
+ * Checks the arguments of {@linkcode Allocator.copyData}, for allocators that
+ * copy their own way: both pointers real `DataPtr`s (a brand check),
+ * `byteLength` an integer in [0, both lengths], neither pointer released.
+ * A refused copy throws before anything is read or written.
+ *
+ * @param dest The destination pointer.
+ * @param src The source pointer.
+ * @param byteLength Bytes to copy.
+ * @throws {InvalidArgumentError} For a pointer that is not a `DataPtr`, or a
+ * length that is not an integer in range; the message names the value and
+ * the limit.
+ * @throws {UseAfterFreeError} When either pointer was released.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkCopyArguments, DataPtr, Device, InvalidArgumentError } from "@allot/core";
+ *
+ * const memory = new ArrayBuffer(8);
+ * const a = new DataPtr(memory, 0, 8, Device.cpu());
+ * const b = new DataPtr(memory, 0, 4, Device.cpu());
+ * checkCopyArguments(a, b, 4);
+ * assert.throws(() => checkCopyArguments(a, b, 5), InvalidArgumentError);
+ * assert.throws(() => checkCopyArguments(a, {} as DataPtr, 0), InvalidArgumentError);
+ * ```
+ */
+export function checkCopyArguments(
+  dest: DataPtr<unknown, unknown>,
+  src: DataPtr<unknown, unknown>,
+  byteLength: number,
+): void {
+  _requireDataPtr(dest, "dest", "copy");
+  _requireDataPtr(src, "src", "copy");
+  const limit = Math.min(dest.byteLength, src.byteLength);
+  if (
+    !Number.isSafeInteger(byteLength) || byteLength < 0 || byteLength > limit
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot copy ${
+        describeValue(byteLength)
+      } bytes: must be an integer in [0, ${limit}] (dest ${dest.byteLength}, src ${src.byteLength})`,
+      { name: "byteLength", value: byteLength, limit },
+    );
+  }
+  if (dest.released || src.released) {
+    throw new UseAfterFreeError(
+      `Cannot copy ${byteLength} bytes: the ${
+        dest.released ? "destination" : "source"
+      } pointer was released`,
+    );
   }
 }
 

@@ -7,7 +7,12 @@
  */
 
 import { InvalidArgumentError } from "./errors.ts";
-import { describeValue, validateInteger, validateObject } from "./validate.ts";
+import {
+  describeValue,
+  optionOr,
+  validateInteger,
+  validateObject,
+} from "./validate.ts";
 
 /** One frame of a captured stack. */
 export interface StackFrame {
@@ -90,9 +95,14 @@ export function captureCallStack(
   options: CaptureCallStackOptions = {},
 ): StackFrame[] {
   validateObject(options, "options");
-  const max = validateInteger(options.maxFrames ?? 64, 0, 10_000, "maxFrames");
+  const max = validateInteger(
+    optionOr(options.maxFrames, 64),
+    0,
+    10_000,
+    "maxFrames",
+  );
   const skip = validateInteger(
-    options.skipFrames ?? 0,
+    optionOr(options.skipFrames, 0),
     0,
     10_000,
     "skipFrames",

@@ -14,6 +14,7 @@ import { InvalidArgumentError } from "./errors.ts";
 import {
   describeValue,
   MAX_BYTE_LENGTH,
+  optionOr,
   validateByteLength,
   validateFlag,
   validateObject,
@@ -204,7 +205,7 @@ export class TraceRecorder {
    */
   constructor(options: TraceRecorderOptions = {}) {
     validateObject(options, "options");
-    const max = options.maxEntries ?? 10000;
+    const max = optionOr(options.maxEntries, 10000);
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new InvalidArgumentError(
         `Invalid maxEntries: must be a positive integer, received ${

@@ -11,6 +11,7 @@ import { InvalidArgumentError } from "./errors.ts";
 import { SegmentLedger } from "./segment_ledger.ts";
 import {
   describeValue,
+  optionOr,
   validateAlignment,
   validateByteLength,
   validateCapacity,
@@ -198,9 +199,9 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
     validateObject(options, "options");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
-    this.alignment = validateAlignment(options.alignment ?? 256);
+    this.alignment = validateAlignment(optionOr(options.alignment, 256));
     this.maxSegmentByteLength = validateByteLength(
-      options.maxSegmentByteLength ?? 2 ** 40,
+      optionOr(options.maxSegmentByteLength, 2 ** 40),
       Number.MAX_SAFE_INTEGER,
       "maxSegmentByteLength",
     );

@@ -87,6 +87,32 @@ export function validateObject(value: unknown, name: string): void {
 }
 
 /**
+ * The value of an optional option, by allot's one rule for options: an
+ * option that is absent or `undefined` takes its default; every other value,
+ * `null` included, is the caller's and goes on to be validated (so `null`
+ * for a number is refused with the value named, never read as "not given"
+ * as `??` would). Read the option once and pass it here.
+ *
+ * @param value The option's value, read once.
+ * @param fallback The default.
+ * @returns `fallback` for `undefined`, else `value` unchanged.
+ *
+ * @example
+ * ```ts
+ * import { InvalidArgumentError, optionOr, validateByteLength } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const read = (o: { byteLength?: number }) =>
+ *   validateByteLength(optionOr(o.byteLength, 64));
+ * assert.equal(read({}), 64);
+ * assert.throws(() => read({ byteLength: null as never }), InvalidArgumentError);
+ * ```
+ */
+export function optionOr<T>(value: T | undefined, fallback: T): T {
+  return value === undefined ? fallback : value;
+}
+
+/**
  * Checks an optional boolean option (such as `strict`): `undefined` gives
  * `fallback`, and anything but `true` or `false` (`1`, `"yes"`, a boxed
  * `Boolean`) is refused rather than read as truthy.

@@ -27,11 +27,16 @@ export function validateOptions<T>(options: T, name = "options"): T {
  * @param names The boolean options.
  * @throws {InvalidArgumentError} When one is neither.
  */
-export function validateFlags<T extends object>(
+export function validateFlags<T extends object, K extends keyof T & string>(
   options: T,
-  ...names: (keyof T & string)[]
-): void {
-  for (const name of names) validateFlag(options[name], name, false);
+  ...names: K[]
+): Record<K, boolean> {
+  // each option read once: a getter is not asked again after the check
+  const flags = {} as Record<K, boolean>;
+  for (const name of names) {
+    flags[name] = validateFlag(options[name], name, false);
+  }
+  return flags;
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   hostBuffer,
   type HostMemory,
   InvalidArgumentError,
+  optionOr,
   OutOfMemoryError,
   Stat,
   type StatValues,
@@ -176,7 +177,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   constructor(options: CpuAllocatorOptions = {}) {
     super();
     validateOptions(options);
-    validateFlags(
+    const flags = validateFlags(
       options,
       "mobile",
       "shared",
@@ -185,11 +186,11 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       "junkFill",
     );
     this.device = validateDevice(options.device);
-    this.#strict = options.strict === true;
+    this.#strict = flags.strict;
     this.#heapOptions = {
       alignment: options.alignment,
-      mobile: options.mobile,
-      shared: options.shared,
+      mobile: flags.mobile,
+      shared: flags.shared,
       placement: options.placement,
       strict: this.#strict,
     };
@@ -207,9 +208,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       this.maxByteLength = options.heap.maxByteLength;
     } else {
       const byteLength = validateByteLength(
-        options.byteLength ?? DEFAULT_HEAP_BYTE_LENGTH,
+        optionOr(options.byteLength, DEFAULT_HEAP_BYTE_LENGTH),
       );
-      const max = options.maxByteLength ?? Infinity;
+      const max = optionOr(options.maxByteLength, Infinity);
       if (max !== Infinity) validateByteLength(max, undefined, "maxByteLength");
       if (!(max >= byteLength)) {
         throw new InvalidArgumentError(
@@ -221,8 +222,8 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       this.#heaps = [new CpuHeap(byteLength, this.#heapOptions)];
       this.#own = true;
     }
-    this.#zeroFill = options.zeroFill ?? false;
-    this.#junkFill = options.junkFill === true || this.#strict;
+    this.#zeroFill = flags.zeroFill;
+    this.#junkFill = flags.junkFill || this.#strict;
     this.#reporter = validateOptionalObject(options.reporter, "reporter");
     this.#deleter = (context) => this.#free(context);
   }

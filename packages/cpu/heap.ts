@@ -12,6 +12,7 @@ import {
   type HostMemory,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   OutOfMemoryError,
   type StatValues,
   UseAfterFreeError,
@@ -446,10 +447,12 @@ export class CpuHeap {
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
     validateOptions(options);
-    validateFlags(options, "mobile", "shared", "strict");
+    const flags = validateFlags(options, "mobile", "shared", "strict");
     const alignment = validateAlignment(
-      options.alignment ??
-        (options.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT),
+      optionOr(
+        options.alignment,
+        flags.mobile ? MOBILE_ALIGNMENT : DEFAULT_ALIGNMENT,
+      ),
       MAX_ALIGNMENT,
     );
     if (alignment < 8) {
@@ -459,7 +462,7 @@ export class CpuHeap {
       );
     }
     this.alignment = alignment;
-    const placement = options.placement ?? "good-fit";
+    const placement = optionOr(options.placement, "good-fit");
     if (
       placement !== "compact" && placement !== "good-fit" &&
       placement !== "first-fit"
@@ -486,7 +489,7 @@ export class CpuHeap {
     const maxUnitBytes = MAX_UNITS * alignment;
     if (typeof memory === "number") {
       validateByteLength(memory, maxUnitBytes, "byteLength");
-      const max = options.maxByteLength ?? memory;
+      const max = optionOr(options.maxByteLength, memory);
       validateByteLength(max, maxUnitBytes, "maxByteLength");
       if (max < memory) {
         throw new InvalidArgumentError(
@@ -495,7 +498,7 @@ export class CpuHeap {
         );
       }
       const growable = max > memory;
-      memory = options.shared
+      memory = flags.shared
         ? new SharedArrayBuffer(
           memory,
           growable ? { maxByteLength: max } : undefined,
@@ -521,13 +524,13 @@ export class CpuHeap {
     this.#buffer = _realBuffer(memory);
     const bufferLength = _realByteLength(this.#buffer);
     const begin = validateByteLength(
-      options.byteOffset ?? 0,
+      optionOr(options.byteOffset, 0),
       bufferLength,
       "byteOffset",
     );
     const startUnit = Math.ceil(begin / alignment);
     const length = validateByteLength(
-      options.byteLength ?? bufferLength - begin,
+      optionOr(options.byteLength, bufferLength - begin),
       bufferLength - begin,
       "byteLength",
     );
@@ -535,7 +538,7 @@ export class CpuHeap {
     this.#startUnit = startUnit;
     this.#endUnit = Math.max(startUnit, endUnit);
     const initialBytes = (this.#endUnit - startUnit) * alignment;
-    const maxBytes = options.maxByteLength ?? initialBytes;
+    const maxBytes = optionOr(options.maxByteLength, initialBytes);
     validateByteLength(maxBytes, maxUnitBytes, "maxByteLength");
     if (maxBytes > initialBytes) {
       const growable = this.#isWasm ||
@@ -566,7 +569,7 @@ export class CpuHeap {
       this.#maxEndUnit * alignment,
       this,
     );
-    if (options.strict === true) _makeStrict(this);
+    if (flags.strict) _makeStrict(this);
     this.#rec = new Int32Array(INITIAL_RECORDS * STRIDE);
     this.#lgResize(this.#chunkCount());
     if (this.#endUnit > startUnit) {

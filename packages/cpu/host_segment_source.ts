@@ -7,6 +7,7 @@
 
 import {
   type Device,
+  optionOr,
   type Segment,
   SegmentLedger,
   type SegmentRequestOptions,
@@ -91,16 +92,16 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    */
   constructor(options: HostSegmentSourceOptions = {}) {
     validateOptions(options);
-    validateFlags(options, "shared");
+    const { shared } = validateFlags(options, "shared");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
-    this.alignment = validateAlignment(options.alignment ?? 64);
+    this.alignment = validateAlignment(optionOr(options.alignment, 64));
     this.maxSegmentByteLength = validateByteLength(
-      options.maxSegmentByteLength ?? 2 ** 32,
+      optionOr(options.maxSegmentByteLength, 2 ** 32),
       Number.MAX_SAFE_INTEGER,
       "maxSegmentByteLength",
     );
-    this.#shared = options.shared ?? false;
+    this.#shared = shared;
     this.device = validateDevice(options.device);
   }
 

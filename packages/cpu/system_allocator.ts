@@ -119,12 +119,12 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
   constructor(options: SystemAllocatorOptions = {}) {
     super();
     validateOptions(options);
-    validateFlags(options, "shared", "strict", "junkFill");
+    const flags = validateFlags(options, "shared", "strict", "junkFill");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
-    this.#shared = options.shared ?? false;
-    this.#strict = options.strict === true;
-    this.#junkFill = options.junkFill === true || this.#strict;
+    this.#shared = flags.shared;
+    this.#strict = flags.strict;
+    this.#junkFill = flags.junkFill || this.#strict;
     this.#reporter = validateOptionalObject(options.reporter, "reporter");
     this.device = validateDevice(options.device);
     this.#deleter = (memory) => this.#free(memory);

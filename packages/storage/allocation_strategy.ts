@@ -8,6 +8,7 @@
 import {
   alignUp,
   MAX_BYTE_LENGTH,
+  optionOr,
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
@@ -109,7 +110,7 @@ export const AllocationStrategy: {
   },
   pooled(options: PooledStrategyOptions = {}): AllocationStrategy {
     const min = validateAlignment(
-      options.minByteLength ?? 256,
+      optionOr(options.minByteLength, 256),
       2 ** 30,
       "minByteLength",
     );

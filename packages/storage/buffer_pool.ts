@@ -14,6 +14,7 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   Stat,
   type StatValues,
   UseAfterFreeError,
@@ -156,7 +157,7 @@ export class BufferPool<M = unknown, C = unknown> {
         { name: "options", value: options, limit: "BufferPoolOptions" },
       );
     }
-    const strategy = options.strategy ?? AllocationStrategy.pooled();
+    const strategy = optionOr(options.strategy, AllocationStrategy.pooled());
     if (
       typeof strategy !== "object" || strategy === null ||
       typeof strategy.reserve !== "function"
@@ -168,12 +169,12 @@ export class BufferPool<M = unknown, C = unknown> {
         { name: "strategy", value: strategy, limit: "AllocationStrategy" },
       );
     }
-    const max = options.maxFreeBytes ?? Infinity;
+    const max = optionOr(options.maxFreeBytes, Infinity);
     if (max !== Infinity) validateByteLength(max, undefined, "maxFreeBytes");
     this.allocator = allocator;
     this.strategy = strategy;
     this.#maxFreeBytes = max;
-    const strict = options.strict === undefined ? false : options.strict;
+    const strict = optionOr(options.strict, false);
     if (typeof strict !== "boolean") {
       throw new InvalidArgumentError(
         `Cannot create a BufferPool: strict must be a boolean, received ${

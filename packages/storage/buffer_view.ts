@@ -5,7 +5,12 @@
  * @module
  */
 
-import { alignUp, describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  alignUp,
+  describeValue,
+  InvalidArgumentError,
+  optionOr,
+} from "@allot/core";
 import { _fmt, ShapeError } from "./errors.ts";
 
 /** A shape or strides list, in elements. */
@@ -140,7 +145,7 @@ export class BufferView {
       const st = strides === undefined
         ? rowMajorStrides(s)
         : validateStrides(strides, s);
-      const offset: unknown = options.offset ?? 0;
+      const offset: unknown = optionOr(options.offset, 0);
       if (!Number.isSafeInteger(offset) || (offset as number) < 0) {
         throw new InvalidArgumentError(
           `Invalid view offset: must be a non-negative integer, received ${
@@ -500,7 +505,7 @@ export class BufferView {
     const d = this.#dim(dim, "slice");
     _checkOptions(options, "slice options");
     const n = this.#shape[d];
-    const step = options.step ?? 1;
+    const step = optionOr(options.step, 1);
     if (!Number.isSafeInteger(step) || step === 0) {
       throw this.#error(
         `Cannot slice dim ${d} of a view of shape ${
@@ -511,8 +516,8 @@ export class BufferView {
       );
     }
     const lo = step > 0 ? 0 : -1, hi = step > 0 ? n : n - 1;
-    const start = options.start ?? (step > 0 ? 0 : n - 1);
-    const stop = options.stop ?? (step > 0 ? n : -1);
+    const start = optionOr(options.start, step > 0 ? 0 : n - 1);
+    const stop = optionOr(options.stop, step > 0 ? n : -1);
     for (const [name, value] of [["start", start], ["stop", stop]] as const) {
       if (!Number.isInteger(value) || value < lo || value > hi) {
         throw this.#error(

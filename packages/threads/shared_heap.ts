@@ -10,6 +10,7 @@ import {
   DoubleFreeError,
   InvalidArgumentError,
   JUNK_BYTE,
+  optionOr,
   OutOfMemoryError,
   validateAlignment,
   validateByteLength,
@@ -478,7 +479,7 @@ export class SharedHeap {
     }
     validateObject(options, "options");
     const buffer = sharedBuffer(memory);
-    const byteOffset = options.byteOffset ?? 0;
+    const byteOffset = optionOr(options.byteOffset, 0);
     validateInteger(byteOffset, 0, buffer.byteLength, "byteOffset");
     if (byteOffset % 8 !== 0) {
       throw new InvalidArgumentError(
@@ -487,7 +488,7 @@ export class SharedHeap {
       );
     }
     const room = Math.min(buffer.byteLength, SHARED_MAX_BYTE_END) - byteOffset;
-    const byteLength = options.byteLength ?? Math.max(room, 0);
+    const byteLength = optionOr(options.byteLength, Math.max(room, 0));
     validateInteger(byteLength, 0, Math.max(room, 0), "byteLength");
     const timeoutMs = validateTimeout(options.lockTimeoutMs);
     const strict = validateStrict(options.strict);

@@ -3,6 +3,7 @@ import {
   describeValue,
   InvalidArgumentError,
   isAllotFrame,
+  optionOr,
   validateInteger,
   validateObject,
 } from "@allot/core";
@@ -79,7 +80,7 @@ export function captureStack(
   skip = 0,
 ): StackFrame[] {
   validateObject(options, "options");
-  const depth = options.depth ?? 64;
+  const depth = optionOr(options.depth, 64);
   validateInteger(depth, 0, 10_000, "depth");
   validateInteger(skip, 0, 10_000, "skip");
   const classify = checkClassify(options.classify ?? classifyFrame);

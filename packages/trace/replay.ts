@@ -1,6 +1,7 @@
 import {
   describeValue,
   InvalidArgumentError,
+  optionOr,
   validateObject,
 } from "@allot/core";
 import { _messageOf } from "./_message.ts";
@@ -218,7 +219,7 @@ export function replayOps(
   checkOps(ops);
   validateObject(options, "options");
   const policies = checkPolicies(options.policies ?? DEFAULT_POLICIES);
-  const repeat = options.repeat ?? 3;
+  const repeat = optionOr(options.repeat, 3);
   if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > 1000) {
     throw new InvalidArgumentError(
       `Cannot replay: repeat must be an integer from 1 to 1000, received ${

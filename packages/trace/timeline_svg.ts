@@ -2,6 +2,7 @@ import {
   describeValue,
   formatBytes,
   InvalidArgumentError,
+  optionOr,
   validateInteger,
   validateObject,
 } from "@allot/core";
@@ -78,7 +79,8 @@ export function timelineSvg(
 ): string {
   _checkTimeline(tl);
   validateObject(options, "options");
-  const W = options.width ?? 800, H = options.height ?? 260;
+  const W = optionOr(options.width, 800),
+    H = optionOr(options.height, 260);
   if (
     typeof W !== "number" || typeof H !== "number" ||
     !(W >= 100 && W <= 10000) || !(H >= 60 && H <= 10000)

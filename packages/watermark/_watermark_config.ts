@@ -11,10 +11,12 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  optionOr,
   type SegmentSource,
   type TraceRecorderOptions,
   validateAlignment,
   validateFlag,
+  validateInteger,
   validateObject,
 } from "@allot/core";
 import { DebugVerbosity } from "./debug_verbosity.ts";
@@ -92,7 +94,7 @@ function positiveOption(
   name: string,
   fallback: number,
 ): number {
-  const value = options[name] ?? fallback;
+  const value = optionOr(options[name], fallback);
   if (
     typeof value !== "number" || !Number.isSafeInteger(value) || value < 1
   ) {
@@ -101,6 +103,22 @@ function positiveOption(
         describeValue(value)
       }`,
       { name, value, limit: 1 },
+    );
+  }
+  return value;
+}
+
+/** An optional function option: its default for `undefined`, else checked. */
+function optionalFunction<F>(
+  value: F | undefined,
+  name: string,
+  fallback: F,
+): F {
+  if (value === undefined) return fallback;
+  if (typeof value !== "function") {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be a function, received ${describeValue(value)}`,
+      { name, value, limit: "function" },
     );
   }
   return value;
@@ -178,7 +196,10 @@ export function _resolveWatermarkOptions<M>(
     true,
   );
   const o = options as Record<string, unknown>;
-  const recommended = options.recommendedMaxBytes ?? source.capacityBytes;
+  const recommended = optionOr(
+    options.recommendedMaxBytes,
+    source.capacityBytes,
+  );
   if (
     typeof recommended !== "number" || !(recommended > 0) ||
     (recommended !== Infinity && !Number.isSafeInteger(recommended))
@@ -223,18 +244,33 @@ export function _resolveWatermarkOptions<M>(
     );
   }
   const driverFn = options.driverAllocatedBytes;
-  const verbosity = options.debugVerbosity ?? DebugVerbosity.silent;
-  const logger = options.logger ?? ((line) => console.error(line));
-  const hostView = options.hostView ??
-    (defaultHostView as HostViewFunction<M>);
+  // a mask of DebugVerbosity's flags (bits not yet named are ignored)
+  const verbosity = validateInteger(
+    optionOr(options.debugVerbosity, DebugVerbosity.silent),
+    0,
+    0xffffffff,
+    "debugVerbosity",
+  );
+  const logger = optionalFunction(
+    options.logger,
+    "logger",
+    (line: string) => console.error(line),
+  );
+  const hostView = optionalFunction(
+    options.hostView,
+    "hostView",
+    defaultHostView as HostViewFunction<M>,
+  );
   const strict = validateFlag(options.strict, "strict", false);
-  const high = options.highWatermarkRatio ?? 1.7;
+  const high = optionOr(options.highWatermarkRatio, 1.7);
   _checkHighRatio(high, 0);
   const defaultLow = unifiedMemory ? 1.4 : 1.0;
-  const low = options.lowWatermarkRatio ??
-    (high === 0 ? defaultLow : Math.min(defaultLow, high));
+  const low = optionOr(
+    options.lowWatermarkRatio,
+    high === 0 ? defaultLow : Math.min(defaultLow, high),
+  );
   _checkLowRatio(low, high);
-  const history = options.recordHistory ?? false;
+  const history = optionOr(options.recordHistory, false);
   if (typeof history !== "boolean") validateObject(history, "recordHistory");
   return {
     alignment,

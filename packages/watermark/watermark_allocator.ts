@@ -13,6 +13,7 @@
 
 import {
   AllocatorBase,
+  checkCopyArguments,
   DataPtr,
   type Deleter,
   describeValue,
@@ -589,33 +590,8 @@ export class WatermarkAllocator<M = unknown>
     src: DataPtr<M | null, WatermarkBuffer<M>>,
     byteLength: number,
   ): void {
-    for (const [name, ptr] of [["dest", dest], ["src", src]] as const) {
-      // a brand check: `{}` was accepted (a NaN limit), `null` threw TypeError
-      if (!DataPtr.isDataPtr(ptr)) {
-        throw new InvalidArgumentError(
-          `Cannot copy ${
-            describeValue(byteLength)
-          } bytes: ${name} must be a DataPtr, received ${describeValue(ptr)}`,
-          { name, value: ptr, limit: "DataPtr" },
-        );
-      }
-    }
-    const limit = Math.min(dest.byteLength, src.byteLength);
-    if (
-      !Number.isSafeInteger(byteLength) || byteLength < 0 || byteLength > limit
-    ) {
-      throw new InvalidArgumentError(
-        `Cannot copy ${
-          describeValue(byteLength)
-        } bytes: must be an integer in [0, ${limit}]`,
-        { name: "byteLength", value: byteLength, limit },
-      );
-    }
-    if (dest.released || src.released) {
-      throw new UseAfterFreeError(
-        `Cannot copy ${byteLength} bytes: a pointer was released`,
-      );
-    }
+    // a brand check: `{}` was accepted (a NaN limit), `null` threw TypeError
+    checkCopyArguments(dest, src, byteLength);
     if (byteLength === 0) return;
     const d = this.#hostRange(dest, byteLength, "dest");
     const s = this.#hostRange(src, byteLength, "src");

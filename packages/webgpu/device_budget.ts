@@ -21,6 +21,7 @@
 import {
   describeValue,
   InvalidArgumentError,
+  optionOr,
   validateObject,
 } from "@allot/core";
 import { _checkOptions } from "./_validate_gpu.ts";
@@ -82,7 +83,7 @@ export function deviceBudget(
 ): DeviceBudget {
   validateObject(device, "device");
   options = _checkOptions(options);
-  const share = options.hostShare ?? 0.5;
+  const share = optionOr(options.hostShare, 0.5);
   if (typeof share !== "number" || !(share > 0 && share <= 1)) {
     throw new InvalidArgumentError(
       `Invalid hostShare: must be in (0, 1], received ${describeValue(share)}`,

@@ -7,6 +7,7 @@
 
 import {
   AllocatorBase,
+  checkCopyArguments,
   ContractViolationError,
   DataPtr,
   type Deleter,
@@ -162,27 +163,15 @@ export class GpuAllocatorAdapter
    * @param src Source pointer.
    * @param byteLength Bytes.
    * @throws {InvalidArgumentError} For a length beyond either pointer.
+   * @throws {UseAfterFreeError} When either pointer was released.
    */
   override copyData(
     dest: DataPtr<GPUBuffer | null, GpuAllocation | null>,
     src: DataPtr<GPUBuffer | null, GpuAllocation | null>,
     byteLength: number,
   ): void {
-    for (const [name, ptr] of [["dest", dest], ["src", src]] as const) {
-      // a brand check: `{}` with 0 bytes was accepted
-      if (!DataPtr.isDataPtr(ptr)) {
-        throw new InvalidArgumentError(
-          `Cannot copy ${
-            describeValue(byteLength)
-          } bytes: ${name} must be a DataPtr, received ${describeValue(ptr)}`,
-          { name, value: ptr, limit: "DataPtr" },
-        );
-      }
-    }
-    validateByteLength(
-      byteLength,
-      Math.min(dest.byteLength, src.byteLength),
-    );
+    // a brand check: `{}` with 0 bytes was accepted
+    checkCopyArguments(dest, src, byteLength);
     if (byteLength === 0) return;
     GpuKernels.of(this.source.gpuDevice).copyBytes(
       { buffer: src.memory!, offset: src.byteOffset, size: src.byteLength },

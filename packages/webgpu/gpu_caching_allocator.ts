@@ -19,6 +19,7 @@ import {
 } from "@allot/caching";
 import {
   type Device,
+  optionOr,
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
@@ -133,7 +134,8 @@ export class GpuCachingAllocator {
    */
   constructor(device: GPUDevice, options?: GpuCachingAllocatorOptions) {
     _checkDevice(device, "Cannot make a GpuCachingAllocator");
-    options = _checkOptions(options);
+    // a copy: each option read once (a getter is not asked twice)
+    options = { ..._checkOptions(options) };
     _checkStrict(options.strict);
     _anchorShapes("caching");
     this.gpuDevice = device;
@@ -141,13 +143,22 @@ export class GpuCachingAllocator {
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
-    const large = options.largeSegmentByteLength ?? 20 * 2 ** 20;
+    // checked before the clamp below can hide a bad value
     const caching: CachingAllocatorOptions = { label: "webgpu", ...options };
+    const large = validateByteLength(
+      optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
+      undefined,
+      "largeSegmentByteLength",
+    );
     if (large > maxBinding) {
       caching.largeSegmentByteLength = Math.floor(maxBinding / 2 ** 20) *
         2 ** 20;
       caching.ownSegmentMinByteLength = Math.min(
-        options.ownSegmentMinByteLength ?? 10 * 2 ** 20,
+        validateByteLength(
+          optionOr(caching.ownSegmentMinByteLength, 10 * 2 ** 20),
+          undefined,
+          "ownSegmentMinByteLength",
+        ),
         caching.largeSegmentByteLength,
       );
     }

@@ -17,6 +17,7 @@ import {
   AllotError,
   describeValue,
   InvalidArgumentError,
+  optionOr,
   UnsupportedOperationError,
   validateInteger,
   validateObject,
@@ -212,7 +213,7 @@ export class GpuKernels {
     options = _checkOptions(options);
     const label = _checkLabel(options.label, "allot");
     const wanted = validateInteger(
-      options.workgroupSize ?? 256,
+      optionOr(options.workgroupSize, 256),
       1,
       2 ** 31,
       "workgroupSize",
@@ -351,7 +352,12 @@ export class GpuKernels {
     // validate the whole copy before anything is dispatched
     const source = _reach(what, layout, "", src.size / size, 64);
     const dstOffset = dstLayout === undefined
-      ? validateInteger(options.dstOffset ?? 0, 0, 0xffffffff, "dstOffset")
+      ? validateInteger(
+        optionOr(options.dstOffset, 0),
+        0,
+        0xffffffff,
+        "dstOffset",
+      )
       : dstLayout.offset;
     const target = dstLayout === undefined
       ? { lo: dstOffset, hi: dstOffset + source.count - 1 }
@@ -435,7 +441,7 @@ export class GpuKernels {
     let target: { lo: number; hi: number };
     if (dstLayout === undefined) {
       dstOffset = validateInteger(
-        options.dstOffset ?? 0,
+        optionOr(options.dstOffset, 0),
         0,
         0xffffffff,
         "dstOffset",
@@ -606,20 +612,20 @@ export class GpuKernels {
     src = this.#checkBinding(src, what, 1);
     dst = this.#checkBinding(dst, what, 1);
     const srcByteOffset = validateInteger(
-      options.srcByteOffset ?? 0,
+      optionOr(options.srcByteOffset, 0),
       0,
       src.size,
       "srcByteOffset",
     );
     const dstByteOffset = validateInteger(
-      options.dstByteOffset ?? 0,
+      optionOr(options.dstByteOffset, 0),
       0,
       dst.size,
       "dstByteOffset",
     );
     const most = Math.min(src.size - srcByteOffset, dst.size - dstByteOffset);
     const byteLength = validateInteger(
-      options.byteLength ?? most,
+      optionOr(options.byteLength, most),
       0,
       most,
       "byteLength",
@@ -691,9 +697,14 @@ export class GpuKernels {
     const size = dtypeByteSize(dtype);
     dst = this.#checkBinding(dst, what, size);
     const elements = Math.floor(dst.size / size);
-    const offset = validateInteger(options.offset ?? 0, 0, elements, "offset");
+    const offset = validateInteger(
+      optionOr(options.offset, 0),
+      0,
+      elements,
+      "offset",
+    );
     const length = validateInteger(
-      options.length ?? elements - offset,
+      optionOr(options.length, elements - offset),
       0,
       elements - offset,
       "length",

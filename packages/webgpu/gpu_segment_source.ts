@@ -20,6 +20,7 @@ import {
   describeValue,
   Device,
   InvalidArgumentError,
+  optionOr,
   type Segment,
   SegmentLedger,
   type SegmentRequestOptions,
@@ -150,11 +151,11 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
       "maxStorageBufferBindingSize",
     ]);
     options = _checkOptions(options, "source options");
-    const option = options.capacityBytes ?? "device";
+    const option = optionOr<number | "device">(options.capacityBytes, "device");
     const budget = option === "device" ? deviceBudget(device) : undefined;
     const capacity = budget?.capacityBytes ??
       validateCapacity(option as number);
-    const mode = options.hostVisible ?? "staged";
+    const mode = optionOr(options.hostVisible, "staged");
     if (mode !== "staged" && mode !== "refuse") {
       throw new InvalidArgumentError(
         `Invalid hostVisible: must be "staged" or "refuse", received ${
@@ -165,7 +166,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     }
     this.device = new Device(
       "webgpu",
-      validateInteger(options.index ?? 0, 0, 0xffff, "index"),
+      validateInteger(optionOr(options.index, 0), 0, 0xffff, "index"),
     );
     this.gpuDevice = device;
     this.capacityBytes = capacity;

@@ -16,6 +16,7 @@ import { _MapMode, _Usage } from "./_flags.ts";
 import {
   alignUp,
   InvalidArgumentError,
+  optionOr,
   validateByteLength,
   validateInteger,
 } from "@allot/core";
@@ -181,11 +182,11 @@ export class GpuStaging {
     this.gpuDevice = device;
     this.#label = _checkLabel(options.label, "allot-staging");
     this.maxStagingBytes = validateByteLength(
-      options.maxStagingBytes ?? 64 << 20,
+      optionOr(options.maxStagingBytes, 64 << 20),
       Number.MAX_SAFE_INTEGER,
       "maxStagingBytes",
     );
-    const chunk = options.chunkByteLength ?? 8 << 20;
+    const chunk = optionOr(options.chunkByteLength, 8 << 20);
     this.chunkByteLength = validateInteger(
       chunk,
       MIN_STAGING,
@@ -193,7 +194,7 @@ export class GpuStaging {
       "chunkByteLength",
     );
     this.writeBufferMaxByteLength = validateByteLength(
-      options.writeBufferMaxByteLength ?? 256 << 10,
+      optionOr(options.writeBufferMaxByteLength, 256 << 10),
       Number.MAX_SAFE_INTEGER,
       "writeBufferMaxByteLength",
     );
@@ -243,7 +244,7 @@ export class GpuStaging {
     const bytes = _bytesOf(data, "Cannot upload");
     options = _checkOptions(options);
     const byteOffset = validateInteger(
-      options.byteOffset ?? 0,
+      optionOr(options.byteOffset, 0),
       0,
       dst.size,
       "byteOffset",
@@ -357,13 +358,13 @@ export class GpuStaging {
     src = validateBinding(this.gpuDevice, src, { what, storage: false });
     options = _checkOptions(options);
     const byteOffset = validateInteger(
-      options.byteOffset ?? 0,
+      optionOr(options.byteOffset, 0),
       0,
       src.size,
       "byteOffset",
     );
     const byteLength = validateInteger(
-      options.byteLength ?? src.size - byteOffset,
+      optionOr(options.byteLength, src.size - byteOffset),
       0,
       src.size - byteOffset,
       "byteLength",

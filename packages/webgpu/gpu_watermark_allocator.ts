@@ -14,6 +14,7 @@ import {
 } from "./_validate_gpu.ts";
 import {
   type Device,
+  optionOr,
   type SynchronizeOptions,
   validateByteLength,
   validateSynchronizeOptions,
@@ -118,7 +119,9 @@ export class GpuWatermarkAllocator {
    */
   constructor(device: GPUDevice, options?: GpuWatermarkAllocatorOptions) {
     _checkDevice(device, "Cannot make a GpuWatermarkAllocator");
-    options = _checkOptions(options);
+    // a copy: each option read once (a getter is not asked twice)
+    const given = { ..._checkOptions(options) };
+    options = given;
     _checkStrict(options.strict);
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
@@ -129,10 +132,11 @@ export class GpuWatermarkAllocator {
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to
       // carve later ones from; a WebGPU buffer is memory the device commits
       // at once, so no heap here is larger than a large heap (32 MiB).
-      ...options,
-      xlargeHeapByteLength: options.xlargeHeapByteLength ??
-        options.largeHeapByteLength ??
-        GPU_HEAP_BYTE_LENGTH,
+      ...given,
+      xlargeHeapByteLength: optionOr(
+        given.xlargeHeapByteLength,
+        optionOr(given.largeHeapByteLength, GPU_HEAP_BYTE_LENGTH),
+      ),
     });
     const release = (buffer: unknown) =>
       (buffer as WatermarkBuffer<GPUBuffer>).release();

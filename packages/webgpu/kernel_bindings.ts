@@ -21,6 +21,7 @@ import {
   AllotError,
   describeValue,
   InvalidArgumentError,
+  optionOr,
   validateObject,
 } from "@allot/core";
 import type { Buffer } from "@allot/storage";
@@ -294,7 +295,7 @@ export function bindBuffers(
       { name: "aliasing", value: policy, limit: "promote | refuse" },
     );
   }
-  const first = options.firstBinding ?? 0;
+  const first = optionOr(options.firstBinding, 0);
   if (!Number.isSafeInteger(first) || first < 0) {
     throw new InvalidArgumentError(
       `Cannot bind: firstBinding must be a non-negative integer, received ${

@@ -9,7 +9,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { ContractViolationError, InvalidArgumentError } from "@allot/core";
+import {
+  ContractViolationError,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
 import { Buffer, BufferView, type Dtype } from "@allot/storage";
 import {
   createUniformBuffer,
@@ -559,6 +563,13 @@ describe(
             InvalidArgumentError,
           );
         }
+      }
+      // a released pointer: a typed error, not a copy from a null buffer
+      const gone = own.allocate(64);
+      gone.release();
+      for (const n of [0, 4]) {
+        assert.throws(() => own.copyData(gone, p, n), UseAfterFreeError);
+        assert.throws(() => own.copyData(p, gone, n), UseAfterFreeError);
       }
     });
   },
