@@ -81,8 +81,8 @@ const JUNK = 0xdd;
  * kept blocks. A block handed out is never handed out again until it was
  * recycled.
  *
- * Each `acquire` returns a fresh handle (a `DataPtr` whose context is the
- * allocator's own pointer, reserved length included); `recycle` invalidates
+ * Each `acquire` returns a fresh handle (a `DataPtr` over the allocator's
+ * block, reserved length and context included); `recycle` invalidates
  * it, so a stale handle is refused even after its block was handed out
  * again. Releasing a handle directly frees its block to the allocator and
  * the pool forgets it.
@@ -101,10 +101,11 @@ const JUNK = 0xdd;
  * const pool = new BufferPool(owner.target.allocator, { strategy: AllocationStrategy.pooled() });
  * const a = pool.acquire(1000);
  * assert.equal(a.byteLength, 1024);
- * const block = a.getContext();
+ * const place = a.byteOffset;
  * pool.recycle(a);
  * const b = pool.acquire(600);
- * assert.equal(b.getContext(), block); // the same block, a fresh handle
+ * assert.equal(b.byteOffset, place); // the same block, a fresh handle
+ * assert.notEqual(b, a);
  * assert.equal(pool.stats().reuses, 1);
  * pool.recycle(b);
  * pool.cleanup();
@@ -118,9 +119,9 @@ export class BufferPool<M = unknown, C = unknown> {
   readonly strategy: AllocationStrategy;
   #maxFreeBytes: number;
   #free = new Map<number, DataPtr<M, C>[]>();
-  // Handles handed out (one fresh DataPtr per acquire, its context the
-  // pooled block) and the requested bytes of each; the blocks behind them.
-  #inUse = new Map<DataPtr<M, DataPtr<M, C>>, number>();
+  // Handles handed out (one fresh DataPtr per acquire over the pooled
+  // block) and the block and requested bytes of each; the blocks behind them.
+  #inUse = new Map<DataPtr<M, C>, _Lease<M, C>>();
   #held = new Set<DataPtr<M, C>>();
   #freeSet = new Set<DataPtr<M, C>>();
   #freeHandles = 0;
@@ -196,11 +197,12 @@ export class BufferPool<M = unknown, C = unknown> {
    * `strategy.reserve(byteLength)`).
    *
    * @param byteLength Requested bytes.
-   * @returns A fresh handle of the block (its context is the pooled block);
-   * give it back with `recycle`, which invalidates it.
+   * @returns A fresh handle of the block (the block's place, device and
+   * context, or the block itself when it has no context); give it back with
+   * `recycle`, which invalidates it.
    * @throws {InvalidArgumentError} When `byteLength` is invalid.
    */
-  acquire(byteLength: number): DataPtr<M, DataPtr<M, C>> {
+  acquire(byteLength: number): DataPtr<M, C> {
     validateByteLength(byteLength);
     const reserved = this.strategy.reserve(byteLength);
     if (!Number.isSafeInteger(reserved) || reserved < byteLength) {
@@ -226,15 +228,21 @@ export class BufferPool<M = unknown, C = unknown> {
     }
     // A fresh handle per acquire: a stale handle of an earlier acquire of
     // the same block is not handed out, so its recycle is refused.
-    const handle = new DataPtr<M, DataPtr<M, C>>(
+    const pooled = block;
+    const handle = new DataPtr<M, C>(
       block.memory,
       block.byteOffset,
       block.byteLength,
       block.device,
-      { context: block, deleter: _releaseBlock },
+      // Released directly, the handle frees its block to the allocator (a
+      // null context would skip the deleter: the block stands in for it).
+      {
+        context: (block.getContext() ?? block) as C,
+        deleter: () => pooled.release(),
+      },
     );
     this.#held.add(block);
-    this.#inUse.set(handle, byteLength);
+    this.#inUse.set(handle, { block, requested: byteLength });
     return handle;
   }
 
@@ -274,8 +282,9 @@ export class BufferPool<M = unknown, C = unknown> {
    * now (recycled already, even if its block was acquired again since).
    * @throws {UseAfterFreeError} When the handle was released directly.
    */
-  recycle(handle: DataPtr<M, unknown>): void {
-    if (!this.#inUse.has(handle as DataPtr<M, DataPtr<M, C>>)) {
+  recycle(handle: DataPtr<M, C>): void {
+    const lease = this.#inUse.get(handle);
+    if (lease === undefined) {
       throw new DoubleFreeError(
         `Cannot recycle ${
           DataPtr.isDataPtr(handle) ? String(handle) : describeValue(handle)
@@ -283,16 +292,16 @@ export class BufferPool<M = unknown, C = unknown> {
       );
     }
     if (this.#strict) this.#validate();
-    this.#inUse.delete(handle as DataPtr<M, DataPtr<M, C>>);
+    this.#inUse.delete(handle);
+    const block = lease.block;
+    this.#held.delete(block);
     if (handle.released) {
       this.#reserved.decrease(handle.byteLength);
-      this.#dropReleased();
       throw new UseAfterFreeError(
         `Cannot recycle ${handle}: it was released directly`,
       );
     }
-    const block = handle.releaseContext() as DataPtr<M, C>;
-    this.#held.delete(block);
+    handle.releaseContext(); // invalidates the handle, frees nothing
     const reserved = block.byteLength;
     if (this.#freeBytes + reserved > this.#maxFreeBytes) {
       this.#reserved.decrease(reserved);
@@ -393,13 +402,6 @@ export class BufferPool<M = unknown, C = unknown> {
     }
   }
 
-  /** Forgets the held blocks that were released (through their handles). */
-  #dropReleased(): void {
-    for (const block of this.#held) {
-      if (block.released) this.#held.delete(block);
-    }
-  }
-
   #checkJunk(block: DataPtr<M, C>): void {
     const bytes = _hostBytes(block);
     if (bytes === undefined) return;
@@ -421,8 +423,8 @@ export class BufferPool<M = unknown, C = unknown> {
    * @param block A pointer.
    * @returns `true` between `acquire` and `recycle`.
    */
-  owns(block: DataPtr<M, unknown>): boolean {
-    return this.#inUse.has(block as DataPtr<M, DataPtr<M, C>>);
+  owns(block: DataPtr<M, C>): boolean {
+    return this.#inUse.has(block);
   }
 
   /**
@@ -432,12 +434,13 @@ export class BufferPool<M = unknown, C = unknown> {
    */
   stats(): PoolStats {
     let allocatedBytes = 0, requestedBytes = 0;
-    for (const [block, requested] of this.#inUse) {
+    for (const [block, lease] of this.#inUse) {
+      const requested = lease.requested;
       if (block.released) {
         // released directly: it went back to the allocator
         this.#inUse.delete(block);
+        this.#held.delete(lease.block);
         this.#reserved.decrease(block.byteLength);
-        this.#dropReleased();
         continue;
       }
       allocatedBytes += block.byteLength;
@@ -457,9 +460,10 @@ export class BufferPool<M = unknown, C = unknown> {
   }
 }
 
-/** A handle's deleter: a handle released directly frees its block. */
-function _releaseBlock(block: DataPtr): void {
-  block.release();
+/** A handle handed out: its pooled block and the bytes asked for. */
+interface _Lease<M, C> {
+  block: DataPtr<M, C>;
+  requested: number;
 }
 
 function _hostBytes(block: DataPtr): Uint8Array | undefined {

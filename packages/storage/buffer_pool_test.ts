@@ -67,7 +67,7 @@ describe("BufferPool", () => {
             maxFreeBytes: 2048,
           });
           const live: {
-            ptr: DataPtr<ArrayBuffer, unknown>;
+            ptr: DataPtr<ArrayBuffer, number>;
             requested: number;
           }[] = [];
           for (const [take, n, pick] of ops) {

@@ -27,7 +27,7 @@ import {
 
 let returnBlock: (
   pool: ManagedBufferPool<unknown, unknown> | undefined,
-  block: DataPtr<unknown, DataPtr<unknown, unknown>>,
+  block: DataPtr<unknown, unknown>,
 ) => void;
 
 /** Options of {@linkcode ManagedBufferPool}. */
@@ -75,12 +75,12 @@ export interface ManagedBufferPoolOptions extends BufferPoolOptions {
  * ```
  */
 export class ManagedBufferPool<M = unknown, C = unknown>
-  extends AllocatorBase<M, DataPtr<M, DataPtr<M, C>>> {
+  extends AllocatorBase<M, DataPtr<M, C>> {
   /** The device of the backing allocator. */
   readonly device: Device;
   #pool: BufferPool<M, C>;
   #backend: BufferBackend | undefined;
-  #recycle: (block: DataPtr<M, DataPtr<M, C>>) => void;
+  #recycle: (block: DataPtr<M, C>) => void;
   #facade: Allocator;
   #closed = false;
 
@@ -136,7 +136,7 @@ export class ManagedBufferPool<M = unknown, C = unknown>
    * @throws {InvalidArgumentError} When `byteLength` is invalid.
    * @throws {UseAfterFreeError} After `dispose`.
    */
-  allocate(byteLength: number): DataPtr<M, DataPtr<M, DataPtr<M, C>>> {
+  allocate(byteLength: number): DataPtr<M, DataPtr<M, C>> {
     if (this.#closed) {
       throw new UseAfterFreeError(
         `Cannot allocate ${
@@ -224,11 +224,11 @@ export class ManagedBufferPool<M = unknown, C = unknown>
  */
 function makeRecycler<M, C>(
   ref: WeakRef<ManagedBufferPool<M, C>>,
-): (block: DataPtr<M, DataPtr<M, C>>) => void {
+): (block: DataPtr<M, C>) => void {
   return (block) =>
     returnBlock(
       ref.deref() as ManagedBufferPool<unknown, unknown> | undefined,
-      block as DataPtr<unknown, DataPtr<unknown, unknown>>,
+      block,
     );
 }
 
