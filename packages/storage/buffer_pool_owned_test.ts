@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { DataPtr, DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import { type DataPtr, DoubleFreeError, UseAfterFreeError } from "@allot/core";
 import { CpuAllocator } from "@allot/cpu";
 import { BufferPool } from "./buffer_pool.ts";
 
