@@ -121,6 +121,10 @@ export class _AliasTable {
   record: Int32Array = new Int32Array(INITIAL_SLOTS);
   /** References held at the place. */
   count: Float64Array = new Float64Array(INITIAL_SLOTS);
+  /** Memory of each alias place. */
+  memory: (object | undefined)[] = [];
+  /** Byte offset of each alias place. */
+  offset: Float64Array = new Float64Array(INITIAL_SLOTS);
   #freeSlots: Int32Array = new Int32Array(INITIAL_SLOTS);
   #freeTop = 0;
   #used = 0;
@@ -136,6 +140,7 @@ export class _AliasTable {
       const n = this.record.length * 2;
       this.record = grown(this.record, n);
       this.count = grown(this.count, n);
+      this.offset = grown(this.offset, n);
       this.#freeSlots = grown(this.#freeSlots, n);
     }
     return this.#used++;
@@ -150,8 +155,14 @@ export class _AliasTable {
     this.#freeSlots[this.#freeTop++] = slot;
   }
 
+  /** Slots handed out so far (live ones have a count above 0). */
+  get used(): number {
+    return this.#used;
+  }
+
   /** Forgets every slot. */
   clear(): void {
+    this.memory.length = 0;
     this.#freeTop = 0;
     this.#used = 0;
   }

@@ -1130,6 +1130,7 @@ export class OwnershipRegistry {
    * @returns The records.
    */
   records(): RecordInfo[] {
+    this.#sweepReleased();
     return this.#records.liveSlots().map((r) => this.#info(r));
   }
 
@@ -1139,6 +1140,7 @@ export class OwnershipRegistry {
    * @returns The stats.
    */
   stats(): RegistryStats {
+    this.#sweepReleased();
     return {
       pointers: this.#pointers,
       buffers: this.#buffers,
@@ -1180,6 +1182,7 @@ export class OwnershipRegistry {
     if (limit !== Infinity) {
       validateInteger(limit, 0, Number.MAX_SAFE_INTEGER, "limit");
     }
+    this.#sweepReleased();
     const r = this.#requested, s = this.#reserved;
     const lines = [
       `OwnershipRegistry (${this.#worker}): pointers ${this.#pointers}, buffers ${this.#buffers} (${this.#references} references)`,
@@ -1279,6 +1282,7 @@ export class OwnershipRegistry {
   }
 
   #leakReport(reason: "dispose" | "exit"): LeakReport | undefined {
+    this.#sweepReleased();
     if (this.#records.live === 0) return undefined;
     const records = this.records();
     let byteLength = 0, reservedByteLength = 0;
@@ -1402,6 +1406,12 @@ export class OwnershipRegistry {
   #find(pointer: Pointer, name: string): number {
     const offset = this.#placeOf(pointer, name);
     const v = this.#get(this.#memory, offset);
+    // Another pointer's record (or an alias): a DataPtr released behind
+    // the registry's back leaves a stale one, purged here.
+    if (
+      v >= 0 && this.#records.pointer[this.#slotOf(v)] !== pointer &&
+      this.#purgeIfReleased(v)
+    ) return -1;
     if (
       v >= 0 && this.#anyRetired &&
       this.#records.pointer[this.#slotOf(v)] !== pointer &&
@@ -1422,6 +1432,50 @@ export class OwnershipRegistry {
       this.#throwStore(v, memory, byteOffset);
     }
     return v;
+  }
+
+  /** Drops every stale record (see `#purgeIfReleased`): O(records). */
+  #sweepReleased(): void {
+    const t = this.#records;
+    if (t.live === 0) return;
+    for (const r of t.liveSlots()) this.#purgeIfReleased(r << 1);
+  }
+
+  /** `#get`, with a stale record (its DataPtr released directly) purged. */
+  #getLive(memory: object, byteOffset: number): number {
+    const v = this.#get(memory, byteOffset);
+    return v >= 0 && this.#purgeIfReleased(v) ? -1 : v;
+  }
+
+  /**
+   * One owner per block: a registered DataPtr released directly (not
+   * through the registry) gave its block back to its allocator, which may
+   * hand the place to a new pointer. Its record is stale: dropped here with
+   * its own and alias places and its counts, freeing nothing (the pointer's
+   * release freed it already).
+   *
+   * @returns Whether the record of store value `v` was stale and dropped.
+   */
+  #purgeIfReleased(v: number): boolean {
+    const t = this.#records, r = this.#slotOf(v);
+    const pointer = t.pointer[r];
+    if (!DataPtr.isDataPtr(pointer) || !pointer.released) return false;
+    const aliases = this.#aliases;
+    if (t.placeCount[r] > 0) {
+      this.#store.delete(t.memory[r]!, t.offset[r]);
+      t.placeCount[r] = 0;
+    }
+    for (let a = 0, n = aliases.used; a < n; a++) {
+      if (aliases.count[a] > 0 && aliases.record[a] === r) {
+        this.#store.delete(aliases.memory[a]!, aliases.offset[a]);
+        aliases.count[a] = 0;
+        aliases.put(a);
+      }
+    }
+    if (t.buffer[r] === 1) this.#references -= t.refs[r];
+    this.#forget(r);
+    t.put(r);
+    return true;
   }
 
   /** Whether `v` is -1 or names a live record or alias in `memory`. */
@@ -1472,6 +1526,8 @@ export class OwnershipRegistry {
     const a = this.#aliases.take();
     this.#aliases.record[a] = r;
     this.#aliases.count[a] = 1;
+    this.#aliases.memory[a] = memory;
+    this.#aliases.offset[a] = byteOffset;
     try {
       this.#store.set(memory, byteOffset, (a << 1) | 1);
     } catch (error) {
@@ -1680,7 +1736,7 @@ export class OwnershipRegistry {
         );
       }
     }
-    if (this.#get(memory, byteOffset) >= 0) {
+    if (this.#getLive(memory, byteOffset) >= 0) {
       throw new InvalidArgumentError(
         `Cannot ${what} ${
           describePointer(memory, byteOffset)
@@ -1724,7 +1780,7 @@ export class OwnershipRegistry {
             { name: "alias", value: o, limit: [byteOffset, end] },
           );
         }
-        const w = o === byteOffset ? -1 : this.#get(m, o);
+        const w = o === byteOffset ? -1 : this.#getLive(m, o);
         if (w >= 0) {
           throw new InvalidArgumentError(
             `Cannot ${what} ${

@@ -81,8 +81,11 @@ const JUNK = 0xdd;
  * kept blocks. A block handed out is never handed out again until it was
  * recycled.
  *
- * The blocks are the allocator's own pointers, reserved length included.
- * Releasing one directly frees it to the allocator and the pool forgets it.
+ * Each `acquire` returns a fresh handle (a `DataPtr` over the allocator's
+ * block, reserved length and context included); `recycle` invalidates
+ * it, so a stale handle is refused even after its block was handed out
+ * again. Releasing a handle directly frees its block to the allocator and
+ * the pool forgets it.
  * For blocks that come back by themselves, use
  * {@linkcode ManagedBufferPool}.
  *
@@ -98,9 +101,11 @@ const JUNK = 0xdd;
  * const pool = new BufferPool(owner.target.allocator, { strategy: AllocationStrategy.pooled() });
  * const a = pool.acquire(1000);
  * assert.equal(a.byteLength, 1024);
+ * const place = a.byteOffset;
  * pool.recycle(a);
  * const b = pool.acquire(600);
- * assert.equal(b, a);
+ * assert.equal(b.byteOffset, place); // the same block, a fresh handle
+ * assert.notEqual(b, a);
  * assert.equal(pool.stats().reuses, 1);
  * pool.recycle(b);
  * pool.cleanup();
@@ -114,7 +119,10 @@ export class BufferPool<M = unknown, C = unknown> {
   readonly strategy: AllocationStrategy;
   #maxFreeBytes: number;
   #free = new Map<number, DataPtr<M, C>[]>();
-  #inUse = new Map<DataPtr<M, C>, number>();
+  // Handles handed out (one fresh DataPtr per acquire over the pooled
+  // block) and the block and requested bytes of each; the blocks behind them.
+  #inUse = new Map<DataPtr<M, C>, _Lease<M, C>>();
+  #held = new Set<DataPtr<M, C>>();
   #freeSet = new Set<DataPtr<M, C>>();
   #freeHandles = 0;
   #freeBytes = 0;
@@ -189,7 +197,9 @@ export class BufferPool<M = unknown, C = unknown> {
    * `strategy.reserve(byteLength)`).
    *
    * @param byteLength Requested bytes.
-   * @returns A block; give it back with `recycle`.
+   * @returns A fresh handle of the block (the block's place, device and
+   * context, or the block itself when it has no context); give it back with
+   * `recycle`, which invalidates it.
    * @throws {InvalidArgumentError} When `byteLength` is invalid.
    */
   acquire(byteLength: number): DataPtr<M, C> {
@@ -216,8 +226,24 @@ export class BufferPool<M = unknown, C = unknown> {
       this.#reserved.increase(block.byteLength);
       this.#allocations++;
     }
-    this.#inUse.set(block, byteLength);
-    return block;
+    // A fresh handle per acquire: a stale handle of an earlier acquire of
+    // the same block is not handed out, so its recycle is refused.
+    const pooled = block;
+    const handle = new DataPtr<M, C>(
+      block.memory,
+      block.byteOffset,
+      block.byteLength,
+      block.device,
+      // Released directly, the handle frees its block to the allocator (a
+      // null context would skip the deleter: the block stands in for it).
+      {
+        context: (block.getContext() ?? block) as C,
+        deleter: () => pooled.release(),
+      },
+    );
+    this.#held.add(block);
+    this.#inUse.set(handle, { block, requested: byteLength });
+    return handle;
   }
 
   /** Allocates a block and refuses one that breaks the allocator contract. */
@@ -228,12 +254,12 @@ export class BufferPool<M = unknown, C = unknown> {
     else if (block.released) why = "already released";
     else if (block.byteLength !== reserved) {
       why = `${block.byteLength} bytes long`;
-    } else if (this.#inUse.has(block) || this.#freeSet.has(block)) {
+    } else if (this.#held.has(block) || this.#freeSet.has(block)) {
       why = "a block the pool already holds";
     }
     if (why === undefined) return block;
     if (
-      DataPtr.isDataPtr(block) && !this.#inUse.has(block) &&
+      DataPtr.isDataPtr(block) && !this.#held.has(block) &&
       !this.#freeSet.has(block)
     ) {
       try {
@@ -250,26 +276,32 @@ export class BufferPool<M = unknown, C = unknown> {
   /**
    * Takes a block back for reuse (or frees it, beyond `maxFreeBytes`).
    *
-   * @param block A block from `acquire` that is still handed out.
-   * @throws {DoubleFreeError} When the block is not handed out by this pool.
-   * @throws {UseAfterFreeError} When the block was released directly.
+   * @param handle A handle from `acquire` not yet recycled (recycling
+   * invalidates it).
+   * @throws {DoubleFreeError} When the handle is not handed out by this pool
+   * now (recycled already, even if its block was acquired again since).
+   * @throws {UseAfterFreeError} When the handle was released directly.
    */
-  recycle(block: DataPtr<M, C>): void {
-    if (!this.#inUse.has(block)) {
+  recycle(handle: DataPtr<M, C>): void {
+    const lease = this.#inUse.get(handle);
+    if (lease === undefined) {
       throw new DoubleFreeError(
         `Cannot recycle ${
-          DataPtr.isDataPtr(block) ? String(block) : describeValue(block)
+          DataPtr.isDataPtr(handle) ? String(handle) : describeValue(handle)
         }: it is not handed out by this pool`,
       );
     }
     if (this.#strict) this.#validate();
-    this.#inUse.delete(block);
-    if (block.released) {
-      this.#reserved.decrease(block.byteLength);
+    this.#inUse.delete(handle);
+    const block = lease.block;
+    this.#held.delete(block);
+    if (handle.released) {
+      this.#reserved.decrease(handle.byteLength);
       throw new UseAfterFreeError(
-        `Cannot recycle ${block}: it was released directly`,
+        `Cannot recycle ${handle}: it was released directly`,
       );
     }
+    handle.releaseContext(); // invalidates the handle, frees nothing
     const reserved = block.byteLength;
     if (this.#freeBytes + reserved > this.#maxFreeBytes) {
       this.#reserved.decrease(reserved);
@@ -337,7 +369,7 @@ export class BufferPool<M = unknown, C = unknown> {
             }`,
           );
         }
-        if (this.#inUse.has(block)) {
+        if (this.#held.has(block)) {
           throw new ContractViolationError(
             `BufferPool is corrupt: ${block} is both free and in use`,
           );
@@ -402,10 +434,12 @@ export class BufferPool<M = unknown, C = unknown> {
    */
   stats(): PoolStats {
     let allocatedBytes = 0, requestedBytes = 0;
-    for (const [block, requested] of this.#inUse) {
+    for (const [block, lease] of this.#inUse) {
+      const requested = lease.requested;
       if (block.released) {
         // released directly: it went back to the allocator
         this.#inUse.delete(block);
+        this.#held.delete(lease.block);
         this.#reserved.decrease(block.byteLength);
         continue;
       }
@@ -424,6 +458,12 @@ export class BufferPool<M = unknown, C = unknown> {
       reserved: this.#reserved.values(),
     };
   }
+}
+
+/** A handle handed out: its pooled block and the bytes asked for. */
+interface _Lease<M, C> {
+  block: DataPtr<M, C>;
+  requested: number;
 }
 
 function _hostBytes(block: DataPtr): Uint8Array | undefined {

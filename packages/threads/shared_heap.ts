@@ -69,6 +69,7 @@ import {
   K_NONE,
   K_RETURNED,
   K_SLAB,
+  M_AGE,
   M_KIND,
   M_LEN,
   M_NEXT,
@@ -114,6 +115,7 @@ import {
   NotSharedMemoryError,
 } from "./errors.ts";
 import { SpanCache } from "./_span_cache.ts";
+import { OWNED_BLOCK, OWNED_SPAN, ownedBlocks } from "./_owned_blocks.ts";
 
 /** Largest alignment a shared heap serves: one page. */
 export const SHARED_MAX_ALIGNMENT: number = PAGE;
@@ -747,6 +749,7 @@ export class SharedHeap {
           // offset reaches another thread only through a message or an
           // atomic write, which publishes this store too.
           i32[w + M_KIND] = K_LARGE;
+          i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
           i32[a + A_LARGE_HITS]++;
           i32[a + A_LIVE_BLOCKS]++;
           i32[a + A_LIVE_BYTES] += i32[w + M_LEN] << PAGE_SHIFT;
@@ -841,7 +844,7 @@ export class SharedHeap {
         const w = this.#meta + (page << 3);
         if (
           i32[w + M_OWNER] === this.#token && i32[w + M_KIND] === K_LARGE &&
-          this.#cacheTotal !== 0
+          i32[w + M_AGE] !== OWNED_SPAN && this.#cacheTotal !== 0
         ) {
           // The owner keeps the span for its next large block: no lock.
           i32[w + M_KIND] = K_CACHED;
@@ -1089,6 +1092,7 @@ export class SharedHeap {
         if (
           Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_NONE) === K_LARGE
         ) {
+          i32[w + M_AGE] = 0; // a dead owner's mark goes with its span
           bytes += i32[w + M_LEN] * PAGE;
           blocks++;
           this.#releaseSpan(page);
@@ -1111,7 +1115,13 @@ export class SharedHeap {
         // A compare-exchange: a block another thread frees meanwhile (a
         // hand-off left out of `keep`) is on the remote list, not twice here.
         if (
-          Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1
+          Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1 &&
+          Atomics.compareExchange(
+              this.#u8,
+              slab + S_STATES + k,
+              OWNED_BLOCK,
+              0,
+            ) !== OWNED_BLOCK
         ) continue;
         this.#u16[stack + top++] = k;
         used--;
@@ -1271,8 +1281,12 @@ export class SharedHeap {
       },
       free: {
         value: (byteOffset: number): void => {
-          // Junk only a block this call will free: not through a closed heap.
+          // Junk only a block this call will free: not through a closed heap,
+          // not a block a DataPtr owns.
           const length = this.isOpen ? this.#find(byteOffset) : undefined;
+          if (length !== undefined && this.#isOwned(byteOffset)) {
+            this.#throwOwned(byteOffset);
+          }
           if (length !== undefined) {
             this.#u8.fill(JUNK_BYTE, byteOffset, byteOffset + length);
           }
@@ -1486,7 +1500,9 @@ export class SharedHeap {
     if (rel < 0 || k * size !== rel || k >= i32[s + S_CAP]) {
       this.#throwNotBlock(block, `not a block start in a ${size}-byte slab`);
     }
-    if (Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0) !== 1) {
+    const was = Atomics.compareExchange(this.#u8, slab + S_STATES + k, 1, 0);
+    if (was === OWNED_BLOCK) this.#throwOwned(block);
+    if (was !== 1) {
       throw new DoubleFreeError(
         `Cannot free ${block}: the block is not live (freed twice, or never allocated)`,
       );
@@ -1656,6 +1672,7 @@ export class SharedHeap {
         const w = this.#meta + (page << 3);
         const len = i32[w + M_LEN];
         Atomics.store(i32, w + M_KIND, K_LARGE);
+        i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
         i32[a + A_LARGE_HITS]++;
         i32[a + A_LIVE_BLOCKS]++;
         i32[a + A_LIVE_BYTES] += len * PAGE;
@@ -1672,6 +1689,7 @@ export class SharedHeap {
       page = this.#takePages(pages, K_LARGE);
     }
     if (page < 0) return undefined;
+    i32[this.#meta + (page << 3) + M_AGE] = 0; // not owned
     i32[a + A_LIVE_BLOCKS]++;
     i32[a + A_LIVE_BYTES] += pages * PAGE;
     return this.#pageBase + page * PAGE;
@@ -1679,6 +1697,10 @@ export class SharedHeap {
 
   #freeLarge(page: number, byteOffset: number): void {
     const i32 = this.#i32, w = this.#meta + (page << 3), a = this.#arenaWord;
+    if (
+      Atomics.load(i32, w + M_KIND) === K_LARGE &&
+      Atomics.load(i32, w + M_AGE) === OWNED_SPAN
+    ) this.#throwOwned(byteOffset);
     const owner = i32[w + M_OWNER];
     if (owner !== this.#token && this.#returnLarge(page, owner)) {
       i32[a + A_REMOTE_FREES]++;
@@ -2153,6 +2175,96 @@ export class SharedHeap {
         `Cannot ${what}: the heap's owner closed heap ${this.heapId}`,
       );
     }
+  }
+
+  // --- blocks a DataPtr owns (SharedHeapAllocator's) ---
+  // A small block's state byte is OWNED_BLOCK instead of 1; a large span's
+  // first page record holds OWNED_SPAN in M_AGE (0 while live and not
+  // owned; the word is the age stamp only while the span is cached). Both
+  // live in the shared memory: every handle, in every Worker, sees them.
+
+  /** Whether the live block at `byteOffset` (found by `#find`) is owned. */
+  #isOwned(byteOffset: number): boolean {
+    const i32 = this.#i32, rel = byteOffset - this.#pageBase;
+    const page = rel >> PAGE_SHIFT, w = this.#meta + (page << 3);
+    const start = i32[w + M_START];
+    if (start !== 0) {
+      const slab = this.#pageBase + (start - 1) * PAGE;
+      const k =
+        ((byteOffset - slab - SLAB_HEADER) / i32[(slab >> 2) + S_SIZE]) |
+        0;
+      return Atomics.load(this.#u8, slab + S_STATES + k) === OWNED_BLOCK;
+    }
+    return Atomics.load(i32, w + M_AGE) === OWNED_SPAN;
+  }
+
+  /** Marks a live block owned (`owned` true) or not owned; false: not live. */
+  #setOwned(byteOffset: number, owned: boolean): boolean {
+    const i32 = this.#i32;
+    if (!this.#open || i32[this.#stateWord] !== STATE_OPEN) {
+      this.#checkOpen(owned ? "own" : "free");
+    }
+    const rel = byteOffset - this.#pageBase;
+    if (!((rel >>> 0) === rel && rel < this.#pageBytes)) return false;
+    const page = rel >>> PAGE_SHIFT, w = this.#meta + (page << 3);
+    const start = i32[w + M_START];
+    if (start !== 0) {
+      // Only the pages of a live slab name their slab's first page.
+      const slab = this.#pageBase + ((start - 1) << PAGE_SHIFT), s = slab >> 2;
+      const cls = i32[s + S_CLASS], size = CLASS_SIZES[cls];
+      const r = byteOffset - slab - SLAB_HEADER;
+      const k = ((r >>> 6) * CLASS_RECIPROCALS[cls]) >>> 20;
+      if (r < 0 || k * size !== r || k >= i32[s + S_CAP]) return false;
+      const state = slab + S_STATES + k, u8 = this.#u8;
+      if (owned) {
+        // A plain read and write: a block just allocated reaches another
+        // thread only through a message or an atomic write after this.
+        if (u8[state] !== 1) return false;
+        u8[state] = OWNED_BLOCK;
+        return true;
+      }
+      const from = OWNED_BLOCK;
+      return Atomics.compareExchange(
+        u8,
+        state,
+        from,
+        1,
+      ) === from;
+    }
+    if (
+      (rel & (PAGE - 1)) !== 0 || Atomics.load(i32, w + M_KIND) !== K_LARGE
+    ) return false;
+    const from = owned ? 0 : OWNED_SPAN;
+    return Atomics.compareExchange(
+      i32,
+      w + M_AGE,
+      from,
+      owned ? OWNED_SPAN : 0,
+    ) === from;
+  }
+
+  #throwOwned(byteOffset: number): never {
+    throw new DoubleFreeError(
+      `Cannot free ${byteOffset}: the block is owned by a live DataPtr of a SharedHeapAllocator (release that pointer instead); nothing was freed`,
+    );
+  }
+
+  static {
+    ownedBlocks.mark = (heap, byteOffset) => {
+      if (!heap.#setOwned(byteOffset, true)) {
+        throw new DoubleFreeError(
+          `Cannot own ${byteOffset}: the block is not live or already owned`,
+        );
+      }
+    };
+    ownedBlocks.free = (heap, byteOffset) => {
+      if (!heap.#setOwned(byteOffset, false)) {
+        throw new DoubleFreeError(
+          `Cannot free ${byteOffset}: the block is not an owned live block (freed twice?)`,
+        );
+      }
+      heap.free(byteOffset);
+    };
   }
 
   #throwNotBlock(byteOffset: number, why: string, what = "free"): never {

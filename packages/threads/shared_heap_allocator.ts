@@ -27,6 +27,7 @@ import {
 } from "@allot/storage";
 import { ForeignHeapError, HeapClosedError } from "./errors.ts";
 import { SHARED_MAX_BYTE_END, SharedHeap } from "./shared_heap.ts";
+import { ownedBlocks } from "./_owned_blocks.ts";
 
 /**
  * Bytes in front of every allocation: magic, reference count, length, heap,
@@ -165,6 +166,8 @@ export class SharedHeapAllocator
       SHARED_MAX_BYTE_END - SHARED_HEADER_BYTES,
     );
     const block = this.#heap.alloc(byteLength + SHARED_HEADER_BYTES);
+    // One owner per block: a raw heap.free of it is refused from now on.
+    ownedBlocks.mark(this.#heap, block);
     const w = block >> 2, i32 = this.#i32;
     i32[w + W_LENGTH] = byteLength;
     i32[w + W_HEAP] = this.#heap.heapId;
@@ -376,7 +379,7 @@ export class SharedHeapAllocator
     const before = Atomics.sub(this.#i32, w, 1);
     if (before === 1) {
       Atomics.store(this.#i32, (block >> 2) + W_MAGIC, 0);
-      this.#heap.free(block);
+      ownedBlocks.free(this.#heap, block);
     } else if (before <= 0) {
       Atomics.add(this.#i32, w, 1);
       throw new DoubleFreeError(

@@ -2,19 +2,14 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { SharedHeap } from "./shared_heap.ts";
 import { SharedHeapAllocator } from "./shared_heap_allocator.ts";
+import { DoubleFreeError } from "@allot/core";
 
-// Known defect (found by the own7 review, not fixed yet): the DataPtr's
-// context is the bare block offset, and SharedHeap.free(block) accepts it, so
-// the block is handed out again and the old pointer's release drops the new
-// owner's reference and frees its block. A fix needs a per-block owned mark
-// the heap can read from any thread (shared memory), or a generation in the
-// context; see the own7 report.
+// One owner per block: SharedHeapAllocator marks every block it hands out
+// in the heap's shared memory, so a raw SharedHeap.free of it, through any
+// handle (any Worker), throws DoubleFreeError and changes nothing.
 describe("SharedHeapAllocator: stale ownership between DataPtr and heap.free", () => {
   it(
     "a raw heap.free of a DataPtr's block cannot free the next owner's block",
-    {
-      skip: "known defect: SharedHeap.free accepts a block a live DataPtr owns",
-    },
     () => {
       using heap = SharedHeap.create(1 << 20);
       const allocator = new SharedHeapAllocator(heap);
@@ -40,6 +35,37 @@ describe("SharedHeapAllocator: stale ownership between DataPtr and heap.free", (
       r.release();
     },
   );
+
+  for (
+    const [label, size, strict] of [
+      ["small block", 256, false],
+      ["large span", 40_000, false],
+      ["small block, strict heap", 256, true],
+      ["large span, strict heap", 40_000, true],
+    ] as const
+  ) {
+    it(`raw free of an owned ${label}, through its own or another handle, is refused and changes nothing`, () => {
+      using heap = SharedHeap.create(1 << 22, { strict });
+      using other = SharedHeap.attach(heap.descriptor());
+      const allocator = new SharedHeapAllocator(heap);
+      const p = allocator.allocate(size);
+      const bytes = new Uint8Array(p.memory, p.byteOffset, size).fill(0x5a);
+      const block = p.getContext() as number;
+      const before = heap.stats();
+      for (const h of [heap, other]) {
+        assert.throws(() => h.free(block), DoubleFreeError);
+      }
+      assert.deepEqual(heap.stats(), before);
+      assert.ok(bytes.every((b) => b === 0x5a));
+      p.release();
+      assert.equal(heap.stats().allocationCount, 0);
+      // The mark went with the block: a raw block at that place frees.
+      const raw = heap.alloc(size + 64);
+      heap.free(raw);
+      assert.throws(() => heap.free(raw), DoubleFreeError);
+      assert.equal(heap.stats().allocationCount, 0);
+    });
+  }
 
   it("double release of one DataPtr frees once", () => {
     using heap = SharedHeap.create(1 << 20);
