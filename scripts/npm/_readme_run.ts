@@ -16,9 +16,8 @@
  */
 
 import { createRequire } from "node:module";
-import { abs } from "../_workspace.ts";
 import { toolsDir } from "./_tools.ts";
-import { codeBlocks } from "./_types_check.ts";
+import { codeBlocks, readReadmes } from "./_types_check.ts";
 
 /** One README block written for the Node run. */
 export interface ReadmeRun {
@@ -59,19 +58,8 @@ export async function writeReadmeRuns(scratch: string): Promise<ReadmeRun[]> {
   const dir = `${scratch}readme/`;
   await Deno.remove(dir, { recursive: true }).catch(() => {});
   await Deno.mkdir(dir, { recursive: true });
-  const readmes = ["README.md"];
-  for await (const entry of Deno.readDir(abs("packages/"))) {
-    if (entry.isDirectory) readmes.push(`packages/${entry.name}/README.md`);
-  }
   const runs: ReadmeRun[] = [];
-  for (const readme of readmes.sort()) {
-    let markdown: string;
-    try {
-      markdown = await Deno.readTextFile(abs(readme));
-    } catch {
-      continue;
-    }
-    const stem = readme.replace(/^packages\/|\/?README\.md$/g, "") || "root";
+  for (const { readme, stem, markdown } of await readReadmes()) {
     for (const { line, text } of codeBlocks(markdown)) {
       const origin = `${readme}:${line}`;
       const reason = skipReason(text);

@@ -78,17 +78,23 @@ async function listDir(dir: string): Promise<string[]> {
   return names.sort();
 }
 
-/**
- * Every file the check compiles, read from the repository.
- *
- * @returns The snippets, samples and shim.
- */
-export async function collectSnippets(): Promise<Snippet[]> {
-  const snippets: Snippet[] = [];
+/** One README of the workspace: its path, a file-name stem, its text. */
+export interface Readme {
+  /** `README.md` or `packages/<name>/README.md`. */
+  readme: string;
+  /** `root` or the package's folder name. */
+  stem: string;
+  /** The file's text. */
+  markdown: string;
+}
+
+/** The root README and every package's README, sorted by path. */
+export async function readReadmes(): Promise<Readme[]> {
   const readmes = ["README.md"];
   for await (const entry of Deno.readDir(abs("packages/"))) {
     if (entry.isDirectory) readmes.push(`packages/${entry.name}/README.md`);
   }
+  const out: Readme[] = [];
   for (const readme of readmes.sort()) {
     let markdown: string;
     try {
@@ -96,8 +102,20 @@ export async function collectSnippets(): Promise<Snippet[]> {
     } catch {
       continue;
     }
-    const stem = readme.replace(/\/README\.md$|README\.md$/, "")
-      .replace(/^packages\//, "") || "root";
+    const stem = readme.replace(/^packages\/|\/?README\.md$/g, "") || "root";
+    out.push({ readme, stem, markdown });
+  }
+  return out;
+}
+
+/**
+ * Every file the check compiles, read from the repository.
+ *
+ * @returns The snippets, samples and shim.
+ */
+export async function collectSnippets(): Promise<Snippet[]> {
+  const snippets: Snippet[] = [];
+  for (const { readme, stem, markdown } of await readReadmes()) {
     for (const { line, text } of codeBlocks(markdown)) {
       if (!usesUsing(text)) continue;
       snippets.push({
