@@ -1,9 +1,4 @@
-import {
-  describeValue,
-  InvalidArgumentError,
-  type Stream,
-  validateAbortSignal,
-} from "@allot/core";
+import { describeValue, InvalidArgumentError, type Stream } from "@allot/core";
 
 /**
  * The id of each stream object an allocator took, made read-only then. A
@@ -206,19 +201,4 @@ export function checkOptionalString(value: unknown, name: string): void {
       { name, value, limit: "string" },
     );
   }
-}
-
-/**
- * Throws {@linkcode InvalidArgumentError} unless `signal` is `undefined` or
- * an `AbortSignal` (a brand check: a look-alike is refused).
- *
- * @param signal The value to check, read once by the caller.
- * @param action What the error message says could not be done.
- * @returns The signal, if any.
- */
-export function checkSignal(
-  signal: unknown,
-  action: string,
-): AbortSignal | undefined {
-  return validateAbortSignal(signal, action);
 }

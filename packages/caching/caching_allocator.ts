@@ -22,6 +22,7 @@ import {
   TraceRecorder,
   type TraceRecorderOptions,
   UseAfterFreeError,
+  validateAbortSignal,
   validateFlag,
   validateObject,
   validateSynchronizeOptions,
@@ -37,7 +38,7 @@ import { _checkFraction, _resolveCachingOptions } from "./_caching_config.ts";
 import { _throwCachingOom } from "./_caching_oom.ts";
 import { _CachingPolicy } from "./_caching_policy.ts";
 import { _validateCaching } from "./_caching_validate.ts";
-import { checkOptionalString, checkSignal, checkStream } from "./_check.ts";
+import { checkOptionalString, checkStream } from "./_check.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import {
   _blockOf,
@@ -420,7 +421,7 @@ export class CachingAllocator<M = unknown> {
     const stream = this.#checkStream(options?.stream);
     const tagOption = options?.tag;
     const tag = tagOption === undefined ? this.#p.tag : checkTag(tagOption);
-    const signal = checkSignal(
+    const signal = validateAbortSignal(
       options?.signal,
       `Cannot allocate ${byteLength} bytes`,
     );

@@ -12,7 +12,6 @@ import {
   describeValue,
   formatBytes,
   InvalidArgumentError,
-  validateAbortSignal,
   validateByteLength,
   validateObject,
 } from "@allot/core";
@@ -57,20 +56,6 @@ export function _checkBufferRequest<M>(
     );
   }
   return kind;
-}
-
-/**
- * Checks the signal of a request (read once by the caller): `undefined` or
- * an `AbortSignal` (a brand check: a look-alike is refused).
- *
- * @returns The signal, if any.
- * @throws {InvalidArgumentError} Naming the value and the limit.
- */
-export function _checkRequestSignal(
-  byteLength: number,
-  signal: unknown,
-): AbortSignal | undefined {
-  return validateAbortSignal(signal, `Cannot allocate ${byteLength} bytes`);
 }
 
 /**

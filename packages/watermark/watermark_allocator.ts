@@ -32,6 +32,7 @@ import {
   type TraceRecorderOptions,
   UnsupportedOperationError,
   UseAfterFreeError,
+  validateAbortSignal,
   validateByteLength,
   validateObject,
   validateSynchronizeOptions,
@@ -48,7 +49,6 @@ import { _WatermarkPolicy } from "./_watermark_policy.ts";
 import { _watermarkSegments, _watermarkStats } from "./_watermark_report.ts";
 import {
   _checkBufferRequest,
-  _checkRequestSignal,
   _throwWatermarkOom,
 } from "./_watermark_requests.ts";
 import { _validateWatermark } from "./_watermark_validate.ts";
@@ -410,7 +410,10 @@ export class WatermarkAllocator<M = unknown>
   ): Promise<WatermarkBuffer<M>> {
     const kind = _checkBufferRequest(this.#p, byteLength, options);
     // read once: a getter cannot hand the wait another signal
-    const signal = _checkRequestSignal(byteLength, options.signal);
+    const signal = validateAbortSignal(
+      options.signal,
+      `Cannot allocate ${byteLength} bytes`,
+    );
     // already aborted: rejects before anything is done
     signal?.throwIfAborted();
     let block = this.#p.tryAllocate(byteLength, kind);
