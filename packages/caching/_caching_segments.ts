@@ -377,3 +377,59 @@ export function _shrinkSegment<M>(
   }
   p.recycle(tail);
 }
+
+/**
+ * A whole free segment of the other pool (small or large), of at least
+ * `size` bytes, on `stream`, moved into `pool` (its one free block), or
+ * `undefined`: the smallest such segment. No device buffer is made or
+ * given back. Where a workload's pools take turns (a cache grown token by
+ * token: small blocks early in a pass, large ones late), a miss would
+ * otherwise give the other pool's idle segments back and make its own,
+ * every pass (the KV cache of `bench/growth_room.ts`: 75 device buffers a
+ * warm pass). The caller moves only once misses have shown cycles
+ * ({@linkcode _CachingPolicy.needAtMiss}): in a program's first cycle a
+ * segment idle now may be wanted by its pool before the blocks of the
+ * other pool leave it (the recorded CNN training trace, moving from its
+ * first step on, held 1.22x live instead of 1.14x). Oversize and
+ * expandable segments stay in their pools. The pools' stats see the
+ * segment leave one pool and enter the other.
+ */
+export function _movedSegmentBlock<M>(
+  p: _CachingPolicy<M>,
+  pool: _BlockPool<M>,
+  size: number,
+  stream: Stream,
+): _Block<M> | undefined {
+  if (p.expandable) return undefined;
+  let best: _Block<M> | undefined;
+  for (const seg of p.segments) {
+    const b = seg.head;
+    if (
+      seg.small !== pool.small && b.state === FREE && b.next === null &&
+      b.size >= size && b.size < p.maxSplitByteLength &&
+      seg.stream.id === stream.id &&
+      (best === undefined || b.size < best.size)
+    ) best = b;
+  }
+  if (best === undefined) return undefined;
+  const seg = best.segment;
+  const moved = new _Segment<M>(
+    seg.id,
+    seg.address,
+    seg.raw,
+    seg.byteLength,
+    pool.small,
+    seg.stream,
+    false,
+  );
+  p.poolOf(seg).remove(best);
+  p.segments.delete(seg);
+  p.segments.add(moved);
+  moved.head = best;
+  best.segment = moved;
+  best.stamp = p.clock;
+  pool.insert(best);
+  p.stats.unreserved(seg.small, 1, seg.byteLength);
+  p.stats.reserved(pool.small, 1, seg.byteLength);
+  return best;
+}
