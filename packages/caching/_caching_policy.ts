@@ -521,7 +521,7 @@ export class _CachingPolicy<M> {
     const step = growth.step;
     const top = Math.max(growth.cyclePeak, growth.lastPeak) - size;
     const peak = Math.max(this.cycleNeed, this.lastNeed);
-    const budget = this.releaseBound * peak - this.stats.reservedBytes - size;
+    const budget = this.releaseRatio * peak - this.stats.reservedBytes - size;
     const cap = Math.min(top, budget, size * TREND_SHARES);
     return cap < step ? 0 : Math.floor(cap / step) * step;
   }
@@ -586,7 +586,13 @@ export class _CachingPolicy<M> {
     const recent = Math.max(need, this.cycleNeed, this.lastNeed);
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
-      const keep = (this.stats.reservedBytes + size) / recent;
+      // (The tiny ones, sorted last, only above the ratio without the
+      // request's segment.)
+      if (
+        b.size * TINY_SHARES < size &&
+        this.stats.reservedBytes <= this.releaseBound * need
+      ) break;
+      const keep = this.stats.reservedBytes / recent;
       const small = b.segment.small, bytes = b.size;
       if (_releaseSegment(this, b)) this.ghost(small, bytes, keep);
     }
