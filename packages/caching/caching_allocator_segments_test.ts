@@ -364,8 +364,8 @@ function run(
           if (o.releaseCachedAboveRatio !== Infinity) {
             // Requests seen growing get a step of room, or more steps under
             // the recent peak: up to the pool's largest miss of this cycle
-            // or the last, within the ratio times the most a miss of either
-            // needed, at most the request again.
+            // or the last, within the configured ratio times the most a miss
+            // of either needed, at most the request again.
             const { room, step } = growthRoom(
               missed[pool],
               size,
@@ -377,8 +377,9 @@ function run(
             if (step > 0) {
               const cap = Math.min(
                 Math.max(cyclePeak[pool], lastPeak[pool]) - size,
-                ratio * Math.max(cycleNeed, lastNeed) - (reserved - goneBytes) -
-                  size,
+                // (The configured ratio: the back-off's would feed on itself.)
+                o.releaseCachedAboveRatio * Math.max(cycleNeed, lastNeed) -
+                  (reserved - goneBytes) - size,
                 size,
               );
               trend = cap < step ? 0 : Math.floor(cap / step) * step;
