@@ -235,19 +235,33 @@ export class _CachingPolicy<M> {
   park(b: _Block<M>): boolean {
     const key = b.size / this.minBlockByteLength;
     const small = b.segment.small;
+    const prev = b.prev, next = b.next;
     if (
       key >= PARK_KEYS || !this.parkable ||
-      (b.size <= this.smallRequestMaxByteLength) !== small
+      (b.size <= this.smallRequestMaxByteLength) !== small ||
+      // A free or parked neighbour: freeBlock() merges them.
+      (prev !== null && (prev.state === FREE || prev.state === PARKED)) ||
+      (next !== null && (next.state === FREE || next.state === PARKED))
     ) return false;
     let heads = this.parked;
     if (heads === null) heads = this.startParking();
     const head = heads[key];
-    if (head === null && this.parkedListed![key] === 0) {
-      this.parkedListed![key] = 1;
-      this.parkedKeys.push(key);
+    if (head === null || b.address < head.address) {
+      if (head === null && this.parkedListed![key] === 0) {
+        this.parkedListed![key] = 1;
+        this.parkedKeys.push(key);
+      }
+      b.parkNext = head;
+      heads[key] = b;
+    } else {
+      // In address order: the head is the lowest (best fit's tie-break).
+      let at = head;
+      while (at.parkNext !== null && at.parkNext.address < b.address) {
+        at = at.parkNext;
+      }
+      b.parkNext = at.parkNext;
+      at.parkNext = b;
     }
-    b.parkNext = head;
-    heads[key] = b;
     this.parkedCount++;
     b.state = PARKED;
     b.stamp = this.clock;
@@ -272,8 +286,9 @@ export class _CachingPolicy<M> {
   }
 
   /**
-   * Merges every parked block into its pool, as freeBlock() would have at
-   * its free (the merged block's age is its newest part's).
+   * Puts every parked block into its pool, as freeBlock() would have at
+   * its free (none has a free neighbour: freeing a neighbour consolidates
+   * first), with the age it had when parked.
    */
   consolidate(): void {
     const heads = this.parked!, listed = this.parkedListed!;
@@ -293,11 +308,8 @@ export class _CachingPolicy<M> {
         if (b.prev !== null || b.next !== null) {
           this.stats.splitTaken(small, b.size, 1);
         }
-        let stamp = b.stamp;
-        const p = b.prev, n = b.next;
-        if (p !== null && p.state === FREE && p.stamp > stamp) stamp = p.stamp;
-        if (n !== null && n.state === FREE && n.stamp > stamp) stamp = n.stamp;
-        this.clock = stamp;
+        // (No neighbour is free: it goes into the pool as parked.)
+        this.clock = b.stamp;
         b.state = ALLOCATED;
         this.freeBlock(b);
         b = next;
@@ -386,7 +398,16 @@ export class _CachingPolicy<M> {
       // A parked block of the exact size (in this pool: see park()).
       const key = size / this.minBlockByteLength;
       const p = key < PARK_KEYS ? this.parked![key] : null;
-      if (p !== null && p.streamId === streamId) return p;
+      if (p !== null && p.streamId === streamId) {
+        // Best fit is the lowest address of that size: a block of the
+        // pool's may come first.
+        const b = pool.lowerBound(streamId, size);
+        return b !== undefined && b.size === size && b.address < p.address
+          ? b
+          : p;
+      }
+      // Any other request sees every free block, as if none were parked.
+      this.consolidate();
     }
     const b = pool.lowerBound(streamId, size);
     // (Short, so that it inlines into allocate: the limits are apart.)
@@ -511,6 +532,10 @@ export class _CachingPolicy<M> {
    * neighbours; the survivor is re-keyed in place or inserted.
    */
   freeBlock(b: _Block<M>): void {
+    if (
+      (b.prev !== null && b.prev.state === PARKED) ||
+      (b.next !== null && b.next.state === PARKED)
+    ) this.consolidate(); // merged as if it had not been parked
     const seg = b.segment;
     const pool = this.poolOf(seg);
     const originalSize = b.size, requested = b.requested;
