@@ -293,7 +293,6 @@ export class _CachingPolicy<M> {
   consolidate(): void {
     const heads = this.parked!, listed = this.parkedListed!;
     const keys = this.parkedKeys;
-    const clock = this.clock;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
       let b = heads[key];
@@ -303,19 +302,39 @@ export class _CachingPolicy<M> {
         const next = b.parkNext;
         b.parkNext = null;
         this.parkedCount--;
-        // Out of the split figures as a parked block, back in as merged.
-        const small = b.segment.small;
-        if (b.prev !== null || b.next !== null) {
-          this.stats.splitTaken(small, b.size, 1);
-        }
-        // (No neighbour is free: it goes into the pool as parked.)
-        this.clock = b.stamp;
-        b.state = ALLOCATED;
-        this.freeBlock(b);
+        this.toPool(b);
         b = next;
       }
     }
     keys.length = 0;
+  }
+
+  /** Puts parked block `b` into its pool (see consolidate()). */
+  unpark(b: _Block<M>): void {
+    const heads = this.parked!, key = b.size / this.minBlockByteLength;
+    let at = heads[key]!;
+    if (at === b) heads[key] = b.parkNext;
+    else {
+      while (at.parkNext !== b) at = at.parkNext!;
+      at.parkNext = b.parkNext;
+    }
+    b.parkNext = null;
+    this.parkedCount--;
+    this.toPool(b);
+  }
+
+  /** A parked block (off its list) into its pool, as parked. */
+  toPool(b: _Block<M>): void {
+    // Out of the split figures as a parked block, back in by freeBlock().
+    if (b.prev !== null || b.next !== null) {
+      this.stats.splitTaken(b.segment.small, b.size, 1);
+    }
+    // (No neighbour is free: it goes into the pool as parked, its age
+    // the one it had then.)
+    const clock = this.clock;
+    this.clock = b.stamp;
+    b.state = ALLOCATED;
+    this.freeBlock(b);
     this.clock = clock;
   }
 
@@ -532,10 +551,9 @@ export class _CachingPolicy<M> {
    * neighbours; the survivor is re-keyed in place or inserted.
    */
   freeBlock(b: _Block<M>): void {
-    if (
-      (b.prev !== null && b.prev.state === PARKED) ||
-      (b.next !== null && b.next.state === PARKED)
-    ) this.consolidate(); // merged as if it had not been parked
+    // A parked neighbour goes into the pool first, as if never parked.
+    if (b.prev !== null && b.prev.state === PARKED) this.unpark(b.prev);
+    if (b.next !== null && b.next.state === PARKED) this.unpark(b.next);
     const seg = b.segment;
     const pool = this.poolOf(seg);
     const originalSize = b.size, requested = b.requested;
