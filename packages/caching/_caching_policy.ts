@@ -40,7 +40,6 @@ import {
   type _Segment,
   ALLOCATED,
   FREE,
-  PARKED,
   PENDING,
 } from "./_block_pool.ts";
 import type { _BlockIds } from "./_block_ids.ts";
@@ -130,25 +129,6 @@ export class _CachingPolicy<M> {
   /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
   forgotten = 0;
   history: TraceRecorder | null = null;
-  /**
-   * Parked blocks (dlmalloc's fastbins): freed blocks of no other stream,
-   * kept unmerged on a LIFO list per exact size (the head of each, by size
-   * in granules, below {@linkcode PARK_KEYS}), so that a request of that
-   * size takes one back without touching the bins or the neighbours. They
-   * are free in every figure; {@linkcode consolidate} merges them into the
-   * pool before anything looks at whole segments or could make one (a
-   * miss, `emptyCache()`, a snapshot, history turned on). `null` until the
-   * first block is parked; never with expandable segments or strict mode.
-   */
-  parked: (_Block<M> | null)[] | null = null;
-  /** Keys of `parked` that held a block since the last consolidation. */
-  parkedKeys: number[] = [];
-  /** Whether a key is in `parkedKeys`. */
-  parkedListed: Uint8Array | null = null;
-  /** Blocks parked now. */
-  parkedCount = 0;
-  /** Whether blocks may be parked (no expandable segments, no strict mode). */
-  readonly parkable: boolean;
   /** Blocks whose streams' fences are being taken (re-entry is refused). */
   releasing: _Block<M>[] = [];
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
@@ -198,7 +178,6 @@ export class _CachingPolicy<M> {
     this.expandable = config.expandable;
     this.strict = config.strict;
     this.watched = config.strict;
-    this.parkable = !config.expandable && !config.strict;
     this.ids = ids;
     this.segmentOptions = { label: config.label };
   }
@@ -219,140 +198,10 @@ export class _CachingPolicy<M> {
       if (b.size >= this.maxSplitByteLength) {
         this.stats.oversizeAllocation(-1);
       }
-      if (!this.park(b)) this.freeBlock(b);
+      this.freeBlock(b);
     } else {
       this.releaseWatched(b);
     }
-  }
-
-  /**
-   * Parks freed block `b` (no pending fence, nothing watching) on the list
-   * of its exact size, unmerged: free in every figure, as freeBlock()
-   * would leave a block with no free neighbour; whether it did. Only a
-   * block in the pool that a request of its size is served from is parked,
-   * so a hit needs no pool test.
-   */
-  park(b: _Block<M>): boolean {
-    const key = b.size / this.minBlockByteLength;
-    const small = b.segment.small;
-    const prev = b.prev, next = b.next;
-    if (
-      key >= PARK_KEYS || !this.parkable ||
-      (b.size <= this.smallRequestMaxByteLength) !== small
-    ) return false;
-    let heads = this.parked;
-    if (heads === null) heads = this.startParking();
-    const head = heads[key];
-    if (head === null || b.address < head.address) {
-      if (head === null && this.parkedListed![key] === 0) {
-        this.parkedListed![key] = 1;
-        this.parkedKeys.push(key);
-      }
-      b.parkNext = head;
-      heads[key] = b;
-    } else {
-      // In address order: the head is the lowest (best fit's tie-break).
-      let at = head;
-      while (at.parkNext !== null && at.parkNext.address < b.address) {
-        at = at.parkNext;
-      }
-      b.parkNext = at.parkNext;
-      at.parkNext = b;
-    }
-    this.parkedCount++;
-    b.state = PARKED;
-    b.stamp = this.clock;
-    const split = b.prev !== null || b.next !== null;
-    this.stats.inactive(
-      small,
-      b.size,
-      b.requested,
-      false,
-      split ? 1 : 0,
-      split ? b.size : 0,
-    );
-    b.requested = 0;
-    b.tag = undefined;
-    return true;
-  }
-
-  /** The parked lists, made at the first park. */
-  startParking(): (_Block<M> | null)[] {
-    this.parkedListed = new Uint8Array(PARK_KEYS);
-    return this.parked = Array.from({ length: PARK_KEYS }, () => null);
-  }
-
-  /**
-   * Puts every parked block into its pool, as freeBlock() would have at
-   * its free (none has a free neighbour: freeing a neighbour consolidates
-   * first), with the age it had when parked.
-   */
-  consolidate(): void {
-    const heads = this.parked!, listed = this.parkedListed!;
-    const keys = this.parkedKeys;
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i];
-      let b = heads[key];
-      heads[key] = null;
-      listed[key] = 0;
-      while (b !== null) {
-        const next = b.parkNext;
-        b.parkNext = null;
-        this.parkedCount--;
-        this.toPool(b);
-        b = next;
-      }
-    }
-    keys.length = 0;
-  }
-
-  /** Puts parked block `b` into its pool (see consolidate()). */
-  unpark(b: _Block<M>): void {
-    const heads = this.parked!, key = b.size / this.minBlockByteLength;
-    let at = heads[key]!;
-    if (at === b) heads[key] = b.parkNext;
-    else {
-      while (at.parkNext !== b) at = at.parkNext!;
-      at.parkNext = b.parkNext;
-    }
-    b.parkNext = null;
-    this.parkedCount--;
-    this.toPool(b);
-  }
-
-  /** A parked block (off its list) into its pool, as parked. */
-  toPool(b: _Block<M>): void {
-    // Out of the split figures as a parked block, back in by freeBlock().
-    if (b.prev !== null || b.next !== null) {
-      this.stats.splitTaken(b.segment.small, b.size, 1);
-    }
-    // Merged with its free neighbours as at the latest of their frees.
-    const clock = this.clock;
-    let stamp = b.stamp;
-    const p = b.prev, n = b.next;
-    if (p !== null && p.state === FREE && p.stamp > stamp) stamp = p.stamp;
-    if (n !== null && n.state === FREE && n.stamp > stamp) stamp = n.stamp;
-    this.clock = stamp;
-    b.state = ALLOCATED;
-    this.freeBlock(b);
-    this.clock = clock;
-  }
-
-  /**
-   * A request that neither the parked lists nor the pool served: merges the
-   * parked blocks and looks again, then allocSlow().
-   */
-  allocMiss(
-    pool: _BlockPool<M>,
-    size: number,
-    stream: Stream,
-  ): _Block<M> | undefined {
-    if (this.parkedCount !== 0) {
-      this.consolidate();
-      const b = pool.lowerBound(stream.id, size);
-      if (b !== undefined && this.fits(pool, size, b)) return b;
-    }
-    return this.allocSlow(pool, size, stream);
   }
 
   /** release() of a block used on other streams, or with history or strict mode on. */
@@ -413,46 +262,9 @@ export class _CachingPolicy<M> {
     size: number,
   ): _Block<M> | undefined {
     this.clock++;
-    if (this.parkedCount !== 0) {
-      // A parked block of the exact size (in this pool: see park()).
-      const key = size / this.minBlockByteLength;
-      const p = key < PARK_KEYS ? this.parked![key] : null;
-      if (p !== null && p.streamId === streamId && isolated(p)) {
-        // Best fit is the lowest address of that size: a block of the
-        // pool's may come first.
-        const b = pool.lowerBound(streamId, size);
-        return b !== undefined && b.size === size && b.address < p.address
-          ? b
-          : p;
-      }
-      // Any other request sees every free block, as if none were parked.
-      this.consolidate();
-    }
     const b = pool.lowerBound(streamId, size);
     // (Short, so that it inlines into allocate: the limits are apart.)
     return b === undefined || this.fits(pool, size, b) ? b : undefined;
-  }
-
-  /** take() of a parked block of exactly the size asked for. */
-  takeParked(
-    b: _Block<M>,
-    requested: number,
-    tag: string | undefined,
-  ): _Block<M> {
-    this.parked![b.size / this.minBlockByteLength] = b.parkNext;
-    b.parkNext = null;
-    this.parkedCount--;
-    const small = b.segment.small, bytes = b.size;
-    if (b.prev !== null || b.next !== null) {
-      this.stats.splitTaken(small, bytes, 1);
-    }
-    b.state = ALLOCATED;
-    b.requested = requested;
-    b.tag = tag;
-    this.stats.allocated(small, bytes, requested);
-    if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
-    if (this.watched) this.watchTake(b);
-    return b;
   }
 
   /**
@@ -481,7 +293,6 @@ export class _CachingPolicy<M> {
     requested: number,
     tag: string | undefined,
   ): _Block<M> {
-    if (b.state === PARKED) return this.takeParked(b, requested, tag);
     // (Under pressure a large request may be served from an own segment.)
     if (this.expandable) pool = this.poolOf(b.segment);
     const small = pool.small;
@@ -999,22 +810,6 @@ export class _CachingPolicy<M> {
     }
   }
 }
-
-/**
- * Whether parked block `b` has no free or parked neighbour: it is then the
- * same free block as it would be had it not been parked.
- */
-function isolated(b: _Block<unknown>): boolean {
-  const p = b.prev, n = b.next;
-  return (p === null || p.state === ALLOCATED || p.state === PENDING) &&
-    (n === null || n.state === ALLOCATED || n.state === PENDING);
-}
-
-/**
- * Exact sizes that are parked: below this many granules (4 MiB at the
- * default 512 B granule); larger blocks go straight back to the pool.
- */
-const PARK_KEYS = 8192;
 
 /**
  * At a miss above the ratio, whole free segments under this share of the
