@@ -439,7 +439,11 @@ export class _CachingPolicy<M> {
       // A parked block of the exact size (in this pool: see park()).
       const key = size / this.minBlockByteLength;
       const p = key < PARK_KEYS ? this.parked![key] : null;
-      if (p !== null && p.streamId === streamId) return p;
+      if (p !== null && p.streamId === streamId) {
+        if (isolated(p)) return p;
+        // It would have merged: it goes back to the pool, merged.
+        this.unparkHead(key);
+      }
       return this.getUnparked(pool, streamId, size, key);
     }
     const b = pool.lowerBound(streamId, size);
@@ -471,13 +475,16 @@ export class _CachingPolicy<M> {
     return b === undefined || this.fits(pool, size, b) ? b : undefined;
   }
 
-  /** take() of a parked block of exactly the size asked for. */
-  takeParked(
-    b: _Block<M>,
-    requested: number,
-    tag: string | undefined,
-  ): _Block<M> {
-    const key = b.size / this.minBlockByteLength;
+  /** Puts the first parked block of `key` into its pool. */
+  unparkHead(key: number): void {
+    const b = this.parked![key]!;
+    this.unlinkHead(key, b);
+    this.parkedCount--;
+    this.toPool(b);
+  }
+
+  /** Takes `b`, the first parked block of `key`, off its list. */
+  unlinkHead(key: number, b: _Block<M>): void {
     this.parked![key] = b.parkNext;
     if (b.parkNext === null) {
       const w = key >>> 5, word = this.parkedWords[w] & ~(1 << (key & 31));
@@ -485,6 +492,15 @@ export class _CachingPolicy<M> {
       if (word === 0) this.parkedSummary[w >>> 5] &= ~(1 << (w & 31));
     }
     b.parkNext = null;
+  }
+
+  /** take() of a parked block of exactly the size asked for. */
+  takeParked(
+    b: _Block<M>,
+    requested: number,
+    tag: string | undefined,
+  ): _Block<M> {
+    this.unlinkHead(b.size / this.minBlockByteLength, b);
     this.parkedCount--;
     const small = b.segment.small, bytes = b.size;
     if (b.prev !== null || b.next !== null) {
@@ -1049,6 +1065,16 @@ export class _CachingPolicy<M> {
  * default 512 B granule); larger blocks go straight back to the pool.
  */
 const PARK_KEYS = 8192;
+/**
+ * Whether parked block `b` has no free or parked neighbour: it is then the
+ * same free block as it would be had it not been parked.
+ */
+function isolated(b: _Block<unknown>): boolean {
+  const p = b.prev, n = b.next;
+  return (p === null || p.state === ALLOCATED || p.state === PENDING) &&
+    (n === null || n.state === ALLOCATED || n.state === PENDING);
+}
+
 /** Words of the summary of the parked keys' bitmap. */
 const PARK_SUMMARY = PARK_KEYS >>> 10;
 
