@@ -440,7 +440,13 @@ export class _CachingPolicy<M> {
       const key = size / this.minBlockByteLength;
       const p = key < PARK_KEYS ? this.parked![key] : null;
       if (p !== null && p.streamId === streamId) {
-        if (isolated(p)) return p;
+        if (isolated(p)) {
+          // Best fit's tie-break: a block of the pool's at a lower address.
+          const b = pool.lowerBound(streamId, size);
+          return b !== undefined && b.size === size && b.address < p.address
+            ? b
+            : p;
+        }
         // It would have merged: it goes back to the pool, merged.
         this.unparkHead(key);
       }
