@@ -240,7 +240,9 @@ export class _CachingPolicy<M> {
     const small = b.segment.small;
     if (
       key >= PARK_KEYS || !this.parkable ||
-      (b.size <= this.smallRequestMaxByteLength) !== small
+      (b.size <= this.smallRequestMaxByteLength) !== small ||
+      // A free neighbour: freeBlock() merges them.
+      !isolated(b)
     ) return false;
     let heads = this.parked;
     if (heads === null) heads = this.startParking();
@@ -317,22 +319,15 @@ export class _CachingPolicy<M> {
     }
   }
 
-  /** A parked block (off its list) into its pool, merged. */
+  /**
+   * A parked block (off its list) into its pool, where freeBlock() would
+   * have put it (no neighbour is free), with the age it had when parked.
+   * Its figures stay: it was free already.
+   */
   toPool(b: _Block<M>): void {
-    // Out of the split figures as a parked block, back in as merged.
-    if (b.prev !== null || b.next !== null) {
-      this.stats.splitTaken(b.segment.small, b.size, 1);
-    }
-    // Merged as at the latest free of its parts.
-    const clock = this.clock;
-    let stamp = b.stamp;
-    const p = b.prev, n = b.next;
-    if (p !== null && p.state === FREE && p.stamp > stamp) stamp = p.stamp;
-    if (n !== null && n.state === FREE && n.stamp > stamp) stamp = n.stamp;
-    this.clock = stamp;
-    b.state = ALLOCATED;
-    this.freeBlock(b);
-    this.clock = clock;
+    b.state = FREE;
+    b.stack = undefined;
+    this.poolOf(b.segment).insert(b);
   }
 
   /**
@@ -440,15 +435,11 @@ export class _CachingPolicy<M> {
       const key = size / this.minBlockByteLength;
       const p = key < PARK_KEYS ? this.parked![key] : null;
       if (p !== null && p.streamId === streamId) {
-        if (isolated(p)) {
-          // Best fit's tie-break: a block of the pool's at a lower address.
-          const b = pool.lowerBound(streamId, size);
-          return b !== undefined && b.size === size && b.address < p.address
-            ? b
-            : p;
-        }
-        // It would have merged: it goes back to the pool, merged.
-        this.unparkHead(key);
+        // Best fit's tie-break: a block of the pool's at a lower address.
+        const b = pool.lowerBound(streamId, size);
+        return b !== undefined && b.size === size && b.address < p.address
+          ? b
+          : p;
       }
       return this.getUnparked(pool, streamId, size, key);
     }
@@ -481,10 +472,17 @@ export class _CachingPolicy<M> {
     return b === undefined || this.fits(pool, size, b) ? b : undefined;
   }
 
-  /** Puts the first parked block of `key` into its pool. */
-  unparkHead(key: number): void {
-    const b = this.parked![key]!;
-    this.unlinkHead(key, b);
+  /** Puts parked block `b` into its pool. */
+  unpark(b: _Block<M>): void {
+    const key = b.size / this.minBlockByteLength;
+    const head = this.parked![key]!;
+    if (head === b) this.unlinkHead(key, b);
+    else {
+      let at = head;
+      while (at.parkNext !== b) at = at.parkNext!;
+      at.parkNext = b.parkNext;
+      b.parkNext = null;
+    }
     this.parkedCount--;
     this.toPool(b);
   }
@@ -617,6 +615,9 @@ export class _CachingPolicy<M> {
    * neighbours; the survivor is re-keyed in place or inserted.
    */
   freeBlock(b: _Block<M>): void {
+    // A parked neighbour goes into the pool first, to be merged.
+    if (b.prev !== null && b.prev.state === PARKED) this.unpark(b.prev);
+    if (b.next !== null && b.next.state === PARKED) this.unpark(b.next);
     const seg = b.segment;
     const pool = this.poolOf(seg);
     const originalSize = b.size, requested = b.requested;

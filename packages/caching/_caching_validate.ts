@@ -63,6 +63,11 @@ export function _validateCaching<M>(p: _CachingPolicy<M>): void {
         if (split) c.inactiveSplitBlock(small, b.size);
       } else if (b.state === PARKED) {
         if (!parkedSet.has(b)) fail(`parked block ${b.address} not parked`);
+        for (const n of [b.prev, b.next]) {
+          if (n !== null && (n.state === FREE || n.state === PARKED)) {
+            fail(`parked block ${b.address} has a free neighbour`);
+          }
+        }
         parkedSet.delete(b);
         if (split) c.inactiveSplitBlock(small, b.size);
       } else if (b.state === ALLOCATED) {

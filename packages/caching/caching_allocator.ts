@@ -814,6 +814,8 @@ export class CachingAllocator<M = unknown> {
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
     if (options !== false) validateObject(options, "options");
+    // Parked blocks were freed unwatched: into the pool before history.
+    if (this.#p.parkedCount !== 0) this.#p.consolidate();
     this.#p.history = options === false ? null : new TraceRecorder(options);
     this.#p.watched = this.#p.strict || this.#p.history !== null;
   }
