@@ -6,11 +6,6 @@ import type { Segment, Stream } from "@allot/core";
 export const FREE = 0;
 export const ALLOCATED = 1;
 export const PENDING = 2;
-/**
- * Freed and kept out of the pool, unmerged, on its exact size's LIFO list
- * (see `_CachingPolicy.park`): free in every figure, merged later.
- */
-export const PARKED = 3;
 
 /**
  * One device segment as the allocator sees it. An expandable segment grows
@@ -55,8 +50,6 @@ export class _Block<M> {
   id: number = -1;
   /** Index of its bin while in a pool, else -1. */
   bin: number = -1;
-  /** The next block of its parked list (state PARKED), else null. */
-  parkNext: _Block<M> | null = null;
   constructor(segment: _Segment<M>) {
     this.segment = segment;
   }

@@ -40,7 +40,6 @@ import {
   type _Segment,
   ALLOCATED,
   FREE,
-  PARKED,
   PENDING,
 } from "./_block_pool.ts";
 import type { _BlockIds } from "./_block_ids.ts";
@@ -130,28 +129,6 @@ export class _CachingPolicy<M> {
   /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
   forgotten = 0;
   history: TraceRecorder | null = null;
-  /**
-   * Parked blocks (dlmalloc's fastbins): freed blocks of no other stream,
-   * kept unmerged on a LIFO list per exact size (the head of each, by size
-   * in granules, below {@linkcode PARK_KEYS}), so that a request of that
-   * size takes one back without touching the bins or the neighbours. They
-   * are free in every figure; {@linkcode consolidate} merges them into the
-   * pool before anything looks at whole segments or could make one (a
-   * miss, `emptyCache()`, a snapshot, history turned on). `null` until the
-   * first block is parked; never with expandable segments or strict mode.
-   */
-  parked: (_Block<M> | null)[] | null = null;
-  /**
-   * The keys of `parked` that hold a block, a bitmap, and its summary (a
-   * bit per word), so that a request can ask whether any parked block is
-   * of a size in a range.
-   */
-  parkedWords: Int32Array = new Int32Array(0);
-  parkedSummary: Int32Array = new Int32Array(PARK_SUMMARY);
-  /** Blocks parked now. */
-  parkedCount = 0;
-  /** Whether blocks may be parked (no expandable segments, no strict mode). */
-  readonly parkable: boolean;
   /** Blocks whose streams' fences are being taken (re-entry is refused). */
   releasing: _Block<M>[] = [];
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
@@ -201,7 +178,6 @@ export class _CachingPolicy<M> {
     this.expandable = config.expandable;
     this.strict = config.strict;
     this.watched = config.strict;
-    this.parkable = !config.expandable && !config.strict;
     this.ids = ids;
     this.segmentOptions = { label: config.label };
   }
@@ -222,154 +198,10 @@ export class _CachingPolicy<M> {
       if (b.size >= this.maxSplitByteLength) {
         this.stats.oversizeAllocation(-1);
       }
-      if (!this.park(b)) this.freeBlock(b);
+      this.freeBlock(b);
     } else {
       this.releaseWatched(b);
     }
-  }
-
-  /**
-   * Parks freed block `b` (no pending fence, nothing watching) on the list
-   * of its exact size, unmerged: free in every figure, as freeBlock()
-   * would leave a block with no free neighbour; whether it did. Only a
-   * block in the pool that a request of its size is served from is parked,
-   * so a hit needs no pool test.
-   */
-  park(b: _Block<M>): boolean {
-    const key = b.size / this.minBlockByteLength;
-    const small = b.segment.small;
-    if (
-      key >= PARK_KEYS || !this.parkable ||
-      (b.size <= this.smallRequestMaxByteLength) !== small ||
-      // A free neighbour: freeBlock() merges them.
-      !isolated(b)
-    ) return false;
-    let heads = this.parked;
-    if (heads === null) heads = this.startParking();
-    const head = heads[key];
-    if (head === null || b.address < head.address) {
-      if (head === null) {
-        const w = key >>> 5;
-        this.parkedWords[w] |= 1 << (key & 31);
-        this.parkedSummary[w >>> 5] |= 1 << (w & 31);
-      }
-      b.parkNext = head;
-      heads[key] = b;
-    } else {
-      // In address order: the head is the lowest (best fit's tie-break).
-      let at = head;
-      while (at.parkNext !== null && at.parkNext.address < b.address) {
-        at = at.parkNext;
-      }
-      b.parkNext = at.parkNext;
-      at.parkNext = b;
-    }
-    this.parkedCount++;
-    b.state = PARKED;
-    b.stamp = this.clock;
-    const split = b.prev !== null || b.next !== null;
-    this.stats.inactive(
-      small,
-      b.size,
-      b.requested,
-      false,
-      split ? 1 : 0,
-      split ? b.size : 0,
-    );
-    b.requested = 0;
-    b.tag = undefined;
-    return true;
-  }
-
-  /** The parked lists, made at the first park. */
-  startParking(): (_Block<M> | null)[] {
-    this.parkedWords = new Int32Array(PARK_KEYS >>> 5);
-    return this.parked = Array.from({ length: PARK_KEYS }, () => null);
-  }
-
-  /**
-   * Merges every parked block into its pool, as freeBlock() would have at
-   * its free (the merged block's age is its newest part's).
-   */
-  consolidate(): void {
-    const heads = this.parked!, words = this.parkedWords;
-    const summary = this.parkedSummary;
-    for (let sw = 0; sw < PARK_SUMMARY; sw++) {
-      let sm = summary[sw];
-      summary[sw] = 0;
-      while (sm !== 0) {
-        const w = (sw << 5) + ctz(sm);
-        sm &= sm - 1;
-        let m = words[w];
-        words[w] = 0;
-        while (m !== 0) {
-          const key = (w << 5) + ctz(m);
-          m &= m - 1;
-          let b = heads[key];
-          heads[key] = null;
-          while (b !== null) {
-            const next = b.parkNext;
-            b.parkNext = null;
-            this.parkedCount--;
-            this.toPool(b);
-            b = next;
-          }
-        }
-      }
-    }
-  }
-
-  /**
-   * A parked block (off its list) into its pool, where freeBlock() would
-   * have put it (no neighbour is free), with the age it had when parked.
-   * Its figures stay: it was free already.
-   */
-  toPool(b: _Block<M>): void {
-    b.state = FREE;
-    b.stack = undefined;
-    this.poolOf(b.segment).insert(b);
-  }
-
-  /**
-   * Whether a block is parked with a size of `lo` to `hi` granules (both
-   * included; `hi` at most `PARK_KEYS - 1`).
-   */
-  parkedIn(lo: number, hi: number): boolean {
-    const words = this.parkedWords;
-    let w = lo >>> 5;
-    const hw = hi >>> 5;
-    const upTo = (hi & 31) === 31 ? -1 : (1 << ((hi & 31) + 1)) - 1;
-    if (w === hw) return (words[w] & (-1 << (lo & 31)) & upTo) !== 0;
-    if ((words[w] & (-1 << (lo & 31))) !== 0) return true;
-    // The first word after w with a parked key, by the summary.
-    w++;
-    const summary = this.parkedSummary;
-    let sw = w >>> 5;
-    let sm = summary[sw] & (-1 << (w & 31));
-    while (sm === 0) {
-      if (++sw >= PARK_SUMMARY) return false;
-      sm = summary[sw];
-    }
-    const next = (sw << 5) + ctz(sm);
-    if (next < hw) return true;
-    return next === hw && (words[hw] & upTo) !== 0;
-  }
-
-  /**
-   * A request that neither the parked lists nor the pool served: merges the
-   * parked blocks and looks again, then allocSlow().
-   */
-  allocMiss(
-    pool: _BlockPool<M>,
-    size: number,
-    stream: Stream,
-  ): _Block<M> | undefined {
-    if (this.parkedCount !== 0) {
-      this.consolidate();
-      const b = pool.lowerBound(stream.id, size);
-      if (b !== undefined && this.fits(pool, size, b)) return b;
-    }
-    return this.allocSlow(pool, size, stream);
   }
 
   /** release() of a block used on other streams, or with history or strict mode on. */
@@ -430,93 +262,9 @@ export class _CachingPolicy<M> {
     size: number,
   ): _Block<M> | undefined {
     this.clock++;
-    if (this.parkedCount !== 0) {
-      // A parked block of the exact size (in this pool: see park()).
-      const key = size / this.minBlockByteLength;
-      const p = key < PARK_KEYS ? this.parked![key] : null;
-      if (p !== null && p.streamId === streamId) {
-        // Best fit's tie-break: a block of the pool's at a lower address.
-        const b = pool.lowerBound(streamId, size);
-        return b !== undefined && b.size === size && b.address < p.address
-          ? b
-          : p;
-      }
-      return this.getUnparked(pool, streamId, size, key);
-    }
     const b = pool.lowerBound(streamId, size);
     // (Short, so that it inlines into allocate: the limits are apart.)
     return b === undefined || this.fits(pool, size, b) ? b : undefined;
-  }
-
-  /**
-   * getFreeBlock() past the parked lists: the pool's best fit, unless a
-   * parked block of a size up to it would fit better, when every parked
-   * block goes back to the pool first.
-   */
-  getUnparked(
-    pool: _BlockPool<M>,
-    streamId: number,
-    size: number,
-    key: number,
-  ): _Block<M> | undefined {
-    let b = pool.lowerBound(streamId, size);
-    if (key < PARK_KEYS) {
-      const hi = b === undefined
-        ? PARK_KEYS - 1
-        : Math.min(PARK_KEYS - 1, b.size / this.minBlockByteLength);
-      if (this.parkedIn(key, hi)) {
-        this.consolidate();
-        b = pool.lowerBound(streamId, size);
-      }
-    }
-    return b === undefined || this.fits(pool, size, b) ? b : undefined;
-  }
-
-  /** Puts parked block `b` into its pool. */
-  unpark(b: _Block<M>): void {
-    const key = b.size / this.minBlockByteLength;
-    const head = this.parked![key]!;
-    if (head === b) this.unlinkHead(key, b);
-    else {
-      let at = head;
-      while (at.parkNext !== b) at = at.parkNext!;
-      at.parkNext = b.parkNext;
-      b.parkNext = null;
-    }
-    this.parkedCount--;
-    this.toPool(b);
-  }
-
-  /** Takes `b`, the first parked block of `key`, off its list. */
-  unlinkHead(key: number, b: _Block<M>): void {
-    this.parked![key] = b.parkNext;
-    if (b.parkNext === null) {
-      const w = key >>> 5, word = this.parkedWords[w] & ~(1 << (key & 31));
-      this.parkedWords[w] = word;
-      if (word === 0) this.parkedSummary[w >>> 5] &= ~(1 << (w & 31));
-    }
-    b.parkNext = null;
-  }
-
-  /** take() of a parked block of exactly the size asked for. */
-  takeParked(
-    b: _Block<M>,
-    requested: number,
-    tag: string | undefined,
-  ): _Block<M> {
-    this.unlinkHead(b.size / this.minBlockByteLength, b);
-    this.parkedCount--;
-    const small = b.segment.small, bytes = b.size;
-    if (b.prev !== null || b.next !== null) {
-      this.stats.splitTaken(small, bytes, 1);
-    }
-    b.state = ALLOCATED;
-    b.requested = requested;
-    b.tag = tag;
-    this.stats.allocated(small, bytes, requested);
-    if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
-    if (this.watched) this.watchTake(b);
-    return b;
   }
 
   /**
@@ -545,7 +293,6 @@ export class _CachingPolicy<M> {
     requested: number,
     tag: string | undefined,
   ): _Block<M> {
-    if (b.state === PARKED) return this.takeParked(b, requested, tag);
     // (Under pressure a large request may be served from an own segment.)
     if (this.expandable) pool = this.poolOf(b.segment);
     const small = pool.small;
@@ -615,9 +362,6 @@ export class _CachingPolicy<M> {
    * neighbours; the survivor is re-keyed in place or inserted.
    */
   freeBlock(b: _Block<M>): void {
-    // A parked neighbour goes into the pool first, to be merged.
-    if (b.prev !== null && b.prev.state === PARKED) this.unpark(b.prev);
-    if (b.next !== null && b.next.state === PARKED) this.unpark(b.next);
     const seg = b.segment;
     const pool = this.poolOf(seg);
     const originalSize = b.size, requested = b.requested;
@@ -1065,29 +809,6 @@ export class _CachingPolicy<M> {
       this.spareCount++;
     }
   }
-}
-
-/**
- * Exact sizes that are parked: below this many granules (4 MiB at the
- * default 512 B granule); larger blocks go straight back to the pool.
- */
-const PARK_KEYS = 8192;
-/**
- * Whether parked block `b` has no free or parked neighbour: it is then the
- * same free block as it would be had it not been parked.
- */
-function isolated(b: _Block<unknown>): boolean {
-  const p = b.prev, n = b.next;
-  return (p === null || p.state === ALLOCATED || p.state === PENDING) &&
-    (n === null || n.state === ALLOCATED || n.state === PENDING);
-}
-
-/** Words of the summary of the parked keys' bitmap. */
-const PARK_SUMMARY = PARK_KEYS >>> 10;
-
-/** Index of the lowest set bit of a non-zero 32-bit integer. */
-function ctz(x: number): number {
-  return 31 - Math.clz32(x & -x);
 }
 
 /**

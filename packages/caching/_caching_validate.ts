@@ -6,7 +6,7 @@
  */
 
 import { AllotError, StatRecount } from "@allot/core";
-import { type _Block, ALLOCATED, FREE, PARKED } from "./_block_pool.ts";
+import { type _Block, ALLOCATED, FREE } from "./_block_pool.ts";
 import type { _CachingPolicy } from "./_caching_policy.ts";
 
 /**
@@ -24,7 +24,6 @@ export function _validateCaching<M>(p: _CachingPolicy<M>): void {
   let freeSmall = 0, freeLarge = 0, pending = 0;
   const pendingSet = new Set<_Block<unknown>>();
   p.deferred.forEach((b) => pendingSet.add(b));
-  const parkedSet = _parkedBlocks(p, fail);
   for (const seg of p.segments) {
     const small = seg.small;
     const pool = p.poolOf(seg);
@@ -61,15 +60,6 @@ export function _validateCaching<M>(p: _CachingPolicy<M>): void {
         if (seg.small) freeSmall++;
         else freeLarge++;
         if (split) c.inactiveSplitBlock(small, b.size);
-      } else if (b.state === PARKED) {
-        if (!parkedSet.has(b)) fail(`parked block ${b.address} not parked`);
-        for (const n of [b.prev, b.next]) {
-          if (n !== null && (n.state === FREE || n.state === PARKED)) {
-            fail(`parked block ${b.address} has a free neighbour`);
-          }
-        }
-        parkedSet.delete(b);
-        if (split) c.inactiveSplitBlock(small, b.size);
       } else if (b.state === ALLOCATED) {
         c.allocatedBlock(small, b.size, b.requested);
         if (b.size >= p.maxSplitByteLength) c.oversizeAllocations++;
@@ -84,7 +74,6 @@ export function _validateCaching<M>(p: _CachingPolicy<M>): void {
       fail(`segment ${seg.id} blocks do not tile it`);
     }
   }
-  if (parkedSet.size !== 0) fail(`a parked block is in no segment`);
   if (freeSmall !== p.small.count) fail(`small pool size`);
   if (freeLarge !== p.large.count + p.own.count) {
     fail(`large pool size`);
@@ -110,40 +99,4 @@ export function _validateCaching<M>(p: _CachingPolicy<M>): void {
     }
   }
   p.stats.verify(c, p.label);
-}
-
-/**
- * The parked blocks, each checked: on the list of its exact size, in the
- * pool a request of its size is served from, counted.
- */
-function _parkedBlocks<M>(
-  p: _CachingPolicy<M>,
-  fail: (what: string) => never,
-): Set<_Block<M>> {
-  const set = new Set<_Block<M>>();
-  const heads = p.parked;
-  if (heads === null) {
-    if (p.parkedCount !== 0) fail(`parked count without parked lists`);
-    return set;
-  }
-  for (let key = 0; key < heads.length; key++) {
-    const bit = (p.parkedWords[key >>> 5] >>> (key & 31)) & 1;
-    const sbit = (p.parkedSummary[key >>> 10] >>> ((key >>> 5) & 31)) & 1;
-    if ((heads[key] !== null ? 1 : 0) !== bit || (bit === 1 && sbit !== 1)) {
-      fail(`parked key ${key} bitmap wrong`);
-    }
-    for (let b = heads[key]; b !== null; b = b.parkNext) {
-      if (b.state !== PARKED || set.has(b)) fail(`parked list ${key} broken`);
-      if (b.size !== key * p.minBlockByteLength) {
-        fail(`parked block of ${b.size} bytes on list ${key}`);
-      }
-      if ((b.size <= p.smallRequestMaxByteLength) !== b.segment.small) {
-        fail(`parked block of ${b.size} bytes in the wrong pool`);
-      }
-      if (b.requested !== 0) fail(`parked block keeps its request`);
-      set.add(b);
-    }
-  }
-  if (set.size !== p.parkedCount) fail(`parked count`);
-  return set;
 }

@@ -349,7 +349,7 @@ export class CachingAllocator<M = unknown> {
       ? this.#p.poolFor(size)
       : this.#p.large;
     const block = this.#p.getFreeBlock(pool, stream.id, size) ??
-      this.#p.allocMiss(pool, size, stream);
+      this.#p.allocSlow(pool, size, stream);
     if (block === undefined) {
       _throwCachingOom(this.#p, byteLength, size, stream, tag);
     }
@@ -435,7 +435,7 @@ export class CachingAllocator<M = unknown> {
       ? this.#p.poolFor(size)
       : this.#p.large;
     let block = this.#p.getFreeBlock(pool, stream.id, size) ??
-      this.#p.allocMiss(pool, size, stream);
+      this.#p.allocSlow(pool, size, stream);
     // A request above the allowed bytes is refused as is: no fence can
     // make room for it, so none is waited for.
     while (
@@ -445,7 +445,7 @@ export class CachingAllocator<M = unknown> {
       // aborted: rejects with the reason; the blocks stay pending
       await this.synchronize(waitOptions);
       block = this.#p.getFreeBlock(pool, stream.id, size) ??
-        this.#p.allocMiss(pool, size, stream);
+        this.#p.allocSlow(pool, size, stream);
     }
     if (block === undefined) {
       _throwCachingOom(this.#p, byteLength, size, stream, tag);
@@ -504,7 +504,7 @@ export class CachingAllocator<M = unknown> {
       ? this.#p.poolFor(size)
       : this.#p.large;
     const found = this.#p.getFreeBlock(pool, 0, size) ??
-      this.#p.allocMiss(pool, size, DEFAULT_STREAM);
+      this.#p.allocSlow(pool, size, DEFAULT_STREAM);
     if (found === undefined) {
       _throwCachingOom(this.#p, byteLength, size, DEFAULT_STREAM, this.#p.tag);
     }
@@ -750,7 +750,6 @@ export class CachingAllocator<M = unknown> {
    * include them.
    */
   emptyCache(): void {
-    if (this.#p.parkedCount !== 0) this.#p.consolidate();
     this.#p.pressured = false;
     this.#p.releaseCachedBlocks();
     if (this.#p.strict) this.#p.strictCheck();
@@ -814,8 +813,6 @@ export class CachingAllocator<M = unknown> {
    */
   recordHistory(options: TraceRecorderOptions | false = {}): void {
     if (options !== false) validateObject(options, "options");
-    // Parked blocks were freed unwatched: into the pool before history.
-    if (this.#p.parkedCount !== 0) this.#p.consolidate();
     this.#p.history = options === false ? null : new TraceRecorder(options);
     this.#p.watched = this.#p.strict || this.#p.history !== null;
   }
@@ -841,7 +838,6 @@ export class CachingAllocator<M = unknown> {
    * ```
    */
   snapshot(): MemorySnapshot {
-    if (this.#p.parkedCount !== 0) this.#p.consolidate();
     const segments: SegmentSnapshot[] = [];
     for (const seg of this.#p.segments) {
       const blocks: BlockSnapshot[] = [];
