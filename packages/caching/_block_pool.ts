@@ -100,12 +100,8 @@ function binOfHuge(x: number): number {
   return LINEAR_BINS + ((f - FIRST_OCTAVE) << SUB_BITS) + sub;
 }
 
-/**
- * Designated victims a stream keeps out of its bins (see
- * `_StreamBins.victims`). A victim's `_Block.bin` is `VICTIM_BIN - slot`.
- */
-const VICTIMS = 4;
-const VICTIM_BIN = -2;
+/** `_Block.bin` of a stream's designated victim (see `_StreamBins.dv`). */
+const DV_BIN = -2;
 
 /** Index of the lowest set bit of a non-zero 32-bit integer. */
 function ctz(x: number): number {
@@ -132,22 +128,19 @@ function position<M>(bin: _Block<M>[], size: number, address: number): number {
 
 /**
  * The free blocks of one stream in one pool: the bins and their bitmap, and
- * up to {@linkcode VICTIMS} blocks kept out of them (dlmalloc's "designated
- * victim", several).
+ * one block kept out of them (dlmalloc's "designated victim").
  */
 class _StreamBins<M> {
   /**
-   * The designated victims: the blocks last inserted or moved out of their
-   * bins by a resize (in the common cases the free rest of a segment, which
-   * every split off its front shrinks and every merge back grows, and blocks
-   * freed and soon taken again). They sit in no bin, so those re-keys cost
-   * two field writes and a removal one; best fit compares them with the
-   * bins' answer, so the choice stays the exact lower bound. When all slots
-   * are taken, an insert sends the slot's victim to its bin, round robin.
+   * The designated victim: the block last inserted or moved out of its bin
+   * by a resize (in the common cases the free rest of a segment, which every
+   * split off its front shrinks and every merge back grows, and a block
+   * freed and soon taken again). It sits in no bin, so those re-keys cost
+   * two field writes and its removal one; best fit compares it with the
+   * bins' answer, so the choice stays the exact lower bound. Its `bin` is
+   * {@linkcode DV_BIN}.
    */
-  readonly victims: (_Block<M> | null)[] = [null, null, null, null];
-  victimCount = 0;
-  #evict = 0;
+  dv: _Block<M> | null = null;
   readonly bins: (_Block<M>[] | null)[] = Array.from(
     { length: BIN_COUNT },
     () => null,
@@ -170,26 +163,24 @@ class _StreamBins<M> {
   }
 
   lowerBound(size: number): _Block<M> | undefined {
+    const v0 = this.dv;
+    // (The victim alone: the bins are empty.)
+    if (this.count === 1 && v0 !== null) {
+      return v0.size >= size ? v0 : undefined;
+    }
+    const i = _binOf(size);
+    const bin = this.bins[i];
     let b: _Block<M> | undefined;
-    // (The victims alone: the bins are empty.)
-    if (this.count !== this.victimCount) {
-      const i = _binOf(size);
-      const bin = this.bins[i];
-      if (bin !== null && bin.length > 0 && bin[bin.length - 1].size >= size) {
-        b = bin[bin[0].size >= size ? 0 : position(bin, size, -1)];
-      } else {
-        const j = this.next(i + 1);
-        b = j < 0 ? undefined : this.bins[j]![0];
-      }
+    if (bin !== null && bin.length > 0 && bin[bin.length - 1].size >= size) {
+      b = bin[bin[0].size >= size ? 0 : position(bin, size, -1)];
+    } else {
+      const j = this.next(i + 1);
+      b = j < 0 ? undefined : this.bins[j]![0];
     }
-    const victims = this.victims;
-    for (let k = 0; k < VICTIMS; k++) {
-      const v = victims[k];
-      if (
-        v !== null && v.size >= size && (b === undefined || precedes(v, b))
-      ) b = v;
-    }
-    return b;
+    const v = this.dv;
+    return v === null || v.size < size || (b !== undefined && precedes(b, v))
+      ? b
+      : v;
   }
 
   /** Puts a block in bin `i`, in order. */
@@ -241,43 +232,24 @@ class _StreamBins<M> {
     return at < n && bin[at] === block ? at : -1;
   }
 
-  /**
-   * Makes `block` a victim: in a free slot, else in the next slot round
-   * robin, whose victim goes to its bin (one put, as putting the new block
-   * there would cost).
-   */
-  #victim(block: _Block<M>): void {
-    const victims = this.victims;
-    let k = 0;
-    if (this.victimCount < VICTIMS) {
-      while (victims[k] !== null) k++;
-      this.victimCount++;
-    } else {
-      k = this.#evict;
-      this.#evict = (k + 1) & (VICTIMS - 1);
-      const old = victims[k]!;
-      this.#put(old, _binOf(old.size));
-    }
-    victims[k] = block;
-    block.bin = VICTIM_BIN - k;
-  }
-
   insert(block: _Block<M>): void {
-    this.#victim(block);
+    // It becomes the designated victim; the previous one goes to its bin
+    // (one put, as putting the new block there would cost).
+    const old = this.dv;
+    this.dv = block;
+    block.bin = DV_BIN;
+    if (old !== null) this.#put(old, _binOf(old.size));
     this.count++;
   }
 
   has(block: _Block<M>): boolean {
-    const i = block.bin;
-    if (i <= VICTIM_BIN) return this.victims[VICTIM_BIN - i] === block;
-    return this.#find(block) >= 0 && _binOf(block.size) === i;
+    if (block === this.dv) return block.bin === DV_BIN;
+    return this.#find(block) >= 0 && _binOf(block.size) === block.bin;
   }
 
   remove(block: _Block<M>): void {
-    const i = block.bin;
-    if (i <= VICTIM_BIN && this.victims[VICTIM_BIN - i] === block) {
-      this.victims[VICTIM_BIN - i] = null;
-      this.victimCount--;
+    if (block === this.dv) {
+      this.dv = null;
       block.bin = -1;
       this.count--;
       return;
@@ -289,22 +261,26 @@ class _StreamBins<M> {
   }
 
   resize(block: _Block<M>, size: number, address: number): void {
-    const i = block.bin;
-    if (i <= VICTIM_BIN && this.victims[VICTIM_BIN - i] === block) {
+    if (block === this.dv) {
       block.size = size;
       block.address = address;
       return;
     }
     const at = this.#find(block);
     if (at < 0) throw new Error("Internal error: block not in its pool");
+    const i = block.bin;
     const j = _binOf(size);
     if (i !== j) {
-      // It leaves its bin: it becomes a victim (one take and at most one
-      // put, as a move between bins would cost).
+      // It leaves its bin: it becomes the designated victim, and the
+      // previous one goes to its bin (one take and one put, as a move
+      // between bins would cost).
       this.#take(block, at);
       block.size = size;
       block.address = address;
-      this.#victim(block);
+      const old = this.dv;
+      this.dv = block;
+      block.bin = DV_BIN;
+      if (old !== null) this.#put(old, _binOf(old.size));
       return;
     }
     // Same bin: move it within the bin until it is in order again.
@@ -401,15 +377,15 @@ export class _BlockPool<M> {
    */
   resizeAlone(block: _Block<M>, size: number, address: number): boolean {
     const last = this.#last;
-    const i = block.bin;
-    if (last.streamId !== block.streamId) return false;
-    if (i <= VICTIM_BIN) {
-      if (last.victims[VICTIM_BIN - i] !== block) return false;
+    if (last.dv === block) {
       block.size = size;
       block.address = address;
       return true;
     }
-    if (i < 0 || _binOf(size) !== i) return false;
+    const i = block.bin;
+    if (last.streamId !== block.streamId || i < 0 || _binOf(size) !== i) {
+      return false;
+    }
     const bin = last.bins[i];
     if (bin === null || bin.length !== 1 || bin[0] !== block) return false;
     block.size = size;
@@ -464,16 +440,15 @@ export class _BlockPool<M> {
     const out: _Block<M>[] = [];
     const ids = [...this.#streams.keys()].sort((a, b) => a - b);
     for (const id of ids) {
-      const { bins, victims } = this.#streams.get(id)!;
+      const { bins, dv } = this.#streams.get(id)!;
       const first = out.length;
       for (const bin of bins) {
         if (bin !== null) { for (const b of bin) out.push(b); }
       }
-      for (const v of victims) {
-        if (v === null) continue;
+      if (dv !== null) {
         let at = first;
-        while (at < out.length && precedes(out[at], v)) at++;
-        out.splice(at, 0, v);
+        while (at < out.length && precedes(out[at], dv)) at++;
+        out.splice(at, 0, dv);
       }
     }
     return out;
