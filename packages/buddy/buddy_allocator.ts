@@ -30,6 +30,7 @@ import {
   validateFlag,
   viewSpan,
 } from "@allot/core";
+import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
 import { OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
@@ -380,19 +381,20 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @returns A plain copy of the stats.
    */
   stats(): BuddyAllocatorStats {
+    const base = this.#accBase;
     return {
       allocatedBytes: {
         current: this.#allocatedBytes,
         peak: this.#usedPeak,
         // Every byte allocated is live or freed (and so for counts).
-        allocated: this.#allocatedBytes + this.#bytesFreed,
-        freed: this.#bytesFreed,
+        allocated: this.#allocatedBytes + this.#bytesFreed - base[0],
+        freed: this.#bytesFreed - base[1],
       },
       allocations: {
         current: this.#liveCount,
         peak: this.#livePeak,
-        allocated: this.#liveCount + this.#freeCount,
-        freed: this.#freeCount,
+        allocated: this.#liveCount + this.#freeCount - base[2],
+        freed: this.#freeCount - base[3],
       },
       reservedBytes: this.reservedBytes,
       poolCount: this.#poolCount,
@@ -406,6 +408,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * unmerged, and the free counts, order bitmap and stats match the blocks.
    *
    * @throws {HeapCorruptionError} When an invariant does not hold.
+   * @deprecated Use {@linkcode BuddyAllocator.validate} (the same); removed in 0.3.0.
    */
   checkIntegrity(): void {
     const fail = (why: string): never => {
@@ -1122,6 +1125,62 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#liveCount--;
     this.#freeCount++;
     ptr.release();
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /** The totals at the last `resetAccumulatedStats()`. */
+  #accBase: readonly number[] = [0, 0, 0, 0];
+
+  /**
+   * Gives fully free pools back to the backing allocator: the contract's
+   * name of {@linkcode BuddyAllocator.trim}.
+   *
+   * @returns Bytes given back.
+   */
+  emptyCache(): number {
+    return this.trim();
+  }
+
+  /**
+   * Checks every invariant: the contract's name of
+   * {@linkcode BuddyAllocator.checkIntegrity}.
+   *
+   * @throws {HeapCorruptionError} When an invariant does not hold.
+   */
+  validate(): void {
+    this.checkIntegrity();
+  }
+
+  /** Sets every peak of {@linkcode BuddyAllocator.stats} to its current value. */
+  resetPeakStats(): void {
+    this.#usedPeak = this.#allocatedBytes;
+    this.#livePeak = this.#liveCount;
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of
+   * {@linkcode BuddyAllocator.stats} to 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    this.#accBase = [
+      this.#allocatedBytes + this.#bytesFreed,
+      this.#bytesFreed,
+      this.#liveCount + this.#freeCount,
+      this.#freeCount,
+    ];
+  }
+
+  /**
+   * A text table of {@linkcode BuddyAllocator.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "BuddyAllocator");
   }
 }
 
