@@ -346,7 +346,7 @@ export class WatermarkAllocator<M = unknown>
    * Like {@linkcode WatermarkAllocator.allocateBuffer}, but returns
    * `undefined` when out of memory.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary buffer.
    * @param options The pool.
    * @returns A live buffer, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size or pool.
@@ -372,7 +372,7 @@ export class WatermarkAllocator<M = unknown>
    *
    * Without a signal, work that never completes makes it wait forever.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary buffer.
    * @param options The pool, and a signal that stops the wait: the promise
    * rejects with the signal's reason, the buffers pending free stay pending
    * and the cache is not emptied (what the attempts before the wait did,
@@ -644,9 +644,9 @@ export class WatermarkAllocator<M = unknown>
    * on it completes (see {@linkcode WatermarkAllocator.recordEvents}).
    *
    * @param buffer A live buffer of this allocator.
-   * @throws {DoubleFreeError} When the buffer was already released.
-   * @throws {InvalidArgumentError} When the buffer is not from this
-   * allocator.
+   * @throws {DoubleFreeError} When the buffer was already released, or is
+   * another allocator's.
+   * @throws {InvalidArgumentError} When the value is no buffer at all.
    */
   free(buffer: WatermarkBuffer<M>): void {
     this.#p.free(buffer as _Handle<M>, this.#blockOf(buffer, "free"));
@@ -878,6 +878,12 @@ export class WatermarkAllocator<M = unknown>
       }
       throw new UseAfterFreeError(
         `Cannot ${what} buffer #${buffer.id}: the buffer was released`,
+      );
+    }
+    if (buffer instanceof _Handle && what === "free") {
+      // a buffer of another allocator: a handle this one does not hold
+      throw new DoubleFreeError(
+        `Cannot free buffer #${buffer.id}: it is not a buffer of this allocator`,
       );
     }
     throw new InvalidArgumentError(
