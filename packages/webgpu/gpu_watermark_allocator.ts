@@ -14,7 +14,9 @@ import {
 } from "./_validate_gpu.ts";
 import {
   type Device,
+  type MemorySummaryOptions,
   optionOr,
+  OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
   validateSynchronizeOptions,
@@ -23,6 +25,7 @@ import {
   WatermarkAllocator,
   type WatermarkAllocatorOptions,
   type WatermarkBuffer,
+  type WatermarkSnapshot,
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
@@ -180,7 +183,7 @@ export class GpuWatermarkAllocator {
   /**
    * Allocates `byteLength` bytes.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @param options The pool.
    * @returns The owning handle.
    * @throws {InvalidArgumentError} For a bad size.
@@ -253,5 +256,71 @@ export class GpuWatermarkAllocator {
   asAllocator(): GpuAllocatorAdapter {
     this.#adapter ??= new GpuAllocatorAdapter(this);
     return this.#adapter;
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Allocates like {@linkcode GpuWatermarkAllocator.allocate}, but returns `undefined`
+   * where it would throw out of memory. A bad request, or a lost device,
+   * still throws.
+   *
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
+   * @param options The pool.
+   * @returns The owning handle, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  tryAllocate(
+    byteLength: number,
+    options: GpuWatermarkAllocateOptions = {},
+  ): GpuAllocation | undefined {
+    try {
+      return this.allocate(byteLength, options);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * A text table of the stats, in the layout of
+   * `torch.cuda.memory_summary()` (the same as `watermark.memorySummary()`).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return this.watermark.memorySummary(options);
+  }
+
+  /**
+   * Checks every internal invariant (the same as `watermark.validate()`).
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   */
+  validate(): void {
+    this.watermark.validate();
+  }
+
+  /**
+   * Every segment with its blocks, and the recorded history (the same as
+   * `watermark.snapshot()`).
+   *
+   * @returns The snapshot.
+   */
+  snapshot(): WatermarkSnapshot {
+    return this.watermark.snapshot();
+  }
+
+  /** Sets every peak of the stats to its current value. */
+  resetPeakStats(): void {
+    this.watermark.resetPeakStats();
+  }
+
+  /** Sets the `allocated` and `freed` totals of the stats to 0. */
+  resetAccumulatedStats(): void {
+    this.watermark.resetAccumulatedStats();
   }
 }
