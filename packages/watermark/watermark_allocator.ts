@@ -1037,6 +1037,21 @@ export class WatermarkAllocator<M = unknown>
   validate(): void {
     _validateWatermark(this.#p);
   }
+
+  /**
+   * Records that `stream` uses `buffer` (PyTorch's `recordStream`): when the
+   * buffer is freed, it waits for a fence of the stream. The contract's name
+   * of `recordEvents([buffer], stream)`.
+   *
+   * @param buffer A live buffer of this allocator.
+   * @param stream The stream (or a fence) that uses it.
+   * @throws {InvalidArgumentError} When the buffer is not a buffer of this
+   * allocator, or `stream` is neither a `Stream` nor a `Fence`.
+   * @throws {UseAfterFreeError} When the buffer was released.
+   */
+  recordStream(buffer: WatermarkBuffer<M>, stream: Stream | Fence): void {
+    this.recordEvents([buffer], stream);
+  }
 }
 
 // Fences of one stream complete in order, so DeferredFrees reads only the
