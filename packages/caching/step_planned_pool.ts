@@ -558,10 +558,9 @@ export class StepPlannedPool<M = unknown> {
     const live = this.#live += byteLength;
     const blocks = this.#blockBytes += size;
     if (this.#group !== undefined) this.#group._live(byteLength);
-    if (live > this.#stepPeak) {
-      this.#stepPeak = live;
-      if (live > this.#peakLive) this.#peakLive = live;
-    }
+    if (live > this.#stepPeak) this.#stepPeak = live;
+    // (apart: resetPeakStats() can take the peak below the step's)
+    if (live > this.#peakLive) this.#peakLive = live;
     if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
     return block;
   }
