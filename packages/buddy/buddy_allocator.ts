@@ -30,7 +30,11 @@ import {
   validateFlag,
   viewSpan,
 } from "@allot/core";
-import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import { OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
@@ -220,6 +224,13 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         { name: "options", value: options },
       );
     }
+    validateOptionKeys(options, [
+      "initialPoolByteLength",
+      "maxPoolByteLength",
+      "minBlockByteLength",
+      "backing",
+      "strict",
+    ], "BuddyAllocator");
     const min = validateAlignment(
       optionOr(options.minBlockByteLength, 256),
       1 << 20,

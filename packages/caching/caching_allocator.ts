@@ -26,6 +26,7 @@ import {
   validateAbortSignal,
   validateFlag,
   validateObject,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
@@ -161,6 +162,7 @@ export class CachingAllocator<M = unknown> {
    */
   constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
     _anchorShapes("caching");
+    validateOptionKeys(options, CACHING_OPTION_KEYS, "CachingAllocator");
     const config = _resolveCachingOptions(source, options);
     this.source = source;
     this.label = config.label;
@@ -986,3 +988,28 @@ function checkTag(tag: unknown): string {
   }
   return tag;
 }
+
+/** The keys of `CachingAllocatorOptions` (unknown keys are refused). */
+export const CACHING_OPTION_KEYS: readonly string[] = Object.freeze([
+  "minBlockByteLength",
+  "smallRequestMaxByteLength",
+  "smallSegmentByteLength",
+  "largeSegmentByteLength",
+  "ownSegmentMinByteLength",
+  "largeRoundByteLength",
+  "segmentGrowthFraction",
+  "minSegmentByteLength",
+  "releaseCachedAboveRatio",
+  "roundupPower2Divisions",
+  "maxSplitByteLength",
+  "maxNonSplitRoundingByteLength",
+  "maxSplitSize",
+  "maxNonSplitRoundingSize",
+  "memoryFraction",
+  "garbageCollectionThreshold",
+  "recordHistory",
+  "label",
+  "leakDetector",
+  "expandableSegments",
+  "strict",
+]);

@@ -38,6 +38,7 @@ import {
   formatStatsSummary,
   type MemorySummaryOptions,
   type StatValues,
+  validateOptionKeys,
 } from "@allot/core";
 import { type _PlanItem, _PlanMemo } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
@@ -342,6 +343,11 @@ export class StepPlannedPool<M = unknown> {
     _anchorShapes("planned");
     validateObject(source, "source");
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["maxHeldRatio", "group", "strict"],
+      "StepPlannedPool",
+    );
     const ratio = _heldRatio(options.maxHeldRatio);
     this.source = source;
     this.maxHeldRatio = ratio;

@@ -64,6 +64,7 @@ export * from "./format_bytes.ts";
 export * from "./host_memory.ts";
 export * from "./intrusive_ptr.ts";
 export * from "./junk_fill.ts";
+export * from "./option_keys.ts";
 export * from "./leak_detector.ts";
 export * from "./memory_snapshot.ts";
 export * from "./memory_stats.ts";

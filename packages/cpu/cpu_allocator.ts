@@ -23,7 +23,11 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import {
   validateDevice,
   validateFlags,
@@ -178,6 +182,20 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   constructor(options: CpuAllocatorOptions = {}) {
     super();
     validateOptions(options);
+    validateOptionKeys(options, [
+      "alignment",
+      "mobile",
+      "byteLength",
+      "shared",
+      "placement",
+      "heap",
+      "maxByteLength",
+      "zeroFill",
+      "junkFill",
+      "reporter",
+      "device",
+      "strict",
+    ], "CpuAllocator");
     const flags = validateFlags(
       options,
       "mobile",

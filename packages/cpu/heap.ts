@@ -19,7 +19,11 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
-import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import { validateFlags, validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
@@ -448,6 +452,7 @@ export class CpuHeap {
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
     validateOptions(options);
+    validateOptionKeys(options, CPU_HEAP_OPTION_KEYS, "CpuHeap");
     const flags = validateFlags(options, "mobile", "shared", "strict");
     const alignment = validateAlignment(
       optionOr(
@@ -2326,3 +2331,15 @@ function _makeStrict(heap: CpuHeap): void {
 function statValues(current: number, peak: number, total: number): StatValues {
   return { current, peak, allocated: total, freed: total - current };
 }
+
+/** The keys of `CpuHeapOptions` (unknown keys are refused). */
+export const CPU_HEAP_OPTION_KEYS: readonly string[] = Object.freeze([
+  "alignment",
+  "mobile",
+  "byteOffset",
+  "byteLength",
+  "maxByteLength",
+  "shared",
+  "placement",
+  "strict",
+]);

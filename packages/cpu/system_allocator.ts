@@ -18,7 +18,11 @@ import {
   validateByteLength,
   validateCapacity,
 } from "@allot/core";
-import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import {
   validateDevice,
   validateFlags,
@@ -120,6 +124,14 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
   constructor(options: SystemAllocatorOptions = {}) {
     super();
     validateOptions(options);
+    validateOptionKeys(options, [
+      "shared",
+      "capacityBytes",
+      "junkFill",
+      "strict",
+      "reporter",
+      "device",
+    ], "SystemAllocator");
     const flags = validateFlags(options, "shared", "strict", "junkFill");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;

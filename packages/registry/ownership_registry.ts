@@ -28,6 +28,7 @@ import {
   ContractViolationError,
   formatStatsSummary,
   type MemorySummaryOptions,
+  validateOptionKeys,
 } from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
@@ -478,6 +479,14 @@ export class OwnershipRegistry {
         { name: "options", value: options, limit: "OwnershipRegistryOptions" },
       );
     }
+    validateOptionKeys(options, [
+      "store",
+      "track",
+      "strict",
+      "worker",
+      "onLeak",
+      "checkAtExit",
+    ], "OwnershipRegistry");
     const { store, worker, onLeak } = read.values;
     const track = checkFlag(read.values.track, "track", false);
     const strict = checkFlag(read.values.strict, "strict", false);

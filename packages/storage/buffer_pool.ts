@@ -22,6 +22,7 @@ import {
   type StatValues,
   UseAfterFreeError,
   validateByteLength,
+  validateOptionKeys,
 } from "@allot/core";
 import { AllocationStrategy } from "./allocation_strategy.ts";
 
@@ -167,6 +168,11 @@ export class BufferPool<M = unknown, C = unknown> {
         { name: "options", value: options, limit: "BufferPoolOptions" },
       );
     }
+    validateOptionKeys(
+      options,
+      ["strategy", "maxFreeBytes", "strict"],
+      "BufferPool",
+    );
     const strategy = optionOr(options.strategy, AllocationStrategy.pooled());
     if (
       typeof strategy !== "object" || strategy === null ||

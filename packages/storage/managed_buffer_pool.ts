@@ -14,7 +14,11 @@ import {
   IntrusivePtr,
   UseAfterFreeError,
 } from "@allot/core";
-import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import { _checkBackend, Buffer, type BufferOptions } from "./buffer.ts";
 import type { BufferBackend } from "./buffer_backend.ts";
 import { _checkOptions, BufferView, type Shape } from "./buffer_view.ts";
@@ -109,7 +113,13 @@ export class ManagedBufferPool<M = unknown, C = unknown>
     options: ManagedBufferPoolOptions = {},
   ) {
     super();
-    this.#pool = new BufferPool(allocator, options);
+    validateOptionKeys(
+      options,
+      ["strategy", "maxFreeBytes", "strict", "backend"],
+      "ManagedBufferPool",
+    );
+    const { backend: _backend, ...poolOptions } = options;
+    this.#pool = new BufferPool(allocator, poolOptions);
     _checkBackend(options.backend);
     this.device = allocator.device;
     this.#backend = options.backend;

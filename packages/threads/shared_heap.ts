@@ -19,7 +19,11 @@ import {
   validateObject,
   type WasmMemory,
 } from "@allot/core";
-import { formatStatsSummary, type MemorySummaryOptions } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import {
   A_COUNTERS,
   A_GEN,
@@ -479,6 +483,11 @@ export class SharedHeap {
       memory = new SharedArrayBuffer(memory);
     }
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["byteOffset", "byteLength", "lockTimeoutMs", "strict"],
+      "SharedHeap",
+    );
     const buffer = sharedBuffer(memory);
     const byteOffset = optionOr(options.byteOffset, 0);
     validateInteger(byteOffset, 0, buffer.byteLength, "byteOffset");

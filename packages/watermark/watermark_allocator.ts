@@ -35,6 +35,7 @@ import {
   validateAbortSignal,
   validateByteLength,
   validateObject,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import type { _Block } from "./_block.ts";
@@ -153,6 +154,7 @@ export class WatermarkAllocator<M = unknown>
     options: WatermarkAllocatorOptions<M> = {},
   ) {
     super();
+    validateOptionKeys(options, WATERMARK_OPTION_KEYS, "WatermarkAllocator");
     const config = _resolveWatermarkOptions(source, options);
     this.device = source.device;
     this.alignment = config.alignment;
@@ -1064,3 +1066,25 @@ function fenceKey(fence: Fence): number {
   if (key === undefined) fenceKeys.set(fence, key = nextFenceKey--);
   return key;
 }
+
+/** The keys of `WatermarkAllocatorOptions` (unknown keys are refused). */
+export const WATERMARK_OPTION_KEYS: readonly string[] = Object.freeze([
+  "recommendedMaxBytes",
+  "highWatermarkRatio",
+  "lowWatermarkRatio",
+  "unifiedMemory",
+  "maxSmallByteLength",
+  "minLargeByteLength",
+  "smallHeapByteLength",
+  "largeHeapByteLength",
+  "xlargeHeapByteLength",
+  "largeRoundByteLength",
+  "maxSlackByteLength",
+  "maxScalarByteLength",
+  "driverAllocatedBytes",
+  "debugVerbosity",
+  "logger",
+  "recordHistory",
+  "hostView",
+  "strict",
+]);

@@ -13,6 +13,7 @@ import {
 } from "./_validate_gpu.ts";
 import {
   type CachedBlock,
+  CACHING_OPTION_KEYS,
   CachingAllocator,
   type CachingAllocatorOptions,
   type MemoryStats,
@@ -25,6 +26,7 @@ import {
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
@@ -145,8 +147,15 @@ export class GpuCachingAllocator {
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
+    // (the caching allocator refuses keys it does not read: not these two)
+    const { source: _source, reuse: _reuse, ...own } = options;
+    validateOptionKeys(
+      own,
+      CACHING_OPTION_KEYS,
+      "GpuCachingAllocator (source and reuse, and CachingAllocator's)",
+    );
     // checked before the clamp below can hide a bad value
-    const caching: CachingAllocatorOptions = { label: "webgpu", ...options };
+    const caching: CachingAllocatorOptions = { label: "webgpu", ...own };
     const large = validateByteLength(
       optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
       undefined,

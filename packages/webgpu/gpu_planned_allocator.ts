@@ -21,6 +21,7 @@ import {
   type SynchronizeOptions,
   validateByteLength,
   validateObject,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
@@ -135,6 +136,11 @@ export class GpuPlannedAllocator {
   constructor(device: GPUDevice, options: GpuPlannedAllocatorOptions = {}) {
     _anchorShapes("planned");
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["source", "maxHeldRatio", "strict", "group"],
+      "GpuPlannedAllocator",
+    );
     const group = options.group;
     if (group !== undefined && !StepPoolGroup._is(group)) {
       throw new InvalidArgumentError(

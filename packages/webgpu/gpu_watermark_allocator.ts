@@ -19,9 +19,11 @@ import {
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
+  WATERMARK_OPTION_KEYS,
   WatermarkAllocator,
   type WatermarkAllocatorOptions,
   type WatermarkBuffer,
@@ -130,12 +132,19 @@ export class GpuWatermarkAllocator {
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "after-fence");
+    // (the watermark allocator refuses keys it does not read: not these two)
+    const { source: _source, reuse: _reuse, ...own } = given;
+    validateOptionKeys(
+      own,
+      WATERMARK_OPTION_KEYS,
+      "GpuWatermarkAllocator (source and reuse, and WatermarkAllocator's)",
+    );
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to
       // carve later ones from; a WebGPU buffer is memory the device commits
       // at once, so no heap here is larger than a large heap (32 MiB).
-      ...given,
+      ...own,
       xlargeHeapByteLength: optionOr(
         given.xlargeHeapByteLength,
         optionOr(given.largeHeapByteLength, GPU_HEAP_BYTE_LENGTH),
