@@ -141,6 +141,11 @@ export class GpuCachingAllocator {
     // a copy: each option read once (a getter is not asked twice)
     options = { ..._checkOptions(options) };
     _checkStrict(options.strict);
+    validateOptionKeys(
+      options,
+      [...CACHING_OPTION_KEYS, "source", "reuse"],
+      "GpuCachingAllocator",
+    );
     _anchorShapes("caching");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
@@ -149,11 +154,6 @@ export class GpuCachingAllocator {
     const maxBinding = this.source.maxBindingByteLength;
     // (the caching allocator refuses keys it does not read: not these two)
     const { source: _source, reuse: _reuse, ...own } = options;
-    validateOptionKeys(
-      own,
-      CACHING_OPTION_KEYS,
-      "GpuCachingAllocator (source and reuse, and CachingAllocator's)",
-    );
     // checked before the clamp below can hide a bad value
     const caching: CachingAllocatorOptions = { label: "webgpu", ...own };
     const large = validateByteLength(

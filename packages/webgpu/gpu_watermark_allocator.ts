@@ -128,17 +128,17 @@ export class GpuWatermarkAllocator {
     const given = { ..._checkOptions(options) };
     options = given;
     _checkStrict(options.strict);
+    validateOptionKeys(
+      given,
+      [...WATERMARK_OPTION_KEYS, "source", "reuse"],
+      "GpuWatermarkAllocator",
+    );
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "after-fence");
     // (the watermark allocator refuses keys it does not read: not these two)
     const { source: _source, reuse: _reuse, ...own } = given;
-    validateOptionKeys(
-      own,
-      WATERMARK_OPTION_KEYS,
-      "GpuWatermarkAllocator (source and reuse, and WatermarkAllocator's)",
-    );
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to
