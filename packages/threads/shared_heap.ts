@@ -2359,6 +2359,19 @@ export class SharedHeap {
   }
 
   /**
+   * Gives the page spans this handle's arena keeps cached back to the shared
+   * core, where every thread can take them (each thread empties its own
+   * cache: the caches of the others are theirs). Live blocks stay.
+   *
+   * @throws {HeapClosedError} After detach or close.
+   * @throws {HeapBusyError} When the core's lock is not had in time.
+   */
+  emptyCache(): void {
+    this.#checkOpen("empty the cache");
+    this.#flushCache(0);
+  }
+
+  /**
    * A text table of {@linkcode SharedHeap.stats}, in the layout of
    * `torch.cuda.memory_summary()`.
    *

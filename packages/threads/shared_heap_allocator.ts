@@ -527,4 +527,12 @@ export class SharedHeapAllocator
   validate(): void {
     this.#heap.validate();
   }
+
+  /**
+   * Gives this thread's cached page spans back to the heap's shared core
+   * (see `SharedHeap.emptyCache`).
+   */
+  emptyCache(): void {
+    this.#heap.emptyCache();
+  }
 }
