@@ -14,10 +14,12 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  AllotError,
   describeValue,
   DoubleFreeError,
   formatBytes,
   InvalidArgumentError,
+  ManualStream,
   OutOfMemoryError,
 } from "@allot/core";
 import { drain, Model, opArbitrary, step } from "./_model.ts";
@@ -267,6 +269,46 @@ export function conformance<H>(
       model.check(`${what} free`);
     }
     await drain(model, "frees");
+  });
+
+  test("recordStream: refuses a bad stream or a freed block, delays nothing live", async (s) => {
+    const t = s.target as {
+      recordStream?: (h: unknown, stream: unknown) => void;
+      synchronize?: () => Promise<void>;
+    };
+    if (typeof t.recordStream !== "function") return; // N/A or a gap
+    const model = new Model(s);
+    const h = s.allocate(256);
+    model.add(h, 256);
+    const keep = s.allocate(100);
+    model.add(keep, 100);
+    for (const bad of [null, {}, 5, "stream"]) {
+      const before = s.state();
+      throwsTyped(
+        () => t.recordStream!.call(t, h, bad),
+        [InvalidArgumentError],
+        `recordStream(block, ${describeValue(bad)})`,
+      );
+      assert.deepEqual(s.state(), before, "a refused recordStream changed");
+    }
+    const stream = new ManualStream();
+    t.recordStream.call(t, h, stream);
+    model.check("recorded");
+    s.free(model.take(0).handle);
+    // freed, its stream's work not done: it may stay counted, never less
+    const n = s.bytesInUse().current;
+    assert.ok(n >= 100, "the live block stays counted");
+    throwsTyped(
+      () => t.recordStream!.call(t, h, stream),
+      [AllotError],
+      "recordStream on a freed block",
+    );
+    stream.completeAll();
+    await t.synchronize?.call(t);
+    await s.settle?.();
+    model.settled = true;
+    model.check("after the stream's work");
+    await drain(model, "recordStream");
   });
 
   test("says the same out of memory through both verbs", async (s) => {
