@@ -31,8 +31,13 @@ import {
   viewSpan,
 } from "@allot/core";
 import {
+  type BlockSnapshot,
+  finishSnapshot,
   formatStatsSummary,
+  type MemorySnapshot,
   type MemorySummaryOptions,
+  type SegmentSnapshot,
+  segmentTotals,
   validateOptionKeys,
 } from "@allot/core";
 import { OwnedMarks } from "./_owned_marks.ts";
@@ -1192,6 +1197,76 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
     return formatStatsSummary(this.stats(), options, "BuddyAllocator");
+  }
+
+  /**
+   * Every pool with its blocks in address order (free ones `inactive`), and
+   * each large block as a segment of its own, in core's snapshot format
+   * (`requestedByteLength` is the block's length: the allocator keeps no
+   * other). O(blocks).
+   *
+   * @returns The snapshot (no history: the allocator records none).
+   */
+  snapshot(): MemorySnapshot {
+    const segments: SegmentSnapshot[] = [];
+    const order = this.#order, unit = this.minBlockByteLength;
+    const pools = this.#poolPtrs;
+    for (let i = 0; i < pools.length; i++) {
+      const ptr = pools[i];
+      if (ptr === undefined) continue;
+      const first = i << this.#poolShift, end = first + (1 << this.#poolShift);
+      const blocks: BlockSnapshot[] = [];
+      for (let g = first; g < end;) {
+        const o = order[g];
+        if (o === 0) break; // (corrupt: validate() says where)
+        const byteLength = unit * 2 ** (Math.abs(o) - 1);
+        blocks.push({
+          address: g * unit,
+          offset: (g - first) * unit,
+          byteLength,
+          requestedByteLength: o < 0 ? byteLength : 0,
+          state: o < 0 ? "active_allocated" : "inactive",
+        });
+        g += 2 ** (Math.abs(o) - 1);
+      }
+      segments.push({
+        id: i,
+        address: first * unit,
+        byteLength: this.poolByteLength,
+        stream: 0,
+        pool: "small",
+        ...segmentTotals(blocks),
+        memoryByteOffset: ptr.byteOffset,
+        blocks,
+      });
+    }
+    let id = pools.length;
+    for (const [address, ptr] of this.#large) {
+      const byteLength = this.#held.get(ptr) ?? ptr.byteLength;
+      const blocks: BlockSnapshot[] = [{
+        address,
+        offset: 0,
+        byteLength,
+        requestedByteLength: byteLength,
+        state: "active_allocated",
+      }];
+      segments.push({
+        id: id++,
+        address,
+        byteLength,
+        stream: 0,
+        pool: "large",
+        ...segmentTotals(blocks),
+        memoryByteOffset: ptr.byteOffset,
+        blocks,
+      });
+    }
+    return finishSnapshot(
+      String(this.device),
+      "BuddyAllocator",
+      segments,
+      null,
+    );
   }
 }
 

@@ -311,6 +311,45 @@ export function conformance<H>(
     await drain(model, "recordStream");
   });
 
+  test("snapshot() pictures every live block in segments its blocks tile", async (s) => {
+    const t = s.target as { snapshot?: () => unknown };
+    if (typeof t.snapshot !== "function") return; // N/A or a gap
+    const model = new Model(s);
+    for (const n of [64, 3000, 0, 70_000]) model.add(s.allocate(n), n);
+    s.free(model.take(1).handle);
+    await s.settle?.();
+    model.settled = true;
+    model.check("setup");
+    const snap = t.snapshot.call(t) as {
+      segments?: {
+        byteLength: number;
+        blocks: { offset: number; byteLength: number; state: string }[];
+      }[];
+    };
+    assert.deepEqual(
+      JSON.parse(JSON.stringify(snap)),
+      snap,
+      "plain data that JSON writes",
+    );
+    if (Array.isArray(snap.segments)) {
+      let live = 0;
+      for (const seg of snap.segments) {
+        let at = 0;
+        for (const b of seg.blocks) {
+          assert.equal(b.offset, at, "blocks tile their segment in order");
+          at += b.byteLength;
+          if (b.state === "active_allocated") live += b.byteLength;
+        }
+        assert.equal(at, seg.byteLength, "blocks cover their segment");
+      }
+      assert.ok(
+        live >= s.bytesInUse().current,
+        `live blocks ${live} >= bytes in use ${s.bytesInUse().current}`,
+      );
+    }
+    await drain(model, "snapshot");
+  });
+
   test("says the same out of memory through both verbs", async (s) => {
     const model = new Model(s);
     model.add(s.allocate(1024), 1024);

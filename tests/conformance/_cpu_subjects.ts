@@ -157,7 +157,7 @@ export function buddyAllocator(): Subject<{ addr: number; n: number }> {
   });
   return {
     target: b,
-    knownGaps: ["snapshot"],
+    knownGaps: [],
     notApplicable: NO_ASYNC,
     allocate: (n) => ({ addr: b.alloc(n), n }),
     tryAllocate: (n) => orUndefined(() => ({ addr: b.alloc(n), n })),
@@ -172,7 +172,7 @@ export function buddyAllocator(): Subject<{ addr: number; n: number }> {
     emptyCache: () => void b.emptyCache(),
     resetPeakStats: () => b.resetPeakStats(),
     resetAccumulatedStats: () => b.resetAccumulatedStats(),
-    state: () => b.stats(),
+    state: () => ({ stats: b.stats(), snapshot: b.snapshot() }),
     capacityBytes: 256 * KiB,
     maxRequestBytes: 40 * KiB,
     foreign: () => ({ addr: 32, n: 64 }),
