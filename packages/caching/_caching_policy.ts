@@ -47,7 +47,6 @@ import type { _CachingConfig } from "./_caching_config.ts";
 import { _validateCaching } from "./_caching_validate.ts";
 import {
   _allocSegmentBlock,
-  _movedSegmentBlock,
   _releaseSegment,
   _shrinkSegment,
 } from "./_caching_segments.ts";
@@ -466,29 +465,14 @@ export class _CachingPolicy<M> {
     if (this.gcThreshold > 0) this.garbageCollect();
     if (this.releaseRatio !== Infinity) {
       const need = this.needAtMiss(size);
-      const growth = this.growth[pool.small ? 0 : 1];
-      if (this.lastNeed > 0) {
-        // Cycles repeat: a whole free segment of the other pool serves
-        // the miss (no device buffer made or given back).
-        const moved = _movedSegmentBlock(this, pool, size, stream);
-        if (moved !== undefined) {
-          growth.miss(size, this.minBlockByteLength, 0);
-          return moved;
-        }
-      }
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
       this.releaseAboveRatio(pool, size, need);
-      // Room for steady growth: at most the give-back ratio's share, or
-      // more steps under the recent peak (trendRoom()).
-      this.room = growth.miss(
+      // Room for steady growth, at most the give-back ratio's share.
+      this.room = this.growth[pool.small ? 0 : 1].miss(
         size,
         this.minBlockByteLength,
         (this.releaseRatio - 1) * size,
       );
-      if (growth.step > 0) {
-        const trend = this.trendRoom(size, growth);
-        if (trend > this.room) this.room = trend;
-      }
     }
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (b !== undefined) return b;
@@ -506,31 +490,9 @@ export class _CachingPolicy<M> {
   }
 
   /**
-   * Room beyond a request of `size` bytes that `growth` saw growing by a
-   * steady step: as many whole steps as fit under the recent peak, where
-   * held bytes cost no new peak. The room ends at the largest miss of the
-   * pool in this cycle of misses or the last (where the growth went
-   * before), stays within `releaseBound` times the most bytes a miss of
-   * this cycle or the last needed, less what is reserved, and is at most
-   * `TREND_SHARES` times the request. In a program's first cycle both
-   * limits are the request itself: no room beyond the give-back ratio's
-   * share. A block grown 4 KiB a step from 4 KiB to 1 MiB, pass after
-   * pass, made a segment for (nearly) every step: 115 a warm pass, 23 so.
-   */
-  trendRoom(size: number, growth: _GrowthRoom): number {
-    const step = growth.step;
-    const top = Math.max(growth.cyclePeak, growth.lastPeak) - size;
-    const peak = Math.max(this.cycleNeed, this.lastNeed);
-    const budget = this.releaseRatio * peak - this.stats.reservedBytes - size;
-    const cap = Math.min(top, budget, size * TREND_SHARES);
-    return cap < step ? 0 : Math.floor(cap / step) * step;
-  }
-
-  /**
-   * On a miss: while reserved bytes and the request exceed `releaseRatio`
-   * times `need` (the active bytes plus `size`, or at a low the last
-   * cycle's peak: see {@linkcode needAtMiss}), gives whole free segments
-   * back, least recently
+   * On a miss: while reserved bytes exceed `releaseRatio` times `need`
+   * (the active bytes plus `size`, or at a low the last cycle's peak: see
+   * {@linkcode needAtMiss}), gives whole free segments back, least recently
    * used first: those of the request's pool (all smaller than the request, or
    * best fit would have taken one), and those of the other pool unused since
    * the previous such miss (one used since may be needed again at once: a
@@ -550,10 +512,7 @@ export class _CachingPolicy<M> {
    * step.
    */
   releaseAboveRatio(pool: _BlockPool<M>, size: number, need: number): void {
-    // The segment this miss makes counts: held bytes stay within the ratio
-    // once it is made (measured without it, one block grown a step at a
-    // time held the segment before it beside its own: 2x live).
-    const bound = this.releaseBound * need - size;
+    const bound = this.releaseBound * need;
     if (this.stats.reservedBytes <= bound) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
@@ -575,8 +534,8 @@ export class _CachingPolicy<M> {
       (a.size * TINY_SHARES < size ? 1 : 0) -
         (b.size * TINY_SHARES < size ? 1 : 0) || a.stamp - b.stamp
     );
-    if (this.stats.reservedBytes + size > this.ghostLimit) {
-      this.ghostLimit = this.stats.reservedBytes + size;
+    if (this.stats.reservedBytes > this.ghostLimit) {
+      this.ghostLimit = this.stats.reservedBytes;
     }
     // The ratio that would have kept a segment: reserved bytes then over
     // the most bytes needed lately (this cycle's peak or the last's): a
@@ -586,12 +545,6 @@ export class _CachingPolicy<M> {
     const recent = Math.max(need, this.cycleNeed, this.lastNeed);
     for (const b of whole) {
       if (this.stats.reservedBytes <= bound) break;
-      // (The tiny ones, sorted last, only above the ratio without the
-      // request's segment.)
-      if (
-        b.size * TINY_SHARES < size &&
-        this.stats.reservedBytes <= this.releaseBound * need
-      ) break;
       const keep = this.stats.reservedBytes / recent;
       const small = b.segment.small, bytes = b.size;
       if (_releaseSegment(this, b)) this.ghost(small, bytes, keep);
@@ -636,8 +589,6 @@ export class _CachingPolicy<M> {
       this.lastNeed = this.cycleNeed;
       this.cycleActive = active;
       this.cycleNeed = need;
-      this.growth[0].newCycle();
-      this.growth[1].newCycle();
     } else {
       if (active > this.cycleActive) this.cycleActive = active;
       if (need > this.cycleNeed) this.cycleNeed = need;
@@ -867,8 +818,6 @@ export class _CachingPolicy<M> {
 const TINY_SHARES = 4;
 /** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
 const MIN_SLACK = 1 / 32;
-/** Room for growth is at most this many times the request (`trendRoom`). */
-const TREND_SHARES = 1;
 /** Segments given back that are remembered (see `ghosts`). */
 const MAX_GHOSTS = 256;
 /**

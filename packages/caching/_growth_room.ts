@@ -30,17 +30,6 @@ export class _GrowthRoom {
   readonly #sizes = new Float64Array(GROWTH_HISTORY);
   #count = 0;
   #next = 0;
-  /** The step of steady growth the last miss showed (0: none). */
-  step = 0;
-  /** The largest miss of this cycle of misses, and of the last. */
-  cyclePeak = 0;
-  lastPeak = 0;
-
-  /** A new cycle of misses begins (the caller found a low). */
-  newCycle(): void {
-    this.lastPeak = this.cyclePeak;
-    this.cyclePeak = 0;
-  }
 
   /**
    * Records a miss of `size` bytes; returns the room (a multiple of
@@ -48,7 +37,6 @@ export class _GrowthRoom {
    */
   miss(size: number, granule: number, cap: number): number {
     const room = this.#room(size, granule, cap);
-    if (size > this.cyclePeak) this.cyclePeak = size;
     this.#sizes[this.#next] = size;
     this.#next = (this.#next + 1) % GROWTH_HISTORY;
     if (this.#count < GROWTH_HISTORY) this.#count++;
@@ -68,14 +56,12 @@ export class _GrowthRoom {
   #room(size: number, granule: number, cap: number): number {
     const sizes = this.#sizes;
     const n = this.#count;
-    this.step = 0;
     // Newest first: the latest miss a step below, with two more below it.
     for (let i = 1; i <= n; i++) {
       const prev = sizes[(this.#next - i + GROWTH_HISTORY) % GROWTH_HISTORY];
       const step = size - prev;
       if (step <= 0 || step * MAX_STEP_SHARE > size) continue;
       if (this.#has(prev - step, i) && this.#has(prev - 2 * step, i)) {
-        this.step = step;
         const room = Math.floor(Math.min(step, cap) / granule) * granule;
         return room > 0 ? room : 0;
       }

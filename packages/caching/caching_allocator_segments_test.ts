@@ -102,22 +102,17 @@ function expectedSegment(
  * misses of its pool in step (among the last 16, step at most an eighth of
  * `size`), at most the give-back ratio's share of `size`, in granules.
  */
-function growthRoom(
-  seen: number[],
-  size: number,
-  ratio: number,
-): { room: number; step: number } {
+function growthRoom(seen: number[], size: number, ratio: number): number {
   const last = seen.slice(-16);
   for (let i = last.length - 1; i >= 0; i--) {
     const step = size - last[i];
     if (step <= 0 || 8 * step > size) continue;
     const older = last.slice(0, i);
     if (older.includes(size - 2 * step) && older.includes(size - 3 * step)) {
-      const room = Math.floor(Math.min(step, (ratio - 1) * size) / 512) * 512;
-      return { room, step };
+      return Math.floor(Math.min(step, (ratio - 1) * size) / 512) * 512;
     }
   }
-  return { room: 0, step: 0 };
+  return 0;
 }
 
 function run(
@@ -165,9 +160,6 @@ function run(
   // of the last, and the most a miss of each needed.
   let cycleActive = 0, lastActive = 0, cycleNeed = 0, lastNeed = 0;
   const missed: Record<string, number[]> = { small: [], large: [] };
-  // The largest miss of each pool in this cycle and the last.
-  const cyclePeak: Record<string, number> = { small: 0, large: 0 };
-  const lastPeak: Record<string, number> = { small: 0, large: 0 };
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
     if (op.kind === "alloc") {
@@ -198,12 +190,13 @@ function run(
         );
       }
       live.push(entry);
-      const now = a.snapshot().segments;
-      const moved = before.find((b) =>
-        now.some((s) => s.address === b.address && s.pool !== b.pool)
-      );
-      if (device.allocationCount > made || moved !== undefined) {
-        // A miss. What it is measured against: what it needs, or at a low
+      if (device.allocationCount > made) {
+        // A miss: the whole free segments given back, then one new segment.
+        assert.equal(device.allocationCount, made + 1);
+        const after = new Set(a.snapshot().segments.map((s) => s.address));
+        const gone = before.filter((s) => !after.has(s.address));
+        const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
+        // What the miss is measured against: what it needs, or at a low
         // (needing at most a quarter of the last cycle's active peak) the
         // most a miss of the last cycle needed. A miss needing at most a
         // quarter of this cycle's active peak begins the next cycle.
@@ -214,9 +207,6 @@ function run(
             lastNeed = cycleNeed;
             cycleActive = active;
             cycleNeed = need;
-            lastPeak.small = cyclePeak.small;
-            lastPeak.large = cyclePeak.large;
-            cyclePeak.small = cyclePeak.large = 0;
           } else {
             cycleActive = Math.max(cycleActive, active);
             cycleNeed = Math.max(cycleNeed, need);
@@ -224,173 +214,116 @@ function run(
           atLow = 4 * need <= lastActive;
           if (atLow) need = lastNeed;
         }
-        // Once misses cycle, the smallest whole free segment of the other
-        // pool that holds the request moves to the request's pool: no
-        // device buffer made, none given back.
-        const movable = o.releaseCachedAboveRatio !== Infinity && lastNeed > 0
-          ? before.filter((b) =>
-            b.pool !== pool && b.blocks.length === 1 &&
-            b.blocks[0].state === "inactive" && b.byteLength >= size
-          )
-          : [];
-        if (movable.length > 0) {
-          assert.ok(moved !== undefined, "no segment moved");
-          assert.equal(device.allocationCount, made, "moved and made");
-          assert.equal(
-            moved.byteLength,
-            Math.min(...movable.map((b) => b.byteLength)),
-            "moved not the smallest",
-          );
-          assert.equal(now.length, before.length, "given back on a move");
-          missed[pool].push(size);
-          cyclePeak[pool] = Math.max(cyclePeak[pool], size);
-        } else {
-          assert.equal(moved, undefined, "moved before misses cycle");
-          // The whole free segments given back, then one new segment.
-          assert.equal(device.allocationCount, made + 1);
-          const after = new Set(now.map((s) => s.address));
-          const gone = before.filter((s) => !after.has(s.address));
-          const goneBytes = gone.reduce((n, s) => n + s.byteLength, 0);
-          // A segment's keep is measured against the most needed lately.
-          const recent = Math.max(need, cycleNeed, lastNeed);
-          if (o.releaseCachedAboveRatio !== Infinity) {
-            // A miss first looks for the smallest ghost that would serve it
-            // (at a low, it is forgotten without regret).
-            let best = -1;
-            ghosts.forEach((g, i) => {
-              if (
-                g.pool === pool && g.size >= size &&
-                (best < 0 || g.size < ghosts[best].size)
-              ) best = i;
-            });
-            if (best >= 0 && atLow) ghosts.splice(best, 1);
-            else if (best >= 0) {
-              regretBytes += ghosts[best].size;
-              forgotten = 0;
-              const slack = ratio - 1;
-              if (regretBytes >= slack * reserved) {
-                regretBytes = 0;
-                ratio = Math.max(
-                  1 + Math.max(2 * slack, 1 / 32),
-                  ghosts[best].keep,
-                );
-              }
-              ghosts.splice(best, 1);
-            }
-          }
-          // The segment the miss makes counts: reserved bytes plus the
-          // request within the ratio; segments under a quarter of the
-          // request go only while reserved bytes alone are above it.
-          const bound = ratio * need - size;
-          const tiny = (s: { byteLength: number }) => s.byteLength * 4 < size;
-          const limit = (s: { byteLength: number }) =>
-            tiny(s) ? ratio * need : bound;
-          for (const s of gone) {
-            assert.ok(
-              whole.some((w) => w.address === s.address),
-              "not a candidate",
-            );
-          }
-          if (reserved > bound) lastMiss = clock;
-          // The order segments are given back in: least recently used first
-          // (ties by address), but those under a quarter of the request
-          // last.
-          const order = (
-            x: { byteLength: number; address: number },
-            y: { byteLength: number; address: number },
-          ) =>
-            (tiny(x) ? 1 : 0) - (tiny(y) ? 1 : 0) ||
-            lastUse.get(x.address)! - lastUse.get(y.address)! ||
-            x.address - y.address;
-          if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
-            assert.equal(gone.length, 0, "released below the bound");
-          } else if (gone.length < whole.length) {
-            const next = whole.filter((w) =>
-              !gone.some((g) => g.address === w.address)
-            ).sort(order)[0];
-            assert.ok(
-              reserved - goneBytes <= limit(next),
-              "released too little",
-            );
-          }
-          if (gone.length > 0) {
-            // In that order, and no more than needed.
-            gone.sort(order);
-            const last = gone[gone.length - 1];
-            for (const w of whole) {
-              if (!gone.some((g) => g.address === w.address)) {
-                assert.ok(order(w, last) > 0, "not in the give-back order");
-              }
-            }
-            // The last one given back was still needed.
-            assert.ok(
-              reserved - goneBytes + last.byteLength > limit(last),
-              "released more than needed",
-            );
-            // Ghosts of the segments given back, in that order, each time
-            // within the limits.
-            if (reserved + size > ghostLimit) ghostLimit = reserved + size;
-            let left = reserved;
-            for (const s of gone) {
-              // The ratio that would have kept it, against the recent peak.
-              const keep = left / recent;
-              left -= s.byteLength;
-              ghosts.push({ pool: s.pool, size: s.byteLength, keep });
-              let bytes = ghosts.reduce((n, g) => n + g.size, 0);
-              let dropped = false;
-              while (
-                ghosts.length > 256 || (bytes > ghostLimit && ghosts.length > 1)
-              ) {
-                const g = ghosts.shift()!;
-                bytes -= g.size;
-                forgotten += g.size;
-                dropped = true;
-              }
-              // A cache's worth of ghosts forgotten with none hit: the ratio
-              // narrows.
-              if (dropped && forgotten >= ghostLimit) {
-                forgotten = 0;
-                ratio = Math.max(
-                  o.releaseCachedAboveRatio,
-                  1 + (ratio - 1) / 2,
-                );
-              }
-            }
-          }
-          const fresh = now.find((s) =>
-            !before.some((b) => b.address === s.address)
-          )!;
-          let expected = expectedSegment(a, o, size, reserved - goneBytes);
-          if (o.releaseCachedAboveRatio !== Infinity) {
-            // Requests seen growing get a step of room, or more steps under
-            // the recent peak: up to the pool's largest miss of this cycle
-            // or the last, within the configured ratio times the most a miss
-            // of either needed, at most the request again.
-            const { room, step } = growthRoom(
-              missed[pool],
-              size,
-              o.releaseCachedAboveRatio,
-            );
-            missed[pool].push(size);
-            cyclePeak[pool] = Math.max(cyclePeak[pool], size);
-            let trend = 0;
-            if (step > 0) {
-              const cap = Math.min(
-                Math.max(cyclePeak[pool], lastPeak[pool]) - size,
-                // (The configured ratio: the back-off's would feed on itself.)
-                o.releaseCachedAboveRatio * Math.max(cycleNeed, lastNeed) -
-                  (reserved - goneBytes) - size,
-                size,
+        // A segment's keep is measured against the most needed lately.
+        const recent = Math.max(need, cycleNeed, lastNeed);
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          // A miss first looks for the smallest ghost that would serve it
+          // (at a low, it is forgotten without regret).
+          let best = -1;
+          ghosts.forEach((g, i) => {
+            if (
+              g.pool === pool && g.size >= size &&
+              (best < 0 || g.size < ghosts[best].size)
+            ) best = i;
+          });
+          if (best >= 0 && atLow) ghosts.splice(best, 1);
+          else if (best >= 0) {
+            regretBytes += ghosts[best].size;
+            forgotten = 0;
+            const slack = ratio - 1;
+            if (regretBytes >= slack * reserved) {
+              regretBytes = 0;
+              ratio = Math.max(
+                1 + Math.max(2 * slack, 1 / 32),
+                ghosts[best].keep,
               );
-              trend = cap < step ? 0 : Math.floor(cap / step) * step;
             }
-            const r = Math.max(room, trend);
-            if (r > 0 && expected < size + r) {
-              expected = Math.min(size + r, a.maxBlockByteLength);
+            ghosts.splice(best, 1);
+          }
+        }
+        const bound = ratio * need;
+        for (const s of gone) {
+          assert.ok(
+            whole.some((w) => w.address === s.address),
+            "not a candidate",
+          );
+        }
+        if (reserved > bound) lastMiss = clock;
+        if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
+          assert.equal(gone.length, 0, "released below the bound");
+        } else if (gone.length < whole.length) {
+          assert.ok(reserved - goneBytes <= bound, "released too little");
+        }
+        // The order segments are given back in: least recently used first
+        // (ties by address), but those under a quarter of the request last.
+        const order = (
+          x: { byteLength: number; address: number },
+          y: { byteLength: number; address: number },
+        ) =>
+          (x.byteLength * 4 < size ? 1 : 0) -
+            (y.byteLength * 4 < size ? 1 : 0) ||
+          lastUse.get(x.address)! - lastUse.get(y.address)! ||
+          x.address - y.address;
+        if (gone.length > 0) {
+          // In that order, and no more than needed.
+          gone.sort(order);
+          const last = gone[gone.length - 1];
+          for (const w of whole) {
+            if (!gone.some((g) => g.address === w.address)) {
+              assert.ok(order(w, last) > 0, "not in the give-back order");
             }
           }
-          assert.equal(fresh.byteLength, expected, "segment size");
+          // The last one given back was still needed.
+          assert.ok(
+            reserved - goneBytes + last.byteLength > bound,
+            "released more than needed",
+          );
         }
+        if (gone.length > 0) {
+          // Ghosts of the segments given back, in that order, each time
+          // within the limits.
+          if (reserved > ghostLimit) ghostLimit = reserved;
+          let left = reserved;
+          for (const s of gone) {
+            // The ratio that would have kept it, against the recent peak.
+            const keep = left / recent;
+            left -= s.byteLength;
+            ghosts.push({ pool: s.pool, size: s.byteLength, keep });
+            let bytes = ghosts.reduce((n, g) => n + g.size, 0);
+            let dropped = false;
+            while (
+              ghosts.length > 256 || (bytes > ghostLimit && ghosts.length > 1)
+            ) {
+              const g = ghosts.shift()!;
+              bytes -= g.size;
+              forgotten += g.size;
+              dropped = true;
+            }
+            // A cache's worth of ghosts forgotten with none hit: the ratio
+            // narrows.
+            if (dropped && forgotten >= ghostLimit) {
+              forgotten = 0;
+              ratio = Math.max(o.releaseCachedAboveRatio, 1 + (ratio - 1) / 2);
+            }
+          }
+        }
+        const fresh = a.snapshot().segments.find((s) =>
+          !before.some((b) => b.address === s.address)
+        )!;
+        let expected = expectedSegment(a, o, size, reserved - goneBytes);
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          // Requests seen growing get a step of room.
+          const room = growthRoom(
+            missed[pool],
+            size,
+            o.releaseCachedAboveRatio,
+          );
+          missed[pool].push(size);
+          if (room > 0 && expected < size + room) {
+            expected = Math.min(size + room, a.maxBlockByteLength);
+          }
+        }
+        assert.equal(fresh.byteLength, expected, "segment size");
       }
     } else if (op.kind === "free") {
       if (live.length === 0) continue;

@@ -94,18 +94,12 @@ export interface CachingAllocatorOptions {
    */
   minSegmentByteLength?: number;
   /**
-   * When a request misses the cache while reserved bytes plus the request
-   * (the segment it makes) exceed this many times the active bytes
-   * (allocated or waiting for a fence, plus the request), whole free
-   * segments are given back to the device first, least recently used first,
-   * until reserved bytes fall to that bound or none is left (those under a
-   * quarter of the request last, and only while reserved bytes alone exceed
-   * the bound): held bytes stay near live bytes when the workload's sizes
-   * drift. Once misses have shown cycles (a miss needing at most a quarter of
-   * the last cycle's active peak), a miss first takes a whole free segment
-   * of the other pool that holds it, moved to its pool: pools that take turns
-   * (a growing KV cache's small blocks early in a pass, large ones late) then
-   * make no device buffers pass after pass.
+   * When a request misses the cache while reserved bytes exceed this many
+   * times the active bytes (allocated or waiting for a fence, plus the
+   * request), whole free segments are given back to the device first, least
+   * recently used first (those under a quarter of the request last), until
+   * reserved bytes fall to that bound or none is left: held bytes stay near
+   * live bytes when the workload's sizes drift.
    * Segments of the other pool (small or large) are given back only when
    * unused since the previous such miss, so a loop that alternates between
    * the pools does not give back and take a segment on every request.
@@ -134,11 +128,7 @@ export interface CachingAllocatorOptions {
    * The ratio also bounds the room for growth: a miss whose size follows
    * three earlier misses of its pool by the same step (a KV cache grown
    * one token at a time) gets a segment that step larger than its own
-   * size, at most (ratio - 1) times the request, or more whole steps where
-   * they fit under the recent peak (up to the pool's largest miss of this
-   * cycle or the last, reserved bytes within the ratio times the most a
-   * miss of either needed, at most the request again); `Infinity` gives
-   * none.
+   * size, at most (ratio - 1) times the request; `Infinity` gives none.
    *
    * @default {1.05}
    */

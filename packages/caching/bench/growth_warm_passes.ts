@@ -9,10 +9,8 @@
  * What it showed (README, "Warm passes of a growing KV cache"): on step
  * 4 KiB, 64 KiB base, before giving back at a low was measured against the
  * last cycle's peak, 75 buffers in pass 1 and none after, one segment per
- * size seen, 16,908,288 bytes (4.06x peak live) from pass 1 to pass 32; then
- * 4,587,520 (1.1024x) every pass, 75 buffers made in each; now 4,599,808
- * (1.1053x) from pass 3 on, 77 buffers in pass 1, 3 in passes 2 and 3, none
- * after (segments move between the pools once misses cycle).
+ * size seen, 16,908,288 bytes (4.06x peak live) from pass 1 to pass 32; now
+ * 4,587,520 (1.1024x) every pass, 75 buffers made in each.
  *
  * `--random=N[,seed]`: instead, N random growing caches (1-6 caches, base
  * 16 KiB-1 MiB in 4 KiB, step 256 B-16 KiB in 256 B, 16-80 tokens, 1-3
