@@ -48,8 +48,8 @@ export function _key(key: number, size: number): number {
 export function _fastPlan(
   offsets: Float64Array,
   sizes: Float64Array,
-  starts: readonly number[],
-  ends: readonly number[],
+  starts: ArrayLike<number>,
+  ends: ArrayLike<number>,
   size: number,
 ): _Plan {
   const count = offsets.length;

@@ -161,6 +161,9 @@ const _RESYNC = 64;
 /** See `_RESYNC`. */
 const _LOST = 4;
 
+/** Requests a step's records have room for at first (they double). */
+const _REC0 = 64;
+
 /** Steps whose peak live bytes bound the bytes kept. */
 const _WINDOW = 64;
 
@@ -246,14 +249,22 @@ export class StepPlannedPool<M = unknown> {
   #memo = new _PlanMemo();
   /** the latest kept plan per key of its first requests (see `_key`) */
   #byKey = new Map<number, _Plan>();
-  #recSize: number[] = [];
-  #recStart: number[] = [];
-  #recEnd: number[] = [];
+  /**
+   * The step's requests so far (`#recCount` of them): sizes, and the ops
+   * that made and freed them (Infinity while live). Typed arrays reused
+   * from step to step: a step's end resets a count, nothing is allocated
+   * or trimmed.
+   */
+  #recCount = 0;
+  #recSize: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
+  #recStart: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
+  #recEnd: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
   /** the key of the step's first `#keyCount` requests (`#prefixKey`) */
   #keyCount = 0;
   #keyValue = _KEY0;
   /** where each request of the step went in the arena (-1: elsewhere) */
-  #recAt: number[] = [];
+  #recAt: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
+  #atCount = 0;
   #op = 0;
   #misses = 0;
   /** whether this step's requests left every kept plan */
@@ -508,7 +519,7 @@ export class StepPlannedPool<M = unknown> {
     }
     // (a power of two: the division is exact, and no float remainder)
     const size = Math.ceil(byteLength / this.#align) * this.#align;
-    const item = this.#recSize.length;
+    const item = this.#recCount;
     let block: PlannedBlock<M> | undefined;
     // a request the plan says outlives the step stays out of the arena
     let arenaOk = true;
@@ -541,15 +552,17 @@ export class StepPlannedPool<M = unknown> {
       if (block === undefined) return undefined;
       // (the fast path records no offset: its plan has it, see `#fillAt`)
       this.#fillAt(item);
-      this.#recAt.push(block._seg === this.#arena ? block._offset : -1);
+      this.#pushAt(block._seg === this.#arena ? block._offset : -1);
     }
     block._free = false;
     block.requestedByteLength = byteLength;
     block._step = this.#step;
     block._item = item;
-    this.#recSize.push(size);
-    this.#recStart.push(this.#op++);
-    this.#recEnd.push(Infinity);
+    if (item === this.#recSize.length) this.#growRec();
+    this.#recSize[item] = size;
+    this.#recStart[item] = this.#op++;
+    this.#recEnd[item] = Infinity;
+    this.#recCount = item + 1;
     const seg = block._seg;
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
@@ -732,10 +745,8 @@ export class StepPlannedPool<M = unknown> {
       // a source that throws while the step is planned or trimmed (a
       // SegmentSourceError) still ends the step
       this.#step++;
-      this.#recSize.length = 0;
-      this.#recStart.length = 0;
-      this.#recEnd.length = 0;
-      this.#recAt.length = 0;
+      this.#recCount = 0;
+      this.#atCount = 0;
       this.#keyCount = 0;
       this.#keyValue = _KEY0;
       this.#op = 0;
@@ -747,7 +758,7 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #endStep(): void {
-    const count = this.#recSize.length;
+    const count = this.#recCount;
     const fast = this.#fast;
     if (fast !== undefined) {
       if (count === fast.count && this.#misses === 0) this.#fastSteps++;
@@ -1196,10 +1207,10 @@ export class StepPlannedPool<M = unknown> {
       // the layout the step got in the arena (its blocks never overlapped)
       // when smaller: greedy-by-size is no lower bound, and a step that
       // skipped some of its plan's requests can come out larger
-      const at = this.#recAt;
+      const at = this.#recAt, atCount = this.#atCount;
       let top = 0;
       for (let k = 0; k < fixedFrom && top >= 0; k++) {
-        const o = at[index[k]] ?? -1;
+        const o = index[k] < atCount ? at[index[k]] : -1;
         top = o < 0 ? -1 : Math.max(top, o + items[k].size);
       }
       if (top >= 0 && alignUp(top, this.#align) < plan.size) {
@@ -1213,7 +1224,7 @@ export class StepPlannedPool<M = unknown> {
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
     const made = _fastPlan(
       offsets,
-      Float64Array.from(this.#recSize.slice(0, count)),
+      this.#recSize.slice(0, count),
       this.#recStart,
       this.#recEnd,
       plan.size,
@@ -1512,8 +1523,25 @@ export class StepPlannedPool<M = unknown> {
    * `#switchFast` and `#settle`, which call this first).
    */
   #fillAt(item: number): void {
-    const at = this.#recAt, fast = this.#fast;
-    for (let k = at.length; k < item; k++) at.push(fast?.offsets[k] ?? -1);
+    const fast = this.#fast;
+    for (let k = this.#atCount; k < item; k++) {
+      this.#pushAt(fast?.offsets[k] ?? -1);
+    }
+  }
+
+  /** Records where the step's next request went (see `#recAt`). */
+  #pushAt(offset: number): void {
+    const k = this.#atCount;
+    if (k === this.#recAt.length) this.#recAt = _grown(this.#recAt);
+    this.#recAt[k] = offset;
+    this.#atCount = k + 1;
+  }
+
+  /** Doubles the room of the step's records (see `#recCount`). */
+  #growRec(): void {
+    this.#recSize = _grown(this.#recSize);
+    this.#recStart = _grown(this.#recStart);
+    this.#recEnd = _grown(this.#recEnd);
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
@@ -1531,7 +1559,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #settle(): void {
     if (this.#fast === undefined) return;
-    this.#fillAt(this.#recSize.length);
+    this.#fillAt(this.#recCount);
     this.#fast = undefined;
     const arena = this.#arena!;
     const live: PlannedBlock<M>[] = [];
@@ -1976,6 +2004,13 @@ function _peakBytes(items: readonly _PlanItem[]): number {
     if (now > peak) peak = now;
   }
   return peak;
+}
+
+/** A copy of `a` with twice the room. */
+function _grown(a: Float64Array): Float64Array<ArrayBuffer> {
+  const b = new Float64Array(a.length * 2);
+  b.set(a);
+  return b;
 }
 
 /** Set bits of a 32-bit integer. */
