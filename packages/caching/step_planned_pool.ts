@@ -510,12 +510,12 @@ export class StepPlannedPool<M = unknown> {
     if (this.#disposed || this.#inSource !== 0) {
       this.#refuse(`allocate ${describeValue(byteLength)} bytes`);
     }
-    validateByteLength(byteLength, this.source.maxSegmentByteLength);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Invalid byteLength: must be at least 1, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
+    const max = this.source.maxSegmentByteLength;
+    if (
+      !(byteLength >= 1 && byteLength <= max &&
+        Number.isSafeInteger(byteLength))
+    ) {
+      _badSize(byteLength, max);
     }
     // (a power of two: the division is exact, and no float remainder)
     const size = Math.ceil(byteLength / this.#align) * this.#align;
@@ -748,7 +748,6 @@ export class StepPlannedPool<M = unknown> {
       this.#recCount = 0;
       this.#atCount = 0;
       this.#keyCount = 0;
-      this.#keyValue = _KEY0;
       this.#op = 0;
       this.#misses = 0;
       this.#diverged = false;
@@ -766,58 +765,20 @@ export class StepPlannedPool<M = unknown> {
     }
     const followed = count > 0 && this.#misses === 0 &&
       count === this.#plan?.count;
-    // which of the last 32 steps that made requests followed a plan
     if (count > 0) {
-      this.#followedBits = (this.#followedBits << 1) | Number(followed);
-    }
-    if (count > 0 && !followed) {
-      // a step that differs from the plan made for it: once two fresh
-      // plans in a row went unfollowed, planning work backs off (steps that
-      // never repeat, such as a growing KV cache, plan once every few
-      // steps); a step that follows its plan resets it, and so does a
-      // workload whose recent plans came back (the same varying steps run
-      // again: each gets its plan)
-      if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
-        this.#unfollowed++;
-      }
-      if (this.#unfollowed >= 2 && _bits(this.#followedBits) >= 2) {
+      // which of the last 32 steps that made requests followed a plan
+      this.#followedBits = (this.#followedBits << 1) | (followed ? 1 : 0);
+      if (followed) {
         this.#unfollowed = 0;
-      }
-      const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
-      this.#plannedLast = ++this.#sincePlan >= interval;
-      if (!this.#plannedLast && count > 1) {
-        // a step whose requests were seen in a step that went unplanned
-        // (backing off) repeats: it is planned now, whatever the back-off,
-        // so its next run follows a plan (a pass over varying steps that
-        // comes back settles in one pass, not a few)
-        const key = this.#prefixKey(count) ^ count;
-        const seen = this.#skipped;
-        if (seen.has(key)) this.#plannedLast = true;
-        else {
-          if (seen.size >= _SKIPPED) seen.clear();
-          seen.add(key);
-        }
-      }
-      // a step a kept plan was made for left it for where blocks were, not
-      // for what it asked: it is planned again (around the blocks left in
-      // the arena) twice at most
-      if (this.#plannedLast && this.#remadeTwice(count)) {
-        this.#plannedLast = false;
-      }
-      if (this.#plannedLast) {
-        this.#replan(count);
-        this.#replans++;
         this.#sincePlan = 0;
-      }
-    } else if (count > 0) {
-      this.#unfollowed = 0;
-      this.#sincePlan = 0;
-      this.#plannedLast = false;
+        this.#plannedLast = false;
+      } else this.#leftPlan(count);
     }
     // what the next step takes of the arena if it repeats this one
-    this.#lastNeed = this.#plan !== undefined &&
+    const plan = this.#plan;
+    this.#lastNeed = plan !== undefined &&
         (followed || (this.#plannedLast && count > 0))
-      ? this.#plan.size
+      ? plan.size
       : this.#stepPeakBlocks;
     const window = this.#window;
     window.push(this.#bound(this.#stepPeak, this.#stepPeakBlocks));
@@ -828,8 +789,56 @@ export class StepPlannedPool<M = unknown> {
     // new ones; above it, those no step of the window used go, then (far
     // above it) the least recently used (see `_IDLE_STEPS`)
     const limit = window.max;
-    this.#trimFree(limit, _IDLE_STEPS);
-    if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
+    if (this.#held > limit) {
+      this.#trimFree(limit, _IDLE_STEPS);
+      if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
+    }
+  }
+
+  /**
+   * At the end of a step that made requests and did not follow the plan
+   * made for it: whether (and then) it is planned (out of `#endStep`, whose
+   * steady state is a step that followed its plan).
+   */
+  #leftPlan(count: number): void {
+    // a step that differs from the plan made for it: once two fresh
+    // plans in a row went unfollowed, planning work backs off (steps that
+    // never repeat, such as a growing KV cache, plan once every few
+    // steps); a step that follows its plan resets it, and so does a
+    // workload whose recent plans came back (the same varying steps run
+    // again: each gets its plan)
+    if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
+      this.#unfollowed++;
+    }
+    if (this.#unfollowed >= 2 && _bits(this.#followedBits) >= 2) {
+      this.#unfollowed = 0;
+    }
+    const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
+    this.#plannedLast = ++this.#sincePlan >= interval;
+    if (!this.#plannedLast && count > 1) {
+      // a step whose requests were seen in a step that went unplanned
+      // (backing off) repeats: it is planned now, whatever the back-off,
+      // so its next run follows a plan (a pass over varying steps that
+      // comes back settles in one pass, not a few)
+      const key = this.#prefixKey(count) ^ count;
+      const seen = this.#skipped;
+      if (seen.has(key)) this.#plannedLast = true;
+      else {
+        if (seen.size >= _SKIPPED) seen.clear();
+        seen.add(key);
+      }
+    }
+    // a step a kept plan was made for left it for where blocks were, not
+    // for what it asked: it is planned again (around the blocks left in
+    // the arena) twice at most
+    if (this.#plannedLast && this.#remadeTwice(count)) {
+      this.#plannedLast = false;
+    }
+    if (this.#plannedLast) {
+      this.#replan(count);
+      this.#replans++;
+      this.#sincePlan = 0;
+    }
   }
 
   /**
@@ -1505,12 +1514,9 @@ export class StepPlannedPool<M = unknown> {
    * its requests in all).
    */
   #prefixKey(count: number): number {
-    if (count < this.#keyCount) {
-      this.#keyCount = 0;
-      this.#keyValue = _KEY0;
-    }
+    if (count < this.#keyCount) this.#keyCount = 0;
     const rec = this.#recSize;
-    let key = this.#keyValue, k = this.#keyCount;
+    let k = this.#keyCount, key = k === 0 ? _KEY0 : this.#keyValue;
     for (; k < count; k++) key = _key(key, rec[k]);
     this.#keyCount = k;
     return this.#keyValue = key;
@@ -2004,6 +2010,15 @@ function _peakBytes(items: readonly _PlanItem[]): number {
     if (now > peak) peak = now;
   }
   return peak;
+}
+
+/** Throws the error of a size that is not an integer in [1, `max`]. */
+function _badSize(byteLength: number, max: number): never {
+  validateByteLength(byteLength, max);
+  throw new InvalidArgumentError(
+    "Invalid byteLength: must be at least 1, received 0",
+    { name: "byteLength", value: 0, limit: 1 },
+  );
 }
 
 /** A copy of `a` with twice the room. */
