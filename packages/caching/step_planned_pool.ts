@@ -234,6 +234,21 @@ export class StepPlannedPool<M = unknown> {
   /** Held bytes allowed per live byte before free segments are given back. */
   readonly maxHeldRatio: number;
   #align: number;
+  /**
+   * The plan the arena follows on the fast path, `undefined` off it. On it
+   * the arena's block list and free index are not kept: the arena's live
+   * blocks are exactly this step's planned items (in `#fastLive`), each at
+   * its planned offset, and a request of the plan is one array read plus a
+   * check that the items planned to be freed before it were freed.
+   */
+  #fast: _Plan | undefined;
+  #fastLive: (PlannedBlock<M> | undefined)[] = [];
+  /** how many of `#fast.freeOrder` are known freed, from the start */
+  #freedPrefix = 0;
+  #group: StepPoolGroup | undefined;
+  #disposed = false;
+  /** calls into the source under way (public calls are refused then) */
+  #inSource = 0;
   #segs = new Set<_Seg<M>>();
   /** free blocks by size, ascending */
   #free: PlannedBlock<M>[] = [];
@@ -293,6 +308,10 @@ export class StepPlannedPool<M = unknown> {
   #stepPeak = 0;
   /** peak block bytes of the current step and of the last steps */
   #stepPeakBlocks = 0;
+  #fastSteps = 0;
+  #followedBits = 0;
+  /** the arena bytes the last step took (see `_giveBack`) */
+  #lastNeed = 0;
   /** the bound (`#bound`) of each of the last steps' peaks */
   #window = new _PeakWindow(_WINDOW);
   #peakLive = 0;
@@ -302,34 +321,15 @@ export class StepPlannedPool<M = unknown> {
   #released = 0;
   /** blocks put in the free index so far (orders blocks of equal size) */
   #indexed = 0;
-  /**
-   * The plan the arena follows on the fast path, `undefined` off it. On it
-   * the arena's block list and free index are not kept: the arena's live
-   * blocks are exactly this step's planned items (in `#fastLive`), each at
-   * its planned offset, and a request of the plan is one array read plus a
-   * check that the items planned to be freed before it were freed.
-   */
-  #fast: _Plan | undefined;
-  #fastLive: (PlannedBlock<M> | undefined)[] = [];
-  /** how many of `#fast.freeOrder` are known freed, from the start */
-  #freedPrefix = 0;
   /** requests of the fast plan that wait for live blocks it did not place */
   #waits = new Map<number, PlannedBlock<M>[]>();
   /** blocks earlier steps left in the arena when the fast path began */
   #fastOld: PlannedBlock<M>[] = [];
-  #fastSteps = 0;
-  #group: StepPoolGroup | undefined;
   /** the step the arena was made at */
   #arenaSince = 0;
-  #followedBits = 0;
-  #disposed = false;
-  /** calls into the source under way (public calls are refused then) */
-  #inSource = 0;
   /** the largest outgrown segment `#dropOutgrown` gave back, and when */
   #outgrown = 0;
   #outgrownStep = -1;
-  /** the arena bytes the last step took (see `_giveBack`) */
-  #lastNeed = 0;
   /** keys (`#prefixKey` of all their requests) of steps left unplanned */
   #skipped = new Set<number>();
   /** sizes asked for, and segments made, where a request crept up */
@@ -1381,8 +1381,11 @@ export class StepPlannedPool<M = unknown> {
       return;
     }
     plan.state.fill(0);
-    plan.guard.fill(0);
-    this.#waits.clear();
+    if (plan.guarded) {
+      plan.guard.fill(0);
+      plan.guarded = false;
+    }
+    if (this.#waits.size !== 0) this.#waits.clear();
     this.#freedPrefix = 0;
     if (this.#fast === undefined) {
       // blocks earlier steps left in the arena stay; the plan's requests
@@ -1413,6 +1416,7 @@ export class StepPlannedPool<M = unknown> {
       const at = plan.offsets[j];
       if (at < 0 || at >= hi || at + plan.sizes[j] <= lo) continue;
       plan.guard[j] = 1;
+      plan.guarded = true;
       const list = this.#waits.get(j);
       if (list === undefined) this.#waits.set(j, [block]);
       else list.push(block);
@@ -1436,8 +1440,11 @@ export class StepPlannedPool<M = unknown> {
     const state = next.state;
     for (let i = 0; i < item; i++) state[i] = old.state[i] === 1 ? 1 : 2;
     state.fill(0, item);
-    next.guard.fill(0);
-    this.#waits.clear();
+    if (next.guarded) {
+      next.guard.fill(0);
+      next.guarded = false;
+    }
+    if (this.#waits.size !== 0) this.#waits.clear();
     // a live block where the new plan does not put it: the new plan's
     // requests over its range wait for its free
     const live = this.#fastLive;
