@@ -512,8 +512,9 @@ export class StepPlannedPool<M = unknown> {
     }
     const max = this.source.maxSegmentByteLength;
     if (
-      !(byteLength >= 1 && byteLength <= max &&
-        Number.isSafeInteger(byteLength))
+      // (the type first: a symbol or a bigint would throw a TypeError)
+      !(Number.isSafeInteger(byteLength) && byteLength >= 1 &&
+        byteLength <= max)
     ) {
       _badSize(byteLength, max);
     }
