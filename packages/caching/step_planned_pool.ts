@@ -521,24 +521,18 @@ export class StepPlannedPool<M = unknown> {
     // (a power of two: the division is exact, and no float remainder)
     const size = Math.ceil(byteLength / this.#align) * this.#align;
     const item = this.#recCount;
+    if (item === 0 && this.#plans.length > 0) this.#startStep(size);
+    // the fast path: the planned offset, once the items planned to leave
+    // the range before this one have left; anything else (another plan, a
+    // range still taken, no plan) goes to `#allocateSlow`, out of line
+    const fast = this.#fast;
     let block: PlannedBlock<M> | undefined;
-    // a request the plan says outlives the step stays out of the arena
-    let arenaOk = true;
-    if (item === 0 && this.#plans.length > 0) {
-      this.#pick(size);
-      this.#enterFast();
-    }
-    let fast = this.#fast;
     if (
-      fast !== undefined && (item >= fast.count || size !== fast.sizes[item])
-    ) fast = this.#switchFast(item, size);
-    if (fast !== undefined) {
-      // the fast path: the planned offset, once the items planned to leave
-      // the range before this one have left (else the arena's list is
-      // rebuilt and the request takes the checked path below)
+      fast !== undefined && item < fast.count && size === fast.sizes[item]
+    ) {
       const at = fast.offsets[item];
-      if (at < 0) arenaOk = false;
-      else if (
+      if (
+        at >= 0 &&
         (fast.need[item] <= this.#freedPrefix ||
           this.#advanceFreed(fast, fast.need[item])) &&
         (fast.guard[item] === 0 || this.#waited(item))
@@ -546,14 +540,11 @@ export class StepPlannedPool<M = unknown> {
         block = new PlannedBlock(this.#arena!, at, size);
         fast.state[item] = 1;
         this.#fastLive[item] = block;
-      } else this.#settle();
+      }
     }
     if (block === undefined) {
-      block = this.#place(item, size, arenaOk);
+      block = this.#allocateSlow(item, size);
       if (block === undefined) return undefined;
-      // (the fast path records no offset: its plan has it, see `#fillAt`)
-      this.#fillAt(item);
-      this.#pushAt(block._seg === this.#arena ? block._offset : -1);
     }
     block._free = false;
     block.requestedByteLength = byteLength;
@@ -575,6 +566,48 @@ export class StepPlannedPool<M = unknown> {
       if (live > this.#peakLive) this.#peakLive = live;
     }
     if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
+    return block;
+  }
+
+  /** At a step's first request: the plan it picks, and the fast path. */
+  #startStep(size: number): void {
+    this.#pick(size);
+    this.#enterFast();
+  }
+
+  /**
+   * A request `tryAllocate`'s fast path did not place: on the fast path
+   * still when a kept plan expected it (see `#switchFast`), else the
+   * checked path (`#place`); `undefined` when the source has no memory.
+   */
+  #allocateSlow(item: number, size: number): PlannedBlock<M> | undefined {
+    // a request the plan says outlives the step stays out of the arena
+    let arenaOk = true;
+    let fast = this.#fast;
+    if (
+      fast !== undefined && (item >= fast.count || size !== fast.sizes[item])
+    ) fast = this.#switchFast(item, size);
+    if (fast !== undefined) {
+      // (else the arena's list is rebuilt and the request takes the
+      // checked path below)
+      const at = fast.offsets[item];
+      if (at < 0) arenaOk = false;
+      else if (
+        (fast.need[item] <= this.#freedPrefix ||
+          this.#advanceFreed(fast, fast.need[item])) &&
+        (fast.guard[item] === 0 || this.#waited(item))
+      ) {
+        const block = new PlannedBlock(this.#arena!, at, size);
+        fast.state[item] = 1;
+        this.#fastLive[item] = block;
+        return block;
+      } else this.#settle();
+    }
+    const block = this.#place(item, size, arenaOk);
+    if (block === undefined) return undefined;
+    // (the fast path records no offset: its plan has it, see `#fillAt`)
+    this.#fillAt(item);
+    this.#pushAt(block._seg === this.#arena ? block._offset : -1);
     return block;
   }
 
@@ -661,25 +694,9 @@ export class StepPlannedPool<M = unknown> {
    */
   free(block: PlannedBlock<M>): void {
     if (this.#disposed || this.#inSource !== 0) this.#refuse("free a block");
-    if (!PlannedBlock._is(block) || block._seg.pool !== this) {
-      if (
-        PlannedBlock._is(block) && block._free && block._seg.pool === null
-      ) {
-        // (a segment is given back only when none of its blocks is live)
-        throw new DoubleFreeError(
-          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
-        );
-      }
-      throw new InvalidArgumentError(
-        "Invalid block: not a live block of this pool",
-        { name: "block", value: String(block) },
-      );
-    }
-    if (block._free) {
-      throw new DoubleFreeError(
-        `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed`,
-      );
-    }
+    if (
+      !PlannedBlock._is(block) || block._seg.pool !== this || block._free
+    ) this.#refuseFree(block);
     if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
     this.#live -= block.requestedByteLength;
     this.#blockBytes -= block.byteLength;
@@ -701,6 +718,14 @@ export class StepPlannedPool<M = unknown> {
       }
       return;
     }
+    this.#coalesce(block, seg);
+  }
+
+  /**
+   * Off the fast path: the freed block's range, as a free range of the
+   * pool's own, merged with its free neighbours and indexed.
+   */
+  #coalesce(block: PlannedBlock<M>, seg: _Seg<M>): void {
     // the free range is the pool's own object, never the caller's handle:
     // ranges are moved and resized as they merge and split, and a freed
     // handle keeps saying what it was
@@ -1023,6 +1048,27 @@ export class StepPlannedPool<M = unknown> {
   /** Same as {@linkcode StepPlannedPool.dispose}. */
   [Symbol.dispose](): void {
     this.dispose();
+  }
+
+  /** Throws the error of a `free` of anything but a live block of this pool. */
+  #refuseFree(block: PlannedBlock<M>): never {
+    if (!PlannedBlock._is(block) || block._seg.pool !== this) {
+      if (
+        PlannedBlock._is(block) && block._free && block._seg.pool === null
+      ) {
+        // (a segment is given back only when none of its blocks is live)
+        throw new DoubleFreeError(
+          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
+        );
+      }
+      throw new InvalidArgumentError(
+        "Invalid block: not a live block of this pool",
+        { name: "block", value: String(block) },
+      );
+    }
+    throw new DoubleFreeError(
+      `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed`,
+    );
   }
 
   #refuse(what: string): never {
