@@ -88,7 +88,12 @@ class _Seg<M> {
     readonly small = false,
   ) {
     this.pool = pool;
+    this.memory = segment.memory;
+    this.base = segment.byteOffset;
   }
+  /** The segment's memory and offset (what each block reads, at hand). */
+  readonly memory: M;
+  readonly base: number;
   liveBlocks = 0;
   first!: PlannedBlock<M>;
 }
@@ -131,8 +136,8 @@ export class PlannedBlock<M = unknown> {
   constructor(seg: _Seg<M>, offset: number, size: number) {
     this._seg = seg;
     this._offset = offset;
-    this.memory = seg.segment.memory;
-    this.byteOffset = seg.segment.byteOffset + offset;
+    this.memory = seg.memory;
+    this.byteOffset = seg.base + offset;
     this.byteLength = size;
   }
 }
