@@ -53,8 +53,8 @@ export interface BuddyAllocatorOptions {
   /**
    * Smallest block, a power of two; every block is aligned to it (relative
    * to the pool, whose offset the backing allocator must align as well).
-   * The allocator keeps 1.25 bytes of metadata per minimum block of its
-   * pools (0.5% at 256 bytes).
+   * The allocator keeps an order byte and an owner bit per minimum block
+   * of its pools (0.44% at 256 bytes), plus its free lists.
    *
    * @default {256}
    */
@@ -96,6 +96,12 @@ export interface BuddyAllocatorStats {
 }
 
 const MAX_ORDER = 30;
+// Entries a free stack may hold past twice its free blocks before
+// `#compact` drops the stale ones.
+const STACK_SLACK = 64;
+// An order byte no block has (orders are -31 to 31): marks a unit seen while
+// `#compact` runs.
+const SEEN = -128;
 const clz32 = Math.clz32;
 
 function isSegmentSource(value: unknown): value is SegmentSource {
@@ -108,9 +114,9 @@ function isSegmentSource(value: unknown): value is SegmentSource {
  * request takes the smallest free block of at least its length (found in
  * O(1) with a bitmap over the orders) and splits it in halves down to the
  * request's order; a free block merges with its buddy while the buddy is
- * free. Block metadata (an order byte per minimum-block unit, free lists as
- * stacks of units, 1.25 bytes per unit in all) sits in typed arrays outside
- * the pools, so pools may be GPU buffers too.
+ * free. Block metadata (an order byte and an owner bit per minimum-block
+ * unit, free lists as stacks of units) sits outside the pools, so pools may
+ * be GPU buffers too.
  *
  * `alloc` returns an address, a plain number (pool × pool length + offset);
  * `memoryOf`, `byteOffsetOf` and `view` turn it into a place. `allocate`
@@ -167,14 +173,13 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #order = new Int8Array(0);
   // Free lists, one stack of units per order. A merge does not unlink the
   // buddy it absorbs (that would need links per unit): it zeroes its order,
-  // and `alloc` skips such stale entries when it pops. `#listed` holds one
-  // bit per (order, unit) pair in a stack, so a unit is never in one stack
-  // twice and the stacks stay bounded.
+  // and `alloc` skips such stale entries when it pops; a unit freed again
+  // may be pushed while a stale entry of it is still in the stack. Each
+  // stack stays bounded: a push that leaves it STACK_SLACK entries past
+  // twice its free blocks has `#compact` drop its stale and repeated entries
+  // (amortized O(1): only merges and trims make stale entries), so it never
+  // holds more than twice the most free blocks it had, plus the slack.
   #stacks: number[][] = Array.from({ length: MAX_ORDER + 1 }, () => []);
-  #listed = new Int32Array(1);
-  // Twice the units the metadata covers: order j's bits of `#listed` start
-  // at #cap2 - (#cap2 >>> j), one bit per block of that order.
-  #cap2 = 0;
   // Free blocks per order, and a bitmap of the orders with any.
   #free = new Int32Array(MAX_ORDER + 1);
   #bits = 0;
@@ -463,6 +468,20 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if (this.#held.size !== this.#poolCount + this.#large.size) {
       fail("pointers held from the backing allocator are miscounted");
     }
+    // Every free block is in its order's stack, and the stacks are bounded
+    // (by twice the most free blocks they held at a push, plus the slack: at
+    // most twice the blocks of their order the metadata covers).
+    for (let k = 0; k <= MAX_ORDER; k++) {
+      const stack = this.#stacks[k];
+      if (stack.length > 2 * (order.length >>> k) + STACK_SLACK) {
+        fail(`stack of order ${k} holds ${stack.length} entries`);
+      }
+      const listed = new Set<number>();
+      for (const g of stack) if (order[g] === k + 1) listed.add(g);
+      if (listed.size !== free[k]) {
+        fail(`${free[k] - listed.size} free blocks of order ${k} not listed`);
+      }
+    }
   }
 
   /**
@@ -495,17 +514,14 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     // The lowest order j >= k with a free block.
     const j = 31 - clz32(bits & -bits);
     const order = this.#order;
-    const listed = this.#listed;
-    const cap2 = this.#cap2;
-    const base = cap2 - (cap2 >>> j);
-    // Pop list j, skipping entries whose block a merge took away.
+    // Pop list j, skipping stale entries (blocks a merge took away, or
+    // taken already through another entry). Each free block of order j has
+    // an entry in the stack: the loop ends before the stack does.
     const stack = this.#stacks[j];
     let g: number;
-    do {
-      g = stack.pop()!;
-      const bit = base + (g >>> j);
-      listed[bit >>> 5] &= ~(1 << bit);
-    } while (order[g] !== j + 1);
+    while (order[g = stack.pop()!] !== j + 1) {
+      if (g === undefined) _unlisted(j);
+    }
     if (--this.#free[j] === 0) this.#bits &= ~(1 << j);
     if (j > k) this.#split(g, j, k);
     order[g] = -(k + 1);
@@ -604,15 +620,28 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   // Makes `block` a free block of order k.
   #pushFree(block: number, k: number): void {
     this.#order[block] = k + 1;
-    if (this.#free[k]++ === 0) this.#bits |= 1 << k;
-    const cap2 = this.#cap2;
-    const bit = cap2 - (cap2 >>> k) + (block >>> k);
-    const listed = this.#listed;
-    const word = listed[bit >>> 5];
-    if ((word & (1 << bit)) === 0) {
-      listed[bit >>> 5] = word | (1 << bit);
-      this.#stacks[k].push(block);
+    const free = ++this.#free[k];
+    if (free === 1) this.#bits |= 1 << k;
+    if (this.#stacks[k].push(block) > 2 * free + STACK_SLACK) {
+      this.#compact(k);
     }
+  }
+
+  // Drops the stale and repeated entries of stack k: what is left is one
+  // entry per free block of order k, in the order they were pushed.
+  #compact(k: number): void {
+    const order = this.#order;
+    const stack = this.#stacks[k];
+    const listed = k + 1;
+    let n = 0;
+    for (let i = 0; i < stack.length; i++) {
+      const g = stack[i];
+      if (order[g] !== listed) continue;
+      order[g] = SEEN; // a second entry of g is now skipped
+      stack[n++] = g;
+    }
+    stack.length = n;
+    for (let i = 0; i < n; i++) order[stack[i]] = listed;
   }
 
   /**
@@ -953,8 +982,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#pushFree(index << this.#poolShift, this.#maxOrder);
   }
 
-  // Makes the metadata cover at least `units` units: 1.25 bytes per unit
-  // (the order byte and two bits of `#listed`), doubling each time.
+  // Makes the metadata cover at least `units` units: one order byte per
+  // unit, doubling each time.
   #grow(units: number): void {
     const maxUnits = Math.floor(this.maxPoolByteLength / this.poolByteLength) <<
       this.#poolShift;
@@ -963,22 +992,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       maxUnits,
     );
     const order = new Int8Array(capacity);
-    // The bit layout depends on the capacity: list the stacks' units again.
-    const cap2 = 2 * capacity;
-    const listed = new Int32Array((cap2 >>> 5) + 1);
     order.set(this.#order);
-    for (let j = 0; j <= this.#maxOrder; j++) {
-      const base = cap2 - (cap2 >>> j);
-      for (const g of this.#stacks[j]) {
-        const bit = base + (g >>> j);
-        listed[bit >>> 5] |= 1 << bit;
-      }
-    }
     this.#order = order;
     // In bounds for every unit: free() reads it without a bounds check.
     this.#ownedBits = this.#owned.cover(order.length);
-    this.#listed = listed;
-    this.#cap2 = cap2;
   }
 
   // Refuses what a lying backing allocator handed out: not a pointer, a
@@ -1166,6 +1183,14 @@ function _makeStrict<M>(
       },
     },
   });
+}
+
+// An empty stack while its order counts free blocks: a corrupt allocator
+// (never otherwise; the pop loop would not end).
+function _unlisted(order: number): never {
+  throw new HeapCorruptionError(
+    `Buddy allocator is corrupt: a free block of order ${order} is not listed`,
+  );
 }
 
 // A raw free of a block a live DataPtr owns: refused, nothing changes.
