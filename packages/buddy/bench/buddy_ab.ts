@@ -15,7 +15,7 @@
  */
 
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
-import { BuddyAllocator } from "../mod.ts";
+import type { BuddyAllocator } from "../mod.ts";
 import { cpuSeconds, makeOurs, makePeer } from "./head_to_head.ts";
 import { benchTraces } from "./traces.ts";
 import type { Trace } from "../../cpu/bench/trace.ts";
