@@ -105,7 +105,10 @@ for (const trace of benchTraces(false)) {
   ];
   const times = new Map<string, number[]>(sides.map(([n]) => [n, []]));
   for (let r = -2; r < rounds; r++) {
-    for (const [name, allocator, replay] of sides) {
+    // Every other round in reverse order: no side always goes first.
+    for (
+      const [name, allocator, replay] of r & 1 ? [...sides].reverse() : sides
+    ) {
       const t = replay(allocator, trace);
       if (r >= 0) times.get(name)!.push(t);
     }
