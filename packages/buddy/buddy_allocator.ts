@@ -30,7 +30,7 @@ import {
   validateFlag,
   viewSpan,
 } from "@allot/core";
-import { OwnedMarks } from "./_owned_marks.ts";
+import { OWNED, OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
 /** Options of {@linkcode BuddyAllocator}. */
@@ -99,8 +99,8 @@ const MAX_ORDER = 30;
 // Entries a free stack may hold past twice its free blocks before
 // `#compact` drops the stale ones.
 const STACK_SLACK = 64;
-// An order byte no block has (orders are -31 to 31): marks a unit seen while
-// `#compact` runs.
+// An order byte no block has (orders are -31 to 31, owned used blocks -63 to
+// -33): marks a unit seen while `#compact` runs.
 const SEEN = -128;
 const clz32 = Math.clz32;
 
@@ -192,9 +192,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #nextLarge = -1;
   // Addresses a live DataPtr from `allocate` owns: only its deleter frees
   // them (a raw free would let the address be reused under the pointer).
+  // A pool block's mark is in its order byte (-(order + 1) - OWNED).
   #owned: OwnedMarks;
-  // #owned.bits, read by free() without the extra load.
-  #ownedBits: Uint32Array = new Uint32Array(0);
   #ownedDeleter: Deleter<number>;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
@@ -334,7 +333,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     const strict = validateFlag(options.strict, "strict", false);
     this.#deleter = (address) => this.free(address);
-    const owned = this.#owned = new OwnedMarks(this.#minShift);
+    const owned = this.#owned = new OwnedMarks(min, () => this.#order);
     this.#ownedDeleter = (address) => {
       if (!owned.unmark(address)) {
         throw new DoubleFreeError(
@@ -433,7 +432,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       while (g < end) {
         const o = order[g];
         if (o === 0) fail(`unit ${g} starts no block`);
-        const k = Math.abs(o) - 1;
+        // Owned used blocks hold -(k + 1) - OWNED.
+        const k = (o < -OWNED ? -o - OWNED : Math.abs(o)) - 1;
         if (k > this.#maxOrder || (g & ((1 << k) - 1)) !== 0) {
           fail(`block at unit ${g} has a bad order ${k}`);
         }
@@ -568,22 +568,20 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   free(address: number): void {
     const order = this.#order;
-    let g: number;
+    let g: number, o: number;
     // #unit's fast check: an aligned uint32 (the only numbers g * min can
-    // equal) at a live block's start, which holds a negative order.
+    // equal) at a live block's start, which holds a negative order, one no
+    // live DataPtr owns (-1 to -OWNED + 1; owned ones are below -OWNED).
     if (
       typeof address !== "number" ||
       (g = address >>> this.#minShift) * this.minBlockByteLength !== address ||
-      g >= order.length || order[g] >= 0
+      g >= order.length || (o = order[g]) >= 0 || o < -OWNED
     ) {
       g = this.#freeOther(address);
       if (g < 0) return;
+      o = order[g];
     }
-    // A block a live DataPtr owns: only its deleter frees it.
-    if ((this.#ownedBits[g >>> 5] & (1 << (g & 31))) !== 0) {
-      _refuseOwned(address);
-    }
-    let k = -order[g] - 1;
+    let k = -o - 1;
     order[g] = 0;
     const bytes = this.minBlockByteLength << k;
     this.#allocatedBytes -= bytes;
@@ -614,7 +612,10 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#freeLarge(address);
       return -1;
     }
-    return this.#unitSlow(address, "free");
+    const g = this.#unitSlow(address, "free");
+    // A block a live DataPtr owns: only its deleter frees it.
+    if (this.#order[g] < -OWNED) _refuseOwned(address);
+    return g;
   }
 
   // Makes `block` a free block of order k.
@@ -688,7 +689,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       return this.#largePtr(address, "read").byteLength;
     }
     const g = this.#unit(address, "read");
-    return this.minBlockByteLength * 2 ** (-this.#order[g] - 1);
+    // A used block's order byte: -(k + 1), less OWNED while a DataPtr owns
+    // it.
+    return this.minBlockByteLength * 2 ** ((-this.#order[g] - 1) % OWNED);
   }
 
   /**
@@ -796,7 +799,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       // A used block's start holds -(order + 1); blocks in pools are at
       // most a pool long (< 2^31 bytes), so `min << k` stays an int32.
       // `g * min` equals only an aligned uint32 address.
-      const k = g < order.length ? -order[g] - 1 : -1;
+      const o = g < order.length ? order[g] : 0;
+      // -(k + 1), less OWNED while a DataPtr owns the block.
+      const k = o < 0 ? (-o - 1) & (OWNED - 1) : -1;
       if (g * min === address && k >= 0 && byteLength <= min << k) {
         const pool = g >>> this.#poolShift;
         const buffer = this.#poolBuffers[pool];
@@ -842,7 +847,6 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#owned,
     );
     this.#owned.mark(address);
-    this.#ownedBits = this.#owned.bits;
     return ptr;
   }
 
@@ -994,8 +998,6 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const order = new Int8Array(capacity);
     order.set(this.#order);
     this.#order = order;
-    // In bounds for every unit: free() reads it without a bounds check.
-    this.#ownedBits = this.#owned.cover(order.length);
   }
 
   // Refuses what a lying backing allocator handed out: not a pointer, a
