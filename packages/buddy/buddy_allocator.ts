@@ -53,8 +53,8 @@ export interface BuddyAllocatorOptions {
   /**
    * Smallest block, a power of two; every block is aligned to it (relative
    * to the pool, whose offset the backing allocator must align as well).
-   * The allocator keeps an order byte and an owner bit per minimum block
-   * of its pools (0.44% at 256 bytes), plus its free lists.
+   * The allocator keeps an order byte per minimum block of its pools
+   * (0.39% at 256 bytes), plus its free lists.
    *
    * @default {256}
    */
@@ -114,9 +114,9 @@ function isSegmentSource(value: unknown): value is SegmentSource {
  * request takes the smallest free block of at least its length (found in
  * O(1) with a bitmap over the orders) and splits it in halves down to the
  * request's order; a free block merges with its buddy while the buddy is
- * free. Block metadata (an order byte and an owner bit per minimum-block
- * unit, free lists as stacks of units) sits outside the pools, so pools may
- * be GPU buffers too.
+ * free. Block metadata (an order byte per minimum-block unit, which also
+ * marks the blocks a `DataPtr` owns, and free lists as stacks of units) sits
+ * outside the pools, so pools may be GPU buffers too.
  *
  * `alloc` returns an address, a plain number (pool × pool length + offset);
  * `memoryOf`, `byteOffsetOf` and `view` turn it into a place. `allocate`
