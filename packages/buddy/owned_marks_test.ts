@@ -3,7 +3,7 @@
 // for "live" and "owned". A fast-check model of raw and owned blocks side by
 // side: a raw free of an owned block is refused and changes nothing, and
 // every reader of the order byte (byteLengthOf, bytes, view, stats,
-// checkIntegrity) sees owned blocks as their true length.
+// snapshot, checkIntegrity) sees owned blocks as their true length.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
@@ -96,6 +96,10 @@ describe("BuddyAllocator owned marks in the order byte", () => {
                 b.length,
               );
               assert.throws(() => buddy.bytes(b.address, b.length + 1));
+              const block = buddy.snapshot().segments.flatMap((x) => x.blocks)
+                .find((x) => x.address === b.address);
+              assert.equal(block?.byteLength, b.length);
+              assert.equal(block?.state, "active_allocated");
             }
             const allocated = live.reduce((s, x) => s + x.length, 0);
             assert.equal(buddy.allocatedBytes, allocated);
