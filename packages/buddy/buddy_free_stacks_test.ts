@@ -3,7 +3,7 @@
 // pass when a stack grows past twice its free blocks plus a slack. These
 // tests drive many merges through small pools, so stacks compact over and
 // over, and check against a model of the live blocks: every free block stays
-// listed (checkIntegrity), no block is handed out twice, and the free blocks
+// listed (validate()), no block is handed out twice, and the free blocks
 // are exactly what eager merging leaves (the largest free block matches the
 // model's).
 import { describe, it } from "node:test";
@@ -42,13 +42,13 @@ describe("BuddyAllocator free stacks", () => {
     });
     // Each cycle splits the pool down to order 0 and merges it back: one
     // stale entry per order per cycle. Without compaction stack 0 holds
-    // 1,000 entries, past checkIntegrity's bound of 2 * 256 + 64.
+    // 1,000 entries, past validate()'s bound of 2 * 256 + 64.
     for (let i = 0; i < 1000; i++) {
       const a = buddy.alloc(1);
       assert.equal(a, 0);
       buddy.free(a);
     }
-    buddy.checkIntegrity();
+    buddy.validate();
     assert.equal(buddy.largestFreeBytes, POOL);
   });
 
@@ -127,9 +127,9 @@ describe("BuddyAllocator free stacks", () => {
               buddy.poolCount === 0 ? 0 : largestFree(live),
             );
           }
-          buddy.checkIntegrity();
+          buddy.validate();
           for (const b of live) buddy.free(b.address);
-          buddy.checkIntegrity();
+          buddy.validate();
           assert.equal(buddy.largestFreeBytes, buddy.poolCount * POOL);
         },
       ),

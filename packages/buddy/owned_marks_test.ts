@@ -3,7 +3,7 @@
 // for "live" and "owned". A fast-check model of raw and owned blocks side by
 // side: a raw free of an owned block is refused and changes nothing, and
 // every reader of the order byte (byteLengthOf, bytes, view, stats,
-// snapshot, checkIntegrity) sees owned blocks as their true length.
+// snapshot, validate()) sees owned blocks as their true length.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
@@ -106,14 +106,14 @@ describe("BuddyAllocator owned marks in the order byte", () => {
             for (const x of live) {
               assert.equal(buddy.byteLengthOf(x.address), x.length);
             }
-            buddy.checkIntegrity();
+            buddy.validate();
           }
           for (const x of live) {
             if (x.ptr !== undefined) x.ptr.release();
             else buddy.free(x.address);
           }
           assert.equal(buddy.allocatedBytes, 0);
-          buddy.checkIntegrity();
+          buddy.validate();
         },
       ),
       { numRuns: modelRuns(300) },
