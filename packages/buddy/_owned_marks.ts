@@ -1,79 +1,68 @@
 /**
- * Which blocks of a buddy allocator a live `DataPtr` owns: one bit per
- * minimum-size unit for pool blocks (addresses >= 0), a set for large blocks
- * (negative addresses). Only the pointer's deleter frees a marked block.
+ * Which blocks of a buddy allocator a live `DataPtr` owns. A pool block's
+ * mark lives in its order byte (a used block's start holds `-(order + 1)`,
+ * an owned one `-(order + 1) - OWNED`), so `free()` reads one byte for both
+ * "is it live" and "is it owned"; large blocks (negative addresses) are kept
+ * in a set. Only the pointer's deleter frees a marked block.
  *
  * @module
  */
 
+/**
+ * Added to (subtracted from) a used block's order byte while a DataPtr owns
+ * it: used blocks hold -1 to -31, owned ones -33 to -63.
+ */
+export const OWNED = 32;
+
 /** Owned-block marks of one buddy allocator. */
 export class OwnedMarks {
-  /** Bit `g` set: the pool block at unit `g` is owned. Grown on demand. */
-  bits: Uint32Array = new Uint32Array(8);
   /** Owned large blocks (negative addresses). */
   readonly large: Set<number> = new Set();
-  readonly #shift: number;
+  readonly #min: number;
+  readonly #order: () => Int8Array;
 
   /**
-   * @param shift log2 of the minimum block size (address >>> shift = unit).
+   * @param min The minimum block size (address / min = unit).
+   * @param order The allocator's order bytes (replaced as they grow).
    */
-  constructor(shift: number) {
-    this.#shift = shift;
+  constructor(min: number, order: () => Int8Array) {
+    this.#min = min;
+    this.#order = order;
   }
 
-  /**
-   * Grows the bits to cover `units` units.
-   *
-   * @param units Units the allocator's pools span.
-   * @returns The bits.
-   */
-  cover(units: number): Uint32Array {
-    const words = (units + 31) >>> 5;
-    if (words > this.bits.length) {
-      const grown = new Uint32Array(words);
-      grown.set(this.bits);
-      this.bits = grown;
-    }
-    return this.bits;
+  // The unit of a pool address (addresses reach past 2^32: no `>>>`), or -1.
+  #unit(address: unknown): number {
+    if (
+      typeof address !== "number" || !Number.isSafeInteger(address) ||
+      address < 0
+    ) return -1;
+    const g = address / this.#min;
+    return Number.isInteger(g) && g < this.#order().length ? g : -1;
   }
 
-  /** Marks the live block at `address`. */
+  /** Marks the live block at `address` (a live block's, unmarked). */
   mark(address: number): void {
     if (address < 0) {
       this.large.add(address);
       return;
     }
-    const g = address >>> this.#shift;
-    let bits = this.bits;
-    if ((g >>> 5) >= bits.length) {
-      const grown = new Uint32Array(Math.max((g >>> 5) + 1, bits.length * 2));
-      grown.set(bits);
-      this.bits = bits = grown;
-    }
-    bits[g >>> 5] |= 1 << (g & 31);
+    this.#order()[address / this.#min] -= OWNED;
   }
 
   /** Clears the mark of `address`; returns whether it was set. */
   unmark(address: number): boolean {
     if (address < 0) return this.large.delete(address);
-    const g = address >>> this.#shift;
-    const bits = this.bits;
-    const word = bits[g >>> 5] ?? 0;
-    const bit = 1 << (g & 31);
-    if ((word & bit) === 0) return false;
-    bits[g >>> 5] = word & ~bit;
+    if (!this.has(address)) return false;
+    this.#order()[address / this.#min] += OWNED;
     return true;
   }
 
   /** Whether `address` (any value) is a marked block. */
   has(address: unknown): boolean {
-    if (typeof address !== "number" || !Number.isInteger(address)) return false;
-    if (address < 0) return this.large.has(address);
-    if (
-      address > 0xffffffff ||
-      (address >>> this.#shift) << this.#shift !== address
-    ) return false;
-    const g = address >>> this.#shift;
-    return ((this.bits[g >>> 5] ?? 0) & (1 << (g & 31))) !== 0;
+    if (typeof address === "number" && address < 0) {
+      return this.large.has(address);
+    }
+    const g = this.#unit(address);
+    return g >= 0 && this.#order()[g] < -OWNED;
   }
 }

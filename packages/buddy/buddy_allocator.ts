@@ -40,7 +40,7 @@ import {
   segmentTotals,
   validateOptionKeys,
 } from "@allot/core";
-import { OwnedMarks } from "./_owned_marks.ts";
+import { OWNED, OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
 /** Options of {@linkcode BuddyAllocator}. */
@@ -63,8 +63,8 @@ export interface BuddyAllocatorOptions {
   /**
    * Smallest block, a power of two; every block is aligned to it (relative
    * to the pool, whose offset the backing allocator must align as well).
-   * The allocator keeps 1.25 bytes of metadata per minimum block of its
-   * pools (0.5% at 256 bytes).
+   * The allocator keeps an order byte per minimum block of its pools
+   * (0.39% at 256 bytes), plus its free lists.
    *
    * @default {256}
    */
@@ -106,6 +106,12 @@ export interface BuddyAllocatorStats {
 }
 
 const MAX_ORDER = 30;
+// Entries a free stack may hold past twice its free blocks before
+// `#compact` drops the stale ones.
+const STACK_SLACK = 64;
+// An order byte no block has (orders are -31 to 31, owned used blocks -63 to
+// -33): marks a unit seen while `#compact` runs.
+const SEEN = -128;
 const clz32 = Math.clz32;
 
 function isSegmentSource(value: unknown): value is SegmentSource {
@@ -118,9 +124,9 @@ function isSegmentSource(value: unknown): value is SegmentSource {
  * request takes the smallest free block of at least its length (found in
  * O(1) with a bitmap over the orders) and splits it in halves down to the
  * request's order; a free block merges with its buddy while the buddy is
- * free. Block metadata (an order byte per minimum-block unit, free lists as
- * stacks of units, 1.25 bytes per unit in all) sits in typed arrays outside
- * the pools, so pools may be GPU buffers too.
+ * free. Block metadata (an order byte per minimum-block unit, which also
+ * marks the blocks a `DataPtr` owns, and free lists as stacks of units) sits
+ * outside the pools, so pools may be GPU buffers too.
  *
  * `alloc` returns an address, a plain number (pool × pool length + offset);
  * `memoryOf`, `byteOffsetOf` and `view` turn it into a place. `allocate`
@@ -177,14 +183,13 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #order = new Int8Array(0);
   // Free lists, one stack of units per order. A merge does not unlink the
   // buddy it absorbs (that would need links per unit): it zeroes its order,
-  // and `alloc` skips such stale entries when it pops. `#listed` holds one
-  // bit per (order, unit) pair in a stack, so a unit is never in one stack
-  // twice and the stacks stay bounded.
+  // and `alloc` skips such stale entries when it pops; a unit freed again
+  // may be pushed while a stale entry of it is still in the stack. Each
+  // stack stays bounded: a push that leaves it STACK_SLACK entries past
+  // twice its free blocks has `#compact` drop its stale and repeated entries
+  // (amortized O(1): only merges and trims make stale entries), so it never
+  // holds more than twice the most free blocks it had, plus the slack.
   #stacks: number[][] = Array.from({ length: MAX_ORDER + 1 }, () => []);
-  #listed = new Int32Array(1);
-  // Twice the units the metadata covers: order j's bits of `#listed` start
-  // at #cap2 - (#cap2 >>> j), one bit per block of that order.
-  #cap2 = 0;
   // Free blocks per order, and a bitmap of the orders with any.
   #free = new Int32Array(MAX_ORDER + 1);
   #bits = 0;
@@ -197,9 +202,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
   #nextLarge = -1;
   // Addresses a live DataPtr from `allocate` owns: only its deleter frees
   // them (a raw free would let the address be reused under the pointer).
+  // A pool block's mark is in its order byte (-(order + 1) - OWNED).
   #owned: OwnedMarks;
-  // #owned.bits, read by free() without the extra load.
-  #ownedBits: Uint32Array = new Uint32Array(0);
   #ownedDeleter: Deleter<number>;
   // Stats as plain numbers (cheaper on the hot path than Stat objects).
   #allocatedBytes = 0;
@@ -346,7 +350,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     }
     const strict = validateFlag(options.strict, "strict", false);
     this.#deleter = (address) => this.free(address);
-    const owned = this.#owned = new OwnedMarks(this.#minShift);
+    const owned = this.#owned = new OwnedMarks(min, () => this.#order);
     this.#ownedDeleter = (address) => {
       if (!owned.unmark(address)) {
         throw new DoubleFreeError(
@@ -447,7 +451,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       while (g < end) {
         const o = order[g];
         if (o === 0) fail(`unit ${g} starts no block`);
-        const k = Math.abs(o) - 1;
+        const k = _orderOf(o);
         if (k > this.#maxOrder || (g & ((1 << k) - 1)) !== 0) {
           fail(`block at unit ${g} has a bad order ${k}`);
         }
@@ -482,6 +486,20 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     if (this.#held.size !== this.#poolCount + this.#large.size) {
       fail("pointers held from the backing allocator are miscounted");
     }
+    // Every free block is in its order's stack, and the stacks are bounded
+    // (by twice the most free blocks they held at a push, plus the slack: at
+    // most twice the blocks of their order the metadata covers).
+    for (let k = 0; k <= MAX_ORDER; k++) {
+      const stack = this.#stacks[k];
+      if (stack.length > 2 * (order.length >>> k) + STACK_SLACK) {
+        fail(`stack of order ${k} holds ${stack.length} entries`);
+      }
+      const listed = new Set<number>();
+      for (const g of stack) if (order[g] === k + 1) listed.add(g);
+      if (listed.size !== free[k]) {
+        fail(`${free[k] - listed.size} free blocks of order ${k} not listed`);
+      }
+    }
   }
 
   /**
@@ -514,17 +532,14 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     // The lowest order j >= k with a free block.
     const j = 31 - clz32(bits & -bits);
     const order = this.#order;
-    const listed = this.#listed;
-    const cap2 = this.#cap2;
-    const base = cap2 - (cap2 >>> j);
-    // Pop list j, skipping entries whose block a merge took away.
+    // Pop list j, skipping stale entries (blocks a merge took away, or
+    // taken already through another entry). Each free block of order j has
+    // an entry in the stack: the loop ends before the stack does.
     const stack = this.#stacks[j];
     let g: number;
-    do {
-      g = stack.pop()!;
-      const bit = base + (g >>> j);
-      listed[bit >>> 5] &= ~(1 << bit);
-    } while (order[g] !== j + 1);
+    while (order[g = stack.pop()!] !== j + 1) {
+      if (g === undefined) _unlisted(j);
+    }
     if (--this.#free[j] === 0) this.#bits &= ~(1 << j);
     if (j > k) this.#split(g, j, k);
     order[g] = -(k + 1);
@@ -571,22 +586,20 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    */
   free(address: number): void {
     const order = this.#order;
-    let g: number;
+    let g: number, o: number;
     // #unit's fast check: an aligned uint32 (the only numbers g * min can
-    // equal) at a live block's start, which holds a negative order.
+    // equal) at a live block's start, which holds a negative order, one no
+    // live DataPtr owns (-1 to -OWNED + 1; owned ones are below -OWNED).
     if (
       typeof address !== "number" ||
       (g = address >>> this.#minShift) * this.minBlockByteLength !== address ||
-      g >= order.length || order[g] >= 0
+      g >= order.length || (o = order[g]) >= 0 || o < -OWNED
     ) {
       g = this.#freeOther(address);
       if (g < 0) return;
+      o = order[g];
     }
-    // A block a live DataPtr owns: only its deleter frees it.
-    if ((this.#ownedBits[g >>> 5] & (1 << (g & 31))) !== 0) {
-      _refuseOwned(address);
-    }
-    let k = -order[g] - 1;
+    let k = -o - 1;
     order[g] = 0;
     const bytes = this.minBlockByteLength << k;
     this.#allocatedBytes -= bytes;
@@ -617,21 +630,37 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#freeLarge(address);
       return -1;
     }
-    return this.#unitSlow(address, "free");
+    const g = this.#unitSlow(address, "free");
+    // A block a live DataPtr owns: only its deleter frees it.
+    if (this.#order[g] < -OWNED) _refuseOwned(address);
+    return g;
   }
 
   // Makes `block` a free block of order k.
   #pushFree(block: number, k: number): void {
     this.#order[block] = k + 1;
-    if (this.#free[k]++ === 0) this.#bits |= 1 << k;
-    const cap2 = this.#cap2;
-    const bit = cap2 - (cap2 >>> k) + (block >>> k);
-    const listed = this.#listed;
-    const word = listed[bit >>> 5];
-    if ((word & (1 << bit)) === 0) {
-      listed[bit >>> 5] = word | (1 << bit);
-      this.#stacks[k].push(block);
+    const free = ++this.#free[k];
+    if (free === 1) this.#bits |= 1 << k;
+    if (this.#stacks[k].push(block) > 2 * free + STACK_SLACK) {
+      this.#compact(k);
     }
+  }
+
+  // Drops the stale and repeated entries of stack k: what is left is one
+  // entry per free block of order k, in the order they were pushed.
+  #compact(k: number): void {
+    const order = this.#order;
+    const stack = this.#stacks[k];
+    const listed = k + 1;
+    let n = 0;
+    for (let i = 0; i < stack.length; i++) {
+      const g = stack[i];
+      if (order[g] !== listed) continue;
+      order[g] = SEEN; // a second entry of g is now skipped
+      stack[n++] = g;
+    }
+    stack.length = n;
+    for (let i = 0; i < n; i++) order[stack[i]] = listed;
   }
 
   /**
@@ -678,7 +707,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       return this.#largePtr(address, "read").byteLength;
     }
     const g = this.#unit(address, "read");
-    return this.minBlockByteLength * 2 ** (-this.#order[g] - 1);
+    // A used block's order byte: -(k + 1), less OWNED while a DataPtr owns
+    // it.
+    return this.minBlockByteLength * 2 ** ((-this.#order[g] - 1) % OWNED);
   }
 
   /**
@@ -786,7 +817,9 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       // A used block's start holds -(order + 1); blocks in pools are at
       // most a pool long (< 2^31 bytes), so `min << k` stays an int32.
       // `g * min` equals only an aligned uint32 address.
-      const k = g < order.length ? -order[g] - 1 : -1;
+      const o = g < order.length ? order[g] : 0;
+      // -(k + 1), less OWNED while a DataPtr owns the block.
+      const k = o < 0 ? (-o - 1) & (OWNED - 1) : -1;
       if (g * min === address && k >= 0 && byteLength <= min << k) {
         const pool = g >>> this.#poolShift;
         const buffer = this.#poolBuffers[pool];
@@ -832,7 +865,6 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       this.#owned,
     );
     this.#owned.mark(address);
-    this.#ownedBits = this.#owned.bits;
     return ptr;
   }
 
@@ -972,8 +1004,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#pushFree(index << this.#poolShift, this.#maxOrder);
   }
 
-  // Makes the metadata cover at least `units` units: 1.25 bytes per unit
-  // (the order byte and two bits of `#listed`), doubling each time.
+  // Makes the metadata cover at least `units` units: one order byte per
+  // unit, doubling each time.
   #grow(units: number): void {
     const maxUnits = Math.floor(this.maxPoolByteLength / this.poolByteLength) <<
       this.#poolShift;
@@ -982,22 +1014,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       maxUnits,
     );
     const order = new Int8Array(capacity);
-    // The bit layout depends on the capacity: list the stacks' units again.
-    const cap2 = 2 * capacity;
-    const listed = new Int32Array((cap2 >>> 5) + 1);
     order.set(this.#order);
-    for (let j = 0; j <= this.#maxOrder; j++) {
-      const base = cap2 - (cap2 >>> j);
-      for (const g of this.#stacks[j]) {
-        const bit = base + (g >>> j);
-        listed[bit >>> 5] |= 1 << bit;
-      }
-    }
     this.#order = order;
-    // In bounds for every unit: free() reads it without a bounds check.
-    this.#ownedBits = this.#owned.cover(order.length);
-    this.#listed = listed;
-    this.#cap2 = cap2;
   }
 
   // Refuses what a lying backing allocator handed out: not a pointer, a
@@ -1219,7 +1237,8 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       for (let g = first; g < end;) {
         const o = order[g];
         if (o === 0) break; // (corrupt: validate() says where)
-        const byteLength = unit * 2 ** (Math.abs(o) - 1);
+        const k = _orderOf(o);
+        const byteLength = unit * 2 ** k;
         blocks.push({
           address: g * unit,
           offset: (g - first) * unit,
@@ -1227,7 +1246,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
           requestedByteLength: o < 0 ? byteLength : 0,
           state: o < 0 ? "active_allocated" : "inactive",
         });
-        g += 2 ** (Math.abs(o) - 1);
+        g += 2 ** k;
       }
       segments.push({
         id: i,
@@ -1311,6 +1330,20 @@ function _makeStrict<M>(
       },
     },
   });
+}
+
+// The order of the block whose start holds order byte `o` (not 0): k + 1 if
+// free, -(k + 1) if used, -(k + 1) - OWNED while a DataPtr owns it.
+function _orderOf(o: number): number {
+  return (o < -OWNED ? -o - OWNED : Math.abs(o)) - 1;
+}
+
+// An empty stack while its order counts free blocks: a corrupt allocator
+// (never otherwise; the pop loop would not end).
+function _unlisted(order: number): never {
+  throw new HeapCorruptionError(
+    `Buddy allocator is corrupt: a free block of order ${order} is not listed`,
+  );
 }
 
 // A raw free of a block a live DataPtr owns: refused, nothing changes.

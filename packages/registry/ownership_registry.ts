@@ -451,6 +451,14 @@ export class OwnershipRegistry {
    */
   #retired = new WeakSet<object>();
   #anyRetired = false;
+  /**
+   * Whether a place's record may belong to another pointer that matters to
+   * a lookup: set (for good) once a DataPtr is registered (it may be
+   * released behind the registry's back, leaving a stale record) or a
+   * heap-kind array is freed (`#retired`). Until then `#find` skips both
+   * checks.
+   */
+  #mayBeStale = false;
   #quarantine: _Quarantined[] = [];
   /** The place `#placeOf` found last (no tuple per call). */
   #memory: object = this;
@@ -1420,17 +1428,22 @@ export class OwnershipRegistry {
   #find(pointer: Pointer, name: string): number {
     const offset = this.#placeOf(pointer, name);
     const v = this.#get(this.#memory, offset);
-    // Another pointer's record (or an alias): a DataPtr released behind
-    // the registry's back leaves a stale one, purged here.
     if (
-      v >= 0 && this.#records.pointer[this.#slotOf(v)] !== pointer &&
-      this.#purgeIfReleased(v)
-    ) return -1;
-    if (
-      v >= 0 && this.#anyRetired &&
-      this.#records.pointer[this.#slotOf(v)] !== pointer &&
-      this.#retired.has(pointer)
-    ) return STALE;
+      v >= 0 && this.#mayBeStale &&
+      this.#records.pointer[this.#slotOf(v)] !== pointer
+    ) return this.#findOther(pointer, v);
+    return v;
+  }
+
+  /**
+   * `#find` when the place holds another pointer's record (or an alias): a
+   * DataPtr released behind the registry's back leaves a stale one, purged
+   * here (-1); a freed heap array must not reach the record of the new
+   * owner of its place (`STALE`).
+   */
+  #findOther(pointer: Pointer, v: number): number {
+    if (this.#purgeIfReleased(v)) return -1;
+    if (this.#anyRetired && this.#retired.has(pointer)) return STALE;
     return v;
   }
 
@@ -1699,6 +1712,9 @@ export class OwnershipRegistry {
     }
     const isView = ArrayBuffer.isView(pointer);
     const isPtr = !isView && DataPtr.isDataPtr(pointer);
+    // Before any change (a refused call leaves a flag that only costs
+    // lookups a check).
+    if (isPtr) this.#mayBeStale = true;
     let byteLength: number;
     if (lengthOption !== undefined) {
       byteLength = checkLength(lengthOption, "byteLength");
@@ -1884,6 +1900,7 @@ export class OwnershipRegistry {
       // array so it cannot reach the new owner's record.
       this.#retired.add(pointer);
       this.#anyRetired = true;
+      this.#mayBeStale = true;
     }
     if (this.#strict && t.kind[r] === HEAP) {
       this.#enterQuarantine(memory, t.offset[r], t.length[r], t.id[r]);

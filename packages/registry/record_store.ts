@@ -85,20 +85,38 @@ export class MapRecordStore implements RecordStore {
    * The memory looked up last and its entry: a register or unregister looks
    * the same memory up twice (check, then change), and a runtime often
    * works on one memory at a time. Holds at most that one memory alive.
+   * Its entry is written back to `#byMemory` when another memory is looked
+   * up (`#dirty`): registering and unregistering in one memory over and
+   * over touches no WeakMap.
    */
   #lastMemory: object | undefined = undefined;
   #lastEntry: number | Map<number, number> | undefined = undefined;
+  #dirty = false;
 
   #entry(memory: object): number | Map<number, number> | undefined {
     if (memory === this.#lastMemory) return this.#lastEntry;
+    if (this.#dirty) this.#writeBack();
     const e = this.#byMemory.get(memory);
     this.#lastMemory = memory;
     this.#lastEntry = e;
     return e;
   }
 
+  #writeBack(): void {
+    this.#byMemory.set(this.#lastMemory!, this.#lastEntry!);
+    this.#dirty = false;
+  }
+
   #put(memory: object, e: number | Map<number, number>): void {
-    this.#byMemory.set(memory, e);
+    if (
+      memory !== this.#lastMemory || typeof memory !== "object" ||
+      memory === null
+    ) {
+      // Off the cache (or not an object: the WeakMap's TypeError now, not
+      // at a later write-back): written through.
+      if (this.#dirty) this.#writeBack();
+      this.#byMemory.set(memory, e);
+    } else this.#dirty = true;
     this.#lastMemory = memory;
     this.#lastEntry = e;
   }
@@ -176,6 +194,7 @@ export class MapRecordStore implements RecordStore {
   clear(): void {
     this.#byMemory = new WeakMap();
     this.#lastMemory = this.#lastEntry = undefined;
+    this.#dirty = false;
     this.#offsetOf.length = 0;
     this.#size = 0;
   }

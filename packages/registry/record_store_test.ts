@@ -44,4 +44,24 @@ describe("MapRecordStore", () => {
       { numRuns: modelRuns() },
     );
   });
+
+  it("MapRecordStore refuses a memory that is not an object at once (not at a later write-back) and changes nothing", () => {
+    const store = new MapRecordStore();
+    const memory = new ArrayBuffer(8);
+    store.set(memory, 0, 1); // the cached memory, not yet written back
+    for (const bad of ["memory", 7, null, undefined, true]) {
+      assert.throws(
+        () => store.set(bad as unknown as object, 0, 2),
+        TypeError,
+        String(bad),
+      );
+      assert.equal(store.size, 1);
+      assert.equal(store.get(bad as unknown as object, 0), -1);
+    }
+    // The entry of the cached memory survived the refusals' write-back.
+    assert.equal(store.get(memory, 0), 1);
+    store.set(new ArrayBuffer(8), 0, 3);
+    assert.equal(store.get(memory, 0), 1);
+    assert.equal(store.size, 2);
+  });
 });
