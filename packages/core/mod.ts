@@ -74,6 +74,7 @@ export * from "./segment_source.ts";
 export * from "./segment_source_error.ts";
 export * from "./stat.ts";
 export * from "./stat_recount.ts";
+export * from "./strided_alias.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";
 export * from "./view_span.ts";

@@ -15,6 +15,7 @@ import {
 import { _MapMode, _Usage } from "./_flags.ts";
 import {
   alignUp,
+  describeValue,
   InvalidArgumentError,
   optionOr,
   validateByteLength,
@@ -28,6 +29,7 @@ import {
 } from "./_device_state.ts";
 import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { GpuKernels } from "./gpu_kernels.ts";
+import { GpuStagingError } from "./gpu_staging_error.ts";
 
 /** Options of {@linkcode GpuStaging}. */
 export interface GpuStagingOptions {
@@ -40,7 +42,12 @@ export interface GpuStagingOptions {
   /**
    * Most bytes of staging buffers alive at once, idle and in use together.
    * A request that would pass it first drops idle buffers, then waits for
-   * one in use to come back.
+   * one in use to come back. Temporary buffers are not pooled and not
+   * bounded by it: a download that finds no room for all its chunks at the
+   * call copies the rest aside (one `COPY_SRC | COPY_DST` buffer of that
+   * many bytes, so that it reads the bytes of the call's time), and an
+   * unaligned range goes through a buffer of its length; `stats()` reports
+   * them as `temporaryBytes`.
    *
    * @default {67108864}
    */
@@ -104,6 +111,14 @@ export interface StagingStats {
   stagedUploads: number;
   /** Downloads completed so far (a refused or failed one is not counted). */
   downloads: number;
+  /**
+   * Bytes of temporary buffers alive outside the pool, not bounded by
+   * `maxStagingBytes`: the rest of a download copied aside when the pool
+   * had no room at the call, and the aligned copy of an unaligned range.
+   */
+  temporaryBytes: number;
+  /** Highest `temporaryBytes` so far. */
+  peakTemporaryBytes: number;
 }
 
 type _Kind = "upload" | "download";
@@ -165,6 +180,9 @@ export class GpuStaging {
   #writeUploads = 0;
   #stagedUploads = 0;
   #downloads = 0;
+  #temporaryBytes = 0;
+  #temporarySizes = new Map<GPUBuffer, number>();
+  #peakTemporary = 0;
   #waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   #closed = false;
 
@@ -216,6 +234,8 @@ export class GpuStaging {
       writeBufferUploads: this.#writeUploads,
       stagedUploads: this.#stagedUploads,
       downloads: this.#downloads,
+      temporaryBytes: this.#temporaryBytes,
+      peakTemporaryBytes: this.#peakTemporary,
     };
   }
 
@@ -348,6 +368,8 @@ export class GpuStaging {
    * @returns A new array with the bytes.
    * @throws {InvalidArgumentError} When the range leaves `src`.
    * @throws {DeviceLostError} When the device was lost.
+   * @throws {GpuStagingError} When mapping a staging buffer failed on a
+   * device that was not lost (the device's error is its `cause`).
    */
   async download(
     src: GpuBinding,
@@ -379,7 +401,7 @@ export class GpuStaging {
     let temp: GPUBuffer | undefined;
     if (from % 4 !== 0) {
       // copyBufferToBuffer needs 4-byte offsets: move the bytes first.
-      temp = this.gpuDevice.createBuffer({
+      temp = this.#temporary({
         label: `${this.#label}:unaligned-download`,
         size: alignUp(byteLength, 4),
         usage: _Usage.STORAGE | _Usage.COPY_SRC |
@@ -392,7 +414,7 @@ export class GpuStaging {
           size: temp.size,
         }, { srcByteOffset: byteOffset, byteLength });
       } catch (error) {
-        temp.destroy();
+        this.#destroyTemporary(temp);
         throw error;
       }
       buffer = temp;
@@ -440,8 +462,8 @@ export class GpuStaging {
       }
       await Promise.all(chunks);
     } finally {
-      temp?.destroy();
-      rest?.destroy();
+      if (temp !== undefined) this.#destroyTemporary(temp);
+      if (rest !== undefined) this.#destroyTemporary(rest);
     }
     this.#downloads++;
     return out;
@@ -487,7 +509,7 @@ export class GpuStaging {
         // a device lost after the map completed refuses the range
         out.set(new Uint8Array(staging.getMappedRange(0, size), 0, n), at);
       } catch (error) {
-        throw await this.#explain(error, "download");
+        throw await this.#explain(error, "download", n);
       }
     } catch (error) {
       this.#discard(staging);
@@ -508,7 +530,7 @@ export class GpuStaging {
     bytes: Uint8Array,
     byteOffset: number,
   ): Promise<void> {
-    const temp = this.gpuDevice.createBuffer({
+    const temp = this.#temporary({
       label: `${this.#label}:unaligned-upload`,
       size: alignUp(bytes.byteLength, 4),
       usage: _Usage.STORAGE | _Usage.COPY_SRC |
@@ -525,12 +547,19 @@ export class GpuStaging {
       );
     } finally {
       // WebGPU keeps the memory until the submitted copy is done.
-      temp.destroy();
+      this.#destroyTemporary(temp);
     }
   }
 
-  /** A failed map on a device being lost becomes a DeviceLostError. */
-  async #explain(error: unknown, what: string): Promise<unknown> {
+  /**
+   * A failed map on a device being lost becomes a DeviceLostError; any other
+   * failure a GpuStagingError with the device's error as its cause.
+   */
+  async #explain(
+    error: unknown,
+    what: "download",
+    byteLength: number,
+  ): Promise<unknown> {
     const device = this.gpuDevice;
     let timer: ReturnType<typeof setTimeout> | undefined;
     // device.lost may resolve a moment after the map is refused.
@@ -541,7 +570,13 @@ export class GpuStaging {
     clearTimeout(timer);
     await Promise.resolve();
     const state = _deviceState(device);
-    return state.lost ? _lostError(device, state, what) : error;
+    if (state.lost) return _lostError(device, state, what);
+    return new GpuStagingError(
+      `Cannot ${what} ${byteLength} bytes: mapping a staging buffer failed: ${
+        _messageOf(error)
+      }`,
+      { operation: what, byteLength, cause: error },
+    );
   }
 
   #checkOpen(what: string): void {
@@ -582,7 +617,7 @@ export class GpuStaging {
         { name: "size", value: buffer.size, limit: 4 },
       );
     }
-    const temp = this.gpuDevice.createBuffer({
+    const temp = this.#temporary({
       label: `${this.#label}:download-rest`,
       size,
       usage: _Usage.COPY_SRC | _Usage.COPY_DST,
@@ -600,10 +635,35 @@ export class GpuStaging {
       encoder.copyBufferToBuffer(buffer, from, temp, 0, copy);
       this.gpuDevice.queue.submit([encoder.finish()]);
     } catch (error) {
-      temp.destroy();
+      this.#destroyTemporary(temp);
       throw error;
     }
     return temp;
+  }
+
+  /** A buffer outside the pool, counted in `temporaryBytes` until destroyed. */
+  #temporary(descriptor: GPUBufferDescriptor): GPUBuffer {
+    const buffer = this.gpuDevice.createBuffer(descriptor);
+    // the size asked for: a device that lies about sizes cannot skew it
+    this.#temporaryBytes += descriptor.size;
+    this.#temporarySizes.set(buffer, descriptor.size);
+    if (this.#temporaryBytes > this.#peakTemporary) {
+      this.#peakTemporary = this.#temporaryBytes;
+    }
+    return buffer;
+  }
+
+  #destroyTemporary(buffer: GPUBuffer): void {
+    const size = this.#temporarySizes.get(buffer);
+    if (size !== undefined) {
+      this.#temporarySizes.delete(buffer);
+      this.#temporaryBytes -= size;
+    }
+    try {
+      buffer.destroy();
+    } catch {
+      // Already gone with its device.
+    }
   }
 
   async #acquire(kind: _Kind, byteLength: number): Promise<GPUBuffer> {
@@ -753,4 +813,20 @@ function _requireStorage(buffer: GPUBuffer, what: string, range: string): void {
       { name: "usage", value: buffer.usage, limit: "STORAGE" },
     );
   }
+}
+
+/** The message of a thrown value, read without running its code. */
+function _messageOf(error: unknown): string {
+  if (error instanceof Error) {
+    const own = Object.getOwnPropertyDescriptor(error, "message");
+    if (own !== undefined && typeof own.value === "string") return own.value;
+  }
+  if (typeof DOMException !== "undefined" && error instanceof DOMException) {
+    try {
+      return `${error.name}: ${error.message}`;
+    } catch {
+      // a subclass with throwing getters
+    }
+  }
+  return describeValue(error);
 }

@@ -1,0 +1,146 @@
+/**
+ * Third outside-in review of `@allot/webgpu` outside the pools: strided
+ * copies into destinations whose elements alias through strides that are
+ * not 0, a `mapAsync` that rejects under a download, and the temporary
+ * buffers a download or an unaligned transfer makes beside the staging
+ * pool.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { AllotError, InvalidArgumentError } from "@allot/core";
+import { GpuKernels } from "./gpu_kernels.ts";
+import { GpuStaging, GpuStagingError } from "./mod.ts";
+import { sharedDevice, skip } from "./_test_device.ts";
+
+const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
+  GPUBufferUsage.COPY_DST;
+
+/**
+ * A device that forwards to `real` but whose mappable buffers reject
+ * `mapAsync` with `error` (a driver that fails the map).
+ */
+function failingMaps(real: GPUDevice, error: unknown): GPUDevice {
+  return {
+    label: "failing-maps",
+    limits: real.limits,
+    queue: real.queue,
+    lost: real.lost,
+    features: real.features,
+    pushErrorScope: (f: GPUErrorFilter) => real.pushErrorScope(f),
+    popErrorScope: () => real.popErrorScope(),
+    createCommandEncoder: (d?: GPUCommandEncoderDescriptor) =>
+      real.createCommandEncoder(d),
+    createBuffer(d: GPUBufferDescriptor): GPUBuffer {
+      const buffer = real.createBuffer(d);
+      if ((d.usage & GPUBufferUsage.MAP_READ) !== 0) {
+        Object.defineProperty(buffer, "mapAsync", {
+          value: () => Promise.reject(error),
+        });
+      }
+      return buffer;
+    },
+    destroy: () => {},
+  } as unknown as GPUDevice;
+}
+
+describe("webgpu third review", { skip }, () => {
+  it("GpuKernels.copyStrided() refuses a destination whose elements alias through strides [1, 1], dispatching nothing", async () => {
+    const device = await sharedDevice();
+    const kernels = new GpuKernels(device);
+    const a = device.createBuffer({ size: 64, usage: USAGE });
+    const b = device.createBuffer({ size: 64, usage: USAGE });
+    const src = { buffer: a, offset: 0, size: 64 };
+    const dst = { buffer: b, offset: 0, size: 64 };
+    const layout = { shape: [2, 2], strides: [2, 1], offset: 0 };
+    for (const strides of [[1, 1], [2, 2]]) {
+      assert.throws(
+        () =>
+          kernels.copyStrided(src, layout, dst, {
+            shape: [2, 2],
+            strides,
+            offset: 0,
+          }, "f32"),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError &&
+          /indices \[0, 1\] and \[1, 0\] both reach element/.test(e.message),
+      );
+    }
+    // a rank above MAX_RANK (one dispatch per leading index) checks the
+    // whole destination, not each slice
+    const shape = [...new Array(16).fill(1), 2, 2];
+    assert.throws(
+      () =>
+        kernels.copyStrided(
+          src,
+          { shape, strides: [...new Array(16).fill(4), 2, 1], offset: 0 },
+          dst,
+          { shape, strides: [...new Array(16).fill(4), 1, 1], offset: 0 },
+          "f32",
+        ),
+      InvalidArgumentError,
+    );
+    // distinct elements in an unusual order still copy
+    kernels.copyStrided(
+      src,
+      { shape: [2, 3], strides: [3, 1], offset: 0 },
+      dst,
+      {
+        shape: [2, 3],
+        strides: [3, 2],
+        offset: 0,
+      },
+      "f32",
+    );
+    assert.equal(kernels.dispatchCount, 1);
+    a.destroy();
+    b.destroy();
+  });
+
+  it("GpuStaging.download() wraps a mapAsync rejection in GpuStagingError with the cause", async () => {
+    const real = await sharedDevice();
+    const cause = new DOMException("the map failed", "OperationError");
+    const device = failingMaps(real, cause);
+    const staging = new GpuStaging(device);
+    const buffer = real.createBuffer({ size: 64, usage: USAGE });
+    const error = await staging.download({ buffer, offset: 0, size: 64 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof GpuStagingError, String(error));
+    assert.ok(error instanceof AllotError);
+    assert.equal(error.cause, cause);
+    assert.match(error.message, /Cannot download 64 bytes.*the map failed/);
+    // the failed staging buffer was not kept: nothing reserved, nothing idle
+    assert.equal(staging.stats().reservedBytes, 0);
+    assert.equal(staging.stats().downloads, 0);
+    staging.release();
+    buffer.destroy();
+  });
+
+  it("GpuStaging.stats() reports the buffers a download copies aside beyond maxStagingBytes", async () => {
+    const device = await sharedDevice();
+    const staging = new GpuStaging(device, {
+      maxStagingBytes: 4096,
+      chunkByteLength: 4096,
+    });
+    const buffer = device.createBuffer({ size: 16384, usage: USAGE });
+    const data = new Uint8Array(16384).map((_, i) => i * 7);
+    device.queue.writeBuffer(buffer, 0, data);
+    const back = await staging.download({ buffer, offset: 0, size: 16384 });
+    assert.deepEqual(back, data);
+    const stats = staging.stats();
+    assert.equal(stats.peakReservedBytes, 4096);
+    // 12 KiB copied aside, outside the bound, reported on their own
+    assert.equal(stats.peakTemporaryBytes, 12288);
+    assert.equal(stats.temporaryBytes, 0);
+    // an unaligned download stages through a temporary buffer too
+    const tail = await staging.download({ buffer, offset: 0, size: 16384 }, {
+      byteOffset: 1,
+      byteLength: 5,
+    });
+    assert.deepEqual(tail, data.subarray(1, 6));
+    assert.equal(staging.stats().temporaryBytes, 0);
+    staging.release();
+    buffer.destroy();
+  });
+});
