@@ -1,5 +1,6 @@
 import { describeValue, InvalidArgumentError } from "@allot/core";
 import { TraceFormatError } from "./trace_error.ts";
+import { _messageOf } from "./_message.ts";
 import {
   type FrameKind,
   type StackFrame,
@@ -138,7 +139,19 @@ export function parseTrace(text: string): Trace {
  * ```
  */
 export function validateTrace(trace: Trace): Trace {
-  if (trace === null || typeof trace !== "object" || Array.isArray(trace)) {
+  _checkedTrace(trace);
+  return trace;
+}
+
+/**
+ * Validates `trace` as {@linkcode validateTrace} does and returns a copy of
+ * exactly what was validated: each field of the header, of each event and
+ * of each stack frame is read once, so a getter or proxy that answers
+ * differently on a later read cannot slip unchecked values past the check
+ * (the replay, timeline and format functions read the copy).
+ */
+export function _checkedTrace(trace: Trace): Trace {
+  if (trace === null || typeof trace !== "object" || isArray(trace)) {
     throw new InvalidArgumentError(
       `Cannot read a trace: must be an object with a header and events, received ${
         describeValue(trace)
@@ -146,14 +159,114 @@ export function validateTrace(trace: Trace): Trace {
       { name: "trace", value: trace, limit: "a Trace" },
     );
   }
-  header((trace as unknown as Raw).header);
-  const events = (trace as unknown as Raw).events;
-  if (!Array.isArray(events)) {
+  let rawHeader: unknown, events: unknown;
+  try {
+    rawHeader = (trace as unknown as Raw).header;
+    events = (trace as unknown as Raw).events;
+  } catch (error) {
+    fail(0, `the trace could not be read (${_messageOf(error)})`);
+  }
+  const h = header(copyOf(rawHeader, 1, HEADER_FIELDS));
+  if (!isArray(events)) {
     fail(0, `"events" must be an array, got ${describeValue(events)}`);
   }
   const st = newState();
-  for (let i = 0; i < events.length; i++) checkEvent(events[i], i + 2, st);
-  return trace;
+  let n: number;
+  try {
+    n = (events as unknown[]).length;
+  } catch (error) {
+    fail(0, `"events" could not be read (${_messageOf(error)})`);
+  }
+  const out = new Array<TraceEvent>(n);
+  for (let i = 0; i < n; i++) {
+    let event: unknown;
+    try {
+      event = (events as unknown[])[i];
+    } catch (error) {
+      fail(i + 2, `the event could not be read (${_messageOf(error)})`);
+    }
+    out[i] = checkEvent(copyOf(event, i + 2, EVENT_FIELDS), i + 2, st);
+  }
+  return { header: h, events: out };
+}
+
+const HEADER_FIELDS = ["format", "version"];
+const EVENT_FIELDS = [
+  "t",
+  "op",
+  "tag",
+  "s",
+  "id",
+  "size",
+  "usage",
+  "label",
+  "mapped",
+  "buffer",
+  "offset",
+  "count",
+  "mode",
+  "name",
+  "sid",
+  "frames",
+  "call",
+  "message",
+];
+const FRAME_FIELDS = ["at", "kind"];
+
+/**
+ * A shallow copy of an object's own enumerable fields, plus the named fields
+ * it inherits (and, for an event, a copy of its stack frames), each read
+ * once; anything else as it is, for the checks to refuse.
+ */
+function copyOf(
+  value: unknown,
+  line: number,
+  fields: readonly string[],
+): unknown {
+  if (value === null || typeof value !== "object") return value;
+  try {
+    if (Array.isArray(value)) return value;
+    const copy = plainCopy(value, fields);
+    const frames = copy.frames;
+    if (fields === EVENT_FIELDS && Array.isArray(frames)) {
+      const n = frames.length;
+      const list = new Array<unknown>(n);
+      for (let i = 0; i < n; i++) {
+        const f = frames[i];
+        list[i] = f !== null && typeof f === "object" && !Array.isArray(f)
+          ? plainCopy(f, FRAME_FIELDS)
+          : f;
+      }
+      copy.frames = list;
+    }
+    return copy;
+  } catch (error) {
+    fail(
+      line,
+      `the ${line === 1 ? "header" : "event"} could not be read (${
+        _messageOf(error)
+      })`,
+    );
+  }
+}
+
+/** `Array.isArray`, counting a revoked proxy as an array (refused). */
+function isArray(value: unknown): boolean {
+  try {
+    return Array.isArray(value);
+  } catch {
+    return true;
+  }
+}
+
+function plainCopy(value: object, fields: readonly string[]): Raw {
+  const copy = { ...value } as Raw;
+  for (const key of fields) {
+    if (!Object.hasOwn(copy, key) && key in value) {
+      copy[key] = (value as Raw)[key];
+    }
+  }
+  return copy;
 }
 
 interface _State {

@@ -401,7 +401,7 @@ export class GpuStaging {
     let temp: GPUBuffer | undefined;
     if (from % 4 !== 0) {
       // copyBufferToBuffer needs 4-byte offsets: move the bytes first.
-      temp = this.#temporary({
+      temp = this.#temporary("download", {
         label: `${this.#label}:unaligned-download`,
         size: alignUp(byteLength, 4),
         usage: _Usage.STORAGE | _Usage.COPY_SRC |
@@ -530,7 +530,7 @@ export class GpuStaging {
     bytes: Uint8Array,
     byteOffset: number,
   ): Promise<void> {
-    const temp = this.#temporary({
+    const temp = this.#temporary("upload", {
       label: `${this.#label}:unaligned-upload`,
       size: alignUp(bytes.byteLength, 4),
       usage: _Usage.STORAGE | _Usage.COPY_SRC |
@@ -617,18 +617,12 @@ export class GpuStaging {
         { name: "size", value: buffer.size, limit: 4 },
       );
     }
-    const temp = this.#temporary({
+    const temp = this.#temporary("download", {
       label: `${this.#label}:download-rest`,
       size,
       usage: _Usage.COPY_SRC | _Usage.COPY_DST,
     });
     try {
-      if (temp.size !== size) {
-        throw new InvalidArgumentError(
-          `Cannot download: the device made a buffer of ${temp.size} bytes for a request of ${size}`,
-          { name: "size", value: temp.size, limit: size },
-        );
-      }
       const encoder = this.gpuDevice.createCommandEncoder({
         label: `${this.#label}:download-rest`,
       });
@@ -641,10 +635,25 @@ export class GpuStaging {
     return temp;
   }
 
-  /** A buffer outside the pool, counted in `temporaryBytes` until destroyed. */
-  #temporary(descriptor: GPUBufferDescriptor): GPUBuffer {
+  /**
+   * A buffer outside the pool, counted in `temporaryBytes` until destroyed;
+   * one of another size than asked (a lying device) is destroyed and refused
+   * before it is counted.
+   */
+  #temporary(what: string, descriptor: GPUBufferDescriptor): GPUBuffer {
     const buffer = this.gpuDevice.createBuffer(descriptor);
-    // the size asked for: a device that lies about sizes cannot skew it
+    if (buffer.size !== descriptor.size) {
+      const size = buffer.size;
+      try {
+        buffer.destroy();
+      } catch {
+        // Already gone with its device.
+      }
+      throw new InvalidArgumentError(
+        `Cannot ${what}: the device made a buffer of ${size} bytes for a request of ${descriptor.size}`,
+        { name: "size", value: size, limit: descriptor.size },
+      );
+    }
     this.#temporaryBytes += descriptor.size;
     this.#temporarySizes.set(buffer, descriptor.size);
     if (this.#temporaryBytes > this.#peakTemporary) {
