@@ -421,6 +421,7 @@ export class GpuStaging {
       from = 0;
     }
     let rest: GPUBuffer | undefined;
+    let restRefused: Promise<GPUError | null> | undefined;
     try {
       // The copies are submitted now, where staging buffers are at hand:
       // the download reads the bytes of the work submitted before the call,
@@ -441,7 +442,11 @@ export class GpuStaging {
         if (temp === undefined) {
           // no staging room for the rest now: copy it aside first
           try {
-            rest = this.#snapshot(buffer, at, byteLength - done);
+            ({ buffer: rest, refused: restRefused } = this.#snapshot(
+              buffer,
+              at,
+              byteLength - done,
+            ));
           } catch (error) {
             await Promise.allSettled(chunks);
             throw error;
@@ -461,6 +466,7 @@ export class GpuStaging {
         }
       }
       await Promise.all(chunks);
+      await this.#checkScope(restRefused, byteLength);
     } finally {
       if (temp !== undefined) this.#destroyTemporary(temp);
       if (rest !== undefined) this.#destroyTemporary(rest);
@@ -489,21 +495,29 @@ export class GpuStaging {
   ): Promise<void> {
     const size = alignUp(n, 4);
     const staging = given ?? await this.#acquire("download", size);
+    let refused: Promise<GPUError | null> | undefined;
     try {
-      const encoder = this.gpuDevice.createCommandEncoder({
-        label: `${this.#label}:download`,
-      });
-      // Reading past `n` up to a 4-byte boundary stays inside the buffer,
-      // whose size is a multiple of 4 for every mappable or storage buffer.
-      const copy = Math.min(size, buffer.size - from);
-      encoder.copyBufferToBuffer(buffer, from, staging, 0, copy - (copy % 4));
-      if (copy % 4 !== 0) {
-        throw new InvalidArgumentError(
-          `Cannot download: the source buffer's size ${buffer.size} is not a multiple of 4`,
-          { name: "size", value: buffer.size, limit: 4 },
-        );
+      // a source the device refuses (destroyed, say) leaves the staging
+      // bytes as they were: the scope tells, and the download rejects
+      const scope = this.#scope();
+      try {
+        const encoder = this.gpuDevice.createCommandEncoder({
+          label: `${this.#label}:download`,
+        });
+        // Reading past `n` up to a 4-byte boundary stays inside the buffer,
+        // whose size is a multiple of 4 for every mappable or storage buffer.
+        const copy = Math.min(size, buffer.size - from);
+        encoder.copyBufferToBuffer(buffer, from, staging, 0, copy - (copy % 4));
+        if (copy % 4 !== 0) {
+          throw new InvalidArgumentError(
+            `Cannot download: the source buffer's size ${buffer.size} is not a multiple of 4`,
+            { name: "size", value: buffer.size, limit: 4 },
+          );
+        }
+        this.gpuDevice.queue.submit([encoder.finish()]);
+      } finally {
+        refused = scope?.();
       }
-      this.gpuDevice.queue.submit([encoder.finish()]);
       try {
         await staging.mapAsync(_MapMode.READ, 0, size);
         // a device lost after the map completed refuses the range
@@ -517,12 +531,44 @@ export class GpuStaging {
     }
     try {
       staging.unmap();
+      this.#giveBack("download", staging);
     } catch {
       // the bytes were read; a device lost since refuses the unmap
       this.#discard(staging);
-      return;
     }
-    this.#giveBack("download", staging);
+    await this.#checkScope(refused, n);
+  }
+
+  /**
+   * Opens a validation error scope on the device when it has error scopes;
+   * returns what closes it.
+   */
+  #scope(): (() => Promise<GPUError | null>) | undefined {
+    const device = this.gpuDevice;
+    if (
+      typeof device.pushErrorScope !== "function" ||
+      typeof device.popErrorScope !== "function"
+    ) {
+      return undefined;
+    }
+    device.pushErrorScope("validation");
+    // (a lost device may refuse the pop: it says so elsewhere)
+    return () => device.popErrorScope().catch(() => null);
+  }
+
+  /** Rejects with a GpuStagingError when the device refused a copy. */
+  async #checkScope(
+    refused: Promise<GPUError | null> | undefined,
+    byteLength: number,
+  ): Promise<void> {
+    const error = await refused;
+    if (error === null || error === undefined) return;
+    throw new GpuStagingError(
+      `Cannot download ${byteLength} bytes: the device refused the copy from the source buffer (destroyed, or without COPY_SRC usage?): ${
+        _messageOf(error)
+      }`,
+      { operation: "download", byteLength, cause: error },
+    );
   }
 
   async #uploadUnaligned(
@@ -608,7 +654,11 @@ export class GpuStaging {
    * Copies `byteLength` bytes of `buffer` from 4-aligned `from` into a new
    * buffer, submitted now.
    */
-  #snapshot(buffer: GPUBuffer, from: number, byteLength: number): GPUBuffer {
+  #snapshot(
+    buffer: GPUBuffer,
+    from: number,
+    byteLength: number,
+  ): { buffer: GPUBuffer; refused: Promise<GPUError | null> | undefined } {
     const size = alignUp(byteLength, 4);
     const copy = Math.min(size, buffer.size - from);
     if (copy % 4 !== 0) {
@@ -622,6 +672,7 @@ export class GpuStaging {
       size,
       usage: _Usage.COPY_SRC | _Usage.COPY_DST,
     });
+    const scope = this.#scope();
     try {
       const encoder = this.gpuDevice.createCommandEncoder({
         label: `${this.#label}:download-rest`,
@@ -630,9 +681,10 @@ export class GpuStaging {
       this.gpuDevice.queue.submit([encoder.finish()]);
     } catch (error) {
       this.#destroyTemporary(temp);
+      void scope?.();
       throw error;
     }
-    return temp;
+    return { buffer: temp, refused: scope?.() };
   }
 
   /**

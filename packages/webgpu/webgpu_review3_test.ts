@@ -9,7 +9,8 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { AllotError, InvalidArgumentError } from "@allot/core";
 import { GpuKernels } from "./gpu_kernels.ts";
-import { GpuStaging, GpuStagingError } from "./mod.ts";
+import { Buffer } from "@allot/storage";
+import { bindingOf, gpuBufferOf, GpuStaging, GpuStagingError } from "./mod.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
 
 const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
@@ -142,5 +143,42 @@ describe("webgpu third review", { skip }, () => {
     assert.equal(staging.stats().temporaryBytes, 0);
     staging.release();
     buffer.destroy();
+  });
+});
+
+describe("webgpu third review: stale buffers", { skip }, () => {
+  it("GpuStaging.download() of a destroyed buffer rejects with GpuStagingError instead of handing back stale bytes", async () => {
+    const device = await sharedDevice();
+    const staging = new GpuStaging(device, {
+      maxStagingBytes: 4096,
+      chunkByteLength: 4096,
+    });
+    for (const size of [64, 16384]) {
+      const buffer = device.createBuffer({ size, usage: USAGE });
+      buffer.destroy();
+      await assert.rejects(
+        staging.download({ buffer, offset: 0, size }),
+        (e: unknown) =>
+          e instanceof GpuStagingError && e.operation === "download" &&
+          /refused the copy/.test(e.message),
+      );
+      assert.equal(staging.stats().temporaryBytes, 0);
+    }
+    // the pool still works
+    const live = device.createBuffer({ size: 64, usage: USAGE });
+    device.queue.writeBuffer(live, 0, new Uint8Array(64).fill(9));
+    assert.deepEqual(
+      await staging.download({ buffer: live, offset: 0, size: 64 }),
+      new Uint8Array(64).fill(9),
+    );
+    assert.equal(staging.stats().downloads, 1);
+    live.destroy();
+    staging.release();
+  });
+
+  it("gpuBufferOf() and bindingOf() refuse a Buffer look-alike with InvalidArgumentError", () => {
+    const fake = Object.create(Buffer.prototype);
+    assert.throws(() => gpuBufferOf(fake), InvalidArgumentError);
+    assert.throws(() => bindingOf(fake), InvalidArgumentError);
   });
 });
