@@ -654,11 +654,17 @@ export class GpuKernels {
     ) {
       this.#require(src.buffer, _Usage.COPY_SRC, "COPY_SRC", what);
       this.#require(dst.buffer, _Usage.COPY_DST, "COPY_DST", what);
-      const encoder = this.gpuDevice.createCommandEncoder({
-        label: `${this.#label}:copy_bytes`,
+      this.#scoped("copyBufferToBuffer", `${this.#label}:copy_bytes`, (l) => {
+        const encoder = this.gpuDevice.createCommandEncoder({ label: l });
+        encoder.copyBufferToBuffer(
+          src.buffer,
+          from,
+          dst.buffer,
+          to,
+          byteLength,
+        );
+        this.gpuDevice.queue.submit([encoder.finish()]);
       });
-      encoder.copyBufferToBuffer(src.buffer, from, dst.buffer, to, byteLength);
-      this.gpuDevice.queue.submit([encoder.finish()]);
       return;
     }
     const bound = this.#bind(what, [
@@ -721,11 +727,11 @@ export class GpuKernels {
       bytes.every((b) => b === 0) && start % 4 === 0 && byteLength % 4 === 0
     ) {
       this.#require(dst.buffer, _Usage.COPY_DST, "COPY_DST", what);
-      const encoder = this.gpuDevice.createCommandEncoder({
-        label: `${this.#label}:fill`,
+      this.#scoped("clearBuffer", `${this.#label}:fill`, (l) => {
+        const encoder = this.gpuDevice.createCommandEncoder({ label: l });
+        encoder.clearBuffer(dst.buffer, start, byteLength);
+        this.gpuDevice.queue.submit([encoder.finish()]);
       });
-      encoder.clearBuffer(dst.buffer, start, byteLength);
-      this.gpuDevice.queue.submit([encoder.finish()]);
       return;
     }
     const bound = this.#bind(what, [{
@@ -856,6 +862,31 @@ export class GpuKernels {
       );
     }
     this.#dispatches++;
+  }
+
+  /**
+   * Runs `submit` (a copy or clear command, no dispatch) inside the same
+   * error scopes as a dispatch: a destroyed buffer becomes a GpuKernelError
+   * thrown by the next call or by flush(), not an uncaptured device error.
+   */
+  #scoped(
+    kernel: string,
+    label: string,
+    submit: (label: string) => void,
+  ): void {
+    const device = this.gpuDevice;
+    device.pushErrorScope("out-of-memory");
+    device.pushErrorScope("validation");
+    try {
+      submit(label);
+    } finally {
+      this.#watch(
+        kernel,
+        label,
+        device.popErrorScope(),
+        device.popErrorScope(),
+      );
+    }
   }
 
   #encode(

@@ -8,10 +8,10 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { AllotError, InvalidArgumentError } from "@allot/core";
-import { GpuKernels } from "./gpu_kernels.ts";
+import { GpuKernelError, GpuKernels } from "./gpu_kernels.ts";
 import { Buffer } from "@allot/storage";
 import { bindingOf, gpuBufferOf, GpuStaging, GpuStagingError } from "./mod.ts";
-import { sharedDevice, skip } from "./_test_device.ts";
+import { newDevice, sharedDevice, skip } from "./_test_device.ts";
 
 const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
   GPUBufferUsage.COPY_DST;
@@ -182,3 +182,27 @@ describe("webgpu third review: stale buffers", { skip }, () => {
     assert.throws(() => bindingOf(fake), InvalidArgumentError);
   });
 });
+
+describe(
+  "webgpu third review: copy commands on stale buffers",
+  { skip },
+  () => {
+    it("GpuKernels.copyBytes() and fill() through copyBufferToBuffer / clearBuffer report a destroyed buffer as GpuKernelError, like a dispatch", async () => {
+      const device = await newDevice("review3-copy-commands");
+      const kernels = new GpuKernels(device);
+      const live = device.createBuffer({ size: 64, usage: USAGE });
+      const gone = device.createBuffer({ size: 64, usage: USAGE });
+      gone.destroy();
+      kernels.copyBytes({ buffer: gone, offset: 0, size: 64 }, {
+        buffer: live,
+        offset: 0,
+        size: 64,
+      });
+      await assert.rejects(kernels.flush(), GpuKernelError);
+      const again = new GpuKernels(device);
+      again.fill({ buffer: gone, offset: 0, size: 64 }, 0, { dtype: "u32" });
+      await assert.rejects(again.flush(), GpuKernelError);
+      device.destroy();
+    });
+  },
+);
