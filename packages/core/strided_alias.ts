@@ -32,7 +32,8 @@ export interface StridedAlias {
  * `[1, 1]` over shape `[2, 2]` (indices `[0, 1]` and `[1, 0]` both reach
  * element 1). Every row-major, column-major, permuted, sliced, stepped or
  * flipped view of a dense layout passes a quick test (each stride, sorted by
- * magnitude, exceeds the reach of all smaller ones) in O(rank log rank);
+ * magnitude, exceeds the reach of all smaller ones) in O(rank²) steps with
+ * nothing allocated;
  * other views are searched exactly, with one bit per element of their span.
  *
  * @param shape The extent of each dimension (non-negative integers).
@@ -68,25 +69,32 @@ export function findStridedAlias(
       { name: "strides", value: [...strides], limit: rank },
     );
   }
-  const dims: number[] = [];
+  for (let d = 0; d < rank; d++) if (shape[d] === 0) return undefined;
   for (let d = 0; d < rank; d++) {
-    if (shape[d] === 0) return undefined;
-    if (shape[d] > 1) dims.push(d);
-  }
-  for (const d of dims) {
-    if (strides[d] === 0) {
+    if (shape[d] > 1 && strides[d] === 0) {
       const second = new Array<number>(rank).fill(0);
       second[d] = 1;
       return { first: new Array<number>(rank).fill(0), second, offset: 0 };
     }
   }
-  dims.sort((a, b) => Math.abs(strides[a]) - Math.abs(strides[b]));
+  // The dimensions of extent above 1 by magnitude of stride (ties by
+  // index), found by selection: no array, no sort, for the ranks views
+  // have. Each stride must pass the reach of all smaller ones.
   let reach = 0;
   let provenDistinct = true;
-  for (const d of dims) {
-    const step = Math.abs(strides[d]);
-    if (step <= reach) provenDistinct = false;
-    reach += step * (shape[d] - 1);
+  let lastStep = -1, lastDim = -1;
+  for (;;) {
+    let next = -1, nextStep = Infinity;
+    for (let d = 0; d < rank; d++) {
+      if (shape[d] <= 1) continue;
+      const step = Math.abs(strides[d]);
+      if (step < lastStep || (step === lastStep && d <= lastDim)) continue;
+      if (step < nextStep) next = d, nextStep = step;
+    }
+    if (next < 0) break;
+    if (nextStep <= reach) provenDistinct = false;
+    reach += nextStep * (shape[next] - 1);
+    lastStep = nextStep, lastDim = next;
   }
   if (provenDistinct) return undefined;
   const span = reach + 1;
