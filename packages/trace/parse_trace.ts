@@ -148,9 +148,11 @@ export function validateTrace(trace: Trace): Trace {
  * exactly what was validated: each field of the header, of each event and
  * of each stack frame is read once, so a getter or proxy that answers
  * differently on a later read cannot slip unchecked values past the check
- * (the replay, timeline and format functions read the copy).
+ * (the replay, timeline and format functions read the copy). The copy
+ * holds the fields the format defines; `whole` keeps every own field too
+ * (for {@linkcode formatTrace}, which writes them), at about twice the cost.
  */
-export function _checkedTrace(trace: Trace): Trace {
+export function _checkedTrace(trace: Trace, whole = false): Trace {
   if (trace === null || typeof trace !== "object" || isArray(trace)) {
     throw new InvalidArgumentError(
       `Cannot read a trace: must be an object with a header and events, received ${
@@ -170,23 +172,13 @@ export function _checkedTrace(trace: Trace): Trace {
   if (!isArray(events)) {
     fail(0, `"events" must be an array, got ${describeValue(events)}`);
   }
-  const st = newState();
   let n: number;
   try {
     n = (events as unknown[]).length;
   } catch (error) {
     fail(0, `"events" could not be read (${_messageOf(error)})`);
   }
-  const out = new Array<TraceEvent>(n);
-  for (let i = 0; i < n; i++) {
-    let event: unknown;
-    try {
-      event = (events as unknown[])[i];
-    } catch (error) {
-      fail(i + 2, `the event could not be read (${_messageOf(error)})`);
-    }
-    out[i] = checkEvent(copyOf(event, i + 2, EVENT_FIELDS), i + 2, st);
-  }
+  const out = checkedEvents(events as unknown[], n, whole);
   return { header: h, events: out };
 }
 
@@ -212,6 +204,30 @@ const EVENT_FIELDS = [
   "message",
 ];
 const FRAME_FIELDS = ["at", "kind"];
+
+/** The checked copies of `n` events (pushed: a preallocated array is holey). */
+function checkedEvents(
+  events: unknown[],
+  n: number,
+  whole: boolean,
+): TraceEvent[] {
+  const st = newState();
+  const out: TraceEvent[] = [];
+  for (let i = 0; i < n; i++) {
+    let event: unknown;
+    try {
+      event = events[i];
+    } catch (error) {
+      fail(i + 2, `the event could not be read (${_messageOf(error)})`);
+    }
+    out.push(checkEvent(
+      whole ? copyOf(event, i + 2, EVENT_FIELDS) : fieldsOf(event, i + 2),
+      i + 2,
+      st,
+    ));
+  }
+  return out;
+}
 
 /**
  * A shallow copy of an object's own enumerable fields, plus the named fields
@@ -250,6 +266,82 @@ function copyOf(
   }
 }
 
+/**
+ * A new event holding the fields the format defines for its op, each read
+ * once (inherited ones too); anything but an object as it is, for the
+ * checks to refuse. Named reads, no spread: replays read every event.
+ */
+function fieldsOf(value: unknown, line: number): unknown {
+  if (value === null || typeof value !== "object") return value;
+  try {
+    if (Array.isArray(value)) return value;
+    const v = value as Raw;
+    const op = v.op;
+    const c: Raw = { t: v.t, op };
+    const tag = v.tag, s = v.s;
+    if (tag !== undefined) c.tag = tag;
+    if (s !== undefined) c.s = s;
+    switch (op) {
+      case "create":
+        c.id = v.id, c.size = v.size, c.usage = v.usage;
+        copyOptional(v, c, "label");
+        copyOptional(v, c, "mapped");
+        break;
+      case "alloc":
+        c.id = v.id, c.size = v.size;
+        copyOptional(v, c, "usage");
+        copyOptional(v, c, "buffer");
+        copyOptional(v, c, "offset");
+        break;
+      case "destroy":
+      case "free":
+      case "unmap":
+        c.id = v.id;
+        break;
+      case "map":
+        c.id = v.id, c.mode = v.mode;
+        break;
+      case "write":
+        c.id = v.id, c.offset = v.offset, c.size = v.size;
+        break;
+      case "submit":
+      case "dropped":
+        c.count = v.count;
+        break;
+      case "step":
+        copyOptional(v, c, "name");
+        break;
+      case "stack": {
+        c.sid = v.sid;
+        const frames = v.frames;
+        if (Array.isArray(frames)) {
+          const n = frames.length;
+          const list = new Array<unknown>(n);
+          for (let i = 0; i < n; i++) {
+            const f = frames[i];
+            list[i] = f !== null && typeof f === "object" && !Array.isArray(f)
+              ? { at: f.at, kind: f.kind }
+              : f;
+          }
+          c.frames = list;
+        } else c.frames = frames;
+        break;
+      }
+      case "error":
+        c.call = v.call, c.message = v.message;
+        break;
+    }
+    return c;
+  } catch (error) {
+    fail(line, `the event could not be read (${_messageOf(error)})`);
+  }
+}
+
+function copyOptional(from: Raw, to: Raw, key: string): void {
+  const value = from[key];
+  if (value !== undefined) to[key] = value;
+}
+
 /** `Array.isArray`, counting a revoked proxy as an array (refused). */
 function isArray(value: unknown): boolean {
   try {
@@ -261,6 +353,10 @@ function isArray(value: unknown): boolean {
 
 function plainCopy(value: object, fields: readonly string[]): Raw {
   const copy = { ...value } as Raw;
+  // a plain object (what JSON.parse and the recorder make) inherits none of
+  // the fields: only a class instance's prototype is searched
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) return copy;
   for (const key of fields) {
     if (!Object.hasOwn(copy, key) && key in value) {
       copy[key] = (value as Raw)[key];

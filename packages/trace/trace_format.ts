@@ -219,7 +219,7 @@ export interface Trace {
 export function formatTrace(trace: Trace): string {
   // what is written is the copy that was validated; a toJSON method is
   // looked for on the copy (own fields) and on the original (inherited)
-  const checked = _checkedTrace(trace);
+  const checked = _checkedTrace(trace, true);
   const lines = [_line(checked.header, trace.header, "header")];
   const events = checked.events;
   for (let i = 0; i < events.length; i++) {
