@@ -252,6 +252,8 @@ export class GpuStaging {
    * @returns Resolves when the copy is submitted.
    * @throws {InvalidArgumentError} When the bytes do not fit `dst`.
    * @throws {DeviceLostError} When the device was lost.
+   * @throws {GpuStagingError} When the device refused the copy into `dst`
+   * (a destroyed buffer, say; the device's error is its `cause`).
    */
   async upload(
     dst: GpuBinding,
@@ -288,12 +290,21 @@ export class GpuStaging {
       await this.#uploadUnaligned(dst, bytes, byteOffset);
       return;
     }
+    // a destination the device refuses (destroyed, say) rejects the upload
+    // with a GpuStagingError instead of an uncaptured device error
     if (bytes.byteLength <= this.writeBufferMaxByteLength) {
-      this.gpuDevice.queue.writeBuffer(
-        dst.buffer,
-        to,
-        bytes as Uint8Array<ArrayBuffer>,
-      );
+      const scope = this.#scope();
+      let refused: Promise<GPUError | null> | undefined;
+      try {
+        this.gpuDevice.queue.writeBuffer(
+          dst.buffer,
+          to,
+          bytes as Uint8Array<ArrayBuffer>,
+        );
+      } finally {
+        refused = scope?.();
+      }
+      await this.#checkScope(refused, bytes.byteLength, "upload");
       this.#writeUploads++;
       return;
     }
@@ -302,17 +313,18 @@ export class GpuStaging {
     // now, and what must wait for one is copied first (it was read after
     // awaits: a caller that refilled or detached `data` after the call sent
     // the new bytes, or failed with a raw `TypeError` after a partial upload).
+    const refused: (Promise<GPUError | null> | undefined)[] = [];
     let done = 0;
     while (done < bytes.byteLength) {
       const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
       const staging = this.#acquireNow("upload", n);
       if (staging === undefined) break;
-      this.#uploadChunk(
+      refused.push(this.#uploadChunk(
         staging,
         bytes.subarray(done, done + n),
         dst,
         to + done,
-      );
+      ));
       done += n;
     }
     if (done < bytes.byteLength) {
@@ -320,26 +332,34 @@ export class GpuStaging {
       for (let at = 0; at < held.byteLength;) {
         const n = Math.min(this.chunkByteLength, held.byteLength - at);
         const staging = await this.#acquire("upload", n);
-        this.#uploadChunk(
+        refused.push(this.#uploadChunk(
           staging,
           held.subarray(at, at + n),
           dst,
           to + done + at,
-        );
+        ));
         at += n;
       }
+    }
+    for (const chunk of refused) {
+      await this.#checkScope(chunk, bytes.byteLength, "upload");
     }
     this.#stagedUploads++;
   }
 
-  /** Writes `chunk` into mapped `staging` and submits its copy to `dst`. */
+  /**
+   * Writes `chunk` into mapped `staging` and submits its copy to `dst`;
+   * returns what the device's validation scope around the copy said.
+   */
   #uploadChunk(
     staging: GPUBuffer,
     chunk: Uint8Array,
     dst: GpuBinding,
     to: number,
-  ): void {
+  ): Promise<GPUError | null> | undefined {
     const n = chunk.byteLength;
+    const scope = this.#scope();
+    let refused: Promise<GPUError | null> | undefined;
     try {
       new Uint8Array(staging.getMappedRange(0, n)).set(chunk);
       staging.unmap();
@@ -351,9 +371,12 @@ export class GpuStaging {
     } catch (error) {
       this.#discard(staging);
       throw error;
+    } finally {
+      refused = scope?.();
     }
     // Re-map in the background: the map completes once the copy is done.
     this.#remap(staging);
+    return refused;
   }
 
   /**
@@ -369,7 +392,8 @@ export class GpuStaging {
    * @throws {InvalidArgumentError} When the range leaves `src`.
    * @throws {DeviceLostError} When the device was lost.
    * @throws {GpuStagingError} When mapping a staging buffer failed on a
-   * device that was not lost (the device's error is its `cause`).
+   * device that was not lost, or the device refused the copy from `src` (a
+   * destroyed buffer, say); the device's error is its `cause`.
    */
   async download(
     src: GpuBinding,
@@ -553,21 +577,31 @@ export class GpuStaging {
     }
     device.pushErrorScope("validation");
     // (a lost device may refuse the pop: it says so elsewhere)
-    return () => device.popErrorScope().catch(() => null);
+    return () => {
+      try {
+        return Promise.resolve(device.popErrorScope()).catch(() => null);
+      } catch {
+        return Promise.resolve(null);
+      }
+    };
   }
 
   /** Rejects with a GpuStagingError when the device refused a copy. */
   async #checkScope(
     refused: Promise<GPUError | null> | undefined,
     byteLength: number,
+    operation: "upload" | "download" = "download",
   ): Promise<void> {
     const error = await refused;
     if (error === null || error === undefined) return;
+    const which = operation === "download"
+      ? "from the source buffer (destroyed, or without COPY_SRC usage?)"
+      : "into the destination buffer (destroyed, or without COPY_DST usage?)";
     throw new GpuStagingError(
-      `Cannot download ${byteLength} bytes: the device refused the copy from the source buffer (destroyed, or without COPY_SRC usage?): ${
+      `Cannot ${operation} ${byteLength} bytes: the device refused the copy ${which}: ${
         _messageOf(error)
       }`,
-      { operation: "download", byteLength, cause: error },
+      { operation, byteLength, cause: error },
     );
   }
 

@@ -206,3 +206,36 @@ describe(
     });
   },
 );
+
+describe("webgpu third review: uploads to stale buffers", { skip }, () => {
+  it("GpuStaging.upload() into a destroyed buffer rejects with GpuStagingError, through writeBuffer and through staging", async () => {
+    const device = await sharedDevice();
+    const staging = new GpuStaging(device, { writeBufferMaxByteLength: 1024 });
+    for (const size of [256, 64 << 10]) {
+      const buffer = device.createBuffer({ size, usage: USAGE });
+      buffer.destroy();
+      const before = staging.stats();
+      await assert.rejects(
+        staging.upload({ buffer, offset: 0, size }, new Uint8Array(size)),
+        (e: unknown) =>
+          e instanceof GpuStagingError && e.operation === "upload" &&
+          /refused the copy into/.test(e.message),
+      );
+      const after = staging.stats();
+      assert.equal(after.writeBufferUploads, before.writeBufferUploads);
+      assert.equal(after.stagedUploads, before.stagedUploads);
+    }
+    // a live destination still works, both ways
+    const live = device.createBuffer({ size: 64 << 10, usage: USAGE });
+    for (const size of [256, 64 << 10]) {
+      const data = new Uint8Array(size).map((_, i) => i * 3);
+      await staging.upload({ buffer: live, offset: 0, size }, data);
+      assert.deepEqual(
+        await staging.download({ buffer: live, offset: 0, size }),
+        data,
+      );
+    }
+    live.destroy();
+    staging.release();
+  });
+});
