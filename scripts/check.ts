@@ -35,6 +35,7 @@ await run("type check", [
   "scripts/",
   "guide/",
   "tests/conformance/",
+  "traces/",
 ]);
 await run(`doc --lint (${entries.length} entry points)`, [
   "doc",

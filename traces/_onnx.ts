@@ -66,14 +66,41 @@ function node(
   outputs: string[],
   name: string,
   out: Bytes,
+  attrs: Record<string, number | number[]> = {},
 ) {
   msg(1, (o) => {
     for (const i of inputs) str(1, i, o);
     for (const x of outputs) str(2, x, o);
     str(3, name, o);
     str(4, op, o);
+    for (const [k, v] of Object.entries(attrs)) {
+      msg(5, (a) => { // AttributeProto
+        str(1, k, a);
+        if (typeof v === "number") {
+          int(3, v, a);
+          int(20, 2, a); // INT
+        } else {
+          for (const x of v) int(8, x, a);
+          int(20, 7, a); // INTS
+        }
+      }, o);
+    }
   }, out);
 }
+
+function header(out: Bytes): void {
+  int(1, 8, out); // ir_version
+  msg(8, (o) => {
+    str(1, "", o);
+    int(2, 17, o);
+  }, out); // opset 17
+  str(2, "allot-trace", out); // producer_name
+}
+
+const lcg = (seed: number, scale: number) => {
+  let s = seed;
+  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32 - 0.5) * scale;
+};
 
 /** An MLP `x[N, d] -> (MatMul W_i, Add b_i, Relu) x layers -> y[N, d]` with seeded random weights. */
 export function mlpModel(
@@ -82,16 +109,9 @@ export function mlpModel(
   layers: number,
   seed = 1,
 ): Uint8Array {
-  let s = seed;
-  const rnd = () =>
-    ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32 - 0.5) * 0.1;
+  const rnd = lcg(seed, 0.1);
   const out: Bytes = [];
-  int(1, 8, out); // ir_version
-  msg(8, (o) => {
-    str(1, "", o);
-    int(2, 17, o);
-  }, out); // opset 17
-  str(2, "allot-trace", out); // producer_name
+  header(out);
   msg(7, (g) => {
     let x = "x";
     for (let l = 0; l < layers; l++) {
@@ -115,6 +135,81 @@ export function mlpModel(
     }
     valueInfo(11, "x", ["N", d], g);
     valueInfo(12, "y", ["N", d], g);
+  }, out);
+  return Uint8Array.from(out);
+}
+
+/**
+ * A small residual CNN `x[N, 3, S, S] -> Conv 3x3 (c) -> Relu -> Conv 3x3
+ * stride 2 (2c) -> Relu -> Conv 3x3 (2c) -> Add (residual) -> Relu ->
+ * MaxPool 2 -> Conv 1x1 (4c) -> Relu -> GlobalAveragePool -> Flatten -> Gemm
+ * -> Softmax -> y[N, classes]` with seeded random weights.
+ */
+export function convNetModel(
+  size: number,
+  c: number,
+  classes: number,
+  seed = 2,
+): Uint8Array {
+  const rnd = lcg(seed, 0.2);
+  const out: Bytes = [];
+  header(out);
+  const weights: [string, number[]][] = [];
+  const w = (
+    name: string,
+    dims: number[],
+  ) => (weights.push([name, dims]), name);
+  msg(7, (g) => {
+    const conv = (
+      x: string,
+      y: string,
+      cin: number,
+      cout: number,
+      k: number,
+      stride: number,
+    ) =>
+      node(
+        "Conv",
+        [x, w(`${y}.w`, [cout, cin, k, k]), w(`${y}.b`, [cout])],
+        [y],
+        y,
+        g,
+        {
+          kernel_shape: [k, k],
+          pads: Array(4).fill(k >> 1),
+          strides: [stride, stride],
+        },
+      );
+    conv("x", "c1", 3, c, 3, 1);
+    node("Relu", ["c1"], ["r1"], "relu1", g);
+    conv("r1", "c2", c, 2 * c, 3, 2);
+    node("Relu", ["c2"], ["r2"], "relu2", g);
+    conv("r2", "c3", 2 * c, 2 * c, 3, 1);
+    node("Add", ["c3", "r2"], ["a3"], "residual", g);
+    node("Relu", ["a3"], ["r3"], "relu3", g);
+    node("MaxPool", ["r3"], ["p3"], "pool", g, {
+      kernel_shape: [2, 2],
+      strides: [2, 2],
+    });
+    conv("p3", "c4", 2 * c, 4 * c, 1, 1);
+    node("Relu", ["c4"], ["r4"], "relu4", g);
+    node("GlobalAveragePool", ["r4"], ["gap"], "gap", g);
+    node("Flatten", ["gap"], ["flat"], "flatten", g);
+    node(
+      "Gemm",
+      ["flat", w("fc.w", [4 * c, classes]), w("fc.b", [classes])],
+      ["logits"],
+      "fc",
+      g,
+    );
+    node("Softmax", ["logits"], ["y"], "softmax", g);
+    str(2, "convnet", g);
+    for (const [name, dims] of weights) {
+      const n = dims.reduce((a, b) => a * b, 1);
+      tensor(5, name, dims, Float32Array.from({ length: n }, rnd), g);
+    }
+    valueInfo(11, "x", ["N", 3, size, size], g);
+    valueInfo(12, "y", ["N", classes], g);
   }, out);
   return Uint8Array.from(out);
 }

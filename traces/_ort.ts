@@ -1,21 +1,24 @@
 /**
  * onnxruntime-web 1.22's WebGPU execution provider (JSEP) on this runtime's
  * WebGPU, unmodified: the device it requests is recorded (the adapter's
- * `requestDevice` hands back a recorded device), and an MLP built offline
- * (`_onnx.ts`, random weights) runs with a batch size that changes each run.
+ * `requestDevice` hands back a recorded device), and a model built offline
+ * (`_onnx.ts`, random weights: an MLP, a residual CNN) runs with a batch
+ * size that changes each run.
  */
 import * as ort from "npm:onnxruntime-web@1.22.0/webgpu";
 import { type DeviceRecording, recordDevice } from "../packages/trace/mod.ts";
-import { mlpModel } from "./_onnx.ts";
+import { convNetModel, mlpModel } from "./_onnx.ts";
 
-export async function ortMlpVarBatch(
+/**
+ * Runs `model` once per batch size on onnxruntime-web's WebGPU EP with the
+ * device it requests recorded; `input(n)` gives the input's dims at batch n.
+ */
+async function recordOrt(
   source: string,
-  opts = {
-    d: 256,
-    hidden: 1024,
-    layers: 4,
-    batches: [8, 64, 32, 128, 16, 96, 48, 8, 64, 32],
-  },
+  meta: Record<string, unknown>,
+  model: Uint8Array,
+  batches: readonly number[],
+  input: (n: number) => number[],
 ): Promise<DeviceRecording<GPUDevice>> {
   let recording: DeviceRecording<GPUDevice> | undefined;
   const proto = GPUAdapter.prototype;
@@ -30,7 +33,7 @@ export async function ortMlpVarBatch(
       meta: {
         runtime: "onnxruntime-web@1.22.0 (webgpu EP)",
         host: `Deno ${Deno.version.deno}`,
-        model: opts,
+        model: meta,
       },
     });
     return recording.device;
@@ -38,22 +41,20 @@ export async function ortMlpVarBatch(
   try {
     ort.env.wasm.numThreads = 1;
     ort.env.logLevel = "warning";
-    const session = await ort.InferenceSession.create(
-      mlpModel(opts.d, opts.hidden, opts.layers),
-      {
-        executionProviders: ["webgpu"],
-      },
-    );
+    const session = await ort.InferenceSession.create(model, {
+      executionProviders: ["webgpu"],
+    });
     if (!recording) {
       throw new Error("onnxruntime-web did not request a WebGPU device");
     }
     recording.recorder.step("session");
-    for (const [i, n] of opts.batches.entries()) {
+    for (const [i, n] of batches.entries()) {
       recording.recorder.setTag(`batch ${n}`);
+      const dims = input(n);
       const x = new ort.Tensor(
         "float32",
-        new Float32Array(n * opts.d).fill(0.25),
-        [n, opts.d],
+        new Float32Array(dims.reduce((a, b) => a * b, 1)).fill(0.25),
+        dims,
       );
       const out = await session.run({ x });
       if (out.y.dims[0] !== n) throw new Error(`bad output dims ${out.y.dims}`);
@@ -67,4 +68,41 @@ export async function ortMlpVarBatch(
   } finally {
     proto.requestDevice = requestDevice;
   }
+}
+
+export function ortMlpVarBatch(
+  source: string,
+  opts = {
+    d: 256,
+    hidden: 1024,
+    layers: 4,
+    batches: [8, 64, 32, 128, 16, 96, 48, 8, 64, 32],
+  },
+): Promise<DeviceRecording<GPUDevice>> {
+  return recordOrt(
+    source,
+    opts,
+    mlpModel(opts.d, opts.hidden, opts.layers),
+    opts.batches,
+    (n) => [n, opts.d],
+  );
+}
+
+/** A residual CNN (`convNetModel`) on 32×32 images, batch changing each run. */
+export function ortConvVarBatch(
+  source: string,
+  opts = {
+    size: 32,
+    channels: 16,
+    classes: 10,
+    batches: [1, 4, 2, 8, 1, 4, 8, 2],
+  },
+): Promise<DeviceRecording<GPUDevice>> {
+  return recordOrt(
+    source,
+    opts,
+    convNetModel(opts.size, opts.channels, opts.classes),
+    opts.batches,
+    (n) => [n, 3, opts.size, opts.size],
+  );
 }

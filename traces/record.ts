@@ -8,13 +8,20 @@
  * the trace's live and held bytes equal TF.js's own counters.
  */
 import { startTfjs, tf } from "./_tfjs.ts";
-import { ortMlpVarBatch } from "./_ort.ts";
+import { ortConvVarBatch, ortMlpVarBatch } from "./_ort.ts";
 import {
   cnnTraining,
   kvDecode,
   mobilenet,
   transformerVarLen,
 } from "./_models.ts";
+import {
+  ganStep,
+  lstmTextgen,
+  resnetVarBatch,
+  transformerTraining,
+  unetTraining,
+} from "./_holdout.ts";
 
 const workloads = {
   "mobilenet-inference": mobilenet,
@@ -23,6 +30,19 @@ const workloads = {
   "cnn-training": cnnTraining,
   "transformer-varlen": transformerVarLen,
   "kv-decode": kvDecode,
+  // The hold-out set (traces/README.md): recorded after the policies were
+  // chosen, no policy tuned on them.
+  "lstm-textgen": lstmTextgen,
+  "unet-training": unetTraining,
+  "resnet-varbatch": resnetVarBatch,
+  "transformer-training": transformerTraining,
+  "gan-step": ganStep,
+} as const;
+
+/** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */
+const ortWorkloads = {
+  "ort-mlp-varbatch": { run: ortMlpVarBatch, file: "mlp-varbatch" },
+  "ort-conv-varbatch": { run: ortConvVarBatch, file: "conv-varbatch" },
 } as const;
 
 async function gzip(text: string): Promise<Uint8Array> {
@@ -37,16 +57,17 @@ const dir = new URL("./tfjs-webgpu/", import.meta.url);
 await Deno.mkdir(dir, { recursive: true });
 const names = Deno.args.length
   ? Deno.args
-  : [...Object.keys(workloads), "ort-mlp-varbatch"];
+  : [...Object.keys(workloads), ...Object.keys(ortWorkloads)];
 for (const name of names) {
-  if (name === "ort-mlp-varbatch") {
+  const ort = ortWorkloads[name as keyof typeof ortWorkloads];
+  if (ort) {
     const started = performance.now();
-    const rec = await ortMlpVarBatch(`onnxruntime-web 1.22 webgpu ${name}`);
+    const rec = await ort.run(`onnxruntime-web 1.22 webgpu ${name}`);
     const text = rec.recorder.toJsonLines();
     const gz = await gzip(text);
     const ortDir = new URL("./onnxruntime-web/", import.meta.url);
     await Deno.mkdir(ortDir, { recursive: true });
-    await Deno.writeFile(new URL("mlp-varbatch.jsonl.gz", ortDir), gz);
+    await Deno.writeFile(new URL(`${ort.file}.jsonl.gz`, ortDir), gz);
     console.log(
       `${name}: ${rec.recorder.events.length} events, ${
         (gz.length / 1024).toFixed(0)
@@ -57,7 +78,9 @@ for (const name of names) {
   const run = workloads[name as keyof typeof workloads];
   if (!run) {
     throw new Error(
-      `unknown workload ${name}; known: ${Object.keys(workloads).join(", ")}`,
+      `unknown workload ${name}; known: ${
+        [...Object.keys(workloads), ...Object.keys(ortWorkloads)].join(", ")
+      }`,
     );
   }
   const started = performance.now();

@@ -30,6 +30,16 @@ import {
   validateFlag,
   viewSpan,
 } from "@allot/core";
+import {
+  type BlockSnapshot,
+  finishSnapshot,
+  formatStatsSummary,
+  type MemorySnapshot,
+  type MemorySummaryOptions,
+  type SegmentSnapshot,
+  segmentTotals,
+  validateOptionKeys,
+} from "@allot/core";
 import { OwnedMarks } from "./_owned_marks.ts";
 import { HeapCorruptionError, SystemAllocator } from "@allot/cpu";
 
@@ -219,6 +229,13 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         { name: "options", value: options },
       );
     }
+    validateOptionKeys(options, [
+      "initialPoolByteLength",
+      "maxPoolByteLength",
+      "minBlockByteLength",
+      "backing",
+      "strict",
+    ], "BuddyAllocator");
     const min = validateAlignment(
       optionOr(options.minBlockByteLength, 256),
       1 << 20,
@@ -380,19 +397,20 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * @returns A plain copy of the stats.
    */
   stats(): BuddyAllocatorStats {
+    const base = this.#accBase;
     return {
       allocatedBytes: {
         current: this.#allocatedBytes,
         peak: this.#usedPeak,
         // Every byte allocated is live or freed (and so for counts).
-        allocated: this.#allocatedBytes + this.#bytesFreed,
-        freed: this.#bytesFreed,
+        allocated: this.#allocatedBytes + this.#bytesFreed - base[0],
+        freed: this.#bytesFreed - base[1],
       },
       allocations: {
         current: this.#liveCount,
         peak: this.#livePeak,
-        allocated: this.#liveCount + this.#freeCount,
-        freed: this.#freeCount,
+        allocated: this.#liveCount + this.#freeCount - base[2],
+        freed: this.#freeCount - base[3],
       },
       reservedBytes: this.reservedBytes,
       poolCount: this.#poolCount,
@@ -406,6 +424,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
    * unmerged, and the free counts, order bitmap and stats match the blocks.
    *
    * @throws {HeapCorruptionError} When an invariant does not hold.
+   * @deprecated Use {@linkcode BuddyAllocator.validate} (the same); removed in 0.3.0.
    */
   checkIntegrity(): void {
     const fail = (why: string): never => {
@@ -1122,6 +1141,132 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     this.#liveCount--;
     this.#freeCount++;
     ptr.release();
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /** The totals at the last `resetAccumulatedStats()`. */
+  #accBase: readonly number[] = [0, 0, 0, 0];
+
+  /**
+   * Gives fully free pools back to the backing allocator: the contract's
+   * name of {@linkcode BuddyAllocator.trim}.
+   *
+   * @returns Bytes given back.
+   */
+  emptyCache(): number {
+    return this.trim();
+  }
+
+  /**
+   * Checks every invariant: the contract's name of
+   * {@linkcode BuddyAllocator.checkIntegrity}.
+   *
+   * @throws {HeapCorruptionError} When an invariant does not hold.
+   */
+  validate(): void {
+    this.checkIntegrity();
+  }
+
+  /** Sets every peak of {@linkcode BuddyAllocator.stats} to its current value. */
+  resetPeakStats(): void {
+    this.#usedPeak = this.#allocatedBytes;
+    this.#livePeak = this.#liveCount;
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of
+   * {@linkcode BuddyAllocator.stats} to 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    this.#accBase = [
+      this.#allocatedBytes + this.#bytesFreed,
+      this.#bytesFreed,
+      this.#liveCount + this.#freeCount,
+      this.#freeCount,
+    ];
+  }
+
+  /**
+   * A text table of {@linkcode BuddyAllocator.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "BuddyAllocator");
+  }
+
+  /**
+   * Every pool with its blocks in address order (free ones `inactive`), and
+   * each large block as a segment of its own, in core's snapshot format
+   * (`requestedByteLength` is the block's length: the allocator keeps no
+   * other). O(blocks).
+   *
+   * @returns The snapshot (no history: the allocator records none).
+   */
+  snapshot(): MemorySnapshot {
+    const segments: SegmentSnapshot[] = [];
+    const order = this.#order, unit = this.minBlockByteLength;
+    const pools = this.#poolPtrs;
+    for (let i = 0; i < pools.length; i++) {
+      const ptr = pools[i];
+      if (ptr === undefined) continue;
+      const first = i << this.#poolShift, end = first + (1 << this.#poolShift);
+      const blocks: BlockSnapshot[] = [];
+      for (let g = first; g < end;) {
+        const o = order[g];
+        if (o === 0) break; // (corrupt: validate() says where)
+        const byteLength = unit * 2 ** (Math.abs(o) - 1);
+        blocks.push({
+          address: g * unit,
+          offset: (g - first) * unit,
+          byteLength,
+          requestedByteLength: o < 0 ? byteLength : 0,
+          state: o < 0 ? "active_allocated" : "inactive",
+        });
+        g += 2 ** (Math.abs(o) - 1);
+      }
+      segments.push({
+        id: i,
+        address: first * unit,
+        byteLength: this.poolByteLength,
+        stream: 0,
+        pool: "small",
+        ...segmentTotals(blocks),
+        memoryByteOffset: ptr.byteOffset,
+        blocks,
+      });
+    }
+    let id = pools.length;
+    for (const [address, ptr] of this.#large) {
+      const byteLength = this.#held.get(ptr) ?? ptr.byteLength;
+      const blocks: BlockSnapshot[] = [{
+        address,
+        offset: 0,
+        byteLength,
+        requestedByteLength: byteLength,
+        state: "active_allocated",
+      }];
+      segments.push({
+        id: id++,
+        address,
+        byteLength,
+        stream: 0,
+        pool: "large",
+        ...segmentTotals(blocks),
+        memoryByteOffset: ptr.byteOffset,
+        blocks,
+      });
+    }
+    return finishSnapshot(
+      String(this.device),
+      "BuddyAllocator",
+      segments,
+      null,
+    );
   }
 }
 

@@ -15,6 +15,7 @@ import {
   finishSnapshot,
   InvalidArgumentError,
   type LeakDetector,
+  OutOfMemoryError,
   type SegmentSource,
   segmentTotals,
   type Stream,
@@ -25,6 +26,7 @@ import {
   validateAbortSignal,
   validateFlag,
   validateObject,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
@@ -160,6 +162,7 @@ export class CachingAllocator<M = unknown> {
    */
   constructor(source: SegmentSource<M>, options: CachingAllocatorOptions = {}) {
     _anchorShapes("caching");
+    validateOptionKeys(options, CACHING_OPTION_KEYS, "CachingAllocator");
     const config = _resolveCachingOptions(source, options);
     this.source = source;
     this.label = config.label;
@@ -634,12 +637,14 @@ export class CachingAllocator<M = unknown> {
    * waits for their fences before it can be reused.
    *
    * @param block A block of this allocator.
+   * @throws {InvalidArgumentError} When `block` is no `CachedBlock` at all.
    * @throws {DoubleFreeError} When the block was freed already or belongs to
    * another allocator.
    */
   free(block: CachedBlock<M>): void {
     const b = _blockOf(block);
-    if (b === undefined || block.allocator !== this) {
+    if (b === undefined) _throwNotABlock(block);
+    if (block.allocator !== this) {
       throw new DoubleFreeError(
         `Cannot free ${
           b === undefined ? describeValue(block) : block
@@ -928,6 +933,50 @@ export class CachingAllocator<M = unknown> {
       throw error;
     }
   }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Allocates like {@linkcode CachingAllocator.allocate}, but returns
+   * `undefined` where it would throw out of memory (the failure still counts
+   * in `numOoms` and runs the out-of-memory observers). A bad request, or a
+   * segment source that threw, still throws.
+   *
+   * @param byteLength Number of bytes; 0 gives an ordinary 0-byte block.
+   * @param options The stream that uses the block.
+   * @returns The owning handle, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} For a bad size or stream.
+   * @throws {SegmentSourceError} When the device threw.
+   */
+  tryAllocate(
+    byteLength: number,
+    options?: AllocateOptions,
+  ): CachedBlock<M> | undefined {
+    try {
+      return this.allocate(byteLength, options);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * The stats, with PyTorch's meanings: the contract's name of
+   * {@linkcode CachingAllocator.memoryStats} (the same record).
+   *
+   * @returns A plain copy of the stats.
+   */
+  stats(): MemoryStats {
+    return this.memoryStats();
+  }
+}
+
+/** `free` of a value that is no `CachedBlock`: not a handle of this verb. */
+function _throwNotABlock(value: unknown): never {
+  throw new InvalidArgumentError(
+    `Cannot free ${describeValue(value)}: it is not a CachedBlock`,
+    { name: "block", value, limit: "a CachedBlock" },
+  );
 }
 
 function checkTag(tag: unknown): string {
@@ -939,3 +988,28 @@ function checkTag(tag: unknown): string {
   }
   return tag;
 }
+
+/** The keys of `CachingAllocatorOptions` (unknown keys are refused). */
+export const CACHING_OPTION_KEYS: readonly string[] = Object.freeze([
+  "minBlockByteLength",
+  "smallRequestMaxByteLength",
+  "smallSegmentByteLength",
+  "largeSegmentByteLength",
+  "ownSegmentMinByteLength",
+  "largeRoundByteLength",
+  "segmentGrowthFraction",
+  "minSegmentByteLength",
+  "releaseCachedAboveRatio",
+  "roundupPower2Divisions",
+  "maxSplitByteLength",
+  "maxNonSplitRoundingByteLength",
+  "maxSplitSize",
+  "maxNonSplitRoundingSize",
+  "memoryFraction",
+  "garbageCollectionThreshold",
+  "recordHistory",
+  "label",
+  "leakDetector",
+  "expandableSegments",
+  "strict",
+]);

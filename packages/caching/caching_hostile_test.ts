@@ -859,7 +859,8 @@ describe("@allot/caching hostile: handles, ids and streams", () => {
     const id = a.allocateId(100);
     const h = a.allocate(100);
     const before = stateOf(a);
-    assert.throws(() => a.free(id as never), DoubleFreeError);
+    // an id is no CachedBlock: not a handle of free's kind
+    assert.throws(() => a.free(id as never), InvalidArgumentError);
     assert.throws(() => a.freeById(h as never), DoubleFreeError);
     assert.throws(() => a.freeById(h.address), DoubleFreeError);
     assert.deepEqual(stateOf(a), before);

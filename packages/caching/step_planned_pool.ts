@@ -34,6 +34,12 @@ import {
   validateFlag,
   validateSynchronizeOptions,
 } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  type StatValues,
+  validateOptionKeys,
+} from "@allot/core";
 import { type _PlanItem, _PlanMemo } from "./_step_plan.ts";
 import { _fastPlan, _key, _KEY0, type _Plan } from "./_step_plan_record.ts";
 import {
@@ -337,6 +343,11 @@ export class StepPlannedPool<M = unknown> {
     _anchorShapes("planned");
     validateObject(source, "source");
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["maxHeldRatio", "group", "strict"],
+      "StepPlannedPool",
+    );
     const ratio = _heldRatio(options.maxHeldRatio);
     this.source = source;
     this.maxHeldRatio = ratio;
@@ -449,10 +460,10 @@ export class StepPlannedPool<M = unknown> {
   /**
    * Allocates `byteLength` bytes.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary block (of one alignment unit).
    * @returns The block.
    * @throws {InvalidArgumentError} For a size that is not an integer in
-   * [1, `source.maxSegmentByteLength`].
+   * [0, `source.maxSegmentByteLength`].
    * @throws {SegmentSourceError} When the source throws, or hands out a
    * segment shorter than asked or misaligned (given back, the pool's blocks
    * unchanged), or throws while a free segment is given back (the segment
@@ -486,7 +497,7 @@ export class StepPlannedPool<M = unknown> {
    * Allocates like {@linkcode StepPlannedPool.allocate} but returns
    * `undefined` when the source has no memory left.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary block (of one alignment unit).
    * @returns The block, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size.
    * @throws {SegmentSourceError} See {@linkcode StepPlannedPool.allocate}.
@@ -500,14 +511,11 @@ export class StepPlannedPool<M = unknown> {
       this.#refuse(`allocate ${describeValue(byteLength)} bytes`);
     }
     validateByteLength(byteLength, this.source.maxSegmentByteLength);
-    if (byteLength === 0) {
-      throw new InvalidArgumentError(
-        "Invalid byteLength: must be at least 1, received 0",
-        { name: "byteLength", value: 0, limit: 1 },
-      );
-    }
-    // (a power of two: the division is exact, and no float remainder)
-    const size = Math.ceil(byteLength / this.#align) * this.#align;
+    // (a power of two: the division is exact, and no float remainder; a
+    // 0-byte request gets an ordinary block of one alignment unit)
+    const size = byteLength === 0
+      ? this.#align
+      : Math.ceil(byteLength / this.#align) * this.#align;
     const item = this.#recSize.length;
     let block: PlannedBlock<M> | undefined;
     // a request the plan says outlives the step stays out of the arena
@@ -556,10 +564,9 @@ export class StepPlannedPool<M = unknown> {
     const live = this.#live += byteLength;
     const blocks = this.#blockBytes += size;
     if (this.#group !== undefined) this.#group._live(byteLength);
-    if (live > this.#stepPeak) {
-      this.#stepPeak = live;
-      if (live > this.#peakLive) this.#peakLive = live;
-    }
+    if (live > this.#stepPeak) this.#stepPeak = live;
+    // (apart: resetPeakStats() can take the peak below the step's)
+    if (live > this.#peakLive) this.#peakLive = live;
     if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
     return block;
   }
@@ -639,7 +646,8 @@ export class StepPlannedPool<M = unknown> {
    * @param block A live block of this pool.
    * @throws {DoubleFreeError} When the block is already free (also once
    * its segment was given back).
-   * @throws {InvalidArgumentError} When the block is not from this pool.
+   * @throws {DoubleFreeError} When the block is another pool's.
+   * @throws {InvalidArgumentError} When the value is no `PlannedBlock`.
    * @throws {ContractViolationError} When called by the pool's segment
    * source while the pool makes or gives back a segment (the pool
    * unchanged).
@@ -656,6 +664,11 @@ export class StepPlannedPool<M = unknown> {
           `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
         );
       }
+      if (PlannedBlock._is(block)) {
+        throw new DoubleFreeError(
+          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) is not a block of this pool`,
+        );
+      }
       throw new InvalidArgumentError(
         "Invalid block: not a live block of this pool",
         { name: "block", value: String(block) },
@@ -668,6 +681,7 @@ export class StepPlannedPool<M = unknown> {
     }
     if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
     this.#live -= block.requestedByteLength;
+    this.#freedBytes += block.requestedByteLength;
     this.#blockBytes -= block.byteLength;
     if (this.#group !== undefined) {
       this.#group._live(-block.requestedByteLength);
@@ -1659,6 +1673,7 @@ export class StepPlannedPool<M = unknown> {
     seg.pool = null;
     if (seg === this.#arena) this.#arena = undefined;
     this.#held -= seg.size;
+    this.#heldFreed += seg.size;
     this.#released++;
     // the pool lets the segment go even when the source throws (typed)
     this.#inSource++;
@@ -1939,6 +1954,100 @@ export class StepPlannedPool<M = unknown> {
     if (seg.arena) _removeSorted(this.#arenaFree, block, false);
     else _removeSorted(seg.small ? this.#freeSmall : this.#free, block, true);
   }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /** Requested bytes freed so far (the `freed` total of `requestedBytes`). */
+  #freedBytes = 0;
+  /** Segment bytes given back so far. */
+  #heldFreed = 0;
+  /** The totals at the last `resetAccumulatedStats()`. */
+  #accBase: readonly number[] = [0, 0, 0, 0];
+
+  /**
+   * The pool's figures in the shared stats vocabulary: requested and
+   * reserved bytes as `StatValues` (current, peak, allocated, freed), and
+   * the segment and step counts.
+   *
+   * @returns A plain copy.
+   */
+  stats(): StepPlannedPoolStats {
+    const b = this.#accBase;
+    return {
+      requestedBytes: {
+        current: this.#live,
+        peak: this.#peakLive,
+        allocated: this.#live + this.#freedBytes - b[0],
+        freed: this.#freedBytes - b[1],
+      },
+      reservedBytes: {
+        current: this.#held,
+        peak: this.#peakHeld,
+        allocated: this.#held + this.#heldFreed - b[2],
+        freed: this.#heldFreed - b[3],
+      },
+      segmentCount: this.#segs.size,
+      segmentsCreated: this.#created,
+      segmentsReleased: this.#released,
+      stepCount: this.#step,
+      replanCount: this.#replans,
+      fastStepCount: this.#fastSteps,
+      arenaByteLength: this.arenaByteLength,
+    };
+  }
+
+  /**
+   * A text table of {@linkcode StepPlannedPool.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "StepPlannedPool");
+  }
+
+  /** Sets the peaks of requested and reserved bytes to their current values. */
+  resetPeakStats(): void {
+    this.#peakLive = this.#live;
+    this.#peakHeld = this.#held;
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of
+   * {@linkcode StepPlannedPool.stats} to 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    this.#accBase = [
+      this.#live + this.#freedBytes,
+      this.#freedBytes,
+      this.#held + this.#heldFreed,
+      this.#heldFreed,
+    ];
+  }
+}
+
+/** What {@linkcode StepPlannedPool.stats} returns. */
+export interface StepPlannedPoolStats {
+  /** Bytes asked for by live blocks. */
+  requestedBytes: StatValues;
+  /** Bytes of the segments held. */
+  reservedBytes: StatValues;
+  /** Segments held now. */
+  segmentCount: number;
+  /** Segments made so far. */
+  segmentsCreated: number;
+  /** Segments given back so far. */
+  segmentsReleased: number;
+  /** Steps ended so far. */
+  stepCount: number;
+  /** Steps laid out again because they did not follow the plan. */
+  replanCount: number;
+  /** Steps served wholly on the fast path. */
+  fastStepCount: number;
+  /** Bytes of the planned arena (0 when there is none). */
+  arenaByteLength: number;
 }
 
 /** The smallest block of `free` (sorted by size) of at least `size` bytes. */

@@ -176,11 +176,19 @@ describe("StepPlannedPool", () => {
   it("refuses bad sizes and foreign or freed blocks, changing nothing", () => {
     const pool = new StepPlannedPool(source());
     const a = pool.allocate(100);
-    for (const bad of [0, -1, 1.5, NaN, 2 ** 53]) {
+    for (const bad of [-1, 1.5, NaN, 2 ** 53]) {
       assert.throws(() => pool.allocate(bad), InvalidArgumentError);
     }
     const other = new StepPlannedPool(source()).allocate(100);
-    assert.throws(() => pool.free(other), InvalidArgumentError);
+    // another pool's block: a handle this pool does not hold
+    assert.throws(() => pool.free(other), DoubleFreeError);
+    assert.throws(() => pool.free({} as never), InvalidArgumentError);
+    // 0 bytes: an ordinary block (one alignment unit), counted as 0
+    const zero = pool.allocate(0);
+    assert.equal(zero.requestedByteLength, 0);
+    assert.ok(zero.byteLength > 0);
+    assert.equal(pool.requestedBytes, 100);
+    pool.free(zero);
     pool.free(a);
     assert.throws(() => pool.free(a), DoubleFreeError);
     const b = pool.allocate(100);

@@ -10,6 +10,7 @@ import { DataPtr } from "./data_ptr.ts";
 import type { Device } from "./device.ts";
 import {
   InvalidArgumentError,
+  OutOfMemoryError,
   UnsupportedOperationError,
   UseAfterFreeError,
 } from "./errors.ts";
@@ -220,6 +221,24 @@ export abstract class AllocatorBase<M = unknown, C = unknown>
       throw error;
     }
     return dest;
+  }
+
+  /**
+   * Allocates like {@linkcode AllocatorBase.allocate}, but returns
+   * `undefined` where it would throw an out-of-memory error (an
+   * `OutOfMemoryError` or a subclass). A bad request still throws.
+   *
+   * @param byteLength Number of bytes.
+   * @returns An owning pointer, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} For a bad request, as `allocate`.
+   */
+  tryAllocate(byteLength: number): DataPtr<M, C> | undefined {
+    try {
+      return this.allocate(byteLength);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
   }
 
   #requireRawDeleter(what: string): Deleter<C> {

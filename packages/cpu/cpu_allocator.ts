@@ -24,6 +24,11 @@ import {
   validateByteLength,
 } from "@allot/core";
 import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
+import {
   validateDevice,
   validateFlags,
   validateOptionalObject,
@@ -177,6 +182,20 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
   constructor(options: CpuAllocatorOptions = {}) {
     super();
     validateOptions(options);
+    validateOptionKeys(options, [
+      "alignment",
+      "mobile",
+      "byteLength",
+      "shared",
+      "placement",
+      "heap",
+      "maxByteLength",
+      "zeroFill",
+      "junkFill",
+      "reporter",
+      "device",
+      "strict",
+    ], "CpuAllocator");
     const flags = validateFlags(
       options,
       "mobile",
@@ -465,6 +484,54 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     if (this.#reporter !== undefined) {
       this.#report("onFree", byteLength, byteOffset);
     }
+  }
+
+  /** Sets the peak of {@linkcode CpuAllocator.stats} to its current value. */
+  resetPeakStats(): void {
+    this.#bytes.resetPeak();
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of {@linkcode CpuAllocator.stats} to
+   * 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    this.#bytes.resetAccumulated();
+  }
+
+  /**
+   * A text table of the stats, in the layout of `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(
+      { requestedBytes: this.stats(), reservedBytes: this.reservedBytes },
+      options,
+      "CpuAllocator",
+    );
+  }
+
+  /**
+   * Gives back heaps (other than the first) that hold no allocation: the
+   * contract's name of {@linkcode CpuAllocator.trim}.
+   *
+   * @returns Bytes given back.
+   */
+  emptyCache(): number {
+    return this.trim();
+  }
+
+  /**
+   * Checks every heap's invariants and that the bytes in use equal the sum
+   * over the heaps' live blocks.
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   */
+  validate(): void {
+    for (const heap of this.#heaps) heap.validate();
   }
 
   #report(

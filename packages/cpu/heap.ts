@@ -19,6 +19,11 @@ import {
   validateAlignment,
   validateByteLength,
 } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import { validateFlags, validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
@@ -447,6 +452,7 @@ export class CpuHeap {
    */
   constructor(memory: HostMemory | number, options: CpuHeapOptions = {}) {
     validateOptions(options);
+    validateOptionKeys(options, CPU_HEAP_OPTION_KEYS, "CpuHeap");
     const flags = validateFlags(options, "mobile", "shared", "strict");
     const alignment = validateAlignment(
       optionOr(
@@ -1161,25 +1167,14 @@ export class CpuHeap {
    * @returns A plain copy of the stats.
    */
   stats(): CpuHeapStats {
-    return {
-      requestedBytes: statValues(this.#reqNow, this.#reqPeak, this.#reqTotal),
-      allocatedBytes: statValues(
-        this.#usedNow,
-        this.#usedPeak,
-        this.#usedTotal,
-      ),
-      allocations: statValues(this.#liveNow, this.#livePeak, this.#liveTotal),
-      reservedBytes: this.byteLength,
-      freeBytes: this.freeBytes,
-      largestFreeBytes: this.largestFreeBytes,
-      freeRegions: this.#freeRegions,
-      highWaterBytes: this.#highWater,
-      outOfMemoryCount: this.#ooms,
-      growCount: this.#grows,
-    };
+    return this.#accumulated(this.#rawStats());
   }
 
-  /** Sets every peak to its current value and the high-water mark to the highest live byte. */
+  /**
+   * Sets every peak to its current value and the high-water mark to the highest live byte.
+   *
+   * @deprecated Use {@linkcode CpuHeap.resetPeakStats} (the same); removed in 0.3.0.
+   */
   resetPeaks(): void {
     this.#reqPeak = this.#reqNow;
     this.#usedPeak = this.#usedNow;
@@ -1230,6 +1225,7 @@ export class CpuHeap {
    * the chunk index holds every large free block and finds the lowest.
    *
    * @throws {HeapCorruptionError} When an invariant does not hold.
+   * @deprecated Use {@linkcode CpuHeap.validate} (the same); removed in 0.3.0.
    */
   checkIntegrity(): void {
     if (this.#disposed) this.#refuseDisposed("check");
@@ -2170,6 +2166,120 @@ export class CpuHeap {
       return false;
     }
   }
+
+  // ---- the allocator contract's verbs (issue #15): same meaning as in
+  // every allot allocator ----
+
+  /** `allocated`/`freed` at the last `resetAccumulatedStats()`. */
+  #accBase: readonly number[] | undefined = undefined;
+
+  /**
+   * Allocates `byteLength` bytes (the contract's name of
+   * {@linkcode CpuHeap.alloc}; a 0-byte request gets an ordinary block).
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 65536; the heap's alignment when
+   * omitted.
+   * @returns The byte offset of the block, a multiple of the alignment.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   * @throws {OutOfMemoryError} When no free region fits, even after growth.
+   */
+  allocate(byteLength: number, alignment?: number): number {
+    return this.alloc(byteLength, alignment);
+  }
+
+  /**
+   * Allocates like {@linkcode CpuHeap.allocate}, but returns `undefined`
+   * where it would throw out of memory (the contract's name of
+   * {@linkcode CpuHeap.tryAlloc}).
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 65536.
+   * @returns The byte offset, or `undefined` when out of memory.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   */
+  tryAllocate(byteLength: number, alignment?: number): number | undefined {
+    return this.tryAlloc(byteLength, alignment);
+  }
+
+  /**
+   * Checks every internal invariant (the contract's name of
+   * {@linkcode CpuHeap.checkIntegrity}).
+   *
+   * @throws {HeapCorruptionError} When an invariant does not hold.
+   */
+  validate(): void {
+    this.checkIntegrity();
+  }
+
+  /**
+   * Sets every peak to its current value (the contract's name of
+   * {@linkcode CpuHeap.resetPeaks}).
+   */
+  resetPeakStats(): void {
+    this.resetPeaks();
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of every figure of
+   * {@linkcode CpuHeap.stats} to 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    const s = this.#rawStats();
+    this.#accBase = [
+      s.requestedBytes.allocated,
+      s.requestedBytes.freed,
+      s.allocatedBytes.allocated,
+      s.allocatedBytes.freed,
+      s.allocations.allocated,
+      s.allocations.freed,
+    ];
+  }
+
+  /**
+   * A text table of {@linkcode CpuHeap.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "CpuHeap");
+  }
+
+  /** The stats before `resetAccumulatedStats()` takes its baseline off. */
+  #rawStats(): CpuHeapStats {
+    return {
+      requestedBytes: statValues(this.#reqNow, this.#reqPeak, this.#reqTotal),
+      allocatedBytes: statValues(
+        this.#usedNow,
+        this.#usedPeak,
+        this.#usedTotal,
+      ),
+      allocations: statValues(this.#liveNow, this.#livePeak, this.#liveTotal),
+      reservedBytes: this.byteLength,
+      freeBytes: this.freeBytes,
+      largestFreeBytes: this.largestFreeBytes,
+      freeRegions: this.#freeRegions,
+      highWaterBytes: this.#highWater,
+      outOfMemoryCount: this.#ooms,
+      growCount: this.#grows,
+    };
+  }
+
+  /** {@linkcode CpuHeap.stats} with the accumulated baseline taken off. */
+  #accumulated(s: CpuHeapStats): CpuHeapStats {
+    const b = this.#accBase;
+    if (b === undefined) return s;
+    s.requestedBytes.allocated -= b[0];
+    s.requestedBytes.freed -= b[1];
+    s.allocatedBytes.allocated -= b[2];
+    s.allocatedBytes.freed -= b[3];
+    s.allocations.allocated -= b[4];
+    s.allocations.freed -= b[5];
+    return s;
+  }
 }
 
 // Strict mode: wraps the calls that change a heap so that each checks every
@@ -2221,3 +2331,15 @@ function _makeStrict(heap: CpuHeap): void {
 function statValues(current: number, peak: number, total: number): StatValues {
   return { current, peak, allocated: total, freed: total - current };
 }
+
+/** The keys of `CpuHeapOptions` (unknown keys are refused). */
+export const CPU_HEAP_OPTION_KEYS: readonly string[] = Object.freeze([
+  "alignment",
+  "mobile",
+  "byteOffset",
+  "byteLength",
+  "maxByteLength",
+  "shared",
+  "placement",
+  "strict",
+]);

@@ -15,6 +15,7 @@ import {
   validateAlignment,
   validateByteLength,
   validateCapacity,
+  validateOptionKeys,
 } from "@allot/core";
 import { validateDevice, validateFlags, validateOptions } from "./_options.ts";
 import type { SystemMemory } from "./system_allocator.ts";
@@ -92,6 +93,13 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
    */
   constructor(options: HostSegmentSourceOptions = {}) {
     validateOptions(options);
+    validateOptionKeys(options, [
+      "shared",
+      "capacityBytes",
+      "alignment",
+      "maxSegmentByteLength",
+      "device",
+    ], "HostSegmentSource");
     const { shared } = validateFlags(options, "shared");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;

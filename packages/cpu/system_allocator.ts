@@ -19,6 +19,11 @@ import {
   validateCapacity,
 } from "@allot/core";
 import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
+import {
   validateDevice,
   validateFlags,
   validateOptionalObject,
@@ -119,6 +124,14 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
   constructor(options: SystemAllocatorOptions = {}) {
     super();
     validateOptions(options);
+    validateOptionKeys(options, [
+      "shared",
+      "capacityBytes",
+      "junkFill",
+      "strict",
+      "reporter",
+      "device",
+    ], "SystemAllocator");
     const flags = validateFlags(options, "shared", "strict", "junkFill");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
@@ -276,6 +289,34 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
         `SystemAllocator is inconsistent: live buffers hold ${bytes} bytes, bytesInUse says ${this.#bytes.current}`,
       );
     }
+  }
+
+  /** Sets the peak of {@linkcode SystemAllocator.stats} to its current value. */
+  resetPeakStats(): void {
+    this.#bytes.resetPeak();
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of {@linkcode SystemAllocator.stats} to
+   * 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    this.#bytes.resetAccumulated();
+  }
+
+  /**
+   * A text table of the stats, in the layout of `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(
+      { allocatedBytes: this.stats(), allocationCount: this.allocationCount },
+      options,
+      "SystemAllocator",
+    );
   }
 
   #report(

@@ -24,6 +24,12 @@ import {
   validateInteger,
   viewSpan,
 } from "@allot/core";
+import {
+  ContractViolationError,
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import { type Dtype, dtypeInfo, type TypedArrayOf } from "@allot/storage";
 import { MapRecordStore, type RecordStore } from "./record_store.ts";
 import {
@@ -473,6 +479,14 @@ export class OwnershipRegistry {
         { name: "options", value: options, limit: "OwnershipRegistryOptions" },
       );
     }
+    validateOptionKeys(options, [
+      "store",
+      "track",
+      "strict",
+      "worker",
+      "onLeak",
+      "checkAtExit",
+    ], "OwnershipRegistry");
     const { store, worker, onLeak } = read.values;
     const track = checkFlag(read.values.track, "track", false);
     const strict = checkFlag(read.values.strict, "strict", false);
@@ -1945,6 +1959,60 @@ export class OwnershipRegistry {
       references: t.refs[r],
       ...(info ? { info } : {}),
     };
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /** Sets the peaks of `requestedBytes` and `reservedBytes` to their current values. */
+  resetPeakStats(): void {
+    this.#sweepReleased();
+    this.#requested.resetPeak();
+    this.#reserved.resetPeak();
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of `requestedBytes` and
+   * `reservedBytes` to 0; `current` and `peak` stay.
+   */
+  resetAccumulatedStats(): void {
+    this.#sweepReleased();
+    this.#requested.resetAccumulated();
+    this.#reserved.resetAccumulated();
+  }
+
+  /**
+   * Checks that the byte figures of {@linkcode OwnershipRegistry.stats}
+   * equal a recount of the live records.
+   *
+   * @throws {ContractViolationError} When they do not.
+   */
+  validate(): void {
+    const records = this.records();
+    let requested = 0, reserved = 0;
+    for (const r of records) {
+      requested += r.byteLength;
+      reserved += r.reservedByteLength;
+    }
+    if (
+      requested !== this.#requested.current ||
+      reserved !== this.#reserved.current
+    ) {
+      throw new ContractViolationError(
+        `OwnershipRegistry is inconsistent: ${records.length} records hold ${requested} requested and ${reserved} reserved bytes; the stats say ${this.#requested.current} and ${this.#reserved.current}`,
+      );
+    }
+  }
+
+  /**
+   * A text table of {@linkcode OwnershipRegistry.stats}, in the layout of
+   * `torch.cuda.memory_summary()` (see `report()` for the live records).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "OwnershipRegistry");
   }
 }
 

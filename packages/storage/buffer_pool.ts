@@ -11,14 +11,18 @@ import {
   DataPtr,
   describeValue,
   DoubleFreeError,
+  formatStatsSummary,
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  type MemorySummaryOptions,
   optionOr,
+  OutOfMemoryError,
   Stat,
   type StatValues,
   UseAfterFreeError,
   validateByteLength,
+  validateOptionKeys,
 } from "@allot/core";
 import { AllocationStrategy } from "./allocation_strategy.ts";
 
@@ -42,6 +46,11 @@ export interface PoolStats {
   reuses: number;
   /** Bytes held from the allocator (in use plus free), as a `Stat`. */
   reserved: StatValues;
+  /**
+   * Bytes asked for by the requests the blocks in use serve (what
+   * `requestedBytes` is now), with its peak and totals.
+   */
+  requested: StatValues;
 }
 
 /** Options of {@linkcode BufferPool}. */
@@ -129,6 +138,7 @@ export class BufferPool<M = unknown, C = unknown> {
   #allocations = 0;
   #reuses = 0;
   #reserved = new Stat();
+  #requested = new Stat();
   #strict: boolean;
 
   /**
@@ -158,6 +168,11 @@ export class BufferPool<M = unknown, C = unknown> {
         { name: "options", value: options, limit: "BufferPoolOptions" },
       );
     }
+    validateOptionKeys(
+      options,
+      ["strategy", "maxFreeBytes", "strict"],
+      "BufferPool",
+    );
     const strategy = optionOr(options.strategy, AllocationStrategy.pooled());
     if (
       typeof strategy !== "object" || strategy === null ||
@@ -201,6 +216,7 @@ export class BufferPool<M = unknown, C = unknown> {
    * context, or the block itself when it has no context); give it back with
    * `recycle`, which invalidates it.
    * @throws {InvalidArgumentError} When `byteLength` is invalid.
+   * @deprecated Use {@linkcode BufferPool.allocate} (the same); removed in 0.3.0.
    */
   acquire(byteLength: number): DataPtr<M, C> {
     validateByteLength(byteLength);
@@ -243,6 +259,7 @@ export class BufferPool<M = unknown, C = unknown> {
     );
     this.#held.add(block);
     this.#inUse.set(handle, { block, requested: byteLength });
+    this.#requested.increase(byteLength);
     return handle;
   }
 
@@ -281,10 +298,18 @@ export class BufferPool<M = unknown, C = unknown> {
    * @throws {DoubleFreeError} When the handle is not handed out by this pool
    * now (recycled already, even if its block was acquired again since).
    * @throws {UseAfterFreeError} When the handle was released directly.
+   * @deprecated Use {@linkcode BufferPool.free} (the same); removed in 0.3.0.
    */
   recycle(handle: DataPtr<M, C>): void {
     const lease = this.#inUse.get(handle);
     if (lease === undefined) {
+      if (!DataPtr.isDataPtr(handle)) {
+        // no handle of this verb's kind at all
+        throw new InvalidArgumentError(
+          `Cannot recycle ${describeValue(handle)}: it is not a DataPtr`,
+          { name: "handle", value: handle, limit: "a DataPtr" },
+        );
+      }
       throw new DoubleFreeError(
         `Cannot recycle ${
           DataPtr.isDataPtr(handle) ? String(handle) : describeValue(handle)
@@ -293,6 +318,7 @@ export class BufferPool<M = unknown, C = unknown> {
     }
     if (this.#strict) this.#validate();
     this.#inUse.delete(handle);
+    this.#requested.decrease(lease.requested);
     const block = lease.block;
     this.#held.delete(block);
     if (handle.released) {
@@ -321,6 +347,7 @@ export class BufferPool<M = unknown, C = unknown> {
    * Frees every kept block to the allocator.
    *
    * @returns The bytes freed.
+   * @deprecated Use {@linkcode BufferPool.emptyCache} (the same); removed in 0.3.0.
    */
   cleanup(): number {
     if (this.#strict) this.#validate();
@@ -441,6 +468,7 @@ export class BufferPool<M = unknown, C = unknown> {
         this.#inUse.delete(block);
         this.#held.delete(lease.block);
         this.#reserved.decrease(block.byteLength);
+        this.#requested.decrease(requested);
         continue;
       }
       allocatedBytes += block.byteLength;
@@ -456,7 +484,95 @@ export class BufferPool<M = unknown, C = unknown> {
       allocations: this.#allocations,
       reuses: this.#reuses,
       reserved: this.#reserved.values(),
+      requested: this.#requested.values(),
     };
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Hands out a block of at least `byteLength` bytes: the contract's name of
+   * {@linkcode BufferPool.acquire} (the same). 0 bytes gives an ordinary
+   * handle.
+   *
+   * @param byteLength Requested bytes.
+   * @returns A fresh handle of the block; give it back with `free`.
+   * @throws {InvalidArgumentError} When `byteLength` is invalid.
+   * @throws {OutOfMemoryError} When the allocator is out of memory.
+   */
+  allocate(byteLength: number): DataPtr<M, C> {
+    return this.acquire(byteLength);
+  }
+
+  /**
+   * Like {@linkcode BufferPool.allocate}, but returns `undefined` where the
+   * allocator throws out of memory.
+   *
+   * @param byteLength Requested bytes.
+   * @returns A fresh handle, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} When `byteLength` is invalid.
+   */
+  tryAllocate(byteLength: number): DataPtr<M, C> | undefined {
+    try {
+      return this.acquire(byteLength);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Takes a block back: the contract's name of
+   * {@linkcode BufferPool.recycle} (the same).
+   *
+   * @param handle A handle from `allocate` not yet freed.
+   * @throws {InvalidArgumentError} When `handle` is no `DataPtr`.
+   * @throws {DoubleFreeError} When the handle is not handed out by this pool
+   * now.
+   * @throws {UseAfterFreeError} When the handle was released directly.
+   */
+  free(handle: DataPtr<M, C>): void {
+    this.recycle(handle);
+  }
+
+  /**
+   * Frees every kept block to the allocator: the contract's name of
+   * {@linkcode BufferPool.cleanup} (the same).
+   *
+   * @returns The bytes freed.
+   */
+  emptyCache(): number {
+    return this.cleanup();
+  }
+
+  /** Sets the peaks of `reserved` and `requested` to their current values. */
+  resetPeakStats(): void {
+    this.stats(); // (settles the handles released directly first)
+    this.#reserved.resetPeak();
+    this.#requested.resetPeak();
+  }
+
+  /**
+   * Sets the `allocated` and `freed` totals of `reserved` and `requested`,
+   * and the `allocations` and `reuses` counts, to 0.
+   */
+  resetAccumulatedStats(): void {
+    this.#reserved.resetAccumulated();
+    this.#requested.resetAccumulated();
+    this.#allocations = 0;
+    this.#reuses = 0;
+  }
+
+  /**
+   * A text table of {@linkcode BufferPool.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "BufferPool");
   }
 }
 

@@ -14,6 +14,11 @@ import {
   IntrusivePtr,
   UseAfterFreeError,
 } from "@allot/core";
+import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
 import { _checkBackend, Buffer, type BufferOptions } from "./buffer.ts";
 import type { BufferBackend } from "./buffer_backend.ts";
 import { _checkOptions, BufferView, type Shape } from "./buffer_view.ts";
@@ -108,7 +113,13 @@ export class ManagedBufferPool<M = unknown, C = unknown>
     options: ManagedBufferPoolOptions = {},
   ) {
     super();
-    this.#pool = new BufferPool(allocator, options);
+    validateOptionKeys(
+      options,
+      ["strategy", "maxFreeBytes", "strict", "backend"],
+      "ManagedBufferPool",
+    );
+    const { backend: _backend, ...poolOptions } = options;
+    this.#pool = new BufferPool(allocator, poolOptions);
     _checkBackend(options.backend);
     this.device = allocator.device;
     this.#backend = options.backend;
@@ -198,6 +209,7 @@ export class ManagedBufferPool<M = unknown, C = unknown>
    * Frees the kept blocks to the allocator.
    *
    * @returns The bytes freed.
+   * @deprecated Use {@linkcode ManagedBufferPool.emptyCache} (the same); removed in 0.3.0.
    */
   cleanup(): number {
     return this.#pool.cleanup();
@@ -210,6 +222,49 @@ export class ManagedBufferPool<M = unknown, C = unknown>
   dispose(): void {
     this.#closed = true;
     this.#pool.cleanup();
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Frees the kept blocks to the allocator: the contract's name of
+   * {@linkcode ManagedBufferPool.cleanup} (the same).
+   *
+   * @returns The bytes freed.
+   */
+  emptyCache(): number {
+    return this.cleanup();
+  }
+
+  /** Sets the peaks of the pool's stats to their current values. */
+  resetPeakStats(): void {
+    this.#pool.resetPeakStats();
+  }
+
+  /** Sets the totals and counts of the pool's stats to 0. */
+  resetAccumulatedStats(): void {
+    this.#pool.resetAccumulatedStats();
+  }
+
+  /**
+   * Checks the pool's books (see `BufferPool.validate`).
+   *
+   * @throws {ContractViolationError} When the books disagree.
+   */
+  validate(): void {
+    this.#pool.validate();
+  }
+
+  /**
+   * A text table of {@linkcode ManagedBufferPool.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return formatStatsSummary(this.stats(), options, "ManagedBufferPool");
   }
 
   /** Same as {@linkcode ManagedBufferPool.dispose}. */

@@ -20,6 +20,11 @@ import {
   type WasmMemory,
 } from "@allot/core";
 import {
+  formatStatsSummary,
+  type MemorySummaryOptions,
+  validateOptionKeys,
+} from "@allot/core";
+import {
   A_COUNTERS,
   A_GEN,
   A_LARGE_HITS,
@@ -506,6 +511,11 @@ export class SharedHeap {
       memory = new SharedArrayBuffer(memory);
     }
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["byteOffset", "byteLength", "lockTimeoutMs", "strict"],
+      "SharedHeap",
+    );
     const buffer = sharedBuffer(memory);
     const bufferLength = sabByteLength(buffer);
     const byteOffset = optionOr(options.byteOffset, 0);
@@ -829,8 +839,10 @@ export class SharedHeap {
    * another arena goes on that slab's remote list, without a lock.
    *
    * @param byteOffset What `alloc` returned (in any handle).
-   * @throws {InvalidArgumentError} When the offset is not a block of this heap.
-   * @throws {DoubleFreeError} When the block is not live.
+   * @throws {InvalidArgumentError} When the offset is not a non-negative
+   * integer.
+   * @throws {DoubleFreeError} When no live block of this heap starts there
+   * (freed already, never allocated here, or inside a block).
    * @throws {HeapClosedError} After detach or close.
    */
   free(byteOffset: number): void {
@@ -2302,6 +2314,14 @@ export class SharedHeap {
   }
 
   #throwNotBlock(byteOffset: number, why: string, what = "free"): never {
+    if (
+      what === "free" && Number.isSafeInteger(byteOffset) && byteOffset >= 0
+    ) {
+      // an offset (the verb's kind of handle) of no block this heap holds
+      throw new DoubleFreeError(
+        `Cannot free ${byteOffset}: not a block of heap ${this.heapId} (${why})`,
+      );
+    }
     throw new InvalidArgumentError(
       `Cannot ${what} ${
         describeValue(byteOffset)
@@ -2328,6 +2348,74 @@ export class SharedHeap {
         reservedBytes: stats.reservedBytes,
       },
     );
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Allocates `byteLength` bytes: the contract's name of
+   * {@linkcode SharedHeap.alloc} (the same; 0 bytes gives an ordinary block).
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 4096 (64 when omitted).
+   * @returns The byte offset of the block in `buffer`.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   * @throws {OutOfMemoryError} When the heap is full.
+   * @throws {HeapClosedError} After detach or close.
+   */
+  allocate(byteLength: number, alignment?: number): number {
+    return this.alloc(byteLength, alignment);
+  }
+
+  /**
+   * Like {@linkcode SharedHeap.allocate}, but returns `undefined` when the
+   * heap is full: the contract's name of {@linkcode SharedHeap.tryAlloc}.
+   *
+   * @param byteLength Number of bytes.
+   * @param alignment A power of two up to 4096 (64 when omitted).
+   * @returns The byte offset, or `undefined`.
+   * @throws {InvalidArgumentError} For a bad length or alignment.
+   * @throws {HeapClosedError} After detach or close.
+   */
+  tryAllocate(byteLength: number, alignment?: number): number | undefined {
+    return this.tryAlloc(byteLength, alignment);
+  }
+
+  /**
+   * Walks the core and every slab and throws on the first broken invariant:
+   * the contract's name of {@linkcode SharedHeap.checkIntegrity}. Call it
+   * while the other threads are quiet.
+   *
+   * @throws {Error} Naming the broken invariant.
+   */
+  validate(): void {
+    this.checkIntegrity();
+  }
+
+  /**
+   * Gives the page spans this handle's arena keeps cached back to the shared
+   * core, where every thread can take them (each thread empties its own
+   * cache: the caches of the others are theirs). Live blocks stay.
+   *
+   * @throws {HeapClosedError} After detach or close.
+   * @throws {HeapBusyError} When the core's lock is not had in time.
+   */
+  emptyCache(): void {
+    this.#checkOpen("empty the cache");
+    this.#flushCache(0);
+  }
+
+  /**
+   * A text table of {@linkcode SharedHeap.stats}, in the layout of
+   * `torch.cuda.memory_summary()`.
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    const { bytesInUse: _u, bytesReserved: _r, ...figures } = this.stats();
+    return formatStatsSummary(figures, options, `SharedHeap ${this.heapId}`);
   }
 }
 

@@ -26,7 +26,12 @@ import {
   Storage,
 } from "@allot/storage";
 import { ForeignHeapError, HeapClosedError } from "./errors.ts";
-import { SHARED_MAX_BYTE_END, SharedHeap } from "./shared_heap.ts";
+import {
+  SHARED_MAX_BYTE_END,
+  SharedHeap,
+  type SharedHeapStats,
+} from "./shared_heap.ts";
+import type { MemorySummaryOptions } from "@allot/core";
 import { ownedBlocks } from "./_owned_blocks.ts";
 
 /**
@@ -490,5 +495,44 @@ export class SharedHeapAllocator
       );
     }
     return block;
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * The heap's figures (the same record as `heap.stats()`).
+   *
+   * @returns A plain copy.
+   */
+  stats(): SharedHeapStats {
+    return this.#heap.stats();
+  }
+
+  /**
+   * A text table of the heap's figures (see `SharedHeap.memorySummary`).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return this.#heap.memorySummary(options);
+  }
+
+  /**
+   * Checks the heap's invariants (see `SharedHeap.validate`).
+   *
+   * @throws {Error} Naming the broken invariant.
+   */
+  validate(): void {
+    this.#heap.validate();
+  }
+
+  /**
+   * Gives this thread's cached page spans back to the heap's shared core
+   * (see `SharedHeap.emptyCache`).
+   */
+  emptyCache(): void {
+    this.#heap.emptyCache();
   }
 }

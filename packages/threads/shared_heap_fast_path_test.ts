@@ -138,11 +138,12 @@ Deno.test("SharedHeap's alloc() and free() fast paths match a model: no overlap,
             { valueOf: () => at },
             [at],
             at + 0.5,
-            at + 8,
           ];
           for (const offset of bad) {
             assert.throws(() => h.free(offset as number), InvalidArgumentError);
           }
+          // an offset inside a block: no block this heap holds
+          assert.throws(() => h.free(at + 8), DoubleFreeError);
         }
         const stats = owner.stats();
         assert.equal(stats.allocationCount, live.size);

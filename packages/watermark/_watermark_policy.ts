@@ -216,7 +216,8 @@ export class _WatermarkPolicy<M> {
     kind: PoolKind,
   ): _Block<M> | undefined {
     this.freeInactiveBuffers();
-    const size = alignUp(requested, this.alignment);
+    // (a 0-byte request gets an ordinary buffer of one alignment unit)
+    const size = alignUp(requested === 0 ? 1 : requested, this.alignment);
     const pool = this.getPool(requested, size, kind);
     const params: _Params<M> = {
       size,

@@ -34,12 +34,6 @@ export function _checkBufferRequest<M>(
   validateObject(options, "options");
   const max = p.maxSegment;
   validateByteLength(byteLength, max);
-  if (byteLength === 0) {
-    throw new InvalidArgumentError(
-      "Cannot allocate 0 bytes: a buffer must be at least 1 byte, received 0",
-      { name: "byteLength", value: 0, limit: 1 },
-    );
-  }
   if (alignUp(byteLength, p.alignment) > max) {
     throw new InvalidArgumentError(
       `Cannot allocate ${byteLength} bytes: after alignment to ${p.alignment} it exceeds the largest segment of ${max} bytes`,

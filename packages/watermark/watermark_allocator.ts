@@ -35,6 +35,7 @@ import {
   validateAbortSignal,
   validateByteLength,
   validateObject,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import type { _Block } from "./_block.ts";
@@ -153,6 +154,7 @@ export class WatermarkAllocator<M = unknown>
     options: WatermarkAllocatorOptions<M> = {},
   ) {
     super();
+    validateOptionKeys(options, WATERMARK_OPTION_KEYS, "WatermarkAllocator");
     const config = _resolveWatermarkOptions(source, options);
     this.device = source.device;
     this.alignment = config.alignment;
@@ -346,7 +348,7 @@ export class WatermarkAllocator<M = unknown>
    * Like {@linkcode WatermarkAllocator.allocateBuffer}, but returns
    * `undefined` when out of memory.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary buffer.
    * @param options The pool.
    * @returns A live buffer, or `undefined`.
    * @throws {InvalidArgumentError} For a bad size or pool.
@@ -372,7 +374,7 @@ export class WatermarkAllocator<M = unknown>
    *
    * Without a signal, work that never completes makes it wait forever.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary buffer.
    * @param options The pool, and a signal that stops the wait: the promise
    * rejects with the signal's reason, the buffers pending free stay pending
    * and the cache is not emptied (what the attempts before the wait did,
@@ -644,9 +646,9 @@ export class WatermarkAllocator<M = unknown>
    * on it completes (see {@linkcode WatermarkAllocator.recordEvents}).
    *
    * @param buffer A live buffer of this allocator.
-   * @throws {DoubleFreeError} When the buffer was already released.
-   * @throws {InvalidArgumentError} When the buffer is not from this
-   * allocator.
+   * @throws {DoubleFreeError} When the buffer was already released, or is
+   * another allocator's.
+   * @throws {InvalidArgumentError} When the value is no buffer at all.
    */
   free(buffer: WatermarkBuffer<M>): void {
     this.#p.free(buffer as _Handle<M>, this.#blockOf(buffer, "free"));
@@ -880,6 +882,12 @@ export class WatermarkAllocator<M = unknown>
         `Cannot ${what} buffer #${buffer.id}: the buffer was released`,
       );
     }
+    if (buffer instanceof _Handle && what === "free") {
+      // a buffer of another allocator: a handle this one does not hold
+      throw new DoubleFreeError(
+        `Cannot free buffer #${buffer.id}: it is not a buffer of this allocator`,
+      );
+    }
     throw new InvalidArgumentError(
       `Cannot ${what} buffer ${
         describeValue(buffer)
@@ -1031,6 +1039,21 @@ export class WatermarkAllocator<M = unknown>
   validate(): void {
     _validateWatermark(this.#p);
   }
+
+  /**
+   * Records that `stream` uses `buffer` (PyTorch's `recordStream`): when the
+   * buffer is freed, it waits for a fence of the stream. The contract's name
+   * of `recordEvents([buffer], stream)`.
+   *
+   * @param buffer A live buffer of this allocator.
+   * @param stream The stream (or a fence) that uses it.
+   * @throws {InvalidArgumentError} When the buffer is not a buffer of this
+   * allocator, or `stream` is neither a `Stream` nor a `Fence`.
+   * @throws {UseAfterFreeError} When the buffer was released.
+   */
+  recordStream(buffer: WatermarkBuffer<M>, stream: Stream | Fence): void {
+    this.recordEvents([buffer], stream);
+  }
 }
 
 // Fences of one stream complete in order, so DeferredFrees reads only the
@@ -1043,3 +1066,25 @@ function fenceKey(fence: Fence): number {
   if (key === undefined) fenceKeys.set(fence, key = nextFenceKey--);
   return key;
 }
+
+/** The keys of `WatermarkAllocatorOptions` (unknown keys are refused). */
+export const WATERMARK_OPTION_KEYS: readonly string[] = Object.freeze([
+  "recommendedMaxBytes",
+  "highWatermarkRatio",
+  "lowWatermarkRatio",
+  "unifiedMemory",
+  "maxSmallByteLength",
+  "minLargeByteLength",
+  "smallHeapByteLength",
+  "largeHeapByteLength",
+  "xlargeHeapByteLength",
+  "largeRoundByteLength",
+  "maxSlackByteLength",
+  "maxScalarByteLength",
+  "driverAllocatedBytes",
+  "debugVerbosity",
+  "logger",
+  "recordHistory",
+  "hostView",
+  "strict",
+]);

@@ -13,16 +13,20 @@ import {
 } from "./_validate_gpu.ts";
 import {
   type CachedBlock,
+  CACHING_OPTION_KEYS,
   CachingAllocator,
   type CachingAllocatorOptions,
   type MemoryStats,
 } from "@allot/caching";
 import {
   type Device,
+  type MemorySnapshot,
+  type MemorySummaryOptions,
   optionOr,
   OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
@@ -137,14 +141,21 @@ export class GpuCachingAllocator {
     // a copy: each option read once (a getter is not asked twice)
     options = { ..._checkOptions(options) };
     _checkStrict(options.strict);
+    validateOptionKeys(
+      options,
+      [...CACHING_OPTION_KEYS, "source", "reuse"],
+      "GpuCachingAllocator",
+    );
     _anchorShapes("caching");
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
     const maxBinding = this.source.maxBindingByteLength;
+    // (the caching allocator refuses keys it does not read: not these two)
+    const { source: _source, reuse: _reuse, ...own } = options;
     // checked before the clamp below can hide a bad value
-    const caching: CachingAllocatorOptions = { label: "webgpu", ...options };
+    const caching: CachingAllocatorOptions = { label: "webgpu", ...own };
     const large = validateByteLength(
       optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
       undefined,
@@ -207,7 +218,7 @@ export class GpuCachingAllocator {
   /**
    * Allocates `byteLength` bytes.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @returns The owning handle.
    * @throws {InvalidArgumentError} For a bad size or one above the device's
    * `maxBufferSize`.
@@ -239,7 +250,7 @@ export class GpuCachingAllocator {
    * Without a signal, a queue that never finishes its work makes it wait
    * forever.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @param options A signal that stops the wait (read and checked once): the
    * promise rejects with its reason, the blocks stay pending and the cache is
    * not emptied. Already aborted: rejects before anything is done.
@@ -308,5 +319,77 @@ export class GpuCachingAllocator {
   asAllocator(): GpuAllocatorAdapter {
     this.#adapter ??= new GpuAllocatorAdapter(this);
     return this.#adapter;
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Allocates like {@linkcode GpuCachingAllocator.allocate}, but returns `undefined`
+   * where it would throw out of memory. A bad request, or a lost device,
+   * still throws.
+   *
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
+   * @returns The owning handle, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  tryAllocate(byteLength: number): GpuAllocation | undefined {
+    try {
+      return this.allocate(byteLength);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * PyTorch's memory stats of the caching allocator (the same as
+   * {@linkcode GpuCachingAllocator.memoryStats}).
+   *
+   * @returns The stats.
+   */
+  stats(): MemoryStats {
+    return this.caching.stats();
+  }
+
+  /**
+   * A text table of the stats, in the layout of
+   * `torch.cuda.memory_summary()` (the same as `caching.memorySummary()`).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return this.caching.memorySummary(options);
+  }
+
+  /**
+   * Checks every internal invariant (the same as `caching.validate()`).
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   */
+  validate(): void {
+    this.caching.validate();
+  }
+
+  /**
+   * Every segment with its blocks, and the recorded history (the same as
+   * `caching.snapshot()`).
+   *
+   * @returns The snapshot.
+   */
+  snapshot(): MemorySnapshot {
+    return this.caching.snapshot();
+  }
+
+  /** Sets every peak of the stats to its current value. */
+  resetPeakStats(): void {
+    this.caching.resetPeakStats();
+  }
+
+  /** Sets the `allocated` and `freed` totals of the stats to 0. */
+  resetAccumulatedStats(): void {
+    this.caching.resetAccumulatedStats();
   }
 }

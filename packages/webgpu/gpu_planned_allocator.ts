@@ -9,15 +9,19 @@
 import {
   type PlannedBlock,
   StepPlannedPool,
+  type StepPlannedPoolStats,
   StepPoolGroup,
 } from "@allot/caching";
 import {
   describeValue,
   type Device,
   InvalidArgumentError,
+  type MemorySummaryOptions,
+  OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
   validateObject,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
@@ -132,6 +136,11 @@ export class GpuPlannedAllocator {
   constructor(device: GPUDevice, options: GpuPlannedAllocatorOptions = {}) {
     _anchorShapes("planned");
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["source", "maxHeldRatio", "strict", "group"],
+      "GpuPlannedAllocator",
+    );
     const group = options.group;
     if (group !== undefined && !StepPoolGroup._is(group)) {
       throw new InvalidArgumentError(
@@ -170,7 +179,7 @@ export class GpuPlannedAllocator {
   /**
    * Allocates `byteLength` bytes.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @returns The owning handle.
    * @throws {InvalidArgumentError} For a bad size or one above the device's
    * `maxBufferSize`.
@@ -273,5 +282,66 @@ export class GpuPlannedAllocator {
   asAllocator(): GpuAllocatorAdapter {
     this.#adapter ??= new GpuAllocatorAdapter(this);
     return this.#adapter;
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Allocates like {@linkcode GpuPlannedAllocator.allocate}, but returns `undefined`
+   * where it would throw out of memory. A bad request, or a lost device,
+   * still throws.
+   *
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
+   * @returns The owning handle, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  tryAllocate(byteLength: number): GpuAllocation | undefined {
+    try {
+      return this.allocate(byteLength);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * The pool's figures (the same as `pool.stats()`).
+   *
+   * @returns A plain copy.
+   */
+  stats(): StepPlannedPoolStats {
+    return this.pool.stats();
+  }
+
+  /**
+   * A text table of the stats, in the layout of
+   * `torch.cuda.memory_summary()` (the same as `pool.memorySummary()`).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return this.pool.memorySummary(options);
+  }
+
+  /**
+   * Checks every internal invariant (the same as `pool.validate()`).
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   */
+  validate(): void {
+    this.pool.validate();
+  }
+
+  /** Sets every peak of the stats to its current value. */
+  resetPeakStats(): void {
+    this.pool.resetPeakStats();
+  }
+
+  /** Sets the `allocated` and `freed` totals of the stats to 0. */
+  resetAccumulatedStats(): void {
+    this.pool.resetAccumulatedStats();
   }
 }

@@ -47,7 +47,7 @@ describe("GpuPlannedAllocator hostile", () => {
     const a = allocator.allocate(1000);
     const before = [allocator.pool.reservedBytes, gpu.live.size];
     for (
-      const v of [NaN, -0, 0, -1, 1.5, 2 ** 53, Infinity, "16", null, 16n, {}]
+      const v of [NaN, -1, 1.5, 2 ** 53, Infinity, "16", null, 16n, {}]
     ) {
       assert.throws(
         () => allocator.allocate(v as number),

@@ -29,6 +29,7 @@ import {
   validateFlag,
   validateInteger,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { _assertAlive, _deviceState, _onDeviceLost } from "./_device_state.ts";
 
@@ -151,6 +152,11 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
       "maxStorageBufferBindingSize",
     ]);
     options = _checkOptions(options, "source options");
+    validateOptionKeys(
+      options,
+      ["label", "index", "capacityBytes", "hostVisible"],
+      "GpuSegmentSource",
+    );
     const option = optionOr<number | "device">(options.capacityBytes, "device");
     const budget = option === "device" ? deviceBudget(device) : undefined;
     const capacity = budget?.capacityBytes ??

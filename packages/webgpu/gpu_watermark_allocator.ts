@@ -14,15 +14,20 @@ import {
 } from "./_validate_gpu.ts";
 import {
   type Device,
+  type MemorySummaryOptions,
   optionOr,
+  OutOfMemoryError,
   type SynchronizeOptions,
   validateByteLength,
+  validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
+  WATERMARK_OPTION_KEYS,
   WatermarkAllocator,
   type WatermarkAllocatorOptions,
   type WatermarkBuffer,
+  type WatermarkSnapshot,
   type WatermarkStats,
 } from "@allot/watermark";
 import { _assertAlive, _deviceState } from "./_device_state.ts";
@@ -123,16 +128,23 @@ export class GpuWatermarkAllocator {
     const given = { ..._checkOptions(options) };
     options = given;
     _checkStrict(options.strict);
+    validateOptionKeys(
+      given,
+      [...WATERMARK_OPTION_KEYS, "source", "reuse"],
+      "GpuWatermarkAllocator",
+    );
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "after-fence");
+    // (the watermark allocator refuses keys it does not read: not these two)
+    const { source: _source, reuse: _reuse, ...own } = given;
     this.watermark = new WatermarkAllocator(this.source, {
       unifiedMemory: false,
       // MPS makes heaps of up to 1 GiB for requests of 10 MiB and more, to
       // carve later ones from; a WebGPU buffer is memory the device commits
       // at once, so no heap here is larger than a large heap (32 MiB).
-      ...given,
+      ...own,
       xlargeHeapByteLength: optionOr(
         given.xlargeHeapByteLength,
         optionOr(given.largeHeapByteLength, GPU_HEAP_BYTE_LENGTH),
@@ -180,7 +192,7 @@ export class GpuWatermarkAllocator {
   /**
    * Allocates `byteLength` bytes.
    *
-   * @param byteLength Bytes, at least 1.
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @param options The pool.
    * @returns The owning handle.
    * @throws {InvalidArgumentError} For a bad size.
@@ -253,5 +265,71 @@ export class GpuWatermarkAllocator {
   asAllocator(): GpuAllocatorAdapter {
     this.#adapter ??= new GpuAllocatorAdapter(this);
     return this.#adapter;
+  }
+
+  // ---- the allocator contract's verbs (issue #15) ----
+
+  /**
+   * Allocates like {@linkcode GpuWatermarkAllocator.allocate}, but returns `undefined`
+   * where it would throw out of memory. A bad request, or a lost device,
+   * still throws.
+   *
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
+   * @param options The pool.
+   * @returns The owning handle, or `undefined` when the memory is full.
+   * @throws {InvalidArgumentError} For a bad size.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  tryAllocate(
+    byteLength: number,
+    options: GpuWatermarkAllocateOptions = {},
+  ): GpuAllocation | undefined {
+    try {
+      return this.allocate(byteLength, options);
+    } catch (error) {
+      if (error instanceof OutOfMemoryError) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * A text table of the stats, in the layout of
+   * `torch.cuda.memory_summary()` (the same as `watermark.memorySummary()`).
+   *
+   * @param options Title and abbreviation.
+   * @returns The table.
+   * @throws {InvalidArgumentError} When an option is not of its type.
+   */
+  memorySummary(options: MemorySummaryOptions = {}): string {
+    return this.watermark.memorySummary(options);
+  }
+
+  /**
+   * Checks every internal invariant (the same as `watermark.validate()`).
+   *
+   * @throws {AllotError} Naming the first broken invariant.
+   */
+  validate(): void {
+    this.watermark.validate();
+  }
+
+  /**
+   * Every segment with its blocks, and the recorded history (the same as
+   * `watermark.snapshot()`).
+   *
+   * @returns The snapshot.
+   */
+  snapshot(): WatermarkSnapshot {
+    return this.watermark.snapshot();
+  }
+
+  /** Sets every peak of the stats to its current value. */
+  resetPeakStats(): void {
+    this.watermark.resetPeakStats();
+  }
+
+  /** Sets the `allocated` and `freed` totals of the stats to 0. */
+  resetAccumulatedStats(): void {
+    this.watermark.resetAccumulatedStats();
   }
 }

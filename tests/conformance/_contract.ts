@@ -14,10 +14,12 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  AllotError,
   describeValue,
   DoubleFreeError,
   formatBytes,
   InvalidArgumentError,
+  ManualStream,
   OutOfMemoryError,
 } from "@allot/core";
 import { drain, Model, opArbitrary, step } from "./_model.ts";
@@ -83,12 +85,64 @@ export function conformance<H>(
     });
   test("has the contract's verbs, but for its listed gaps", (s) => {
     const t = s.target as Record<string, unknown>;
-    const gaps = VERBS.filter((v) => typeof t[v] !== "function");
+    const na = s.notApplicable ?? {};
+    const gaps = VERBS.filter((v) =>
+      typeof t[v] !== "function" && na[v] === undefined
+    );
     assert.deepEqual(
       gaps,
       [...s.knownGaps],
       `${name}: the gaps changed; update knownGaps and README.md`,
     );
+    for (const [verb, why] of Object.entries(na)) {
+      assert.ok(
+        typeof why === "string" && why.length > 0,
+        `${name}: ${verb} is not applicable, with a reason`,
+      );
+      assert.notEqual(
+        typeof t[verb],
+        "function",
+        `${name}: ${verb} is listed as not applicable but exists`,
+      );
+    }
+    // stats() and memorySummary() are universal (issue #15): never N/A
+    for (const verb of ["stats", "memorySummary"] as const) {
+      assert.equal(na[verb], undefined, `${name}: ${verb} is universal`);
+    }
+  });
+
+  test("stats() reports current, peak, allocated and freed", (s) => {
+    const t = s.target as { stats?: () => unknown };
+    if (typeof t.stats !== "function") return; // a listed gap
+    const record = t.stats();
+    assert.ok(typeof record === "object" && record !== null, "a record");
+    const model = new Model(s);
+    model.add(s.allocate(100), 100);
+    model.add(s.allocate(3000), 3000);
+    model.check("setup");
+    const f = s.bytesInUse();
+    if (s.partialStats === undefined) {
+      for (const k of ["current", "peak", "allocated", "freed"] as const) {
+        assert.equal(typeof f[k], "number", `${name}: stats() has ${k}`);
+      }
+      assert.ok(f.peak! >= f.current, "peak >= current");
+    }
+    return drain(model, "stats");
+  });
+
+  test("serves a 0-byte request as an ordinary block, through both verbs", async (s) => {
+    const model = new Model(s);
+    model.add(s.allocate(64), 64);
+    const a = s.allocate(0);
+    model.add(a, 0);
+    model.check("allocate(0)");
+    const b = s.tryAllocate(0);
+    assert.ok(b !== undefined && b !== null, "tryAllocate(0) gives a block");
+    model.add(b, 0);
+    const c = s.allocate(-0);
+    model.add(c, 0);
+    model.check("tryAllocate(0), allocate(-0)");
+    await drain(model, "zero");
   });
 
   Deno.test({
@@ -98,7 +152,7 @@ export function conformance<H>(
     async fn() {
       const probe = make();
       const maxBytes = probe.maxRequestBytes;
-      const minBytes = probe.minRequestBytes ?? 0;
+      const minBytes = 0;
       probe.close();
       await fc.assert(
         fc.asyncProperty(
@@ -162,17 +216,9 @@ export function conformance<H>(
       }
     }
     // -0 is 0
-    if ((s.minRequestBytes ?? 0) === 0) {
-      const z = s.allocate(-0);
-      model.add(z, 0);
-      model.check("allocate(-0)");
-    } else {
-      for (const v of [0, -0]) {
-        const before = s.state();
-        throwsTyped(() => s.allocate(v), [InvalidArgumentError], "zero");
-        assert.deepEqual(s.state(), before, "a refused 0 changed state");
-      }
-    }
+    const z = s.allocate(-0);
+    model.add(z, 0);
+    model.check("allocate(-0)");
     await drain(model, "hostile");
   });
 
@@ -183,10 +229,10 @@ export function conformance<H>(
     s.free(h);
     await s.settle?.();
     model.check("setup");
-    // a handle given out here and freed already: DoubleFreeError; one
-    // given out elsewhere, or no handle at all: DoubleFreeError or
-    // InvalidArgumentError (both used today: see README.md)
-    const family = [DoubleFreeError, InvalidArgumentError];
+    // the rule (README.md): a handle of the verb's kind that this allocator
+    // does not hold now (freed already, or given out elsewhere):
+    // DoubleFreeError; a value that is no handle of the verb's kind at all:
+    // InvalidArgumentError
     if (s.releaseIsIdempotent) {
       const before = s.state();
       s.free(h);
@@ -196,28 +242,112 @@ export function conformance<H>(
       return;
     }
     const raw = (v: unknown) => s.freeRaw ? s.freeRaw(v) : s.free(v as H);
-    const stale: [string, () => void][] = [["double", () => s.free(h)]];
+    type Family = abstract new (...args: never[]) => Error;
+    const stale: [string, () => void, Family][] = [[
+      "double",
+      () => s.free(h),
+      DoubleFreeError,
+    ]];
     if (s.foreign) {
       const f = s.foreign();
-      stale.push(["foreign", () => s.free(f)]);
+      stale.push(["foreign", () => s.free(f), DoubleFreeError]);
       // not a handle at all: what a user's bug passes
       for (
         const v of [NaN, -1, 1.5, 2 ** 53, "0", null, undefined, {}, 0n]
       ) {
-        stale.push([`${describeValue(v)} as a handle`, () => raw(v)]);
+        stale.push([
+          `${describeValue(v)} as a handle`,
+          () => raw(v),
+          s.handleKind?.includes(v) ? DoubleFreeError : InvalidArgumentError,
+        ]);
       }
     }
-    for (const [what, call] of stale) {
+    for (const [what, call, family] of stale) {
       const before = s.state();
-      throwsTyped(
-        call,
-        what === "double" ? [DoubleFreeError] : family,
-        `${what} free`,
-      );
+      throwsTyped(call, [family], `${what} free`);
       assert.deepEqual(s.state(), before, `${what} free changed state`);
       model.check(`${what} free`);
     }
     await drain(model, "frees");
+  });
+
+  test("recordStream: refuses a bad stream or a freed block, delays nothing live", async (s) => {
+    const t = s.target as {
+      recordStream?: (h: unknown, stream: unknown) => void;
+      synchronize?: () => Promise<void>;
+    };
+    if (typeof t.recordStream !== "function") return; // N/A or a gap
+    const model = new Model(s);
+    const h = s.allocate(256);
+    model.add(h, 256);
+    const keep = s.allocate(100);
+    model.add(keep, 100);
+    for (const bad of [null, {}, 5, "stream"]) {
+      const before = s.state();
+      throwsTyped(
+        () => t.recordStream!.call(t, h, bad),
+        [InvalidArgumentError],
+        `recordStream(block, ${describeValue(bad)})`,
+      );
+      assert.deepEqual(s.state(), before, "a refused recordStream changed");
+    }
+    const stream = new ManualStream();
+    t.recordStream.call(t, h, stream);
+    model.check("recorded");
+    s.free(model.take(0).handle);
+    // freed, its stream's work not done: it may stay counted, never less
+    const n = s.bytesInUse().current;
+    assert.ok(n >= 100, "the live block stays counted");
+    throwsTyped(
+      () => t.recordStream!.call(t, h, stream),
+      [AllotError],
+      "recordStream on a freed block",
+    );
+    stream.completeAll();
+    await t.synchronize?.call(t);
+    await s.settle?.();
+    model.settled = true;
+    model.check("after the stream's work");
+    await drain(model, "recordStream");
+  });
+
+  test("snapshot() pictures every live block in segments its blocks tile", async (s) => {
+    const t = s.target as { snapshot?: () => unknown };
+    if (typeof t.snapshot !== "function") return; // N/A or a gap
+    const model = new Model(s);
+    for (const n of [64, 3000, 0, 70_000]) model.add(s.allocate(n), n);
+    s.free(model.take(1).handle);
+    await s.settle?.();
+    model.settled = true;
+    model.check("setup");
+    const snap = t.snapshot.call(t) as {
+      segments?: {
+        byteLength: number;
+        blocks: { offset: number; byteLength: number; state: string }[];
+      }[];
+    };
+    assert.deepEqual(
+      JSON.parse(JSON.stringify(snap)),
+      snap,
+      "plain data that JSON writes",
+    );
+    if (Array.isArray(snap.segments)) {
+      let live = 0;
+      for (const seg of snap.segments) {
+        let at = 0;
+        for (const b of seg.blocks) {
+          assert.equal(b.offset, at, "blocks tile their segment in order");
+          at += b.byteLength;
+          if (b.state === "active_allocated") live += b.byteLength;
+        }
+        assert.equal(at, seg.byteLength, "blocks cover their segment");
+      }
+      assert.ok(
+        live >= s.bytesInUse().current,
+        `live blocks ${live} >= bytes in use ${s.bytesInUse().current}`,
+      );
+    }
+    await drain(model, "snapshot");
   });
 
   test("says the same out of memory through both verbs", async (s) => {
@@ -292,7 +422,10 @@ export function conformance<H>(
         assert.deepEqual(s.state(), before, "memorySummary changed state");
       }
     }
-    const text = s.summary?.();
+    const text = s.summary?.() ??
+      (typeof summarize === "function"
+        ? summarize.call(s.target) as string
+        : undefined);
     if (text !== undefined) {
       const f = s.bytesInUse();
       assert.ok(

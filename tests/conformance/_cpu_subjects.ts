@@ -10,7 +10,17 @@ import type { DataPtr } from "@allot/core";
 import { CpuAllocator, CpuHeap, SystemAllocator } from "@allot/cpu";
 import { BuddyAllocator } from "@allot/buddy";
 import { SharedHeap, SharedHeapAllocator } from "@allot/threads";
-import { orUndefined, type Subject } from "./_contract.ts";
+import {
+  NO_FENCES,
+  NO_STREAMS,
+  NOTHING_CACHED,
+  orUndefined,
+  SELF_FREEING,
+  type Subject,
+} from "./_contract.ts";
+
+/** Full stream N/A: no streams, no fences. */
+const NO_ASYNC = { recordStream: NO_STREAMS, synchronize: NO_FENCES } as const;
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -27,20 +37,11 @@ export function cpuHeap(): Subject<{ off: number; n: number }> {
   const heap = new CpuHeap(256 * KiB);
   return {
     target: heap,
-    knownGaps: [
-      "allocate",
-      "tryAllocate",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
-    allocate: (n) => ({ off: heap.alloc(n), n }),
+    knownGaps: [],
+    notApplicable: { ...NO_ASYNC, emptyCache: NOTHING_CACHED },
+    allocate: (n) => ({ off: heap.allocate(n), n }),
     tryAllocate: (n) => {
-      const off = heap.tryAlloc(n);
+      const off = heap.tryAllocate(n);
       return off === undefined ? undefined : { off, n };
     },
     free: (h) => heap.free(h.off),
@@ -49,16 +50,17 @@ export function cpuHeap(): Subject<{ off: number; n: number }> {
     bytes: (h) => heap.bytes(h.off, h.n),
     bytesInUse: () => heap.stats().requestedBytes,
     allocations: () => heap.stats().allocations,
-    resetPeakStats: () => heap.resetPeaks(),
-    validate: () => heap.checkIntegrity(),
+    resetPeakStats: () => heap.resetPeakStats(),
+    resetAccumulatedStats: () => heap.resetAccumulatedStats(),
+    validate: () => heap.validate(),
     state: () => ({ stats: heap.stats(), snapshot: heap.snapshot() }),
     capacityBytes: 256 * KiB,
     maxRequestBytes: 40 * KiB,
     extraParameters: [
       {
-        name: "alloc(64, alignment)",
+        name: "allocate(64, alignment)",
         optional: true,
-        call: (v) => heap.alloc(64, v as number),
+        call: (v) => heap.allocate(64, v as number),
       },
     ],
     foreign: () => ({ off: 32, n: 64 }),
@@ -75,30 +77,24 @@ export function cpuAllocator(): Subject<DataPtr> {
   const other = new CpuAllocator();
   return {
     target: a,
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
+    knownGaps: [],
+    notApplicable: {
+      ...NO_ASYNC,
+      free: SELF_FREEING,
+      snapshot: "its heaps' `snapshot()` (`allocator.heaps`)",
+    },
     releaseIsIdempotent: true,
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (p) => p.release(),
     countedBytes: (_p, n) => n,
     bytes: hostBytes,
     bytesInUse: () => a.stats(),
     reservedBytes: undefined,
-    validate: () => {
-      for (const h of a.heaps) h.checkIntegrity();
-    },
-    emptyCache: () => a.trim(),
+    validate: () => a.validate(),
+    emptyCache: () => void a.emptyCache(),
+    resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
     state: () => ({
       stats: a.stats(),
       heaps: a.heaps.map((h) => h.snapshot()),
@@ -123,25 +119,23 @@ export function systemAllocator(): Subject<DataPtr> {
   const other = new SystemAllocator();
   return {
     target: a,
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "memorySummary",
-    ],
+    knownGaps: [],
+    notApplicable: {
+      ...NO_ASYNC,
+      free: SELF_FREEING,
+      emptyCache: "nothing is cached: each buffer goes back to the engine",
+      snapshot: "one `ArrayBuffer` per allocation: no layout to picture",
+    },
     releaseIsIdempotent: true,
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (p) => p.release(),
     countedBytes: (_p, n) => n,
     bytes: hostBytes,
     bytesInUse: () => a.stats(),
     validate: () => a.validate(),
+    resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
     state: () => ({ stats: a.stats(), count: a.allocationCount }),
     capacityBytes: 256 * KiB,
     maxRequestBytes: 40 * KiB,
@@ -163,17 +157,8 @@ export function buddyAllocator(): Subject<{ addr: number; n: number }> {
   });
   return {
     target: b,
-    knownGaps: [
-      "tryAllocate",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
+    knownGaps: [],
+    notApplicable: NO_ASYNC,
     allocate: (n) => ({ addr: b.alloc(n), n }),
     tryAllocate: (n) => orUndefined(() => ({ addr: b.alloc(n), n })),
     free: (h) => b.free(h.addr),
@@ -183,55 +168,52 @@ export function buddyAllocator(): Subject<{ addr: number; n: number }> {
     bytesInUse: () => b.stats().allocatedBytes,
     allocations: () => b.stats().allocations,
     reservedBytes: () => b.reservedBytes,
-    validate: () => b.checkIntegrity(),
-    emptyCache: () => void b.trim(),
-    state: () => b.stats(),
+    validate: () => b.validate(),
+    emptyCache: () => void b.emptyCache(),
+    resetPeakStats: () => b.resetPeakStats(),
+    resetAccumulatedStats: () => b.resetAccumulatedStats(),
+    state: () => ({ stats: b.stats(), snapshot: b.snapshot() }),
     capacityBytes: 256 * KiB,
     maxRequestBytes: 40 * KiB,
     foreign: () => ({ addr: 32, n: 64 }),
+    // (a negative address is a large block's)
+    handleKind: [-1],
     close: () => {},
   };
 }
+
+/** Why `SharedHeap.stats()` has no peak or totals yet. */
+const SHARED_PARTIAL =
+  "bytes in use only: an exact peak over every thread needs a shared atomic on each allocation";
 
 /** `SharedHeap`: offsets in a `SharedArrayBuffer` that Workers share. */
 export function sharedHeap(): Subject<{ off: number; n: number }> {
   const heap = SharedHeap.create(1 * MiB);
   return {
     target: heap,
-    knownGaps: [
-      "allocate",
-      "tryAllocate",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
-    allocate: (n) => ({ off: heap.alloc(n), n }),
+    knownGaps: ["snapshot", "resetPeakStats", "resetAccumulatedStats"],
+    notApplicable: NO_ASYNC,
+    partialStats: SHARED_PARTIAL,
+    allocate: (n) => ({ off: heap.allocate(n), n }),
     tryAllocate: (n) => {
-      const off = heap.tryAlloc(n);
+      const off = heap.tryAllocate(n);
       return off === undefined ? undefined : { off, n };
     },
     free: (h) => heap.free(h.off),
     freeRaw: (v) => heap.free(v as number),
     countedBytes: (h) => heap.usableByteLength(h.off),
     bytes: (h) => heap.bytes(h.off, h.n),
-    bytesInUse: () => {
-      const s = heap.stats();
-      return { current: s.bytesInUse };
-    },
-    validate: () => heap.checkIntegrity(),
+    bytesInUse: () => ({ current: heap.stats().allocatedBytes }),
+    validate: () => heap.validate(),
+    emptyCache: () => heap.emptyCache(),
     state: () => heap.stats(),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 40 * KiB,
     extraParameters: [
       {
-        name: "alloc(64, alignment)",
+        name: "allocate(64, alignment)",
         optional: true,
-        call: (v) => heap.alloc(64, v as number),
+        call: (v) => heap.allocate(64, v as number),
       },
     ],
     foreign: () => ({ off: 32, n: 64 }),
@@ -247,27 +229,18 @@ export function sharedHeapAllocator(): Subject<DataPtr> {
   const other = new SharedHeapAllocator(otherHeap);
   return {
     target: a,
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "stats",
-      "memorySummary",
-    ],
+    knownGaps: ["snapshot", "resetPeakStats", "resetAccumulatedStats"],
+    notApplicable: { ...NO_ASYNC, free: SELF_FREEING },
+    partialStats: SHARED_PARTIAL,
     releaseIsIdempotent: true,
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (p) => p.release(),
     countedBytes: (p) => heap.usableByteLength(p.byteOffset - 64),
     bytes: hostBytes,
-    bytesInUse: () => ({ current: heap.stats().bytesInUse }),
-    validate: () => heap.checkIntegrity(),
+    bytesInUse: () => ({ current: a.stats().allocatedBytes }),
+    validate: () => a.validate(),
+    emptyCache: () => a.emptyCache(),
     state: () => heap.stats(),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 40 * KiB,

@@ -14,8 +14,8 @@ import {
   GpuPlannedAllocator,
   GpuWatermarkAllocator,
 } from "@allot/webgpu";
-import { orUndefined, type Subject } from "./_contract.ts";
-import { plannedState } from "./_pool_subjects.ts";
+import { ONE_QUEUE, SELF_FREEING, type Subject } from "./_contract.ts";
+import { PLANNED_NO_STREAMS, plannedState } from "./_pool_subjects.ts";
 
 const MiB = 2 ** 20;
 const source = { capacityBytes: 16 * MiB };
@@ -26,34 +26,24 @@ export function gpuCaching(
   reuse: "queue-order" | "after-fence" = "queue-order",
 ): Subject<GpuAllocation> {
   const a = new GpuCachingAllocator(device, { source, reuse });
-  const stats = () => a.memoryStats();
+  const stats = () => a.stats();
   return {
     target: a,
     pendingFrees: reuse === "after-fence",
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "stats",
-      "memorySummary",
-    ],
+    knownGaps: [],
+    notApplicable: { free: SELF_FREEING, recordStream: ONE_QUEUE },
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (h) => h.release(),
     countedBytes: (_h, n) => n,
     bytesInUse: () => stats().requestedBytes.all,
     allocations: () => stats().allocation.all,
     reservedBytes: () => a.source.reservedBytes,
-    summary: () => a.caching.memorySummary(),
-    validate: () => a.caching.validate(),
+    validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
-    resetPeakStats: () => a.caching.resetPeakStats(),
-    resetAccumulatedStats: () => a.caching.resetAccumulatedStats(),
-    state: () => ({ stats: stats(), snapshot: a.caching.snapshot() }),
+    resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
+    state: () => ({ stats: stats(), snapshot: a.snapshot() }),
     capacityBytes: 16 * MiB,
     maxRequestBytes: 3 * MiB,
     settle: () => a.synchronize(),
@@ -67,29 +57,19 @@ export function gpuWatermark(device: GPUDevice): Subject<GpuAllocation> {
   return {
     target: a,
     pendingFrees: a.reuse === "after-fence",
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
-    minRequestBytes: 1,
+    knownGaps: [],
+    notApplicable: { free: SELF_FREEING, recordStream: ONE_QUEUE },
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (h) => h.release(),
     countedBytes: (_h, n) => n,
     bytesInUse: () => a.stats().requestedBytes,
     reservedBytes: () => a.source.reservedBytes,
-    summary: () => a.watermark.memorySummary(),
-    validate: () => a.watermark.validate(),
+    validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
-    resetPeakStats: () => a.watermark.resetPeakStats(),
-    resetAccumulatedStats: () => a.watermark.resetAccumulatedStats(),
-    state: () => ({ stats: a.stats(), snapshot: a.watermark.snapshot() }),
+    resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
+    state: () => ({ stats: a.stats(), snapshot: a.snapshot() }),
     capacityBytes: 16 * MiB,
     maxRequestBytes: 3 * MiB,
     settle: () => a.synchronize(),
@@ -103,28 +83,17 @@ export function gpuPlanned(device: GPUDevice): Subject<GpuAllocation> {
   const p = a.pool;
   return {
     target: a,
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "stats",
-      "memorySummary",
-    ],
-    minRequestBytes: 1,
+    knownGaps: ["snapshot"],
+    notApplicable: { free: SELF_FREEING, recordStream: PLANNED_NO_STREAMS },
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (h) => h.release(),
     countedBytes: (_h, n) => n,
-    bytesInUse: () => ({
-      current: p.requestedBytes,
-      peak: p.peakRequestedBytes,
-    }),
+    bytesInUse: () => a.stats().requestedBytes,
     reservedBytes: () => a.source.reservedBytes,
-    validate: () => p.validate(),
+    validate: () => a.validate(),
+    resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
     settle: () => a.synchronize(),
     emptyCache: () => a.emptyCache(),
     extraOps: [

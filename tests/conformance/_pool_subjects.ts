@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { DataPtr } from "@allot/core";
+import { type DataPtr, OutOfMemoryError } from "@allot/core";
 import { HostSegmentSource, SystemAllocator } from "@allot/cpu";
 import {
   type CachedBlock,
@@ -18,7 +18,16 @@ import {
 import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
 import { BufferPool, ManagedBufferPool } from "@allot/storage";
 import { OwnershipRegistry } from "@allot/registry";
-import { orUndefined, type Subject } from "./_contract.ts";
+import {
+  NO_FENCES,
+  NO_LAYOUT,
+  NO_STREAMS,
+  NOTHING_CACHED,
+  SELF_FREEING,
+  type Subject,
+} from "./_contract.ts";
+
+const NO_ASYNC = { recordStream: NO_STREAMS, synchronize: NO_FENCES } as const;
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -34,19 +43,18 @@ export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
   const source = new HostSegmentSource({ capacityBytes: 4 * MiB });
   const a = new CachingAllocator(source);
   const other = new CachingAllocator(new HostSegmentSource());
-  const stats = () => a.memoryStats();
+  const stats = () => a.stats();
   return {
     target: a,
-    knownGaps: ["tryAllocate", "stats"],
+    knownGaps: [],
     allocate: (n) => a.allocate(n),
-    tryAllocate: (n) => orUndefined(() => a.allocate(n)),
+    tryAllocate: (n) => a.tryAllocate(n),
     free: (b) => a.free(b),
     countedBytes: (b) => b.blockByteLength,
     bytes: (b) => view(b.memory, b.byteOffset, b.byteLength),
     bytesInUse: () => stats().allocatedBytes.all,
     allocations: () => stats().allocation.all,
     reservedBytes: () => stats().reservedBytes.all.current,
-    summary: () => a.memorySummary(),
     validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
     resetPeakStats: () => a.resetPeakStats(),
@@ -73,9 +81,10 @@ export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
   };
 }
 
-/** Everything a `StepPlannedPool` shows: it has no `stats()` or `snapshot()`. */
+/** Everything a `StepPlannedPool` shows: its `stats()` and figures. */
 export function plannedState(p: StepPlannedPool<unknown>): unknown {
   return {
+    stats: p.stats(),
     requested: p.requestedBytes,
     live: p.liveBytes,
     reserved: p.reservedBytes,
@@ -86,6 +95,10 @@ export function plannedState(p: StepPlannedPool<unknown>): unknown {
   };
 }
 
+/** Why a planned pool has no `recordStream`. */
+export const PLANNED_NO_STREAMS =
+  "no streams: a freed range is reused in queue order (one queue)";
+
 /** `StepPlannedPool` over host segments. */
 export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
   const source = new HostSegmentSource({ capacityBytes: 4 * MiB });
@@ -93,26 +106,19 @@ export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
   const other = new StepPlannedPool(new HostSegmentSource());
   return {
     target: p,
-    knownGaps: [
-      "recordStream",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "stats",
-      "memorySummary",
-    ],
+    knownGaps: ["snapshot"],
+    notApplicable: { recordStream: PLANNED_NO_STREAMS },
     allocate: (n) => p.allocate(n),
     tryAllocate: (n) => p.tryAllocate(n),
     free: (b) => p.free(b),
     countedBytes: (_b, n) => n,
     bytes: (b) => view(b.memory, b.byteOffset, b.requestedByteLength),
-    bytesInUse: () => ({
-      current: p.requestedBytes,
-      peak: p.peakRequestedBytes,
-    }),
+    bytesInUse: () => p.stats().requestedBytes,
     reservedBytes: () => p.reservedBytes,
     validate: () => p.validate(),
     emptyCache: () => p.emptyCache(),
+    resetPeakStats: () => p.resetPeakStats(),
+    resetAccumulatedStats: () => p.resetAccumulatedStats(),
     extraOps: [
       { name: "endStep", run: () => p.endStep() },
       { name: "endStep", run: () => p.endStep() },
@@ -120,7 +126,6 @@ export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
     ],
     state: () => plannedState(p),
     capacityBytes: 4 * MiB,
-    minRequestBytes: 1,
     maxRequestBytes: 1.5 * MiB,
     extraParameters: [
       { name: "trim", optional: true, call: (v) => p.trim(v as number) },
@@ -140,7 +145,7 @@ export function watermarkAllocator(): Subject<WatermarkBuffer<HostMemory>> {
   const other = new WatermarkAllocator(new HostSegmentSource());
   return {
     target: a,
-    knownGaps: ["tryAllocate", "recordStream"],
+    knownGaps: [],
     allocate: (n) => a.allocateBuffer(n),
     tryAllocate: (n) => a.tryAllocateBuffer(n),
     free: (b) => a.free(b),
@@ -148,7 +153,6 @@ export function watermarkAllocator(): Subject<WatermarkBuffer<HostMemory>> {
     bytes: (b) => view(b.memory, b.byteOffset, b.requestedByteLength),
     bytesInUse: () => a.stats().allocatedBytes,
     reservedBytes: () => source.reservedBytes,
-    summary: () => a.memorySummary(),
     validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
     resetPeakStats: () => a.resetPeakStats(),
@@ -158,7 +162,6 @@ export function watermarkAllocator(): Subject<WatermarkBuffer<HostMemory>> {
     ],
     state: () => ({ stats: a.stats(), snapshot: a.snapshot() }),
     capacityBytes: 4 * MiB,
-    minRequestBytes: 1,
     maxRequestBytes: 1.5 * MiB,
     extraParameters: [
       {
@@ -191,39 +194,38 @@ export function bufferPool(): Subject<
   const stats = () => pool.stats();
   return {
     target: pool,
-    knownGaps: [
-      "allocate",
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "memorySummary",
-    ],
-    allocate: (n) => ({ p: pool.acquire(n), n }),
-    tryAllocate: (n) => orUndefined(() => ({ p: pool.acquire(n), n })),
-    free: (h) => pool.recycle(h.p),
-    freeRaw: (v) => pool.recycle(v as never),
+    knownGaps: [],
+    notApplicable: { ...NO_ASYNC, snapshot: NO_LAYOUT },
+    allocate: (n) => ({ p: pool.allocate(n), n }),
+    tryAllocate: (n) => {
+      const p = pool.tryAllocate(n);
+      return p === undefined ? undefined : { p, n };
+    },
+    free: (h) => pool.free(h.p),
+    freeRaw: (v) => pool.free(v as never),
     countedBytes: (_h, n) => n,
     bytes: (h) =>
       new Uint8Array(h.p.memory as ArrayBuffer, h.p.byteOffset, h.n),
-    bytesInUse: () => ({ current: stats().requestedBytes }),
+    bytesInUse: () => stats().requested,
     reservedBytes: () => stats().reserved.current,
     validate: () => pool.validate(),
-    emptyCache: () => pool.cleanup(),
+    emptyCache: () => void pool.emptyCache(),
+    resetPeakStats: () => pool.resetPeakStats(),
+    resetAccumulatedStats: () => pool.resetAccumulatedStats(),
     state: () => stats(),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 200 * KiB,
-    foreign: () => ({ p: other.acquire(64), n: 64 }),
+    foreign: () => ({ p: other.allocate(64), n: 64 }),
     close: () => {
-      pool.cleanup();
-      other.cleanup();
+      pool.emptyCache();
+      other.emptyCache();
     },
   };
 }
+
+/** Why a registry has no allocate/tryAllocate/free of its own. */
+const REGISTRY_RECORDS =
+  "a registry records ownership of memory allocated elsewhere: `register`/`newArray` and `unregister`";
 
 /** `OwnershipRegistry`: arrays it allocates (`newArray`) and frees. */
 export function ownershipRegistry(): Subject<Uint8Array> {
@@ -232,28 +234,33 @@ export function ownershipRegistry(): Subject<Uint8Array> {
   const stats = () => r.stats();
   return {
     target: r,
-    knownGaps: [
-      "allocate",
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
+    knownGaps: [],
+    notApplicable: {
+      ...NO_ASYNC,
+      allocate: REGISTRY_RECORDS,
+      tryAllocate: REGISTRY_RECORDS,
+      free: REGISTRY_RECORDS,
+      emptyCache: NOTHING_CACHED,
+      snapshot: "its `records()` list every live record",
+    },
     allocate: (n) => r.newArray("u8", n, { allocator }),
-    tryAllocate: (n) => orUndefined(() => r.newArray("u8", n, { allocator })),
+    tryAllocate: (n) => {
+      try {
+        return r.newArray("u8", n, { allocator });
+      } catch (e) {
+        if (e instanceof OutOfMemoryError) return undefined;
+        throw e;
+      }
+    },
     free: (a) => void r.unregister(a),
     freeRaw: (v) => void r.unregister(v as Uint8Array),
     countedBytes: (_a, n) => n,
     bytes: (a) => a,
     bytesInUse: () => stats().requestedBytes,
     reservedBytes: () => stats().reservedBytes.current,
-    validate: () => {},
+    validate: () => r.validate(),
+    resetPeakStats: () => r.resetPeakStats(),
+    resetAccumulatedStats: () => r.resetAccumulatedStats(),
     state: () => ({ stats: stats(), records: [...r.records()] }),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 200 * KiB,
@@ -277,29 +284,21 @@ export function managedBufferPool(): Subject<DataPtr<HostMemory, unknown>> {
   const stats = () => pool.stats();
   return {
     target: pool,
-    knownGaps: [
-      "tryAllocate",
-      "free",
-      "recordStream",
-      "synchronize",
-      "emptyCache",
-      "snapshot",
-      "resetPeakStats",
-      "resetAccumulatedStats",
-      "validate",
-      "memorySummary",
-    ],
+    knownGaps: [],
+    notApplicable: { ...NO_ASYNC, free: SELF_FREEING, snapshot: NO_LAYOUT },
     releaseIsIdempotent: true,
     allocate: (n) => pool.allocate(n),
-    tryAllocate: (n) => orUndefined(() => pool.allocate(n)),
+    tryAllocate: (n) => pool.tryAllocate(n),
     free: (p) => p.release(),
     countedBytes: (_p, n) => n,
     bytes: (p) =>
       new Uint8Array(p.memory as ArrayBuffer, p.byteOffset, p.byteLength),
-    bytesInUse: () => ({ current: stats().requestedBytes }),
+    bytesInUse: () => stats().requested,
     reservedBytes: () => stats().reserved.current,
-    validate: () => {},
-    emptyCache: () => pool.cleanup(),
+    validate: () => pool.validate(),
+    emptyCache: () => void pool.emptyCache(),
+    resetPeakStats: () => pool.resetPeakStats(),
+    resetAccumulatedStats: () => pool.resetAccumulatedStats(),
     state: () => stats(),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 200 * KiB,

@@ -32,6 +32,24 @@ export const VERBS = [
 /** One verb of {@linkcode VERBS}. */
 export type Verb = typeof VERBS[number];
 
+/** Why `recordStream` does not apply: the allocator has no streams. */
+export const NO_STREAMS =
+  "no streams: nothing else uses its memory asynchronously";
+/** Why `synchronize` does not apply: frees take effect at once. */
+export const NO_FENCES = "no fences: a free takes effect at once";
+/** Why `free` does not apply: the handle frees itself. */
+export const SELF_FREEING =
+  "the handle frees itself (`release()`, `using`), once";
+/** Why `emptyCache` does not apply: nothing is cached. */
+export const NOTHING_CACHED =
+  "nothing is cached: freed memory is the allocator's own at once";
+/** Why `snapshot` does not apply: no segments of its own to picture. */
+export const NO_LAYOUT =
+  "no segments of its own to picture: `stats()` counts everything";
+/** Why `recordStream` does not apply on WebGPU. */
+export const ONE_QUEUE =
+  "one queue (WebGPU): the allocator orders every free on it";
+
 /** A byte figure: the shared `StatValues` record of `@allot/core`. */
 export interface Figures {
   current: number;
@@ -46,6 +64,17 @@ export interface Subject<H = unknown> {
   readonly target: object;
   /** Verbs of {@linkcode VERBS} the target does not have under that name. */
   readonly knownGaps: readonly Verb[];
+  /**
+   * Verbs of {@linkcode VERBS} that do not apply to this allocator, each
+   * with the one-line reason (`recordStream` where there are no streams, `free`
+   * where the handle frees itself): absent by design, not a gap.
+   */
+  readonly notApplicable?: Readonly<Partial<Record<Verb, string>>>;
+  /**
+   * Why the bytes-in-use figure of `stats()` lacks `peak`, `allocated` or
+   * `freed` (an allocator whose `stats()` is not yet the full record).
+   */
+  readonly partialStats?: string;
   /** Throws when out of memory (an `OutOfMemoryError`-family error). */
   allocate(byteLength: number): H;
   /** `undefined` (or `null`) where {@linkcode allocate} throws out of memory. */
@@ -91,11 +120,6 @@ export interface Subject<H = unknown> {
   state(): unknown;
   /** A request of more bytes than this always fails out of memory. */
   readonly capacityBytes: number;
-  /**
-   * The smallest request the allocator takes: 0 but where a gap is listed
-   * (a smaller one must be refused with an `InvalidArgumentError`).
-   */
-  readonly minRequestBytes?: number;
   /** Random requests stay at or under this. */
   readonly maxRequestBytes: number;
   /** Other numeric parameters of the allocate verb, for hostile values. */
@@ -112,6 +136,12 @@ export interface Subject<H = unknown> {
    * offset inside a live block); absent where a handle frees itself.
    */
   foreign?(): H;
+  /**
+   * Values of the not-a-handle list that are handles of the free verb's kind
+   * here (a negative number is a large block's address in a buddy
+   * allocator): refused as handles not held, with a `DoubleFreeError`.
+   */
+  readonly handleKind?: readonly unknown[];
   /**
    * Frees wait on a fence: a freed block stays counted in use until
    * {@linkcode Subject.settle} (after-fence reuse), so between a free and the

@@ -1,0 +1,54 @@
+/**
+ * {@linkcode validateOptionKeys}: allot's rule for option names. An options
+ * object may hold only the keys its constructor reads: a misspelt key (such
+ * as `maxSplitSize` for `maxSplitByteLength` in an older release, or
+ * `capacity` for `capacityBytes`) would otherwise do nothing, silently.
+ *
+ * @module
+ */
+
+import { InvalidArgumentError } from "./errors.ts";
+
+/**
+ * Refuses an options object that holds a key the caller does not read. Only
+ * own enumerable string keys are looked at (`Object.keys`): no getter runs,
+ * and `undefined` values count (`{ typo: undefined }` is refused too).
+ *
+ * @param options The options object (anything else is left to the caller's
+ * own check).
+ * @param accepted The keys the caller reads.
+ * @param where What takes the options, for the message (`"CachingAllocator"`).
+ * @throws {InvalidArgumentError} Naming the first unknown key and the
+ * accepted ones (its `limit`).
+ *
+ * @example
+ * ```ts
+ * import { InvalidArgumentError, validateOptionKeys } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const keys = ["capacityBytes", "strict"] as const;
+ * validateOptionKeys({ capacityBytes: 64 }, keys, "Pool");
+ * assert.throws(
+ *   () => validateOptionKeys({ capacity: 64 }, keys, "Pool"),
+ *   InvalidArgumentError,
+ * );
+ * ```
+ */
+export function validateOptionKeys(
+  options: object,
+  accepted: readonly string[],
+  where: string,
+): void {
+  // (not an object: the caller's own check refuses it)
+  if (typeof options !== "object" || options === null) return;
+  for (const key of Object.keys(options)) {
+    if (!accepted.includes(key)) {
+      throw new InvalidArgumentError(
+        `Unknown option ${
+          JSON.stringify(key)
+        } of ${where}: the options it reads are ${accepted.join(", ")}`,
+        { name: key, value: key, limit: [...accepted] },
+      );
+    }
+  }
+}
