@@ -12,7 +12,7 @@ export function _place<M>(
 ) {
   const b = block as { byteOffset: number; byteLength: number };
   block._offset = offset;
-  b.byteOffset = block._seg.segment.byteOffset + offset;
+  b.byteOffset = block._seg.base + offset;
   b.byteLength = size;
 }
 

@@ -20,6 +20,8 @@ export interface _Plan {
   state: Uint8Array;
   /** Per item in the step now: 1 when it waits for blocks (`#waits`). */
   guard: Uint8Array;
+  /** Whether some `guard` entry may be 1 (else it needs no clearing). */
+  guarded: boolean;
   /** Hash of the sizes of items `0..i`, per item (the plan's keys). */
   keys: Int32Array;
   /** The last step that followed or made it (least recent goes first). */
@@ -48,8 +50,8 @@ export function _key(key: number, size: number): number {
 export function _fastPlan(
   offsets: Float64Array,
   sizes: Float64Array,
-  starts: readonly number[],
-  ends: readonly number[],
+  starts: ArrayLike<number>,
+  ends: ArrayLike<number>,
   size: number,
 ): _Plan {
   const count = offsets.length;
@@ -80,6 +82,7 @@ export function _fastPlan(
     need,
     state: new Uint8Array(count),
     guard: new Uint8Array(count),
+    guarded: false,
     keys,
     used: 0,
     remade: 0,

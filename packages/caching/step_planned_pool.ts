@@ -94,7 +94,12 @@ class _Seg<M> {
     readonly small = false,
   ) {
     this.pool = pool;
+    this.memory = segment.memory;
+    this.base = segment.byteOffset;
   }
+  /** The segment's memory and offset (what each block reads, at hand). */
+  readonly memory: M;
+  readonly base: number;
   liveBlocks = 0;
   first!: PlannedBlock<M>;
 }
@@ -137,8 +142,8 @@ export class PlannedBlock<M = unknown> {
   constructor(seg: _Seg<M>, offset: number, size: number) {
     this._seg = seg;
     this._offset = offset;
-    this.memory = seg.segment.memory;
-    this.byteOffset = seg.segment.byteOffset + offset;
+    this.memory = seg.memory;
+    this.byteOffset = seg.base + offset;
     this.byteLength = size;
   }
 }
@@ -166,6 +171,9 @@ const _MAX_BACKOFF = 6;
 const _RESYNC = 64;
 /** See `_RESYNC`. */
 const _LOST = 4;
+
+/** Requests a step's records have room for at first (they double). */
+const _REC0 = 64;
 
 /** Steps whose peak live bytes bound the bytes kept. */
 const _WINDOW = 64;
@@ -237,6 +245,21 @@ export class StepPlannedPool<M = unknown> {
   /** Held bytes allowed per live byte before free segments are given back. */
   readonly maxHeldRatio: number;
   #align: number;
+  /**
+   * The plan the arena follows on the fast path, `undefined` off it. On it
+   * the arena's block list and free index are not kept: the arena's live
+   * blocks are exactly this step's planned items (in `#fastLive`), each at
+   * its planned offset, and a request of the plan is one array read plus a
+   * check that the items planned to be freed before it were freed.
+   */
+  #fast: _Plan | undefined;
+  #fastLive: (PlannedBlock<M> | undefined)[] = [];
+  /** how many of `#fast.freeOrder` are known freed, from the start */
+  #freedPrefix = 0;
+  #group: StepPoolGroup | undefined;
+  #disposed = false;
+  /** calls into the source under way (public calls are refused then) */
+  #inSource = 0;
   #segs = new Set<_Seg<M>>();
   /** free blocks by size, ascending */
   #free: PlannedBlock<M>[] = [];
@@ -252,14 +275,22 @@ export class StepPlannedPool<M = unknown> {
   #memo = new _PlanMemo();
   /** the latest kept plan per key of its first requests (see `_key`) */
   #byKey = new Map<number, _Plan>();
-  #recSize: number[] = [];
-  #recStart: number[] = [];
-  #recEnd: number[] = [];
+  /**
+   * The step's requests so far (`#recCount` of them): sizes, and the ops
+   * that made and freed them (Infinity while live). Typed arrays reused
+   * from step to step: a step's end resets a count, nothing is allocated
+   * or trimmed.
+   */
+  #recCount = 0;
+  #recSize: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
+  #recStart: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
+  #recEnd: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
   /** the key of the step's first `#keyCount` requests (`#prefixKey`) */
   #keyCount = 0;
   #keyValue = _KEY0;
   /** where each request of the step went in the arena (-1: elsewhere) */
-  #recAt: number[] = [];
+  #recAt: Float64Array<ArrayBuffer> = new Float64Array(_REC0);
+  #atCount = 0;
   #op = 0;
   #misses = 0;
   /** whether this step's requests left every kept plan */
@@ -288,6 +319,10 @@ export class StepPlannedPool<M = unknown> {
   #stepPeak = 0;
   /** peak block bytes of the current step and of the last steps */
   #stepPeakBlocks = 0;
+  #fastSteps = 0;
+  #followedBits = 0;
+  /** the arena bytes the last step took (see `_giveBack`) */
+  #lastNeed = 0;
   /** the bound (`#bound`) of each of the last steps' peaks */
   #window = new _PeakWindow(_WINDOW);
   #peakLive = 0;
@@ -297,34 +332,15 @@ export class StepPlannedPool<M = unknown> {
   #released = 0;
   /** blocks put in the free index so far (orders blocks of equal size) */
   #indexed = 0;
-  /**
-   * The plan the arena follows on the fast path, `undefined` off it. On it
-   * the arena's block list and free index are not kept: the arena's live
-   * blocks are exactly this step's planned items (in `#fastLive`), each at
-   * its planned offset, and a request of the plan is one array read plus a
-   * check that the items planned to be freed before it were freed.
-   */
-  #fast: _Plan | undefined;
-  #fastLive: (PlannedBlock<M> | undefined)[] = [];
-  /** how many of `#fast.freeOrder` are known freed, from the start */
-  #freedPrefix = 0;
   /** requests of the fast plan that wait for live blocks it did not place */
   #waits = new Map<number, PlannedBlock<M>[]>();
   /** blocks earlier steps left in the arena when the fast path began */
   #fastOld: PlannedBlock<M>[] = [];
-  #fastSteps = 0;
-  #group: StepPoolGroup | undefined;
   /** the step the arena was made at */
   #arenaSince = 0;
-  #followedBits = 0;
-  #disposed = false;
-  /** calls into the source under way (public calls are refused then) */
-  #inSource = 0;
   /** the largest outgrown segment `#dropOutgrown` gave back, and when */
   #outgrown = 0;
   #outgrownStep = -1;
-  /** the arena bytes the last step took (see `_giveBack`) */
-  #lastNeed = 0;
   /** keys (`#prefixKey` of all their requests) of steps left unplanned */
   #skipped = new Set<number>();
   /** sizes asked for, and segments made, where a request crept up */
@@ -510,31 +526,32 @@ export class StepPlannedPool<M = unknown> {
     if (this.#disposed || this.#inSource !== 0) {
       this.#refuse(`allocate ${describeValue(byteLength)} bytes`);
     }
-    validateByteLength(byteLength, this.source.maxSegmentByteLength);
+    const max = this.source.maxSegmentByteLength;
+    if (
+      // (the type first: a symbol or a bigint would throw a TypeError)
+      !(Number.isSafeInteger(byteLength) && byteLength >= 0 &&
+        byteLength <= max)
+    ) {
+      _badSize(byteLength, max);
+    }
     // (a power of two: the division is exact, and no float remainder; a
     // 0-byte request gets an ordinary block of one alignment unit)
     const size = byteLength === 0
       ? this.#align
       : Math.ceil(byteLength / this.#align) * this.#align;
-    const item = this.#recSize.length;
+    const item = this.#recCount;
+    if (item === 0 && this.#plans.length > 0) this.#startStep(size);
+    // the fast path: the planned offset, once the items planned to leave
+    // the range before this one have left; anything else (another plan, a
+    // range still taken, no plan) goes to `#allocateSlow`, out of line
+    const fast = this.#fast;
     let block: PlannedBlock<M> | undefined;
-    // a request the plan says outlives the step stays out of the arena
-    let arenaOk = true;
-    if (item === 0 && this.#plans.length > 0) {
-      this.#pick(size);
-      this.#enterFast();
-    }
-    let fast = this.#fast;
     if (
-      fast !== undefined && (item >= fast.count || size !== fast.sizes[item])
-    ) fast = this.#switchFast(item, size);
-    if (fast !== undefined) {
-      // the fast path: the planned offset, once the items planned to leave
-      // the range before this one have left (else the arena's list is
-      // rebuilt and the request takes the checked path below)
+      fast !== undefined && item < fast.count && size === fast.sizes[item]
+    ) {
       const at = fast.offsets[item];
-      if (at < 0) arenaOk = false;
-      else if (
+      if (
+        at >= 0 &&
         (fast.need[item] <= this.#freedPrefix ||
           this.#advanceFreed(fast, fast.need[item])) &&
         (fast.guard[item] === 0 || this.#waited(item))
@@ -542,22 +559,21 @@ export class StepPlannedPool<M = unknown> {
         block = new PlannedBlock(this.#arena!, at, size);
         fast.state[item] = 1;
         this.#fastLive[item] = block;
-      } else this.#settle();
+      }
     }
     if (block === undefined) {
-      block = this.#place(item, size, arenaOk);
+      block = this.#allocateSlow(item, size);
       if (block === undefined) return undefined;
-      // (the fast path records no offset: its plan has it, see `#fillAt`)
-      this.#fillAt(item);
-      this.#recAt.push(block._seg === this.#arena ? block._offset : -1);
     }
     block._free = false;
     block.requestedByteLength = byteLength;
     block._step = this.#step;
     block._item = item;
-    this.#recSize.push(size);
-    this.#recStart.push(this.#op++);
-    this.#recEnd.push(Infinity);
+    if (item === this.#recSize.length) this.#growRec();
+    this.#recSize[item] = size;
+    this.#recStart[item] = this.#op++;
+    this.#recEnd[item] = Infinity;
+    this.#recCount = item + 1;
     const seg = block._seg;
     seg.liveBlocks++;
     seg.lastUsed = this.#step;
@@ -568,6 +584,48 @@ export class StepPlannedPool<M = unknown> {
     // (apart: resetPeakStats() can take the peak below the step's)
     if (live > this.#peakLive) this.#peakLive = live;
     if (blocks > this.#stepPeakBlocks) this.#stepPeakBlocks = blocks;
+    return block;
+  }
+
+  /** At a step's first request: the plan it picks, and the fast path. */
+  #startStep(size: number): void {
+    this.#pick(size);
+    this.#enterFast();
+  }
+
+  /**
+   * A request `tryAllocate`'s fast path did not place: on the fast path
+   * still when a kept plan expected it (see `#switchFast`), else the
+   * checked path (`#place`); `undefined` when the source has no memory.
+   */
+  #allocateSlow(item: number, size: number): PlannedBlock<M> | undefined {
+    // a request the plan says outlives the step stays out of the arena
+    let arenaOk = true;
+    let fast = this.#fast;
+    if (
+      fast !== undefined && (item >= fast.count || size !== fast.sizes[item])
+    ) fast = this.#switchFast(item, size);
+    if (fast !== undefined) {
+      // (else the arena's list is rebuilt and the request takes the
+      // checked path below)
+      const at = fast.offsets[item];
+      if (at < 0) arenaOk = false;
+      else if (
+        (fast.need[item] <= this.#freedPrefix ||
+          this.#advanceFreed(fast, fast.need[item])) &&
+        (fast.guard[item] === 0 || this.#waited(item))
+      ) {
+        const block = new PlannedBlock(this.#arena!, at, size);
+        fast.state[item] = 1;
+        this.#fastLive[item] = block;
+        return block;
+      } else this.#settle();
+    }
+    const block = this.#place(item, size, arenaOk);
+    if (block === undefined) return undefined;
+    // (the fast path records no offset: its plan has it, see `#fillAt`)
+    this.#fillAt(item);
+    this.#pushAt(block._seg === this.#arena ? block._offset : -1);
     return block;
   }
 
@@ -655,30 +713,9 @@ export class StepPlannedPool<M = unknown> {
    */
   free(block: PlannedBlock<M>): void {
     if (this.#disposed || this.#inSource !== 0) this.#refuse("free a block");
-    if (!PlannedBlock._is(block) || block._seg.pool !== this) {
-      if (
-        PlannedBlock._is(block) && block._free && block._seg.pool === null
-      ) {
-        // (a segment is given back only when none of its blocks is live)
-        throw new DoubleFreeError(
-          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
-        );
-      }
-      if (PlannedBlock._is(block)) {
-        throw new DoubleFreeError(
-          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) is not a block of this pool`,
-        );
-      }
-      throw new InvalidArgumentError(
-        "Invalid block: not a live block of this pool",
-        { name: "block", value: String(block) },
-      );
-    }
-    if (block._free) {
-      throw new DoubleFreeError(
-        `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed`,
-      );
-    }
+    if (
+      !PlannedBlock._is(block) || block._seg.pool !== this || block._free
+    ) this.#refuseFree(block);
     if (block._step === this.#step) this.#recEnd[block._item] = this.#op++;
     this.#live -= block.requestedByteLength;
     this.#freedBytes += block.requestedByteLength;
@@ -701,6 +738,14 @@ export class StepPlannedPool<M = unknown> {
       }
       return;
     }
+    this.#coalesce(block, seg);
+  }
+
+  /**
+   * Off the fast path: the freed block's range, as a free range of the
+   * pool's own, merged with its free neighbours and indexed.
+   */
+  #coalesce(block: PlannedBlock<M>, seg: _Seg<M>): void {
     // the free range is the pool's own object, never the caller's handle:
     // ranges are moved and resized as they merge and split, and a freed
     // handle keeps saying what it was
@@ -746,12 +791,9 @@ export class StepPlannedPool<M = unknown> {
       // a source that throws while the step is planned or trimmed (a
       // SegmentSourceError) still ends the step
       this.#step++;
-      this.#recSize.length = 0;
-      this.#recStart.length = 0;
-      this.#recEnd.length = 0;
-      this.#recAt.length = 0;
+      this.#recCount = 0;
+      this.#atCount = 0;
       this.#keyCount = 0;
-      this.#keyValue = _KEY0;
       this.#op = 0;
       this.#misses = 0;
       this.#diverged = false;
@@ -761,7 +803,7 @@ export class StepPlannedPool<M = unknown> {
   }
 
   #endStep(): void {
-    const count = this.#recSize.length;
+    const count = this.#recCount;
     const fast = this.#fast;
     if (fast !== undefined) {
       if (count === fast.count && this.#misses === 0) this.#fastSteps++;
@@ -769,58 +811,20 @@ export class StepPlannedPool<M = unknown> {
     }
     const followed = count > 0 && this.#misses === 0 &&
       count === this.#plan?.count;
-    // which of the last 32 steps that made requests followed a plan
     if (count > 0) {
-      this.#followedBits = (this.#followedBits << 1) | Number(followed);
-    }
-    if (count > 0 && !followed) {
-      // a step that differs from the plan made for it: once two fresh
-      // plans in a row went unfollowed, planning work backs off (steps that
-      // never repeat, such as a growing KV cache, plan once every few
-      // steps); a step that follows its plan resets it, and so does a
-      // workload whose recent plans came back (the same varying steps run
-      // again: each gets its plan)
-      if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
-        this.#unfollowed++;
-      }
-      if (this.#unfollowed >= 2 && _bits(this.#followedBits) >= 2) {
+      // which of the last 32 steps that made requests followed a plan
+      this.#followedBits = (this.#followedBits << 1) | (followed ? 1 : 0);
+      if (followed) {
         this.#unfollowed = 0;
-      }
-      const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
-      this.#plannedLast = ++this.#sincePlan >= interval;
-      if (!this.#plannedLast && count > 1) {
-        // a step whose requests were seen in a step that went unplanned
-        // (backing off) repeats: it is planned now, whatever the back-off,
-        // so its next run follows a plan (a pass over varying steps that
-        // comes back settles in one pass, not a few)
-        const key = this.#prefixKey(count) ^ count;
-        const seen = this.#skipped;
-        if (seen.has(key)) this.#plannedLast = true;
-        else {
-          if (seen.size >= _SKIPPED) seen.clear();
-          seen.add(key);
-        }
-      }
-      // a step a kept plan was made for left it for where blocks were, not
-      // for what it asked: it is planned again (around the blocks left in
-      // the arena) twice at most
-      if (this.#plannedLast && this.#remadeTwice(count)) {
-        this.#plannedLast = false;
-      }
-      if (this.#plannedLast) {
-        this.#replan(count);
-        this.#replans++;
         this.#sincePlan = 0;
-      }
-    } else if (count > 0) {
-      this.#unfollowed = 0;
-      this.#sincePlan = 0;
-      this.#plannedLast = false;
+        this.#plannedLast = false;
+      } else this.#leftPlan(count);
     }
     // what the next step takes of the arena if it repeats this one
-    this.#lastNeed = this.#plan !== undefined &&
+    const plan = this.#plan;
+    this.#lastNeed = plan !== undefined &&
         (followed || (this.#plannedLast && count > 0))
-      ? this.#plan.size
+      ? plan.size
       : this.#stepPeakBlocks;
     const window = this.#window;
     window.push(this.#bound(this.#stepPeak, this.#stepPeakBlocks));
@@ -831,8 +835,56 @@ export class StepPlannedPool<M = unknown> {
     // new ones; above it, those no step of the window used go, then (far
     // above it) the least recently used (see `_IDLE_STEPS`)
     const limit = window.max;
-    this.#trimFree(limit, _IDLE_STEPS);
-    if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
+    if (this.#held > limit) {
+      this.#trimFree(limit, _IDLE_STEPS);
+      if (this.#held > limit * (1 + _TRIM_BAND)) this.#trimFree(limit);
+    }
+  }
+
+  /**
+   * At the end of a step that made requests and did not follow the plan
+   * made for it: whether (and then) it is planned (out of `#endStep`, whose
+   * steady state is a step that followed its plan).
+   */
+  #leftPlan(count: number): void {
+    // a step that differs from the plan made for it: once two fresh
+    // plans in a row went unfollowed, planning work backs off (steps that
+    // never repeat, such as a growing KV cache, plan once every few
+    // steps); a step that follows its plan resets it, and so does a
+    // workload whose recent plans came back (the same varying steps run
+    // again: each gets its plan)
+    if (this.#plannedLast && this.#unfollowed < _MAX_BACKOFF) {
+      this.#unfollowed++;
+    }
+    if (this.#unfollowed >= 2 && _bits(this.#followedBits) >= 2) {
+      this.#unfollowed = 0;
+    }
+    const interval = this.#unfollowed < 2 ? 1 : 1 << (this.#unfollowed - 1);
+    this.#plannedLast = ++this.#sincePlan >= interval;
+    if (!this.#plannedLast && count > 1) {
+      // a step whose requests were seen in a step that went unplanned
+      // (backing off) repeats: it is planned now, whatever the back-off,
+      // so its next run follows a plan (a pass over varying steps that
+      // comes back settles in one pass, not a few)
+      const key = this.#prefixKey(count) ^ count;
+      const seen = this.#skipped;
+      if (seen.has(key)) this.#plannedLast = true;
+      else {
+        if (seen.size >= _SKIPPED) seen.clear();
+        seen.add(key);
+      }
+    }
+    // a step a kept plan was made for left it for where blocks were, not
+    // for what it asked: it is planned again (around the blocks left in
+    // the arena) twice at most
+    if (this.#plannedLast && this.#remadeTwice(count)) {
+      this.#plannedLast = false;
+    }
+    if (this.#plannedLast) {
+      this.#replan(count);
+      this.#replans++;
+      this.#sincePlan = 0;
+    }
   }
 
   /**
@@ -1016,6 +1068,32 @@ export class StepPlannedPool<M = unknown> {
   /** Same as {@linkcode StepPlannedPool.dispose}. */
   [Symbol.dispose](): void {
     this.dispose();
+  }
+
+  /** Throws the error of a `free` of anything but a live block of this pool. */
+  #refuseFree(block: PlannedBlock<M>): never {
+    if (!PlannedBlock._is(block) || block._seg.pool !== this) {
+      if (
+        PlannedBlock._is(block) && block._free && block._seg.pool === null
+      ) {
+        // (a segment is given back only when none of its blocks is live)
+        throw new DoubleFreeError(
+          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed, and its segment given back`,
+        );
+      }
+      if (PlannedBlock._is(block)) {
+        throw new DoubleFreeError(
+          `Block at offset ${block.byteOffset} (${block.byteLength} bytes) is not a block of this pool`,
+        );
+      }
+      throw new InvalidArgumentError(
+        "Invalid block: not a live block of this pool",
+        { name: "block", value: String(block) },
+      );
+    }
+    throw new DoubleFreeError(
+      `Block at offset ${block.byteOffset} (${block.byteLength} bytes) was already freed`,
+    );
   }
 
   #refuse(what: string): never {
@@ -1210,10 +1288,10 @@ export class StepPlannedPool<M = unknown> {
       // the layout the step got in the arena (its blocks never overlapped)
       // when smaller: greedy-by-size is no lower bound, and a step that
       // skipped some of its plan's requests can come out larger
-      const at = this.#recAt;
+      const at = this.#recAt, atCount = this.#atCount;
       let top = 0;
       for (let k = 0; k < fixedFrom && top >= 0; k++) {
-        const o = at[index[k]] ?? -1;
+        const o = index[k] < atCount ? at[index[k]] : -1;
         top = o < 0 ? -1 : Math.max(top, o + items[k].size);
       }
       if (top >= 0 && alignUp(top, this.#align) < plan.size) {
@@ -1227,7 +1305,7 @@ export class StepPlannedPool<M = unknown> {
     for (let k = 0; k < fixedFrom; k++) offsets[index[k]] = plan.offsets[k];
     const made = _fastPlan(
       offsets,
-      Float64Array.from(this.#recSize.slice(0, count)),
+      this.#recSize.slice(0, count),
       this.#recStart,
       this.#recEnd,
       plan.size,
@@ -1375,8 +1453,11 @@ export class StepPlannedPool<M = unknown> {
       return;
     }
     plan.state.fill(0);
-    plan.guard.fill(0);
-    this.#waits.clear();
+    if (plan.guarded) {
+      plan.guard.fill(0);
+      plan.guarded = false;
+    }
+    if (this.#waits.size !== 0) this.#waits.clear();
     this.#freedPrefix = 0;
     if (this.#fast === undefined) {
       // blocks earlier steps left in the arena stay; the plan's requests
@@ -1407,6 +1488,7 @@ export class StepPlannedPool<M = unknown> {
       const at = plan.offsets[j];
       if (at < 0 || at >= hi || at + plan.sizes[j] <= lo) continue;
       plan.guard[j] = 1;
+      plan.guarded = true;
       const list = this.#waits.get(j);
       if (list === undefined) this.#waits.set(j, [block]);
       else list.push(block);
@@ -1430,8 +1512,11 @@ export class StepPlannedPool<M = unknown> {
     const state = next.state;
     for (let i = 0; i < item; i++) state[i] = old.state[i] === 1 ? 1 : 2;
     state.fill(0, item);
-    next.guard.fill(0);
-    this.#waits.clear();
+    if (next.guarded) {
+      next.guard.fill(0);
+      next.guarded = false;
+    }
+    if (this.#waits.size !== 0) this.#waits.clear();
     // a live block where the new plan does not put it: the new plan's
     // requests over its range wait for its free
     const live = this.#fastLive;
@@ -1508,12 +1593,9 @@ export class StepPlannedPool<M = unknown> {
    * its requests in all).
    */
   #prefixKey(count: number): number {
-    if (count < this.#keyCount) {
-      this.#keyCount = 0;
-      this.#keyValue = _KEY0;
-    }
+    if (count < this.#keyCount) this.#keyCount = 0;
     const rec = this.#recSize;
-    let key = this.#keyValue, k = this.#keyCount;
+    let k = this.#keyCount, key = k === 0 ? _KEY0 : this.#keyValue;
     for (; k < count; k++) key = _key(key, rec[k]);
     this.#keyCount = k;
     return this.#keyValue = key;
@@ -1526,8 +1608,25 @@ export class StepPlannedPool<M = unknown> {
    * `#switchFast` and `#settle`, which call this first).
    */
   #fillAt(item: number): void {
-    const at = this.#recAt, fast = this.#fast;
-    for (let k = at.length; k < item; k++) at.push(fast?.offsets[k] ?? -1);
+    const fast = this.#fast;
+    for (let k = this.#atCount; k < item; k++) {
+      this.#pushAt(fast?.offsets[k] ?? -1);
+    }
+  }
+
+  /** Records where the step's next request went (see `#recAt`). */
+  #pushAt(offset: number): void {
+    const k = this.#atCount;
+    if (k === this.#recAt.length) this.#recAt = _grown(this.#recAt);
+    this.#recAt[k] = offset;
+    this.#atCount = k + 1;
+  }
+
+  /** Doubles the room of the step's records (see `#recCount`). */
+  #growRec(): void {
+    this.#recSize = _grown(this.#recSize);
+    this.#recStart = _grown(this.#recStart);
+    this.#recEnd = _grown(this.#recEnd);
   }
 
   /** Whether the first `need` items of the plan's free order were freed. */
@@ -1545,7 +1644,7 @@ export class StepPlannedPool<M = unknown> {
    */
   #settle(): void {
     if (this.#fast === undefined) return;
-    this.#fillAt(this.#recSize.length);
+    this.#fillAt(this.#recCount);
     this.#fast = undefined;
     const arena = this.#arena!;
     const live: PlannedBlock<M>[] = [];
@@ -2085,6 +2184,23 @@ function _peakBytes(items: readonly _PlanItem[]): number {
     if (now > peak) peak = now;
   }
   return peak;
+}
+
+/** Throws the error of a size that is not an integer in [0, `max`]. */
+function _badSize(byteLength: number, max: number): never {
+  validateByteLength(byteLength, max);
+  // (not reached: the inline check refuses exactly what this refuses)
+  throw new InvalidArgumentError(
+    `Invalid byteLength: must be an integer in [0, ${max}]`,
+    { name: "byteLength", value: byteLength, limit: max },
+  );
+}
+
+/** A copy of `a` with twice the room. */
+function _grown(a: Float64Array): Float64Array<ArrayBuffer> {
+  const b = new Float64Array(a.length * 2);
+  b.set(a);
+  return b;
 }
 
 /** Set bits of a 32-bit integer. */

@@ -209,4 +209,56 @@ describe("StepPlannedPool fast path", () => {
     assert.equal(source.allocationCount, made);
     pool.validate();
   });
+
+  it("steps of more requests than the records first hold (64) are recorded whole: their repeats run on the fast path", () => {
+    // the step's records are typed arrays that double as a step grows:
+    // a step recorded short (a growth that lost the first records, or the
+    // last) is planned from wrong sizes and its repeats never follow it
+    const longArb = fc.array(
+      fc.record({
+        size: fc.oneof(
+          fc.constantFrom(256, 4096, 65536),
+          fc.integer({ min: 1, max: 40000 }),
+        ),
+        life: fc.integer({ min: 0, max: 6 }),
+      }),
+      { minLength: 65, maxLength: 300 },
+    );
+    fc.assert(
+      fc.property(longArb, fc.nat(20), (template, bump) => {
+        const source = new MockSegmentSource({ alignment: 256 });
+        const pool = new StepPlannedPool(source);
+        const live = new LiveSet();
+        const carried: { b: Block; size: number; until: number }[] = [];
+        const exact = { resize: null, shiftFrom: 0, shift: 0 };
+        // the first step's end plans it (its records grew while it ran);
+        // every repeat follows that plan, with no segment made
+        runStep(pool, live, carried, template, exact, 0);
+        pool.validate();
+        const made = source.allocationCount;
+        let s = 1;
+        for (; s < 6; s++) {
+          runStep(pool, live, carried, template, exact, s);
+          pool.validate();
+          assert.equal(pool.requestedBytes, 0);
+          assert.equal(pool.fastStepCount, s);
+        }
+        assert.equal(pool.replanCount, 1);
+        assert.equal(source.allocationCount, made);
+        // a step that departs late in its requests (past the first 64)
+        // leaves the plan there, and comes back
+        const resize = { resize: 64 + (bump % (template.length - 64)) };
+        runStep(pool, live, carried, template, { ...exact, ...resize }, s++);
+        pool.validate();
+        for (let r = 0; r < 3; r++) {
+          runStep(pool, live, carried, template, exact, s++);
+        }
+        pool.validate();
+        assert.equal(pool.requestedBytes, 0);
+        pool.emptyCache();
+        assert.equal(source.reservedBytes, 0);
+      }),
+      { numRuns: Math.max(20, modelRuns() / 10) },
+    );
+  });
 });

@@ -159,10 +159,10 @@ export class GpuPlannedAllocator {
     });
     this.pool = pool;
     this.#state = _deviceState(device);
+    // (a handle's release() refuses nothing and calls this only while
+    // the device is not lost: the device's state is the handle's too)
     this.#owner = {
-      free: (token) => {
-        if (!this.#state.lost) pool.free(token as PlannedBlock<GPUBuffer>);
-      },
+      free: (token) => pool.free(token as PlannedBlock<GPUBuffer>),
     };
   }
 
@@ -205,7 +205,8 @@ export class GpuPlannedAllocator {
 
   /** Marks the end of a step (see {@linkcode StepPlannedPool.endStep}). */
   endStep(): void {
-    if (!this.lost) this.pool.endStep();
+    // (the state `lost` reads, without the two getters in between)
+    if (!this.#state.lost) this.pool.endStep();
   }
 
   /**
