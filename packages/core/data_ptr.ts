@@ -90,7 +90,7 @@ export class DataPtr<M = unknown, C = unknown> extends UniqueVoidPtr<M, C> {
     ownership: DataPtrOwnership<C> = {},
   ) {
     _checkPlace(memory, byteOffset, byteLength);
-    if (!(device instanceof Device)) {
+    if (!Device.isDevice(device)) {
       throw new InvalidArgumentError(
         `Cannot create a DataPtr: device must be a Device, received ${
           describeValue(device)

@@ -123,6 +123,13 @@ function _untilAborted<T>(
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
+    // aborted since the caller checked (a fence's wait() can abort it): the
+    // event has fired already and will not fire again
+    if (signal.aborted) {
+      signal.removeEventListener("abort", onAbort);
+      reject(signal.reason);
+      return;
+    }
     promise.then((value) => {
       signal.removeEventListener("abort", onAbort);
       resolve(value);

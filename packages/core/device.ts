@@ -42,6 +42,7 @@ export class Device {
   readonly type: DeviceType;
   /** The device index, an integer in `[0, 65535]`. */
   readonly index: number;
+  #made = true;
 
   /**
    * Creates a device.
@@ -105,6 +106,27 @@ export class Device {
   }
 
   /**
+   * Whether `value` was made by the `Device` constructor: a brand check on
+   * private state, so a look-alike such as `Object.create(Device.prototype)`,
+   * which `instanceof` accepts but which has no type or index, is not one.
+   *
+   * @param value Any value.
+   * @returns `true` for a real `Device`.
+   *
+   * @example
+   * ```ts
+   * import { Device } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * assert.ok(Device.isDevice(Device.cpu()));
+   * assert.ok(!Device.isDevice(Object.create(Device.prototype)));
+   * ```
+   */
+  static isDevice(value: unknown): value is Device {
+    return typeof value === "object" && value !== null && #made in value;
+  }
+
+  /**
    * The CPU device with the given index.
    *
    * @param index Device index, 0 by default.
@@ -121,7 +143,7 @@ export class Device {
    * @returns `true` when both are the same device.
    */
   equals(other: Device): boolean {
-    return other instanceof Device && other.type === this.type &&
+    return Device.isDevice(other) && other.type === this.type &&
       other.index === this.index;
   }
 

@@ -76,6 +76,7 @@ export * from "./segment_source_error.ts";
 export * from "./stat.ts";
 export * from "./stat_recount.ts";
 export * from "./stats_summary.ts";
+export * from "./strided_alias.ts";
 export * from "./unique_void_ptr.ts";
 export * from "./validate.ts";
 export * from "./view_span.ts";

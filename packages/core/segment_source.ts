@@ -207,7 +207,7 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
     );
     this.#backed = validateFlag(options.backed, "backed", false);
     const device = options.device ?? new Device("mock", 0);
-    if (!(device instanceof Device)) {
+    if (!Device.isDevice(device)) {
       throw new InvalidArgumentError(
         `Invalid device: must be a Device, received ${describeValue(device)}`,
         { name: "device", value: device, limit: "Device" },

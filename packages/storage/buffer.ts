@@ -10,6 +10,7 @@ import {
   AllotError,
   ContractViolationError,
   describeValue,
+  findStridedAlias,
   hostBuffer,
   IntrusivePtr,
   InvalidArgumentError,
@@ -681,7 +682,8 @@ export class Buffer<D extends Dtype = Dtype> {
    * Sets every element of the view to `value`.
    *
    * @param value The value (`bool` stores 0 or 1).
-   * @throws {ShapeError} On a broadcast view (elements would alias).
+   * @throws {ShapeError} On a view whose elements alias (a broadcast view,
+   * or strides such as `[1, 1]` over shape `[2, 2]`).
    * @throws {UnsupportedOperationError} On non-host memory without backend.
    */
   fill(value: number): void {
@@ -870,7 +872,8 @@ export class Buffer<D extends Dtype = Dtype> {
    *
    * @param src The source buffer.
    * @throws {InvalidArgumentError} When the dtypes differ.
-   * @throws {ShapeError} When the shapes differ or this view broadcasts.
+   * @throws {ShapeError} When the shapes differ or this view's elements
+   * alias (a broadcast view, or strides such as `[1, 1]`).
    * @throws {UnsupportedOperationError} On non-host memory without backend,
    * or between host and non-host memory.
    */
@@ -972,6 +975,30 @@ export class Buffer<D extends Dtype = Dtype> {
           { name: "strides", value: strides, shape, strides },
         );
       }
+    }
+    if (view.isContiguous || view.isFortranContiguous) return;
+    let alias;
+    try {
+      alias = findStridedAlias(shape, strides);
+    } catch (e) {
+      if (!(e instanceof InvalidArgumentError)) throw e;
+      throw new ShapeError(`Cannot ${what} a view: ${e.message}`, {
+        name: "strides",
+        value: strides,
+        limit: e.limit,
+        shape,
+        strides,
+      });
+    }
+    if (alias !== undefined) {
+      throw new ShapeError(
+        `Cannot ${what} a view of shape ${_fmt(shape)} with strides ${
+          _fmt(strides)
+        }: indices ${_fmt(alias.first)} and ${
+          _fmt(alias.second)
+        } both reach element ${view.offset + alias.offset}`,
+        { name: "strides", value: strides, shape, strides },
+      );
     }
   }
 

@@ -256,17 +256,44 @@ const CAN_BLOCK: boolean = (() => {
   }
 })();
 
+const SAB_BYTE_LENGTH = typeof SharedArrayBuffer === "undefined"
+  ? undefined
+  : Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, "byteLength")!
+    .get!;
+const WASM_MEMORY_BUFFER = Object.getOwnPropertyDescriptor(
+  WebAssembly.Memory.prototype,
+  "buffer",
+)!.get!;
+
+/**
+ * The true byte length of a shared buffer, read through the built-in getter
+ * (a subclass that overrides `byteLength` cannot size the heap's views).
+ */
+function sabByteLength(buffer: SharedArrayBuffer): number {
+  return SAB_BYTE_LENGTH!.call(buffer) as number;
+}
+
 function sharedBuffer(memory: unknown): SharedArrayBuffer {
-  const buffer = memory instanceof WebAssembly.Memory ? memory.buffer : memory;
+  let buffer: unknown;
+  let wasm = false;
+  try {
+    wasm = memory instanceof WebAssembly.Memory;
+    // the built-in getters: a look-alike (`Object.create` of the prototype)
+    // or a proxy throws, and is not shared memory
+    buffer = wasm ? WASM_MEMORY_BUFFER.call(memory) : memory;
+    SAB_BYTE_LENGTH?.call(buffer);
+  } catch {
+    buffer = undefined;
+  }
   if (
     typeof SharedArrayBuffer === "undefined" ||
     !(buffer instanceof SharedArrayBuffer)
   ) {
-    const what = memory instanceof WebAssembly.Memory
+    const what = wasm
       ? "a WebAssembly.Memory made without shared: true"
       : buffer instanceof ArrayBuffer
       ? "an ArrayBuffer"
-      : String(memory);
+      : describeValue(memory);
     throw new NotSharedMemoryError(
       `Cannot place a shared heap: the memory must be a SharedArrayBuffer or a shared WebAssembly.Memory, received ${what}`,
       { name: "memory", value: memory, limit: "SharedArrayBuffer" },
@@ -423,9 +450,10 @@ export class SharedHeap {
   ) {
     this.#memory = memory;
     this.#buffer = sharedBuffer(memory);
-    this.#i32 = new Int32Array(this.#buffer, 0, this.#buffer.byteLength >> 2);
+    const length = sabByteLength(this.#buffer);
+    this.#i32 = new Int32Array(this.#buffer, 0, length >> 2);
     this.#u8 = new Uint8Array(this.#buffer);
-    this.#u16 = new Uint16Array(this.#buffer, 0, this.#buffer.byteLength >> 1);
+    this.#u16 = new Uint16Array(this.#buffer, 0, length >> 1);
     this.#base = byteOffset;
     const h = byteOffset >> 2;
     this.#stateWord = h + H_STATE;
@@ -489,15 +517,16 @@ export class SharedHeap {
       "SharedHeap",
     );
     const buffer = sharedBuffer(memory);
+    const bufferLength = sabByteLength(buffer);
     const byteOffset = optionOr(options.byteOffset, 0);
-    validateInteger(byteOffset, 0, buffer.byteLength, "byteOffset");
+    validateInteger(byteOffset, 0, bufferLength, "byteOffset");
     if (byteOffset % 8 !== 0) {
       throw new InvalidArgumentError(
         `Invalid byteOffset: must be a multiple of 8, received ${byteOffset}`,
         { name: "byteOffset", value: byteOffset, limit: 8 },
       );
     }
-    const room = Math.min(buffer.byteLength, SHARED_MAX_BYTE_END) - byteOffset;
+    const room = Math.min(bufferLength, SHARED_MAX_BYTE_END) - byteOffset;
     const byteLength = optionOr(options.byteLength, Math.max(room, 0));
     validateInteger(byteLength, 0, Math.max(room, 0), "byteLength");
     const timeoutMs = validateTimeout(options.lockTimeoutMs);
@@ -516,7 +545,7 @@ export class SharedHeap {
         { name: "byteLength", value: byteLength, limit: need },
       );
     }
-    const i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2);
+    const i32 = new Int32Array(buffer, 0, bufferLength >> 2);
     const h = base >> 2;
     // A heap still open with handles attached whose range meets this one: a
     // new header and free page records there would hand its arenas and
@@ -575,16 +604,21 @@ export class SharedHeap {
         { name: "descriptor", value: descriptor },
       );
     }
-    const buffer = sharedBuffer(descriptor.memory);
+    // each field is read once: a getter answering another memory later
+    // would have this handle run over memory that was never checked
+    const memory = descriptor.memory;
+    const buffer = sharedBuffer(memory);
+    const bufferLength = sabByteLength(buffer);
     const byteOffset = descriptor.byteOffset;
+    const heapId = descriptor.heapId;
     if (
       !Number.isSafeInteger(byteOffset) || byteOffset < 0 ||
-      byteOffset % 8 !== 0 || byteOffset + HEADER_BYTES > buffer.byteLength
+      byteOffset % 8 !== 0 || byteOffset + HEADER_BYTES > bufferLength
     ) {
       throw new ForeignHeapError(
         `Cannot attach: no shared heap at byteOffset ${
           describeValue(byteOffset)
-        } of a ${buffer.byteLength}-byte memory`,
+        } of a ${bufferLength}-byte memory`,
       );
     }
     const i32 = new Int32Array(buffer, byteOffset, HEADER_BYTES >> 2);
@@ -605,30 +639,30 @@ export class SharedHeap {
     // call past the memory's end or over another heap's pages.
     const length = i32[H_BYTE_LENGTH], pages = i32[H_PAGES];
     if (
-      !(length > 0) || byteOffset + length > buffer.byteLength ||
+      !(length > 0) || byteOffset + length > bufferLength ||
       byteOffset + length > SHARED_MAX_BYTE_END ||
       pages < MIN_PAGES || pages !== pagesOf(byteOffset, byteOffset + length) ||
       i32[H_PAGE_BASE] !== pageBaseOf(byteOffset, pages) ||
       i32[H_META] !== byteOffset + HEADER_BYTES
     ) {
       throw new ForeignHeapError(
-        `Cannot attach: the heap header at byteOffset ${byteOffset} describes ${length} bytes with ${pages} pages, which a ${buffer.byteLength}-byte memory cannot hold or create() never wrote (a corrupted or copied header)`,
+        `Cannot attach: the heap header at byteOffset ${byteOffset} describes ${length} bytes with ${pages} pages, which a ${bufferLength}-byte memory cannot hold or create() never wrote (a corrupted or copied header)`,
       );
     }
-    if (i32[H_HEAP_ID] !== descriptor.heapId) {
+    if (i32[H_HEAP_ID] !== heapId) {
       throw new ForeignHeapError(
         `Cannot attach: the descriptor names heap ${
-          describeValue(descriptor.heapId)
+          describeValue(heapId)
         }, the memory holds heap ${i32[H_HEAP_ID]}`,
       );
     }
     if (Atomics.load(i32, H_STATE) !== STATE_OPEN) {
       throw new HeapClosedError(
-        `Cannot attach to heap ${descriptor.heapId}: its owner closed it`,
+        `Cannot attach to heap ${heapId}: its owner closed it`,
       );
     }
     const heap = new SharedHeap(
-      descriptor.memory,
+      memory,
       byteOffset,
       validateTimeout(descriptor.lockTimeoutMs),
       validateStrict(descriptor.strict),

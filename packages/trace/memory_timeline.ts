@@ -1,4 +1,4 @@
-import { validateTrace } from "./parse_trace.ts";
+import { _checkedTrace } from "./parse_trace.ts";
 import type { StackFrame, Trace } from "./trace_format.ts";
 
 /** One allocation of a timeline: when it lived, its size, tag and stack. */
@@ -83,7 +83,7 @@ export interface MemoryTimeline {
 
 /** Builds the {@linkcode MemoryTimeline} of a (validated) trace. */
 export function memoryTimeline(trace: Trace): MemoryTimeline {
-  validateTrace(trace);
+  trace = _checkedTrace(trace);
   const hasAllocs = trace.events.some((e) => e.op === "alloc");
   const tags: string[] = [];
   const tagIds = new Map<string, number>();

@@ -28,7 +28,7 @@
 
 export * from "./trace_format.ts";
 export * from "./trace_error.ts";
-export * from "./parse_trace.ts";
+export { isFrameKind, parseTrace, validateTrace } from "./parse_trace.ts";
 export * from "./frame_kind.ts";
 export * from "./trace_recorder.ts";
 export * from "./device_recorder.ts";

@@ -1,5 +1,6 @@
 import { describeValue, InvalidArgumentError } from "@allot/core";
 import { TraceFormatError } from "./trace_error.ts";
+import { _messageOf } from "./_message.ts";
 import {
   type FrameKind,
   type StackFrame,
@@ -138,7 +139,21 @@ export function parseTrace(text: string): Trace {
  * ```
  */
 export function validateTrace(trace: Trace): Trace {
-  if (trace === null || typeof trace !== "object" || Array.isArray(trace)) {
+  _checkedTrace(trace);
+  return trace;
+}
+
+/**
+ * Validates `trace` as {@linkcode validateTrace} does and returns a copy of
+ * exactly what was validated: each field of the header, of each event and
+ * of each stack frame is read once, so a getter or proxy that answers
+ * differently on a later read cannot slip unchecked values past the check
+ * (the replay, timeline and format functions read the copy). The copy
+ * holds the fields the format defines; `whole` keeps every own field too
+ * (for {@linkcode formatTrace}, which writes them), at about twice the cost.
+ */
+export function _checkedTrace(trace: Trace, whole = false): Trace {
+  if (trace === null || typeof trace !== "object" || isArray(trace)) {
     throw new InvalidArgumentError(
       `Cannot read a trace: must be an object with a header and events, received ${
         describeValue(trace)
@@ -146,14 +161,208 @@ export function validateTrace(trace: Trace): Trace {
       { name: "trace", value: trace, limit: "a Trace" },
     );
   }
-  header((trace as unknown as Raw).header);
-  const events = (trace as unknown as Raw).events;
-  if (!Array.isArray(events)) {
+  let rawHeader: unknown, events: unknown;
+  try {
+    rawHeader = (trace as unknown as Raw).header;
+    events = (trace as unknown as Raw).events;
+  } catch (error) {
+    fail(0, `the trace could not be read (${_messageOf(error)})`);
+  }
+  const h = header(copyOf(rawHeader, 1, HEADER_FIELDS));
+  if (!isArray(events)) {
     fail(0, `"events" must be an array, got ${describeValue(events)}`);
   }
+  let n: number;
+  try {
+    n = (events as unknown[]).length;
+  } catch (error) {
+    fail(0, `"events" could not be read (${_messageOf(error)})`);
+  }
+  const out = checkedEvents(events as unknown[], n, whole);
+  return { header: h, events: out };
+}
+
+const HEADER_FIELDS = ["format", "version"];
+const EVENT_FIELDS = [
+  "t",
+  "op",
+  "tag",
+  "s",
+  "id",
+  "size",
+  "usage",
+  "label",
+  "mapped",
+  "buffer",
+  "offset",
+  "count",
+  "mode",
+  "name",
+  "sid",
+  "frames",
+  "call",
+  "message",
+];
+const FRAME_FIELDS = ["at", "kind"];
+
+/** The checked copies of `n` events (pushed: a preallocated array is holey). */
+function checkedEvents(
+  events: unknown[],
+  n: number,
+  whole: boolean,
+): TraceEvent[] {
   const st = newState();
-  for (let i = 0; i < events.length; i++) checkEvent(events[i], i + 2, st);
-  return trace;
+  const out: TraceEvent[] = [];
+  for (let i = 0; i < n; i++) {
+    let event: unknown;
+    try {
+      event = events[i];
+    } catch (error) {
+      fail(i + 2, `the event could not be read (${_messageOf(error)})`);
+    }
+    out.push(checkEvent(
+      whole ? copyOf(event, i + 2, EVENT_FIELDS) : fieldsOf(event, i + 2),
+      i + 2,
+      st,
+    ));
+  }
+  return out;
+}
+
+/**
+ * A shallow copy of an object's own enumerable fields, plus the named fields
+ * it inherits (and, for an event, a copy of its stack frames), each read
+ * once; anything else as it is, for the checks to refuse.
+ */
+function copyOf(
+  value: unknown,
+  line: number,
+  fields: readonly string[],
+): unknown {
+  if (value === null || typeof value !== "object") return value;
+  try {
+    if (Array.isArray(value)) return value;
+    const copy = plainCopy(value, fields);
+    const frames = copy.frames;
+    if (fields === EVENT_FIELDS && Array.isArray(frames)) {
+      const n = frames.length;
+      const list = new Array<unknown>(n);
+      for (let i = 0; i < n; i++) {
+        const f = frames[i];
+        list[i] = f !== null && typeof f === "object" && !Array.isArray(f)
+          ? plainCopy(f, FRAME_FIELDS)
+          : f;
+      }
+      copy.frames = list;
+    }
+    return copy;
+  } catch (error) {
+    fail(
+      line,
+      `the ${line === 1 ? "header" : "event"} could not be read (${
+        _messageOf(error)
+      })`,
+    );
+  }
+}
+
+/**
+ * A new event holding the fields the format defines for its op, each read
+ * once (inherited ones too); anything but an object as it is, for the
+ * checks to refuse. Named reads, no spread: replays read every event.
+ */
+function fieldsOf(value: unknown, line: number): unknown {
+  if (value === null || typeof value !== "object") return value;
+  try {
+    if (Array.isArray(value)) return value;
+    const v = value as Raw;
+    const op = v.op;
+    const c: Raw = { t: v.t, op };
+    const tag = v.tag, s = v.s;
+    if (tag !== undefined) c.tag = tag;
+    if (s !== undefined) c.s = s;
+    switch (op) {
+      case "create":
+        c.id = v.id, c.size = v.size, c.usage = v.usage;
+        copyOptional(v, c, "label");
+        copyOptional(v, c, "mapped");
+        break;
+      case "alloc":
+        c.id = v.id, c.size = v.size;
+        copyOptional(v, c, "usage");
+        copyOptional(v, c, "buffer");
+        copyOptional(v, c, "offset");
+        break;
+      case "destroy":
+      case "free":
+      case "unmap":
+        c.id = v.id;
+        break;
+      case "map":
+        c.id = v.id, c.mode = v.mode;
+        break;
+      case "write":
+        c.id = v.id, c.offset = v.offset, c.size = v.size;
+        break;
+      case "submit":
+      case "dropped":
+        c.count = v.count;
+        break;
+      case "step":
+        copyOptional(v, c, "name");
+        break;
+      case "stack": {
+        c.sid = v.sid;
+        const frames = v.frames;
+        if (Array.isArray(frames)) {
+          const n = frames.length;
+          const list = new Array<unknown>(n);
+          for (let i = 0; i < n; i++) {
+            const f = frames[i];
+            list[i] = f !== null && typeof f === "object" && !Array.isArray(f)
+              ? { at: f.at, kind: f.kind }
+              : f;
+          }
+          c.frames = list;
+        } else c.frames = frames;
+        break;
+      }
+      case "error":
+        c.call = v.call, c.message = v.message;
+        break;
+    }
+    return c;
+  } catch (error) {
+    fail(line, `the event could not be read (${_messageOf(error)})`);
+  }
+}
+
+function copyOptional(from: Raw, to: Raw, key: string): void {
+  const value = from[key];
+  if (value !== undefined) to[key] = value;
+}
+
+/** `Array.isArray`, counting a revoked proxy as an array (refused). */
+function isArray(value: unknown): boolean {
+  try {
+    return Array.isArray(value);
+  } catch {
+    return true;
+  }
+}
+
+function plainCopy(value: object, fields: readonly string[]): Raw {
+  const copy = { ...value } as Raw;
+  // a plain object (what JSON.parse and the recorder make) inherits none of
+  // the fields: only a class instance's prototype is searched
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) return copy;
+  for (const key of fields) {
+    if (!Object.hasOwn(copy, key) && key in value) {
+      copy[key] = (value as Raw)[key];
+    }
+  }
+  return copy;
 }
 
 interface _State {

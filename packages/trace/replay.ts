@@ -5,7 +5,7 @@ import {
   validateObject,
 } from "@allot/core";
 import { _messageOf } from "./_message.ts";
-import { validateTrace } from "./parse_trace.ts";
+import { _checkedTrace } from "./parse_trace.ts";
 import {
   allotCachingAfterFencePolicy,
   allotCachingQueueOrderPolicy,
@@ -116,8 +116,7 @@ export function traceOps(
   trace: Trace,
   usage: "all" | "storage" = "all",
 ): ReplayOps {
-  validateTrace(trace);
-  return opsOf(trace, checkUsage(usage));
+  return opsOf(_checkedTrace(trace), checkUsage(usage));
 }
 
 function checkUsage(usage: unknown): "all" | "storage" {
@@ -176,8 +175,7 @@ export function recordedHeld(
   trace: Trace,
   usage: "all" | "storage" = "all",
 ): { peak: number; created: number } | undefined {
-  validateTrace(trace);
-  return heldOf(trace, checkUsage(usage));
+  return heldOf(_checkedTrace(trace), checkUsage(usage));
 }
 
 function heldOf(
@@ -342,7 +340,7 @@ export function replayTrace(
   trace: Trace,
   options: ReplayOptions = {},
 ): ReplayReport {
-  validateTrace(trace);
+  trace = _checkedTrace(trace);
   validateObject(options, "options");
   const usage = checkUsage(options.usage ?? "all");
   const ops = opsOf(trace, usage);

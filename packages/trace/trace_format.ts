@@ -28,7 +28,7 @@
  */
 
 import { InvalidArgumentError } from "@allot/core";
-import { validateTrace } from "./parse_trace.ts";
+import { _checkedTrace } from "./parse_trace.ts";
 
 /** The `format` field of the header line. */
 export const TRACE_FORMAT = "allot-trace";
@@ -217,18 +217,22 @@ export interface Trace {
  * cannot hold (a BigInt, a cycle).
  */
 export function formatTrace(trace: Trace): string {
-  validateTrace(trace);
-  const lines = [_line(trace.header, "header")];
-  const events = trace.events;
+  // what is written is the copy that was validated; a toJSON method is
+  // looked for on the copy (own fields) and on the original (inherited)
+  const checked = _checkedTrace(trace, true);
+  const lines = [_line(checked.header, trace.header, "header")];
+  const events = checked.events;
   for (let i = 0; i < events.length; i++) {
-    lines.push(_line(events[i], `events[${i}]`));
+    lines.push(_line(events[i], trace.events[i], `events[${i}]`));
   }
   return lines.join("\n") + "\n";
 }
 
-function _line(value: unknown, name: string): string {
+function _line(value: unknown, original: unknown, name: string): string {
   const frames = (value as { frames?: unknown }).frames;
-  const parts = Array.isArray(frames) ? [value, ...frames] : [value];
+  const parts = Array.isArray(frames)
+    ? [value, original, ...frames]
+    : [value, original];
   let why: string | undefined;
   if (
     parts.some((p) => typeof (p as { toJSON?: unknown }).toJSON === "function")

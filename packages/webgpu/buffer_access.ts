@@ -35,7 +35,7 @@ function isGpuBuffer(value: unknown): value is GPUBuffer {
  * @throws {UseAfterFreeError} When the buffer was released.
  */
 export function gpuBufferOf(buffer: Buffer): GPUBuffer {
-  if (!(buffer instanceof Buffer)) {
+  if (!(buffer instanceof Buffer) || !_isRealBuffer(buffer)) {
     throw new InvalidArgumentError(
       `Cannot get the GPUBuffer of ${
         describeValue(buffer)
@@ -169,4 +169,17 @@ export function createUniformBuffer(
     );
   }
   return buffer;
+}
+
+/**
+ * Whether `buffer`'s getters work: a look-alike made with
+ * `Object.create(Buffer.prototype)`, which `instanceof` accepts, throws a
+ * `TypeError` on its private state.
+ */
+function _isRealBuffer(buffer: Buffer): boolean {
+  try {
+    return typeof buffer.released === "boolean";
+  } catch {
+    return false;
+  }
 }

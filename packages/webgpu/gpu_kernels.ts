@@ -16,6 +16,7 @@ import {
   alignUp,
   AllotError,
   describeValue,
+  findStridedAlias,
   InvalidArgumentError,
   optionOr,
   UnsupportedOperationError,
@@ -278,9 +279,9 @@ export class GpuKernels {
    * Both layouts must have the same shape; the destination must not be a
    * broadcast view (a stride of 0 over more than one element) and must not
    * overlap the source. A destination whose elements alias through strides
-   * that are not 0 (shape `[2, 2]`, strides `[1, 1]`) is not detected: each
-   * aliased element gets one of the values written to it, which one is
-   * unspecified (invocations run in parallel). A contiguous destination at any offset
+   * that are not 0 (shape `[2, 2]`, strides `[1, 1]`: invocations running in
+   * parallel would leave either value) is refused the same way, naming two
+   * indices that reach one element. A contiguous destination at any offset
    * takes the faster {@linkcode GpuKernels.contiguous} path; 1- and 2-byte
    * elements scattered to a strided destination use atomic word updates.
    *
@@ -290,7 +291,8 @@ export class GpuKernels {
    * @param dstLayout The destination view, in elements from `dst`'s start.
    * @param dtype Element type of both views.
    * @throws {InvalidArgumentError} For bad or mismatched layouts, views
-   * reaching outside their bindings, a broadcast destination, or overlap.
+   * reaching outside their bindings, a destination whose elements alias (a
+   * broadcast view or strides such as `[1, 1]`), or overlap.
    * @throws {DeviceLostError} When the device was lost.
    */
   copyStrided(
@@ -362,6 +364,7 @@ export class GpuKernels {
     const target = dstLayout === undefined
       ? { lo: dstOffset, hi: dstOffset + source.count - 1 }
       : _reach(what, dstLayout, "destination ", dst.size / size, 64);
+    if (dstLayout !== undefined) _refuseAliasing(what, dstLayout);
     const dstElements = Math.floor(dst.size / size);
     if (source.count > 0 && target.hi >= dstElements) {
       throw new InvalidArgumentError(
@@ -464,6 +467,7 @@ export class GpuKernels {
           );
         }
       });
+      _refuseAliasing(what, dstLayout);
       dstOffset = dstLayout.offset;
       target = reach;
     }
@@ -650,11 +654,17 @@ export class GpuKernels {
     ) {
       this.#require(src.buffer, _Usage.COPY_SRC, "COPY_SRC", what);
       this.#require(dst.buffer, _Usage.COPY_DST, "COPY_DST", what);
-      const encoder = this.gpuDevice.createCommandEncoder({
-        label: `${this.#label}:copy_bytes`,
+      this.#scoped("copyBufferToBuffer", `${this.#label}:copy_bytes`, (l) => {
+        const encoder = this.gpuDevice.createCommandEncoder({ label: l });
+        encoder.copyBufferToBuffer(
+          src.buffer,
+          from,
+          dst.buffer,
+          to,
+          byteLength,
+        );
+        this.gpuDevice.queue.submit([encoder.finish()]);
       });
-      encoder.copyBufferToBuffer(src.buffer, from, dst.buffer, to, byteLength);
-      this.gpuDevice.queue.submit([encoder.finish()]);
       return;
     }
     const bound = this.#bind(what, [
@@ -717,11 +727,11 @@ export class GpuKernels {
       bytes.every((b) => b === 0) && start % 4 === 0 && byteLength % 4 === 0
     ) {
       this.#require(dst.buffer, _Usage.COPY_DST, "COPY_DST", what);
-      const encoder = this.gpuDevice.createCommandEncoder({
-        label: `${this.#label}:fill`,
+      this.#scoped("clearBuffer", `${this.#label}:fill`, (l) => {
+        const encoder = this.gpuDevice.createCommandEncoder({ label: l });
+        encoder.clearBuffer(dst.buffer, start, byteLength);
+        this.gpuDevice.queue.submit([encoder.finish()]);
       });
-      encoder.clearBuffer(dst.buffer, start, byteLength);
-      this.gpuDevice.queue.submit([encoder.finish()]);
       return;
     }
     const bound = this.#bind(what, [{
@@ -854,6 +864,31 @@ export class GpuKernels {
     this.#dispatches++;
   }
 
+  /**
+   * Runs `submit` (a copy or clear command, no dispatch) inside the same
+   * error scopes as a dispatch: a destroyed buffer becomes a GpuKernelError
+   * thrown by the next call or by flush(), not an uncaptured device error.
+   */
+  #scoped(
+    kernel: string,
+    label: string,
+    submit: (label: string) => void,
+  ): void {
+    const device = this.gpuDevice;
+    device.pushErrorScope("out-of-memory");
+    device.pushErrorScope("validation");
+    try {
+      submit(label);
+    } finally {
+      this.#watch(
+        kernel,
+        label,
+        device.popErrorScope(),
+        device.popErrorScope(),
+      );
+    }
+  }
+
   #encode(
     device: GPUDevice,
     label: string,
@@ -964,6 +999,27 @@ export class GpuKernelError extends AllotError {
     this.label = details.label;
     this.kind = details.kind;
   }
+}
+
+/**
+ * Refuses a validated destination layout whose elements alias (`#strided`
+ * refuses stride-0 dimensions first, with their own message).
+ */
+function _refuseAliasing(what: string, layout: StridedLayout): void {
+  const alias = findStridedAlias(layout.shape, layout.strides);
+  if (alias === undefined) return;
+  throw new InvalidArgumentError(
+    `Cannot ${what}: destination indices [${alias.first.join(", ")}] and [${
+      alias.second.join(", ")
+    }] both reach element ${layout.offset + alias.offset} (shape [${
+      layout.shape.join(", ")
+    }], strides [${layout.strides.join(", ")}])`,
+    {
+      name: "dstLayout.strides",
+      value: [...layout.strides],
+      limit: "elements that do not alias",
+    },
+  );
 }
 
 /** Row-major strides of a shape. */

@@ -15,6 +15,7 @@ import {
 import { _MapMode, _Usage } from "./_flags.ts";
 import {
   alignUp,
+  describeValue,
   InvalidArgumentError,
   optionOr,
   validateByteLength,
@@ -28,6 +29,7 @@ import {
 } from "./_device_state.ts";
 import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { GpuKernels } from "./gpu_kernels.ts";
+import { GpuStagingError } from "./gpu_staging_error.ts";
 
 /** Options of {@linkcode GpuStaging}. */
 export interface GpuStagingOptions {
@@ -40,7 +42,12 @@ export interface GpuStagingOptions {
   /**
    * Most bytes of staging buffers alive at once, idle and in use together.
    * A request that would pass it first drops idle buffers, then waits for
-   * one in use to come back.
+   * one in use to come back. Temporary buffers are not pooled and not
+   * bounded by it: a download that finds no room for all its chunks at the
+   * call copies the rest aside (one `COPY_SRC | COPY_DST` buffer of that
+   * many bytes, so that it reads the bytes of the call's time), and an
+   * unaligned range goes through a buffer of its length; `stats()` reports
+   * them as `temporaryBytes`.
    *
    * @default {67108864}
    */
@@ -104,6 +111,14 @@ export interface StagingStats {
   stagedUploads: number;
   /** Downloads completed so far (a refused or failed one is not counted). */
   downloads: number;
+  /**
+   * Bytes of temporary buffers alive outside the pool, not bounded by
+   * `maxStagingBytes`: the rest of a download copied aside when the pool
+   * had no room at the call, and the aligned copy of an unaligned range.
+   */
+  temporaryBytes: number;
+  /** Highest `temporaryBytes` so far. */
+  peakTemporaryBytes: number;
 }
 
 type _Kind = "upload" | "download";
@@ -165,6 +180,9 @@ export class GpuStaging {
   #writeUploads = 0;
   #stagedUploads = 0;
   #downloads = 0;
+  #temporaryBytes = 0;
+  #temporarySizes = new Map<GPUBuffer, number>();
+  #peakTemporary = 0;
   #waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   #closed = false;
 
@@ -216,6 +234,8 @@ export class GpuStaging {
       writeBufferUploads: this.#writeUploads,
       stagedUploads: this.#stagedUploads,
       downloads: this.#downloads,
+      temporaryBytes: this.#temporaryBytes,
+      peakTemporaryBytes: this.#peakTemporary,
     };
   }
 
@@ -232,6 +252,8 @@ export class GpuStaging {
    * @returns Resolves when the copy is submitted.
    * @throws {InvalidArgumentError} When the bytes do not fit `dst`.
    * @throws {DeviceLostError} When the device was lost.
+   * @throws {GpuStagingError} When the device refused the copy into `dst`
+   * (a destroyed buffer, say; the device's error is its `cause`).
    */
   async upload(
     dst: GpuBinding,
@@ -268,12 +290,21 @@ export class GpuStaging {
       await this.#uploadUnaligned(dst, bytes, byteOffset);
       return;
     }
+    // a destination the device refuses (destroyed, say) rejects the upload
+    // with a GpuStagingError instead of an uncaptured device error
     if (bytes.byteLength <= this.writeBufferMaxByteLength) {
-      this.gpuDevice.queue.writeBuffer(
-        dst.buffer,
-        to,
-        bytes as Uint8Array<ArrayBuffer>,
-      );
+      const scope = this.#scope();
+      let refused: Promise<GPUError | null> | undefined;
+      try {
+        this.gpuDevice.queue.writeBuffer(
+          dst.buffer,
+          to,
+          bytes as Uint8Array<ArrayBuffer>,
+        );
+      } finally {
+        refused = scope?.();
+      }
+      await this.#checkScope(refused, bytes.byteLength, "upload");
       this.#writeUploads++;
       return;
     }
@@ -282,17 +313,18 @@ export class GpuStaging {
     // now, and what must wait for one is copied first (it was read after
     // awaits: a caller that refilled or detached `data` after the call sent
     // the new bytes, or failed with a raw `TypeError` after a partial upload).
+    const refused: (Promise<GPUError | null> | undefined)[] = [];
     let done = 0;
     while (done < bytes.byteLength) {
       const n = Math.min(this.chunkByteLength, bytes.byteLength - done);
       const staging = this.#acquireNow("upload", n);
       if (staging === undefined) break;
-      this.#uploadChunk(
+      refused.push(this.#uploadChunk(
         staging,
         bytes.subarray(done, done + n),
         dst,
         to + done,
-      );
+      ));
       done += n;
     }
     if (done < bytes.byteLength) {
@@ -300,26 +332,34 @@ export class GpuStaging {
       for (let at = 0; at < held.byteLength;) {
         const n = Math.min(this.chunkByteLength, held.byteLength - at);
         const staging = await this.#acquire("upload", n);
-        this.#uploadChunk(
+        refused.push(this.#uploadChunk(
           staging,
           held.subarray(at, at + n),
           dst,
           to + done + at,
-        );
+        ));
         at += n;
       }
+    }
+    for (const chunk of refused) {
+      await this.#checkScope(chunk, bytes.byteLength, "upload");
     }
     this.#stagedUploads++;
   }
 
-  /** Writes `chunk` into mapped `staging` and submits its copy to `dst`. */
+  /**
+   * Writes `chunk` into mapped `staging` and submits its copy to `dst`;
+   * returns what the device's validation scope around the copy said.
+   */
   #uploadChunk(
     staging: GPUBuffer,
     chunk: Uint8Array,
     dst: GpuBinding,
     to: number,
-  ): void {
+  ): Promise<GPUError | null> | undefined {
     const n = chunk.byteLength;
+    const scope = this.#scope();
+    let refused: Promise<GPUError | null> | undefined;
     try {
       new Uint8Array(staging.getMappedRange(0, n)).set(chunk);
       staging.unmap();
@@ -331,9 +371,12 @@ export class GpuStaging {
     } catch (error) {
       this.#discard(staging);
       throw error;
+    } finally {
+      refused = scope?.();
     }
     // Re-map in the background: the map completes once the copy is done.
     this.#remap(staging);
+    return refused;
   }
 
   /**
@@ -348,6 +391,9 @@ export class GpuStaging {
    * @returns A new array with the bytes.
    * @throws {InvalidArgumentError} When the range leaves `src`.
    * @throws {DeviceLostError} When the device was lost.
+   * @throws {GpuStagingError} When mapping a staging buffer failed on a
+   * device that was not lost, or the device refused the copy from `src` (a
+   * destroyed buffer, say); the device's error is its `cause`.
    */
   async download(
     src: GpuBinding,
@@ -379,7 +425,7 @@ export class GpuStaging {
     let temp: GPUBuffer | undefined;
     if (from % 4 !== 0) {
       // copyBufferToBuffer needs 4-byte offsets: move the bytes first.
-      temp = this.gpuDevice.createBuffer({
+      temp = this.#temporary("download", {
         label: `${this.#label}:unaligned-download`,
         size: alignUp(byteLength, 4),
         usage: _Usage.STORAGE | _Usage.COPY_SRC |
@@ -392,13 +438,14 @@ export class GpuStaging {
           size: temp.size,
         }, { srcByteOffset: byteOffset, byteLength });
       } catch (error) {
-        temp.destroy();
+        this.#destroyTemporary(temp);
         throw error;
       }
       buffer = temp;
       from = 0;
     }
     let rest: GPUBuffer | undefined;
+    let restRefused: Promise<GPUError | null> | undefined;
     try {
       // The copies are submitted now, where staging buffers are at hand:
       // the download reads the bytes of the work submitted before the call,
@@ -419,7 +466,11 @@ export class GpuStaging {
         if (temp === undefined) {
           // no staging room for the rest now: copy it aside first
           try {
-            rest = this.#snapshot(buffer, at, byteLength - done);
+            ({ buffer: rest, refused: restRefused } = this.#snapshot(
+              buffer,
+              at,
+              byteLength - done,
+            ));
           } catch (error) {
             await Promise.allSettled(chunks);
             throw error;
@@ -439,9 +490,10 @@ export class GpuStaging {
         }
       }
       await Promise.all(chunks);
+      await this.#checkScope(restRefused, byteLength);
     } finally {
-      temp?.destroy();
-      rest?.destroy();
+      if (temp !== undefined) this.#destroyTemporary(temp);
+      if (rest !== undefined) this.#destroyTemporary(rest);
     }
     this.#downloads++;
     return out;
@@ -467,27 +519,35 @@ export class GpuStaging {
   ): Promise<void> {
     const size = alignUp(n, 4);
     const staging = given ?? await this.#acquire("download", size);
+    let refused: Promise<GPUError | null> | undefined;
     try {
-      const encoder = this.gpuDevice.createCommandEncoder({
-        label: `${this.#label}:download`,
-      });
-      // Reading past `n` up to a 4-byte boundary stays inside the buffer,
-      // whose size is a multiple of 4 for every mappable or storage buffer.
-      const copy = Math.min(size, buffer.size - from);
-      encoder.copyBufferToBuffer(buffer, from, staging, 0, copy - (copy % 4));
-      if (copy % 4 !== 0) {
-        throw new InvalidArgumentError(
-          `Cannot download: the source buffer's size ${buffer.size} is not a multiple of 4`,
-          { name: "size", value: buffer.size, limit: 4 },
-        );
+      // a source the device refuses (destroyed, say) leaves the staging
+      // bytes as they were: the scope tells, and the download rejects
+      const scope = this.#scope();
+      try {
+        const encoder = this.gpuDevice.createCommandEncoder({
+          label: `${this.#label}:download`,
+        });
+        // Reading past `n` up to a 4-byte boundary stays inside the buffer,
+        // whose size is a multiple of 4 for every mappable or storage buffer.
+        const copy = Math.min(size, buffer.size - from);
+        encoder.copyBufferToBuffer(buffer, from, staging, 0, copy - (copy % 4));
+        if (copy % 4 !== 0) {
+          throw new InvalidArgumentError(
+            `Cannot download: the source buffer's size ${buffer.size} is not a multiple of 4`,
+            { name: "size", value: buffer.size, limit: 4 },
+          );
+        }
+        this.gpuDevice.queue.submit([encoder.finish()]);
+      } finally {
+        refused = scope?.();
       }
-      this.gpuDevice.queue.submit([encoder.finish()]);
       try {
         await staging.mapAsync(_MapMode.READ, 0, size);
         // a device lost after the map completed refuses the range
         out.set(new Uint8Array(staging.getMappedRange(0, size), 0, n), at);
       } catch (error) {
-        throw await this.#explain(error, "download");
+        throw await this.#explain(error, "download", n);
       }
     } catch (error) {
       this.#discard(staging);
@@ -495,12 +555,54 @@ export class GpuStaging {
     }
     try {
       staging.unmap();
+      this.#giveBack("download", staging);
     } catch {
       // the bytes were read; a device lost since refuses the unmap
       this.#discard(staging);
-      return;
     }
-    this.#giveBack("download", staging);
+    await this.#checkScope(refused, n);
+  }
+
+  /**
+   * Opens a validation error scope on the device when it has error scopes;
+   * returns what closes it.
+   */
+  #scope(): (() => Promise<GPUError | null>) | undefined {
+    const device = this.gpuDevice;
+    if (
+      typeof device.pushErrorScope !== "function" ||
+      typeof device.popErrorScope !== "function"
+    ) {
+      return undefined;
+    }
+    device.pushErrorScope("validation");
+    // (a lost device may refuse the pop: it says so elsewhere)
+    return () => {
+      try {
+        return Promise.resolve(device.popErrorScope()).catch(() => null);
+      } catch {
+        return Promise.resolve(null);
+      }
+    };
+  }
+
+  /** Rejects with a GpuStagingError when the device refused a copy. */
+  async #checkScope(
+    refused: Promise<GPUError | null> | undefined,
+    byteLength: number,
+    operation: "upload" | "download" = "download",
+  ): Promise<void> {
+    const error = await refused;
+    if (error === null || error === undefined) return;
+    const which = operation === "download"
+      ? "from the source buffer (destroyed, or without COPY_SRC usage?)"
+      : "into the destination buffer (destroyed, or without COPY_DST usage?)";
+    throw new GpuStagingError(
+      `Cannot ${operation} ${byteLength} bytes: the device refused the copy ${which}: ${
+        _messageOf(error)
+      }`,
+      { operation, byteLength, cause: error },
+    );
   }
 
   async #uploadUnaligned(
@@ -508,7 +610,7 @@ export class GpuStaging {
     bytes: Uint8Array,
     byteOffset: number,
   ): Promise<void> {
-    const temp = this.gpuDevice.createBuffer({
+    const temp = this.#temporary("upload", {
       label: `${this.#label}:unaligned-upload`,
       size: alignUp(bytes.byteLength, 4),
       usage: _Usage.STORAGE | _Usage.COPY_SRC |
@@ -525,12 +627,19 @@ export class GpuStaging {
       );
     } finally {
       // WebGPU keeps the memory until the submitted copy is done.
-      temp.destroy();
+      this.#destroyTemporary(temp);
     }
   }
 
-  /** A failed map on a device being lost becomes a DeviceLostError. */
-  async #explain(error: unknown, what: string): Promise<unknown> {
+  /**
+   * A failed map on a device being lost becomes a DeviceLostError; any other
+   * failure a GpuStagingError with the device's error as its cause.
+   */
+  async #explain(
+    error: unknown,
+    what: "download",
+    byteLength: number,
+  ): Promise<unknown> {
     const device = this.gpuDevice;
     let timer: ReturnType<typeof setTimeout> | undefined;
     // device.lost may resolve a moment after the map is refused.
@@ -541,7 +650,13 @@ export class GpuStaging {
     clearTimeout(timer);
     await Promise.resolve();
     const state = _deviceState(device);
-    return state.lost ? _lostError(device, state, what) : error;
+    if (state.lost) return _lostError(device, state, what);
+    return new GpuStagingError(
+      `Cannot ${what} ${byteLength} bytes: mapping a staging buffer failed: ${
+        _messageOf(error)
+      }`,
+      { operation: what, byteLength, cause: error },
+    );
   }
 
   #checkOpen(what: string): void {
@@ -573,7 +688,11 @@ export class GpuStaging {
    * Copies `byteLength` bytes of `buffer` from 4-aligned `from` into a new
    * buffer, submitted now.
    */
-  #snapshot(buffer: GPUBuffer, from: number, byteLength: number): GPUBuffer {
+  #snapshot(
+    buffer: GPUBuffer,
+    from: number,
+    byteLength: number,
+  ): { buffer: GPUBuffer; refused: Promise<GPUError | null> | undefined } {
     const size = alignUp(byteLength, 4);
     const copy = Math.min(size, buffer.size - from);
     if (copy % 4 !== 0) {
@@ -582,28 +701,64 @@ export class GpuStaging {
         { name: "size", value: buffer.size, limit: 4 },
       );
     }
-    const temp = this.gpuDevice.createBuffer({
+    const temp = this.#temporary("download", {
       label: `${this.#label}:download-rest`,
       size,
       usage: _Usage.COPY_SRC | _Usage.COPY_DST,
     });
+    const scope = this.#scope();
     try {
-      if (temp.size !== size) {
-        throw new InvalidArgumentError(
-          `Cannot download: the device made a buffer of ${temp.size} bytes for a request of ${size}`,
-          { name: "size", value: temp.size, limit: size },
-        );
-      }
       const encoder = this.gpuDevice.createCommandEncoder({
         label: `${this.#label}:download-rest`,
       });
       encoder.copyBufferToBuffer(buffer, from, temp, 0, copy);
       this.gpuDevice.queue.submit([encoder.finish()]);
     } catch (error) {
-      temp.destroy();
+      this.#destroyTemporary(temp);
+      void scope?.();
       throw error;
     }
-    return temp;
+    return { buffer: temp, refused: scope?.() };
+  }
+
+  /**
+   * A buffer outside the pool, counted in `temporaryBytes` until destroyed;
+   * one of another size than asked (a lying device) is destroyed and refused
+   * before it is counted.
+   */
+  #temporary(what: string, descriptor: GPUBufferDescriptor): GPUBuffer {
+    const buffer = this.gpuDevice.createBuffer(descriptor);
+    if (buffer.size !== descriptor.size) {
+      const size = buffer.size;
+      try {
+        buffer.destroy();
+      } catch {
+        // Already gone with its device.
+      }
+      throw new InvalidArgumentError(
+        `Cannot ${what}: the device made a buffer of ${size} bytes for a request of ${descriptor.size}`,
+        { name: "size", value: size, limit: descriptor.size },
+      );
+    }
+    this.#temporaryBytes += descriptor.size;
+    this.#temporarySizes.set(buffer, descriptor.size);
+    if (this.#temporaryBytes > this.#peakTemporary) {
+      this.#peakTemporary = this.#temporaryBytes;
+    }
+    return buffer;
+  }
+
+  #destroyTemporary(buffer: GPUBuffer): void {
+    const size = this.#temporarySizes.get(buffer);
+    if (size !== undefined) {
+      this.#temporarySizes.delete(buffer);
+      this.#temporaryBytes -= size;
+    }
+    try {
+      buffer.destroy();
+    } catch {
+      // Already gone with its device.
+    }
   }
 
   async #acquire(kind: _Kind, byteLength: number): Promise<GPUBuffer> {
@@ -753,4 +908,20 @@ function _requireStorage(buffer: GPUBuffer, what: string, range: string): void {
       { name: "usage", value: buffer.usage, limit: "STORAGE" },
     );
   }
+}
+
+/** The message of a thrown value, read without running its code. */
+function _messageOf(error: unknown): string {
+  if (error instanceof Error) {
+    const own = Object.getOwnPropertyDescriptor(error, "message");
+    if (own !== undefined && typeof own.value === "string") return own.value;
+  }
+  if (typeof DOMException !== "undefined" && error instanceof DOMException) {
+    try {
+      return `${error.name}: ${error.message}`;
+    } catch {
+      // a subclass with throwing getters
+    }
+  }
+  return describeValue(error);
 }

@@ -56,6 +56,7 @@ export * from "./gpu_kernels.ts";
 export * from "./device_budget.ts";
 export * from "./gpu_segment_source.ts";
 export * from "./gpu_staging.ts";
+export * from "./gpu_staging_error.ts";
 export * from "./kernel.ts";
 export * from "./kernel_bindings.ts";
 export * from "./queue_stream.ts";

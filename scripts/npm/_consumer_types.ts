@@ -90,6 +90,7 @@ export async function consumerTypesCheck(scratch: string): Promise<void> {
     );
     const gpu = Boolean(m.dependencies?.["@webgpu/types"]);
     for (const sub of Object.keys(m.exports)) {
+      if (sub === "./package.json") continue;
       entries.push({ spec: `@allot/${e.name}${sub.slice(1)}`, gpu });
     }
   }

@@ -17,8 +17,9 @@
  *   with `exactOptionalPropertyTypes`), and an `any` there fails the build;
  * - modules that run code on import are listed in `sideEffects`, and a
  *   `./cli` export becomes the package's `bin` (`allot-<pkg>`);
- * - the license file, `engines` (Node 20.4 or later), `description` and
- *   `sideEffects` are added.
+ * - the license file, `engines` (Node 20.4 or later), `description`,
+ *   `sideEffects` and a `./package.json` export (which bundlers and tools
+ *   read) are added.
  *
  * Then every package must pass `publint --strict` and
  * `attw --pack <dir> --profile esm-only`, and every emitted module must parse
@@ -331,7 +332,9 @@ async function buildMember(
     engines: { node: NODE_ENGINES },
     main: manifest.main,
     types: manifest.types,
-    exports: manifest.exports,
+    // bundlers and tools read `<pkg>/package.json`, which `exports` would
+    // otherwise hide from them
+    exports: { ...manifest.exports, "./package.json": "./package.json" },
     ...(cliBins(member).size
       ? {
         bin: Object.fromEntries(

@@ -33,6 +33,7 @@ function mapPackage(name, imports) {
   const dir = `/node_modules/${name}`;
   const pkg = JSON.parse(readFileSync(`.${dir}/package.json`, "utf8"));
   for (const [subpath, target] of Object.entries(pkg.exports ?? {})) {
+    if (subpath === "./package.json") continue;
     const file = typeof target === "string"
       ? target
       : target.browser ?? target.import ?? target.default;

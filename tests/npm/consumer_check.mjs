@@ -5,7 +5,8 @@
 //   dependencies), so `instanceof` on error classes works across packages:
 //   an error thrown by each package is an instance of @allot/core's classes;
 // - every package.json is what an npm user and a bundler need: ESM only,
-//   `exports` with `types` first and files that exist, `main`/`types`,
+//   `exports` with `types` first and files that exist, a `./package.json`
+//   export that resolves to the manifest, `main`/`types`,
 //   `engines.node` from 20.4 (Symbol.dispose), `sideEffects` false or the
 //   files that run on import, siblings as peers whose range allows the
 //   installed version,
@@ -21,9 +22,11 @@ import {
   readFileSync,
   writeFileSync,
 } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 
 const problems = [];
+const require = createRequire(join(process.cwd(), "package.json"));
 
 /** Whether a caret range (`^0.1.0`) allows `version` (semver's 0.x rule). */
 function caretAllows(range, version) {
@@ -79,7 +82,14 @@ for (const p of pkgs) {
       problem(`${at}: ${field} ${m[field]} missing`);
     }
   }
+  // bundlers and tools read the manifest through `exports`
+  if (m.exports?.["./package.json"] !== "./package.json") {
+    problem(`${at}: exports has no "./package.json": "./package.json"`);
+  } else if (require(`@allot/${p}/package.json`).name !== m.name) {
+    problem(`${at}: @allot/${p}/package.json resolves to another manifest`);
+  }
   for (const [sub, target] of Object.entries(m.exports ?? {})) {
+    if (sub === "./package.json") continue;
     const keys = Object.keys(target);
     if (keys[0] !== "types") {
       problem(`${at}: exports["${sub}"] lists ${keys[0]} before types`);
@@ -136,6 +146,7 @@ for (const p of pkgs) {
 // No internal names in the public entry points.
 for (const p of pkgs) {
   for (const sub of Object.keys(manifests[p].exports)) {
+    if (sub === "./package.json") continue;
     const spec = `@allot/${p}${sub.slice(1)}`;
     const ns = await import(spec);
     const internal = Object.keys(ns).filter((k) => k.startsWith("_"));

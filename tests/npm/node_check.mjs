@@ -34,6 +34,7 @@ const env = {
     const exports = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"))
       .exports;
     for (const subpath of Object.keys(exports)) {
+      if (subpath === "./package.json") continue;
       const ns = await import(`@allot/${pkg}${subpath.slice(1)}`);
       if (Object.keys(ns).length === 0) {
         throw new Error(`@allot/${pkg}${subpath.slice(1)} exports nothing`);
