@@ -290,7 +290,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
         { name: "backing", value: backing },
       );
     }
-    if (!(backing.device instanceof Device)) {
+    if (!Device.isDevice(backing.device)) {
       throw new InvalidArgumentError(
         `Invalid backing: its device must be a Device, received ${
           describeValue(backing.device)

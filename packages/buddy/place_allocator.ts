@@ -215,7 +215,7 @@ export class PlaceAllocator {
   // The map key of a place: its device's string form.
   #key(place: Place): string {
     const device = typeof place === "string" ? Device.parse(place) : place;
-    if (!(device instanceof Device)) {
+    if (!Device.isDevice(device)) {
       throw new InvalidArgumentError(
         `Invalid place: must be a Device or a device string, received ${
           describe(place)

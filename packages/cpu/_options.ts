@@ -47,7 +47,7 @@ export function validateFlags<T extends object, K extends keyof T & string>(
  */
 export function validateDevice(value: unknown): Device {
   if (value === undefined) return Device.cpu();
-  if (!(value instanceof Device)) {
+  if (!Device.isDevice(value)) {
     throw new InvalidArgumentError(
       `Invalid device: must be a Device (such as Device.cpu()), received ${
         describeValue(value)

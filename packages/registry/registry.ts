@@ -170,7 +170,7 @@ const TYPE_PATTERN = /^[a-z][a-z0-9_]*$/;
 function resolveTarget(
   target: DeviceTarget,
 ): { key: string; type: string; device?: Device } {
-  if (target instanceof Device) {
+  if (Device.isDevice(target)) {
     return { key: String(target), type: target.type, device: target };
   }
   if (typeof target === "string" && target.includes(":")) {
@@ -290,12 +290,13 @@ export class Registry {
         },
       );
     }
-    if (!(device instanceof Device) || device.type !== type) {
+    if (!Device.isDevice(device) || device.type !== type) {
+      const shown = Device.isDevice(device)
+        ? String(device)
+        : describeValue(device);
       throw new InvalidArgumentError(
-        `Cannot register an allocator for ${key}: its device must be of type ${type}, received ${
-          String(device)
-        }`,
-        { name: "allocator", value: String(device), limit: type },
+        `Cannot register an allocator for ${key}: its device must be of type ${type}, received ${shown}`,
+        { name: "allocator", value: shown, limit: type },
       );
     }
     const exact = resolveTarget(target).device;
