@@ -1,7 +1,8 @@
 /**
- * One runtime-like pass over a trace's requests, shared by `real_traces.ts`
- * and `trace_ab.ts`: ns per alloc/free, awaiting the queue at the trace's
- * marks (untimed) when asked to.
+ * One runtime-like pass over a trace's requests, shared by `real_traces.ts`,
+ * `trace_ab.ts` and `planned_ab.ts`: ns per alloc/free, awaiting the queue at
+ * the trace's marks (untimed) when asked to; and the rotated rounds the two
+ * A/B benches time their peers in.
  *
  * @module
  */
@@ -92,4 +93,53 @@ export function threadCpuClock(): (() => number) | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** How {@linkcode timeRotatedRounds} times each peer. */
+export interface RoundsOptions {
+  /** `"warm"`: one runtime-like pass per round; otherwise the mean of `reps` passes without awaits. */
+  mode: string;
+  rounds: number;
+  reps: number;
+  /** Untimed passes without awaits after the first, to warm the JIT. */
+  jitPasses?: number;
+  now?: () => number;
+}
+
+/**
+ * Times every peer on `ops` over `rounds` rounds, the peers' order rotated
+ * each round; before each measurement `gc()` (when exposed) runs and the
+ * queue drains. Each peer first runs one untimed pass (its warm instance).
+ *
+ * @returns Per peer, ns per alloc or free of each round.
+ */
+export async function timeRotatedRounds(
+  device: GPUDevice,
+  ops: ReplayOps,
+  peers: readonly ReplayPeer[],
+  options: RoundsOptions,
+): Promise<number[][]> {
+  const { mode, rounds, reps, jitPasses = 0, now } = options;
+  const pass = (peer: ReplayPeer, awaits: boolean) =>
+    replayPass(device, ops, peer, awaits, now);
+  const gc = (globalThis as { gc?: () => void }).gc;
+  for (const p of peers) {
+    await pass(p, true);
+    for (let i = 0; i < jitPasses; i++) await pass(p, false);
+  }
+  const times: number[][] = peers.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    for (let j = 0; j < peers.length; j++) {
+      const k = (j + r) % peers.length;
+      gc?.();
+      await device.queue.onSubmittedWorkDone();
+      if (mode === "warm") times[k].push(await pass(peers[k], true));
+      else {
+        let sum = 0;
+        for (let i = 0; i < reps; i++) sum += await pass(peers[k], false);
+        times[k].push(sum / reps);
+      }
+    }
+  }
+  return times;
 }

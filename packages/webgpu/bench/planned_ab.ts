@@ -17,12 +17,12 @@
  * @module
  */
 
-import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
+import { parseTrace, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { StepPlannedPool } from "@allot/caching";
 import { GpuPlannedAllocator } from "../gpu_planned_allocator.ts";
 import { GpuSegmentSource } from "../gpu_segment_source.ts";
-import { replayPass, threadCpuClock } from "./_replay_pass.ts";
+import { threadCpuClock, timeRotatedRounds } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import {
   recordedTraceNames,
@@ -178,9 +178,6 @@ const kinds: { name: string; make: () => Peer }[] = [
 ];
 const TFJS = 0, SP = 1, SP_REF = 2, GP = 3, GP_REF = 4;
 
-const gc = (globalThis as { gc?: () => void }).gc;
-const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
-  replayPass(device, ops, peer, awaitAtMarks, now);
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const cell = (v: number[]) =>
   `${median(v).toFixed(2)} (${Math.min(...v).toFixed(2)}–${
@@ -203,23 +200,12 @@ for (const name of recordedTraceNames(only)) {
   const ops = traceOps(parseTrace(text), "storage");
   for (const mode of modes) {
     const peers = kinds.map((k) => k.make());
-    for (const p of peers) await pass(ops, p, true);
-    const times: number[][] = kinds.map(() => []);
-    for (let r = 0; r < rounds; r++) {
-      for (let j = 0; j < kinds.length; j++) {
-        const k = (j + r) % kinds.length;
-        gc?.();
-        await device.queue.onSubmittedWorkDone();
-        if (mode === "warm") times[k].push(await pass(ops, peers[k], true));
-        else {
-          let sum = 0;
-          for (let i = 0; i < reps; i++) {
-            sum += await pass(ops, peers[k], false);
-          }
-          times[k].push(sum / reps);
-        }
-      }
-    }
+    const times = await timeRotatedRounds(device, ops, peers, {
+      mode,
+      rounds,
+      reps,
+      now,
+    });
     for (const p of peers) p.dispose();
     const ratio = (a: number, b: number) =>
       times[a].map((v, r) => v / times[b][r]);

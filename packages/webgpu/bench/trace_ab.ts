@@ -21,11 +21,11 @@
  * @module
  */
 
-import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
+import { parseTrace, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import type { CachedBlock } from "@allot/caching";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
-import { replayPass, threadCpuClock } from "./_replay_pass.ts";
+import { threadCpuClock, timeRotatedRounds } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import {
   recordedTraceNames,
@@ -168,11 +168,6 @@ if (withCore) {
   });
 }
 
-const gc = (globalThis as { gc?: () => void }).gc;
-
-const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
-  replayPass(device, ops, peer, awaitAtMarks, now);
-
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>
   `${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)}`;
@@ -197,26 +192,13 @@ for (const name of names) {
   const ops = traceOps(parseTrace(text), "storage");
   for (const mode of ["warm", "tight"] as const) {
     const peers = kinds.map((k) => k.make());
-    for (const p of peers) {
-      await pass(ops, p, true);
-      for (let i = 0; i < jitPasses; i++) await pass(ops, p, false);
-    }
-    const times: number[][] = kinds.map(() => []);
-    for (let r = 0; r < rounds; r++) {
-      for (let j = 0; j < kinds.length; j++) {
-        const k = (j + r) % kinds.length;
-        gc?.();
-        await device.queue.onSubmittedWorkDone();
-        if (mode === "warm") times[k].push(await pass(ops, peers[k], true));
-        else {
-          let sum = 0;
-          for (let i = 0; i < reps; i++) {
-            sum += await pass(ops, peers[k], false);
-          }
-          times[k].push(sum / reps);
-        }
-      }
-    }
+    const times = await timeRotatedRounds(device, ops, peers, {
+      mode,
+      rounds,
+      reps,
+      jitPasses,
+      now,
+    });
     for (const p of peers) p.dispose();
     const ratio = (a: number, b: number) =>
       times[a].map((v, r) => v / times[b][r]);
