@@ -514,7 +514,15 @@ async function _run(
     progress("no WebGPU adapter: webgpu benchmarks skipped");
     return [];
   }
-  const device = await adapter.requestDevice({ label: "allot-bench" });
+  // A large transpose needs the adapter's binding and buffer limits, not
+  // WebGPU's defaults (128 MiB bindings, 256 MiB buffers).
+  const device = await adapter.requestDevice({
+    label: "allot-bench",
+    requiredLimits: kernelMiB === undefined ? {} : {
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxBufferSize: adapter.limits.maxBufferSize,
+    },
+  });
   const info = adapter.info;
   const where = `${info.description || info.vendor || "unknown adapter"}${
     info.isFallbackAdapter ? " (software fallback adapter)" : ""
