@@ -428,3 +428,22 @@ ${loads}${stores}    s_row += ${per} * s_col;
     workgroupSize,
   };
 }
+
+/**
+ * The variant of a two-binding kernel whose source is declared read-write:
+ * for a source and destination in one buffer too far apart to bind as one
+ * range, the buffer is bound twice, and WebGPU allows that only when both
+ * bindings are writable (the bound ranges must not overlap).
+ */
+export function _sourceWritable(kernel: Kernel): Kernel {
+  return {
+    name: kernel.name,
+    key: `${kernel.key}:rw`,
+    source: kernel.source.replace(
+      "var<storage, read> src",
+      "var<storage, read_write> src",
+    ),
+    bindings: ["storage", ...kernel.bindings.slice(1)],
+    workgroupSize: kernel.workgroupSize,
+  };
+}
