@@ -147,6 +147,18 @@ interface _Bound {
   twice: boolean;
 }
 
+/** A dispatch of a split call, waiting for the call's one submit. */
+interface _Queued {
+  kernel: Kernel;
+  pipeline: GPUComputePipeline;
+  bound: _Bound;
+  meta: Uint32Array;
+  x: number;
+  y: number;
+}
+
+/** Dispatches of a split call per command buffer (bounds its meta slots). */
+const PIECES_PER_SUBMIT = 4096;
 const kernelsByDevice = new WeakMap<GPUDevice, GpuKernels>();
 /** Blocks per invocation of the block transpose, where the shape allows. */
 const BLOCKS_PER_INVOCATION = 4;
@@ -198,6 +210,10 @@ export class GpuKernels {
   readonly maxBindingByteLength: number;
   #label: string;
   #meta: GPUBuffer | undefined;
+  /** Meta slots of the pieces of a split call, one aligned slot each. */
+  #pieceMeta: GPUBuffer | undefined;
+  /** Dispatches of a split call, collected for one submit. */
+  #batch: _Queued[] | undefined;
   #metaData = new Uint32Array(META_WORDS);
   #dispatches = 0;
   #pending = new Set<Promise<void>>();
@@ -262,7 +278,10 @@ export class GpuKernels {
         limits.maxComputeWorkgroupSizeX,
       ),
     );
-    _onDeviceLost(device, this, (kernels) => (kernels.#meta = undefined));
+    _onDeviceLost(device, this, (kernels) => {
+      kernels.#meta = undefined;
+      kernels.#pieceMeta = undefined;
+    });
   }
 
   /** Kernel dispatches submitted so far. */
@@ -591,43 +610,45 @@ export class GpuKernels {
           : `Cannot ${what}: the view needs more than ${MAX_PIECES} pieces of at most ${limit} bytes (maxBindingByteLength) each`,
       );
     }
-    for (const piece of result.pieces) {
-      const pieceSrc = {
-        shape: piece.shape,
-        strides: layout.strides,
-        offset: piece.srcOffset,
-      };
-      const [lo, hi] = _span(piece.shape, layout.strides, piece.srcOffset);
-      const count = piece.shape.reduce((a, b) => a * b, 1);
-      const pieceDst = {
-        shape: piece.shape,
-        strides: dstStrides,
-        offset: piece.dstOffset,
-      };
-      if (dstLayout === undefined && _isRowMajor(pieceDst)) {
-        this.#stridedPiece(
-          what,
-          src,
-          pieceSrc,
-          dst,
-          undefined,
-          piece.dstOffset,
-          { count, lo, hi },
-          size,
-        );
-      } else {
-        this.#stridedPiece(
-          what,
-          src,
-          pieceSrc,
-          dst,
-          pieceDst,
-          piece.dstOffset,
-          { count, lo, hi },
-          size,
-        );
+    this.#inPieces(() => {
+      for (const piece of result.pieces) {
+        const pieceSrc = {
+          shape: piece.shape,
+          strides: layout.strides,
+          offset: piece.srcOffset,
+        };
+        const [lo, hi] = _span(piece.shape, layout.strides, piece.srcOffset);
+        const count = piece.shape.reduce((a, b) => a * b, 1);
+        const pieceDst = {
+          shape: piece.shape,
+          strides: dstStrides,
+          offset: piece.dstOffset,
+        };
+        if (dstLayout === undefined && _isRowMajor(pieceDst)) {
+          this.#stridedPiece(
+            what,
+            src,
+            pieceSrc,
+            dst,
+            undefined,
+            piece.dstOffset,
+            { count, lo, hi },
+            size,
+          );
+        } else {
+          this.#stridedPiece(
+            what,
+            src,
+            pieceSrc,
+            dst,
+            pieceDst,
+            piece.dstOffset,
+            { count, lo, hi },
+            size,
+          );
+        }
       }
-    }
+    });
   }
 
   /** One dispatch of a view whose bound ranges fit the binding limit. */
@@ -842,15 +863,19 @@ export class GpuKernels {
         MAX_PIECES,
       );
     if (runs === undefined) this.#refuseRun(what, byteLength, 1);
-    for (const [at, length] of runs) {
-      this.#copyBytesPiece(
-        what,
-        ranges(at, length),
-        srcByteOffset + at,
-        dstByteOffset + at,
-        length,
-      );
-    }
+    const pieces = () => {
+      for (const [at, length] of runs) {
+        this.#copyBytesPiece(
+          what,
+          ranges(at, length),
+          srcByteOffset + at,
+          dstByteOffset + at,
+          length,
+        );
+      }
+    };
+    if (runs.length === 1) pieces();
+    else this.#inPieces(pieces);
   }
 
   /** Refuses a byte range that no split into runs binds within the limit. */
@@ -950,15 +975,19 @@ export class GpuKernels {
     const words = new Uint32Array(2);
     const wordBytes = new Uint8Array(words.buffer);
     for (let k = 0; k < 8; k++) wordBytes[k] = bytes[k % size];
-    for (const [at, length] of runs) {
-      this.#fillPiece(
-        what,
-        range(at, length),
-        offset * size + at,
-        length,
-        words,
-      );
-    }
+    const pieces = () => {
+      for (const [at, length] of runs) {
+        this.#fillPiece(
+          what,
+          range(at, length),
+          offset * size + at,
+          length,
+          words,
+        );
+      }
+    };
+    if (runs.length === 1) pieces();
+    else this.#inPieces(pieces);
   }
 
   /** One dispatch of a fill whose bound range fits the limit. */
@@ -1061,9 +1090,102 @@ export class GpuKernels {
     };
   }
 
+  /**
+   * Runs `pieces` with every dispatch collected, then submits them in one
+   * command buffer (a pass per {@linkcode PIECES_PER_SUBMIT}); a throw
+   * before the end submits nothing.
+   */
+  #inPieces(pieces: () => void): void {
+    const batch: _Queued[] = [];
+    this.#batch = batch;
+    try {
+      pieces();
+    } finally {
+      this.#batch = undefined;
+    }
+    for (let at = 0; at < batch.length; at += PIECES_PER_SUBMIT) {
+      this.#submitPieces(batch.slice(at, at + PIECES_PER_SUBMIT));
+    }
+  }
+
+  #submitPieces(batch: _Queued[]): void {
+    const device = this.gpuDevice;
+    const stride = alignUp(
+      META_WORDS * 4,
+      device.limits.minStorageBufferOffsetAlignment,
+    );
+    const bytes = batch.length * stride;
+    if (this.#pieceMeta === undefined || this.#pieceMeta.size < bytes) {
+      // the old buffer may still be read by submitted work: dropped, not
+      // destroyed
+      this.#pieceMeta = device.createBuffer({
+        label: `${this.#label}:kernel-piece-meta`,
+        size: Math.max(bytes, (this.#pieceMeta?.size ?? 0) * 2),
+        usage: _Usage.STORAGE | _Usage.COPY_DST,
+      });
+    }
+    const meta = this.#pieceMeta;
+    const words = new Uint32Array(bytes / 4);
+    batch.forEach((q, k) => words.set(q.meta, (k * stride) / 4));
+    device.queue.writeBuffer(meta, 0, words);
+    const label = `${this.#label}:${batch[0].kernel.name}:pieces`;
+    device.pushErrorScope("out-of-memory");
+    device.pushErrorScope("validation");
+    try {
+      const encoder = device.createCommandEncoder({ label });
+      const pass = encoder.beginComputePass({ label });
+      batch.forEach((q, k) => {
+        const group = device.createBindGroup({
+          label,
+          layout: q.pipeline.getBindGroupLayout(0),
+          entries: [
+            ...q.bound.entries,
+            {
+              binding: q.bound.entries.length,
+              resource: {
+                buffer: meta,
+                offset: k * stride,
+                size: META_WORDS * 4,
+              },
+            },
+          ],
+        });
+        pass.setPipeline(q.pipeline);
+        pass.setBindGroup(0, group);
+        pass.dispatchWorkgroups(q.x, q.y);
+      });
+      pass.end();
+      device.queue.submit([encoder.finish()]);
+    } finally {
+      this.#watch(
+        batch[0].kernel.name,
+        label,
+        device.popErrorScope(),
+        device.popErrorScope(),
+      );
+    }
+    this.#dispatches += batch.length;
+  }
+
   #dispatch(kernel: Kernel, bound: _Bound, invocations: number): void {
     const device = this.gpuDevice;
     if (bound.twice) kernel = _sourceWritable(kernel);
+    if (this.#batch !== undefined) {
+      const [x, y] = dispatchSize(
+        invocations,
+        kernel.workgroupSize,
+        device.limits.maxComputeWorkgroupsPerDimension,
+      );
+      this.#batch.push({
+        kernel,
+        pipeline: kernelPipeline(device, kernel),
+        bound,
+        meta: this.#metaData.slice(),
+        x,
+        y,
+      });
+      return;
+    }
     const [x, y] = dispatchSize(
       invocations,
       kernel.workgroupSize,
