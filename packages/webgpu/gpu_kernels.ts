@@ -166,7 +166,9 @@ const I32_MAX = 0x7fffffff;
 
 /**
  * Copy kernels on one device. Each call validates everything, then encodes
- * and submits one command buffer, so later queue work sees its result.
+ * and submits one command buffer, so later queue work sees its result. A
+ * range wider than one binding (`maxBindingByteLength`) runs as pieces that
+ * each bind within it, in that one command buffer (see the README).
  * Shapes, strides and offsets go to the shader in a storage buffer; only
  * element width, aliasing and workgroup size select a pipeline.
  *
@@ -305,6 +307,9 @@ export class GpuKernels {
    * @param options Element type and destination offset.
    * @throws {InvalidArgumentError} For a bad layout, a view reaching outside
    * `src`, an output not fitting `dst`, or overlapping ranges.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   contiguous(
@@ -344,6 +349,9 @@ export class GpuKernels {
    * @throws {InvalidArgumentError} For bad or mismatched layouts, views
    * reaching outside their bindings, a destination whose elements alias (a
    * broadcast view or strides such as `[1, 1]`), or overlap.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   copyStrided(
@@ -785,6 +793,9 @@ export class GpuKernels {
    * @param options Byte offsets in each range and the length.
    * @throws {InvalidArgumentError} For ranges outside their bindings, or
    * overlapping ranges of one buffer.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   copyBytes(
@@ -920,6 +931,9 @@ export class GpuKernels {
    * @param value The value, converted to `dtype` (`f16` rounds to nearest).
    * @param options Element type, first element and count.
    * @throws {InvalidArgumentError} For a range outside `dst` or a bad dtype.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   fill(dst: GpuBinding, value: number, options: FillOptions): void {

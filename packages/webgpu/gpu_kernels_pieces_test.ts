@@ -257,6 +257,41 @@ describe("GpuKernels split into pieces", { skip }, () => {
     staging.release();
   });
 
+  it("pieces wider than maxComputeWorkgroupsPerDimension workgroups fold their dispatch", async () => {
+    const device = await sharedDevice();
+    const staging = new GpuStaging(device);
+    // a stride-2 view: one element per invocation group of 8, workgroups of 1
+    const n = (device.limits.maxComputeWorkgroupsPerDimension + 100) * 8 * 2;
+    const bytes = n * 2 * 4;
+    const src = device.createBuffer({ size: bytes, usage: USAGE });
+    const dst = device.createBuffer({ size: bytes / 2, usage: USAGE });
+    const host = new Uint32Array(n * 2).map((_, i) => i);
+    device.queue.writeBuffer(src, 0, host);
+    for (const limit of [undefined, bytes / 2 + 4096]) {
+      device.queue.writeBuffer(dst, 0, new Uint8Array(bytes / 2));
+      const kernels = new GpuKernels(device, {
+        workgroupSize: 1,
+        maxBindingByteLength: limit,
+      });
+      kernels.contiguous(
+        { buffer: src, offset: 0, size: bytes },
+        { shape: [n], strides: [2], offset: 1 },
+        { buffer: dst, offset: 0, size: bytes / 2 },
+        { dtype: "u32" },
+      );
+      assert.equal(kernels.dispatchCount, limit === undefined ? 1 : 2);
+      const got = new Uint32Array(
+        (await staging.download({ buffer: dst, offset: 0, size: bytes / 2 }))
+          .buffer,
+      );
+      await kernels.flush();
+      assert.ok(got.every((v, i) => v === 2 * i + 1), `limit ${limit}`);
+    }
+    src.destroy();
+    dst.destroy();
+    staging.release();
+  });
+
   it("copyBytes() and fill() split byte ranges wider than the limit and keep the bytes around them", async () => {
     const device = await sharedDevice();
     const staging = new GpuStaging(device);
