@@ -253,6 +253,24 @@ describe("GpuKernels split into pieces", { skip }, () => {
       size: bytes,
     });
     assert.ok(a.every((v, i) => v === b[i]));
+    // source and destination 4 MiB apart in one buffer: bound twice
+    const shared = device.createBuffer({ size: 2 * bytes, usage: USAGE });
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(src, 0, shared, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    small.contiguous({ buffer: shared, offset: 0, size: bytes }, layout, {
+      buffer: shared,
+      offset: bytes,
+      size: bytes,
+    }, { dtype: "f32" });
+    const c = await staging.download({
+      buffer: shared,
+      offset: bytes,
+      size: bytes,
+    });
+    await small.flush();
+    assert.ok(a.every((v, i) => v === c[i]));
+    shared.destroy();
     for (const buffer of [src, whole, pieces]) buffer.destroy();
     staging.release();
   });
