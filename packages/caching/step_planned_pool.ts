@@ -1940,19 +1940,29 @@ export class StepPlannedPool<M = unknown> {
       }
       if (arena.size - at >= size) gaps.push(at, arena.size - at);
     }
-    let best = -1, bestHits = Infinity, bestGap = Infinity;
-    for (let g = 0; g < gaps.length; g += 2) {
+    // the ranges the rest of the plan takes in the arena
+    const los: number[] = [], his: number[] = [];
+    if (plan !== undefined) {
+      const offsets = plan.offsets, sizes = plan.sizes;
+      for (let j = from < 0 ? 0 : from; j < plan.count; j++) {
+        const o = offsets[j];
+        if (o >= 0) los.push(o), his.push(o + sizes[j]);
+      }
+    }
+    // smallest ranges first: a later one wins only with fewer overlaps
+    const order = Array.from({ length: gaps.length >> 1 }, (_, g) => 2 * g)
+      .sort((a, b) => gaps[a + 1] - gaps[b + 1]);
+    let best = -1, bestHits = Infinity;
+    for (const g of order) {
       const lo = gaps[g], gap = gaps[g + 1];
       for (const at of [lo + gap - size, lo]) {
-        const hits = plan === undefined
-          ? 0
-          : _overlaps(plan, from, at, size, bestHits + 1);
-        if (hits < bestHits || (hits === bestHits && gap < bestGap)) {
+        const hits = _overlaps(los, his, at, at + size, bestHits);
+        if (hits < bestHits) {
           best = at;
           bestHits = hits;
-          bestGap = gap;
         }
       }
+      if (bestHits === 0) break;
     }
     if (best < 0) return undefined;
     if (fast === undefined) {
@@ -2263,21 +2273,19 @@ function _peakBytes(items: readonly _PlanItem[]): number {
 }
 
 /**
- * The requests of `plan` from `from` on placed over `[at, at + size)`
- * (counted up to `most`).
+ * How many of the ranges `[los[k], his[k])` meet `[at, top)`, counted up
+ * to `most`.
  */
 function _overlaps(
-  plan: _Plan,
-  from: number,
+  los: readonly number[],
+  his: readonly number[],
   at: number,
-  size: number,
+  top: number,
   most: number,
 ): number {
   let n = 0;
-  const offsets = plan.offsets, sizes = plan.sizes, top = at + size;
-  for (let j = from < 0 ? 0 : from; j < plan.count && n < most; j++) {
-    const o = offsets[j];
-    if (o >= 0 && o < top && at < o + sizes[j]) n++;
+  for (let k = 0; k < los.length && n < most; k++) {
+    if (los[k] < top && at < his[k]) n++;
   }
   return n;
 }
