@@ -500,3 +500,93 @@ export async function crnnGradAccum(
   tf.dispose([...bank, ...Object.values(p)]);
   rec.step("disposed");
 }
+
+/**
+ * Keras-style training through `tf.layers`' own loop: `model.fit` (conv,
+ * batch normalization, dropout, dense; Adam; 20% held out for validation),
+ * 40 training samples in batches of 16, 16 and 8 (the last one partial), 2 epochs, a
+ * step mark at every batch's end from the fit callbacks, then `evaluate`.
+ */
+export async function layersFit(
+  rec: TfjsRecording,
+  opts = { size: 16, samples: 50, batch: 16, epochs: 2, classes: 5 },
+): Promise<void> {
+  const tag = tagger(rec);
+  const { size: S, classes } = opts;
+  tag("weights");
+  const init = (seed: number) => tf.initializers.glorotUniform({ seed });
+  const model = tf.sequential({
+    layers: [
+      tf.layers.conv2d({
+        inputShape: [S, S, 3],
+        filters: 16,
+        kernelSize: 3,
+        padding: "same",
+        kernelInitializer: init(91),
+      }),
+      tf.layers.batchNormalization(),
+      tf.layers.activation({ activation: "relu" }),
+      tf.layers.maxPooling2d({ poolSize: 2 }),
+      tf.layers.conv2d({
+        filters: 32,
+        kernelSize: 3,
+        padding: "same",
+        activation: "relu",
+        kernelInitializer: init(92),
+      }),
+      tf.layers.globalAveragePooling2d({}),
+      tf.layers.dropout({ rate: 0.25, seed: 93 }),
+      tf.layers.dense({
+        units: classes,
+        activation: "softmax",
+        kernelInitializer: init(94),
+      }),
+    ],
+  });
+  model.compile({
+    optimizer: tf.train.adam(1e-3),
+    loss: "categoricalCrossentropy",
+    metrics: ["accuracy"],
+  });
+  rec.step("weights");
+  tag("data");
+  const xs = tf.randomUniform([opts.samples, S, S, 3], 0, 1, "float32", 95);
+  const ys = tf.oneHot(
+    tf.tensor1d(
+      Array.from({ length: opts.samples }, (_, i) => (i * 7) % classes),
+      "int32",
+    ),
+    classes,
+  );
+  rec.step("data");
+  let batches = 0;
+  tag("fit");
+  await model.fit(xs, ys, {
+    batchSize: opts.batch,
+    epochs: opts.epochs,
+    shuffle: false,
+    validationSplit: 0.2,
+    verbose: 0,
+    callbacks: {
+      onBatchEnd: () => {
+        tag(undefined);
+        rec.step(`batch ${batches++}`);
+        tag("fit");
+      },
+      onEpochEnd: (epoch) => {
+        tag(undefined);
+        rec.step(`epoch ${epoch} end`);
+        tag("fit");
+      },
+    },
+  });
+  tag("evaluate");
+  const scores = model.evaluate(xs, ys, { batchSize: opts.batch }) as T[];
+  await Promise.all(scores.map((t) => t.data()));
+  tf.dispose(scores);
+  tag(undefined);
+  rec.step("evaluated");
+  tf.dispose([xs, ys]);
+  model.dispose();
+  rec.step("disposed");
+}

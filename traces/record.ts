@@ -30,6 +30,7 @@ import {
   crnnGradAccum,
   diffusionDenoise,
   efficientnetMultires,
+  layersFit,
   seq2seqDecode,
 } from "./_holdout2.ts";
 
@@ -53,6 +54,7 @@ const workloads = {
   "seq2seq-decode": seq2seqDecode,
   "efficientnet-multires": efficientnetMultires,
   "crnn-gradaccum": crnnGradAccum,
+  "layers-fit": layersFit,
 } as const;
 
 /** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */

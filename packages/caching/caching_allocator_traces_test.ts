@@ -100,6 +100,7 @@ const HOLDOUT2_CEILINGS: Record<string, [number, number]> = {
   "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [1.0822, 1.1203],
   "tfjs-webgpu/diffusion-denoise.jsonl.gz": [1.0891, 1.1184],
   "tfjs-webgpu/efficientnet-multires.jsonl.gz": [1.1199, 1.1355],
+  "tfjs-webgpu/layers-fit.jsonl.gz": [1.0541, 1.0544],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [1.0263, 1.0437],
 };
 const HOLDOUT2_WARM: Record<string, [number, number, number, number]> = {
@@ -107,6 +108,7 @@ const HOLDOUT2_WARM: Record<string, [number, number, number, number]> = {
   "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [0, 1.0822, 0, 1.1203],
   "tfjs-webgpu/diffusion-denoise.jsonl.gz": [2, 1.2031, 2, 1.2323],
   "tfjs-webgpu/efficientnet-multires.jsonl.gz": [12, 1.1808, 12, 1.1964],
+  "tfjs-webgpu/layers-fit.jsonl.gz": [0, 1.0541, 0, 1.0544],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [0, 1.0263, 0, 1.0437],
 };
 

@@ -200,6 +200,7 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/crnn-gradaccum": [1.2145, 1.2903],
     "tfjs-webgpu/diffusion-denoise": [1.1796, 1.2754],
     "tfjs-webgpu/efficientnet-multires": [1.0271, 1.0271],
+    "tfjs-webgpu/layers-fit": [1.0898, 1.0898],
     "tfjs-webgpu/seq2seq-decode": [1.0514, 1.2942],
   };
   for (

@@ -39,6 +39,7 @@ const HOLDOUT2_CEILINGS: Record<string, number> = {
   "tfjs-webgpu/crnn-gradaccum.jsonl.gz": 1.0822,
   "tfjs-webgpu/diffusion-denoise.jsonl.gz": 1.0891,
   "tfjs-webgpu/efficientnet-multires.jsonl.gz": 1.1199,
+  "tfjs-webgpu/layers-fit.jsonl.gz": 1.0541,
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": 1.0263,
 };
 
