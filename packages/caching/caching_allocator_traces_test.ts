@@ -97,6 +97,30 @@ const WARM: Record<string, [number, number, number, number]> = {
 };
 const PASSES = 8;
 
+/**
+ * The second hold-out set (traces/README.md): recorded while the pools were
+ * being changed by engineers who did not see these traces. [storage, all]
+ * one pass, then warm as in {@linkcode WARM}: main's figures when they were
+ * recorded (b5d1ad3) plus 0.005 (buffer counts as they were), so that a
+ * change to the defaults that holds more on them fails here.
+ */
+const HOLDOUT2_CEILINGS: Record<string, [number, number]> = {
+  "onnxruntime-web/attention-varshape.jsonl.gz": [1.0273, 1.1049],
+  "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [1.0822, 1.1203],
+  "tfjs-webgpu/diffusion-denoise.jsonl.gz": [1.0891, 1.1184],
+  "tfjs-webgpu/efficientnet-multires.jsonl.gz": [1.1199, 1.1355],
+  "tfjs-webgpu/layers-fit.jsonl.gz": [1.0541, 1.0544],
+  "tfjs-webgpu/seq2seq-decode.jsonl.gz": [1.0263, 1.0437],
+};
+const HOLDOUT2_WARM: Record<string, [number, number, number, number]> = {
+  "onnxruntime-web/attention-varshape.jsonl.gz": [0, 1.0273, 0, 1.1049],
+  "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [0, 1.0822, 0, 1.1203],
+  "tfjs-webgpu/diffusion-denoise.jsonl.gz": [2, 1.2031, 2, 1.2323],
+  "tfjs-webgpu/efficientnet-multires.jsonl.gz": [12, 1.1808, 12, 1.1964],
+  "tfjs-webgpu/layers-fit.jsonl.gz": [0, 1.0541, 0, 1.0544],
+  "tfjs-webgpu/seq2seq-decode.jsonl.gz": [0, 1.0263, 0, 1.0437],
+};
+
 /** Buffers made after the first of `PASSES` passes, and peak held / live. */
 function warmPasses(trace: Trace, usage: "storage" | "all"): [number, number] {
   const ops = traceOps(trace, usage);
@@ -200,9 +224,17 @@ describe("CachingAllocator defaults on real runtime traces", () => {
           `${d.name}/${e.name}`
         )
       ).filter((n) => n.endsWith(".jsonl.gz")).sort();
-    assert.deepEqual(names, Object.keys(CEILINGS).sort());
+    assert.deepEqual(
+      names,
+      Object.keys({ ...CEILINGS, ...HOLDOUT2_CEILINGS }).sort(),
+    );
   });
-  for (const [name, [storage, all]] of Object.entries(CEILINGS)) {
+  for (
+    const [name, [storage, all]] of Object.entries({
+      ...CEILINGS,
+      ...HOLDOUT2_CEILINGS,
+    })
+  ) {
     it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
       const trace = await readRecordedTrace(name);
       for (
@@ -225,8 +257,17 @@ describe("CachingAllocator defaults on real runtime traces", () => {
   }
   it("every recorded trace has warm ceilings here", () => {
     assert.deepEqual(Object.keys(WARM).sort(), Object.keys(CEILINGS).sort());
+    assert.deepEqual(
+      Object.keys(HOLDOUT2_WARM).sort(),
+      Object.keys(HOLDOUT2_CEILINGS).sort(),
+    );
   });
-  for (const [name, [made, storage, madeAll, all]] of Object.entries(WARM)) {
+  for (
+    const [name, [made, storage, madeAll, all]] of Object.entries({
+      ...WARM,
+      ...HOLDOUT2_WARM,
+    })
+  ) {
     it(`${name}, ${PASSES} warm passes: at most ${made} (${madeAll}) device buffers made after the first, peak held / peak live at most ${storage} (${all}) for storage (all) buffers`, async () => {
       const trace = await readRecordedTrace(name);
       for (

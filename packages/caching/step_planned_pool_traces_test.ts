@@ -201,7 +201,24 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/mobilenet-inference": [1.015, 1.015],
     "tfjs-webgpu/transformer-varlen": [1.015, 1.015],
   };
-  for (const [name, [onePass, warm]] of Object.entries(allBuffers)) {
+  // The second hold-out set (traces/README.md), recorded while the pools
+  // were changed by engineers who did not see it: main's figures at
+  // recording (b5d1ad3) plus 0.005. Diffusion, seq2seq and the conv+GRU
+  // training loop hold more over warm passes than in one (buffers remade)
+  const holdout2: Record<string, [onePass: number, warm: number]> = {
+    "onnxruntime-web/attention-varshape": [1.0402, 1.0798],
+    "tfjs-webgpu/crnn-gradaccum": [1.2145, 1.2903],
+    "tfjs-webgpu/diffusion-denoise": [1.1796, 1.2754],
+    "tfjs-webgpu/efficientnet-multires": [1.0271, 1.0271],
+    "tfjs-webgpu/layers-fit": [1.0898, 1.0898],
+    "tfjs-webgpu/seq2seq-decode": [1.0514, 1.2942],
+  };
+  for (
+    const [name, [onePass, warm]] of Object.entries({
+      ...allBuffers,
+      ...holdout2,
+    })
+  ) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {
       const trace = await readRecordedTrace(`${name}.jsonl.gz`);
       const ops = traceOps(trace, "all");
