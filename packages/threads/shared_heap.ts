@@ -20,11 +20,21 @@ import {
   type WasmMemory,
 } from "@allot/core";
 import {
+  type BlockSnapshot,
+  finishSnapshot,
   formatStatsSummary,
+  type MemorySnapshot,
   type MemorySummaryOptions,
+  type SegmentSnapshot,
+  segmentTotals,
+  type StatValues,
   validateOptionKeys,
 } from "@allot/core";
 import {
+  A_ALLOC_BLOCKS,
+  A_ALLOC_BLOCKS_HI,
+  A_ALLOC_BYTES,
+  A_ALLOC_BYTES_HI,
   A_COUNTERS,
   A_GEN,
   A_LARGE_HITS,
@@ -36,6 +46,8 @@ import {
   A_LOCKS,
   A_PAGES_RETURNED,
   A_PAGES_TAKEN,
+  A_QUOTA_BLOCKS,
+  A_QUOTA_BYTES,
   A_REMOTE_FREES,
   A_SLABS_TAKEN,
   A_SPANS_ADOPTED,
@@ -50,6 +62,8 @@ import {
   CLASS_OF,
   CLASS_RECIPROCALS,
   CLASS_SIZES,
+  F_RESET,
+  H_ARENA_END,
   H_ARENAS,
   H_ATTACHED,
   H_BIN_MASK,
@@ -63,6 +77,9 @@ import {
   H_META,
   H_PAGE_BASE,
   H_PAGES,
+  H_PEAK_BLOCKS,
+  H_PEAK_BYTES,
+  H_PEAK_LOCK,
   H_RETURNS,
   H_STATE,
   H_VERSION,
@@ -110,6 +127,7 @@ import {
   SLAB_PAGES,
   STATE_CLOSED,
   STATE_OPEN,
+  TOTAL_CARRY,
   VERSION,
 } from "./_layout.ts";
 import {
@@ -191,9 +209,15 @@ export interface SharedHeapDescriptor {
 export interface SharedHeapStats {
   /** Bytes of the page area (what allocations can use). */
   byteLength: number;
-  /** Bytes of live blocks (block sizes: slab class or whole pages). */
-  allocatedBytes: number;
-  /** Live blocks. */
+  /**
+   * Bytes of live blocks (block sizes: slab class or whole pages): current,
+   * peak, allocated (sum of all allocations) and freed (sum of all frees)
+   * since creation or the last reset, summed over every thread.
+   */
+  allocatedBytes: StatValues;
+  /** Live blocks; `allocated` counts allocations, `freed` frees. */
+  allocations: StatValues;
+  /** @deprecated Use `allocations.current`; removed in the next minor version. */
   allocationCount: number;
   /** Bytes of pages held by slabs and large blocks. */
   reservedBytes: number;
@@ -413,6 +437,7 @@ export class SharedHeap {
   #buffer: SharedArrayBuffer;
   #memory: SharedMemory;
   #i32: Int32Array;
+  #f64: Float64Array;
   #u8: Uint8Array;
   #u16: Uint16Array;
   #base: number; // byteOffset of the header
@@ -453,6 +478,7 @@ export class SharedHeap {
     const length = sabByteLength(this.#buffer);
     this.#i32 = new Int32Array(this.#buffer, 0, length >> 2);
     this.#u8 = new Uint8Array(this.#buffer);
+    this.#f64 = new Float64Array(this.#buffer, 0, length >> 3);
     this.#u16 = new Uint16Array(this.#buffer, 0, length >> 1);
     this.#base = byteOffset;
     const h = byteOffset >> 2;
@@ -768,8 +794,20 @@ export class SharedHeap {
             const size = CLASS_SIZES[cls];
             // Only the owner marks a block live; frees clear it.
             this.#u8[slab + S_STATES + k] = 1;
-            i32[a + A_LIVE_BLOCKS]++;
-            i32[a + A_LIVE_BYTES] += size;
+            // The figures: plain writes to this arena's own line, and one
+            // compare with its quotas (see `A_QUOTA_BYTES`).
+            const nb = i32[a + A_LIVE_BLOCKS] + 1;
+            const ny = i32[a + A_LIVE_BYTES] + size;
+            const tn = i32[a + A_ALLOC_BLOCKS] + 1;
+            const ty = i32[a + A_ALLOC_BYTES] + (size >> 6);
+            i32[a + A_LIVE_BLOCKS] = nb;
+            i32[a + A_LIVE_BYTES] = ny;
+            i32[a + A_ALLOC_BLOCKS] = tn;
+            i32[a + A_ALLOC_BYTES] = ty;
+            if (
+              (tn | ty) >= TOTAL_CARRY || nb > i32[a + A_QUOTA_BLOCKS] ||
+              ny > i32[a + A_QUOTA_BYTES]
+            ) this.#settleFigures();
             return slab + SLAB_HEADER + k * size;
           }
         }
@@ -795,8 +833,19 @@ export class SharedHeap {
           i32[w + M_KIND] = K_LARGE;
           i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
           i32[a + A_LARGE_HITS]++;
-          i32[a + A_LIVE_BLOCKS]++;
-          i32[a + A_LIVE_BYTES] += i32[w + M_LEN] << PAGE_SHIFT;
+          const len = i32[w + M_LEN];
+          const nb = i32[a + A_LIVE_BLOCKS] + 1;
+          const ny = i32[a + A_LIVE_BYTES] + (len << PAGE_SHIFT);
+          const tn = i32[a + A_ALLOC_BLOCKS] + 1;
+          const ty = i32[a + A_ALLOC_BYTES] + (len << (PAGE_SHIFT - 6));
+          i32[a + A_LIVE_BLOCKS] = nb;
+          i32[a + A_LIVE_BYTES] = ny;
+          i32[a + A_ALLOC_BLOCKS] = tn;
+          i32[a + A_ALLOC_BYTES] = ty;
+          if (
+            (tn | ty) >= TOTAL_CARRY || nb > i32[a + A_QUOTA_BLOCKS] ||
+            ny > i32[a + A_QUOTA_BYTES]
+          ) this.#settleFigures();
           return this.#pageBase + (page << PAGE_SHIFT);
         }
       }
@@ -973,17 +1022,35 @@ export class SharedHeap {
    */
   stats(): SharedHeapStats {
     const i32 = this.#i32, h = this.#base >> 2;
-    let blocks = 0, bytes = 0, arenas = 0;
+    let blocks = 0, bytes = 0, arenas = 0, totalBlocks = 0, totalUnits = 0;
     for (let a = 0; a < MAX_ARENAS; a++) {
       const w = h + H_ARENAS + a * ARENA_WORDS;
       blocks = (blocks + Atomics.load(i32, w + A_LIVE_BLOCKS)) | 0;
       bytes = (bytes + Atomics.load(i32, w + A_LIVE_BYTES)) | 0;
+      totalBlocks += i32[w + A_ALLOC_BLOCKS] +
+        i32[w + A_ALLOC_BLOCKS_HI] * TOTAL_CARRY;
+      totalUnits += i32[w + A_ALLOC_BYTES] +
+        i32[w + A_ALLOC_BYTES_HI] * TOTAL_CARRY;
       if (Atomics.load(i32, w + A_STATE) !== ARENA_FREE) arenas++;
     }
+    const f = this.#f64, r = (this.#base >> 3) + F_RESET;
+    const allocatedBlocks = totalBlocks - f[r];
+    const allocatedBytes = totalUnits * 64 - f[r + 1];
     const free = Atomics.load(i32, h + H_FREE_PAGES) * PAGE;
     return {
       byteLength: this.#pages * PAGE,
-      allocatedBytes: bytes,
+      allocatedBytes: {
+        current: bytes,
+        peak: Math.max(bytes, Atomics.load(i32, h + H_PEAK_BYTES)),
+        allocated: allocatedBytes,
+        freed: allocatedBytes - (bytes - f[r + 3]),
+      },
+      allocations: {
+        current: blocks,
+        peak: Math.max(blocks, Atomics.load(i32, h + H_PEAK_BLOCKS)),
+        allocated: allocatedBlocks,
+        freed: allocatedBlocks - (blocks - f[r + 2]),
+      },
       allocationCount: blocks,
       reservedBytes: this.#pages * PAGE - free,
       freeBytes: free,
@@ -1377,6 +1444,13 @@ export class SharedHeap {
           RETURNS_EMPTY,
         );
         Atomics.add(i32, (this.#base >> 2) + H_ATTACHED, 1);
+        // The figures' sums stop at the highest slot ever claimed.
+        const end = (this.#base >> 2) + H_ARENA_END;
+        for (let e = Atomics.load(i32, end); e <= a;) {
+          const was = Atomics.compareExchange(i32, end, e, a + 1);
+          if (was === e) break;
+          e = was;
+        }
         this.#arena = a;
         this.#arenaWord = w;
         return;
@@ -1386,6 +1460,111 @@ export class SharedHeap {
       `Cannot attach: all ${MAX_ARENAS} arenas are attached (detach or reclaim one)`,
       { name: "arenas", value: MAX_ARENAS + 1, limit: MAX_ARENAS },
     );
+  }
+
+  // --- the figures (issue #15): totals and peaks over every thread ---
+
+  /** Counts a block of `size` bytes this arena just allocated. */
+  #count(size: number): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    const nb = i32[a + A_LIVE_BLOCKS] + 1;
+    const ny = i32[a + A_LIVE_BYTES] + size;
+    const tn = i32[a + A_ALLOC_BLOCKS] + 1;
+    const ty = i32[a + A_ALLOC_BYTES] + (size >> 6);
+    i32[a + A_LIVE_BLOCKS] = nb;
+    i32[a + A_LIVE_BYTES] = ny;
+    i32[a + A_ALLOC_BLOCKS] = tn;
+    i32[a + A_ALLOC_BYTES] = ty;
+    if (
+      (tn | ty) >= TOTAL_CARRY || nb > i32[a + A_QUOTA_BLOCKS] ||
+      ny > i32[a + A_QUOTA_BYTES]
+    ) this.#settleFigures();
+  }
+
+  /**
+   * After an allocation: carries the totals' low words, and raises the
+   * peaks when this arena went past its quota.
+   */
+  #settleFigures(): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    for (const lo of [A_ALLOC_BLOCKS, A_ALLOC_BYTES]) {
+      const v = i32[a + lo];
+      if (v >= TOTAL_CARRY) {
+        i32[a + lo] = v - TOTAL_CARRY;
+        i32[a + lo + 1]++;
+      }
+    }
+    if (
+      i32[a + A_LIVE_BLOCKS] > i32[a + A_QUOTA_BLOCKS] ||
+      i32[a + A_LIVE_BYTES] > i32[a + A_QUOTA_BYTES]
+    ) this.#sharePeaks(false);
+  }
+
+  /**
+   * Under the peak lock: sums every arena's live figures, raises the peaks
+   * to them (sets them, for a reset), and gives each attached arena an equal
+   * part of the room left below the peaks as its quota. The quotas then sum
+   * to the peaks, so no arena can take the heap past a peak without coming
+   * here: the peaks are exact whenever the threads' calls are ordered (by
+   * messages or `Atomics.wait`), and a call racing with this one can slip
+   * past by at most its own block.
+   */
+  #sharePeaks(reset: boolean): void {
+    const i32 = this.#i32, h = this.#base >> 2;
+    this.#lockPeaks();
+    try {
+      const end = Math.min(Atomics.load(i32, h + H_ARENA_END), MAX_ARENAS);
+      const live = new Int32Array(end * 2);
+      let cn = 0, cb = 0, attached = 0;
+      for (let a = 0; a < end; a++) {
+        const w = h + H_ARENAS + a * ARENA_WORDS;
+        cn += live[2 * a] = i32[w + A_LIVE_BLOCKS];
+        cb += live[2 * a + 1] = i32[w + A_LIVE_BYTES];
+        if (i32[w + A_STATE] === ARENA_ATTACHED) attached++;
+      }
+      let pn = i32[h + H_PEAK_BLOCKS], pb = i32[h + H_PEAK_BYTES];
+      if (reset || cn > pn) pn = cn;
+      if (reset || cb > pb) pb = cb;
+      Atomics.store(i32, h + H_PEAK_BLOCKS, pn);
+      Atomics.store(i32, h + H_PEAK_BYTES, pb);
+      const shareN = attached === 0 ? 0 : Math.floor((pn - cn) / attached);
+      const shareB = attached === 0 ? 0 : Math.floor((pb - cb) / attached);
+      for (let a = 0; a < end; a++) {
+        const w = h + H_ARENAS + a * ARENA_WORDS;
+        const mine = i32[w + A_STATE] === ARENA_ATTACHED;
+        i32[w + A_QUOTA_BLOCKS] = live[2 * a] + (mine ? shareN : 0);
+        i32[w + A_QUOTA_BYTES] = live[2 * a + 1] + (mine ? shareB : 0);
+      }
+    } finally {
+      Atomics.store(i32, h + H_PEAK_LOCK, 0);
+    }
+  }
+
+  /**
+   * Takes the peak lock. Its holders only sum and write a few words, so it
+   * spins (sleeping 1 ms at a time where the thread may block); a holder
+   * that keeps it past the time limit died in it, and the lock is taken
+   * from it.
+   */
+  #lockPeaks(): void {
+    const i32 = this.#i32, w = (this.#base >> 2) + H_PEAK_LOCK;
+    const token = this.#token;
+    if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+    let deadline = 0;
+    for (let spin = 1;; spin++) {
+      const holder = Atomics.load(i32, w);
+      if (holder === 0) {
+        if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+        continue;
+      }
+      if ((spin & 255) !== 0) continue;
+      const now = Date.now();
+      if (deadline === 0) deadline = now + this.#timeoutMs;
+      else if (now > deadline) {
+        if (Atomics.compareExchange(i32, w, holder, token) === holder) return;
+      }
+      if (CAN_BLOCK) Atomics.wait(i32, w, holder, 1);
+    }
   }
 
   #arenaAt(a: number): number {
@@ -1481,11 +1660,8 @@ export class SharedHeap {
       // Only the owner marks a block live; frees clear it with a
       // compare-exchange, so a plain store suffices here.
       this.#u8[slab + S_STATES + k] = 1;
-      const block = slab + SLAB_HEADER + k * size;
-      const a = this.#arenaWord;
-      i32[a + A_LIVE_BLOCKS]++;
-      i32[a + A_LIVE_BYTES] += size;
-      return block;
+      this.#count(size);
+      return slab + SLAB_HEADER + k * size;
     }
     if (this.#refill(cls) === 0) return undefined;
     return this.#allocSmall(cls);
@@ -1720,8 +1896,7 @@ export class SharedHeap {
         Atomics.store(i32, w + M_KIND, K_LARGE);
         i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
         i32[a + A_LARGE_HITS]++;
-        i32[a + A_LIVE_BLOCKS]++;
-        i32[a + A_LIVE_BYTES] += len * PAGE;
+        this.#count(len * PAGE);
         return this.#pageBase + page * PAGE;
       }
     }
@@ -1736,8 +1911,7 @@ export class SharedHeap {
     }
     if (page < 0) return undefined;
     i32[this.#meta + (page << 3) + M_AGE] = 0; // not owned
-    i32[a + A_LIVE_BLOCKS]++;
-    i32[a + A_LIVE_BYTES] += pages * PAGE;
+    this.#count(pages * PAGE);
     return this.#pageBase + page * PAGE;
   }
 
@@ -2344,7 +2518,7 @@ export class SharedHeap {
         requestedBytes: byteLength,
         capacityBytes: stats.byteLength,
         freeBytes: stats.freeBytes,
-        allocatedBytes: stats.allocatedBytes,
+        allocatedBytes: stats.allocatedBytes.current,
         reservedBytes: stats.reservedBytes,
       },
     );
@@ -2414,8 +2588,137 @@ export class SharedHeap {
    * @throws {InvalidArgumentError} When an option is not of its type.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
-    const { bytesInUse: _u, bytesReserved: _r, ...figures } = this.stats();
+    const {
+      bytesInUse: _u,
+      bytesReserved: _r,
+      allocationCount: _c,
+      ...figures
+    } = this.stats();
     return formatStatsSummary(figures, options, `SharedHeap ${this.heapId}`);
+  }
+
+  /**
+   * Sets every peak of {@linkcode SharedHeap.stats} to its current value,
+   * for every thread's figures (exact while the other threads are quiet).
+   *
+   * @throws {HeapClosedError} After detach or close.
+   */
+  resetPeakStats(): void {
+    this.#checkOpen("reset the peaks");
+    this.#sharePeaks(true);
+  }
+
+  /**
+   * Sets `allocated` and `freed` of {@linkcode SharedHeap.stats} to zero
+   * (current stays), for every thread's figures (exact while the other
+   * threads are quiet).
+   *
+   * @throws {HeapClosedError} After detach or close.
+   */
+  resetAccumulatedStats(): void {
+    this.#checkOpen("reset the totals");
+    const i32 = this.#i32, h = this.#base >> 2;
+    this.#lockPeaks();
+    try {
+      let tn = 0, ty = 0, cn = 0, cb = 0;
+      for (let a = 0; a < MAX_ARENAS; a++) {
+        const w = h + H_ARENAS + a * ARENA_WORDS;
+        tn += i32[w + A_ALLOC_BLOCKS] +
+          i32[w + A_ALLOC_BLOCKS_HI] * TOTAL_CARRY;
+        ty += i32[w + A_ALLOC_BYTES] + i32[w + A_ALLOC_BYTES_HI] * TOTAL_CARRY;
+        cn += i32[w + A_LIVE_BLOCKS];
+        cb += i32[w + A_LIVE_BYTES];
+      }
+      const f = this.#f64, r = (this.#base >> 3) + F_RESET;
+      f[r] = tn;
+      f[r + 1] = ty * 64;
+      f[r + 2] = cn;
+      f[r + 3] = cb;
+    } finally {
+      Atomics.store(i32, h + H_PEAK_LOCK, 0);
+    }
+  }
+
+  /**
+   * A picture of the heap in `torch.cuda.memory_snapshot()`'s shape
+   * (core's `MemorySnapshot`): one segment per slab (pool `"small"`: its
+   * blocks after the slab's header, live ones `active_allocated`) and one
+   * per large span (pool `"large"`: `active_allocated` when live,
+   * `inactive` while an arena keeps it cached), in address order; free
+   * pages of the core are no segment. Taken under the core lock; exact
+   * while the other threads are quiet. Addresses are byte offsets in
+   * `buffer`.
+   *
+   * @returns The snapshot (plain data).
+   * @throws {HeapClosedError} After detach or close.
+   * @throws {HeapBusyError} When the core's lock is not had in time.
+   */
+  snapshot(): MemorySnapshot {
+    this.#checkOpen("snapshot");
+    const segments: SegmentSnapshot[] = [];
+    this.#lock("snapshot");
+    try {
+      const i32 = this.#i32, m = this.#meta, n = this.#pages;
+      for (let p = 0; p < n;) {
+        const kind = i32[m + (p << 3) + M_KIND];
+        const len = i32[m + (p << 3) + M_LEN];
+        const at = this.#pageBase + p * PAGE;
+        if (kind === K_SLAB) {
+          const s = at >> 2, size = i32[s + S_SIZE], cap = i32[s + S_CAP];
+          const blocks: BlockSnapshot[] = [];
+          for (let k = 0; k < cap; k++) {
+            const live = this.#u8[at + S_STATES + k] !== 0;
+            blocks.push({
+              address: at + SLAB_HEADER + k * size,
+              offset: k * size,
+              byteLength: size,
+              requestedByteLength: live ? size : 0,
+              state: live ? "active_allocated" : "inactive",
+            });
+          }
+          segments.push(this.#segment(at + SLAB_HEADER, "small", blocks));
+        } else if (
+          kind === K_LARGE || kind === K_CACHED || kind === K_RETURNED
+        ) {
+          const live = kind === K_LARGE;
+          segments.push(this.#segment(at, "large", [{
+            address: at,
+            offset: 0,
+            byteLength: len * PAGE,
+            requestedByteLength: live ? len * PAGE : 0,
+            state: live ? "active_allocated" : "inactive",
+          }]));
+        }
+        p += len > 0 ? len : 1;
+      }
+    } finally {
+      this.#unlock();
+    }
+    return finishSnapshot(
+      `cpu:shared`,
+      `SharedHeap ${this.heapId}`,
+      segments,
+      null,
+    );
+  }
+
+  #segment(
+    at: number,
+    pool: "small" | "large",
+    blocks: BlockSnapshot[],
+  ): SegmentSnapshot {
+    let byteLength = 0;
+    for (const b of blocks) byteLength += b.byteLength;
+    return {
+      id: at,
+      address: at,
+      byteLength,
+      stream: 0,
+      pool,
+      ...segmentTotals(blocks),
+      memoryByteOffset: at,
+      blocks,
+    };
   }
 }
 

@@ -47,7 +47,7 @@ Deno.test("SharedHeap's large-span cache reuses freed spans without the core loc
   const reuse = counterDelta(arenaCounters(heap), t0);
   assert.equal(reuse.largeHits, 2);
   assert.equal(reuse.locks, 0, "cache hits take no lock");
-  assert.equal(heap.stats().allocationCount, 2);
+  assert.equal(heap.stats().allocations.current, 2);
   heap.free(b);
   heap.free(c);
   heap.checkIntegrity();
@@ -65,7 +65,7 @@ Deno.test("SharedHeap keeps one empty slab per class back: a swing around a slab
   assert.equal(swing.locks, 0);
   for (const x of first) heap.free(x);
   heap.checkIntegrity();
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
 });
 
 Deno.test("SharedHeap gives its spare slabs and cached spans back when the core runs out", () => {
@@ -86,7 +86,7 @@ Deno.test("SharedHeap gives its spare slabs and cached spans back when the core 
   heap.free(filler);
   for (const x of blocks) heap.free(x);
   heap.checkIntegrity();
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
 });
 
 Deno.test("SharedHeap returns a large block freed by another arena to its owner without the lock", () => {
@@ -98,7 +98,7 @@ Deno.test("SharedHeap returns a large block freed by another arena to its owner 
   const o = counterDelta(arenaCounters(other), o0);
   assert.equal(o.locks, 0, "the remote free took no lock");
   assert.equal(o.remoteFrees, 1);
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   // Not live while on the return list: every free of it is refused.
   assert.throws(() => other.free(a), DoubleFreeError);
   assert.throws(() => heap.free(a), DoubleFreeError);
