@@ -438,6 +438,8 @@ export class SharedHeap {
   #memory: SharedMemory;
   #i32: Int32Array;
   #f64: Float64Array;
+  /** Each arena's live blocks and bytes, as one peak share read them. */
+  #liveScratch: Int32Array = new Int32Array(MAX_ARENAS * 2);
   #u8: Uint8Array;
   #u16: Uint16Array;
   #base: number; // byteOffset of the header
@@ -1514,7 +1516,7 @@ export class SharedHeap {
     this.#lockPeaks();
     try {
       const end = Math.min(Atomics.load(i32, h + H_ARENA_END), MAX_ARENAS);
-      const live = new Int32Array(end * 2);
+      const live = this.#liveScratch;
       let cn = 0, cb = 0, attached = 0;
       for (let a = 0; a < end; a++) {
         const w = h + H_ARENAS + a * ARENA_WORDS;
@@ -1525,8 +1527,9 @@ export class SharedHeap {
       let pn = i32[h + H_PEAK_BLOCKS], pb = i32[h + H_PEAK_BYTES];
       if (reset || cn > pn) pn = cn;
       if (reset || cb > pb) pb = cb;
-      Atomics.store(i32, h + H_PEAK_BLOCKS, pn);
-      Atomics.store(i32, h + H_PEAK_BYTES, pb);
+      // (plain stores: the lock's release below publishes them)
+      i32[h + H_PEAK_BLOCKS] = pn;
+      i32[h + H_PEAK_BYTES] = pb;
       const shareN = attached === 0 ? 0 : Math.floor((pn - cn) / attached);
       const shareB = attached === 0 ? 0 : Math.floor((pb - cb) / attached);
       for (let a = 0; a < end; a++) {
