@@ -167,9 +167,9 @@ export const A_QUOTA_BLOCKS = 9;
 export const A_QUOTA_BYTES = 10;
 /** Low words of the totals stay below this; the excess carries. */
 export const TOTAL_CARRY = 0x40000000;
-// Contention counters, on the arena's second line (owner-only plain
-// increments; read by `_counters.ts` for benchmarks and tests; zeroed when
-// the slot is claimed).
+// Contention counters, on the arena's second line but for `A_LARGE_HITS`
+// (owner-only plain increments; read by `_counters.ts` for benchmarks and
+// tests; zeroed when the slot is claimed).
 export const A_REMOTE_FREES = 16;
 /** Shared core lock acquisitions by this arena. */
 export const A_LOCKS = 17;
@@ -177,8 +177,11 @@ export const A_LOCKS = 17;
 export const A_LOCK_WAITS = 18;
 /** Times this arena slept in `Atomics.wait` on the lock. */
 export const A_LOCK_SLEEPS = 19;
-/** Large allocations served from the arena's own span cache (no lock). */
-export const A_LARGE_HITS = 20;
+/**
+ * Large allocations served from the arena's own span cache (no lock): on
+ * the first line, beside the figures the same allocation writes.
+ */
+export const A_LARGE_HITS = 11;
 /** Large allocations that went to the shared core. */
 export const A_LARGE_MISSES = 21;
 /** Pages taken from the core (slabs and large spans). */

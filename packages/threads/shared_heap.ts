@@ -1439,6 +1439,7 @@ export class SharedHeap {
         this.#token = (gen << 6) | a;
         Atomics.store(i32, w + A_TOKEN, this.#token);
         i32.fill(0, w + A_COUNTERS, w + ARENA_WORDS);
+        i32[w + A_LARGE_HITS] = 0;
         Atomics.compareExchange(
           i32,
           this.#returnsAt(a),
