@@ -311,3 +311,62 @@ Deno.test("Proxy-wrapped and look-alike handles are refused with a typed error, 
     assert.equal(p.inUse(), 0);
   }
 });
+
+Deno.test("handles after the allocator is gone: a typed error, never a crash or a silent free", async () => {
+  const { CpuHeap, SystemAllocator } = await import("@allot/cpu");
+  const { SharedHeap } = await import("@allot/threads");
+  const { OwnershipRegistry } = await import("@allot/registry");
+  const { ManagedBufferPool } = await import("@allot/storage");
+  // StepPlannedPool.dispose() with a block live
+  const pool = new StepPlannedPool(new HostSegmentSource());
+  const b = pool.allocate(1000);
+  assert.throws(() => pool.dispose(), (e: unknown) => e instanceof AllotError);
+  pool.free(b); // (refused: the pool is as it was)
+  pool.dispose();
+  assert.throws(() => pool.free(b), (e: unknown) => e instanceof AllotError);
+  assert.throws(
+    () => pool.allocate(10),
+    (e: unknown) => e instanceof AllotError,
+  );
+  // CpuHeap.dispose()
+  const heap = new CpuHeap(64 * KiB);
+  const off = heap.allocate(100);
+  heap.dispose();
+  assert.throws(() => heap.free(off), (e: unknown) => e instanceof AllotError);
+  assert.throws(
+    () => heap.allocate(100),
+    (e: unknown) => e instanceof AllotError,
+  );
+  // a detached SharedHeap handle, and a closed heap's other handle
+  const shared = SharedHeap.create(1 << 20);
+  const other = SharedHeap.attach(shared.descriptor());
+  const o = other.allocate(100);
+  other.detach();
+  assert.throws(() => other.free(o), (e: unknown) => e instanceof AllotError);
+  shared.free(o);
+  const o2 = shared.allocate(100);
+  shared.close();
+  assert.throws(() => shared.free(o2), (e: unknown) => e instanceof AllotError);
+  for (const verb of ["resetPeakStats", "resetAccumulatedStats", "snapshot"]) {
+    assert.throws(
+      () => (shared as unknown as Record<string, () => void>)[verb](),
+      (e: unknown) => e instanceof AllotError,
+      `${verb} after close`,
+    );
+  }
+  // a disposed ManagedBufferPool and OwnershipRegistry
+  const mp = new ManagedBufferPool(new SystemAllocator());
+  const p = mp.allocate(100);
+  mp[Symbol.dispose]();
+  try {
+    p.release();
+  } catch (e) {
+    assert.ok(e instanceof AllotError, `release after dispose: ${e}`);
+  }
+  const reg = new OwnershipRegistry();
+  reg[Symbol.dispose]();
+  assert.throws(
+    () => reg.register(new ArrayBuffer(8) as never),
+    (e: unknown) => e instanceof AllotError,
+  );
+});
