@@ -93,7 +93,7 @@ export const H_CACHE_POOL = 36;
 export const H_ATTACHED = 37;
 /**
  * 0 or the token of the arena that holds the peak lock: taken only to raise
- * the peaks and hand out the arenas' quotas (see `A_QUOTA_BYTES`).
+ * the peaks and hand out the arenas' quotas (see `A_LIMIT_BLOCKS`).
  */
 export const H_PEAK_LOCK = 38;
 /** Highest count of live blocks since creation or the last peak reset. */
@@ -140,31 +140,41 @@ export const STATE_CLOSED = 2;
 export const A_STATE = 0;
 export const A_TOKEN = 1;
 export const A_GEN = 2;
-/** Live blocks this arena's handle allocated minus those it freed. */
-export const A_LIVE_BLOCKS = 3;
-/** The same in bytes (block sizes, not requested sizes). */
-export const A_LIVE_BYTES = 4;
 /**
- * Blocks this arena ever allocated: `A_ALLOC_BLOCKS + 2^30 *
- * A_ALLOC_BLOCKS_HI` (owner-only plain writes; the low word stays below
- * 2^30, its carry goes to the high word). Kept across detach and a later
- * claim of the slot, so the sums over every slot are the heap's totals.
+ * Blocks this arena's handle allocated: `A_ALLOCS + 2^30 * A_ALLOCS_HI`
+ * (owner-only plain writes; the low word is carried into the high one under
+ * the peak lock once it passes 2^30). Kept across detach and a later claim
+ * of the slot, so the sums over every slot are the heap's totals.
  */
-export const A_ALLOC_BLOCKS = 5;
-export const A_ALLOC_BLOCKS_HI = 6;
-/** The same in bytes. */
-export const A_ALLOC_BYTES = 7;
-export const A_ALLOC_BYTES_HI = 8;
+export const A_ALLOCS = 3;
+/** The bytes of those blocks, in 64-byte units (every block size is a multiple). */
+export const A_ALLOC_UNITS = 4;
 /**
- * The arena's quotas: its live blocks and bytes may rise to these without
- * a word to anyone. The quotas of all arenas sum to at most the heap's
- * peaks, so the heap's live figures cannot pass a peak unseen; an arena
- * that goes over takes the peak lock, sums every arena, raises the peaks
- * and shares what is left below them out again. Written under the peak
- * lock only, read by the owner with a plain read.
+ * Blocks this arena's handle freed (its own or, as a remote free, another
+ * arena's), and their 64-byte units: live figures are allocations less
+ * frees, summed over every slot.
  */
-export const A_QUOTA_BLOCKS = 9;
-export const A_QUOTA_BYTES = 10;
+export const A_FREES = 5;
+export const A_FREED_UNITS = 6;
+export const A_ALLOCS_HI = 7;
+export const A_ALLOC_UNITS_HI = 8;
+export const A_FREES_HI = 9;
+export const A_FREED_UNITS_HI = 10;
+/**
+ * The arena's limits, in the low words' terms: it may allocate without a
+ * word to anyone while `A_ALLOCS <= A_LIMIT_BLOCKS + (A_FREES -
+ * A_LIMIT_FREES)` (and the same in units), that is while its live figures
+ * stay within the quota a peak share gave it. The quotas of all arenas sum
+ * to at most the heap's peaks, so the heap cannot pass a peak unseen. The
+ * owner compares only `A_ALLOCS` with `A_LIMIT_BLOCKS` on an allocation;
+ * past it, it credits its frees since and, still past it, shares the peaks
+ * out again under the peak lock.
+ */
+export const A_LIMIT_BLOCKS = 12;
+export const A_LIMIT_UNITS = 13;
+/** `A_FREES` and `A_FREED_UNITS` when the limits were last set. */
+export const A_LIMIT_FREES = 14;
+export const A_LIMIT_FREED_UNITS = 15;
 /** Low words of the totals stay below this; the excess carries. */
 export const TOTAL_CARRY = 0x40000000;
 // Contention counters, on the arena's second line but for `A_LARGE_HITS`

@@ -31,23 +31,27 @@ import {
   validateOptionKeys,
 } from "@allot/core";
 import {
-  A_ALLOC_BLOCKS,
-  A_ALLOC_BLOCKS_HI,
-  A_ALLOC_BYTES,
-  A_ALLOC_BYTES_HI,
+  A_ALLOC_UNITS,
+  A_ALLOC_UNITS_HI,
+  A_ALLOCS,
+  A_ALLOCS_HI,
   A_COUNTERS,
+  A_FREED_UNITS,
+  A_FREED_UNITS_HI,
+  A_FREES,
+  A_FREES_HI,
   A_GEN,
   A_LARGE_HITS,
   A_LARGE_MISSES,
-  A_LIVE_BLOCKS,
-  A_LIVE_BYTES,
+  A_LIMIT_BLOCKS,
+  A_LIMIT_FREED_UNITS,
+  A_LIMIT_FREES,
+  A_LIMIT_UNITS,
   A_LOCK_SLEEPS,
   A_LOCK_WAITS,
   A_LOCKS,
   A_PAGES_RETURNED,
   A_PAGES_TAKEN,
-  A_QUOTA_BLOCKS,
-  A_QUOTA_BYTES,
   A_REMOTE_FREES,
   A_SLABS_TAKEN,
   A_SPANS_ADOPTED,
@@ -439,7 +443,7 @@ export class SharedHeap {
   #i32: Int32Array;
   #f64: Float64Array;
   /** Each arena's live blocks and bytes, as one peak share read them. */
-  #liveScratch: Int32Array = new Int32Array(MAX_ARENAS * 2);
+  #liveScratch: Int32Array = new Int32Array(MAX_ARENAS * 4);
   #u8: Uint8Array;
   #u16: Uint16Array;
   #base: number; // byteOffset of the header
@@ -796,20 +800,15 @@ export class SharedHeap {
             const size = CLASS_SIZES[cls];
             // Only the owner marks a block live; frees clear it.
             this.#u8[slab + S_STATES + k] = 1;
-            // The figures: plain writes to this arena's own line, and one
-            // compare with its quotas (see `A_QUOTA_BYTES`).
-            const nb = i32[a + A_LIVE_BLOCKS] + 1;
-            const ny = i32[a + A_LIVE_BYTES] + size;
-            const tn = i32[a + A_ALLOC_BLOCKS] + 1;
-            const ty = i32[a + A_ALLOC_BYTES] + (size >> 6);
-            i32[a + A_LIVE_BLOCKS] = nb;
-            i32[a + A_LIVE_BYTES] = ny;
-            i32[a + A_ALLOC_BLOCKS] = tn;
-            i32[a + A_ALLOC_BYTES] = ty;
-            if (
-              (tn | ty) >= TOTAL_CARRY || nb > i32[a + A_QUOTA_BLOCKS] ||
-              ny > i32[a + A_QUOTA_BYTES]
-            ) this.#settleFigures();
+            // The figures: plain writes to this arena's own line, and a
+            // compare with its limits (see `A_LIMIT_BLOCKS`).
+            const an = i32[a + A_ALLOCS] + 1;
+            const ay = i32[a + A_ALLOC_UNITS] + (size >> 6);
+            i32[a + A_ALLOCS] = an;
+            i32[a + A_ALLOC_UNITS] = ay;
+            if (an > i32[a + A_LIMIT_BLOCKS] || ay > i32[a + A_LIMIT_UNITS]) {
+              this.#overLimit();
+            }
             return slab + SLAB_HEADER + k * size;
           }
         }
@@ -835,19 +834,13 @@ export class SharedHeap {
           i32[w + M_KIND] = K_LARGE;
           i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
           i32[a + A_LARGE_HITS]++;
-          const len = i32[w + M_LEN];
-          const nb = i32[a + A_LIVE_BLOCKS] + 1;
-          const ny = i32[a + A_LIVE_BYTES] + (len << PAGE_SHIFT);
-          const tn = i32[a + A_ALLOC_BLOCKS] + 1;
-          const ty = i32[a + A_ALLOC_BYTES] + (len << (PAGE_SHIFT - 6));
-          i32[a + A_LIVE_BLOCKS] = nb;
-          i32[a + A_LIVE_BYTES] = ny;
-          i32[a + A_ALLOC_BLOCKS] = tn;
-          i32[a + A_ALLOC_BYTES] = ty;
-          if (
-            (tn | ty) >= TOTAL_CARRY || nb > i32[a + A_QUOTA_BLOCKS] ||
-            ny > i32[a + A_QUOTA_BYTES]
-          ) this.#settleFigures();
+          const an = i32[a + A_ALLOCS] + 1;
+          const ay = i32[a + A_ALLOC_UNITS] + (i32[w + M_LEN] << 6);
+          i32[a + A_ALLOCS] = an;
+          i32[a + A_ALLOC_UNITS] = ay;
+          if (an > i32[a + A_LIMIT_BLOCKS] || ay > i32[a + A_LIMIT_UNITS]) {
+            this.#overLimit();
+          }
           return this.#pageBase + (page << PAGE_SHIFT);
         }
       }
@@ -928,8 +921,11 @@ export class SharedHeap {
             this.#u8[state] === 1
           ) {
             this.#u8[state] = 0;
-            i32[a + A_LIVE_BLOCKS]--;
-            i32[a + A_LIVE_BYTES] -= size;
+            const fn = i32[a + A_FREES] + 1;
+            const fy = i32[a + A_FREED_UNITS] + (size >> 6);
+            i32[a + A_FREES] = fn;
+            i32[a + A_FREED_UNITS] = fy;
+            if ((fn | fy) >= TOTAL_CARRY) this.#carry();
             const top = i32[s + S_FREE];
             this.#u16[((slab + S_STACK) >> 1) + top] = k;
             i32[s + S_FREE] = top + 1;
@@ -945,8 +941,11 @@ export class SharedHeap {
         ) {
           // The owner keeps the span for its next large block: no lock.
           i32[w + M_KIND] = K_CACHED;
-          i32[a + A_LIVE_BLOCKS]--;
-          i32[a + A_LIVE_BYTES] -= i32[w + M_LEN] << PAGE_SHIFT;
+          const fn = i32[a + A_FREES] + 1;
+          const fy = i32[a + A_FREED_UNITS] + (i32[w + M_LEN] << 6);
+          i32[a + A_FREES] = fn;
+          i32[a + A_FREED_UNITS] = fy;
+          if ((fn | fy) >= TOTAL_CARRY) this.#carry();
           const cache = this.#cache;
           cache.put(page);
           if (cache.pages > this.#cacheLimit) this.#overBudget();
@@ -1024,34 +1023,33 @@ export class SharedHeap {
    */
   stats(): SharedHeapStats {
     const i32 = this.#i32, h = this.#base >> 2;
-    let blocks = 0, bytes = 0, arenas = 0, totalBlocks = 0, totalUnits = 0;
+    let allocs = 0, allocUnits = 0, frees = 0, freedUnits = 0, arenas = 0;
     for (let a = 0; a < MAX_ARENAS; a++) {
       const w = h + H_ARENAS + a * ARENA_WORDS;
-      blocks = (blocks + Atomics.load(i32, w + A_LIVE_BLOCKS)) | 0;
-      bytes = (bytes + Atomics.load(i32, w + A_LIVE_BYTES)) | 0;
-      totalBlocks += i32[w + A_ALLOC_BLOCKS] +
-        i32[w + A_ALLOC_BLOCKS_HI] * TOTAL_CARRY;
-      totalUnits += i32[w + A_ALLOC_BYTES] +
-        i32[w + A_ALLOC_BYTES_HI] * TOTAL_CARRY;
+      allocs += i32[w + A_ALLOCS] + i32[w + A_ALLOCS_HI] * TOTAL_CARRY;
+      allocUnits += i32[w + A_ALLOC_UNITS] +
+        i32[w + A_ALLOC_UNITS_HI] * TOTAL_CARRY;
+      frees += i32[w + A_FREES] + i32[w + A_FREES_HI] * TOTAL_CARRY;
+      freedUnits += i32[w + A_FREED_UNITS] +
+        i32[w + A_FREED_UNITS_HI] * TOTAL_CARRY;
       if (Atomics.load(i32, w + A_STATE) !== ARENA_FREE) arenas++;
     }
+    const blocks = allocs - frees, bytes = (allocUnits - freedUnits) * 64;
     const f = this.#f64, r = (this.#base >> 3) + F_RESET;
-    const allocatedBlocks = totalBlocks - f[r];
-    const allocatedBytes = totalUnits * 64 - f[r + 1];
     const free = Atomics.load(i32, h + H_FREE_PAGES) * PAGE;
     return {
       byteLength: this.#pages * PAGE,
       allocatedBytes: {
         current: bytes,
         peak: Math.max(bytes, Atomics.load(i32, h + H_PEAK_BYTES)),
-        allocated: allocatedBytes,
-        freed: allocatedBytes - (bytes - f[r + 3]),
+        allocated: allocUnits * 64 - f[r + 1],
+        freed: freedUnits * 64 - f[r + 3],
       },
       allocations: {
         current: blocks,
         peak: Math.max(blocks, Atomics.load(i32, h + H_PEAK_BLOCKS)),
-        allocated: allocatedBlocks,
-        freed: allocatedBlocks - (blocks - f[r + 2]),
+        allocated: allocs - f[r],
+        freed: frees - f[r + 2],
       },
       allocationCount: blocks,
       reservedBytes: this.#pages * PAGE - free,
@@ -1248,8 +1246,16 @@ export class SharedHeap {
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
     }
-    Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
-    Atomics.sub(i32, aw + A_LIVE_BYTES, bytes);
+    // The dead arena's frees: under the peak lock, which every writer of
+    // another arena's figures holds.
+    this.#lockPeaks();
+    try {
+      i32[aw + A_FREES] += blocks;
+      i32[aw + A_FREED_UNITS] += bytes >> 6;
+      this.#carryLocked(aw);
+    } finally {
+      this.#unlockPeaks();
+    }
     // Its cache is empty now: its budget goes back to the pool.
     Atomics.add(
       i32,
@@ -1470,77 +1476,135 @@ export class SharedHeap {
   /** Counts a block of `size` bytes this arena just allocated. */
   #count(size: number): void {
     const i32 = this.#i32, a = this.#arenaWord;
-    const nb = i32[a + A_LIVE_BLOCKS] + 1;
-    const ny = i32[a + A_LIVE_BYTES] + size;
-    const tn = i32[a + A_ALLOC_BLOCKS] + 1;
-    const ty = i32[a + A_ALLOC_BYTES] + (size >> 6);
-    i32[a + A_LIVE_BLOCKS] = nb;
-    i32[a + A_LIVE_BYTES] = ny;
-    i32[a + A_ALLOC_BLOCKS] = tn;
-    i32[a + A_ALLOC_BYTES] = ty;
-    if (
-      (tn | ty) >= TOTAL_CARRY || nb > i32[a + A_QUOTA_BLOCKS] ||
-      ny > i32[a + A_QUOTA_BYTES]
-    ) this.#settleFigures();
-  }
-
-  /**
-   * After an allocation: carries the totals' low words, and raises the
-   * peaks when this arena went past its quota.
-   */
-  #settleFigures(): void {
-    const i32 = this.#i32, a = this.#arenaWord;
-    for (const lo of [A_ALLOC_BLOCKS, A_ALLOC_BYTES]) {
-      const v = i32[a + lo];
-      if (v >= TOTAL_CARRY) {
-        i32[a + lo] = v - TOTAL_CARRY;
-        i32[a + lo + 1]++;
-      }
+    const an = i32[a + A_ALLOCS] + 1;
+    const ay = i32[a + A_ALLOC_UNITS] + (size >> 6);
+    i32[a + A_ALLOCS] = an;
+    i32[a + A_ALLOC_UNITS] = ay;
+    if (an > i32[a + A_LIMIT_BLOCKS] || ay > i32[a + A_LIMIT_UNITS]) {
+      this.#overLimit();
     }
-    if (
-      i32[a + A_LIVE_BLOCKS] > i32[a + A_QUOTA_BLOCKS] ||
-      i32[a + A_LIVE_BYTES] > i32[a + A_QUOTA_BYTES]
-    ) this.#sharePeaks(false);
+  }
+
+  /** Counts a block of `size` bytes this arena just freed. */
+  #uncount(size: number): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    const fn = i32[a + A_FREES] + 1;
+    const fy = i32[a + A_FREED_UNITS] + (size >> 6);
+    i32[a + A_FREES] = fn;
+    i32[a + A_FREED_UNITS] = fy;
+    if ((fn | fy) >= TOTAL_CARRY) this.#carry();
   }
 
   /**
-   * Under the peak lock: sums every arena's live figures, raises the peaks
-   * to them (sets them, for a reset), and gives each attached arena an equal
-   * part of the room left below the peaks as its quota. The quotas then sum
-   * to the peaks, so no arena can take the heap past a peak without coming
-   * here: the peaks are exact whenever the threads' calls are ordered (by
-   * messages or `Atomics.wait`), and a call racing with this one can slip
-   * past by at most its own block.
+   * After an allocation past this arena's limits: credits the frees made
+   * since the limits were set (plain writes: a share that lands at the same
+   * instant may be lost, leaving the arena its previous quota until the next
+   * share), and when the arena is still past them (its live figures over its
+   * quota) shares the peaks out again, under the peak lock. Low words near
+   * 2^30 are carried first, under the lock.
    */
-  #sharePeaks(reset: boolean): void {
-    const i32 = this.#i32, h = this.#base >> 2;
+  #overLimit(): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    if ((i32[a + A_ALLOCS] | i32[a + A_ALLOC_UNITS]) >= TOTAL_CARRY) {
+      this.#carry();
+    }
+    const fn = i32[a + A_FREES], fy = i32[a + A_FREED_UNITS];
+    const ln = i32[a + A_LIMIT_BLOCKS] + fn - i32[a + A_LIMIT_FREES];
+    const ly = i32[a + A_LIMIT_UNITS] + fy - i32[a + A_LIMIT_FREED_UNITS];
+    i32[a + A_LIMIT_BLOCKS] = ln;
+    i32[a + A_LIMIT_UNITS] = ly;
+    i32[a + A_LIMIT_FREES] = fn;
+    i32[a + A_LIMIT_FREED_UNITS] = fy;
+    if (i32[a + A_ALLOCS] > ln || i32[a + A_ALLOC_UNITS] > ly) {
+      this.#sharePeaks(false);
+    }
+  }
+
+  /** Carries this arena's low words that reached 2^30. */
+  #carry(): void {
     this.#lockPeaks();
     try {
-      const end = Math.min(Atomics.load(i32, h + H_ARENA_END), MAX_ARENAS);
-      const live = this.#liveScratch;
-      let cn = 0, cb = 0, attached = 0;
-      for (let a = 0; a < end; a++) {
-        const w = h + H_ARENAS + a * ARENA_WORDS;
-        cn += live[2 * a] = i32[w + A_LIVE_BLOCKS];
-        cb += live[2 * a + 1] = i32[w + A_LIVE_BYTES];
-        if (i32[w + A_STATE] === ARENA_ATTACHED) attached++;
-      }
-      let pn = i32[h + H_PEAK_BLOCKS], pb = i32[h + H_PEAK_BYTES];
-      if (reset || cn > pn) pn = cn;
-      if (reset || cb > pb) pb = cb;
-      // (plain stores: the lock's release below publishes them)
-      i32[h + H_PEAK_BLOCKS] = pn;
-      i32[h + H_PEAK_BYTES] = pb;
-      const shareN = attached === 0 ? 0 : Math.floor((pn - cn) / attached);
-      const shareB = attached === 0 ? 0 : Math.floor((pb - cb) / attached);
-      for (let a = 0; a < end; a++) {
-        const w = h + H_ARENAS + a * ARENA_WORDS;
-        const mine = i32[w + A_STATE] === ARENA_ATTACHED;
-        i32[w + A_QUOTA_BLOCKS] = live[2 * a] + (mine ? shareN : 0);
-        i32[w + A_QUOTA_BYTES] = live[2 * a + 1] + (mine ? shareB : 0);
-      }
+      this.#carryLocked(this.#arenaWord);
     } finally {
-      Atomics.store(i32, h + H_PEAK_LOCK, 0);
+      this.#unlockPeaks();
+    }
+  }
+
+  /**
+   * With the peak lock held: moves 2^30 from each low word of arena word
+   * `w` that reached it to its high word, and the limits with them.
+   */
+  #carryLocked(w: number): void {
+    const i32 = this.#i32;
+    for (
+      const [lo, hi, limit] of [
+        [A_ALLOCS, A_ALLOCS_HI, A_LIMIT_BLOCKS],
+        [A_ALLOC_UNITS, A_ALLOC_UNITS_HI, A_LIMIT_UNITS],
+        [A_FREES, A_FREES_HI, A_LIMIT_FREES],
+        [A_FREED_UNITS, A_FREED_UNITS_HI, A_LIMIT_FREED_UNITS],
+      ]
+    ) {
+      while (i32[w + lo] >= TOTAL_CARRY) {
+        i32[w + lo] -= TOTAL_CARRY;
+        i32[w + hi]++;
+        i32[w + limit] -= TOTAL_CARRY;
+      }
+    }
+  }
+
+  /** {@linkcode SharedHeap.#shareLocked} under the peak lock. */
+  #sharePeaks(reset: boolean): void {
+    this.#lockPeaks();
+    try {
+      this.#shareLocked(reset);
+    } finally {
+      this.#unlockPeaks();
+    }
+  }
+
+  /**
+   * With the peak lock held: sums every arena's live figures, raises the
+   * peaks to them (sets them, for a reset), and gives each attached arena
+   * an equal part of the room left below the peaks as its quota (its
+   * limits). The quotas then sum to the peaks, so no arena can take the heap
+   * past a peak without coming here: the peaks are exact whenever the
+   * threads' calls are ordered (by messages or `Atomics.wait`), and a call
+   * racing with this one can slip past by at most its own block.
+   */
+  #shareLocked(reset: boolean): void {
+    const i32 = this.#i32, h = this.#base >> 2;
+    const end = Math.min(Atomics.load(i32, h + H_ARENA_END), MAX_ARENAS);
+    const seen = this.#liveScratch;
+    let cn = 0, cy = 0, attached = 0;
+    for (let a = 0; a < end; a++) {
+      const w = h + H_ARENAS + a * ARENA_WORDS;
+      const an = i32[w + A_ALLOCS], ay = i32[w + A_ALLOC_UNITS];
+      const fn = i32[w + A_FREES], fy = i32[w + A_FREED_UNITS];
+      seen[4 * a] = an;
+      seen[4 * a + 1] = ay;
+      seen[4 * a + 2] = fn;
+      seen[4 * a + 3] = fy;
+      cn += an - fn +
+        (i32[w + A_ALLOCS_HI] - i32[w + A_FREES_HI]) * TOTAL_CARRY;
+      cy += ay - fy +
+        (i32[w + A_ALLOC_UNITS_HI] - i32[w + A_FREED_UNITS_HI]) * TOTAL_CARRY;
+      if (i32[w + A_STATE] === ARENA_ATTACHED) attached++;
+    }
+    let pn = i32[h + H_PEAK_BLOCKS], py = i32[h + H_PEAK_BYTES] / 64;
+    if (reset || cn > pn) pn = cn;
+    if (reset || cy > py) py = cy;
+    // (plain stores: the lock's release publishes them)
+    i32[h + H_PEAK_BLOCKS] = pn;
+    i32[h + H_PEAK_BYTES] = py * 64;
+    const shareN = attached === 0 ? 0 : Math.floor((pn - cn) / attached);
+    const shareY = attached === 0 ? 0 : Math.floor((py - cy) / attached);
+    for (let a = 0; a < end; a++) {
+      const w = h + H_ARENAS + a * ARENA_WORDS;
+      const mine = i32[w + A_STATE] === ARENA_ATTACHED;
+      i32[w + A_LIMIT_BLOCKS] = seen[4 * a] + (mine ? shareN : 0);
+      i32[w + A_LIMIT_UNITS] = seen[4 * a + 1] + (mine ? shareY : 0);
+      i32[w + A_LIMIT_FREES] = seen[4 * a + 2];
+      i32[w + A_LIMIT_FREED_UNITS] = seen[4 * a + 3];
     }
   }
 
@@ -1569,6 +1633,10 @@ export class SharedHeap {
       }
       if (CAN_BLOCK) Atomics.wait(i32, w, holder, 1);
     }
+  }
+
+  #unlockPeaks(): void {
+    Atomics.store(this.#i32, (this.#base >> 2) + H_PEAK_LOCK, 0);
   }
 
   #arenaAt(a: number): number {
@@ -1733,9 +1801,7 @@ export class SharedHeap {
         `Cannot free ${block}: the block is not live (freed twice, or never allocated)`,
       );
     }
-    const a = this.#arenaWord;
-    i32[a + A_LIVE_BLOCKS]--;
-    i32[a + A_LIVE_BYTES] -= size;
+    this.#uncount(size);
     // A plain read: only this handle ever sets or clears its own token.
     if (i32[s + S_OWNER] === this.#token) {
       const top = i32[s + S_FREE];
@@ -1744,7 +1810,7 @@ export class SharedHeap {
       if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
       return;
     }
-    i32[a + A_REMOTE_FREES]++;
+    i32[this.#arenaWord + A_REMOTE_FREES]++;
     let head: number;
     do {
       head = Atomics.load(i32, s + S_REMOTE);
@@ -1935,9 +2001,7 @@ export class SharedHeap {
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
     ) {
       // The owner keeps the span for its next large block: no lock.
-      const len = i32[w + M_LEN];
-      i32[a + A_LIVE_BLOCKS]--;
-      i32[a + A_LIVE_BYTES] -= len * PAGE;
+      this.#uncount(i32[w + M_LEN] * PAGE);
       this.#cache.put(page);
       if (this.#cache.pages > this.#cacheLimit) this.#overBudget();
       return;
@@ -1959,8 +2023,7 @@ export class SharedHeap {
     const len = i32[w + M_LEN];
     this.#releaseSpan(page);
     this.#unlock();
-    i32[a + A_LIVE_BLOCKS]--;
-    i32[a + A_LIVE_BYTES] -= len * PAGE;
+    this.#uncount(len * PAGE);
   }
 
   /**
@@ -1981,9 +2044,7 @@ export class SharedHeap {
     if (
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_RETURNED) !== K_LARGE
     ) return false;
-    const a = this.#arenaWord;
-    i32[a + A_LIVE_BLOCKS]--;
-    i32[a + A_LIVE_BYTES] -= len * PAGE;
+    this.#uncount(len * PAGE);
     const r = this.#returnsAt(arena);
     for (;;) {
       const head = Atomics.load(i32, r);
@@ -1993,8 +2054,10 @@ export class SharedHeap {
         const holder = this.#tryLock();
         if (holder !== 0) {
           Atomics.store(i32, w + M_KIND, K_LARGE);
-          i32[a + A_LIVE_BLOCKS]++;
-          i32[a + A_LIVE_BYTES] += len * PAGE;
+          // (the free did not happen: its count is taken back)
+          const a = this.#arenaWord;
+          i32[a + A_FREES]--;
+          i32[a + A_FREED_UNITS] -= len << 6;
           throw new HeapBusyError(
             `Cannot free ${
               this.#pageBase + page * PAGE
@@ -2624,22 +2687,27 @@ export class SharedHeap {
     const i32 = this.#i32, h = this.#base >> 2;
     this.#lockPeaks();
     try {
-      let tn = 0, ty = 0, cn = 0, cb = 0;
+      const totals = [0, 0, 0, 0];
+      const words = [
+        [A_ALLOCS, A_ALLOCS_HI],
+        [A_ALLOC_UNITS, A_ALLOC_UNITS_HI],
+        [A_FREES, A_FREES_HI],
+        [A_FREED_UNITS, A_FREED_UNITS_HI],
+      ];
       for (let a = 0; a < MAX_ARENAS; a++) {
         const w = h + H_ARENAS + a * ARENA_WORDS;
-        tn += i32[w + A_ALLOC_BLOCKS] +
-          i32[w + A_ALLOC_BLOCKS_HI] * TOTAL_CARRY;
-        ty += i32[w + A_ALLOC_BYTES] + i32[w + A_ALLOC_BYTES_HI] * TOTAL_CARRY;
-        cn += i32[w + A_LIVE_BLOCKS];
-        cb += i32[w + A_LIVE_BYTES];
+        for (let k = 0; k < 4; k++) {
+          const [lo, hi] = words[k];
+          totals[k] += i32[w + lo] + i32[w + hi] * TOTAL_CARRY;
+        }
       }
       const f = this.#f64, r = (this.#base >> 3) + F_RESET;
-      f[r] = tn;
-      f[r + 1] = ty * 64;
-      f[r + 2] = cn;
-      f[r + 3] = cb;
+      f[r] = totals[0];
+      f[r + 1] = totals[1] * 64;
+      f[r + 2] = totals[2];
+      f[r + 3] = totals[3] * 64;
     } finally {
-      Atomics.store(i32, h + H_PEAK_LOCK, 0);
+      this.#unlockPeaks();
     }
   }
 
