@@ -370,3 +370,74 @@ Deno.test("handles after the allocator is gone: a typed error, never a crash or 
     (e: unknown) => e instanceof AllotError,
   );
 });
+
+/** A stream whose fences never complete, or whose `wait()` rejects. */
+function hostileStream(kind: "never" | "rejects" | "throws", id: number) {
+  return {
+    id,
+    fence() {
+      return {
+        get completed(): boolean {
+          if (kind === "throws") throw new Error("completed threw (injected)");
+          return false;
+        },
+        wait(): Promise<void> {
+          if (kind === "rejects") {
+            return Promise.reject(new Error("fence rejected (injected)"));
+          }
+          // (a fence whose `completed` throws: its work does finish)
+          return kind === "throws" ? Promise.resolve() : new Promise(() => {});
+        },
+      };
+    },
+  };
+}
+
+Deno.test("a stream whose fence never completes, rejects or throws: the block is never reused early, a signal ends the wait", async () => {
+  for (const kind of ["never", "rejects", "throws"] as const) {
+    const source = new LyingSource();
+    const a = new CachingAllocator(source);
+    const b = a.allocate(1000);
+    const keep = a.allocate(1000);
+    fill(keep, 1000, 5);
+    // (the wait counts in numSyncAllStreams, aborted or not: it began)
+    const before = () => ({
+      stats: { ...a.stats(), numSyncAllStreams: 0 },
+      snapshot: a.snapshot(),
+    });
+    try {
+      b.recordStream(hostileStream(kind, 7));
+    } catch (e) {
+      assert.ok(e instanceof AllotError, `${kind}: recordStream: ${e}`);
+    }
+    const bAt = b.byteOffset;
+    a.free(b);
+    // a block from the same size class: never b's bytes while its fence
+    // holds (a fence that throws is reported once, with a typed error that
+    // changes nothing)
+    let c: ReturnType<typeof a.allocate>;
+    try {
+      c = a.allocate(1000);
+    } catch (e) {
+      assert.ok(kind === "throws" && e instanceof AllotError, `${kind}: ${e}`);
+      c = a.allocate(1000);
+    }
+    if (kind === "never") {
+      assert.notEqual(c.byteOffset, bAt, "reused before its fence");
+      const was = before();
+      await assert.rejects(
+        a.synchronize({ signal: AbortSignal.timeout(20) }),
+        `${kind}: the wait ends with the signal`,
+      );
+      assert.deepEqual(before(), was, `${kind}: a timed-out wait changed`);
+    } else {
+      // a fence that fails: its work will never run; the wait ends
+      await a.synchronize();
+    }
+    intact([[keep, 1000, 5]], kind);
+    a.free(c);
+    a.free(keep);
+    a.validate();
+    assert.equal(a.stats().allocatedBytes.all.current, 0, kind);
+  }
+});
