@@ -432,9 +432,9 @@ function blockList(found: HeldBlock[]): HeldBlock[] {
  * using other = SharedHeap.attach(heap.descriptor()); // as a Worker would
  * const a = heap.alloc(100);
  * heap.bytes(a, 100).fill(7);
- * assert.equal(heap.stats().allocatedBytes, 128);
+ * assert.equal(heap.stats().allocatedBytes.current, 128);
  * other.free(a); // a remote free: one compare-exchange
- * assert.equal(heap.stats().allocatedBytes, 0);
+ * assert.equal(heap.stats().allocatedBytes.current, 0);
  * ```
  */
 export class SharedHeap {
