@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import { type DataPtr } from "@allot/core";
+import type { DataPtr } from "@allot/core";
 import {
   CpuAllocator,
   CpuHeap,

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { StepPlannedPool } from "@allot/caching";
 import { HostSegmentSource } from "@allot/cpu";
-import { type MemorySnapshot } from "@allot/core";
+import type { MemorySnapshot } from "@allot/core";
 import { SharedHeap } from "@allot/threads";
 
 /** Blocks tile their segments; returns the live blocks as [address, length]. */
