@@ -310,6 +310,38 @@ describe("GpuKernels split into pieces", { skip }, () => {
     staging.release();
   });
 
+  it("views above MAX_RANK split each leading index's dispatch too", async () => {
+    const device = await sharedDevice();
+    const staging = new GpuStaging(device);
+    // rank 18, every dimension 2, reversed (a full transpose, no folding)
+    const rank = 18;
+    const shape = new Array(rank).fill(2);
+    const strides = shape.map((_, d) => 2 ** d);
+    const layout = { shape, strides, offset: 0 };
+    const count = 2 ** rank;
+    const bytes = count * 4;
+    const src = device.createBuffer({ size: bytes, usage: USAGE });
+    const dst = device.createBuffer({ size: bytes, usage: USAGE });
+    const host = new Uint32Array(count).map((_, i) => i * 2654435761);
+    device.queue.writeBuffer(src, 0, host);
+    const kernels = new GpuKernels(device, { maxBindingByteLength: 64 << 10 });
+    kernels.contiguous({ buffer: src, offset: 0, size: bytes }, layout, {
+      buffer: dst,
+      offset: 0,
+      size: bytes,
+    }, { dtype: "u32" });
+    assert.ok(kernels.dispatchCount > 4, `${kernels.dispatchCount}`);
+    const got = new Uint32Array(
+      (await staging.download({ buffer: dst, offset: 0, size: bytes })).buffer,
+    );
+    await kernels.flush();
+    const want = positions(layout).map((p) => host[p]);
+    assert.ok(got.every((v, i) => v === want[i]));
+    src.destroy();
+    dst.destroy();
+    staging.release();
+  });
+
   it("copyBytes() and fill() split byte ranges wider than the limit and keep the bytes around them", async () => {
     const device = await sharedDevice();
     const staging = new GpuStaging(device);
