@@ -32,6 +32,11 @@ export interface _SplitInput {
   fits(srcLo: number, srcHi: number, dstLo: number, dstHi: number): boolean;
   /** Most pieces; more refuses the split. */
   readonly maxPieces: number;
+  /**
+   * Elements per destination word: a cut along a dimension of destination
+   * stride 1 keeps whole words in each chunk where it can.
+   */
+  readonly dstUnit?: number;
 }
 
 /** The pieces, or why there are none. */
@@ -114,8 +119,13 @@ export function _splitStrided(input: _SplitInput): _SplitResult {
     chunk(dstWide, dstStrides[best], dLo, dHi);
     if (k >= n) k = Math.ceil(n / 2);
     k = Math.max(1, k);
-    const m = Math.ceil(n / k);
-    k = Math.ceil(n / m);
+    const unit = input.dstUnit ?? 1;
+    if (unit > 1 && Math.abs(dstStrides[best]) === 1 && k >= unit) {
+      k -= k % unit;
+    } else {
+      const m = Math.ceil(n / k);
+      k = Math.ceil(n / m);
+    }
     for (let start = 0; start < n && refused === undefined; start += k) {
       const sub = shape.slice();
       sub[best] = Math.min(k, n - start);
@@ -159,4 +169,32 @@ export function _splitRun(
     at += lo * unit;
   }
   return runs;
+}
+
+/**
+ * Whether the strided kernel writes every destination word of `layout`
+ * from one invocation: rows of whole words (last stride 1, last extent and
+ * the other strides multiples of the elements per word, a word-aligned
+ * start), and the elements of one invocation a whole number of words.
+ */
+export function _wordOwned(
+  layout: {
+    readonly shape: readonly number[];
+    readonly strides: readonly number[];
+  },
+  dstBase: number,
+  size: number,
+  elementsPerInvocation: number,
+): boolean {
+  const per = 4 / size;
+  const { shape, strides } = layout;
+  const last = shape.length - 1;
+  if (last < 0 || dstBase % per !== 0 || elementsPerInvocation % per !== 0) {
+    return false;
+  }
+  if (strides[last] !== 1 || shape[last] % per !== 0) return false;
+  for (let d = 0; d < last; d++) {
+    if (shape[d] > 1 && strides[d] % per !== 0) return false;
+  }
+  return true;
 }

@@ -28,7 +28,12 @@ import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
 import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
 import { _blockPlan } from "./_block_plan.ts";
-import { _splitRun, _splitStrided, MAX_PIECES } from "./_kernel_pieces.ts";
+import {
+  _splitRun,
+  _splitStrided,
+  _wordOwned,
+  MAX_PIECES,
+} from "./_kernel_pieces.ts";
 import {
   _blockTransposeKernel,
   _copyBytesKernel,
@@ -597,6 +602,7 @@ export class GpuKernels {
       dstOffset,
       budget: Math.floor((limit - align - 4) / size),
       maxPieces: MAX_PIECES,
+      dstUnit: 4 / size,
       fits: (sLo, sHi, dLo, dHi) =>
         this.#fits([
           {
@@ -642,6 +648,7 @@ export class GpuKernels {
             piece.dstOffset,
             { count, lo, hi },
             size,
+            true,
           );
         } else {
           this.#stridedPiece(
@@ -653,6 +660,7 @@ export class GpuKernels {
             piece.dstOffset,
             { count, lo, hi },
             size,
+            true,
           );
         }
       }
@@ -669,6 +677,7 @@ export class GpuKernels {
     dstOffset: number,
     source: { count: number; lo: number; hi: number },
     size: 1 | 2 | 4 | 8,
+    piece = false,
   ): void {
     const count = source.count;
     const target = dstLayout === undefined
@@ -718,6 +727,8 @@ export class GpuKernels {
       bound.aliased,
       dstLayout !== undefined,
       this.workgroupSize,
+      piece && dstLayout !== undefined && size < 4 &&
+        _wordOwned(dstLayout, dstBase, size, ELEMENTS_PER_INVOCATION),
     );
     this.#dispatch(kernel, bound, invocations);
   }

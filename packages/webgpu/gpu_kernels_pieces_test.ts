@@ -5,7 +5,7 @@ import { InvalidArgumentError, UnsupportedOperationError } from "@allot/core";
 import { GpuKernels, type StridedLayout } from "./gpu_kernels.ts";
 import { GpuStaging } from "./gpu_staging.ts";
 import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
-import { _splitRun, _splitStrided } from "./_kernel_pieces.ts";
+import { _splitRun, _splitStrided, _wordOwned } from "./_kernel_pieces.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
 
 const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
@@ -497,7 +497,8 @@ describe("_splitStrided", () => {
           { minLength: 1, maxLength: 4 },
         ),
         fc.integer({ min: 1, max: 200 }),
-        (dims, budget) => {
+        fc.constantFrom(1, 2, 4),
+        (dims, budget, dstUnit) => {
           const shape = dims.map((d) => d.n);
           const a = dims.map((d) => d.a);
           const b = dims.map((d) => d.b);
@@ -510,6 +511,7 @@ describe("_splitStrided", () => {
             srcOffset: -aLo,
             dstOffset: -bLo,
             budget,
+            dstUnit,
             maxPieces: 1e6,
             fits: (sLo, sHi, dLo, dHi) =>
               sHi - sLo < budget && dHi - dLo < budget,
@@ -569,5 +571,62 @@ describe("_splitStrided", () => {
     ]);
     assert.equal(_splitRun(10, 2, (_, n) => n < 2, 100), undefined);
     assert.equal(_splitRun(10, 1, (_, n) => n <= 4, 2), undefined);
+  });
+});
+
+describe("_wordOwned", () => {
+  it("holds only where no destination word is written by two invocations", () => {
+    let owned = 0;
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            n: fc.integer({ min: 1, max: 9 }),
+            step: fc.integer({ min: 1, max: 3 }),
+            flip: fc.boolean(),
+            key: fc.integer(),
+            pad: fc.integer({ min: 0, max: 3 }), // row pitch past the row
+          }),
+          { minLength: 1, maxLength: 4 },
+        ),
+        fc.constantFrom(1, 2),
+        fc.integer({ min: 0, max: 9 }),
+        fc.boolean(), // last dimension dense
+        fc.constantFrom(4, 8, 6),
+        (dims, size, base, dense, chunk) => {
+          const shape = dims.map((d) => d.n);
+          const rank = shape.length;
+          const order = shape.map((_, i) => i).sort((a, b) =>
+            dims[a].key - dims[b].key
+          );
+          if (dense) {
+            order.splice(order.indexOf(rank - 1), 1);
+            order.push(rank - 1);
+          }
+          const strides = new Array(rank).fill(0);
+          let run = 1;
+          let offset = base;
+          for (let j = rank - 1; j >= 0; j--) {
+            const d = order[j];
+            const s = run * (dense && d === rank - 1 ? 1 : dims[d].step);
+            strides[d] = dims[d].flip && d !== rank - 1 ? -s : s;
+            if (strides[d] < 0) offset -= strides[d] * (shape[d] - 1);
+            run = s * shape[d] + dims[d].pad;
+          }
+          if (!_wordOwned({ shape, strides }, offset, size, chunk)) return;
+          owned++;
+          const per = 4 / size;
+          const writer = new Map<number, number>();
+          positions({ shape, strides, offset }).forEach((p, e) => {
+            const word = Math.floor(p / per);
+            const by = writer.get(word);
+            assert.ok(by === undefined || by === Math.floor(e / chunk));
+            writer.set(word, Math.floor(e / chunk));
+          });
+        },
+      ),
+      { numRuns: 2000 },
+    );
+    assert.ok(owned > 50, `only ${owned} owned layouts`);
   });
 });
