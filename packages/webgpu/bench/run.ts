@@ -12,7 +12,7 @@
  *    kernel, against download, gather on the CPU, upload; and
  *    `copyBufferToBuffer` of the same bytes as the device's copy bandwidth.
  *
- * Run: `deno run -A packages/webgpu/bench/run.ts [--quick] [--kernels |
+ * Run: `deno run -A packages/webgpu/bench/run.ts [--quick] [--kernel-mib=<N>] [--kernels |
  * --allocation]`.
  *
  * @module
@@ -334,10 +334,11 @@ async function kernelScenario(
   quick: boolean,
   dtype: "f32" | "u16",
   progress: (m: string) => void,
+  mib = quick ? 1 : 16,
 ): Promise<Scenario> {
   const bytesPer = dtype === "f32" ? 4 : 2;
   const rows = quick ? 512 : 2048;
-  const cols = ((quick ? 1 : 16) * 2 ** 20) / bytesPer / rows;
+  const cols = (mib * 2 ** 20) / bytesPer / rows;
   const byteLength = rows * cols * bytesPer;
   progress(`kernels: ${dtype} transpose of ${byteLength >> 20} MiB`);
   const src = device.createBuffer({
@@ -365,7 +366,17 @@ async function kernelScenario(
   const kernelMs: number[] = [];
   const roundTripMs: number[] = [];
   const copyMs: number[] = [];
+  const emptyMs: number[] = [];
+  let expected: Uint8Array | undefined;
   for (let r = 0; r < repeats + 1; r++) {
+    // What every figure below pays whatever it moves: an empty submit and
+    // the wait for it (large under a sandboxed driver).
+    let t0 = performance.now();
+    device.queue.submit([device.createCommandEncoder().finish()]);
+    await device.queue.onSubmittedWorkDone();
+    if (r > 0) emptyMs.push(performance.now() - t0);
+    t0 = 0;
+
     let t = performance.now();
     kernels.contiguous(srcBinding, layout, dstBinding, { dtype });
     await device.queue.onSubmittedWorkDone();
@@ -386,6 +397,7 @@ async function kernelScenario(
     device.queue.writeBuffer(dst, 0, out);
     await device.queue.onSubmittedWorkDone();
     if (r > 0) roundTripMs.push(performance.now() - t);
+    expected ??= out;
 
     t = performance.now();
     const encoder = device.createCommandEncoder({ label: "bench:copy" });
@@ -394,13 +406,29 @@ async function kernelScenario(
     await device.queue.onSubmittedWorkDone();
     if (r > 0) copyMs.push(performance.now() - t);
   }
+  // The kernel's output must equal the CPU gather's, byte for byte.
+  kernels.contiguous(srcBinding, layout, dstBinding, { dtype });
+  const got = await staging.download(dstBinding);
+  const mismatch = expected!.findIndex((b, i) => got[i] !== b);
   src.destroy();
   dst.destroy();
   staging.release();
+  if (mismatch >= 0) {
+    throw new Error(
+      `GpuKernels.contiguous (${dtype}, ${byteLength} bytes): byte ${mismatch} differs from the CPU gather`,
+    );
+  }
   const gbps = (ms: number) => byteLength / (ms / 1e3) / 1e9;
   const k = median(kernelMs);
   const rt = median(roundTripMs);
   const c = median(copyMs);
+  const e = median(emptyMs);
+  // Bandwidth once the fixed cost is taken out; only where it is a small
+  // part of the figure, since the difference of two noisy medians is not.
+  const netGbps = (ms: number) =>
+    ms > 2 * e
+      ? `${gbps(ms - e).toFixed(2)} GB/s`
+      : "not measurable (within twice the fixed cost)";
   return {
     package: "webgpu",
     scenario: `strided to contiguous, ${dtype} [${rows}, ${cols}] transposed (${
@@ -425,6 +453,11 @@ async function kernelScenario(
         value: c,
         note: `${gbps(c).toFixed(2)} GB/s: the device's copy bandwidth`,
       },
+      {
+        name: "empty submit + onSubmittedWorkDone",
+        value: e,
+        note: "the fixed cost in each row above",
+      },
     ],
     ratios: [
       ratio("round trip / allot kernel", rt / k, 2),
@@ -432,6 +465,10 @@ async function kernelScenario(
     ],
     notes: [
       `median of ${repeats} runs after one warm-up; each includes submit and onSubmittedWorkDone`,
+      `kernel output checked byte for byte against the CPU gather`,
+      `less the fixed cost: allot kernel ${netGbps(k)}, copyBufferToBuffer ${
+        netGbps(c)
+      }`,
     ],
   };
 }
@@ -469,6 +506,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
 async function _run(
   options: BenchOptions,
   only: "all" | "kernels" | "allocation",
+  kernelMiB?: number,
 ): Promise<Scenario[]> {
   const progress = options.progress ?? (() => {});
   const adapter = await navigator.gpu?.requestAdapter();
@@ -476,7 +514,15 @@ async function _run(
     progress("no WebGPU adapter: webgpu benchmarks skipped");
     return [];
   }
-  const device = await adapter.requestDevice({ label: "allot-bench" });
+  // A large transpose needs the adapter's binding and buffer limits, not
+  // WebGPU's defaults (128 MiB bindings, 256 MiB buffers).
+  const device = await adapter.requestDevice({
+    label: "allot-bench",
+    requiredLimits: kernelMiB === undefined ? {} : {
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxBufferSize: adapter.limits.maxBufferSize,
+    },
+  });
   const info = adapter.info;
   const where = `${info.description || info.vendor || "unknown adapter"}${
     info.isFallbackAdapter ? " (software fallback adapter)" : ""
@@ -490,8 +536,8 @@ async function _run(
     }
     if (only !== "allocation") {
       scenarios.push(
-        await kernelScenario(device, options.quick, "f32", progress),
-        await kernelScenario(device, options.quick, "u16", progress),
+        await kernelScenario(device, options.quick, "f32", progress, kernelMiB),
+        await kernelScenario(device, options.quick, "u16", progress, kernelMiB),
       );
     }
     for (const s of scenarios) (s.notes ??= []).push(`device: ${where}`);
@@ -508,10 +554,25 @@ if (import.meta.main) {
     : Deno.args.includes("--allocation")
     ? "allocation"
     : "all";
-  const scenarios = await _run({
-    quick,
-    progress: (m) => console.error(`… ${m}`),
-  }, only);
+  /** `--kernel-mib=<N>`: the transposed matrix's size (default 16; 1 quick). */
+  const mibArg = Deno.args.find((a) => a.startsWith("--kernel-mib="));
+  const kernelMiB = mibArg === undefined ? undefined : Number(mibArg.slice(13));
+  if (
+    kernelMiB !== undefined &&
+    !(Number.isInteger(kernelMiB) && kernelMiB >= 1 && kernelMiB <= 1024)
+  ) {
+    throw new RangeError(
+      `--kernel-mib must be an integer from 1 to 1024, got ${mibArg}`,
+    );
+  }
+  const scenarios = await _run(
+    {
+      quick,
+      progress: (m) => console.error(`… ${m}`),
+    },
+    only,
+    kernelMiB,
+  );
   for (const s of scenarios) {
     console.log(
       `\n## ${s.scenario} (${s.unit}, ${
