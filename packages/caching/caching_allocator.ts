@@ -29,12 +29,7 @@ import {
   validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
-import {
-  type _Block,
-  type _BlockPool,
-  ALLOCATED,
-  FREE,
-} from "./_block_pool.ts";
+import { _Block, type _BlockPool, ALLOCATED, FREE } from "./_block_pool.ts";
 import { _BlockIds, ID_SLOTS } from "./_block_ids.ts";
 import { _checkFraction, _resolveCachingOptions } from "./_caching_config.ts";
 import { _throwCachingOom } from "./_caching_oom.ts";
@@ -100,7 +95,12 @@ export let _takeBlock: <M>(
   allocator: CachingAllocator<M>,
   byteLength: number,
 ) => _BlockPlace<M> | undefined;
-/** Internal to allot: frees a block from {@linkcode _takeBlock}. */
+/**
+ * Internal to allot: frees a block from {@linkcode _takeBlock}, once (the
+ * caller keeps that promise: a block record is recycled after its free).
+ * Refuses with `DoubleFreeError` what is no block, a block not allocated,
+ * and a block allocated by id.
+ */
 export let _giveBlock: <M>(
   allocator: CachingAllocator<M>,
   block: _BlockPlace<M>,
@@ -708,8 +708,17 @@ export class CachingAllocator<M = unknown> {
   static {
     _takeBlock = <M>(a: CachingAllocator<M>, byteLength: number) =>
       a.#leaks === undefined ? a.#takeBlock(byteLength) : undefined;
-    _giveBlock = <M>(a: CachingAllocator<M>, b: _BlockPlace<M>): void =>
+    _giveBlock = <M>(a: CachingAllocator<M>, b: _BlockPlace<M>): void => {
+      // (A cheap guard: not a block, one freed, or one with an id.)
+      if (!(b instanceof _Block) || b.state !== ALLOCATED || b.id !== -1) {
+        throw new DoubleFreeError(
+          `Cannot free ${
+            describeValue(b)
+          }: it is not a live block from _takeBlock()`,
+        );
+      }
       a.#p.release(b as _Block<M>);
+    };
   }
 
   /** allocate()'s block for the default stream, with no handle. */
