@@ -27,12 +27,12 @@ function tensor(
   field: number,
   name: string,
   dims: number[],
-  data: Float32Array,
+  data: Float32Array | BigInt64Array,
   out: Bytes,
 ) {
   msg(field, (o) => {
     for (const d of dims) int(1, d, o);
-    int(2, 1, o); // FLOAT
+    int(2, data instanceof BigInt64Array ? 7 : 1, o); // INT64 or FLOAT
     str(8, name, o);
     bytes(9, new Uint8Array(data.buffer), o);
   }, out);
@@ -210,6 +210,102 @@ export function convNetModel(
     }
     valueInfo(11, "x", ["N", 3, size, size], g);
     valueInfo(12, "y", ["N", classes], g);
+  }, out);
+  return Uint8Array.from(out);
+}
+
+/**
+ * A pre-norm transformer encoder `x[N, S, d] -> (LayerNormalization, MatMul
+ * Q/K/V, Reshape + Transpose to heads, MatMul, Mul, Softmax, MatMul,
+ * Transpose + Reshape back, MatMul, Add; LayerNormalization, MatMul, Add,
+ * Relu, MatMul, Add) x layers -> y[N, S, d]`, batch and sequence length
+ * both dynamic, with seeded random weights.
+ */
+export function attentionModel(
+  d: number,
+  h: number,
+  ff: number,
+  layers: number,
+  seed = 3,
+): Uint8Array {
+  const rnd = lcg(seed, 0.2);
+  const out: Bytes = [];
+  header(out);
+  const floats: [string, number[], number?][] = [];
+  const f = (name: string, dims: number[], fill?: number) => (
+    floats.push([name, dims, fill]), name
+  );
+  msg(7, (g) => {
+    const dh = d / h;
+    const split = ["split4"], merge = ["merge3"];
+    let x = "x";
+    for (let l = 0; l < layers; l++) {
+      const n = (s: string) => `l${l}.${s}`;
+      const ln = (src: string, name: string) => (
+        node(
+          "LayerNormalization",
+          [
+            src,
+            f(n(`${name}.g`), [d], 1),
+            f(n(`${name}.b`), [d], 0),
+          ],
+          [n(name)],
+          n(name),
+          g,
+        ), n(name)
+      );
+      const mm = (a: string, w: string, dims: number[], y: string) => (
+        node("MatMul", [a, f(n(w), dims)], [n(y)], n(y), g), n(y)
+      );
+      const h1 = ln(x, "ln1");
+      for (const t of ["q", "k", "v"]) {
+        mm(h1, `w${t}`, [d, d], t);
+        node("Reshape", [n(t), split[0]], [n(`${t}4`)], n(`${t}4`), g);
+        node("Transpose", [n(`${t}4`)], [n(`${t}h`)], n(`${t}h`), g, {
+          perm: t === "k" ? [0, 2, 3, 1] : [0, 2, 1, 3],
+        });
+      }
+      node("MatMul", [n("qh"), n("kh")], [n("s")], n("s"), g);
+      node("Mul", [n("s"), "scale"], [n("ss")], n("ss"), g);
+      node("Softmax", [n("ss")], [n("p")], n("p"), g);
+      node("MatMul", [n("p"), n("vh")], [n("o")], n("o"), g);
+      node("Transpose", [n("o")], [n("ot")], n("ot"), g, {
+        perm: [0, 2, 1, 3],
+      });
+      node("Reshape", [n("ot"), merge[0]], [n("om")], n("om"), g);
+      mm(n("om"), "wo", [d, d], "a");
+      node("Add", [x, n("a")], [n("x1")], n("x1"), g);
+      const h2 = ln(n("x1"), "ln2");
+      mm(h2, "w1", [d, ff], "f1");
+      node("Add", [n("f1"), f(n("b1"), [ff])], [n("f1b")], n("f1b"), g);
+      node("Relu", [n("f1b")], [n("f1r")], n("f1r"), g);
+      mm(n("f1r"), "w2", [ff, d], "f2");
+      const y = l === layers - 1 ? "y" : n("x2");
+      node("Add", [n("x1"), n("f2")], [y], y, g);
+      x = y;
+    }
+    str(2, "attention", g);
+    for (const [name, dims, fill] of floats) {
+      const k = dims.reduce((a, b) => a * b, 1);
+      tensor(
+        5,
+        name,
+        dims,
+        Float32Array.from({ length: k }, fill === undefined ? rnd : () => fill),
+        g,
+      );
+    }
+    tensor(5, "scale", [], Float32Array.of(1 / Math.sqrt(dh)), g);
+    tensor(
+      5,
+      "split4",
+      [4],
+      BigInt64Array.of(0n, 0n, BigInt(h), BigInt(dh)),
+      g,
+    );
+    tensor(5, "merge3", [3], BigInt64Array.of(0n, 0n, BigInt(d)), g);
+    valueInfo(11, "x", ["N", "S", d], g);
+    valueInfo(12, "y", ["N", "S", d], g);
   }, out);
   return Uint8Array.from(out);
 }

@@ -7,7 +7,7 @@
  */
 import * as ort from "npm:onnxruntime-web@1.22.0/webgpu";
 import { type DeviceRecording, recordDevice } from "../packages/trace/mod.ts";
-import { convNetModel, mlpModel } from "./_onnx.ts";
+import { attentionModel, convNetModel, mlpModel } from "./_onnx.ts";
 
 /**
  * Runs `model` once per batch size on onnxruntime-web's WebGPU EP with the
@@ -18,7 +18,7 @@ async function recordOrt(
   meta: Record<string, unknown>,
   model: Uint8Array,
   batches: readonly number[],
-  input: (n: number) => number[],
+  input: (n: number, run: number) => number[],
 ): Promise<DeviceRecording<GPUDevice>> {
   let recording: DeviceRecording<GPUDevice> | undefined;
   const proto = GPUAdapter.prototype;
@@ -50,7 +50,7 @@ async function recordOrt(
     recording.recorder.step("session");
     for (const [i, n] of batches.entries()) {
       recording.recorder.setTag(`batch ${n}`);
-      const dims = input(n);
+      const dims = input(n, i);
       const x = new ort.Tensor(
         "float32",
         new Float32Array(dims.reduce((a, b) => a * b, 1)).fill(0.25),
@@ -104,5 +104,32 @@ export function ortConvVarBatch(
     convNetModel(opts.size, opts.channels, opts.classes),
     opts.batches,
     (n) => [n, 3, opts.size, opts.size],
+  );
+}
+
+/**
+ * A 2-layer transformer encoder (`attentionModel`, d 64, 4 heads) with the
+ * batch and the sequence length both changing each run (shapes that come
+ * back).
+ */
+export function ortAttentionVarShape(
+  source: string,
+  opts = {
+    d: 64,
+    heads: 4,
+    ff: 256,
+    layers: 2,
+    runs: [[1, 16], [4, 32], [2, 8], [4, 16], [1, 32], [2, 24], [4, 8], [
+      1,
+      16,
+    ]],
+  },
+): Promise<DeviceRecording<GPUDevice>> {
+  return recordOrt(
+    source,
+    opts,
+    attentionModel(opts.d, opts.heads, opts.ff, opts.layers),
+    opts.runs.map(([n]) => n),
+    (n, i) => [n, opts.runs[i][1], opts.d],
   );
 }

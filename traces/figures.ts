@@ -4,7 +4,7 @@
  * (what is left live at a pass's end freed), and the device buffers made
  * after the first pass, for storage buffers and for all buffers.
  *
- *   deno run -A traces/figures.ts [--only=<part of a path>] [--markdown]
+ *   deno run -A traces/figures.ts [--only=<part of a path>[,<another>...]]
  *
  * Policies: TF.js's exact-size pool, onnxruntime-web's buckets, allot's
  * default pool (the `allot-caching` replay policy: `CachingAllocator` with
@@ -154,7 +154,11 @@ if (import.meta.main) {
       " |",
   );
   console.log("|---|---|---:|" + POLICIES.map(() => "---:").join("|") + "|");
-  for (const name of recordedTraceNames(only)) {
+  // --only=a,b: the traces whose path contains any of them
+  const names = [
+    ...new Set(only.split(",").flatMap((o) => recordedTraceNames(o))),
+  ].sort();
+  for (const name of names) {
     const trace = await readTraceFile(
       fileURLToPath(new URL(name, TRACES_DIR)),
     );

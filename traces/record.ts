@@ -8,7 +8,11 @@
  * the trace's live and held bytes equal TF.js's own counters.
  */
 import { startTfjs, tf } from "./_tfjs.ts";
-import { ortConvVarBatch, ortMlpVarBatch } from "./_ort.ts";
+import {
+  ortAttentionVarShape,
+  ortConvVarBatch,
+  ortMlpVarBatch,
+} from "./_ort.ts";
 import {
   cnnTraining,
   kvDecode,
@@ -22,6 +26,13 @@ import {
   transformerTraining,
   unetTraining,
 } from "./_holdout.ts";
+import {
+  crnnGradAccum,
+  diffusionDenoise,
+  efficientnetMultires,
+  layersFit,
+  seq2seqDecode,
+} from "./_holdout2.ts";
 
 const workloads = {
   "mobilenet-inference": mobilenet,
@@ -37,12 +48,23 @@ const workloads = {
   "resnet-varbatch": resnetVarBatch,
   "transformer-training": transformerTraining,
   "gan-step": ganStep,
+  // The second hold-out set (traces/README.md), recorded while other
+  // engineers changed the pools without seeing them.
+  "diffusion-denoise": diffusionDenoise,
+  "seq2seq-decode": seq2seqDecode,
+  "efficientnet-multires": efficientnetMultires,
+  "crnn-gradaccum": crnnGradAccum,
+  "layers-fit": layersFit,
 } as const;
 
 /** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */
 const ortWorkloads = {
   "ort-mlp-varbatch": { run: ortMlpVarBatch, file: "mlp-varbatch" },
   "ort-conv-varbatch": { run: ortConvVarBatch, file: "conv-varbatch" },
+  "ort-attention-varshape": {
+    run: ortAttentionVarShape,
+    file: "attention-varshape",
+  },
 } as const;
 
 async function gzip(text: string): Promise<Uint8Array> {

@@ -126,6 +126,12 @@ export class _CachingPolicy<M> {
   cycleNeed = 0;
   lastNeed = 0;
   atLow = false;
+  /**
+   * The most bytes reserved after a miss. A miss at a low, or with nothing
+   * active, that would raise it gives whole free segments back first (see
+   * {@linkcode releaseAboveRatio}).
+   */
+  heldPeak = 0;
   /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
   forgotten = 0;
   history: TraceRecorder | null = null;
@@ -475,6 +481,9 @@ export class _CachingPolicy<M> {
       );
     }
     let b = _allocSegmentBlock(this, pool, size, stream, false);
+    if (this.stats.reservedBytes > this.heldPeak) {
+      this.heldPeak = this.stats.reservedBytes;
+    }
     if (b !== undefined) return b;
     if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
       b = _allocSegmentBlock(this, pool, size, stream, false);
@@ -512,7 +521,13 @@ export class _CachingPolicy<M> {
    * step.
    */
   releaseAboveRatio(pool: _BlockPool<M>, size: number, need: number): void {
-    const bound = this.releaseBound * need;
+    const ratioBound = this.releaseBound * need;
+    let bound = ratioBound;
+    if (this.atLow || this.stats.activeBytes === 0) {
+      // Not above the held peak (see `heldPeak`).
+      const peak = Math.max(this.heldPeak, this.releaseRatio * need) - size;
+      if (peak < bound) bound = peak;
+    }
     if (this.stats.reservedBytes <= bound) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
@@ -544,8 +559,13 @@ export class _CachingPolicy<M> {
     // keep of 64.6 on a growing KV cache, and one regret jumped there.)
     const recent = Math.max(need, this.cycleNeed, this.lastNeed);
     for (const b of whole) {
-      if (this.stats.reservedBytes <= bound) break;
-      const keep = this.stats.reservedBytes / recent;
+      const reserved = this.stats.reservedBytes;
+      if (reserved <= bound) break;
+      // Under the ratio, the held peak alone gives back no segment under
+      // a quarter of the request (a tiny request would take and pin the
+      // next larger one: U-Net's staging buffers, 1.1035 -> 1.1142).
+      if (reserved <= ratioBound && b.size * TINY_SHARES < size) break;
+      const keep = reserved / recent;
       const small = b.segment.small, bytes = b.size;
       if (_releaseSegment(this, b)) this.ghost(small, bytes, keep);
     }

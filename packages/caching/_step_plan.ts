@@ -1,5 +1,6 @@
 // Offline layout of one step's allocations in one arena: TFLite's
-// greedy-by-size planner. Items are placed largest first, each at the
+// greedy-by-size planner. Items are placed largest first (of equal sizes,
+// the longest lived first), each at the
 // smallest gap (between items already placed that overlap it in time) that
 // holds it, else after the highest of them. A step that repeats is laid out
 // once, near its lower bound (the peak of the bytes live at once).
@@ -67,7 +68,14 @@ export function _planStep(
       size = Math.max(size, fixed + it.size);
     } else order.push(i);
   }
-  order.sort((a, b) => sizes[b] - sizes[a] || starts[a] - starts[b]);
+  // largest first; of equal sizes the longest lived first (it meets more
+  // of the others: the weights, gradients and optimizer slots of one
+  // shape, placed before the short-lived activations of that shape, keep
+  // the low offsets and leave the gaps to the items that fit them)
+  order.sort((a, b) =>
+    sizes[b] - sizes[a] || _life(b, starts, ends) - _life(a, starts, ends) ||
+    starts[a] - starts[b]
+  );
   for (let k = 0; k < order.length; k++) {
     const i = order[k];
     const need = sizes[i], start = starts[i], end = ends[i];
@@ -94,6 +102,12 @@ export function _planStep(
     insert(i);
   }
   return { offsets, size: Math.ceil(size / alignment) * alignment };
+}
+
+/** How long item `i` lives (in ops; one past the last op while live at the end). */
+function _life(i: number, starts: Float64Array, ends: Float64Array): number {
+  const end = ends[i];
+  return (end === Infinity ? Number.MAX_SAFE_INTEGER : end) - starts[i];
 }
 
 /**

@@ -4,6 +4,10 @@ import fc from "fast-check";
 import { type _PlanItem, _PlanMemo, _planStep } from "./_step_plan.ts";
 import { modelRuns } from "../core/_test_faults.ts";
 
+/** How long an item lives (one past the last op while live at the end). */
+const life = (it: _PlanItem) =>
+  (it.end === Infinity ? Number.MAX_SAFE_INTEGER : it.end) - it.start;
+
 /** Greedy-by-size written plainly: what `_planStep` must lay out. */
 function reference(
   items: readonly _PlanItem[],
@@ -28,7 +32,9 @@ function reference(
     items[i].fixed === undefined
   )
     .sort((a, b) =>
-      items[b].size - items[a].size || items[a].start - items[b].start
+      items[b].size - items[a].size ||
+      life(items[b]) - life(items[a]) ||
+      items[a].start - items[b].start
     );
   for (const i of order) {
     const { size: need, start, end } = items[i];

@@ -159,6 +159,8 @@ function run(
   // Cycles of misses: the most bytes active at a miss of this cycle and
   // of the last, and the most a miss of each needed.
   let cycleActive = 0, lastActive = 0, cycleNeed = 0, lastNeed = 0;
+  // The most bytes reserved after a miss.
+  let heldPeak = 0;
   const missed: Record<string, number[]> = { small: [], large: [] };
   for (const op of ops) {
     const wasWhole = new Set(wholeFree().map((s) => s.address));
@@ -241,18 +243,26 @@ function run(
             ghosts.splice(best, 1);
           }
         }
-        const bound = ratio * need;
+        // At a low, or with nothing active, a miss does not raise the held
+        // peak (the most reserved after a miss) above what the configured
+        // ratio allows: whole free segments go back first, but not, within
+        // the ratio, those under a quarter of the request.
+        const ratioBound = ratio * need;
+        let bound = ratioBound;
+        if (
+          o.releaseCachedAboveRatio !== Infinity && (atLow || active === 0)
+        ) {
+          bound = Math.min(
+            bound,
+            Math.max(heldPeak, o.releaseCachedAboveRatio * need) - size,
+          );
+        }
+        const tiny = (s: { byteLength: number }) => s.byteLength * 4 < size;
         for (const s of gone) {
           assert.ok(
             whole.some((w) => w.address === s.address),
             "not a candidate",
           );
-        }
-        if (reserved > bound) lastMiss = clock;
-        if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
-          assert.equal(gone.length, 0, "released below the bound");
-        } else if (gone.length < whole.length) {
-          assert.ok(reserved - goneBytes <= bound, "released too little");
         }
         // The order segments are given back in: least recently used first
         // (ties by address), but those under a quarter of the request last.
@@ -264,6 +274,19 @@ function run(
             (y.byteLength * 4 < size ? 1 : 0) ||
           lastUse.get(x.address)! - lastUse.get(y.address)! ||
           x.address - y.address;
+        if (reserved > bound) lastMiss = clock;
+        if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
+          assert.equal(gone.length, 0, "released below the bound");
+        } else if (gone.length < whole.length) {
+          const left = reserved - goneBytes;
+          const next = whole.filter((w) =>
+            !gone.some((g) => g.address === w.address)
+          ).sort((x, y) => order(x, y))[0];
+          assert.ok(
+            left <= bound || (left <= ratioBound && tiny(next)),
+            "released too little",
+          );
+        }
         if (gone.length > 0) {
           // In that order, and no more than needed.
           gone.sort(order);
@@ -278,6 +301,12 @@ function run(
             reserved - goneBytes + last.byteLength > bound,
             "released more than needed",
           );
+          if (tiny(last)) {
+            assert.ok(
+              reserved - goneBytes + last.byteLength > ratioBound,
+              "a tiny segment released within the ratio",
+            );
+          }
         }
         if (gone.length > 0) {
           // Ghosts of the segments given back, in that order, each time
@@ -324,6 +353,7 @@ function run(
           }
         }
         assert.equal(fresh.byteLength, expected, "segment size");
+        heldPeak = Math.max(heldPeak, device.reservedBytes);
       }
     } else if (op.kind === "free") {
       if (live.length === 0) continue;

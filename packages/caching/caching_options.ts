@@ -125,6 +125,14 @@ export interface CachingAllocatorOptions {
    * stops making segments after a few steps, holding about what the
    * largest phase needs on top of the others' cache.
    *
+   * A miss at a low (needing at most a quarter of the bytes active at the
+   * last cycle's misses: a pass's or a step's end), or with nothing active,
+   * also does not raise the most bytes reserved after any earlier miss
+   * above this ratio times what it is measured against: it first gives
+   * whole free segments back (the same ones, in the same order, whatever
+   * the back-off has widened the ratio to; within the ratio, none under a
+   * quarter of the request) until its request fits under it.
+   *
    * The ratio also bounds the room for growth: a miss whose size follows
    * three earlier misses of its pool by the same step (a KV cache grown
    * one token at a time) gets a segment that step larger than its own

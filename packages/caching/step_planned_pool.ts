@@ -1860,11 +1860,25 @@ export class StepPlannedPool<M = unknown> {
         this.#inSource--;
       }
     }
+    const small = size <= _SMALL;
+    if (
+      !small && this.#arena !== undefined &&
+      (this.#held > limit || !(group?._fits(size) ?? true))
+    ) {
+      // a segment now would take held bytes past the bound: a block the
+      // plan left out of the arena (one that outlives its step: state an
+      // optimizer or a model carries to the next step, made while the
+      // previous generation still lives) takes a free range of the arena
+      // instead, where the rest of the step's plan needs it least. Kept
+      // apart, the arena's peak and the carried blocks' peak add up,
+      // though they come at different times of the step
+      const spill = this.#spill(size);
+      if (spill !== undefined) return spill;
+    }
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
     // next few, while held bytes stay in bounds; others an exact one
     let want = size;
-    const small = size <= _SMALL;
     if (small) {
       // small requests share segments of their own: a small block that
       // outlives its step never pins a large free range (within the
@@ -1890,6 +1904,78 @@ export class StepPlannedPool<M = unknown> {
     }
     this.#unindex(seg.first);
     return seg.size > size ? this.#split(seg.first, 0, size) : seg.first;
+  }
+
+  /**
+   * A block of `size` bytes in a free range of the arena for a request the
+   * plan did not place there (see `#grow`), or `undefined` when no free
+   * range holds it. Of the free ranges (each at its low or high end) the
+   * one the rest of the step's plan overlaps with the fewest requests
+   * wins, then the smallest range. On the fast path the block joins the
+   * blocks the plan did not place (`#fastOld`), and the plan's later
+   * requests over it wait for its free (see `#guard`): the step stays on
+   * the fast path where they do not meet.
+   */
+  #spill(size: number): PlannedBlock<M> | undefined {
+    const arena = this.#arena!;
+    const fast = this.#fast;
+    const plan = fast ?? (this.#diverged ? undefined : this.#plan);
+    const from = this.#recCount + (fast !== undefined ? 1 : this.#skew + 1);
+    // the free ranges: indexed off the fast path; on it, the gaps between
+    // the arena's live blocks
+    const gaps: number[] = [];
+    if (fast === undefined) {
+      for (const b of this.#arenaFree) {
+        if (b.byteLength >= size) gaps.push(b._offset, b.byteLength);
+      }
+    } else {
+      const live: PlannedBlock<M>[] = [];
+      for (const b of this.#fastLive) if (b !== undefined) live.push(b);
+      for (const b of this.#fastOld) if (!b._free) live.push(b);
+      live.sort((a, b) => a._offset - b._offset);
+      let at = 0;
+      for (const b of live) {
+        if (b._offset - at >= size) gaps.push(at, b._offset - at);
+        at = Math.max(at, b._offset + b.byteLength);
+      }
+      if (arena.size - at >= size) gaps.push(at, arena.size - at);
+    }
+    // the ranges the rest of the plan takes in the arena
+    const los: number[] = [], his: number[] = [];
+    if (plan !== undefined) {
+      const offsets = plan.offsets, sizes = plan.sizes;
+      for (let j = from < 0 ? 0 : from; j < plan.count; j++) {
+        const o = offsets[j];
+        if (o >= 0) los.push(o), his.push(o + sizes[j]);
+      }
+    }
+    // smallest ranges first: a later one wins only with fewer overlaps
+    const order = Array.from({ length: gaps.length >> 1 }, (_, g) => 2 * g)
+      .sort((a, b) => gaps[a + 1] - gaps[b + 1]);
+    let best = -1, bestHits = Infinity;
+    for (const g of order) {
+      const lo = gaps[g], gap = gaps[g + 1];
+      for (const at of [lo + gap - size, lo]) {
+        const hits = _overlaps(los, his, at, at + size, bestHits);
+        if (hits < bestHits) {
+          best = at;
+          bestHits = hits;
+        }
+      }
+      if (bestHits === 0) break;
+    }
+    if (best < 0) return undefined;
+    if (fast === undefined) {
+      const block = this.#freeFrom(best)!;
+      this.#unindex(block);
+      return this.#split(block, best, size);
+    }
+    const block = new PlannedBlock(arena, best, size);
+    // (live: its planned range, if any, is not counted free until it is)
+    fast.state[from - 1] = 1;
+    this.#fastOld.push(block);
+    this.#guard(fast, from, block);
+    return block;
   }
 
   /**
@@ -2184,6 +2270,24 @@ function _peakBytes(items: readonly _PlanItem[]): number {
     if (now > peak) peak = now;
   }
   return peak;
+}
+
+/**
+ * How many of the ranges `[los[k], his[k])` meet `[at, top)`, counted up
+ * to `most`.
+ */
+function _overlaps(
+  los: readonly number[],
+  his: readonly number[],
+  at: number,
+  top: number,
+  most: number,
+): number {
+  let n = 0;
+  for (let k = 0; k < los.length && n < most; k++) {
+    if (los[k] < top && at < his[k]) n++;
+  }
+  return n;
 }
 
 /** Throws the error of a size that is not an integer in [0, `max`]. */

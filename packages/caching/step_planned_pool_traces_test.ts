@@ -181,9 +181,19 @@ describe("StepPlannedPool on real runtime traces", () => {
   // it skips (it fell back to best fit and held 1.114); mobilenet-inference
   // paid 0.3% for it (a temporary the size of a weight next to it in the
   // first step is taken for the weight and kept out of the arena)
+  // cnn-training: 1.068 before greedy-by-size broke size ties by the
+  // longer life (the tie-break took U-Net training from 1.114 to 1.097 and
+  // GAN's warm remakes from 32 to 5). gan-step, transformer-training,
+  // unet-training: blocks that outlive their step, made while their
+  // previous generation lives, take free arena ranges where a segment would
+  // break the bound (1.177, 1.200, 1.114 before: the arena's peak and the
+  // carried blocks' peak, kept apart, added up)
   const allBuffers: Record<string, [onePass: number, warm: number]> = {
     "onnxruntime-web/mlp-varbatch": [1.090, 1.100],
-    "tfjs-webgpu/cnn-training": [1.07, 1.07],
+    "tfjs-webgpu/cnn-training": [1.075, 1.075],
+    "tfjs-webgpu/gan-step": [1.097, 1.097],
+    "tfjs-webgpu/transformer-training": [1.1, 1.102],
+    "tfjs-webgpu/unet-training": [1.098, 1.098],
     // (1.042 in one pass while the caches sat in the arena, at the cost of
     // 24 buffers made over later passes)
     "tfjs-webgpu/kv-decode": [1.099, 1.1],
@@ -191,7 +201,24 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/mobilenet-inference": [1.015, 1.015],
     "tfjs-webgpu/transformer-varlen": [1.015, 1.015],
   };
-  for (const [name, [onePass, warm]] of Object.entries(allBuffers)) {
+  // The second hold-out set (traces/README.md), recorded while the pools
+  // were changed by engineers who did not see it: main's figures at
+  // recording (b5d1ad3) plus 0.005. Diffusion, seq2seq and the conv+GRU
+  // training loop hold more over warm passes than in one (buffers remade)
+  const holdout2: Record<string, [onePass: number, warm: number]> = {
+    "onnxruntime-web/attention-varshape": [1.0402, 1.0798],
+    "tfjs-webgpu/crnn-gradaccum": [1.2145, 1.2903],
+    "tfjs-webgpu/diffusion-denoise": [1.1796, 1.2754],
+    "tfjs-webgpu/efficientnet-multires": [1.0271, 1.0271],
+    "tfjs-webgpu/layers-fit": [1.0898, 1.0898],
+    "tfjs-webgpu/seq2seq-decode": [1.0514, 1.2942],
+  };
+  for (
+    const [name, [onePass, warm]] of Object.entries({
+      ...allBuffers,
+      ...holdout2,
+    })
+  ) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {
       const trace = await readRecordedTrace(`${name}.jsonl.gz`);
       const ops = traceOps(trace, "all");
@@ -235,6 +262,53 @@ describe("StepPlannedPool on real runtime traces", () => {
       assert.equal(group.peakRequestedBytes, peakLive);
       assert.ok(ratios[0] <= onePass, `one pass: ${ratios[0]}`);
       assert.ok(ratios[3] <= warm, `warm passes: ${ratios}`);
+    });
+  }
+
+  // Training steps that carry state to the next step (a GAN's two models,
+  // a transformer's backward pass and Adam slots, U-Net with batch sizes
+  // that change): storage buffers, one pass and four warm passes
+  const carried: Record<string, number> = {
+    "tfjs-webgpu/gan-step": 1.094,
+    "tfjs-webgpu/transformer-training": 1.1,
+    "tfjs-webgpu/unet-training": 1.081,
+  };
+  for (const [name, most] of Object.entries(carried)) {
+    it(`${name}, storage buffers: peak held <= ${most} peak live over one and four warm passes`, async () => {
+      const trace = await readRecordedTrace(`${name}.jsonl.gz`);
+      const ops = traceOps(trace, "storage");
+      const pool: StepPlannedPool = new StepPlannedPool(
+        new MockSegmentSource({ alignment: 256 }),
+      );
+      let live = 0, peakLive = 0, peakHeld = 0;
+      for (let pass = 0; pass < 5; pass++) {
+        const blocks = new Map<number, PlannedBlock>();
+        for (let i = 0; i < ops.length; i++) {
+          const code = ops.code[i];
+          if (code === 0) {
+            const size = Math.max(1, ops.size[i]);
+            blocks.set(ops.id[i], pool.allocate(size));
+            live += size;
+            if (live > peakLive) peakLive = live;
+            if (pool.reservedBytes > peakHeld) peakHeld = pool.reservedBytes;
+          } else if (code === 1) {
+            const block = blocks.get(ops.id[i])!;
+            live -= block.requestedByteLength;
+            pool.free(block);
+            blocks.delete(ops.id[i]);
+          } else if (code === 3) pool.endStep();
+        }
+        for (const block of blocks.values()) {
+          live -= block.requestedByteLength;
+          pool.free(block);
+        }
+        pool.endStep();
+        assert.ok(
+          peakHeld <= most * peakLive,
+          `pass ${pass}: peak held ${peakHeld}, peak live ${peakLive}`,
+        );
+      }
+      pool.validate();
     });
   }
 

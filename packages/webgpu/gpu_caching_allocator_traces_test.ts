@@ -24,16 +24,35 @@ const CEILINGS: Record<string, number> = {
   "onnxruntime-web/conv-varbatch.jsonl.gz": 1.0046,
   "tfjs-webgpu/gan-step.jsonl.gz": 1.0256,
   "tfjs-webgpu/lstm-textgen.jsonl.gz": 1.0619,
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": 1.1126,
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": 1.0683,
   "tfjs-webgpu/transformer-training.jsonl.gz": 1.0592,
   "tfjs-webgpu/unet-training.jsonl.gz": 1.0908,
+};
+
+/**
+ * The second hold-out set (traces/README.md), recorded while the pools were
+ * changed by engineers who did not see it: main's figures at recording
+ * (b5d1ad3) plus 0.005.
+ */
+const HOLDOUT2_CEILINGS: Record<string, number> = {
+  "onnxruntime-web/attention-varshape.jsonl.gz": 1.0273,
+  "tfjs-webgpu/crnn-gradaccum.jsonl.gz": 1.0822,
+  "tfjs-webgpu/diffusion-denoise.jsonl.gz": 1.0891,
+  "tfjs-webgpu/efficientnet-multires.jsonl.gz": 1.1199,
+  "tfjs-webgpu/layers-fit.jsonl.gz": 1.0541,
+  "tfjs-webgpu/seq2seq-decode.jsonl.gz": 1.0263,
 };
 
 describe(
   "GpuCachingAllocator defaults on real runtime traces",
   { skip },
   () => {
-    for (const [name, ceiling] of Object.entries(CEILINGS)) {
+    for (
+      const [name, ceiling] of Object.entries({
+        ...CEILINGS,
+        ...HOLDOUT2_CEILINGS,
+      })
+    ) {
       it(`${name}: storage peak held / peak live at most ${ceiling}`, async () => {
         const trace = await readRecordedTrace(name);
         const ops = traceOps(trace, "storage");
