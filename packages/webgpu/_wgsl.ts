@@ -90,6 +90,7 @@ export function _stridedKernel(
   aliased: boolean,
   dstStrided: boolean,
   workgroupSize: number,
+  owned = false,
 ): Kernel {
   const index = (name: string, base: number, strides: number) => `
 fn ${name}(e: u32) -> u32 {
@@ -109,7 +110,10 @@ fn ${name}(e: u32) -> u32 {
   const bits = elementBytes * 8;
   const mask = elementBytes === 1 ? "0xffu" : "0xffffu";
   const a = aliased ? "buf" : "dst";
-  const atomic = dstStrided && elementBytes < 4;
+  // owned: the caller guarantees that each destination word is written by
+  // one invocation only (rows of whole words, see GpuKernels), so sub-word
+  // elements are stored by a plain read-modify-write
+  const atomic = dstStrided && elementBytes < 4 && !owned;
   let body: string;
   if (dstStrided || elementBytes >= 4) {
     let store: string;
@@ -118,6 +122,12 @@ fn ${name}(e: u32) -> u32 {
     } else if (dstStrided && elementBytes === 8) {
       store = `${a}[dpos * 2u] = src_word(pos * 2u);
     ${a}[dpos * 2u + 1u] = src_word(pos * 2u + 1u);`;
+    } else if (dstStrided && owned) {
+      store =
+        `let v = (src_word(pos / ${per}u) >> ((pos % ${per}u) * ${bits}u)) & ${mask};
+    let sh = (dpos % ${per}u) * ${bits}u;
+    let w = dpos / ${per}u;
+    dst_write(w, (dst_read(w) & ~(${mask} << sh)) | (v << sh));`;
     } else if (dstStrided) {
       // Each thread owns its element's bits; clear-then-set with atomics
       // keeps the neighbours' bits in a shared word.
@@ -201,9 +211,11 @@ ${LAST}  let dst_off = info[4];
   const dstIndex = dstStrided ? index("dst_index", 4, 8 + 2 * MAX_RANK) : "";
   return {
     name: dstStrided ? "strided_copy" : "strided_to_contiguous",
-    key: `${dstStrided ? "strided2" : "strided"}:b${elementBytes}:${
-      aliased ? "a" : "s"
-    }:c${C}:w${W}:wg${workgroupSize}`,
+    key: `${
+      dstStrided
+        ? (atomic || elementBytes >= 4 || !owned ? "strided2" : "strided2o")
+        : "strided"
+    }:b${elementBytes}:${aliased ? "a" : "s"}:c${C}:w${W}:wg${workgroupSize}`,
     source: header(aliased, atomic) + (atomic ? "" : plainDst(aliased)) +
       index("src_index", 3, 8 + MAX_RANK) + dstIndex + body +
       entry(workgroupSize),
@@ -426,5 +438,24 @@ ${loads}${stores}    s_row += ${per} * s_col;
     source: decl + body + entry(workgroupSize),
     bindings: bindings(aliased),
     workgroupSize,
+  };
+}
+
+/**
+ * The variant of a two-binding kernel whose source is declared read-write:
+ * for a source and destination in one buffer too far apart to bind as one
+ * range, the buffer is bound twice, and WebGPU allows that only when both
+ * bindings are writable (the bound ranges must not overlap).
+ */
+export function _sourceWritable(kernel: Kernel): Kernel {
+  return {
+    name: kernel.name,
+    key: `${kernel.key}:rw`,
+    source: kernel.source.replace(
+      "var<storage, read> src",
+      "var<storage, read_write> src",
+    ),
+    bindings: ["storage", ...kernel.bindings.slice(1)],
+    workgroupSize: kernel.workgroupSize,
   };
 }

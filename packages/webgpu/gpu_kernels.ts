@@ -29,9 +29,16 @@ import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
 import { _blockPlan } from "./_block_plan.ts";
 import {
+  _splitRun,
+  _splitStrided,
+  _wordOwned,
+  MAX_PIECES,
+} from "./_kernel_pieces.ts";
+import {
   _blockTransposeKernel,
   _copyBytesKernel,
   _fillKernel,
+  _sourceWritable,
   _stridedKernel,
   ELEMENTS_PER_INVOCATION,
   MAX_RANK,
@@ -39,7 +46,7 @@ import {
   WORDS_PER_INVOCATION,
 } from "./_wgsl.ts";
 
-export { MAX_RANK };
+export { MAX_PIECES, MAX_RANK };
 
 /** A strided view of elements: shape, strides and offset, in elements. */
 export interface StridedLayout {
@@ -117,6 +124,16 @@ export interface GpuKernelsOptions {
    * @default {256}
    */
   workgroupSize?: number;
+  /**
+   * Most bytes one storage binding of a dispatch may span, clamped to the
+   * device's `maxStorageBufferBindingSize` and rounded down to a multiple
+   * of 4. Views, byte ranges and fills whose bound range is wider are split
+   * into pieces that each bind within it. A smaller value (at least 4)
+   * forces pieces: useful to test the split without huge buffers.
+   *
+   * @default {the device's maxStorageBufferBindingSize}
+   */
+  maxBindingByteLength?: number;
 }
 
 interface _Range {
@@ -131,8 +148,22 @@ interface _Bound {
   /** Byte offset of each range's binding start from its bound start. */
   shifts: number[];
   aliased: boolean;
+  /** One buffer bound twice, both read-write (ranges too far apart). */
+  twice: boolean;
 }
 
+/** A dispatch of a split call, waiting for the call's one submit. */
+interface _Queued {
+  kernel: Kernel;
+  pipeline: GPUComputePipeline;
+  bound: _Bound;
+  meta: Uint32Array;
+  x: number;
+  y: number;
+}
+
+/** Dispatches of a split call per command buffer (bounds its meta slots). */
+const PIECES_PER_SUBMIT = 4096;
 const kernelsByDevice = new WeakMap<GPUDevice, GpuKernels>();
 /** Blocks per invocation of the block transpose, where the shape allows. */
 const BLOCKS_PER_INVOCATION = 4;
@@ -140,7 +171,9 @@ const I32_MAX = 0x7fffffff;
 
 /**
  * Copy kernels on one device. Each call validates everything, then encodes
- * and submits one command buffer, so later queue work sees its result.
+ * and submits one command buffer, so later queue work sees its result. A
+ * range wider than one binding (`maxBindingByteLength`) runs as pieces that
+ * each bind within it, in that one command buffer (see the README).
  * Shapes, strides and offsets go to the shader in a storage buffer; only
  * element width, aliasing and workgroup size select a pipeline.
  *
@@ -177,8 +210,17 @@ export class GpuKernels {
   readonly gpuDevice: GPUDevice;
   /** Invocations per workgroup. */
   readonly workgroupSize: number;
+  /**
+   * Most bytes one storage binding spans: wider ranges are split into
+   * pieces (see {@linkcode GpuKernelsOptions.maxBindingByteLength}).
+   */
+  readonly maxBindingByteLength: number;
   #label: string;
   #meta: GPUBuffer | undefined;
+  /** Meta slots of the pieces of a split call, one aligned slot each. */
+  #pieceMeta: GPUBuffer | undefined;
+  /** Dispatches of a split call, collected for one submit. */
+  #batch: _Queued[] | undefined;
   #metaData = new Uint32Array(META_WORDS);
   #dispatches = 0;
   #pending = new Set<Promise<void>>();
@@ -210,6 +252,7 @@ export class GpuKernels {
     _checkLimits(device, "Cannot make GpuKernels", [
       "maxComputeInvocationsPerWorkgroup",
       "maxComputeWorkgroupSizeX",
+      "maxStorageBufferBindingSize",
     ]);
     options = _checkOptions(options);
     const label = _checkLabel(options.label, "allot");
@@ -219,9 +262,21 @@ export class GpuKernels {
       2 ** 31,
       "workgroupSize",
     );
+    const limits = device.limits;
+    const binding = validateInteger(
+      optionOr(
+        options.maxBindingByteLength,
+        limits.maxStorageBufferBindingSize,
+      ),
+      4,
+      Number.MAX_SAFE_INTEGER,
+      "maxBindingByteLength",
+    );
+    this.maxBindingByteLength =
+      Math.floor(Math.min(binding, limits.maxStorageBufferBindingSize) / 4) *
+      4;
     this.gpuDevice = device;
     this.#label = label;
-    const limits = device.limits;
     this.workgroupSize = Math.max(
       1,
       Math.min(
@@ -230,7 +285,10 @@ export class GpuKernels {
         limits.maxComputeWorkgroupSizeX,
       ),
     );
-    _onDeviceLost(device, this, (kernels) => (kernels.#meta = undefined));
+    _onDeviceLost(device, this, (kernels) => {
+      kernels.#meta = undefined;
+      kernels.#pieceMeta = undefined;
+    });
   }
 
   /** Kernel dispatches submitted so far. */
@@ -254,6 +312,9 @@ export class GpuKernels {
    * @param options Element type and destination offset.
    * @throws {InvalidArgumentError} For a bad layout, a view reaching outside
    * `src`, an output not fitting `dst`, or overlapping ranges.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   contiguous(
@@ -293,6 +354,9 @@ export class GpuKernels {
    * @throws {InvalidArgumentError} For bad or mismatched layouts, views
    * reaching outside their bindings, a destination whose elements alias (a
    * broadcast view or strides such as `[1, 1]`), or overlap.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   copyStrided(
@@ -491,9 +555,145 @@ export class GpuKernels {
       });
       return;
     }
+    if (
+      this.#fits([
+        { binding: src, start: srcStart, end: srcEnd },
+        { binding: dst, start: dstStart, end: dstEnd },
+      ])
+    ) {
+      this.#stridedPiece(
+        what,
+        src,
+        layout,
+        dst,
+        dstLayout,
+        dstOffset,
+        source,
+        size,
+      );
+      return;
+    }
+    this.#stridedPieces(what, src, layout, dst, dstLayout, dstOffset, size);
+  }
+
+  /**
+   * A view whose bound ranges exceed the binding limit: split into boxes of
+   * the iteration space that each fit (see `_splitStrided`), all planned
+   * before the first is dispatched, so a refused split submits nothing.
+   */
+  #stridedPieces(
+    what: string,
+    src: GpuBinding,
+    layout: StridedLayout,
+    dst: GpuBinding,
+    dstLayout: StridedLayout | undefined,
+    dstOffset: number,
+    size: 1 | 2 | 4 | 8,
+  ): void {
+    const shape = layout.shape;
+    const dstStrides = dstLayout?.strides ?? _rowMajorStrides(shape);
+    const limit = this.maxBindingByteLength;
+    const align = this.gpuDevice.limits.minStorageBufferOffsetAlignment;
+    const result = _splitStrided({
+      shape,
+      srcStrides: layout.strides,
+      dstStrides,
+      srcOffset: layout.offset,
+      dstOffset,
+      budget: Math.floor((limit - align - 4) / size),
+      maxPieces: MAX_PIECES,
+      dstUnit: 4 / size,
+      fits: (sLo, sHi, dLo, dHi) =>
+        this.#fits([
+          {
+            binding: src,
+            start: src.offset + sLo * size,
+            end: src.offset + (sHi + 1) * size,
+          },
+          {
+            binding: dst,
+            start: dst.offset + dLo * size,
+            end: dst.offset + (dHi + 1) * size,
+          },
+        ]),
+    });
+    if ("refused" in result) {
+      throw new UnsupportedOperationError(
+        result.refused === "element"
+          ? `Cannot ${what}: one element (${size} bytes; with the source and destination in one buffer, the span between them) does not bind within ${limit} bytes (maxBindingByteLength, at most maxStorageBufferBindingSize ${this.gpuDevice.limits.maxStorageBufferBindingSize})`
+          : `Cannot ${what}: the view needs more than ${MAX_PIECES} pieces of at most ${limit} bytes (maxBindingByteLength) each`,
+      );
+    }
+    this.#inPieces(() => {
+      for (const piece of result.pieces) {
+        const pieceSrc = {
+          shape: piece.shape,
+          strides: layout.strides,
+          offset: piece.srcOffset,
+        };
+        const [lo, hi] = _span(piece.shape, layout.strides, piece.srcOffset);
+        const count = piece.shape.reduce((a, b) => a * b, 1);
+        const pieceDst = {
+          shape: piece.shape,
+          strides: dstStrides,
+          offset: piece.dstOffset,
+        };
+        if (dstLayout === undefined && _isRowMajor(pieceDst)) {
+          this.#stridedPiece(
+            what,
+            src,
+            pieceSrc,
+            dst,
+            undefined,
+            piece.dstOffset,
+            { count, lo, hi },
+            size,
+            true,
+          );
+        } else {
+          this.#stridedPiece(
+            what,
+            src,
+            pieceSrc,
+            dst,
+            pieceDst,
+            piece.dstOffset,
+            { count, lo, hi },
+            size,
+            true,
+          );
+        }
+      }
+    });
+  }
+
+  /** One dispatch of a view whose bound ranges fit the binding limit. */
+  #stridedPiece(
+    what: string,
+    src: GpuBinding,
+    layout: StridedLayout,
+    dst: GpuBinding,
+    dstLayout: StridedLayout | undefined,
+    dstOffset: number,
+    source: { count: number; lo: number; hi: number },
+    size: 1 | 2 | 4 | 8,
+    piece = false,
+  ): void {
+    const count = source.count;
+    const target = dstLayout === undefined
+      ? [dstOffset, dstOffset + count - 1]
+      : _span(dstLayout.shape, dstLayout.strides, dstLayout.offset);
     const bound = this.#bind(what, [
-      { binding: src, start: srcStart, end: srcEnd },
-      { binding: dst, start: dstStart, end: dstEnd },
+      {
+        binding: src,
+        start: src.offset + source.lo * size,
+        end: src.offset + (source.hi + 1) * size,
+      },
+      {
+        binding: dst,
+        start: dst.offset + target[0] * size,
+        end: dst.offset + (target[1] + 1) * size,
+      },
     ]);
     const srcBase = bound.shifts[0] / size + layout.offset;
     const dstBase = bound.shifts[1] / size + dstOffset;
@@ -527,6 +727,8 @@ export class GpuKernels {
       bound.aliased,
       dstLayout !== undefined,
       this.workgroupSize,
+      piece && dstLayout !== undefined && size < 4 &&
+        _wordOwned(dstLayout, dstBase, size, ELEMENTS_PER_INVOCATION),
     );
     this.#dispatch(kernel, bound, invocations);
   }
@@ -602,6 +804,9 @@ export class GpuKernels {
    * @param options Byte offsets in each range and the length.
    * @throws {InvalidArgumentError} For ranges outside their bindings, or
    * overlapping ranges of one buffer.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   copyBytes(
@@ -667,10 +872,51 @@ export class GpuKernels {
       });
       return;
     }
-    const bound = this.#bind(what, [
-      { binding: src, start: from, end: from + byteLength },
-      { binding: dst, start: to, end: to + byteLength },
-    ]);
+    const ranges = (at: number, length: number): _Range[] => [
+      { binding: src, start: from + at, end: from + at + length },
+      { binding: dst, start: to + at, end: to + at + length },
+    ];
+    const runs = this.#fits(ranges(0, byteLength))
+      ? [[0, byteLength]]
+      : _splitRun(
+        byteLength,
+        1,
+        (at, length) => this.#fits(ranges(at, length)),
+        MAX_PIECES,
+      );
+    if (runs === undefined) this.#refuseRun(what, byteLength, 1);
+    const pieces = () => {
+      for (const [at, length] of runs) {
+        this.#copyBytesPiece(
+          what,
+          ranges(at, length),
+          srcByteOffset + at,
+          dstByteOffset + at,
+          length,
+        );
+      }
+    };
+    if (runs.length === 1) pieces();
+    else this.#inPieces(pieces);
+  }
+
+  /** Refuses a byte range that no split into runs binds within the limit. */
+  #refuseRun(what: string, byteLength: number, unit: number): never {
+    const limit = this.maxBindingByteLength;
+    throw new UnsupportedOperationError(
+      `Cannot ${what}: ${byteLength} bytes do not split into at most ${MAX_PIECES} runs of ${unit}-byte units that each bind within ${limit} bytes (maxBindingByteLength; with both ranges in one buffer, the span between them counts)`,
+    );
+  }
+
+  /** One dispatch of a byte copy whose bound ranges fit the limit. */
+  #copyBytesPiece(
+    what: string,
+    ranges: _Range[],
+    srcByteOffset: number,
+    dstByteOffset: number,
+    byteLength: number,
+  ): void {
+    const bound = this.#bind(what, ranges);
     const srcBase = bound.shifts[0] + srcByteOffset;
     const dstBase = bound.shifts[1] + dstByteOffset;
     const invocations = Math.ceil(
@@ -696,6 +942,9 @@ export class GpuKernels {
    * @param value The value, converted to `dtype` (`f16` rounds to nearest).
    * @param options Element type, first element and count.
    * @throws {InvalidArgumentError} For a range outside `dst` or a bad dtype.
+   * @throws {UnsupportedOperationError} When a range wider than
+   * `maxBindingByteLength` needs more than `MAX_PIECES` pieces, or one
+   * element cannot bind (nothing is submitted).
    * @throws {DeviceLostError} When the device was lost.
    */
   fill(dst: GpuBinding, value: number, options: FillOptions): void {
@@ -734,15 +983,48 @@ export class GpuKernels {
       });
       return;
     }
-    const bound = this.#bind(what, [{
+    const range = (at: number, length: number): _Range[] => [{
       binding: dst,
-      start,
-      end: start + byteLength,
-    }]);
-    const base = bound.shifts[0] + offset * size;
+      start: start + at,
+      end: start + at + length,
+    }];
+    const runs = this.#fits(range(0, byteLength))
+      ? [[0, byteLength]]
+      : _splitRun(
+        byteLength,
+        size,
+        (at, length) => this.#fits(range(at, length)),
+        MAX_PIECES,
+      );
+    if (runs === undefined) this.#refuseRun(what, byteLength, size);
     const words = new Uint32Array(2);
     const wordBytes = new Uint8Array(words.buffer);
     for (let k = 0; k < 8; k++) wordBytes[k] = bytes[k % size];
+    const pieces = () => {
+      for (const [at, length] of runs) {
+        this.#fillPiece(
+          what,
+          range(at, length),
+          offset * size + at,
+          length,
+          words,
+        );
+      }
+    };
+    if (runs.length === 1) pieces();
+    else this.#inPieces(pieces);
+  }
+
+  /** One dispatch of a fill whose bound range fits the limit. */
+  #fillPiece(
+    what: string,
+    range: _Range[],
+    byteOffset: number,
+    byteLength: number,
+    words: Uint32Array,
+  ): void {
+    const bound = this.#bind(what, range);
+    const base = bound.shifts[0] + byteOffset;
     const invocations = Math.ceil(
       (Math.floor((base + byteLength - 1) / 4) - Math.floor(base / 4) + 1) /
         WORDS_PER_INVOCATION,
@@ -786,10 +1068,17 @@ export class GpuKernels {
     }
   }
 
+  /** Whether the touched ranges bind within the binding limit. */
+  #fits(ranges: _Range[]): boolean {
+    const align = this.gpuDevice.limits.minStorageBufferOffsetAlignment;
+    const limit = this.maxBindingByteLength;
+    return _boundGroups(ranges, align, limit).every((g) =>
+      g.end - g.start <= limit
+    );
+  }
+
   /** Binds the touched ranges from their enclosing aligned boundaries. */
   #bind(what: string, ranges: _Range[]): _Bound {
-    const limits = this.gpuDevice.limits;
-    const align = limits.minStorageBufferOffsetAlignment;
     for (const range of ranges) {
       this.#require(
         range.binding.buffer,
@@ -798,39 +1087,130 @@ export class GpuKernels {
         what,
       );
     }
-    const aliased = ranges.length === 2 &&
-      ranges[0].binding.buffer === ranges[1].binding.buffer;
-    const groups = aliased ? [ranges] : ranges.map((r) => [r]);
+    const align = this.gpuDevice.limits.minStorageBufferOffsetAlignment;
+    const limit = this.maxBindingByteLength;
     const entries: GPUBindGroupEntry[] = [];
     const shifts: number[] = [];
-    for (const group of groups) {
-      const buffer = group[0].binding.buffer;
-      let start = Infinity;
-      let end = 0;
-      for (const r of group) {
-        start = Math.min(start, r.start);
-        end = Math.max(end, r.end);
-      }
-      start -= start % align;
-      end = Math.min(alignUp(end, 4), buffer.size - (buffer.size % 4));
-      if (end - start > limits.maxStorageBufferBindingSize) {
+    const groups = _boundGroups(ranges, align, limit);
+    for (const { buffer, start, end, members } of groups) {
+      if (end - start > limit) {
         throw new UnsupportedOperationError(
           `Cannot ${what}: the bound range of ${
             end - start
-          } bytes exceeds maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize}`,
+          } bytes exceeds maxBindingByteLength ${limit} (maxStorageBufferBindingSize ${this.gpuDevice.limits.maxStorageBufferBindingSize})`,
         );
       }
       entries.push({
         binding: entries.length,
         resource: { buffer, offset: start, size: end - start },
       });
-      for (const r of group) shifts.push(r.binding.offset - start);
+      for (const r of members) shifts.push(r.binding.offset - start);
     }
-    return { entries, shifts, aliased };
+    return {
+      entries,
+      shifts,
+      aliased: groups.length < ranges.length,
+      twice: ranges.length === 2 && groups.length === 2 &&
+        ranges[0].binding.buffer === ranges[1].binding.buffer,
+    };
+  }
+
+  /**
+   * Runs `pieces` with every dispatch collected, then submits them in one
+   * command buffer (a pass per {@linkcode PIECES_PER_SUBMIT}); a throw
+   * before the end submits nothing.
+   */
+  #inPieces(pieces: () => void): void {
+    const batch: _Queued[] = [];
+    this.#batch = batch;
+    try {
+      pieces();
+    } finally {
+      this.#batch = undefined;
+    }
+    for (let at = 0; at < batch.length; at += PIECES_PER_SUBMIT) {
+      this.#submitPieces(batch.slice(at, at + PIECES_PER_SUBMIT));
+    }
+  }
+
+  #submitPieces(batch: _Queued[]): void {
+    const device = this.gpuDevice;
+    const stride = alignUp(
+      META_WORDS * 4,
+      device.limits.minStorageBufferOffsetAlignment,
+    );
+    const bytes = batch.length * stride;
+    if (this.#pieceMeta === undefined || this.#pieceMeta.size < bytes) {
+      // the old buffer may still be read by submitted work: dropped, not
+      // destroyed
+      this.#pieceMeta = device.createBuffer({
+        label: `${this.#label}:kernel-piece-meta`,
+        size: Math.max(bytes, (this.#pieceMeta?.size ?? 0) * 2),
+        usage: _Usage.STORAGE | _Usage.COPY_DST,
+      });
+    }
+    const meta = this.#pieceMeta;
+    const words = new Uint32Array(bytes / 4);
+    batch.forEach((q, k) => words.set(q.meta, (k * stride) / 4));
+    device.queue.writeBuffer(meta, 0, words);
+    const label = `${this.#label}:${batch[0].kernel.name}:pieces`;
+    device.pushErrorScope("out-of-memory");
+    device.pushErrorScope("validation");
+    try {
+      const encoder = device.createCommandEncoder({ label });
+      const pass = encoder.beginComputePass({ label });
+      batch.forEach((q, k) => {
+        const group = device.createBindGroup({
+          label,
+          layout: q.pipeline.getBindGroupLayout(0),
+          entries: [
+            ...q.bound.entries,
+            {
+              binding: q.bound.entries.length,
+              resource: {
+                buffer: meta,
+                offset: k * stride,
+                size: META_WORDS * 4,
+              },
+            },
+          ],
+        });
+        pass.setPipeline(q.pipeline);
+        pass.setBindGroup(0, group);
+        pass.dispatchWorkgroups(q.x, q.y);
+      });
+      pass.end();
+      device.queue.submit([encoder.finish()]);
+    } finally {
+      this.#watch(
+        batch[0].kernel.name,
+        label,
+        device.popErrorScope(),
+        device.popErrorScope(),
+      );
+    }
+    this.#dispatches += batch.length;
   }
 
   #dispatch(kernel: Kernel, bound: _Bound, invocations: number): void {
     const device = this.gpuDevice;
+    if (bound.twice) kernel = _sourceWritable(kernel);
+    if (this.#batch !== undefined) {
+      const [x, y] = dispatchSize(
+        invocations,
+        kernel.workgroupSize,
+        device.limits.maxComputeWorkgroupsPerDimension,
+      );
+      this.#batch.push({
+        kernel,
+        pipeline: kernelPipeline(device, kernel),
+        bound,
+        meta: this.#metaData.slice(),
+        x,
+        y,
+      });
+      return;
+    }
     const [x, y] = dispatchSize(
       invocations,
       kernel.workgroupSize,
@@ -1020,6 +1400,56 @@ function _refuseAliasing(what: string, layout: StridedLayout): void {
       limit: "elements that do not alias",
     },
   );
+}
+
+/**
+ * The bound range of each buffer: the touched ranges from the enclosing
+ * `align` boundary to the next 4-byte one (within the buffer). Two ranges
+ * of one buffer bind once, as their union.
+ */
+function _boundGroups(
+  ranges: _Range[],
+  align: number,
+  limit: number,
+): { buffer: GPUBuffer; start: number; end: number; members: _Range[] }[] {
+  const bound = (members: _Range[]) => {
+    const buffer = members[0].binding.buffer;
+    let start = Infinity;
+    let end = 0;
+    for (const r of members) {
+      start = Math.min(start, r.start);
+      end = Math.max(end, r.end);
+    }
+    start -= start % align;
+    end = Math.min(alignUp(end, 4), buffer.size - (buffer.size % 4));
+    return { buffer, start, end, members };
+  };
+  if (
+    ranges.length !== 2 ||
+    ranges[0].binding.buffer !== ranges[1].binding.buffer
+  ) return ranges.map((r) => bound([r]));
+  const union = bound(ranges);
+  if (union.end - union.start <= limit) return [union];
+  // too wide as one: bound twice, unless the two bound ranges overlap
+  // (WebGPU refuses a writable binding that aliases another)
+  const [a, b] = ranges.map((r) => bound([r]));
+  return a.start < b.end && b.start < a.end ? [union] : [a, b];
+}
+
+/** Lowest and highest element a view reaches (its shape has no 0). */
+function _span(
+  shape: readonly number[],
+  strides: readonly number[],
+  offset: number,
+): [number, number] {
+  let lo = offset;
+  let hi = offset;
+  for (let d = 0; d < shape.length; d++) {
+    const step = strides[d] * (shape[d] - 1);
+    if (step < 0) lo += step;
+    else hi += step;
+  }
+  return [lo, hi];
 }
 
 /** Row-major strides of a shape. */

@@ -356,6 +356,10 @@ async function kernelScenario(
   device.queue.writeBuffer(src, 0, host);
   await device.queue.onSubmittedWorkDone();
   const kernels = GpuKernels.of(device);
+  // the same transpose split in pieces: bindings of a quarter of the view
+  const split = new GpuKernels(device, {
+    maxBindingByteLength: byteLength / 4,
+  });
   const staging = new GpuStaging(device, { maxStagingBytes: 64 << 20 });
   const srcBinding = { buffer: src, offset: 0, size: byteLength };
   const dstBinding = { buffer: dst, offset: 0, size: byteLength };
@@ -364,6 +368,7 @@ async function kernelScenario(
   const repeats = quick ? 2 : 7;
 
   const kernelMs: number[] = [];
+  const splitMs: number[] = [];
   const roundTripMs: number[] = [];
   const copyMs: number[] = [];
   const emptyMs: number[] = [];
@@ -381,6 +386,11 @@ async function kernelScenario(
     kernels.contiguous(srcBinding, layout, dstBinding, { dtype });
     await device.queue.onSubmittedWorkDone();
     if (r > 0) kernelMs.push(performance.now() - t);
+
+    t = performance.now();
+    split.contiguous(srcBinding, layout, dstBinding, { dtype });
+    await device.queue.onSubmittedWorkDone();
+    if (r > 0) splitMs.push(performance.now() - t);
 
     t = performance.now();
     const bytes = await staging.download(srcBinding);
@@ -410,9 +420,20 @@ async function kernelScenario(
   kernels.contiguous(srcBinding, layout, dstBinding, { dtype });
   const got = await staging.download(dstBinding);
   const mismatch = expected!.findIndex((b, i) => got[i] !== b);
+  device.queue.writeBuffer(dst, 0, new Uint8Array(byteLength));
+  const before = split.dispatchCount;
+  split.contiguous(srcBinding, layout, dstBinding, { dtype });
+  const pieces = split.dispatchCount - before;
+  const gotSplit = await staging.download(dstBinding);
+  const splitMismatch = expected!.findIndex((b, i) => gotSplit[i] !== b);
   src.destroy();
   dst.destroy();
   staging.release();
+  if (splitMismatch >= 0) {
+    throw new Error(
+      `GpuKernels.contiguous in pieces (${dtype}, ${byteLength} bytes): byte ${splitMismatch} differs from the CPU gather`,
+    );
+  }
   if (mismatch >= 0) {
     throw new Error(
       `GpuKernels.contiguous (${dtype}, ${byteLength} bytes): byte ${mismatch} differs from the CPU gather`,
@@ -420,6 +441,7 @@ async function kernelScenario(
   }
   const gbps = (ms: number) => byteLength / (ms / 1e3) / 1e9;
   const k = median(kernelMs);
+  const sp = median(splitMs);
   const rt = median(roundTripMs);
   const c = median(copyMs);
   const e = median(emptyMs);
@@ -444,6 +466,11 @@ async function kernelScenario(
         note: `${gbps(k).toFixed(2)} GB/s`,
       },
       {
+        name: "allot, split in pieces (bindings of 1/4)",
+        value: sp,
+        note: `${gbps(sp).toFixed(2)} GB/s; ${pieces} pieces, one submit`,
+      },
+      {
         name: "download + CPU gather + upload",
         value: rt,
         note: `${gbps(rt).toFixed(2)} GB/s`,
@@ -462,6 +489,7 @@ async function kernelScenario(
     ratios: [
       ratio("round trip / allot kernel", rt / k, 2),
       ratio("allot kernel bandwidth / copyBufferToBuffer bandwidth", c / k),
+      ratio("split in pieces / one piece (time)", sp / k),
     ],
     notes: [
       `median of ${repeats} runs after one warm-up; each includes submit and onSubmittedWorkDone`,
