@@ -47,7 +47,9 @@ import type { _CachingConfig } from "./_caching_config.ts";
 import { _validateCaching } from "./_caching_validate.ts";
 import {
   _allocSegmentBlock,
+  _movedSegmentBlock,
   _releaseSegment,
+  _segmentSizeFor,
   _shrinkSegment,
 } from "./_caching_segments.ts";
 import { _GrowthRoom } from "./_growth_room.ts";
@@ -471,6 +473,16 @@ export class _CachingPolicy<M> {
     if (this.gcThreshold > 0) this.garbageCollect();
     if (this.releaseRatio !== Infinity) {
       const need = this.needAtMiss(size);
+      if (
+        this.lastNeed > 0 && !this.atLow && this.stats.activeBytes > 0 &&
+        this.stats.reservedBytes + _segmentSizeFor(this, pool, size) >
+          this.heldPeak
+      ) {
+        // Within a cycle, a new segment would raise the held peak: a whole
+        // free segment of the other pool serves the miss instead.
+        const moved = _movedSegmentBlock(this, pool, size, stream);
+        if (moved !== undefined) return moved;
+      }
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
       this.releaseAboveRatio(pool, size, need);
       // Room for steady growth, at most the give-back ratio's share.
