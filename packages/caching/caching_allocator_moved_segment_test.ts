@@ -72,7 +72,7 @@ function phases(large: number, passes: number) {
 }
 
 describe("CachingAllocator, whole free segments moved between the pools", () => {
-  it("phases that want different pools: warm passes hold no more than the first and make no buffer (was 1.55x, 6 remade)", () => {
+  it("phases that want different pools: warm passes hold no more than the first and make no buffer (was 1.55x, 4 remade)", () => {
     const { rows, moved } = phases(384 * KiB, 4);
     assert.ok(moved, "a 384 KiB large-pool segment served a 216 KiB request");
     for (const [pass, r] of rows.entries()) {
