@@ -81,6 +81,8 @@ export class _CachingPolicy<M> {
   // large pool's expandable segment (same stats pool: large).
   readonly own: _BlockPool<M> = new _BlockPool<M>(false);
   readonly segments: Set<_Segment<M>> = new Set();
+  /** Segments moved out of the pool they were made for (see `_movedSegmentBlock`). */
+  readonly foreign: Set<_Segment<M>> = new Set();
   // _Block<unknown>: a callback parameter of M would make M invariant.
   readonly deferred: DeferredFrees<_Block<unknown>> = new DeferredFrees<
     _Block<unknown>
@@ -474,13 +476,16 @@ export class _CachingPolicy<M> {
     if (this.releaseRatio !== Infinity) {
       const need = this.needAtMiss(size);
       if (
-        this.lastNeed > 0 && !this.atLow && this.stats.activeBytes > 0 &&
+        this.lastNeed > 0 &&
         this.stats.reservedBytes + _segmentSizeFor(this, pool, size) >
           this.heldPeak
       ) {
-        // Within a cycle, a new segment would raise the held peak: a whole
-        // free segment of the other pool serves the miss instead.
-        const moved = _movedSegmentBlock(this, pool, size, stream);
+        // Once misses cycle, a new segment would raise the held peak: a
+        // whole free segment of the other pool serves the miss instead; at
+        // a low (or with nothing active), where the held peak gives back,
+        // only one that was moved out of this pool, coming home.
+        const low = this.atLow || this.stats.activeBytes === 0;
+        const moved = _movedSegmentBlock(this, pool, size, stream, low);
         if (moved !== undefined) return moved;
       }
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
