@@ -29,12 +29,7 @@ import {
   validateOptionKeys,
   validateSynchronizeOptions,
 } from "@allot/core";
-import {
-  type _Block,
-  type _BlockPool,
-  ALLOCATED,
-  FREE,
-} from "./_block_pool.ts";
+import { _Block, type _BlockPool, ALLOCATED, FREE } from "./_block_pool.ts";
 import { _BlockIds, ID_SLOTS } from "./_block_ids.ts";
 import { _checkFraction, _resolveCachingOptions } from "./_caching_config.ts";
 import { _throwCachingOom } from "./_caching_oom.ts";
@@ -67,6 +62,49 @@ import {
 } from "./stats.ts";
 
 export { CachedBlock } from "./cached_block.ts";
+
+/**
+ * Internal to allot: what `@allot/webgpu` reads of a block from
+ * {@linkcode _takeBlock} (its place: the segment's memory and the offsets).
+ */
+export interface _BlockPlace<M> {
+  /** Byte offset of the block in its segment. */
+  readonly offset: number;
+  /** Bytes the block holds. */
+  readonly size: number;
+  /** The segment. */
+  readonly segment: {
+    /** The device segment. */
+    readonly raw: {
+      /** The segment's memory. */
+      readonly memory: M;
+      /** Byte offset of the segment in its memory. */
+      readonly byteOffset: number;
+    };
+  };
+}
+
+/**
+ * Internal to allot (`@allot/webgpu`'s caching allocator, whose handle
+ * holds the block itself): allocates like `allocate(byteLength)` on the
+ * default stream and returns the block without a `CachedBlock`;
+ * `undefined` (nothing done) when a leak detector watches the handles.
+ * Free the block once with {@linkcode _giveBlock}.
+ */
+export let _takeBlock: <M>(
+  allocator: CachingAllocator<M>,
+  byteLength: number,
+) => _BlockPlace<M> | undefined;
+/**
+ * Internal to allot: frees a block from {@linkcode _takeBlock}, once (the
+ * caller keeps that promise: a block record is recycled after its free).
+ * Refuses with `DoubleFreeError` what is no block, a block not allocated,
+ * and a block allocated by id.
+ */
+export let _giveBlock: <M>(
+  allocator: CachingAllocator<M>,
+  block: _BlockPlace<M>,
+) => void;
 export {
   type AllocateAsyncOptions,
   type AllocateOptions,
@@ -665,6 +703,43 @@ export class CachingAllocator<M = unknown> {
       a.#p.release(b); // may throw (a stream's fence()): still live
       if (a.#leaks !== undefined) a.#forget(h);
     });
+  }
+
+  static {
+    _takeBlock = <M>(a: CachingAllocator<M>, byteLength: number) =>
+      a.#leaks === undefined ? a.#takeBlock(byteLength) : undefined;
+    _giveBlock = <M>(a: CachingAllocator<M>, b: _BlockPlace<M>): void => {
+      // (A cheap guard: not a block, one freed, or one with an id.)
+      if (!(b instanceof _Block) || b.state !== ALLOCATED || b.id !== -1) {
+        throw new DoubleFreeError(
+          `Cannot free ${
+            describeValue(b)
+          }: it is not a live block from _takeBlock()`,
+        );
+      }
+      a.#p.release(b as _Block<M>);
+    };
+  }
+
+  /** allocate()'s block for the default stream, with no handle. */
+  #takeBlock(byteLength: number): _Block<M> {
+    const size = typeof byteLength === "number" && byteLength > 0 &&
+        byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
+      ? (byteLength + this.#granuleMask) & ~this.#granuleMask
+      : this.#roundSizeSlow(byteLength);
+    const p = this.#p;
+    if (p.deferred.count > 0) p.deferred.poll();
+    const pool = size <= this.smallRequestMaxByteLength
+      ? p.small
+      : p.expandable
+      ? p.poolFor(size)
+      : p.large;
+    const block = p.getFreeBlock(pool, 0, size) ??
+      p.allocSlow(pool, size, DEFAULT_STREAM);
+    if (block === undefined) {
+      _throwCachingOom(p, byteLength, size, DEFAULT_STREAM, p.tag);
+    }
+    return p.take(block, pool, size, byteLength, p.tag);
   }
 
   #release(block: CachedBlock<M> | null, b: _Block<M>): void {

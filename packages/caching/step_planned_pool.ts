@@ -35,8 +35,13 @@ import {
   validateSynchronizeOptions,
 } from "@allot/core";
 import {
+  type BlockSnapshot,
+  finishSnapshot,
   formatStatsSummary,
+  type MemorySnapshot,
   type MemorySummaryOptions,
+  type SegmentSnapshot,
+  segmentTotals,
   type StatValues,
   validateOptionKeys,
 } from "@allot/core";
@@ -1087,8 +1092,8 @@ export class StepPlannedPool<M = unknown> {
         );
       }
       throw new InvalidArgumentError(
-        "Invalid block: not a live block of this pool",
-        { name: "block", value: String(block) },
+        `Invalid block ${describeValue(block)}: not a live block of this pool`,
+        { name: "block", value: block, limit: "a live block of this pool" },
       );
     }
     throw new DoubleFreeError(
@@ -2210,6 +2215,81 @@ export class StepPlannedPool<M = unknown> {
       this.#held + this.#heldFreed,
       this.#heldFreed,
     ];
+  }
+
+  // ---- snapshot (issue #15): added at the end, reads the state only ----
+
+  /** Snapshot ids and virtual addresses of the segments, given at first sight. */
+  #snapIds = new WeakMap<_Seg<M>, [number, number]>();
+  #snapNext = 0;
+  #snapAddress = 0;
+
+  /**
+   * A picture of the pool in `torch.cuda.memory_snapshot()`'s shape (core's
+   * `MemorySnapshot`): every held segment in the order it was made, its
+   * blocks in offset order tiling it, live ones `active_allocated` and free
+   * ranges `inactive` (the planned arena of a fast step included: its free
+   * ranges are the gaps between its live blocks).
+   *
+   * @returns The snapshot (plain data).
+   */
+  snapshot(): MemorySnapshot {
+    const segments: SegmentSnapshot[] = [];
+    for (const seg of this.#segs) {
+      let ids = this.#snapIds.get(seg);
+      if (ids === undefined) {
+        ids = [this.#snapNext++, this.#snapAddress];
+        this.#snapAddress += seg.size;
+        this.#snapIds.set(seg, ids);
+      }
+      const [id, address] = ids;
+      const live: PlannedBlock<M>[] = [];
+      if (seg === this.#arena && this.#fast !== undefined) {
+        for (const b of this.#fastLive) if (b !== undefined) live.push(b);
+        for (const b of this.#fastOld) if (!b._free) live.push(b);
+        live.sort((x, y) => x._offset - y._offset);
+      } else {
+        for (let b: PlannedBlock<M> | undefined = seg.first; b; b = b._next) {
+          if (!b._free) live.push(b);
+        }
+      }
+      const blocks: BlockSnapshot[] = [];
+      const gap = (from: number, to: number) => {
+        if (to > from) {
+          blocks.push({
+            address: address + from,
+            offset: from,
+            byteLength: to - from,
+            requestedByteLength: 0,
+            state: "inactive",
+          });
+        }
+      };
+      let at = 0;
+      for (const b of live) {
+        gap(at, b._offset);
+        blocks.push({
+          address: address + b._offset,
+          offset: b._offset,
+          byteLength: b.byteLength,
+          requestedByteLength: b.requestedByteLength,
+          state: "active_allocated",
+        });
+        at = b._offset + b.byteLength;
+      }
+      gap(at, seg.size);
+      segments.push({
+        id,
+        address,
+        byteLength: seg.size,
+        stream: 0,
+        pool: seg.small ? "small" : "large",
+        ...segmentTotals(blocks),
+        memoryByteOffset: seg.base,
+        blocks,
+      });
+    }
+    return finishSnapshot("segment-source", "StepPlannedPool", segments, null);
   }
 }
 

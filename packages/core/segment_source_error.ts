@@ -34,6 +34,14 @@ import type {
 export class SegmentSourceError extends AllotError {}
 
 /**
+ * Segment records `acquireSegment` handed to a pool and `releaseSegment` has
+ * not taken back: a source that returns one of them again (a lying source,
+ * giving the same segment twice) is refused without the record being freed,
+ * since freeing it would free the live segment of the pool that holds it.
+ */
+const _live = new WeakSet<object>();
+
+/**
  * Takes a segment of `byteLength` bytes from `source` and checks it: a
  * segment shorter than asked, at a byte offset that is not a non-negative
  * multiple of `source.alignment`, or not an object at all is given back to
@@ -76,6 +84,12 @@ export function acquireSegment<M>(
     );
   }
   if (segment === undefined || segment === null) return undefined;
+  if (typeof segment === "object" && _live.has(segment)) {
+    // not given back: it is a pool's live segment
+    throw new SegmentSourceError(
+      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} returned a segment it had already given out and not got back (refused, and not freed: it is in use)`,
+    );
+  }
   let problem: string | undefined;
   let cause: unknown = undefined;
   try {
@@ -87,7 +101,10 @@ export function acquireSegment<M>(
     }`;
     cause = error;
   }
-  if (problem === undefined) return segment;
+  if (problem === undefined) {
+    _live.add(segment);
+    return segment;
+  }
   if (typeof segment === "object") {
     try {
       source.freeSegment(segment);
@@ -213,6 +230,9 @@ export function resizeSegment<M>(
       cause === undefined ? undefined : { cause },
     );
   }
+  // the resized record replaces the one it was made from
+  _live.delete(segment);
+  _live.add(resized as object);
   return resized;
 }
 
@@ -242,6 +262,7 @@ export function releaseSegment<M>(
   segment: Segment<M>,
   what: string,
 ): void {
+  if (typeof segment === "object" && segment !== null) _live.delete(segment);
   try {
     source.freeSegment(segment);
   } catch (error) {

@@ -7,7 +7,7 @@
  *            │ header (144 words)         │ line 0: magic, id, state;
  *            │                            │ line 1: the lock alone;
  *            │                            │ lines 2-8: free pages, bins
- *            │ arena table (64 × 16 words)│ one 64-byte line per arena
+ *            │ arena table (64 × 32 words)│ two 64-byte lines per arena
  *            │ return table (64 × 16 w.)  │ one return-list head a line
  *            │ page meta (8 words a page) │ kind, len, tail, start, next,
  *            │                            │ prev, owner, age of every
@@ -25,7 +25,7 @@
 /** "alot": the first word of every heap header. */
 export const MAGIC = 0x616c6f74;
 /** Bumped when the layout changes. */
-export const VERSION = 4;
+export const VERSION = 5;
 
 /** Page: the unit of the shared core. */
 export const PAGE_SHIFT = 12;
@@ -59,6 +59,11 @@ export const H_PAGE_BASE = 7;
 /** Absolute byte offset of the page meta records. */
 export const H_META = 8;
 export const H_BYTE_LENGTH = 11;
+/**
+ * One past the highest arena index ever claimed (raised with a
+ * compare-exchange at attach): the stats sums stop there.
+ */
+export const H_ARENA_END = 12;
 // Line 1 (words 16-31): the core lock alone, so that a thread spinning on
 // it never pulls away the line the holder is updating, and lock traffic
 // never evicts line 0 from the other threads' caches. The header starts on
@@ -67,6 +72,14 @@ export const H_BYTE_LENGTH = 11;
 export const H_LOCK = 16;
 /** Threads blocked in `Atomics.wait` on the lock. */
 export const H_WAITERS = 17;
+/**
+ * Float64 index (in a `Float64Array` over the buffer, relative to the
+ * header's own float64 index) of the figures at the last
+ * `resetAccumulatedStats()`: blocks ever allocated, bytes ever allocated,
+ * live blocks, live bytes. Words 24-31 of line 1, written only by a reset
+ * (under the peak lock).
+ */
+export const F_RESET = 12;
 // Line 2 (words 32-47) and on: the core, written under its lock only.
 export const H_FREE_PAGES = 32;
 /** Bit b % 32 of word H_BIN_MASK + b / 32 set when bin b is not empty. */
@@ -78,12 +91,25 @@ export const H_BIN_MASK = 33;
 export const H_CACHE_POOL = 36;
 /** Arenas attached (or being reclaimed), changed with atomics; read as a hint. */
 export const H_ATTACHED = 37;
+/**
+ * 0 or the token of the arena that holds the peak lock: taken only to raise
+ * the peaks and hand out the arenas' quotas (see `A_LIMIT_BLOCKS`).
+ */
+export const H_PEAK_LOCK = 38;
+/** Highest count of live blocks since creation or the last peak reset. */
+export const H_PEAK_BLOCKS = 39;
+/** Highest bytes of live blocks since creation or the last peak reset. */
+export const H_PEAK_BYTES = 40;
 /** Bin heads (page index, -1 when empty): four bins per power of two. */
 export const H_BINS = 48;
 export const BINS = 96;
-/** The arena table: one 64-byte line per arena. */
+/**
+ * The arena table: two 64-byte lines per arena, the first its state and the
+ * figures its owner writes on each allocation, the second its contention
+ * counters.
+ */
 export const H_ARENAS = 144;
-export const ARENA_WORDS = 16;
+export const ARENA_WORDS = 32;
 /**
  * The return table: one 64-byte line per arena holding the head of its
  * return list, the large spans other arenas freed (pushed with one
@@ -114,32 +140,69 @@ export const STATE_CLOSED = 2;
 export const A_STATE = 0;
 export const A_TOKEN = 1;
 export const A_GEN = 2;
-/** Live blocks this arena's handle allocated minus those it freed. */
-export const A_LIVE_BLOCKS = 3;
-/** The same in bytes (block sizes, not requested sizes). */
-export const A_LIVE_BYTES = 4;
-export const A_REMOTE_FREES = 5;
-// Contention counters (owner-only plain increments on the owner's own line;
-// read by `_counters.ts` for benchmarks and tests).
+/**
+ * Blocks this arena's handle allocated: `A_ALLOCS + 2^30 * A_ALLOCS_HI`
+ * (owner-only plain writes; the low word is carried into the high one under
+ * the peak lock once it passes 2^30). Kept across detach and a later claim
+ * of the slot, so the sums over every slot are the heap's totals.
+ */
+export const A_ALLOCS = 3;
+/** The bytes of those blocks, in 64-byte units (every block size is a multiple). */
+export const A_ALLOC_UNITS = 4;
+/**
+ * Blocks this arena's handle freed (its own or, as a remote free, another
+ * arena's), and their 64-byte units: live figures are allocations less
+ * frees, summed over every slot.
+ */
+export const A_FREES = 5;
+export const A_FREED_UNITS = 6;
+export const A_ALLOCS_HI = 7;
+export const A_ALLOC_UNITS_HI = 8;
+export const A_FREES_HI = 9;
+export const A_FREED_UNITS_HI = 10;
+/**
+ * The arena's limits, in the low words' terms: it may allocate without a
+ * word to anyone while `A_ALLOCS <= A_LIMIT_BLOCKS + (A_FREES -
+ * A_LIMIT_FREES)` (and the same in units), that is while its live figures
+ * stay within the quota a peak share gave it. The quotas of all arenas sum
+ * to at most the heap's peaks, so the heap cannot pass a peak unseen. The
+ * owner compares only `A_ALLOCS` with `A_LIMIT_BLOCKS` on an allocation;
+ * past it, it credits its frees since and, still past it, shares the peaks
+ * out again under the peak lock.
+ */
+export const A_LIMIT_BLOCKS = 12;
+export const A_LIMIT_UNITS = 13;
+/** `A_FREES` and `A_FREED_UNITS` when the limits were last set. */
+export const A_LIMIT_FREES = 14;
+export const A_LIMIT_FREED_UNITS = 15;
+/** Low words of the totals stay below this; the excess carries. */
+export const TOTAL_CARRY = 0x40000000;
+// Contention counters, on the arena's second line but for `A_LARGE_HITS`
+// (owner-only plain increments; read by `_counters.ts` for benchmarks and
+// tests; zeroed when the slot is claimed).
+export const A_REMOTE_FREES = 16;
 /** Shared core lock acquisitions by this arena. */
-export const A_LOCKS = 6;
+export const A_LOCKS = 17;
 /** Acquisitions that found the lock held (the slow path). */
-export const A_LOCK_WAITS = 7;
+export const A_LOCK_WAITS = 18;
 /** Times this arena slept in `Atomics.wait` on the lock. */
-export const A_LOCK_SLEEPS = 8;
-/** Large allocations served from the arena's own span cache (no lock). */
-export const A_LARGE_HITS = 9;
+export const A_LOCK_SLEEPS = 19;
+/**
+ * Large allocations served from the arena's own span cache (no lock): on
+ * the first line, beside the figures the same allocation writes.
+ */
+export const A_LARGE_HITS = 11;
 /** Large allocations that went to the shared core. */
-export const A_LARGE_MISSES = 10;
+export const A_LARGE_MISSES = 21;
 /** Pages taken from the core (slabs and large spans). */
-export const A_PAGES_TAKEN = 11;
+export const A_PAGES_TAKEN = 22;
 /** Pages given back to the core (slabs, large spans, cache flushes). */
-export const A_PAGES_RETURNED = 12;
+export const A_PAGES_RETURNED = 23;
 /** Slabs taken from the core. */
-export const A_SLABS_TAKEN = 13;
+export const A_SLABS_TAKEN = 24;
 /** Large spans taken back from the arena's return list. */
-export const A_SPANS_ADOPTED = 14;
-/** First counter word; counters run to the end of the line. */
+export const A_SPANS_ADOPTED = 25;
+/** First counter word; counters run to the end of the arena's words. */
 export const A_COUNTERS = A_REMOTE_FREES;
 export const ARENA_FREE = 0;
 export const ARENA_ATTACHED = 1;

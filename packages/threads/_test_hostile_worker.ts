@@ -133,14 +133,14 @@ function round(
     frees++;
   }
   for (const at of c.poison) {
-    const before = heap.stats().allocationCount;
+    const before = heap.stats().allocations.current;
     try {
       heap.free(at);
       throw new Error(`a second free of ${at} was accepted`);
     } catch (e) {
       if (!(e instanceof DoubleFreeError)) throw e;
     }
-    if (heap.stats().allocationCount !== before) {
+    if (heap.stats().allocations.current !== before) {
       throw new Error(`a refused double free of ${at} changed the count`);
     }
     refused++;

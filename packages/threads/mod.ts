@@ -26,7 +26,7 @@
  * const block = worker.alloc(256);
  * new Float32Array(heap.buffer, block, 64).fill(1);
  * heap.free(block);
- * assert.equal(heap.stats().allocationCount, 0);
+ * assert.equal(heap.stats().allocations.current, 0);
  * ```
  *
  * @module

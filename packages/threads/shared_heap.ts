@@ -20,17 +20,33 @@ import {
   type WasmMemory,
 } from "@allot/core";
 import {
+  type BlockSnapshot,
+  finishSnapshot,
   formatStatsSummary,
+  type MemorySnapshot,
   type MemorySummaryOptions,
+  type SegmentSnapshot,
+  segmentTotals,
+  type StatValues,
   validateOptionKeys,
 } from "@allot/core";
 import {
+  A_ALLOC_UNITS,
+  A_ALLOC_UNITS_HI,
+  A_ALLOCS,
+  A_ALLOCS_HI,
   A_COUNTERS,
+  A_FREED_UNITS,
+  A_FREED_UNITS_HI,
+  A_FREES,
+  A_FREES_HI,
   A_GEN,
   A_LARGE_HITS,
   A_LARGE_MISSES,
-  A_LIVE_BLOCKS,
-  A_LIVE_BYTES,
+  A_LIMIT_BLOCKS,
+  A_LIMIT_FREED_UNITS,
+  A_LIMIT_FREES,
+  A_LIMIT_UNITS,
   A_LOCK_SLEEPS,
   A_LOCK_WAITS,
   A_LOCKS,
@@ -50,6 +66,8 @@ import {
   CLASS_OF,
   CLASS_RECIPROCALS,
   CLASS_SIZES,
+  F_RESET,
+  H_ARENA_END,
   H_ARENAS,
   H_ATTACHED,
   H_BIN_MASK,
@@ -63,6 +81,9 @@ import {
   H_META,
   H_PAGE_BASE,
   H_PAGES,
+  H_PEAK_BLOCKS,
+  H_PEAK_BYTES,
+  H_PEAK_LOCK,
   H_RETURNS,
   H_STATE,
   H_VERSION,
@@ -110,6 +131,7 @@ import {
   SLAB_PAGES,
   STATE_CLOSED,
   STATE_OPEN,
+  TOTAL_CARRY,
   VERSION,
 } from "./_layout.ts";
 import {
@@ -191,9 +213,15 @@ export interface SharedHeapDescriptor {
 export interface SharedHeapStats {
   /** Bytes of the page area (what allocations can use). */
   byteLength: number;
-  /** Bytes of live blocks (block sizes: slab class or whole pages). */
-  allocatedBytes: number;
-  /** Live blocks. */
+  /**
+   * Bytes of live blocks (block sizes: slab class or whole pages): current,
+   * peak, allocated (sum of all allocations) and freed (sum of all frees)
+   * since creation or the last reset, summed over every thread.
+   */
+  allocatedBytes: StatValues;
+  /** Live blocks; `allocated` counts allocations, `freed` frees. */
+  allocations: StatValues;
+  /** @deprecated Use `allocations.current`; removed in the next minor version. */
   allocationCount: number;
   /** Bytes of pages held by slabs and large blocks. */
   reservedBytes: number;
@@ -404,15 +432,18 @@ function blockList(found: HeldBlock[]): HeldBlock[] {
  * using other = SharedHeap.attach(heap.descriptor()); // as a Worker would
  * const a = heap.alloc(100);
  * heap.bytes(a, 100).fill(7);
- * assert.equal(heap.stats().allocatedBytes, 128);
+ * assert.equal(heap.stats().allocatedBytes.current, 128);
  * other.free(a); // a remote free: one compare-exchange
- * assert.equal(heap.stats().allocatedBytes, 0);
+ * assert.equal(heap.stats().allocatedBytes.current, 0);
  * ```
  */
 export class SharedHeap {
   #buffer: SharedArrayBuffer;
   #memory: SharedMemory;
   #i32: Int32Array;
+  #f64: Float64Array;
+  /** Each arena's live blocks and bytes, as one peak share read them. */
+  #liveScratch: Int32Array = new Int32Array(MAX_ARENAS * 4);
   #u8: Uint8Array;
   #u16: Uint16Array;
   #base: number; // byteOffset of the header
@@ -453,6 +484,7 @@ export class SharedHeap {
     const length = sabByteLength(this.#buffer);
     this.#i32 = new Int32Array(this.#buffer, 0, length >> 2);
     this.#u8 = new Uint8Array(this.#buffer);
+    this.#f64 = new Float64Array(this.#buffer, 0, length >> 3);
     this.#u16 = new Uint16Array(this.#buffer, 0, length >> 1);
     this.#base = byteOffset;
     const h = byteOffset >> 2;
@@ -768,8 +800,15 @@ export class SharedHeap {
             const size = CLASS_SIZES[cls];
             // Only the owner marks a block live; frees clear it.
             this.#u8[slab + S_STATES + k] = 1;
-            i32[a + A_LIVE_BLOCKS]++;
-            i32[a + A_LIVE_BYTES] += size;
+            // The figures: plain writes to this arena's own line, and a
+            // compare with its limits (see `A_LIMIT_BLOCKS`).
+            const an = i32[a + A_ALLOCS] + 1;
+            const ay = i32[a + A_ALLOC_UNITS] + (size >> 6);
+            i32[a + A_ALLOCS] = an;
+            i32[a + A_ALLOC_UNITS] = ay;
+            if (an > i32[a + A_LIMIT_BLOCKS] || ay > i32[a + A_LIMIT_UNITS]) {
+              this.#overLimit();
+            }
             return slab + SLAB_HEADER + k * size;
           }
         }
@@ -795,8 +834,13 @@ export class SharedHeap {
           i32[w + M_KIND] = K_LARGE;
           i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
           i32[a + A_LARGE_HITS]++;
-          i32[a + A_LIVE_BLOCKS]++;
-          i32[a + A_LIVE_BYTES] += i32[w + M_LEN] << PAGE_SHIFT;
+          const an = i32[a + A_ALLOCS] + 1;
+          const ay = i32[a + A_ALLOC_UNITS] + (i32[w + M_LEN] << 6);
+          i32[a + A_ALLOCS] = an;
+          i32[a + A_ALLOC_UNITS] = ay;
+          if (an > i32[a + A_LIMIT_BLOCKS] || ay > i32[a + A_LIMIT_UNITS]) {
+            this.#overLimit();
+          }
           return this.#pageBase + (page << PAGE_SHIFT);
         }
       }
@@ -877,8 +921,11 @@ export class SharedHeap {
             this.#u8[state] === 1
           ) {
             this.#u8[state] = 0;
-            i32[a + A_LIVE_BLOCKS]--;
-            i32[a + A_LIVE_BYTES] -= size;
+            const fn = i32[a + A_FREES] + 1;
+            const fy = i32[a + A_FREED_UNITS] + (size >> 6);
+            i32[a + A_FREES] = fn;
+            i32[a + A_FREED_UNITS] = fy;
+            if ((fn | fy) >= TOTAL_CARRY) this.#carry();
             const top = i32[s + S_FREE];
             this.#u16[((slab + S_STACK) >> 1) + top] = k;
             i32[s + S_FREE] = top + 1;
@@ -894,8 +941,11 @@ export class SharedHeap {
         ) {
           // The owner keeps the span for its next large block: no lock.
           i32[w + M_KIND] = K_CACHED;
-          i32[a + A_LIVE_BLOCKS]--;
-          i32[a + A_LIVE_BYTES] -= i32[w + M_LEN] << PAGE_SHIFT;
+          const fn = i32[a + A_FREES] + 1;
+          const fy = i32[a + A_FREED_UNITS] + (i32[w + M_LEN] << 6);
+          i32[a + A_FREES] = fn;
+          i32[a + A_FREED_UNITS] = fy;
+          if ((fn | fy) >= TOTAL_CARRY) this.#carry();
           const cache = this.#cache;
           cache.put(page);
           if (cache.pages > this.#cacheLimit) this.#overBudget();
@@ -973,17 +1023,34 @@ export class SharedHeap {
    */
   stats(): SharedHeapStats {
     const i32 = this.#i32, h = this.#base >> 2;
-    let blocks = 0, bytes = 0, arenas = 0;
+    let allocs = 0, allocUnits = 0, frees = 0, freedUnits = 0, arenas = 0;
     for (let a = 0; a < MAX_ARENAS; a++) {
       const w = h + H_ARENAS + a * ARENA_WORDS;
-      blocks = (blocks + Atomics.load(i32, w + A_LIVE_BLOCKS)) | 0;
-      bytes = (bytes + Atomics.load(i32, w + A_LIVE_BYTES)) | 0;
+      allocs += i32[w + A_ALLOCS] + i32[w + A_ALLOCS_HI] * TOTAL_CARRY;
+      allocUnits += i32[w + A_ALLOC_UNITS] +
+        i32[w + A_ALLOC_UNITS_HI] * TOTAL_CARRY;
+      frees += i32[w + A_FREES] + i32[w + A_FREES_HI] * TOTAL_CARRY;
+      freedUnits += i32[w + A_FREED_UNITS] +
+        i32[w + A_FREED_UNITS_HI] * TOTAL_CARRY;
       if (Atomics.load(i32, w + A_STATE) !== ARENA_FREE) arenas++;
     }
+    const blocks = allocs - frees, bytes = (allocUnits - freedUnits) * 64;
+    const f = this.#f64, r = (this.#base >> 3) + F_RESET;
     const free = Atomics.load(i32, h + H_FREE_PAGES) * PAGE;
     return {
       byteLength: this.#pages * PAGE,
-      allocatedBytes: bytes,
+      allocatedBytes: {
+        current: bytes,
+        peak: Math.max(bytes, Atomics.load(i32, h + H_PEAK_BYTES)),
+        allocated: allocUnits * 64 - f[r + 1],
+        freed: freedUnits * 64 - f[r + 3],
+      },
+      allocations: {
+        current: blocks,
+        peak: Math.max(blocks, Atomics.load(i32, h + H_PEAK_BLOCKS)),
+        allocated: allocs - f[r],
+        freed: frees - f[r + 2],
+      },
       allocationCount: blocks,
       reservedBytes: this.#pages * PAGE - free,
       freeBytes: free,
@@ -1179,8 +1246,16 @@ export class SharedHeap {
       Atomics.store(i32, s + S_OWNER, OWNER_ABANDONED);
       this.#settleAbandoned(slab);
     }
-    Atomics.sub(i32, aw + A_LIVE_BLOCKS, blocks);
-    Atomics.sub(i32, aw + A_LIVE_BYTES, bytes);
+    // The dead arena's frees: under the peak lock, which every writer of
+    // another arena's figures holds.
+    this.#lockPeaks();
+    try {
+      i32[aw + A_FREES] += blocks;
+      i32[aw + A_FREED_UNITS] += bytes >> 6;
+      this.#carryLocked(aw);
+    } finally {
+      this.#unlockPeaks();
+    }
     // Its cache is empty now: its budget goes back to the pool.
     Atomics.add(
       i32,
@@ -1370,6 +1445,7 @@ export class SharedHeap {
         this.#token = (gen << 6) | a;
         Atomics.store(i32, w + A_TOKEN, this.#token);
         i32.fill(0, w + A_COUNTERS, w + ARENA_WORDS);
+        i32[w + A_LARGE_HITS] = 0;
         Atomics.compareExchange(
           i32,
           this.#returnsAt(a),
@@ -1377,6 +1453,13 @@ export class SharedHeap {
           RETURNS_EMPTY,
         );
         Atomics.add(i32, (this.#base >> 2) + H_ATTACHED, 1);
+        // The figures' sums stop at the highest slot ever claimed.
+        const end = (this.#base >> 2) + H_ARENA_END;
+        for (let e = Atomics.load(i32, end); e <= a;) {
+          const was = Atomics.compareExchange(i32, end, e, a + 1);
+          if (was === e) break;
+          e = was;
+        }
         this.#arena = a;
         this.#arenaWord = w;
         return;
@@ -1386,6 +1469,174 @@ export class SharedHeap {
       `Cannot attach: all ${MAX_ARENAS} arenas are attached (detach or reclaim one)`,
       { name: "arenas", value: MAX_ARENAS + 1, limit: MAX_ARENAS },
     );
+  }
+
+  // --- the figures (issue #15): totals and peaks over every thread ---
+
+  /** Counts a block of `size` bytes this arena just allocated. */
+  #count(size: number): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    const an = i32[a + A_ALLOCS] + 1;
+    const ay = i32[a + A_ALLOC_UNITS] + (size >> 6);
+    i32[a + A_ALLOCS] = an;
+    i32[a + A_ALLOC_UNITS] = ay;
+    if (an > i32[a + A_LIMIT_BLOCKS] || ay > i32[a + A_LIMIT_UNITS]) {
+      this.#overLimit();
+    }
+  }
+
+  /** Counts a block of `size` bytes this arena just freed. */
+  #uncount(size: number): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    const fn = i32[a + A_FREES] + 1;
+    const fy = i32[a + A_FREED_UNITS] + (size >> 6);
+    i32[a + A_FREES] = fn;
+    i32[a + A_FREED_UNITS] = fy;
+    if ((fn | fy) >= TOTAL_CARRY) this.#carry();
+  }
+
+  /**
+   * After an allocation past this arena's limits: credits the frees made
+   * since the limits were set (plain writes: a share that lands at the same
+   * instant may be lost, leaving the arena its previous quota until the next
+   * share), and when the arena is still past them (its live figures over its
+   * quota) shares the peaks out again, under the peak lock. Low words near
+   * 2^30 are carried first, under the lock.
+   */
+  #overLimit(): void {
+    const i32 = this.#i32, a = this.#arenaWord;
+    if ((i32[a + A_ALLOCS] | i32[a + A_ALLOC_UNITS]) >= TOTAL_CARRY) {
+      this.#carry();
+    }
+    const fn = i32[a + A_FREES], fy = i32[a + A_FREED_UNITS];
+    const ln = i32[a + A_LIMIT_BLOCKS] + fn - i32[a + A_LIMIT_FREES];
+    const ly = i32[a + A_LIMIT_UNITS] + fy - i32[a + A_LIMIT_FREED_UNITS];
+    i32[a + A_LIMIT_BLOCKS] = ln;
+    i32[a + A_LIMIT_UNITS] = ly;
+    i32[a + A_LIMIT_FREES] = fn;
+    i32[a + A_LIMIT_FREED_UNITS] = fy;
+    if (i32[a + A_ALLOCS] > ln || i32[a + A_ALLOC_UNITS] > ly) {
+      this.#sharePeaks(false);
+    }
+  }
+
+  /** Carries this arena's low words that reached 2^30. */
+  #carry(): void {
+    this.#lockPeaks();
+    try {
+      this.#carryLocked(this.#arenaWord);
+    } finally {
+      this.#unlockPeaks();
+    }
+  }
+
+  /**
+   * With the peak lock held: moves 2^30 from each low word of arena word
+   * `w` that reached it to its high word, and the limits with them.
+   */
+  #carryLocked(w: number): void {
+    const i32 = this.#i32;
+    for (
+      const [lo, hi, limit] of [
+        [A_ALLOCS, A_ALLOCS_HI, A_LIMIT_BLOCKS],
+        [A_ALLOC_UNITS, A_ALLOC_UNITS_HI, A_LIMIT_UNITS],
+        [A_FREES, A_FREES_HI, A_LIMIT_FREES],
+        [A_FREED_UNITS, A_FREED_UNITS_HI, A_LIMIT_FREED_UNITS],
+      ]
+    ) {
+      while (i32[w + lo] >= TOTAL_CARRY) {
+        i32[w + lo] -= TOTAL_CARRY;
+        i32[w + hi]++;
+        i32[w + limit] -= TOTAL_CARRY;
+      }
+    }
+  }
+
+  /** {@linkcode SharedHeap.#shareLocked} under the peak lock. */
+  #sharePeaks(reset: boolean): void {
+    this.#lockPeaks();
+    try {
+      this.#shareLocked(reset);
+    } finally {
+      this.#unlockPeaks();
+    }
+  }
+
+  /**
+   * With the peak lock held: sums every arena's live figures, raises the
+   * peaks to them (sets them, for a reset), and gives each attached arena
+   * an equal part of the room left below the peaks as its quota (its
+   * limits). The quotas then sum to the peaks, so no arena can take the heap
+   * past a peak without coming here: the peaks are exact whenever the
+   * threads' calls are ordered (by messages or `Atomics.wait`), and a call
+   * racing with this one can slip past by at most its own block.
+   */
+  #shareLocked(reset: boolean): void {
+    const i32 = this.#i32, h = this.#base >> 2;
+    const end = Math.min(Atomics.load(i32, h + H_ARENA_END), MAX_ARENAS);
+    const seen = this.#liveScratch;
+    let cn = 0, cy = 0, attached = 0;
+    for (let a = 0; a < end; a++) {
+      const w = h + H_ARENAS + a * ARENA_WORDS;
+      const an = i32[w + A_ALLOCS], ay = i32[w + A_ALLOC_UNITS];
+      const fn = i32[w + A_FREES], fy = i32[w + A_FREED_UNITS];
+      seen[4 * a] = an;
+      seen[4 * a + 1] = ay;
+      seen[4 * a + 2] = fn;
+      seen[4 * a + 3] = fy;
+      cn += an - fn +
+        (i32[w + A_ALLOCS_HI] - i32[w + A_FREES_HI]) * TOTAL_CARRY;
+      cy += ay - fy +
+        (i32[w + A_ALLOC_UNITS_HI] - i32[w + A_FREED_UNITS_HI]) * TOTAL_CARRY;
+      if (i32[w + A_STATE] === ARENA_ATTACHED) attached++;
+    }
+    let pn = i32[h + H_PEAK_BLOCKS], py = i32[h + H_PEAK_BYTES] / 64;
+    if (reset || cn > pn) pn = cn;
+    if (reset || cy > py) py = cy;
+    // (plain stores: the lock's release publishes them)
+    i32[h + H_PEAK_BLOCKS] = pn;
+    i32[h + H_PEAK_BYTES] = py * 64;
+    const shareN = attached === 0 ? 0 : Math.floor((pn - cn) / attached);
+    const shareY = attached === 0 ? 0 : Math.floor((py - cy) / attached);
+    for (let a = 0; a < end; a++) {
+      const w = h + H_ARENAS + a * ARENA_WORDS;
+      const mine = i32[w + A_STATE] === ARENA_ATTACHED;
+      i32[w + A_LIMIT_BLOCKS] = seen[4 * a] + (mine ? shareN : 0);
+      i32[w + A_LIMIT_UNITS] = seen[4 * a + 1] + (mine ? shareY : 0);
+      i32[w + A_LIMIT_FREES] = seen[4 * a + 2];
+      i32[w + A_LIMIT_FREED_UNITS] = seen[4 * a + 3];
+    }
+  }
+
+  /**
+   * Takes the peak lock. Its holders only sum and write a few words, so it
+   * spins (sleeping 1 ms at a time where the thread may block); a holder
+   * that keeps it past the time limit died in it, and the lock is taken
+   * from it.
+   */
+  #lockPeaks(): void {
+    const i32 = this.#i32, w = (this.#base >> 2) + H_PEAK_LOCK;
+    const token = this.#token;
+    if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+    let deadline = 0;
+    for (let spin = 1;; spin++) {
+      const holder = Atomics.load(i32, w);
+      if (holder === 0) {
+        if (Atomics.compareExchange(i32, w, 0, token) === 0) return;
+        continue;
+      }
+      if ((spin & 255) !== 0) continue;
+      const now = Date.now();
+      if (deadline === 0) deadline = now + this.#timeoutMs;
+      else if (now > deadline) {
+        if (Atomics.compareExchange(i32, w, holder, token) === holder) return;
+      }
+      if (CAN_BLOCK) Atomics.wait(i32, w, holder, 1);
+    }
+  }
+
+  #unlockPeaks(): void {
+    Atomics.store(this.#i32, (this.#base >> 2) + H_PEAK_LOCK, 0);
   }
 
   #arenaAt(a: number): number {
@@ -1481,11 +1732,8 @@ export class SharedHeap {
       // Only the owner marks a block live; frees clear it with a
       // compare-exchange, so a plain store suffices here.
       this.#u8[slab + S_STATES + k] = 1;
-      const block = slab + SLAB_HEADER + k * size;
-      const a = this.#arenaWord;
-      i32[a + A_LIVE_BLOCKS]++;
-      i32[a + A_LIVE_BYTES] += size;
-      return block;
+      this.#count(size);
+      return slab + SLAB_HEADER + k * size;
     }
     if (this.#refill(cls) === 0) return undefined;
     return this.#allocSmall(cls);
@@ -1553,9 +1801,7 @@ export class SharedHeap {
         `Cannot free ${block}: the block is not live (freed twice, or never allocated)`,
       );
     }
-    const a = this.#arenaWord;
-    i32[a + A_LIVE_BLOCKS]--;
-    i32[a + A_LIVE_BYTES] -= size;
+    this.#uncount(size);
     // A plain read: only this handle ever sets or clears its own token.
     if (i32[s + S_OWNER] === this.#token) {
       const top = i32[s + S_FREE];
@@ -1564,7 +1810,7 @@ export class SharedHeap {
       if (--i32[s + S_USED] === 0) this.#maybeRelease(slab);
       return;
     }
-    i32[a + A_REMOTE_FREES]++;
+    i32[this.#arenaWord + A_REMOTE_FREES]++;
     let head: number;
     do {
       head = Atomics.load(i32, s + S_REMOTE);
@@ -1720,8 +1966,7 @@ export class SharedHeap {
         Atomics.store(i32, w + M_KIND, K_LARGE);
         i32[w + M_AGE] = 0; // not owned (the stamp of its cached life)
         i32[a + A_LARGE_HITS]++;
-        i32[a + A_LIVE_BLOCKS]++;
-        i32[a + A_LIVE_BYTES] += len * PAGE;
+        this.#count(len * PAGE);
         return this.#pageBase + page * PAGE;
       }
     }
@@ -1736,8 +1981,7 @@ export class SharedHeap {
     }
     if (page < 0) return undefined;
     i32[this.#meta + (page << 3) + M_AGE] = 0; // not owned
-    i32[a + A_LIVE_BLOCKS]++;
-    i32[a + A_LIVE_BYTES] += pages * PAGE;
+    this.#count(pages * PAGE);
     return this.#pageBase + page * PAGE;
   }
 
@@ -1757,9 +2001,7 @@ export class SharedHeap {
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_CACHED) === K_LARGE
     ) {
       // The owner keeps the span for its next large block: no lock.
-      const len = i32[w + M_LEN];
-      i32[a + A_LIVE_BLOCKS]--;
-      i32[a + A_LIVE_BYTES] -= len * PAGE;
+      this.#uncount(i32[w + M_LEN] * PAGE);
       this.#cache.put(page);
       if (this.#cache.pages > this.#cacheLimit) this.#overBudget();
       return;
@@ -1781,8 +2023,7 @@ export class SharedHeap {
     const len = i32[w + M_LEN];
     this.#releaseSpan(page);
     this.#unlock();
-    i32[a + A_LIVE_BLOCKS]--;
-    i32[a + A_LIVE_BYTES] -= len * PAGE;
+    this.#uncount(len * PAGE);
   }
 
   /**
@@ -1803,9 +2044,7 @@ export class SharedHeap {
     if (
       Atomics.compareExchange(i32, w + M_KIND, K_LARGE, K_RETURNED) !== K_LARGE
     ) return false;
-    const a = this.#arenaWord;
-    i32[a + A_LIVE_BLOCKS]--;
-    i32[a + A_LIVE_BYTES] -= len * PAGE;
+    this.#uncount(len * PAGE);
     const r = this.#returnsAt(arena);
     for (;;) {
       const head = Atomics.load(i32, r);
@@ -1815,8 +2054,10 @@ export class SharedHeap {
         const holder = this.#tryLock();
         if (holder !== 0) {
           Atomics.store(i32, w + M_KIND, K_LARGE);
-          i32[a + A_LIVE_BLOCKS]++;
-          i32[a + A_LIVE_BYTES] += len * PAGE;
+          // (the free did not happen: its count is taken back)
+          const a = this.#arenaWord;
+          i32[a + A_FREES]--;
+          i32[a + A_FREED_UNITS] -= len << 6;
           throw new HeapBusyError(
             `Cannot free ${
               this.#pageBase + page * PAGE
@@ -2344,7 +2585,7 @@ export class SharedHeap {
         requestedBytes: byteLength,
         capacityBytes: stats.byteLength,
         freeBytes: stats.freeBytes,
-        allocatedBytes: stats.allocatedBytes,
+        allocatedBytes: stats.allocatedBytes.current,
         reservedBytes: stats.reservedBytes,
       },
     );
@@ -2414,8 +2655,142 @@ export class SharedHeap {
    * @throws {InvalidArgumentError} When an option is not of its type.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
-    const { bytesInUse: _u, bytesReserved: _r, ...figures } = this.stats();
+    const {
+      bytesInUse: _u,
+      bytesReserved: _r,
+      allocationCount: _c,
+      ...figures
+    } = this.stats();
     return formatStatsSummary(figures, options, `SharedHeap ${this.heapId}`);
+  }
+
+  /**
+   * Sets every peak of {@linkcode SharedHeap.stats} to its current value,
+   * for every thread's figures (exact while the other threads are quiet).
+   *
+   * @throws {HeapClosedError} After detach or close.
+   */
+  resetPeakStats(): void {
+    this.#checkOpen("reset the peaks");
+    this.#sharePeaks(true);
+  }
+
+  /**
+   * Sets `allocated` and `freed` of {@linkcode SharedHeap.stats} to zero
+   * (current stays), for every thread's figures (exact while the other
+   * threads are quiet).
+   *
+   * @throws {HeapClosedError} After detach or close.
+   */
+  resetAccumulatedStats(): void {
+    this.#checkOpen("reset the totals");
+    const i32 = this.#i32, h = this.#base >> 2;
+    this.#lockPeaks();
+    try {
+      const totals = [0, 0, 0, 0];
+      const words = [
+        [A_ALLOCS, A_ALLOCS_HI],
+        [A_ALLOC_UNITS, A_ALLOC_UNITS_HI],
+        [A_FREES, A_FREES_HI],
+        [A_FREED_UNITS, A_FREED_UNITS_HI],
+      ];
+      for (let a = 0; a < MAX_ARENAS; a++) {
+        const w = h + H_ARENAS + a * ARENA_WORDS;
+        for (let k = 0; k < 4; k++) {
+          const [lo, hi] = words[k];
+          totals[k] += i32[w + lo] + i32[w + hi] * TOTAL_CARRY;
+        }
+      }
+      const f = this.#f64, r = (this.#base >> 3) + F_RESET;
+      f[r] = totals[0];
+      f[r + 1] = totals[1] * 64;
+      f[r + 2] = totals[2];
+      f[r + 3] = totals[3] * 64;
+    } finally {
+      this.#unlockPeaks();
+    }
+  }
+
+  /**
+   * A picture of the heap in `torch.cuda.memory_snapshot()`'s shape
+   * (core's `MemorySnapshot`): one segment per slab (pool `"small"`: its
+   * blocks after the slab's header, live ones `active_allocated`) and one
+   * per large span (pool `"large"`: `active_allocated` when live,
+   * `inactive` while an arena keeps it cached), in address order; free
+   * pages of the core are no segment. Taken under the core lock; exact
+   * while the other threads are quiet. Addresses are byte offsets in
+   * `buffer`.
+   *
+   * @returns The snapshot (plain data).
+   * @throws {HeapClosedError} After detach or close.
+   * @throws {HeapBusyError} When the core's lock is not had in time.
+   */
+  snapshot(): MemorySnapshot {
+    this.#checkOpen("snapshot");
+    const segments: SegmentSnapshot[] = [];
+    this.#lock("snapshot");
+    try {
+      const i32 = this.#i32, m = this.#meta, n = this.#pages;
+      for (let p = 0; p < n;) {
+        const kind = i32[m + (p << 3) + M_KIND];
+        const len = i32[m + (p << 3) + M_LEN];
+        const at = this.#pageBase + p * PAGE;
+        if (kind === K_SLAB) {
+          const s = at >> 2, size = i32[s + S_SIZE], cap = i32[s + S_CAP];
+          const blocks: BlockSnapshot[] = [];
+          for (let k = 0; k < cap; k++) {
+            const live = this.#u8[at + S_STATES + k] !== 0;
+            blocks.push({
+              address: at + SLAB_HEADER + k * size,
+              offset: k * size,
+              byteLength: size,
+              requestedByteLength: live ? size : 0,
+              state: live ? "active_allocated" : "inactive",
+            });
+          }
+          segments.push(this.#segment(at + SLAB_HEADER, "small", blocks));
+        } else if (
+          kind === K_LARGE || kind === K_CACHED || kind === K_RETURNED
+        ) {
+          const live = kind === K_LARGE;
+          segments.push(this.#segment(at, "large", [{
+            address: at,
+            offset: 0,
+            byteLength: len * PAGE,
+            requestedByteLength: live ? len * PAGE : 0,
+            state: live ? "active_allocated" : "inactive",
+          }]));
+        }
+        p += len > 0 ? len : 1;
+      }
+    } finally {
+      this.#unlock();
+    }
+    return finishSnapshot(
+      `cpu:shared`,
+      `SharedHeap ${this.heapId}`,
+      segments,
+      null,
+    );
+  }
+
+  #segment(
+    at: number,
+    pool: "small" | "large",
+    blocks: BlockSnapshot[],
+  ): SegmentSnapshot {
+    let byteLength = 0;
+    for (const b of blocks) byteLength += b.byteLength;
+    return {
+      id: at,
+      address: at,
+      byteLength,
+      stream: 0,
+      pool,
+      ...segmentTotals(blocks),
+      memoryByteOffset: at,
+      blocks,
+    };
   }
 }
 

@@ -31,7 +31,7 @@ import {
   SharedHeap,
   type SharedHeapStats,
 } from "./shared_heap.ts";
-import type { MemorySummaryOptions } from "@allot/core";
+import type { MemorySnapshot, MemorySummaryOptions } from "@allot/core";
 import { ownedBlocks } from "./_owned_blocks.ts";
 
 /**
@@ -120,9 +120,9 @@ export interface SharedBufferDescriptor<D extends Dtype = Dtype> {
  * b.set([0, 0], 9); // the same bytes
  * assert.equal(a.get([0, 0]), 9);
  * a.release();
- * assert.equal(heap.stats().allocationCount, 1); // b still holds it
+ * assert.equal(heap.stats().allocations.current, 1); // b still holds it
  * b.release();
- * assert.equal(heap.stats().allocationCount, 0);
+ * assert.equal(heap.stats().allocations.current, 0);
  * ```
  */
 export class SharedHeapAllocator
@@ -534,5 +534,32 @@ export class SharedHeapAllocator
    */
   emptyCache(): void {
     this.#heap.emptyCache();
+  }
+
+  /**
+   * Sets every peak of the heap's figures to its current value (see
+   * `SharedHeap.resetPeakStats`).
+   */
+  resetPeakStats(): void {
+    this.#heap.resetPeakStats();
+  }
+
+  /**
+   * Sets `allocated` and `freed` of the heap's figures to zero (see
+   * `SharedHeap.resetAccumulatedStats`).
+   */
+  resetAccumulatedStats(): void {
+    this.#heap.resetAccumulatedStats();
+  }
+
+  /**
+   * The heap's picture (see `SharedHeap.snapshot`): each of this
+   * allocator's blocks is a live block 64 bytes longer than its pointer
+   * (the shared reference count in front).
+   *
+   * @returns The snapshot (plain data).
+   */
+  snapshot(): MemorySnapshot {
+    return this.#heap.snapshot();
   }
 }

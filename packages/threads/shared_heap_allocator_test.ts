@@ -32,7 +32,7 @@ Deno.test("SharedHeapAllocator.share() and receive() hand a strided view over th
   assert.deepEqual([...b.toData()], [...t.toData()]);
   b.set([1, 2], -5);
   assert.equal(a.get([2, 1]), -5);
-  assert.equal(heap.stats().allocationCount, 1);
+  assert.equal(heap.stats().allocations.current, 1);
 });
 
 Deno.test("SharedHeapAllocator frees once, whichever side releases last", () => {
@@ -61,11 +61,11 @@ Deno.test("SharedHeapAllocator frees once, whichever side releases last", () => 
           .map((b, i) => [order[i] ?? i, b] as const)
           .sort((x, y) => x[0] - y[0]);
         for (let i = 0; i < releaseOrder.length; i++) {
-          assert.equal(heap.stats().allocationCount, 1, "still live");
+          assert.equal(heap.stats().allocations.current, 1, "still live");
           releaseOrder[i][1].release();
         }
-        assert.equal(heap.stats().allocationCount, 0, "freed once");
-        assert.equal(heap.stats().allocatedBytes, 0);
+        assert.equal(heap.stats().allocations.current, 0, "freed once");
+        assert.equal(heap.stats().allocatedBytes.current, 0);
         other.detach();
         heap.detach();
       },
@@ -93,7 +93,7 @@ Deno.test("SharedHeapAllocator refuses foreign, freed and malformed descriptors"
   assert.equal(here.refCount(a), 2, "refused calls changed nothing");
   here.discard(d);
   a.release();
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   assert.throws(() => here.receive(d), UseAfterFreeError);
   assert.throws(() => here.discard(d), UseAfterFreeError);
   assert.throws(() => here.share(a), UseAfterFreeError);
@@ -108,6 +108,6 @@ Deno.test("SharedHeapAllocator is a core Allocator for Storage", () => {
   assert.ok(owner.target.data.memory instanceof SharedArrayBuffer);
   assert.throws(() => allocator.allocate(-1), InvalidArgumentError);
   owner.release();
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   assert.throws(() => owner.release(), DoubleFreeError);
 });

@@ -41,7 +41,7 @@ Deno.test("SharedHeap: an owner's free that empties a slab succeeds while the co
   const blocks = Array.from({ length: 3 * 972 }, () => heap.alloc(64));
   const release = holdLock(heap);
   for (const at of blocks) heap.free(at); // two slabs empty: one is spare
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   assert.throws(() => heap.alloc(100_000), HeapBusyError);
   release();
   heap.checkIntegrity();
@@ -54,7 +54,7 @@ Deno.test("SharedHeap: an owner's large frees past its cache budget succeed whil
   const before = heap.stats();
   const release = holdLock(heap);
   for (const at of blocks) heap.free(at);
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   assert.equal(heap.stats().freeBytes, before.freeBytes); // kept cached
   release();
   // The next large free gives the excess back.
@@ -71,7 +71,7 @@ Deno.test("SharedHeap: a remote free that empties an abandoned slab succeeds whi
   heap.free(a);
   const release = holdLock(heap);
   heap.free(b); // the slab's last block
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   assert.throws(
     () => heap.free(b),
     (e: unknown) => !(e instanceof HeapBusyError),
@@ -127,6 +127,6 @@ Deno.test("SharedHeap.reclaim() refused on a busy core changes nothing: the aren
   assert.deepEqual({ arenas: heap.arenas(), stats: heap.stats() }, before);
   const report = heap.reclaim(dead.arena);
   assert.deepEqual(report.freed.map((b) => b.byteOffset), blocks);
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   assertAllReturned(heap);
 });

@@ -146,8 +146,8 @@ Deno.test("SharedHeap's alloc() and free() fast paths match a model: no overlap,
           assert.throws(() => h.free(at + 8), DoubleFreeError);
         }
         const stats = owner.stats();
-        assert.equal(stats.allocationCount, live.size);
-        assert.equal(stats.allocatedBytes, bytes);
+        assert.equal(stats.allocations.current, live.size);
+        assert.equal(stats.allocatedBytes.current, bytes);
         assert.equal(stats.reservedBytes + stats.freeBytes, stats.byteLength);
         for (const [at, b] of live) {
           assert.equal(u8[at], b.tag, "no live block touched");
@@ -163,7 +163,7 @@ Deno.test("SharedHeap's alloc() and free() fast paths match a model: no overlap,
       after.checkIntegrity();
       const stats = after.stats();
       after.detach();
-      assert.equal(stats.allocationCount, 0);
+      assert.equal(stats.allocations.current, 0);
       assert.equal(stats.freeBytes, stats.byteLength, "every page returned");
     }),
     { numRuns: modelRuns() },
@@ -192,7 +192,7 @@ Deno.test("SharedHeap's owner frees take no lock and no other arena's path; anot
   assert.equal(counterDelta(arenaCounters(other), o0).remoteFrees, 2);
   assert.throws(() => heap.free(small), DoubleFreeError);
   assert.throws(() => heap.free(large), DoubleFreeError);
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   heap.checkIntegrity();
 });
 
@@ -214,7 +214,7 @@ Deno.test("SharedHeap.create() over memory that is not zero (a used buffer) star
       heap.checkIntegrity();
       const again = blocks.map((_, i) => heap.alloc(i % 2 ? 9000 : 64));
       for (const b of again) heap.free(b);
-      assert.equal(heap.stats().allocationCount, 0);
+      assert.equal(heap.stats().allocations.current, 0);
       // The next heap lies over this one's leftovers, dirt included.
       heap.detach();
     }

@@ -89,7 +89,7 @@ Deno.test("SharedHeap refuses bad sizes, alignments and offsets and changes noth
   const large = heap.alloc(100_000);
   heap.free(large);
   assert.throws(() => heap.free(large), DoubleFreeError);
-  assert.equal(heap.stats().allocationCount, 0);
+  assert.equal(heap.stats().allocations.current, 0);
   heap.checkIntegrity();
 });
 
@@ -139,8 +139,8 @@ Deno.test("SharedHeap.reclaim() frees a gone arena's blocks but those kept", () 
   heap.free(large[0]); // the kept block is freed later, from anywhere
   for (const m of mine) heap.free(m);
   const stats = heap.stats();
-  assert.equal(stats.allocationCount, 0);
-  assert.equal(stats.allocatedBytes, 0);
+  assert.equal(stats.allocations.current, 0);
+  assert.equal(stats.allocatedBytes.current, 0);
   heap.checkIntegrity();
 });
 
@@ -238,9 +238,9 @@ Deno.test("SharedHeap matches a model: no overlap, aligned, stats add up, all re
           }
         }
         const stats = root.stats();
-        assert.equal(stats.allocationCount, live.size);
-        assert.equal(stats.allocatedBytes, bytes);
-        assert.ok(stats.allocatedBytes <= stats.reservedBytes);
+        assert.equal(stats.allocations.current, live.size);
+        assert.equal(stats.allocatedBytes.current, bytes);
+        assert.ok(stats.allocatedBytes.current <= stats.reservedBytes);
         assert.equal(stats.reservedBytes + stats.freeBytes, stats.byteLength);
       }
       root.checkIntegrity();
@@ -250,8 +250,8 @@ Deno.test("SharedHeap matches a model: no overlap, aligned, stats add up, all re
       const stats = after.stats();
       after.checkIntegrity();
       after.detach();
-      assert.equal(stats.allocationCount, 0);
-      assert.equal(stats.allocatedBytes, 0);
+      assert.equal(stats.allocations.current, 0);
+      assert.equal(stats.allocatedBytes.current, 0);
       assert.equal(stats.freeBytes, stats.byteLength, "every page returned");
     }),
     { numRuns: modelRuns() },

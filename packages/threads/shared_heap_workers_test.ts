@@ -120,7 +120,7 @@ async function stress(
     // Quiet now: the shared counts equal what the Workers hold.
     const held = reports.reduce((s, r) => s + r.live, 0);
     assert.equal(
-      heap.stats().allocationCount,
+      heap.stats().allocations.current,
       held + pending.length + pendingBuffers.length,
       "shared count = sum of the Workers' own counts + hand-offs in flight",
     );
@@ -141,8 +141,8 @@ async function stress(
     assert.deepEqual(pool.errors, []);
     heap.checkIntegrity();
     const stats = heap.stats();
-    assert.equal(stats.allocationCount, 0, "every block freed");
-    assert.equal(stats.allocatedBytes, 0);
+    assert.equal(stats.allocations.current, 0, "every block freed");
+    assert.equal(stats.allocatedBytes.current, 0);
     heap.detach();
     const after = SharedHeap.attach(heap.descriptor());
     assert.equal(
@@ -208,7 +208,7 @@ Deno.test("SharedHeap: Workers free one arena's blocks at once while it allocate
     for (const at of seen) heap.free(at);
     for (const at of mine) heap.free(at);
     heap.checkIntegrity();
-    assert.equal(heap.stats().allocationCount, 0);
+    assert.equal(heap.stats().allocations.current, 0);
     heap.detach();
     const after = SharedHeap.attach(heap.descriptor());
     assert.equal(after.stats().freeBytes, after.stats().byteLength);
@@ -268,8 +268,8 @@ Deno.test("SharedHeap: a terminated Worker's blocks are reported, not reused, th
     for (const at of mine) heap.free(at);
     heap.checkIntegrity();
     const stats = heap.stats();
-    assert.equal(stats.allocationCount, 0);
-    assert.equal(stats.allocatedBytes, 0);
+    assert.equal(stats.allocations.current, 0);
+    assert.equal(stats.allocatedBytes.current, 0);
     heap.detach();
     const after = SharedHeap.attach(heap.descriptor());
     assert.equal(after.stats().freeBytes, after.stats().byteLength);

@@ -33,6 +33,15 @@ export class _Handle<M> implements WatermarkBuffer<M> {
   #owner: _Owner<M>;
   #requested: number;
 
+  /**
+   * Whether `value` is a handle this class made: not a Proxy of one, nor an
+   * object whose prototype is one (`instanceof` says yes to both, and
+   * reading their private fields throws a raw `TypeError`).
+   */
+  static _is(value: unknown): value is _Handle<unknown> {
+    return typeof value === "object" && value !== null && #owner in value;
+  }
+
   constructor(block: _Block<M>, owner: _Owner<M>) {
     this.id = block.id;
     this.byteLength = block.byteLength;

@@ -872,7 +872,7 @@ export class WatermarkAllocator<M = unknown>
   #blockOf(buffer: WatermarkBuffer<M>, what: string): _Block<M> {
     const block = this.#p.live.get(buffer as _Handle<M>);
     if (block !== undefined) return block;
-    if (buffer instanceof _Handle && buffer.belongsTo(this.#p.owner)) {
+    if (_Handle._is(buffer) && buffer.belongsTo(this.#p.owner)) {
       if (what === "free") {
         throw new DoubleFreeError(
           `Cannot free buffer #${buffer.id}: it was already released`,
@@ -882,7 +882,7 @@ export class WatermarkAllocator<M = unknown>
         `Cannot ${what} buffer #${buffer.id}: the buffer was released`,
       );
     }
-    if (buffer instanceof _Handle && what === "free") {
+    if (_Handle._is(buffer) && what === "free") {
       // a buffer of another allocator: a handle this one does not hold
       throw new DoubleFreeError(
         `Cannot free buffer #${buffer.id}: it is not a buffer of this allocator`,

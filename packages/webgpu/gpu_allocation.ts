@@ -5,7 +5,11 @@
  * @module
  */
 
-import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import {
+  DoubleFreeError,
+  InvalidArgumentError,
+  UseAfterFreeError,
+} from "@allot/core";
 import { _allocationKey, _checkAllocation } from "./_check_allocation.ts";
 import {
   type _DeviceState,
@@ -142,8 +146,11 @@ export class GpuAllocation implements GpuBinding {
    * finishes before the range is reused.
    *
    * @throws {DoubleFreeError} When released twice (never after device loss).
+   * @throws {InvalidArgumentError} When called on a Proxy of an allocation,
+   * or an object made from one, instead of the allocation itself.
    */
   release(): void {
+    if (!(#owner in this)) _notAnAllocation(this);
     const owner = this.#owner;
     if (owner === null) {
       if (this.#state.lost) return;
@@ -182,4 +189,12 @@ export class GpuAllocation implements GpuBinding {
       );
     }
   }
+}
+
+/** `release()` called with `this` not an allocation (a Proxy of one). */
+function _notAnAllocation(value: unknown): never {
+  throw new InvalidArgumentError(
+    "Cannot release: `this` is not a GpuAllocation (a Proxy of one, or an object made from one); release the allocation itself",
+    { name: "this", value, limit: "a GpuAllocation" },
+  );
 }

@@ -9,6 +9,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { LeakDetector } from "@allot/core";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { GpuPlannedAllocator } from "./gpu_planned_allocator.ts";
 import { GpuWatermarkAllocator } from "./gpu_watermark_allocator.ts";
@@ -27,6 +28,21 @@ const makers: [string, (d: GPUDevice) => Any, boolean][] = [
   [
     "GpuCachingAllocator (after-fence)",
     (d) => new GpuCachingAllocator(d, { reuse: "after-fence" }),
+    true,
+  ],
+  // (With a leak detector the handle keeps a CachedBlock: the other path.)
+  [
+    "GpuCachingAllocator (queue-order, leak detector)",
+    (d) => new GpuCachingAllocator(d, { leakDetector: new LeakDetector() }),
+    false,
+  ],
+  [
+    "GpuCachingAllocator (after-fence, leak detector)",
+    (d) =>
+      new GpuCachingAllocator(d, {
+        reuse: "after-fence",
+        leakDetector: new LeakDetector(),
+      }),
     true,
   ],
   ["GpuWatermarkAllocator", (d) => new GpuWatermarkAllocator(d), true],

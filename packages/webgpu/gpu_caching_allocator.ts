@@ -12,7 +12,10 @@ import {
   _checkStrict,
 } from "./_validate_gpu.ts";
 import {
-  type CachedBlock,
+  type _BlockPlace,
+  _giveBlock,
+  _takeBlock,
+  CachedBlock,
   CACHING_OPTION_KEYS,
   CachingAllocator,
   type CachingAllocatorOptions,
@@ -126,6 +129,7 @@ export class GpuCachingAllocator {
   #adapter: GpuAllocatorAdapter | undefined;
   #frees: _QueueFrees;
   #owner: GpuAllocationOwner;
+  #handleOwner: GpuAllocationOwner;
   #state: _DeviceState;
   #maxByteLength: number;
 
@@ -176,19 +180,35 @@ export class GpuCachingAllocator {
     this.caching = new CachingAllocator(this.source, caching);
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
-    const release = (block: unknown) =>
-      (block as CachedBlock<GPUBuffer>).release();
+    const pool = this.caching;
+    // A token is a bare block (the hit path's, `_takeBlock`), or a
+    // CachedBlock when the pool watches its handles for leaks.
+    const release = (token: unknown) =>
+      token instanceof CachedBlock
+        ? token.release()
+        : _giveBlock(pool, token as _BlockPlace<GPUBuffer>);
     const frees = new _QueueFrees(this.stream, release);
     this.#frees = frees;
-    this.#owner = this.reuse === "after-fence"
-      ? {
+    if (this.reuse === "after-fence") {
+      this.#owner = {
         free: (block) =>
+          frees.defer(block, (block as _BlockPlace<GPUBuffer>).size),
+      };
+      this.#handleOwner = {
+        free: (handle) =>
           frees.defer(
-            block,
-            (block as CachedBlock<GPUBuffer>).blockByteLength,
+            handle,
+            (handle as CachedBlock<GPUBuffer>).blockByteLength,
           ),
-      }
-      : { free: release };
+      };
+    } else {
+      this.#owner = {
+        free: (block) => _giveBlock(pool, block as _BlockPlace<GPUBuffer>),
+      };
+      this.#handleOwner = {
+        free: (handle) => (handle as CachedBlock<GPUBuffer>).release(),
+      };
+    }
   }
 
   /**
@@ -231,13 +251,28 @@ export class GpuCachingAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     if (this.#frees.count > 0) this.#frees.poll();
+    const b = _takeBlock(this.caching, byteLength);
+    if (b === undefined) return this.#allocateHandle(byteLength);
+    const raw = b.segment.raw;
+    return _makeAllocation(
+      this.gpuDevice,
+      raw.memory,
+      raw.byteOffset + b.offset,
+      byteLength,
+      this.#owner,
+      b,
+    );
+  }
+
+  /** allocate() through a CachedBlock (when the pool watches for leaks). */
+  #allocateHandle(byteLength: number): GpuAllocation {
     const block = this.caching.allocate(byteLength);
     return _makeAllocation(
       this.gpuDevice,
       block.memory,
       block.byteOffset,
       byteLength,
-      this.#owner,
+      this.#handleOwner,
       block,
     );
   }

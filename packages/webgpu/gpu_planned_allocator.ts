@@ -16,6 +16,7 @@ import {
   describeValue,
   type Device,
   InvalidArgumentError,
+  type MemorySnapshot,
   type MemorySummaryOptions,
   OutOfMemoryError,
   type SynchronizeOptions,
@@ -344,5 +345,15 @@ export class GpuPlannedAllocator {
   /** Sets the `allocated` and `freed` totals of the stats to 0. */
   resetAccumulatedStats(): void {
     this.pool.resetAccumulatedStats();
+  }
+
+  /**
+   * A picture of the pool's buffers and blocks (the same as
+   * `pool.snapshot()`), in `torch.cuda.memory_snapshot()`'s shape.
+   *
+   * @returns The snapshot (plain data).
+   */
+  snapshot(): MemorySnapshot {
+    return this.pool.snapshot();
   }
 }

@@ -182,18 +182,13 @@ export function buddyAllocator(): Subject<{ addr: number; n: number }> {
   };
 }
 
-/** Why `SharedHeap.stats()` has no peak or totals yet. */
-const SHARED_PARTIAL =
-  "bytes in use only: an exact peak over every thread needs a shared atomic on each allocation";
-
 /** `SharedHeap`: offsets in a `SharedArrayBuffer` that Workers share. */
 export function sharedHeap(): Subject<{ off: number; n: number }> {
   const heap = SharedHeap.create(1 * MiB);
   return {
     target: heap,
-    knownGaps: ["snapshot", "resetPeakStats", "resetAccumulatedStats"],
+    knownGaps: [],
     notApplicable: NO_ASYNC,
-    partialStats: SHARED_PARTIAL,
     allocate: (n) => ({ off: heap.allocate(n), n }),
     tryAllocate: (n) => {
       const off = heap.tryAllocate(n);
@@ -203,10 +198,13 @@ export function sharedHeap(): Subject<{ off: number; n: number }> {
     freeRaw: (v) => heap.free(v as number),
     countedBytes: (h) => heap.usableByteLength(h.off),
     bytes: (h) => heap.bytes(h.off, h.n),
-    bytesInUse: () => ({ current: heap.stats().allocatedBytes }),
+    bytesInUse: () => heap.stats().allocatedBytes,
+    allocations: () => heap.stats().allocations,
     validate: () => heap.validate(),
     emptyCache: () => heap.emptyCache(),
-    state: () => heap.stats(),
+    resetPeakStats: () => heap.resetPeakStats(),
+    resetAccumulatedStats: () => heap.resetAccumulatedStats(),
+    state: () => ({ stats: heap.stats(), snapshot: heap.snapshot() }),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 40 * KiB,
     extraParameters: [
@@ -229,19 +227,21 @@ export function sharedHeapAllocator(): Subject<DataPtr> {
   const other = new SharedHeapAllocator(otherHeap);
   return {
     target: a,
-    knownGaps: ["snapshot", "resetPeakStats", "resetAccumulatedStats"],
+    knownGaps: [],
     notApplicable: { ...NO_ASYNC, free: SELF_FREEING },
-    partialStats: SHARED_PARTIAL,
     releaseIsIdempotent: true,
     allocate: (n) => a.allocate(n),
     tryAllocate: (n) => a.tryAllocate(n),
     free: (p) => p.release(),
     countedBytes: (p) => heap.usableByteLength(p.byteOffset - 64),
     bytes: hostBytes,
-    bytesInUse: () => ({ current: a.stats().allocatedBytes }),
+    bytesInUse: () => a.stats().allocatedBytes,
+    allocations: () => a.stats().allocations,
     validate: () => a.validate(),
     emptyCache: () => a.emptyCache(),
-    state: () => heap.stats(),
+    resetPeakStats: () => a.resetPeakStats(),
+    resetAccumulatedStats: () => a.resetAccumulatedStats(),
+    state: () => ({ stats: a.stats(), snapshot: a.snapshot() }),
     capacityBytes: 1 * MiB,
     maxRequestBytes: 40 * KiB,
     foreign: () => other.allocate(64),

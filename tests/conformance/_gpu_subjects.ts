@@ -83,7 +83,7 @@ export function gpuPlanned(device: GPUDevice): Subject<GpuAllocation> {
   const p = a.pool;
   return {
     target: a,
-    knownGaps: ["snapshot"],
+    knownGaps: [],
     notApplicable: { free: SELF_FREEING, recordStream: PLANNED_NO_STREAMS },
     allocate: (n) => a.allocate(n),
     tryAllocate: (n) => a.tryAllocate(n),

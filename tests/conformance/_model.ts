@@ -36,12 +36,21 @@ export class Model<H> {
   base = 0;
   /** The live count then. */
   baseCount = 0;
+  /** The recount of bytes in use, kept as blocks come and go. */
+  current = 0;
+  /** Its highest value since the start or the last peak reset. */
+  peak = 0;
+  /** The highest live count since then. */
+  peakCount = 0;
   #next = 1;
   constructor(readonly subject: Subject<H>) {}
 
   add(handle: H, requested: number): void {
     const id = this.#next++;
     this.live.push({ id, handle, requested });
+    this.current += this.subject.countedBytes(handle, requested);
+    this.peak = Math.max(this.peak, this.current);
+    this.peakCount = Math.max(this.peakCount, this.live.length);
     const bytes = this.subject.bytes?.(handle);
     if (bytes !== undefined) {
       assert.ok(
@@ -54,7 +63,15 @@ export class Model<H> {
 
   take(index: number): Live<H> {
     if (this.subject.pendingFrees) this.settled = false;
-    return this.live.splice(index % this.live.length, 1)[0];
+    const l = this.live.splice(index % this.live.length, 1)[0];
+    this.current -= this.subject.countedBytes(l.handle, l.requested);
+    return l;
+  }
+
+  /** The subject's peaks were reset: they are the current figures now. */
+  resetPeaks(): void {
+    this.peak = this.current;
+    this.peakCount = this.live.length;
   }
 
   /** No overlap, no corruption, stats add up, validate() passes. */
@@ -86,6 +103,10 @@ export class Model<H> {
     }
     if (f.peak !== undefined) {
       assert.ok(f.peak >= f.current, `${where}: peak >= current`);
+      // frees that wait on fences count until they pass: only a bound
+      if (!s.pendingFrees) {
+        assert.equal(f.peak, this.peak, `${where}: peak == the model's peak`);
+      }
     }
     if (f.allocated !== undefined && f.freed !== undefined) {
       assert.equal(
@@ -100,6 +121,9 @@ export class Model<H> {
         assert.equal(c.current, this.live.length, `${where}: live count`);
       }
       assert.ok(c.peak >= c.current, `${where}: count peak >= current`);
+      if (!s.pendingFrees) {
+        assert.equal(c.peak, this.peakCount, `${where}: count peak`);
+      }
       assert.equal(
         c.allocated - c.freed,
         c.current - this.baseCount,
@@ -207,6 +231,7 @@ export async function step<H>(
     case "resetPeakStats": {
       if (s.resetPeakStats === undefined) break;
       s.resetPeakStats();
+      model.resetPeaks();
       const f = s.bytesInUse();
       assert.equal(f.peak, f.current, `${where}: peak == current after reset`);
       break;

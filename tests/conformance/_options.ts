@@ -76,4 +76,25 @@ export function optionConformance(
     }
     assert.deepEqual(failures, [], failures.join("\n"));
   });
+
+  Deno.test(`${label}: an option whose getter throws stops the constructor with that error`, () => {
+    const failures: string[] = [];
+    for (const c of cases) {
+      const key = keyOf(c);
+      const boom = new Error(`getter of ${key} (injected)`);
+      const options = {
+        get [key](): unknown {
+          throw boom;
+        },
+      };
+      try {
+        const made = c.make(options);
+        if (made && made.close) made.close();
+        failures.push(`${c.name}: made, the getter's error swallowed`);
+      } catch (e) {
+        if (e !== boom) failures.push(`${c.name}: threw ${e}, not the error`);
+      }
+    }
+    assert.deepEqual(failures, [], failures.join("\n"));
+  });
 }

@@ -85,6 +85,7 @@ export function cachingAllocator(): Subject<CachedBlock<HostMemory>> {
 export function plannedState(p: StepPlannedPool<unknown>): unknown {
   return {
     stats: p.stats(),
+    snapshot: p.snapshot(),
     requested: p.requestedBytes,
     live: p.liveBytes,
     reserved: p.reservedBytes,
@@ -106,7 +107,7 @@ export function stepPlannedPool(): Subject<PlannedBlock<HostMemory>> {
   const other = new StepPlannedPool(new HostSegmentSource());
   return {
     target: p,
-    knownGaps: ["snapshot"],
+    knownGaps: [],
     notApplicable: { recordStream: PLANNED_NO_STREAMS },
     allocate: (n) => p.allocate(n),
     tryAllocate: (n) => p.tryAllocate(n),
