@@ -47,7 +47,9 @@ import type { _CachingConfig } from "./_caching_config.ts";
 import { _validateCaching } from "./_caching_validate.ts";
 import {
   _allocSegmentBlock,
+  _movedSegmentBlock,
   _releaseSegment,
+  _segmentSizeFor,
   _shrinkSegment,
 } from "./_caching_segments.ts";
 import { _GrowthRoom } from "./_growth_room.ts";
@@ -79,6 +81,8 @@ export class _CachingPolicy<M> {
   // large pool's expandable segment (same stats pool: large).
   readonly own: _BlockPool<M> = new _BlockPool<M>(false);
   readonly segments: Set<_Segment<M>> = new Set();
+  /** Segments moved out of the pool they were made for (see `_movedSegmentBlock`). */
+  readonly foreign: Set<_Segment<M>> = new Set();
   // _Block<unknown>: a callback parameter of M would make M invariant.
   readonly deferred: DeferredFrees<_Block<unknown>> = new DeferredFrees<
     _Block<unknown>
@@ -471,6 +475,19 @@ export class _CachingPolicy<M> {
     if (this.gcThreshold > 0) this.garbageCollect();
     if (this.releaseRatio !== Infinity) {
       const need = this.needAtMiss(size);
+      if (
+        this.lastNeed > 0 &&
+        this.stats.reservedBytes + _segmentSizeFor(this, pool, size) >
+          this.heldPeak
+      ) {
+        // Once misses cycle, a new segment would raise the held peak: a
+        // whole free segment of the other pool serves the miss instead; at
+        // a low (or with nothing active), where the held peak gives back,
+        // only one that was moved out of this pool, coming home.
+        const low = this.atLow || this.stats.activeBytes === 0;
+        const moved = _movedSegmentBlock(this, pool, size, stream, low);
+        if (moved !== undefined) return moved;
+      }
       if (this.ghosts.length !== 0) this.regret(pool.small, size);
       this.releaseAboveRatio(pool, size, need);
       // Room for steady growth, at most the give-back ratio's share.

@@ -92,6 +92,12 @@ export const OWN_SEGMENT_SHARES = 3;
  */
 export const SMALL_TAIL_SHARES = 8;
 
+/**
+ * A whole free segment of the other pool moves to a miss's pool only when at
+ * most this many times the request (see {@linkcode _movedSegmentBlock}).
+ */
+export const MOVE_SHARES = 2;
+
 /** The segment size of `pool` for a request of `size` bytes. */
 export function _segmentSizeFor<M>(
   p: _CachingPolicy<M>,
@@ -234,6 +240,7 @@ export function _releaseSegment<M>(
   const pool = p.poolOf(seg);
   pool.remove(b);
   p.segments.delete(seg);
+  p.foreign.delete(seg);
   if (seg.expandable) {
     const growing = p.growing[seg.small ? 0 : 1];
     if (growing.get(seg.stream.id) === seg) growing.delete(seg.stream.id);
@@ -376,4 +383,79 @@ export function _shrinkSegment<M>(
     p.record("segment_unmap", tail.address, bytes, 0, seg.stream.id);
   }
   p.recycle(tail);
+}
+
+/**
+ * A whole free segment of the other pool (small or large), of at least
+ * `size` bytes and at most `MOVE_SHARES` times `size`, on `stream`, moved
+ * into `pool` (its one free block), or `undefined`: the smallest such
+ * segment. No device buffer is made or given back.
+ *
+ * The caller ({@linkcode _CachingPolicy.allocSlow}) moves only where a new
+ * segment would raise the most bytes held after any miss, once misses have
+ * cycled. A program whose phases want their blocks in different pools
+ * otherwise holds both pools' segments at once: EfficientNet at 128 x 128
+ * then 96 x 96 (the recorded `efficientnet-multires` trace) kept 384 KiB
+ * large-pool segments free through the 96 x 96 pass while its 216 KiB
+ * requests took new small-pool segments, and warm passes held 1.19 x peak
+ * live (1.066 x now). A segment more than twice the request is left alone:
+ * the small pool would split its rest among other small requests and pin it
+ * there while its own pool wants it back (ResNet var-batch, up to 4 x:
+ * 1.071 -> 1.093 warm).
+ *
+ * At a low, or with nothing active (`homeOnly`), where the held peak gives
+ * whole free segments back, only a segment moved out of `pool` before (in
+ * `p.foreign`) comes home. Moving nothing there, a pool whose segments had
+ * moved out made new ones at a low and gave its own back, and the held
+ * bytes ratcheted up (two phases of 150 KiB and 257 KiB blocks, nothing
+ * live between: 2 segments made a cycle from the 5th to the 10th, 5.8 MiB
+ * held, where without moves 5.2 MiB and none after the 4th; now 4.4 MiB and
+ * none after the 3rd); moving any segment there, EfficientNet's first pass
+ * held 1.100 x.
+ *
+ * Oversize and expandable segments stay in their pools. The pools' stats
+ * see the segment leave one pool and enter the other.
+ */
+export function _movedSegmentBlock<M>(
+  p: _CachingPolicy<M>,
+  pool: _BlockPool<M>,
+  size: number,
+  stream: Stream,
+  homeOnly: boolean,
+): _Block<M> | undefined {
+  if (p.expandable) return undefined;
+  let best: _Block<M> | undefined;
+  for (const seg of p.segments) {
+    const b = seg.head;
+    if (
+      seg.small !== pool.small && b.state === FREE && b.next === null &&
+      b.size >= size && b.size <= MOVE_SHARES * size &&
+      b.size < p.maxSplitByteLength &&
+      seg.stream.id === stream.id && (!homeOnly || p.foreign.has(seg)) &&
+      (best === undefined || b.size < best.size)
+    ) best = b;
+  }
+  if (best === undefined) return undefined;
+  const seg = best.segment;
+  const moved = new _Segment<M>(
+    seg.id,
+    seg.address,
+    seg.raw,
+    seg.byteLength,
+    pool.small,
+    seg.stream,
+    false,
+  );
+  p.poolOf(seg).remove(best);
+  p.segments.delete(seg);
+  p.segments.add(moved);
+  // Two pools: a foreign segment that moves goes home.
+  if (!p.foreign.delete(seg)) p.foreign.add(moved);
+  moved.head = best;
+  best.segment = moved;
+  best.stamp = p.clock;
+  pool.insert(best);
+  p.stats.unreserved(seg.small, 1, seg.byteLength);
+  p.stats.reserved(pool.small, 1, seg.byteLength);
+  return best;
 }

@@ -95,8 +95,18 @@ describe("CachingAllocator giving back on phased workloads", () => {
       }),
       {
         numRuns: modelRuns(),
-        // Programs that thrashed with earlier forms of the back-off.
+        // Programs that thrashed with earlier forms of the back-off (the
+        // first: with segments moved between the pools but none at a low).
         examples: [
+          [{
+            resident: 0,
+            residentSize: 4096,
+            phases: [
+              { size: 153089, count: 20 },
+              { size: 263169, count: 8 },
+            ],
+            growCycles: 0,
+          }],
           [{
             resident: 0,
             residentSize: 4096,
