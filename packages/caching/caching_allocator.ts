@@ -65,7 +65,7 @@ export { CachedBlock } from "./cached_block.ts";
 
 /**
  * Internal to allot: what `@allot/webgpu` reads of a block from
- * {@linkcode _takeBlock} (its place: the segment's memory and the offsets).
+ * `_BlockHooks.take` (its place: the segment's memory and the offsets).
  */
 export interface _BlockPlace<M> {
   /** Byte offset of the block in its segment. */
@@ -85,26 +85,29 @@ export interface _BlockPlace<M> {
 }
 
 /**
- * Internal to allot (`@allot/webgpu`'s caching allocator, whose handle
- * holds the block itself): allocates like `allocate(byteLength)` on the
- * default stream and returns the block without a `CachedBlock`;
- * `undefined` (nothing done) when a leak detector watches the handles.
- * Free the block once with {@linkcode _giveBlock}.
+ * Internal to allot: what `@allot/webgpu`'s caching allocator (whose handle
+ * holds the block itself) reads from `CachingAllocator` under the key
+ * `Symbol.for("allot.caching.blockHooks")`. Not for direct use; it is kept
+ * off the package's exports (no internal names in a public entry point).
  */
-export let _takeBlock: <M>(
-  allocator: CachingAllocator<M>,
-  byteLength: number,
-) => _BlockPlace<M> | undefined;
-/**
- * Internal to allot: frees a block from {@linkcode _takeBlock}, once (the
- * caller keeps that promise: a block record is recycled after its free).
- * Refuses with `DoubleFreeError` what is no block, a block not allocated,
- * and a block allocated by id.
- */
-export let _giveBlock: <M>(
-  allocator: CachingAllocator<M>,
-  block: _BlockPlace<M>,
-) => void;
+export interface _BlockHooks {
+  /**
+   * Allocates like `allocate(byteLength)` on the default stream and returns
+   * the block without a `CachedBlock`; `undefined` (nothing done) when a
+   * leak detector watches the handles. Free the block once with `give`.
+   */
+  take<M>(
+    allocator: CachingAllocator<M>,
+    byteLength: number,
+  ): _BlockPlace<M> | undefined;
+  /**
+   * Frees a block from `take`, once (the caller keeps that promise: a block
+   * record is recycled after its free). Refuses with `DoubleFreeError` what
+   * is no block, a block not allocated, and a block allocated by id.
+   */
+  give<M>(allocator: CachingAllocator<M>, block: _BlockPlace<M>): void;
+}
+
 export {
   type AllocateAsyncOptions,
   type AllocateOptions,
@@ -706,19 +709,23 @@ export class CachingAllocator<M = unknown> {
   }
 
   static {
-    _takeBlock = <M>(a: CachingAllocator<M>, byteLength: number) =>
+    const take = <M>(a: CachingAllocator<M>, byteLength: number) =>
       a.#leaks === undefined ? a.#takeBlock(byteLength) : undefined;
-    _giveBlock = <M>(a: CachingAllocator<M>, b: _BlockPlace<M>): void => {
+    const give = <M>(a: CachingAllocator<M>, b: _BlockPlace<M>): void => {
       // (A cheap guard: not a block, one freed, or one with an id.)
       if (!(b instanceof _Block) || b.state !== ALLOCATED || b.id !== -1) {
         throw new DoubleFreeError(
           `Cannot free ${
             describeValue(b)
-          }: it is not a live block from _takeBlock()`,
+          }: it is not a live block from the caching allocator's take hook`,
         );
       }
       a.#p.release(b as _Block<M>);
     };
+    const hooks: _BlockHooks = { take, give };
+    Object.defineProperty(this, Symbol.for("allot.caching.blockHooks"), {
+      value: Object.freeze(hooks),
+    });
   }
 
   /** allocate()'s block for the default stream, with no handle. */

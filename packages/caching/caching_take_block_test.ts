@@ -9,12 +9,17 @@ import fc from "fast-check";
 import { DoubleFreeError, LeakDetector, MockSegmentSource } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
 import {
+  type _BlockHooks,
   type _BlockPlace,
-  _giveBlock,
-  _takeBlock,
   type CachedBlock,
   CachingAllocator,
 } from "./caching_allocator.ts";
+
+const hooks = (CachingAllocator as unknown as Record<symbol, _BlockHooks>)[
+  Symbol.for("allot.caching.blockHooks")
+];
+const _takeBlock = hooks.take;
+const _giveBlock = hooks.give;
 
 type Op = { alloc: number } | { free: number };
 

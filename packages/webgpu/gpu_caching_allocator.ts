@@ -12,9 +12,8 @@ import {
   _checkStrict,
 } from "./_validate_gpu.ts";
 import {
+  type _BlockHooks,
   type _BlockPlace,
-  _giveBlock,
-  _takeBlock,
   CachedBlock,
   CACHING_OPTION_KEYS,
   CachingAllocator,
@@ -47,6 +46,13 @@ import {
   type GpuSegmentSourceOptions,
 } from "./gpu_segment_source.ts";
 import { QueueStream } from "./queue_stream.ts";
+
+// The handle-less block pair of @allot/caching (internal to allot; kept off
+// that package's exports).
+const { take: _takeBlock, give: _giveBlock } =
+  (CachingAllocator as unknown as Record<symbol, _BlockHooks>)[
+    Symbol.for("allot.caching.blockHooks")
+  ];
 
 /** When a freed range may serve a new request. */
 export type GpuReuse = "after-fence" | "queue-order";
