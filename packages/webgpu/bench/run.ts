@@ -376,11 +376,10 @@ async function kernelScenario(
   for (let r = 0; r < repeats + 1; r++) {
     // What every figure below pays whatever it moves: an empty submit and
     // the wait for it (large under a sandboxed driver).
-    let t0 = performance.now();
+    const t0 = performance.now();
     device.queue.submit([device.createCommandEncoder().finish()]);
     await device.queue.onSubmittedWorkDone();
     if (r > 0) emptyMs.push(performance.now() - t0);
-    t0 = 0;
 
     let t = performance.now();
     kernels.contiguous(srcBinding, layout, dstBinding, { dtype });
