@@ -518,19 +518,23 @@ export class _CachingPolicy<M> {
     if (this.stats.reservedBytes > this.heldPeak) {
       this.heldPeak = this.stats.reservedBytes;
     }
-    if (group !== null) group.afterMiss();
-    if (b !== undefined) return b;
-    if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
+    if (
+      b === undefined &&
+      this.releaseAvailableCachedBlocks(pool, size, stream.id)
+    ) {
       b = _allocSegmentBlock(this, pool, size, stream, false);
-      if (b !== undefined) return b;
     }
-    // Expandable segments: the device is full, so from now on large requests
-    // that the expandable segment cannot serve from its holes get segments
-    // of their own, which a full device gets back whole (grown, the
-    // segment would pin them in place).
-    if (this.expandable) this.pressured = true;
-    this.releaseCachedBlocks();
-    return _allocSegmentBlock(this, pool, size, stream, true);
+    if (b === undefined) {
+      // Expandable segments: the device is full, so from now on large
+      // requests that the expandable segment cannot serve from its holes get
+      // segments of their own, which a full device gets back whole (grown,
+      // the segment would pin them in place).
+      if (this.expandable) this.pressured = true;
+      this.releaseCachedBlocks();
+      b = _allocSegmentBlock(this, pool, size, stream, true);
+    }
+    if (group !== null) group.afterMiss();
+    return b;
   }
 
   /**
