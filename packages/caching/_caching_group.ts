@@ -22,6 +22,7 @@ interface _GroupGhost {
   member: _Member;
   small: boolean;
   size: number;
+  idle: boolean;
 }
 
 /** Ghosts remembered; the oldest are forgotten past it. */
@@ -46,11 +47,36 @@ export class _GroupCore {
    * made again soon after (a give-back regretted), or their source threw.
    */
   readonly kept: Set<_Member> = new Set();
+  /**
+   * Members whose segment given back for being idle was regretted: not
+   * asked again for being idle (still once the asking member's misses
+   * cycle).
+   */
+  readonly keptIdle: Set<_Member> = new Set();
   /** Segments and bytes given back for the group so far. */
   givenBackSegments = 0;
   givenBackBytes = 0;
   /** Whether a give-back is under way (a source re-entering waits). */
   busy = false;
+  /** Misses of any member so far (the group's clock). */
+  tick = 0;
+  /** Per member: its request clock when last seen, and the tick it changed at. */
+  // (A member's clock counts its requests, hits included: seen at misses
+  // only, the hit path stays as it is.)
+  readonly seen: Map<_Member, { clock: number; tick: number }> = new Map();
+
+  /** At a member's miss: the group's clock moves, activity is noted. */
+  observe(): void {
+    const t = ++this.tick;
+    for (const m of this.members) {
+      const r = this.seen.get(m);
+      if (r === undefined) this.seen.set(m, { clock: m.clock, tick: t });
+      else if (r.clock !== m.clock) {
+        r.clock = m.clock;
+        r.tick = t;
+      }
+    }
+  }
 
   /** Bytes the members hold together now. */
   held(): number {
@@ -62,16 +88,22 @@ export class _GroupCore {
   /**
    * At `p`'s miss, before it takes a segment of `segSize` bytes: when that
    * would raise the members' held bytes above the bound, gives back whole
-   * free segments of the other members (not `kept`): the smallest that
-   * covers the excess, else the largest first until it is covered.
+   * free segments of the other members (not `kept`; with `idleTicks`, only
+   * of members that made no request in the group's last `idleTicks` misses
+   * and are not `keptIdle`): the smallest that covers the excess, else the
+   * largest first until it is covered.
    */
-  makeRoom(p: _Member, segSize: number): void {
+  makeRoom(p: _Member, segSize: number, idleTicks = 0): void {
     if (this.busy || this.peak === 0) return;
     const excess = this.held() + segSize - this.peak;
     if (excess <= 0) return;
     const whole: [_Member, _Block<unknown>][] = [];
     for (const m of this.members) {
       if (m === p || this.kept.has(m)) continue;
+      if (idleTicks > 0 && this.keptIdle.has(m)) continue;
+      if (idleTicks > 0 && this.seen.get(m)!.tick > this.tick - idleTicks) {
+        continue;
+      }
       for (const seg of m.segments) {
         const b = seg.head;
         if (b.state === FREE && b.next === null && !seg.expandable) {
@@ -103,7 +135,7 @@ export class _GroupCore {
         freed += size;
         this.givenBackSegments++;
         this.givenBackBytes += size;
-        this.ghosts.push({ member: m, small, size });
+        this.ghosts.push({ member: m, small, size, idle: idleTicks > 0 });
         if (this.ghosts.length > MAX_GHOSTS) this.ghosts.shift();
       }
     } finally {
@@ -115,7 +147,7 @@ export class _GroupCore {
    * At `p`'s miss of `size` bytes in its small or large pool: when a
    * segment of `p` given back for the group would have served it (the
    * smallest such), that give-back is regretted, and the group gives back
-   * no more of `p`'s segments.
+   * no more of `p`'s segments that way (`kept`, `keptIdle`).
    */
   regret(p: _Member, small: boolean, size: number): void {
     const ghosts = this.ghosts;
@@ -128,8 +160,9 @@ export class _GroupCore {
       ) best = i;
     }
     if (best < 0) return;
-    ghosts.splice(best, 1);
-    this.kept.add(p);
+    const [g] = ghosts.splice(best, 1);
+    if (g.idle) this.keptIdle.add(p);
+    else this.kept.add(p);
   }
 
   /** After a member's miss: the bound follows the held bytes up. */
@@ -177,6 +210,8 @@ export class _GroupCore {
     }
     this.members.delete(p);
     this.kept.delete(p);
+    this.keptIdle.delete(p);
+    this.seen.delete(p);
     for (let i = this.ghosts.length - 1; i >= 0; i--) {
       if (this.ghosts[i].member === p) this.ghosts.splice(i, 1);
     }

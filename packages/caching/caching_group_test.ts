@@ -122,7 +122,7 @@ describe("CachingGroup", () => {
     storage.free(s2);
   });
 
-  it("A member's own misses before they cycle give nothing back", () => {
+  it("A member's first miss gives back nothing of a sibling used lately", () => {
     const group = new CachingGroup();
     const storage = new CachingAllocator(new MockSegmentSource(), { group });
     const uploadSource = new MockSegmentSource();
@@ -132,6 +132,30 @@ describe("CachingGroup", () => {
     assert.equal(uploadSource.reservedBytes, 4 * MiB);
     assert.equal(group.givenBackSegments, 0);
     storage.free(x);
+  });
+
+  it("Before its misses cycle, a growing member gives back only siblings idle for 32 of the group's misses", () => {
+    const group = new CachingGroup();
+    const storage = new CachingAllocator(new MockSegmentSource(), { group });
+    const uploadSource = new MockSegmentSource();
+    const uploads = new CachingAllocator(uploadSource, { group });
+    uploads.free(uploads.allocate(4 * MiB)); // weights uploaded at load
+    const live: CachedBlock<Memory>[] = [];
+    // storage grows, a miss each time (each 1 MiB block stays live)
+    for (let i = 0; i < 30; i++) live.push(storage.allocate(MiB));
+    assert.equal(uploadSource.reservedBytes, 4 * MiB, "idle, but not long");
+    for (let i = 0; i < 10; i++) live.push(storage.allocate(MiB));
+    assert.equal(uploadSource.reservedBytes, 0);
+    assert.equal(group.givenBackSegments, 1);
+    assert.ok(group.heldBytes <= group.peakHeldBytes);
+    // the uploads want it back: regretted, and not given back for being
+    // idle again
+    uploads.free(uploads.allocate(4 * MiB));
+    for (let i = 0; i < 40; i++) live.push(storage.allocate(MiB));
+    assert.equal(uploadSource.reservedBytes, 4 * MiB);
+    for (const b of live) storage.free(b);
+    storage.validate();
+    uploads.validate();
   });
 
   it("CachingGroup.delete() takes a member out: not counted, not given back", () => {
