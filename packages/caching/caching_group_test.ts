@@ -269,18 +269,18 @@ describe("CachingGroup, hostile", () => {
   });
 
   it("A sibling's source that allocates from inside its freeSegment() is served without a nested give-back", () => {
-    let storage: CachingAllocator<Memory> | undefined;
+    const into: { storage?: CachingAllocator<Memory> } = {};
     const nested: CachedBlock<Memory>[] = [];
     class Reentrant extends MockSegmentSource {
       override freeSegment(segment: Segment<Memory>): void {
         super.freeSegment(segment);
-        if (storage !== undefined && nested.length === 0) {
-          nested.push(storage.allocate(8 * MiB));
+        if (into.storage !== undefined && nested.length === 0) {
+          nested.push(into.storage.allocate(8 * MiB));
         }
       }
     }
     const { group, storage: s, uploads, small } = twoPools(new Reentrant());
-    storage = s;
+    into.storage = s;
     const big = s.allocate(group.peakHeldBytes);
     assert.equal(nested.length, 1);
     s.validate();

@@ -53,7 +53,8 @@ describe("GpuCachingAllocator in a CachingGroup", () => {
     assert.throws(
       () => new GpuCachingAllocator(b.device, { group }),
       (e: unknown) =>
-        e instanceof InvalidArgumentError && /another GPUDevice/.test(e.message),
+        e instanceof InvalidArgumentError &&
+        /another GPUDevice/.test(e.message),
     );
     assert.equal(group.size, 1);
     assert.ok(group.has(first.caching));
@@ -68,30 +69,34 @@ describe("GpuCachingAllocator in a CachingGroup", () => {
     assert.equal(group.size, 1);
   });
 
-  it("A lost device: the group's allocators refuse work, the group's count stays exact", {
-    skip,
-  }, async () => {
-    const device = await newDevice("group-lost");
-    const group = new CachingGroup();
-    const storage = new GpuCachingAllocator(device, { group });
-    const uploads = new GpuCachingAllocator(device, { group });
-    const s = storage.allocate(MiB);
-    uploads.allocate(MiB).release();
-    device.destroy();
-    await device.lost;
-    assert.throws(() => storage.allocate(MiB), DeviceLostError);
-    assert.throws(() => uploads.allocate(MiB), DeviceLostError);
-    s.release(); // a release after loss is quiet
-    storage.emptyCache();
-    uploads.emptyCache();
-    assert.equal(
-      group.heldBytes,
-      storage.memoryStats().reservedBytes.all.current +
-        uploads.memoryStats().reservedBytes.all.current,
-    );
-    // a lost allocator can leave its group
-    assert.equal(group.delete(storage.caching), true);
-    assert.equal(group.delete(uploads.caching), true);
-    assert.equal(group.heldBytes, 0);
-  });
+  it(
+    "A lost device: the group's allocators refuse work, the group's count stays exact",
+    {
+      skip,
+    },
+    async () => {
+      const device = await newDevice("group-lost");
+      const group = new CachingGroup();
+      const storage = new GpuCachingAllocator(device, { group });
+      const uploads = new GpuCachingAllocator(device, { group });
+      const s = storage.allocate(MiB);
+      uploads.allocate(MiB).release();
+      device.destroy();
+      await device.lost;
+      assert.throws(() => storage.allocate(MiB), DeviceLostError);
+      assert.throws(() => uploads.allocate(MiB), DeviceLostError);
+      s.release(); // a release after loss is quiet
+      storage.emptyCache();
+      uploads.emptyCache();
+      assert.equal(
+        group.heldBytes,
+        storage.memoryStats().reservedBytes.all.current +
+          uploads.memoryStats().reservedBytes.all.current,
+      );
+      // a lost allocator can leave its group
+      assert.equal(group.delete(storage.caching), true);
+      assert.equal(group.delete(uploads.caching), true);
+      assert.equal(group.heldBytes, 0);
+    },
+  );
 });
