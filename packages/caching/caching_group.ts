@@ -17,30 +17,39 @@ import { _groupCore, _newGroupCore } from "./_caching_group.ts";
  * In a group, a member's miss whose new segment would raise the members'
  * held bytes together above the most they held after any earlier miss first
  * gives back whole free segments of the other members: the smallest one that
- * covers the excess, else the largest first. A member whose segment given
- * back that way would have served one of its own later misses (the
- * give-back was regretted: a buffer made again) is not asked again, nor one
- * whose source threw while giving back; so steps that repeat make no new
- * buffers once each member's regret is spent.
+ * covers the excess, else the largest first. Once the member's own misses
+ * cycle (a miss at a low after a peak), any other member's segments may go;
+ * before, only those of members that made no request during the group's last
+ * 32 misses (uploads idle since a load phase, say). A member whose segment
+ * given back that way would have served one of its own later misses (the
+ * give-back was regretted: a buffer made again) is not asked again that way,
+ * nor one whose source threw while giving back; so steps that repeat make no
+ * new buffers once each member's regret is spent.
  *
  * Join a group with the `group` option of {@linkcode CachingAllocator};
  * leave it with {@linkcode CachingGroup.delete}.
  *
- * @example Two allocators of one device share a bound
+ * @example An idle upload segment goes before storage raises the bound
  * ```ts
  * import { CachingAllocator, CachingGroup } from "@allot/caching";
  * import { MockSegmentSource } from "@allot/core";
  * import assert from "node:assert/strict";
  *
+ * const MiB = 2 ** 20;
  * const group = new CachingGroup();
- * const uploads = new CachingAllocator(new MockSegmentSource(), { group });
  * const storage = new CachingAllocator(new MockSegmentSource(), { group });
- * uploads.free(uploads.allocate(1 << 20)); // a 1 MiB upload, idle now
- * storage.free(storage.allocate(1 << 20));
- * assert.equal(group.heldBytes, 1 << 21);
- * // storage grows: the idle upload segment is given back first
- * storage.free(storage.allocate(3 << 19));
- * assert.equal(group.size, 2);
+ * const uploads = new CachingAllocator(new MockSegmentSource(), { group });
+ * // storage's misses cycle: a peak, then a miss at a low
+ * const a = storage.allocate(MiB), b = storage.allocate(MiB);
+ * a.release();
+ * b.release();
+ * storage.emptyCache();
+ * using small = storage.allocate(64 * 1024);
+ * uploads.allocate(4 * MiB).release(); // an upload, idle now
+ * // storage grows past the most the group held: the upload segment goes
+ * using big = storage.allocate(group.peakHeldBytes);
+ * assert.equal(group.givenBackSegments, 1);
+ * assert.equal(uploads.stats().reservedBytes.all.current, 0);
  * assert.ok(group.heldBytes <= group.peakHeldBytes);
  * ```
  */
