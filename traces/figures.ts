@@ -8,13 +8,18 @@
  *
  * Policies: TF.js's exact-size pool, onnxruntime-web's buckets, allot's
  * default pool (the `allot-caching` replay policy: `CachingAllocator` with
- * its defaults, one per usage, as `GpuCachingAllocator` keeps them),
+ * its defaults, one per usage, as `GpuCachingAllocator` keeps them; the
+ * same in one `CachingGroup`, `allot-caching-group`; both again with frees
+ * reusable only after the next fence, `-fence`),
  * `StepPlannedPool`, `GpuPlannedAllocator` (on a mock `GPUDevice`, one per
  * usage in one `StepPoolGroup`) and allot's watermark pool.
  *
  * @module
  */
 import {
+  allotCachingAfterFencePolicy,
+  allotCachingGroupAfterFencePolicy,
+  allotCachingGroupPolicy,
   allotCachingQueueOrderPolicy,
   allotWatermarkPolicy,
   ortBucketPolicy,
@@ -85,6 +90,9 @@ export const POLICIES: readonly PolicyFactory[] = [
   tfjsExactPolicy,
   ortBucketPolicy,
   allotCachingQueueOrderPolicy,
+  allotCachingGroupPolicy,
+  allotCachingAfterFencePolicy,
+  allotCachingGroupAfterFencePolicy,
   stepPlannedPolicy("step-planned"),
   gpuPlannedPolicy,
   allotWatermarkPolicy,

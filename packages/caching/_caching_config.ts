@@ -19,6 +19,7 @@ import {
   validateObject,
 } from "@allot/core";
 import type { CachingAllocatorOptions } from "./caching_options.ts";
+import { type _GroupCore, _groupCore } from "./_caching_group.ts";
 import {
   checkLeakDetector,
   checkOptionalString,
@@ -59,6 +60,8 @@ export interface _CachingConfig {
   strict: boolean;
   leakDetector: LeakDetector | undefined;
   recordHistory: TraceRecorderOptions | false;
+  /** The group the allocator joins (see `CachingGroup`). */
+  group: _GroupCore | undefined;
 }
 
 function positive(
@@ -255,6 +258,14 @@ export function _resolveCachingOptions<M>(
     false,
   );
   const strict = validateFlag(options.strict, "strict", false);
+  const given = options.group; // read once
+  const group = given === undefined ? undefined : _groupCore(given);
+  if (given !== undefined && group === undefined) {
+    throw new InvalidArgumentError(
+      `Invalid group: must be a CachingGroup, received ${describeValue(given)}`,
+      { name: "group", value: given, limit: "CachingGroup" },
+    );
+  }
   return {
     label: options.label ?? "CachingAllocator",
     granule,
@@ -279,5 +290,6 @@ export function _resolveCachingOptions<M>(
     strict,
     leakDetector: options.leakDetector,
     recordHistory: history === true ? {} : history,
+    group,
   };
 }

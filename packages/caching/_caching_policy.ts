@@ -53,6 +53,7 @@ import {
   _shrinkSegment,
 } from "./_caching_segments.ts";
 import { _GrowthRoom } from "./_growth_room.ts";
+import type { _GroupCore } from "./_caching_group.ts";
 import { captureStack } from "./snapshot.ts";
 
 /** The caching policy's state and steps (fields are read by the facade). */
@@ -139,6 +140,8 @@ export class _CachingPolicy<M> {
   /** Bytes of ghosts forgotten (dropped unhit) since one was last hit. */
   forgotten = 0;
   history: TraceRecorder | null = null;
+  /** The group whose held bound this allocator shares, if any. */
+  group: _GroupCore | null = null;
   /** Blocks whose streams' fences are being taken (re-entry is refused). */
   releasing: _Block<M>[] = [];
   /** The facade's `validate()`, which strict mode runs (set by the facade). */
@@ -497,22 +500,46 @@ export class _CachingPolicy<M> {
         (this.releaseRatio - 1) * size,
       );
     }
+    const group = this.group;
+    if (group !== null) {
+      // A new segment stays under the group's bound where the other members
+      // have whole free segments to give back (see `CachingGroup`): once
+      // this allocator's misses cycle (see `needAtMiss`), any member's;
+      // before, only those of members that made no request during the
+      // group's last `GROUP_IDLE_MISSES` misses (weights uploaded at load,
+      // then idle while storage grows). From the first misses on with no
+      // such rule, a program still growing gave back segments that its other
+      // pools wanted again at once (one pass, all buffers: CNN training
+      // 1.183 -> 1.158 but U-Net 1.104 -> 1.128, ResNet 1.166 -> 1.183).
+      group.regret(this, pool.small, size);
+      group.observe();
+      group.makeRoom(
+        this,
+        _segmentSizeFor(this, pool, size),
+        this.lastNeed > 0 ? 0 : GROUP_IDLE_MISSES,
+      );
+    }
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (this.stats.reservedBytes > this.heldPeak) {
       this.heldPeak = this.stats.reservedBytes;
     }
-    if (b !== undefined) return b;
-    if (this.releaseAvailableCachedBlocks(pool, size, stream.id)) {
+    if (
+      b === undefined &&
+      this.releaseAvailableCachedBlocks(pool, size, stream.id)
+    ) {
       b = _allocSegmentBlock(this, pool, size, stream, false);
-      if (b !== undefined) return b;
     }
-    // Expandable segments: the device is full, so from now on large requests
-    // that the expandable segment cannot serve from its holes get segments
-    // of their own, which a full device gets back whole (grown, the
-    // segment would pin them in place).
-    if (this.expandable) this.pressured = true;
-    this.releaseCachedBlocks();
-    return _allocSegmentBlock(this, pool, size, stream, true);
+    if (b === undefined) {
+      // Expandable segments: the device is full, so from now on large
+      // requests that the expandable segment cannot serve from its holes get
+      // segments of their own, which a full device gets back whole (grown,
+      // the segment would pin them in place).
+      if (this.expandable) this.pressured = true;
+      this.releaseCachedBlocks();
+      b = _allocSegmentBlock(this, pool, size, stream, true);
+    }
+    if (group !== null) group.afterMiss();
+    return b;
   }
 
   /**
@@ -853,6 +880,17 @@ export class _CachingPolicy<M> {
  * request are given back after the others.
  */
 const TINY_SHARES = 4;
+/**
+ * Before an allocator's misses cycle, its group gives back only the segments
+ * of members idle for this many of the group's misses. Measured on the
+ * recorded traces' all buffers (one pass, warm; buffers made after the first
+ * pass): from 16 to 64, ResNet var-batch 1.138 -> 1.078 one pass (warm
+ * 1.210 -> 1.217, what it holds alone); 16 also U-Net after the fence 1.392
+ * -> 1.368 with 2 buffers made after the first pass; 128 changed nothing; a
+ * load phase of uploads followed by storage growing in a few tens of misses
+ * (`caching_group_test.ts`) kept its idle uploads at 64 and 128.
+ */
+const GROUP_IDLE_MISSES = 32;
 /** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
 const MIN_SLACK = 1 / 32;
 /** Segments given back that are remembered (see `ghosts`). */

@@ -224,6 +224,7 @@ export class CachingAllocator<M = unknown> {
     this.#leaks = config.leakDetector;
     this.#p = new _CachingPolicy(source, config, this.#ids);
     this.#p.validate = () => this.validate();
+    if (config.group !== undefined) config.group.join(this, this.#p);
     if (config.recordHistory !== false) {
       this.recordHistory(config.recordHistory);
     }
@@ -1073,6 +1074,7 @@ function checkTag(tag: unknown): string {
 
 /** The keys of `CachingAllocatorOptions` (unknown keys are refused). */
 export const CACHING_OPTION_KEYS: readonly string[] = Object.freeze([
+  "group",
   "minBlockByteLength",
   "smallRequestMaxByteLength",
   "smallSegmentByteLength",

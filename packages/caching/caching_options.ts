@@ -14,6 +14,7 @@ import {
   type TraceRecorderOptions,
 } from "@allot/core";
 import type { RoundupPower2Divisions } from "./round_size.ts";
+import type { CachingGroup } from "./caching_group.ts";
 
 /**
  * The default stream (id 0): work on it is ordered with the allocator's own
@@ -26,6 +27,14 @@ export const DEFAULT_STREAM: Stream = Object.freeze({
 
 /** Options of {@linkcode CachingAllocator}. Sizes are bytes. */
 export interface CachingAllocatorOptions {
+  /**
+   * A {@linkcode CachingGroup} of allocators on the same device whose held
+   * bytes share one bound (see there). Refused when it holds allocators of
+   * another device.
+   *
+   * @default {undefined}
+   */
+  group?: CachingGroup;
   /**
    * Block granule: every block size is a multiple of it (PyTorch's
    * `kMinBlockSize`). Raised to the source's alignment when that is larger.

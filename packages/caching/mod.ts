@@ -41,6 +41,7 @@
 
 export * from "./caching_allocator.ts";
 export * from "./caching_allocator_adapter.ts";
+export * from "./caching_group.ts";
 export * from "./errors.ts";
 export * from "./round_size.ts";
 export * from "./snapshot.ts";

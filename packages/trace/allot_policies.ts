@@ -1,4 +1,8 @@
-import { type CachedBlock, CachingAllocator } from "@allot/caching";
+import {
+  type CachedBlock,
+  CachingAllocator,
+  CachingGroup,
+} from "@allot/caching";
 import { type MockMemory, MockSegmentSource } from "@allot/core";
 import { WatermarkAllocator, type WatermarkBuffer } from "@allot/watermark";
 import type { PolicyFactory, ReplayPolicy } from "./replay_policy.ts";
@@ -34,12 +38,14 @@ function _frozen(f: PolicyFactory): PolicyFactory {
  * mock devices; held bytes are the segments' bytes.
  */
 function perUsage<A, B>(
-  make: (source: CountingSource) => A,
+  make: (source: CountingSource, group: CachingGroup) => A,
   allocate: (a: A, size: number) => B,
   release: (a: A, b: B) => void,
   deferUntilFence: boolean,
 ): ReplayPolicy {
   const pools = new Map<number, { a: A; source: CountingSource }>();
+  // one device: the allocators that join a group join this one
+  const group = new CachingGroup();
   const live = new Map<number, { a: A; b: B }>();
   let pending: { a: A; b: B }[] = [];
   return {
@@ -47,7 +53,7 @@ function perUsage<A, B>(
       let p = pools.get(usage);
       if (!p) {
         const source = new CountingSource({ capacityBytes: CAPACITY });
-        pools.set(usage, p = { a: make(source), source });
+        pools.set(usage, p = { a: make(source, group), source });
       }
       live.set(id, { a: p.a, b: allocate(p.a, Math.max(1, size)) });
     },
@@ -103,6 +109,38 @@ export const allotCachingAfterFencePolicy: PolicyFactory = _frozen({
   create: () =>
     perUsage<CachingAllocator<MockMemory>, CachedBlock<MockMemory>>(
       (s) => new CachingAllocator(s),
+      (a, size) => a.allocate(size),
+      (a, b) => a.free(b),
+      true,
+    ),
+});
+
+/**
+ * The same allocators, one per usage, in one {@linkcode CachingGroup}: a miss
+ * whose new segment would raise their held bytes together above the group's
+ * peak first gives back whole free segments of the others. Queue-order reuse.
+ */
+export const allotCachingGroupPolicy: PolicyFactory = _frozen({
+  name: "allot-caching-group",
+  description:
+    "@allot/caching CachingAllocator, defaults, one CachingGroup, queue-order reuse",
+  create: () =>
+    perUsage<CachingAllocator<MockMemory>, CachedBlock<MockMemory>>(
+      (s, group) => new CachingAllocator(s, { group }),
+      (a, size) => a.allocate(size),
+      (a, b) => a.free(b),
+      false,
+    ),
+});
+
+/** {@linkcode allotCachingGroupPolicy} with frees reusable after the next fence. */
+export const allotCachingGroupAfterFencePolicy: PolicyFactory = _frozen({
+  name: "allot-caching-group-fence",
+  description:
+    "@allot/caching CachingAllocator, defaults, one CachingGroup, frees reusable after the next fence",
+  create: () =>
+    perUsage<CachingAllocator<MockMemory>, CachedBlock<MockMemory>>(
+      (s, group) => new CachingAllocator(s, { group }),
       (a, size) => a.allocate(size),
       (a, b) => a.free(b),
       true,

@@ -4,6 +4,8 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   allotCachingAfterFencePolicy,
+  allotCachingGroupAfterFencePolicy,
+  allotCachingGroupPolicy,
   allotCachingQueueOrderPolicy,
   allotWatermarkPolicy,
 } from "./allot_policies.ts";
@@ -12,6 +14,8 @@ import type { PolicyFactory } from "./replay_policy.ts";
 const policies: [string, PolicyFactory][] = [
   ["allotCachingQueueOrderPolicy", allotCachingQueueOrderPolicy],
   ["allotCachingAfterFencePolicy", allotCachingAfterFencePolicy],
+  ["allotCachingGroupPolicy", allotCachingGroupPolicy],
+  ["allotCachingGroupAfterFencePolicy", allotCachingGroupAfterFencePolicy],
   ["allotWatermarkPolicy", allotWatermarkPolicy],
 ];
 

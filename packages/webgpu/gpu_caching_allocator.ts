@@ -18,10 +18,13 @@ import {
   CACHING_OPTION_KEYS,
   CachingAllocator,
   type CachingAllocatorOptions,
+  type CachingGroup,
   type MemoryStats,
 } from "@allot/caching";
 import {
+  describeValue,
   type Device,
+  InvalidArgumentError,
   type MemorySnapshot,
   type MemorySummaryOptions,
   optionOr,
@@ -54,6 +57,9 @@ const { take: _takeBlock, give: _giveBlock } =
     Symbol.for("allot.caching.blockHooks")
   ];
 
+/** The `GPUDevice` of each group's GpuCachingAllocators. */
+const groupDevices = new WeakMap<CachingGroup, GPUDevice>();
+
 /** When a freed range may serve a new request. */
 export type GpuReuse = "after-fence" | "queue-order";
 
@@ -65,6 +71,14 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
    * @default {{}}
    */
   source?: GpuSegmentSourceOptions;
+  /**
+   * A `CachingGroup` whose allocators share one held bound (see there): for
+   * a runtime's allocators of one device. Refused when it holds allocators
+   * of another `GPUDevice`.
+   *
+   * @default {undefined}
+   */
+  group?: CachingGroup;
   /**
    * `"queue-order"` (the default): a freed range comes back at once, as
    * PyTorch does for a block used only on its own stream. This is safe for
@@ -157,6 +171,18 @@ export class GpuCachingAllocator {
       "GpuCachingAllocator",
     );
     _anchorShapes("caching");
+    const group = options.group;
+    const groupDevice = typeof group === "object" && group !== null
+      ? groupDevices.get(group)
+      : undefined;
+    if (groupDevice !== undefined && groupDevice !== device) {
+      throw new InvalidArgumentError(
+        `Cannot make a GpuCachingAllocator: its group holds allocators of another GPUDevice (${
+          describeValue(groupDevice.label)
+        }), this one is ${describeValue(device.label)}`,
+        { name: "group", value: device, limit: "the group's GPUDevice" },
+      );
+    }
     this.gpuDevice = device;
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
@@ -184,6 +210,7 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
+    if (group !== undefined) groupDevices.set(group, device);
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
     const pool = this.caching;

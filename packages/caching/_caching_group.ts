@@ -1,0 +1,233 @@
+/**
+ * Internal: {@linkcode _GroupCore}, the state of a {@linkcode CachingGroup}
+ * that its members' policies drive at a miss: the group's held bytes (the
+ * members' reserved bytes together), the most of them held after any
+ * member's miss (the bound), and the segments of one member given back so
+ * that another's miss stays under it (ghosts, for the back-off).
+ *
+ * @module
+ */
+
+import { type Device, InvalidArgumentError } from "@allot/core";
+import { type _Block, FREE } from "./_block_pool.ts";
+import type { _CachingPolicy } from "./_caching_policy.ts";
+import { _releaseSegment } from "./_caching_segments.ts";
+
+/** A member's policy (any memory type). */
+// deno-lint-ignore no-explicit-any
+type _Member = _CachingPolicy<any>;
+
+/** A segment given back for the group, remembered after it is gone. */
+interface _GroupGhost {
+  member: _Member;
+  small: boolean;
+  size: number;
+  idle: boolean;
+}
+
+/** Ghosts remembered; the oldest are forgotten past it. */
+const MAX_GHOSTS = 64;
+
+/** The group's state (see `CachingGroup`). */
+export class _GroupCore {
+  /** The members' policies, in the order they joined. */
+  readonly members: Set<_Member> = new Set();
+  /** Each member's policy by its allocator (the facade). */
+  readonly byAllocator: Map<object, _Member> = new Map();
+  /** The device of the first member: every member is on it. */
+  device: Device | undefined = undefined;
+  /** A key a layer above sets to tell devices apart (a `GPUDevice`). */
+  deviceKey: object | undefined = undefined;
+  /** The most bytes the members held together after any member's miss. */
+  peak = 0;
+  /** Segments given back for the group, oldest first. */
+  readonly ghosts: _GroupGhost[] = [];
+  /**
+   * Members whose segments the group no longer gives back: one of them was
+   * made again soon after (a give-back regretted), or their source threw.
+   */
+  readonly kept: Set<_Member> = new Set();
+  /**
+   * Members whose segment given back for being idle was regretted: not
+   * asked again for being idle (still once the asking member's misses
+   * cycle).
+   */
+  readonly keptIdle: Set<_Member> = new Set();
+  /** Segments and bytes given back for the group so far. */
+  givenBackSegments = 0;
+  givenBackBytes = 0;
+  /** Whether a give-back is under way (a source re-entering waits). */
+  busy = false;
+  /** Misses of any member so far (the group's clock). */
+  tick = 0;
+  /** Per member: its request clock when last seen, and the tick it changed at. */
+  // (A member's clock counts its requests, hits included: seen at misses
+  // only, the hit path stays as it is.)
+  readonly seen: Map<_Member, { clock: number; tick: number }> = new Map();
+
+  /** At a member's miss: the group's clock moves, activity is noted. */
+  observe(): void {
+    const t = ++this.tick;
+    for (const m of this.members) {
+      const r = this.seen.get(m);
+      if (r === undefined) this.seen.set(m, { clock: m.clock, tick: t });
+      else if (r.clock !== m.clock) {
+        r.clock = m.clock;
+        r.tick = t;
+      }
+    }
+  }
+
+  /** Bytes the members hold together now. */
+  held(): number {
+    let n = 0;
+    for (const m of this.members) n += m.stats.reservedBytes;
+    return n;
+  }
+
+  /**
+   * At `p`'s miss, before it takes a segment of `segSize` bytes: when that
+   * would raise the members' held bytes above the bound, gives back whole
+   * free segments of the other members (not `kept`; with `idleTicks`, only
+   * of members that made no request in the group's last `idleTicks` misses
+   * and are not `keptIdle`): the smallest that covers the excess, else the
+   * largest first until it is covered.
+   */
+  makeRoom(p: _Member, segSize: number, idleTicks = 0): void {
+    if (this.busy || this.peak === 0) return;
+    const excess = this.held() + segSize - this.peak;
+    if (excess <= 0) return;
+    const whole: [_Member, _Block<unknown>][] = [];
+    for (const m of this.members) {
+      if (m === p || this.kept.has(m)) continue;
+      if (idleTicks > 0 && this.keptIdle.has(m)) continue;
+      if (idleTicks > 0 && this.seen.get(m)!.tick > this.tick - idleTicks) {
+        continue;
+      }
+      for (const seg of m.segments) {
+        const b = seg.head;
+        if (b.state === FREE && b.next === null && !seg.expandable) {
+          whole.push([m, b]);
+        }
+      }
+    }
+    if (whole.length === 0) return;
+    // the smallest that covers the excess alone, else the largest first
+    whole.sort((x, y) => x[1].size - y[1].size);
+    const at = whole.findIndex((w) => w[1].size >= excess);
+    const picked = at >= 0 ? [whole[at]] : whole.reverse();
+    let freed = 0;
+    this.busy = true;
+    try {
+      for (const [m, b] of picked) {
+        if (freed >= excess) break;
+        const small = b.segment.small, size = b.size;
+        let ok = false;
+        try {
+          ok = _releaseSegment(m, b);
+        } catch {
+          // The source threw: the segment has left the member's books (as
+          // its own give-back leaves it); the group asks that member no more.
+          this.kept.add(m);
+          continue;
+        }
+        if (!ok) continue;
+        freed += size;
+        this.givenBackSegments++;
+        this.givenBackBytes += size;
+        this.ghosts.push({ member: m, small, size, idle: idleTicks > 0 });
+        if (this.ghosts.length > MAX_GHOSTS) this.ghosts.shift();
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /**
+   * At `p`'s miss of `size` bytes in its small or large pool: when a
+   * segment of `p` given back for the group would have served it (the
+   * smallest such), that give-back is regretted, and the group gives back
+   * no more of `p`'s segments that way (`kept`, `keptIdle`).
+   */
+  regret(p: _Member, small: boolean, size: number): void {
+    const ghosts = this.ghosts;
+    let best = -1;
+    for (let i = 0; i < ghosts.length; i++) {
+      const g = ghosts[i];
+      if (
+        g.member === p && g.small === small && g.size >= size &&
+        (best < 0 || g.size < ghosts[best].size)
+      ) best = i;
+    }
+    if (best < 0) return;
+    const [g] = ghosts.splice(best, 1);
+    if (g.idle) this.keptIdle.add(p);
+    else this.kept.add(p);
+  }
+
+  /** After a member's miss: the bound follows the held bytes up. */
+  afterMiss(): void {
+    const h = this.held();
+    if (h > this.peak) this.peak = h;
+  }
+
+  /**
+   * Takes `p` (the policy of `allocator`) in, or refuses it, changing
+   * nothing: another device's, or a member of another group.
+   */
+  join(allocator: object, p: _Member, deviceKey?: object): void {
+    const device = p.source.device;
+    if (p.group !== null) {
+      throw new InvalidArgumentError(
+        `Cannot join a CachingGroup: the allocator is in another group`,
+        { name: "group", value: allocator, limit: "one group" },
+      );
+    }
+    if (
+      this.device !== undefined &&
+      (device.type !== this.device.type || device.index !== this.device.index ||
+        deviceKey !== this.deviceKey)
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot join a CachingGroup: its allocators are on ${this.device}${
+          deviceKey !== this.deviceKey ? " (another device object)" : ""
+        }, this one on ${device}`,
+        { name: "group", value: String(device), limit: String(this.device) },
+      );
+    }
+    this.device = device;
+    this.deviceKey = deviceKey;
+    this.members.add(p);
+    this.byAllocator.set(allocator, p);
+    p.group = this;
+  }
+
+  /** Forgets a member (and its ghosts); the group's bound stays. */
+  remove(p: _Member): void {
+    p.group = null;
+    for (const [a, m] of this.byAllocator) {
+      if (m === p) this.byAllocator.delete(a);
+    }
+    this.members.delete(p);
+    this.kept.delete(p);
+    this.keptIdle.delete(p);
+    this.seen.delete(p);
+    for (let i = this.ghosts.length - 1; i >= 0; i--) {
+      if (this.ghosts[i].member === p) this.ghosts.splice(i, 1);
+    }
+  }
+}
+
+const cores = new WeakMap<object, _GroupCore>();
+
+/** The state of a `CachingGroup` (made with it). */
+export function _groupCore(group: object): _GroupCore | undefined {
+  return cores.get(group);
+}
+
+/** Gives a new `CachingGroup` its state. */
+export function _newGroupCore(group: object): _GroupCore {
+  const core = new _GroupCore();
+  cores.set(group, core);
+  return core;
+}

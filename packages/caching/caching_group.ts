@@ -1,0 +1,129 @@
+/**
+ * {@linkcode CachingGroup}: one held-bytes bound for several
+ * {@linkcode CachingAllocator}s on one device.
+ *
+ * @module
+ */
+
+import { _groupCore, _newGroupCore } from "./_caching_group.ts";
+
+/**
+ * The caching allocators of one device that share a held bound: a WebGPU
+ * buffer's usage is fixed when it is made, so a runtime keeps one allocator
+ * per usage (storage, uniforms, uploads, readbacks), and their peaks fall at
+ * different times. Alone, each keeps segments up to its own peak, and
+ * together they hold the sum of their peaks.
+ *
+ * In a group, a member's miss whose new segment would raise the members'
+ * held bytes together above the most they held after any earlier miss first
+ * gives back whole free segments of the other members: the smallest one that
+ * covers the excess, else the largest first. Once the member's own misses
+ * cycle (a miss at a low after a peak), any other member's segments may go;
+ * before, only those of members that made no request during the group's last
+ * 32 misses (uploads idle since a load phase, say). A member whose segment
+ * given back that way would have served one of its own later misses (the
+ * give-back was regretted: a buffer made again) is not asked again that way,
+ * nor one whose source threw while giving back; so steps that repeat make no
+ * new buffers once each member's regret is spent.
+ *
+ * Join a group with the `group` option of {@linkcode CachingAllocator};
+ * leave it with {@linkcode CachingGroup.delete}.
+ *
+ * @example An idle upload segment goes before storage raises the bound
+ * ```ts
+ * import { CachingAllocator, CachingGroup } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const MiB = 2 ** 20;
+ * const group = new CachingGroup();
+ * const storage = new CachingAllocator(new MockSegmentSource(), { group });
+ * const uploads = new CachingAllocator(new MockSegmentSource(), { group });
+ * // storage's misses cycle: a peak, then a miss at a low
+ * const a = storage.allocate(MiB), b = storage.allocate(MiB);
+ * a.release();
+ * b.release();
+ * storage.emptyCache();
+ * using small = storage.allocate(64 * 1024);
+ * uploads.allocate(4 * MiB).release(); // an upload, idle now
+ * // storage grows past the most the group held: the upload segment goes
+ * using big = storage.allocate(group.peakHeldBytes);
+ * assert.equal(group.givenBackSegments, 1);
+ * assert.equal(uploads.stats().reservedBytes.all.current, 0);
+ * assert.ok(group.heldBytes <= group.peakHeldBytes);
+ * ```
+ */
+export class CachingGroup {
+  /** Makes an empty group. */
+  constructor() {
+    _newGroupCore(this);
+  }
+
+  /** Members now. */
+  get size(): number {
+    return _core(this).members.size;
+  }
+
+  /** Bytes the members' segments hold together now. */
+  get heldBytes(): number {
+    return _core(this).held();
+  }
+
+  /**
+   * The bound: the most bytes the members held together after any member's
+   * miss.
+   */
+  get peakHeldBytes(): number {
+    return _core(this).peak;
+  }
+
+  /** Segments given back from one member for another's miss so far. */
+  get givenBackSegments(): number {
+    return _core(this).givenBackSegments;
+  }
+
+  /** Bytes of those segments. */
+  get givenBackBytes(): number {
+    return _core(this).givenBackBytes;
+  }
+
+  /**
+   * Whether `allocator` is a member.
+   *
+   * @param allocator A `CachingAllocator` (or anything: `false`).
+   * @returns Whether it is in this group.
+   */
+  has(allocator: unknown): boolean {
+    return typeof allocator === "object" && allocator !== null &&
+      _core(this).byAllocator.has(allocator);
+  }
+
+  /**
+   * Takes `allocator` out of the group: its segments no longer count in the
+   * group's held bytes, and the group no longer gives them back. The bound
+   * stays (call {@linkcode CachingGroup.resetPeak} to lower it).
+   *
+   * @param allocator A member.
+   * @returns Whether it was a member.
+   */
+  delete(allocator: unknown): boolean {
+    const core = _core(this);
+    if (typeof allocator !== "object" || allocator === null) return false;
+    const p = core.byAllocator.get(allocator);
+    if (p === undefined) return false;
+    core.remove(p);
+    return true;
+  }
+
+  /** Sets the bound to the bytes held now (the next misses raise it again). */
+  resetPeak(): void {
+    const core = _core(this);
+    core.peak = core.held();
+  }
+}
+
+function _core(group: CachingGroup) {
+  const core = _groupCore(group);
+  if (core === undefined) throw new TypeError("Not a CachingGroup");
+  return core;
+}
