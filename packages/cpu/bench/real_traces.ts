@@ -13,7 +13,9 @@
  * (`real_trace.ts`) so that one timed replay is at least 200 000 operations.
  *
  * Run: `deno run -A packages/cpu/bench/real_traces.ts [--quick]
- * [--summary] [substring...]`; `run.ts` (so `deno task bench`) includes it.
+ * [--summary] [--control] [substring...]`; `run.ts` (so `deno task bench`)
+ * includes it. `--control` adds two synthetic rows: a 2 000-operation
+ * log-uniform segment repeated, and the same trace not repeated.
  *
  * @module
  */
@@ -39,6 +41,7 @@ import type { HeadToHeadRow } from "./head_to_head.ts";
 import { restoreConsts } from "./_restore_consts.ts";
 import { printScenarios } from "./report.ts";
 import { passesFor, type RealTrace, slotTraceFromText } from "./real_trace.ts";
+import { logUniformTrace } from "./trace.ts";
 
 const MiB = 1 << 20;
 const MEMPOOL = "@thi.ng/malloc MemPool";
@@ -88,6 +91,39 @@ export async function loadCpuTrace(
   const name = path.replace(/\.jsonl\.gz$/, "");
   const one = slotTraceFromText(text, name, 1);
   return slotTraceFromText(text, name, passesFor(one, ops));
+}
+
+/**
+ * The control of `--control`: the log-uniform trace's first 2 000
+ * operations (about 100 live, all freed) replayed as passes, as a step of a
+ * model repeats its allocations. Against `logUniformTrace(200_000, 100)` it
+ * shows what repetition alone does to each allocator.
+ *
+ * @param ops Operations wanted.
+ * @returns The repeated trace.
+ */
+export function repeatedLogUniform(ops = OPS): RealTrace {
+  const one = logUniformTrace(2000, 100);
+  const repeat = passesFor(one, ops);
+  const n = one.kind.length;
+  const trace: RealTrace = {
+    ...one,
+    name: "control/log-uniform, 2000 ops (~100 live) repeated",
+    kind: new Uint8Array(n * repeat),
+    slot: new Int32Array(n * repeat),
+    byteLength: new Int32Array(n * repeat),
+    allocations: one.allocations * repeat,
+    recordedOps: n,
+    repeat,
+    zeroSized: 0,
+    leaked: 0,
+  };
+  for (let r = 0; r < repeat; r++) {
+    trace.kind.set(one.kind, r * n);
+    trace.slot.set(one.slot, r * n);
+    trace.byteLength.set(one.byteLength, r * n);
+  }
+  return trace;
 }
 
 async function underNode(
@@ -170,18 +206,31 @@ const r = (label: string, value: number): Ratio => ({ label, value });
  * @param options `quick` for a smoke run; `progress` for messages.
  * @param only Substrings of trace paths (none: all).
  * @param summaries Filled with one summary per trace, when given.
+ * @param control Add the two synthetic control traces (`--control`).
  * @returns Scenarios: per trace, speed (Deno), footprint; then Node.
  */
 export async function runRealTraces(
   options: BenchOptions,
   only: string[] = [],
   summaries: TraceSummary[] = [],
+  control = false,
 ): Promise<Scenario[]> {
   const quick = options.quick;
   const names = cpuTraceNames(only);
+  const ops = quick ? 20_000 : OPS;
   const traces: RealTrace[] = [];
-  for (const n of names) {
-    traces.push(await loadCpuTrace(n, quick ? 20_000 : OPS));
+  for (const n of names) traces.push(await loadCpuTrace(n, ops));
+  if (control) {
+    traces.push(repeatedLogUniform(ops));
+    const plain = logUniformTrace(ops, 100);
+    traces.push({
+      ...plain,
+      name: "control/log-uniform, ~100 live, not repeated",
+      recordedOps: plain.kind.length,
+      repeat: 1,
+      zeroSized: 0,
+      leaked: 0,
+    });
   }
   const scenarios: Scenario[] = [];
   for (const trace of traces) {
@@ -401,6 +450,7 @@ if (import.meta.main) {
     { quick, progress: (m) => console.error(m) },
     only,
     summaries,
+    Deno.args.includes("--control"),
   );
   if (Deno.args.includes("--summary")) console.log(summaryTable(summaries));
   else printScenarios(scenarios);

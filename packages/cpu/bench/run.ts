@@ -35,6 +35,7 @@ import {
 import { footprintScenario } from "./footprints.ts";
 import { restoreConsts } from "./_restore_consts.ts";
 import { printScenarios } from "./report.ts";
+import { runRealTraces } from "./real_traces.ts";
 import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
 
 type AsExports = ReturnType<typeof instantiateAs>;
@@ -744,6 +745,8 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   }
   options.progress?.("cpu: footprints over seeds and live counts");
   scenarios.push(footprintScenario(asModuleCache, quick));
+  // The traces recorded from TF.js on the CPU (real_traces.ts).
+  scenarios.push(...await runRealTraces(options));
   options.progress?.("cpu: the head-to-head under Node");
   const node = await underNode(quick);
   if (typeof node === "string") {
