@@ -14,7 +14,8 @@
  *
  * Run: `deno run -A packages/cpu/bench/real_traces.ts [--quick]
  * [--summary] [--control] [substring...]`; `run.ts` (so `deno task bench`)
- * includes it. `--control` adds two synthetic rows: a 2 000-operation
+ * includes it. `--construct` prints what making each allocator costs.
+ * `--control` adds two synthetic rows: a 2 000-operation
  * log-uniform segment repeated, and the same trace not repeated.
  *
  * @module
@@ -442,7 +443,52 @@ export function summaryTable(summaries: TraceSummary[]): string {
   return lines.join("\n");
 }
 
-if (import.meta.main) {
+/**
+ * CPU milliseconds per construction, best of three rounds of 20: a bare
+ * 1 GiB `ArrayBuffer`, `new CpuHeap(1 GiB)`, and that heap's first
+ * alloc/free, against AssemblyScript's instantiation (what a fresh row
+ * pays before its first operation).
+ *
+ * @returns Milliseconds per construction, by what was made.
+ */
+export async function constructionCosts(): Promise<Record<string, number>> {
+  const { CpuHeap } = await import("../mod.ts");
+  const { cpuSeconds, instantiateAs } = await import("./head_to_head.ts");
+  const { asModule } = await import("./peers.ts");
+  const module = await asModule();
+  const cases: [string, () => void][] = [
+    ["new ArrayBuffer(1 GiB)", () => {
+      new Uint8Array(new ArrayBuffer(1024 * MiB))[0] = 1;
+    }],
+    ["new CpuHeap(1 GiB)", () => {
+      new CpuHeap(1024 * MiB);
+    }],
+    ["new CpuHeap(1 GiB) + alloc(100) + free", () => {
+      const heap = new CpuHeap(1024 * MiB);
+      heap.free(heap.alloc(100));
+    }],
+    ["AssemblyScript instantiate + alloc(100) + free", () => {
+      const as = instantiateAs(module);
+      as.free(as.alloc(100));
+    }],
+  ];
+  const best: Record<string, number> = {};
+  for (let round = 0; round < 3; round++) {
+    for (const [name, make] of cases) {
+      const t0 = cpuSeconds();
+      for (let i = 0; i < 20; i++) make();
+      const ms = (cpuSeconds() - t0) / 20 * 1e3;
+      best[name] = Math.min(best[name] ?? Infinity, ms);
+    }
+  }
+  return best;
+}
+
+if (import.meta.main && Deno.args.includes("--construct")) {
+  for (const [name, ms] of Object.entries(await constructionCosts())) {
+    console.log(`${name}: ${ms.toFixed(2)} ms CPU`);
+  }
+} else if (import.meta.main) {
   const quick = Deno.args.includes("--quick");
   const only = Deno.args.filter((a) => !a.startsWith("--"));
   const summaries: TraceSummary[] = [];
