@@ -1,18 +1,32 @@
 /**
  * The Node side of the buddy benchmark: `run.ts` bundles this file with
- * `deno bundle` and runs it with `node <bundle> <quick|full>`; it prints,
- * as JSON on stdout, the best seconds per row (see `head_to_head.ts`) of
- * each trace the Deno side runs: the log-uniform and the tensor-shaped one.
+ * `deno bundle` and runs it with `node <bundle> <quick|full> [traces.json]`;
+ * it prints, as JSON on stdout, the best seconds per row (see
+ * `head_to_head.ts`) of each trace the Deno side runs: the log-uniform and
+ * the tensor-shaped one, then the real traces of `traces.json` when given
+ * (slot traces written by `run.ts`).
  *
  * @module
  */
 
+import { readFileSync } from "node:fs";
 import process from "node:process";
 import { measure } from "./head_to_head.ts";
 import { benchTraces } from "./traces.ts";
+import type { Trace } from "../../cpu/bench/trace.ts";
 
 const quick = process.argv[2] === "quick";
-const traces = benchTraces(quick).map((trace) => ({
+const real = process.argv[3] === undefined
+  ? []
+  : (JSON.parse(readFileSync(process.argv[3], "utf8")) as Trace[]).map((
+    t,
+  ) => ({
+    ...t,
+    kind: Uint8Array.from(t.kind),
+    slot: Int32Array.from(t.slot),
+    byteLength: Int32Array.from(t.byteLength),
+  }));
+const traces = [...benchTraces(quick), ...real].map((trace) => ({
   name: trace.name,
   ops: trace.kind.length,
   seconds: Object.fromEntries(measure(trace, quick ? 1 : 9)),

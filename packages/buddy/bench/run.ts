@@ -20,11 +20,14 @@ import type {
 import { measure } from "./head_to_head.ts";
 import { benchTraces } from "./traces.ts";
 import { printScenarios } from "../../cpu/bench/report.ts";
+import { cpuTraceNames, loadCpuTrace } from "../../cpu/bench/real_traces.ts";
+import type { Trace } from "../../cpu/bench/trace.ts";
 
 // Runs the head-to-head of every trace under Node (bundled with `deno
 // bundle`).
 async function underNode(
   quick: boolean,
+  real: Trace[],
 ): Promise<
   | {
     version: string;
@@ -48,10 +51,21 @@ async function underNode(
     if (!built.success) {
       return `deno bundle failed: ${new TextDecoder().decode(built.stderr)}`;
     }
+    // The real traces go to Node as JSON (Node has no reader of them).
+    const json = `${dir}/traces.json`;
+    await Deno.writeTextFile(
+      json,
+      JSON.stringify(real.map((t) => ({
+        ...t,
+        kind: [...t.kind],
+        slot: [...t.slot],
+        byteLength: [...t.byteLength],
+      }))),
+    );
     let out;
     try {
       out = await new Deno.Command("node", {
-        args: [bundle, quick ? "quick" : "full"],
+        args: [bundle, quick ? "quick" : "full", json],
         stdout: "piped",
         stderr: "piped",
       }).output();
@@ -136,7 +150,19 @@ const NOTES = [
  */
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   const quick = options.quick;
-  const traces = benchTraces(quick);
+  // The synthetic traces, then the traces recorded from TF.js on the CPU
+  // (traces/cpu/, passes concatenated to 200 000 operations).
+  const real: Trace[] = [];
+  for (const name of cpuTraceNames()) {
+    const t = await loadCpuTrace(name, quick ? 20_000 : 200_000);
+    real.push({
+      ...t,
+      name: `real trace ${t.name} (${t.repeat} passes, peak live ${
+        (t.peakLiveBytes / (1 << 20)).toFixed(2)
+      } MiB)`,
+    });
+  }
+  const traces = [...benchTraces(quick), ...real];
   const reps = quick ? 1 : 9;
   const scenarios: Scenario[] = [];
   for (const trace of traces) {
@@ -154,7 +180,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     });
   }
   options.progress?.("buddy: the traces under Node");
-  const node = await underNode(quick);
+  const node = await underNode(quick, real);
   if (typeof node === "string") {
     scenarios.push({
       package: "buddy",

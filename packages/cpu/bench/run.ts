@@ -35,22 +35,28 @@ import {
 import { footprintScenario } from "./footprints.ts";
 import { restoreConsts } from "./_restore_consts.ts";
 import { printScenarios } from "./report.ts";
+import { runRealTraces } from "./real_traces.ts";
 import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
 
 type AsExports = ReturnType<typeof instantiateAs>;
 
-interface Measured {
+/** What a replay measured besides time. */
+export interface Measured {
   /** Highest byte used, relative to the allocator's first byte. */
   footprint?: number;
 }
 
 const MiB = 1 << 20;
-const HEAP = "allot CpuHeap";
+/** Row names, shared with `real_traces.ts`. */
+export const HEAP = "allot CpuHeap";
 const GROWABLE = "allot CpuHeap, growable (resizable ArrayBuffer)";
 const COMPACT = 'allot CpuHeap, placement "compact"';
-const FIRST_FIT = 'allot CpuHeap, placement "first-fit"';
-const AS = "AssemblyScript TLSF (wasm)";
-const FRESH = ", fresh instance";
+/** The first-fit heap's row. */
+export const FIRST_FIT = 'allot CpuHeap, placement "first-fit"';
+/** AssemblyScript's row. */
+export const AS = "AssemblyScript TLSF (wasm)";
+/** The suffix of fresh rows. */
+export const FRESH = ", fresh instance";
 
 // --- replays: one loop per allocator so no call site goes megamorphic ---
 
@@ -141,7 +147,14 @@ function replayAsIn(as: AsExports, trace: Trace, view: boolean): Measured {
   return {};
 }
 
-async function footprintAs(trace: Trace): Promise<number> {
+/**
+ * Highest byte AssemblyScript's TLSF uses replaying `trace`, from its heap
+ * base.
+ *
+ * @param trace The trace.
+ * @returns Bytes.
+ */
+export async function footprintAs(trace: Trace): Promise<number> {
   const as = await asTlsf();
   const { kind, slot, byteLength } = trace;
   const offsets = new Float64Array(trace.slots);
@@ -198,7 +211,13 @@ function replayMemPool(mem: MemPool, trace: Trace, view: boolean): Measured {
   return {};
 }
 
-function footprintMemPool(trace: Trace): number {
+/**
+ * Highest byte `@thi.ng/malloc`'s MemPool uses replaying `trace`.
+ *
+ * @param trace The trace.
+ * @returns Bytes.
+ */
+export function footprintMemPool(trace: Trace): number {
   const mem = makePool(trace);
   const { kind, slot, byteLength } = trace;
   const offsets = new Float64Array(trace.slots);
@@ -414,8 +433,32 @@ function bestOfAll(
   return best;
 }
 
-// Builds the native peer with g++ (when present) and replays `trace` on it.
-async function native(
+/**
+ * Every contender's best replay of `trace` (warm and fresh rows), as
+ * {@linkcode run} measures them: for `real_traces.ts`.
+ *
+ * @param trace The trace.
+ * @param view Make a `Uint8Array` per allocation.
+ * @param quick One round.
+ * @returns Best CPU seconds (and footprint) per row name.
+ */
+export async function measureAll(
+  trace: Trace,
+  view: boolean,
+  quick: boolean,
+): Promise<Map<string, Measured & { seconds: number }>> {
+  asModuleCache ??= await asModule();
+  return bestOfAll(trace, view, quick);
+}
+
+/**
+ * Builds the native peer with g++ (when present) and replays `trace` on it.
+ *
+ * @param trace The trace.
+ * @param quick One replay instead of 30.
+ * @returns Ops per CPU second and footprint, or why it was skipped.
+ */
+export async function native(
   trace: Trace,
   quick: boolean,
 ): Promise<{ opsPerSecond: number; footprint: number } | string> {
@@ -702,6 +745,8 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   }
   options.progress?.("cpu: footprints over seeds and live counts");
   scenarios.push(footprintScenario(asModuleCache, quick));
+  // The traces recorded from TF.js on the CPU (real_traces.ts).
+  scenarios.push(...await runRealTraces(options));
   options.progress?.("cpu: the head-to-head under Node");
   const node = await underNode(quick);
   if (typeof node === "string") {
