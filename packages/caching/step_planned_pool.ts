@@ -211,6 +211,11 @@ const _GREW = 1024;
 /** See `_SMALL`. */
 const _SMALL_SEGMENT = 2048;
 
+/** Steps looked at to tell work that does not repeat (see `#heap`). */
+const _HEAP_STEPS = 8;
+/** See `_HEAP_STEPS`. */
+const _HEAP_MASK = (1 << _HEAP_STEPS) - 1;
+
 /**
  * Before the first plan, the free bytes (per byte asked) a best fit may
  * leave in the block it splits: more and the request gets its own segment.
@@ -326,6 +331,14 @@ export class StepPlannedPool<M = unknown> {
   #stepPeakBlocks = 0;
   #fastSteps = 0;
   #followedBits = 0;
+  /** Steps that made requests, counted to `_HEAP_STEPS`. */
+  #counted = 0;
+  /**
+   * Whether the pool's recent steps mostly left their plans (work that does
+   * not repeat step to step): requests the plan does not place then take
+   * free ranges of the arena before any new segment.
+   */
+  #heap = false;
   /** the arena bytes the last step took (see `_giveBack`) */
   #lastNeed = 0;
   /** the bound (`#bound`) of each of the last steps' peaks */
@@ -696,7 +709,9 @@ export class StepPlannedPool<M = unknown> {
       // segments, else a new small segment while one fits in the bounds
       // (a small block left in the arena past its step pins it: the arena
       // cannot grow or move while the block lives), else the arena
-      block = this.#bestFit(size, false) ?? this.#exactHole(size) ??
+      block = this.#bestFit(size, false) ??
+        (this.#heap ? this.#arenaFit(size) : undefined) ??
+        this.#exactHole(size) ??
         (this.#roomForSmall() ? this.#grow(size) : undefined);
     }
     return block ?? this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
@@ -819,6 +834,9 @@ export class StepPlannedPool<M = unknown> {
     if (count > 0) {
       // which of the last 32 steps that made requests followed a plan
       this.#followedBits = (this.#followedBits << 1) | (followed ? 1 : 0);
+      if (this.#counted < _HEAP_STEPS) this.#counted++;
+      this.#heap = this.#counted >= _HEAP_STEPS &&
+        _bits(this.#followedBits & _HEAP_MASK) < _HEAP_STEPS / 2;
       if (followed) {
         this.#unfollowed = 0;
         this.#sincePlan = 0;
@@ -1866,10 +1884,13 @@ export class StepPlannedPool<M = unknown> {
       }
     }
     const small = size <= _SMALL;
-    if (
-      !small && this.#arena !== undefined &&
-      (this.#held > limit || !(group?._fits(size) ?? true))
-    ) {
+    // (a small request makes a shared segment of `_SMALL_SEGMENT` bytes)
+    const room = small
+      ? Math.max(size, alignUp(_SMALL_SEGMENT, this.#align))
+      : size;
+    const over = this.#held + room > limit + size ||
+      !(group?._fits(room) ?? true);
+    if (over && this.#arena !== undefined && (!small || this.#heap)) {
       // a segment now would take held bytes past the bound: a block the
       // plan left out of the arena (one that outlives its step: state an
       // optimizer or a model carries to the next step, made while the
@@ -1879,6 +1900,12 @@ export class StepPlannedPool<M = unknown> {
       // though they come at different times of the step
       const spill = this.#spill(size);
       if (spill !== undefined) return spill;
+    }
+    if (over && small && this.#heap) {
+      // a small request over the bound: a range of a free large segment
+      // (trimmed to make room, it would be made again)
+      const block = this.#bestFit(size, false, false, true);
+      if (block !== undefined) return block;
     }
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
@@ -2050,6 +2077,19 @@ export class StepPlannedPool<M = unknown> {
         if (
           b.byteLength >= size && (!block || b.byteLength < block.byteLength)
         ) block = b;
+      }
+    }
+    if (block === undefined) return undefined;
+    this.#unindex(block);
+    return this.#split(block, block._offset, size);
+  }
+
+  /** The best fitting free range of the arena (off the fast path). */
+  #arenaFit(size: number): PlannedBlock<M> | undefined {
+    let block: PlannedBlock<M> | undefined;
+    for (const b of this.#arenaFree) {
+      if (b.byteLength >= size && (!block || b.byteLength < block.byteLength)) {
+        block = b;
       }
     }
     if (block === undefined) return undefined;
