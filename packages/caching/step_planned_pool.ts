@@ -1961,13 +1961,11 @@ export class StepPlannedPool<M = unknown> {
    */
   #spill(size: number): PlannedBlock<M> | undefined {
     const arena = this.#arena!;
-    // (work that does not repeat: best fit over the indexed free ranges,
-    // the plan is no guide)
-    if (this.#heap) this.#settle();
     const fast = this.#fast;
-    const plan = this.#heap
-      ? undefined
-      : fast ?? (this.#diverged ? undefined : this.#plan);
+    // (off the fast path, work that does not repeat takes the best fit:
+    // the plan is no guide)
+    const plan = fast ??
+      (this.#diverged || this.#heap ? undefined : this.#plan);
     const from = this.#recCount + (fast !== undefined ? 1 : this.#skew + 1);
     // the free ranges: indexed off the fast path; on it, the gaps between
     // the arena's live blocks
