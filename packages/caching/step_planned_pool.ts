@@ -1962,10 +1962,13 @@ export class StepPlannedPool<M = unknown> {
   #spill(size: number): PlannedBlock<M> | undefined {
     const arena = this.#arena!;
     const fast = this.#fast;
-    // (off the fast path, work that does not repeat takes the best fit:
-    // the plan is no guide)
-    const plan = fast ??
-      (this.#diverged || this.#heap ? undefined : this.#plan);
+    // (work that does not repeat takes the best fit off the fast path, and
+    // a small block on it: the plan is no guide to a step that leaves it,
+    // and counting the plan's later requests a range meets costs a sort of
+    // the rest of the plan per request)
+    const plan = this.#heap && size <= _SMALL
+      ? undefined
+      : fast ?? (this.#diverged || this.#heap ? undefined : this.#plan);
     const from = this.#recCount + (fast !== undefined ? 1 : this.#skew + 1);
     // the free ranges: indexed off the fast path; on it, the gaps between
     // the arena's live blocks
@@ -1975,40 +1978,64 @@ export class StepPlannedPool<M = unknown> {
         if (b.byteLength >= size) gaps.push(b._offset, b.byteLength);
       }
     } else {
-      const live: PlannedBlock<M>[] = [];
-      for (const b of this.#fastLive) if (b !== undefined) live.push(b);
-      for (const b of this.#fastOld) if (!b._free) live.push(b);
-      live.sort((a, b) => a._offset - b._offset);
+      // (live arena blocks never overlap: their starts and their ends,
+      // each sorted on its own, pair up)
+      const fastLive = this.#fastLive, old = this.#fastOld;
+      let n = 0;
+      const starts = new Float64Array(fastLive.length + old.length);
+      const ends = new Float64Array(starts.length);
+      for (const b of fastLive) {
+        if (b !== undefined) {
+          starts[n] = b._offset, ends[n++] = b._offset + b.byteLength;
+        }
+      }
+      for (const b of old) {
+        if (!b._free) {
+          starts[n] = b._offset, ends[n++] = b._offset + b.byteLength;
+        }
+      }
+      const lo = starts.subarray(0, n).sort(), hi = ends.subarray(0, n).sort();
       let at = 0;
-      for (const b of live) {
-        if (b._offset - at >= size) gaps.push(at, b._offset - at);
-        at = Math.max(at, b._offset + b.byteLength);
+      for (let k = 0; k < n; k++) {
+        if (lo[k] - at >= size) gaps.push(at, lo[k] - at);
+        if (hi[k] > at) at = hi[k];
       }
       if (arena.size - at >= size) gaps.push(at, arena.size - at);
     }
-    // the ranges the rest of the plan takes in the arena
-    const los: number[] = [], his: number[] = [];
+    // the ranges the rest of the plan takes in the arena: their starts and
+    // ends, each sorted (a range meets [at, top) when it starts below top
+    // and does not end by at)
+    let los = _NONE, his = _NONE;
     if (plan !== undefined) {
       const offsets = plan.offsets, sizes = plan.sizes;
-      for (let j = from < 0 ? 0 : from; j < plan.count; j++) {
+      const first = from < 0 ? 0 : from;
+      los = new Float64Array(plan.count - first);
+      his = new Float64Array(plan.count - first);
+      let n = 0;
+      for (let j = first; j < plan.count; j++) {
         const o = offsets[j];
-        if (o >= 0) los.push(o), his.push(o + sizes[j]);
+        if (o >= 0) los[n] = o, his[n++] = o + sizes[j];
       }
+      los = los.subarray(0, n).sort();
+      his = his.subarray(0, n).sort();
     }
-    // smallest ranges first: a later one wins only with fewer overlaps
-    const order = Array.from({ length: gaps.length >> 1 }, (_, g) => 2 * g)
-      .sort((a, b) => gaps[a + 1] - gaps[b + 1]);
-    let best = -1, bestHits = Infinity;
-    for (const g of order) {
+    // the fewest overlaps, then the smallest range, then the lowest; in a
+    // range its high end, then its low end
+    let best = -1, bestHits = Infinity, bestGap = Infinity;
+    for (let g = 0; g < gaps.length; g += 2) {
       const lo = gaps[g], gap = gaps[g + 1];
-      for (const at of [lo + gap - size, lo]) {
-        const hits = _overlaps(los, his, at, at + size, bestHits);
-        if (hits < bestHits) {
-          best = at;
-          bestHits = hits;
-        }
+      if (bestHits === 0 && gap >= bestGap) continue;
+      const high = lo + gap - size;
+      let hits = _overlaps(los, his, high, high + size), at = high;
+      if (hits !== 0) {
+        const low = _overlaps(los, his, lo, lo + size);
+        if (low < hits) hits = low, at = lo;
       }
-      if (bestHits === 0) break;
+      if (hits < bestHits || (hits === bestHits && gap < bestGap)) {
+        best = at;
+        bestHits = hits;
+        bestGap = gap;
+      }
     }
     if (best < 0) return undefined;
     if (fast === undefined) {
@@ -2400,22 +2427,34 @@ function _peakBytes(items: readonly _PlanItem[]): number {
 }
 
 /**
- * How many of the ranges `[los[k], his[k])` meet `[at, top)`, counted up
- * to `most`.
+ * How many of the ranges whose starts are `los` and ends `his` (each
+ * sorted) meet `[at, top)`: those starting below `top`, less those ending
+ * by `at` (they start below it too). Two binary searches, where a pass over
+ * the ranges per free range made the spills of a step that leaves its plan
+ * quadratic in its requests.
  */
 function _overlaps(
-  los: readonly number[],
-  his: readonly number[],
+  los: Float64Array,
+  his: Float64Array,
   at: number,
   top: number,
-  most: number,
 ): number {
-  let n = 0;
-  for (let k = 0; k < los.length && n < most; k++) {
-    if (los[k] < top && at < his[k]) n++;
-  }
-  return n;
+  return _below(los, top) - _below(his, at + 1);
 }
+
+/** How many of `sorted` are below `x`. */
+function _below(sorted: Float64Array, x: number): number {
+  let lo = 0, hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** No ranges (see `#spill`). */
+const _NONE = new Float64Array(0);
 
 /** Throws the error of a size that is not an integer in [0, `max`]. */
 function _badSize(byteLength: number, max: number): never {
