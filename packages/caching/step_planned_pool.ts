@@ -778,6 +778,10 @@ export class StepPlannedPool<M = unknown> {
     // the free range is the pool's own object, never the caller's handle:
     // ranges are moved and resized as they merge and split, and a freed
     // handle keeps saying what it was
+    if (seg.arena) {
+      this.#coalesceArena(block, seg);
+      return;
+    }
     let merged: PlannedBlock<M>;
     const prev = block._prev;
     if (prev !== undefined && prev._free) {
@@ -797,6 +801,46 @@ export class StepPlannedPool<M = unknown> {
       merged = this.#join(merged, next);
     }
     this.#index(merged);
+  }
+
+  /**
+   * `#coalesce` in the arena, whose free ranges are indexed by offset: a
+   * free range merged into the one before it keeps that one's entry, and a
+   * new range merged with the one after it takes that one's entry (no free
+   * range starts between them), so a free is at most one removal.
+   */
+  #coalesceArena(block: PlannedBlock<M>, seg: _Seg<M>): void {
+    const prev = block._prev, next = block._next;
+    const after = next !== undefined && next._free;
+    let merged: PlannedBlock<M>;
+    if (prev !== undefined && prev._free) {
+      merged = this.#join(prev, block);
+      if (after) this.#unindex(next);
+    } else {
+      merged = new PlannedBlock(seg, block._offset, block.byteLength);
+      merged._next = next;
+      if (next !== undefined) next._prev = merged;
+      this.#link(prev, merged);
+      if (after) this.#arenaFree[this.#arenaSlot(next._offset)] = merged;
+      else this.#index(merged);
+    }
+    block._prev = block._next = undefined;
+    if (after) this.#join(merged, next);
+  }
+
+  /** The index in `#arenaFree` of the free range that starts at `at`. */
+  #arenaSlot(at: number): number {
+    const free = this.#arenaFree;
+    let lo = 0, hi = free.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid]._offset < at) lo = mid + 1;
+      else hi = mid;
+    }
+    if (free[lo]?._offset !== at) {
+      throw new Error("internal: free index lost a block");
+    }
+    return lo;
   }
 
   /**
@@ -2039,9 +2083,7 @@ export class StepPlannedPool<M = unknown> {
     }
     if (best < 0) return undefined;
     if (fast === undefined) {
-      const block = this.#freeFrom(best)!;
-      this.#unindex(block);
-      return this.#split(block, best, size);
+      return this.#split(this.#freeFrom(best)!, best, size, true);
     }
     const block = new PlannedBlock(arena, best, size);
     // (live: its planned range, if any, is not counted free until it is)
@@ -2127,8 +2169,7 @@ export class StepPlannedPool<M = unknown> {
       }
     }
     if (block === undefined) return undefined;
-    this.#unindex(block);
-    return this.#split(block, block._offset, size);
+    return this.#split(block, block._offset, size, true);
   }
 
   /**
@@ -2148,12 +2189,20 @@ export class StepPlannedPool<M = unknown> {
     if (block === undefined || block._offset + block.byteLength < at + size) {
       return undefined;
     }
-    this.#unindex(block);
-    return this.#split(block, at, size);
+    return this.#split(block, at, size, true);
   }
 
-  /** Cuts `[at, at + size)` out of the free, unindexed `block`; indexes the rest. */
-  #split(block: PlannedBlock<M>, at: number, size: number): PlannedBlock<M> {
+  /**
+   * Cuts `[at, at + size)` out of the free `block`, unindexed (or, for an
+   * arena block, `indexed`: its entry, sorted by offset, stays where it is
+   * for the rest it becomes); indexes the rest.
+   */
+  #split(
+    block: PlannedBlock<M>,
+    at: number,
+    size: number,
+    indexed = false,
+  ): PlannedBlock<M> {
     const seg = block._seg;
     const start = block._offset;
     const end = start + block.byteLength;
@@ -2166,17 +2215,19 @@ export class StepPlannedPool<M = unknown> {
       _place(spare, start, at - start);
       left = spare;
       spare = undefined;
-      this.#index(left);
+      if (!indexed) this.#index(left);
     }
     if (at + size < end) {
       right = spare ?? new PlannedBlock(seg, at + size, end - at - size);
+      // (the arena's entry moves up within the range it had: no other free
+      // range starts there, so the offset order holds)
       if (spare !== undefined) _place(spare, at + size, end - at - size);
-      this.#index(right);
+      if (!indexed || spare === undefined) this.#index(right);
       if (right !== next) {
         right._next = next;
         if (next) next._prev = right;
       }
-    }
+    } else if (indexed && spare !== undefined) this.#unindex(spare);
     if (left !== prev) {
       left!._prev = prev;
       if (prev) prev._next = left;
