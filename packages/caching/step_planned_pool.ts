@@ -211,6 +211,11 @@ const _GREW = 1024;
 /** See `_SMALL`. */
 const _SMALL_SEGMENT = 2048;
 
+/** Steps looked at to tell work that does not repeat (see `#heap`). */
+const _HEAP_STEPS = 6;
+/** See `_HEAP_STEPS`. */
+const _HEAP_MASK = (1 << _HEAP_STEPS) - 1;
+
 /**
  * Before the first plan, the free bytes (per byte asked) a best fit may
  * leave in the block it splits: more and the request gets its own segment.
@@ -326,6 +331,23 @@ export class StepPlannedPool<M = unknown> {
   #stepPeakBlocks = 0;
   #fastSteps = 0;
   #followedBits = 0;
+  /** Steps that made requests, counted to `_HEAP_STEPS`. */
+  #counted = 0;
+  /**
+   * Whether one of the pool's last `_HEAP_STEPS` steps left its plan (work
+   * that does not repeat step to step, or not yet): the arena then serves
+   * as a heap. A small request the plan does not place takes the best
+   * fitting free arena range before a small segment is made; where a new
+   * segment would take held bytes past the bound, a small request too
+   * takes a free arena range, else a range of a free large segment (a
+   * segment trimmed to make room for another is made again later: on
+   * TF.js conv+GRU training this made 1,639 segments over 7 warm passes);
+   * and such spills are placed by best fit, off the fast path (counting
+   * which of the plan's later requests a range overlaps costs a pass over
+   * the plan per request, and the plan is no guide to a step that leaves
+   * it).
+   */
+  #heap = false;
   /** the arena bytes the last step took (see `_giveBack`) */
   #lastNeed = 0;
   /** the bound (`#bound`) of each of the last steps' peaks */
@@ -696,7 +718,9 @@ export class StepPlannedPool<M = unknown> {
       // segments, else a new small segment while one fits in the bounds
       // (a small block left in the arena past its step pins it: the arena
       // cannot grow or move while the block lives), else the arena
-      block = this.#bestFit(size, false) ?? this.#exactHole(size) ??
+      block = this.#bestFit(size, false) ??
+        (this.#heap ? this.#arenaFit(size) : undefined) ??
+        this.#exactHole(size) ??
         (this.#roomForSmall() ? this.#grow(size) : undefined);
     }
     return block ?? this.#bestFit(size, arenaOk, tight) ?? this.#grow(size) ??
@@ -754,6 +778,10 @@ export class StepPlannedPool<M = unknown> {
     // the free range is the pool's own object, never the caller's handle:
     // ranges are moved and resized as they merge and split, and a freed
     // handle keeps saying what it was
+    if (seg.arena) {
+      this.#coalesceArena(block, seg);
+      return;
+    }
     let merged: PlannedBlock<M>;
     const prev = block._prev;
     if (prev !== undefined && prev._free) {
@@ -773,6 +801,46 @@ export class StepPlannedPool<M = unknown> {
       merged = this.#join(merged, next);
     }
     this.#index(merged);
+  }
+
+  /**
+   * `#coalesce` in the arena, whose free ranges are indexed by offset: a
+   * free range merged into the one before it keeps that one's entry, and a
+   * new range merged with the one after it takes that one's entry (no free
+   * range starts between them), so a free is at most one removal.
+   */
+  #coalesceArena(block: PlannedBlock<M>, seg: _Seg<M>): void {
+    const prev = block._prev, next = block._next;
+    const after = next !== undefined && next._free;
+    let merged: PlannedBlock<M>;
+    if (prev !== undefined && prev._free) {
+      merged = this.#join(prev, block);
+      if (after) this.#unindex(next);
+    } else {
+      merged = new PlannedBlock(seg, block._offset, block.byteLength);
+      merged._next = next;
+      if (next !== undefined) next._prev = merged;
+      this.#link(prev, merged);
+      if (after) this.#arenaFree[this.#arenaSlot(next._offset)] = merged;
+      else this.#index(merged);
+    }
+    block._prev = block._next = undefined;
+    if (after) this.#join(merged, next);
+  }
+
+  /** The index in `#arenaFree` of the free range that starts at `at`. */
+  #arenaSlot(at: number): number {
+    const free = this.#arenaFree;
+    let lo = 0, hi = free.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (free[mid]._offset < at) lo = mid + 1;
+      else hi = mid;
+    }
+    if (free[lo]?._offset !== at) {
+      throw new Error("internal: free index lost a block");
+    }
+    return lo;
   }
 
   /**
@@ -819,6 +887,9 @@ export class StepPlannedPool<M = unknown> {
     if (count > 0) {
       // which of the last 32 steps that made requests followed a plan
       this.#followedBits = (this.#followedBits << 1) | (followed ? 1 : 0);
+      if (this.#counted < _HEAP_STEPS) this.#counted++;
+      this.#heap = this.#counted >= _HEAP_STEPS &&
+        _bits(this.#followedBits & _HEAP_MASK) < _HEAP_STEPS;
       if (followed) {
         this.#unfollowed = 0;
         this.#sincePlan = 0;
@@ -1866,10 +1937,15 @@ export class StepPlannedPool<M = unknown> {
       }
     }
     const small = size <= _SMALL;
-    if (
-      !small && this.#arena !== undefined &&
-      (this.#held > limit || !(group?._fits(size) ?? true))
-    ) {
+    // (a small request would make a shared segment of `_SMALL_SEGMENT`
+    // bytes: over the bound when that one is; see `#heap` for the small
+    // ones)
+    const room = small
+      ? Math.max(size, alignUp(_SMALL_SEGMENT, this.#align))
+      : size;
+    const over = this.#held + room > limit + size ||
+      !(group?._fits(room) ?? true);
+    if (over && this.#arena !== undefined && (!small || this.#heap)) {
       // a segment now would take held bytes past the bound: a block the
       // plan left out of the arena (one that outlives its step: state an
       // optimizer or a model carries to the next step, made while the
@@ -1879,6 +1955,12 @@ export class StepPlannedPool<M = unknown> {
       // though they come at different times of the step
       const spill = this.#spill(size);
       if (spill !== undefined) return spill;
+    }
+    if (over && small && this.#heap) {
+      // a small request over the bound: a range of a free large segment
+      // (trimmed to make room, it would be made again; see `#heap`)
+      const block = this.#bestFit(size, false, false, true);
+      if (block !== undefined) return block;
     }
     // requests that creep up (a cache grown by concatenation: each step a
     // little larger than a block just freed) get a segment with room for the
@@ -1924,7 +2006,13 @@ export class StepPlannedPool<M = unknown> {
   #spill(size: number): PlannedBlock<M> | undefined {
     const arena = this.#arena!;
     const fast = this.#fast;
-    const plan = fast ?? (this.#diverged ? undefined : this.#plan);
+    // (work that does not repeat takes the best fit off the fast path, and
+    // a small block on it: the plan is no guide to a step that leaves it,
+    // and counting the plan's later requests a range meets costs a sort of
+    // the rest of the plan per request)
+    const plan = this.#heap && size <= _SMALL
+      ? undefined
+      : fast ?? (this.#diverged || this.#heap ? undefined : this.#plan);
     const from = this.#recCount + (fast !== undefined ? 1 : this.#skew + 1);
     // the free ranges: indexed off the fast path; on it, the gaps between
     // the arena's live blocks
@@ -1934,46 +2022,68 @@ export class StepPlannedPool<M = unknown> {
         if (b.byteLength >= size) gaps.push(b._offset, b.byteLength);
       }
     } else {
-      const live: PlannedBlock<M>[] = [];
-      for (const b of this.#fastLive) if (b !== undefined) live.push(b);
-      for (const b of this.#fastOld) if (!b._free) live.push(b);
-      live.sort((a, b) => a._offset - b._offset);
+      // (live arena blocks never overlap: their starts and their ends,
+      // each sorted on its own, pair up)
+      const fastLive = this.#fastLive, old = this.#fastOld;
+      let n = 0;
+      const starts = new Float64Array(fastLive.length + old.length);
+      const ends = new Float64Array(starts.length);
+      for (const b of fastLive) {
+        if (b !== undefined) {
+          starts[n] = b._offset, ends[n++] = b._offset + b.byteLength;
+        }
+      }
+      for (const b of old) {
+        if (!b._free) {
+          starts[n] = b._offset, ends[n++] = b._offset + b.byteLength;
+        }
+      }
+      const lo = starts.subarray(0, n).sort(), hi = ends.subarray(0, n).sort();
       let at = 0;
-      for (const b of live) {
-        if (b._offset - at >= size) gaps.push(at, b._offset - at);
-        at = Math.max(at, b._offset + b.byteLength);
+      for (let k = 0; k < n; k++) {
+        if (lo[k] - at >= size) gaps.push(at, lo[k] - at);
+        if (hi[k] > at) at = hi[k];
       }
       if (arena.size - at >= size) gaps.push(at, arena.size - at);
     }
-    // the ranges the rest of the plan takes in the arena
-    const los: number[] = [], his: number[] = [];
+    // the ranges the rest of the plan takes in the arena: their starts and
+    // ends, each sorted (a range meets [at, top) when it starts below top
+    // and does not end by at)
+    let los = _NONE, his = _NONE;
     if (plan !== undefined) {
       const offsets = plan.offsets, sizes = plan.sizes;
-      for (let j = from < 0 ? 0 : from; j < plan.count; j++) {
+      const first = from < 0 ? 0 : from;
+      los = new Float64Array(plan.count - first);
+      his = new Float64Array(plan.count - first);
+      let n = 0;
+      for (let j = first; j < plan.count; j++) {
         const o = offsets[j];
-        if (o >= 0) los.push(o), his.push(o + sizes[j]);
+        if (o >= 0) los[n] = o, his[n++] = o + sizes[j];
       }
+      los = los.subarray(0, n).sort();
+      his = his.subarray(0, n).sort();
     }
-    // smallest ranges first: a later one wins only with fewer overlaps
-    const order = Array.from({ length: gaps.length >> 1 }, (_, g) => 2 * g)
-      .sort((a, b) => gaps[a + 1] - gaps[b + 1]);
-    let best = -1, bestHits = Infinity;
-    for (const g of order) {
+    // the fewest overlaps, then the smallest range, then the lowest; in a
+    // range its high end, then its low end
+    let best = -1, bestHits = Infinity, bestGap = Infinity;
+    for (let g = 0; g < gaps.length; g += 2) {
       const lo = gaps[g], gap = gaps[g + 1];
-      for (const at of [lo + gap - size, lo]) {
-        const hits = _overlaps(los, his, at, at + size, bestHits);
-        if (hits < bestHits) {
-          best = at;
-          bestHits = hits;
-        }
+      if (bestHits === 0 && gap >= bestGap) continue;
+      const high = lo + gap - size;
+      let hits = _overlaps(los, his, high, high + size), at = high;
+      if (hits !== 0) {
+        const low = _overlaps(los, his, lo, lo + size);
+        if (low < hits) hits = low, at = lo;
       }
-      if (bestHits === 0) break;
+      if (hits < bestHits || (hits === bestHits && gap < bestGap)) {
+        best = at;
+        bestHits = hits;
+        bestGap = gap;
+      }
     }
     if (best < 0) return undefined;
     if (fast === undefined) {
-      const block = this.#freeFrom(best)!;
-      this.#unindex(block);
-      return this.#split(block, best, size);
+      return this.#split(this.#freeFrom(best)!, best, size, true);
     }
     const block = new PlannedBlock(arena, best, size);
     // (live: its planned range, if any, is not counted free until it is)
@@ -2045,16 +2155,21 @@ export class StepPlannedPool<M = unknown> {
       tight && !small && block !== undefined &&
       block.byteLength - size > size * _TIGHT_SLACK
     ) return undefined;
-    if (block === undefined && arenaOk) {
-      for (const b of this.#arenaFree) {
-        if (
-          b.byteLength >= size && (!block || b.byteLength < block.byteLength)
-        ) block = b;
+    if (block === undefined) return arenaOk ? this.#arenaFit(size) : undefined;
+    this.#unindex(block);
+    return this.#split(block, block._offset, size);
+  }
+
+  /** The best fitting free range of the arena (off the fast path). */
+  #arenaFit(size: number): PlannedBlock<M> | undefined {
+    let block: PlannedBlock<M> | undefined;
+    for (const b of this.#arenaFree) {
+      if (b.byteLength >= size && (!block || b.byteLength < block.byteLength)) {
+        block = b;
       }
     }
     if (block === undefined) return undefined;
-    this.#unindex(block);
-    return this.#split(block, block._offset, size);
+    return this.#split(block, block._offset, size, true);
   }
 
   /**
@@ -2074,12 +2189,20 @@ export class StepPlannedPool<M = unknown> {
     if (block === undefined || block._offset + block.byteLength < at + size) {
       return undefined;
     }
-    this.#unindex(block);
-    return this.#split(block, at, size);
+    return this.#split(block, at, size, true);
   }
 
-  /** Cuts `[at, at + size)` out of the free, unindexed `block`; indexes the rest. */
-  #split(block: PlannedBlock<M>, at: number, size: number): PlannedBlock<M> {
+  /**
+   * Cuts `[at, at + size)` out of the free `block`, unindexed (or, for an
+   * arena block, `indexed`: its entry, sorted by offset, stays where it is
+   * for the rest it becomes); indexes the rest.
+   */
+  #split(
+    block: PlannedBlock<M>,
+    at: number,
+    size: number,
+    indexed = false,
+  ): PlannedBlock<M> {
     const seg = block._seg;
     const start = block._offset;
     const end = start + block.byteLength;
@@ -2092,17 +2215,19 @@ export class StepPlannedPool<M = unknown> {
       _place(spare, start, at - start);
       left = spare;
       spare = undefined;
-      this.#index(left);
+      if (!indexed) this.#index(left);
     }
     if (at + size < end) {
       right = spare ?? new PlannedBlock(seg, at + size, end - at - size);
+      // (the arena's entry moves up within the range it had: no other free
+      // range starts there, so the offset order holds)
       if (spare !== undefined) _place(spare, at + size, end - at - size);
-      this.#index(right);
+      if (!indexed || spare === undefined) this.#index(right);
       if (right !== next) {
         right._next = next;
         if (next) next._prev = right;
       }
-    }
+    } else if (indexed && spare !== undefined) this.#unindex(spare);
     if (left !== prev) {
       left!._prev = prev;
       if (prev) prev._next = left;
@@ -2353,22 +2478,34 @@ function _peakBytes(items: readonly _PlanItem[]): number {
 }
 
 /**
- * How many of the ranges `[los[k], his[k])` meet `[at, top)`, counted up
- * to `most`.
+ * How many of the ranges whose starts are `los` and ends `his` (each
+ * sorted) meet `[at, top)`: those starting below `top`, less those ending
+ * by `at` (they start below it too). Two binary searches, where a pass over
+ * the ranges per free range made the spills of a step that leaves its plan
+ * quadratic in its requests.
  */
 function _overlaps(
-  los: readonly number[],
-  his: readonly number[],
+  los: Float64Array,
+  his: Float64Array,
   at: number,
   top: number,
-  most: number,
 ): number {
-  let n = 0;
-  for (let k = 0; k < los.length && n < most; k++) {
-    if (los[k] < top && at < his[k]) n++;
-  }
-  return n;
+  return _below(los, top) - _below(his, at + 1);
 }
+
+/** How many of `sorted` are below `x`. */
+function _below(sorted: Float64Array, x: number): number {
+  let lo = 0, hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** No ranges (see `#spill`). */
+const _NONE = new Float64Array(0);
 
 /** Throws the error of a size that is not an integer in [0, `max`]. */
 function _badSize(byteLength: number, max: number): never {

@@ -204,14 +204,17 @@ describe("StepPlannedPool on real runtime traces", () => {
   // The second hold-out set (traces/README.md), recorded while the pools
   // were changed by engineers who did not see it: main's figures at
   // recording (b5d1ad3) plus 0.005. Diffusion, seq2seq and the conv+GRU
-  // training loop hold more over warm passes than in one (buffers remade)
+  // training loop held more over warm passes than in one (buffers remade:
+  // 1.2903, 1.2754, 1.2942 allowed); with the arena serving steps that
+  // leave their plans as a heap (issue #15), their ceilings are the
+  // figures they reach now (1.1108, 1.1038, 1.1020 warm) plus 0.001
   const holdout2: Record<string, [onePass: number, warm: number]> = {
     "onnxruntime-web/attention-varshape": [1.0402, 1.0798],
-    "tfjs-webgpu/crnn-gradaccum": [1.2145, 1.2903],
-    "tfjs-webgpu/diffusion-denoise": [1.1796, 1.2754],
+    "tfjs-webgpu/crnn-gradaccum": [1.1094, 1.1119],
+    "tfjs-webgpu/diffusion-denoise": [1.1038, 1.1048],
     "tfjs-webgpu/efficientnet-multires": [1.0271, 1.0271],
     "tfjs-webgpu/layers-fit": [1.0898, 1.0898],
-    "tfjs-webgpu/seq2seq-decode": [1.0514, 1.2942],
+    "tfjs-webgpu/seq2seq-decode": [1.0362, 1.1030],
   };
   for (
     const [name, [onePass, warm]] of Object.entries({
@@ -309,6 +312,59 @@ describe("StepPlannedPool on real runtime traces", () => {
         );
       }
       pool.validate();
+    });
+  }
+
+  // Steps that never repeat within a pass (conv+GRU training with gradient
+  // accumulation and a memory bank, seq2seq decoding, transformer training
+  // that carries its state): storage buffers, one pass and four warm passes
+  // of one pool. While one of its last steps left its plan, the arena
+  // serves as a heap (issue #15): peak held within 1.10 peak live, and few
+  // segments made after the first pass (main: 725, 88 and 28 over these
+  // four passes, crnn at 1.167 peak held; now 46, 37 and 18)
+  const neverRepeat: Record<string, number> = {
+    "tfjs-webgpu/crnn-gradaccum": 50,
+    "tfjs-webgpu/seq2seq-decode": 40,
+    "tfjs-webgpu/transformer-training": 20,
+  };
+  for (const [name, most] of Object.entries(neverRepeat)) {
+    it(`${name}, storage buffers: peak held <= 1.10 peak live over one and four warm passes, at most ${most} segments made after the first`, async () => {
+      const trace = await readRecordedTrace(`${name}.jsonl.gz`);
+      const ops = traceOps(trace, "storage");
+      const source = new MockSegmentSource({ alignment: 256 });
+      const pool: StepPlannedPool = new StepPlannedPool(source);
+      let live = 0, peakLive = 0, peakHeld = 0, afterFirst = 0;
+      for (let pass = 0; pass < 5; pass++) {
+        const blocks = new Map<number, PlannedBlock>();
+        for (let i = 0; i < ops.length; i++) {
+          const code = ops.code[i];
+          if (code === 0) {
+            const size = Math.max(1, ops.size[i]);
+            blocks.set(ops.id[i], pool.allocate(size));
+            live += size;
+            if (live > peakLive) peakLive = live;
+            if (pool.reservedBytes > peakHeld) peakHeld = pool.reservedBytes;
+          } else if (code === 1) {
+            const block = blocks.get(ops.id[i])!;
+            live -= block.requestedByteLength;
+            pool.free(block);
+            blocks.delete(ops.id[i]);
+          } else if (code === 3) pool.endStep();
+        }
+        for (const block of blocks.values()) {
+          live -= block.requestedByteLength;
+          pool.free(block);
+        }
+        pool.endStep();
+        if (pass === 0) afterFirst = source.allocationCount;
+        assert.ok(
+          peakHeld <= 1.1 * peakLive,
+          `pass ${pass}: peak held ${peakHeld}, peak live ${peakLive}`,
+        );
+      }
+      pool.validate();
+      const made = source.allocationCount - afterFirst;
+      assert.ok(made <= most, `segments made after the first pass: ${made}`);
     });
   }
 
