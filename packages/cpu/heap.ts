@@ -734,8 +734,8 @@ export class CpuHeap {
           b = this.#heads[(fl << SL_LOG2) | (31 - Math.clz32(bits & -bits))];
         }
       }
-      if (b >= 0) {
-        let rec = this.#rec;
+      carve: if (b >= 0) {
+        const rec = this.#rec;
         const start = rec[b + R_START];
         const size = rec[b + R_SIZE];
         let u = b;
@@ -743,13 +743,12 @@ export class CpuHeap {
           this.#removeFree(b);
         } else {
           // Carve the block off the front of b; b keeps the rest, and its
-          // list unless the class changes.
+          // list unless the class changes. The new block's record comes off
+          // the unused list; with none there, the general path makes more
+          // (no call from here: one fewer inlining candidate, see README).
           u = this.#unusedHead;
-          if (u >= 0) this.#unusedHead = rec[u + R_FNEXT];
-          else {
-            u = this.#newRecord();
-            rec = this.#rec;
-          }
+          if (u < 0) break carve;
+          this.#unusedHead = rec[u + R_FNEXT];
           const prev = rec[b + R_PPREV];
           rec[u + R_START] = start;
           rec[u + R_SIZE] = units;
@@ -1534,18 +1533,30 @@ export class CpuHeap {
   }
 
   #newRecord(): number {
-    let b = this.#unusedHead;
-    if (b >= 0) {
-      this.#unusedHead = this.#rec[b + R_FNEXT];
-      return b;
-    }
-    b = this.#recCount++ * STRIDE;
-    if (b >= this.#rec.length) {
+    if (this.#unusedHead < 0) this.#moreRecords();
+    const b = this.#unusedHead;
+    this.#unusedHead = this.#rec[b + R_FNEXT];
+    return b;
+  }
+
+  // Puts every record the array has room for and that was never used on
+  // the unused list (doubling the array when it is full): `alloc()`'s fast
+  // path takes records only from that list. Amortized O(1) per record.
+  #moreRecords(): void {
+    if (this.#recCount * STRIDE >= this.#rec.length) {
       const rec = new Int32Array(this.#rec.length * 2);
       rec.set(this.#rec);
       this.#rec = rec;
     }
-    return b;
+    const rec = this.#rec;
+    const end = rec.length / STRIDE;
+    for (let i = end - 1; i >= this.#recCount; i--) {
+      const b = i * STRIDE;
+      rec[b + R_STATE] = UNUSED;
+      rec[b + R_FNEXT] = this.#unusedHead;
+      this.#unusedHead = b;
+    }
+    this.#recCount = end;
   }
 
   #freeRecord(b: number): void {

@@ -40,7 +40,7 @@ import process from "node:process";
  * On-CPU and run-queue nanoseconds of each thread of this process (Linux
  * `/proc/self/task/<tid>/schedstat`); empty elsewhere.
  */
-function threadTimes(): Map<string, [number, number]> {
+export function threadTimes(): Map<string, [number, number]> {
   const out = new Map<string, [number, number]>();
   try {
     for (const e of Deno.readDirSync("/proc/self/task")) {
@@ -54,15 +54,19 @@ function threadTimes(): Map<string, [number, number]> {
   return out;
 }
 
-/** CPU and run-queue ns of the threads that ran more than 20 ms between two reads. */
-function busyThreads(
+/**
+ * CPU and run-queue ns of the threads that ran more than `minNs` (20 ms
+ * unless given) between two reads of {@linkcode threadTimes}.
+ */
+export function busyThreads(
   before: Map<string, [number, number]>,
   after: Map<string, [number, number]>,
+  minNs = 20e6,
 ): { cpuNs: number; waitNs: number } {
   let cpuNs = 0, waitNs = 0;
   for (const [tid, [run, wait]] of after) {
     const b = before.get(tid);
-    if (b === undefined || run - b[0] < 20e6) continue;
+    if (b === undefined || run - b[0] < minNs) continue;
     cpuNs += run - b[0];
     waitNs += wait - b[1];
   }
