@@ -24,7 +24,34 @@ import {
   transformerInferenceTrace,
 } from "@allot/caching/traces";
 import { churnTrace } from "./_traces.ts";
-import { VARIANTS } from "./trace_figures.ts";
+
+const MiB = 2 ** 20, GiB = 2 ** 30;
+
+/**
+ * The option sets compared on a device of `capacity` bytes: the fixed heap
+ * sizes of the last landing (the smallest heap of each class is its
+ * largest, the extra-large one the default for the capacity), the defaults.
+ */
+function variants(
+  capacity: number,
+): [string, WatermarkAllocatorOptions<MockMemory>][] {
+  const xlarge = !Number.isFinite(capacity) || capacity >= 16 * GiB
+    ? GiB
+    : Math.max(
+      32 * MiB,
+      Math.min(GiB, 2 ** Math.floor(Math.log2(capacity / 16))),
+    );
+  return [
+    ["fixed", {
+      minSmallHeapByteLength: 8 * MiB,
+      minLargeHeapByteLength: 32 * MiB,
+      xlargeHeapByteLength: xlarge,
+      minXlargeHeapByteLength: xlarge,
+    }],
+    ["adaptive", {}],
+  ];
+}
+const VARIANTS = variants(Infinity);
 
 function replay(
   trace: AllocationTrace,
@@ -55,8 +82,6 @@ function replay(
     }
   }
   const ms = performance.now() - t0;
-  const heaps = allocator.stats().reservedBytes.allocated;
-  void heaps;
   const made = allocator.memoryStats().segment.all.allocated;
   allocator.emptyCache();
   return { peak: device.peakReservedBytes, failures, heaps: made, ms };
@@ -89,7 +114,7 @@ if (import.meta.main) {
       const capacity = Number.isFinite(headroom)
         ? Math.ceil(peak * headroom / 4096) * 4096
         : Infinity;
-      const cells = VARIANTS.map(([, o]) => {
+      const cells = variants(capacity).map(([, o]) => {
         const r = replay(trace, capacity, o);
         return `${
           (r.peak / peak).toFixed(3)
