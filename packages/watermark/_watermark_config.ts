@@ -25,7 +25,8 @@ import type {
   WatermarkAllocatorOptions,
 } from "./watermark_options.ts";
 
-const MiB = 1024 * 1024;
+const KiB = 1024;
+const MiB = 1024 * KiB;
 /** The largest high watermark ratio, as in MPS: twice the recommended size. */
 const MAX_RATIO = 2;
 
@@ -42,6 +43,9 @@ export interface _WatermarkConfig<M> {
   smallHeap: number;
   largeHeap: number;
   xlargeHeap: number;
+  minSmallHeap: number;
+  minLargeHeap: number;
+  minXlargeHeap: number;
   roundLarge: number;
   maxSlack: number;
   maxScalar: number;
@@ -103,6 +107,27 @@ function positiveOption(
         describeValue(value)
       }`,
       { name, value, limit: 1 },
+    );
+  }
+  return value;
+}
+
+/**
+ * The smallest heap of a class: a positive integer of at most the class's
+ * heap size (`capName`, `cap`).
+ */
+function minimumOption(
+  options: Record<string, unknown>,
+  name: string,
+  capName: string,
+  cap: number,
+  fallback: number,
+): number {
+  const value = positiveOption(options, name, fallback);
+  if (value > cap) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: must be at most ${capName} (${cap}), received ${value}`,
+      { name, value, limit: cap },
     );
   }
   return value;
@@ -220,6 +245,27 @@ export function _resolveWatermarkOptions<M>(
     "xlargeHeapByteLength",
     defaultXlargeHeap(recommended, largeHeap),
   );
+  const minSmallHeap = minimumOption(
+    o,
+    "minSmallHeapByteLength",
+    "smallHeapByteLength",
+    smallHeap,
+    Math.min(smallHeap, 128 * KiB),
+  );
+  const minLargeHeap = minimumOption(
+    o,
+    "minLargeHeapByteLength",
+    "largeHeapByteLength",
+    largeHeap,
+    Math.min(largeHeap, 2 * MiB),
+  );
+  const minXlargeHeap = minimumOption(
+    o,
+    "minXlargeHeapByteLength",
+    "xlargeHeapByteLength",
+    xlargeHeap,
+    Math.min(xlargeHeap, largeHeap),
+  );
   const roundLarge = positiveOption(o, "largeRoundByteLength", 2 * MiB);
   const maxSlack = positiveOption(o, "maxSlackByteLength", largeHeap);
   const maxScalar = positiveOption(o, "maxScalarByteLength", 8);
@@ -284,6 +330,9 @@ export function _resolveWatermarkOptions<M>(
     smallHeap,
     largeHeap,
     xlargeHeap,
+    minSmallHeap,
+    minLargeHeap,
+    minXlargeHeap,
     roundLarge,
     maxSlack,
     maxScalar,

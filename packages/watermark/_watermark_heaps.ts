@@ -21,6 +21,33 @@ import type { _Params, _WatermarkPolicy } from "./_watermark_policy.ts";
 import { DebugVerbosity } from "./debug_verbosity.ts";
 
 /**
+ * How much of the bytes the allocator holds a new heap of a class is: a
+ * workload that holds `held` bytes of heaps gets a heap of `held / 8` to
+ * `held / 4` (a power of two), so a small workload holds little and heap
+ * sizes grow geometrically with what is held, up to the class's size.
+ * (4 held 1.80x the peak live bytes on the recorded traces, geometric mean,
+ * with 402 heaps; 8 held 1.51x with 613 heaps; 16, 1.47x with 821.)
+ */
+export const _HEAP_GROWTH_DIVISOR = 8;
+
+/**
+ * The size of a new heap of a class whose heaps are `min` to `max` bytes
+ * while the allocator holds `held` bytes of heaps: the power of two at or
+ * above `held / _HEAP_GROWTH_DIVISOR`, clamped to `[min, max]`.
+ */
+export function _adaptiveHeapSize(
+  held: number,
+  min: number,
+  max: number,
+): number {
+  if (min >= max) return max;
+  const share = held / _HEAP_GROWTH_DIVISOR;
+  if (share <= min) return min;
+  if (share >= max) return max;
+  return Math.min(max, 2 ** Math.ceil(Math.log2(share)));
+}
+
+/**
  * A new heap for the request: small, large, extra-large or its own
  * size; a heap of exactly the request when that one breaks the high
  * watermark or the device refuses it.
@@ -33,13 +60,19 @@ export function _createHeap<M>(
   const maxSegment = p.maxSegment;
   let heapSize: number;
   let isSplit = true;
-  if (size <= p.maxSmall) heapSize = p.smallHeap;
-  else if (size < p.minLarge) heapSize = p.largeHeap;
-  else if (
-    size < p.xlargeHeap / 2 && !params.pressure &&
-    p.driverAllocatedBytes + p.xlargeHeap < p.lowLimit
+  const held = p.stats.reservedBytes;
+  let xlarge: number;
+  if (size <= p.maxSmall) {
+    heapSize = _adaptiveHeapSize(held, p.minSmallHeap, p.smallHeap);
+  } else if (size < p.minLarge) {
+    heapSize = _adaptiveHeapSize(held, p.minLargeHeap, p.largeHeap);
+  } else if (
+    size < (xlarge = _adaptiveHeapSize(held, p.minXlargeHeap, p.xlargeHeap)) /
+        2 &&
+    !params.pressure &&
+    p.driverAllocatedBytes + xlarge < p.lowLimit
   ) {
-    heapSize = p.xlargeHeap;
+    heapSize = xlarge;
   } else {
     heapSize = alignUp(size, p.roundLarge);
     isSplit = false;

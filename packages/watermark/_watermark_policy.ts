@@ -67,6 +67,9 @@ export class _WatermarkPolicy<M> {
   readonly smallHeap: number;
   readonly largeHeap: number;
   readonly xlargeHeap: number;
+  readonly minSmallHeap: number;
+  readonly minLargeHeap: number;
+  readonly minXlargeHeap: number;
   readonly roundLarge: number;
   readonly maxSlack: number;
   readonly maxScalar: number;
@@ -134,6 +137,9 @@ export class _WatermarkPolicy<M> {
     this.smallHeap = config.smallHeap;
     this.largeHeap = config.largeHeap;
     this.xlargeHeap = config.xlargeHeap;
+    this.minSmallHeap = config.minSmallHeap;
+    this.minLargeHeap = config.minLargeHeap;
+    this.minXlargeHeap = config.minXlargeHeap;
     this.roundLarge = config.roundLarge;
     this.maxSlack = config.maxSlack;
     this.maxScalar = config.maxScalar;

@@ -120,7 +120,8 @@ export type {
  * const a = allocator.allocateBuffer(1000);
  * assert.equal(a.requestedByteLength, 1000);
  * assert.equal(a.byteLength, 1024); // aligned to the device's 256 bytes
- * assert.equal(allocator.stats().reservedBytes.current, 8 << 20); // one small heap
+ * // one small heap: 128 KiB while the allocator holds little (up to 8 MiB)
+ * assert.equal(allocator.stats().reservedBytes.current, 128 << 10);
  * a.release();
  * const b = allocator.allocateBuffer(1000);
  * assert.equal(b.id, a.id); // recycled
@@ -698,7 +699,8 @@ export class WatermarkAllocator<M = unknown>
    * const device = new MockSegmentSource({ capacityBytes: 1 << 30 });
    * const allocator = new WatermarkAllocator(device);
    * allocator.allocateBuffer(4 << 20).release();
-   * assert.equal(device.reservedBytes, 32 << 20);
+   * // a large heap: 2 MiB to 32 MiB by what is held, at least the request
+   * assert.equal(device.reservedBytes, 4 << 20);
    * allocator.emptyCache();
    * assert.equal(device.reservedBytes, 0);
    * ```
@@ -941,7 +943,7 @@ export class WatermarkAllocator<M = unknown>
    * using buffer = allocator.allocateBuffer(1000);
    * const stats = allocator.memoryStats();
    * assert.equal(stats.allocatedBytes.smallPool.current, 1024);
-   * assert.equal(stats.reservedBytes.all.current, 8 << 20);
+   * assert.equal(stats.reservedBytes.all.current, 128 << 10); // a small heap
    * assert.match(allocator.memorySummary(), /Allocated memory/);
    * ```
    */
@@ -992,7 +994,7 @@ export class WatermarkAllocator<M = unknown>
    * const allocator = new WatermarkAllocator(new MockSegmentSource({ capacityBytes: 1 << 30 }), { recordHistory: true });
    * const a = allocator.allocateBuffer(1000);
    * const [heap] = allocator.snapshot().segments;
-   * assert.equal(heap.byteLength, 8 << 20);
+   * assert.equal(heap.byteLength, 128 << 10); // the smallest small heap
    * assert.deepEqual(heap.blocks.map((b) => b.state), ["active_allocated", "inactive"]);
    * a.release();
    * assert.deepEqual(
@@ -1078,6 +1080,9 @@ export const WATERMARK_OPTION_KEYS: readonly string[] = Object.freeze([
   "smallHeapByteLength",
   "largeHeapByteLength",
   "xlargeHeapByteLength",
+  "minSmallHeapByteLength",
+  "minLargeHeapByteLength",
+  "minXlargeHeapByteLength",
   "largeRoundByteLength",
   "maxSlackByteLength",
   "maxScalarByteLength",

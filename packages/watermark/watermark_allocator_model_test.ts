@@ -13,7 +13,7 @@ import {
   WatermarkAllocator,
   type WatermarkBuffer,
 } from "./mod.ts";
-import { SMALL } from "./_test_options.ts";
+import { SMALL, SMALL_ADAPTIVE } from "./_test_options.ts";
 
 const KiB = 1024;
 
@@ -57,6 +57,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 
 const configArb = fc.record({
+  adaptive: fc.boolean(),
   capacity: fc.constantFrom(512 * KiB, MiB(1), MiB(2)),
   high: fc.constantFrom(0, 0.6, 1, 1.5),
   lowFraction: fc.constantFrom(0, 0.3, 0.6, 1),
@@ -85,7 +86,8 @@ describe("WatermarkAllocator model", () => {
             ? config.lowFraction * 2
             : config.lowFraction * high;
           const allocator = new WatermarkAllocator(device, {
-            ...SMALL,
+            // heaps of a fixed size per class, or growing with what is held
+            ...(config.adaptive ? SMALL_ADAPTIVE : SMALL),
             maxSlackByteLength: config.maxSlack,
             highWatermarkRatio: high,
             lowWatermarkRatio: low,

@@ -102,13 +102,16 @@ describe("WatermarkAllocator heaps and pools", () => {
   });
 
   it("WatermarkAllocator scales the default extra-large heap to small devices", () => {
+    // Heaps grow with the bytes held: a buffer of half the device first
+    // (a heap of its own) makes the next extra-large heap the largest.
     const heapOf = (capacityBytes: number) => {
       const allocator = new WatermarkAllocator(
         new MockSegmentSource({ capacityBytes }),
         { lowWatermarkRatio: 0 },
       );
+      allocator.allocateBuffer(capacityBytes / 2);
       allocator.allocateBuffer(10 * MiB);
-      return allocator.totalAllocatedBytes / MiB;
+      return (allocator.totalAllocatedBytes - capacityBytes / 2) / MiB;
     };
     assert.equal(heapOf(64 * 1024 * MiB), 1024); // 1 GiB as in MPS
     assert.equal(heapOf(4 * 1024 * MiB), 256); // a sixteenth
@@ -184,6 +187,7 @@ describe("WatermarkAllocator heaps and pools", () => {
         highWatermarkRatio: 1,
         lowWatermarkRatio,
         xlargeHeapByteLength: 64 * KiB, // 600 KiB gets a heap of its own
+        minXlargeHeapByteLength: 64 * KiB,
         maxSlackByteLength: 200 * KiB,
       });
       const big = allocator.allocateBuffer(600 * KiB);
@@ -314,6 +318,7 @@ describe("WatermarkAllocator watermarks", () => {
       highWatermarkRatio: 1,
       lowWatermarkRatio: 0.5,
       xlargeHeapByteLength: 64 * KiB, // requests of 32 KiB and more get own heaps
+      minXlargeHeapByteLength: 64 * KiB,
     });
     const bufs = [100, 110, 120, 130].map((k) =>
       allocator.allocateBuffer(k * KiB)
@@ -437,6 +442,7 @@ describe("WatermarkAllocator order of attempts and callbacks", () => {
       highWatermarkRatio: 1,
       lowWatermarkRatio: 0.5,
       xlargeHeapByteLength: 64 * KiB,
+      minXlargeHeapByteLength: 64 * KiB,
       logger: (l) => lines.push(l),
     });
     const stream = new ManualStream();

@@ -60,24 +60,52 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    */
   minLargeByteLength?: number;
   /**
-   * Size of a small heap.
+   * Largest size of a small heap. Heaps start smaller (see
+   * `minSmallHeapByteLength`) and grow with the bytes the allocator holds.
    *
    * @default {8 MiB}
    */
   smallHeapByteLength?: number;
   /**
-   * Size of a large heap; also the default `maxSlackByteLength`.
+   * Largest size of a large heap (heaps start at `minLargeHeapByteLength`); also the default `maxSlackByteLength`.
    *
    * @default {32 MiB}
    */
   largeHeapByteLength?: number;
   /**
-   * Size of an extra-large heap, made for requests below half of it while
-   * not under memory pressure.
+   * Largest size of an extra-large heap (heaps start at
+   * `minXlargeHeapByteLength`), made for requests below half of the heap
+   * while not under memory pressure.
    *
    * @default {1 GiB, or a sixteenth of a smaller recommended size rounded down to a power of two (at least `largeHeapByteLength`)}
    */
   xlargeHeapByteLength?: number;
+  /**
+   * Smallest small heap. A new heap of a class is the power of two at or
+   * above an eighth of the bytes the allocator holds in heaps, between the
+   * class's smallest and largest size: a workload that holds little gets
+   * small heaps, and heap sizes grow geometrically to the largest size as
+   * it holds more. Equal to `smallHeapByteLength`: every small heap is
+   * that size (MPS). At most `smallHeapByteLength`.
+   *
+   * @default {128 KiB (at most smallHeapByteLength)}
+   */
+  minSmallHeapByteLength?: number;
+  /**
+   * Smallest large heap (see `minSmallHeapByteLength`); a request larger
+   * than the heap gets a heap of its size. At most `largeHeapByteLength`.
+   *
+   * @default {2 MiB (at most largeHeapByteLength)}
+   */
+  minLargeHeapByteLength?: number;
+  /**
+   * Smallest extra-large heap (see `minSmallHeapByteLength`); a request of
+   * half the heap or more gets a heap of its own. At most
+   * `xlargeHeapByteLength`.
+   *
+   * @default {largeHeapByteLength (at most xlargeHeapByteLength)}
+   */
+  minXlargeHeapByteLength?: number;
   /**
    * Requests that get their own heap are rounded up to this.
    *

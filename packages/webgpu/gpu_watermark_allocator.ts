@@ -77,7 +77,10 @@ export interface GpuWatermarkAllocateOptions {
  * {@linkcode GpuSegmentSource}, buffers are {@linkcode GpuAllocation}s, the
  * watermarks default to WebGPU's lack of unified memory, and frees are
  * ordered by {@linkcode QueueStream} fences: a freed buffer is held until the
- * queue has finished the work submitted before the free.
+ * queue has finished the work submitted before the free. Heaps grow with
+ * the bytes held (small ones from 128 KiB to 8 MiB, large ones from 2 MiB
+ * to 32 MiB; `minSmallHeapByteLength` and `minLargeHeapByteLength`), and
+ * none is larger than a large heap unless asked (`xlargeHeapByteLength`).
  *
  * @example A freed buffer waits for the queue
  * ```ts
