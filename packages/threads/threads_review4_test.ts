@@ -1,0 +1,168 @@
+/**
+ * Fourth outside-in review of `@allot/threads`: the figures added in the
+ * last landing (peaks and totals summed over every handle, their resets,
+ * `snapshot()`), checked against a model over several handles whose calls
+ * are ordered (one thread), with detach / attach of slots in between.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { SharedHeap } from "./mod.ts";
+
+const MiB = 1 << 20;
+
+describe("threads fourth review", () => {
+  it("SharedHeap stats() peaks, totals and resets over several handles match a model; snapshot() agrees", () => {
+    const sizes = fc.oneof(
+      fc.constantFrom(0, 1, 64, 65, 8192, 8193, 4096, 12288, 70_000),
+      fc.integer({ min: 0, max: 300_000 }),
+    );
+    const op = fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          kind: fc.constant("alloc" as const),
+          by: fc.nat(3),
+          n: sizes,
+        }),
+      },
+      {
+        weight: 5,
+        arbitrary: fc.record({
+          kind: fc.constant("free" as const),
+          by: fc.nat(3),
+          pick: fc.nat(),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("resetPeak" as const),
+          by: fc.nat(3),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("resetTotals" as const),
+          by: fc.nat(3),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("reattach" as const),
+          by: fc.integer({ min: 1, max: 3 }),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("empty" as const),
+          by: fc.nat(3),
+        }),
+      },
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
+        const heap = SharedHeap.create(16 * MiB);
+        const handles = [heap];
+        for (let i = 0; i < 3; i++) {
+          handles.push(SharedHeap.attach(heap.descriptor()));
+        }
+        const live = new Map<number, number>();
+        const m = {
+          cur: 0,
+          peak: 0,
+          alloc: 0,
+          freed: 0,
+          n: 0,
+          npeak: 0,
+          nalloc: 0,
+          nfreed: 0,
+        };
+        try {
+          for (const o of ops) {
+            const h = handles[o.by];
+            if (o.kind === "alloc") {
+              const at = h.tryAlloc(o.n);
+              if (at === undefined) continue;
+              const size = heap.usableByteLength(at);
+              live.set(at, size);
+              m.cur += size;
+              m.alloc += size;
+              m.n++;
+              m.nalloc++;
+              m.peak = Math.max(m.peak, m.cur);
+              m.npeak = Math.max(m.npeak, m.n);
+            } else if (o.kind === "free") {
+              if (live.size === 0) continue;
+              const keys = [...live.keys()];
+              const at = keys[o.pick % keys.length];
+              h.free(at);
+              const size = live.get(at)!;
+              live.delete(at);
+              m.cur -= size;
+              m.freed += size;
+              m.n--;
+              m.nfreed++;
+            } else if (o.kind === "resetPeak") {
+              h.resetPeakStats();
+              m.peak = m.cur;
+              m.npeak = m.n;
+            } else if (o.kind === "resetTotals") {
+              h.resetAccumulatedStats();
+              m.alloc =
+                m.freed =
+                m.nalloc =
+                m.nfreed =
+                  0;
+            } else if (o.kind === "reattach") {
+              h.detach();
+              handles[o.by] = SharedHeap.attach(heap.descriptor());
+            } else {
+              h.emptyCache();
+            }
+            for (const x of handles) {
+              const s = x.stats();
+              assert.deepEqual(s.allocatedBytes, {
+                current: m.cur,
+                peak: m.peak,
+                allocated: m.alloc,
+                freed: m.freed,
+              }, `${o.kind} bytes`);
+              assert.deepEqual(s.allocations, {
+                current: m.n,
+                peak: m.npeak,
+                allocated: m.nalloc,
+                freed: m.nfreed,
+              }, `${o.kind} count`);
+            }
+            const snap = heap.snapshot();
+            let bytes = 0, blocks = 0;
+            for (const seg of snap.segments) {
+              for (const b of seg.blocks) {
+                if (b.state === "active_allocated") {
+                  bytes += b.byteLength;
+                  blocks++;
+                  assert.equal(
+                    live.get(b.address),
+                    b.byteLength,
+                    `block at ${b.address}`,
+                  );
+                }
+              }
+            }
+            assert.equal(bytes, m.cur);
+            assert.equal(blocks, m.n);
+            heap.validate();
+          }
+        } finally {
+          for (const x of handles.slice(1)) x.detach();
+          heap.close();
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
