@@ -508,7 +508,13 @@ export class BufferView {
    */
   slice(dim: number, options: SliceOptions = {}): BufferView {
     const d = this.#dim(dim, "slice");
-    _checkOptions(options, "slice options", SLICE_KEYS, "BufferView.slice()");
+    _checkOptions(options, "slice options");
+    // (inline: slice is a hot path; a misspelt `end` did nothing, silently)
+    for (const key in options) {
+      if (key !== "start" && key !== "stop" && key !== "step") {
+        validateOptionKeys(options, SLICE_KEYS, "BufferView.slice()");
+      }
+    }
     const n = this.#shape[d];
     const step = optionOr(options.step, 1);
     if (!Number.isSafeInteger(step) || step === 0) {
@@ -857,7 +863,12 @@ export function _checkOptions(
       { name, value: options, limit: "object" },
     );
   }
-  if (keys !== undefined) validateOptionKeys(options, keys, where);
+  if (keys === undefined) return;
+  // for-in over a small literal is cheaper than Object.keys (no array);
+  // validateOptionKeys then looks at own keys only, as everywhere
+  for (const key in options) {
+    if (!keys.includes(key)) validateOptionKeys(options, keys, where);
+  }
 }
 
 function sameList(a: readonly number[], b: readonly number[]): boolean {
