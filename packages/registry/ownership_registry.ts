@@ -280,6 +280,39 @@ const JUNK = 0xdd;
 const STALE = -2;
 
 /** A freed range in quarantine (strict mode). */
+/** The keys of {@linkcode RegisterOptions} and {@linkcode RegisterBufferOptions}. */
+const REGISTER_KEYS: readonly string[] = [
+  "byteLength",
+  "kind",
+  "deleter",
+  "alignment",
+  "detach",
+];
+const REGISTER_BUFFER_KEYS: readonly string[] = [...REGISTER_KEYS, "aliases"];
+
+/**
+ * Refuses an options object holding an own key `where` does not read (a
+ * misspelt option did nothing, silently); anything but an object is left
+ * to the caller's own check. A for-in first: no array on the common path.
+ */
+function checkKeys(
+  options: unknown,
+  keys: readonly string[],
+  where: string,
+): void {
+  if (typeof options !== "object" || options === null) return;
+  let keyError: unknown;
+  try {
+    for (const key in options) {
+      if (!keys.includes(key)) validateOptionKeys(options, keys, where);
+    }
+  } catch (error) {
+    keyError = error;
+  }
+  // a proxy whose key traps throw: the caller's read of the fields reports it
+  if (keyError instanceof InvalidArgumentError) throw keyError;
+}
+
 interface _Quarantined {
   memory: object;
   byteOffset: number;
@@ -602,6 +635,7 @@ export class OwnershipRegistry {
    * ```
    */
   register(pointer: Pointer, options?: RegisterOptions): number {
+    checkKeys(options, REGISTER_KEYS, "OwnershipRegistry.register()");
     return this.#register(pointer, options, false, "register");
   }
 
@@ -635,6 +669,11 @@ export class OwnershipRegistry {
     pointer: Pointer,
     options?: RegisterBufferOptions,
   ): number {
+    checkKeys(
+      options,
+      REGISTER_BUFFER_KEYS,
+      "OwnershipRegistry.registerBuffer()",
+    );
     return this.#register(pointer, options, true, "registerBuffer");
   }
 
@@ -809,7 +848,11 @@ export class OwnershipRegistry {
         { name: "dtype", value: dtype, limit: "Dtype" },
       );
     }
-    const read = readOptions(options, ["shared", "alignment", "allocator"]);
+    const read = readOptions(
+      options,
+      ["shared", "alignment", "allocator"],
+      "OwnershipRegistry.newArray()",
+    );
     if (read.problem !== undefined) {
       throw new InvalidArgumentError(`Cannot allocate: ${read.problem}`, {
         name: "options",
