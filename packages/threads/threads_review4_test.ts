@@ -7,6 +7,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { InvalidArgumentError } from "@allot/core";
 import { SharedHeap } from "./mod.ts";
 
 const MiB = 1 << 20;
@@ -164,5 +165,26 @@ describe("threads fourth review", () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it("SharedHeap.reclaim() refuses an unknown option key such as kep, freeing nothing (it freed the blocks to keep)", () => {
+    using heap = SharedHeap.create(4 * MiB);
+    const dead = SharedHeap.attach(heap.descriptor());
+    const handedOff = dead.alloc(256);
+    const other = dead.alloc(100_000);
+    const arena = dead.arena;
+    assert.throws(
+      () => heap.reclaim(arena, { kep: [handedOff] } as never),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError && e.message.includes('"kep"') &&
+        Array.isArray(e.limit),
+    );
+    assert.equal(heap.stats().allocations.current, 2);
+    assert.equal(heap.arenas().length, 2);
+    const report = heap.reclaim(arena, { keep: [handedOff] });
+    assert.deepEqual(report.kept.map((b) => b.byteOffset), [handedOff]);
+    assert.ok(report.freed.some((b) => b.byteOffset === other));
+    heap.free(handedOff);
+    assert.equal(heap.stats().allocations.current, 0);
   });
 });
