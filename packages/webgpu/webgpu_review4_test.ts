@@ -18,6 +18,7 @@ import {
   GpuStaging,
   GpuWatermarkAllocator,
 } from "./mod.ts";
+import { dtypeByteSize, type GpuDtype } from "./dtype.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
 
 const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
@@ -131,5 +132,63 @@ describe("webgpu fourth review", { skip }, () => {
     );
     assert.equal(watermark.stats().allocatedBytes.current, 0);
     watermark.allocate(64, { pool: "shared" }).release();
+  });
+
+  it("views whose bound range is the binding limit, one element under or over it, at odd binding offsets, copy byte for byte (split or not)", async () => {
+    const device = await sharedDevice();
+    const staging = new GpuStaging(device);
+    const limit = 1024;
+    const kernels = new GpuKernels(device, { maxBindingByteLength: limit });
+    const dtypes: GpuDtype[] = ["f32", "u8", "f16", "f64"];
+    let split = 0;
+    for (const dtype of dtypes) {
+      const size = dtypeByteSize(dtype);
+      for (const srcAt of [0, 8, 256 + 8, 512 - size]) {
+        for (const delta of [-1, 0, 1]) {
+          // a transposed [rows, cols] view spanning limit + delta elements' bytes
+          const elements = limit / size + delta;
+          const cols = 4, rows = Math.floor(elements / cols);
+          const used = rows * cols * size;
+          const srcBytes = Math.ceil((srcAt + used) / 4) * 4 + 16;
+          const a = device.createBuffer({ size: srcBytes, usage: USAGE });
+          const b = device.createBuffer({
+            size: used + 256 + 32,
+            usage: USAGE,
+          });
+          const init = new Uint8Array(srcBytes).map((_, i) =>
+            (i * 7 + 3) & 0xff
+          );
+          device.queue.writeBuffer(a, 0, init);
+          const before = kernels.dispatchCount;
+          kernels.contiguous(
+            { buffer: a, offset: srcAt, size: used },
+            { shape: [cols, rows], strides: [1, cols], offset: 0 },
+            { buffer: b, offset: 256 + size * 2, size: used },
+            { dtype },
+          );
+          if (kernels.dispatchCount - before > 1) split++;
+          const got = await staging.download({
+            buffer: b,
+            offset: 256 + size * 2,
+            size: used,
+          });
+          const want = new Uint8Array(used);
+          let k = 0;
+          for (let c = 0; c < cols; c++) {
+            for (let r = 0; r < rows; r++) {
+              const from = srcAt + (r * cols + c) * size;
+              want.set(init.subarray(from, from + size), k * size);
+              k++;
+            }
+          }
+          assert.deepEqual(got, want, `${dtype} at ${srcAt}, delta ${delta}`);
+          a.destroy();
+          b.destroy();
+        }
+      }
+    }
+    await kernels.flush();
+    staging.release();
+    assert.ok(split > 0, "some views were split");
   });
 });
