@@ -9,6 +9,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { InvalidArgumentError } from "@allot/core";
 import { SharedHeap } from "./mod.ts";
+import type { FiguresCommand, FiguresReport } from "./_test_figures_worker.ts";
+import { RING } from "./_test_figures_worker.ts";
 
 const MiB = 1 << 20;
 
@@ -187,4 +189,120 @@ describe("threads fourth review", () => {
     heap.free(handedOff);
     assert.equal(heap.stats().allocations.current, 0);
   });
+});
+
+/** Workers running `_test_figures_worker.ts`, one report per command. */
+class Crew {
+  readonly workers: Worker[] = [];
+  constructor(n: number) {
+    for (let i = 0; i < n; i++) {
+      this.workers.push(
+        new Worker(new URL("./_test_figures_worker.ts", import.meta.url), {
+          type: "module",
+        }),
+      );
+    }
+  }
+  ask(i: number, c: FiguresCommand): Promise<FiguresReport> {
+    const w = this.workers[i];
+    return new Promise((resolve, reject) => {
+      w.onmessage = (e: MessageEvent<FiguresReport>) => {
+        if (e.data.error) reject(new Error(`worker ${i}: ${e.data.error}`));
+        else resolve(e.data);
+      };
+      w.onerror = (e) => {
+        e.preventDefault();
+        reject(new Error(`worker ${i}: ${e.message}`));
+      };
+      w.postMessage(c);
+    });
+  }
+  close(): void {
+    for (const w of this.workers) w.terminate();
+  }
+}
+
+Deno.test("SharedHeap resets racing with 3 Workers' churn leave exact live figures, and later ordered peaks exact", async () => {
+  const heap = SharedHeap.create(48 * MiB);
+  const crew = new Crew(3);
+  try {
+    await Promise.all(
+      crew.workers.map((_, i) =>
+        crew.ask(i, { type: "attach", heap: heap.descriptor() })
+      ),
+    );
+    const ring = new SharedArrayBuffer(4 * (3 + RING));
+    let done = false;
+    const runs = Promise.all(
+      crew.workers.map((_, i) =>
+        crew.ask(i, { type: "churn", ops: 2000, seed: 91 + i, ring })
+      ),
+    ).finally(() => done = true);
+    Atomics.store(new Int32Array(ring), 0, 1);
+    Atomics.notify(new Int32Array(ring), 0);
+    let resets = 0;
+    while (!done) {
+      heap.resetPeakStats();
+      heap.resetAccumulatedStats();
+      resets++;
+      const st = heap.stats();
+      assert.ok(st.allocatedBytes.peak >= st.allocatedBytes.current);
+      assert.ok(st.allocations.allocated >= 0 && st.allocations.freed >= 0);
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    const reports = await runs;
+    assert.ok(resets > 1, "resets ran while the Workers churned");
+    const left: number[] = reports.flatMap((r) => r.offsets);
+    const r = new Int32Array(ring);
+    for (let s = r[2]; s < r[1]; s++) {
+      if (r[3 + s] !== 0) left.push(r[3 + s] - 1);
+    }
+    const liveBytes = left.reduce((n, o) => n + heap.usableByteLength(o), 0);
+    let st = heap.stats();
+    assert.equal(st.allocations.current, left.length);
+    assert.equal(st.allocatedBytes.current, liveBytes);
+    for (const o of left) heap.free(o);
+    // quiet now: a reset is exact, and the quotas it shares keep the peaks
+    // of ordered calls exact
+    heap.resetPeakStats();
+    heap.resetAccumulatedStats();
+    st = heap.stats();
+    assert.deepEqual(st.allocatedBytes, {
+      current: 0,
+      peak: 0,
+      allocated: 0,
+      freed: 0,
+    });
+    const sizes = [100, 5000, 20_000, 300_000, 64, 9000];
+    const a = await crew.ask(0, { type: "alloc", sizes });
+    const b = await crew.ask(1, { type: "alloc", sizes: [...sizes, 1] });
+    assert.equal(
+      heap.stats().allocatedBytes.peak,
+      a.allocatedBytes + b.allocatedBytes,
+    );
+    await crew.ask(2, { type: "free", offsets: a.offsets });
+    const c = await crew.ask(2, { type: "alloc", sizes: [70_000, 1] });
+    st = heap.stats();
+    assert.equal(
+      st.allocatedBytes.peak,
+      Math.max(
+        a.allocatedBytes + b.allocatedBytes,
+        b.allocatedBytes + c.allocatedBytes,
+      ),
+    );
+    assert.equal(st.allocations.peak, 2 * sizes.length + 1);
+    assert.equal(
+      st.allocatedBytes.allocated,
+      a.allocatedBytes + b.allocatedBytes + c.allocatedBytes,
+    );
+    await crew.ask(0, { type: "free", offsets: [...b.offsets, ...c.offsets] });
+    assert.equal(heap.stats().allocations.current, 0);
+    heap.validate();
+    await Promise.all(
+      crew.workers.map((_, i) => crew.ask(i, { type: "detach" })),
+    );
+  } finally {
+    crew.close();
+    heap.close();
+  }
 });
