@@ -9,6 +9,7 @@
 import { Device } from "./device.ts";
 import { InvalidArgumentError } from "./errors.ts";
 import { SegmentLedger } from "./segment_ledger.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import {
   describeValue,
   optionOr,
@@ -293,6 +294,11 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
   ): Segment<MockMemory> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["hostVisible", "label", "resizable"],
+      "MockSegmentSource.tryAllocateSegment()",
+    );
     const resizable = validateFlag(options.resizable, "resizable", false);
     const hostVisible = validateFlag(options.hostVisible, "hostVisible", false);
     if (this.#throwNext > 0) {
