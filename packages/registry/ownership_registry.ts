@@ -291,20 +291,30 @@ const REGISTER_KEYS: readonly string[] = [
 const REGISTER_BUFFER_KEYS: readonly string[] = [...REGISTER_KEYS, "aliases"];
 
 /**
- * Refuses an options object holding an own key `where` does not read (a
- * misspelt option did nothing, silently); anything but an object is left
- * to the caller's own check. A for-in first: no array on the common path.
+ * Refuses an options object of `register()` (`registerBuffer()` with
+ * `buffer`) holding an own key they do not read (a misspelt option did
+ * nothing, silently); anything but an object is left to the caller's own
+ * check. Plain comparisons in a for-in: no array, no search on the common
+ * path (register with options is a hot path).
  */
-function checkKeys(
-  options: unknown,
-  keys: readonly string[],
-  where: string,
-): void {
+function checkRegisterKeys(options: unknown, buffer: boolean): void {
   if (typeof options !== "object" || options === null) return;
   let keyError: unknown;
   try {
     for (const key in options) {
-      if (!keys.includes(key)) validateOptionKeys(options, keys, where);
+      if (
+        key !== "byteLength" && key !== "deleter" && key !== "kind" &&
+        key !== "alignment" && key !== "detach" &&
+        (key !== "aliases" || !buffer)
+      ) {
+        validateOptionKeys(
+          options,
+          buffer ? REGISTER_BUFFER_KEYS : REGISTER_KEYS,
+          buffer
+            ? "OwnershipRegistry.registerBuffer()"
+            : "OwnershipRegistry.register()",
+        );
+      }
     }
   } catch (error) {
     keyError = error;
@@ -635,7 +645,7 @@ export class OwnershipRegistry {
    * ```
    */
   register(pointer: Pointer, options?: RegisterOptions): number {
-    checkKeys(options, REGISTER_KEYS, "OwnershipRegistry.register()");
+    checkRegisterKeys(options, false);
     return this.#register(pointer, options, false, "register");
   }
 
@@ -669,11 +679,7 @@ export class OwnershipRegistry {
     pointer: Pointer,
     options?: RegisterBufferOptions,
   ): number {
-    checkKeys(
-      options,
-      REGISTER_BUFFER_KEYS,
-      "OwnershipRegistry.registerBuffer()",
-    );
+    checkRegisterKeys(options, true);
     return this.#register(pointer, options, true, "registerBuffer");
   }
 
