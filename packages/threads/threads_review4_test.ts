@@ -248,7 +248,7 @@ Deno.test("SharedHeap resets racing with 3 Workers' churn leave exact live figur
       const st = heap.stats();
       assert.ok(st.allocatedBytes.peak >= st.allocatedBytes.current);
       assert.ok(st.allocations.allocated >= 0 && st.allocations.freed >= 0);
-      await new Promise((r) => setTimeout(r, 0));
+      await new Promise((r) => setTimeout(r, 1));
     }
     const reports = await runs;
     assert.ok(resets > 1, "resets ran while the Workers churned");
