@@ -14,6 +14,7 @@ import {
   collectByAge,
   InvalidArgumentError,
   LeakDetector,
+  MockSegmentSource,
   TraceRecorder,
   validateMemorySummaryOptions,
   validateSynchronizeOptions,
@@ -26,7 +27,7 @@ function isKeyError(key: string): (e: unknown) => boolean {
 }
 
 describe("core fourth review", () => {
-  it("TraceRecorder, LeakDetector, captureCallStack() and collectByAge() refuse unknown option keys", () => {
+  it("TraceRecorder, LeakDetector, MockSegmentSource, captureCallStack() and collectByAge() refuse unknown option keys", () => {
     assert.throws(
       () => new TraceRecorder({ maxEntrys: 10 } as never),
       isKeyError("maxEntrys"),
@@ -49,6 +50,10 @@ describe("core fourth review", () => {
       isKeyError("stopAtTraget"),
     );
     assert.equal(released, 0);
+    assert.throws(
+      () => new MockSegmentSource({ capacity: 1 << 20 } as never),
+      isKeyError("capacity"),
+    );
     assert.ok(new TraceRecorder({ maxEntries: 10, captureStack: false }));
     assert.ok(new LeakDetector({ onLeak: () => {}, captureStack: false }));
     assert.ok(captureCallStack({ maxFrames: 2, skipFrames: 0 }).length <= 2);

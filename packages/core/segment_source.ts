@@ -198,6 +198,13 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    */
   constructor(options: MockSegmentSourceOptions = {}) {
     validateObject(options, "options");
+    validateOptionKeys(options, [
+      "capacityBytes",
+      "alignment",
+      "maxSegmentByteLength",
+      "backed",
+      "device",
+    ], "MockSegmentSource");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(optionOr(options.alignment, 256));
