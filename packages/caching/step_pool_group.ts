@@ -15,7 +15,11 @@
  * @module
  */
 
-import { ContractViolationError, validateObject } from "@allot/core";
+import {
+  ContractViolationError,
+  validateObject,
+  validateOptionKeys,
+} from "@allot/core";
 import { _heldRatio } from "./_held_ratio.ts";
 import { _PeakWindow } from "./_peak_window.ts";
 
@@ -105,6 +109,7 @@ export class StepPoolGroup {
    */
   constructor(options: StepPoolGroupOptions = {}) {
     validateObject(options, "options");
+    validateOptionKeys(options, ["maxHeldRatio"], "StepPoolGroup");
     const ratio = _heldRatio(options.maxHeldRatio);
     this.maxHeldRatio = ratio;
   }

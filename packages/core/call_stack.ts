@@ -7,6 +7,7 @@
  */
 
 import { InvalidArgumentError } from "./errors.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import {
   describeValue,
   optionOr,
@@ -95,6 +96,11 @@ export function captureCallStack(
   options: CaptureCallStackOptions = {},
 ): StackFrame[] {
   validateObject(options, "options");
+  validateOptionKeys(
+    options,
+    ["maxFrames", "skipFrames"],
+    "captureCallStack()",
+  );
   const max = validateInteger(
     optionOr(options.maxFrames, 64),
     0,

@@ -7,6 +7,7 @@
  */
 
 import { InvalidArgumentError } from "./errors.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import {
   describeValue,
   MAX_BYTE_LENGTH,
@@ -80,6 +81,7 @@ export function collectByAge<T>(
 ): CollectByAgeResult {
   _checkArgs(candidates, ages, byteLengths, targetBytes, release);
   validateObject(options, "options");
+  validateOptionKeys(options, ["stopAtTarget"], "collectByAge()");
   const stopAtTarget = validateFlag(
     options.stopAtTarget,
     "stopAtTarget",

@@ -15,6 +15,7 @@
 import { AllotError, InvalidArgumentError } from "./errors.ts";
 import type { Fence } from "./fence.ts";
 import { describeValue } from "./validate.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 
 /**
  * Options of {@linkcode DeferredFrees.synchronize} and of the allocators'
@@ -61,6 +62,8 @@ export function validateSynchronizeOptions(
       { name: "options", value: options, limit: "SynchronizeOptions" },
     );
   }
+  // a misspelt `signal` left the wait with no way to stop it, silently
+  validateOptionKeys(options, ["signal"], "synchronize()");
   return validateAbortSignal(
     (options as SynchronizeOptions).signal,
     "Cannot synchronize",

@@ -6,6 +6,7 @@
  */
 
 import { InvalidArgumentError } from "./errors.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import {
   describeValue,
   MAX_BYTE_LENGTH,
@@ -81,6 +82,7 @@ export class LeakDetector {
         { name: "options", value: options, limit: "LeakDetectorOptions" },
       );
     }
+    validateOptionKeys(options, ["onLeak", "captureStack"], "LeakDetector");
     const onLeak = options.onLeak;
     if (onLeak !== undefined && typeof onLeak !== "function") {
       throw new InvalidArgumentError(

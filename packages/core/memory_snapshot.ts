@@ -11,6 +11,7 @@
 
 import { captureCallStack, formatCallStack } from "./call_stack.ts";
 import { InvalidArgumentError } from "./errors.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import {
   describeValue,
   MAX_BYTE_LENGTH,
@@ -205,6 +206,11 @@ export class TraceRecorder {
    */
   constructor(options: TraceRecorderOptions = {}) {
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["maxEntries", "captureStack"],
+      "TraceRecorder",
+    );
     const max = optionOr(options.maxEntries, 10000);
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new InvalidArgumentError(

@@ -12,6 +12,7 @@
 import { InvalidArgumentError } from "./errors.ts";
 import { formatBytes } from "./format_bytes.ts";
 import { describeValue, validateFlag, validateObject } from "./validate.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import type { StatValues } from "./stat.ts";
 
 /** Which pools a figure covers: every pool, or only the small or large one. */
@@ -209,6 +210,7 @@ export function formatMemorySummary(
 ): string {
   _checkStats(stats);
   validateObject(options, "options");
+  validateOptionKeys(options, ["title", "abbreviated"], "memorySummary()");
   const rawTitle = options.title === undefined
     ? "allot memory summary"
     : options.title;

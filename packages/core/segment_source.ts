@@ -9,6 +9,7 @@
 import { Device } from "./device.ts";
 import { InvalidArgumentError } from "./errors.ts";
 import { SegmentLedger } from "./segment_ledger.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 import {
   describeValue,
   optionOr,
@@ -197,6 +198,13 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
    */
   constructor(options: MockSegmentSourceOptions = {}) {
     validateObject(options, "options");
+    validateOptionKeys(options, [
+      "capacityBytes",
+      "alignment",
+      "maxSegmentByteLength",
+      "backed",
+      "device",
+    ], "MockSegmentSource");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(optionOr(options.alignment, 256));
@@ -293,6 +301,11 @@ export class MockSegmentSource implements SegmentSource<MockMemory> {
   ): Segment<MockMemory> | undefined {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["hostVisible", "label", "resizable"],
+      "MockSegmentSource.tryAllocateSegment()",
+    );
     const resizable = validateFlag(options.resizable, "resizable", false);
     const hostVisible = validateFlag(options.hostVisible, "hostVisible", false);
     if (this.#throwNext > 0) {

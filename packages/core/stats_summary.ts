@@ -11,6 +11,7 @@ import { formatBytes } from "./format_bytes.ts";
 import type { MemorySummaryOptions } from "./memory_stats.ts";
 import type { StatValues } from "./stat.ts";
 import { describeValue, validateFlag, validateObject } from "./validate.ts";
+import { validateOptionKeys } from "./option_keys.ts";
 
 const FIELDS = ["current", "peak", "allocated", "freed"] as const;
 const POOLS = [["all", ""], ["largePool", "  from large pool"], [
@@ -38,6 +39,12 @@ function label(name: string): string {
  */
 export function validateMemorySummaryOptions(options: unknown): void {
   validateObject(options, "options");
+  // a misspelt key (`abrev`) printed the full table, silently
+  validateOptionKeys(
+    options as object,
+    ["title", "abbreviated"],
+    "memorySummary()",
+  );
   const { title, abbreviated } = options as MemorySummaryOptions;
   if (title !== undefined && typeof title !== "string") {
     throw new InvalidArgumentError(

@@ -159,6 +159,11 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
     this.#ledger.checkRequest(byteLength, this.maxSegmentByteLength);
     if (options !== undefined) {
       validateOptions(options);
+      validateOptionKeys(
+        options,
+        ["hostVisible", "label", "resizable"],
+        "HostSegmentSource.tryAllocateSegment()",
+      );
       validateFlags(options, "resizable", "hostVisible");
     }
     if (!this.#ledger.fits(byteLength, this.capacityBytes)) return undefined;

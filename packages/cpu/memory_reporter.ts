@@ -12,6 +12,7 @@ import {
   InvalidArgumentError,
   Stat,
   type StatValues,
+  validateOptionKeys,
 } from "@allot/core";
 import { validateOptions } from "./_options.ts";
 
@@ -101,6 +102,7 @@ export class ProfiledMemoryReporter implements MemoryReporter {
    */
   constructor(options: ProfiledMemoryReporterOptions = {}) {
     validateOptions(options);
+    validateOptionKeys(options, ["log"], "ProfiledMemoryReporter");
     const log = options.log;
     if (log !== undefined && typeof log !== "function") {
       throw new InvalidArgumentError(

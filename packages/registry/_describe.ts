@@ -6,7 +6,11 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateOptionKeys,
+} from "@allot/core";
 
 export { describeValue };
 
@@ -17,11 +21,14 @@ export { describeValue };
  *
  * @param options The caller's options (an object, `undefined`, or junk).
  * @param keys The fields to read.
+ * @param where Given: what reads them; an own key that is not one of
+ * `keys` is refused (`InvalidArgumentError` naming it) before any is read.
  * @returns The values, or the reason they could not be read.
  */
 export function readOptions<K extends string>(
   options: unknown,
   keys: readonly K[],
+  where?: string,
 ): { values: Partial<Record<K, unknown>>; problem?: string } {
   const values: Partial<Record<K, unknown>> = {};
   if (options === undefined) return { values };
@@ -32,8 +39,10 @@ export function readOptions<K extends string>(
     };
   }
   try {
+    if (where !== undefined) validateOptionKeys(options, keys, where);
     for (const key of keys) values[key] = (options as Record<K, unknown>)[key];
   } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error;
     return {
       values,
       problem: `reading its options threw ${describeValue(error)}: ${

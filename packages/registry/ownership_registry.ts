@@ -280,6 +280,49 @@ const JUNK = 0xdd;
 const STALE = -2;
 
 /** A freed range in quarantine (strict mode). */
+/** The keys of {@linkcode RegisterOptions} and {@linkcode RegisterBufferOptions}. */
+const REGISTER_KEYS: readonly string[] = [
+  "byteLength",
+  "kind",
+  "deleter",
+  "alignment",
+  "detach",
+];
+const REGISTER_BUFFER_KEYS: readonly string[] = [...REGISTER_KEYS, "aliases"];
+
+/**
+ * Refuses an options object of `register()` (`registerBuffer()` with
+ * `buffer`) holding an own key they do not read (a misspelt option did
+ * nothing, silently); anything but an object is left to the caller's own
+ * check. Plain comparisons in a for-in: no array, no search on the common
+ * path (register with options is a hot path).
+ */
+function checkRegisterKeys(options: unknown, buffer: boolean): void {
+  if (typeof options !== "object" || options === null) return;
+  let keyError: unknown;
+  try {
+    for (const key in options) {
+      if (
+        key !== "byteLength" && key !== "deleter" && key !== "kind" &&
+        key !== "alignment" && key !== "detach" &&
+        (key !== "aliases" || !buffer)
+      ) {
+        validateOptionKeys(
+          options,
+          buffer ? REGISTER_BUFFER_KEYS : REGISTER_KEYS,
+          buffer
+            ? "OwnershipRegistry.registerBuffer()"
+            : "OwnershipRegistry.register()",
+        );
+      }
+    }
+  } catch (error) {
+    keyError = error;
+  }
+  // a proxy whose key traps throw: the caller's read of the fields reports it
+  if (keyError instanceof InvalidArgumentError) throw keyError;
+}
+
 interface _Quarantined {
   memory: object;
   byteOffset: number;
@@ -602,6 +645,7 @@ export class OwnershipRegistry {
    * ```
    */
   register(pointer: Pointer, options?: RegisterOptions): number {
+    checkRegisterKeys(options, false);
     return this.#register(pointer, options, false, "register");
   }
 
@@ -635,6 +679,7 @@ export class OwnershipRegistry {
     pointer: Pointer,
     options?: RegisterBufferOptions,
   ): number {
+    checkRegisterKeys(options, true);
     return this.#register(pointer, options, true, "registerBuffer");
   }
 
@@ -809,7 +854,11 @@ export class OwnershipRegistry {
         { name: "dtype", value: dtype, limit: "Dtype" },
       );
     }
-    const read = readOptions(options, ["shared", "alignment", "allocator"]);
+    const read = readOptions(
+      options,
+      ["shared", "alignment", "allocator"],
+      "OwnershipRegistry.newArray()",
+    );
     if (read.problem !== undefined) {
       throw new InvalidArgumentError(`Cannot allocate: ${read.problem}`, {
         name: "options",

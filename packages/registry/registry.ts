@@ -14,6 +14,7 @@ import {
   type IntrusivePtr,
   InvalidArgumentError,
   validateInteger,
+  validateOptionKeys,
 } from "@allot/core";
 import { CpuAllocator } from "@allot/cpu";
 import {
@@ -251,7 +252,12 @@ export class Registry {
     options: SetAllocatorOptions = {},
   ): boolean {
     const { key, type } = resolveTarget(target);
-    const read = registryOptions(options, ["priority", "backend"], "register");
+    const read = registryOptions(
+      options,
+      ["priority", "backend"],
+      "register",
+      "Registry.set()",
+    );
     const priorityOption = read.priority === undefined ? 0 : read.priority;
     if (typeof priorityOption !== "number") {
       throw new InvalidArgumentError(
@@ -495,6 +501,7 @@ export class Registry {
       options,
       ["device", "resizable"],
       "allocate a storage",
+      "Registry.storage()",
     );
     const allocator = this.get((read.device ?? "cpu") as DeviceTarget);
     const ptr = Storage.allocate(byteLength, {
@@ -538,6 +545,7 @@ export class Registry {
       options,
       ["device", "backend", "fill"],
       "make a buffer",
+      "Registry.buffer()",
     );
     const target = (read.device ?? "cpu") as DeviceTarget;
     const allocator = this.get(target);
@@ -586,6 +594,7 @@ function registryOptions(
   options: unknown,
   keys: readonly string[],
   what: string,
+  where: string,
 ): Record<string, unknown> {
   if (options === undefined) return {};
   if (options === null || typeof options !== "object") {
@@ -598,10 +607,12 @@ function registryOptions(
   }
   const values: Record<string, unknown> = {};
   try {
+    validateOptionKeys(options, keys, where);
     for (const key of keys) {
       values[key] = (options as Record<string, unknown>)[key];
     }
   } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error;
     throw new InvalidArgumentError(
       `Cannot ${what}: reading its options threw ${describeValue(error)}`,
       { name: "options", value: describeValue(options), limit: "object" },

@@ -83,7 +83,7 @@ export class WorkspacePool<D extends Dtype> {
       "shared",
       "alignment",
       "allocator",
-    ]);
+    ], "WorkspacePool");
     if (read.problem !== undefined) {
       throw new InvalidArgumentError(`Cannot make a pool: ${read.problem}`, {
         name: "options",

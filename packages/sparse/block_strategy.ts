@@ -9,6 +9,7 @@ import {
   InvalidArgumentError,
   validateInteger,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 
 /** Options of {@linkcode blockElements}, after SCL-Core's `BlockStrategy`. */
@@ -64,6 +65,11 @@ export function blockElements(
   validateInteger(nnz, 0, Number.MAX_SAFE_INTEGER, "nnz");
   validateInteger(primaryLength, 0, LIMIT, "primaryLength");
   validateObject(strategy, "strategy");
+  validateOptionKeys(
+    strategy,
+    ["minElements", "maxElements", "rowsPerBlock"],
+    "blockStrategy",
+  );
   const min = validateInteger(
     strategy.minElements ?? 4096,
     1,

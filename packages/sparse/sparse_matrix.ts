@@ -15,6 +15,7 @@ import {
   UseAfterFreeError,
   validateInteger,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import {
   defaultOwnershipRegistry,
@@ -189,6 +190,18 @@ function isIndptrArray(value: unknown): value is IndptrArray {
   const dtype = dtypeOf(value);
   return dtype === "i32" || dtype === "u32" || dtype === "f64";
 }
+
+/** The keys of {@linkcode SparseMatrixOptions}. */
+const OPTION_KEYS: readonly string[] = [
+  "shape",
+  "layout",
+  "registry",
+  "allocator",
+  "leakDetector",
+  "blockStrategy",
+];
+/** The keys of {@linkcode ToLayoutOptions}. */
+const TO_LAYOUT_KEYS: readonly string[] = OPTION_KEYS.slice(2);
 
 /** Checks the `build` options that are collaborators, before any allocation. */
 function validateBuildOptions(options: SparseMatrixOptions): {
@@ -557,6 +570,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     options: SparseMatrixOptions,
   ): SparseMatrix<V> {
     const shape = validateShape(options?.shape);
+    validateOptionKeys(options, OPTION_KEYS, "SparseMatrix.wrap()");
     const layout = validateLayout(options.layout ?? "csr");
     const [primary, secondary] = layout === "csr"
       ? shape
@@ -604,6 +618,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     options: SparseMatrixOptions,
   ): SparseMatrix<V> {
     const shape = validateShape(options?.shape);
+    validateOptionKeys(options, OPTION_KEYS, "SparseMatrix.build()");
     const layout = validateLayout(options.layout ?? "csr");
     const [primary, secondary] = layout === "csr"
       ? shape
@@ -1025,6 +1040,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     this.#live("toLayout");
     const target = validateLayout(layout);
     validateObject(options, "options");
+    validateOptionKeys(options, TO_LAYOUT_KEYS, "SparseMatrix.toLayout()");
     const shape: [number, number] = [this.#rows, this.#cols];
     if (target === this.#layout) {
       return SparseMatrix.build(this.toContiguous(), {
@@ -1080,6 +1096,7 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
   toContiguous(options: ToContiguousOptions = {}): CompressedArrays<V> {
     this.#live("toContiguous");
     validateObject(options, "options");
+    validateOptionKeys(options, ["registry"], "SparseMatrix.toContiguous()");
     const registry = options.registry;
     if (registry !== undefined && !(registry instanceof OwnershipRegistry)) {
       throw new InvalidArgumentError(

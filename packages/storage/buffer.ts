@@ -18,6 +18,7 @@ import {
   UnsupportedOperationError,
   UseAfterFreeError,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import type { BufferBackend, StridedBinding } from "./buffer_backend.ts";
 import {
@@ -95,6 +96,11 @@ const BIT_ARRAYS = {
 } as const;
 
 let _hasStorage: (value: object) => boolean;
+
+/** The keys each factory's options may hold. */
+const BUFFER_KEYS: readonly string[] = ["allocator", "backend"];
+const FILLED_KEYS: readonly string[] = ["allocator", "backend", "value"];
+const FROM_DATA_KEYS: readonly string[] = ["allocator", "backend", "shape"];
 
 /** Set by {@linkcode _trusted} for the one constructor call it makes. */
 let trustedInfo: DtypeInfo | undefined;
@@ -193,6 +199,7 @@ export class Buffer<D extends Dtype = Dtype> {
       return;
     }
     validateObject(options, "options");
+    validateOptionKeys(options, ["dtype", "view", "backend"], "Buffer");
     const target = _storageOf(storage);
     const info = dtypeInfo(options.dtype);
     const given = options.view;
@@ -229,7 +236,7 @@ export class Buffer<D extends Dtype = Dtype> {
     shape: Shape,
     options: BufferOptions = {},
   ): Buffer<D> {
-    _checkOptions(options, "options");
+    _checkOptions(options, "options", BUFFER_KEYS, "Buffer.empty()");
     const info = dtypeInfo(dtype);
     const view = BufferView.contiguous(shape);
     _checkBackend(options.backend);
@@ -270,7 +277,7 @@ export class Buffer<D extends Dtype = Dtype> {
     shape: Shape,
     options: BufferOptions = {},
   ): Buffer<D> {
-    _checkOptions(options, "options");
+    _checkOptions(options, "options", BUFFER_KEYS, "Buffer.lazy()");
     const info = dtypeInfo(dtype);
     const view = BufferView.contiguous(shape);
     _checkBackend(options.backend);
@@ -294,7 +301,7 @@ export class Buffer<D extends Dtype = Dtype> {
     shape: Shape,
     options: BufferOptions = {},
   ): Buffer<D> {
-    _checkOptions(options, "options");
+    _checkOptions(options, "options", BUFFER_KEYS, "Buffer.zeros()");
     return Buffer.filled(dtype, shape, { ...options, value: 0 });
   }
 
@@ -325,9 +332,14 @@ export class Buffer<D extends Dtype = Dtype> {
     },
   ): Buffer<D> {
     validateObject(options, "options");
-    const buffer = Buffer.empty(dtype, shape, options);
+    validateOptionKeys(options, FILLED_KEYS, "Buffer.filled()");
+    const value = options.value;
+    const buffer = Buffer.empty(dtype, shape, {
+      allocator: options.allocator,
+      backend: options.backend,
+    });
     try {
-      buffer.fill(options.value);
+      buffer.fill(value);
     } catch (error) {
       buffer.release();
       throw error;
@@ -361,7 +373,7 @@ export class Buffer<D extends Dtype = Dtype> {
     data: ArrayLike<number>,
     options: FromDataOptions = {},
   ): Buffer<D> {
-    _checkOptions(options, "options");
+    _checkOptions(options, "options", FROM_DATA_KEYS, "Buffer.fromData()");
     const info = dtypeInfo(dtype);
     // The length is read once: an array-like could answer differently later.
     const length = _checkData(data);
@@ -380,7 +392,10 @@ export class Buffer<D extends Dtype = Dtype> {
         },
       );
     }
-    const buffer = Buffer.empty(dtype, view.shape, options);
+    const buffer = Buffer.empty(dtype, view.shape, {
+      allocator: options.allocator,
+      backend: options.backend,
+    });
     try {
       const host = buffer.#isHost();
       const into = host
@@ -843,7 +858,7 @@ export class Buffer<D extends Dtype = Dtype> {
    */
   contiguous(options: Pick<BufferOptions, "allocator"> = {}): Buffer<D> {
     const handle = this.#live("contiguous");
-    _checkOptions(options, "options");
+    _checkOptions(options, "options", ["allocator"], "Buffer.contiguous()");
     const view = this.#view;
     if (view.isContiguous && view.offset === 0) return this.clone();
     const packedView = BufferView.contiguous(view.shape);

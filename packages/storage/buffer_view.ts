@@ -10,6 +10,7 @@ import {
   describeValue,
   InvalidArgumentError,
   optionOr,
+  validateOptionKeys,
 } from "@allot/core";
 import { _fmt, ShapeError } from "./errors.ts";
 
@@ -59,6 +60,10 @@ export interface SliceOptions {
 }
 
 let trusted = false;
+
+/** The keys of {@linkcode BufferViewOptions} and {@linkcode SliceOptions}. */
+const VIEW_KEYS: readonly string[] = ["strides", "offset"];
+const SLICE_KEYS: readonly string[] = ["start", "stop", "step"];
 
 let _hasShape: (value: object) => boolean;
 
@@ -139,7 +144,7 @@ export class BufferView {
       this.#strides = options.strides as number[];
       this.#offset = options.offset as number;
     } else {
-      _checkOptions(options, "view options");
+      _checkOptions(options, "view options", VIEW_KEYS, "BufferView");
       const s = validateShape(shape);
       const strides = options.strides;
       const st = strides === undefined
@@ -504,6 +509,12 @@ export class BufferView {
   slice(dim: number, options: SliceOptions = {}): BufferView {
     const d = this.#dim(dim, "slice");
     _checkOptions(options, "slice options");
+    // (inline: slice is a hot path; a misspelt `end` did nothing, silently)
+    for (const key in options) {
+      if (key !== "start" && key !== "stop" && key !== "step") {
+        validateOptionKeys(options, SLICE_KEYS, "BufferView.slice()");
+      }
+    }
     const n = this.#shape[d];
     const step = optionOr(options.step, 1);
     if (!Number.isSafeInteger(step) || step === 0) {
@@ -832,17 +843,31 @@ export function _checkView(value: unknown, name: string): void {
   }
 }
 
-/** Refuses options that are neither `undefined` nor an object. */
-export function _checkOptions(options: unknown, name: string): void {
-  if (
-    options !== undefined && (typeof options !== "object" || options === null)
-  ) {
+/**
+ * Refuses options that are neither `undefined` nor an object, and (given
+ * `keys`) an object holding a key that `where` does not read: a misspelt
+ * key (`end` for `stop`) would otherwise do nothing, silently.
+ */
+export function _checkOptions(
+  options: unknown,
+  name: string,
+  keys?: readonly string[],
+  where: string = name,
+): void {
+  if (options === undefined) return;
+  if (typeof options !== "object" || options === null) {
     throw new InvalidArgumentError(
       `Invalid ${name}: must be an object or undefined, received ${
         describeValue(options)
       }`,
       { name, value: options, limit: "object" },
     );
+  }
+  if (keys === undefined) return;
+  // for-in over a small literal is cheaper than Object.keys (no array);
+  // validateOptionKeys then looks at own keys only, as everywhere
+  for (const key in options) {
+    if (!keys.includes(key)) validateOptionKeys(options, keys, where);
   }
 }
 

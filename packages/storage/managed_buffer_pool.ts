@@ -182,7 +182,7 @@ export class ManagedBufferPool<M = unknown, C = unknown>
     shape: Shape,
     options: Pick<BufferOptions, "backend"> = {},
   ): Buffer<D> {
-    _checkOptions(options, "options");
+    _checkOptions(options, "options", ["backend"], "ManagedBufferPool.alloc()");
     _checkBackend(options.backend);
     const view = BufferView.contiguous(shape);
     const bytes = view.length * dtypeInfo(dtype).bytesPerElement;

@@ -19,6 +19,7 @@ import {
   UseAfterFreeError,
   validateByteLength,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { _defaultAllocator } from "./_default_allocator.ts";
 
@@ -462,6 +463,7 @@ function _checkStorageOptions(
 ): Allocator {
   if (options === undefined) return _defaultAllocator;
   validateObject(options, "options");
+  validateOptionKeys(options, ["allocator", "resizable"], "Storage");
   const allocator = options.allocator ?? _defaultAllocator;
   if (
     typeof allocator !== "object" || allocator === null ||

@@ -1120,6 +1120,8 @@ export class SharedHeap {
   reclaim(arena: number, options: ReclaimOptions = {}): ReclaimReport {
     this.#checkOpen("reclaim");
     validateObject(options, "options");
+    // a misspelt `keep` freed the blocks it should have kept
+    validateOptionKeys(options, ["keep"], "SharedHeap.reclaim()");
     const token = this.#attachedToken(arena, "reclaim");
     if (arena === this.#arena) {
       throw new InvalidArgumentError(

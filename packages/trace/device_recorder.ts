@@ -2,6 +2,7 @@ import {
   describeValue,
   InvalidArgumentError,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { _messageOf } from "./_message.ts";
 import { TraceRecorder, type TraceRecorderOptions } from "./trace_recorder.ts";
@@ -93,6 +94,14 @@ export function recordDevice<D extends DeviceLike>(
     );
   }
   validateObject(options, "options");
+  validateOptionKeys(options, [
+    "recorder",
+    "source",
+    "meta",
+    "stacks",
+    "capture",
+    "now",
+  ], "recordDevice()");
   if (
     options.recorder !== undefined &&
     !(options.recorder instanceof TraceRecorder)
@@ -110,7 +119,8 @@ export function recordDevice<D extends DeviceLike>(
       { name: "device", value: device, limit: "a device not yet recorded" },
     );
   }
-  const recorder = options.recorder ?? new TraceRecorder(options);
+  const { recorder: given, ...recorderOptions } = options;
+  const recorder = given ?? new TraceRecorder(recorderOptions);
   const ids = new WeakMap<object, number>();
   const destroyed = new WeakSet<object>();
   const origCreate = device.createBuffer;

@@ -6,6 +6,7 @@ import {
   optionOr,
   validateInteger,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { isFrameKind } from "./parse_trace.ts";
 
@@ -80,6 +81,7 @@ export function captureStack(
   skip = 0,
 ): StackFrame[] {
   validateObject(options, "options");
+  validateOptionKeys(options, ["depth", "classify"], "captureStack()");
   const depth = optionOr(options.depth, 64);
   validateInteger(depth, 0, 10_000, "depth");
   validateInteger(skip, 0, 10_000, "skip");

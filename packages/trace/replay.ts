@@ -3,6 +3,7 @@ import {
   InvalidArgumentError,
   optionOr,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { _messageOf } from "./_message.ts";
 import { _checkedTrace } from "./parse_trace.ts";
@@ -216,6 +217,11 @@ export function replayOps(
 > {
   checkOps(ops);
   validateObject(options, "options");
+  validateOptionKeys(
+    options,
+    ["policies", "usage", "repeat"],
+    "replay options",
+  );
   const policies = checkPolicies(options.policies ?? DEFAULT_POLICIES);
   const repeat = optionOr(options.repeat, 3);
   if (!Number.isSafeInteger(repeat) || repeat < 1 || repeat > 1000) {
@@ -342,6 +348,11 @@ export function replayTrace(
 ): ReplayReport {
   trace = _checkedTrace(trace);
   validateObject(options, "options");
+  validateOptionKeys(
+    options,
+    ["policies", "usage", "repeat"],
+    "replay options",
+  );
   const usage = checkUsage(options.usage ?? "all");
   const ops = opsOf(trace, usage);
   const rec = heldOf(trace, usage);

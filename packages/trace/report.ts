@@ -1,4 +1,4 @@
-import { validateFlag, validateObject } from "@allot/core";
+import { validateFlag, validateObject, validateOptionKeys } from "@allot/core";
 import { memoryTimeline } from "./memory_timeline.ts";
 import { parseTrace } from "./parse_trace.ts";
 import { type ReplayOptions, replayTrace } from "./replay.ts";
@@ -35,8 +35,21 @@ export function memoryReport(
   options: MemoryReportOptions = {},
 ): string {
   validateObject(options, "options");
+  validateOptionKeys(options, [
+    "replay",
+    "title",
+    "policies",
+    "usage",
+    "repeat",
+  ], "memoryReport()");
   const t = typeof trace === "string" ? parseTrace(trace) : trace;
   const replay = validateFlag(options.replay, "replay", true);
-  const whatIf = replay ? replayTrace(t, options) : undefined;
+  const whatIf = replay
+    ? replayTrace(t, {
+      policies: options.policies,
+      usage: options.usage,
+      repeat: options.repeat,
+    })
+    : undefined;
   return reportHtml(memoryTimeline(t), { whatIf, title: options.title });
 }

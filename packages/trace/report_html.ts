@@ -3,6 +3,7 @@ import {
   formatBytes,
   InvalidArgumentError,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { _checkTimeline } from "./_check_timeline.ts";
 import { _checkReplayReport } from "./replay_table.ts";
@@ -33,6 +34,7 @@ export function reportHtml(
 ): string {
   _checkTimeline(tl);
   validateObject(options, "options");
+  validateOptionKeys(options, ["whatIf", "title"], "reportHtml()");
   const whatIf = options.whatIf;
   if (whatIf !== undefined) _checkReplayReport(whatIf);
   if (options.title !== undefined && typeof options.title !== "string") {

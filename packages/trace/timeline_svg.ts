@@ -5,6 +5,7 @@ import {
   optionOr,
   validateInteger,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { _checkTimeline } from "./_check_timeline.ts";
 import type { MemoryTimeline } from "./memory_timeline.ts";
@@ -79,6 +80,7 @@ export function timelineSvg(
 ): string {
   _checkTimeline(tl);
   validateObject(options, "options");
+  validateOptionKeys(options, ["width", "height"], "timelineSvg()");
   const W = optionOr(options.width, 800),
     H = optionOr(options.height, 260);
   if (

@@ -2,6 +2,7 @@ import {
   describeValue,
   InvalidArgumentError,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import { captureStack, type StackCaptureOptions } from "./frame_kind.ts";
 import {
@@ -63,6 +64,11 @@ export class TraceRecorder {
   /** Starts a recording (the clock starts now). */
   constructor(options: TraceRecorderOptions = {}) {
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["source", "meta", "stacks", "capture", "now"],
+      "TraceRecorder",
+    );
     const stacks = options.stacks ?? "allocations";
     if (stacks !== "allocations" && stacks !== "all" && stacks !== "none") {
       throw new InvalidArgumentError(

@@ -14,6 +14,7 @@ import {
   InvalidArgumentError,
   validateByteLength,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 import type { _WatermarkPolicy } from "./_watermark_policy.ts";
 import type { AllocateBufferOptions } from "./watermark_options.ts";
@@ -30,8 +31,16 @@ export function _checkBufferRequest<M>(
   p: _WatermarkPolicy<M>,
   byteLength: number,
   options: AllocateBufferOptions,
+  keys: readonly string[] = SYNC_KEYS,
 ): "private" | "shared" {
   validateObject(options, "options");
+  // a misspelt key (`pol` for `pool`) did nothing, silently; a for-in
+  // first: no array on the common path
+  for (const key in options) {
+    if (!keys.includes(key)) {
+      validateOptionKeys(options, keys, "WatermarkAllocator.allocateBuffer()");
+    }
+  }
   const max = p.maxSegment;
   validateByteLength(byteLength, max);
   if (alignUp(byteLength, p.alignment) > max) {
@@ -51,6 +60,11 @@ export function _checkBufferRequest<M>(
   }
   return kind;
 }
+
+/** The keys of `AllocateBufferOptions` and `AllocateBufferAsyncOptions`. */
+const SYNC_KEYS: readonly string[] = ["pool"];
+/** The keys {@linkcode _checkBufferRequest} accepts for the async verb. */
+export const _ASYNC_BUFFER_KEYS: readonly string[] = ["pool", "signal"];
 
 /**
  * Throws the out-of-memory error of a request that every attempt failed.

@@ -49,6 +49,7 @@ import {
 import { _WatermarkPolicy } from "./_watermark_policy.ts";
 import { _watermarkSegments, _watermarkStats } from "./_watermark_report.ts";
 import {
+  _ASYNC_BUFFER_KEYS,
   _checkBufferRequest,
   _throwWatermarkOom,
 } from "./_watermark_requests.ts";
@@ -411,7 +412,12 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferAsyncOptions = {},
   ): Promise<WatermarkBuffer<M>> {
-    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    const kind = _checkBufferRequest(
+      this.#p,
+      byteLength,
+      options,
+      _ASYNC_BUFFER_KEYS,
+    );
     // read once: a getter cannot hand the wait another signal
     const signal = validateAbortSignal(
       options.signal,

@@ -12,6 +12,7 @@ import {
   isPowerOfTwo,
   validateFlag,
   validateObject,
+  validateOptionKeys,
   viewSpan,
 } from "@allot/core";
 
@@ -76,15 +77,26 @@ export function _checkLimits(
  *
  * @param options The options.
  * @param name Its name, for the message.
+ * @param keys Given: the keys `where` reads; any other own key is refused
+ * (a misspelt option would otherwise do nothing, silently).
+ * @param where What reads them, for the message.
  * @returns The options, `{}` for `undefined`.
- * @throws {InvalidArgumentError} For anything else.
+ * @throws {InvalidArgumentError} For anything else, or an unknown key.
  */
 export function _checkOptions<T extends object>(
   options: T | undefined,
   name = "options",
+  keys?: readonly string[],
+  where: string = name,
 ): T {
   if (options === undefined) return {} as T;
   validateObject(options, name);
+  if (keys !== undefined) {
+    // a for-in first: no array on the common path
+    for (const key in options) {
+      if (!keys.includes(key)) validateOptionKeys(options, keys, where);
+    }
+  }
   return options;
 }
 

@@ -82,7 +82,12 @@ export function deviceBudget(
   options?: DeviceBudgetOptions,
 ): DeviceBudget {
   validateObject(device, "device");
-  options = _checkOptions(options);
+  options = _checkOptions(
+    options,
+    "options",
+    ["hostShare", "hostMemoryBytes"],
+    "deviceBudget()",
+  );
   const share = optionOr(options.hostShare, 0.5);
   if (typeof share !== "number" || !(share > 0 && share <= 1)) {
     throw new InvalidArgumentError(

@@ -86,7 +86,12 @@ export class GpuBufferBackend implements BufferBackend {
    */
   constructor(device: GPUDevice, options?: GpuBufferBackendOptions) {
     _checkDevice(device, "Cannot make a GpuBufferBackend");
-    options = _checkOptions(options);
+    options = _checkOptions(
+      options,
+      "options",
+      ["kernels", "staging"],
+      "GpuBufferBackend",
+    );
     const { kernels, staging } = options;
     if (kernels != null && !(kernels instanceof GpuKernels)) {
       throw new InvalidArgumentError(

@@ -162,6 +162,8 @@ interface _Queued {
   y: number;
 }
 
+/** The keys of {@linkcode FillOptions}. */
+const FILL_KEYS: readonly string[] = ["dtype", "offset", "length"];
 /** Dispatches of a split call per command buffer (bounds its meta slots). */
 const PIECES_PER_SUBMIT = 4096;
 const kernelsByDevice = new WeakMap<GPUDevice, GpuKernels>();
@@ -254,7 +256,11 @@ export class GpuKernels {
       "maxComputeWorkgroupSizeX",
       "maxStorageBufferBindingSize",
     ]);
-    options = _checkOptions(options);
+    options = _checkOptions(options, "options", [
+      "label",
+      "workgroupSize",
+      "maxBindingByteLength",
+    ], "GpuKernels");
     const label = _checkLabel(options.label, "allot");
     const wanted = validateInteger(
       optionOr(options.workgroupSize, 256),
@@ -324,6 +330,12 @@ export class GpuKernels {
     options: ContiguousOptions,
   ): void {
     const what = "copy a strided view";
+    _checkOptions(
+      options,
+      "options",
+      ["dtype", "dstOffset"],
+      "GpuKernels.contiguous()",
+    );
     this.#anyRank(
       what,
       src,
@@ -815,7 +827,11 @@ export class GpuKernels {
     options?: CopyBytesOptions,
   ): void {
     const what = "copy bytes";
-    options = _checkOptions(options);
+    options = _checkOptions(options, "options", [
+      "srcByteOffset",
+      "dstByteOffset",
+      "byteLength",
+    ], "GpuKernels.copyBytes()");
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
     src = this.#checkBinding(src, what, 1);
@@ -951,6 +967,7 @@ export class GpuKernels {
     const what = "fill";
     _assertAlive(this.gpuDevice, what);
     this.#throwFailure();
+    _checkOptions(options, "options", FILL_KEYS, "GpuKernels.fill()");
     validateObject(options, "options");
     const dtype = options.dtype;
     const size = dtypeByteSize(dtype);

@@ -256,6 +256,11 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     // as core's MockSegmentSource: `null` threw TypeError, `hostVisible: 1`
     // asked for shared memory, a label's toString ran our code
     validateObject(options, "options");
+    validateOptionKeys(
+      options,
+      ["hostVisible", "label", "resizable"],
+      "GpuSegmentSource.tryAllocateSegment()",
+    );
     const shared = validateFlag(options.hostVisible, "hostVisible", false);
     const given = options.label;
     if (given !== undefined && typeof given !== "string") {

@@ -196,7 +196,12 @@ export class GpuStaging {
   constructor(device: GPUDevice, options?: GpuStagingOptions) {
     _checkDevice(device, "Cannot make a GpuStaging");
     _checkLimits(device, "Cannot make a GpuStaging", ["maxBufferSize"]);
-    options = _checkOptions(options);
+    options = _checkOptions(options, "options", [
+      "label",
+      "maxStagingBytes",
+      "chunkByteLength",
+      "writeBufferMaxByteLength",
+    ], "GpuStaging");
     this.gpuDevice = device;
     this.#label = _checkLabel(options.label, "allot-staging");
     this.maxStagingBytes = validateByteLength(
@@ -264,7 +269,12 @@ export class GpuStaging {
     this.#checkOpen(what);
     dst = validateBinding(this.gpuDevice, dst, { what, storage: false });
     const bytes = _bytesOf(data, "Cannot upload");
-    options = _checkOptions(options);
+    options = _checkOptions(
+      options,
+      "options",
+      ["byteOffset"],
+      "GpuStaging.upload()",
+    );
     const byteOffset = validateInteger(
       optionOr(options.byteOffset, 0),
       0,
@@ -402,7 +412,12 @@ export class GpuStaging {
     const what = "download";
     this.#checkOpen(what);
     src = validateBinding(this.gpuDevice, src, { what, storage: false });
-    options = _checkOptions(options);
+    options = _checkOptions(
+      options,
+      "options",
+      ["byteOffset", "byteLength"],
+      "GpuStaging.download()",
+    );
     const byteOffset = validateInteger(
       optionOr(options.byteOffset, 0),
       0,

@@ -285,7 +285,12 @@ export function bindBuffers(
   inputs: readonly KernelBindingInput[],
   options?: BindBuffersOptions,
 ): BoundBuffers {
-  options = _checkOptions(options);
+  options = _checkOptions(
+    options,
+    "options",
+    ["aliasing", "firstBinding"],
+    "bindBuffers()",
+  );
   const policy = options.aliasing ?? "promote";
   if (policy !== "promote" && policy !== "refuse") {
     throw new InvalidArgumentError(

@@ -13,10 +13,15 @@ import {
   CpuAllocator,
   CpuHeap,
   HostSegmentSource,
+  ProfiledMemoryReporter,
   SystemAllocator,
 } from "@allot/cpu";
 import { BuddyAllocator } from "@allot/buddy";
-import { CachingAllocator, StepPlannedPool } from "@allot/caching";
+import {
+  CachingAllocator,
+  StepPlannedPool,
+  StepPoolGroup,
+} from "@allot/caching";
 import { WatermarkAllocator } from "@allot/watermark";
 import { BufferPool, ManagedBufferPool } from "@allot/storage";
 import { SharedHeap } from "@allot/threads";
@@ -126,6 +131,17 @@ const cases: KeyCase[] = [
     name: "GpuPlannedAllocator",
     known: ["maxHeldRatio", 2],
     make: (o) => new GpuPlannedAllocator(gpu.device, o),
+  },
+  // found in the fourth outside-in review: these two took any key
+  {
+    name: "StepPoolGroup",
+    known: ["maxHeldRatio", 2],
+    make: (o) => new StepPoolGroup(o),
+  },
+  {
+    name: "ProfiledMemoryReporter",
+    known: ["log", () => {}],
+    make: (o) => new ProfiledMemoryReporter(o),
   },
 ];
 
