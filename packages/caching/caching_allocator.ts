@@ -61,6 +61,11 @@ import {
   type MemorySummaryOptions,
 } from "./stats.ts";
 
+/** The keys `allocate()`'s options may have. */
+const ALLOCATE_KEYS: readonly string[] = ["stream", "tag"];
+/** The keys `allocateAsync()`'s options may have. */
+const ALLOCATE_ASYNC_KEYS: readonly string[] = ["stream", "tag", "signal"];
+
 export { CachedBlock } from "./cached_block.ts";
 
 /**
@@ -380,7 +385,15 @@ export class CachingAllocator<M = unknown> {
         byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
       ? (byteLength + this.#granuleMask) & ~this.#granuleMask
       : this.#roundSizeSlow(byteLength);
-    if (options !== undefined) validateObject(options, "options");
+    if (options !== undefined) {
+      validateObject(options, "options");
+      // plain comparisons: the hot path builds no array
+      for (const key in options) {
+        if (key !== "stream" && key !== "tag") {
+          validateOptionKeys(options, ALLOCATE_KEYS, "allocate()");
+        }
+      }
+    }
     const stream = options === undefined || options.stream === undefined
       ? DEFAULT_STREAM
       : this.#checkStream(options.stream);
@@ -461,7 +474,10 @@ export class CachingAllocator<M = unknown> {
     options?: AllocateAsyncOptions,
   ): Promise<CachedBlock<M>> {
     const size = this.roundSize(byteLength);
-    if (options !== undefined) validateObject(options, "options");
+    if (options !== undefined) {
+      validateObject(options, "options");
+      validateOptionKeys(options, ALLOCATE_ASYNC_KEYS, "allocateAsync()");
+    }
     // each option read once: a getter cannot hand the wait another value
     const stream = this.#checkStream(options?.stream);
     const tagOption = options?.tag;

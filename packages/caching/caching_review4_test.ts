@@ -237,20 +237,17 @@ describe("caching fourth review", () => {
   });
 });
 
-// Found here; the fix belongs to caching_allocator.ts (group11 owns it this
-// session), so the test waits. `allocate(n, { strem })` (a misspelt
+// Found by the fourth review. `allocate(n, { strem })` (a misspelt
 // `stream`) allocated on the default stream, where the block is reused at
 // once after its free while the other stream may still use it; `{ tg }`
 // dropped the tag, `allocateAsync(n, { signl })` could not be stopped. The
-// fix: in `allocate()`, after `validateObject(options, "options")`, refuse
-// keys other than `stream` and `tag` (`validateOptionKeys`, behind a for-in
-// so the hot path builds no array); `allocateAsync()` also takes `signal`;
-// `recordStream`/`free` take no options. GpuCachingAllocator's allocate()
+// fix: `allocate()` refuses keys other than `stream` and `tag` (a for-in with
+// plain comparisons, so the hot path builds no array); `allocateAsync()` also
+// takes `signal`; `recordStream`/`free` take no options. GpuCachingAllocator's allocate()
 // takes none and is unaffected.
 Deno.test({
   name:
     "CachingAllocator.allocate() and allocateAsync() refuse unknown option keys, allocating nothing",
-  ignore: true,
   fn: async () => {
     const source = new MockSegmentSource({ capacityBytes: 1 << 24 });
     const allocator = new CachingAllocator(source);
