@@ -356,9 +356,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     const id = nextBufferId++;
     const label = `${this.#label}:segment#${id}${this.#usageTag}${
       shared ? " (shared)" : ""
-    }${
-      given === undefined ? "" : ` ${given}`
-    }`;
+    }${given === undefined ? "" : ` ${given}`}`;
     const device = this.gpuDevice;
     device.pushErrorScope("out-of-memory");
     let buffer: GPUBuffer;
