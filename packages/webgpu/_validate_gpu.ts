@@ -185,10 +185,10 @@ export function _checkStrict(value: unknown): void {
 
 /**
  * Checks a segment source's `usage`: an integer of `GPUBufferUsage` bits the
- * specification defines, not 0, without `MAP_READ` or `MAP_WRITE` (a mapped
- * buffer is mapped whole or by ranges the device, not the pool, owns: the
- * blocks of one segment could not be mapped independently; host access goes
- * through `GpuStaging`).
+ * specification defines, not 0, without `MAP_READ` or `MAP_WRITE` (a buffer
+ * has one map state, and the queue cannot use it while any range is mapped:
+ * the blocks of one segment could not be mapped independently; host access
+ * goes through `GpuStaging`).
  *
  * @param value The option, read once by the caller.
  * @param fallback The default usage.
@@ -211,7 +211,7 @@ export function _checkUsage(value: unknown, fallback: number): number {
   const mapped = value & (_Usage.MAP_READ | _Usage.MAP_WRITE);
   if (mapped !== 0) {
     throw new InvalidArgumentError(
-      `Invalid usage: MAP_READ and MAP_WRITE cannot be pooled (a buffer is mapped as a whole by its owner, so the blocks of one segment cannot be mapped independently; read and write blocks through GpuStaging), received 0x${
+      `Invalid usage: MAP_READ and MAP_WRITE cannot be pooled (a buffer has one map state and the queue cannot use it while any range is mapped, so the blocks of one segment cannot be mapped independently; read and write blocks through GpuStaging), received 0x${
         value.toString(16)
       }`,
       {

@@ -83,9 +83,9 @@ export interface GpuSegmentSourceOptions {
    * one usage): `GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST` for the
    * uniform buffers a runtime makes per dispatch, `VERTEX`, `INDEX`,
    * `INDIRECT`, ... Known bits only, not 0; `MAP_READ` and `MAP_WRITE` are
-   * refused (a buffer is mapped as a whole, so the blocks of one segment
-   * could not be mapped independently: reach blocks from the host through
-   * `GpuStaging`). The usage sets the block alignment and
+   * refused (a buffer has one map state, and the queue cannot use it while
+   * any range is mapped, so the blocks of one segment could not be mapped
+   * independently: reach blocks from the host through `GpuStaging`). The usage sets the block alignment and
    * {@linkcode GpuSegmentSource.maxBindingByteLength}.
    *
    * @default {GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST}
