@@ -388,6 +388,61 @@ describe("GpuSegmentSource usage (WebGPU device)", { skip }, () => {
     for (const block of blocks) block.release();
   });
 
+  it("blocks of random usages on the device sit at offsets aligned to its limit for the usage and never overlap", async () => {
+    const device = await sharedDevice();
+    const limits = device.limits;
+    const pooled = [
+      DEFAULT,
+      UNIFORM,
+      U.UNIFORM | U.STORAGE | U.COPY_DST,
+      U.VERTEX | U.COPY_DST,
+      U.INDEX | U.COPY_DST,
+      U.INDIRECT | U.STORAGE | U.COPY_DST,
+      U.VERTEX | U.INDEX | U.COPY_SRC | U.COPY_DST,
+    ];
+    device.pushErrorScope("validation");
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...pooled),
+        fc.constantFrom("caching", "watermark"),
+        fc.array(fc.integer({ min: 0, max: 5000 }), {
+          minLength: 1,
+          maxLength: 12,
+        }),
+        (usage, kind, sizes) => {
+          const options = { source: { usage } };
+          const allocator = kind === "caching"
+            ? new GpuCachingAllocator(device, options)
+            : new GpuWatermarkAllocator(device, options);
+          let want = 4;
+          if (usage & U.STORAGE) {
+            want = Math.max(want, limits.minStorageBufferOffsetAlignment);
+          }
+          if (usage & U.UNIFORM) {
+            want = Math.max(want, limits.minUniformBufferOffsetAlignment);
+          }
+          const live = sizes.map((size) => allocator.allocate(size));
+          for (const [i, a] of live.entries()) {
+            assert.equal(a.buffer.usage, usage);
+            assert.equal(a.offset % want, 0);
+            for (const b of live.slice(0, i)) {
+              if (b.buffer !== a.buffer || a.size === 0 || b.size === 0) {
+                continue;
+              }
+              assert.ok(
+                a.offset + a.size <= b.offset || b.offset + b.size <= a.offset,
+              );
+            }
+          }
+          for (const a of live) a.release();
+          allocator.emptyCache();
+        },
+      ),
+      { numRuns: 25 },
+    );
+    assert.equal(await device.popErrorScope(), null);
+  });
+
   it("GpuKernels refuse a block of a pool without STORAGE with a typed error and no GPU error", async () => {
     const device = await sharedDevice();
     const uniforms = new GpuCachingAllocator(device, {
