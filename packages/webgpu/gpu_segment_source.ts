@@ -70,9 +70,10 @@ export interface GpuSegmentSourceOptions {
    * What `hostVisible: true` means. WebGPU cannot combine `MAP_READ` or
    * `MAP_WRITE` with `STORAGE`, so no buffer is both bindable and mapped.
    * `"staged"` makes an ordinary buffer (of the source's usage), records it
-   * as shared, and
-   * leaves host access to a staging pool (`GpuStaging`); `"refuse"` returns
-   * `undefined`, so the caller falls back to private memory.
+   * as shared, and leaves host access to a staging pool (`GpuStaging`), which
+   * copies: a usage with neither `COPY_SRC` nor `COPY_DST` refuses as
+   * `"refuse"` does. `"refuse"` returns `undefined`, so the caller falls back
+   * to private memory.
    *
    * @default {"staged"}
    */
@@ -197,6 +198,8 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
   #label: string;
   #usageTag: string;
   #hostVisible: HostVisibleMode;
+  /** Whether host-visible requests are served (staged through copies). */
+  #staged: boolean;
   #ledger: SegmentLedger<GPUBuffer>;
   #shared = new WeakSet<GPUBuffer>();
   #refusals = 0;
@@ -257,6 +260,9 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.#label = _checkLabel(options.label, "allot");
     this.#hostVisible = mode;
     this.usage = usage;
+    // staging reaches a buffer only through copies
+    this.#staged = mode === "staged" &&
+      (usage & (_Usage.COPY_SRC | _Usage.COPY_DST)) !== 0;
     this.#usageTag = usage === DEFAULT_USAGE ? "" : ` [${_usageNames(usage)}]`;
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
     const limits = usageLimits(device, usage, this.maxSegmentByteLength);
@@ -347,7 +353,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     _assertAlive(this.gpuDevice, `allocate a segment of ${byteLength} bytes`);
     const size = alignUp(byteLength, 4);
     if (
-      (shared && this.#hostVisible === "refuse") ||
+      (shared && !this.#staged) ||
       !this.#ledger.fits(size, this.capacityBytes)
     ) {
       this.#refusals++;

@@ -217,6 +217,23 @@ describe("GpuSegmentSource usage (mock device)", () => {
     assert.equal(bare.live.size + lying.live.size, 0);
   });
 
+  it("GpuSegmentSource refuses host-visible segments for a usage staging cannot copy", () => {
+    const gpu = mock();
+    const vertex = new GpuSegmentSource(gpu.device, { usage: U.VERTEX });
+    assert.equal(
+      vertex.tryAllocateSegment(64, { hostVisible: true }),
+      undefined,
+    );
+    assert.equal(vertex.refusalCount, 1);
+    assert.equal(gpu.live.size, 0);
+    const private_ = vertex.tryAllocateSegment(64)!;
+    assert.equal(vertex.isHostVisible(private_.memory), false);
+    const uniform = new GpuSegmentSource(gpu.device, { usage: UNIFORM });
+    const shared = uniform.tryAllocateSegment(64, { hostVisible: true })!;
+    assert.ok(uniform.isHostVisible(shared.memory));
+    assert.match(shared.memory.label, /\[COPY_DST\|UNIFORM\] \(shared\)$/);
+  });
+
   it("GpuCachingAllocator, GpuWatermarkAllocator and GpuPlannedAllocator pass source.usage through", () => {
     const gpu = mock();
     const usage = U.INDEX | U.COPY_DST;
