@@ -217,6 +217,26 @@ describe("GpuSegmentSource usage (mock device)", () => {
     assert.equal(bare.live.size + lying.live.size, 0);
   });
 
+  it("GpuCachingAllocator caps large segments at the storage binding size only for a storage pool", () => {
+    const gpu = mock({ maxStorageBufferBindingSize: 8 * 2 ** 20 });
+    const uniform = new GpuCachingAllocator(gpu.device, {
+      source: { usage: UNIFORM },
+    });
+    // the uniform binding limit (64 KiB) does not shrink the pool's segments
+    using big = uniform.allocate(3 * 2 ** 20);
+    using small = uniform.allocate(100);
+    assert.equal(big.buffer.usage, UNIFORM);
+    assert.ok(big.buffer.size >= 3 * 2 ** 20);
+    assert.equal(small.offset % 64, 0);
+    const storage = new GpuCachingAllocator(gpu.device);
+    const blocks = [
+      storage.allocate(3 * 2 ** 20),
+      storage.allocate(3 * 2 ** 20),
+    ];
+    for (const b of blocks) assert.ok(b.buffer.size <= 8 * 2 ** 20);
+    for (const b of blocks) b.release();
+  });
+
   it("GpuSegmentSource refuses host-visible segments for a usage staging cannot copy", () => {
     const gpu = mock();
     const vertex = new GpuSegmentSource(gpu.device, { usage: U.VERTEX });
