@@ -15,6 +15,7 @@ import {
   validateOptionKeys,
   viewSpan,
 } from "@allot/core";
+import { _KNOWN_USAGE, _Usage } from "./_flags.ts";
 
 /**
  * Checks that `device` looks like a `GPUDevice`: an object with `limits`,
@@ -192,4 +193,45 @@ export function _checkReuse(
  */
 export function _checkStrict(value: unknown): void {
   validateFlag(value, "strict", false);
+}
+
+/**
+ * Checks a segment source's `usage`: an integer of `GPUBufferUsage` bits the
+ * specification defines, not 0, without `MAP_READ` or `MAP_WRITE` (a buffer
+ * has one map state, and the queue cannot use it while any range is mapped:
+ * the blocks of one segment could not be mapped independently; host access
+ * goes through `GpuStaging`).
+ *
+ * @param value The option, read once by the caller.
+ * @param fallback The default usage.
+ * @returns The usage.
+ * @throws {InvalidArgumentError} For anything else.
+ */
+export function _checkUsage(value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (
+    typeof value !== "number" || !Number.isInteger(value) || value <= 0 ||
+    value > _KNOWN_USAGE
+  ) {
+    throw new InvalidArgumentError(
+      `Invalid usage: must be an integer of GPUBufferUsage bits in [1, 0x${
+        _KNOWN_USAGE.toString(16)
+      }], received ${describeValue(value)}`,
+      { name: "usage", value, limit: _KNOWN_USAGE },
+    );
+  }
+  const mapped = value & (_Usage.MAP_READ | _Usage.MAP_WRITE);
+  if (mapped !== 0) {
+    throw new InvalidArgumentError(
+      `Invalid usage: MAP_READ and MAP_WRITE cannot be pooled (a buffer has one map state and the queue cannot use it while any range is mapped, so the blocks of one segment cannot be mapped independently; read and write blocks through GpuStaging), received 0x${
+        value.toString(16)
+      }`,
+      {
+        name: "usage",
+        value,
+        limit: _KNOWN_USAGE & ~(_Usage.MAP_READ | _Usage.MAP_WRITE),
+      },
+    );
+  }
+  return value;
 }

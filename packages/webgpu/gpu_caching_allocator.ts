@@ -49,6 +49,11 @@ import {
   type GpuSegmentSourceOptions,
 } from "./gpu_segment_source.ts";
 import { QueueStream } from "./queue_stream.ts";
+import {
+  _DEFAULT_SEGMENT_USAGE as DEFAULT_USAGE,
+  _Usage,
+  _usageNames,
+} from "./_flags.ts";
 
 // The handle-less block pair of @allot/caching (internal to allot; kept off
 // that package's exports).
@@ -99,14 +104,16 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
 
 /**
  * PyTorch's caching allocator over `GPUBuffer`s: segments come from a
- * {@linkcode GpuSegmentSource} (one labelled storage buffer each, with the
- * device's limits), blocks are {@linkcode GpuAllocation}s at offsets aligned
- * to `minStorageBufferOffsetAlignment`, and frees are ordered by
+ * {@linkcode GpuSegmentSource} (one labelled buffer each, storage by
+ * default, any pooled usage through `source.usage`, with the device's
+ * limits), blocks are {@linkcode GpuAllocation}s at offsets aligned to the
+ * source's alignment (`minStorageBufferOffsetAlignment` for storage), and
+ * frees are ordered by
  * {@linkcode QueueStream} fences: a freed block is held (counted in
  * `pendingFreeBytes`) until the queue has finished the work submitted before
  * the free, then handed back to the caching allocator. The frees of one task
- * share one fence and one batch. Large segments are capped at
- * `maxStorageBufferBindingSize`, so every block that can be bound at all sits
+ * share one fence and one batch. A storage pool's large segments are capped
+ * at `maxStorageBufferBindingSize`, so every block that can be bound at all sits
  * in a segment it can be bound from, and larger requests get their own
  * buffer.
  *
@@ -187,11 +194,22 @@ export class GpuCachingAllocator {
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
-    const maxBinding = this.source.maxBindingByteLength;
+    // kernels bind storage ranges across blocks: a storage pool's large
+    // segments stay within one storage binding (uniform blocks bind alone,
+    // and vertex, index and indirect ranges have no binding limit)
+    const maxBinding = (this.source.usage & _Usage.STORAGE) !== 0
+      ? device.limits.maxStorageBufferBindingSize
+      : Infinity;
     // (the caching allocator refuses keys it does not read: not these two)
     const { source: _source, reuse: _reuse, ...own } = options;
-    // checked before the clamp below can hide a bad value
-    const caching: CachingAllocatorOptions = { label: "webgpu", ...own };
+    // checked before the clamp below can hide a bad value; the label names
+    // a usage other than the default (in summaries and snapshots)
+    const caching: CachingAllocatorOptions = {
+      label: this.source.usage === DEFAULT_USAGE
+        ? "webgpu"
+        : `webgpu [${_usageNames(this.source.usage)}]`,
+      ...own,
+    };
     const large = validateByteLength(
       optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
       undefined,

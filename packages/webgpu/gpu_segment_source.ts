@@ -12,8 +12,13 @@ import {
   _checkLabel,
   _checkLimits,
   _checkOptions,
+  _checkUsage,
 } from "./_validate_gpu.ts";
-import { _Usage } from "./_flags.ts";
+import {
+  _DEFAULT_SEGMENT_USAGE as DEFAULT_USAGE,
+  _Usage,
+  _usageNames,
+} from "./_flags.ts";
 import { type DeviceBudget, deviceBudget } from "./device_budget.ts";
 import {
   alignUp,
@@ -64,25 +69,73 @@ export interface GpuSegmentSourceOptions {
   /**
    * What `hostVisible: true` means. WebGPU cannot combine `MAP_READ` or
    * `MAP_WRITE` with `STORAGE`, so no buffer is both bindable and mapped.
-   * `"staged"` makes an ordinary storage buffer, records it as shared, and
-   * leaves host access to a staging pool (`GpuStaging`); `"refuse"` returns
-   * `undefined`, so the caller falls back to private memory.
+   * `"staged"` makes an ordinary buffer (of the source's usage), records it
+   * as shared, and leaves host access to a staging pool (`GpuStaging`), which
+   * copies: a usage with neither `COPY_SRC` nor `COPY_DST` refuses as
+   * `"refuse"` does. `"refuse"` returns `undefined`, so the caller falls back
+   * to private memory.
    *
    * @default {"staged"}
    */
   hostVisible?: HostVisibleMode;
+  /**
+   * The `GPUBufferUsage` of every segment's buffer (a buffer's usage is
+   * fixed when it is made, so one source, and one allocator over it, pools
+   * one usage): `GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST` for the
+   * uniform buffers a runtime makes per dispatch, `VERTEX`, `INDEX`,
+   * `INDIRECT`, ... Known bits only, not 0; `MAP_READ` and `MAP_WRITE` are
+   * refused (a buffer has one map state, and the queue cannot use it while
+   * any range is mapped, so the blocks of one segment could not be mapped
+   * independently: reach blocks from the host through `GpuStaging`). The usage sets the block alignment and
+   * {@linkcode GpuSegmentSource.maxBindingByteLength}.
+   *
+   * @default {GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST}
+   */
+  usage?: number;
+}
+
+/** `resolveQuerySet` writes at multiples of 256 bytes (the spec's constant). */
+const QUERY_RESOLVE_ALIGNMENT = 256;
+
+/**
+ * The limits of a source's usage: block alignment and the largest range
+ * every binding kind in the usage can cover.
+ */
+function usageLimits(
+  device: GPUDevice,
+  usage: number,
+  maxSegment: number,
+): { alignment: number; maxBinding: number } {
+  const limits = device.limits;
+  let alignment = 4; // copyBufferToBuffer, writeBuffer, vertex, index, indirect
+  let maxBinding = maxSegment; // vertex, index, indirect: any range
+  if ((usage & _Usage.STORAGE) !== 0) {
+    alignment = Math.max(alignment, limits.minStorageBufferOffsetAlignment);
+    maxBinding = Math.min(maxBinding, limits.maxStorageBufferBindingSize);
+  }
+  if ((usage & _Usage.UNIFORM) !== 0) {
+    alignment = Math.max(alignment, limits.minUniformBufferOffsetAlignment);
+    maxBinding = Math.min(maxBinding, limits.maxUniformBufferBindingSize);
+  }
+  if ((usage & _Usage.QUERY_RESOLVE) !== 0) {
+    alignment = Math.max(alignment, QUERY_RESOLVE_ALIGNMENT);
+  }
+  return { alignment, maxBinding };
 }
 
 let nextBufferId = 1;
 
 /**
  * A {@linkcode SegmentSource} over a `GPUDevice`: each segment is one
- * `GPUBuffer` with `STORAGE | COPY_SRC | COPY_DST` usage, labelled. It
- * respects the device's limits: `maxBufferSize` caps a segment,
- * `minStorageBufferOffsetAlignment` is the alignment of every block inside
- * one, and `maxStorageBufferBindingSize` (as
- * {@linkcode GpuSegmentSource.maxBindingByteLength}) is the largest block a
- * kernel can bind.
+ * labelled `GPUBuffer` of one usage (by default `STORAGE | COPY_SRC |
+ * COPY_DST`; see {@linkcode GpuSegmentSourceOptions.usage}). It respects the
+ * device's limits for that usage: `maxBufferSize` caps a segment; the
+ * alignment of every block is `minStorageBufferOffsetAlignment` when the
+ * usage has `STORAGE`, `minUniformBufferOffsetAlignment` when it has
+ * `UNIFORM` (the larger when both), 256 with `QUERY_RESOLVE`, and 4
+ * otherwise (what vertex, index and indirect offsets and copies need); and
+ * {@linkcode GpuSegmentSource.maxBindingByteLength} is the largest block
+ * that binds as every binding kind of the usage.
  *
  * Out of memory: requests over `capacityBytes` return `undefined` at once;
  * each buffer is made inside an `out-of-memory` error scope, and a reported
@@ -117,12 +170,24 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
   readonly device: Device;
   /** The WebGPU device the buffers live on. */
   readonly gpuDevice: GPUDevice;
-  /** Block offset alignment: `minStorageBufferOffsetAlignment` (at least 4). */
+  /**
+   * Block offset alignment, from the usage: `minStorageBufferOffsetAlignment`
+   * with `STORAGE`, `minUniformBufferOffsetAlignment` with `UNIFORM` (the
+   * larger when both), 256 with `QUERY_RESOLVE`, at least 4.
+   */
   readonly alignment: number;
   /** Largest segment: `maxBufferSize`, rounded down to a multiple of 4. */
   readonly maxSegmentByteLength: number;
-  /** Largest range one storage binding can cover. */
+  /**
+   * Largest range that binds as every binding kind of the usage:
+   * `maxStorageBufferBindingSize` with `STORAGE`, `maxUniformBufferBindingSize`
+   * with `UNIFORM` (the smaller when both); a usage that binds nothing
+   * (vertex, index, indirect, copies) is limited by the buffer only:
+   * `maxSegmentByteLength`.
+   */
   readonly maxBindingByteLength: number;
+  /** The `GPUBufferUsage` of every buffer made here. */
+  readonly usage: number;
   /** The budget in bytes; lowered when the device reports out of memory. */
   capacityBytes: number;
   /**
@@ -131,7 +196,10 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    */
   readonly capacityBasis: "option" | DeviceBudget["basis"];
   #label: string;
+  #usageTag: string;
   #hostVisible: HostVisibleMode;
+  /** Whether host-visible requests are served (staged through copies). */
+  #staged: boolean;
   #ledger: SegmentLedger<GPUBuffer>;
   #shared = new WeakSet<GPUBuffer>();
   #refusals = 0;
@@ -141,22 +209,34 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
    * Creates a segment source on `device`.
    *
    * @param device The WebGPU device.
-   * @param options Label, device index, budget and host-visible mode.
-   * @throws {InvalidArgumentError} For a negative budget or a bad index.
+   * @param options Label, device index, budget, host-visible mode, usage.
+   * @throws {InvalidArgumentError} For a negative budget, a bad index or
+   * usage, or a device limit the usage reads that is not a positive integer.
    */
   constructor(device: GPUDevice, options?: GpuSegmentSourceOptions) {
     _checkDevice(device, "Cannot make a GpuSegmentSource");
-    _checkLimits(device, "Cannot make a GpuSegmentSource", [
-      "minStorageBufferOffsetAlignment",
-      "maxBufferSize",
-      "maxStorageBufferBindingSize",
-    ]);
     options = _checkOptions(options, "source options");
     validateOptionKeys(
       options,
-      ["label", "index", "capacityBytes", "hostVisible"],
+      ["label", "index", "capacityBytes", "hostVisible", "usage"],
       "GpuSegmentSource",
     );
+    // read once: a getter is not asked twice
+    const usage = _checkUsage(options.usage, DEFAULT_USAGE);
+    const limitNames: (keyof GPUSupportedLimits)[] = ["maxBufferSize"];
+    if ((usage & _Usage.STORAGE) !== 0) {
+      limitNames.push(
+        "minStorageBufferOffsetAlignment",
+        "maxStorageBufferBindingSize",
+      );
+    }
+    if ((usage & _Usage.UNIFORM) !== 0) {
+      limitNames.push(
+        "minUniformBufferOffsetAlignment",
+        "maxUniformBufferBindingSize",
+      );
+    }
+    _checkLimits(device, "Cannot make a GpuSegmentSource", limitNames);
     const option = optionOr<number | "device">(options.capacityBytes, "device");
     const budget = option === "device" ? deviceBudget(device) : undefined;
     const capacity = budget?.capacityBytes ??
@@ -179,9 +259,15 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     this.capacityBasis = budget?.basis ?? "option";
     this.#label = _checkLabel(options.label, "allot");
     this.#hostVisible = mode;
-    this.alignment = Math.max(4, device.limits.minStorageBufferOffsetAlignment);
+    this.usage = usage;
+    // staging reaches a buffer only through copies
+    this.#staged = mode === "staged" &&
+      (usage & (_Usage.COPY_SRC | _Usage.COPY_DST)) !== 0;
+    this.#usageTag = usage === DEFAULT_USAGE ? "" : ` [${_usageNames(usage)}]`;
     this.maxSegmentByteLength = Math.floor(device.limits.maxBufferSize / 4) * 4;
-    this.maxBindingByteLength = device.limits.maxStorageBufferBindingSize;
+    const limits = usageLimits(device, usage, this.maxSegmentByteLength);
+    this.alignment = limits.alignment;
+    this.maxBindingByteLength = limits.maxBinding;
     this.#ledger = new SegmentLedger(String(this.device));
     _onDeviceLost(device, this, (source) => source.#drop());
   }
@@ -272,16 +358,16 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     _assertAlive(this.gpuDevice, `allocate a segment of ${byteLength} bytes`);
     const size = alignUp(byteLength, 4);
     if (
-      (shared && this.#hostVisible === "refuse") ||
+      (shared && !this.#staged) ||
       !this.#ledger.fits(size, this.capacityBytes)
     ) {
       this.#refusals++;
       return undefined;
     }
     const id = nextBufferId++;
-    const label = `${this.#label}:segment#${id}${shared ? " (shared)" : ""}${
-      given === undefined ? "" : ` ${given}`
-    }`;
+    const label = `${this.#label}:segment#${id}${this.#usageTag}${
+      shared ? " (shared)" : ""
+    }${given === undefined ? "" : ` ${given}`}`;
     const device = this.gpuDevice;
     device.pushErrorScope("out-of-memory");
     let buffer: GPUBuffer;
@@ -289,8 +375,7 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
       buffer = device.createBuffer({
         label,
         size,
-        usage: _Usage.STORAGE | _Usage.COPY_SRC |
-          _Usage.COPY_DST,
+        usage: this.usage,
       });
     } finally {
       device.popErrorScope().then((error) => {
