@@ -2292,23 +2292,27 @@ export class SharedHeap {
     const len = i32[m + (found << 3) + M_LEN];
     this.#unlink(found);
     if (len > pages) this.#makeFree(found + pages, len - pages);
-    i32[m + (found << 3) + M_KIND] = kind;
-    i32[m + (found << 3) + M_LEN] = pages;
-    i32[m + (found << 3) + M_OWNER] = this.#token;
-    i32[h + H_FREE_PAGES] -= pages;
-    i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     if (kind === K_SLAB) {
-      i32[this.#arenaWord + A_SLABS_TAKEN]++;
-      for (let p = found; p < found + pages; p++) {
-        i32[m + (p << 3) + M_START] = found + 1;
-      }
+      // The header before the page records that make the pages a slab, all
+      // before the unlock: the walkers read it under this lock, and the
+      // lock-free readers (a free's or `bytes()`'s lookup) find the slab by
+      // its records only after the owner word's store.
       const s = (this.#pageBase + found * PAGE) >> 2, size = CLASS_SIZES[cls];
       i32.fill(0, s, s + (SLAB_HEADER >> 2));
       i32[s + S_CLASS] = cls;
       i32[s + S_SIZE] = size;
       i32[s + S_CAP] = Math.floor((SLAB_BYTES - SLAB_HEADER) / size);
       Atomics.store(i32, s + S_OWNER, this.#token);
+      i32[this.#arenaWord + A_SLABS_TAKEN]++;
+      for (let p = found; p < found + pages; p++) {
+        i32[m + (p << 3) + M_START] = found + 1;
+      }
     }
+    i32[m + (found << 3) + M_KIND] = kind;
+    i32[m + (found << 3) + M_LEN] = pages;
+    i32[m + (found << 3) + M_OWNER] = this.#token;
+    i32[h + H_FREE_PAGES] -= pages;
+    i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     this.#unlock();
     return found;
   }
