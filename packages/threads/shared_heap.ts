@@ -1753,18 +1753,15 @@ export class SharedHeap {
         return slab;
       }
     }
-    let page = this.#takePages(SLAB_PAGES, K_SLAB);
+    // The header is written under the core lock, by #takePages: the
+    // walkers (snapshot, checkIntegrity, reclaim) read every K_SLAB
+    // header under that lock, so none may be published half set.
+    let page = this.#takePages(SLAB_PAGES, K_SLAB, cls);
     if (page < 0 && this.#couldFit(SLAB_PAGES) && this.#giveBack()) {
-      page = this.#takePages(SLAB_PAGES, K_SLAB);
+      page = this.#takePages(SLAB_PAGES, K_SLAB, cls);
     }
     if (page < 0) return 0;
-    const slab = this.#pageBase + page * PAGE, s = slab >> 2;
-    const size = CLASS_SIZES[cls];
-    i32.fill(0, s, s + (SLAB_HEADER >> 2));
-    i32[s + S_CLASS] = cls;
-    i32[s + S_SIZE] = size;
-    i32[s + S_CAP] = Math.floor((SLAB_BYTES - SLAB_HEADER) / size);
-    Atomics.store(i32, s + S_OWNER, this.#token);
+    const slab = this.#pageBase + page * PAGE;
     list.push(slab);
     this.#cur[cls] = slab;
     return slab;
@@ -2262,7 +2259,13 @@ export class SharedHeap {
 
   // --- the shared core: page spans behind one lock ---
 
-  #takePages(pages: number, kind: number): number {
+  /**
+   * Takes `pages` pages from the core for a large span or (`kind` K_SLAB)
+   * a slab of class `cls`, whose header it writes before the lock goes.
+   *
+   * @returns The first page, or -1 when no free span fits.
+   */
+  #takePages(pages: number, kind: number, cls = 0): number {
     this.#lock("allocate");
     const i32 = this.#i32, m = this.#meta;
     const h = this.#base >> 2;
@@ -2291,17 +2294,27 @@ export class SharedHeap {
     const len = i32[m + (found << 3) + M_LEN];
     this.#unlink(found);
     if (len > pages) this.#makeFree(found + pages, len - pages);
-    i32[m + (found << 3) + M_KIND] = kind;
-    i32[m + (found << 3) + M_LEN] = pages;
-    i32[m + (found << 3) + M_OWNER] = this.#token;
-    i32[h + H_FREE_PAGES] -= pages;
-    i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     if (kind === K_SLAB) {
+      // The header before the page records that make the pages a slab, all
+      // before the unlock: the walkers read it under this lock, and the
+      // lock-free readers (a free's or `bytes()`'s lookup) find the slab by
+      // its records only after the owner word's store.
+      const s = (this.#pageBase + found * PAGE) >> 2, size = CLASS_SIZES[cls];
+      i32.fill(0, s, s + (SLAB_HEADER >> 2));
+      i32[s + S_CLASS] = cls;
+      i32[s + S_SIZE] = size;
+      i32[s + S_CAP] = Math.floor((SLAB_BYTES - SLAB_HEADER) / size);
+      Atomics.store(i32, s + S_OWNER, this.#token);
       i32[this.#arenaWord + A_SLABS_TAKEN]++;
       for (let p = found; p < found + pages; p++) {
         i32[m + (p << 3) + M_START] = found + 1;
       }
     }
+    i32[m + (found << 3) + M_KIND] = kind;
+    i32[m + (found << 3) + M_LEN] = pages;
+    i32[m + (found << 3) + M_OWNER] = this.#token;
+    i32[h + H_FREE_PAGES] -= pages;
+    i32[this.#arenaWord + A_PAGES_TAKEN] += pages;
     this.#unlock();
     return found;
   }
