@@ -579,7 +579,8 @@ export class _CachingPolicy<M> {
   releaseAboveRatio(pool: _BlockPool<M>, size: number, need: number): void {
     const ratioBound = this.releaseBound * need;
     let bound = ratioBound;
-    if (this.atLow || this.stats.activeBytes === 0) {
+    const low = this.atLow || this.stats.activeBytes === 0;
+    if (low) {
       // Not above the held peak (see `heldPeak`).
       const peak = Math.max(this.heldPeak, this.releaseRatio * need) - size;
       if (peak < bound) bound = peak;
@@ -615,7 +616,7 @@ export class _CachingPolicy<M> {
     // keep of 64.6 on a growing KV cache, and one regret jumped there.)
     const recent = Math.max(need, this.cycleNeed, this.lastNeed);
     // Bytes of segments just short of the request still to keep.
-    let near = this.room === 0 ? NEAR_KEEP_SHARES * size : 0;
+    let near = this.room === 0 && !low ? NEAR_KEEP_SHARES * size : 0;
     for (const b of whole) {
       const reserved = this.stats.reservedBytes;
       if (reserved <= bound) break;
