@@ -566,15 +566,21 @@ export class _CachingPolicy<M> {
    * phase's segments at the next phase's miss and make them again every
    * step.
    *
-   * Segments of the request's pool just short of it (at least
-   * (`NEAR_SHARES` - 1) / `NEAR_SHARES` of it) are kept, up to
-   * `NEAR_KEEP_SHARES` times the request, and others go in their place:
-   * a request just past a size the cache holds (a batch grown by one) says
-   * the step uses sizes like it, and the next requests of the step ask for
-   * them again (ResNet with a changing batch: 30 -> 26 buffers remade after
-   * the first pass, warm 1.071 -> 1.067). Not where requests grow by a
-   * steady step (`room`): there the segment just short is the one outgrown
-   * (KV decode 1.050 -> 1.056 kept so).
+   * Within a cycle (not at a low), once giving back has been regretted
+   * (the back-off has widened the ratio), segments of the request's pool
+   * just short of it (at least (`NEAR_SHARES` - 1) / `NEAR_SHARES` of it)
+   * whose size another candidate shares are kept, up to `NEAR_KEEP_SHARES`
+   * times the request, and others go in their place: a request just past a
+   * size the cache holds several of (a batch grown by one) says the step
+   * uses sizes like it, and its next requests ask for them again (ResNet
+   * with a changing batch: 30 -> 26 buffers remade after the first pass,
+   * warm 1.071 -> 1.067). Not where requests grow by a steady step
+   * (`room`): there the segment just short is the one outgrown (KV decode
+   * 1.050 -> 1.056 kept so); nor at a low, where a step starts again (one
+   * block grown 4 KiB at a time, freed between, 1.004 -> 2.953); the regret
+   * and the shared size keep random sizes out (log-uniform churn, one pass,
+   * up to 1.752 -> 1.898 without them; random growing caches, first pass
+   * worst 1.665 -> 1.994).
    */
   releaseAboveRatio(pool: _BlockPool<M>, size: number, need: number): void {
     const ratioBound = this.releaseBound * need;
@@ -615,8 +621,11 @@ export class _CachingPolicy<M> {
     // peak. (Over the bytes needed now, a give-back at a low measured a
     // keep of 64.6 on a growing KV cache, and one regret jumped there.)
     const recent = Math.max(need, this.cycleNeed, this.lastNeed);
-    // Bytes of segments just short of the request still to keep.
-    let near = this.room === 0 && !low ? NEAR_KEEP_SHARES * size : 0;
+    // Bytes of segments just short of the request still to keep: within a
+    // cycle, once giving back has been regretted, where requests do not grow.
+    let near = this.room === 0 && !low && this.releaseBound > this.releaseRatio
+      ? NEAR_KEEP_SHARES * size
+      : 0;
     for (const b of whole) {
       const reserved = this.stats.reservedBytes;
       if (reserved <= bound) break;
@@ -628,7 +637,10 @@ export class _CachingPolicy<M> {
       const small = b.segment.small, bytes = b.size;
       if (
         bytes <= near && small === pool.small &&
-        bytes * NEAR_SHARES >= size * (NEAR_SHARES - 1)
+        bytes * NEAR_SHARES >= size * (NEAR_SHARES - 1) &&
+        whole.some((w) =>
+          w !== b && w.size === bytes && w.segment.small === small
+        )
       ) {
         near -= bytes;
         continue;

@@ -279,21 +279,26 @@ function run(
         const room = o.releaseCachedAboveRatio === Infinity
           ? 0
           : growthRoom(missed[pool], size, o.releaseCachedAboveRatio);
-        // Within a cycle (not at a low, something active, no growth), whole
-        // free segments of the request's pool within 1/8 below it are kept,
-        // in the give-back order, up to twice the request; others go in
-        // their place.
+        // Within a cycle (not at a low, something active, no growth), once
+        // the back-off has widened the ratio, whole free segments of the
+        // request's pool within 1/8 below it whose size another candidate
+        // shares are kept, in the give-back order, up to twice the request;
+        // others go in their place.
         const kept = new Set<number>();
         if (
           o.releaseCachedAboveRatio !== Infinity && !atLow && active !== 0 &&
-          room === 0
+          room === 0 && ratio > o.releaseCachedAboveRatio
         ) {
           let left = reserved, near = 2 * size;
           for (const w of [...whole].sort(order)) {
             if (left <= bound || (left <= ratioBound && tiny(w))) break;
             if (
               w.pool === pool && w.byteLength * 8 >= size * 7 &&
-              w.byteLength <= near
+              w.byteLength <= near &&
+              whole.some((v) =>
+                v.address !== w.address && v.byteLength === w.byteLength &&
+                v.pool === w.pool
+              )
             ) {
               near -= w.byteLength;
               kept.add(w.address);
