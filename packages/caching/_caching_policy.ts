@@ -919,7 +919,8 @@ const TINY_SHARES = 4;
  * within 1/`NEAR_SHARES` below the request are kept (see
  * `releaseAboveRatio`), up to `NEAR_KEEP_SHARES` times the request.
  * Measured on the recorded traces (ResNet var-batch, storage, warm; remade
- * after the first pass): keeping within 1/8 up to 2x, 1.071 -> 1.067 (30
+ * after the first pass; before the regret and shared-size conditions, which
+ * change none of these traces): keeping within 1/8 up to 2x, 1.071 -> 1.067 (30
  * -> 26); within 1/4 up to 2x, the same but after the fence 1.091 ->
  * 1.172; within 1/8 without a limit, 1.073 (12 remade) but after the fence
  * 1.091 -> 1.208; within 1/16 without a limit, ResNet unchanged and KV
