@@ -274,12 +274,47 @@ function run(
             (y.byteLength * 4 < size ? 1 : 0) ||
           lastUse.get(x.address)! - lastUse.get(y.address)! ||
           x.address - y.address;
+        // Requests seen growing get a step of room (see the segment size
+        // below); then segments just short of the request are outgrown.
+        const room = o.releaseCachedAboveRatio === Infinity
+          ? 0
+          : growthRoom(missed[pool], size, o.releaseCachedAboveRatio);
+        // Within a cycle (not at a low, something active, no growth), once
+        // the back-off has widened the ratio, whole free segments of the
+        // request's pool within 1/8 below it whose size another candidate
+        // shares are kept, in the give-back order, up to twice the request;
+        // others go in their place.
+        const kept = new Set<number>();
+        if (
+          o.releaseCachedAboveRatio !== Infinity && !atLow && active !== 0 &&
+          room === 0 && ratio > o.releaseCachedAboveRatio
+        ) {
+          let left = reserved, near = 2 * size;
+          for (const w of [...whole].sort(order)) {
+            if (left <= bound || (left <= ratioBound && tiny(w))) break;
+            if (
+              w.pool === pool && w.byteLength * 8 >= size * 7 &&
+              w.byteLength <= near &&
+              whole.some((v) =>
+                v.address !== w.address && v.byteLength === w.byteLength &&
+                v.pool === w.pool
+              )
+            ) {
+              near -= w.byteLength;
+              kept.add(w.address);
+            } else left -= w.byteLength;
+          }
+        }
+        for (const s of gone) {
+          assert.ok(!kept.has(s.address), "a segment just short given back");
+        }
+        const others = whole.filter((w) => !kept.has(w.address));
         if (reserved > bound) lastMiss = clock;
         if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
           assert.equal(gone.length, 0, "released below the bound");
-        } else if (gone.length < whole.length) {
+        } else if (gone.length < others.length) {
           const left = reserved - goneBytes;
-          const next = whole.filter((w) =>
+          const next = others.filter((w) =>
             !gone.some((g) => g.address === w.address)
           ).sort((x, y) => order(x, y))[0];
           assert.ok(
@@ -291,7 +326,7 @@ function run(
           // In that order, and no more than needed.
           gone.sort(order);
           const last = gone[gone.length - 1];
-          for (const w of whole) {
+          for (const w of others) {
             if (!gone.some((g) => g.address === w.address)) {
               assert.ok(order(w, last) > 0, "not in the give-back order");
             }
@@ -342,11 +377,6 @@ function run(
         let expected = expectedSegment(a, o, size, reserved - goneBytes);
         if (o.releaseCachedAboveRatio !== Infinity) {
           // Requests seen growing get a step of room.
-          const room = growthRoom(
-            missed[pool],
-            size,
-            o.releaseCachedAboveRatio,
-          );
           missed[pool].push(size);
           if (room > 0 && expected < size + room) {
             expected = Math.min(size + room, a.maxBlockByteLength);
