@@ -1,6 +1,9 @@
-/** A tiny ONNX protobuf writer: enough to build an MLP model offline with random weights. */
+/**
+ * A tiny ONNX protobuf writer: enough to build small models offline with
+ * random weights (the writer's pieces are exported for `_holdout3.ts`).
+ */
 const enc = new TextEncoder();
-type Bytes = number[];
+export type Bytes = number[];
 function varint(n: number | bigint, out: Bytes): void {
   let v = BigInt(n);
   while (v > 127n) out.push(Number(v & 127n) | 128), v >>= 7n;
@@ -8,22 +11,22 @@ function varint(n: number | bigint, out: Bytes): void {
 }
 const key = (field: number, wire: number, out: Bytes) =>
   varint((field << 3) | wire, out);
-function int(field: number, v: number, out: Bytes) {
+export function int(field: number, v: number, out: Bytes) {
   key(field, 0, out), varint(v, out);
 }
 function bytes(field: number, b: ArrayLike<number>, out: Bytes) {
   key(field, 2, out), varint(b.length, out);
   for (let i = 0; i < b.length; i++) out.push(b[i]);
 }
-const str = (field: number, s: string, out: Bytes) =>
+export const str = (field: number, s: string, out: Bytes) =>
   bytes(field, enc.encode(s), out);
-const msg = (field: number, build: (o: Bytes) => void, out: Bytes) => {
+export const msg = (field: number, build: (o: Bytes) => void, out: Bytes) => {
   const o: Bytes = [];
   build(o);
   bytes(field, o, out);
 };
 
-function tensor(
+export function tensor(
   field: number,
   name: string,
   dims: number[],
@@ -37,17 +40,18 @@ function tensor(
     bytes(9, new Uint8Array(data.buffer), o);
   }, out);
 }
-function valueInfo(
+export function valueInfo(
   field: number,
   name: string,
   dims: (number | string)[],
   out: Bytes,
+  elemType = 1, // FLOAT; 6 is INT32, 7 INT64
 ) {
   msg(field, (o) => {
     str(1, name, o);
     msg(2, (t) =>
       msg(1, (tt) => {
-        int(1, 1, tt);
+        int(1, elemType, tt);
         msg(2, (sh) => {
           for (const d of dims) {
             msg(
@@ -60,7 +64,7 @@ function valueInfo(
       }, t), o);
   }, out);
 }
-function node(
+export function node(
   op: string,
   inputs: string[],
   outputs: string[],
@@ -88,7 +92,7 @@ function node(
   }, out);
 }
 
-function header(out: Bytes): void {
+export function header(out: Bytes): void {
   int(1, 8, out); // ir_version
   msg(8, (o) => {
     str(1, "", o);
@@ -97,7 +101,7 @@ function header(out: Bytes): void {
   str(2, "allot-trace", out); // producer_name
 }
 
-const lcg = (seed: number, scale: number) => {
+export const lcg = (seed: number, scale: number) => {
   let s = seed;
   return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32 - 0.5) * scale;
 };

@@ -33,6 +33,14 @@ import {
   layersFit,
   seq2seqDecode,
 } from "./_holdout2.ts";
+import {
+  beamSearch,
+  detectorFpn,
+  ortGruDecode,
+  ortUnetMultisize,
+  vaeTraining,
+  vitVarBatch,
+} from "./_holdout3.ts";
 
 const workloads = {
   "mobilenet-inference": mobilenet,
@@ -55,6 +63,12 @@ const workloads = {
   "efficientnet-multires": efficientnetMultires,
   "crnn-gradaccum": crnnGradAccum,
   "layers-fit": layersFit,
+  // The third hold-out set (traces/README.md), recorded while other
+  // engineers changed the pools without seeing them.
+  "beam-search": beamSearch,
+  "vae-training": vaeTraining,
+  "vit-varbatch": vitVarBatch,
+  "detector-fpn": detectorFpn,
 } as const;
 
 /** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */
@@ -65,6 +79,8 @@ const ortWorkloads = {
     run: ortAttentionVarShape,
     file: "attention-varshape",
   },
+  "ort-unet-multisize": { run: ortUnetMultisize, file: "unet-multisize" },
+  "ort-gru-decode": { run: ortGruDecode, file: "gru-decode" },
 } as const;
 
 async function gzip(text: string): Promise<Uint8Array> {

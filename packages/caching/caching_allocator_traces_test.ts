@@ -134,6 +134,31 @@ const HOLDOUT2_WARM: Record<string, [number, number, number, number]> = {
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [0, 1.0263, 0, 1.0437],
 };
 
+/**
+ * The third hold-out set (traces/README.md), recorded while the pools were
+ * changed by engineers who did not see it: [storage, all] one pass, then
+ * warm as in {@linkcode WARM}; main's figures when they were recorded
+ * (9808d3b) plus 0.005 (buffer counts as they were). onnxruntime's GRU
+ * decode holds 1.280 of its 0.15 MiB peak in all buffers (its small
+ * uniform, upload and readback buffers each in a 4 KiB minimum segment).
+ */
+const HOLDOUT3_CEILINGS: Record<string, [number, number]> = {
+  "onnxruntime-web/gru-decode.jsonl.gz": [1.0386, 1.285],
+  "onnxruntime-web/unet-multisize.jsonl.gz": [1.0112, 1.0325],
+  "tfjs-webgpu/beam-search.jsonl.gz": [1.0274, 1.0474],
+  "tfjs-webgpu/detector-fpn.jsonl.gz": [1.0321, 1.0742],
+  "tfjs-webgpu/vae-training.jsonl.gz": [1.099, 1.1039],
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": [1.0508, 1.0589],
+};
+const HOLDOUT3_WARM: Record<string, [number, number, number, number]> = {
+  "onnxruntime-web/gru-decode.jsonl.gz": [0, 1.0386, 0, 1.285],
+  "onnxruntime-web/unet-multisize.jsonl.gz": [0, 1.0112, 0, 1.0325],
+  "tfjs-webgpu/beam-search.jsonl.gz": [6, 1.0824, 6, 1.1023],
+  "tfjs-webgpu/detector-fpn.jsonl.gz": [1, 1.0693, 1, 1.1114],
+  "tfjs-webgpu/vae-training.jsonl.gz": [0, 1.099, 0, 1.1039],
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": [9, 1.051, 9, 1.0591],
+};
+
 /** Buffers made after the first of `PASSES` passes, and peak held / live. */
 function warmPasses(trace: Trace, usage: "storage" | "all"): [number, number] {
   const ops = traceOps(trace, usage);
@@ -239,13 +264,15 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ).filter((n) => n.endsWith(".jsonl.gz")).sort();
     assert.deepEqual(
       names,
-      Object.keys({ ...CEILINGS, ...HOLDOUT2_CEILINGS }).sort(),
+      Object.keys({ ...CEILINGS, ...HOLDOUT2_CEILINGS, ...HOLDOUT3_CEILINGS })
+        .sort(),
     );
   });
   for (
     const [name, [storage, all]] of Object.entries({
       ...CEILINGS,
       ...HOLDOUT2_CEILINGS,
+      ...HOLDOUT3_CEILINGS,
     })
   ) {
     it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
@@ -274,11 +301,16 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       Object.keys(HOLDOUT2_WARM).sort(),
       Object.keys(HOLDOUT2_CEILINGS).sort(),
     );
+    assert.deepEqual(
+      Object.keys(HOLDOUT3_WARM).sort(),
+      Object.keys(HOLDOUT3_CEILINGS).sort(),
+    );
   });
   for (
     const [name, [made, storage, madeAll, all]] of Object.entries({
       ...WARM,
       ...HOLDOUT2_WARM,
+      ...HOLDOUT3_WARM,
     })
   ) {
     it(`${name}, ${PASSES} warm passes: at most ${made} (${madeAll}) device buffers made after the first, peak held / peak live at most ${storage} (${all}) for storage (all) buffers`, async () => {

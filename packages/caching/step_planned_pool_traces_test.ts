@@ -216,10 +216,24 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/layers-fit": [1.0898, 1.0898],
     "tfjs-webgpu/seq2seq-decode": [1.0362, 1.1030],
   };
+  // The third hold-out set (traces/README.md), recorded while the pools
+  // were changed by engineers who did not see it: main's figures at
+  // recording (9808d3b) plus 0.005. Beam search and the VAE hold more over
+  // warm passes than in one; onnxruntime's GRU decode holds 1.107 of a
+  // 0.15 MiB peak in one pass
+  const holdout3: Record<string, [onePass: number, warm: number]> = {
+    "onnxruntime-web/gru-decode": [1.1122, 1.1362],
+    "onnxruntime-web/unet-multisize": [1.0232, 1.0232],
+    "tfjs-webgpu/beam-search": [1.0387, 1.0796],
+    "tfjs-webgpu/detector-fpn": [1.0652, 1.0698],
+    "tfjs-webgpu/vae-training": [1.1016, 1.1459],
+    "tfjs-webgpu/vit-varbatch": [1.0226, 1.0226],
+  };
   for (
     const [name, [onePass, warm]] of Object.entries({
       ...allBuffers,
       ...holdout2,
+      ...holdout3,
     })
   ) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {

@@ -44,6 +44,20 @@ const HOLDOUT2_CEILINGS: Record<string, number> = {
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": 1.0263,
 };
 
+/**
+ * The third hold-out set (traces/README.md), recorded while the pools were
+ * changed by engineers who did not see it: main's figures at recording
+ * (9808d3b) plus 0.005.
+ */
+const HOLDOUT3_CEILINGS: Record<string, number> = {
+  "onnxruntime-web/gru-decode.jsonl.gz": 1.0386,
+  "onnxruntime-web/unet-multisize.jsonl.gz": 1.0112,
+  "tfjs-webgpu/beam-search.jsonl.gz": 1.0274,
+  "tfjs-webgpu/detector-fpn.jsonl.gz": 1.0321,
+  "tfjs-webgpu/vae-training.jsonl.gz": 1.099,
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": 1.0508,
+};
+
 describe(
   "GpuCachingAllocator defaults on real runtime traces",
   { skip },
@@ -52,6 +66,7 @@ describe(
       const [name, ceiling] of Object.entries({
         ...CEILINGS,
         ...HOLDOUT2_CEILINGS,
+        ...HOLDOUT3_CEILINGS,
       })
     ) {
       it(`${name}: storage peak held / peak live at most ${ceiling}`, async () => {
