@@ -24,7 +24,7 @@ const CEILINGS: Record<string, number> = {
   "onnxruntime-web/conv-varbatch.jsonl.gz": 1.0046,
   "tfjs-webgpu/gan-step.jsonl.gz": 1.0256,
   "tfjs-webgpu/lstm-textgen.jsonl.gz": 1.0619,
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": 1.0683,
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": 1.0647,
   "tfjs-webgpu/transformer-training.jsonl.gz": 1.0592,
   "tfjs-webgpu/unet-training.jsonl.gz": 1.0908,
 };
