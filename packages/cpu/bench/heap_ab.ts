@@ -7,7 +7,8 @@
  *
  * Run: `deno run -A packages/cpu/bench/heap_ab.ts [--ref=main]
  * [--rounds=21] [--placement=good-fit] [--trace=log-uniform|tensor]
- * [--runtime=both|deno|node]`. With `--against=as` the old side is
+ * [--runtime=both|deno|node]`; `--trace=<substring>` takes the one recorded
+ * CPU trace (`traces/cpu/`) whose path contains it, e.g. `--trace=cpu/mlp`. With `--against=as` the old side is
  * AssemblyScript's TLSF (the benchmark's peer) instead of a git ref: paired
  * CpuHeap / AssemblyScript ratios, steadier under load than `run.ts`'s best
  * of 15.
@@ -18,6 +19,7 @@
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import { restoreConsts } from "./_restore_consts.ts";
 import { asBinary } from "./peers.ts";
+import { cpuTraceNames, loadCpuTrace } from "./real_traces.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 
@@ -73,7 +75,16 @@ const { rounds, placement, trace: which, against } = ${args};
 const wasm = against === "as"
   ? new WebAssembly.Module(readFileSync(new URL("./as_tlsf.wasm", import.meta.url)))
   : undefined;
-const trace = which === "tensor" ? tensorTrace(300) : logUniformTrace(200_000);
+const trace = which === "tensor"
+  ? tensorTrace(300)
+  : which === "log-uniform"
+  ? logUniformTrace(200_000)
+  : (() => {
+    // A real trace, loaded by the driver (Deno) and written as JSON.
+    const t = JSON.parse(readFileSync(new URL("./trace.json", import.meta.url), "utf8"));
+    return { ...t, kind: Uint8Array.from(t.kind), slot: Int32Array.from(t.slot),
+      byteLength: Int32Array.from(t.byteLength) };
+  })();
 const MiB = 1 << 20;
 const out = [false, true].map((view) =>
   abRounds(view ? "view" : "offsets",
@@ -98,6 +109,27 @@ if (import.meta.main) {
     await extract(undefined, `${dir}/new`);
     await extract(ref, `${dir}/old`);
     await Deno.writeFile(`${dir}/as_tlsf.wasm`, await asBinary());
+    const which = flag("trace", "log-uniform");
+    if (which !== "log-uniform" && which !== "tensor") {
+      // A recorded CPU trace (`--trace=tfjs-cpu/mlp`: a path substring).
+      const names = cpuTraceNames([which]);
+      if (names.length !== 1) {
+        throw new Error(
+          `--trace=${which} matches ${names.join(", ") || "no"} trace`,
+        );
+      }
+      const t = await loadCpuTrace(names[0]);
+      console.log(`trace ${t.name}: ${t.kind.length} ops, ${t.repeat} passes`);
+      await Deno.writeTextFile(
+        `${dir}/trace.json`,
+        JSON.stringify({
+          ...t,
+          kind: [...t.kind],
+          slot: [...t.slot],
+          byteLength: [...t.byteLength],
+        }),
+      );
+    }
     await Deno.writeTextFile(`${dir}/main.ts`, MAIN(args));
     const show = (who: string, json: string) => {
       for (const r of JSON.parse(json)) {
