@@ -99,7 +99,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 describe("CachingGroup (review 5)", () => {
   it("CachingGroup model: held bytes are the members' reserved bytes after every step", () => {
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
+      fc.property(fc.array(op, { maxLength: 80, size: "max" }), (ops) => {
         const group = new CachingGroup();
         const sources = [new Hostile(), new Hostile(), new Hostile()];
         const members = sources.map((s) => new CachingAllocator(s, { group }));

@@ -116,7 +116,7 @@ describe("WatermarkAllocator smallest heaps (review 5)", () => {
       }),
     );
     fc.assert(
-      fc.property(options, fc.array(step, { maxLength: 60 }), (o, steps) => {
+      fc.property(options, fc.array(step, { maxLength: 60, size: "max" }), (o, steps) => {
         const device = new RecordingSource({ capacityBytes: 2 ** 34 });
         const allocator = new WatermarkAllocator(device, {
           ...o,
