@@ -219,6 +219,37 @@ describe("CachingGroup (review 5)", () => {
     assert.equal(group.size, 1);
   });
 
+  it("A CachingAllocator refused for a bad recordHistory option does not join its group", () => {
+    const group = new CachingGroup();
+    const a = new CachingAllocator(new MockSegmentSource(), { group });
+    for (
+      const recordHistory of [{ bogus: 1 }, { maxEntries: -1 }, {
+        maxEntries: 0.5,
+      }]
+    ) {
+      assert.throws(
+        () =>
+          new CachingAllocator(new MockSegmentSource(), {
+            group,
+            recordHistory: recordHistory as { maxEntries: number },
+          }),
+        InvalidArgumentError,
+      );
+      assert.equal(group.size, 1);
+    }
+    assert.ok(group.has(a));
+    // a member of another device after the refusals: still refused
+    assert.throws(
+      () =>
+        new CachingAllocator(
+          new MockSegmentSource({ device: new Device("mock", 2) }),
+          { group },
+        ),
+      InvalidArgumentError,
+    );
+    assert.equal(group.size, 1);
+  });
+
   it("CachingGroup methods on a look-alike throw, and has/delete of non-members are false", () => {
     const group = new CachingGroup();
     for (const v of [undefined, null, 1, "x", {}, group, () => 0]) {

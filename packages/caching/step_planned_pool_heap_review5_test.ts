@@ -62,8 +62,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       ),
     }),
   },
-  { weight: 8, arbitrary: fc.record({ k: fc.constant("free" as const), at: fc.nat() }) },
-  { weight: 2, arbitrary: fc.record({ k: fc.constant("stale" as const), at: fc.nat() }) },
+  {
+    weight: 8,
+    arbitrary: fc.record({ k: fc.constant("free" as const), at: fc.nat() }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ k: fc.constant("stale" as const), at: fc.nat() }),
+  },
   { weight: 1, arbitrary: fc.record({ k: fc.constant("foreign" as const) }) },
   { weight: 3, arbitrary: fc.record({ k: fc.constant("end" as const) }) },
   {
@@ -82,7 +88,9 @@ describe("StepPlannedPool heap mode (review 5)", () => {
       fc.property(fc.array(opArb, { maxLength: 150, size: "max" }), (ops) => {
         const source = new MockSegmentSource({ backed: true });
         const pool = new StepPlannedPool(source);
-        const other = new StepPlannedPool(new MockSegmentSource({ backed: true }));
+        const other = new StepPlannedPool(
+          new MockSegmentSource({ backed: true }),
+        );
         const foreign = other.allocate(64);
         const live: Live[] = [];
         const freed: Block[] = [];
@@ -109,9 +117,7 @@ describe("StepPlannedPool heap mode (review 5)", () => {
             case "stale":
             case "foreign": {
               if (o.k === "stale" && freed.length === 0) break;
-              const b = o.k === "stale"
-                ? freed[o.at % freed.length]
-                : foreign;
+              const b = o.k === "stale" ? freed[o.at % freed.length] : foreign;
               const before = [
                 pool.requestedBytes,
                 pool.reservedBytes,
@@ -154,9 +160,7 @@ describe("StepPlannedPool heap mode (review 5)", () => {
           const sorted = live.map((l) => l.block).filter((b) =>
             b.byteLength > 0
           ).sort((a, b) =>
-            a.memory === b.memory
-              ? a.byteOffset - b.byteOffset
-              : 0
+            a.memory === b.memory ? a.byteOffset - b.byteOffset : 0
           );
           for (let i = 0; i < sorted.length; i++) {
             for (let j = i + 1; j < sorted.length; j++) {
