@@ -51,7 +51,8 @@ type Op =
   | { k: "delete"; m: number }
   | { k: "fail"; m: number }
   | { k: "throwFree"; m: number }
-  | { k: "lie"; m: number };
+  | { k: "lie"; m: number }
+  | { k: "cycle"; m: number };
 
 const member = fc.integer({ min: 0, max: 2 });
 const op: fc.Arbitrary<Op> = fc.oneof(
@@ -123,8 +124,20 @@ describe("CachingGroup (review 5)", () => {
             case "alloc": {
               const beforeHeld = members[o.m].memoryStats().allocation.all
                 .current;
+              const frees = sources.map((s) => s.freeCount);
+              const given = [group.givenBackSegments, group.givenBackBytes];
+              const heldBefore = sources.map((s) => s.reservedBytes);
               try {
                 live.push([o.m, members[o.m].allocate(o.size)]);
+                // the siblings' segments freed are the group's give-backs
+                let n = 0, bytes = 0;
+                for (let j = 0; j < 3; j++) {
+                  if (j === o.m) continue;
+                  n += sources[j].freeCount - frees[j];
+                  bytes += heldBefore[j] - sources[j].reservedBytes;
+                }
+                assert.equal(group.givenBackSegments - given[0], n);
+                assert.equal(group.givenBackBytes - given[1], bytes);
               } catch (e) {
                 // a refused request takes no block
                 assert.ok(e instanceof Error);
@@ -167,6 +180,19 @@ describe("CachingGroup (review 5)", () => {
             case "lie":
               sources[o.m].lieOnce = true;
               break;
+            case "cycle": {
+              // a peak, then a low: the member's misses cycle
+              const a = members[o.m];
+              try {
+                const x = a.allocate(MiB), y = a.allocate(MiB);
+                a.free(x);
+                a.free(y);
+                a.emptyCache();
+              } catch (e) {
+                assert.ok(e instanceof Error);
+              }
+              break;
+            }
           }
           check();
         }
