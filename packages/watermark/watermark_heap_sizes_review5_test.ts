@@ -116,59 +116,67 @@ describe("WatermarkAllocator smallest heaps (review 5)", () => {
       }),
     );
     fc.assert(
-      fc.property(options, fc.array(step, { maxLength: 60, size: "max" }), (o, steps) => {
-        const device = new RecordingSource({ capacityBytes: 2 ** 34 });
-        const allocator = new WatermarkAllocator(device, {
-          ...o,
-          xlargeHeapByteLength: 256 * MiB,
-        });
-        const al = device.alignment;
-        const bounds: [number, number][] = [
-          [o.minSmallHeapByteLength, 8 * MiB],
-          [o.minLargeHeapByteLength, 32 * MiB],
-          [o.minXlargeHeapByteLength, 256 * MiB],
-        ];
-        const live: WatermarkBuffer[] = [];
-        for (const s of steps) {
-          const n = device.made.length;
-          if (s.size > 0) {
-            live.push(allocator.allocateBuffer(s.size));
-            for (const [made, asked] of device.made.slice(n)) {
-              assert.ok(made >= s.size && asked >= s.size);
-              // the class of the request rounded to the alignment
-              const sz = alignUp(s.size, al);
-              const cls = sz <= MiB ? 0 : sz < 10 * MiB ? 1 : 2;
-              const [lo, hi] = bounds[cls];
-              const own = made === alignUp(s.size, al) ||
-                made === alignUp(s.size, 2 * MiB) || made === s.size;
-              const inClass = made >= alignUp(lo, al) &&
-                made <= alignUp(hi, al);
-              assert.ok(
-                own || (cls < 2 ? inClass : inClass && sz < made / 2),
-                `request ${s.size} made ${made}, class ${cls} [${lo}, ${hi}]`,
-              );
-              if (cls < 2) assert.ok(made <= Math.max(alignUp(hi, al), s.size));
+      fc.property(
+        options,
+        fc.array(step, { maxLength: 60, size: "max" }),
+        (o, steps) => {
+          const device = new RecordingSource({ capacityBytes: 2 ** 34 });
+          const allocator = new WatermarkAllocator(device, {
+            ...o,
+            xlargeHeapByteLength: 256 * MiB,
+          });
+          const al = device.alignment;
+          const bounds: [number, number][] = [
+            [o.minSmallHeapByteLength, 8 * MiB],
+            [o.minLargeHeapByteLength, 32 * MiB],
+            [o.minXlargeHeapByteLength, 256 * MiB],
+          ];
+          const live: WatermarkBuffer[] = [];
+          for (const s of steps) {
+            const n = device.made.length;
+            if (s.size > 0) {
+              live.push(allocator.allocateBuffer(s.size));
+              for (const [made, asked] of device.made.slice(n)) {
+                assert.ok(made >= s.size && asked >= s.size);
+                // the class of the request rounded to the alignment
+                const sz = alignUp(s.size, al);
+                const cls = sz <= MiB ? 0 : sz < 10 * MiB ? 1 : 2;
+                const [lo, hi] = bounds[cls];
+                const own = made === alignUp(s.size, al) ||
+                  made === alignUp(s.size, 2 * MiB) || made === s.size;
+                const inClass = made >= alignUp(lo, al) &&
+                  made <= alignUp(hi, al);
+                assert.ok(
+                  own || (cls < 2 ? inClass : inClass && sz < made / 2),
+                  `request ${s.size} made ${made}, class ${cls} [${lo}, ${hi}]`,
+                );
+                if (cls < 2) {
+                  assert.ok(
+                    made <= Math.max(alignUp(hi, al), s.size),
+                  );
+                }
+              }
+            } else if (s.empty) {
+              allocator.emptyCache();
+            } else if (live.length > 0) {
+              live.splice(s.free % live.length, 1)[0].release();
             }
-          } else if (s.empty) {
-            allocator.emptyCache();
-          } else if (live.length > 0) {
-            live.splice(s.free % live.length, 1)[0].release();
+            allocator.validate();
+            assert.equal(
+              allocator.memoryStats().reservedBytes.all.current,
+              device.reservedBytes,
+            );
+            let bytes = 0;
+            for (const b of live) bytes += b.byteLength;
+            assert.ok(
+              allocator.memoryStats().allocatedBytes.all.current >= bytes,
+            );
           }
-          allocator.validate();
-          assert.equal(
-            allocator.memoryStats().reservedBytes.all.current,
-            device.reservedBytes,
-          );
-          let bytes = 0;
-          for (const b of live) bytes += b.byteLength;
-          assert.ok(
-            allocator.memoryStats().allocatedBytes.all.current >= bytes,
-          );
-        }
-        for (const b of live) b.release();
-        allocator.emptyCache();
-        assert.equal(device.reservedBytes, 0);
-      }),
+          for (const b of live) b.release();
+          allocator.emptyCache();
+          assert.equal(device.reservedBytes, 0);
+        },
+      ),
       { numRuns: modelRuns(200) },
     );
   });
