@@ -85,103 +85,109 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 describe("StepPlannedPool heap mode (review 5)", () => {
   it("random non-repeating steps with double frees, stale and foreign handles, trim and emptyCache mid-step", () => {
     fc.assert(
-      fc.property(fc.array(opArb, { maxLength: 150, size: "max" }), (ops) => {
-        const source = new MockSegmentSource({ backed: true });
-        const pool = new StepPlannedPool(source);
-        const other = new StepPlannedPool(
-          new MockSegmentSource({ backed: true }),
-        );
-        const foreign = other.allocate(64);
-        const live: Live[] = [];
-        const freed: Block[] = [];
-        let seed = 1;
-        for (const o of ops) {
-          switch (o.k) {
-            case "alloc": {
-              const block = pool.allocate(o.size);
-              assert.ok(block.byteLength >= o.size);
-              assert.equal(block.requestedByteLength, o.size);
-              const l = { block, size: o.size, seed: seed++ };
-              if (o.size > 0) fill(l);
-              live.push(l);
-              break;
-            }
-            case "free":
-              if (live.length > 0) {
-                const [l] = live.splice(o.at % live.length, 1);
-                if (l.size > 0) check(l);
-                pool.free(l.block);
-                freed.push(l.block);
+      fc.property(
+        fc.array(opArb, { maxLength: 150, size: "max" }),
+        fc.boolean(),
+        (ops, strict) => {
+          const source = new MockSegmentSource({ backed: true });
+          const pool = new StepPlannedPool(source, { strict });
+          const other = new StepPlannedPool(
+            new MockSegmentSource({ backed: true }),
+          );
+          const foreign = other.allocate(64);
+          const live: Live[] = [];
+          const freed: Block[] = [];
+          let seed = 1;
+          for (const o of ops) {
+            switch (o.k) {
+              case "alloc": {
+                const block = pool.allocate(o.size);
+                assert.ok(block.byteLength >= o.size);
+                assert.equal(block.requestedByteLength, o.size);
+                const l = { block, size: o.size, seed: seed++ };
+                if (o.size > 0) fill(l);
+                live.push(l);
+                break;
               }
-              break;
-            case "stale":
-            case "foreign": {
-              if (o.k === "stale" && freed.length === 0) break;
-              const b = o.k === "stale" ? freed[o.at % freed.length] : foreign;
-              const before = [
-                pool.requestedBytes,
-                pool.reservedBytes,
-                pool.segmentCount,
-                pool.segmentsCreated,
-                pool.segmentsReleased,
-                JSON.stringify(pool.stats()),
-              ];
-              assert.throws(() => pool.free(b), DoubleFreeError);
-              assert.deepEqual(
-                [
+              case "free":
+                if (live.length > 0) {
+                  const [l] = live.splice(o.at % live.length, 1);
+                  if (l.size > 0) check(l);
+                  pool.free(l.block);
+                  freed.push(l.block);
+                }
+                break;
+              case "stale":
+              case "foreign": {
+                if (o.k === "stale" && freed.length === 0) break;
+                const b = o.k === "stale"
+                  ? freed[o.at % freed.length]
+                  : foreign;
+                const before = [
                   pool.requestedBytes,
                   pool.reservedBytes,
                   pool.segmentCount,
                   pool.segmentsCreated,
                   pool.segmentsReleased,
                   JSON.stringify(pool.stats()),
-                ],
-                before,
-              );
-              break;
+                ];
+                assert.throws(() => pool.free(b), DoubleFreeError);
+                assert.deepEqual(
+                  [
+                    pool.requestedBytes,
+                    pool.reservedBytes,
+                    pool.segmentCount,
+                    pool.segmentsCreated,
+                    pool.segmentsReleased,
+                    JSON.stringify(pool.stats()),
+                  ],
+                  before,
+                );
+                break;
+              }
+              case "end":
+                pool.endStep();
+                break;
+              case "trim":
+                pool.trim(o.target);
+                break;
+              case "empty":
+                pool.emptyCache();
+                break;
             }
-            case "end":
-              pool.endStep();
-              break;
-            case "trim":
-              pool.trim(o.target);
-              break;
-            case "empty":
-              pool.emptyCache();
-              break;
+            pool.validate();
+            let want = 0;
+            for (const l of live) want += l.size;
+            assert.equal(pool.requestedBytes, want);
+            assert.equal(pool.reservedBytes, source.reservedBytes);
+            for (const l of live) if (l.size > 0) check(l);
+            // no two live blocks of one memory overlap
+            const sorted = live.map((l) => l.block).filter((b) =>
+              b.byteLength > 0
+            ).sort((a, b) =>
+              a.memory === b.memory ? a.byteOffset - b.byteOffset : 0
+            );
+            for (let i = 0; i < sorted.length; i++) {
+              for (let j = i + 1; j < sorted.length; j++) {
+                const a = sorted[i], b = sorted[j];
+                if (a.memory !== b.memory) continue;
+                assert.ok(
+                  a.byteOffset + a.byteLength <= b.byteOffset ||
+                    b.byteOffset + b.byteLength <= a.byteOffset,
+                  "live blocks overlap",
+                );
+              }
+            }
           }
+          for (const l of live) pool.free(l.block);
+          pool.endStep();
+          pool.emptyCache();
           pool.validate();
-          let want = 0;
-          for (const l of live) want += l.size;
-          assert.equal(pool.requestedBytes, want);
+          assert.equal(pool.requestedBytes, 0);
           assert.equal(pool.reservedBytes, source.reservedBytes);
-          for (const l of live) if (l.size > 0) check(l);
-          // no two live blocks of one memory overlap
-          const sorted = live.map((l) => l.block).filter((b) =>
-            b.byteLength > 0
-          ).sort((a, b) =>
-            a.memory === b.memory ? a.byteOffset - b.byteOffset : 0
-          );
-          for (let i = 0; i < sorted.length; i++) {
-            for (let j = i + 1; j < sorted.length; j++) {
-              const a = sorted[i], b = sorted[j];
-              if (a.memory !== b.memory) continue;
-              assert.ok(
-                a.byteOffset + a.byteLength <= b.byteOffset ||
-                  b.byteOffset + b.byteLength <= a.byteOffset,
-                "live blocks overlap",
-              );
-            }
-          }
-        }
-        for (const l of live) pool.free(l.block);
-        pool.endStep();
-        pool.emptyCache();
-        pool.validate();
-        assert.equal(pool.requestedBytes, 0);
-        assert.equal(pool.reservedBytes, source.reservedBytes);
-        other.free(foreign);
-      }),
+          other.free(foreign);
+        },
+      ),
       { numRuns: modelRuns(150) },
     );
   });
