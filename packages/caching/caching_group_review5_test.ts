@@ -276,6 +276,73 @@ describe("CachingGroup (review 5)", () => {
     assert.equal(group.size, 1);
   });
 
+  it("A sibling's freeSegment() that deletes both members and resets the peak mid give-back leaves all consistent", () => {
+    const hook: { fn?: () => void } = {};
+    class Re extends MockSegmentSource {
+      override freeSegment(segment: Segment<Memory>): void {
+        super.freeSegment(segment);
+        const f = hook.fn;
+        hook.fn = undefined;
+        f?.();
+      }
+    }
+    const group = new CachingGroup();
+    const storage = new CachingAllocator(new MockSegmentSource(), { group });
+    const us = new Re();
+    const uploads = new CachingAllocator(us, { group });
+    const x = storage.allocate(MiB), y = storage.allocate(MiB);
+    storage.free(x);
+    storage.free(y);
+    storage.emptyCache();
+    const small = storage.allocate(64 * KiB);
+    uploads.free(uploads.allocate(4 * MiB));
+    hook.fn = () => {
+      assert.equal(group.delete(uploads), true);
+      assert.equal(group.delete(storage), true);
+      group.resetPeak();
+    };
+    const big = storage.allocate(group.peakHeldBytes + 6 * MiB);
+    assert.equal(hook.fn, undefined); // the give-back ran
+    assert.equal(group.size, 0);
+    assert.equal(group.heldBytes, 0);
+    assert.equal(group.givenBackSegments, 1);
+    assert.equal(
+      us.reservedBytes,
+      uploads.memoryStats().reservedBytes.all.current,
+    );
+    storage.validate();
+    uploads.validate();
+    storage.free(big);
+    storage.free(small);
+  });
+
+  it("A request refused (bad size or out of memory) gives nothing back and leaves the bound", () => {
+    for (const bad of [2 ** 53, 2 ** 45, -1, NaN, 1.5, 2 ** 41, 2 ** 40]) {
+      const group = new CachingGroup();
+      const storage = new CachingAllocator(
+        new MockSegmentSource({ capacityBytes: 64 * MiB }),
+        { group },
+      );
+      const us = new MockSegmentSource();
+      const uploads = new CachingAllocator(us, { group });
+      const x = storage.allocate(MiB), y = storage.allocate(MiB);
+      storage.free(x);
+      storage.free(y);
+      storage.emptyCache();
+      const small = storage.allocate(64 * KiB);
+      uploads.free(uploads.allocate(4 * MiB));
+      const before = [us.reservedBytes, group.peakHeldBytes, group.heldBytes];
+      assert.throws(() => storage.allocate(bad), Error, String(bad));
+      assert.deepEqual(
+        [us.reservedBytes, group.peakHeldBytes, group.heldBytes],
+        before,
+        String(bad),
+      );
+      assert.equal(group.givenBackSegments, 0);
+      storage.free(small);
+    }
+  });
+
   it("CachingGroup methods on a look-alike throw, and has/delete of non-members are false", () => {
     const group = new CachingGroup();
     for (const v of [undefined, null, 1, "x", {}, group, () => 0]) {

@@ -97,3 +97,28 @@ describe("GpuSegmentSource usage (review 5)", () => {
     assert.equal(gpu.live.size, 0);
   });
 });
+
+describe("GpuWatermarkAllocator smallest heaps (review 5)", () => {
+  it("GpuWatermarkAllocator refuses hostile minSmallHeapByteLength and makes nothing; a valid one sizes the first heap", () => {
+    for (const v of [0, -1, 0.5, Infinity, NaN, 2 ** 40, "1"]) {
+      const gpu = mock();
+      assert.throws(
+        () =>
+          new GpuWatermarkAllocator(gpu.device, {
+            minSmallHeapByteLength: v as number,
+          }),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError &&
+          /minSmallHeapByteLength/.test(e.message),
+        String(v),
+      );
+      assert.equal(gpu.live.size, 0);
+    }
+    const gpu = mock();
+    const a = new GpuWatermarkAllocator(gpu.device, {
+      minSmallHeapByteLength: 64 * 1024,
+    });
+    a.allocate(100).release();
+    assert.deepEqual([...gpu.live].map((b) => b.size), [64 * 1024]);
+  });
+});
