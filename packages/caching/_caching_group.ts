@@ -202,7 +202,10 @@ export class _GroupCore {
     p.group = this;
   }
 
-  /** Forgets a member (and its ghosts); the group's bound stays. */
+  /**
+   * Forgets a member (and its ghosts); the group's bound stays. A group
+   * left empty forgets its device.
+   */
   remove(p: _Member): void {
     p.group = null;
     for (const [a, m] of this.byAllocator) {
@@ -214,6 +217,11 @@ export class _GroupCore {
     this.seen.delete(p);
     for (let i = this.ghosts.length - 1; i >= 0; i--) {
       if (this.ghosts[i].member === p) this.ghosts.splice(i, 1);
+    }
+    // a group left empty holds no device's allocators: it takes any device's
+    if (this.members.size === 0) {
+      this.device = undefined;
+      this.deviceKey = undefined;
     }
   }
 }

@@ -229,10 +229,11 @@ export class CachingAllocator<M = unknown> {
     this.#leaks = config.leakDetector;
     this.#p = new _CachingPolicy(source, config, this.#ids);
     this.#p.validate = () => this.validate();
-    if (config.group !== undefined) config.group.join(this, this.#p);
     if (config.recordHistory !== false) {
       this.recordHistory(config.recordHistory);
     }
+    // last: an allocator refused above never joins its group
+    if (config.group !== undefined) config.group.join(this, this.#p);
   }
 
   /** The device the segments live on. */

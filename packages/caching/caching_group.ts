@@ -101,7 +101,8 @@ export class CachingGroup {
   /**
    * Takes `allocator` out of the group: its segments no longer count in the
    * group's held bytes, and the group no longer gives them back. The bound
-   * stays (call {@linkcode CachingGroup.resetPeak} to lower it).
+   * stays (call {@linkcode CachingGroup.resetPeak} to lower it). A group
+   * left empty takes allocators of any device.
    *
    * @param allocator A member.
    * @returns Whether it was a member.
@@ -121,6 +122,17 @@ export class CachingGroup {
     core.peak = core.held();
   }
 }
+
+// Internal to allot (kept off the exports): a wrapper that owns a member
+// (`GpuCachingAllocator` its `caching`) names itself to the group, so that
+// `has()` and `delete()` take the wrapper too.
+Object.defineProperty(CachingGroup, Symbol.for("allot.caching.groupAlias"), {
+  value: (group: object, alias: object, allocator: object): void => {
+    const core = _groupCore(group);
+    const p = core?.byAllocator.get(allocator);
+    if (core !== undefined && p !== undefined) core.byAllocator.set(alias, p);
+  },
+});
 
 function _core(group: CachingGroup) {
   const core = _groupCore(group);

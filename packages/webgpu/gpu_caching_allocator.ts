@@ -18,7 +18,7 @@ import {
   CACHING_OPTION_KEYS,
   CachingAllocator,
   type CachingAllocatorOptions,
-  type CachingGroup,
+  CachingGroup,
   type MemoryStats,
 } from "@allot/caching";
 import {
@@ -61,6 +61,9 @@ const { take: _takeBlock, give: _giveBlock } =
   (CachingAllocator as unknown as Record<symbol, _BlockHooks>)[
     Symbol.for("allot.caching.blockHooks")
   ];
+
+/** The group's hook that names a wrapper of a member (internal to allot). */
+type _GroupAlias = (group: object, alias: object, allocator: object) => void;
 
 /** The `GPUDevice` of each group's GpuCachingAllocators. */
 const groupDevices = new WeakMap<CachingGroup, GPUDevice>();
@@ -182,7 +185,10 @@ export class GpuCachingAllocator {
     const groupDevice = typeof group === "object" && group !== null
       ? groupDevices.get(group)
       : undefined;
-    if (groupDevice !== undefined && groupDevice !== device) {
+    // (a group left empty takes any device's allocators)
+    if (
+      groupDevice !== undefined && groupDevice !== device && group!.size > 0
+    ) {
       throw new InvalidArgumentError(
         `Cannot make a GpuCachingAllocator: its group holds allocators of another GPUDevice (${
           describeValue(groupDevice.label)
@@ -228,7 +234,13 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
-    if (group !== undefined) groupDevices.set(group, device);
+    if (group !== undefined) {
+      groupDevices.set(group, device);
+      // the group answers for this allocator too (has, delete)
+      (CachingGroup as unknown as Record<symbol, _GroupAlias>)[
+        Symbol.for("allot.caching.groupAlias")
+      ](group, this, this.caching);
+    }
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
     const pool = this.caching;
