@@ -41,8 +41,10 @@ export function validateOptionKeys(
 ): void {
   // (not an object: the caller's own check refuses it)
   if (typeof options !== "object" || options === null) return;
-  for (const key of Object.keys(options)) {
-    if (!accepted.includes(key)) {
+  // a for-in, not Object.keys: no array on the common path (per-call option
+  // bags); an inherited key is not the caller's, so it is skipped
+  for (const key in options) {
+    if (!accepted.includes(key) && Object.hasOwn(options, key)) {
       throw new InvalidArgumentError(
         `Unknown option ${
           JSON.stringify(key)

@@ -279,7 +279,6 @@ const JUNK = 0xdd;
 /** What a lookup returns for a stale array (freed, its place reused). */
 const STALE = -2;
 
-/** A freed range in quarantine (strict mode). */
 /** The keys of {@linkcode RegisterOptions} and {@linkcode RegisterBufferOptions}. */
 const REGISTER_KEYS: readonly string[] = [
   "byteLength",
@@ -323,6 +322,7 @@ function checkRegisterKeys(options: unknown, buffer: boolean): void {
   if (keyError instanceof InvalidArgumentError) throw keyError;
 }
 
+/** A freed range in quarantine (strict mode). */
 interface _Quarantined {
   memory: object;
   byteOffset: number;

@@ -863,12 +863,7 @@ export function _checkOptions(
       { name, value: options, limit: "object" },
     );
   }
-  if (keys === undefined) return;
-  // for-in over a small literal is cheaper than Object.keys (no array);
-  // validateOptionKeys then looks at own keys only, as everywhere
-  for (const key in options) {
-    if (!keys.includes(key)) validateOptionKeys(options, keys, where);
-  }
+  if (keys !== undefined) validateOptionKeys(options, keys, where);
 }
 
 function sameList(a: readonly number[], b: readonly number[]): boolean {

@@ -92,12 +92,7 @@ export function _checkOptions<T extends object>(
 ): T {
   if (options === undefined) return {} as T;
   validateObject(options, name);
-  if (keys !== undefined) {
-    // a for-in first: no array on the common path
-    for (const key in options) {
-      if (!keys.includes(key)) validateOptionKeys(options, keys, where);
-    }
-  }
+  if (keys !== undefined) validateOptionKeys(options, keys, where);
   return options;
 }
 

@@ -11,6 +11,7 @@
  * @module
  */
 
+import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import type {
   BenchOptions,
   Ratio,
@@ -38,19 +39,11 @@ async function underNode(
   const dir = await Deno.makeTempDir({ prefix: "allot-buddy-node-" });
   try {
     const bundle = `${dir}/node_main.mjs`;
-    const built = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "bundle",
-        "--quiet",
-        new URL("./node_main.ts", import.meta.url).pathname,
-        "-o",
-        bundle,
-      ],
-      stderr: "piped",
-    }).output();
-    if (!built.success) {
-      return `deno bundle failed: ${new TextDecoder().decode(built.stderr)}`;
-    }
+    const failed = await bundleForNode(
+      new URL("./node_main.ts", import.meta.url),
+      bundle,
+    );
+    if (failed !== undefined) return failed;
     // The real traces go to Node as JSON (Node has no reader of them).
     const json = `${dir}/traces.json`;
     await Deno.writeTextFile(

@@ -21,6 +21,7 @@
  * @module
  */
 
+import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import type {
   BenchOptions,
   Ratio,
@@ -137,19 +138,11 @@ async function underNode(
   const dir = await Deno.makeTempDir({ prefix: "allot-cpu-real-node-" });
   try {
     const bundle = `${dir}/node_main.mjs`;
-    const built = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "bundle",
-        "--quiet",
-        new URL("./node_main.ts", import.meta.url).pathname,
-        "-o",
-        bundle,
-      ],
-      stderr: "piped",
-    }).output();
-    if (!built.success) {
-      return `deno bundle failed: ${new TextDecoder().decode(built.stderr)}`;
-    }
+    const failed = await bundleForNode(
+      new URL("./node_main.ts", import.meta.url),
+      bundle,
+    );
+    if (failed !== undefined) return failed;
     await Deno.writeTextFile(
       bundle,
       restoreConsts(await Deno.readTextFile(bundle)),
