@@ -68,6 +68,20 @@ describe("BuddyAllocator quick lists", () => {
     assert.equal(buddy.trim(), POOL);
   });
 
+  it("merge the waiting blocks of lower orders before a split: the request takes their place", () => {
+    const buddy = onePool();
+    const a = buddy.alloc(MIN); // unit 0: the pool split down to order 0
+    const b = buddy.alloc(MIN); // unit 1
+    const c = buddy.alloc(2 * MIN); // units 2-3: no free block of order 1 left
+    assert.deepEqual([a, b, c], [0, MIN, 2 * MIN]);
+    buddy.free(a);
+    buddy.free(b);
+    // No free block of order 1: a and b merge into one rather than the
+    // order-2 block at 4 * MIN being split.
+    assert.equal(buddy.alloc(2 * MIN), 0);
+    buddy.validate();
+  });
+
   it("refuse a block waiting in a quick list: free, bytes and byteLengthOf are DoubleFreeErrors, and nothing changes", () => {
     const buddy = onePool();
     const a = buddy.alloc(64);
