@@ -1,5 +1,5 @@
-// A freed block goes to a quick list of its order (at most 32 blocks per
-// order), unmerged, and the next allocation of that order takes it back
+// A freed block goes to a quick list of its order (at most
+// `quickListLength` blocks per order, 32 by default), unmerged, and the next allocation of that order takes it back
 // (no split, no merge); a request that finds no free block coalesces the
 // quick lists before it takes a new pool, and so do trim(),
 // largestFreeBytes, stats() and snapshot(). These tests drive the quick
@@ -12,17 +12,19 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { modelRuns } from "../core/_test_faults.ts";
-import { DoubleFreeError } from "@allot/core";
+import { DoubleFreeError, InvalidArgumentError } from "@allot/core";
 import { BuddyAllocator } from "./buddy_allocator.ts";
+import { PlaceAllocator } from "./place_allocator.ts";
 
 const MIN = 16;
 const POOL = 4096; // 256 units, orders 0 to 8
 
-function onePool(): BuddyAllocator {
+function onePool(quickListLength?: number): BuddyAllocator {
   return new BuddyAllocator({
     initialPoolByteLength: POOL,
     maxPoolByteLength: POOL,
     minBlockByteLength: MIN,
+    quickListLength,
   });
 }
 
@@ -131,9 +133,56 @@ describe("BuddyAllocator quick lists", () => {
     }
   });
 
-  it("model: allocations and frees with nothing coalescing between them keep every live block's bytes, and refuse only what eager merging could not serve", () => {
+  it("quickListLength: 0 merges every free at once; a bound of n holds n blocks; hostile values are refused with the option, the value and the limit", () => {
+    // [quickListLength, first allocation after freeing a then b, after
+    // freeing a, b, c beside a live d]
+    const cases: [number, number, number][] = [
+      [0, 0, 2 * MIN],
+      [1, 0, 0],
+      [32, MIN, 2 * MIN],
+    ];
+    for (const [length, ab, abc] of cases) {
+      let buddy = onePool(length);
+      assert.equal(buddy.quickListLength, length);
+      let [a, b] = [buddy.alloc(MIN), buddy.alloc(MIN)];
+      buddy.free(a);
+      buddy.free(b);
+      buddy.validate();
+      // Eager: a and b merged (up to the whole pool), so the pool is split
+      // again from unit 0. Quick lists: b, the last freed, comes back.
+      assert.equal(buddy.alloc(MIN), ab, `quickListLength ${length}`);
+      buddy = onePool(length);
+      [a, b] = [buddy.alloc(MIN), buddy.alloc(MIN)];
+      const c = buddy.alloc(MIN);
+      buddy.alloc(MIN); // d, c's buddy, stays live
+      for (const at of [a, b, c]) buddy.free(at);
+      buddy.validate();
+      // Eager: a and b merged, c waits in stack 0 and comes back. One
+      // quick block: a waits there (b and c went to the stacks) and comes
+      // back first. 32: c, the last freed.
+      assert.equal(buddy.alloc(MIN), abc, `quickListLength ${length}`);
+    }
+    assert.equal(onePool().quickListLength, 32);
+    for (const value of [-1, 1.5, 2 ** 16 + 1, NaN, "8", 8n, null, {}]) {
+      assert.throws(
+        () => onePool(value as number),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError &&
+          e.argument === "quickListLength" && e.limit !== undefined &&
+          e.message.includes("quickListLength"),
+        String(value),
+      );
+      assert.throws(
+        () => new PlaceAllocator({ quickListLength: value as number }),
+        InvalidArgumentError,
+      );
+    }
+  });
+
+  it("model: allocations and frees with nothing coalescing between them keep every live block's bytes, and refuse only what eager merging could not serve (quick lists of 0, 1 and 32 blocks)", () => {
     fc.assert(
       fc.property(
+        fc.constantFrom(0, 1, 32),
         fc.array(
           fc.tuple(
             fc.nat(9),
@@ -146,8 +195,8 @@ describe("BuddyAllocator quick lists", () => {
           ),
           { minLength: 100, maxLength: 1200 },
         ),
-        (ops) => {
-          const buddy = onePool();
+        (quickListLength, ops) => {
+          const buddy = onePool(quickListLength);
           const live: { address: number; start: number; length: number }[] = [];
           const tags = new Map<number, number>();
           let tag = 1;
