@@ -556,6 +556,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       // The quick list of order k holds each of its blocks once, and no
       // other unit.
       const list = this.#quick[k];
+      if (list.length === 0 && quick[k] === 0) continue;
       const held = new Set(list);
       if (list.length > this.quickListLength || held.size !== list.length) {
         fail(`quick list of order ${k} holds ${list.length} entries`);
