@@ -9,7 +9,11 @@
  * loop sees two allocator classes, which would make it polymorphic).
  *
  * Run: `deno run -A packages/buddy/bench/buddy_ab.ts [--ref=main]
- * [--rounds=15] [--view=true]`.
+ * [--rounds=15] [--view=true] [--traces=synthetic]`. `--traces` is
+ * `synthetic` (the log-uniform and tensor-shaped traces), `real` (the nine
+ * recorded CPU traces of `traces/cpu/`, as `run.ts` replays them), `all`,
+ * or a comma-separated list of substrings of real trace paths
+ * (`--traces=mlp,cnn`).
  *
  * @module
  */
@@ -18,11 +22,27 @@ import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import type { BuddyAllocator } from "../mod.ts";
 import { cpuSeconds, makeOurs, makePeer } from "./head_to_head.ts";
 import { benchTraces } from "./traces.ts";
+import { cpuTraceNames, loadCpuTrace } from "../../cpu/bench/real_traces.ts";
 import type { Trace } from "../../cpu/bench/trace.ts";
 
 const ref = flag("ref", "main");
 const rounds = Number(flag("rounds", "15"));
 const view = flag("view", "true") === "true";
+const which = flag("traces", "synthetic");
+
+async function tracesOf(which: string): Promise<Trace[]> {
+  const traces: Trace[] = [];
+  if (which === "synthetic" || which === "all") {
+    traces.push(...benchTraces(false));
+  }
+  if (which !== "synthetic") {
+    const only = which === "real" || which === "all" ? [] : which.split(",");
+    for (const name of cpuTraceNames(only)) {
+      traces.push(await loadCpuTrace(name, 200_000));
+    }
+  }
+  return traces;
+}
 
 type Replay = (allocator: unknown, trace: Trace) => number;
 
@@ -91,7 +111,7 @@ const old = await importAtRef<{ BuddyAllocator: typeof BuddyAllocator }>(
   "buddy/mod.ts",
 );
 const MiB = 1 << 20;
-for (const trace of benchTraces(false)) {
+for (const trace of await tracesOf(which)) {
   const ours = makeOurs();
   const theirs = new old.BuddyAllocator({
     initialPoolByteLength: 64 * MiB,
