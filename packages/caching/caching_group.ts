@@ -116,6 +116,17 @@ export class CachingGroup {
     return true;
   }
 
+  /**
+   * Marks the end of a step (a pass of a model, a `session.run`, a training
+   * step): a member's whole free segment that no request used through the
+   * whole step before this mark may be given back for another member's
+   * miss, as an idle member's may (see above). Cheap: it notes each
+   * member's request count.
+   */
+  endStep(): void {
+    _core(this).endStep();
+  }
+
   /** Sets the bound to the bytes held now (the next misses raise it again). */
   resetPeak(): void {
     const core = _core(this);
