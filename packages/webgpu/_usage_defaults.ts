@@ -7,8 +7,10 @@
 
 import { _Usage } from "./_flags.ts";
 
-/** Block granule and smallest segment of a pool that is not storage. */
-export const _SMALL_POOL_BYTE_LENGTH = 256;
+/** Block granule of a pool that is not storage. */
+export const _SMALL_POOL_GRANULE = 256;
+/** Smallest segment of a pool that is not storage. */
+export const _SMALL_POOL_MIN_SEGMENT = 1024;
 
 /**
  * The caching options that a `GpuCachingAllocator` of `usage` takes where
@@ -32,7 +34,7 @@ export function _usageCachingDefaults(
 ): { minBlockByteLength?: number; minSegmentByteLength?: number } {
   if ((usage & _Usage.STORAGE) !== 0) return {};
   return {
-    minBlockByteLength: _SMALL_POOL_BYTE_LENGTH,
-    minSegmentByteLength: _SMALL_POOL_BYTE_LENGTH,
+    minBlockByteLength: _SMALL_POOL_GRANULE,
+    minSegmentByteLength: _SMALL_POOL_MIN_SEGMENT,
   };
 }
