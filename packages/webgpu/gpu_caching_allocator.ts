@@ -243,9 +243,14 @@ export class GpuCachingAllocator {
         : `webgpu [${_usageNames(this.source.usage)}]`,
       ...own as CachingAllocatorOptions,
     };
+    // (absent or undefined takes the usage's default; null is refused below)
     const usageDefaults = _usageCachingDefaults(this.source.usage);
-    caching.minBlockByteLength ??= usageDefaults.minBlockByteLength;
-    caching.minSegmentByteLength ??= usageDefaults.minSegmentByteLength;
+    if (caching.minBlockByteLength === undefined) {
+      caching.minBlockByteLength = usageDefaults.minBlockByteLength;
+    }
+    if (caching.minSegmentByteLength === undefined) {
+      caching.minSegmentByteLength = usageDefaults.minSegmentByteLength;
+    }
     const large = validateByteLength(
       optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
       undefined,

@@ -104,6 +104,17 @@ describe("GpuCachingAllocator device group and usage defaults", () => {
       group: null,
     });
     assert.equal(other.caching.roundSize(16), 256);
+    // null is a value, refused as before (not taken for absent)
+    for (const key of ["minBlockByteLength", "minSegmentByteLength"]) {
+      assert.throws(
+        () =>
+          new GpuCachingAllocator(gpu.device, {
+            source: { usage: UNIFORM },
+            [key]: null,
+          }),
+        InvalidArgumentError,
+      );
+    }
   });
 
   it("GpuCachingAllocator: after the device group's endStep(), an idle upload pool's buffer goes before storage grows", () => {
