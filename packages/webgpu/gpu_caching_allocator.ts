@@ -132,10 +132,11 @@ export interface GpuCachingAllocatorOptions
  *
  * The allocators of one device (one per usage: storage, uniforms, vertex
  * data) share a held bound by default, in the device's own
- * {@linkcode CachingGroup} (see the `group` option); a runtime that marks
- * its steps there (`allocator.group.endStep()`) also lets a pool that holds
- * nothing after a whole step (staging copies, uniforms) give its cached
- * buffers to another's growth.
+ * {@linkcode CachingGroup} (see the `group` option): a pool's miss that
+ * would raise what they hold together first destroys the idle cached
+ * buffers of the others, among them those of a pool that holds nothing
+ * lately (staging copies, uniforms); a runtime may mark its steps there
+ * (`allocator.group.endStep()`).
  *
  * By default (`reuse: "queue-order"`) a freed block serves the next request
  * at once: the queue runs that request's work after the work already
