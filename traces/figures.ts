@@ -9,10 +9,9 @@
  * Policies: TF.js's exact-size pool, onnxruntime-web's buckets, allot's
  * default pool (`allot-caching`: one `GpuCachingAllocator` per usage with
  * its defaults, on a mock `GPUDevice`, so in the device's own
- * `CachingGroup`, whose `endStep()` the replay calls at the trace's step
- * marks; `-unmarked`: the same without step marks; `-alone`: `group:
- * null`, each pool on its own; `-fence`: frees reusable only after the
- * next fence), `StepPlannedPool`, `GpuPlannedAllocator` (on a mock
+ * `CachingGroup`; `-marked`: the same with the group's `endStep()` called at
+ * the trace's step marks; `-alone`: `group: null`, each pool on its own;
+ * `-fence`: frees reusable only after the next fence), `StepPlannedPool`, `GpuPlannedAllocator` (on a mock
  * `GPUDevice`, one per usage in one `StepPoolGroup`) and allot's watermark
  * pool. A pool refuses mapped usages (`MAP_READ`, `MAP_WRITE`: host access
  * is `GpuStaging`'s), so the replay pools a trace's staging buffers as
@@ -99,13 +98,13 @@ const MAPPED = 0x1 | 0x2;
  */
 export function gpuCachingPolicy(
   name: string,
-  { alone = false, steps = true, afterFence = false } = {},
+  { alone = false, steps = false, afterFence = false } = {},
 ): PolicyFactory {
   return {
     name,
     description: `@allot/webgpu GpuCachingAllocator per usage, defaults${
       alone ? ", group: null" : ""
-    }${alone || steps ? "" : ", no step marks"}${
+    }${!alone && steps ? ", endStep() at step marks" : ""}${
       afterFence ? ", frees reusable after the next fence" : ""
     }, on a mock device`,
     create(): ReplayPolicy {
@@ -169,7 +168,7 @@ export const POLICIES: readonly PolicyFactory[] = [
   tfjsExactPolicy,
   ortBucketPolicy,
   gpuCachingPolicy("allot-caching"),
-  gpuCachingPolicy("allot-caching-unmarked", { steps: false }),
+  gpuCachingPolicy("allot-caching-marked", { steps: true }),
   gpuCachingPolicy("allot-caching-alone", { alone: true }),
   gpuCachingPolicy("allot-caching-fence", { afterFence: true }),
   stepPlannedPolicy("step-planned"),

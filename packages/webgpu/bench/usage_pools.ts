@@ -4,7 +4,7 @@
  * `GpuCachingAllocator` per usage (`source: { usage }`, the trace's usage
  * bits, on a mock `GPUDevice` with 256-byte storage and uniform alignment)
  * with its defaults, as `traces/figures.ts` builds them (`allot-caching`:
- * in the device's group, step marks; `-alone`: `group: null`), against
+ * in the device's group; `-alone`: `group: null`), against
  * `@allot/trace`'s model of the pools before their usage defaults
  * (`CachingAllocator` defaults per usage, `mem replay`'s `allot-caching`)
  * and TF.js's exact-size and onnxruntime-web's bucket pools (per usage too)
@@ -72,7 +72,7 @@ if (import.meta.main) {
   const f = (x: { onePass: number; warm: number; madeAfterFirst: number }) =>
     `${x.onePass.toFixed(3)}, ${x.warm.toFixed(3)}; ${x.madeAfterFirst}`;
   console.log(
-    "| trace (storage + uniform) | peak live MiB | TF.js exact | ORT buckets | CachingAllocator defaults per usage | GpuCachingAllocator per usage, alone | GpuCachingAllocator per usage (defaults: device group, step marks) |",
+    "| trace (storage + uniform) | peak live MiB | TF.js exact | ORT buckets | CachingAllocator defaults per usage | GpuCachingAllocator per usage, alone | GpuCachingAllocator per usage (defaults: device group) |",
   );
   console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const name of recordedTraceNames(only)) {
