@@ -7,20 +7,19 @@
  *   deno run -A traces/figures.ts [--only=<part of a path>[,<another>...]]
  *
  * Policies: TF.js's exact-size pool, onnxruntime-web's buckets, allot's
- * default pool (the `allot-caching` replay policy: `CachingAllocator` with
- * its defaults, one per usage, as `GpuCachingAllocator` keeps them; the
- * same in one `CachingGroup`, `allot-caching-group`; both again with frees
- * reusable only after the next fence, `-fence`),
- * `StepPlannedPool`, `GpuPlannedAllocator` (on a mock `GPUDevice`, one per
- * usage in one `StepPoolGroup`) and allot's watermark pool.
+ * default pool (`allot-caching`: one `GpuCachingAllocator` per usage with
+ * its defaults, on a mock `GPUDevice`, so in the device's own
+ * `CachingGroup`; `-marked`: the same with the group's `endStep()` called at
+ * the trace's step marks; `-alone`: `group: null`, each pool on its own;
+ * `-fence`: frees reusable only after the next fence), `StepPlannedPool`, `GpuPlannedAllocator` (on a mock
+ * `GPUDevice`, one per usage in one `StepPoolGroup`) and allot's watermark
+ * pool. A pool refuses mapped usages (`MAP_READ`, `MAP_WRITE`: host access
+ * is `GpuStaging`'s), so the replay pools a trace's staging buffers as
+ * copy buffers (`COPY_SRC` or `COPY_DST` alone).
  *
  * @module
  */
 import {
-  allotCachingAfterFencePolicy,
-  allotCachingGroupAfterFencePolicy,
-  allotCachingGroupPolicy,
-  allotCachingQueueOrderPolicy,
   allotWatermarkPolicy,
   ortBucketPolicy,
   type PolicyFactory,
@@ -32,6 +31,7 @@ import {
 import { StepPoolGroup } from "../packages/caching/mod.ts";
 import { stepPlannedPolicy } from "../packages/caching/bench/_step_planned_policy.ts";
 import { GpuPlannedAllocator } from "../packages/webgpu/gpu_planned_allocator.ts";
+import { GpuCachingAllocator } from "../packages/webgpu/gpu_caching_allocator.ts";
 import type { GpuAllocation } from "../packages/webgpu/gpu_allocation.ts";
 import { mockGpu } from "../packages/webgpu/_test_mock_device.ts";
 import { readTraceFile } from "../packages/trace/cli.ts";
@@ -86,13 +86,91 @@ const gpuPlannedPolicy: PolicyFactory = {
   },
 };
 
+/** `GPUBufferUsage.MAP_READ | MAP_WRITE`. */
+const MAPPED = 0x1 | 0x2;
+
+/**
+ * `GpuCachingAllocator`s with their defaults, one per usage, on one mock
+ * `GPUDevice` (256-byte storage and uniform offsets): what a runtime builds
+ * with allot's public API. `group: null` keeps each pool on its own;
+ * `steps` calls the device group's `endStep()` at step marks; `afterFence`
+ * holds frees back until the next fence (readback or step mark).
+ */
+export function gpuCachingPolicy(
+  name: string,
+  { alone = false, steps = false, afterFence = false } = {},
+): PolicyFactory {
+  return {
+    name,
+    description: `@allot/webgpu GpuCachingAllocator per usage, defaults${
+      alone ? ", group: null" : ""
+    }${!alone && steps ? ", endStep() at step marks" : ""}${
+      afterFence ? ", frees reusable after the next fence" : ""
+    }, on a mock device`,
+    create(): ReplayPolicy {
+      const gpu = mockGpu();
+      Object.assign(gpu.device.limits as unknown as Record<string, number>, {
+        minUniformBufferOffsetAlignment: 256,
+        maxUniformBufferBindingSize: 64 * 1024,
+      });
+      let made = 0;
+      const create = gpu.device.createBuffer.bind(gpu.device);
+      (gpu.device as { createBuffer: GPUDevice["createBuffer"] })
+        .createBuffer = (d) => (made++, create(d));
+      const pools = new Map<number, GpuCachingAllocator>();
+      const live = new Map<number, GpuAllocation>();
+      let pending: GpuAllocation[] = [];
+      return {
+        alloc(id, size, usage) {
+          let a = pools.get(usage);
+          if (a === undefined) {
+            // staging buffers pooled as plain copy buffers
+            const pooled = (usage & MAPPED) !== 0 ? usage & ~MAPPED : usage;
+            a = new GpuCachingAllocator(gpu.device, {
+              source: { usage: pooled === 0 ? 0x4 : pooled },
+              ...(alone ? { group: null } : {}),
+            });
+            pools.set(usage, a);
+          }
+          live.set(id, a.allocate(Math.max(1, size)));
+        },
+        free(id) {
+          const a = live.get(id)!;
+          live.delete(id);
+          if (afterFence) pending.push(a);
+          else a.release();
+        },
+        sync(kind) {
+          if (pending.length > 0) {
+            for (const a of pending) a.release();
+            pending = [];
+          }
+          if (kind === "step" && steps && !alone) {
+            GpuCachingAllocator.deviceGroup(gpu.device).endStep();
+          }
+        },
+        heldBytes() {
+          let n = 0;
+          for (const b of gpu.live) n += b.size;
+          return n;
+        },
+        buffersCreated: () => made,
+        dispose() {
+          for (const a of [...live.values(), ...pending]) a.release();
+          for (const a of pools.values()) a.emptyCache();
+        },
+      };
+    },
+  };
+}
+
 export const POLICIES: readonly PolicyFactory[] = [
   tfjsExactPolicy,
   ortBucketPolicy,
-  allotCachingQueueOrderPolicy,
-  allotCachingGroupPolicy,
-  allotCachingAfterFencePolicy,
-  allotCachingGroupAfterFencePolicy,
+  gpuCachingPolicy("allot-caching"),
+  gpuCachingPolicy("allot-caching-marked", { steps: true }),
+  gpuCachingPolicy("allot-caching-alone", { alone: true }),
+  gpuCachingPolicy("allot-caching-fence", { afterFence: true }),
   stepPlannedPolicy("step-planned"),
   gpuPlannedPolicy,
   allotWatermarkPolicy,

@@ -20,10 +20,15 @@ import { _groupCore, _newGroupCore } from "./_caching_group.ts";
  * covers the excess, else the largest first. Once the member's own misses
  * cycle (a miss at a low after a peak), any other member's segments may go;
  * before, only those of members that made no request during the group's last
- * 32 misses (uploads idle since a load phase, say). A member whose segment
- * given back that way would have served one of its own later misses (the
- * give-back was regretted: a buffer made again) is not asked again that way,
- * nor one whose source threw while giving back; so steps that repeat make no
+ * 32 misses (uploads idle since a load phase, say), or of members that hold
+ * nothing lately (no block allocated now, and none at each of the group's
+ * last 8 misses or through a whole step between {@linkcode
+ * CachingGroup.endStep} marks: staging copies and uniforms between their
+ * uses), then not their segments under a quarter of the excess. A member
+ * whose segment given back that way would have served one of its own later
+ * misses (the give-back was regretted: a buffer made again; for a member
+ * holding nothing, within one step mark) is not asked again that way, nor
+ * one whose source threw while giving back; so steps that repeat make no
  * new buffers once each member's regret is spent.
  *
  * Join a group with the `group` option of {@linkcode CachingAllocator};
@@ -114,6 +119,39 @@ export class CachingGroup {
     if (p === undefined) return false;
     core.remove(p);
     return true;
+  }
+
+  /**
+   * Marks the end of a step (a pass of a model, a `session.run`, a training
+   * step, a generated token): a member that holds nothing and has been in
+   * the group through a whole step (two marks) may give its whole free
+   * segments for another member's miss (see above), as one that held
+   * nothing at the group's last 8 misses may without marks. A runtime
+   * whose steps make few misses gets there sooner with marks. Cheap: it
+   * counts each member's marks.
+   *
+   * @example
+   * ```ts
+   * import { CachingAllocator, CachingGroup } from "@allot/caching";
+   * import { MockSegmentSource } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const MiB = 2 ** 20;
+   * const group = new CachingGroup();
+   * const storage = new CachingAllocator(new MockSegmentSource(), { group });
+   * const uploads = new CachingAllocator(new MockSegmentSource(), { group });
+   * const weights = storage.allocate(MiB);
+   * uploads.allocate(4 * MiB).release(); // the weights' upload, at load
+   * group.endStep(); // the session is made
+   * using a = storage.allocate(MiB); // the first run
+   * group.endStep();
+   * using b = storage.allocate(MiB); // the upload pool held nothing through a run
+   * assert.equal(group.givenBackBytes, 4 * MiB);
+   * weights.release();
+   * ```
+   */
+  endStep(): void {
+    _core(this).endStep();
   }
 
   /** Sets the bound to the bytes held now (the next misses raise it again). */

@@ -1,8 +1,9 @@
 // A fast-check model of a CachingGroup of 2-3 caching allocators (one per
 // "usage", each on its own mock source of one device): random allocations,
-// frees, frees held by another stream's fence, fences completing and
-// emptyCache(), with phases whose sizes change so that misses cycle and the
-// group gives segments back. After every step: every allocator's invariants,
+// frees, frees held by another stream's fence, fences completing,
+// emptyCache() and step marks (endStep()), with phases whose sizes change so
+// that misses cycle and the group gives segments back (also of members that
+// hold nothing after a whole step). After every step: every allocator's invariants,
 // no live blocks overlap, each allocator's stats equal a recount of its
 // source, the group's held bytes equal the sum, the group never holds more
 // than its bound and the bound never falls; at the end everything comes back.
@@ -13,6 +14,7 @@ import { ManualStream, type MockMemory, MockSegmentSource } from "@allot/core";
 import { type CachedBlock, CachingAllocator } from "./caching_allocator.ts";
 import { CachingGroup } from "./caching_group.ts";
 import { modelRuns } from "../core/_test_faults.ts";
+import { _groupCore } from "./_caching_group.ts";
 
 const KiB = 1024;
 
@@ -21,6 +23,7 @@ type Op =
   | { kind: "free"; index: number; stream: boolean }
   | { kind: "complete" }
   | { kind: "emptyCache"; pool: number }
+  | { kind: "endStep" }
   | { kind: "phase"; pool: number; scale: number };
 
 const opArb = (pools: number): fc.Arbitrary<Op> =>
@@ -42,6 +45,7 @@ const opArb = (pools: number): fc.Arbitrary<Op> =>
       }),
     },
     { weight: 2, arbitrary: fc.constant({ kind: "complete" as const }) },
+    { weight: 2, arbitrary: fc.constant({ kind: "endStep" as const }) },
     {
       weight: 1,
       arbitrary: fc.record({
@@ -65,6 +69,8 @@ interface Live {
 }
 
 let givenBackInAllRuns = 0;
+/** Segments given back in all runs by members holding nothing after a step. */
+let givenBackEmptyInAllRuns = 0;
 
 function run(pools: number, ops: Op[]): void {
   const group = new CachingGroup();
@@ -131,6 +137,9 @@ function run(pools: number, ops: Op[]): void {
       case "emptyCache":
         allocators[op.pool].emptyCache();
         break;
+      case "endStep":
+        group.endStep();
+        break;
       case "phase":
         // a phase ends: what the pool holds live is freed, sizes change
         for (const l of live.filter((x) => x.pool === op.pool)) {
@@ -142,6 +151,12 @@ function run(pools: number, ops: Op[]): void {
     }
     // segments are given back for a member's miss only
     if (op.kind !== "alloc") assert.equal(group.givenBackSegments, givenBefore);
+    else if (group.givenBackSegments > givenBefore) {
+      const ghosts = _groupCore(group)!.ghosts;
+      givenBackEmptyInAllRuns += ghosts.slice(
+        -(group.givenBackSegments - givenBefore),
+      ).filter((g) => g.step >= 0).length;
+    }
     check();
   }
   givenBackInAllRuns += group.givenBackSegments;
@@ -158,6 +173,7 @@ function run(pools: number, ops: Op[]): void {
 describe("CachingGroup model", () => {
   it("A group of 2-3 allocators keeps blocks apart, counts exactly, stays within its bound and gives everything back", () => {
     givenBackInAllRuns = 0;
+    givenBackEmptyInAllRuns = 0;
     fc.assert(
       fc.property(
         fc.integer({ min: 2, max: 3 }).chain((n) =>
@@ -172,5 +188,9 @@ describe("CachingGroup model", () => {
     );
     // the property reached the give-back, not only the bookkeeping
     assert.ok(givenBackInAllRuns > 0, "no segment was ever given back");
+    assert.ok(
+      givenBackEmptyInAllRuns > 0,
+      "no segment of a member holding nothing after a step was given back",
+    );
   });
 });

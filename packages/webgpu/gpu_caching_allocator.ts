@@ -54,6 +54,7 @@ import {
   _Usage,
   _usageNames,
 } from "./_flags.ts";
+import { _usageCachingDefaults } from "./_usage_defaults.ts";
 
 // The handle-less block pair of @allot/caching (internal to allot; kept off
 // that package's exports).
@@ -68,11 +69,15 @@ type _GroupAlias = (group: object, alias: object, allocator: object) => void;
 /** The `GPUDevice` of each group's GpuCachingAllocators. */
 const groupDevices = new WeakMap<CachingGroup, GPUDevice>();
 
+/** Each device's own group: its allocators made without a `group` option. */
+const deviceGroups = new WeakMap<GPUDevice, CachingGroup>();
+
 /** When a freed range may serve a new request. */
 export type GpuReuse = "after-fence" | "queue-order";
 
 /** Options of {@linkcode GpuCachingAllocator}. */
-export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
+export interface GpuCachingAllocatorOptions
+  extends Omit<CachingAllocatorOptions, "group"> {
   /**
    * Options of the segment source made for the allocator.
    *
@@ -80,13 +85,18 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
    */
   source?: GpuSegmentSourceOptions;
   /**
-   * A `CachingGroup` whose allocators share one held bound (see there): for
-   * a runtime's allocators of one device. Refused when it holds allocators
-   * of another `GPUDevice`.
+   * A `CachingGroup` whose allocators share one held bound (see there):
+   * the allocators of one device, one per usage, so that a miss of one
+   * first destroys another's idle cached buffers rather than raise what
+   * they hold together. Refused when it holds allocators of another
+   * `GPUDevice`. Left out, the allocator joins its device's own group
+   * ({@linkcode GpuCachingAllocator.deviceGroup}), which every
+   * `GpuCachingAllocator` of that device made without this option shares;
+   * `null` joins none.
    *
-   * @default {undefined}
+   * @default {GpuCachingAllocator.deviceGroup(device)}
    */
-  group?: CachingGroup;
+  group?: CachingGroup | null;
   /**
    * `"queue-order"` (the default): a freed range comes back at once, as
    * PyTorch does for a block used only on its own stream. This is safe for
@@ -119,6 +129,14 @@ export interface GpuCachingAllocatorOptions extends CachingAllocatorOptions {
  * at `maxStorageBufferBindingSize`, so every block that can be bound at all sits
  * in a segment it can be bound from, and larger requests get their own
  * buffer.
+ *
+ * The allocators of one device (one per usage: storage, uniforms, vertex
+ * data) share a held bound by default, in the device's own
+ * {@linkcode CachingGroup} (see the `group` option): a pool's miss that
+ * would raise what they hold together first destroys the idle cached
+ * buffers of the others, among them those of a pool that holds nothing
+ * lately (staging copies, uniforms); a runtime may mark its steps there
+ * (`allocator.group.endStep()`).
  *
  * By default (`reuse: "queue-order"`) a freed block serves the next request
  * at once: the queue runs that request's work after the work already
@@ -156,6 +174,12 @@ export class GpuCachingAllocator {
   readonly caching: CachingAllocator<GPUBuffer>;
   /** When freed ranges come back. */
   readonly reuse: GpuReuse;
+  /**
+   * The group whose held bound the allocator shares (its device's own
+   * unless the `group` option named another), or `undefined` with
+   * `group: null`.
+   */
+  readonly group: CachingGroup | undefined;
   #adapter: GpuAllocatorAdapter | undefined;
   #frees: _QueueFrees;
   #owner: GpuAllocationOwner;
@@ -181,6 +205,8 @@ export class GpuCachingAllocator {
       "GpuCachingAllocator",
     );
     _anchorShapes("caching");
+    if (options.group === null) delete options.group;
+    else options.group ??= GpuCachingAllocator.deviceGroup(device);
     const group = options.group;
     const groupDevice = typeof group === "object" && group !== null
       ? groupDevices.get(group)
@@ -209,13 +235,23 @@ export class GpuCachingAllocator {
     // (the caching allocator refuses keys it does not read: not these two)
     const { source: _source, reuse: _reuse, ...own } = options;
     // checked before the clamp below can hide a bad value; the label names
-    // a usage other than the default (in summaries and snapshots)
+    // a usage other than the default (in summaries and snapshots); a pool
+    // that is not storage takes small blocks and segments (see
+    // `_usageCachingDefaults`) unless the caller sets them
     const caching: CachingAllocatorOptions = {
       label: this.source.usage === DEFAULT_USAGE
         ? "webgpu"
         : `webgpu [${_usageNames(this.source.usage)}]`,
-      ...own,
+      ...own as CachingAllocatorOptions,
     };
+    // (absent or undefined takes the usage's default; null is refused below)
+    const usageDefaults = _usageCachingDefaults(this.source.usage);
+    if (caching.minBlockByteLength === undefined) {
+      caching.minBlockByteLength = usageDefaults.minBlockByteLength;
+    }
+    if (caching.minSegmentByteLength === undefined) {
+      caching.minSegmentByteLength = usageDefaults.minSegmentByteLength;
+    }
     const large = validateByteLength(
       optionOr(caching.largeSegmentByteLength, 20 * 2 ** 20),
       undefined,
@@ -234,6 +270,7 @@ export class GpuCachingAllocator {
       );
     }
     this.caching = new CachingAllocator(this.source, caching);
+    this.group = group;
     if (group !== undefined) {
       groupDevices.set(group, device);
       // the group answers for this allocator too (has, delete)
@@ -272,6 +309,44 @@ export class GpuCachingAllocator {
         free: (handle) => (handle as CachedBlock<GPUBuffer>).release(),
       };
     }
+  }
+
+  /**
+   * The device's own {@linkcode CachingGroup}: the group of every
+   * `GpuCachingAllocator` of `device` made without a `group` option (made
+   * at the first call).
+   *
+   * @example The allocators of one device share its group
+   * ```ts
+   * import { GpuCachingAllocator } from "@allot/webgpu";
+   * import assert from "node:assert/strict";
+   *
+   * const adapter = await navigator.gpu?.requestAdapter();
+   * if (adapter) {
+   *   const device = await adapter.requestDevice();
+   *   const storage = new GpuCachingAllocator(device);
+   *   const uniforms = new GpuCachingAllocator(device, {
+   *     source: { usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST },
+   *   });
+   *   const group = GpuCachingAllocator.deviceGroup(device);
+   *   assert.ok(storage.group === group && uniforms.group === group);
+   *   group.endStep(); // at the end of each step of the runtime
+   *   device.destroy();
+   * }
+   * ```
+   *
+   * @param device The WebGPU device.
+   * @returns Its group.
+   * @throws {InvalidArgumentError} When `device` is not a `GPUDevice`.
+   */
+  static deviceGroup(device: GPUDevice): CachingGroup {
+    _checkDevice(device, "Cannot give a device's CachingGroup");
+    let group = deviceGroups.get(device);
+    if (group === undefined) {
+      group = new CachingGroup();
+      deviceGroups.set(device, group);
+    }
+    return group;
   }
 
   /**

@@ -353,7 +353,7 @@ describe("GpuSegmentSource usage (WebGPU device)", { skip }, () => {
       uniforms.source.maxBindingByteLength,
       device.limits.maxUniformBufferBindingSize,
     );
-    const n = 5;
+    const n = 4;
     const blocks = Array.from({ length: n }, () => uniforms.allocate(16));
     for (const [i, block] of blocks.entries()) {
       assert.equal(block.buffer.usage, UNIFORM);
@@ -367,8 +367,12 @@ describe("GpuSegmentSource usage (WebGPU device)", { skip }, () => {
         new Uint32Array([i + 1, 10 * (i + 1), 100, 7]),
       );
     }
-    // one buffer, several blocks: the uniform pool shares its segments
-    assert.ok(blocks.every((b) => b.buffer === blocks[0].buffer));
+    // several blocks in one buffer: the uniform pool shares its segments
+    // (256-byte blocks in segments of at least 1 KiB, where the device's
+    // uniform alignment is at most 512)
+    if (device.limits.minUniformBufferOffsetAlignment <= 512) {
+      assert.ok(blocks[1].buffer === blocks[0].buffer);
+    }
     using out = storage.allocate(n * 4);
     const module = device.createShaderModule({
       code: `
