@@ -63,8 +63,12 @@ const MAX_GHOSTS = 64;
 export class _GroupCore {
   /** The members' policies, in the order they joined. */
   readonly members: Set<_Member> = new Set();
-  /** Each member's policy by its allocator (the facade). */
-  readonly byAllocator: Map<object, _Member> = new Map();
+  /**
+   * Each member's policy by its allocator (the facade), held weakly: a
+   * dropped allocator is not kept alive by its group (an entry counts only
+   * while its policy is in `members`; see {@linkcode _GroupCore.memberOf}).
+   */
+  readonly byAllocator: WeakMap<object, _Member> = new WeakMap();
   /** The device of the first member: every member is on it. */
   device: Device | undefined = undefined;
   /** A key a layer above sets to tell devices apart (a `GPUDevice`). */
@@ -256,6 +260,12 @@ export class _GroupCore {
     if (h > this.peak) this.peak = h;
   }
 
+  /** The member `allocator` names (itself or an alias), if still one. */
+  memberOf(allocator: object): _Member | undefined {
+    const p = this.byAllocator.get(allocator);
+    return p !== undefined && this.members.has(p) ? p : undefined;
+  }
+
   /**
    * Takes `p` (the policy of `allocator`) in, or refuses it, changing
    * nothing: another device's, or a member of another group.
@@ -293,9 +303,6 @@ export class _GroupCore {
    */
   remove(p: _Member): void {
     p.group = null;
-    for (const [a, m] of this.byAllocator) {
-      if (m === p) this.byAllocator.delete(a);
-    }
     this.members.delete(p);
     this.kept.delete(p);
     this.keptIdle.delete(p);

@@ -100,7 +100,7 @@ export class CachingGroup {
    */
   has(allocator: unknown): boolean {
     return typeof allocator === "object" && allocator !== null &&
-      _core(this).byAllocator.has(allocator);
+      _core(this).memberOf(allocator) !== undefined;
   }
 
   /**
@@ -115,7 +115,7 @@ export class CachingGroup {
   delete(allocator: unknown): boolean {
     const core = _core(this);
     if (typeof allocator !== "object" || allocator === null) return false;
-    const p = core.byAllocator.get(allocator);
+    const p = core.memberOf(allocator);
     if (p === undefined) return false;
     core.remove(p);
     return true;
@@ -167,7 +167,7 @@ export class CachingGroup {
 Object.defineProperty(CachingGroup, Symbol.for("allot.caching.groupAlias"), {
   value: (group: object, alias: object, allocator: object): void => {
     const core = _groupCore(group);
-    const p = core?.byAllocator.get(allocator);
+    const p = core?.memberOf(allocator);
     if (core !== undefined && p !== undefined) core.byAllocator.set(alias, p);
   },
 });

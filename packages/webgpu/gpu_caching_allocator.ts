@@ -72,6 +72,24 @@ const groupDevices = new WeakMap<CachingGroup, GPUDevice>();
 /** Each device's own group: its allocators made without a `group` option. */
 const deviceGroups = new WeakMap<GPUDevice, CachingGroup>();
 
+/**
+ * Takes an allocator that was dropped while still in a group out of it, and
+ * gives its cached buffers back: a group (the device's own one included)
+ * holds its members' policies, not the allocators, so it does not keep what
+ * its users let go, and a device that outlives many allocators does not
+ * keep their caches.
+ */
+const droppedMembers = new FinalizationRegistry<
+  { group: CachingGroup; caching: CachingAllocator<GPUBuffer> }
+>(({ group, caching }) => {
+  if (!group.delete(caching)) return;
+  try {
+    caching.emptyCache();
+  } catch {
+    // a lost device: its buffers are gone with it
+  }
+});
+
 /** When a freed range may serve a new request. */
 export type GpuReuse = "after-fence" | "queue-order";
 
@@ -277,6 +295,7 @@ export class GpuCachingAllocator {
       (CachingGroup as unknown as Record<symbol, _GroupAlias>)[
         Symbol.for("allot.caching.groupAlias")
       ](group, this, this.caching);
+      droppedMembers.register(this, { group, caching: this.caching });
     }
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
