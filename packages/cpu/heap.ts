@@ -30,6 +30,7 @@ import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
 import { ownedOffsets } from "./_owned_offsets.ts";
+import { generalFree } from "./_general_free.ts";
 import { _realBuffer, _realByteLength, _wasmBuffer } from "./_real_length.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
@@ -355,6 +356,19 @@ export class CpuHeap {
         heap.#owned = owned = grown;
       }
       owned[unit >>> 5] |= 1 << (unit & 31);
+    };
+    // For the differential test of free()'s good-fit path: a class bound
+    // past every list makes free() take #release (which then indexes no
+    // block, as for good fit), restored at once.
+    generalFree.free = (heap, byteOffset) => {
+      if (heap.placement !== "good-fit") throw new Error("good-fit only");
+      const large = heap.#largeClass;
+      heap.#largeClass = LIST_COUNT + 1;
+      try {
+        heap.free(byteOffset);
+      } finally {
+        heap.#largeClass = large;
+      }
     };
     ownedOffsets.unmark = (heap, byteOffset) => {
       const unit = byteOffset >>> heap.#shift;
@@ -902,11 +916,118 @@ export class CpuHeap {
       if (b < 0) this.#lookupSlow(byteOffset, "free");
     }
     this.#liveCount--;
-    const bytes = rec[b + R_SIZE] * this.alignment;
+    const size = rec[b + R_SIZE];
+    const bytes = size * this.alignment;
     this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
     this.#liveNow--;
-    this.#release(b);
+    if (this.#largeClass !== LIST_COUNT) {
+      // Compact and first-fit: their indexes too (#release).
+      this.#release(b);
+      return;
+    }
+    // Good fit: #release written out with its list moves, so that a free
+    // makes no call whatever the caller's inlining budget (README, "Fast
+    // paths"): a merge moves the kept neighbour to the list of its new
+    // class only when the class changes.
+    const prev = rec[b + R_PPREV];
+    const next = rec[b + R_PNEXT];
+    const prevFree = prev >= 0 && rec[prev + R_STATE] === FREE;
+    const nextFree = next >= 0 && rec[next + R_STATE] === FREE;
+    const heads = this.#heads;
+    const sl = this.#slBitmap;
+    if (!prevFree && !nextFree) {
+      const idx = mappingIndex(size);
+      const head = heads[idx];
+      rec[b + R_STATE] = FREE;
+      rec[b + R_CLASS] = idx;
+      rec[b + R_FPREV] = -1;
+      rec[b + R_FNEXT] = head;
+      if (head >= 0) rec[head + R_FPREV] = b;
+      else {
+        const fl = idx >>> SL_LOG2;
+        sl[fl] |= 1 << (idx & SL_MASK);
+        this.#flBitmap |= 1 << fl;
+      }
+      heads[idx] = b;
+      this.#freeRegions++;
+      this.#largestCache = -1;
+      return;
+    }
+    // The neighbour that keeps its record: the previous block when free,
+    // else the next; b's record (and the next one's, merged into the
+    // previous) goes to the unused list.
+    let keep = next;
+    let total = size;
+    if (prevFree) {
+      keep = prev;
+      total += rec[prev + R_SIZE];
+      let after = next;
+      if (nextFree) {
+        // Take the next block off its list.
+        const fp = rec[next + R_FPREV];
+        const fn = rec[next + R_FNEXT];
+        if (fn >= 0) rec[fn + R_FPREV] = fp;
+        if (fp >= 0) rec[fp + R_FNEXT] = fn;
+        else {
+          const idx = rec[next + R_CLASS];
+          heads[idx] = fn;
+          if (fn < 0) {
+            const fl = idx >>> SL_LOG2;
+            const bits = sl[fl] & ~(1 << (idx & SL_MASK));
+            sl[fl] = bits;
+            if (bits === 0) this.#flBitmap &= ~(1 << fl);
+          }
+        }
+        this.#freeRegions--;
+        total += rec[next + R_SIZE];
+        after = rec[next + R_PNEXT];
+        rec[next + R_STATE] = UNUSED;
+        rec[next + R_FNEXT] = this.#unusedHead;
+        this.#unusedHead = next;
+      }
+      rec[prev + R_PNEXT] = after;
+      if (after >= 0) rec[after + R_PPREV] = prev;
+      else this.#last = prev;
+    } else {
+      total += rec[next + R_SIZE];
+      rec[next + R_START] = rec[b + R_START];
+      rec[next + R_PPREV] = prev;
+      if (prev >= 0) rec[prev + R_PNEXT] = next;
+    }
+    rec[b + R_STATE] = UNUSED;
+    rec[b + R_FNEXT] = this.#unusedHead;
+    this.#unusedHead = b;
+    rec[keep + R_SIZE] = total;
+    this.#largestCache = -1;
+    const from = rec[keep + R_CLASS];
+    const to = mappingIndex(total);
+    if (from === to) return;
+    // Move the kept block from list `from` to list `to`.
+    const fp = rec[keep + R_FPREV];
+    const fn = rec[keep + R_FNEXT];
+    if (fn >= 0) rec[fn + R_FPREV] = fp;
+    if (fp >= 0) rec[fp + R_FNEXT] = fn;
+    else {
+      heads[from] = fn;
+      if (fn < 0) {
+        const fl = from >>> SL_LOG2;
+        const bits = sl[fl] & ~(1 << (from & SL_MASK));
+        sl[fl] = bits;
+        if (bits === 0) this.#flBitmap &= ~(1 << fl);
+      }
+    }
+    const head = heads[to];
+    rec[keep + R_CLASS] = to;
+    rec[keep + R_FPREV] = -1;
+    rec[keep + R_FNEXT] = head;
+    if (head >= 0) rec[head + R_FPREV] = keep;
+    else {
+      const fl = to >>> SL_LOG2;
+      sl[fl] |= 1 << (to & SL_MASK);
+      this.#flBitmap |= 1 << fl;
+    }
+    heads[to] = keep;
   }
 
   /**
