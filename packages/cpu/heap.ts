@@ -357,17 +357,15 @@ export class CpuHeap {
       }
       owned[unit >>> 5] |= 1 << (unit & 31);
     };
-    // For the differential test of free()'s good-fit path: a class bound
-    // past every list makes free() take #release (which then indexes no
-    // block, as for good fit), restored at once.
+    // For the differential test of free()'s written-out path: the same
+    // free through #release.
     generalFree.free = (heap, byteOffset) => {
-      if (heap.placement !== "good-fit") throw new Error("good-fit only");
-      const large = heap.#largeClass;
-      heap.#largeClass = LIST_COUNT + 1;
+      const inline = heap.#inlineFree;
+      heap.#inlineFree = false;
       try {
         heap.free(byteOffset);
       } finally {
-        heap.#largeClass = large;
+        heap.#inlineFree = inline;
       }
     };
     ownedOffsets.unmark = (heap, byteOffset) => {
@@ -427,6 +425,10 @@ export class CpuHeap {
   // FIRST_FIT_UNITS for the first-fit placement, whose free blocks shorter
   // than that live in the small index instead of the size-class lists; else 0.
   #smallFree = 0;
+  // Whether free() takes its written-out path (good fit and compact; first
+  // fit's small index needs #release). A field of its own so that the
+  // differential test can send a free through #release (_general_free.ts).
+  #inlineFree = true;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
@@ -503,6 +505,7 @@ export class CpuHeap {
       this.#largeUnits = FIRST_FIT_UNITS;
       this.#largeClass = mappingIndex(FIRST_FIT_UNITS);
       this.#smallFree = FIRST_FIT_UNITS;
+      this.#inlineFree = false;
     }
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
@@ -921,15 +924,15 @@ export class CpuHeap {
     this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
     this.#liveNow--;
-    if (this.#largeClass !== LIST_COUNT) {
-      // Compact and first-fit: their indexes too (#release).
+    if (!this.#inlineFree) {
+      // First fit: its small index too (#release).
       this.#release(b);
       return;
     }
-    // Good fit: #release written out with its list moves, so that a free
-    // makes no call whatever the caller's inlining budget (README, "Fast
-    // paths"): a merge moves the kept neighbour to the list of its new
-    // class only when the class changes.
+    // Good fit and compact: #release written out with its list moves, so
+    // that a free makes no call but on compact's chunk index, whatever the
+    // caller's inlining budget (README, "Fast paths"): a merge moves the kept
+    // neighbour to the list of its new class only when the class changes.
     const prev = rec[b + R_PPREV];
     const next = rec[b + R_PNEXT];
     const prevFree = prev >= 0 && rec[prev + R_STATE] === FREE;
@@ -952,6 +955,14 @@ export class CpuHeap {
       heads[idx] = b;
       this.#freeRegions++;
       this.#largestCache = -1;
+      // Compact: a large block goes in the chunk index (good fit's
+      // #largeClass is past every class).
+      if (idx >= this.#largeClass) {
+        this.#lgPut(
+          (rec[b + R_START] + size - 1 - this.#startUnit) >>> SMALL_LOG2,
+          b,
+        );
+      }
       return;
     }
     // The neighbour that keeps its record: the previous block when free,
@@ -1002,6 +1013,12 @@ export class CpuHeap {
     this.#largestCache = -1;
     const from = rec[keep + R_CLASS];
     const to = mappingIndex(total);
+    // Compact: the chunk index, when the kept block is large now (good fit's
+    // #largeClass is past every class). Only a large block can be the cached
+    // lowest, and a merged block only grows: one test covers every case.
+    if (to >= this.#largeClass) {
+      this.#lgMerged(keep, keep === prev, from);
+    }
     if (from === to) return;
     // Move the kept block from list `from` to list `to`.
     const fp = rec[keep + R_FPREV];
@@ -2213,6 +2230,20 @@ export class CpuHeap {
   #absorb(keep: number, b: number, start: number, size: number): void {
     this.#freeRecord(b);
     this.#resizeFree(keep, start, size);
+  }
+
+  // Compact's chunk index after free() merged into free block `keep`, large
+  // now (#resizeFree's upkeep): a block that grew at its end (`grewAtEnd`:
+  // the previous one kept) goes in again under its new last unit, its old
+  // entry dropped lazily; one that kept its end goes in only if it was small
+  // (`from`). A next block merged into the previous one leaves nothing to
+  // do: the previous one takes its end, so its entry, and its place as the
+  // cached lowest.
+  #lgMerged(keep: number, grewAtEnd: boolean, from: number): void {
+    if (grewAtEnd) {
+      if (keep === this.#lgLowRec) this.#lgDrop();
+    } else if (from >= SMALL_CLASSES) return;
+    this.#lgPut(this.#endChunk(keep), keep);
   }
 
   // Grows so that a request of `units` at alignment `a` fits.
