@@ -130,13 +130,13 @@ const USED = 2;
  *   alignment) takes the lower-addressed of its good fit among the small size
  *   classes and the lowest-addressed free block of at least 256 granules, so
  *   small blocks gather low and leave the holes large blocks need; large
- *   requests take TLSF's good fit. 1.133x / 1.113x peak live at 0.80 - 0.82x
- *   / 0.72 - 0.79x the default's speed.
+ *   requests take TLSF's good fit. 1.133x / 1.113x peak live at 0.81 - 0.82x
+ *   / 0.82 - 0.85x the default's speed.
  * - `"first-fit"`: a request under 1,024 granules (64 KiB at the default
  *   alignment) takes the lowest-addressed free block that fits (exact first
  *   fit, found through an index of the free blocks under 1,024 granules by
  *   address); larger requests take TLSF's good fit. The least memory: 1.117x
- *   / 1.089x peak live at 0.53 - 0.57x / 0.51 - 0.56x the default's speed.
+ *   / 1.089x peak live at 0.51 - 0.58x / 0.44 - 0.54x the default's speed.
  */
 export type CpuHeapPlacement = "compact" | "first-fit" | "good-fit";
 
@@ -203,7 +203,7 @@ export interface CpuHeapOptions {
   /**
    * Where blocks go: `"good-fit"` (fastest, most memory), `"compact"` (about
    * 3% less memory at about 0.8x the speed) or `"first-fit"` (about 5% less
-   * memory at about 0.55x the speed) on traces of mixed lifetimes; see
+   * memory at about 0.5x the speed) on traces of mixed lifetimes; see
    * {@linkcode CpuHeapPlacement} for the measured figures. Any other value is
    * refused with an `InvalidArgumentError` that names it.
    *
@@ -2183,9 +2183,11 @@ export class CpuHeap {
   }
 
   // Marks used block `b` free and merges it with free neighbours, keeping a
-  // neighbour's list when its class does not change. Inlined into free (its
-  // only caller) with #insertFree and #link under Node 20's inlining budget,
-  // so an unmerged block makes no call and a merge one: #absorb.
+  // neighbour's list when its class does not change: free()'s path for the
+  // first-fit placement (good fit and compact write it out in free()), and
+  // the reference of free()'s differential test. Inlined into free with
+  // #insertFree and #link under Node 20's inlining budget, so an unmerged
+  // block makes no call and a merge one: #absorb.
   #release(b: number): void {
     const rec = this.#rec;
     const prev = rec[b + R_PPREV];
