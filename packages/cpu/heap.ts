@@ -30,6 +30,7 @@ import { junkFill } from "./_fill.ts";
 import { elementBytes } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
 import { ownedOffsets } from "./_owned_offsets.ts";
+import { generalFree } from "./_general_free.ts";
 import { _realBuffer, _realByteLength, _wasmBuffer } from "./_real_length.ts";
 
 /** Default alignment of a {@linkcode CpuHeap}: one cache line (AVX-512 width). */
@@ -129,13 +130,13 @@ const USED = 2;
  *   alignment) takes the lower-addressed of its good fit among the small size
  *   classes and the lowest-addressed free block of at least 256 granules, so
  *   small blocks gather low and leave the holes large blocks need; large
- *   requests take TLSF's good fit. 1.133x / 1.113x peak live at 0.80 - 0.82x
- *   / 0.72 - 0.79x the default's speed.
+ *   requests take TLSF's good fit. 1.133x / 1.113x peak live at 0.81 - 0.82x
+ *   / 0.82 - 0.85x the default's speed.
  * - `"first-fit"`: a request under 1,024 granules (64 KiB at the default
  *   alignment) takes the lowest-addressed free block that fits (exact first
  *   fit, found through an index of the free blocks under 1,024 granules by
  *   address); larger requests take TLSF's good fit. The least memory: 1.117x
- *   / 1.089x peak live at 0.53 - 0.57x / 0.51 - 0.56x the default's speed.
+ *   / 1.089x peak live at 0.51 - 0.58x / 0.44 - 0.54x the default's speed.
  */
 export type CpuHeapPlacement = "compact" | "first-fit" | "good-fit";
 
@@ -202,7 +203,7 @@ export interface CpuHeapOptions {
   /**
    * Where blocks go: `"good-fit"` (fastest, most memory), `"compact"` (about
    * 3% less memory at about 0.8x the speed) or `"first-fit"` (about 5% less
-   * memory at about 0.55x the speed) on traces of mixed lifetimes; see
+   * memory at about 0.5x the speed) on traces of mixed lifetimes; see
    * {@linkcode CpuHeapPlacement} for the measured figures. Any other value is
    * refused with an `InvalidArgumentError` that names it.
    *
@@ -356,6 +357,17 @@ export class CpuHeap {
       }
       owned[unit >>> 5] |= 1 << (unit & 31);
     };
+    // For the differential test of free()'s written-out path: the same
+    // free through #release.
+    generalFree.free = (heap, byteOffset) => {
+      const inline = heap.#inlineFree;
+      heap.#inlineFree = false;
+      try {
+        heap.free(byteOffset);
+      } finally {
+        heap.#inlineFree = inline;
+      }
+    };
     ownedOffsets.unmark = (heap, byteOffset) => {
       const unit = byteOffset >>> heap.#shift;
       const owned = heap.#owned!;
@@ -413,6 +425,10 @@ export class CpuHeap {
   // FIRST_FIT_UNITS for the first-fit placement, whose free blocks shorter
   // than that live in the small index instead of the size-class lists; else 0.
   #smallFree = 0;
+  // Whether free() takes its written-out path (good fit and compact; first
+  // fit's small index needs #release). A field of its own so that the
+  // differential test can send a free through #release (_general_free.ts).
+  #inlineFree = true;
   #flBitmap = 0;
   #slBitmap = new Int32Array(FL_COUNT);
   #freeRegions = 0;
@@ -489,6 +505,7 @@ export class CpuHeap {
       this.#largeUnits = FIRST_FIT_UNITS;
       this.#largeClass = mappingIndex(FIRST_FIT_UNITS);
       this.#smallFree = FIRST_FIT_UNITS;
+      this.#inlineFree = false;
     }
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
@@ -902,11 +919,132 @@ export class CpuHeap {
       if (b < 0) this.#lookupSlow(byteOffset, "free");
     }
     this.#liveCount--;
-    const bytes = rec[b + R_SIZE] * this.alignment;
+    const size = rec[b + R_SIZE];
+    const bytes = size * this.alignment;
     this.#reqNow -= bytes - rec[b + R_SLACK];
     this.#usedNow -= bytes;
     this.#liveNow--;
-    this.#release(b);
+    if (!this.#inlineFree) {
+      // First fit: its small index too (#release).
+      this.#release(b);
+      return;
+    }
+    // Good fit and compact: #release written out with its list moves, so
+    // that a free makes no call but on compact's chunk index, whatever the
+    // caller's inlining budget (README, "Fast paths"): a merge moves the kept
+    // neighbour to the list of its new class only when the class changes.
+    const prev = rec[b + R_PPREV];
+    const next = rec[b + R_PNEXT];
+    const prevFree = prev >= 0 && rec[prev + R_STATE] === FREE;
+    const nextFree = next >= 0 && rec[next + R_STATE] === FREE;
+    const heads = this.#heads;
+    const sl = this.#slBitmap;
+    if (!prevFree && !nextFree) {
+      const idx = mappingIndex(size);
+      const head = heads[idx];
+      rec[b + R_STATE] = FREE;
+      rec[b + R_CLASS] = idx;
+      rec[b + R_FPREV] = -1;
+      rec[b + R_FNEXT] = head;
+      if (head >= 0) rec[head + R_FPREV] = b;
+      else {
+        const fl = idx >>> SL_LOG2;
+        sl[fl] |= 1 << (idx & SL_MASK);
+        this.#flBitmap |= 1 << fl;
+      }
+      heads[idx] = b;
+      this.#freeRegions++;
+      this.#largestCache = -1;
+      // Compact: a large block goes in the chunk index (good fit's
+      // #largeClass is past every class).
+      if (idx >= this.#largeClass) {
+        this.#lgPut(
+          (rec[b + R_START] + size - 1 - this.#startUnit) >>> SMALL_LOG2,
+          b,
+        );
+      }
+      return;
+    }
+    // The neighbour that keeps its record: the previous block when free,
+    // else the next; b's record (and the next one's, merged into the
+    // previous) goes to the unused list.
+    let keep = next;
+    let total = size;
+    if (prevFree) {
+      keep = prev;
+      total += rec[prev + R_SIZE];
+      let after = next;
+      if (nextFree) {
+        // Take the next block off its list.
+        const fp = rec[next + R_FPREV];
+        const fn = rec[next + R_FNEXT];
+        if (fn >= 0) rec[fn + R_FPREV] = fp;
+        if (fp >= 0) rec[fp + R_FNEXT] = fn;
+        else {
+          const idx = rec[next + R_CLASS];
+          heads[idx] = fn;
+          if (fn < 0) {
+            const fl = idx >>> SL_LOG2;
+            const bits = sl[fl] & ~(1 << (idx & SL_MASK));
+            sl[fl] = bits;
+            if (bits === 0) this.#flBitmap &= ~(1 << fl);
+          }
+        }
+        this.#freeRegions--;
+        total += rec[next + R_SIZE];
+        after = rec[next + R_PNEXT];
+        rec[next + R_STATE] = UNUSED;
+        rec[next + R_FNEXT] = this.#unusedHead;
+        this.#unusedHead = next;
+      }
+      rec[prev + R_PNEXT] = after;
+      if (after >= 0) rec[after + R_PPREV] = prev;
+      else this.#last = prev;
+    } else {
+      total += rec[next + R_SIZE];
+      rec[next + R_START] = rec[b + R_START];
+      rec[next + R_PPREV] = prev;
+      if (prev >= 0) rec[prev + R_PNEXT] = next;
+    }
+    rec[b + R_STATE] = UNUSED;
+    rec[b + R_FNEXT] = this.#unusedHead;
+    this.#unusedHead = b;
+    rec[keep + R_SIZE] = total;
+    this.#largestCache = -1;
+    const from = rec[keep + R_CLASS];
+    const to = mappingIndex(total);
+    // Compact: the chunk index, when the kept block is large now (good fit's
+    // #largeClass is past every class). Only a large block can be the cached
+    // lowest, and a merged block only grows: one test covers every case.
+    if (to >= this.#largeClass) {
+      this.#lgMerged(keep, keep === prev, from);
+    }
+    if (from === to) return;
+    // Move the kept block from list `from` to list `to`.
+    const fp = rec[keep + R_FPREV];
+    const fn = rec[keep + R_FNEXT];
+    if (fn >= 0) rec[fn + R_FPREV] = fp;
+    if (fp >= 0) rec[fp + R_FNEXT] = fn;
+    else {
+      heads[from] = fn;
+      if (fn < 0) {
+        const fl = from >>> SL_LOG2;
+        const bits = sl[fl] & ~(1 << (from & SL_MASK));
+        sl[fl] = bits;
+        if (bits === 0) this.#flBitmap &= ~(1 << fl);
+      }
+    }
+    const head = heads[to];
+    rec[keep + R_CLASS] = to;
+    rec[keep + R_FPREV] = -1;
+    rec[keep + R_FNEXT] = head;
+    if (head >= 0) rec[head + R_FPREV] = keep;
+    else {
+      const fl = to >>> SL_LOG2;
+      sl[fl] |= 1 << (to & SL_MASK);
+      this.#flBitmap |= 1 << fl;
+    }
+    heads[to] = keep;
   }
 
   /**
@@ -2045,9 +2183,11 @@ export class CpuHeap {
   }
 
   // Marks used block `b` free and merges it with free neighbours, keeping a
-  // neighbour's list when its class does not change. Inlined into free (its
-  // only caller) with #insertFree and #link under Node 20's inlining budget,
-  // so an unmerged block makes no call and a merge one: #absorb.
+  // neighbour's list when its class does not change: free()'s path for the
+  // first-fit placement (good fit and compact write it out in free()), and
+  // the reference of free()'s differential test. Inlined into free with
+  // #insertFree and #link under Node 20's inlining budget, so an unmerged
+  // block makes no call and a merge one: #absorb.
   #release(b: number): void {
     const rec = this.#rec;
     const prev = rec[b + R_PPREV];
@@ -2092,6 +2232,20 @@ export class CpuHeap {
   #absorb(keep: number, b: number, start: number, size: number): void {
     this.#freeRecord(b);
     this.#resizeFree(keep, start, size);
+  }
+
+  // Compact's chunk index after free() merged into free block `keep`, large
+  // now (#resizeFree's upkeep): a block that grew at its end (`grewAtEnd`:
+  // the previous one kept) goes in again under its new last unit, its old
+  // entry dropped lazily; one that kept its end goes in only if it was small
+  // (`from`). A next block merged into the previous one leaves nothing to
+  // do: the previous one takes its end, so its entry, and its place as the
+  // cached lowest.
+  #lgMerged(keep: number, grewAtEnd: boolean, from: number): void {
+    if (grewAtEnd) {
+      if (keep === this.#lgLowRec) this.#lgDrop();
+    } else if (from >= SMALL_CLASSES) return;
+    this.#lgPut(this.#endChunk(keep), keep);
   }
 
   // Grows so that a request of `units` at alignment `a` fits.

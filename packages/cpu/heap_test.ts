@@ -8,6 +8,7 @@ import {
   UseAfterFreeError,
 } from "@allot/core";
 import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
+import { generalFree } from "./_general_free.ts";
 import { modelRuns } from "../core/_test_faults.ts";
 import { logUniformTrace, replay, type Trace } from "./bench/trace.ts";
 
@@ -584,6 +585,86 @@ describe("CpuHeap fast path", () => {
       ),
       { numRuns: modelRuns() },
     );
+  });
+
+  it("CpuHeap.free()'s written-out path (good fit, compact) matches the general path (#release) block for block", () => {
+    // The same operations on two heaps: one frees through free(), whose
+    // merge is written out for the good-fit and compact placements, one
+    // through #release (first fit's path). Offsets (so the order of every
+    // free list and compact's chunk index), blocks and stats must agree
+    // after each step.
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...PLACEMENTS),
+        holesArb(),
+        fc.array(
+          fc.tuple(fc.boolean(), sizeArb(1 << 16), fc.nat()),
+          { minLength: 1, maxLength: 120 },
+        ),
+        (placement, [fill, keep], ops) => {
+          const fast = new CpuHeap(1 << 20, { placement });
+          const slow = new CpuHeap(1 << 20, { placement });
+          const live: number[] = [];
+          fill.forEach((n, i) => {
+            const at = fast.alloc(n);
+            assert.equal(slow.alloc(n), at);
+            if (keep[i]) live.push(at);
+            else {
+              fast.free(at);
+              generalFree.free(slow, at);
+            }
+          });
+          for (const [isAlloc, byteLength, pick] of ops) {
+            if (isAlloc || live.length === 0) {
+              let x: number | undefined, y: number | undefined;
+              try {
+                x = fast.alloc(byteLength);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              try {
+                y = slow.alloc(byteLength);
+              } catch (e) {
+                assert.ok(e instanceof OutOfMemoryError);
+              }
+              assert.equal(x, y);
+              if (x !== undefined) live.push(x);
+            } else {
+              const [at] = live.splice(pick % live.length, 1);
+              fast.free(at);
+              generalFree.free(slow, at);
+              fast.checkIntegrity();
+            }
+            assert.deepEqual(fast.snapshot(), slow.snapshot());
+            assert.deepEqual(fast.stats(), slow.stats());
+          }
+          for (const at of live) {
+            fast.free(at);
+            generalFree.free(slow, at);
+          }
+          assert.deepEqual(fast.snapshot(), slow.snapshot());
+          fast.checkIntegrity();
+          slow.checkIntegrity();
+        },
+      ),
+      { numRuns: modelRuns() },
+    );
+  });
+
+  it("CpuHeap.free()'s written-out path refuses what free() refuses, changing nothing", () => {
+    const heap = new CpuHeap(1 << 16);
+    const a = heap.alloc(100);
+    const b = heap.alloc(200);
+    heap.free(a);
+    const before = heap.snapshot();
+    assert.throws(() => heap.free(a), DoubleFreeError);
+    assert.throws(() => heap.free(b + 64), DoubleFreeError);
+    assert.throws(() => heap.free(1 << 20), DoubleFreeError);
+    assert.throws(() => heap.free(-64), InvalidArgumentError);
+    assert.deepEqual(heap.snapshot(), before);
+    heap.free(b);
+    assert.equal(heap.largestFreeBytes, 1 << 16);
+    heap.checkIntegrity();
   });
 
   it("CpuHeap.alloc()'s fast path hands a carve to the general path when no spare record is left, and agrees with it", () => {

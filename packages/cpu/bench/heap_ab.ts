@@ -7,8 +7,10 @@
  *
  * Run: `deno run -A packages/cpu/bench/heap_ab.ts [--ref=main]
  * [--rounds=21] [--placement=good-fit] [--trace=log-uniform|tensor]
- * [--runtime=both|deno|node]`; `--trace=<substring>` takes the one recorded
- * CPU trace (`traces/cpu/`) whose path contains it, e.g. `--trace=cpu/mlp`. With `--against=as` the old side is
+ * [--runtime=both|deno|node]`; `--trace=<substring>` takes the recorded CPU
+ * traces (`traces/cpu/`) whose paths contain it, one after the other in the
+ * same processes, e.g. `--trace=cpu/mlp` (one) or `--trace=tfjs` (all nine).
+ * With `--against=as` the old side is
  * AssemblyScript's TLSF (the benchmark's peer) instead of a git ref: paired
  * CpuHeap / AssemblyScript ratios, steadier under load than `run.ts`'s best
  * of 15.
@@ -75,23 +77,21 @@ const { rounds, placement, trace: which, against } = ${args};
 const wasm = against === "as"
   ? new WebAssembly.Module(readFileSync(new URL("./as_tlsf.wasm", import.meta.url)))
   : undefined;
-const trace = which === "tensor"
-  ? tensorTrace(300)
+const traces = which === "tensor"
+  ? [{ ...tensorTrace(300), name: "" }]
   : which === "log-uniform"
-  ? logUniformTrace(200_000)
-  : (() => {
-    // A real trace, loaded by the driver (Deno) and written as JSON.
-    const t = JSON.parse(readFileSync(new URL("./trace.json", import.meta.url), "utf8"));
-    return { ...t, kind: Uint8Array.from(t.kind), slot: Int32Array.from(t.slot),
-      byteLength: Int32Array.from(t.byteLength) };
-  })();
+  ? [{ ...logUniformTrace(200_000), name: "" }]
+  : // Real traces, loaded by the driver (Deno) and written as JSON.
+    JSON.parse(readFileSync(new URL("./traces.json", import.meta.url), "utf8"))
+      .map((t) => ({ ...t, kind: Uint8Array.from(t.kind),
+        slot: Int32Array.from(t.slot), byteLength: Int32Array.from(t.byteLength) }));
 const MiB = 1 << 20;
-const out = [false, true].map((view) =>
-  abRounds(view ? "view" : "offsets",
+const out = traces.flatMap((trace) => [false, true].map((view) =>
+  abRounds((trace.name ? trace.name + " " : "") + (view ? "view" : "offsets"),
     () => new New(1024 * MiB, { placement }),
     () => wasm ? asHeap(wasm) : new Old(1024 * MiB, { placement }),
     trace, view, rounds)
-);
+));
 process.stdout.write(JSON.stringify(out) + "\\n");
 `;
 
@@ -111,24 +111,23 @@ if (import.meta.main) {
     await Deno.writeFile(`${dir}/as_tlsf.wasm`, await asBinary());
     const which = flag("trace", "log-uniform");
     if (which !== "log-uniform" && which !== "tensor") {
-      // A recorded CPU trace (`--trace=tfjs-cpu/mlp`: a path substring).
+      // Recorded CPU traces (`--trace=tfjs-cpu/mlp`: a path substring).
       const names = cpuTraceNames([which]);
-      if (names.length !== 1) {
-        throw new Error(
-          `--trace=${which} matches ${names.join(", ") || "no"} trace`,
+      if (names.length === 0) throw new Error(`--trace=${which} matches none`);
+      const traces = [];
+      for (const name of names) {
+        const t = await loadCpuTrace(name);
+        console.log(
+          `trace ${t.name}: ${t.kind.length} ops, ${t.repeat} passes`,
         );
-      }
-      const t = await loadCpuTrace(names[0]);
-      console.log(`trace ${t.name}: ${t.kind.length} ops, ${t.repeat} passes`);
-      await Deno.writeTextFile(
-        `${dir}/trace.json`,
-        JSON.stringify({
+        traces.push({
           ...t,
           kind: [...t.kind],
           slot: [...t.slot],
           byteLength: [...t.byteLength],
-        }),
-      );
+        });
+      }
+      await Deno.writeTextFile(`${dir}/traces.json`, JSON.stringify(traces));
     }
     await Deno.writeTextFile(`${dir}/main.ts`, MAIN(args));
     const show = (who: string, json: string) => {
