@@ -395,6 +395,25 @@ function run(
         }
         assert.equal(fresh.byteLength, expected, "segment size");
         heldPeak = Math.max(heldPeak, device.reservedBytes);
+      } else if (
+        o.releaseCachedAboveRatio !== Infinity &&
+        a.snapshot().segments.some((s) =>
+          before.some((b) => b.address === s.address && b.pool !== s.pool)
+        )
+      ) {
+        // A miss served by a whole free segment of the other pool, moved
+        // (no device buffer made, nothing given back): it still counts in
+        // the cycles of misses.
+        const need = active + size;
+        if (4 * need <= cycleActive) {
+          lastActive = cycleActive;
+          lastNeed = cycleNeed;
+          cycleActive = active;
+          cycleNeed = need;
+        } else {
+          cycleActive = Math.max(cycleActive, active);
+          cycleNeed = Math.max(cycleNeed, need);
+        }
       }
     } else if (op.kind === "free") {
       if (live.length === 0) continue;
