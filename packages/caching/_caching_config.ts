@@ -25,12 +25,16 @@ import {
   checkOptionalString,
   checkSource,
 } from "./_check.ts";
-import {
-  expandRoundupPower2Divisions,
-  MIN_BLOCK_BYTE_LENGTH,
-} from "./round_size.ts";
+import { expandRoundupPower2Divisions } from "./round_size.ts";
 
 const MiB = 1048576;
+
+/**
+ * The default block granule: WebGPU's storage offset alignment, the finest a
+ * block carved from a shared GPU buffer can have (PyTorch's 512 rounds small
+ * tensors up to several times their size; see `minBlockByteLength`).
+ */
+const DEFAULT_BLOCK_GRANULE = 256;
 
 /** Every option, checked, with its default applied. */
 export interface _CachingConfig {
@@ -129,7 +133,7 @@ export function _resolveCachingOptions<M>(
   validateObject(source, "source");
   validateObject(options, "options");
   const requested = validateAlignment(
-    optionOr(options.minBlockByteLength, MIN_BLOCK_BYTE_LENGTH),
+    optionOr(options.minBlockByteLength, DEFAULT_BLOCK_GRANULE),
     2 ** 30,
     "minBlockByteLength",
   );

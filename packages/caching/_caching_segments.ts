@@ -130,6 +130,15 @@ export function _segmentSizeFor<M>(
         : adaptive;
     }
   }
+  if (p.segmentGrowth > 0 && p.stats.reservedBytes === p.stats.activeBytes) {
+    // Nothing held is free: the program is growing into new memory. A
+    // segment of just the request holds no byte that is not live, as an
+    // exact-size pool would (TF.js's, onnxruntime's); a larger one leaves a
+    // tail that later requests may never fit. The adaptive size applies once
+    // something held is free, where a tail can take requests that the free
+    // blocks do not fit. See `bench/held_breakdown.ts`.
+    s = size;
+  }
   if (s > p.maxBlockByteLength) s = p.maxBlockByteLength;
   return s < size ? size : s;
 }

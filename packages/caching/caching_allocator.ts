@@ -319,8 +319,8 @@ export class CachingAllocator<M = unknown> {
    * import assert from "node:assert/strict";
    *
    * const allocator = new CachingAllocator(new MockSegmentSource());
-   * assert.equal(allocator.roundSize(1), 512);
-   * assert.equal(allocator.roundSize(513), 1024);
+   * assert.equal(allocator.roundSize(1), 256);
+   * assert.equal(allocator.roundSize(257), 512);
    * ```
    */
   roundSize(byteLength: number): number {
@@ -543,10 +543,11 @@ export class CachingAllocator<M = unknown> {
    *
    * const allocator = new CachingAllocator(new MockSegmentSource());
    * const a = allocator.allocateId(1000);
-   * const b = allocator.allocateId(1000);
-   * assert.equal(allocator.blockMemory(a), allocator.blockMemory(b));
-   * assert.equal(allocator.blockByteOffset(b) - allocator.blockByteOffset(a), 1024);
+   * assert.equal(allocator.blockByteLength(a), 1024);
+   * const memory = allocator.blockMemory(a);
    * allocator.freeById(a);
+   * const b = allocator.allocateId(1000); // from the cache: the same bytes
+   * assert.equal(allocator.blockMemory(b), memory);
    * allocator.freeById(b);
    * assert.equal(allocator.allocatedBytes, 0);
    * ```
@@ -886,8 +887,8 @@ export class CachingAllocator<M = unknown> {
    * a.release();
    * const stats = allocator.memoryStats();
    * assert.equal(stats.allocatedBytes.all.peak, 1024);
-   * // The first segment is the smallest adaptive one (4 KiB).
-   * assert.equal(stats.reservedBytes.smallPool.current, 4096);
+   * // Nothing held was free: the first segment is the request's own size.
+   * assert.equal(stats.reservedBytes.smallPool.current, 1024);
    * assert.equal(stats.numDeviceAlloc, 1);
    * ```
    */
@@ -938,7 +939,7 @@ export class CachingAllocator<M = unknown> {
    * using a = allocator.allocate(1000);
    * const snapshot = JSON.parse(JSON.stringify(allocator.snapshot()));
    * assert.equal(snapshot.segments.length, 1);
-   * assert.deepEqual(snapshot.segments[0].blocks.map((b: { state: string }) => b.state), ["active_allocated", "inactive"]);
+   * assert.deepEqual(snapshot.segments[0].blocks.map((b: { state: string }) => b.state), ["active_allocated"]);
    * assert.deepEqual(snapshot.history.map((e: { action: string }) => e.action), ["segment_alloc", "alloc", "snapshot"]);
    * ```
    */

@@ -45,7 +45,7 @@ const releaseBlock: Deleter<CachedBlock> = (block: CachedBlock): void => {
  * {
  *   using ptr = allocator.allocate(100);
  *   assert.equal(ptr.byteLength, 100);
- *   assert.equal(caching.allocatedBytes, 512);
+ *   assert.equal(caching.allocatedBytes, 256); // one 256-byte block
  * }
  * assert.equal(caching.allocatedBytes, 0);
  * ```

@@ -8,6 +8,7 @@ import {
   type SegmentSource,
 } from "@allot/core";
 import { CachingAllocator } from "./caching_allocator.ts";
+import { PYTORCH_SEGMENTS } from "./caching_options.ts";
 import { CachingAllocatorAdapter } from "./caching_allocator_adapter.ts";
 
 /** Host memory segments: one ArrayBuffer each. */
@@ -24,7 +25,7 @@ class HostSource implements SegmentSource<ArrayBuffer> {
 
 describe("CachingAllocatorAdapter", () => {
   it("CachingAllocatorAdapter.allocate() returns DataPtrs into segment memory that free their block", () => {
-    const caching = new CachingAllocator(new HostSource());
+    const caching = new CachingAllocator(new HostSource(), PYTORCH_SEGMENTS);
     const allocator = new CachingAllocatorAdapter(caching);
     const a = allocator.allocate(100);
     const b = allocator.allocate(100);

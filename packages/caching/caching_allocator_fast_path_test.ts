@@ -64,7 +64,7 @@ describe("CachingAllocator id pair fast paths", () => {
         live.delete(id);
       }
     }
-    for (const id of live) assert.equal(allocator.blockByteLength(id), 1024);
+    for (const id of live) assert.equal(allocator.blockByteLength(id), 768);
     allocator.validate();
   });
 

@@ -8,6 +8,7 @@ import {
   type CachingAllocatorOptions,
 } from "./caching_allocator.ts";
 import { modelRuns } from "../core/_test_faults.ts";
+import { PYTORCH_SEGMENTS } from "./caching_options.ts";
 
 // Model test of adaptive segment sizes (`segmentGrowthFraction`,
 // `minSegmentByteLength`) and of giving whole free segments back on a miss
@@ -72,8 +73,10 @@ function expectedSegment(
   o: Required<typeof optionsArb extends fc.Arbitrary<infer T> ? T : never>,
   size: number,
   reserved: number,
+  active: number,
 ): number {
   const small = size <= a.smallRequestMaxByteLength;
+  const g = a.minBlockByteLength;
   let s = small
     ? a.smallSegmentByteLength
     : size < a.ownSegmentMinByteLength
@@ -82,8 +85,8 @@ function expectedSegment(
   if (
     o.segmentGrowthFraction > 0 && (small || size < a.ownSegmentMinByteLength)
   ) {
-    const share = Math.ceil(reserved * o.segmentGrowthFraction / 512) * 512;
-    const min = Math.ceil(o.minSegmentByteLength / 512) * 512;
+    const share = Math.ceil(reserved * o.segmentGrowthFraction / g) * g;
+    const min = Math.ceil(o.minSegmentByteLength / g) * g;
     const adaptive = Math.max(min, share);
     // Its own size: a large request of more than a third of the adaptive
     // size, a small one that would leave a tail under an eighth of it.
@@ -94,6 +97,8 @@ function expectedSegment(
       s = own ? size : adaptive;
     }
   }
+  // Nothing held is free: just the request.
+  if (o.segmentGrowthFraction > 0 && reserved === active) s = size;
   return Math.max(s, size);
 }
 
@@ -374,7 +379,13 @@ function run(
         const fresh = a.snapshot().segments.find((s) =>
           !before.some((b) => b.address === s.address)
         )!;
-        let expected = expectedSegment(a, o, size, reserved - goneBytes);
+        let expected = expectedSegment(
+          a,
+          o,
+          size,
+          reserved - goneBytes,
+          active,
+        );
         if (o.releaseCachedAboveRatio !== Infinity) {
           // Requests seen growing get a step of room.
           missed[pool].push(size);
@@ -384,6 +395,25 @@ function run(
         }
         assert.equal(fresh.byteLength, expected, "segment size");
         heldPeak = Math.max(heldPeak, device.reservedBytes);
+      } else if (
+        o.releaseCachedAboveRatio !== Infinity &&
+        a.snapshot().segments.some((s) =>
+          before.some((b) => b.address === s.address && b.pool !== s.pool)
+        )
+      ) {
+        // A miss served by a whole free segment of the other pool, moved
+        // (no device buffer made, nothing given back): it still counts in
+        // the cycles of misses.
+        const need = active + size;
+        if (4 * need <= cycleActive) {
+          lastActive = cycleActive;
+          lastNeed = cycleNeed;
+          cycleActive = active;
+          cycleNeed = need;
+        } else {
+          cycleActive = Math.max(cycleActive, active);
+          cycleNeed = Math.max(cycleNeed, need);
+        }
       }
     } else if (op.kind === "free") {
       if (live.length === 0) continue;
@@ -435,7 +465,9 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
     const a = new CachingAllocator(source);
     const held: CachedBlock<{ id: number }>[] = [];
     while (source.reservedBytes < 200 * MiB) held.push(a.allocate(MiB));
-    const share = () => Math.ceil(source.reservedBytes / 128 / 512) * 512;
+    // Something held is free (else a miss takes just the request).
+    a.allocate(1000).release();
+    const share = () => Math.ceil(source.reservedBytes / 128 / 256) * 256;
     // Under a third of the adaptive size (and above the small pool's 256
     // KiB): one segment of that size, whose rest serves the next two.
     const quarter = Math.floor(share() / 4 / 512) * 512;
@@ -461,19 +493,55 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
     const a = new CachingAllocator(source);
     const held: CachedBlock<{ id: number }>[] = [];
     while (source.reservedBytes < 8 * MiB) held.push(a.allocate(MiB));
-    const share = Math.ceil(source.reservedBytes / 128 / 512) * 512;
+    // Something held is free (else a miss takes just the request).
+    a.allocate(1000).release();
+    const share = Math.ceil(source.reservedBytes / 128 / 256) * 256;
     // A tail of an eighth or more: the adaptive size.
     let before = source.reservedBytes;
-    held.push(a.allocate(share - share / 8));
+    const base = Math.floor((share - share / 8) / 256) * 256;
+    held.push(a.allocate(base));
     assert.equal(source.reservedBytes - before, share);
-    // Under an eighth: the request's own size.
-    const size = share - share / 8 + 512;
+    // Under an eighth (of the share now): the request's own size.
+    const now = Math.ceil(source.reservedBytes / 128 / 256) * 256;
+    const size = Math.ceil((now - now / 8 + 1) / 256) * 256;
     before = source.reservedBytes;
     held.push(a.allocate(size));
     assert.equal(source.reservedBytes - before, size);
     for (const b of held) b.release();
     a.emptyCache();
     assert.equal(source.reservedBytes, 0);
+  });
+
+  it("a miss while nothing held is free takes a segment of just the request; once something held is free, the adaptive size", () => {
+    const source = new MockSegmentSource({ capacityBytes: 2 ** 40 });
+    const a = new CachingAllocator(source);
+    assert.equal(a.minBlockByteLength, 256); // the default granule
+    const held: CachedBlock<{ id: number }>[] = [];
+    // Growing, everything live: each miss holds exactly its rounded request
+    // (an exact-size pool's bytes), however small.
+    for (const n of [1, 100, 300, 5000, 70_000, 300_000, 12 * MiB + 1]) {
+      const before = source.reservedBytes;
+      held.push(a.allocate(n));
+      assert.equal(source.reservedBytes - before, a.roundSize(n), `${n}`);
+      assert.equal(source.reservedBytes, a.allocatedBytes);
+    }
+    // A free block anywhere: the next miss takes the adaptive size (its
+    // tail can take requests that the free blocks do not fit).
+    held.shift()!.release();
+    const share = Math.max(
+      4096,
+      Math.ceil(source.reservedBytes / 128 / 256) * 256,
+    );
+    const before = source.reservedBytes;
+    held.push(a.allocate(1000));
+    assert.equal(source.reservedBytes - before, share);
+    for (const b of held) b.release();
+    a.emptyCache();
+    assert.equal(source.reservedBytes, 0);
+    // PyTorch's fixed sizes keep their 2 MiB first segment.
+    const fixed = new CachingAllocator(source, PYTORCH_SEGMENTS);
+    using _f = fixed.allocate(1000);
+    assert.equal(source.reservedBytes, 2 * MiB);
   });
 
   it("refuses out-of-range options with a typed error", () => {
@@ -509,6 +577,7 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
     assert.equal(source.reservedBytes, 2 * MiB);
     const adaptive = new CachingAllocator(source);
     using _b = adaptive.allocate(1000);
-    assert.equal(source.reservedBytes, 2 * MiB + 4096);
+    // Nothing held was free: just the request (1000 in 256-byte granules).
+    assert.equal(source.reservedBytes, 2 * MiB + 1024);
   });
 });

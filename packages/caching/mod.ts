@@ -29,9 +29,10 @@
  *
  * const stats = allocator.memoryStats();
  * assert.equal(stats.allocatedBytes.all.current, 3072);
- * // Adaptive segments: 4 KiB for a, exactly 5 MiB for b (PyTorch's 2 MiB
- * // and 20 MiB segments with PYTORCH_SEGMENTS).
- * assert.equal(stats.reservedBytes.all.current, 5 * 2 ** 20 + 4096);
+ * // Nothing held was free at either miss: a segment of just the request
+ * // each, 3072 bytes for a and 5 MiB for b (PyTorch's 2 MiB and 20 MiB
+ * // segments with PYTORCH_SEGMENTS).
+ * assert.equal(stats.reservedBytes.all.current, 5 * 2 ** 20 + 3072);
  * assert.equal(allocator.snapshot().segments.length, 2);
  * allocator.validate();
  * ```

@@ -12,7 +12,11 @@ import {
   validateByteLength,
 } from "@allot/core";
 
-/** Smallest block: every size is a multiple of this (PyTorch's `kMinBlockSize`). */
+/**
+ * PyTorch's `kMinBlockSize`, {@linkcode roundSize}'s default granule. A
+ * `CachingAllocator`'s default granule is 256 bytes (WebGPU's storage offset
+ * alignment; see `CachingAllocatorOptions.minBlockByteLength`).
+ */
 export const MIN_BLOCK_BYTE_LENGTH = 512;
 
 /** Number of power-of-two intervals that `roundupPower2Divisions` arrays cover: 1 MiB to 64 GiB. */

@@ -12,11 +12,16 @@ import type { GpuAllocation } from "./gpu_allocation.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
 import { readRecordedTrace } from "../trace/_test_traces.ts";
 
-/** Peak held / peak live of storage buffers the defaults reach. */
+/**
+ * Peak held / peak live of storage buffers the defaults reach. KV decode,
+ * ResNet and U-Net rose from 1.0502, 1.0647 and 1.0908 with 256-byte
+ * granules and segments of just the request while nothing held is free
+ * (storage13; `@allot/caching`'s trace test lists every row's change).
+ */
 const CEILINGS: Record<string, number> = {
   "onnxruntime-web/mlp-varbatch.jsonl.gz": 1.0069,
   "tfjs-webgpu/cnn-training.jsonl.gz": 1.1624,
-  "tfjs-webgpu/kv-decode.jsonl.gz": 1.0502,
+  "tfjs-webgpu/kv-decode.jsonl.gz": 1.0515,
   "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": 1.0036,
   "tfjs-webgpu/mobilenet-inference.jsonl.gz": 1.0098,
   "tfjs-webgpu/transformer-varlen.jsonl.gz": 1.0408,
@@ -24,9 +29,9 @@ const CEILINGS: Record<string, number> = {
   "onnxruntime-web/conv-varbatch.jsonl.gz": 1.0046,
   "tfjs-webgpu/gan-step.jsonl.gz": 1.0256,
   "tfjs-webgpu/lstm-textgen.jsonl.gz": 1.0619,
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": 1.0647,
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": 1.079,
   "tfjs-webgpu/transformer-training.jsonl.gz": 1.0592,
-  "tfjs-webgpu/unet-training.jsonl.gz": 1.0908,
+  "tfjs-webgpu/unet-training.jsonl.gz": 1.1221,
 };
 
 /**

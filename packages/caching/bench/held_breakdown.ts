@@ -1,0 +1,170 @@
+/**
+ * Where the default pool's held bytes go on the recorded real traces: at the
+ * first pass's peak held, peak held / peak live split into what is live, the
+ * rounding inside live blocks (granule padding), free blocks inside segments
+ * that also hold live ones (tails and holes), and whole free segments; with
+ * the floor that any pool rounding blocks to 512 or 256 bytes reaches (the
+ * most rounded live bytes at any time over peak live; an exact-size pool
+ * reaches 1.000). `CachingAllocator` with its defaults, one per usage, as
+ * `GpuCachingAllocator` keeps them, on mock devices; exact.
+ *
+ *   deno run -A packages/caching/bench/held_breakdown.ts [--usage=storage|all] [--only=<part of a trace path>]
+ *
+ * @module
+ */
+
+import { type CachedBlock, CachingAllocator } from "../mod.ts";
+import { type MockMemory, MockSegmentSource } from "@allot/core";
+import { type ReplayOps, traceOps } from "@allot/trace";
+import { readTraceFile } from "@allot/trace/cli";
+import {
+  recordedTraceNames,
+  TRACES_DIR,
+} from "../../../scripts/bench/recorded_traces.ts";
+import { fileURLToPath } from "node:url";
+
+/** Held bytes at one moment, by where they go. */
+interface Breakdown {
+  held: number;
+  live: number;
+  padding: number;
+  holes: number;
+  wholeFree: number;
+  segments: number;
+}
+
+/** One pass, one default allocator per usage: the breakdown at peak held. */
+export function breakdownAtPeak(ops: ReplayOps): {
+  peakLive: number;
+  at: Breakdown;
+} {
+  const pools = new Map<
+    number,
+    { a: CachingAllocator<MockMemory>; source: MockSegmentSource }
+  >();
+  const live = new Map<
+    number,
+    { a: CachingAllocator<MockMemory>; b: CachedBlock<MockMemory> }
+  >();
+  const sizes = new Map<number, number>();
+  let liveBytes = 0, peakLive = 0, peak = -1;
+  let at: Breakdown | undefined;
+  const held = () => {
+    let n = 0;
+    for (const p of pools.values()) n += p.source.reservedBytes;
+    return n;
+  };
+  for (let i = 0; i < ops.length; i++) {
+    const c = ops.code[i];
+    if (c === 0) {
+      let p = pools.get(ops.usage[i]);
+      if (p === undefined) {
+        const source = new MockSegmentSource({ capacityBytes: 2 ** 40 });
+        p = { a: new CachingAllocator(source), source };
+        pools.set(ops.usage[i], p);
+      }
+      const n = Math.max(1, ops.size[i]);
+      live.set(ops.id[i], { a: p.a, b: p.a.allocate(n) });
+      sizes.set(ops.id[i], n);
+      liveBytes += n;
+      if (liveBytes > peakLive) peakLive = liveBytes;
+      const h = held();
+      if (h > peak) {
+        peak = h;
+        at = describe(pools.values(), h, liveBytes);
+      }
+    } else if (c === 1) {
+      const x = live.get(ops.id[i])!;
+      x.a.free(x.b);
+      live.delete(ops.id[i]);
+      liveBytes -= sizes.get(ops.id[i])!;
+      sizes.delete(ops.id[i]);
+    }
+  }
+  for (const x of live.values()) x.a.free(x.b);
+  for (const p of pools.values()) p.a.emptyCache();
+  return { peakLive, at: at! };
+}
+
+function describe(
+  pools: Iterable<{ a: CachingAllocator<MockMemory> }>,
+  held: number,
+  live: number,
+): Breakdown {
+  let allocated = 0, requested = 0, holes = 0, wholeFree = 0, segments = 0;
+  for (const { a } of pools) {
+    for (const s of a.snapshot().segments) {
+      segments++;
+      if (s.blocks.length === 1 && s.blocks[0].state === "inactive") {
+        wholeFree += s.byteLength;
+        continue;
+      }
+      for (const b of s.blocks) {
+        if (b.state === "inactive") holes += b.byteLength;
+        else {
+          allocated += b.byteLength;
+          requested += b.requestedByteLength;
+        }
+      }
+    }
+  }
+  return {
+    held,
+    live,
+    padding: allocated - requested,
+    holes,
+    wholeFree,
+    segments,
+  };
+}
+
+/** The most rounded live bytes at any time over peak live bytes. */
+export function granuleFloor(ops: ReplayOps, granule: number): number {
+  const sizes = new Map<number, number>();
+  let live = 0, rounded = 0, peakLive = 0, peakRounded = 0;
+  for (let i = 0; i < ops.length; i++) {
+    if (ops.code[i] === 0) {
+      const n = Math.max(1, ops.size[i]);
+      sizes.set(ops.id[i], n);
+      live += n;
+      rounded += Math.ceil(n / granule) * granule;
+      peakLive = Math.max(peakLive, live);
+      peakRounded = Math.max(peakRounded, rounded);
+    } else if (ops.code[i] === 1) {
+      const n = sizes.get(ops.id[i])!;
+      sizes.delete(ops.id[i]);
+      live -= n;
+      rounded -= Math.ceil(n / granule) * granule;
+    }
+  }
+  return peakRounded / peakLive;
+}
+
+if (import.meta.main) {
+  const arg = (name: string) =>
+    Deno.args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const usage = arg("usage") === "all" ? "all" : "storage";
+  const only = arg("only") ?? "";
+  const r = (x: number, live: number) => (x / live).toFixed(4);
+  console.log(
+    `Default CachingAllocator, ${usage} buffers, one pass: peak held / peak live and its parts (shares of peak live) at peak held; floors of 512- and 256-byte granules\n`,
+  );
+  console.log(
+    "| trace | held | live then | padding | holes in segments | whole free segments | segments | floor 512 | floor 256 |",
+  );
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const name of recordedTraceNames(only)) {
+    const trace = await readTraceFile(fileURLToPath(new URL(name, TRACES_DIR)));
+    const ops = traceOps(trace, usage);
+    const { peakLive, at } = breakdownAtPeak(ops);
+    console.log(
+      `| ${name.replace(".jsonl.gz", "")} | ${r(at.held, peakLive)} | ${
+        r(at.live, peakLive)
+      } | ${r(at.padding, peakLive)} | ${r(at.holes, peakLive)} | ${
+        r(at.wholeFree, peakLive)
+      } | ${at.segments} | ${granuleFloor(ops, 512).toFixed(4)} | ${
+        granuleFloor(ops, 256).toFixed(4)
+      } |`,
+    );
+  }
+}
