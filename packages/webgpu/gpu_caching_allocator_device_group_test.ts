@@ -63,24 +63,32 @@ describe("GpuCachingAllocator device group and usage defaults", () => {
     }
   });
 
-  it("GpuCachingAllocator: a storage pool keeps 512-byte blocks; others take 256-byte blocks and 1 KiB segments", () => {
+  it("GpuCachingAllocator: a storage pool takes the caching defaults (256-byte blocks, 4 KiB segments); others 256-byte blocks and 1 KiB segments", () => {
     const gpu = gpuWithUniforms();
     const storage = new GpuCachingAllocator(gpu.device, { group: null });
-    assert.equal(storage.caching.roundSize(16), 512);
+    assert.equal(storage.caching.roundSize(16), 256);
     for (const usage of [UNIFORM, U.VERTEX | U.COPY_DST, U.COPY_SRC]) {
       const pool = new GpuCachingAllocator(gpu.device, {
         source: { usage },
         group: null,
       });
       assert.equal(pool.caching.roundSize(16), 256);
+      // a miss while nothing held is free takes a buffer of just the
+      // request; one while something is free takes at least the smallest
+      // segment, 1 KiB, whose tail the next small blocks share
+      const first = pool.allocate(64);
+      assert.equal([...gpu.live].at(-1)!.size, 256);
+      const second = pool.allocate(600);
+      first.release();
       const before = gpu.live.size;
-      const blocks = Array.from({ length: 4 }, () => pool.allocate(64));
-      // four 256-byte blocks share one 1 KiB buffer
+      const blocks = [pool.allocate(512)];
       assert.equal(gpu.live.size, before + 1);
-      assert.equal(
-        [...gpu.live].at(-1)!.size,
-        1024,
-      );
+      assert.equal([...gpu.live].at(-1)!.size, 1024);
+      blocks.push(pool.allocate(64), pool.allocate(64), pool.allocate(64));
+      // (the freed 256-byte block, then the 1 KiB segment's tail)
+      assert.equal(gpu.live.size, before + 1);
+      assert.equal(blocks[2].buffer, blocks[0].buffer);
+      second.release();
       for (const b of blocks) b.release();
       pool.validate();
     }
@@ -95,8 +103,12 @@ describe("GpuCachingAllocator device group and usage defaults", () => {
       group: null,
     });
     assert.equal(pool.caching.roundSize(16), 512);
-    using _a = pool.allocate(16);
+    // (a miss while something held is free: the smallest segment applies)
+    const first = pool.allocate(16), second = pool.allocate(600);
+    first.release();
+    using _a = pool.allocate(1024);
     assert.equal([...gpu.live].at(-1)!.size, 8 * KiB);
+    second.release();
     // given as undefined: the usage's default
     const other = new GpuCachingAllocator(gpu.device, {
       source: { usage: UNIFORM },
