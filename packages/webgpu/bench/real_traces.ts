@@ -324,6 +324,21 @@ const kinds: PeerKind[] = [
     },
   },
   {
+    name: "allot GpuCachingAllocator ids (queue-order)",
+    make() {
+      const a = new GpuCachingAllocator(device, { reuse: "queue-order" });
+      return {
+        alloc: (size) => a.allocateId(size),
+        use: (
+          id,
+        ) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
+        free: (id) => a.freeById(id as number),
+        step() {},
+        dispose: () => a.emptyCache(),
+      };
+    },
+  },
+  {
     name: "allot StepPlannedPool (queue-order)",
     make() {
       const p = new StepPlannedPool(new GpuSegmentSource(device));
@@ -369,7 +384,7 @@ const kinds: PeerKind[] = [
   },
 ];
 /** Index of each peer in `kinds`, for the ratio columns. */
-const TFJS = 0, CACHING = 2, STEP_PLANNED = 3, GPU_PLANNED = 4;
+const TFJS = 0, CACHING = 2, CACHING_IDS = 3, STEP_PLANNED = 4, GPU_PLANNED = 5;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -386,10 +401,10 @@ console.log(
 );
 console.log(
   "| trace | mode | " + kinds.map((k) => k.name).join(" | ") +
-    " | TF.js / GpuCaching | TF.js / StepPlanned | TF.js / GpuPlanned |",
+    " | TF.js / GpuCaching | TF.js / GpuCaching ids | TF.js / StepPlanned | TF.js / GpuPlanned |",
 );
 console.log(
-  "|---|---|" + kinds.map(() => "---:").join("|") + "|---:|---:|---:|",
+  "|---|---|" + kinds.map(() => "---:").join("|") + "|---:|---:|---:|---:|",
 );
 for (const { name, trace } of traces) {
   const ops = traceOps(trace, "storage");
@@ -422,8 +437,10 @@ for (const { name, trace } of traces) {
       `| ${name} | ${mode} | ` +
         times.map((v, k) => `${med[k].toFixed(0)} (${range(v)})`).join(" | ") +
         ` | ${(med[TFJS] / med[CACHING]).toFixed(2)}× | ${
-          (med[TFJS] / med[STEP_PLANNED]).toFixed(2)
-        }× | ${(med[TFJS] / med[GPU_PLANNED]).toFixed(2)}× |`,
+          (med[TFJS] / med[CACHING_IDS]).toFixed(2)
+        }× | ${(med[TFJS] / med[STEP_PLANNED]).toFixed(2)}× | ${
+          (med[TFJS] / med[GPU_PLANNED]).toFixed(2)
+        }× |`,
     );
   }
 }

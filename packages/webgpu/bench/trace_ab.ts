@@ -122,6 +122,17 @@ const refPeer = (): Peer => {
     dispose: () => a.emptyCache(),
   };
 };
+// This tree's id path (`allocateId` / `bufferOf` / `offsetOf` /
+// `freeById`): charged the same reads to bind (the buffer and the offset).
+const idsPeer = (): Peer => {
+  const a = new GpuCachingAllocator(device);
+  return {
+    alloc: (size) => a.allocateId(size),
+    use: (id) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
+    free: (id) => a.freeById(id as number),
+    dispose: () => a.emptyCache(),
+  };
+};
 const kinds: { name: string; make: () => Peer }[] = [
   { name: "this", make: thisPeer },
   { name: ref, make: refPeer },
@@ -150,6 +161,8 @@ const kinds: { name: string; make: () => Peer }[] = [
     },
   },
 ];
+/** Index of the id-path peer in `kinds`. */
+const IDS = kinds.push({ name: "this ids", make: idsPeer }) - 1;
 if (withCore) {
   kinds.push({
     name: "core",
@@ -173,16 +186,16 @@ const range = (v: number[]) =>
   `${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)}`;
 
 console.log(
-  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns |${
+  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns | this ids ns |${
     withCore ? " core ns |" : ""
-  } ${ref} / this | TF.js / this | TF.js / ${ref} |${
+  } ${ref} / this | TF.js / this | TF.js / ${ref} | TF.js / this ids | this / this ids |${
     withCore ? " core / this |" : ""
   }`,
 );
 console.log(
-  `|---|---|---:|---:|---:|---:|${withCore ? "---:|" : ""}---:|---:|---:|${
+  `|---|---|---:|---:|---:|---:|---:|${
     withCore ? "---:|" : ""
-  }`,
+  }---:|---:|---:|---:|---:|${withCore ? "---:|" : ""}`,
 );
 for (const name of names) {
   const data = await Deno.readFile(new URL(name, dir));
@@ -207,8 +220,10 @@ for (const name of names) {
     console.log(
       `| ${name.replace(".jsonl.gz", "")} | ${mode} | ${
         times.map((v) => median(v).toFixed(0)).join(" | ")
-      } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} |${
-        withCore ? ` ${cell(ratio(4, 0))} |` : ""
+      } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} | ${
+        cell(ratio(2, IDS))
+      } | ${cell(ratio(0, IDS))} |${
+        withCore ? ` ${cell(ratio(IDS + 1, 0))} |` : ""
       }`,
     );
   }
