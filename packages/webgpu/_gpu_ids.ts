@@ -10,8 +10,14 @@
  * record, one comparison. A free bumps the slot's generation; freed slots
  * wait in a FIFO ring and are reused only while {@linkcode FREE_SLOT_RESERVE}
  * others wait, so a freed id matches again only after its slot was reused
- * 2^12 times, 256 other ids apart each time. Each table starts its
+ * 2^12 times, 16 other frees apart each time. Each table starts its
  * generations elsewhere, so another allocator's ids are refused too.
+ *
+ * The reserve is small on purpose: a slot record is touched on every
+ * operation, and a ring of 256 (as `@allot/caching`'s id table keeps)
+ * cycles through 256 records, each cold when its turn comes; that cost
+ * 10-20 % per operation in the runtime-like replay (`bench/trace_ab.ts`),
+ * against a handle, which V8 bump-allocates in cache-warm memory.
  *
  * @module
  */
@@ -24,8 +30,8 @@ export const ID_SLOTS: number = 2 ** ID_SLOT_BITS;
 export const ID_SLOT_MASK: number = ID_SLOTS - 1;
 /** Every id is `id & ID_MASK` (a non-negative integer below 2^30). */
 export const ID_MASK: number = 2 ** 30 - 1;
-/** Free slots kept waiting before one is reused. */
-const FREE_SLOT_RESERVE = 256;
+/** Free slots kept waiting before one is reused (see above). */
+const FREE_SLOT_RESERVE = 16;
 
 // Each table starts at another generation, far from the last table's (an
 // odd stride near 0.618 of the 2^12 generations), so that the ids of two

@@ -371,7 +371,7 @@ export class GpuCachingAllocator {
    * handle's `release()`.
    *
    * A freed id is refused (`UseAfterFreeError`, `DoubleFreeError`) until
-   * its slot has been reused 4,096 times, 256 other ids apart each time; an
+   * its slot has been reused 4,096 times, 16 other frees apart each time; an
    * id of another allocator is refused the same way (each allocator starts
    * its ids at another generation; ids are numbers, not handles, so 4,096
    * allocators apart two can share one). At most 262,144 ids are live at
