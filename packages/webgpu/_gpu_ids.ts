@@ -22,14 +22,16 @@
  * @module
  */
 
+// (`1 << n`, not `2 ** n`: V8 computes `**` as a heap number, and ids made
+// from it made the slots' `id` field a boxed double.)
 /** log2 of the slots: live ids one allocator can hold at once. */
 const ID_SLOT_BITS = 18;
 /** Slots of a table. */
-export const ID_SLOTS: number = 2 ** ID_SLOT_BITS;
+export const ID_SLOTS: number = 1 << ID_SLOT_BITS;
 /** The slot of an id: `id & ID_SLOT_MASK`. */
 export const ID_SLOT_MASK: number = ID_SLOTS - 1;
 /** Every id is `id & ID_MASK` (a non-negative integer below 2^30). */
-export const ID_MASK: number = 2 ** 30 - 1;
+export const ID_MASK: number = (1 << 30) - 1;
 /** Free slots kept waiting before one is reused (see above). */
 const FREE_SLOT_RESERVE = 16;
 
