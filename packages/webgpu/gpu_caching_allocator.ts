@@ -408,7 +408,9 @@ export class GpuCachingAllocator {
    * ```
    */
   allocateId(byteLength: number): number {
-    validateByteLength(byteLength, this.#maxByteLength);
+    // (the checked value: -0 comes back as 0, a small integer, so the slot's
+    // size field never widens to a boxed double)
+    byteLength = validateByteLength(byteLength, this.#maxByteLength);
     if (this.#state.lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }

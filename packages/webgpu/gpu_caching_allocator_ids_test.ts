@@ -120,13 +120,50 @@ describe("GpuCachingAllocator ids", () => {
     assertRefused(a, 2 ** 30 - 1, UseAfterFreeError, DoubleFreeError);
     assert.equal(b.sizeOf(y), 4096, "b's id is untouched");
     assert.equal(b.liveIdCount, 1);
-    // a freed id stays refused over many reuses of the pool
-    for (let i = 0; i < 5000; i++) a.freeById(a.allocateId(256 + (i % 9)));
+    // a freed id stays refused, and is never given again, over many reuses
+    // of its slot (a window of 40 ids live, so slots cycle)
+    const window: number[] = [];
+    const given = new Set<number>();
+    for (let i = 0; i < 5000; i++) {
+      const id = a.allocateId(256 + (i % 9));
+      assert.notEqual(id, x);
+      assert.ok(!given.has(id), `id ${id} given twice`);
+      given.add(id);
+      window.push(id);
+      if (window.length > 40) a.freeById(window.shift()!);
+      if (i % 500 === 0) {
+        assertRefused(a, x, UseAfterFreeError, DoubleFreeError);
+      }
+    }
     assertRefused(a, x, UseAfterFreeError, DoubleFreeError);
+    for (const id of window) a.freeById(id);
     b.freeById(y);
     assert.equal(a.stats().allocatedBytes.all.current, 0);
     a.validate();
     b.validate();
+  });
+
+  it("a full table refuses allocateId before any change; -1 never matches a free slot", () => {
+    const { device } = mockGpu();
+    const a = new GpuCachingAllocator(device);
+    const ids: number[] = [];
+    for (let i = 0; i < 2 ** 18; i++) ids.push(a.allocateId(0));
+    const before = a.stats().allocation.all.allocated;
+    try {
+      a.allocateId(8);
+      assert.fail("not refused");
+    } catch (e) {
+      assert.ok(e instanceof InvalidArgumentError);
+      assert.match(e.message, /262144 ids are live/);
+    }
+    assert.equal(a.stats().allocation.all.allocated, before);
+    assert.equal(a.liveIdCount, 2 ** 18);
+    // the last slot (2^18 - 1, which is what -1 & the slot mask gives) free
+    a.freeById(ids.pop()!);
+    assertRefused(a, -1, InvalidArgumentError, InvalidArgumentError);
+    for (const id of ids) a.freeById(id);
+    assert.equal(a.liveIdCount, 0);
+    assert.equal(a.stats().allocatedBytes.all.current, 0);
   });
 
   it("a handle's block is not an id, and ids and handles share the pool", () => {
@@ -199,7 +236,7 @@ describe("GpuCachingAllocator ids", () => {
     a.validate();
   });
 
-  it("refuses bad sizes and a lost device before taking a slot", () => {
+  it("refuses bad sizes before taking a slot; -0 is 0", () => {
     const { device } = mockGpu();
     const a = new GpuCachingAllocator(device);
     for (const bad of [-1, NaN, 1.5, "8", 2 ** 53, 512 * 2 ** 20]) {
@@ -210,6 +247,9 @@ describe("GpuCachingAllocator ids", () => {
     const x = a.allocateId(0); // an ordinary 0-byte allocation
     assert.equal(a.sizeOf(x), 0);
     a.freeById(x);
+    const z = a.allocateId(-0);
+    assert.ok(Object.is(a.sizeOf(z), 0), "-0 comes back as 0");
+    a.freeById(z);
   });
 
   it("a leak detector watches handles, not ids: the id path still pools", () => {
