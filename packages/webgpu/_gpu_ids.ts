@@ -118,9 +118,4 @@ export class _GpuIds<B> {
       ID_MASK;
     this.#free++;
   }
-
-  /** Every live slot (for device loss and tests). */
-  *live(): IterableIterator<_IdSlot<B>> {
-    for (const r of this.slots) if (r.id !== -1) yield r;
-  }
 }
