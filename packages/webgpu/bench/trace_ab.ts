@@ -16,7 +16,7 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--jit-passes=N]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--ref-ids] [--jit-passes=N]`
  *
  * @module
  */
@@ -71,6 +71,11 @@ interface Handle {
 interface Caching {
   allocate(byteLength: number): Handle;
   emptyCache(): void;
+  // the id path (at refs that have it)
+  allocateId?(byteLength: number): number;
+  bufferOf?(id: number): GPUBuffer;
+  offsetOf?(id: number): number;
+  freeById?(id: number): void;
 }
 type CachingClass = new (device: GPUDevice) => Caching;
 
@@ -163,6 +168,29 @@ const kinds: { name: string; make: () => Peer }[] = [
 ];
 /** Index of the id-path peer in `kinds`. */
 const IDS = kinds.push({ name: "this ids", make: idsPeer }) - 1;
+/**
+ * `--ref-ids`: one more peer, the ref's id path (a ref that has one):
+ * `ref ids / this ids` is then the last column.
+ */
+const withRefIds = Deno.args.includes("--ref-ids");
+if (withRefIds) {
+  kinds.push({
+    name: `${ref} ids`,
+    make() {
+      const a = new RefCaching(device);
+      return {
+        alloc: (size) => a.allocateId!(size),
+        use: (
+          id,
+        ) => (sink = a.bufferOf!(id as number), a.offsetOf!(id as number)),
+        free: (id) => a.freeById!(id as number),
+        dispose: () => a.emptyCache(),
+      };
+    },
+  });
+}
+/** Index of the core peer in `kinds` (after the optional ref ids). */
+const CORE = kinds.length;
 if (withCore) {
   kinds.push({
     name: "core",
@@ -187,15 +215,19 @@ const range = (v: number[]) =>
 
 console.log(
   `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns | this ids ns |${
+    withRefIds ? ` ${ref} ids ns |` : ""
+  }${
     withCore ? " core ns |" : ""
   } ${ref} / this | TF.js / this | TF.js / ${ref} | TF.js / this ids | this / this ids |${
     withCore ? " core / this |" : ""
-  }`,
+  }${withRefIds ? ` ${ref} ids / this ids |` : ""}`,
 );
 console.log(
-  `|---|---|---:|---:|---:|---:|---:|${
+  `|---|---|---:|---:|---:|---:|---:|${withRefIds ? "---:|" : ""}${
     withCore ? "---:|" : ""
-  }---:|---:|---:|---:|---:|${withCore ? "---:|" : ""}`,
+  }---:|---:|---:|---:|---:|${withCore ? "---:|" : ""}${
+    withRefIds ? "---:|" : ""
+  }`,
 );
 for (const name of names) {
   const data = await Deno.readFile(new URL(name, dir));
@@ -223,8 +255,8 @@ for (const name of names) {
       } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} | ${
         cell(ratio(2, IDS))
       } | ${cell(ratio(0, IDS))} |${
-        withCore ? ` ${cell(ratio(IDS + 1, 0))} |` : ""
-      }`,
+        withCore ? ` ${cell(ratio(CORE, 0))} |` : ""
+      }${withRefIds ? ` ${cell(ratio(IDS + 1, IDS))} |` : ""}`,
     );
   }
 }
