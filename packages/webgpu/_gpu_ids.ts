@@ -8,7 +8,7 @@
  * free), and what a runtime reads to bind it (the buffer and the byte offset
  * in it) next to the pool's block, so a look-up is one array load, one
  * record, one comparison. A free bumps the slot's generation; freed slots
- * wait in a FIFO ring and are reused only while {@linkcode FREE_SLOT_RESERVE}
+ * wait in a FIFO and are reused only while {@linkcode FREE_SLOT_RESERVE}
  * others wait, so a freed id matches again only after its slot was reused
  * 2^12 times, 16 other frees apart each time. Each table starts its
  * generations elsewhere, so another allocator's ids are refused too.
@@ -54,9 +54,17 @@ export class _IdSlot<B> {
   size = 0;
   /** The pool's block (`null` when free). */
   block: B | null = null;
+  /** While free: the id this slot gives next (its generation bumped). */
+  next = 0;
+  /** While free: the slot freed after this one, -1 for none (the FIFO). */
+  link = -1;
 }
 
-/** Slots by id, with the ring of free slots' next ids. */
+/**
+ * Slots by id. The free slots form a FIFO through their records (`link`),
+ * so taking one touches only the record about to be used, and freeing one
+ * the record freed last (no ring array to load).
+ */
 export class _GpuIds<B> {
   /** The records, indexed by slot (never replaced: callers may keep it). */
   readonly slots: _IdSlot<B>[] = [];
@@ -64,10 +72,9 @@ export class _GpuIds<B> {
   count = 0;
   #base = ((nextBase++ * BASE_STRIDE) & (ID_MASK >>> ID_SLOT_BITS)) *
     ID_SLOTS;
-  // The next id of each free slot, a FIFO ring (an array that shrinks and
-  // grows would reallocate its store: garbage on every operation).
-  #ring = new Int32Array(1024);
-  #head = 0;
+  /** The oldest free slot and the newest (-1 when none). */
+  #head = -1;
+  #tail = -1;
   #free = 0;
 
   /** Whether no slot can be given now. */
@@ -82,12 +89,10 @@ export class _GpuIds<B> {
   add(): _IdSlot<B> {
     let r: _IdSlot<B>;
     if (this.#free > FREE_SLOT_RESERVE) {
-      const ring = this.#ring;
-      const id = ring[this.#head];
-      this.#head = (this.#head + 1) & (ring.length - 1);
+      r = this.slots[this.#head];
+      this.#head = r.link;
       this.#free--;
-      r = this.slots[id & ID_SLOT_MASK];
-      r.id = id;
+      r.id = r.next;
     } else {
       r = new _IdSlot<B>();
       r.id = this.slots.length + this.#base;
@@ -97,25 +102,20 @@ export class _GpuIds<B> {
     return r;
   }
 
-  /** Frees live slot `r`: its next id waits in the ring. */
+  /** Frees live slot `r`: it joins the FIFO under its next generation. */
   remove(r: _IdSlot<B>): void {
     const id = r.id;
+    const slot = id & ID_SLOT_MASK;
+    // Generation + 1 (mod 2^12) in the high bits, the slot kept.
+    r.next = (id + ID_SLOTS) & ID_MASK;
     r.id = -1;
     r.buffer = null;
     r.block = null;
+    r.link = -1;
     this.count--;
-    let ring = this.#ring;
-    if (this.#free === ring.length) {
-      const grown = new Int32Array(ring.length * 2);
-      for (let i = 0; i < this.#free; i++) {
-        grown[i] = ring[(this.#head + i) & (ring.length - 1)];
-      }
-      this.#ring = ring = grown;
-      this.#head = 0;
-    }
-    // Generation + 1 (mod 2^12) in the high bits, the slot kept.
-    ring[(this.#head + this.#free) & (ring.length - 1)] = (id + ID_SLOTS) &
-      ID_MASK;
+    if (this.#free === 0) this.#head = slot;
+    else this.slots[this.#tail].link = slot;
+    this.#tail = slot;
     this.#free++;
   }
 }
