@@ -223,7 +223,7 @@ if (!timeOnly) {
    * usage, as the replay policy keeps them): at the moment the group's held
    * bytes peak, each usage's held and live bytes (mock sources: exact).
    */
-  function heldByUsage(ops: ReplayOps): string {
+  const heldByUsage = (ops: ReplayOps): string => {
     const group = new StepPoolGroup();
     const pools = new Map<number, StepPlannedPool>();
     const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
@@ -252,7 +252,7 @@ if (!timeOnly) {
       } else if (c === 3) group.endStep();
     }
     return at;
-  }
+  };
   console.log(
     "\n## StepPlannedPool, all buffers: held / live KiB per usage where held peaks\n",
   );
