@@ -22,6 +22,7 @@ import {
   type MemoryStats,
 } from "@allot/caching";
 import {
+  AllotError,
   describeValue,
   type Device,
   DoubleFreeError,
@@ -682,12 +683,33 @@ export class GpuCachingAllocator {
   }
 
   /**
-   * Checks every internal invariant (the same as `caching.validate()`).
+   * Checks every internal invariant: `caching.validate()`, and that every
+   * live id's buffer, offset and size are its block's.
    *
    * @throws {AllotError} Naming the first broken invariant.
    */
   validate(): void {
     this.caching.validate();
+    let live = 0;
+    for (const r of this.#slots) {
+      if (r.id === -1) continue;
+      live++;
+      const b = r.block;
+      const raw = b?.segment.raw;
+      if (
+        b == null || raw === undefined || r.buffer !== raw.memory ||
+        r.offset !== raw.byteOffset + b.offset || r.size > b.size
+      ) {
+        throw new AllotError(
+          `GpuCachingAllocator is inconsistent: id ${r.id} does not hold its block's place`,
+        );
+      }
+    }
+    if (live !== this.#ids.count) {
+      throw new AllotError(
+        `GpuCachingAllocator is inconsistent: ${live} live ids, ${this.#ids.count} counted`,
+      );
+    }
   }
 
   /**

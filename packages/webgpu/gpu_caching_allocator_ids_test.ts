@@ -352,6 +352,7 @@ describe("GpuCachingAllocator ids", () => {
             }
             assert.equal(byId.liveIdCount, ids.length);
             assert.deepEqual(byId.stats(), byHandle.stats());
+            byId.validate(); // every live id holds its block's place
           }
           for (const h of handles) h.release();
           for (const id of ids) byId.freeById(id);
