@@ -16,7 +16,7 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--ref-ids] [--jit-passes=N]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--ref-ids] [--no-ids] [--jit-passes=N]`
  *
  * @module
  */
@@ -166,8 +166,19 @@ const kinds: { name: string; make: () => Peer }[] = [
     },
   },
 ];
+/**
+ * `--no-ids`: a control. The id peer runs this tree's caching code too, so
+ * the handle peer's first operation after each await finds that code warmer
+ * than the ref's copy does; with `--no-ids` a second no-op peer takes its
+ * place (same number of peers; the `ids` columns then time that no-op).
+ */
+const noIds = Deno.args.includes("--no-ids");
 /** Index of the id-path peer in `kinds`. */
-const IDS = kinds.push({ name: "this ids", make: idsPeer }) - 1;
+const IDS = kinds.push(
+  noIds
+    ? { name: "no-op 2", make: kinds[3].make }
+    : { name: "this ids", make: idsPeer },
+) - 1;
 /**
  * `--ref-ids`: one more peer, the ref's id path (a ref that has one):
  * `ref ids / this ids` is then the last column.
