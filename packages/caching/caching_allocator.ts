@@ -111,6 +111,15 @@ export interface _BlockHooks {
    * is no block, a block not allocated, and a block allocated by id.
    */
   give<M>(allocator: CachingAllocator<M>, block: _BlockPlace<M>): void;
+  /**
+   * `take` whether or not a leak detector watches the handles (for callers
+   * that hand out no objects to watch: `@allot/webgpu`'s id path). Free the
+   * block once with `give`.
+   */
+  takeUnwatched<M>(
+    allocator: CachingAllocator<M>,
+    byteLength: number,
+  ): _BlockPlace<M>;
 }
 
 export {
@@ -741,7 +750,9 @@ export class CachingAllocator<M = unknown> {
       }
       a.#p.release(b as _Block<M>);
     };
-    const hooks: _BlockHooks = { take, give };
+    const takeUnwatched = <M>(a: CachingAllocator<M>, byteLength: number) =>
+      a.#takeBlock(byteLength);
+    const hooks: _BlockHooks = { take, give, takeUnwatched };
     Object.defineProperty(this, Symbol.for("allot.caching.blockHooks"), {
       value: Object.freeze(hooks),
     });

@@ -77,11 +77,23 @@ function exercise(
 function cachingAnchor(): unknown[] {
   const device = standInDevice();
   const caching = new GpuCachingAllocator(device);
-  const result = [
+  const result: unknown[] = [
     caching,
     exercise(caching, () => {}),
     new GpuCachingAllocator(device, { reuse: "after-fence" }),
   ];
+  // the id path's slots too (out of order, sizes across the pools)
+  const ids: number[] = [];
+  for (let i = 0; i < 300; i++) {
+    if (i % 3 === 2) caching.freeById(ids.splice((i * 7) % ids.length, 1)[0]);
+    else {
+      const id = caching.allocateId(SIZES[i % SIZES.length] + (i % 5) * 512);
+      if (caching.bufferOf(id) === null || caching.offsetOf(id) < 0) break;
+      ids.push(id);
+    }
+  }
+  for (const id of ids) caching.freeById(id);
+  result.push(caching.allocateId(2 ** 30 + 4096));
   caching.emptyCache();
   return result;
 }

@@ -22,14 +22,17 @@ import {
   type MemoryStats,
 } from "@allot/caching";
 import {
+  AllotError,
   describeValue,
   type Device,
+  DoubleFreeError,
   InvalidArgumentError,
   type MemorySnapshot,
   type MemorySummaryOptions,
   optionOr,
   OutOfMemoryError,
   type SynchronizeOptions,
+  UseAfterFreeError,
   validateByteLength,
   validateOptionKeys,
   validateSynchronizeOptions,
@@ -38,7 +41,15 @@ import {
   _assertAlive,
   type _DeviceState,
   _deviceState,
+  _lostError,
 } from "./_device_state.ts";
+import {
+  _GpuIds,
+  type _IdSlot,
+  ID_MASK,
+  ID_SLOT_MASK,
+  ID_SLOTS,
+} from "./_gpu_ids.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
@@ -58,10 +69,13 @@ import { _usageCachingDefaults } from "./_usage_defaults.ts";
 
 // The handle-less block pair of @allot/caching (internal to allot; kept off
 // that package's exports).
-const { take: _takeBlock, give: _giveBlock } =
-  (CachingAllocator as unknown as Record<symbol, _BlockHooks>)[
-    Symbol.for("allot.caching.blockHooks")
-  ];
+const {
+  take: _takeBlock,
+  give: _giveBlock,
+  takeUnwatched: _takeUnwatched,
+} = (CachingAllocator as unknown as Record<symbol, _BlockHooks>)[
+  Symbol.for("allot.caching.blockHooks")
+];
 
 /** The group's hook that names a wrapper of a member (internal to allot). */
 type _GroupAlias = (group: object, alias: object, allocator: object) => void;
@@ -204,6 +218,11 @@ export class GpuCachingAllocator {
   #handleOwner: GpuAllocationOwner;
   #state: _DeviceState;
   #maxByteLength: number;
+  /** Whether frees wait for the queue (`reuse: "after-fence"`). */
+  #afterFence: boolean;
+  #ids = new _GpuIds<_BlockPlace<GPUBuffer>>();
+  /** `#ids.slots` (one load less on the id path). */
+  #slots: _IdSlot<_BlockPlace<GPUBuffer>>[] = this.#ids.slots;
 
   /**
    * Creates the source, the stream and the allocator.
@@ -244,6 +263,7 @@ export class GpuCachingAllocator {
     this.source = new GpuSegmentSource(device, options.source);
     this.stream = QueueStream.of(device);
     this.reuse = _checkReuse(options.reuse, "queue-order");
+    this.#afterFence = this.reuse === "after-fence";
     // kernels bind storage ranges across blocks: a storage pool's large
     // segments stay within one storage binding (uniform blocks bind alone,
     // and vertex, index and indirect ranges have no binding limit)
@@ -434,6 +454,206 @@ export class GpuCachingAllocator {
     );
   }
 
+  // ---- the id path: no object per allocation ----
+
+  /**
+   * Allocates like {@linkcode GpuCachingAllocator.allocate}, but returns a
+   * number instead of a handle, for runtimes that keep their own records of
+   * their tensors: no object is made per allocation (no garbage), and
+   * binding reads {@linkcode GpuCachingAllocator.bufferOf} and
+   * {@linkcode GpuCachingAllocator.offsetOf}. Free it once with
+   * {@linkcode GpuCachingAllocator.freeById}, under the same reuse rule as a
+   * handle's `release()`.
+   *
+   * A freed id is refused (`UseAfterFreeError`, `DoubleFreeError`) until
+   * its slot has been reused 4,096 times, 16 other frees apart each time; an
+   * id of another allocator is refused the same way (each allocator starts
+   * its ids at another generation; ids are numbers, not handles, so 4,096
+   * allocators apart two can share one). At most 262,144 ids are live at
+   * once per allocator. No leak detector watches ids.
+   *
+   * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
+   * @returns The id: an integer from 0 to 2^30 - 1.
+   * @throws {InvalidArgumentError} For a bad size, one above the device's
+   * `maxBufferSize`, or when 262,144 ids are live.
+   * @throws {CachingOutOfMemoryError} When the device cannot hold it.
+   * @throws {DeviceLostError} When the device was lost.
+   *
+   * @example Bind by id
+   * ```ts
+   * import { GpuCachingAllocator } from "@allot/webgpu";
+   * import { UseAfterFreeError } from "@allot/core";
+   * import assert from "node:assert/strict";
+   *
+   * const adapter = await navigator.gpu?.requestAdapter();
+   * if (adapter) {
+   *   const device = await adapter.requestDevice();
+   *   const allocator = new GpuCachingAllocator(device);
+   *   const id = allocator.allocateId(1000);
+   *   const entry = {
+   *     buffer: allocator.bufferOf(id),
+   *     offset: allocator.offsetOf(id),
+   *     size: allocator.sizeOf(id),
+   *   };
+   *   assert.equal(entry.size, 1000);
+   *   allocator.freeById(id);
+   *   assert.throws(() => allocator.bufferOf(id), UseAfterFreeError);
+   *   device.destroy();
+   * }
+   * ```
+   */
+  allocateId(byteLength: number): number {
+    // (the checked value: -0 comes back as 0, a small integer, so the slot's
+    // size field never widens to a boxed double)
+    byteLength = validateByteLength(byteLength, this.#maxByteLength);
+    if (this.#state.lost) {
+      _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
+    }
+    const ids = this.#ids;
+    if (ids.full) this.#throwIdsFull(byteLength); // before any change
+    if (this.#frees.count > 0) this.#frees.poll();
+    const b = _takeUnwatched(this.caching, byteLength);
+    const r = ids.add();
+    const raw = b.segment.raw;
+    r.buffer = raw.memory;
+    r.offset = raw.byteOffset + b.offset;
+    r.size = byteLength;
+    r.block = b;
+    return r.id;
+  }
+
+  /**
+   * The buffer of a live id.
+   *
+   * @param id An id from {@linkcode GpuCachingAllocator.allocateId}.
+   * @returns The `GPUBuffer` that holds it.
+   * @throws {InvalidArgumentError} When `id` is no integer from 0 to 2^30 - 1.
+   * @throws {UseAfterFreeError} When it is not a live id of this allocator.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  bufferOf(id: number): GPUBuffer {
+    const r = typeof id === "number"
+      ? this.#slots[id & ID_SLOT_MASK]
+      : undefined;
+    if (r === undefined || r.id !== id || id < 0 || this.#state.lost) {
+      this.#refuse(id, "read the buffer of");
+    }
+    return r.buffer!;
+  }
+
+  /**
+   * The byte offset of a live id in its buffer (a multiple of the source's
+   * alignment).
+   *
+   * @param id An id from {@linkcode GpuCachingAllocator.allocateId}.
+   * @returns The byte offset.
+   * @throws {InvalidArgumentError} When `id` is no integer from 0 to 2^30 - 1.
+   * @throws {UseAfterFreeError} When it is not a live id of this allocator.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  offsetOf(id: number): number {
+    const r = typeof id === "number"
+      ? this.#slots[id & ID_SLOT_MASK]
+      : undefined;
+    if (r === undefined || r.id !== id || id < 0 || this.#state.lost) {
+      this.#refuse(id, "read the offset of");
+    }
+    return r.offset;
+  }
+
+  /**
+   * The bytes asked for by a live id (a binding's `size`).
+   *
+   * @param id An id from {@linkcode GpuCachingAllocator.allocateId}.
+   * @returns The byte length.
+   * @throws {InvalidArgumentError} When `id` is no integer from 0 to 2^30 - 1.
+   * @throws {UseAfterFreeError} When it is not a live id of this allocator.
+   * @throws {DeviceLostError} When the device was lost.
+   */
+  sizeOf(id: number): number {
+    const r = typeof id === "number"
+      ? this.#slots[id & ID_SLOT_MASK]
+      : undefined;
+    if (r === undefined || r.id !== id || id < 0 || this.#state.lost) {
+      this.#refuse(id, "read the size of");
+    }
+    return r.size;
+  }
+
+  /**
+   * Frees a live id: its memory serves new requests at once under
+   * queue-order reuse, after the work submitted so far under after-fence
+   * reuse (as `GpuAllocation.release()`). After device loss it does
+   * nothing and never throws for an id that was given (cleanup loops never
+   * throw).
+   *
+   * @param id An id from {@linkcode GpuCachingAllocator.allocateId}.
+   * @throws {InvalidArgumentError} When `id` is no integer from 0 to 2^30 - 1.
+   * @throws {DoubleFreeError} When it is not a live id of this allocator
+   * (freed already, never given, or another allocator's); nothing changes.
+   */
+  freeById(id: number): void {
+    const r = typeof id === "number"
+      ? this.#slots[id & ID_SLOT_MASK]
+      : undefined;
+    if (r === undefined || r.id !== id || id < 0) {
+      this.#refuseFree(id);
+      return;
+    }
+    const b = r.block!;
+    this.#ids.remove(r);
+    if (this.#state.lost) return;
+    if (this.#afterFence) this.#frees.defer(b, b.size);
+    else _giveBlock(this.caching, b);
+  }
+
+  /** Ids live now (given by allocateId, not yet freed). */
+  get liveIdCount(): number {
+    return this.#ids.count;
+  }
+
+  /** The refusal of bufferOf / offsetOf / sizeOf for `id`. */
+  #refuse(id: unknown, what: string): never {
+    this.#checkId(id, what);
+    if (this.#state.lost) {
+      throw _lostError(this.gpuDevice, this.#state, `${what} id ${id}`);
+    }
+    throw new UseAfterFreeError(
+      `Cannot ${what} id ${id}: it is not a live id of this GpuCachingAllocator (freed already, never given, or another allocator's)`,
+    );
+  }
+
+  /** The refusal of freeById(id) (none for a given id after device loss). */
+  #refuseFree(id: unknown): void {
+    this.#checkId(id, "free");
+    if (this.#state.lost) return;
+    throw new DoubleFreeError(
+      `Cannot free id ${id}: it is not a live id of this GpuCachingAllocator (freed already, never given, or another allocator's)`,
+    );
+  }
+
+  /** Refuses what cannot be an id at all. */
+  #checkId(id: unknown, what: string): void {
+    if (
+      typeof id !== "number" || !Number.isInteger(id) || id < 0 ||
+      id > ID_MASK
+    ) {
+      throw new InvalidArgumentError(
+        `Cannot ${what} id ${
+          describeValue(id)
+        }: an id is an integer from 0 to ${ID_MASK} (from allocateId())`,
+        { name: "id", value: id, limit: `an integer from 0 to ${ID_MASK}` },
+      );
+    }
+  }
+
+  #throwIdsFull(byteLength: number): never {
+    throw new InvalidArgumentError(
+      `Cannot allocate ${byteLength} bytes by id: ${ID_SLOTS} ids are live already (free some with freeById())`,
+      { name: "byteLength", value: byteLength, limit: ID_SLOTS },
+    );
+  }
+
   /**
    * Allocates like {@linkcode GpuCachingAllocator.allocate}; when the device
    * is out of memory, first waits for the blocks held for queue fences, gives
@@ -557,12 +777,33 @@ export class GpuCachingAllocator {
   }
 
   /**
-   * Checks every internal invariant (the same as `caching.validate()`).
+   * Checks every internal invariant: `caching.validate()`, and that every
+   * live id's buffer, offset and size are its block's.
    *
    * @throws {AllotError} Naming the first broken invariant.
    */
   validate(): void {
     this.caching.validate();
+    let live = 0;
+    for (const r of this.#slots) {
+      if (r.id === -1) continue;
+      live++;
+      const b = r.block;
+      const raw = b?.segment.raw;
+      if (
+        b == null || raw === undefined || r.buffer !== raw.memory ||
+        r.offset !== raw.byteOffset + b.offset || r.size > b.size
+      ) {
+        throw new AllotError(
+          `GpuCachingAllocator is inconsistent: id ${r.id} does not hold its block's place`,
+        );
+      }
+    }
+    if (live !== this.#ids.count) {
+      throw new AllotError(
+        `GpuCachingAllocator is inconsistent: ${live} live ids, ${this.#ids.count} counted`,
+      );
+    }
   }
 
   /**

@@ -26,7 +26,7 @@
  *    rows; peers interleaved, order rotated each round. Then a tight loop:
  *    the same requests with no awaits, warm instances.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>] [--clock=cpu] [--time-only]`
  *
  * @module
  */
@@ -58,7 +58,7 @@ import { GpuPlannedAllocator } from "../gpu_planned_allocator.ts";
 import type { GpuAllocation } from "../gpu_allocation.ts";
 import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
-import { replayPass } from "./_replay_pass.ts";
+import { replayPass, threadCpuClock } from "./_replay_pass.ts";
 import {
   recordedTraceNames,
   TRACES_DIR,
@@ -75,6 +75,13 @@ const only = Deno.args.find((a) => a.startsWith("--only="))?.slice(7) ?? "";
 const jitPasses = Number(
   Deno.args.find((a) => a.startsWith("--jit-passes="))?.slice(13) ?? "0",
 );
+/**
+ * `--clock=cpu`: time the replay in this thread's CPU time instead of
+ * wall-clock time (a loaded machine's preemptions then charge no peer).
+ */
+const cpuClock = Deno.args.includes("--clock=cpu")
+  ? threadCpuClock()
+  : undefined;
 const dir = TRACES_DIR;
 
 async function load(name: string): Promise<Trace> {
@@ -148,108 +155,112 @@ function warmPasses(ops: ReplayOps, f: PolicyFactory) {
   }
 }
 
-const policies = [
-  tfjsExactPolicy,
-  ortBucketPolicy,
-  allotCachingQueueOrderPolicy,
-  stepPlannedPolicy(),
-];
-console.log("## Peak held / peak live (mock device; exact)\n");
-console.log(
-  "| trace | usage | peak live MiB | " +
-    policies.map((p) => p.name).join(" | ") + " |",
-);
-console.log("|---|---|---:|" + policies.map(() => "---:").join("|") + "|");
-const created: string[] = [];
-const warm: string[] = [];
-for (const { name, trace } of traces) {
-  for (const usage of ["storage", "all"] as const) {
-    const ops = traceOps(trace, usage);
-    const r = replayOps(ops, { policies, repeat: 1 });
-    console.log(
-      `| ${name} | ${usage} | ${(r.peakLiveBytes / 2 ** 20).toFixed(2)} | ` +
-        r.policies.map((p) => (p.peakHeldBytes / r.peakLiveBytes).toFixed(3))
-          .join(" | ") +
-        " |",
-    );
-    created.push(
-      `| ${name} | ${usage} | ` +
-        policies.map((f) =>
-          `${createdAfterFirstStep(ops, f)} / ${
-            r.policies.find((p) => p.name === f.name)!.buffersCreated
-          }`
-        ).join(" | ") + " |",
-    );
-    warm.push(
-      `| ${name} | ${usage} | ` +
-        policies.map((f) => {
-          const w = warmPasses(ops, f);
-          return `${w.after} (${w.last}) ${
-            (w.peak / r.peakLiveBytes).toFixed(3)
-          }`;
-        }).join(" | ") + " |",
-    );
+/** `--time-only`: skip the byte tables (part 1), time the peers only. */
+const timeOnly = Deno.args.includes("--time-only");
+if (!timeOnly) {
+  const policies = [
+    tfjsExactPolicy,
+    ortBucketPolicy,
+    allotCachingQueueOrderPolicy,
+    stepPlannedPolicy(),
+  ];
+  console.log("## Peak held / peak live (mock device; exact)\n");
+  console.log(
+    "| trace | usage | peak live MiB | " +
+      policies.map((p) => p.name).join(" | ") + " |",
+  );
+  console.log("|---|---|---:|" + policies.map(() => "---:").join("|") + "|");
+  const created: string[] = [];
+  const warm: string[] = [];
+  for (const { name, trace } of traces) {
+    for (const usage of ["storage", "all"] as const) {
+      const ops = traceOps(trace, usage);
+      const r = replayOps(ops, { policies, repeat: 1 });
+      console.log(
+        `| ${name} | ${usage} | ${(r.peakLiveBytes / 2 ** 20).toFixed(2)} | ` +
+          r.policies.map((p) => (p.peakHeldBytes / r.peakLiveBytes).toFixed(3))
+            .join(" | ") +
+          " |",
+      );
+      created.push(
+        `| ${name} | ${usage} | ` +
+          policies.map((f) =>
+            `${createdAfterFirstStep(ops, f)} / ${
+              r.policies.find((p) => p.name === f.name)!.buffersCreated
+            }`
+          ).join(" | ") + " |",
+      );
+      warm.push(
+        `| ${name} | ${usage} | ` +
+          policies.map((f) => {
+            const w = warmPasses(ops, f);
+            return `${w.after} (${w.last}) ${
+              (w.peak / r.peakLiveBytes).toFixed(3)
+            }`;
+          }).join(" | ") + " |",
+      );
+    }
   }
-}
-console.log(
-  "\n## Device buffers created after the first full step / in all\n",
-);
-console.log(
-  "| trace | usage | " + policies.map((p) => p.name).join(" | ") + " |",
-);
-console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
-for (const line of created) console.log(line);
-console.log(
-  `\n## Warm passes: device buffers created after the first pass (in the last), and peak held / peak live over ${PASSES} passes\n`,
-);
-console.log(
-  "| trace | usage | " + policies.map((p) => p.name).join(" | ") + " |",
-);
-console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
-for (const line of warm) console.log(line);
+  console.log(
+    "\n## Device buffers created after the first full step / in all\n",
+  );
+  console.log(
+    "| trace | usage | " + policies.map((p) => p.name).join(" | ") + " |",
+  );
+  console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
+  for (const line of created) console.log(line);
+  console.log(
+    `\n## Warm passes: device buffers created after the first pass (in the last), and peak held / peak live over ${PASSES} passes\n`,
+  );
+  console.log(
+    "| trace | usage | " + policies.map((p) => p.name).join(" | ") + " |",
+  );
+  console.log("|---|---|" + policies.map(() => "---:").join("|") + "|");
+  for (const line of warm) console.log(line);
 
-/**
- * All buffers through `StepPlannedPool`s in a `StepPoolGroup` (one per
- * usage, as the replay policy keeps them): at the moment the group's held
- * bytes peak, each usage's held and live bytes (mock sources: exact).
- */
-function heldByUsage(ops: ReplayOps): string {
-  const group = new StepPoolGroup();
-  const pools = new Map<number, StepPlannedPool>();
-  const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
-  let peak = 0, at = "";
-  for (let i = 0; i < ops.length; i++) {
-    const c = ops.code[i];
-    if (c === 0) {
-      let p = pools.get(ops.usage[i]);
-      if (p === undefined) {
-        const source = new MockSegmentSource({ alignment: 256 });
-        pools.set(ops.usage[i], p = new StepPlannedPool(source, { group }));
-      }
-      blocks.set(ops.id[i], [p, p.allocate(Math.max(1, ops.size[i]))]);
-      if (group.reservedBytes > peak) {
-        peak = group.reservedBytes;
-        at = [...pools].map(([usage, p]) =>
-          `0x${usage.toString(16)} ${(p.reservedBytes / 1024).toFixed(1)} / ${
-            (p.requestedBytes / 1024).toFixed(1)
-          }`
-        ).join(", ");
-      }
-    } else if (c === 1) {
-      const [p, b] = blocks.get(ops.id[i])!;
-      blocks.delete(ops.id[i]);
-      p.free(b);
-    } else if (c === 3) group.endStep();
+  /**
+   * All buffers through `StepPlannedPool`s in a `StepPoolGroup` (one per
+   * usage, as the replay policy keeps them): at the moment the group's held
+   * bytes peak, each usage's held and live bytes (mock sources: exact).
+   */
+  const heldByUsage = (ops: ReplayOps): string => {
+    const group = new StepPoolGroup();
+    const pools = new Map<number, StepPlannedPool>();
+    const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
+    let peak = 0, at = "";
+    for (let i = 0; i < ops.length; i++) {
+      const c = ops.code[i];
+      if (c === 0) {
+        let p = pools.get(ops.usage[i]);
+        if (p === undefined) {
+          const source = new MockSegmentSource({ alignment: 256 });
+          pools.set(ops.usage[i], p = new StepPlannedPool(source, { group }));
+        }
+        blocks.set(ops.id[i], [p, p.allocate(Math.max(1, ops.size[i]))]);
+        if (group.reservedBytes > peak) {
+          peak = group.reservedBytes;
+          at = [...pools].map(([usage, p]) =>
+            `0x${usage.toString(16)} ${(p.reservedBytes / 1024).toFixed(1)} / ${
+              (p.requestedBytes / 1024).toFixed(1)
+            }`
+          ).join(", ");
+        }
+      } else if (c === 1) {
+        const [p, b] = blocks.get(ops.id[i])!;
+        blocks.delete(ops.id[i]);
+        p.free(b);
+      } else if (c === 3) group.endStep();
+    }
+    return at;
+  };
+  console.log(
+    "\n## StepPlannedPool, all buffers: held / live KiB per usage where held peaks\n",
+  );
+  console.log("| trace | usage held / live KiB |");
+  console.log("|---|---|");
+  for (const { name, trace } of traces) {
+    console.log(`| ${name} | ${heldByUsage(traceOps(trace, "all"))} |`);
   }
-  return at;
-}
-console.log(
-  "\n## StepPlannedPool, all buffers: held / live KiB per usage where held peaks\n",
-);
-console.log("| trace | usage held / live KiB |");
-console.log("|---|---|");
-for (const { name, trace } of traces) {
-  console.log(`| ${name} | ${heldByUsage(traceOps(trace, "all"))} |`);
 }
 
 // ---- 2. time on the device ------------------------------------------------
@@ -324,6 +335,21 @@ const kinds: PeerKind[] = [
     },
   },
   {
+    name: "allot GpuCachingAllocator ids (queue-order)",
+    make() {
+      const a = new GpuCachingAllocator(device, { reuse: "queue-order" });
+      return {
+        alloc: (size) => a.allocateId(size),
+        use: (
+          id,
+        ) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
+        free: (id) => a.freeById(id as number),
+        step() {},
+        dispose: () => a.emptyCache(),
+      };
+    },
+  },
+  {
     name: "allot StepPlannedPool (queue-order)",
     make() {
       const p = new StepPlannedPool(new GpuSegmentSource(device));
@@ -369,12 +395,12 @@ const kinds: PeerKind[] = [
   },
 ];
 /** Index of each peer in `kinds`, for the ratio columns. */
-const TFJS = 0, CACHING = 2, STEP_PLANNED = 3, GPU_PLANNED = 4;
+const TFJS = 0, CACHING = 2, CACHING_IDS = 3, STEP_PLANNED = 4, GPU_PLANNED = 5;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
 const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
-  replayPass(device, ops, peer, awaitAtMarks);
+  replayPass(device, ops, peer, awaitAtMarks, cpuClock);
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>
@@ -386,10 +412,10 @@ console.log(
 );
 console.log(
   "| trace | mode | " + kinds.map((k) => k.name).join(" | ") +
-    " | TF.js / GpuCaching | TF.js / StepPlanned | TF.js / GpuPlanned |",
+    " | TF.js / GpuCaching | TF.js / GpuCaching ids | TF.js / StepPlanned | TF.js / GpuPlanned |",
 );
 console.log(
-  "|---|---|" + kinds.map(() => "---:").join("|") + "|---:|---:|---:|",
+  "|---|---|" + kinds.map(() => "---:").join("|") + "|---:|---:|---:|---:|",
 );
 for (const { name, trace } of traces) {
   const ops = traceOps(trace, "storage");
@@ -422,8 +448,10 @@ for (const { name, trace } of traces) {
       `| ${name} | ${mode} | ` +
         times.map((v, k) => `${med[k].toFixed(0)} (${range(v)})`).join(" | ") +
         ` | ${(med[TFJS] / med[CACHING]).toFixed(2)}× | ${
-          (med[TFJS] / med[STEP_PLANNED]).toFixed(2)
-        }× | ${(med[TFJS] / med[GPU_PLANNED]).toFixed(2)}× |`,
+          (med[TFJS] / med[CACHING_IDS]).toFixed(2)
+        }× | ${(med[TFJS] / med[STEP_PLANNED]).toFixed(2)}× | ${
+          (med[TFJS] / med[GPU_PLANNED]).toFixed(2)
+        }× |`,
     );
   }
 }

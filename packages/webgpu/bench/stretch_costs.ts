@@ -1,7 +1,7 @@
 /**
  * Where the runtime-like replay's time goes (issue #15's per-op target): each
  * stretch of operations between two awaits of `real_traces.ts`'s replay is
- * timed on its own, for this tree's `GpuCachingAllocator`, TF.js's real
+ * timed on its own, for this tree's `GpuCachingAllocator` (handles, and ids), TF.js's real
  * `BufferManager` and the no-op peer, and the stretch times are fitted as
  * `fixed + marginal × operations` (least squares over every stretch of every
  * round). `fixed` is what a stretch costs whatever its length (the first
@@ -80,6 +80,19 @@ const kinds: { name: string; make: () => Peer }[] = [
         alloc: (size) => a.allocate(size),
         use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
         free: (h) => (h as Handle).release(),
+      };
+    },
+  },
+  {
+    name: "allot ids",
+    make() {
+      const a = new GpuCachingAllocator(device);
+      return {
+        alloc: (size) => a.allocateId(size),
+        use: (
+          id,
+        ) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
+        free: (id) => a.freeById(id as number),
       };
     },
   },

@@ -16,7 +16,7 @@
  * A shared machine swings single rounds; ratios taken within one round see
  * the same load. Check the harness with `--ref=HEAD` on a clean tree.
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--jit-passes=N]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--ref-ids] [--no-ids] [--jit-passes=N]`
  *
  * @module
  */
@@ -71,6 +71,11 @@ interface Handle {
 interface Caching {
   allocate(byteLength: number): Handle;
   emptyCache(): void;
+  // the id path (at refs that have it)
+  allocateId?(byteLength: number): number;
+  bufferOf?(id: number): GPUBuffer;
+  offsetOf?(id: number): number;
+  freeById?(id: number): void;
 }
 type CachingClass = new (device: GPUDevice) => Caching;
 
@@ -122,6 +127,17 @@ const refPeer = (): Peer => {
     dispose: () => a.emptyCache(),
   };
 };
+// This tree's id path (`allocateId` / `bufferOf` / `offsetOf` /
+// `freeById`): charged the same reads to bind (the buffer and the offset).
+const idsPeer = (): Peer => {
+  const a = new GpuCachingAllocator(device);
+  return {
+    alloc: (size) => a.allocateId(size),
+    use: (id) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
+    free: (id) => a.freeById(id as number),
+    dispose: () => a.emptyCache(),
+  };
+};
 const kinds: { name: string; make: () => Peer }[] = [
   { name: "this", make: thisPeer },
   { name: ref, make: refPeer },
@@ -150,6 +166,42 @@ const kinds: { name: string; make: () => Peer }[] = [
     },
   },
 ];
+/**
+ * `--no-ids`: a control. The id peer runs this tree's caching code too, so
+ * the handle peer's first operation after each await finds that code warmer
+ * than the ref's copy does; with `--no-ids` a second no-op peer takes its
+ * place (same number of peers; the `ids` columns then time that no-op).
+ */
+const noIds = Deno.args.includes("--no-ids");
+/** Index of the id-path peer in `kinds`. */
+const IDS = kinds.push(
+  noIds
+    ? { name: "no-op 2", make: kinds[3].make }
+    : { name: "this ids", make: idsPeer },
+) - 1;
+/**
+ * `--ref-ids`: one more peer, the ref's id path (a ref that has one):
+ * `ref ids / this ids` is then the last column.
+ */
+const withRefIds = Deno.args.includes("--ref-ids");
+if (withRefIds) {
+  kinds.push({
+    name: `${ref} ids`,
+    make() {
+      const a = new RefCaching(device);
+      return {
+        alloc: (size) => a.allocateId!(size),
+        use: (
+          id,
+        ) => (sink = a.bufferOf!(id as number), a.offsetOf!(id as number)),
+        free: (id) => a.freeById!(id as number),
+        dispose: () => a.emptyCache(),
+      };
+    },
+  });
+}
+/** Index of the core peer in `kinds` (after the optional ref ids). */
+const CORE = kinds.length;
 if (withCore) {
   kinds.push({
     name: "core",
@@ -173,15 +225,19 @@ const range = (v: number[]) =>
   `${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)}`;
 
 console.log(
-  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns |${
+  `| trace | mode | this ns | ${ref} ns | TF.js ns | no-op ns | this ids ns |${
+    withRefIds ? ` ${ref} ids ns |` : ""
+  }${
     withCore ? " core ns |" : ""
-  } ${ref} / this | TF.js / this | TF.js / ${ref} |${
+  } ${ref} / this | TF.js / this | TF.js / ${ref} | TF.js / this ids | this / this ids |${
     withCore ? " core / this |" : ""
-  }`,
+  }${withRefIds ? ` ${ref} ids / this ids |` : ""}`,
 );
 console.log(
-  `|---|---|---:|---:|---:|---:|${withCore ? "---:|" : ""}---:|---:|---:|${
+  `|---|---|---:|---:|---:|---:|---:|${withRefIds ? "---:|" : ""}${
     withCore ? "---:|" : ""
+  }---:|---:|---:|---:|---:|${withCore ? "---:|" : ""}${
+    withRefIds ? "---:|" : ""
   }`,
 );
 for (const name of names) {
@@ -207,9 +263,11 @@ for (const name of names) {
     console.log(
       `| ${name.replace(".jsonl.gz", "")} | ${mode} | ${
         times.map((v) => median(v).toFixed(0)).join(" | ")
-      } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} |${
-        withCore ? ` ${cell(ratio(4, 0))} |` : ""
-      }`,
+      } | ${cell(refThis)} | ${cell(tfThis)} | ${cell(tfRef)} | ${
+        cell(ratio(2, IDS))
+      } | ${cell(ratio(0, IDS))} |${
+        withCore ? ` ${cell(ratio(CORE, 0))} |` : ""
+      }${withRefIds ? ` ${cell(ratio(IDS + 1, IDS))} |` : ""}`,
     );
   }
 }
