@@ -38,7 +38,9 @@ function assertRefused(
 describe("GpuCachingAllocator ids", () => {
   it("an id binds like a handle: buffer, aligned offset, size; freed, it serves the next request", () => {
     const { device } = mockGpu();
-    const a = new GpuCachingAllocator(device);
+    // (fixed segment sizes: blocks share a buffer from the first request,
+    // where the default gives a growing pool's misses buffers of their own)
+    const a = new GpuCachingAllocator(device, { segmentGrowthFraction: 0 });
     const x = a.allocateId(1000);
     const y = a.allocateId(1000);
     assert.ok(Number.isSafeInteger(x) && x >= 0 && x < 2 ** 30);
@@ -145,7 +147,9 @@ describe("GpuCachingAllocator ids", () => {
 
   it("a full table refuses allocateId before any change; -1 never matches a free slot", () => {
     const { device } = mockGpu();
-    const a = new GpuCachingAllocator(device);
+    // (fixed segment sizes: blocks share a buffer from the first request,
+    // where the default gives a growing pool's misses buffers of their own)
+    const a = new GpuCachingAllocator(device, { segmentGrowthFraction: 0 });
     const ids: number[] = [];
     for (let i = 0; i < 2 ** 18; i++) ids.push(a.allocateId(0));
     const before = a.stats().allocation.all.allocated;
@@ -168,7 +172,9 @@ describe("GpuCachingAllocator ids", () => {
 
   it("a handle's block is not an id, and ids and handles share the pool", () => {
     const { device } = mockGpu();
-    const a = new GpuCachingAllocator(device);
+    // (fixed segment sizes: blocks share a buffer from the first request,
+    // where the default gives a growing pool's misses buffers of their own)
+    const a = new GpuCachingAllocator(device, { segmentGrowthFraction: 0 });
     const h = a.allocate(1000);
     const id = a.allocateId(1000);
     assert.notEqual(`${a.offsetOf(id)}`, `${h.offset}`);
