@@ -3,7 +3,8 @@
 // or at 8 of the group's misses in a row) gives its whole free segments for
 // another member's miss, outside in: not in its first step, not while it
 // holds a block, not its tiny segments, and not again once such a give-back
-// is regretted within a step.
+// is regretted within a step (without step marks: only after a streak twice
+// as long).
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type MockMemory, MockSegmentSource } from "@allot/core";
@@ -74,13 +75,23 @@ describe("CachingGroup.endStep()", () => {
     for (let i = 0; i < 5; i++) kept.push(storage.allocate(MiB));
     assert.equal(uploadSource.reservedBytes, 0);
     assert.equal(group.givenBackSegments, 1);
-    // wanted again with no step mark between: regretted, not asked again
-    // for holding nothing (after 32 misses without a request, the idle
-    // rule may still ask it)
-    uploads.free(uploads.allocate(4 * MiB));
-    for (let i = 0; i < 24; i++) kept.push(storage.allocate(MiB));
-    assert.equal(uploadSource.reservedBytes, 4 * MiB);
-    assert.equal(group.givenBackSegments, 1);
+    // wanted again with no step mark between: regretted, so the streak
+    // starts again and must be twice as long (16 misses, its own counted),
+    // then 32: a back-off, not a ban
+    /** Storage's misses until uploads' 4 MiB segment goes again. */
+    const missesToGiveBack = (): number => {
+      uploads.free(uploads.allocate(4 * MiB));
+      let n = 0;
+      while (uploadSource.reservedBytes > 0 && n < 100) {
+        kept.push(storage.allocate(MiB));
+        n++;
+      }
+      return n;
+    };
+    assert.equal(missesToGiveBack(), 15);
+    assert.equal(group.givenBackSegments, 2);
+    assert.equal(missesToGiveBack(), 31);
+    assert.equal(group.givenBackSegments, 3);
     for (const b of kept) storage.free(b);
     storage.validate();
     uploads.validate();
