@@ -29,7 +29,12 @@ import { _groupCore, _newGroupCore } from "./_caching_group.ts";
  * misses (the give-back was regretted: a buffer made again; for a member
  * holding nothing, within one step mark) is not asked again that way, nor
  * one whose source threw while giving back; so steps that repeat make no
- * new buffers once each member's regret is spent.
+ * new buffers once each member's regret is spent. A member holding nothing
+ * whose give-back was regretted backs off instead: its streak of misses
+ * starts again and must be twice as long (16, 32, ... up to 1024) before it
+ * is asked without marks again (a session's weights are uploaded in bursts
+ * many misses apart while storage grows a buffer per miss, then the upload
+ * pool stays idle for good).
  *
  * Join a group with the `group` option of {@linkcode CachingAllocator};
  * leave it with {@linkcode CachingGroup.delete}.
