@@ -42,11 +42,18 @@ const STEP_REGRET_MARKS = 1;
 /**
  * A member that held nothing at each of the group's last `EMPTY_MISSES`
  * misses holds nothing lately, without step marks (see `holdsNothing`).
- * Measured on the recorded traces, all buffers, without step marks: 4 gave
- * back a session's weight uploads while it was being made (GRU 1.222); 8
- * GRU 1.075, MLP 1.004; 16 MLP 1.116; 32 changed nothing.
+ * Measured on the recorded traces, all buffers, without step marks, with
+ * 4 KiB-granular adaptive segments and no back-off: 4 gave back a
+ * session's weight uploads while it was being made (GRU 1.222); 8 GRU
+ * 1.075, MLP 1.004; 16 MLP 1.116; 32 changed nothing. With segments of
+ * just the request while nothing held is free (misses come more often) and
+ * the back-off at a regret (`emptyNeed`), one pass / warm; buffers made
+ * after the first pass: 4 GRU 1.043 / 1.205; 28; 8 GRU 1.109 / 1.200; 1, U-Net
+ * multi-size 0 -> 2 made, detector +0.0007; 12 GRU 1.042 / 1.195; 1, MLP
+ * 1.080; 16 GRU 1.054 / 1.208; 1, with marks conv 1.002 -> 1.007; 24 GRU
+ * 25 made.
  */
-const EMPTY_MISSES = 8;
+const EMPTY_MISSES = 12;
 
 /**
  * The most misses a member's holding-nothing streak must reach after its
@@ -109,7 +116,7 @@ export class _GroupCore {
   /**
    * Per member whose give-back for holding nothing was regretted: the
    * streak of `emptyMisses` it must reach (`EMPTY_MISSES` for the others),
-   * doubled at each regret.
+   * doubled at each regret (up to `MAX_EMPTY_MISSES`).
    */
   readonly emptyNeed: Map<_Member, number> = new Map();
   /** Segments and bytes given back for the group so far. */
