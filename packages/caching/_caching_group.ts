@@ -42,11 +42,25 @@ const STEP_REGRET_MARKS = 1;
 /**
  * A member that held nothing at each of the group's last `EMPTY_MISSES`
  * misses holds nothing lately, without step marks (see `holdsNothing`).
- * Measured on the recorded traces, all buffers, without step marks: 4 gave
- * back a session's weight uploads while it was being made (GRU 1.222); 8
- * GRU 1.075, MLP 1.004; 16 MLP 1.116; 32 changed nothing.
+ * Measured on the recorded traces, all buffers, without step marks, with
+ * 4 KiB-granular adaptive segments and no back-off: 4 gave back a
+ * session's weight uploads while it was being made (GRU 1.222); 8 GRU
+ * 1.075, MLP 1.004; 16 MLP 1.116; 32 changed nothing. With segments of
+ * just the request while nothing held is free (misses come more often) and
+ * the back-off at a regret (`emptyNeed`), one pass / warm; buffers made
+ * after the first pass: 4 GRU 1.043 / 1.205; 28; 8 GRU 1.109 / 1.200; 1, U-Net
+ * multi-size 0 -> 2 made, detector +0.0007; 12 GRU 1.042 / 1.195; 1, MLP
+ * 1.080; 16 GRU 1.054 / 1.208; 1, with marks conv 1.002 -> 1.007; 24 GRU
+ * 25 made.
  */
-const EMPTY_MISSES = 8;
+const EMPTY_MISSES = 12;
+
+/**
+ * The most misses a member's holding-nothing streak must reach after its
+ * give-backs were regretted (each regret doubles it from `EMPTY_MISSES`;
+ * see `regret`).
+ */
+const MAX_EMPTY_MISSES = 1024;
 
 /**
  * A member's whole free segment under 1/`TINY_SHARES` of the excess is not
@@ -99,6 +113,12 @@ export class _GroupCore {
   readonly marksSeen: Map<_Member, number> = new Map();
   /** Per member: the group's misses in a row at which it held nothing. */
   readonly emptyMisses: Map<_Member, number> = new Map();
+  /**
+   * Per member whose give-back for holding nothing was regretted: the
+   * streak of `emptyMisses` it must reach (`EMPTY_MISSES` for the others),
+   * doubled at each regret (up to `MAX_EMPTY_MISSES`).
+   */
+  readonly emptyNeed: Map<_Member, number> = new Map();
   /** Segments and bytes given back for the group so far. */
   givenBackSegments = 0;
   givenBackBytes = 0;
@@ -142,9 +162,10 @@ export class _GroupCore {
    * its uses, whose cached segments wait for the next transfer.
    */
   holdsNothing(m: _Member): boolean {
-    return m.stats.activeBytes === 0 && !this.keptEmpty.has(m) &&
-      ((this.marksSeen.get(m) ?? 0) >= 2 ||
-        (this.emptyMisses.get(m) ?? 0) >= EMPTY_MISSES);
+    return m.stats.activeBytes === 0 &&
+      (((this.marksSeen.get(m) ?? 0) >= 2 && !this.keptEmpty.has(m)) ||
+        (this.emptyMisses.get(m) ?? 0) >=
+          (this.emptyNeed.get(m) ?? EMPTY_MISSES));
   }
 
   /** Bytes the members hold together now. */
@@ -249,7 +270,20 @@ export class _GroupCore {
     if (best < 0) return;
     const [g] = ghosts.splice(best, 1);
     if (g.step >= 0) {
-      if (this.steps - g.step <= STEP_REGRET_MARKS) this.keptEmpty.add(p);
+      if (this.steps - g.step <= STEP_REGRET_MARKS) {
+        this.keptEmpty.add(p);
+        // The streak starts again, and must be twice as long (a back-off,
+        // not a ban: a session's weights uploaded in bursts while storage
+        // grows by exact segments, many misses apart, then idle for good).
+        this.emptyMisses.set(p, 0);
+        this.emptyNeed.set(
+          p,
+          Math.min(
+            MAX_EMPTY_MISSES,
+            2 * (this.emptyNeed.get(p) ?? EMPTY_MISSES),
+          ),
+        );
+      }
     } else if (g.idle) this.keptIdle.add(p);
     else this.kept.add(p);
   }
@@ -310,6 +344,7 @@ export class _GroupCore {
     this.seen.delete(p);
     this.marksSeen.delete(p);
     this.emptyMisses.delete(p);
+    this.emptyNeed.delete(p);
     for (let i = this.ghosts.length - 1; i >= 0; i--) {
       if (this.ghosts[i].member === p) this.ghosts.splice(i, 1);
     }

@@ -22,14 +22,19 @@ import { _groupCore, _newGroupCore } from "./_caching_group.ts";
  * before, only those of members that made no request during the group's last
  * 32 misses (uploads idle since a load phase, say), or of members that hold
  * nothing lately (no block allocated now, and none at each of the group's
- * last 8 misses or through a whole step between {@linkcode
+ * last 12 misses or through a whole step between {@linkcode
  * CachingGroup.endStep} marks: staging copies and uniforms between their
  * uses), then not their segments under a quarter of the excess. A member
  * whose segment given back that way would have served one of its own later
  * misses (the give-back was regretted: a buffer made again; for a member
  * holding nothing, within one step mark) is not asked again that way, nor
  * one whose source threw while giving back; so steps that repeat make no
- * new buffers once each member's regret is spent.
+ * new buffers once each member's regret is spent. A member holding nothing
+ * whose give-back was regretted backs off instead: its streak of misses
+ * starts again and must be twice as long (24, 48, ... up to 1024) before it
+ * is asked without marks again (a session's weights are uploaded in bursts
+ * many misses apart while storage grows a buffer per miss, then the upload
+ * pool stays idle for good).
  *
  * Join a group with the `group` option of {@linkcode CachingAllocator};
  * leave it with {@linkcode CachingGroup.delete}.
@@ -126,7 +131,7 @@ export class CachingGroup {
    * step, a generated token): a member that holds nothing and has been in
    * the group through a whole step (two marks) may give its whole free
    * segments for another member's miss (see above), as one that held
-   * nothing at the group's last 8 misses may without marks. A runtime
+   * nothing at the group's last 12 misses may without marks. A runtime
    * whose steps make few misses gets there sooner with marks. Cheap: it
    * counts each member's marks.
    *

@@ -1,9 +1,10 @@
 // A member that holds nothing lately (a pool of staging copies or uniforms
 // between its uses: after a whole step between CachingGroup.endStep() marks,
-// or at 8 of the group's misses in a row) gives its whole free segments for
+// or at 12 of the group's misses in a row) gives its whole free segments for
 // another member's miss, outside in: not in its first step, not while it
 // holds a block, not its tiny segments, and not again once such a give-back
-// is regretted within a step.
+// is regretted within a step (without step marks: only after a streak twice
+// as long).
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type MockMemory, MockSegmentSource } from "@allot/core";
@@ -60,27 +61,39 @@ describe("CachingGroup.endStep()", () => {
     s.done();
   });
 
-  it("CachingGroup without endStep(): a member that held nothing at 8 of the group's misses in a row gives back", () => {
+  it("CachingGroup without endStep(): a member that held nothing at 12 of the group's misses in a row gives back, and backs off at a regret", () => {
     const group = new CachingGroup();
     const storage = new CachingAllocator(new MockSegmentSource(), { group });
     const uploadSource = new MockSegmentSource();
     const uploads = new CachingAllocator(uploadSource, { group });
-    uploads.free(uploads.allocate(4 * MiB));
     const kept: CachedBlock<MockMemory>[] = [];
-    // each 1 MiB block a miss of storage; uploads holds nothing through them
-    for (let i = 0; i < 5; i++) kept.push(storage.allocate(MiB));
-    assert.equal(uploadSource.reservedBytes, 4 * MiB, "not yet");
-    assert.equal(group.givenBackSegments, 0);
-    for (let i = 0; i < 5; i++) kept.push(storage.allocate(MiB));
-    assert.equal(uploadSource.reservedBytes, 0);
+    /**
+     * Uploads copies its 4 MiB of weights in (a miss of its own after a
+     * give-back), then a 4 KiB input before each of storage's 1 MiB misses
+     * (a hit: not idle, but it holds nothing at them); storage's misses
+     * until the weights' segment goes.
+     */
+    const missesToGiveBack = (): number => {
+      uploads.free(uploads.allocate(4 * MiB));
+      let n = 0;
+      while (uploadSource.reservedBytes >= 4 * MiB && n < 300) {
+        uploads.free(uploads.allocate(4 * KiB));
+        kept.push(storage.allocate(MiB));
+        n++;
+      }
+      return n;
+    };
+    // 12 misses in a row holding nothing (uploads' own two counted)
+    assert.equal(missesToGiveBack(), 10);
     assert.equal(group.givenBackSegments, 1);
-    // wanted again with no step mark between: regretted, not asked again
-    // for holding nothing (after 32 misses without a request, the idle
-    // rule may still ask it)
-    uploads.free(uploads.allocate(4 * MiB));
-    for (let i = 0; i < 24; i++) kept.push(storage.allocate(MiB));
-    assert.equal(uploadSource.reservedBytes, 4 * MiB);
-    assert.equal(group.givenBackSegments, 1);
+    assert.equal(group.givenBackBytes, 4 * MiB);
+    // wanted again with no step mark between: regretted, so the streak
+    // starts again and must be twice as long, each time: a back-off, not a
+    // ban (the weights of a session uploaded in bursts, then idle for good)
+    assert.equal(missesToGiveBack(), 23);
+    assert.equal(missesToGiveBack(), 47);
+    assert.equal(missesToGiveBack(), 95);
+    assert.equal(group.givenBackSegments, 4);
     for (const b of kept) storage.free(b);
     storage.validate();
     uploads.validate();

@@ -20,13 +20,19 @@ import { gpuCachingPolicy, measure } from "../../traces/figures.ts";
 /**
  * All buffers: [one pass, warm, made after the first pass], 2026-11-25
  * (the storage policy's 256-byte granules and segments of just the request
- * while nothing held is free, with the device group).
+ * while nothing held is free, with the device group); then the group's
+ * holding-nothing rule at 12 misses, backing off at a regret instead of
+ * stopping: tightened, attention 1.0576 -> 1.0333 one pass, GRU decode
+ * 1.1888 -> 1.0416, MLP 1.1656 -> 1.0802, transformer training warm 1.0689
+ * -> 1.065 (1 -> 0 made); raised, GRU warm 1.1888 -> 1.1952 (0 -> 1 made),
+ * MLP warm 1.2725 -> 1.2731, attention 1 -> 2 made, transformer training
+ * one pass 1.0588 -> 1.065.
  */
 const CEILINGS: Record<string, [number, number, number]> = {
-  "onnxruntime-web/attention-varshape.jsonl.gz": [1.0576, 1.0698, 1],
+  "onnxruntime-web/attention-varshape.jsonl.gz": [1.0333, 1.0698, 2],
   "onnxruntime-web/conv-varbatch.jsonl.gz": [1.0018, 1.0018, 0],
-  "onnxruntime-web/gru-decode.jsonl.gz": [1.1888, 1.1888, 0],
-  "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.1656, 1.2725, 1],
+  "onnxruntime-web/gru-decode.jsonl.gz": [1.0416, 1.1952, 1],
+  "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.0802, 1.2731, 1],
   "onnxruntime-web/unet-multisize.jsonl.gz": [1.0179, 1.0179, 0],
   "tfjs-webgpu/beam-search.jsonl.gz": [1.0226, 1.0689, 9],
   "tfjs-webgpu/cnn-training.jsonl.gz": [1.1783, 1.1783, 0],
@@ -42,7 +48,7 @@ const CEILINGS: Record<string, [number, number, number]> = {
   "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0097, 1.0097, 0],
   "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.0818, 1.2235, 36],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [1.018, 1.018, 0],
-  "tfjs-webgpu/transformer-training.jsonl.gz": [1.0588, 1.0689, 1],
+  "tfjs-webgpu/transformer-training.jsonl.gz": [1.065, 1.065, 0],
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0452, 1.0452, 0],
   "tfjs-webgpu/unet-training.jsonl.gz": [1.1336, 1.1336, 0],
   "tfjs-webgpu/vae-training.jsonl.gz": [1.1019, 1.1019, 0],
