@@ -213,6 +213,53 @@ function smallMix(seed: number): ReplayOps {
   return b.ops();
 }
 
+/**
+ * Inference of a small CNN whose batch changes by phase (sizes coming back
+ * later): activations from a few KiB to MiBs, in both pools; a residual
+ * block keeps its input alive across two layers.
+ */
+function cnnBatchPhases(batches: number[], stepsPerPhase: number): ReplayOps {
+  const b = new Builder();
+  const layers: [number, number][] = [
+    [16, 64],
+    [16, 64],
+    [32, 32],
+    [32, 32],
+    [64, 16],
+    [64, 16],
+    [128, 8],
+    [128, 8],
+    [256, 4],
+  ];
+  for (const [c] of layers) b.alloc(9 * c * c * 4); // weights
+  for (const n of batches) {
+    for (let s = 0; s < stepsPerPhase; s++) {
+      let x = b.alloc(n * 3 * 64 * 64 * 4);
+      let skip = -1;
+      for (let i = 0; i < layers.length; i++) {
+        const [c, hw] = layers[i];
+        const uni = b.alloc(64, 0x40);
+        const y = b.alloc(n * c * hw * hw * 4);
+        const tmp = b.alloc(n * c * hw * 4); // a per-row scratch
+        b.free(tmp);
+        b.free(uni);
+        if (i % 2 === 0) {
+          if (skip >= 0) b.free(skip);
+          skip = x;
+        } else b.free(x);
+        x = y;
+      }
+      if (skip >= 0) b.free(skip);
+      const out = b.alloc(n * 10 * 4);
+      b.free(x);
+      b.fence();
+      b.free(out);
+      b.step();
+    }
+  }
+  return b.ops();
+}
+
 /** The synthetic traces, by name. */
 export function syntheticPhaseTraces(): [string, ReplayOps][] {
   const logBatch = (seed: number, n: number) => {
@@ -251,5 +298,7 @@ export function syntheticPhaseTraces(): [string, ReplayOps][] {
       ], 4),
     ],
     ["syn/small-mix", smallMix(5)],
+    ["syn/cnn-batch-phases", cnnBatchPhases([4, 16, 8, 32, 4, 16, 8], 3)],
+    ["syn/cnn-batch-1-64", cnnBatchPhases([1, 64, 2, 32, 1, 64, 8, 2], 2)],
   ];
 }
