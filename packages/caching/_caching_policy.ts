@@ -101,13 +101,6 @@ export class _CachingPolicy<M> {
   /** The clock at the last miss that looked for segments to give back. */
   lastMiss = 0;
   /**
-   * The clock at each of the last `STALE_MISSES` misses that looked at giving
-   * back (a ring, `missAt` the oldest): a whole free segment unused since
-   * the oldest is stale (see {@linkcode releaseAboveRatio}).
-   */
-  readonly missClocks: number[] = new Array<number>(STALE_MISSES).fill(0);
-  missAt = 0;
-  /**
    * The ratio giving back uses now: `releaseRatio`, widened while giving
    * back is regretted (see {@linkcode releaseAboveRatio}).
    */
@@ -592,33 +585,23 @@ export class _CachingPolicy<M> {
   releaseAboveRatio(pool: _BlockPool<M>, size: number, need: number): void {
     const ratioBound = this.releaseBound * need;
     let bound = ratioBound;
-    // Stale segments (unused for the last STALE_MISSES misses) are held to
-    // the configured ratio, however far the back-off has widened.
-    let staleBound = this.releaseRatio * need;
     const low = this.atLow || this.stats.activeBytes === 0;
     if (low) {
       // Not above the held peak (see `heldPeak`).
       const peak = Math.max(this.heldPeak, this.releaseRatio * need) - size;
       if (peak < bound) bound = peak;
-      if (peak < staleBound) staleBound = peak;
     }
-    if (
-      this.stats.reservedBytes + _segmentSizeFor(this, pool, size) >
-        this.heldPeak
-    ) {
-      // The new segment raises the held peak: half the slack.
-      const halved = (1 + (this.releaseBound - 1) / PEAK_SLACK_SHARES) * need;
+    const segment = _segmentSizeFor(this, pool, size);
+    if (this.stats.reservedBytes + segment > this.heldPeak) {
+      // The new segment would raise the held peak: half the slack, but
+      // no lower than what keeps the peak where it is.
+      const halved = Math.max(
+        (1 + (this.releaseBound - 1) / PEAK_SLACK_SHARES) * need,
+        this.heldPeak - segment,
+      );
       if (halved < bound) bound = halved;
-      if (halved < staleBound) staleBound = halved;
     }
-    const clocks = this.missClocks;
-    const stale = clocks[this.missAt];
-    clocks[this.missAt] = this.clock;
-    if (++this.missAt === clocks.length) this.missAt = 0;
-    if (stale === 0 || staleBound > bound) staleBound = bound;
-    const reservedNow = this.stats.reservedBytes;
-    if (reservedNow <= staleBound) return;
-    const aboveBound = reservedNow > bound;
+    if (this.stats.reservedBytes <= bound) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
       const b = seg.head;
@@ -629,7 +612,7 @@ export class _CachingPolicy<M> {
         (whole ??= []).push(b);
       }
     }
-    if (aboveBound) this.lastMiss = this.clock;
+    this.lastMiss = this.clock;
     if (whole === null) return;
     // Least recently used first, but a segment under a quarter of the
     // request last: it does little toward the bound, and the small
@@ -655,8 +638,7 @@ export class _CachingPolicy<M> {
       : 0;
     for (const b of whole) {
       const reserved = this.stats.reservedBytes;
-      if (reserved <= staleBound) break;
-      if (reserved <= bound && b.stamp >= stale) continue;
+      if (reserved <= bound) break;
       // Under the ratio, the held peak alone gives back no segment under
       // a quarter of the request (a tiny request would take and pin the
       // next larger one: U-Net's staging buffers, 1.1035 -> 1.1142).
@@ -969,14 +951,9 @@ const NEAR_KEEP_SHARES = 2;
  */
 const GROUP_IDLE_MISSES = 32;
 /**
- * A whole free segment unused for the last `STALE_MISSES` misses that looked
- * at giving back is stale: it goes above the configured `releaseRatio`,
- * however far the back-off has widened the ratio (see `releaseAboveRatio`).
- */
-const STALE_MISSES = 16;
-/**
  * At a miss whose new segment would raise the held peak, the slack in use
- * (`releaseBound` - 1) is divided by this (see `releaseAboveRatio`).
+ * (`releaseBound` - 1) is divided by this, down to no lower than the bytes
+ * that keep the held peak where it is (see `releaseAboveRatio`).
  */
 const PEAK_SLACK_SHARES = 2;
 /** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
