@@ -592,9 +592,11 @@ export class _CachingPolicy<M> {
       if (peak < bound) bound = peak;
     }
     const segment = _segmentSizeFor(this, pool, size);
-    if (this.stats.reservedBytes + segment > this.heldPeak) {
-      // The new segment would raise the held peak: half the slack, but
-      // no lower than what keeps the peak where it is.
+    if (
+      this.lastNeed > 0 && this.stats.reservedBytes + segment > this.heldPeak
+    ) {
+      // Once misses cycle, a new segment that would raise the held peak:
+      // half the slack, but no lower than what keeps the peak where it is.
       const halved = Math.max(
         (1 + (this.releaseBound - 1) / PEAK_SLACK_SHARES) * need,
         this.heldPeak - segment,

@@ -257,9 +257,10 @@ function run(
             Math.max(heldPeak, o.releaseCachedAboveRatio * need) - size,
           );
         }
-        // A miss whose new segment would raise the held peak halves the
-        // slack, but gives back no more than keeps the peak where it is.
-        if (o.releaseCachedAboveRatio !== Infinity) {
+        // Once misses cycle, a miss whose new segment would raise the held
+        // peak halves the slack, but gives back no more than keeps the peak
+        // where it is.
+        if (o.releaseCachedAboveRatio !== Infinity && lastNeed > 0) {
           const segment = expectedSegment(a, o, size, reserved);
           if (reserved + segment > heldPeak) {
             bound = Math.min(
