@@ -591,6 +591,18 @@ export class _CachingPolicy<M> {
       const peak = Math.max(this.heldPeak, this.releaseRatio * need) - size;
       if (peak < bound) bound = peak;
     }
+    const segment = _segmentSizeFor(this, pool, size);
+    if (
+      this.lastNeed > 0 && this.stats.reservedBytes + segment > this.heldPeak
+    ) {
+      // Once misses cycle, a new segment that would raise the held peak:
+      // half the slack, but no lower than what keeps the peak where it is.
+      const halved = Math.max(
+        (1 + (this.releaseBound - 1) / PEAK_SLACK_SHARES) * need,
+        this.heldPeak - segment,
+      );
+      if (halved < bound) bound = halved;
+    }
     if (this.stats.reservedBytes <= bound) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
@@ -940,6 +952,12 @@ const NEAR_KEEP_SHARES = 2;
  * (`caching_group_test.ts`) kept its idle uploads at 64 and 128.
  */
 const GROUP_IDLE_MISSES = 32;
+/**
+ * At a miss whose new segment would raise the held peak, the slack in use
+ * (`releaseBound` - 1) is divided by this, down to no lower than the bytes
+ * that keep the held peak where it is (see `releaseAboveRatio`).
+ */
+const PEAK_SLACK_SHARES = 2;
 /** The slack a regretted give-back widens a `releaseRatio` of 1 to. */
 const MIN_SLACK = 1 / 32;
 /** Segments given back that are remembered (see `ghosts`). */

@@ -262,6 +262,18 @@ function run(
             Math.max(heldPeak, o.releaseCachedAboveRatio * need) - size,
           );
         }
+        // Once misses cycle, a miss whose new segment would raise the held
+        // peak halves the slack, but gives back no more than keeps the peak
+        // where it is.
+        if (o.releaseCachedAboveRatio !== Infinity && lastNeed > 0) {
+          const segment = expectedSegment(a, o, size, reserved);
+          if (reserved + segment > heldPeak) {
+            bound = Math.min(
+              bound,
+              Math.max((1 + (ratio - 1) / 2) * need, heldPeak - segment),
+            );
+          }
+        }
         const tiny = (s: { byteLength: number }) => s.byteLength * 4 < size;
         for (const s of gone) {
           assert.ok(

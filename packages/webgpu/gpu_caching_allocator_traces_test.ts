@@ -60,7 +60,7 @@ const HOLDOUT3_CEILINGS: Record<string, number> = {
   "tfjs-webgpu/beam-search.jsonl.gz": 1.0274,
   "tfjs-webgpu/detector-fpn.jsonl.gz": 1.0321,
   "tfjs-webgpu/vae-training.jsonl.gz": 1.099,
-  "tfjs-webgpu/vit-varbatch.jsonl.gz": 1.0508,
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": 1.0314, // hold13: 1.0264 + 0.005
 };
 
 describe(
