@@ -160,7 +160,10 @@ const HOLDOUT3_CEILINGS: Record<string, [number, number]> = {
   "tfjs-webgpu/beam-search.jsonl.gz": [1.022, 1.0276],
   "tfjs-webgpu/detector-fpn.jsonl.gz": [1.0266, 1.0678],
   "tfjs-webgpu/vae-training.jsonl.gz": [1.1023, 1.1069],
-  "tfjs-webgpu/vit-varbatch.jsonl.gz": [1.0502, 1.0577],
+  // One pass fell from 1.0457 (1.0538) when a miss that would raise the held
+  // peak, once misses cycle, halved the back-off's slack (hold13): tightened
+  // to that plus 0.005.
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": [1.0314, 1.0395],
 };
 const HOLDOUT3_WARM: Record<string, [number, number, number, number]> = {
   "onnxruntime-web/gru-decode.jsonl.gz": [0, 1.0095, 0, 1.1922],
