@@ -68,8 +68,12 @@ export async function wideDeep(
   const tag = tagger(rec);
   tag("weights");
   let seed = 141;
-  const v = (shape: number[], scale = 0.05) =>
-    tf.variable(rnd(shape, scale, seed++));
+  const v = (shape: number[], scale = 0.05) => {
+    const init = rnd(shape, scale, seed++);
+    const x = tf.variable(init);
+    init.dispose(); // the variable keeps the buffer
+    return x;
+  };
   const tables = opts.vocab.map((n) => v([n, opts.embed]));
   const wide = v([opts.crossBuckets, 1], 0.01);
   const dims = [opts.vocab.length * opts.embed + opts.dense, ...opts.hidden];
@@ -323,7 +327,9 @@ export async function tidyKeep(
         if (ring.length > opts.ring) ring.shift()!.dispose();
       });
       tag("readback");
-      const norms = tf.stack(diagnostics.splice(0));
+      const done = diagnostics.splice(0);
+      const norms = tf.stack(done);
+      tf.dispose(done);
       await norms.data();
       norms.dispose();
       tag(undefined);
