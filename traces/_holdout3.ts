@@ -12,7 +12,7 @@
 import type { DeviceRecording } from "../packages/trace/mod.ts";
 import { ort, recordOrtSession } from "./_ort_session.ts";
 import type { TfjsRecording } from "./_tfjs.ts";
-import { tf } from "./_tfjs.ts";
+import { rnd, tagger, tf } from "./_tfjs.ts";
 import {
   type Bytes,
   header,
@@ -27,10 +27,6 @@ type T4 = tf.Tensor4D;
 type T2 = tf.Tensor2D;
 type T1 = tf.Tensor1D;
 
-const rnd = (shape: number[], scale: number, seed: number) =>
-  tf.randomNormal(shape, 0, scale, "float32", seed);
-const tagger = (rec: TfjsRecording) => (t: string | undefined) =>
-  rec.recording.recorder.setTag(t);
 /** Layer norm over the last axis (no affine). */
 const norm = (x: T) => {
   const { mean, variance } = tf.moments(x, -1, true);

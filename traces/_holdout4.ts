@@ -16,7 +16,7 @@
 import type { DeviceRecording } from "../packages/trace/mod.ts";
 import { ort, recordOrtSession } from "./_ort_session.ts";
 import type { TfjsRecording } from "./_tfjs.ts";
-import { tf } from "./_tfjs.ts";
+import { rnd, tagger, tf } from "./_tfjs.ts";
 import {
   type Bytes,
   header,
@@ -29,11 +29,6 @@ import {
 type T = tf.Tensor;
 type T4 = tf.Tensor4D;
 type T2 = tf.Tensor2D;
-
-const rnd = (shape: number[], scale: number, seed: number) =>
-  tf.randomNormal(shape, 0, scale, "float32", seed);
-const tagger = (rec: TfjsRecording) => (t: string | undefined) =>
-  rec.recording.recorder.setTag(t);
 
 /** Deterministic pseudo-random integers in `[0, n)` (a 32-bit LCG). */
 function ints(count: number, n: number, seed: number): Int32Array {
