@@ -7,15 +7,10 @@
  * on them.
  */
 import type { TfjsRecording } from "./_tfjs.ts";
-import { tf } from "./_tfjs.ts";
+import { rnd, tagger, tf } from "./_tfjs.ts";
 type T = tf.Tensor;
 type T4 = tf.Tensor4D;
 type T2 = tf.Tensor2D;
-
-const rnd = (shape: number[], scale = 0.1, seed = 7) =>
-  tf.randomNormal(shape, 0, scale, "float32", seed);
-const tagger = (rec: TfjsRecording) => (t: string | undefined) =>
-  rec.recording.recorder.setTag(t);
 
 /**
  * Text generation token by token with a tf.layers model (embedding, LSTM,

@@ -8,16 +8,12 @@
  * to the engineers who change allot's pools, and no policy tuned on them.
  */
 import type { TfjsRecording } from "./_tfjs.ts";
-import { tf } from "./_tfjs.ts";
+import { rnd, tagger, tf } from "./_tfjs.ts";
 type T = tf.Tensor;
 type T4 = tf.Tensor4D;
 type T3 = tf.Tensor3D;
 type T2 = tf.Tensor2D;
 
-const rnd = (shape: number[], scale: number, seed: number) =>
-  tf.randomNormal(shape, 0, scale, "float32", seed);
-const tagger = (rec: TfjsRecording) => (t: string | undefined) =>
-  rec.recording.recorder.setTag(t);
 const swish = (x: T) => tf.mul(x, tf.sigmoid(x));
 
 /** A sinusoidal timestep embedding `[batch, dim]` (made on the CPU, uploaded). */

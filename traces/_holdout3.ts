@@ -9,18 +9,17 @@
  * weights, nothing downloaded; recorded without showing them to the
  * engineers who change allot's pools, and no policy tuned on them.
  */
-import * as ort from "npm:onnxruntime-web@1.22.0/webgpu";
-import { type DeviceRecording, recordDevice } from "../packages/trace/mod.ts";
+import type { DeviceRecording } from "../packages/trace/mod.ts";
+import { ort, recordOrtSession } from "./_ort_session.ts";
 import type { TfjsRecording } from "./_tfjs.ts";
-import { tf } from "./_tfjs.ts";
+import { rnd, tagger, tf } from "./_tfjs.ts";
 import {
   type Bytes,
   header,
-  lcg,
+  initializers,
   msg,
   node,
   str,
-  tensor,
   valueInfo,
 } from "./_onnx.ts";
 type T = tf.Tensor;
@@ -28,10 +27,6 @@ type T4 = tf.Tensor4D;
 type T2 = tf.Tensor2D;
 type T1 = tf.Tensor1D;
 
-const rnd = (shape: number[], scale: number, seed: number) =>
-  tf.randomNormal(shape, 0, scale, "float32", seed);
-const tagger = (rec: TfjsRecording) => (t: string | undefined) =>
-  rec.recording.recorder.setTag(t);
 /** Layer norm over the last axis (no affine). */
 const norm = (x: T) => {
   const { mean, variance } = tf.moments(x, -1, true);
@@ -532,82 +527,6 @@ export async function detectorFpn(
 }
 
 // --- onnxruntime-web --------------------------------------------------------
-
-/**
- * Runs `body` on onnxruntime-web's WebGPU EP with the device it requests
- * recorded (as `_ort.ts` does: the adapter's `requestDevice` hands back a
- * recorded device, restored afterwards). Device events only: the EP's
- * buffer pool is not reachable.
- */
-async function recordOrtSession(
-  source: string,
-  meta: Record<string, unknown>,
-  model: Uint8Array,
-  body: (
-    session: ort.InferenceSession,
-    recording: DeviceRecording<GPUDevice>,
-  ) => Promise<void>,
-): Promise<DeviceRecording<GPUDevice>> {
-  let recording: DeviceRecording<GPUDevice> | undefined;
-  const proto = GPUAdapter.prototype;
-  const requestDevice = proto.requestDevice;
-  proto.requestDevice = async function (
-    this: GPUAdapter,
-    desc?: GPUDeviceDescriptor,
-  ) {
-    const device = await requestDevice.call(this, desc);
-    recording = recordDevice(device, {
-      source,
-      meta: {
-        runtime: "onnxruntime-web@1.22.0 (webgpu EP)",
-        host: `Deno ${Deno.version.deno}`,
-        model: meta,
-      },
-    });
-    return recording.device;
-  };
-  try {
-    ort.env.wasm.numThreads = 1;
-    ort.env.logLevel = "warning";
-    const session = await ort.InferenceSession.create(model, {
-      executionProviders: ["webgpu"],
-    });
-    if (!recording) {
-      throw new Error("onnxruntime-web did not request a WebGPU device");
-    }
-    recording.recorder.step("session");
-    await body(session, recording);
-    await session.release();
-    recording.recorder.step("released");
-    recording.stop();
-    return recording;
-  } finally {
-    proto.requestDevice = requestDevice;
-  }
-}
-
-/** Collects initializers while a graph is written, then writes them. */
-function initializers(seed: number, scale: number) {
-  const rand = lcg(seed, scale);
-  const list: [string, number[], number | Float32Array | undefined][] = [];
-  return {
-    /** A float initializer: random, filled with `fill`, or given. */
-    add(name: string, dims: number[], fill?: number | Float32Array): string {
-      list.push([name, dims, fill]);
-      return name;
-    },
-    write(g: Bytes): void {
-      for (const [name, dims, fill] of list) {
-        const k = dims.reduce((a, b) => a * b, 1);
-        const data = fill instanceof Float32Array ? fill : Float32Array.from(
-          { length: k },
-          fill === undefined ? rand : () => fill,
-        );
-        tensor(5, name, dims, data, g);
-      }
-    },
-  };
-}
 
 /**
  * A U-Net-like ONNX graph `x[N, 3, H, W] -> y[N, 1, H, W]`: two encoder

@@ -1,11 +1,8 @@
 /** Small models with random weights, written with TF.js ops (nothing downloaded). */
 import type { TfjsRecording } from "./_tfjs.ts";
-import { tf } from "./_tfjs.ts";
+import { rnd, tf } from "./_tfjs.ts";
 type T = tf.Tensor;
 type T4 = tf.Tensor4D;
-
-const rnd = (shape: number[], scale = 0.1) =>
-  tf.randomNormal(shape, 0, scale, "float32", 7);
 
 /** MobileNetV2-like inference: stem, inverted residual blocks (expand, depthwise, project), head. */
 export async function mobilenet(

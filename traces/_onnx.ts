@@ -1,6 +1,6 @@
 /**
  * A tiny ONNX protobuf writer: enough to build small models offline with
- * random weights (the writer's pieces are exported for `_holdout3.ts`).
+ * random weights (the writer's pieces are exported for `_holdout3.ts` and `_holdout4.ts`).
  */
 const enc = new TextEncoder();
 export type Bytes = number[];
@@ -312,4 +312,27 @@ export function attentionModel(
     valueInfo(12, "y", ["N", "S", d], g);
   }, out);
   return Uint8Array.from(out);
+}
+
+/** Collects initializers while a graph is written, then writes them. */
+export function initializers(seed: number, scale: number) {
+  const rand = lcg(seed, scale);
+  const list: [string, number[], number | Float32Array | undefined][] = [];
+  return {
+    /** A float initializer: random, filled with `fill`, or given. */
+    add(name: string, dims: number[], fill?: number | Float32Array): string {
+      list.push([name, dims, fill]);
+      return name;
+    },
+    write(g: Bytes): void {
+      for (const [name, dims, fill] of list) {
+        const k = dims.reduce((a, b) => a * b, 1);
+        const data = fill instanceof Float32Array ? fill : Float32Array.from(
+          { length: k },
+          fill === undefined ? rand : () => fill,
+        );
+        tensor(5, name, dims, data, g);
+      }
+    },
+  };
 }

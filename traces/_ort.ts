@@ -5,49 +5,22 @@
  * (`_onnx.ts`, random weights: an MLP, a residual CNN) runs with a batch
  * size that changes each run.
  */
-import * as ort from "npm:onnxruntime-web@1.22.0/webgpu";
-import { type DeviceRecording, recordDevice } from "../packages/trace/mod.ts";
+import type { DeviceRecording } from "../packages/trace/mod.ts";
+import { ort, recordOrtSession } from "./_ort_session.ts";
 import { attentionModel, convNetModel, mlpModel } from "./_onnx.ts";
 
 /**
  * Runs `model` once per batch size on onnxruntime-web's WebGPU EP with the
  * device it requests recorded; `input(n)` gives the input's dims at batch n.
  */
-async function recordOrt(
+function recordOrt(
   source: string,
   meta: Record<string, unknown>,
   model: Uint8Array,
   batches: readonly number[],
   input: (n: number, run: number) => number[],
 ): Promise<DeviceRecording<GPUDevice>> {
-  let recording: DeviceRecording<GPUDevice> | undefined;
-  const proto = GPUAdapter.prototype;
-  const requestDevice = proto.requestDevice;
-  proto.requestDevice = async function (
-    this: GPUAdapter,
-    d?: GPUDeviceDescriptor,
-  ) {
-    const device = await requestDevice.call(this, d);
-    recording = recordDevice(device, {
-      source,
-      meta: {
-        runtime: "onnxruntime-web@1.22.0 (webgpu EP)",
-        host: `Deno ${Deno.version.deno}`,
-        model: meta,
-      },
-    });
-    return recording.device;
-  };
-  try {
-    ort.env.wasm.numThreads = 1;
-    ort.env.logLevel = "warning";
-    const session = await ort.InferenceSession.create(model, {
-      executionProviders: ["webgpu"],
-    });
-    if (!recording) {
-      throw new Error("onnxruntime-web did not request a WebGPU device");
-    }
-    recording.recorder.step("session");
+  return recordOrtSession(source, meta, model, async (session, recording) => {
     for (const [i, n] of batches.entries()) {
       recording.recorder.setTag(`batch ${n}`);
       const dims = input(n, i);
@@ -61,13 +34,7 @@ async function recordOrt(
       recording.recorder.setTag(undefined);
       recording.recorder.step(`run ${i} (batch ${n})`);
     }
-    await session.release();
-    recording.recorder.step("released");
-    recording.stop();
-    return recording;
-  } finally {
-    proto.requestDevice = requestDevice;
-  }
+  });
 }
 
 export function ortMlpVarBatch(

@@ -15,6 +15,15 @@ import {
 
 export { tf };
 
+/** Seeded random normal weights (`tf.randomNormal`, mean 0). */
+export const rnd = (shape: number[], scale = 0.1, seed = 7): tf.Tensor =>
+  tf.randomNormal(shape, 0, scale, "float32", seed);
+
+/** Sets (or clears) the tag of the recording's next events. */
+export const tagger = (rec: TfjsRecording) => (t: string | undefined): void => {
+  rec.recording.recorder.setTag(t);
+};
+
 export interface TfjsRecording {
   readonly recording: DeviceRecording<GPUDevice>;
   readonly pool: BufferPoolLike & {

@@ -41,6 +41,13 @@ import {
   vaeTraining,
   vitVarBatch,
 } from "./_holdout3.ts";
+import {
+  graphNetwork,
+  ortSpeechConv,
+  superResolution,
+  tidyKeep,
+  wideDeep,
+} from "./_holdout4.ts";
 
 const workloads = {
   "mobilenet-inference": mobilenet,
@@ -69,6 +76,12 @@ const workloads = {
   "vae-training": vaeTraining,
   "vit-varbatch": vitVarBatch,
   "detector-fpn": detectorFpn,
+  // The fourth hold-out set (traces/README.md), recorded while other
+  // engineers changed the pools without seeing them.
+  "wide-deep": wideDeep,
+  "super-resolution": superResolution,
+  "graph-network": graphNetwork,
+  "tidy-keep": tidyKeep,
 } as const;
 
 /** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */
@@ -81,6 +94,7 @@ const ortWorkloads = {
   },
   "ort-unet-multisize": { run: ortUnetMultisize, file: "unet-multisize" },
   "ort-gru-decode": { run: ortGruDecode, file: "gru-decode" },
+  "ort-speech-conv1d": { run: ortSpeechConv, file: "speech-conv1d" },
 } as const;
 
 async function gzip(text: string): Promise<Uint8Array> {

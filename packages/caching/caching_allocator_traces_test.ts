@@ -174,6 +174,30 @@ const HOLDOUT3_WARM: Record<string, [number, number, number, number]> = {
   "tfjs-webgpu/vit-varbatch.jsonl.gz": [9, 1.0598, 9, 1.0674],
 };
 
+/**
+ * The fourth hold-out set (traces/README.md), recorded while the pools were
+ * changed by engineers who did not see it: [storage, all] one pass, then
+ * warm as in {@linkcode WARM}; main's figures when they were recorded
+ * (b5672b2) plus 0.005 (buffer counts as they were). The default pool
+ * holds more here than on any earlier set: 1.325 on super-resolution, 1.258
+ * on tidy-keep, 1.191 on wide-deep in one pass (1.442 warm, 37 buffers
+ * remade); see the README's section for where.
+ */
+const HOLDOUT4_CEILINGS: Record<string, [number, number]> = {
+  "onnxruntime-web/speech-conv1d.jsonl.gz": [1.0265, 1.0565],
+  "tfjs-webgpu/graph-network.jsonl.gz": [1.0571, 1.0668],
+  "tfjs-webgpu/super-resolution.jsonl.gz": [1.3297, 1.3468],
+  "tfjs-webgpu/tidy-keep.jsonl.gz": [1.2632, 1.271],
+  "tfjs-webgpu/wide-deep.jsonl.gz": [1.1962, 1.1999],
+};
+const HOLDOUT4_WARM: Record<string, [number, number, number, number]> = {
+  "onnxruntime-web/speech-conv1d.jsonl.gz": [0, 1.0265, 0, 1.0565],
+  "tfjs-webgpu/graph-network.jsonl.gz": [0, 1.0571, 0, 1.0668],
+  "tfjs-webgpu/super-resolution.jsonl.gz": [2, 1.3967, 2, 1.4079],
+  "tfjs-webgpu/tidy-keep.jsonl.gz": [7, 1.2963, 7, 1.304],
+  "tfjs-webgpu/wide-deep.jsonl.gz": [37, 1.4465, 37, 1.4555],
+};
+
 /** Buffers made after the first of `PASSES` passes, and peak held / live. */
 function warmPasses(trace: Trace, usage: "storage" | "all"): [number, number] {
   const ops = traceOps(trace, usage);
@@ -279,8 +303,12 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ).filter((n) => n.endsWith(".jsonl.gz")).sort();
     assert.deepEqual(
       names,
-      Object.keys({ ...CEILINGS, ...HOLDOUT2_CEILINGS, ...HOLDOUT3_CEILINGS })
-        .sort(),
+      Object.keys({
+        ...CEILINGS,
+        ...HOLDOUT2_CEILINGS,
+        ...HOLDOUT3_CEILINGS,
+        ...HOLDOUT4_CEILINGS,
+      }).sort(),
     );
   });
   for (
@@ -288,6 +316,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ...CEILINGS,
       ...HOLDOUT2_CEILINGS,
       ...HOLDOUT3_CEILINGS,
+      ...HOLDOUT4_CEILINGS,
     })
   ) {
     it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
@@ -320,12 +349,17 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       Object.keys(HOLDOUT3_WARM).sort(),
       Object.keys(HOLDOUT3_CEILINGS).sort(),
     );
+    assert.deepEqual(
+      Object.keys(HOLDOUT4_WARM).sort(),
+      Object.keys(HOLDOUT4_CEILINGS).sort(),
+    );
   });
   for (
     const [name, [made, storage, madeAll, all]] of Object.entries({
       ...WARM,
       ...HOLDOUT2_WARM,
       ...HOLDOUT3_WARM,
+      ...HOLDOUT4_WARM,
     })
   ) {
     it(`${name}, ${PASSES} warm passes: at most ${made} (${madeAll}) device buffers made after the first, peak held / peak live at most ${storage} (${all}) for storage (all) buffers`, async () => {

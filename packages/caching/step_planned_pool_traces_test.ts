@@ -229,11 +229,22 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/vae-training": [1.1016, 1.1459],
     "tfjs-webgpu/vit-varbatch": [1.0226, 1.0226],
   };
+  // The fourth hold-out set (traces/README.md), recorded while the pools
+  // were changed by engineers who did not see it: main's figures at
+  // recording (b5672b2) plus 0.005
+  const holdout4: Record<string, [onePass: number, warm: number]> = {
+    "onnxruntime-web/speech-conv1d": [1.0216, 1.0614],
+    "tfjs-webgpu/graph-network": [1.0136, 1.0423],
+    "tfjs-webgpu/super-resolution": [1.0753, 1.0753],
+    "tfjs-webgpu/tidy-keep": [1.0336, 1.0336],
+    "tfjs-webgpu/wide-deep": [1.3449, 1.3449],
+  };
   for (
     const [name, [onePass, warm]] of Object.entries({
       ...allBuffers,
       ...holdout2,
       ...holdout3,
+      ...holdout4,
     })
   ) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {

@@ -63,6 +63,19 @@ const HOLDOUT3_CEILINGS: Record<string, number> = {
   "tfjs-webgpu/vit-varbatch.jsonl.gz": 1.0314, // hold13: 1.0264 + 0.005
 };
 
+/**
+ * The fourth hold-out set (traces/README.md), recorded while the pools were
+ * changed by engineers who did not see it: main's figures at recording
+ * (b5672b2) plus 0.005.
+ */
+const HOLDOUT4_CEILINGS: Record<string, number> = {
+  "onnxruntime-web/speech-conv1d.jsonl.gz": 1.0265,
+  "tfjs-webgpu/graph-network.jsonl.gz": 1.0571,
+  "tfjs-webgpu/super-resolution.jsonl.gz": 1.3297,
+  "tfjs-webgpu/tidy-keep.jsonl.gz": 1.2632,
+  "tfjs-webgpu/wide-deep.jsonl.gz": 1.1962,
+};
+
 describe(
   "GpuCachingAllocator defaults on real runtime traces",
   { skip },
@@ -72,6 +85,7 @@ describe(
         ...CEILINGS,
         ...HOLDOUT2_CEILINGS,
         ...HOLDOUT3_CEILINGS,
+        ...HOLDOUT4_CEILINGS,
       })
     ) {
       it(`${name}: storage peak held / peak live at most ${ceiling}`, async () => {
