@@ -266,7 +266,7 @@ function run(
         // peak halves the slack, but gives back no more than keeps the peak
         // where it is.
         if (o.releaseCachedAboveRatio !== Infinity && lastNeed > 0) {
-          const segment = expectedSegment(a, o, size, reserved);
+          const segment = expectedSegment(a, o, size, reserved, active);
           if (reserved + segment > heldPeak) {
             bound = Math.min(
               bound,
