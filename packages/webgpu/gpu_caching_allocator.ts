@@ -308,24 +308,29 @@ export class GpuCachingAllocator {
         : _giveBlock(pool, token as _BlockPlace<GPUBuffer>);
     const frees = new _QueueFrees(this.stream, release);
     this.#frees = frees;
+    // The owners reach the allocator through `this`: a live allocation keeps
+    // its allocator alive, so that `droppedMembers` empties the cache only
+    // once nothing can give a block back to it (a block released after its
+    // allocator was collected stayed cached for good, outside any group).
     if (this.reuse === "after-fence") {
       this.#owner = {
         free: (block) =>
-          frees.defer(block, (block as _BlockPlace<GPUBuffer>).size),
+          this.#frees.defer(block, (block as _BlockPlace<GPUBuffer>).size),
       };
       this.#handleOwner = {
         free: (handle) =>
-          frees.defer(
+          this.#frees.defer(
             handle,
             (handle as CachedBlock<GPUBuffer>).blockByteLength,
           ),
       };
     } else {
       this.#owner = {
-        free: (block) => _giveBlock(pool, block as _BlockPlace<GPUBuffer>),
+        free: (block) =>
+          _giveBlock(this.caching, block as _BlockPlace<GPUBuffer>),
       };
       this.#handleOwner = {
-        free: (handle) => (handle as CachedBlock<GPUBuffer>).release(),
+        free: (handle) => this.caching.free(handle as CachedBlock<GPUBuffer>),
       };
     }
   }
