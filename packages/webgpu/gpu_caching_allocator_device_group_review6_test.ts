@@ -207,6 +207,28 @@ describe("GpuCachingAllocator device group (review 6)", () => {
     assert.equal(gpu.live.size + other.live.size, 0);
   });
 
+  it("GpuCachingAllocator: a device's own group refuses another device's allocators even while empty (else the device's own allocators were refused)", () => {
+    const a = gpuWithLoss(), b = gpuWithLoss();
+    const groupA = GpuCachingAllocator.deviceGroup(a.device);
+    assert.throws(
+      () => new GpuCachingAllocator(b.device, { group: groupA }),
+      InvalidArgumentError,
+    );
+    assert.equal(groupA.size, 0);
+    assert.equal(b.live.size, 0);
+    // the device's own allocators still join it
+    const own = new GpuCachingAllocator(a.device);
+    assert.equal(own.group, groupA);
+    assert.equal(groupA.size, 1);
+    // a caller's group left empty still takes any device's (review 5)
+    const mine = new CachingGroup();
+    const first = new GpuCachingAllocator(a.device, { group: mine });
+    mine.delete(first);
+    assert.ok(
+      new GpuCachingAllocator(b.device, { group: mine }).group === mine,
+    );
+  });
+
   it("GpuCachingAllocator: a block of one member freed through another is refused, and both stay exact", () => {
     const gpu = gpuWithLoss();
     const [storage, uniforms, copies] = members(gpu);
@@ -361,14 +383,19 @@ describe("GpuCachingAllocator device group (review 6)", () => {
     assert.equal(group.heldBytes, sum);
     // every buffer is gone with the device
     assert.equal(gpu.live.size, 0);
-    // the lost members leave; the group is then empty and takes another
-    // device's allocators
+    // the lost members leave; the group, empty, is still the lost device's
+    // own: another device's allocator is refused there, and joins its own
     for (const m of all) assert.equal(group.delete(m), true);
     assert.equal(group.heldBytes, 0);
     const next = gpuWithLoss();
-    const joined = new GpuCachingAllocator(next.device, { group });
+    assert.throws(
+      () => new GpuCachingAllocator(next.device, { group }),
+      /is the own group of another GPUDevice/,
+    );
+    const joined = new GpuCachingAllocator(next.device);
     joined.allocate(64).release();
-    assert.equal(group.heldBytes, reserved(joined));
+    assert.equal(group.heldBytes, 0);
+    assert.equal(joined.group!.heldBytes, reserved(joined));
   });
 
   it("GpuCachingAllocator device group model: ranges disjoint on live buffers, the counts agree, everything returned", () => {
