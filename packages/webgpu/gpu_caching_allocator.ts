@@ -107,7 +107,8 @@ export interface GpuCachingAllocatorOptions
    * the allocators of one device, one per usage, so that a miss of one
    * first destroys another's idle cached buffers rather than raise what
    * they hold together. Refused when it holds allocators of another
-   * `GPUDevice`, or is another `GPUDevice`'s own group. Left out, the allocator joins its device's own group
+   * `GPUDevice`, or is another `GPUDevice`'s own group. Left out, the
+   * allocator joins its device's own group
    * ({@linkcode GpuCachingAllocator.deviceGroup}), which every
    * `GpuCachingAllocator` of that device made without this option shares;
    * `null` joins none.
