@@ -362,6 +362,42 @@ describe("GpuCachingAllocator device group (review 6)", () => {
     assert.equal(gpu.live.size, 0);
   });
 
+  it("GpuCachingAllocator: an after-fence member's blocks waiting for the queue are not given back for another member's miss", async () => {
+    const gpu = gpuWithLoss();
+    const storage = new GpuCachingAllocator(gpu.device);
+    const uploads = new GpuCachingAllocator(gpu.device, {
+      source: { usage: U.COPY_SRC | U.COPY_DST },
+      reuse: "after-fence",
+    });
+    const group = storage.group!;
+    assert.equal(uploads.group, group);
+    // storage's misses cycle
+    const a = storage.allocate(MiB), b = storage.allocate(MiB);
+    a.release();
+    b.release();
+    storage.emptyCache();
+    const small = storage.allocate(64 * KiB);
+    // an upload in flight: freed, waiting for the queue
+    const up = uploads.allocate(2 * MiB);
+    const upBuffer = up.buffer as unknown as MockGpuBuffer;
+    gpu.device.queue.submit([]);
+    up.release();
+    assert.equal(uploads.pendingFreeCount, 1);
+    const big = storage.allocate(group.peakHeldBytes);
+    assert.equal(upBuffer.destroyed, false, "a buffer the queue may still use");
+    assertHeld(gpu, group, [storage, uploads]);
+    gpu.complete();
+    await uploads.synchronize();
+    assert.equal(uploads.pendingFreeCount, 0);
+    assertHeld(gpu, group, [storage, uploads]);
+    small.release();
+    big.release();
+    storage.emptyCache();
+    uploads.emptyCache();
+    assert.equal(gpu.live.size, 0);
+    assert.equal(group.heldBytes, 0);
+  });
+
   it("GpuCachingAllocator: a lost device while the group holds segments of several members", async () => {
     const gpu = gpuWithLoss();
     const all = members(gpu);
