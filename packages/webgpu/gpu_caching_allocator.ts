@@ -121,7 +121,8 @@ export interface GpuCachingAllocatorOptions
    * the allocators of one device, one per usage, so that a miss of one
    * first destroys another's idle cached buffers rather than raise what
    * they hold together. Refused when it holds allocators of another
-   * `GPUDevice`. Left out, the allocator joins its device's own group
+   * `GPUDevice`, or is another `GPUDevice`'s own group. Left out, the
+   * allocator joins its device's own group
    * ({@linkcode GpuCachingAllocator.deviceGroup}), which every
    * `GpuCachingAllocator` of that device made without this option shares;
    * `null` joins none.
@@ -248,12 +249,16 @@ export class GpuCachingAllocator {
     const groupDevice = typeof group === "object" && group !== null
       ? groupDevices.get(group)
       : undefined;
-    // (a group left empty takes any device's allocators)
+    // (a group left empty takes any device's allocators, but a device's own
+    // group only that device's: else its own allocators were refused after)
     if (
-      groupDevice !== undefined && groupDevice !== device && group!.size > 0
+      groupDevice !== undefined && groupDevice !== device &&
+      (group!.size > 0 || deviceGroups.get(groupDevice) === group)
     ) {
       throw new InvalidArgumentError(
-        `Cannot make a GpuCachingAllocator: its group holds allocators of another GPUDevice (${
+        `Cannot make a GpuCachingAllocator: its group ${
+          group!.size > 0 ? "holds allocators of" : "is the own group of"
+        } another GPUDevice (${
           describeValue(groupDevice.label)
         }), this one is ${describeValue(device.label)}`,
         { name: "group", value: device, limit: "the group's GPUDevice" },
@@ -328,24 +333,29 @@ export class GpuCachingAllocator {
         : _giveBlock(pool, token as _BlockPlace<GPUBuffer>);
     const frees = new _QueueFrees(this.stream, release);
     this.#frees = frees;
+    // The owners reach the allocator through `this`: a live allocation keeps
+    // its allocator alive, so that `droppedMembers` empties the cache only
+    // once nothing can give a block back to it (a block released after its
+    // allocator was collected stayed cached for good, outside any group).
     if (this.reuse === "after-fence") {
       this.#owner = {
         free: (block) =>
-          frees.defer(block, (block as _BlockPlace<GPUBuffer>).size),
+          this.#frees.defer(block, (block as _BlockPlace<GPUBuffer>).size),
       };
       this.#handleOwner = {
         free: (handle) =>
-          frees.defer(
+          this.#frees.defer(
             handle,
             (handle as CachedBlock<GPUBuffer>).blockByteLength,
           ),
       };
     } else {
       this.#owner = {
-        free: (block) => _giveBlock(pool, block as _BlockPlace<GPUBuffer>),
+        free: (block) =>
+          _giveBlock(this.caching, block as _BlockPlace<GPUBuffer>),
       };
       this.#handleOwner = {
-        free: (handle) => (handle as CachedBlock<GPUBuffer>).release(),
+        free: (handle) => this.caching.free(handle as CachedBlock<GPUBuffer>),
       };
     }
   }
@@ -384,6 +394,7 @@ export class GpuCachingAllocator {
     if (group === undefined) {
       group = new CachingGroup();
       deviceGroups.set(device, group);
+      groupDevices.set(group, device);
     }
     return group;
   }
