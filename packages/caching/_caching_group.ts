@@ -73,10 +73,43 @@ const TINY_SHARES = 4;
 /** Ghosts remembered; the oldest are forgotten past it. */
 const MAX_GHOSTS = 64;
 
+/** What the group keeps of one member (see `_GroupCore.members`). */
+class _MemberState {
+  /**
+   * The group no longer gives back its segments: one of them was made
+   * again soon after (a give-back regretted), or its source threw.
+   */
+  kept = false;
+  /**
+   * Its segment given back for being idle was regretted: not asked again for
+   * being idle (still once the asking member's misses cycle).
+   */
+  keptIdle = false;
+  /**
+   * Its segment given back for holding nothing was wanted again within
+   * `STEP_REGRET_MARKS` step marks: not asked again that way by step marks.
+   */
+  keptEmpty = false;
+  /** Its request clock when last seen at a miss (hits included). */
+  seenClock = 0;
+  /** The group's tick at which that clock last changed; -1 before a miss. */
+  seenTick = -1;
+  /** Step marks seen since it joined. */
+  marksSeen = 0;
+  /** The group's misses in a row at which it held nothing. */
+  emptyMisses = 0;
+  /**
+   * The streak of `emptyMisses` it must reach to hold nothing lately:
+   * `EMPTY_MISSES`, doubled at each regretted give-back (up to
+   * `MAX_EMPTY_MISSES`).
+   */
+  emptyNeed = EMPTY_MISSES;
+}
+
 /** The group's state (see `CachingGroup`). */
 export class _GroupCore {
-  /** The members' policies, in the order they joined. */
-  readonly members: Set<_Member> = new Set();
+  /** The members' policies, in the order they joined, and their state. */
+  readonly members: Map<_Member, _MemberState> = new Map();
   /**
    * Each member's policy by its allocator (the facade), held weakly: a
    * dropped allocator is not kept alive by its group (an entry counts only
@@ -91,34 +124,8 @@ export class _GroupCore {
   peak = 0;
   /** Segments given back for the group, oldest first. */
   readonly ghosts: _GroupGhost[] = [];
-  /**
-   * Members whose segments the group no longer gives back: one of them was
-   * made again soon after (a give-back regretted), or their source threw.
-   */
-  readonly kept: Set<_Member> = new Set();
-  /**
-   * Members whose segment given back for being idle was regretted: not
-   * asked again for being idle (still once the asking member's misses
-   * cycle).
-   */
-  readonly keptIdle: Set<_Member> = new Set();
-  /**
-   * Members whose segment given back for holding nothing was wanted again
-   * within `STEP_REGRET_MARKS` step marks: not asked again that way.
-   */
-  readonly keptEmpty: Set<_Member> = new Set();
   /** Step marks so far (`CachingGroup.endStep()`). */
   steps = 0;
-  /** Per member: the step marks it has seen since it joined. */
-  readonly marksSeen: Map<_Member, number> = new Map();
-  /** Per member: the group's misses in a row at which it held nothing. */
-  readonly emptyMisses: Map<_Member, number> = new Map();
-  /**
-   * Per member whose give-back for holding nothing was regretted: the
-   * streak of `emptyMisses` it must reach (`EMPTY_MISSES` for the others),
-   * doubled at each regret (up to `MAX_EMPTY_MISSES`).
-   */
-  readonly emptyNeed: Map<_Member, number> = new Map();
   /** Segments and bytes given back for the group so far. */
   givenBackSegments = 0;
   givenBackBytes = 0;
@@ -126,22 +133,17 @@ export class _GroupCore {
   busy = false;
   /** Misses of any member so far (the group's clock). */
   tick = 0;
-  /** Per member: its request clock when last seen, and the tick it changed at. */
-  // (A member's clock counts its requests, hits included: seen at misses
-  // only, the hit path stays as it is.)
-  readonly seen: Map<_Member, { clock: number; tick: number }> = new Map();
 
   /** At a member's miss: the group's clock moves, activity is noted. */
   observe(): void {
     const t = ++this.tick;
-    for (const m of this.members) {
-      const empty = m.stats.activeBytes === 0;
-      this.emptyMisses.set(m, empty ? (this.emptyMisses.get(m) ?? 0) + 1 : 0);
-      const r = this.seen.get(m);
-      if (r === undefined) this.seen.set(m, { clock: m.clock, tick: t });
-      else if (r.clock !== m.clock) {
-        r.clock = m.clock;
-        r.tick = t;
+    // (A member's clock counts its requests, hits included: seen at misses
+    // only, the hit path stays as it is.)
+    for (const [m, s] of this.members) {
+      s.emptyMisses = m.stats.activeBytes === 0 ? s.emptyMisses + 1 : 0;
+      if (s.seenTick < 0 || s.seenClock !== m.clock) {
+        s.seenClock = m.clock;
+        s.seenTick = t;
       }
     }
   }
@@ -149,9 +151,7 @@ export class _GroupCore {
   /** A step mark (`CachingGroup.endStep()`). */
   endStep(): void {
     this.steps++;
-    for (const m of this.members) {
-      this.marksSeen.set(m, (this.marksSeen.get(m) ?? 0) + 1);
-    }
+    for (const s of this.members.values()) s.marksSeen++;
   }
 
   /**
@@ -161,17 +161,15 @@ export class _GroupCore {
    * `EMPTY_MISSES` misses. A pool of staging copies or uniforms between
    * its uses, whose cached segments wait for the next transfer.
    */
-  holdsNothing(m: _Member): boolean {
+  holdsNothing(m: _Member, s: _MemberState): boolean {
     return m.stats.activeBytes === 0 &&
-      (((this.marksSeen.get(m) ?? 0) >= 2 && !this.keptEmpty.has(m)) ||
-        (this.emptyMisses.get(m) ?? 0) >=
-          (this.emptyNeed.get(m) ?? EMPTY_MISSES));
+      ((s.marksSeen >= 2 && !s.keptEmpty) || s.emptyMisses >= s.emptyNeed);
   }
 
   /** Bytes the members hold together now. */
   held(): number {
     let n = 0;
-    for (const m of this.members) n += m.stats.reservedBytes;
+    for (const m of this.members.keys()) n += m.stats.reservedBytes;
     return n;
   }
 
@@ -181,8 +179,8 @@ export class _GroupCore {
    * free segments of the other members (not `kept`; with `idleTicks`, only
    * of members that made no request in the group's last `idleTicks` misses
    * and are not `keptIdle`, or that hold nothing lately (`holdsNothing`),
-   * then not those under 1/`TINY_SHARES` of the excess): the smallest that covers the excess, else the largest first
-   * until it is covered.
+   * then not those under 1/`TINY_SHARES` of the excess): the smallest that
+   * covers the excess, else the largest first until it is covered.
    */
   makeRoom(p: _Member, segSize: number, idleTicks = 0): void {
     if (this.busy || this.peak === 0) return;
@@ -191,13 +189,12 @@ export class _GroupCore {
     const whole: [_Member, _Block<unknown>][] = [];
     // the members asked because they hold nothing lately
     let empty: Set<_Member> | null = null;
-    for (const m of this.members) {
-      if (m === p || this.kept.has(m)) continue;
+    for (const [m, s] of this.members) {
+      if (m === p || s.kept) continue;
       const idle = idleTicks === 0 ||
-        (!this.keptIdle.has(m) &&
-          this.seen.get(m)!.tick <= this.tick - idleTicks);
+        (!s.keptIdle && s.seenTick <= this.tick - idleTicks);
       if (!idle) {
-        if (!this.holdsNothing(m)) continue;
+        if (!this.holdsNothing(m, s)) continue;
         (empty ??= new Set()).add(m);
       }
       for (const seg of m.segments) {
@@ -228,7 +225,7 @@ export class _GroupCore {
         } catch {
           // The source threw: the segment has left the member's books (as
           // its own give-back leaves it); the group asks that member no more.
-          this.kept.add(m);
+          this.members.get(m)!.kept = true;
           continue;
         }
         if (!ok) continue;
@@ -269,23 +266,19 @@ export class _GroupCore {
     }
     if (best < 0) return;
     const [g] = ghosts.splice(best, 1);
+    // (a ghost's member is a member: `remove` forgets its ghosts)
+    const st = this.members.get(p)!;
     if (g.step >= 0) {
       if (this.steps - g.step <= STEP_REGRET_MARKS) {
-        this.keptEmpty.add(p);
+        st.keptEmpty = true;
         // The streak starts again, and must be twice as long (a back-off,
         // not a ban: a session's weights uploaded in bursts while storage
         // grows by exact segments, many misses apart, then idle for good).
-        this.emptyMisses.set(p, 0);
-        this.emptyNeed.set(
-          p,
-          Math.min(
-            MAX_EMPTY_MISSES,
-            2 * (this.emptyNeed.get(p) ?? EMPTY_MISSES),
-          ),
-        );
+        st.emptyMisses = 0;
+        st.emptyNeed = Math.min(MAX_EMPTY_MISSES, 2 * st.emptyNeed);
       }
-    } else if (g.idle) this.keptIdle.add(p);
-    else this.kept.add(p);
+    } else if (g.idle) st.keptIdle = true;
+    else st.kept = true;
   }
 
   /** After a member's miss: the bound follows the held bytes up. */
@@ -326,7 +319,7 @@ export class _GroupCore {
     }
     this.device = device;
     this.deviceKey = deviceKey;
-    this.members.add(p);
+    this.members.set(p, new _MemberState());
     this.byAllocator.set(allocator, p);
     p.group = this;
   }
@@ -338,13 +331,6 @@ export class _GroupCore {
   remove(p: _Member): void {
     p.group = null;
     this.members.delete(p);
-    this.kept.delete(p);
-    this.keptIdle.delete(p);
-    this.keptEmpty.delete(p);
-    this.seen.delete(p);
-    this.marksSeen.delete(p);
-    this.emptyMisses.delete(p);
-    this.emptyNeed.delete(p);
     for (let i = this.ghosts.length - 1; i >= 0; i--) {
       if (this.ghosts[i].member === p) this.ghosts.splice(i, 1);
     }
