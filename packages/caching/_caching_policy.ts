@@ -106,15 +106,23 @@ export class _CachingPolicy<M> {
    */
   releaseBound: number;
   /**
+   * The ratio a miss whose new segment would raise the held peak gives
+   * back to, the new segment counted: `releaseRatio`, doubled in slack each
+   * time a segment given back at such a miss is wanted again (see
+   * {@linkcode releaseAboveRatio}).
+   */
+  peakBound: number;
+  /**
    * Ghosts: segments given back by that rule, remembered as (pool, bytes)
    * after they are gone, oldest first, at most `MAX_GHOSTS` of them and
    * their bytes at most the most bytes reserved at a give-back (ARC's
    * ghost lists, which hold a cache's worth): a later miss that one of
    * them would have served shows that giving it back was regretted. `keep`
    * is the ratio that would have kept it (reserved bytes when it went over
-   * the active bytes plus the request).
+   * the active bytes plus the request); `peak`, whether it went at a miss
+   * whose new segment would have raised the held peak.
    */
-  ghosts: { small: boolean; size: number; keep: number }[] = [];
+  ghosts: { small: boolean; size: number; keep: number; peak: boolean }[] = [];
   ghostBytes = 0;
   /** Most bytes the ghosts may hold: the most reserved at a give-back. */
   ghostLimit = 0;
@@ -183,6 +191,7 @@ export class _CachingPolicy<M> {
     this.minSegmentByteLength = config.minSegment;
     this.releaseRatio = config.releaseRatio;
     this.releaseBound = config.releaseRatio;
+    this.peakBound = config.releaseRatio;
     this.maxSplitByteLength = config.maxSplit;
     this.maxNonSplitRoundingByteLength = config.nonSplitRounding;
     this.maxBlockByteLength = config.maxBlock;
@@ -603,6 +612,22 @@ export class _CachingPolicy<M> {
       );
       if (halved < bound) bound = halved;
     }
+    // A new segment that would raise the held peak, counted: give back to
+    // the configured ratio of what the miss needs with it, but no lower than
+    // what keeps the peak where it is (`peakBound`, see above). What only
+    // this rule gives back must have gone unused since the previous miss.
+    const older = bound;
+    let peak = false;
+    if (this.stats.reservedBytes + segment > this.heldPeak) {
+      const counted = Math.max(
+        this.peakBound * need - segment,
+        this.heldPeak - segment,
+      );
+      if (counted < bound) {
+        bound = counted;
+        peak = true;
+      }
+    }
     if (this.stats.reservedBytes <= bound) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
@@ -614,6 +639,7 @@ export class _CachingPolicy<M> {
         (whole ??= []).push(b);
       }
     }
+    const previousMiss = this.lastMiss;
     this.lastMiss = this.clock;
     if (whole === null) return;
     // Least recently used first, but a segment under a quarter of the
@@ -645,6 +671,8 @@ export class _CachingPolicy<M> {
       // a quarter of the request (a tiny request would take and pin the
       // next larger one: U-Net's staging buffers, 1.1035 -> 1.1142).
       if (reserved <= ratioBound && b.size * TINY_SHARES < size) break;
+      // Past the older bounds, the peak rule takes only idle segments.
+      if (peak && reserved <= older && b.stamp >= previousMiss) continue;
       const keep = reserved / recent;
       const small = b.segment.small, bytes = b.size;
       if (
@@ -657,7 +685,7 @@ export class _CachingPolicy<M> {
         near -= bytes;
         continue;
       }
-      if (_releaseSegment(this, b)) this.ghost(small, bytes, keep);
+      if (_releaseSegment(this, b)) this.ghost(small, bytes, keep, peak);
     }
   }
 
@@ -711,9 +739,9 @@ export class _CachingPolicy<M> {
    * Remembers a segment given back; the oldest ghosts are dropped past
    * `MAX_GHOSTS` or past `ghostLimit` bytes.
    */
-  ghost(small: boolean, size: number, keep: number): void {
+  ghost(small: boolean, size: number, keep: number, peak: boolean): void {
     const ghosts = this.ghosts;
-    ghosts.push({ small, size, keep });
+    ghosts.push({ small, size, keep, peak });
     this.ghostBytes += size;
     let drop = 0;
     while (
@@ -764,6 +792,12 @@ export class _CachingPolicy<M> {
     ghosts.splice(best, 1);
     this.ghostBytes -= g.size;
     if (this.atLow) return;
+    // Given back where a new segment would have raised the held peak: that
+    // rule's slack doubles at once (a segment remade costs the bytes the
+    // rule saved, and a device buffer).
+    if (g.peak) {
+      this.peakBound = 1 + Math.max(2 * (this.peakBound - 1), MIN_SLACK);
+    }
     this.forgotten = 0;
     this.regretBytes += g.size;
     const slack = this.releaseBound - 1;
