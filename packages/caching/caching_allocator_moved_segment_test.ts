@@ -96,7 +96,7 @@ describe("CachingAllocator, whole free segments moved between the pools", () => 
     assert.ok(!moved, "a 448 KiB large-pool segment moved for 216 KiB");
   });
 
-  it("two phases, nothing live between: a segment moved out comes home at a low (settles by the 4th cycle, was 2 made a cycle to the 10th)", () => {
+  it("two phases, nothing live between: a segment moved out comes home at a low (settles by the 5th cycle, was 2 made a cycle to the 10th)", () => {
     // 20 blocks of 150 KiB (small pool), then 8 of 257 KiB (large pool).
     const source = new MockSegmentSource({ capacityBytes: 2 ** 42 });
     const a = new CachingAllocator(source);
@@ -110,7 +110,11 @@ describe("CachingAllocator, whole free segments moved between the pools", () => 
       }
       made.push(source.allocationCount - before);
     }
-    assert.deepEqual(made.slice(3), [0, 0, 0, 0, 0, 0, 0, 0, 0], `${made}`);
+    // 28, 27, 20, 1, then none (the peak rule gives back an idle segment
+    // in the 3rd cycle that the 4th makes again; none after it: 28, 27, 20,
+    // then none before it).
+    assert.deepEqual(made.slice(4), [0, 0, 0, 0, 0, 0, 0, 0], `${made}`);
+    assert.ok(made[3] <= 1, `${made}`);
     // Without moves 5.2 MiB; moving nothing home at a low, 5.8 MiB.
     const peak = a.memoryStats().reservedBytes.all.peak;
     assert.ok(peak <= 4.5 * 2 ** 20, `peak held ${peak}`);

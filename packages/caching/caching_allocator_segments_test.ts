@@ -157,7 +157,11 @@ function run(
   // first: pool and bytes), and the ghost bytes hit since the ratio last
   // widened.
   let ratio = o.releaseCachedAboveRatio;
-  const ghosts: { pool: string; size: number; keep: number }[] = [];
+  // The peak rule's ratio: its slack doubles each time a segment it gave
+  // back is wanted again.
+  let peakRatio = o.releaseCachedAboveRatio;
+  const ghosts: { pool: string; size: number; keep: number; peak: boolean }[] =
+    [];
   let regretBytes = 0;
   let forgotten = 0;
   let ghostLimit = 0;
@@ -235,6 +239,9 @@ function run(
           });
           if (best >= 0 && atLow) ghosts.splice(best, 1);
           else if (best >= 0) {
+            if (ghosts[best].peak) {
+              peakRatio = 1 + Math.max(2 * (peakRatio - 1), 1 / 32);
+            }
             regretBytes += ghosts[best].size;
             forgotten = 0;
             const slack = ratio - 1;
@@ -274,6 +281,26 @@ function run(
             );
           }
         }
+        // A miss whose new segment would raise the held peak counts it:
+        // down to the peak ratio of what it needs with it, never below what
+        // keeps the peak; past the older bounds, only segments unused since
+        // the previous miss above the bound go.
+        const older = bound;
+        let peak = false;
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          const segment = expectedSegment(a, o, size, reserved, active);
+          if (reserved + segment > heldPeak) {
+            const counted = Math.max(
+              peakRatio * need - segment,
+              heldPeak - segment,
+            );
+            if (counted < bound) {
+              bound = counted;
+              peak = true;
+            }
+          }
+        }
+        const previousMiss = lastMiss;
         const tiny = (s: { byteLength: number }) => s.byteLength * 4 < size;
         for (const s of gone) {
           assert.ok(
@@ -301,15 +328,19 @@ function run(
         // request's pool within 1/8 below it whose size another candidate
         // shares are kept, in the give-back order, up to twice the request;
         // others go in their place.
-        const kept = new Set<number>();
-        if (
-          o.releaseCachedAboveRatio !== Infinity && !atLow && active !== 0 &&
-          room === 0 && ratio > o.releaseCachedAboveRatio
-        ) {
-          let left = reserved, near = 2 * size;
+        const kept = new Set<number>(), skipped = new Set<number>();
+        const simulated = new Set<number>();
+        if (o.releaseCachedAboveRatio !== Infinity) {
+          const nearOn = !atLow && active !== 0 && room === 0 &&
+            ratio > o.releaseCachedAboveRatio;
+          let left = reserved, near = nearOn ? 2 * size : 0;
           for (const w of [...whole].sort(order)) {
             if (left <= bound || (left <= ratioBound && tiny(w))) break;
             if (
+              peak && left <= older && lastUse.get(w.address)! >= previousMiss
+            ) {
+              skipped.add(w.address);
+            } else if (
               w.pool === pool && w.byteLength * 8 >= size * 7 &&
               w.byteLength <= near &&
               whole.some((v) =>
@@ -319,13 +350,28 @@ function run(
             ) {
               near -= w.byteLength;
               kept.add(w.address);
-            } else left -= w.byteLength;
+            } else {
+              left -= w.byteLength;
+              simulated.add(w.address);
+            }
           }
         }
         for (const s of gone) {
           assert.ok(!kept.has(s.address), "a segment just short given back");
         }
-        const others = whole.filter((w) => !kept.has(w.address));
+        for (const s of gone) {
+          assert.ok(!skipped.has(s.address), "a used segment given back");
+        }
+        if (o.releaseCachedAboveRatio !== Infinity && reserved > bound) {
+          assert.deepEqual(
+            new Set(gone.map((g) => g.address)),
+            simulated,
+            "segments given back",
+          );
+        }
+        const others = whole.filter((w) =>
+          !kept.has(w.address) && !skipped.has(w.address)
+        );
         if (reserved > bound) lastMiss = clock;
         if (o.releaseCachedAboveRatio === Infinity || reserved <= bound) {
           assert.equal(gone.length, 0, "released below the bound");
@@ -369,7 +415,7 @@ function run(
             // The ratio that would have kept it, against the recent peak.
             const keep = left / recent;
             left -= s.byteLength;
-            ghosts.push({ pool: s.pool, size: s.byteLength, keep });
+            ghosts.push({ pool: s.pool, size: s.byteLength, keep, peak });
             let bytes = ghosts.reduce((n, g) => n + g.size, 0);
             let dropped = false;
             while (

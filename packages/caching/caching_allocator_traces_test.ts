@@ -54,11 +54,26 @@ const root = new URL("../../traces/", import.meta.url);
  * buffers moves to where a 4 MiB upload segment lies free): the layout of
  * free blocks shifts with the granule (the 256-byte granule alone gave
  * U-Net 1.128, ResNet 1.076); see the package README.
+ * bytes14 (2026-11-25): a miss whose new segment would raise the held peak
+ * counts that segment when giving back (the peak rule, see the package
+ * README). Tightened to the new figures (hold-out sets: plus 0.005), one
+ * pass [storage, all]: CNN 1.1597 -> 1.1381 (1.1783 -> 1.1567), KV decode
+ * 1.0515 -> 1.0409 (1.0557 -> 1.0451), LSTM 1.0422 -> 1.0308 (1.07 ->
+ * 1.0585), ResNet 1.079 -> 1.0518 (1.1669 -> 1.1464), U-Net 1.1221 ->
+ * 1.1146 (1.1336 -> 1.1262), EfficientNet 1.0631 -> 1.0610, layers-fit
+ * 1.0498 -> 1.0135, detector (all buffers), graph network 1.0525 -> 1.0472,
+ * super-resolution 1.3240 -> 1.0467 (1.3402 -> 1.0808); warm likewise, and
+ * ResNet 28 -> 25 (31 -> 28) buffers made after the first pass. Raised:
+ * wide-deep one pass 1.2228 -> 1.2679 (1.2309 -> 1.2761; warm better,
+ * 1.4189 -> 1.4045, but 24 -> 29 made), buffers made after the first pass
+ * on layers-fit 0 -> 1, beam search 9 -> 12 (warm 1.0634 -> 1.0538),
+ * super-resolution 2 -> 21 (warm 1.3867 -> 1.3621). Seq2seq decode 1.0139
+ * -> 1.0142 stays under its ceiling.
  */
 const CEILINGS: Record<string, [number, number]> = {
   "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.0, 1.1686],
-  "tfjs-webgpu/cnn-training.jsonl.gz": [1.1597, 1.1783],
-  "tfjs-webgpu/kv-decode.jsonl.gz": [1.0515, 1.0557],
+  "tfjs-webgpu/cnn-training.jsonl.gz": [1.1381, 1.1567],
+  "tfjs-webgpu/kv-decode.jsonl.gz": [1.0409, 1.0451],
   "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.0001, 1.0127],
   "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0002, 1.0097],
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0349, 1.0452],
@@ -67,10 +82,10 @@ const CEILINGS: Record<string, [number, number]> = {
   // were recorded.
   "onnxruntime-web/conv-varbatch.jsonl.gz": [1.0006, 1.0028],
   "tfjs-webgpu/gan-step.jsonl.gz": [1.0247, 1.0276],
-  "tfjs-webgpu/lstm-textgen.jsonl.gz": [1.0422, 1.07],
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.079, 1.1669],
+  "tfjs-webgpu/lstm-textgen.jsonl.gz": [1.0308, 1.0585],
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.0518, 1.1464],
   "tfjs-webgpu/transformer-training.jsonl.gz": [1.0581, 1.065],
-  "tfjs-webgpu/unet-training.jsonl.gz": [1.1221, 1.1336],
+  "tfjs-webgpu/unet-training.jsonl.gz": [1.1146, 1.1262],
 };
 
 /**
@@ -94,8 +109,8 @@ const CEILINGS: Record<string, [number, number]> = {
  */
 const WARM: Record<string, [number, number, number, number]> = {
   "onnxruntime-web/mlp-varbatch.jsonl.gz": [0, 1.0, 1, 1.2731],
-  "tfjs-webgpu/cnn-training.jsonl.gz": [0, 1.1597, 0, 1.1783],
-  "tfjs-webgpu/kv-decode.jsonl.gz": [0, 1.0515, 0, 1.0557],
+  "tfjs-webgpu/cnn-training.jsonl.gz": [0, 1.1381, 0, 1.1567],
+  "tfjs-webgpu/kv-decode.jsonl.gz": [0, 1.0409, 0, 1.0451],
   "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [0, 1.0001, 0, 1.0127],
   "tfjs-webgpu/mobilenet-inference.jsonl.gz": [0, 1.0002, 0, 1.0097],
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [0, 1.0349, 0, 1.0452],
@@ -105,10 +120,10 @@ const WARM: Record<string, [number, number, number, number]> = {
   // 2, ...) one (traces/README.md says why).
   "onnxruntime-web/conv-varbatch.jsonl.gz": [0, 1.0006, 0, 1.0028],
   "tfjs-webgpu/gan-step.jsonl.gz": [0, 1.0247, 0, 1.0276],
-  "tfjs-webgpu/lstm-textgen.jsonl.gz": [0, 1.0422, 0, 1.07],
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [28, 1.079, 31, 1.2235],
+  "tfjs-webgpu/lstm-textgen.jsonl.gz": [0, 1.0308, 0, 1.0585],
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [25, 1.0656, 28, 1.2101],
   "tfjs-webgpu/transformer-training.jsonl.gz": [0, 1.0581, 0, 1.065],
-  "tfjs-webgpu/unet-training.jsonl.gz": [0, 1.1221, 0, 1.1336],
+  "tfjs-webgpu/unet-training.jsonl.gz": [0, 1.1146, 0, 1.1262],
 };
 const PASSES = 8;
 
@@ -126,8 +141,8 @@ const HOLDOUT2_CEILINGS: Record<string, [number, number]> = {
   // One pass improved with fit10's held-peak rule (1.115 -> 1.088 storage,
   // 1.130 -> 1.100 all buffers), then with fix11's segments moved between
   // the pools within a cycle (1.066 storage, 1.078 all buffers): tightened.
-  "tfjs-webgpu/efficientnet-multires.jsonl.gz": [1.0681, 1.0803],
-  "tfjs-webgpu/layers-fit.jsonl.gz": [1.0548, 1.0536],
+  "tfjs-webgpu/efficientnet-multires.jsonl.gz": [1.066, 1.0782],
+  "tfjs-webgpu/layers-fit.jsonl.gz": [1.0185, 1.0187],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [1.0189, 1.023],
 };
 const HOLDOUT2_WARM: Record<string, [number, number, number, number]> = {
@@ -141,8 +156,8 @@ const HOLDOUT2_WARM: Record<string, [number, number, number, number]> = {
   // 384 KiB large-pool segments lay free. fix11 moves such a segment to the
   // pool of a miss that would raise the held peak: 1.066 storage, 1.078 all
   // buffers, none remade. Tightened.
-  "tfjs-webgpu/efficientnet-multires.jsonl.gz": [0, 1.0681, 0, 1.0803],
-  "tfjs-webgpu/layers-fit.jsonl.gz": [0, 1.0548, 0, 1.0536],
+  "tfjs-webgpu/efficientnet-multires.jsonl.gz": [0, 1.066, 0, 1.0782],
+  "tfjs-webgpu/layers-fit.jsonl.gz": [1, 1.0548, 1, 1.0536],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [0, 1.0189, 0, 1.023],
 };
 
@@ -158,7 +173,7 @@ const HOLDOUT3_CEILINGS: Record<string, [number, number]> = {
   "onnxruntime-web/gru-decode.jsonl.gz": [1.0095, 1.1922],
   "onnxruntime-web/unet-multisize.jsonl.gz": [1.0053, 1.0257],
   "tfjs-webgpu/beam-search.jsonl.gz": [1.022, 1.0276],
-  "tfjs-webgpu/detector-fpn.jsonl.gz": [1.0266, 1.0678],
+  "tfjs-webgpu/detector-fpn.jsonl.gz": [1.0266, 1.0662],
   "tfjs-webgpu/vae-training.jsonl.gz": [1.1023, 1.1069],
   // One pass fell from 1.0457 (1.0538) when a miss that would raise the held
   // peak, once misses cycle, halved the back-off's slack (hold13): tightened
@@ -168,10 +183,10 @@ const HOLDOUT3_CEILINGS: Record<string, [number, number]> = {
 const HOLDOUT3_WARM: Record<string, [number, number, number, number]> = {
   "onnxruntime-web/gru-decode.jsonl.gz": [0, 1.0095, 0, 1.1922],
   "onnxruntime-web/unet-multisize.jsonl.gz": [0, 1.0053, 0, 1.0257],
-  "tfjs-webgpu/beam-search.jsonl.gz": [9, 1.0684, 9, 1.0739],
-  "tfjs-webgpu/detector-fpn.jsonl.gz": [1, 1.0638, 1, 1.105],
+  "tfjs-webgpu/beam-search.jsonl.gz": [12, 1.0588, 12, 1.0643],
+  "tfjs-webgpu/detector-fpn.jsonl.gz": [1, 1.0638, 1, 1.1034],
   "tfjs-webgpu/vae-training.jsonl.gz": [0, 1.1023, 0, 1.1069],
-  "tfjs-webgpu/vit-varbatch.jsonl.gz": [9, 1.0598, 9, 1.0674],
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": [9, 1.0551, 9, 1.0627],
 };
 
 /**
@@ -190,17 +205,17 @@ const HOLDOUT3_WARM: Record<string, [number, number, number, number]> = {
  */
 const HOLDOUT4_CEILINGS: Record<string, [number, number]> = {
   "onnxruntime-web/speech-conv1d.jsonl.gz": [1.0265, 1.0565],
-  "tfjs-webgpu/graph-network.jsonl.gz": [1.0571, 1.0668],
-  "tfjs-webgpu/super-resolution.jsonl.gz": [1.3297, 1.3468],
+  "tfjs-webgpu/graph-network.jsonl.gz": [1.0522, 1.058],
+  "tfjs-webgpu/super-resolution.jsonl.gz": [1.0517, 1.0858],
   "tfjs-webgpu/tidy-keep.jsonl.gz": [1.2632, 1.271],
-  "tfjs-webgpu/wide-deep.jsonl.gz": [1.2277, 1.2314],
+  "tfjs-webgpu/wide-deep.jsonl.gz": [1.2679, 1.2761],
 };
 const HOLDOUT4_WARM: Record<string, [number, number, number, number]> = {
   "onnxruntime-web/speech-conv1d.jsonl.gz": [0, 1.0265, 0, 1.0565],
-  "tfjs-webgpu/graph-network.jsonl.gz": [0, 1.0571, 0, 1.0668],
-  "tfjs-webgpu/super-resolution.jsonl.gz": [2, 1.3967, 2, 1.4079],
+  "tfjs-webgpu/graph-network.jsonl.gz": [0, 1.0522, 0, 1.058],
+  "tfjs-webgpu/super-resolution.jsonl.gz": [21, 1.3671, 21, 1.38],
   "tfjs-webgpu/tidy-keep.jsonl.gz": [8, 1.2963, 8, 1.304],
-  "tfjs-webgpu/wide-deep.jsonl.gz": [37, 1.4465, 37, 1.4555],
+  "tfjs-webgpu/wide-deep.jsonl.gz": [37, 1.4095, 37, 1.4176],
 };
 
 /** Buffers made after the first of `PASSES` passes, and peak held / live. */
