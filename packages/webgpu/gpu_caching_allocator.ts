@@ -31,6 +31,7 @@ import {
   type MemorySummaryOptions,
   optionOr,
   OutOfMemoryError,
+  SegmentSourceError,
   type SynchronizeOptions,
   UseAfterFreeError,
   validateByteLength,
@@ -52,6 +53,7 @@ import {
 } from "./_gpu_ids.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
+import { DeviceLostError } from "./device_lost_error.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import { _QueueFrees } from "./_deferred_frees.ts";
@@ -439,7 +441,12 @@ export class GpuCachingAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     if (this.#frees.count > 0) this.#frees.poll();
-    const b = _takeBlock(this.caching, byteLength);
+    let b: _BlockPlace<GPUBuffer> | undefined;
+    try {
+      b = _takeBlock(this.caching, byteLength);
+    } catch (error) {
+      this.#lostInside(error);
+    }
     if (b === undefined) return this.#allocateHandle(byteLength);
     const raw = b.segment.raw;
     return _makeAllocation(
@@ -454,7 +461,12 @@ export class GpuCachingAllocator {
 
   /** allocate() through a CachedBlock (when the pool watches for leaks). */
   #allocateHandle(byteLength: number): GpuAllocation {
-    const block = this.caching.allocate(byteLength);
+    let block: CachedBlock<GPUBuffer>;
+    try {
+      block = this.caching.allocate(byteLength);
+    } catch (error) {
+      this.#lostInside(error);
+    }
     return _makeAllocation(
       this.gpuDevice,
       block.memory,
@@ -463,6 +475,20 @@ export class GpuCachingAllocator {
       this.#handleOwner,
       block,
     );
+  }
+
+  /**
+   * Rethrows an allocation's error; the device lost from inside it (a
+   * buffer's `destroy()` during a give-back that loses the device, seen by
+   * the segment source, which the pool reports as a `SegmentSourceError`)
+   * as the `DeviceLostError` the caller is promised.
+   */
+  #lostInside(error: unknown): never {
+    if (
+      error instanceof SegmentSourceError &&
+      error.cause instanceof DeviceLostError
+    ) throw error.cause;
+    throw error;
   }
 
   // ---- the id path: no object per allocation ----
@@ -523,7 +549,12 @@ export class GpuCachingAllocator {
     const ids = this.#ids;
     if (ids.full) this.#throwIdsFull(byteLength); // before any change
     if (this.#frees.count > 0) this.#frees.poll();
-    const b = _takeUnwatched(this.caching, byteLength);
+    let b: _BlockPlace<GPUBuffer>;
+    try {
+      b = _takeUnwatched(this.caching, byteLength);
+    } catch (error) {
+      this.#lostInside(error);
+    }
     const r = ids.add();
     const raw = b.segment.raw;
     r.buffer = raw.memory;
