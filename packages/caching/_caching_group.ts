@@ -224,8 +224,10 @@ export class _GroupCore {
           ok = _releaseSegment(m, b);
         } catch {
           // The source threw: the segment has left the member's books (as
-          // its own give-back leaves it); the group asks that member no more.
-          this.members.get(m)!.kept = true;
+          // its own give-back leaves it); the group asks that member no more
+          // (if still one: the source may have taken it out of the group).
+          const st = this.members.get(m);
+          if (st !== undefined) st.kept = true;
           continue;
         }
         if (!ok) continue;
