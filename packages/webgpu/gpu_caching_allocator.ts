@@ -31,7 +31,6 @@ import {
   type MemorySummaryOptions,
   optionOr,
   OutOfMemoryError,
-  SegmentSourceError,
   type SynchronizeOptions,
   UseAfterFreeError,
   validateByteLength,
@@ -445,7 +444,7 @@ export class GpuCachingAllocator {
     try {
       b = _takeBlock(this.caching, byteLength);
     } catch (error) {
-      this.#lostInside(error);
+      this.#lostInside(error, byteLength);
     }
     if (b === undefined) return this.#allocateHandle(byteLength);
     const raw = b.segment.raw;
@@ -465,7 +464,7 @@ export class GpuCachingAllocator {
     try {
       block = this.caching.allocate(byteLength);
     } catch (error) {
-      this.#lostInside(error);
+      this.#lostInside(error, byteLength);
     }
     return _makeAllocation(
       this.gpuDevice,
@@ -478,16 +477,22 @@ export class GpuCachingAllocator {
   }
 
   /**
-   * Rethrows an allocation's error; the device lost from inside it (a
-   * buffer's `destroy()` during a give-back that loses the device, seen by
-   * the segment source, which the pool reports as a `SegmentSourceError`)
-   * as the `DeviceLostError` the caller is promised.
+   * Rethrows an allocation's error, as the `DeviceLostError` the caller is
+   * promised when the device was lost inside the call (a buffer's
+   * `destroy()` during a give-back that loses the device: the segment
+   * source's refusal reaches here as a `SegmentSourceError`, or the retry
+   * after emptying the cache as out of memory).
    */
-  #lostInside(error: unknown): never {
-    if (
-      error instanceof SegmentSourceError &&
-      error.cause instanceof DeviceLostError
-    ) throw error.cause;
+  #lostInside(error: unknown, byteLength: number): never {
+    if (this.#state.lost && !(error instanceof DeviceLostError)) {
+      const lost = _lostError(
+        this.gpuDevice,
+        this.#state,
+        `allocate ${byteLength} bytes`,
+      );
+      (lost as { cause?: unknown }).cause = error;
+      throw lost;
+    }
     throw error;
   }
 
@@ -553,7 +558,7 @@ export class GpuCachingAllocator {
     try {
       b = _takeUnwatched(this.caching, byteLength);
     } catch (error) {
-      this.#lostInside(error);
+      this.#lostInside(error, byteLength);
     }
     const r = ids.add();
     const raw = b.segment.raw;

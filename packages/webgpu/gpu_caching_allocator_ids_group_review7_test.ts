@@ -17,6 +17,7 @@ import {
   AllotError,
   DoubleFreeError,
   InvalidArgumentError,
+  OutOfMemoryError,
   UseAfterFreeError,
 } from "@allot/core";
 import { assertDisjoint, modelRuns } from "../core/_test_faults.ts";
@@ -173,19 +174,24 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
       },
       { weight: 1, arbitrary: fc.constant({ op: "lose" as const }) },
     );
-    let givenBack = 0, lostRuns = 0, reentered = 0;
+    let givenBack = 0, lostRuns = 0, reentered = 0, ooms = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
+        // a budget per member: misses past it are refused (out of memory)
+        fc.option(fc.constantFrom(6 * MiB, 12 * MiB)),
         fc.array(op, { maxLength: 100, size: "max" }),
-        async (afterFence, ops) => {
+        async (afterFence, capacity, ops) => {
           const gpu = gpuWithHooks();
           const group: CachingGroup = GpuCachingAllocator.deviceGroup(
             gpu.device,
           );
           const all = USAGES.map((usage, i) =>
             new GpuCachingAllocator(gpu.device, {
-              ...(usage === undefined ? {} : { source: { usage } }),
+              source: {
+                ...(usage === undefined ? {} : { usage }),
+                capacityBytes: capacity ?? Infinity,
+              },
               reuse: afterFence[i] ? "after-fence" : "queue-order",
             })
           );
@@ -221,6 +227,7 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
             try {
               id = a.allocateId(n);
             } catch (error) {
+              if (isOom(error, a)) return;
               // the device was lost from inside (a re-entrant destroy())
               assertLostError(error);
               assert.ok(a.lost);
@@ -245,6 +252,13 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
             assert.equal(r.size, n);
             assert.equal(r.offset % a.source.alignment, 0);
             ids.push(r);
+          };
+          /** An out-of-memory refusal (the budget), the device alive. */
+          const isOom = (error: unknown, a: GpuCachingAllocator) => {
+            if (!(error instanceof OutOfMemoryError) || a.lost) return false;
+            assert.ok(capacity !== null, String(error));
+            ooms++;
+            return true;
           };
           const freeId = (r: IdRecord) => {
             all[r.m].freeById(r.id);
@@ -328,6 +342,7 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
                 try {
                   h = all[o.m].allocate(o.size);
                 } catch (error) {
+                  if (isOom(error, all[o.m])) break;
                   assertLostError(error);
                   lost = true;
                   break;
@@ -471,7 +486,7 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
       { numRuns: modelRuns(120) },
     );
     // (the runs reached the group's give-backs, losses and re-entries)
-    assert.ok(givenBack > 0 && lostRuns > 0 && reentered > 0);
+    assert.ok(givenBack > 0 && lostRuns > 0 && reentered > 0 && ooms > 0);
   });
 
   it("a device lost from inside a miss (a buffer's destroy() during the group's give-back) throws DeviceLostError, not a SegmentSourceError", async () => {
@@ -513,6 +528,35 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
       copies.validate();
       storage.freeById(small);
       assert.equal(storage.liveIdCount, 0);
+    }
+  });
+
+  it("a device lost from inside a miss that empties the cache for a full budget throws DeviceLostError, not out of memory", async () => {
+    for (const path of ["allocate", "allocateId", "allocateAsync"] as const) {
+      const gpu = gpuWithHooks();
+      const a = new GpuCachingAllocator(gpu.device, {
+        group: null,
+        source: { capacityBytes: 4 * MiB },
+      });
+      const kept = a.allocateId(512 * KiB);
+      a.freeById(a.allocateId(3 * MiB)); // cached
+      gpu.onDestroy = () => gpu.device.destroy();
+      let error: unknown;
+      try {
+        if (path === "allocate") a.allocate(3.75 * MiB);
+        else if (path === "allocateId") a.allocateId(3.75 * MiB);
+        else await a.allocateAsync(3.75 * MiB);
+      } catch (e) {
+        error = e;
+      }
+      assert.ok(a.lost, "the cached buffer was destroyed for the request");
+      assert.ok(
+        error instanceof DeviceLostError,
+        `${path}: ${(error as Error)?.constructor?.name}: ${error}`,
+      );
+      assert.equal(a.liveIdCount, 1);
+      a.validate();
+      a.freeById(kept);
     }
   });
 
