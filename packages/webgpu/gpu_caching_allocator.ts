@@ -394,6 +394,11 @@ export class GpuCachingAllocator {
     let group = deviceGroups.get(device);
     if (group === undefined) {
       group = new CachingGroup();
+      // (only this device's allocators join it, even while it is empty)
+      (CachingGroup as unknown as Record<
+        symbol,
+        (group: object, key: object) => void
+      >)[Symbol.for("allot.caching.groupPin")](group, device);
       deviceGroups.set(device, group);
       groupDevices.set(group, device);
     }
