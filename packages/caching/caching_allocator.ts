@@ -1042,6 +1042,13 @@ export class CachingAllocator<M = unknown> {
     } catch (error) {
       this.#p.release(b); // (no stream recorded yet: straight back)
       _detach(handle);
+      // a detector that failed after it took the handle in: never handed
+      // out, it must not be reported as leaked once it is collected
+      try {
+        this.#leaks!.forget(handle);
+      } catch {
+        // the detector's own failure; the first error is the one thrown
+      }
       throw error;
     }
   }
