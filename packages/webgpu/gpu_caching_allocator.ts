@@ -565,6 +565,12 @@ export class GpuCachingAllocator {
     } catch (error) {
       this.#lostInside(error, byteLength);
     }
+    if (ids.full) {
+      // (a device or detector that re-entered at the miss took the last
+      // slots: a slot past the table would alias another id's)
+      _giveBlock(this.caching, b);
+      this.#throwIdsFull(byteLength);
+    }
     const r = ids.add();
     const raw = b.segment.raw;
     r.buffer = raw.memory;

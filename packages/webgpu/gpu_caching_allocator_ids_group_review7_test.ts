@@ -637,3 +637,53 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
     assert.equal(gpu.live.size, 0);
   });
 });
+
+describe("GpuCachingAllocator ids: a device that re-enters at a miss (review 7)", () => {
+  it("allocateId: a createBuffer() that fills the id table from inside a miss cannot make an id that aliases another slot", () => {
+    const gpu = gpuWithHooks();
+    const a = new GpuCachingAllocator(gpu.device, {
+      group: null,
+      segmentGrowthFraction: 0,
+    });
+    const ids: number[] = [];
+    for (let i = 0; i < 2 ** 18 - 1; i++) ids.push(a.allocateId(0));
+    // the device makes the next buffer only after taking the last free
+    // slot through the allocator itself
+    const create = gpu.device.createBuffer.bind(gpu.device);
+    let entered = false;
+    (gpu.device as unknown as { createBuffer: unknown }).createBuffer = (
+      d: GPUBufferDescriptor,
+    ) => {
+      if (!entered) {
+        entered = true;
+        ids.push(a.allocateId(0));
+      }
+      return create(d);
+    };
+    const before = a.caching.allocatedBytes;
+    let id: number | undefined;
+    try {
+      id = a.allocateId(4 * MiB); // a miss
+    } catch (error) {
+      // refused: the table filled inside the call; nothing is held for it
+      assert.ok(error instanceof InvalidArgumentError, String(error));
+      assert.match((error as Error).message, /262144 ids are live/);
+    }
+    assert.ok(entered);
+    if (id !== undefined) {
+      // given: it must be a live id that reads back and frees
+      assert.equal(a.sizeOf(id), 4 * MiB);
+      ids.push(id);
+    } else {
+      assert.equal(a.caching.allocatedBytes, before + 256);
+    }
+    assert.equal(a.liveIdCount, ids.length);
+    assert.ok(a.liveIdCount <= 2 ** 18);
+    a.validate();
+    for (const x of ids) a.freeById(x);
+    assert.equal(a.liveIdCount, 0);
+    assert.equal(a.caching.allocatedBytes, 0);
+    a.emptyCache();
+    assert.equal(gpu.live.size, 0);
+  });
+});
