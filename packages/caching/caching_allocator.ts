@@ -580,6 +580,9 @@ export class CachingAllocator<M = unknown> {
     if (found === undefined) {
       _throwCachingOom(this.#p, byteLength, size, DEFAULT_STREAM, this.#p.tag);
     }
+    // (a source that re-entered at the miss may have taken the last slots:
+    // the block found stays free)
+    if (this.#ids.full) this.#throwIdsFull(byteLength);
     return this.#ids.add(
       this.#p.take(found, pool, size, byteLength, this.#p.tag),
     );
