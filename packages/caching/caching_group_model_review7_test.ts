@@ -353,7 +353,7 @@ describe("CachingGroup model (review 7)", () => {
           assert.equal(group.heldBytes, 0);
         },
       ),
-      { numRuns: modelRuns(150) },
+      { numRuns: modelRuns(400) },
     );
     assert.ok(givenBack > 0 && reentered > 0 && ooms > 0);
   });

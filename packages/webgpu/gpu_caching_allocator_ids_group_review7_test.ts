@@ -483,7 +483,7 @@ describe("GpuCachingAllocator ids in the device group (review 7)", () => {
           assert.equal(group.heldBytes, 0);
         },
       ),
-      { numRuns: modelRuns(120) },
+      { numRuns: modelRuns(400) },
     );
     // (the runs reached the group's give-backs, losses and re-entries)
     assert.ok(givenBack > 0 && lostRuns > 0 && reentered > 0 && ooms > 0);
