@@ -325,13 +325,15 @@ export class GpuCachingAllocator {
     }
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
-    const pool = this.caching;
     // A token is a bare block (the hit path's, `_takeBlock`), or a
-    // CachedBlock when the pool watches its handles for leaks.
+    // CachedBlock when the pool watches its handles for leaks. It reaches
+    // the pool through `this`: frees waiting for the queue keep the
+    // allocator alive (as a live allocation does), so `droppedMembers`
+    // empties the cache only once they are back.
     const release = (token: unknown) =>
       token instanceof CachedBlock
         ? token.release()
-        : _giveBlock(pool, token as _BlockPlace<GPUBuffer>);
+        : _giveBlock(this.caching, token as _BlockPlace<GPUBuffer>);
     const frees = new _QueueFrees(this.stream, release);
     this.#frees = frees;
     // The owners reach the allocator through `this`: a live allocation keeps
