@@ -371,7 +371,12 @@ export const _DEVICE_KEY: symbol = Symbol.for("allot.caching.deviceKey");
 
 /** The device key of `source`, if it has one. */
 function _deviceKeyOf(source: object): object | undefined {
-  const key = (source as Record<symbol, unknown>)[_DEVICE_KEY];
+  let key: unknown;
+  try {
+    key = (source as Record<symbol, unknown>)[_DEVICE_KEY];
+  } catch {
+    return undefined; // a source (a Proxy) that throws for the key has none
+  }
   return typeof key === "object" && key !== null ? key : undefined;
 }
 
