@@ -13,6 +13,7 @@ import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
 import { _Usage as U } from "./_flags.ts";
 import { newDevice, skip } from "./_test_device.ts";
+import { DeviceLostError } from "./device_lost_error.ts";
 
 const KiB = 1024;
 
@@ -169,5 +170,49 @@ describe("GpuCachingAllocator byte patterns on a real device (review 7)", {
     } finally {
       device.destroy();
     }
+  });
+  it("GpuCachingAllocator: a real device destroyed in the middle: reads and allocations refuse with DeviceLostError, cleanup never throws, the group keeps its counts", async () => {
+    const device = await newDevice("review7-loss");
+    const group = GpuCachingAllocator.deviceGroup(device);
+    const storage = new GpuCachingAllocator(device);
+    const copies = new GpuCachingAllocator(device, {
+      source: { usage: U.COPY_SRC | U.COPY_DST },
+      reuse: "after-fence",
+    });
+    const ids = [storage.allocateId(4 * KiB), copies.allocateId(64 * KiB)];
+    const handles = [storage.allocate(1000), copies.allocate(300 * KiB)];
+    copies.freeById(copies.allocateId(8 * KiB)); // waits for the queue
+    device.queue.writeBuffer(
+      storage.bufferOf(ids[0]),
+      storage.offsetOf(ids[0]),
+      pattern(1, 4 * KiB),
+    );
+    device.destroy();
+    for (const [x, id] of [[storage, ids[0]], [copies, ids[1]]] as const) {
+      assert.throws(() => x.bufferOf(id), DeviceLostError);
+      assert.throws(() => x.allocateId(100), DeviceLostError);
+      assert.throws(() => x.allocate(100), DeviceLostError);
+      await assert.rejects(x.allocateAsync(100), DeviceLostError);
+    }
+    for (const h of handles) assert.throws(() => h.buffer, DeviceLostError);
+    // cleanup loops never throw
+    storage.freeById(ids[0]);
+    copies.freeById(ids[1]);
+    storage.freeById(ids[0]);
+    for (const h of handles) {
+      h.release();
+      h.release();
+    }
+    for (const x of [storage, copies]) {
+      x.emptyCache();
+      group.endStep();
+      await x.synchronize();
+      x.validate();
+      assert.equal(x.liveIdCount, 0);
+    }
+    assert.equal(
+      group.heldBytes,
+      storage.caching.reservedBytes + copies.caching.reservedBytes,
+    );
   });
 });
