@@ -516,10 +516,14 @@ export class GpuCachingAllocator {
    *
    * A freed id is refused (`UseAfterFreeError`, `DoubleFreeError`) until
    * its slot has been reused 4,096 times, 16 other frees apart each time; an
-   * id of another allocator is refused the same way (each allocator starts
-   * its ids at another generation; ids are numbers, not handles, so 4,096
-   * allocators apart two can share one). At most 262,144 ids are live at
-   * once per allocator. No leak detector watches ids.
+   * id of another allocator is refused as long as that slot has not reached
+   * the same generation in both (each allocator starts its ids at another
+   * of the 4,096 generations, a stride near 0.618 of them apart: allocators
+   * made one after the other are 1,565 generations apart, but two made 971
+   * apart only one, so there a slot reused once more in one than in the
+   * other gives the other's id; ids are numbers, not handles). At most
+   * 262,144 ids are live at once per allocator. No leak detector watches
+   * ids.
    *
    * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @returns The id: an integer from 0 to 2^30 - 1.
