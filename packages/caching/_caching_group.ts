@@ -118,8 +118,16 @@ export class _GroupCore {
   readonly byAllocator: WeakMap<object, _Member> = new WeakMap();
   /** The device of the first member: every member is on it. */
   device: Device | undefined = undefined;
-  /** A key a layer above sets to tell devices apart (a `GPUDevice`). */
+  /**
+   * The key that tells the members' device apart beyond `Device` (a
+   * `GPUDevice`: the source's {@linkcode _DEVICE_KEY}).
+   */
   deviceKey: object | undefined = undefined;
+  /**
+   * The key every member's source must have, even while the group is
+   * empty: a device's own group (`GpuCachingAllocator.deviceGroup`).
+   */
+  ownKey: object | undefined = undefined;
   /** The most bytes the members held together after any member's miss. */
   peak = 0;
   /** Segments given back for the group, oldest first. */
@@ -224,8 +232,10 @@ export class _GroupCore {
           ok = _releaseSegment(m, b);
         } catch {
           // The source threw: the segment has left the member's books (as
-          // its own give-back leaves it); the group asks that member no more.
-          this.members.get(m)!.kept = true;
+          // its own give-back leaves it); the group asks that member no more
+          // (if still one: the source may have taken it out of the group).
+          const st = this.members.get(m);
+          if (st !== undefined) st.kept = true;
           continue;
         }
         if (!ok) continue;
@@ -297,12 +307,22 @@ export class _GroupCore {
    * Takes `p` (the policy of `allocator`) in, or refuses it, changing
    * nothing: another device's, or a member of another group.
    */
-  join(allocator: object, p: _Member, deviceKey?: object): void {
+  join(
+    allocator: object,
+    p: _Member,
+    deviceKey: object | undefined = _deviceKeyOf(p.source),
+  ): void {
     const device = p.source.device;
     if (p.group !== null) {
       throw new InvalidArgumentError(
         `Cannot join a CachingGroup: the allocator is in another group`,
         { name: "group", value: allocator, limit: "one group" },
+      );
+    }
+    if (this.ownKey !== undefined && deviceKey !== this.ownKey) {
+      throw new InvalidArgumentError(
+        `Cannot join a CachingGroup: it is the own group of another device object, this allocator is on ${device}`,
+        { name: "group", value: String(device), limit: "the group's device" },
       );
     }
     if (
@@ -340,6 +360,24 @@ export class _GroupCore {
       this.deviceKey = undefined;
     }
   }
+}
+
+/**
+ * A segment source's key that tells its device apart where `Device` does
+ * not (every `GPUDevice` is `webgpu:0` unless told otherwise): a
+ * `GpuSegmentSource` answers its `GPUDevice`.
+ */
+export const _DEVICE_KEY: symbol = Symbol.for("allot.caching.deviceKey");
+
+/** The device key of `source`, if it has one. */
+function _deviceKeyOf(source: object): object | undefined {
+  let key: unknown;
+  try {
+    key = (source as Record<symbol, unknown>)[_DEVICE_KEY];
+  } catch {
+    return undefined; // a source (a Proxy) that throws for the key has none
+  }
+  return typeof key === "object" && key !== null ? key : undefined;
 }
 
 const cores = new WeakMap<object, _GroupCore>();

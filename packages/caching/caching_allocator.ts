@@ -580,6 +580,9 @@ export class CachingAllocator<M = unknown> {
     if (found === undefined) {
       _throwCachingOom(this.#p, byteLength, size, DEFAULT_STREAM, this.#p.tag);
     }
+    // (a source that re-entered at the miss may have taken the last slots:
+    // the block found stays free)
+    if (this.#ids.full) this.#throwIdsFull(byteLength);
     return this.#ids.add(
       this.#p.take(found, pool, size, byteLength, this.#p.tag),
     );
@@ -1042,6 +1045,13 @@ export class CachingAllocator<M = unknown> {
     } catch (error) {
       this.#p.release(b); // (no stream recorded yet: straight back)
       _detach(handle);
+      // a detector that failed after it took the handle in: never handed
+      // out, it must not be reported as leaked once it is collected
+      try {
+        this.#leaks!.forget(handle);
+      } catch {
+        // the detector's own failure; the first error is the one thrown
+      }
       throw error;
     }
   }

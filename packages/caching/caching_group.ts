@@ -177,6 +177,15 @@ Object.defineProperty(CachingGroup, Symbol.for("allot.caching.groupAlias"), {
   },
 });
 
+// Internal to allot: pins a group to one device key (a device's own group
+// takes only that `GPUDevice`'s allocators, even while empty).
+Object.defineProperty(CachingGroup, Symbol.for("allot.caching.groupPin"), {
+  value: (group: object, key: object): void => {
+    const core = _groupCore(group);
+    if (core !== undefined) core.ownKey = key;
+  },
+});
+
 function _core(group: CachingGroup) {
   const core = _groupCore(group);
   if (core === undefined) throw new TypeError("Not a CachingGroup");

@@ -52,6 +52,7 @@ import {
 } from "./_gpu_ids.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
+import { DeviceLostError } from "./device_lost_error.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
 import { GpuAllocatorAdapter } from "./gpu_allocator_adapter.ts";
 import { _QueueFrees } from "./_deferred_frees.ts";
@@ -324,13 +325,15 @@ export class GpuCachingAllocator {
     }
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
-    const pool = this.caching;
     // A token is a bare block (the hit path's, `_takeBlock`), or a
-    // CachedBlock when the pool watches its handles for leaks.
+    // CachedBlock when the pool watches its handles for leaks. It reaches
+    // the pool through `this`: frees waiting for the queue keep the
+    // allocator alive (as a live allocation does), so `droppedMembers`
+    // empties the cache only once they are back.
     const release = (token: unknown) =>
       token instanceof CachedBlock
         ? token.release()
-        : _giveBlock(pool, token as _BlockPlace<GPUBuffer>);
+        : _giveBlock(this.caching, token as _BlockPlace<GPUBuffer>);
     const frees = new _QueueFrees(this.stream, release);
     this.#frees = frees;
     // The owners reach the allocator through `this`: a live allocation keeps
@@ -393,6 +396,11 @@ export class GpuCachingAllocator {
     let group = deviceGroups.get(device);
     if (group === undefined) {
       group = new CachingGroup();
+      // (only this device's allocators join it, even while it is empty)
+      (CachingGroup as unknown as Record<
+        symbol,
+        (group: object, key: object) => void
+      >)[Symbol.for("allot.caching.groupPin")](group, device);
       deviceGroups.set(device, group);
       groupDevices.set(group, device);
     }
@@ -439,7 +447,12 @@ export class GpuCachingAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     if (this.#frees.count > 0) this.#frees.poll();
-    const b = _takeBlock(this.caching, byteLength);
+    let b: _BlockPlace<GPUBuffer> | undefined;
+    try {
+      b = _takeBlock(this.caching, byteLength);
+    } catch (error) {
+      this.#lostInside(error, byteLength);
+    }
     if (b === undefined) return this.#allocateHandle(byteLength);
     const raw = b.segment.raw;
     return _makeAllocation(
@@ -454,7 +467,12 @@ export class GpuCachingAllocator {
 
   /** allocate() through a CachedBlock (when the pool watches for leaks). */
   #allocateHandle(byteLength: number): GpuAllocation {
-    const block = this.caching.allocate(byteLength);
+    let block: CachedBlock<GPUBuffer>;
+    try {
+      block = this.caching.allocate(byteLength);
+    } catch (error) {
+      this.#lostInside(error, byteLength);
+    }
     return _makeAllocation(
       this.gpuDevice,
       block.memory,
@@ -463,6 +481,26 @@ export class GpuCachingAllocator {
       this.#handleOwner,
       block,
     );
+  }
+
+  /**
+   * Rethrows an allocation's error, as the `DeviceLostError` the caller is
+   * promised when the device was lost inside the call (a buffer's
+   * `destroy()` during a give-back that loses the device: the segment
+   * source's refusal reaches here as a `SegmentSourceError`, or the retry
+   * after emptying the cache as out of memory).
+   */
+  #lostInside(error: unknown, byteLength: number): never {
+    if (this.#state.lost && !(error instanceof DeviceLostError)) {
+      const lost = _lostError(
+        this.gpuDevice,
+        this.#state,
+        `allocate ${byteLength} bytes`,
+      );
+      (lost as { cause?: unknown }).cause = error;
+      throw lost;
+    }
+    throw error;
   }
 
   // ---- the id path: no object per allocation ----
@@ -478,10 +516,14 @@ export class GpuCachingAllocator {
    *
    * A freed id is refused (`UseAfterFreeError`, `DoubleFreeError`) until
    * its slot has been reused 4,096 times, 16 other frees apart each time; an
-   * id of another allocator is refused the same way (each allocator starts
-   * its ids at another generation; ids are numbers, not handles, so 4,096
-   * allocators apart two can share one). At most 262,144 ids are live at
-   * once per allocator. No leak detector watches ids.
+   * id of another allocator is refused as long as that slot has not reached
+   * the same generation in both (each allocator starts its ids at another
+   * of the 4,096 generations, a stride near 0.618 of them apart: allocators
+   * made one after the other are 1,565 generations apart, but two made 971
+   * apart only one, so there a slot reused once more in one than in the
+   * other gives the other's id; ids are numbers, not handles). At most
+   * 262,144 ids are live at once per allocator. No leak detector watches
+   * ids.
    *
    * @param byteLength Bytes; 0 gives an ordinary 0-byte allocation.
    * @returns The id: an integer from 0 to 2^30 - 1.
@@ -523,7 +565,18 @@ export class GpuCachingAllocator {
     const ids = this.#ids;
     if (ids.full) this.#throwIdsFull(byteLength); // before any change
     if (this.#frees.count > 0) this.#frees.poll();
-    const b = _takeUnwatched(this.caching, byteLength);
+    let b: _BlockPlace<GPUBuffer>;
+    try {
+      b = _takeUnwatched(this.caching, byteLength);
+    } catch (error) {
+      this.#lostInside(error, byteLength);
+    }
+    if (ids.full) {
+      // (a device or detector that re-entered at the miss took the last
+      // slots: a slot past the table would alias another id's)
+      _giveBlock(this.caching, b);
+      this.#throwIdsFull(byteLength);
+    }
     const r = ids.add();
     const raw = b.segment.raw;
     r.buffer = raw.memory;

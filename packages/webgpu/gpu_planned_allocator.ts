@@ -29,7 +29,9 @@ import {
   _assertAlive,
   type _DeviceState,
   _deviceState,
+  _lostError,
 } from "./_device_state.ts";
+import { DeviceLostError } from "./device_lost_error.ts";
 import type { GpuAllocation, GpuAllocationOwner } from "./gpu_allocation.ts";
 import { _makeAllocation } from "./_make_allocation.ts";
 import { _anchorShapes } from "./_shape_anchors.ts";
@@ -193,7 +195,21 @@ export class GpuPlannedAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     // (the pool checks the size against the same limit)
-    const block = this.pool.allocate(byteLength);
+    let block: PlannedBlock<GPUBuffer>;
+    try {
+      block = this.pool.allocate(byteLength);
+    } catch (error) {
+      // the device lost inside the call (a buffer destroyed to make room
+      // lost it): the source's refusal came as a SegmentSourceError
+      if (!this.#state.lost || error instanceof DeviceLostError) throw error;
+      const lost = _lostError(
+        this.gpuDevice,
+        this.#state,
+        `allocate ${byteLength} bytes`,
+      );
+      (lost as { cause?: unknown }).cause = error;
+      throw lost;
+    }
     return _makeAllocation(
       this.gpuDevice,
       block.memory,

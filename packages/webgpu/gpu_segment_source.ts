@@ -433,3 +433,16 @@ export class GpuSegmentSource implements SegmentSource<GPUBuffer> {
     }
   }
 }
+
+// What tells a source's device apart in a `CachingGroup` (internal to allot):
+// every GPUDevice is `webgpu:<index>` to allot, so two devices' sources would
+// look like one device's.
+Object.defineProperty(
+  GpuSegmentSource.prototype,
+  Symbol.for("allot.caching.deviceKey"),
+  {
+    get(this: GpuSegmentSource): GPUDevice {
+      return this.gpuDevice;
+    },
+  },
+);
