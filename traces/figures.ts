@@ -11,7 +11,9 @@
  * its defaults, on a mock `GPUDevice`, so in the device's own
  * `CachingGroup`; `-marked`: the same with the group's `endStep()` called at
  * the trace's step marks; `-alone`: `group: null`, each pool on its own;
- * `-fence`: frees reusable only after the next fence), `StepPlannedPool`, `GpuPlannedAllocator` (on a mock
+ * `-fence`: frees reusable only after the next fence; `-shared`:
+ * `GpuCachingAllocator.forUsage()` per usage, so copies take blocks of the
+ * storage pool), `StepPlannedPool`, `GpuPlannedAllocator` (on a mock
  * `GPUDevice`, one per usage in one `StepPoolGroup`) and allot's watermark
  * pool. A pool refuses mapped usages (`MAP_READ`, `MAP_WRITE`: host access
  * is `GpuStaging`'s), so the replay pools a trace's staging buffers as
@@ -98,13 +100,15 @@ const MAPPED = 0x1 | 0x2;
  */
 export function gpuCachingPolicy(
   name: string,
-  { alone = false, steps = false, afterFence = false } = {},
+  { alone = false, steps = false, afterFence = false, shared = false } = {},
 ): PolicyFactory {
   return {
     name,
-    description: `@allot/webgpu GpuCachingAllocator per usage, defaults${
-      alone ? ", group: null" : ""
-    }${!alone && steps ? ", endStep() at step marks" : ""}${
+    description: `@allot/webgpu GpuCachingAllocator ${
+      shared ? "forUsage()" : "per usage"
+    }, defaults${alone ? ", group: null" : ""}${
+      !alone && steps ? ", endStep() at step marks" : ""
+    }${
       afterFence ? ", frees reusable after the next fence" : ""
     }, on a mock device`,
     create(): ReplayPolicy {
@@ -126,10 +130,12 @@ export function gpuCachingPolicy(
           if (a === undefined) {
             // staging buffers pooled as plain copy buffers
             const pooled = (usage & MAPPED) !== 0 ? usage & ~MAPPED : usage;
-            a = new GpuCachingAllocator(gpu.device, {
-              source: { usage: pooled === 0 ? 0x4 : pooled },
-              ...(alone ? { group: null } : {}),
-            });
+            a = shared
+              ? GpuCachingAllocator.forUsage(gpu.device, pooled || 0x4)
+              : new GpuCachingAllocator(gpu.device, {
+                source: { usage: pooled === 0 ? 0x4 : pooled },
+                ...(alone ? { group: null } : {}),
+              });
             pools.set(usage, a);
           }
           live.set(id, a.allocate(Math.max(1, size)));
@@ -157,7 +163,7 @@ export function gpuCachingPolicy(
         buffersCreated: () => made,
         dispose() {
           for (const a of [...live.values(), ...pending]) a.release();
-          for (const a of pools.values()) a.emptyCache();
+          for (const a of new Set(pools.values())) a.emptyCache();
         },
       };
     },
@@ -171,6 +177,7 @@ export const POLICIES: readonly PolicyFactory[] = [
   gpuCachingPolicy("allot-caching-marked", { steps: true }),
   gpuCachingPolicy("allot-caching-alone", { alone: true }),
   gpuCachingPolicy("allot-caching-fence", { afterFence: true }),
+  gpuCachingPolicy("allot-caching-shared", { shared: true }),
   stepPlannedPolicy("step-planned"),
   gpuPlannedPolicy,
   allotWatermarkPolicy,

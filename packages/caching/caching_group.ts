@@ -18,8 +18,11 @@ import { _groupCore, _newGroupCore } from "./_caching_group.ts";
  * held bytes together above the most they held after any earlier miss first
  * gives back whole free segments of the other members: the smallest one that
  * covers the excess, else the largest first. Once the member's own misses
- * cycle (a miss at a low after a peak), any other member's segments may go;
- * before, only those of members that made no request during the group's last
+ * cycle (a miss at a low after a peak), any other member's segments may go,
+ * but not those of a member that holds blocks now and more than 8 times what
+ * the asking member will hold with its miss (a small staging pool does not
+ * take an active storage pool's cache) unless it made no request during the
+ * group's last 32 misses; before, only those of members that made no request during the group's last
  * 32 misses (uploads idle since a load phase, say), or of members that hold
  * nothing lately (no block allocated now, and none at each of the group's
  * last 12 misses or through a whole step between {@linkcode

@@ -63,6 +63,42 @@ describe("CachingGroup", () => {
     assert.equal(group.peakHeldBytes, group.heldBytes);
   });
 
+  it("A small member whose misses cycle does not take a much larger active member's segments, only once that one holds nothing", () => {
+    const group = new CachingGroup();
+    const storage = new CachingAllocator(new MockSegmentSource(), { group });
+    const uploads = new CachingAllocator(new MockSegmentSource(), { group });
+    // the upload pool's misses cycle: a peak, then a miss at a low
+    const x = uploads.allocate(64 * KiB), y = uploads.allocate(64 * KiB);
+    uploads.free(x);
+    uploads.free(y);
+    uploads.emptyCache();
+    const u = uploads.allocate(4 * KiB);
+    // storage holds 8 MiB live and a whole free 1 MiB segment
+    const a = storage.allocate(8 * MiB);
+    storage.free(storage.allocate(MiB));
+    const cached = storage.memoryStats().reservedBytes.all.current;
+    assert.ok(cached >= 9 * MiB);
+    // an upload above the group's peak: storage is active and holds more
+    // than 8 times the upload pool with it, so its segment stays
+    const v = uploads.allocate(256 * KiB);
+    assert.equal(group.givenBackSegments, 0);
+    assert.equal(storage.memoryStats().reservedBytes.all.current, cached);
+    assert.ok(group.heldBytes > group.peakHeldBytes - 256 * KiB);
+    // once storage holds nothing, the next upload above the peak takes it
+    storage.free(a);
+    const w = uploads.allocate(
+      group.peakHeldBytes - group.heldBytes + 64 * KiB,
+    );
+    assert.equal(group.givenBackSegments, 1);
+    assert.ok(storage.memoryStats().reservedBytes.all.current < cached);
+    storage.validate();
+    uploads.validate();
+    for (const b of [u, v, w]) uploads.free(b);
+    storage.emptyCache();
+    uploads.emptyCache();
+    assert.equal(group.heldBytes, 0);
+  });
+
   it("A member's miss above the group's peak gives back a sibling's whole free segment", () => {
     const { group, storage, storageSource, uploads, uploadSource, small } =
       twoPools();

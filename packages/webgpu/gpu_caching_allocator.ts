@@ -10,6 +10,7 @@ import {
   _checkOptions,
   _checkReuse,
   _checkStrict,
+  _checkUsage,
 } from "./_validate_gpu.ts";
 import {
   type _BlockHooks,
@@ -86,6 +87,9 @@ const groupDevices = new WeakMap<CachingGroup, GPUDevice>();
 
 /** Each device's own group: its allocators made without a `group` option. */
 const deviceGroups = new WeakMap<GPUDevice, CachingGroup>();
+
+/** Each device's allocators of `GpuCachingAllocator.forUsage`, by usage. */
+const usagePools = new WeakMap<GPUDevice, Map<number, GpuCachingAllocator>>();
 
 /**
  * Takes an allocator that was dropped while still in a group out of it, and
@@ -405,6 +409,71 @@ export class GpuCachingAllocator {
       groupDevices.set(group, device);
     }
     return group;
+  }
+
+  /**
+   * The device's allocator for buffers of `usage`, made at the first call
+   * for it with the defaults (so in the device's own group) and held for
+   * the device's life. A usage that the default storage usage covers
+   * (`STORAGE | COPY_SRC | COPY_DST`, or any part of it: copy sources and
+   * destinations, storage alone) gets the device's storage allocator: a
+   * buffer that is both copied and bound is legal in WebGPU, so copies take
+   * blocks of the storage pool's cache instead of a pool of their own, whose
+   * cache would peak apart from storage's (a session's weights uploaded
+   * again at each run while storage holds its whole cache). Any other usage
+   * (uniforms, vertex, index, indirect buffers) gets one allocator of its
+   * own. Mapped usages are refused, as by the constructor: reach blocks
+   * from the host through `GpuStaging`.
+   *
+   * Replayed on the recorded traces with the trace's staging buffers as
+   * copies (`traces/figures.ts`, `allot-caching-shared` against
+   * `allot-caching`), all buffers: see the package's `BENCHMARKS.md`.
+   *
+   * @example Copies share the storage pool; uniforms get their own
+   * ```ts
+   * import { GpuCachingAllocator } from "@allot/webgpu";
+   * import assert from "node:assert/strict";
+   *
+   * const adapter = await navigator.gpu?.requestAdapter();
+   * if (adapter) {
+   *   const device = await adapter.requestDevice();
+   *   const storage = GpuCachingAllocator.forUsage(device);
+   *   const uploads = GpuCachingAllocator.forUsage(
+   *     device,
+   *     GPUBufferUsage.COPY_SRC,
+   *   );
+   *   const uniforms = GpuCachingAllocator.forUsage(
+   *     device,
+   *     GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+   *   );
+   *   assert.equal(uploads, storage);
+   *   assert.notEqual(uniforms, storage);
+   *   assert.equal(uniforms.group, storage.group);
+   *   device.destroy();
+   * }
+   * ```
+   *
+   * @param device The WebGPU device.
+   * @param usage The `GPUBufferUsage` the buffers need.
+   * @returns The device's allocator for it.
+   * @throws {InvalidArgumentError} When `device` is not a `GPUDevice`, or
+   * for a usage that is not an integer of known `GPUBufferUsage` bits, is 0,
+   * or has `MAP_READ` or `MAP_WRITE` (nothing is made).
+   */
+  static forUsage(
+    device: GPUDevice,
+    usage: number = DEFAULT_USAGE,
+  ): GpuCachingAllocator {
+    _checkDevice(device, "Cannot give a device's GpuCachingAllocator");
+    usage = _checkUsage(usage, DEFAULT_USAGE);
+    const pooled = (usage & ~DEFAULT_USAGE) === 0 ? DEFAULT_USAGE : usage;
+    let pools = usagePools.get(device);
+    let a = pools?.get(pooled);
+    if (a !== undefined) return a;
+    a = new GpuCachingAllocator(device, { source: { usage: pooled } });
+    if (pools === undefined) usagePools.set(device, pools = new Map());
+    pools.set(pooled, a);
+    return a;
   }
 
   /**

@@ -26,47 +26,54 @@ import { gpuCachingPolicy, measure } from "../../traces/figures.ts";
  * 1.1888 -> 1.0416, MLP 1.1656 -> 1.0802, transformer training warm 1.0689
  * -> 1.065 (1 -> 0 made); raised, GRU warm 1.1888 -> 1.1952 (0 -> 1 made),
  * MLP warm 1.2725 -> 1.2731, attention 1 -> 2 made, transformer training
- * one pass 1.0588 -> 1.065. bytes14 (the peak rule): tightened, CNN 1.1783
- * -> 1.1567 (both), KV 1.0543 -> 1.0437, LSTM 1.0618 -> 1.0504, U-Net 1.1336
- * -> 1.1262, ResNet 1.0818 -> 1.0558 (warm 1.2235 -> 1.2101, 36 -> 33
- * made), layers-fit one pass 1.0486 -> 1.0137, graph network 1.057 ->
- * 1.0517, super-resolution 1.3711 -> 1.0919 (warm 1.4295 -> 1.4071),
- * EfficientNet, detector, beam search and ViT warm, wide-deep warm 1.4909
- * -> 1.414; raised, buffers made after the first pass: beam search 9 -> 12,
- * layers-fit 0 -> 1, super-resolution 5 -> 24, wide-deep 28 -> 30; wide-deep
- * one pass 1.226 -> 1.2711, seq2seq decode 1.018 -> 1.0183.
+ * one pass 1.0588 -> 1.065. Then (eighth session) a member holding under
+ * 1/8 of what an active member holds, with its miss, no longer takes that
+ * member's segments once its misses cycle: tightened, wide-deep warm 1.4909
+ * -> 1.4274 (28 -> 25 made; one pass raised 1.226 -> 1.2312), ViT 1.043,
+ * 1.0654, 12 -> 1.0262, 1.063, 11, CRNN 1.0687 -> 1.0678, ResNet warm 1.2235
+ * -> 1.2161; raised, ResNet one pass 1.0818 -> 1.0871 and 36 -> 38 made.
+ * With bytes14's peak rule merged beside it (eighth session), every row
+ * regenerated from the merged pools: tightened, CNN 1.1783 -> 1.1567, KV
+ * 1.0543 -> 1.0437, LSTM 1.0618 -> 1.0504, U-Net 1.1336 -> 1.1262, ResNet
+ * 1.0871 -> 1.0599 (warm 1.2107, 38 -> 36 made), layers-fit one pass 1.0486
+ * -> 1.0137, graph network 1.057 -> 1.0517, super-resolution 1.3711 ->
+ * 1.0919 (warm 1.4295 -> 1.4071), wide-deep warm 1.4274 -> 1.413; raised,
+ * buffers made after the first pass: beam search 9 -> 12, layers-fit 0 -> 1,
+ * super-resolution 5 -> 24, wide-deep 25 -> 30; wide-deep one pass 1.2312 ->
+ * 1.2763, seq2seq decode 1.018 -> 1.0183. The fourth hold-out set's rows
+ * (speech conv1d, graph network, super-resolution, tidy-keep, wide-deep) are
+ * sorted in with the rest.
  */
 const CEILINGS: Record<string, [number, number, number]> = {
   "onnxruntime-web/attention-varshape.jsonl.gz": [1.0333, 1.0698, 2],
   "onnxruntime-web/conv-varbatch.jsonl.gz": [1.0018, 1.0018, 0],
   "onnxruntime-web/gru-decode.jsonl.gz": [1.0416, 1.1952, 1],
   "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.0802, 1.2731, 1],
+  "onnxruntime-web/speech-conv1d.jsonl.gz": [1.0293, 1.0293, 0],
   "onnxruntime-web/unet-multisize.jsonl.gz": [1.0179, 1.0179, 0],
   "tfjs-webgpu/beam-search.jsonl.gz": [1.0226, 1.0593, 12],
   "tfjs-webgpu/cnn-training.jsonl.gz": [1.1567, 1.1567, 0],
-  "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [1.0687, 1.0687, 0],
+  "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [1.0677, 1.0677, 0],
   "tfjs-webgpu/detector-fpn.jsonl.gz": [1.0613, 1.0985, 1],
   "tfjs-webgpu/diffusion-denoise.jsonl.gz": [1.1054, 1.2194, 2],
   "tfjs-webgpu/efficientnet-multires.jsonl.gz": [1.0679, 1.0732, 1],
   "tfjs-webgpu/gan-step.jsonl.gz": [1.0276, 1.0276, 0],
+  "tfjs-webgpu/graph-network.jsonl.gz": [1.0517, 1.0517, 0],
   "tfjs-webgpu/kv-decode.jsonl.gz": [1.0437, 1.0437, 0],
   "tfjs-webgpu/layers-fit.jsonl.gz": [1.0137, 1.0486, 1],
   "tfjs-webgpu/lstm-textgen.jsonl.gz": [1.0504, 1.0504, 0],
   "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.0127, 1.0127, 0],
   "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0097, 1.0097, 0],
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.0558, 1.2101, 33],
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.0599, 1.2107, 36],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [1.0183, 1.0183, 0],
+  "tfjs-webgpu/super-resolution.jsonl.gz": [1.0919, 1.4071, 24],
+  "tfjs-webgpu/tidy-keep.jsonl.gz": [1.2592, 1.292, 8],
   "tfjs-webgpu/transformer-training.jsonl.gz": [1.065, 1.065, 0],
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0452, 1.0452, 0],
   "tfjs-webgpu/unet-training.jsonl.gz": [1.1262, 1.1262, 0],
   "tfjs-webgpu/vae-training.jsonl.gz": [1.1019, 1.1019, 0],
-  "tfjs-webgpu/vit-varbatch.jsonl.gz": [1.043, 1.0607, 12],
-  // the fourth hold-out set, at merging (seventh session)
-  "onnxruntime-web/speech-conv1d.jsonl.gz": [1.0293, 1.0293, 0],
-  "tfjs-webgpu/graph-network.jsonl.gz": [1.0517, 1.0517, 0],
-  "tfjs-webgpu/super-resolution.jsonl.gz": [1.0919, 1.4071, 24],
-  "tfjs-webgpu/tidy-keep.jsonl.gz": [1.2592, 1.292, 8],
-  "tfjs-webgpu/wide-deep.jsonl.gz": [1.2711, 1.414, 30],
+  "tfjs-webgpu/vit-varbatch.jsonl.gz": [1.0261, 1.0583, 11],
+  "tfjs-webgpu/wide-deep.jsonl.gz": [1.2763, 1.413, 30],
 };
 
 const MAPPED = _Usage.MAP_READ | _Usage.MAP_WRITE;
