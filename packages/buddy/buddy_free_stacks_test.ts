@@ -10,36 +10,11 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { modelRuns } from "../core/_test_faults.ts";
-import { BuddyAllocator } from "./buddy_allocator.ts";
-
-const MIN = 16;
-const POOL = 4096; // 256 units, orders 0 to 8
-
-// The largest free block eager merging leaves beside the live blocks of one
-// pool (address, length): the largest aligned power-of-two block that holds
-// no live byte.
-function largestFree(live: { start: number; length: number }[]): number {
-  for (let length = POOL; length >= MIN; length /= 2) {
-    for (let start = 0; start < POOL; start += length) {
-      if (
-        live.every((b) =>
-          b.start + b.length <= start || start + length <= b.start
-        )
-      ) {
-        return length;
-      }
-    }
-  }
-  return 0;
-}
+import { largestFree, MIN, onePool, POOL } from "./_test_one_pool.ts";
 
 describe("BuddyAllocator free stacks", () => {
   it("stay bounded over a million merges of one small block (they compact)", () => {
-    const buddy = new BuddyAllocator({
-      initialPoolByteLength: POOL,
-      maxPoolByteLength: POOL,
-      minBlockByteLength: MIN,
-    });
+    const buddy = onePool();
     // Each cycle splits the pool down to order 0 and merges it back: one
     // stale entry per order per cycle. Without compaction stack 0 holds
     // 1,000 entries, past validate()'s bound of 2 * 256 + 64.
@@ -68,11 +43,7 @@ describe("BuddyAllocator free stacks", () => {
           { minLength: 200, maxLength: 1500 },
         ),
         (ops) => {
-          const buddy = new BuddyAllocator({
-            initialPoolByteLength: POOL,
-            maxPoolByteLength: POOL,
-            minBlockByteLength: MIN,
-          });
+          const buddy = onePool();
           const live: { address: number; start: number; length: number }[] = [];
           const tags = new Map<number, number>();
           let tag = 1;

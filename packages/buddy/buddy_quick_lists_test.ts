@@ -13,37 +13,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { modelRuns } from "../core/_test_faults.ts";
 import { DoubleFreeError, InvalidArgumentError } from "@allot/core";
-import { BuddyAllocator } from "./buddy_allocator.ts";
+import { largestFree, MIN, onePool, POOL } from "./_test_one_pool.ts";
 import { PlaceAllocator } from "./place_allocator.ts";
-
-const MIN = 16;
-const POOL = 4096; // 256 units, orders 0 to 8
-
-function onePool(quickListLength?: number): BuddyAllocator {
-  return new BuddyAllocator({
-    initialPoolByteLength: POOL,
-    maxPoolByteLength: POOL,
-    minBlockByteLength: MIN,
-    quickListLength,
-  });
-}
-
-// The largest free block eager merging leaves beside the live blocks of one
-// pool: the largest aligned power-of-two block that holds no live byte.
-function largestFree(live: { start: number; length: number }[]): number {
-  for (let length = POOL; length >= MIN; length /= 2) {
-    for (let start = 0; start < POOL; start += length) {
-      if (
-        live.every((b) =>
-          b.start + b.length <= start || start + length <= b.start
-        )
-      ) {
-        return length;
-      }
-    }
-  }
-  return 0;
-}
 
 describe("BuddyAllocator quick lists", () => {
   it("hand a freed block back to the next allocation of its order, unmerged", () => {
