@@ -16,7 +16,6 @@
  * @module
  */
 
-import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import type {
   BenchOptions,
   Ratio,
@@ -35,9 +34,10 @@ import {
 } from "./head_to_head.ts";
 import { footprintScenario } from "./footprints.ts";
 import { restoreConsts } from "./_restore_consts.ts";
+import { underNode } from "./under_node.ts";
 import { printScenarios } from "./report.ts";
 import { runRealTraces } from "./real_traces.ts";
-import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
+import { benchTraces, type Trace } from "./trace.ts";
 
 type AsExports = ReturnType<typeof instantiateAs>;
 
@@ -502,42 +502,21 @@ export async function native(
 }
 
 // Runs the head-to-head rows under Node (bundled with `deno bundle`).
-async function underNode(
+function nodeRows(
   quick: boolean,
 ): Promise<
   { version: string; out: { view: boolean; rows: HeadToHeadRow[] }[] } | string
 > {
-  const dir = await Deno.makeTempDir({ prefix: "allot-cpu-node-" });
-  try {
-    const bundle = `${dir}/node_main.mjs`;
-    const failed = await bundleForNode(
-      new URL("./node_main.ts", import.meta.url),
-      bundle,
-    );
-    if (failed !== undefined) return failed;
-    await Deno.writeTextFile(
-      bundle,
-      restoreConsts(await Deno.readTextFile(bundle)),
-    );
-    const wasm = `${dir}/as_tlsf.wasm`;
-    await Deno.writeFile(wasm, await asBinary());
-    let out;
-    try {
-      out = await new Deno.Command("node", {
-        args: [bundle, wasm, quick ? "quick" : "full"],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-    } catch {
-      return "node not found";
-    }
-    if (!out.success) {
-      return `node failed: ${new TextDecoder().decode(out.stderr)}`;
-    }
-    return JSON.parse(new TextDecoder().decode(out.stdout));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  return underNode({
+    entry: new URL("./node_main.ts", import.meta.url),
+    prefix: "allot-cpu-node-",
+    rewrite: restoreConsts,
+    async args(dir) {
+      const wasm = `${dir}/as_tlsf.wasm`;
+      await Deno.writeFile(wasm, await asBinary());
+      return [wasm, quick ? "quick" : "full"];
+    },
+  });
 }
 
 function ratio(
@@ -562,9 +541,7 @@ function ratio(
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   const quick = options.quick;
   asModuleCache = await asModule();
-  const traces = quick
-    ? [logUniformTrace(20_000, 300), tensorTrace(40)]
-    : [logUniformTrace(200_000, 1000), tensorTrace(1000)];
+  const traces = benchTraces(quick);
   const scenarios: Scenario[] = [];
   for (const trace of traces) {
     const ops = trace.kind.length;
@@ -741,7 +718,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   // The traces recorded from TF.js on the CPU (real_traces.ts).
   scenarios.push(...await runRealTraces(options));
   options.progress?.("cpu: the head-to-head under Node");
-  const node = await underNode(quick);
+  const node = await nodeRows(quick);
   if (typeof node === "string") {
     scenarios.push({
       package: "cpu",
