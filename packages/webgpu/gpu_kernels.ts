@@ -29,6 +29,7 @@ import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
 import { _blockPlan } from "./_block_plan.ts";
 import {
+  _span,
   _splitRun,
   _splitStrided,
   _wordOwned,
@@ -1451,22 +1452,6 @@ function _boundGroups(
   // (WebGPU refuses a writable binding that aliases another)
   const [a, b] = ranges.map((r) => bound([r]));
   return a.start < b.end && b.start < a.end ? [union] : [a, b];
-}
-
-/** Lowest and highest element a view reaches (its shape has no 0). */
-function _span(
-  shape: readonly number[],
-  strides: readonly number[],
-  offset: number,
-): [number, number] {
-  let lo = offset;
-  let hi = offset;
-  for (let d = 0; d < shape.length; d++) {
-    const step = strides[d] * (shape[d] - 1);
-    if (step < 0) lo += step;
-    else hi += step;
-  }
-  return [lo, hi];
 }
 
 /** Row-major strides of a shape. */
