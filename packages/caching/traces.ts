@@ -670,6 +670,37 @@ export interface TraceTarget<H> {
  * @param target Allocate and free functions.
  * @throws {InvalidArgumentError} When the trace frees an id that is not
  * live (the ops before it have been replayed).
+ *
+ * @example Replay, and a trace that frees what it never allocated
+ * ```ts
+ * import { type AllocationTrace, replayTrace } from "@allot/caching/traces";
+ * import { InvalidArgumentError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const trace: AllocationTrace = {
+ *   name: "two",
+ *   description: "one buffer, freed",
+ *   ops: [
+ *     { kind: "alloc", id: 1, byteLength: 64, tag: "x" },
+ *     { kind: "free", id: 1 },
+ *   ],
+ *   warmupOps: 0,
+ * };
+ * const freed: ArrayBuffer[] = [];
+ * replayTrace(trace, {
+ *   allocate: (byteLength) => new ArrayBuffer(byteLength),
+ *   free: (buffer) => freed.push(buffer),
+ * });
+ * assert.equal(freed[0].byteLength, 64);
+ * assert.throws(
+ *   () =>
+ *     replayTrace({ ...trace, ops: [{ kind: "free", id: 2 }] }, {
+ *       allocate: () => 0,
+ *       free: () => {},
+ *     }),
+ *   InvalidArgumentError,
+ * );
+ * ```
  */
 export function replayTrace<H>(
   trace: AllocationTrace,
