@@ -10,7 +10,13 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { modelRuns } from "../core/_test_faults.ts";
-import { largestFree, MIN, onePool, POOL } from "./_test_one_pool.ts";
+import {
+  largestFree,
+  LiveBlocks,
+  MIN,
+  onePool,
+  POOL,
+} from "./_test_one_pool.ts";
 
 describe("BuddyAllocator free stacks", () => {
   it("stay bounded over a million merges of one small block (they compact)", () => {
@@ -44,9 +50,8 @@ describe("BuddyAllocator free stacks", () => {
         ),
         (ops) => {
           const buddy = onePool();
-          const live: { address: number; start: number; length: number }[] = [];
-          const tags = new Map<number, number>();
-          let tag = 1;
+          const blocks = new LiveBlocks(buddy);
+          const live = blocks.live;
           for (const [kind, byteLength, pick] of ops) {
             if (kind === 9) {
               // Up to 200 splits and merges of one block beside the live
@@ -70,26 +75,10 @@ describe("BuddyAllocator free stacks", () => {
                 assert.ok(Math.max(byteLength, 1) > largestFree(live));
                 continue;
               }
-              const length = buddy.byteLengthOf(address);
-              const start = buddy.byteOffsetOf(address);
-              assert.ok(length >= byteLength && length >= MIN);
-              assert.equal(start % length, 0);
               // Never a block already live (a stale entry popped as free).
-              for (const b of live) {
-                assert.ok(
-                  b.start + b.length <= start || start + length <= b.start,
-                  `block ${start}+${length} overlaps ${b.start}+${b.length}`,
-                );
-              }
-              const t = tag++ & 255 || 1;
-              buddy.bytes(address, length).fill(t);
-              tags.set(address, t);
-              live.push({ address, start, length });
+              blocks.add(address, byteLength);
             } else {
-              const [b] = live.splice(pick % live.length, 1);
-              const t = tags.get(b.address)!;
-              assert.ok(buddy.bytes(b.address, b.length).every((x) => x === t));
-              buddy.free(b.address);
+              blocks.remove(pick);
             }
             // (No pool before the first allocation: a kind-9 step that
             // allocates nothing may come first.)
