@@ -24,7 +24,6 @@
 import type {
   BenchOptions,
   Ratio,
-  Row,
   Scenario,
 } from "../../../scripts/bench/types.ts";
 import {
@@ -36,6 +35,7 @@ import {
   HEAP,
   measureAll,
   native,
+  speedRows,
 } from "./run.ts";
 import { asBinary } from "./peers.ts";
 import type { HeadToHeadRow } from "./head_to_head.ts";
@@ -161,25 +161,7 @@ export async function runRealTraces(
     options.progress?.(`cpu real traces: ${trace.name}`);
     const measured = await measureAll(trace, false, quick);
     const nativePeer = await native(trace, quick);
-    const rate = new Map<string, number>();
-    const rows: Row[] = [];
-    const keys = [...measured.keys()].sort((x, y) =>
-      Number(x.endsWith(FRESH)) - Number(y.endsWith(FRESH))
-    );
-    for (const name of keys) {
-      const opsPerSecond = ops / measured.get(name)!.seconds;
-      rate.set(name, opsPerSecond);
-      rows.push({
-        name,
-        value: opsPerSecond,
-        ours: name === HEAP ? true : undefined,
-        note: name.endsWith(FRESH)
-          ? "made inside the timing"
-          : name === "new ArrayBuffer"
-          ? "no instance"
-          : "warm: one instance, reused",
-      });
-    }
+    const { rows, rate } = speedRows(measured, ops);
     if (typeof nativePeer === "object") {
       rate.set(NATIVE, nativePeer.opsPerSecond);
       rows.push({

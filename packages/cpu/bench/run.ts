@@ -386,6 +386,41 @@ function bestOfAll(
 }
 
 /**
+ * The speed rows of a {@linkcode measureAll} result, warm rows first (the
+ * headline), then the fresh ones, with their notes; for `run.ts` and
+ * `real_traces.ts`.
+ *
+ * @param measured Best CPU seconds per row name.
+ * @param ops Operations per replay.
+ * @returns The rows, and ops per CPU second by row name.
+ */
+export function speedRows(
+  measured: Map<string, { seconds: number }>,
+  ops: number,
+): { rows: Row[]; rate: Map<string, number> } {
+  const rows: Row[] = [];
+  const rate = new Map<string, number>();
+  const names = [...measured.keys()].sort((x, y) =>
+    Number(x.endsWith(FRESH)) - Number(y.endsWith(FRESH))
+  );
+  for (const name of names) {
+    const opsPerSecond = ops / measured.get(name)!.seconds;
+    rate.set(name, opsPerSecond);
+    rows.push({
+      name,
+      value: opsPerSecond,
+      ours: name === HEAP ? true : undefined,
+      note: name.endsWith(FRESH)
+        ? "made inside the timing"
+        : name === "new ArrayBuffer"
+        ? "no instance"
+        : "warm: one instance, reused",
+    });
+  }
+  return { rows, rate };
+}
+
+/**
  * Every contender's best replay of `trace` (warm and fresh rows), as
  * {@linkcode run} measures them: for `real_traces.ts`.
  *
@@ -500,29 +535,10 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     const footprints = new Map<string, number>();
     const nativePeer = main ? await native(trace, quick) : undefined;
     for (const view of [false, true]) {
-      const rows: Row[] = [];
-      const rate = new Map<string, number>();
       options.progress?.(`cpu: ${trace.name}${view ? " + view" : ""}`);
       const measured = bestOfAll(trace, view, quick);
-      // Warm rows first (the headline), then the fresh ones.
-      const names = [...measured.keys()];
-      names.sort((x, y) =>
-        Number(x.endsWith(FRESH)) - Number(y.endsWith(FRESH))
-      );
-      for (const name of names) {
-        const m = measured.get(name)!;
-        const opsPerSecond = ops / m.seconds;
-        rate.set(name, opsPerSecond);
-        rows.push({
-          name,
-          value: opsPerSecond,
-          ours: name === HEAP ? true : undefined,
-          note: name.endsWith(FRESH)
-            ? "made inside the timing"
-            : name === "new ArrayBuffer"
-            ? "no instance"
-            : "warm: one instance, reused",
-        });
+      const { rows, rate } = speedRows(measured, ops);
+      for (const [name, m] of measured) {
         if (m.footprint !== undefined && !name.endsWith(FRESH)) {
           footprints.set(name, m.footprint);
         }
