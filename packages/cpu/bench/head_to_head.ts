@@ -17,7 +17,7 @@ import type { Trace } from "./trace.ts";
 const MiB = 1 << 20;
 
 /** Exports of the tiny AssemblyScript module (see `peers.ts`). */
-export interface AsExports {
+interface AsExports {
   memory: WebAssembly.Memory;
   alloc(size: number): number;
   free(ptr: number): void;
@@ -94,15 +94,7 @@ export function replayHeap(
   if (heap.allocationCount !== 0) throw new Error("CpuHeap replay leaked");
 }
 
-/**
- * Replays `trace` on AssemblyScript's TLSF (`as`: warm when reused), with or
- * without a `Uint8Array` view per allocation.
- *
- * @param as The instance's exports.
- * @param trace The trace.
- * @param view Make a `Uint8Array` per allocation.
- */
-export function replayAs(as: AsExports, trace: Trace, view: boolean): void {
+function replayAs(as: AsExports, trace: Trace, view: boolean): void {
   const { alloc, free, memory } = as;
   const { kind, slot, byteLength } = trace;
   const offsets = new Float64Array(trace.slots);

@@ -27,13 +27,10 @@ import { MemPool } from "@thi.ng/malloc";
 import pool from "typedarray-pool";
 import { asBinary, asModule, asTlsf } from "./peers.ts";
 import {
-  type AsExports,
   COMPACT as NODE_COMPACT,
   cpuSeconds,
   type HeadToHeadRow,
   instantiateAs,
-  replayAs,
-  replayHeap,
 } from "./head_to_head.ts";
 import { footprintScenario } from "./footprints.ts";
 import { restoreConsts } from "./_restore_consts.ts";
@@ -41,6 +38,8 @@ import { underNode } from "./under_node.ts";
 import { printScenarios } from "./report.ts";
 import { runRealTraces } from "./real_traces.ts";
 import { benchTraces, type Trace } from "./trace.ts";
+
+type AsExports = ReturnType<typeof instantiateAs>;
 
 /** What a replay measured besides time. */
 export interface Measured {
@@ -85,17 +84,67 @@ function newHeapFirstFit(): CpuHeap {
   return new CpuHeap(1024 * MiB, { placement: "first-fit" });
 }
 
-// The replays of CpuHeap and AssemblyScript's TLSF are head_to_head.ts's
-// (the loops the Node side runs too): in this process each sees one class
-// only (every CpuHeap row is a CpuHeap; heap_ab.ts, which replays two heap
-// classes, keeps its own copy for the old one).
 function replayHeapIn(heap: CpuHeap, trace: Trace, view: boolean): Measured {
-  replayHeap(heap, trace, view);
+  const { kind, slot, byteLength } = trace;
+  const offsets = new Float64Array(trace.slots);
+  const views: (Uint8Array | undefined)[] = new Array(trace.slots);
+  const n = kind.length;
+  if (view) {
+    for (let i = 0; i < n; i++) {
+      const s = slot[i];
+      if (kind[i] === 1) {
+        const len = byteLength[i];
+        const off = heap.alloc(len);
+        offsets[s] = off;
+        views[s] = heap.bytes(off, len);
+      } else {
+        heap.free(offsets[s]);
+        views[s] = undefined;
+      }
+    }
+  } else {
+    for (let i = 0; i < n; i++) {
+      const s = slot[i];
+      if (kind[i] === 1) offsets[s] = heap.alloc(byteLength[i]);
+      else heap.free(offsets[s]);
+    }
+  }
+  if (heap.allocationCount !== 0) throw new Error("CpuHeap replay leaked");
   return { footprint: heap.highWaterBytes };
 }
 
 function replayAsIn(as: AsExports, trace: Trace, view: boolean): Measured {
-  replayAs(as, trace, view);
+  const { alloc, free, memory } = as;
+  const { kind, slot, byteLength } = trace;
+  const offsets = new Float64Array(trace.slots);
+  const views: (Uint8Array | undefined)[] = new Array(trace.slots);
+  const n = kind.length;
+  if (view) {
+    // The buffer is read once and again only after growth (as a careful
+    // user would): the memory.buffer getter per allocation cost
+    // AssemblyScript's rows about 10% (both runtimes).
+    let buffer = memory.buffer;
+    for (let i = 0; i < n; i++) {
+      const s = slot[i];
+      if (kind[i] === 1) {
+        const len = byteLength[i];
+        const off = alloc(len);
+        offsets[s] = off;
+        // Growth detaches the old buffer (length 0): fetch the new one.
+        if (buffer.byteLength === 0) buffer = memory.buffer;
+        views[s] = new Uint8Array(buffer, off, len);
+      } else {
+        free(offsets[s]);
+        views[s] = undefined;
+      }
+    }
+  } else {
+    for (let i = 0; i < n; i++) {
+      const s = slot[i];
+      if (kind[i] === 1) offsets[s] = alloc(byteLength[i]);
+      else free(offsets[s]);
+    }
+  }
   return {};
 }
 
