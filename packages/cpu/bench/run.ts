@@ -60,6 +60,13 @@ export const AS = "AssemblyScript TLSF (wasm)";
 export const FRESH = ", fresh instance";
 
 // --- replays: one loop per allocator so no call site goes megamorphic ---
+//
+// replayHeapIn and replayAsIn restate head_to_head.ts's replayHeap and
+// replayAs (the Node side's loops) on purpose: calling those instead
+// (2026-11-25, six interleaved process pairs of the 200k log-uniform trace)
+// kept the warm rows (after/before medians 0.98 to 1.04) but put the fresh
+// AssemblyScript row without views at a median 0.88 (0.78 to 1.08), so the
+// copies stay until a steadier measurement says otherwise.
 
 function newHeapGrowable(): CpuHeap {
   // Growable, like the wasm memory of AssemblyScript: a resizable
