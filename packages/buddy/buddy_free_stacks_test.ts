@@ -10,36 +10,17 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { modelRuns } from "../core/_test_faults.ts";
-import { BuddyAllocator } from "./buddy_allocator.ts";
-
-const MIN = 16;
-const POOL = 4096; // 256 units, orders 0 to 8
-
-// The largest free block eager merging leaves beside the live blocks of one
-// pool (address, length): the largest aligned power-of-two block that holds
-// no live byte.
-function largestFree(live: { start: number; length: number }[]): number {
-  for (let length = POOL; length >= MIN; length /= 2) {
-    for (let start = 0; start < POOL; start += length) {
-      if (
-        live.every((b) =>
-          b.start + b.length <= start || start + length <= b.start
-        )
-      ) {
-        return length;
-      }
-    }
-  }
-  return 0;
-}
+import {
+  largestFree,
+  LiveBlocks,
+  MIN,
+  onePool,
+  POOL,
+} from "./_test_one_pool.ts";
 
 describe("BuddyAllocator free stacks", () => {
   it("stay bounded over a million merges of one small block (they compact)", () => {
-    const buddy = new BuddyAllocator({
-      initialPoolByteLength: POOL,
-      maxPoolByteLength: POOL,
-      minBlockByteLength: MIN,
-    });
+    const buddy = onePool();
     // Each cycle splits the pool down to order 0 and merges it back: one
     // stale entry per order per cycle. Without compaction stack 0 holds
     // 1,000 entries, past validate()'s bound of 2 * 256 + 64.
@@ -68,14 +49,9 @@ describe("BuddyAllocator free stacks", () => {
           { minLength: 200, maxLength: 1500 },
         ),
         (ops) => {
-          const buddy = new BuddyAllocator({
-            initialPoolByteLength: POOL,
-            maxPoolByteLength: POOL,
-            minBlockByteLength: MIN,
-          });
-          const live: { address: number; start: number; length: number }[] = [];
-          const tags = new Map<number, number>();
-          let tag = 1;
+          const buddy = onePool();
+          const blocks = new LiveBlocks(buddy);
+          const live = blocks.live;
           for (const [kind, byteLength, pick] of ops) {
             if (kind === 9) {
               // Up to 200 splits and merges of one block beside the live
@@ -99,26 +75,10 @@ describe("BuddyAllocator free stacks", () => {
                 assert.ok(Math.max(byteLength, 1) > largestFree(live));
                 continue;
               }
-              const length = buddy.byteLengthOf(address);
-              const start = buddy.byteOffsetOf(address);
-              assert.ok(length >= byteLength && length >= MIN);
-              assert.equal(start % length, 0);
               // Never a block already live (a stale entry popped as free).
-              for (const b of live) {
-                assert.ok(
-                  b.start + b.length <= start || start + length <= b.start,
-                  `block ${start}+${length} overlaps ${b.start}+${b.length}`,
-                );
-              }
-              const t = tag++ & 255 || 1;
-              buddy.bytes(address, length).fill(t);
-              tags.set(address, t);
-              live.push({ address, start, length });
+              blocks.add(address, byteLength);
             } else {
-              const [b] = live.splice(pick % live.length, 1);
-              const t = tags.get(b.address)!;
-              assert.ok(buddy.bytes(b.address, b.length).every((x) => x === t));
-              buddy.free(b.address);
+              blocks.remove(pick);
             }
             // (No pool before the first allocation: a kind-9 step that
             // allocates nothing may come first.)

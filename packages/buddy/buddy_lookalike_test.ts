@@ -5,28 +5,18 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import {
-  AllocatorBase,
-  ContractViolationError,
-  DataPtr,
-  Device,
-  InvalidArgumentError,
-} from "@allot/core";
+import { ContractViolationError, InvalidArgumentError } from "@allot/core";
+import { LookAlikeAllocator, lookAlikePtr } from "../core/_test_lookalike.ts";
 import { BuddyAllocator, PlaceAllocator } from "./mod.ts";
-
-class LookAlike extends AllocatorBase<ArrayBuffer, null> {
-  readonly device: Device = Device.cpu();
-  allocate(): DataPtr<ArrayBuffer, null> {
-    return Object.create(DataPtr.prototype);
-  }
-}
 
 describe("@allot/buddy look-alikes", () => {
   it("PlaceAllocator.free refuses a look-alike DataPtr with InvalidArgumentError, changing nothing", () => {
     const memory = new PlaceAllocator({ initialPoolByteLength: 1 << 16 });
     const p = memory.alloc("cpu", 4096);
-    const fake = Object.create(DataPtr.prototype);
-    assert.throws(() => memory.free("cpu", fake), InvalidArgumentError);
+    assert.throws(
+      () => memory.free("cpu", lookAlikePtr()),
+      InvalidArgumentError,
+    );
     assert.equal(memory.used("cpu"), 4096);
     memory.free("cpu", p);
     assert.equal(memory.used("cpu"), 0);
@@ -34,7 +24,7 @@ describe("@allot/buddy look-alikes", () => {
 
   it("BuddyAllocator refuses a backing that returns a look-alike DataPtr with ContractViolationError", () => {
     const buddy = new BuddyAllocator({
-      backing: new LookAlike(),
+      backing: new LookAlikeAllocator(),
       initialPoolByteLength: 1 << 12,
     });
     assert.throws(() => buddy.alloc(64), ContractViolationError);

@@ -13,37 +13,14 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { modelRuns } from "../core/_test_faults.ts";
 import { DoubleFreeError, InvalidArgumentError } from "@allot/core";
-import { BuddyAllocator } from "./buddy_allocator.ts";
+import {
+  largestFree,
+  LiveBlocks,
+  MIN,
+  onePool,
+  POOL,
+} from "./_test_one_pool.ts";
 import { PlaceAllocator } from "./place_allocator.ts";
-
-const MIN = 16;
-const POOL = 4096; // 256 units, orders 0 to 8
-
-function onePool(quickListLength?: number): BuddyAllocator {
-  return new BuddyAllocator({
-    initialPoolByteLength: POOL,
-    maxPoolByteLength: POOL,
-    minBlockByteLength: MIN,
-    quickListLength,
-  });
-}
-
-// The largest free block eager merging leaves beside the live blocks of one
-// pool: the largest aligned power-of-two block that holds no live byte.
-function largestFree(live: { start: number; length: number }[]): number {
-  for (let length = POOL; length >= MIN; length /= 2) {
-    for (let start = 0; start < POOL; start += length) {
-      if (
-        live.every((b) =>
-          b.start + b.length <= start || start + length <= b.start
-        )
-      ) {
-        return length;
-      }
-    }
-  }
-  return 0;
-}
 
 describe("BuddyAllocator quick lists", () => {
   it("hand a freed block back to the next allocation of its order, unmerged", () => {
@@ -197,9 +174,8 @@ describe("BuddyAllocator quick lists", () => {
         ),
         (quickListLength, ops) => {
           const buddy = onePool(quickListLength);
-          const live: { address: number; start: number; length: number }[] = [];
-          const tags = new Map<number, number>();
-          let tag = 1;
+          const blocks = new LiveBlocks(buddy);
+          const live = blocks.live;
           for (const [kind, byteLength, pick] of ops) {
             if (kind < 5 || live.length === 0) {
               let address: number;
@@ -214,26 +190,10 @@ describe("BuddyAllocator quick lists", () => {
                 );
                 continue;
               }
-              const length = buddy.byteLengthOf(address);
-              const start = buddy.byteOffsetOf(address);
-              assert.ok(length >= byteLength && length >= MIN);
+              const length = blocks.add(address, byteLength);
               assert.ok(length < 2 * Math.max(byteLength, MIN));
-              assert.equal(start % length, 0);
-              for (const b of live) {
-                assert.ok(
-                  b.start + b.length <= start || start + length <= b.start,
-                  `block ${start}+${length} overlaps ${b.start}+${b.length}`,
-                );
-              }
-              const t = tag++ & 255 || 1;
-              buddy.bytes(address, length).fill(t);
-              tags.set(address, t);
-              live.push({ address, start, length });
             } else {
-              const [b] = live.splice(pick % live.length, 1);
-              const t = tags.get(b.address)!;
-              assert.ok(buddy.bytes(b.address, b.length).every((x) => x === t));
-              buddy.free(b.address);
+              const b = blocks.remove(pick);
               assert.throws(() => buddy.free(b.address), DoubleFreeError);
             }
             buddy.validate(); // does not coalesce

@@ -2,6 +2,7 @@
 // size and then by when they entered it, so best fit takes the longest-free
 // block of a size; or by offset, for the arena), shifted by hand.
 
+import { AllotError } from "@allot/core";
 import type { PlannedBlock } from "./step_planned_pool.ts";
 
 /** Moves a free range node (never a handle in use). */
@@ -79,7 +80,11 @@ export function _removeSorted<M>(
   // keys are unique (a free block's range is its own), so the block is at
   // its position or not in the index at all
   const at = _position(list, item, bySize);
-  if (list[at] !== item) throw new Error("internal: free index lost a block");
+  if (list[at] !== item) {
+    throw new AllotError(
+      `StepPlannedPool is inconsistent: the free index lost the block at ${item._offset}`,
+    );
+  }
   const last = list.length - 1;
   for (let k = at; k < last; k++) list[k] = list[k + 1];
   list.pop();

@@ -1,24 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import {
-  Device,
-  DoubleFreeError,
-  type Segment,
-  type SegmentSource,
-} from "@allot/core";
+import { DoubleFreeError } from "@allot/core";
 import { CachingAllocator } from "./caching_allocator.ts";
+import { HostSource } from "./_test_host_source.ts";
 import { CachingAllocatorAdapter } from "./caching_allocator_adapter.ts";
-
-class HostSource implements SegmentSource<ArrayBuffer> {
-  readonly device: Device = Device.cpu();
-  readonly alignment = 64;
-  readonly maxSegmentByteLength = 2 ** 30;
-  readonly capacityBytes = Infinity;
-  tryAllocateSegment(byteLength: number): Segment<ArrayBuffer> {
-    return { memory: new ArrayBuffer(byteLength), byteOffset: 0, byteLength };
-  }
-  freeSegment(): void {}
-}
 
 const bytes = (p: { memory: ArrayBuffer; byteOffset: number }) =>
   new Uint8Array(p.memory, p.byteOffset, 256);

@@ -1,27 +1,10 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import {
-  Device,
-  InvalidArgumentError,
-  ManualStream,
-  type Segment,
-  type SegmentSource,
-} from "@allot/core";
+import { InvalidArgumentError, ManualStream } from "@allot/core";
 import { CachingAllocator } from "./caching_allocator.ts";
+import { HostSource } from "./_test_host_source.ts";
 import { PYTORCH_SEGMENTS } from "./caching_options.ts";
 import { CachingAllocatorAdapter } from "./caching_allocator_adapter.ts";
-
-/** Host memory segments: one ArrayBuffer each. */
-class HostSource implements SegmentSource<ArrayBuffer> {
-  readonly device: Device = Device.cpu();
-  readonly alignment = 64;
-  readonly maxSegmentByteLength = 2 ** 30;
-  readonly capacityBytes = Infinity;
-  tryAllocateSegment(byteLength: number): Segment<ArrayBuffer> {
-    return { memory: new ArrayBuffer(byteLength), byteOffset: 0, byteLength };
-  }
-  freeSegment(): void {}
-}
 
 describe("CachingAllocatorAdapter", () => {
   it("CachingAllocatorAdapter.allocate() returns DataPtrs into segment memory that free their block", () => {

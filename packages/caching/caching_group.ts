@@ -5,6 +5,7 @@
  * @module
  */
 
+import { describeValue, InvalidArgumentError } from "@allot/core";
 import { _groupCore, _newGroupCore } from "./_caching_group.ts";
 
 /**
@@ -74,12 +75,12 @@ export class CachingGroup {
 
   /** Members now. */
   get size(): number {
-    return _core(this).members.size;
+    return _core(this, "size").members.size;
   }
 
   /** Bytes the members' segments hold together now. */
   get heldBytes(): number {
-    return _core(this).held();
+    return _core(this, "heldBytes").held();
   }
 
   /**
@@ -87,17 +88,17 @@ export class CachingGroup {
    * miss.
    */
   get peakHeldBytes(): number {
-    return _core(this).peak;
+    return _core(this, "peakHeldBytes").peak;
   }
 
   /** Segments given back from one member for another's miss so far. */
   get givenBackSegments(): number {
-    return _core(this).givenBackSegments;
+    return _core(this, "givenBackSegments").givenBackSegments;
   }
 
   /** Bytes of those segments. */
   get givenBackBytes(): number {
-    return _core(this).givenBackBytes;
+    return _core(this, "givenBackBytes").givenBackBytes;
   }
 
   /**
@@ -107,8 +108,9 @@ export class CachingGroup {
    * @returns Whether it is in this group.
    */
   has(allocator: unknown): boolean {
+    const core = _core(this, "has()");
     return typeof allocator === "object" && allocator !== null &&
-      _core(this).memberOf(allocator) !== undefined;
+      core.memberOf(allocator) !== undefined;
   }
 
   /**
@@ -121,7 +123,7 @@ export class CachingGroup {
    * @returns Whether it was a member.
    */
   delete(allocator: unknown): boolean {
-    const core = _core(this);
+    const core = _core(this, "delete()");
     if (typeof allocator !== "object" || allocator === null) return false;
     const p = core.memberOf(allocator);
     if (p === undefined) return false;
@@ -159,12 +161,12 @@ export class CachingGroup {
    * ```
    */
   endStep(): void {
-    _core(this).endStep();
+    _core(this, "endStep()").endStep();
   }
 
   /** Sets the bound to the bytes held now (the next misses raise it again). */
   resetPeak(): void {
-    const core = _core(this);
+    const core = _core(this, "resetPeak()");
     core.peak = core.held();
   }
 }
@@ -189,8 +191,21 @@ Object.defineProperty(CachingGroup, Symbol.for("allot.caching.groupPin"), {
   },
 });
 
-function _core(group: CachingGroup) {
+/**
+ * The group's state, or a typed refusal when `group` (the `this` of a
+ * `CachingGroup` method or getter named by `what`) is not a group this class
+ * made: an `Object.create(CachingGroup.prototype)` look-alike, a Proxy of a
+ * group, a method called on something else.
+ */
+function _core(group: CachingGroup, what: string) {
   const core = _groupCore(group);
-  if (core === undefined) throw new TypeError("Not a CachingGroup");
+  if (core === undefined) {
+    throw new InvalidArgumentError(
+      `Cannot use CachingGroup.${what}: \`this\` is not a CachingGroup (a Proxy of one, or an object made from its prototype), received ${
+        describeValue(group)
+      }`,
+      { name: "this", value: group, limit: "a CachingGroup" },
+    );
+  }
   return core;
 }

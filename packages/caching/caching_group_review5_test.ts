@@ -343,15 +343,48 @@ describe("CachingGroup (review 5)", () => {
     }
   });
 
-  it("CachingGroup methods on a look-alike throw, and has/delete of non-members are false", () => {
+  it("CachingGroup methods on a look-alike throw InvalidArgumentError naming `this`, and has/delete of non-members are false", () => {
     const group = new CachingGroup();
     for (const v of [undefined, null, 1, "x", {}, group, () => 0]) {
       assert.equal(group.has(v), false);
       assert.equal(group.delete(v), false);
     }
     const fake = Object.create(CachingGroup.prototype) as CachingGroup;
-    assert.throws(() => fake.resetPeak(), TypeError);
-    assert.throws(() => fake.delete({}), TypeError);
-    assert.throws(() => fake.has({}), TypeError);
+    const refused = (what: string) => (error: unknown) => {
+      assert.ok(error instanceof InvalidArgumentError);
+      assert.equal(error.argument, "this");
+      assert.equal(error.value, fake);
+      assert.equal(error.limit, "a CachingGroup");
+      assert.match(
+        error.message,
+        new RegExp(
+          `^Cannot use CachingGroup\\.${
+            what.replace(/[()]/g, "\\$&")
+          }: \`this\` is not a CachingGroup .*, received an object$`,
+        ),
+      );
+      return true;
+    };
+    assert.throws(() => fake.resetPeak(), refused("resetPeak()"));
+    assert.throws(() => fake.delete({}), refused("delete()"));
+    assert.throws(() => fake.has({}), refused("has()"));
+    // the receiver is checked before the argument: a look-alike is refused
+    // even for a value that could never be a member
+    assert.throws(() => fake.has(1), refused("has()"));
+    assert.throws(() => fake.delete(1), refused("delete()"));
+    assert.throws(() => fake.endStep(), refused("endStep()"));
+    assert.throws(() => fake.size, refused("size"));
+    assert.throws(() => fake.peakHeldBytes, refused("peakHeldBytes"));
+    assert.throws(() => fake.givenBackSegments, refused("givenBackSegments"));
+    assert.throws(() => fake.givenBackBytes, refused("givenBackBytes"));
+    // a method borrowed onto another object, and a Proxy of a real group
+    const proxy = new Proxy(group, {});
+    assert.throws(() => proxy.heldBytes, InvalidArgumentError);
+    assert.throws(
+      () => CachingGroup.prototype.endStep.call({}),
+      InvalidArgumentError,
+    );
+    assert.equal(group.size, 0);
+    assert.equal(group.peakHeldBytes, 0);
   });
 });

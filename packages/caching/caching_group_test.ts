@@ -249,7 +249,12 @@ describe("CachingGroup, hostile", () => {
     }
     assert.equal(source.reservedBytes, 0);
     const fake = Object.create(CachingGroup.prototype) as CachingGroup;
-    assert.throws(() => fake.heldBytes, TypeError);
+    assert.throws(
+      () => fake.heldBytes,
+      (error: unknown) =>
+        error instanceof InvalidArgumentError &&
+        error.message.startsWith("Cannot use CachingGroup.heldBytes: `this`"),
+    );
   });
 
   it("An allocator of another device is refused, and the group is unchanged", () => {

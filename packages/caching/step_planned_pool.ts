@@ -17,6 +17,7 @@
 import {
   acquireSegment,
   alignUp,
+  AllotError,
   ContractViolationError,
   describeValue,
   DoubleFreeError,
@@ -838,7 +839,7 @@ export class StepPlannedPool<M = unknown> {
       else hi = mid;
     }
     if (free[lo]?._offset !== at) {
-      throw new Error("internal: free index lost a block");
+      throw _inconsistent(`the arena free index lost the block at ${at}`);
     }
     return lo;
   }
@@ -1188,7 +1189,7 @@ export class StepPlannedPool<M = unknown> {
    * and no two free neighbours, the indexes hold exactly the free blocks,
    * and live and held bytes equal a recount.
    *
-   * @throws {Error} Naming the first broken invariant.
+   * @throws {AllotError} Naming the first broken invariant.
    */
   validate(): void {
     let held = 0, live = 0, blocks = 0, freeCount = 0, arenaFree = 0;
@@ -1203,12 +1204,14 @@ export class StepPlannedPool<M = unknown> {
       let at = 0, liveBlocks = 0;
       for (let b: PlannedBlock<M> | undefined = seg.first; b; b = b._next) {
         if (b._seg !== seg || b._offset !== at) {
-          throw new Error(`block tiling broken at ${at}`);
+          throw _inconsistent(`block tiling broken at ${at}`);
         }
         if (b._free) {
           freeCount++;
           if (seg.arena) arenaFree++;
-          if (b._next?._free) throw new Error("two free neighbours not merged");
+          if (b._next?._free) {
+            throw _inconsistent("two free neighbours not merged");
+          }
         } else {
           liveBlocks++;
           live += b.requestedByteLength;
@@ -1217,39 +1220,41 @@ export class StepPlannedPool<M = unknown> {
         at += b.byteLength;
       }
       if (at !== seg.size) {
-        throw new Error(`segment covers ${at} of ${seg.size} bytes`);
+        throw _inconsistent(`segment covers ${at} of ${seg.size} bytes`);
       }
       if (liveBlocks !== seg.liveBlocks) {
-        throw new Error("live block count wrong");
+        throw _inconsistent("live block count wrong");
       }
     }
     if (held !== this.#held) {
-      throw new Error(`held ${this.#held} != recount ${held}`);
+      throw _inconsistent(`held ${this.#held} != recount ${held}`);
     }
     if (live !== this.#live) {
-      throw new Error(`live ${this.#live} != recount ${live}`);
+      throw _inconsistent(`live ${this.#live} != recount ${live}`);
     }
     if (blocks !== this.#blockBytes) {
-      throw new Error(`block bytes ${this.#blockBytes} != recount ${blocks}`);
+      throw _inconsistent(
+        `block bytes ${this.#blockBytes} != recount ${blocks}`,
+      );
     }
     if (freeCount - arenaFree !== this.#free.length + this.#freeSmall.length) {
-      throw new Error("free index wrong");
+      throw _inconsistent("free index wrong");
     }
     if (arenaFree !== this.#arenaFree.length) {
-      throw new Error("arena index wrong");
+      throw _inconsistent("arena index wrong");
     }
     for (const list of [this.#free, this.#freeSmall]) {
       for (let i = 1; i < list.length; i++) {
         if (!_before(list[i - 1], list[i], true)) {
-          throw new Error("free index unsorted");
+          throw _inconsistent("free index unsorted");
         }
       }
     }
     for (const b of this.#freeSmall) {
-      if (!b._seg.small) throw new Error("small index holds a large block");
+      if (!b._seg.small) throw _inconsistent("small index holds a large block");
     }
     for (const b of this.#free) {
-      if (b._seg.small) throw new Error("size index holds a small block");
+      if (b._seg.small) throw _inconsistent("size index holds a small block");
     }
   }
 
@@ -1262,18 +1267,20 @@ export class StepPlannedPool<M = unknown> {
     let end = 0, live = 0, bytes = 0;
     for (const b of blocks) {
       if (b._seg !== seg || b._free || b._offset < end) {
-        throw new Error(`fast arena block at ${b._offset} overlaps or is free`);
+        throw _inconsistent(
+          `fast arena block at ${b._offset} overlaps or is free`,
+        );
       }
       if (b._step === this.#step && fast.state[b._item] !== 1) {
-        throw new Error(`fast arena block at ${b._offset} is not live`);
+        throw _inconsistent(`fast arena block at ${b._offset} is not live`);
       }
       end = b._offset + b.byteLength;
       live += b.requestedByteLength;
       bytes += b.byteLength;
     }
-    if (end > seg.size) throw new Error("fast arena block past the arena");
+    if (end > seg.size) throw _inconsistent("fast arena block past the arena");
     if (blocks.length !== seg.liveBlocks) {
-      throw new Error("live block count wrong");
+      throw _inconsistent("live block count wrong");
     }
     return [live, bytes];
   }
@@ -2535,4 +2542,9 @@ function _bits(x: number): number {
 function _roomy(size: number, align: number): number {
   const quarter = Math.max(align, 2 ** Math.floor(Math.log2(size)) / 4);
   return Math.ceil(size / quarter) * quarter;
+}
+
+/** What {@linkcode StepPlannedPool.validate} throws for a broken invariant. */
+function _inconsistent(what: string): AllotError {
+  return new AllotError(`StepPlannedPool is inconsistent: ${what}`);
 }

@@ -16,36 +16,13 @@ import {
 } from "@allot/core";
 import { assertDisjoint, modelRuns } from "../core/_test_faults.ts";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+import { type LiveBlock, livePattern } from "./_test_planned_bytes.ts";
 import { StepPoolGroup } from "./step_pool_group.ts";
 
-interface Live {
-  block: PlannedBlock<MockMemory>;
-  size: number;
-  seed: number;
-}
+type Live = LiveBlock;
 
-/** The bytes written and checked: both ends of a block and every 61st. */
-function _next(i: number, size: number): number {
-  return i < 16 || i >= size - 17 ? i + 1 : Math.min(i + 61, size - 16);
-}
-
-function fill(l: Live) {
-  const bytes = l.block.memory.bytes!;
-  for (let i = 0; i < l.size; i = _next(i, l.size)) {
-    bytes[l.block.byteOffset + i] = (l.seed + i * 31) & 255;
-  }
-}
-
-function check(l: Live) {
-  const bytes = l.block.memory.bytes!;
-  for (let i = 0; i < l.size; i = _next(i, l.size)) {
-    if (bytes[l.block.byteOffset + i] !== ((l.seed + i * 31) & 255)) {
-      assert.fail(
-        `block of ${l.size} bytes at ${l.block.byteOffset} overwritten at +${i}`,
-      );
-    }
-  }
-}
+/** Every byte of the first and last 16 of a block, and every 61st between. */
+const { fill, check } = livePattern(16);
 
 /** Sizes like a small model's: scalars and biases, 512 B rows, 2-8 KiB tiles. */
 const sizeArb = fc.oneof(

@@ -7,6 +7,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  AllotError,
   ContractViolationError,
   DoubleFreeError,
   InvalidArgumentError,
@@ -451,5 +452,27 @@ describe("StepPlannedPool hostile model", () => {
     assert.equal(group.poolCount, 2);
     assert.equal(b.stepCount, 1);
     assert.equal(c.stepCount, 1);
+  });
+
+  it("validate() reports a block whose internal fields a caller overwrote with AllotError naming the broken invariant", () => {
+    const pool = new StepPlannedPool(new MockSegmentSource());
+    const a = pool.allocate(4096), b = pool.allocate(300);
+    pool.validate();
+    const poked = b as unknown as { _offset: number };
+    const offset = poked._offset;
+    poked._offset = offset + 8;
+    assert.throws(
+      () => pool.validate(),
+      (error: unknown) =>
+        error instanceof AllotError && error.constructor === AllotError &&
+        /^StepPlannedPool is inconsistent: block tiling broken at \d+$/.test(
+          error.message,
+        ),
+    );
+    poked._offset = offset;
+    pool.validate();
+    pool.free(a);
+    pool.free(b);
+    pool.validate();
   });
 });

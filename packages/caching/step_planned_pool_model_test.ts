@@ -9,6 +9,7 @@ import {
   OutOfMemoryError,
 } from "@allot/core";
 import { type PlannedBlock, StepPlannedPool } from "./step_planned_pool.ts";
+import { type LiveBlock, livePattern } from "./_test_planned_bytes.ts";
 import { StepPoolGroup } from "./step_pool_group.ts";
 import { modelRuns } from "../core/_test_faults.ts";
 
@@ -50,34 +51,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
-interface Live {
-  block: PlannedBlock<MockMemory>;
-  size: number;
-  seed: number;
-}
+type Live = LiveBlock;
 
-/** The bytes written and checked: both ends of a block and every 61st. */
-function _next(i: number, size: number): number {
-  return i < 32 || i >= size - 33 ? i + 1 : Math.min(i + 61, size - 32);
-}
-
-function fill(l: Live) {
-  const bytes = l.block.memory.bytes!;
-  for (let i = 0; i < l.size; i = _next(i, l.size)) {
-    bytes[l.block.byteOffset + i] = (l.seed + i * 31) & 255;
-  }
-}
-
-function check(l: Live) {
-  const bytes = l.block.memory.bytes!;
-  for (let i = 0; i < l.size; i = _next(i, l.size)) {
-    if (bytes[l.block.byteOffset + i] !== ((l.seed + i * 31) & 255)) {
-      assert.fail(
-        `block of ${l.size} bytes at ${l.block.byteOffset} overwritten at +${i}`,
-      );
-    }
-  }
-}
+/** Every byte of the first and last 32 of a block, and every 61st between. */
+const { fill, check } = livePattern(32);
 
 /** A step: requests, and for each the request after which it is freed (or never). */
 const templateArb = fc.array(

@@ -19,6 +19,67 @@ const names = [...Deno.readDirSync(root)].filter((d) => d.isDirectory)
     )
   ).filter((n) => n.endsWith(".jsonl.gz")).sort();
 
+/** Live bytes now, and the peaks of live and held bytes so far. */
+interface Figures {
+  live: number;
+  peakLive: number;
+  peakHeld: number;
+}
+
+/** Where a pass sends each request, and what it reads and marks. */
+interface PassTarget {
+  /** The pool that serves op `i`. */
+  poolOf(i: number): StepPlannedPool;
+  /** Bytes held now (one pool's, or a group's). */
+  held(): number;
+  /** A step mark. */
+  endStep(): void;
+}
+
+/** A target of one pool. */
+function onePool(pool: StepPlannedPool): PassTarget {
+  return {
+    poolOf: () => pool,
+    held: () => pool.reservedBytes,
+    endStep: () => pool.endStep(),
+  };
+}
+
+/**
+ * One pass over `ops` as a runtime reruns its loop: requests and frees,
+ * a step mark at each mark, what is left live at the end freed, then a step
+ * mark. `figures` goes on from the pass before.
+ */
+function replayPass(
+  ops: ReturnType<typeof traceOps>,
+  target: PassTarget,
+  figures: Figures,
+): void {
+  const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
+  for (let i = 0; i < ops.length; i++) {
+    const code = ops.code[i];
+    if (code === 0) {
+      const pool = target.poolOf(i);
+      const size = Math.max(1, ops.size[i]);
+      blocks.set(ops.id[i], [pool, pool.allocate(size)]);
+      figures.live += size;
+      if (figures.live > figures.peakLive) figures.peakLive = figures.live;
+      const held = target.held();
+      if (held > figures.peakHeld) figures.peakHeld = held;
+    } else if (code === 1) {
+      const [pool, block] = blocks.get(ops.id[i])!;
+      figures.live -= block.requestedByteLength;
+      pool.free(block);
+      blocks.delete(ops.id[i]);
+    } else if (code === 3) target.endStep();
+  }
+  for (const [pool, block] of blocks.values()) {
+    figures.live -= block.requestedByteLength;
+    pool.free(block);
+  }
+  target.endStep();
+}
+
 describe("StepPlannedPool on real runtime traces", () => {
   it("there are real traces to replay", () => {
     assert.ok(names.length >= 4, `found ${names.join(", ")}`);
@@ -122,35 +183,16 @@ describe("StepPlannedPool on real runtime traces", () => {
       const ops = traceOps(trace, "storage");
       const source = new MockSegmentSource({ alignment: 256 });
       const pool: StepPlannedPool = new StepPlannedPool(source);
+      const target = onePool(pool);
       const made: number[] = [];
-      let live = 0, peakLive = 0, peakHeld = 0;
+      const f: Figures = { live: 0, peakLive: 0, peakHeld: 0 };
       for (let pass = 0; pass < after + 3; pass++) {
-        const blocks = new Map<number, PlannedBlock>();
-        for (let i = 0; i < ops.length; i++) {
-          const code = ops.code[i];
-          if (code === 0) {
-            const size = Math.max(1, ops.size[i]);
-            blocks.set(ops.id[i], pool.allocate(size));
-            live += size;
-            if (live > peakLive) peakLive = live;
-            if (pool.reservedBytes > peakHeld) peakHeld = pool.reservedBytes;
-          } else if (code === 1) {
-            const block = blocks.get(ops.id[i])!;
-            live -= block.requestedByteLength;
-            pool.free(block);
-            blocks.delete(ops.id[i]);
-          } else if (code === 3) pool.endStep();
-        }
-        for (const block of blocks.values()) {
-          live -= block.requestedByteLength;
-          pool.free(block);
-        }
-        pool.endStep();
+        replayPass(ops, target, f);
         made.push(source.allocationCount);
         if (pass === 0) {
           assert.ok(
-            peakHeld <= 1.1 * peakLive,
-            `first pass: peak held ${peakHeld}, peak live ${peakLive}`,
+            f.peakHeld <= 1.1 * f.peakLive,
+            `first pass: peak held ${f.peakHeld}, peak live ${f.peakLive}`,
           );
         }
       }
@@ -167,8 +209,8 @@ describe("StepPlannedPool on real runtime traces", () => {
       // over all the passes too (kv-decode held 1.17 while small blocks
       // pinned the growing blocks' segments)
       assert.ok(
-        peakHeld <= 1.1 * peakLive,
-        `warm passes: peak held ${peakHeld}, peak live ${peakLive}`,
+        f.peakHeld <= 1.1 * f.peakLive,
+        `warm passes: peak held ${f.peakHeld}, peak live ${f.peakLive}`,
       );
     });
   }
@@ -252,42 +294,30 @@ describe("StepPlannedPool on real runtime traces", () => {
       const ops = traceOps(trace, "all");
       const group = new StepPoolGroup();
       const pools = new Map<number, StepPlannedPool>();
-      let live = 0, peakLive = 0, peakHeld = 0;
+      const f: Figures = { live: 0, peakLive: 0, peakHeld: 0 };
       const ratios: number[] = [];
+      // one pool per WebGPU usage, made at its first request
+      const target: PassTarget = {
+        poolOf(i) {
+          let pool = pools.get(ops.usage[i]);
+          if (!pool) {
+            const source = new MockSegmentSource({ alignment: 256 });
+            pools.set(
+              ops.usage[i],
+              pool = new StepPlannedPool(source, { group }),
+            );
+          }
+          return pool;
+        },
+        held: () => group.reservedBytes,
+        endStep: () => group.endStep(),
+      };
       for (let pass = 0; pass < 4; pass++) {
-        const blocks = new Map<number, [StepPlannedPool, PlannedBlock]>();
-        for (let i = 0; i < ops.length; i++) {
-          const code = ops.code[i];
-          if (code === 0) {
-            let pool = pools.get(ops.usage[i]);
-            if (!pool) {
-              const source = new MockSegmentSource({ alignment: 256 });
-              pools.set(
-                ops.usage[i],
-                pool = new StepPlannedPool(source, { group }),
-              );
-            }
-            const size = Math.max(1, ops.size[i]);
-            blocks.set(ops.id[i], [pool, pool.allocate(size)]);
-            live += size;
-            if (live > peakLive) peakLive = live;
-            if (group.reservedBytes > peakHeld) peakHeld = group.reservedBytes;
-          } else if (code === 1) {
-            const [pool, block] = blocks.get(ops.id[i])!;
-            live -= block.requestedByteLength;
-            pool.free(block);
-            blocks.delete(ops.id[i]);
-          } else if (code === 3) group.endStep();
-        }
-        for (const [pool, block] of blocks.values()) {
-          live -= block.requestedByteLength;
-          pool.free(block);
-        }
-        group.endStep();
-        ratios.push(peakHeld / peakLive);
+        replayPass(ops, target, f);
+        ratios.push(f.peakHeld / f.peakLive);
       }
       for (const pool of pools.values()) pool.validate();
-      assert.equal(group.peakRequestedBytes, peakLive);
+      assert.equal(group.peakRequestedBytes, f.peakLive);
       assert.ok(ratios[0] <= onePass, `one pass: ${ratios[0]}`);
       assert.ok(ratios[3] <= warm, `warm passes: ${ratios}`);
     });
@@ -308,32 +338,13 @@ describe("StepPlannedPool on real runtime traces", () => {
       const pool: StepPlannedPool = new StepPlannedPool(
         new MockSegmentSource({ alignment: 256 }),
       );
-      let live = 0, peakLive = 0, peakHeld = 0;
+      const target = onePool(pool);
+      const f: Figures = { live: 0, peakLive: 0, peakHeld: 0 };
       for (let pass = 0; pass < 5; pass++) {
-        const blocks = new Map<number, PlannedBlock>();
-        for (let i = 0; i < ops.length; i++) {
-          const code = ops.code[i];
-          if (code === 0) {
-            const size = Math.max(1, ops.size[i]);
-            blocks.set(ops.id[i], pool.allocate(size));
-            live += size;
-            if (live > peakLive) peakLive = live;
-            if (pool.reservedBytes > peakHeld) peakHeld = pool.reservedBytes;
-          } else if (code === 1) {
-            const block = blocks.get(ops.id[i])!;
-            live -= block.requestedByteLength;
-            pool.free(block);
-            blocks.delete(ops.id[i]);
-          } else if (code === 3) pool.endStep();
-        }
-        for (const block of blocks.values()) {
-          live -= block.requestedByteLength;
-          pool.free(block);
-        }
-        pool.endStep();
+        replayPass(ops, target, f);
         assert.ok(
-          peakHeld <= most * peakLive,
-          `pass ${pass}: peak held ${peakHeld}, peak live ${peakLive}`,
+          f.peakHeld <= most * f.peakLive,
+          `pass ${pass}: peak held ${f.peakHeld}, peak live ${f.peakLive}`,
         );
       }
       pool.validate();
@@ -358,33 +369,15 @@ describe("StepPlannedPool on real runtime traces", () => {
       const ops = traceOps(trace, "storage");
       const source = new MockSegmentSource({ alignment: 256 });
       const pool: StepPlannedPool = new StepPlannedPool(source);
-      let live = 0, peakLive = 0, peakHeld = 0, afterFirst = 0;
+      const target = onePool(pool);
+      const f: Figures = { live: 0, peakLive: 0, peakHeld: 0 };
+      let afterFirst = 0;
       for (let pass = 0; pass < 5; pass++) {
-        const blocks = new Map<number, PlannedBlock>();
-        for (let i = 0; i < ops.length; i++) {
-          const code = ops.code[i];
-          if (code === 0) {
-            const size = Math.max(1, ops.size[i]);
-            blocks.set(ops.id[i], pool.allocate(size));
-            live += size;
-            if (live > peakLive) peakLive = live;
-            if (pool.reservedBytes > peakHeld) peakHeld = pool.reservedBytes;
-          } else if (code === 1) {
-            const block = blocks.get(ops.id[i])!;
-            live -= block.requestedByteLength;
-            pool.free(block);
-            blocks.delete(ops.id[i]);
-          } else if (code === 3) pool.endStep();
-        }
-        for (const block of blocks.values()) {
-          live -= block.requestedByteLength;
-          pool.free(block);
-        }
-        pool.endStep();
+        replayPass(ops, target, f);
         if (pass === 0) afterFirst = source.allocationCount;
         assert.ok(
-          peakHeld <= 1.1 * peakLive,
-          `pass ${pass}: peak held ${peakHeld}, peak live ${peakLive}`,
+          f.peakHeld <= 1.1 * f.peakLive,
+          `pass ${pass}: peak held ${f.peakHeld}, peak live ${f.peakLive}`,
         );
       }
       pool.validate();
@@ -431,18 +424,7 @@ describe("StepPlannedPool on real runtime traces", () => {
     );
     const replans: number[] = [], fast: number[] = [];
     for (let pass = 0; pass < 8; pass++) {
-      const live = new Map<number, PlannedBlock>();
-      for (let i = 0; i < ops.length; i++) {
-        const code = ops.code[i];
-        if (code === 0) {
-          live.set(ops.id[i], pool.allocate(Math.max(1, ops.size[i])));
-        } else if (code === 1) {
-          pool.free(live.get(ops.id[i])!);
-          live.delete(ops.id[i]);
-        } else if (code === 3) pool.endStep();
-      }
-      for (const block of live.values()) pool.free(block);
-      pool.endStep();
+      replayPass(ops, onePool(pool), { live: 0, peakLive: 0, peakHeld: 0 });
       replans.push(pool.replanCount);
       fast.push(pool.fastStepCount);
     }

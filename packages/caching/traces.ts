@@ -44,6 +44,8 @@
  * @module
  */
 
+import { describeValue, InvalidArgumentError } from "@allot/core";
+
 /** One event of a trace. */
 export type TraceOp =
   | {
@@ -666,7 +668,39 @@ export interface TraceTarget<H> {
  *
  * @param trace The trace.
  * @param target Allocate and free functions.
- * @throws {Error} When the trace frees an unknown id.
+ * @throws {InvalidArgumentError} When the trace frees an id that is not
+ * live (the ops before it have been replayed).
+ *
+ * @example Replay, and a trace that frees what it never allocated
+ * ```ts
+ * import { type AllocationTrace, replayTrace } from "@allot/caching/traces";
+ * import { InvalidArgumentError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const trace: AllocationTrace = {
+ *   name: "two",
+ *   description: "one buffer, freed",
+ *   ops: [
+ *     { kind: "alloc", id: 1, byteLength: 64, tag: "x" },
+ *     { kind: "free", id: 1 },
+ *   ],
+ *   warmupOps: 0,
+ * };
+ * const freed: ArrayBuffer[] = [];
+ * replayTrace(trace, {
+ *   allocate: (byteLength) => new ArrayBuffer(byteLength),
+ *   free: (buffer) => freed.push(buffer),
+ * });
+ * assert.equal(freed[0].byteLength, 64);
+ * assert.throws(
+ *   () =>
+ *     replayTrace({ ...trace, ops: [{ kind: "free", id: 2 }] }, {
+ *       allocate: () => 0,
+ *       free: () => {},
+ *     }),
+ *   InvalidArgumentError,
+ * );
+ * ```
  */
 export function replayTrace<H>(
   trace: AllocationTrace,
@@ -683,7 +717,12 @@ export function replayTrace<H>(
     } else if (op.kind === "free") {
       const handle = live.get(op.id);
       if (handle === undefined) {
-        throw new Error(`Trace ${trace.name} frees unknown id ${op.id}`);
+        throw new InvalidArgumentError(
+          `Cannot replay trace ${describeValue(trace.name)}: op ${i} frees id ${
+            describeValue(op.id)
+          }, which is not live (never allocated, or freed already)`,
+          { name: `trace.ops[${i}].id`, value: op.id, limit: "a live id" },
+        );
       }
       live.delete(op.id);
       target.free(handle);

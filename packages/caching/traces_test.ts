@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { MockSegmentSource } from "@allot/core";
+import { InvalidArgumentError, MockSegmentSource } from "@allot/core";
 import { CachingAllocator } from "./caching_allocator.ts";
 import {
   type AllocationTrace,
@@ -84,7 +84,34 @@ describe("traces", () => {
     };
     assert.throws(
       () => replayTrace(trace, { allocate: () => 0, free: () => {} }),
-      /unknown id 7/,
+      (error: unknown) =>
+        error instanceof InvalidArgumentError &&
+        error.argument === "trace.ops[0].id" && error.value === 7 &&
+        error.message ===
+          'Cannot replay trace "bad": op 0 frees id 7, which is not live (never allocated, or freed already)',
     );
+  });
+
+  it("replayTrace() refuses a trace that frees an id twice with InvalidArgumentError, after freeing it once", () => {
+    const trace: AllocationTrace = {
+      name: "twice",
+      description: "",
+      ops: [
+        { kind: "alloc", id: 1, byteLength: 8, tag: "x" },
+        { kind: "free", id: 1 },
+        { kind: "free", id: 1 },
+      ],
+      warmupOps: 0,
+    };
+    const freed: number[] = [];
+    assert.throws(
+      () =>
+        replayTrace(trace, { allocate: () => 41, free: (h) => freed.push(h) }),
+      (error: unknown) =>
+        error instanceof InvalidArgumentError &&
+        error.argument === "trace.ops[2].id" &&
+        /op 2 frees id 1/.test(error.message),
+    );
+    assert.deepEqual(freed, [41]);
   });
 });

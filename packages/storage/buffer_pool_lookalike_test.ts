@@ -6,31 +6,16 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import {
-  AllocatorBase,
-  ContractViolationError,
-  DataPtr,
-  Device,
-  InvalidArgumentError,
-} from "@allot/core";
+import { ContractViolationError, InvalidArgumentError } from "@allot/core";
+import { LookAlikeAllocator, lookAlikePtr } from "../core/_test_lookalike.ts";
 import { BufferPool } from "./mod.ts";
-
-class LookAlike extends AllocatorBase<ArrayBuffer, null> {
-  readonly device: Device = Device.cpu();
-  allocate(): DataPtr<ArrayBuffer, null> {
-    return Object.create(DataPtr.prototype);
-  }
-}
 
 describe("@allot/storage BufferPool look-alikes", () => {
   it("acquire refuses a look-alike from the allocator, recycle refuses one from the caller, with typed errors", () => {
-    const pool = new BufferPool(new LookAlike());
+    const pool = new BufferPool(new LookAlikeAllocator());
     assert.throws(() => pool.acquire(64), ContractViolationError);
     // a look-alike is no DataPtr: not a handle of the verb's kind
-    assert.throws(
-      () => pool.recycle(Object.create(DataPtr.prototype)),
-      InvalidArgumentError,
-    );
+    assert.throws(() => pool.recycle(lookAlikePtr()), InvalidArgumentError);
     assert.equal(pool.stats().allocatedBytes, 0);
   });
 });

@@ -6,6 +6,7 @@
  */
 
 import {
+  AllotError,
   describeValue,
   DoubleFreeError,
   InvalidArgumentError,
@@ -1333,7 +1334,7 @@ export class SharedHeap {
    * Walks the core and every slab and throws on the first broken invariant
    * (for tests). Call it while the other threads are quiet.
    *
-   * @throws {Error} Naming the broken invariant.
+   * @throws {AllotError} Naming the broken invariant.
    */
   checkIntegrity(): void {
     const i32 = this.#i32, m = this.#meta, n = this.#pages;
@@ -1342,12 +1343,12 @@ export class SharedHeap {
     while (p < n) {
       const kind = i32[m + (p << 3) + M_KIND], len = i32[m + (p << 3) + M_LEN];
       if (kind === K_NONE || len <= 0 || p + len > n) {
-        throw new Error(`Page ${p}: kind ${kind}, length ${len}: no span`);
+        throw _inconsistent(`Page ${p}: kind ${kind}, length ${len}: no span`);
       }
       if (kind === K_FREE) {
-        if (prevFree) throw new Error(`Page ${p}: two free spans in a row`);
+        if (prevFree) throw _inconsistent(`Page ${p}: two free spans in a row`);
         if (i32[m + ((p + len - 1) << 3) + M_TAIL] !== p + 1) {
-          throw new Error(`Page ${p}: free span tail does not point back`);
+          throw _inconsistent(`Page ${p}: free span tail does not point back`);
         }
         free += len;
       }
@@ -1355,14 +1356,14 @@ export class SharedHeap {
         const s = (this.#pageBase + p * PAGE) >> 2;
         const size = i32[s + S_SIZE];
         if (CLASS_SIZES[i32[s + S_CLASS]] !== size) {
-          throw new Error(`Slab at page ${p}: class and size disagree`);
+          throw _inconsistent(`Slab at page ${p}: class and size disagree`);
         }
       }
       prevFree = kind === K_FREE;
       p += len;
     }
     if (free !== i32[(this.#base >> 2) + H_FREE_PAGES]) {
-      throw new Error(
+      throw _inconsistent(
         `Free pages counted ${free}, header says ${
           i32[(this.#base >> 2) + H_FREE_PAGES]
         }`,
@@ -2873,4 +2874,9 @@ function validateTimeout(value: number | undefined): number {
     );
   }
   return value;
+}
+
+/** What {@linkcode SharedHeap.checkIntegrity} throws for a broken invariant. */
+function _inconsistent(what: string): AllotError {
+  return new AllotError(`SharedHeap is inconsistent: ${what}`);
 }

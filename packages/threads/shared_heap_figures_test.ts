@@ -9,44 +9,10 @@
 
 import assert from "node:assert/strict";
 import { SharedHeap } from "./mod.ts";
-import type { FiguresCommand, FiguresReport } from "./_test_figures_worker.ts";
+import { Crew } from "./_test_figures_crew.ts";
 import { RING } from "./_test_figures_worker.ts";
 
 const MiB = 1 << 20;
-
-/** Workers that answer each command with one report. */
-class Crew {
-  readonly workers: Worker[] = [];
-  constructor(n: number) {
-    for (let i = 0; i < n; i++) {
-      this.workers.push(
-        new Worker(new URL("./_test_figures_worker.ts", import.meta.url), {
-          type: "module",
-        }),
-      );
-    }
-  }
-  ask(i: number, c: FiguresCommand): Promise<FiguresReport> {
-    const w = this.workers[i];
-    return new Promise((resolve, reject) => {
-      w.onmessage = (e: MessageEvent<FiguresReport>) => {
-        if (e.data.error) reject(new Error(`worker ${i}: ${e.data.error}`));
-        else resolve(e.data);
-      };
-      w.onerror = (e) => {
-        e.preventDefault();
-        reject(new Error(`worker ${i}: ${e.message}`));
-      };
-      w.postMessage(c);
-    });
-  }
-  all(c: FiguresCommand): Promise<FiguresReport[]> {
-    return Promise.all(this.workers.map((_, i) => this.ask(i, c)));
-  }
-  close(): void {
-    for (const w of this.workers) w.terminate();
-  }
-}
 
 Deno.test("SharedHeap figures: totals exact after 3 Workers churn at once, with remote frees", async () => {
   const heap = SharedHeap.create(48 * MiB);

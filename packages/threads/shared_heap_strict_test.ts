@@ -1,6 +1,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { DoubleFreeError, InvalidArgumentError, JUNK_BYTE } from "@allot/core";
+import {
+  AllotError,
+  DoubleFreeError,
+  InvalidArgumentError,
+  JUNK_BYTE,
+} from "@allot/core";
 import { SharedHeap, SharedHeapAllocator } from "./mod.ts";
 
 const MiB = 1 << 20;
@@ -64,8 +69,15 @@ describe("SharedHeap strict mode", () => {
       const b = heap.alloc(200_000);
       // the slab's header sits in front of its first block
       new Int32Array(heap.buffer, a - 3328, 2)[1] = 12345;
-      if (strict) assert.throws(() => heap.free(b), /class and size/);
-      else heap.free(b);
+      if (strict) {
+        assert.throws(
+          () => heap.free(b),
+          (error: unknown) =>
+            error instanceof AllotError &&
+            /^SharedHeap is inconsistent: Slab at page \d+: class and size disagree$/
+              .test(error.message),
+        );
+      } else heap.free(b);
     }
   });
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { InvalidArgumentError } from "@allot/core";
 import { SharedHeap } from "./mod.ts";
-import type { FiguresCommand, FiguresReport } from "./_test_figures_worker.ts";
+import { Crew } from "./_test_figures_crew.ts";
 import { RING } from "./_test_figures_worker.ts";
 
 const MiB = 1 << 20;
@@ -190,37 +190,6 @@ describe("threads fourth review", () => {
     assert.equal(heap.stats().allocations.current, 0);
   });
 });
-
-/** Workers running `_test_figures_worker.ts`, one report per command. */
-class Crew {
-  readonly workers: Worker[] = [];
-  constructor(n: number) {
-    for (let i = 0; i < n; i++) {
-      this.workers.push(
-        new Worker(new URL("./_test_figures_worker.ts", import.meta.url), {
-          type: "module",
-        }),
-      );
-    }
-  }
-  ask(i: number, c: FiguresCommand): Promise<FiguresReport> {
-    const w = this.workers[i];
-    return new Promise((resolve, reject) => {
-      w.onmessage = (e: MessageEvent<FiguresReport>) => {
-        if (e.data.error) reject(new Error(`worker ${i}: ${e.data.error}`));
-        else resolve(e.data);
-      };
-      w.onerror = (e) => {
-        e.preventDefault();
-        reject(new Error(`worker ${i}: ${e.message}`));
-      };
-      w.postMessage(c);
-    });
-  }
-  close(): void {
-    for (const w of this.workers) w.terminate();
-  }
-}
 
 Deno.test("SharedHeap resets racing with 3 Workers' churn leave exact live figures, and later ordered peaks exact", async () => {
   const heap = SharedHeap.create(48 * MiB);

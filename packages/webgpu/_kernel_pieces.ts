@@ -44,7 +44,11 @@ export type _SplitResult =
   | { readonly pieces: _Piece[] }
   | { readonly refused: "element" | "pieces" };
 
-function reach(
+/**
+ * Lowest and highest element a view reaches (its shape has no 0): the
+ * offset moved by each dimension's last step, down for a negative stride.
+ */
+export function _span(
   shape: readonly number[],
   strides: readonly number[],
   offset: number,
@@ -75,8 +79,8 @@ export function _splitStrided(input: _SplitInput): _SplitResult {
   let refused: "element" | "pieces" | undefined;
   const split = (shape: number[], srcOffset: number, dstOffset: number) => {
     if (refused !== undefined) return;
-    const [sLo, sHi] = reach(shape, srcStrides, srcOffset);
-    const [dLo, dHi] = reach(shape, dstStrides, dstOffset);
+    const [sLo, sHi] = _span(shape, srcStrides, srcOffset);
+    const [dLo, dHi] = _span(shape, dstStrides, dstOffset);
     if (fits(sLo, sHi, dLo, dHi)) {
       if (pieces.length >= maxPieces) refused = "pieces";
       else pieces.push({ shape, srcOffset, dstOffset });

@@ -29,6 +29,7 @@ import { type GpuBinding, validateBinding } from "./gpu_binding.ts";
 import { dispatchSize, type Kernel, kernelPipeline } from "./kernel.ts";
 import { _blockPlan } from "./_block_plan.ts";
 import {
+  _span,
   _splitRun,
   _splitStrided,
   _wordOwned,
@@ -449,16 +450,7 @@ export class GpuKernels {
       );
     }
     if (source.count === 0) return;
-    const srcStart = src.offset + source.lo * size;
-    const srcEnd = src.offset + (source.hi + 1) * size;
-    const dstStart = dst.offset + target.lo * size;
-    const dstEnd = dst.offset + (target.hi + 1) * size;
-    if (src.buffer === dst.buffer && srcStart < dstEnd && dstStart < srcEnd) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: source bytes [${srcStart}, ${srcEnd}) and destination bytes [${dstStart}, ${dstEnd}) overlap in one buffer`,
-        { name: "dst", value: [dstStart, dstEnd], limit: [srcStart, srcEnd] },
-      );
-    }
+    _refuseOverlap(what, src, dst, size, source, target);
     const denseDst = dstLayout === undefined
       ? _rowMajorStrides(layout.shape)
       : dstLayout.strides;
@@ -548,16 +540,14 @@ export class GpuKernels {
       target = reach;
     }
     if (count === 0) return;
-    const srcStart = src.offset + source.lo * size;
-    const srcEnd = src.offset + (source.hi + 1) * size;
-    const dstStart = dst.offset + target.lo * size;
-    const dstEnd = dst.offset + (target.hi + 1) * size;
-    if (src.buffer === dst.buffer && srcStart < dstEnd && dstStart < srcEnd) {
-      throw new InvalidArgumentError(
-        `Cannot ${what}: source bytes [${srcStart}, ${srcEnd}) and destination bytes [${dstStart}, ${dstEnd}) overlap in one buffer`,
-        { name: "dst", value: [dstStart, dstEnd], limit: [srcStart, srcEnd] },
-      );
-    }
+    const [srcStart, srcEnd, dstStart, dstEnd] = _refuseOverlap(
+      what,
+      src,
+      dst,
+      size,
+      source,
+      target,
+    );
     if (dstLayout === undefined && _isRowMajor(layout)) {
       // Dense on both sides: a byte copy (copyBufferToBuffer when aligned).
       this.copyBytes(src, dst, {
@@ -1453,20 +1443,30 @@ function _boundGroups(
   return a.start < b.end && b.start < a.end ? [union] : [a, b];
 }
 
-/** Lowest and highest element a view reaches (its shape has no 0). */
-function _span(
-  shape: readonly number[],
-  strides: readonly number[],
-  offset: number,
-): [number, number] {
-  let lo = offset;
-  let hi = offset;
-  for (let d = 0; d < shape.length; d++) {
-    const step = strides[d] * (shape[d] - 1);
-    if (step < 0) lo += step;
-    else hi += step;
+/**
+ * The byte ranges a copy reads and writes, `[srcStart, srcEnd, dstStart,
+ * dstEnd]` (elements `source.lo..hi` of `src` and `target.lo..hi` of `dst`,
+ * `size` bytes each); refuses ranges that overlap in one buffer.
+ */
+function _refuseOverlap(
+  what: string,
+  src: GpuBinding,
+  dst: GpuBinding,
+  size: number,
+  source: { lo: number; hi: number },
+  target: { lo: number; hi: number },
+): [number, number, number, number] {
+  const srcStart = src.offset + source.lo * size;
+  const srcEnd = src.offset + (source.hi + 1) * size;
+  const dstStart = dst.offset + target.lo * size;
+  const dstEnd = dst.offset + (target.hi + 1) * size;
+  if (src.buffer === dst.buffer && srcStart < dstEnd && dstStart < srcEnd) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: source bytes [${srcStart}, ${srcEnd}) and destination bytes [${dstStart}, ${dstEnd}) overlap in one buffer`,
+      { name: "dst", value: [dstStart, dstEnd], limit: [srcStart, srcEnd] },
+    );
   }
-  return [lo, hi];
+  return [srcStart, srcEnd, dstStart, dstEnd];
 }
 
 /** Row-major strides of a shape. */

@@ -7,22 +7,11 @@ import { GpuStaging } from "./gpu_staging.ts";
 import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
 import { _splitRun, _splitStrided, _wordOwned } from "./_kernel_pieces.ts";
 import { sharedDevice, skip } from "./_test_device.ts";
+import { randomBytes } from "./_test_bytes.ts";
 
 const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
   GPUBufferUsage.COPY_DST;
 const DTYPES: GpuDtype[] = ["f32", "u32", "f16", "u16", "u8", "i8", "f64"];
-
-function randomBytes(n: number, seed: number): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
 
 /** Element positions of a view, row-major. */
 function positions(layout: StridedLayout): number[] {

@@ -8,6 +8,7 @@ import { dtypeByteSize, encodeElement, type GpuDtype } from "./dtype.ts";
 import { pipelineCacheSize } from "./kernel.ts";
 import { DeviceLostError } from "./device_lost_error.ts";
 import { newDevice, sharedDevice, skip } from "./_test_device.ts";
+import { randomBytes } from "./_test_bytes.ts";
 
 const USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC |
   GPUBufferUsage.COPY_DST;
@@ -23,18 +24,6 @@ const DTYPES: GpuDtype[] = [
   "bool",
   "f64",
 ];
-
-function randomBytes(n: number, seed: number): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
 
 /** CPU reference: gather the view's elements, row-major. */
 function gather(

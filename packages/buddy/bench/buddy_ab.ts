@@ -21,8 +21,8 @@
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import type { BuddyAllocator } from "../mod.ts";
 import { cpuSeconds, makeOurs, makePeer } from "./head_to_head.ts";
-import { benchTraces } from "./traces.ts";
-import { cpuTraceNames, loadCpuTrace } from "../../cpu/bench/real_traces.ts";
+import { benchTraces } from "../../cpu/bench/trace.ts";
+import { cpuTraceNames, loadCpuTrace } from "../../cpu/bench/cpu_traces.ts";
 import type { Trace } from "../../cpu/bench/trace.ts";
 
 const ref = flag("ref", "main");

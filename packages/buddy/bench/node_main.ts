@@ -12,20 +12,13 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { measure } from "./head_to_head.ts";
-import { benchTraces } from "./traces.ts";
-import type { Trace } from "../../cpu/bench/trace.ts";
+import { benchTraces } from "../../cpu/bench/trace.ts";
+import { tracesFromJson } from "../../cpu/bench/trace_json.ts";
 
 const quick = process.argv[2] === "quick";
 const real = process.argv[3] === undefined
   ? []
-  : (JSON.parse(readFileSync(process.argv[3], "utf8")) as Trace[]).map((
-    t,
-  ) => ({
-    ...t,
-    kind: Uint8Array.from(t.kind),
-    slot: Int32Array.from(t.slot),
-    byteLength: Int32Array.from(t.byteLength),
-  }));
+  : tracesFromJson(readFileSync(process.argv[3], "utf8"));
 const traces = [...benchTraces(quick), ...real].map((trace) => ({
   name: trace.name,
   ops: trace.kind.length,

@@ -11,7 +11,6 @@
  * @module
  */
 
-import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import type {
   BenchOptions,
   Ratio,
@@ -19,14 +18,15 @@ import type {
   Scenario,
 } from "../../../scripts/bench/types.ts";
 import { measure } from "./head_to_head.ts";
-import { benchTraces } from "./traces.ts";
 import { printScenarios } from "../../cpu/bench/report.ts";
-import { cpuTraceNames, loadCpuTrace } from "../../cpu/bench/real_traces.ts";
-import type { Trace } from "../../cpu/bench/trace.ts";
+import { cpuTraceNames, loadCpuTrace } from "../../cpu/bench/cpu_traces.ts";
+import { tracesToJson } from "../../cpu/bench/trace_json.ts";
+import { underNode } from "../../cpu/bench/under_node.ts";
+import { benchTraces, type Trace } from "../../cpu/bench/trace.ts";
 
 // Runs the head-to-head of every trace under Node (bundled with `deno
 // bundle`).
-async function underNode(
+function nodeRows(
   quick: boolean,
   real: Trace[],
 ): Promise<
@@ -36,42 +36,16 @@ async function underNode(
   }
   | string
 > {
-  const dir = await Deno.makeTempDir({ prefix: "allot-buddy-node-" });
-  try {
-    const bundle = `${dir}/node_main.mjs`;
-    const failed = await bundleForNode(
-      new URL("./node_main.ts", import.meta.url),
-      bundle,
-    );
-    if (failed !== undefined) return failed;
-    // The real traces go to Node as JSON (Node has no reader of them).
-    const json = `${dir}/traces.json`;
-    await Deno.writeTextFile(
-      json,
-      JSON.stringify(real.map((t) => ({
-        ...t,
-        kind: [...t.kind],
-        slot: [...t.slot],
-        byteLength: [...t.byteLength],
-      }))),
-    );
-    let out;
-    try {
-      out = await new Deno.Command("node", {
-        args: [bundle, quick ? "quick" : "full", json],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-    } catch {
-      return "node not found";
-    }
-    if (!out.success) {
-      return `node failed: ${new TextDecoder().decode(out.stderr)}`;
-    }
-    return JSON.parse(new TextDecoder().decode(out.stdout));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  return underNode({
+    entry: new URL("./node_main.ts", import.meta.url),
+    prefix: "allot-buddy-node-",
+    async args(dir) {
+      // The real traces go to Node as JSON (Node has no reader of them).
+      const json = `${dir}/traces.json`;
+      await Deno.writeTextFile(json, tracesToJson(real));
+      return [quick ? "quick" : "full", json];
+    },
+  });
 }
 
 // The target (issue #18) holds on every trace and both runtimes.
@@ -173,7 +147,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     });
   }
   options.progress?.("buddy: the traces under Node");
-  const node = await underNode(quick, real);
+  const node = await nodeRows(quick, real);
   if (typeof node === "string") {
     scenarios.push({
       package: "buddy",

@@ -21,7 +21,7 @@
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import { restoreConsts } from "./_restore_consts.ts";
 import { asBinary } from "./peers.ts";
-import { cpuTraceNames, loadCpuTrace } from "./real_traces.ts";
+import { cpuTraceNames, loadCpuTrace } from "./cpu_traces.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 

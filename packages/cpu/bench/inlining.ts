@@ -22,7 +22,7 @@
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import { restoreConsts } from "./_restore_consts.ts";
-import { cpuTraceNames, loadCpuTrace } from "./real_traces.ts";
+import { cpuTraceNames, loadCpuTrace } from "./cpu_traces.ts";
 
 /** The functions whose inlining the report lists. */
 export const HOT = ["alloc", "free", "bytes", "replayHeap"];

@@ -11,19 +11,14 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { headToHead } from "./head_to_head.ts";
-import { logUniformTrace, type Trace } from "./trace.ts";
+import { logUniformTrace } from "./trace.ts";
+import { tracesFromJson } from "./trace_json.ts";
 
 const [wasmPath, quickFlag, tracesPath] = process.argv.slice(2);
 const quick = quickFlag === "quick";
 const module = new WebAssembly.Module(readFileSync(wasmPath));
 if (tracesPath !== undefined) {
-  const traces = (JSON.parse(readFileSync(tracesPath, "utf8")) as Trace[])
-    .map((t) => ({
-      ...t,
-      kind: Uint8Array.from(t.kind),
-      slot: Int32Array.from(t.slot),
-      byteLength: Int32Array.from(t.byteLength),
-    }));
+  const traces = tracesFromJson(readFileSync(tracesPath, "utf8"));
   const out = traces.map((trace) => ({
     name: trace.name,
     ops: trace.kind.length,

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { modelRuns } from "../../core/_test_faults.ts";
 import { CpuHeap } from "../mod.ts";
 import { passesFor, type RealTrace, slotTraceFromText } from "./real_trace.ts";
+import { cpuTraceNames, readCpuTraceText } from "./cpu_traces.ts";
 
 // Replays a slot trace on a model of slots: an alloc must find its slot
 // empty, a free must find it full; returns the highest sum of live bytes.
@@ -173,36 +174,28 @@ test("passesFor: at least one pass, enough for the ops asked", () => {
 });
 
 test("the recorded CPU traces replay with no double free and their peak live", async () => {
-  const dir = new URL("../../../traces/cpu/", import.meta.url);
   let checked = 0;
-  for (const backend of Deno.readDirSync(dir)) {
-    for (const file of Deno.readDirSync(new URL(`${backend.name}/`, dir))) {
-      const gz = await Deno.readFile(
-        new URL(`${backend.name}/${file.name}`, dir),
-      );
-      const text = await new Response(
-        new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip")),
-      ).text();
-      // The peak live bytes straight from the events.
-      const sizes = new Map<number, number>();
-      let bytes = 0, peak = 0;
-      for (const line of text.split("\n").slice(1)) {
-        if (line === "") continue;
-        const e = JSON.parse(line);
-        if (e.op === "alloc") {
-          sizes.set(e.id, e.size);
-          bytes += e.size;
-          if (bytes > peak) peak = bytes;
-        } else if (e.op === "free") {
-          bytes -= sizes.get(e.id)!;
-          sizes.delete(e.id);
-        }
+  for (const path of cpuTraceNames()) {
+    const text = await readCpuTraceText(path);
+    // The peak live bytes straight from the events.
+    const sizes = new Map<number, number>();
+    let bytes = 0, peak = 0;
+    for (const line of text.split("\n").slice(1)) {
+      if (line === "") continue;
+      const e = JSON.parse(line);
+      if (e.op === "alloc") {
+        sizes.set(e.id, e.size);
+        bytes += e.size;
+        if (bytes > peak) peak = bytes;
+      } else if (e.op === "free") {
+        bytes -= sizes.get(e.id)!;
+        sizes.delete(e.id);
       }
-      const trace = slotTraceFromText(text, file.name, 2);
-      assert.equal(replayModel(trace), peak, file.name);
-      assert.equal(trace.peakLiveBytes, peak, file.name);
-      checked++;
     }
+    const trace = slotTraceFromText(text, path, 2);
+    assert.equal(replayModel(trace), peak, path);
+    assert.equal(trace.peakLiveBytes, peak, path);
+    checked++;
   }
   assert.ok(checked >= 9, `only ${checked} recorded CPU traces`);
 });

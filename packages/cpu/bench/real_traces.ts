@@ -21,11 +21,9 @@
  * @module
  */
 
-import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import type {
   BenchOptions,
   Ratio,
-  Row,
   Scenario,
 } from "../../../scripts/bench/types.ts";
 import {
@@ -37,63 +35,23 @@ import {
   HEAP,
   measureAll,
   native,
+  speedRows,
 } from "./run.ts";
 import { asBinary } from "./peers.ts";
 import type { HeadToHeadRow } from "./head_to_head.ts";
 import { restoreConsts } from "./_restore_consts.ts";
 import { printScenarios } from "./report.ts";
-import { passesFor, type RealTrace, slotTraceFromText } from "./real_trace.ts";
+import { passesFor, type RealTrace } from "./real_trace.ts";
+import { CPU_TRACE_OPS, cpuTraceNames, loadCpuTrace } from "./cpu_traces.ts";
+import { tracesToJson } from "./trace_json.ts";
+import { underNode } from "./under_node.ts";
 import { logUniformTrace } from "./trace.ts";
 
 const MiB = 1 << 20;
 const MEMPOOL = "@thi.ng/malloc MemPool";
 const NATIVE = "native OffsetAllocator-style (C++ -O2), warm";
 /** Operations per timed replay. */
-const OPS = 200_000;
-
-/** The recorded CPU traces: `traces/cpu/<runtime>/<name>.jsonl.gz`. */
-export const CPU_TRACES_DIR: URL = new URL(
-  "../../../traces/cpu/",
-  import.meta.url,
-);
-
-/**
- * Paths of the recorded CPU traces whose path contains one of `only`.
- *
- * @param only Substrings (none: all).
- * @returns Paths relative to {@linkcode CPU_TRACES_DIR}, sorted.
- */
-export function cpuTraceNames(only: string[] = []): string[] {
-  return [...Deno.readDirSync(CPU_TRACES_DIR)].filter((d) => d.isDirectory)
-    .flatMap((d) =>
-      [...Deno.readDirSync(new URL(`${d.name}/`, CPU_TRACES_DIR))].map((e) =>
-        `${d.name}/${e.name}`
-      )
-    ).filter((n) =>
-      n.endsWith(".jsonl.gz") &&
-      (only.length === 0 || only.some((o) => n.includes(o)))
-    ).sort();
-}
-
-/**
- * Loads a recorded CPU trace as a slot trace of at least `ops` operations.
- *
- * @param path Relative to {@linkcode CPU_TRACES_DIR}.
- * @param ops Operations wanted (passes are concatenated).
- * @returns The slot trace, named after the file.
- */
-export async function loadCpuTrace(
-  path: string,
-  ops = OPS,
-): Promise<RealTrace> {
-  const gz = await Deno.readFile(new URL(path, CPU_TRACES_DIR));
-  const text = await new Response(
-    new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip")),
-  ).text();
-  const name = path.replace(/\.jsonl\.gz$/, "");
-  const one = slotTraceFromText(text, name, 1);
-  return slotTraceFromText(text, name, passesFor(one, ops));
-}
+const OPS = CPU_TRACE_OPS;
 
 /**
  * The control of `--control`: the log-uniform trace's first 2 000
@@ -128,54 +86,25 @@ export function repeatedLogUniform(ops = OPS): RealTrace {
   return trace;
 }
 
-async function underNode(
+function nodeRows(
   traces: RealTrace[],
   quick: boolean,
 ): Promise<
   | { version: string; out: { name: string; rows: HeadToHeadRow[] }[] }
   | string
 > {
-  const dir = await Deno.makeTempDir({ prefix: "allot-cpu-real-node-" });
-  try {
-    const bundle = `${dir}/node_main.mjs`;
-    const failed = await bundleForNode(
-      new URL("./node_main.ts", import.meta.url),
-      bundle,
-    );
-    if (failed !== undefined) return failed;
-    await Deno.writeTextFile(
-      bundle,
-      restoreConsts(await Deno.readTextFile(bundle)),
-    );
-    const wasm = `${dir}/as_tlsf.wasm`;
-    await Deno.writeFile(wasm, await asBinary());
-    const json = `${dir}/traces.json`;
-    await Deno.writeTextFile(
-      json,
-      JSON.stringify(traces.map((t) => ({
-        ...t,
-        kind: [...t.kind],
-        slot: [...t.slot],
-        byteLength: [...t.byteLength],
-      }))),
-    );
-    let out;
-    try {
-      out = await new Deno.Command("node", {
-        args: [bundle, wasm, quick ? "quick" : "full", json],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-    } catch {
-      return "node not found";
-    }
-    if (!out.success) {
-      return `node failed: ${new TextDecoder().decode(out.stderr)}`;
-    }
-    return JSON.parse(new TextDecoder().decode(out.stdout));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  return underNode({
+    entry: new URL("./node_main.ts", import.meta.url),
+    prefix: "allot-cpu-real-node-",
+    rewrite: restoreConsts,
+    async args(dir) {
+      const wasm = `${dir}/as_tlsf.wasm`;
+      await Deno.writeFile(wasm, await asBinary());
+      const json = `${dir}/traces.json`;
+      await Deno.writeTextFile(json, tracesToJson(traces));
+      return [wasm, quick ? "quick" : "full", json];
+    },
+  });
 }
 
 /** One trace's figures, for the summary table. */
@@ -232,25 +161,7 @@ export async function runRealTraces(
     options.progress?.(`cpu real traces: ${trace.name}`);
     const measured = await measureAll(trace, false, quick);
     const nativePeer = await native(trace, quick);
-    const rate = new Map<string, number>();
-    const rows: Row[] = [];
-    const keys = [...measured.keys()].sort((x, y) =>
-      Number(x.endsWith(FRESH)) - Number(y.endsWith(FRESH))
-    );
-    for (const name of keys) {
-      const opsPerSecond = ops / measured.get(name)!.seconds;
-      rate.set(name, opsPerSecond);
-      rows.push({
-        name,
-        value: opsPerSecond,
-        ours: name === HEAP ? true : undefined,
-        note: name.endsWith(FRESH)
-          ? "made inside the timing"
-          : name === "new ArrayBuffer"
-          ? "no instance"
-          : "warm: one instance, reused",
-      });
-    }
+    const { rows, rate } = speedRows(measured, ops);
     if (typeof nativePeer === "object") {
       rate.set(NATIVE, nativePeer.opsPerSecond);
       rows.push({
@@ -355,7 +266,7 @@ export async function runRealTraces(
     });
   }
   options.progress?.("cpu real traces: under Node");
-  const node = await underNode(traces, quick);
+  const node = await nodeRows(traces, quick);
   if (typeof node === "string") {
     scenarios.push({
       package: "cpu",

@@ -16,7 +16,6 @@
  * @module
  */
 
-import { bundleForNode } from "../../../scripts/bench/node_bundle.ts";
 import type {
   BenchOptions,
   Ratio,
@@ -35,9 +34,10 @@ import {
 } from "./head_to_head.ts";
 import { footprintScenario } from "./footprints.ts";
 import { restoreConsts } from "./_restore_consts.ts";
+import { underNode } from "./under_node.ts";
 import { printScenarios } from "./report.ts";
 import { runRealTraces } from "./real_traces.ts";
-import { logUniformTrace, tensorTrace, type Trace } from "./trace.ts";
+import { benchTraces, type Trace } from "./trace.ts";
 
 type AsExports = ReturnType<typeof instantiateAs>;
 
@@ -60,6 +60,13 @@ export const AS = "AssemblyScript TLSF (wasm)";
 export const FRESH = ", fresh instance";
 
 // --- replays: one loop per allocator so no call site goes megamorphic ---
+//
+// replayHeapIn and replayAsIn restate head_to_head.ts's replayHeap and
+// replayAs (the Node side's loops) on purpose: calling those instead
+// (2026-11-25, six interleaved process pairs of the 200k log-uniform trace)
+// kept the warm rows (after/before medians 0.98 to 1.04) but put the fresh
+// AssemblyScript row without views at a median 0.88 (0.78 to 1.08), so the
+// copies stay until a steadier measurement says otherwise.
 
 function newHeapGrowable(): CpuHeap {
   // Growable, like the wasm memory of AssemblyScript: a resizable
@@ -435,6 +442,41 @@ function bestOfAll(
 }
 
 /**
+ * The speed rows of a {@linkcode measureAll} result, warm rows first (the
+ * headline), then the fresh ones, with their notes; for `run.ts` and
+ * `real_traces.ts`.
+ *
+ * @param measured Best CPU seconds per row name.
+ * @param ops Operations per replay.
+ * @returns The rows, and ops per CPU second by row name.
+ */
+export function speedRows(
+  measured: Map<string, { seconds: number }>,
+  ops: number,
+): { rows: Row[]; rate: Map<string, number> } {
+  const rows: Row[] = [];
+  const rate = new Map<string, number>();
+  const names = [...measured.keys()].sort((x, y) =>
+    Number(x.endsWith(FRESH)) - Number(y.endsWith(FRESH))
+  );
+  for (const name of names) {
+    const opsPerSecond = ops / measured.get(name)!.seconds;
+    rate.set(name, opsPerSecond);
+    rows.push({
+      name,
+      value: opsPerSecond,
+      ours: name === HEAP ? true : undefined,
+      note: name.endsWith(FRESH)
+        ? "made inside the timing"
+        : name === "new ArrayBuffer"
+        ? "no instance"
+        : "warm: one instance, reused",
+    });
+  }
+  return { rows, rate };
+}
+
+/**
  * Every contender's best replay of `trace` (warm and fresh rows), as
  * {@linkcode run} measures them: for `real_traces.ts`.
  *
@@ -502,42 +544,21 @@ export async function native(
 }
 
 // Runs the head-to-head rows under Node (bundled with `deno bundle`).
-async function underNode(
+function nodeRows(
   quick: boolean,
 ): Promise<
   { version: string; out: { view: boolean; rows: HeadToHeadRow[] }[] } | string
 > {
-  const dir = await Deno.makeTempDir({ prefix: "allot-cpu-node-" });
-  try {
-    const bundle = `${dir}/node_main.mjs`;
-    const failed = await bundleForNode(
-      new URL("./node_main.ts", import.meta.url),
-      bundle,
-    );
-    if (failed !== undefined) return failed;
-    await Deno.writeTextFile(
-      bundle,
-      restoreConsts(await Deno.readTextFile(bundle)),
-    );
-    const wasm = `${dir}/as_tlsf.wasm`;
-    await Deno.writeFile(wasm, await asBinary());
-    let out;
-    try {
-      out = await new Deno.Command("node", {
-        args: [bundle, wasm, quick ? "quick" : "full"],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-    } catch {
-      return "node not found";
-    }
-    if (!out.success) {
-      return `node failed: ${new TextDecoder().decode(out.stderr)}`;
-    }
-    return JSON.parse(new TextDecoder().decode(out.stdout));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  return underNode({
+    entry: new URL("./node_main.ts", import.meta.url),
+    prefix: "allot-cpu-node-",
+    rewrite: restoreConsts,
+    async args(dir) {
+      const wasm = `${dir}/as_tlsf.wasm`;
+      await Deno.writeFile(wasm, await asBinary());
+      return [wasm, quick ? "quick" : "full"];
+    },
+  });
 }
 
 function ratio(
@@ -562,9 +583,7 @@ function ratio(
 export async function run(options: BenchOptions): Promise<Scenario[]> {
   const quick = options.quick;
   asModuleCache = await asModule();
-  const traces = quick
-    ? [logUniformTrace(20_000, 300), tensorTrace(40)]
-    : [logUniformTrace(200_000, 1000), tensorTrace(1000)];
+  const traces = benchTraces(quick);
   const scenarios: Scenario[] = [];
   for (const trace of traces) {
     const ops = trace.kind.length;
@@ -572,29 +591,10 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
     const footprints = new Map<string, number>();
     const nativePeer = main ? await native(trace, quick) : undefined;
     for (const view of [false, true]) {
-      const rows: Row[] = [];
-      const rate = new Map<string, number>();
       options.progress?.(`cpu: ${trace.name}${view ? " + view" : ""}`);
       const measured = bestOfAll(trace, view, quick);
-      // Warm rows first (the headline), then the fresh ones.
-      const names = [...measured.keys()];
-      names.sort((x, y) =>
-        Number(x.endsWith(FRESH)) - Number(y.endsWith(FRESH))
-      );
-      for (const name of names) {
-        const m = measured.get(name)!;
-        const opsPerSecond = ops / m.seconds;
-        rate.set(name, opsPerSecond);
-        rows.push({
-          name,
-          value: opsPerSecond,
-          ours: name === HEAP ? true : undefined,
-          note: name.endsWith(FRESH)
-            ? "made inside the timing"
-            : name === "new ArrayBuffer"
-            ? "no instance"
-            : "warm: one instance, reused",
-        });
+      const { rows, rate } = speedRows(measured, ops);
+      for (const [name, m] of measured) {
         if (m.footprint !== undefined && !name.endsWith(FRESH)) {
           footprints.set(name, m.footprint);
         }
@@ -741,7 +741,7 @@ export async function run(options: BenchOptions): Promise<Scenario[]> {
   // The traces recorded from TF.js on the CPU (real_traces.ts).
   scenarios.push(...await runRealTraces(options));
   options.progress?.("cpu: the head-to-head under Node");
-  const node = await underNode(quick);
+  const node = await nodeRows(quick);
   if (typeof node === "string") {
     scenarios.push({
       package: "cpu",

@@ -171,6 +171,19 @@ export function tensorTrace(steps: number, seed = 7): Trace {
   return b.build(`tensor-shaped (conv net training, ${steps} steps)`);
 }
 
+/**
+ * The synthetic traces of the cpu and buddy benchmarks (the same on Deno and
+ * Node): the log-uniform trace (the headline), then the tensor-shaped one.
+ *
+ * @param quick Smaller traces for a smoke run.
+ * @returns The two traces.
+ */
+export function benchTraces(quick: boolean): Trace[] {
+  return quick
+    ? [logUniformTrace(20_000, 300), tensorTrace(40)]
+    : [logUniformTrace(200_000, 1000), tensorTrace(1000)];
+}
+
 /** What {@linkcode replay} needs of an allocator: offsets in, offsets out. */
 export interface OffsetAllocator {
   alloc(byteLength: number): number;
