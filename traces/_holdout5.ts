@@ -191,3 +191,367 @@ export const jaxWebgpuWorkloads: Record<
   "cnn-jit": jaxCnnJit,
   "jit-training": jaxJitTraining,
 };
+
+/**
+ * Writes multi-head attention (`q` from `qIn`, keys and values from `kvIn`;
+ * `[N, T, d]` each) into graph `g` under `prefix`; returns the output's
+ * name (`[N, Tq, d]`, after the output projection). Uses the `split4`,
+ * `merge3` and `scale` initializers.
+ */
+function attention(
+  g: Bytes,
+  init: ReturnType<typeof initializers>,
+  d: number,
+  prefix: string,
+  qIn: string,
+  kvIn: string,
+): string {
+  const n = (s: string) => `${prefix}.${s}`;
+  for (const t of ["q", "k", "v"]) {
+    node(
+      "MatMul",
+      [t === "q" ? qIn : kvIn, init.add(n(`w${t}`), [d, d])],
+      [n(t)],
+      n(t),
+      g,
+    );
+    node("Reshape", [n(t), "split4"], [n(`${t}4`)], n(`${t}4`), g);
+    node("Transpose", [n(`${t}4`)], [n(`${t}h`)], n(`${t}h`), g, {
+      perm: t === "k" ? [0, 2, 3, 1] : [0, 2, 1, 3],
+    });
+  }
+  node("MatMul", [n("qh"), n("kh")], [n("s")], n("s"), g);
+  node("Mul", [n("s"), "scale"], [n("ss")], n("ss"), g);
+  node("Softmax", [n("ss")], [n("p")], n("p"), g);
+  node("MatMul", [n("p"), n("vh")], [n("o")], n("o"), g);
+  node("Transpose", [n("o")], [n("ot")], n("ot"), g, { perm: [0, 2, 1, 3] });
+  node("Reshape", [n("ot"), "merge3"], [n("om")], n("om"), g);
+  node("MatMul", [n("om"), init.add(n("wo"), [d, d])], [n("a")], n("a"), g);
+  return n("a");
+}
+
+/** LayerNormalization of `x` under `name` (unit gain, zero bias). */
+function layerNorm(
+  g: Bytes,
+  init: ReturnType<typeof initializers>,
+  d: number,
+  name: string,
+  x: string,
+): string {
+  node(
+    "LayerNormalization",
+    [x, init.add(`${name}.g`, [d], 1), init.add(`${name}.b`, [d], 0)],
+    [name],
+    name,
+    g,
+  );
+  return name;
+}
+
+/** `x + W2 relu(W1 x + b1)` under `prefix`; returns the sum's name. */
+function feedForward(
+  g: Bytes,
+  init: ReturnType<typeof initializers>,
+  d: number,
+  ff: number,
+  prefix: string,
+  x: string,
+  hN: string,
+): string {
+  const n = (s: string) => `${prefix}.${s}`;
+  node("MatMul", [hN, init.add(n("w1"), [d, ff])], [n("f1")], n("f1"), g);
+  node("Add", [n("f1"), init.add(n("b1"), [ff], 0)], [n("f1b")], n("f1b"), g);
+  node("Relu", [n("f1b")], [n("f1r")], n("f1r"), g);
+  node("MatMul", [n("f1r"), init.add(n("w2"), [ff, d])], [n("f2")], n("f2"), g);
+  node("Add", [x, n("f2")], [n("out")], n("out"), g);
+  return n("out");
+}
+
+/** The int64 and scalar initializers `attention` needs. */
+function attentionConstants(g: Bytes, d: number, h: number): void {
+  tensor(5, "scale", [], Float32Array.of(1 / Math.sqrt(d / h)), g);
+  tensor(
+    5,
+    "split4",
+    [4],
+    BigInt64Array.of(0n, 0n, BigInt(h), BigInt(d / h)),
+    g,
+  );
+  tensor(5, "merge3", [3], BigInt64Array.of(0n, 0n, BigInt(d)), g);
+}
+
+/**
+ * An encoder-decoder transformer as an ONNX graph, re-run whole on a
+ * growing decoder input (no cache, as a plain export is): `src[N, S, d]`
+ * through a pre-norm encoder layer (self-attention, MLP) and a final norm;
+ * `tgt[N, T, d]` through a pre-norm decoder layer (self-attention,
+ * cross-attention on the encoder's output, MLP); the last position
+ * `Slice`d out and projected: `logits[N, 1, V]`. Batch, S and T dynamic.
+ */
+export function seq2seqModel(
+  d: number,
+  h: number,
+  ff: number,
+  vocab: number,
+  seed = 11,
+): Uint8Array {
+  const init = initializers(seed, 0.2);
+  const out: Bytes = [];
+  header(out);
+  msg(7, (g) => {
+    // encoder
+    const e1 = layerNorm(g, init, d, "enc.ln1", "src");
+    const ea = attention(g, init, d, "enc.self", e1, e1);
+    node("Add", ["src", ea], ["enc.x1"], "enc.x1", g);
+    const e2 = layerNorm(g, init, d, "enc.ln2", "enc.x1");
+    const ex = feedForward(g, init, d, ff, "enc.mlp", "enc.x1", e2);
+    const mem = layerNorm(g, init, d, "enc.lnf", ex);
+    // decoder
+    const d1 = layerNorm(g, init, d, "dec.ln1", "tgt");
+    const da = attention(g, init, d, "dec.self", d1, d1);
+    node("Add", ["tgt", da], ["dec.x1"], "dec.x1", g);
+    const d2 = layerNorm(g, init, d, "dec.ln2", "dec.x1");
+    const ca = attention(g, init, d, "dec.cross", d2, mem);
+    node("Add", ["dec.x1", ca], ["dec.x2"], "dec.x2", g);
+    const d3 = layerNorm(g, init, d, "dec.ln3", "dec.x2");
+    const dx = feedForward(g, init, d, ff, "dec.mlp", "dec.x2", d3);
+    // the last position only
+    node(
+      "Slice",
+      [dx, "last.start", "last.end", "last.axis"],
+      ["last"],
+      "last",
+      g,
+    );
+    const lf = layerNorm(g, init, d, "dec.lnf", "last");
+    node("MatMul", [lf, init.add("out.w", [d, vocab])], ["logits"], "out", g);
+    str(2, "seq2seq", g);
+    init.write(g);
+    attentionConstants(g, d, h);
+    tensor(5, "last.start", [1], BigInt64Array.of(-1n), g);
+    tensor(5, "last.end", [1], BigInt64Array.of(2n ** 62n), g);
+    tensor(5, "last.axis", [1], BigInt64Array.of(1n), g);
+    valueInfo(11, "src", ["N", "S", d], g);
+    valueInfo(11, "tgt", ["N", "T", d], g);
+    valueInfo(12, "logits", ["N", 1, vocab], g);
+  }, out);
+  return Uint8Array.from(out);
+}
+
+/** Seeded embeddings `[vocab, d]` for the decoders' CPU side. */
+function embeddings(vocab: number, d: number, seed: number): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: vocab * d }, () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return (s / 2 ** 32 - 0.5) * 2;
+  });
+}
+
+/** The argmax over the last axis of each row of `[rows, V]` logits. */
+function argmaxRows(logits: Float32Array, rows: number, V: number): number[] {
+  return Array.from({ length: rows }, (_, r) => {
+    let best = 0;
+    for (let k = 1; k < V; k++) {
+      if (logits[r * V + k] > logits[r * V + best]) best = k;
+    }
+    return best;
+  });
+}
+
+/**
+ * onnxruntime-web on `seq2seqModel` (d 64, 4 heads, MLP 128, vocabulary
+ * 48): greedy decoding with the whole graph re-run per token on a decoder
+ * input grown by one position each run (the argmax's embedding appended on
+ * the CPU), the source encoded again every run; sentences of (batch,
+ * source length, tokens) (2, 12, 10), (1, 20, 8), (4, 8, 12), (1, 16, 6).
+ */
+export function ortSeq2seqGrowing(
+  source: string,
+  opts = {
+    d: 64,
+    h: 4,
+    ff: 128,
+    vocab: 48,
+    sentences: [[2, 12, 10], [1, 20, 8], [4, 8, 12], [1, 16, 6]] as [
+      number,
+      number,
+      number,
+    ][],
+  },
+): Promise<DeviceRecording<GPUDevice>> {
+  const { d, vocab: V } = opts;
+  const emb = embeddings(V, d, 1301);
+  const embed = (ids: number[]) => {
+    const out = new Float32Array(ids.length * d);
+    ids.forEach((t, i) => out.set(emb.subarray(t * d, (t + 1) * d), i * d));
+    return out;
+  };
+  return recordOrtSession(
+    source,
+    opts,
+    seq2seqModel(d, opts.h, opts.ff, V),
+    async (session, recording) => {
+      for (const [si, [n, S, tokens]] of opts.sentences.entries()) {
+        const srcIds = Array.from(
+          { length: n * S },
+          (_, i) => (i * 13 + si * 7 + 1) % V,
+        );
+        const src = new ort.Tensor("float32", embed(srcIds), [n, S, d]);
+        // per row: its tokens so far, BOS (0) first
+        const rows: number[][] = Array.from({ length: n }, () => [0]);
+        for (let t = 0; t < tokens; t++) {
+          recording.recorder.setTag(`sentence ${si} batch ${n}`);
+          const T = t + 1;
+          const tgt = new ort.Tensor("float32", embed(rows.flat()), [n, T, d]);
+          const res = await session.run({ src, tgt });
+          if (res.logits.dims.join() !== [n, 1, V].join()) {
+            throw new Error(`bad output dims ${res.logits.dims}`);
+          }
+          const next = argmaxRows(res.logits.data as Float32Array, n, V);
+          rows.forEach((r, b) => r.push(next[b]));
+          recording.recorder.setTag(undefined);
+          recording.recorder.step(`sentence ${si} token ${t} (batch ${n})`);
+        }
+      }
+    },
+  );
+}
+
+/**
+ * A decoder step with its KV caches as inputs and outputs, as an ONNX
+ * graph: `x[N, 1, d]` and, per layer, `past_k{l}`, `past_v{l}` `[N, h, P,
+ * dh]`; each layer's new key and value `Concat`ed onto the past along the
+ * length axis (`present_k{l}`, `present_v{l}` `[N, h, P + 1, dh]`, outputs
+ * fed back as the next run's past), pre-norm attention over them and an
+ * MLP; `logits[N, 1, V]`. Batch and P dynamic.
+ */
+export function kvStepModel(
+  d: number,
+  h: number,
+  ff: number,
+  vocab: number,
+  layers: number,
+  seed = 12,
+): Uint8Array {
+  const init = initializers(seed, 0.2);
+  const out: Bytes = [];
+  header(out);
+  const dh = d / h;
+  msg(7, (g) => {
+    let x = "x";
+    for (let l = 0; l < layers; l++) {
+      const n = (s: string) => `l${l}.${s}`;
+      const hN = layerNorm(g, init, d, n("ln1"), x);
+      for (const t of ["q", "k", "v"]) {
+        node("MatMul", [hN, init.add(n(`w${t}`), [d, d])], [n(t)], n(t), g);
+        node("Reshape", [n(t), "split4"], [n(`${t}4`)], n(`${t}4`), g);
+        node("Transpose", [n(`${t}4`)], [n(`${t}h`)], n(`${t}h`), g, {
+          perm: [0, 2, 1, 3],
+        });
+      }
+      node("Concat", [`past_k${l}`, n("kh")], [`present_k${l}`], n("catk"), g, {
+        axis: 2,
+      });
+      node("Concat", [`past_v${l}`, n("vh")], [`present_v${l}`], n("catv"), g, {
+        axis: 2,
+      });
+      node("Transpose", [`present_k${l}`], [n("kt")], n("kt"), g, {
+        perm: [0, 1, 3, 2],
+      });
+      node("MatMul", [n("qh"), n("kt")], [n("s")], n("s"), g);
+      node("Mul", [n("s"), "scale"], [n("ss")], n("ss"), g);
+      node("Softmax", [n("ss")], [n("p")], n("p"), g);
+      node("MatMul", [n("p"), `present_v${l}`], [n("o")], n("o"), g);
+      node("Transpose", [n("o")], [n("ot")], n("ot"), g, {
+        perm: [0, 2, 1, 3],
+      });
+      node("Reshape", [n("ot"), "merge3"], [n("om")], n("om"), g);
+      node("MatMul", [n("om"), init.add(n("wo"), [d, d])], [n("a")], n("a"), g);
+      node("Add", [x, n("a")], [n("x1")], n("x1"), g);
+      const h2 = layerNorm(g, init, d, n("ln2"), n("x1"));
+      x = feedForward(g, init, d, ff, n("mlp"), n("x1"), h2);
+    }
+    const lf = layerNorm(g, init, d, "lnf", x);
+    node("MatMul", [lf, init.add("out.w", [d, vocab])], ["logits"], "out", g);
+    str(2, "kv_step", g);
+    init.write(g);
+    attentionConstants(g, d, h);
+    valueInfo(11, "x", ["N", 1, d], g);
+    for (let l = 0; l < layers; l++) {
+      valueInfo(11, `past_k${l}`, ["N", h, "P", dh], g);
+      valueInfo(11, `past_v${l}`, ["N", h, "P", dh], g);
+    }
+    valueInfo(12, "logits", ["N", 1, vocab], g);
+    for (let l = 0; l < layers; l++) {
+      valueInfo(12, `present_k${l}`, ["N", h, "P1", dh], g);
+      valueInfo(12, `present_v${l}`, ["N", h, "P1", dh], g);
+    }
+  }, out);
+  return Uint8Array.from(out);
+}
+
+/**
+ * onnxruntime-web on `kvStepModel` (d 64, 4 heads, MLP 128, 2 layers,
+ * vocabulary 48), one `session.run` per token: the caches start as one
+ * zero position and come back from each run (`Concat`ed on the GPU, read
+ * back, fed in again), greedy on the CPU; sequences of (batch, tokens)
+ * (2, 16), (1, 24), (4, 12), (1, 8).
+ */
+export function ortKvCacheDecode(
+  source: string,
+  opts = {
+    d: 64,
+    h: 4,
+    ff: 128,
+    vocab: 48,
+    layers: 2,
+    seqs: [[2, 16], [1, 24], [4, 12], [1, 8]] as [number, number][],
+  },
+): Promise<DeviceRecording<GPUDevice>> {
+  const { d, h, vocab: V, layers } = opts;
+  const dh = d / h;
+  const emb = embeddings(V, d, 1401);
+  return recordOrtSession(
+    source,
+    opts,
+    kvStepModel(d, h, opts.ff, V, layers),
+    async (session, recording) => {
+      for (const [si, [n, tokens]] of opts.seqs.entries()) {
+        let past: Record<string, InstanceType<typeof ort.Tensor>> = {};
+        for (let l = 0; l < layers; l++) {
+          for (const kv of ["k", "v"]) {
+            past[`past_${kv}${l}`] = new ort.Tensor(
+              "float32",
+              new Float32Array(n * h * dh),
+              [n, h, 1, dh],
+            );
+          }
+        }
+        let ids = Array.from({ length: n }, (_, b) => (b * 11 + si) % V);
+        for (let t = 0; t < tokens; t++) {
+          recording.recorder.setTag(`seq ${si} batch ${n}`);
+          const x = new Float32Array(n * d);
+          ids.forEach((id, b) =>
+            x.set(emb.subarray(id * d, id * d + d), b * d)
+          );
+          const res = await session.run({
+            x: new ort.Tensor("float32", x, [n, 1, d]),
+            ...past,
+          });
+          if (res.present_k0.dims.join() !== [n, h, t + 2, dh].join()) {
+            throw new Error(`bad cache dims ${res.present_k0.dims}`);
+          }
+          past = {};
+          for (let l = 0; l < layers; l++) {
+            for (const kv of ["k", "v"]) {
+              past[`past_${kv}${l}`] = res[`present_${kv}${l}`];
+            }
+          }
+          ids = argmaxRows(res.logits.data as Float32Array, n, V);
+          recording.recorder.setTag(undefined);
+          recording.recorder.step(`seq ${si} token ${t} (batch ${n})`);
+        }
+      }
+    },
+  );
+}
