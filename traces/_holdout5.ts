@@ -25,9 +25,13 @@ import {
   jaxTransformerVarlen,
 } from "./_cpu_jax_models.ts";
 import {
+  attention,
+  attentionConstants,
   type Bytes,
+  feedForward,
   header,
   initializers,
+  layerNorm,
   msg,
   node,
   str,
@@ -191,94 +195,6 @@ export const jaxWebgpuWorkloads: Record<
   "cnn-jit": jaxCnnJit,
   "jit-training": jaxJitTraining,
 };
-
-/**
- * Writes multi-head attention (`q` from `qIn`, keys and values from `kvIn`;
- * `[N, T, d]` each) into graph `g` under `prefix`; returns the output's
- * name (`[N, Tq, d]`, after the output projection). Uses the `split4`,
- * `merge3` and `scale` initializers.
- */
-function attention(
-  g: Bytes,
-  init: ReturnType<typeof initializers>,
-  d: number,
-  prefix: string,
-  qIn: string,
-  kvIn: string,
-): string {
-  const n = (s: string) => `${prefix}.${s}`;
-  for (const t of ["q", "k", "v"]) {
-    node(
-      "MatMul",
-      [t === "q" ? qIn : kvIn, init.add(n(`w${t}`), [d, d])],
-      [n(t)],
-      n(t),
-      g,
-    );
-    node("Reshape", [n(t), "split4"], [n(`${t}4`)], n(`${t}4`), g);
-    node("Transpose", [n(`${t}4`)], [n(`${t}h`)], n(`${t}h`), g, {
-      perm: t === "k" ? [0, 2, 3, 1] : [0, 2, 1, 3],
-    });
-  }
-  node("MatMul", [n("qh"), n("kh")], [n("s")], n("s"), g);
-  node("Mul", [n("s"), "scale"], [n("ss")], n("ss"), g);
-  node("Softmax", [n("ss")], [n("p")], n("p"), g);
-  node("MatMul", [n("p"), n("vh")], [n("o")], n("o"), g);
-  node("Transpose", [n("o")], [n("ot")], n("ot"), g, { perm: [0, 2, 1, 3] });
-  node("Reshape", [n("ot"), "merge3"], [n("om")], n("om"), g);
-  node("MatMul", [n("om"), init.add(n("wo"), [d, d])], [n("a")], n("a"), g);
-  return n("a");
-}
-
-/** LayerNormalization of `x` under `name` (unit gain, zero bias). */
-function layerNorm(
-  g: Bytes,
-  init: ReturnType<typeof initializers>,
-  d: number,
-  name: string,
-  x: string,
-): string {
-  node(
-    "LayerNormalization",
-    [x, init.add(`${name}.g`, [d], 1), init.add(`${name}.b`, [d], 0)],
-    [name],
-    name,
-    g,
-  );
-  return name;
-}
-
-/** `x + W2 relu(W1 x + b1)` under `prefix`; returns the sum's name. */
-function feedForward(
-  g: Bytes,
-  init: ReturnType<typeof initializers>,
-  d: number,
-  ff: number,
-  prefix: string,
-  x: string,
-  hN: string,
-): string {
-  const n = (s: string) => `${prefix}.${s}`;
-  node("MatMul", [hN, init.add(n("w1"), [d, ff])], [n("f1")], n("f1"), g);
-  node("Add", [n("f1"), init.add(n("b1"), [ff], 0)], [n("f1b")], n("f1b"), g);
-  node("Relu", [n("f1b")], [n("f1r")], n("f1r"), g);
-  node("MatMul", [n("f1r"), init.add(n("w2"), [ff, d])], [n("f2")], n("f2"), g);
-  node("Add", [x, n("f2")], [n("out")], n("out"), g);
-  return n("out");
-}
-
-/** The int64 and scalar initializers `attention` needs. */
-function attentionConstants(g: Bytes, d: number, h: number): void {
-  tensor(5, "scale", [], Float32Array.of(1 / Math.sqrt(d / h)), g);
-  tensor(
-    5,
-    "split4",
-    [4],
-    BigInt64Array.of(0n, 0n, BigInt(h), BigInt(d / h)),
-    g,
-  );
-  tensor(5, "merge3", [3], BigInt64Array.of(0n, 0n, BigInt(d)), g);
-}
 
 /**
  * An encoder-decoder transformer as an ONNX graph, re-run whole on a
