@@ -12,6 +12,13 @@
  */
 import type { Jax, JaxRecording } from "./_cpu_jax.ts";
 
+/**
+ * What the models use of a recording: jax-js's wasm device's
+ * (`_cpu_jax.ts`) or its WebGPU device's (`_gpu_jax.ts`, the fifth hold-out
+ * set runs these models there too).
+ */
+export type JaxModelRecording = Pick<JaxRecording, "jax" | "recorder" | "step">;
+
 type A = InstanceType<Jax["numpy"]["Array"]>;
 type Np = Jax["numpy"];
 
@@ -39,7 +46,7 @@ function norm(np: Np, x: A): A {
   return c.div(np.sqrt(v.add(1e-5)));
 }
 
-const tag = (rec: JaxRecording, t: string | undefined) =>
+const tag = (rec: JaxModelRecording, t: string | undefined) =>
   rec.recorder.setTag(t);
 
 /**
@@ -48,7 +55,7 @@ const tag = (rec: JaxRecording, t: string | undefined) =>
  * 32, then an evaluation pass at 256 with the predictions read back.
  */
 export async function jaxMlpTraining(
-  rec: JaxRecording,
+  rec: JaxModelRecording,
   opts = {
     sizes: [784, 256, 128, 10],
     batches: [64, 32, 128, 16, 64, 96, 32],
@@ -168,7 +175,7 @@ const mlp = (jax: Jax, x: A, l: Layer) =>
  * 56; the pooled output read back.
  */
 export async function jaxTransformerVarlen(
-  rec: JaxRecording,
+  rec: JaxModelRecording,
   opts = {
     d: 64,
     h: 4,
@@ -213,7 +220,7 @@ export async function jaxTransformerVarlen(
  * argmax read back.
  */
 export async function jaxKvDecode(
-  rec: JaxRecording,
+  rec: JaxModelRecording,
   opts = { d: 64, h: 4, ff: 128, layers: 2, vocab: 96, prompt: 8, steps: 32 },
 ): Promise<void> {
   const { jax } = rec, { numpy: np, nn } = jax;
@@ -283,7 +290,7 @@ export async function jaxKvDecode(
  * class probabilities read back.
  */
 export async function jaxCnnJit(
-  rec: JaxRecording,
+  rec: JaxModelRecording,
   opts = { size: 32, c: 16, classes: 10, batches: [1, 4, 2, 8, 1, 4, 8, 2] },
 ): Promise<void> {
   const { jax } = rec, { numpy: np, nn, lax } = jax;

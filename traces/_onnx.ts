@@ -1,6 +1,8 @@
 /**
  * A tiny ONNX protobuf writer: enough to build small models offline with
- * random weights (the writer's pieces are exported for `_holdout3.ts` and `_holdout4.ts`).
+ * random weights (the writer's pieces, and the transformer blocks `layerNorm`,
+ * `attention` and `feedForward`, are exported for `_holdout3.ts`,
+ * `_holdout4.ts` and `_holdout5.ts`).
  */
 const enc = new TextEncoder();
 export type Bytes = number[];
@@ -232,82 +234,23 @@ export function attentionModel(
   layers: number,
   seed = 3,
 ): Uint8Array {
-  const rnd = lcg(seed, 0.2);
+  const init = initializers(seed, 0.2);
   const out: Bytes = [];
   header(out);
-  const floats: [string, number[], number?][] = [];
-  const f = (name: string, dims: number[], fill?: number) => (
-    floats.push([name, dims, fill]), name
-  );
   msg(7, (g) => {
-    const dh = d / h;
-    const split = ["split4"], merge = ["merge3"];
     let x = "x";
     for (let l = 0; l < layers; l++) {
       const n = (s: string) => `l${l}.${s}`;
-      const ln = (src: string, name: string) => (
-        node(
-          "LayerNormalization",
-          [
-            src,
-            f(n(`${name}.g`), [d], 1),
-            f(n(`${name}.b`), [d], 0),
-          ],
-          [n(name)],
-          n(name),
-          g,
-        ), n(name)
-      );
-      const mm = (a: string, w: string, dims: number[], y: string) => (
-        node("MatMul", [a, f(n(w), dims)], [n(y)], n(y), g), n(y)
-      );
-      const h1 = ln(x, "ln1");
-      for (const t of ["q", "k", "v"]) {
-        mm(h1, `w${t}`, [d, d], t);
-        node("Reshape", [n(t), split[0]], [n(`${t}4`)], n(`${t}4`), g);
-        node("Transpose", [n(`${t}4`)], [n(`${t}h`)], n(`${t}h`), g, {
-          perm: t === "k" ? [0, 2, 3, 1] : [0, 2, 1, 3],
-        });
-      }
-      node("MatMul", [n("qh"), n("kh")], [n("s")], n("s"), g);
-      node("Mul", [n("s"), "scale"], [n("ss")], n("ss"), g);
-      node("Softmax", [n("ss")], [n("p")], n("p"), g);
-      node("MatMul", [n("p"), n("vh")], [n("o")], n("o"), g);
-      node("Transpose", [n("o")], [n("ot")], n("ot"), g, {
-        perm: [0, 2, 1, 3],
-      });
-      node("Reshape", [n("ot"), merge[0]], [n("om")], n("om"), g);
-      mm(n("om"), "wo", [d, d], "a");
-      node("Add", [x, n("a")], [n("x1")], n("x1"), g);
-      const h2 = ln(n("x1"), "ln2");
-      mm(h2, "w1", [d, ff], "f1");
-      node("Add", [n("f1"), f(n("b1"), [ff])], [n("f1b")], n("f1b"), g);
-      node("Relu", [n("f1b")], [n("f1r")], n("f1r"), g);
-      mm(n("f1r"), "w2", [ff, d], "f2");
+      const h1 = layerNorm(g, init, d, n("ln1"), x);
+      const a = attention(g, init, d, `l${l}`, h1, h1);
+      node("Add", [x, a], [n("x1")], n("x1"), g);
+      const h2 = layerNorm(g, init, d, n("ln2"), n("x1"));
       const y = l === layers - 1 ? "y" : n("x2");
-      node("Add", [n("x1"), n("f2")], [y], y, g);
-      x = y;
+      x = feedForward(g, init, d, ff, `l${l}`, n("x1"), h2, y, "random");
     }
     str(2, "attention", g);
-    for (const [name, dims, fill] of floats) {
-      const k = dims.reduce((a, b) => a * b, 1);
-      tensor(
-        5,
-        name,
-        dims,
-        Float32Array.from({ length: k }, fill === undefined ? rnd : () => fill),
-        g,
-      );
-    }
-    tensor(5, "scale", [], Float32Array.of(1 / Math.sqrt(dh)), g);
-    tensor(
-      5,
-      "split4",
-      [4],
-      BigInt64Array.of(0n, 0n, BigInt(h), BigInt(dh)),
-      g,
-    );
-    tensor(5, "merge3", [3], BigInt64Array.of(0n, 0n, BigInt(d)), g);
+    init.write(g);
+    attentionConstants(g, d, h);
     valueInfo(11, "x", ["N", "S", d], g);
     valueInfo(12, "y", ["N", "S", d], g);
   }, out);
@@ -335,4 +278,106 @@ export function initializers(seed: number, scale: number) {
       }
     },
   };
+}
+
+/** What `initializers` returns. */
+export type Initializers = ReturnType<typeof initializers>;
+
+/**
+ * Writes multi-head attention (`q` from `qIn`, keys and values from `kvIn`;
+ * `[N, T, d]` each) into graph `g` under `prefix`; returns the output's
+ * name (`[N, Tq, d]`, after the output projection). Uses the `split4`,
+ * `merge3` and `scale` initializers.
+ */
+export function attention(
+  g: Bytes,
+  init: Initializers,
+  d: number,
+  prefix: string,
+  qIn: string,
+  kvIn: string,
+): string {
+  const n = (s: string) => `${prefix}.${s}`;
+  for (const t of ["q", "k", "v"]) {
+    node(
+      "MatMul",
+      [t === "q" ? qIn : kvIn, init.add(n(`w${t}`), [d, d])],
+      [n(t)],
+      n(t),
+      g,
+    );
+    node("Reshape", [n(t), "split4"], [n(`${t}4`)], n(`${t}4`), g);
+    node("Transpose", [n(`${t}4`)], [n(`${t}h`)], n(`${t}h`), g, {
+      perm: t === "k" ? [0, 2, 3, 1] : [0, 2, 1, 3],
+    });
+  }
+  node("MatMul", [n("qh"), n("kh")], [n("s")], n("s"), g);
+  node("Mul", [n("s"), "scale"], [n("ss")], n("ss"), g);
+  node("Softmax", [n("ss")], [n("p")], n("p"), g);
+  node("MatMul", [n("p"), n("vh")], [n("o")], n("o"), g);
+  node("Transpose", [n("o")], [n("ot")], n("ot"), g, { perm: [0, 2, 1, 3] });
+  node("Reshape", [n("ot"), "merge3"], [n("om")], n("om"), g);
+  node("MatMul", [n("om"), init.add(n("wo"), [d, d])], [n("a")], n("a"), g);
+  return n("a");
+}
+
+/** LayerNormalization of `x` under `name` (unit gain, zero bias). */
+export function layerNorm(
+  g: Bytes,
+  init: Initializers,
+  d: number,
+  name: string,
+  x: string,
+): string {
+  node(
+    "LayerNormalization",
+    [x, init.add(`${name}.g`, [d], 1), init.add(`${name}.b`, [d], 0)],
+    [name],
+    name,
+    g,
+  );
+  return name;
+}
+
+/**
+ * `x + W2 relu(W1 hN + b1)` under `prefix` (weights `<prefix>.w1`, ...);
+ * returns the sum's name, `out`. `b1` is filled with `bias`, or random.
+ */
+export function feedForward(
+  g: Bytes,
+  init: Initializers,
+  d: number,
+  ff: number,
+  prefix: string,
+  x: string,
+  hN: string,
+  out = `${prefix}.out`,
+  bias: number | "random" = 0,
+): string {
+  const n = (s: string) => `${prefix}.${s}`;
+  node("MatMul", [hN, init.add(n("w1"), [d, ff])], [n("f1")], n("f1"), g);
+  node(
+    "Add",
+    [n("f1"), init.add(n("b1"), [ff], bias === "random" ? undefined : bias)],
+    [n("f1b")],
+    n("f1b"),
+    g,
+  );
+  node("Relu", [n("f1b")], [n("f1r")], n("f1r"), g);
+  node("MatMul", [n("f1r"), init.add(n("w2"), [ff, d])], [n("f2")], n("f2"), g);
+  node("Add", [x, n("f2")], [out], out, g);
+  return out;
+}
+
+/** The int64 and scalar initializers `attention` needs. */
+export function attentionConstants(g: Bytes, d: number, h: number): void {
+  tensor(5, "scale", [], Float32Array.of(1 / Math.sqrt(d / h)), g);
+  tensor(
+    5,
+    "split4",
+    [4],
+    BigInt64Array.of(0n, 0n, BigInt(h), BigInt(d / h)),
+    g,
+  );
+  tensor(5, "merge3", [3], BigInt64Array.of(0n, 0n, BigInt(d)), g);
 }

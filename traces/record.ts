@@ -5,7 +5,10 @@
  *   deno task traces:record [name...]    (all when no name is given)
  *
  * Writes traces/tfjs-webgpu/<name>.jsonl.gz and checks at every step that
- * the trace's live and held bytes equal TF.js's own counters.
+ * the trace's live and held bytes equal TF.js's own counters. The fifth
+ * hold-out set adds jax-js 0.1.25's WebGPU device (`jax-<name>`, each in a
+ * fresh process, `traces/jax-webgpu/<name>.jsonl.gz`, checked against its
+ * slot table and its pool's rules: `_gpu_jax.ts`).
  */
 import { startTfjs, tf } from "./_tfjs.ts";
 import {
@@ -48,6 +51,7 @@ import {
   tidyKeep,
   wideDeep,
 } from "./_holdout4.ts";
+import { ortKvCacheDecode, ortSeq2seqGrowing } from "./_holdout5.ts";
 
 const workloads = {
   "mobilenet-inference": mobilenet,
@@ -95,7 +99,22 @@ const ortWorkloads = {
   "ort-unet-multisize": { run: ortUnetMultisize, file: "unet-multisize" },
   "ort-gru-decode": { run: ortGruDecode, file: "gru-decode" },
   "ort-speech-conv1d": { run: ortSpeechConv, file: "speech-conv1d" },
+  // The fifth hold-out set (traces/README.md).
+  "ort-seq2seq-growing": { run: ortSeq2seqGrowing, file: "seq2seq-growing" },
+  "ort-kv-cache-decode": { run: ortKvCacheDecode, file: "kv-cache-decode" },
 } as const;
+
+/**
+ * jax-js 0.1.25 WebGPU workloads of the fifth hold-out set
+ * (`_holdout5.ts`): `jax-<name>` writes traces/jax-webgpu/<name>.jsonl.gz.
+ */
+const jaxWorkloads = [
+  "mlp-training",
+  "transformer-varlen",
+  "kv-decode",
+  "cnn-jit",
+  "jit-training",
+] as const;
 
 async function gzip(text: string): Promise<Uint8Array> {
   return new Uint8Array(
@@ -105,12 +124,64 @@ async function gzip(text: string): Promise<Uint8Array> {
   );
 }
 
+/**
+ * One jax-js recording, in this process (jax-js is imported once per
+ * process, its WebGPU backend made then).
+ */
+async function recordJax(name: string): Promise<void> {
+  const { startGpuJax } = await import("./_gpu_jax.ts");
+  const { jaxWebgpuWorkloads } = await import("./_holdout5.ts");
+  const run = jaxWebgpuWorkloads[name];
+  if (!run) throw new Error(`no jax-js workload ${name}`);
+  const started = performance.now();
+  const rec = await startGpuJax(`jax-js 0.1.25 webgpu ${name}`, {
+    workload: name,
+  });
+  await run(rec);
+  const extra = rec.finish();
+  const gz = await gzip(rec.recorder.toJsonLines());
+  const jaxDir = new URL("./jax-webgpu/", import.meta.url);
+  await Deno.mkdir(jaxDir, { recursive: true });
+  await Deno.writeFile(new URL(`${name}.jsonl.gz`, jaxDir), gz);
+  const c = rec.checks;
+  console.log(
+    `jax-${name}: ${rec.recorder.events.length} events, ${
+      (gz.length / 1024).toFixed(0)
+    } KiB gz, ${c.steps} steps checked (${c.liveMismatches} live, ${c.heldMismatches} held mismatches), ${c.poolChecks} pool requests checked (${c.poolMismatches} mismatches), ${c.readbacks} read-backs, ${c.empty} empty arrays, ${c.others} other buffers, ${c.foreign} foreign slots, live at end ${rec.live.bytes} B in ${rec.live.count}, ${
+      ((performance.now() - started) / 1000).toFixed(1)
+    } s ${JSON.stringify(extra)}`,
+  );
+  if (
+    c.liveMismatches || c.heldMismatches || c.poolMismatches || c.others ||
+    c.foreign || rec.live.count
+  ) {
+    Deno.exitCode = 1;
+  }
+}
+
+if (Deno.args[0] === "--jax") {
+  await recordJax(Deno.args[1]);
+  Deno.exit();
+}
+
 const dir = new URL("./tfjs-webgpu/", import.meta.url);
 await Deno.mkdir(dir, { recursive: true });
-const names = Deno.args.length
-  ? Deno.args
-  : [...Object.keys(workloads), ...Object.keys(ortWorkloads)];
+const names = Deno.args.length ? Deno.args : [
+  ...Object.keys(workloads),
+  ...Object.keys(ortWorkloads),
+  ...jaxWorkloads.map((n) => `jax-${n}`),
+];
 for (const name of names) {
+  const jax = jaxWorkloads.find((n) => `jax-${n}` === name);
+  if (jax) {
+    const child = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", import.meta.filename!, "--jax", jax],
+      stdout: "inherit",
+      stderr: "inherit",
+    }).output();
+    if (!child.success) Deno.exitCode = 1;
+    continue;
+  }
   const ort = ortWorkloads[name as keyof typeof ortWorkloads];
   if (ort) {
     const started = performance.now();
@@ -131,7 +202,11 @@ for (const name of names) {
   if (!run) {
     throw new Error(
       `unknown workload ${name}; known: ${
-        [...Object.keys(workloads), ...Object.keys(ortWorkloads)].join(", ")
+        [
+          ...Object.keys(workloads),
+          ...Object.keys(ortWorkloads),
+          ...jaxWorkloads.map((n) => `jax-${n}`),
+        ].join(", ")
       }`,
     );
   }

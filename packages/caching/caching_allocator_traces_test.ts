@@ -218,6 +218,38 @@ const HOLDOUT4_WARM: Record<string, [number, number, number, number]> = {
   "tfjs-webgpu/wide-deep.jsonl.gz": [37, 1.4095, 37, 1.4176],
 };
 
+/**
+ * The fifth hold-out set (traces/README.md): jax-js 0.1.25's WebGPU device
+ * (its own pool's requests, a runtime the pools had never seen) and two more
+ * onnxruntime-web workloads, recorded while the pools were changed by
+ * engineers who did not see them: [storage, all] one pass, then warm as in
+ * {@linkcode WARM}; main's figures when they were recorded (4cc36ce) plus
+ * 0.005 (buffer counts as they were). The jit CNN holds 1.254 (its 92
+ * requests a pass: fused kernels, few and large), the jit-compiled
+ * training 1.140 in one pass and 1.160 warm with 41 buffers remade. Judged
+ * on the merged pools of the eighth session before it merged (the peak rule):
+ * the jit CNN 1.037, jit training 1.133 / 1.140 warm with 38 remade, jax-js's
+ * KV decode 1.040; those three rows are held at these figures plus 0.005.
+ */
+const HOLDOUT5_CEILINGS: Record<string, [number, number]> = {
+  "jax-webgpu/cnn-jit.jsonl.gz": [1.042, 1.0424],
+  "jax-webgpu/jit-training.jsonl.gz": [1.138, 1.138],
+  "jax-webgpu/kv-decode.jsonl.gz": [1.0454, 1.046],
+  "jax-webgpu/mlp-training.jsonl.gz": [1.0596, 1.0596],
+  "jax-webgpu/transformer-varlen.jsonl.gz": [1.0286, 1.0287],
+  "onnxruntime-web/kv-cache-decode.jsonl.gz": [1.0061, 1.0523],
+  "onnxruntime-web/seq2seq-growing.jsonl.gz": [1.0061, 1.0504],
+};
+const HOLDOUT5_WARM: Record<string, [number, number, number, number]> = {
+  "jax-webgpu/cnn-jit.jsonl.gz": [0, 1.042, 0, 1.0424],
+  "jax-webgpu/jit-training.jsonl.gz": [38, 1.145, 38, 1.1451],
+  "jax-webgpu/kv-decode.jsonl.gz": [0, 1.0454, 0, 1.046],
+  "jax-webgpu/mlp-training.jsonl.gz": [22, 1.0596, 22, 1.0596],
+  "jax-webgpu/transformer-varlen.jsonl.gz": [0, 1.0286, 0, 1.0287],
+  "onnxruntime-web/kv-cache-decode.jsonl.gz": [0, 1.0061, 0, 1.0523],
+  "onnxruntime-web/seq2seq-growing.jsonl.gz": [0, 1.0061, 0, 1.0504],
+};
+
 /** Buffers made after the first of `PASSES` passes, and peak held / live. */
 function warmPasses(trace: Trace, usage: "storage" | "all"): [number, number] {
   const ops = traceOps(trace, usage);
@@ -328,6 +360,8 @@ describe("CachingAllocator defaults on real runtime traces", () => {
         ...HOLDOUT2_CEILINGS,
         ...HOLDOUT3_CEILINGS,
         ...HOLDOUT4_CEILINGS,
+        ...HOLDOUT5_CEILINGS,
+        ...HOLDOUT5_CEILINGS,
       }).sort(),
     );
   });
@@ -337,6 +371,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ...HOLDOUT2_CEILINGS,
       ...HOLDOUT3_CEILINGS,
       ...HOLDOUT4_CEILINGS,
+      ...HOLDOUT5_CEILINGS,
     })
   ) {
     it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
@@ -373,6 +408,10 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       Object.keys(HOLDOUT4_WARM).sort(),
       Object.keys(HOLDOUT4_CEILINGS).sort(),
     );
+    assert.deepEqual(
+      Object.keys(HOLDOUT5_WARM).sort(),
+      Object.keys(HOLDOUT5_CEILINGS).sort(),
+    );
   });
   for (
     const [name, [made, storage, madeAll, all]] of Object.entries({
@@ -380,6 +419,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ...HOLDOUT2_WARM,
       ...HOLDOUT3_WARM,
       ...HOLDOUT4_WARM,
+      ...HOLDOUT5_WARM,
     })
   ) {
     it(`${name}, ${PASSES} warm passes: at most ${made} (${madeAll}) device buffers made after the first, peak held / peak live at most ${storage} (${all}) for storage (all) buffers`, async () => {

@@ -281,12 +281,26 @@ describe("StepPlannedPool on real runtime traces", () => {
     "tfjs-webgpu/tidy-keep": [1.0336, 1.0336],
     "tfjs-webgpu/wide-deep": [1.3449, 1.3449],
   };
+  // The fifth hold-out set (traces/README.md): jax-js 0.1.25's WebGPU
+  // device and two more onnxruntime-web workloads, recorded while the pools
+  // were changed by engineers who did not see them: main's figures at
+  // recording (4cc36ce) plus 0.005
+  const holdout5: Record<string, [onePass: number, warm: number]> = {
+    "jax-webgpu/cnn-jit": [1.1813, 1.1813],
+    "jax-webgpu/jit-training": [1.1116, 1.1116],
+    "jax-webgpu/kv-decode": [1.0984, 1.1034],
+    "jax-webgpu/mlp-training": [1.0228, 1.0799],
+    "jax-webgpu/transformer-varlen": [1.0086, 1.0097],
+    "onnxruntime-web/kv-cache-decode": [1.0474, 1.0685],
+    "onnxruntime-web/seq2seq-growing": [1.0536, 1.0536],
+  };
   for (
     const [name, [onePass, warm]] of Object.entries({
       ...allBuffers,
       ...holdout2,
       ...holdout3,
       ...holdout4,
+      ...holdout5,
     })
   ) {
     it(`${name}, all buffers in a StepPoolGroup: peak held <= ${onePass} peak live in one pass, ${warm} over warm passes`, async () => {
