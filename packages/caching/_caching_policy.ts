@@ -342,10 +342,13 @@ export class _CachingPolicy<M> {
       if (alreadySplit) this.stats.splitTaken(small, b.size, 1);
     }
     b.state = ALLOCATED;
-    b.requested = requested;
+    // As a small integer where it is one: a caller's size computed in
+    // floating point arrives boxed, and one boxed store turned the field
+    // (and every block's) into a heap-number box read on each free.
+    b.requested = (requested | 0) === requested ? requested | 0 : requested;
     b.tag = tag;
     const bytes = b.size;
-    this.stats.allocated(small, bytes, requested);
+    this.stats.allocated(small, bytes, b.requested);
     if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
     if (this.watched) this.watchTake(b);
     return b;
