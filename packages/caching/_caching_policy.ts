@@ -345,10 +345,11 @@ export class _CachingPolicy<M> {
     // As a small integer where it is one: a caller's size computed in
     // floating point arrives boxed, and one boxed store turned the field
     // (and every block's) into a heap-number box read on each free.
-    b.requested = (requested | 0) === requested ? requested | 0 : requested;
+    const asked = (requested | 0) === requested ? requested | 0 : requested;
+    b.requested = asked;
     b.tag = tag;
     const bytes = b.size;
-    this.stats.allocated(small, bytes, b.requested);
+    this.stats.allocated(small, bytes, asked);
     if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
     if (this.watched) this.watchTake(b);
     return b;
