@@ -342,14 +342,10 @@ export class _CachingPolicy<M> {
       if (alreadySplit) this.stats.splitTaken(small, b.size, 1);
     }
     b.state = ALLOCATED;
-    // As a small integer where it is one: a caller's size computed in
-    // floating point arrives boxed, and one boxed store turned the field
-    // (and every block's) into a heap-number box read on each free.
-    const asked = (requested | 0) === requested ? requested | 0 : requested;
-    b.requested = asked;
+    b.requested = requested;
     b.tag = tag;
     const bytes = b.size;
-    this.stats.allocated(small, bytes, asked);
+    this.stats.allocated(small, bytes, requested);
     if (bytes >= this.maxSplitByteLength) this.stats.oversizeAllocation(1);
     if (this.watched) this.watchTake(b);
     return b;

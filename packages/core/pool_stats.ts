@@ -354,9 +354,7 @@ export class PoolStats {
       this.splitTaken(small, bytesDown, blocksDown);
     }
     if (splitBlocks > 0 || splitBytes > 0) {
-      // (`+ blocksDown`, not `- -blocksDown`: -0 is a heap number, and the
-      // sum of one passed on made the inactiveSplit counts boxed doubles)
-      this.split(small, splitBlocks + blocksDown, splitBytes + bytesDown);
+      this.split(small, splitBlocks - -blocksDown, splitBytes + bytesDown);
     }
   }
 

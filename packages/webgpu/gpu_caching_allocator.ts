@@ -435,9 +435,6 @@ export class GpuCachingAllocator {
    */
   allocate(byteLength: number): GpuAllocation {
     validateByteLength(byteLength, this.#maxByteLength);
-    // a small integer where it is one (a size computed in floating point
-    // arrives boxed; stored, it widens the handle's field to a box)
-    if ((byteLength | 0) === byteLength) byteLength |= 0;
     if (this.#state.lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
@@ -520,7 +517,6 @@ export class GpuCachingAllocator {
     // (the checked value: -0 comes back as 0, a small integer, so the slot's
     // size field never widens to a boxed double)
     byteLength = validateByteLength(byteLength, this.#maxByteLength);
-    if ((byteLength | 0) === byteLength) byteLength |= 0;
     if (this.#state.lost) {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
