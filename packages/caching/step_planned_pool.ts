@@ -110,7 +110,23 @@ class _Seg<M> {
   first!: PlannedBlock<M>;
 }
 
-/** A block handed out by a {@linkcode StepPlannedPool}. */
+/**
+ * A block handed out by a {@linkcode StepPlannedPool}.
+ *
+ * @example
+ * ```ts
+ * import { PlannedBlock, StepPlannedPool } from "@allot/caching";
+ * import { MockSegmentSource } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const pool = new StepPlannedPool(new MockSegmentSource({ capacityBytes: 1 << 20 }));
+ * const block = pool.allocate(1000);
+ * assert.ok(block instanceof PlannedBlock);
+ * assert.equal(block.requestedByteLength, 1000);
+ * assert.ok(block.byteLength >= 1000); // the request aligned up
+ * pool.free(block);
+ * ```
+ */
 export class PlannedBlock<M = unknown> {
   /** The segment's memory (a `GPUBuffer`, an `ArrayBuffer`, ...). */
   readonly memory: M;

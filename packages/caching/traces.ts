@@ -198,6 +198,25 @@ export interface TransformerInferenceOptions {
  *
  * @param options Model shape and request mix.
  * @returns The trace; `warmupOps` ends the first round.
+ *
+ * @example
+ * ```ts
+ * import { summarizeTrace, transformerInferenceTrace } from "@allot/caching/traces";
+ * import assert from "node:assert/strict";
+ *
+ * const trace = transformerInferenceTrace({
+ *   layers: 2,
+ *   hidden: 64,
+ *   heads: 2,
+ *   vocab: 256,
+ *   promptLengths: [8, 16],
+ *   decodeSteps: 2,
+ *   rounds: 2,
+ * });
+ * const allocs = trace.ops.filter((op) => op.kind === "alloc").length;
+ * assert.equal(summarizeTrace(trace).allocations, allocs);
+ * assert.ok(trace.warmupOps > 0 && trace.warmupOps < trace.ops.length);
+ * ```
  */
 export function transformerInferenceTrace(
   options: TransformerInferenceOptions = {},
@@ -375,6 +394,26 @@ export interface TrainingStepOptions {
  *
  * @param options Model shape and step count.
  * @returns The trace; `warmupOps` ends step `warmupSteps`.
+ *
+ * @example
+ * ```ts
+ * import { summarizeTrace, trainingStepTrace } from "@allot/caching/traces";
+ * import assert from "node:assert/strict";
+ *
+ * const trace = trainingStepTrace({
+ *   layers: 2,
+ *   hidden: 64,
+ *   heads: 2,
+ *   vocab: 256,
+ *   sequence: 16,
+ *   batch: 2,
+ *   steps: 3,
+ *   warmupSteps: 1,
+ * });
+ * const allocs = trace.ops.filter((op) => op.kind === "alloc").length;
+ * assert.equal(summarizeTrace(trace).allocations, allocs);
+ * assert.ok(trace.warmupOps > 0 && trace.warmupOps < trace.ops.length);
+ * ```
  */
 export function trainingStepTrace(
   options: TrainingStepOptions = {},

@@ -154,6 +154,31 @@ export interface DeferredItem {
  * it stay held back (never reused early) until
  * {@linkcode DeferredFrees.synchronize} has waited for the fence; the
  * allocator that reports this error stays usable.
+ *
+ * @example
+ * ```ts
+ * import { DeferredFrees, FenceError, type Fence } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const released: string[] = [];
+ * const frees = new DeferredFrees<{ name: string; waitingFences: number }>(
+ *   (item) => released.push(item.name),
+ * );
+ * const lost = (): never => {
+ *   throw new Error("device lost");
+ * };
+ * const broken: Fence = {
+ *   get completed() {
+ *     return lost();
+ *   },
+ *   wait: () => Promise.resolve(),
+ * };
+ * frees.defer({ name: "a", waitingFences: 0 }, [1], [broken]);
+ * assert.throws(() => frees.poll(), FenceError);
+ * assert.deepEqual(released, []); // held back: never reused early
+ * await frees.synchronize();
+ * assert.deepEqual(released, ["a"]);
+ * ```
  */
 export class FenceError extends AllotError {}
 

@@ -327,6 +327,16 @@ export class TraceRecorder {
  * first and allot's marked (see {@linkcode captureCallStack}).
  *
  * @returns The stack text.
+ *
+ * @example
+ * ```ts
+ * import { captureStack } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * const stack = captureStack();
+ * assert.equal(typeof stack, "string");
+ * assert.ok(stack.split("\n").length <= 64);
+ * ```
  */
 export function captureStack(): string {
   return formatCallStack(captureCallStack({ skipFrames: 1 }));

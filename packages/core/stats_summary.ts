@@ -36,6 +36,18 @@ function label(name: string): string {
  *
  * @param options The options.
  * @throws {InvalidArgumentError} When they are not.
+ *
+ * @example
+ * ```ts
+ * import { InvalidArgumentError, validateMemorySummaryOptions } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * validateMemorySummaryOptions({ title: "GPU 0", abbreviated: true });
+ * assert.throws(
+ *   () => validateMemorySummaryOptions({ abrev: true }), // a misspelt key
+ *   InvalidArgumentError,
+ * );
+ * ```
  */
 export function validateMemorySummaryOptions(options: unknown): void {
   validateObject(options, "options");

@@ -277,6 +277,22 @@ export interface CpuHeapBlock {
 /**
  * The internal state of a heap was found inconsistent by
  * {@linkcode CpuHeap.checkIntegrity}.
+ *
+ * @example
+ * ```ts
+ * import { CpuHeap, HeapCorruptionError } from "@allot/cpu";
+ * import assert from "node:assert/strict";
+ *
+ * const heap = new CpuHeap(1 << 16);
+ * heap.free(heap.alloc(256));
+ * try {
+ *   heap.validate(); // O(blocks): for tests and bug hunts
+ * } catch (error) {
+ *   // a bug in the heap, never the caller's doing: report it
+ *   assert.ok(error instanceof HeapCorruptionError);
+ *   throw error;
+ * }
+ * ```
  */
 export class HeapCorruptionError extends AllotError {}
 

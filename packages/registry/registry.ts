@@ -55,6 +55,27 @@ export class AllocatorNotFoundError extends AllotError {
 /**
  * A buffer was asked for on a device whose memory is not host memory, and
  * no {@linkcode BufferBackend} was given or registered to move its elements.
+ *
+ * @example
+ * ```ts
+ * import { AllocatorBase, DataPtr, Device } from "@allot/core";
+ * import { BackendNotFoundError, Registry } from "@allot/registry";
+ * import assert from "node:assert/strict";
+ *
+ * // device memory that is not host memory (an opaque handle)
+ * class Opaque extends AllocatorBase<object, null> {
+ *   readonly device: Device = Device.parse("webgpu:0");
+ *   allocate(byteLength: number): DataPtr<object, null> {
+ *     return new DataPtr({}, 0, byteLength, this.device);
+ *   }
+ * }
+ * const registry = new Registry();
+ * registry.set("webgpu", new Opaque());
+ * assert.throws(
+ *   () => registry.buffer("f32", [4], { device: "webgpu:0" }),
+ *   (e) => e instanceof BackendNotFoundError && e.device.type === "webgpu",
+ * );
+ * ```
  */
 export class BackendNotFoundError extends AllotError {
   /** The device of the refused buffer. */

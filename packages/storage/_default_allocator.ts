@@ -18,6 +18,20 @@ import {
  * `ArrayBuffer` per allocation (zero-filled, freed by the garbage collector
  * once released); the deleter only counts live bytes. Use `@allot/cpu`'s
  * `CpuAllocator` to pool host memory.
+ *
+ * @example
+ * ```ts
+ * import { ArrayBufferAllocator, Buffer } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * const allocator = new ArrayBufferAllocator();
+ * {
+ *   using b = Buffer.zeros("f32", [4], { allocator });
+ *   assert.equal(allocator.liveBytes, 16);
+ *   assert.deepEqual([...b.toData()], [0, 0, 0, 0]);
+ * }
+ * assert.equal(allocator.liveBytes, 0);
+ * ```
  */
 export class ArrayBufferAllocator
   extends AllocatorBase<ArrayBuffer, ArrayBuffer> {

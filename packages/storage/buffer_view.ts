@@ -1066,6 +1066,18 @@ export function alignedStrides(shape: Shape, alignment: number): number[] {
  * @returns The element count (0 for an empty shape).
  * @throws {ShapeError} When the shape is invalid.
  * @throws {InvalidArgumentError} When `alignment` is not a positive integer.
+ *
+ * @example
+ * ```ts
+ * import { alignedStorageLength, alignedStrides } from "@allot/storage";
+ * import { InvalidArgumentError } from "@allot/core";
+ * import assert from "node:assert/strict";
+ *
+ * // rows of 5 elements padded to 8
+ * assert.deepEqual(alignedStrides([3, 5], 8), [8, 1]);
+ * assert.equal(alignedStorageLength([3, 5], 8), 24);
+ * assert.throws(() => alignedStorageLength([3, 5], 0), InvalidArgumentError);
+ * ```
  */
 export function alignedStorageLength(shape: Shape, alignment: number): number {
   const s = validateShape(shape);

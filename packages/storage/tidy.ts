@@ -68,7 +68,20 @@ export interface BufferOwner {
   [ownedBuffers](): Iterable<unknown>;
 }
 
-/** Whether `value` implements the {@linkcode BufferOwner} protocol. */
+/**
+ * Whether `value` implements the {@linkcode BufferOwner} protocol.
+ *
+ * @example
+ * ```ts
+ * import { Buffer, isBufferOwner, ownedBuffers } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * using b = Buffer.zeros("f32", [2]);
+ * const tensor = { [ownedBuffers]: () => [b] };
+ * assert.equal(isBufferOwner(tensor), true);
+ * assert.equal(isBufferOwner({ buffer: b }), false);
+ * ```
+ */
 export function isBufferOwner(value: unknown): value is BufferOwner {
   return (typeof value === "object" || typeof value === "function") &&
     value !== null &&

@@ -139,7 +139,16 @@ export const ORT_BUCKETS: ReadonlyMap<number, number> = new Map([
 const _ORT_CAPS: ReadonlyMap<number, number> = new Map(ORT_BUCKETS);
 const BUCKETS = [..._ORT_CAPS.keys()];
 
-/** onnxruntime-web's bucket size for a request: 16 B aligned, then the first bucket that fits. */
+/**
+ * onnxruntime-web's bucket size for a request: 16 B aligned, then the first bucket that fits.
+ *
+ * @example
+ * ```ts
+ * import { ortBucketSize } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * assert.equal(ortBucketSize(20_000_000), 26214400);
+ * ```
+ */
 export function ortBucketSize(size: number): number {
   validateByteLength(size, Number.MAX_SAFE_INTEGER - 15, "size");
   const n = Math.ceil(size / 16) * 16;

@@ -40,6 +40,20 @@ TRACE is an allot trace (JSON Lines, optionally gzip-compressed).`;
  * number would be read as a file descriptor).
  * @throws {TraceFormatError} When the file is not a valid trace (a gzip
  * stream that does not inflate included).
+ *
+ * @example
+ * ```ts ignore
+ * import { readTraceFile } from "@allot/trace/cli";
+ * import assert from "node:assert/strict";
+ * const path = await Deno.makeTempFile({ suffix: ".jsonl" });
+ * await Deno.writeTextFile(path, [
+ *   `{"format":"allot-trace","version":1}`,
+ *   `{"t":0,"op":"create","id":0,"size":256,"usage":128}`,
+ * ].join("\n"));
+ * const trace = await readTraceFile(path);
+ * assert.equal(trace.events.length, 1);
+ * await Deno.remove(path);
+ * ```
  */
 export async function readTraceFile(path: string | URL): Promise<Trace> {
   if (typeof path !== "string" && !(path instanceof URL)) {
@@ -78,6 +92,17 @@ const VALUED = new Set(["--out", "--svg", "--usage"]);
  * Runs the command with `args`; returns the exit code: 0 done, 1 the trace
  * or an output file failed, 2 a usage error (unknown command or option, a
  * missing value). Never throws.
+ *
+ * @example
+ * ```ts ignore
+ * import { main } from "@allot/trace/cli";
+ * import assert from "node:assert/strict";
+ * const path = await Deno.makeTempFile({ suffix: ".jsonl" });
+ * await Deno.writeTextFile(path, `{"format":"allot-trace","version":1}\n`);
+ * assert.equal(await main(["validate", path]), 0);
+ * assert.equal(await main(["frobnicate"]), 2); // a usage error, never a throw
+ * await Deno.remove(path);
+ * ```
  */
 export async function main(args: readonly string[]): Promise<number> {
   if (!Array.isArray(args) || args.some((a) => typeof a !== "string")) {

@@ -62,6 +62,14 @@ const RUNTIME =
  * Where a frame comes from: `allot` for allot's packages (`@allot/core`'s
  * `isAllotFrame`), `runtime` for libraries, runtimes and the host (npm
  * packages, `ext:`, `node:`), `user` for the rest.
+ *
+ * @example
+ * ```ts
+ * import { classifyFrame } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * assert.equal(classifyFrame("main (file:///app/train.ts:3:5)"), "user");
+ * assert.equal(classifyFrame("f (node:internal/timers:1:1)"), "runtime");
+ * ```
  */
 export function classifyFrame(at: string): FrameKind {
   checkString(at, "at");
@@ -75,6 +83,15 @@ export function classifyFrame(at: string): FrameKind {
  * `depth` frames, V8's limit raised for the capture and restored), marks
  * each frame and orders them user-first (each group innermost first).
  * `skip` drops that many of the caller's own frames.
+ *
+ * @example
+ * ```ts
+ * import { captureStack } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const frames = captureStack({ depth: 8 });
+ * assert.ok(frames.length <= 8);
+ * for (const f of frames) assert.ok(["user", "allot", "runtime"].includes(f.kind));
+ * ```
  */
 export function captureStack(
   options: StackCaptureOptions = {},
@@ -94,6 +111,19 @@ export function captureStack(
  * Reads stack text into frames, user-first: V8's `Error.stack` lines
  * (`    at f (file:1:2)`) or `@allot/core`'s `formatCallStack` lines (one frame
  * a line, allot's prefixed `[allot] `).
+ *
+ * @example
+ * ```ts
+ * import { parseStack } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const frames = parseStack([
+ *   "Error",
+ *   "    at f (node:internal/timers:1:1)",
+ *   "    at main (file:///app/train.ts:3:5)",
+ * ].join("\n"));
+ * assert.deepEqual(frames.map((f) => f.kind), ["user", "runtime"]);
+ * assert.equal(frames[0].at, "main (file:///app/train.ts:3:5)");
+ * ```
  */
 export function parseStack(
   text: string,

@@ -81,7 +81,24 @@ export interface MemoryTimeline {
   readonly hasAllocs: boolean;
 }
 
-/** Builds the {@linkcode MemoryTimeline} of a (validated) trace. */
+/**
+ * Builds the {@linkcode MemoryTimeline} of a (validated) trace.
+ *
+ * @example
+ * ```ts
+ * import { memoryTimeline, parseTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const tl = memoryTimeline(trace);
+ * assert.equal(tl.peakHeld, 1536);
+ * assert.deepEqual([...tl.held], [1024, 1536, 1024]);
+ * ```
+ */
 export function memoryTimeline(trace: Trace): MemoryTimeline {
   trace = _checkedTrace(trace);
   const hasAllocs = trace.events.some((e) => e.op === "alloc");

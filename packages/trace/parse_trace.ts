@@ -86,6 +86,20 @@ function header(o: unknown): TraceHeader {
  * and not created twice, stacks defined before they are used. Blank lines are
  * skipped. Throws {@linkcode TraceFormatError} naming the first bad line, so
  * nothing is ever drawn from bad data.
+ *
+ * @example
+ * ```ts
+ * import { parseTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * assert.equal(trace.header.source, "demo");
+ * assert.equal(trace.events.length, 3);
+ * ```
  */
 export function parseTrace(text: string): Trace {
   if (typeof text !== "string") {
@@ -489,7 +503,17 @@ function parseLine(text: string, n: number): unknown {
   }
 }
 
-/** The kinds a frame may have. */
+/**
+ * The kinds a frame may have.
+ *
+ * @example
+ * ```ts
+ * import { isFrameKind } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * assert.equal(isFrameKind("user"), true);
+ * assert.equal(isFrameKind("kernel"), false);
+ * ```
+ */
 export function isFrameKind(v: unknown): v is FrameKind {
   return typeof v === "string" && KINDS.has(v);
 }

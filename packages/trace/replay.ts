@@ -112,6 +112,21 @@ export interface ReplayReport {
  * Extracts the request stream of a trace: the runtime's `alloc`/`free` when
  * it has them, else the device's `create`/`destroy`; `map` events are
  * fences, `step` events steps.
+ *
+ * @example
+ * ```ts
+ * import { parseTrace, traceOps } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const ops = traceOps(trace);
+ * assert.equal(ops.from, "create");
+ * assert.equal(ops.length, 3);
+ * ```
  */
 export function traceOps(
   trace: Trace,
@@ -171,7 +186,22 @@ function opsOf(trace: Trace, usage: "all" | "storage"): ReplayOps {
   };
 }
 
-/** Peak held and buffers created by the app itself (its `create`/`destroy`). */
+/**
+ * Peak held and buffers created by the app itself (its `create`/`destroy`).
+ *
+ * @example
+ * ```ts
+ * import { parseTrace, recordedHeld } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * assert.deepEqual(recordedHeld(trace), { peak: 1536, created: 2 });
+ * ```
+ */
 export function recordedHeld(
   trace: Trace,
   usage: "all" | "storage" = "all",
@@ -204,7 +234,24 @@ function heldOf(
   return any ? { peak, created } : undefined;
 }
 
-/** Replays a request stream through policies; see {@linkcode replayTrace}. */
+/**
+ * Replays a request stream through policies; see {@linkcode replayTrace}.
+ *
+ * @example
+ * ```ts
+ * import { parseTrace, replayOps, traceOps } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const report = replayOps(traceOps(trace), { repeat: 1 });
+ * assert.equal(report.peakRequestedBytes, 1536);
+ * assert.ok(report.policies.length > 0);
+ * ```
+ */
 export function replayOps(
   ops: ReplayOps,
   options: ReplayOptions = {},

@@ -63,7 +63,24 @@ function ratio(held: number, live: number): string {
   return live > 0 ? (held / live).toFixed(2) : "-";
 }
 
-/** A plain-text side-by-side table of a replay. */
+/**
+ * A plain-text side-by-side table of a replay.
+ *
+ * @example
+ * ```ts
+ * import { formatReplay, parseTrace, replayTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const table = formatReplay(replayTrace(trace, { repeat: 1 }));
+ * assert.match(table, /peak held/);
+ * assert.match(table, /tfjs-exact/);
+ * ```
+ */
 export function formatReplay(r: ReplayReport): string {
   _checkReplayReport(r);
   const rows: string[][] = [[

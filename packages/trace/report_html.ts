@@ -27,6 +27,23 @@ const KIND = { user: "u", allot: "a", runtime: "r" } as const;
  * disk): a zoomable timeline of live and held bytes stacked by tag or by
  * allocation, with size, tag and stack on hover; the segment map at the held
  * peak; the largest allocations at the live peak; and the what-if table.
+ *
+ * @example
+ * ```ts
+ * import { memoryTimeline, parseTrace, replayTrace, reportHtml } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const html = reportHtml(memoryTimeline(trace), {
+ *   title: "demo",
+ *   whatIf: replayTrace(trace, { repeat: 1 }),
+ * });
+ * assert.match(html, /<html/i);
+ * ```
  */
 export function reportHtml(
   tl: MemoryTimeline,

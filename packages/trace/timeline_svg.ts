@@ -37,6 +37,21 @@ export interface TimelineSvgOptions {
 /**
  * Groups allocations by tag: the largest tags (by bytes at the live peak,
  * then overall) get their own band, the rest share "other".
+ *
+ * @example
+ * ```ts
+ * import { memoryTimeline, parseTrace, tagGroups } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1}`,
+ *   `{"t":0,"op":"alloc","id":1,"size":1024,"tag":"weights"}`,
+ *   `{"t":1,"op":"alloc","id":2,"size":64,"tag":"act"}`,
+ *   `{"t":2,"op":"alloc","id":3,"size":32,"tag":"tmp"}`,
+ * ].join("\n"));
+ * const { group, names } = tagGroups(memoryTimeline(trace), 1);
+ * assert.deepEqual(names, ["weights", "other"]);
+ * assert.deepEqual([...group], [0, 1, 1]);
+ * ```
  */
 export function tagGroups(
   tl: MemoryTimeline,
@@ -73,6 +88,20 @@ export function tagGroups(
 /**
  * A static SVG of the timeline: live bytes stacked by tag, held bytes as a
  * line, step marks as ticks; for READMEs and CI logs.
+ *
+ * @example
+ * ```ts
+ * import { memoryTimeline, parseTrace, timelineSvg } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const svg = timelineSvg(memoryTimeline(trace), { width: 400, height: 120 });
+ * assert.ok(svg.startsWith("<svg"));
+ * ```
  */
 export function timelineSvg(
   tl: MemoryTimeline,

@@ -1,6 +1,19 @@
 import { AllotError } from "@allot/core";
 
-/** A trace that does not follow the format: names the line and what is wrong. */
+/**
+ * A trace that does not follow the format: names the line and what is wrong.
+ *
+ * @example
+ * ```ts
+ * import { parseTrace, TraceFormatError } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const text = `{"format":"allot-trace","version":1}\nnot json`;
+ * assert.throws(
+ *   () => parseTrace(text),
+ *   (e) => e instanceof TraceFormatError && e.line === 2,
+ * );
+ * ```
+ */
 export class TraceFormatError extends AllotError {
   /** The 1-based line number of the offending line (0 when the whole text is at fault). */
   readonly line: number;

@@ -215,6 +215,21 @@ export interface Trace {
  * @throws {InvalidArgumentError} When the header or an event has a `toJSON`
  * method (what is written would not be what was validated) or a field JSON
  * cannot hold (a BigInt, a cycle).
+ *
+ * @example
+ * ```ts
+ * import { formatTrace, parseTrace } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const trace = parseTrace([
+ *   `{"format":"allot-trace","version":1,"source":"demo"}`,
+ *   `{"t":0,"op":"create","id":0,"size":1024,"usage":128,"tag":"weights"}`,
+ *   `{"t":1,"op":"create","id":1,"size":512,"usage":128,"tag":"act"}`,
+ *   `{"t":2,"op":"destroy","id":1}`,
+ * ].join("\n"));
+ * const text = formatTrace(trace);
+ * assert.ok(text.endsWith("\n"));
+ * assert.deepEqual(parseTrace(text), trace);
+ * ```
  */
 export function formatTrace(trace: Trace): string {
   // what is written is the copy that was validated; a toJSON method is

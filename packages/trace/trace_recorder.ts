@@ -48,6 +48,20 @@ export interface TraceRecorderOptions {
 /**
  * Collects trace events in order: the sink that device and pool recorders
  * write to, and where the caller sets step marks and tags.
+ *
+ * @example
+ * ```ts
+ * import { parseTrace, TraceRecorder } from "@allot/trace";
+ * import assert from "node:assert/strict";
+ * const recorder = new TraceRecorder({ source: "demo", stacks: "none" });
+ * recorder.step("load");
+ * const prev = recorder.setTag("weights");
+ * assert.equal(prev, undefined);
+ * assert.equal(recorder.tag, "weights");
+ * const trace = parseTrace(recorder.toJsonLines());
+ * assert.equal(trace.header.source, "demo");
+ * assert.deepEqual(trace.events.map((e) => e.op), ["step"]);
+ * ```
  */
 export class TraceRecorder {
   readonly #events: TraceEvent[] = [];

@@ -33,6 +33,26 @@ function isGpuBuffer(value: unknown): value is GPUBuffer {
  * @returns Its `GPUBuffer`.
  * @throws {InvalidArgumentError} When the storage is not in a `GPUBuffer`.
  * @throws {UseAfterFreeError} When the buffer was released.
+ *
+ * @example
+ * ```ts
+ * import { GpuBufferBackend, GpuCachingAllocator, gpuBufferOf } from "@allot/webgpu";
+ * import { InvalidArgumentError } from "@allot/core";
+ * import { Buffer } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * using host = Buffer.zeros("f32", [4]);
+ * assert.throws(() => gpuBufferOf(host), InvalidArgumentError); // not on a GPU
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const memory = new GpuCachingAllocator(device);
+ *   const gpu = { allocator: memory.asAllocator(), backend: new GpuBufferBackend(device) };
+ *   using a = Buffer.zeros("f32", [4], gpu);
+ *   assert.ok(gpuBufferOf(a).size >= 16);
+ *   device.destroy();
+ * }
+ * ```
  */
 export function gpuBufferOf(buffer: Buffer): GPUBuffer {
   if (!(buffer instanceof Buffer) || !_isRealBuffer(buffer)) {
@@ -78,6 +98,26 @@ export interface BufferBinding extends GpuBinding {
  * @returns The range and the view's element offset in it.
  * @throws {InvalidArgumentError} When the storage is not in a `GPUBuffer`.
  * @throws {UseAfterFreeError} When the buffer was released.
+ *
+ * @example
+ * ```ts
+ * import { bindingOf, GpuBufferBackend, GpuCachingAllocator, gpuBufferOf } from "@allot/webgpu";
+ * import { Buffer } from "@allot/storage";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const memory = new GpuCachingAllocator(device);
+ *   const gpu = { allocator: memory.asAllocator(), backend: new GpuBufferBackend(device) };
+ *   using a = Buffer.fromData("f32", [1, 2, 3, 4, 5, 6], gpu);
+ *   using tail = a.slice(0, { start: 2 }); // a view: elements 2..5
+ *   const binding = bindingOf(tail);
+ *   assert.equal(binding.buffer, gpuBufferOf(a));
+ *   assert.equal(binding.elementOffset, 2);
+ *   device.destroy();
+ * }
+ * ```
  */
 export function bindingOf(buffer: Buffer): BufferBinding {
   const gpu = gpuBufferOf(buffer);

@@ -1365,6 +1365,27 @@ export interface GpuKernelErrorDetails {
  * scope): thrown by the next kernel call on the same {@linkcode GpuKernels},
  * or by {@linkcode GpuKernels.flush} (which `Buffer.read()` on WebGPU
  * awaits).
+ *
+ * @example
+ * ```ts
+ * import { GpuKernelError, GpuKernels } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+ *   const gone = device.createBuffer({ size: 16, usage });
+ *   gone.destroy(); // the device refuses work on it
+ *   const kernels = GpuKernels.of(device);
+ *   kernels.fill({ buffer: gone, offset: 0, size: 16 }, 1, { dtype: "f32" });
+ *   await assert.rejects(
+ *     kernels.flush(),
+ *     (e) => e instanceof GpuKernelError && e.kernel === "fill" && e.kind === "validation",
+ *   );
+ *   device.destroy();
+ * }
+ * ```
  */
 export class GpuKernelError extends AllotError {
   /** The kernel's name. */

@@ -121,6 +121,26 @@ export function kernelPipeline(
  *
  * @param device The device.
  * @returns How many kernels were compiled on it.
+ *
+ * @example
+ * ```ts
+ * import { GpuKernels, pipelineCacheSize } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   assert.equal(pipelineCacheSize(device), 0);
+ *   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+ *   const a = device.createBuffer({ size: 16, usage });
+ *   const kernels = GpuKernels.of(device);
+ *   kernels.fill({ buffer: a, offset: 0, size: 16 }, 1, { dtype: "f32" });
+ *   kernels.fill({ buffer: a, offset: 0, size: 16 }, 2, { dtype: "f32" });
+ *   await kernels.flush();
+ *   assert.equal(pipelineCacheSize(device), 1); // compiled once, reused
+ *   device.destroy();
+ * }
+ * ```
  */
 export function pipelineCacheSize(device: GPUDevice): number {
   return caches.get(device)?.size ?? 0;

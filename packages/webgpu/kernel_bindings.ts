@@ -120,6 +120,27 @@ export interface BindingAliasDetails {
 /**
  * Thrown by {@linkcode bindBuffers} when two inputs of one dispatch share a
  * `GPUBuffer` in a way WebGPU refuses. Names both inputs and the rule.
+ *
+ * @example
+ * ```ts
+ * import { bindBuffers, BindingAliasError } from "@allot/webgpu";
+ * import assert from "node:assert/strict";
+ *
+ * const adapter = await navigator.gpu?.requestAdapter();
+ * if (adapter) {
+ *   const device = await adapter.requestDevice();
+ *   const shared = device.createBuffer({ size: 1024, usage: GPUBufferUsage.STORAGE });
+ *   const inputs = [
+ *     { name: "x", buffer: { buffer: shared, offset: 0, size: 256 }, access: "read" as const },
+ *     { name: "y", buffer: { buffer: shared, offset: 512, size: 256 }, access: "read_write" as const },
+ *   ];
+ *   assert.throws(
+ *     () => bindBuffers(device, inputs, { aliasing: "refuse" }),
+ *     (e) => e instanceof BindingAliasError && e.first === "x" && e.second === "y",
+ *   );
+ *   device.destroy();
+ * }
+ * ```
  */
 export class BindingAliasError extends AllotError {
   /** The first input's name. */
