@@ -42,7 +42,7 @@ TRACE is an allot trace (JSON Lines, optionally gzip-compressed).`;
  * stream that does not inflate included).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { readTraceFile } from "@allot/trace/cli";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile({ suffix: ".jsonl" });
@@ -94,7 +94,7 @@ const VALUED = new Set(["--out", "--svg", "--usage"]);
  * missing value). Never throws.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { main } from "@allot/trace/cli";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile({ suffix: ".jsonl" });
@@ -210,10 +210,13 @@ async function run(
  * the script Node was started with is this very file (through any symlink,
  * as `npx` and `node_modules/.bin` start it). Not any script whose name ends
  * in `cli.js`: a user's own `cli.js` that imports {@linkcode main} must not
- * start the command with its own arguments.
+ * start the command with its own arguments. On Deno `import.meta.main` alone
+ * decides: under `deno test --doc` of this file `argv[1]` names it although
+ * the test runner is the program.
  */
 function _isMain(): boolean {
   if (import.meta.main) return true;
+  if ("Deno" in globalThis) return false;
   const entry = process.argv[1];
   if (typeof entry !== "string" || !import.meta.url.startsWith("file:")) {
     return false;
