@@ -668,8 +668,10 @@ export interface TraceTarget<H> {
  *
  * @param trace The trace.
  * @param target Allocate and free functions.
- * @throws {InvalidArgumentError} When the trace frees an id that is not
- * live (the ops before it have been replayed).
+ * @throws {InvalidArgumentError} When `trace` or `target` is not one (nothing
+ * is replayed), or at an op that frees an id that is not live, allocates
+ * one that is, or is not an alloc, a free or a mark (the ops before it have
+ * been replayed).
  *
  * @example Replay, and a trace that frees what it never allocated
  * ```ts
@@ -706,17 +708,28 @@ export function replayTrace<H>(
   trace: AllocationTrace,
   target: TraceTarget<H>,
 ): void {
+  const ops = _checkReplay(trace, target);
   const live = new Map<number, H>();
-  const ops = trace.ops;
   const onOp = target.onOp;
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i];
     onOp?.(i, op);
+    if (typeof op !== "object" || op === null) _refuseOp(trace, i, op);
     if (op.kind === "alloc") {
+      if (live.has(op.id)) {
+        throw new InvalidArgumentError(
+          `Cannot replay trace ${
+            describeValue(trace.name)
+          }: op ${i} allocates id ${
+            describeValue(op.id)
+          }, which is live (allocated and not freed; its handle would be dropped unfreed)`,
+          { name: `trace.ops[${i}].id`, value: op.id, limit: "an id not live" },
+        );
+      }
       live.set(op.id, target.allocate(op.byteLength, op.tag));
     } else if (op.kind === "free") {
       const handle = live.get(op.id);
-      if (handle === undefined) {
+      if (handle === undefined && !live.has(op.id)) {
         throw new InvalidArgumentError(
           `Cannot replay trace ${describeValue(trace.name)}: op ${i} frees id ${
             describeValue(op.id)
@@ -725,7 +738,69 @@ export function replayTrace<H>(
         );
       }
       live.delete(op.id);
-      target.free(handle);
+      target.free(handle as H);
+    } else if (op.kind !== "mark") {
+      _refuseOp(trace, i, op);
     }
   }
+}
+
+/** replayTrace's arguments, checked before anything is replayed. */
+function _checkReplay<H>(
+  trace: AllocationTrace,
+  target: TraceTarget<H>,
+): readonly TraceOp[] {
+  if (typeof trace !== "object" || trace === null) {
+    throw new InvalidArgumentError(
+      `Cannot replay a trace: it must be an AllocationTrace, received ${
+        describeValue(trace)
+      }`,
+      { name: "trace", value: trace, limit: "an AllocationTrace" },
+    );
+  }
+  const ops = trace.ops;
+  if (!Array.isArray(ops)) {
+    throw new InvalidArgumentError(
+      `Cannot replay trace ${
+        describeValue(trace.name)
+      }: its ops must be an array, received ${describeValue(ops)}`,
+      { name: "trace.ops", value: ops, limit: "an array of TraceOp" },
+    );
+  }
+  if (typeof target !== "object" || target === null) {
+    throw new InvalidArgumentError(
+      `Cannot replay trace ${
+        describeValue(trace.name)
+      }: the target must be an object, received ${describeValue(target)}`,
+      { name: "target", value: target, limit: "a TraceTarget" },
+    );
+  }
+  for (const key of ["allocate", "free", "onOp"] as const) {
+    const f = target[key];
+    if (typeof f !== "function" && (key !== "onOp" || f !== undefined)) {
+      throw new InvalidArgumentError(
+        `Cannot replay trace ${
+          describeValue(trace.name)
+        }: target.${key} must be a function, received ${describeValue(f)}`,
+        { name: `target.${key}`, value: f, limit: "a function" },
+      );
+    }
+  }
+  return ops;
+}
+
+/** Refuses an op that is not an alloc, a free or a mark. */
+function _refuseOp(trace: AllocationTrace, i: number, op: unknown): never {
+  throw new InvalidArgumentError(
+    `Cannot replay trace ${
+      describeValue(trace.name)
+    }: op ${i} is not an alloc, a free or a mark, received ${
+      describeValue(op)
+    }`,
+    {
+      name: `trace.ops[${i}]`,
+      value: op,
+      limit: 'an op of kind "alloc", "free" or "mark"',
+    },
+  );
 }

@@ -144,5 +144,15 @@ describe("replayTrace (review 8)", () => {
       r.target,
     );
     assert.deepEqual(r.calls, ["a4", "f0", "a8", "f1"]);
+    // a target whose handles are undefined is freed as well
+    let freed = 0;
+    replayTrace(
+      trace([
+        { kind: "alloc", id: 3, byteLength: 4, tag: "" },
+        { kind: "free", id: 3 },
+      ]),
+      { allocate: () => undefined, free: () => void freed++ },
+    );
+    assert.equal(freed, 1);
   });
 });
