@@ -11,8 +11,12 @@ import assert from "node:assert/strict";
 import { InvalidArgumentError } from "@allot/core";
 import {
   type AllocationTrace,
+  churnTrace,
   replayTrace,
+  summarizeTrace,
   type TraceOp,
+  trainingStepTrace,
+  transformerInferenceTrace,
 } from "./traces.ts";
 
 /** A target that records what it was asked. */
@@ -154,5 +158,39 @@ describe("replayTrace (review 8)", () => {
       { allocate: () => undefined, free: () => void freed++ },
     );
     assert.equal(freed, 1);
+  });
+});
+
+describe("traces.ts's other entry points (review 8)", () => {
+  it("summarizeTrace refuses a trace that is not one, and ops that are not an array, with InvalidArgumentError", () => {
+    for (const bad of [null, undefined, 1]) {
+      refused(
+        () => summarizeTrace(bad as unknown as AllocationTrace),
+        /^trace$/,
+      );
+    }
+    for (const ops of [undefined, null, "ab", { length: 1 }]) {
+      refused(() => summarizeTrace(trace(ops)), /^trace\.ops$/);
+    }
+    for (const bad of [null, 7, { kind: "allocate" }]) {
+      refused(
+        () => summarizeTrace(trace([bad])),
+        /^trace\.ops\[0\]$/,
+      );
+    }
+    assert.equal(summarizeTrace(trace([])).allocations, 0);
+  });
+
+  it("the generators refuse options that are not an object (null included) with InvalidArgumentError", () => {
+    const generators = [
+      transformerInferenceTrace,
+      trainingStepTrace,
+      churnTrace,
+    ] as ((options: unknown) => AllocationTrace)[];
+    for (const g of generators) {
+      for (const bad of [null, 1, "x", true]) {
+        refused(() => g(bad), /^options$/);
+      }
+    }
   });
 });
