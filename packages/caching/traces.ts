@@ -44,7 +44,11 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
 
 /** One event of a trace. */
 export type TraceOp =
@@ -198,10 +202,12 @@ export interface TransformerInferenceOptions {
  *
  * @param options Model shape and request mix.
  * @returns The trace; `warmupOps` ends the first round.
+ * @throws {InvalidArgumentError} When `options` is not an object.
  */
 export function transformerInferenceTrace(
   options: TransformerInferenceOptions = {},
 ): AllocationTrace {
+  validateObject(options, "options");
   const L = options.layers ?? 12;
   const d = options.hidden ?? 768;
   const h = options.heads ?? 12;
@@ -375,10 +381,12 @@ export interface TrainingStepOptions {
  *
  * @param options Model shape and step count.
  * @returns The trace; `warmupOps` ends step `warmupSteps`.
+ * @throws {InvalidArgumentError} When `options` is not an object.
  */
 export function trainingStepTrace(
   options: TrainingStepOptions = {},
 ): AllocationTrace {
+  validateObject(options, "options");
   const L = options.layers ?? 6;
   const d = options.hidden ?? 512;
   const h = options.heads ?? 8;
@@ -560,6 +568,7 @@ export interface ChurnTraceOptions {
  *
  * @param options Size range, live limit, length and seed.
  * @returns The trace.
+ * @throws {InvalidArgumentError} When `options` is not an object.
  *
  * @example
  * ```ts
@@ -572,6 +581,7 @@ export interface ChurnTraceOptions {
  * ```
  */
 export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
+  validateObject(options, "options");
   const allocations = options.allocations ?? 40000;
   const minByteLength = options.minByteLength ?? 256;
   const maxByteLength = options.maxByteLength ?? 64 * MiB;
@@ -614,6 +624,8 @@ export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
  *
  * @param trace The trace.
  * @returns Its figures.
+ * @throws {InvalidArgumentError} When `trace` is not one, or at an op
+ * that frees an id that is not live or is not an alloc, a free or a mark.
  *
  * @example
  * ```ts
@@ -628,7 +640,10 @@ export function summarizeTrace(trace: AllocationTrace): TraceSummary {
   const live = new Map<number, number>();
   const sizes = new Set<number>();
   let bytes = 0, peak = 0, peakCount = 0, allocations = 0, peakAfter = 0;
-  trace.ops.forEach((op, i) => {
+  _checkTrace(trace, "summarize").forEach((op, i) => {
+    if (typeof op !== "object" || op === null) {
+      _refuseOp(trace, i, op, "summarize");
+    }
     if (op.kind === "alloc") {
       live.set(op.id, op.byteLength);
       sizes.add(op.byteLength);
@@ -638,8 +653,21 @@ export function summarizeTrace(trace: AllocationTrace): TraceSummary {
       if (i >= trace.warmupOps && bytes > peakAfter) peakAfter = bytes;
       if (live.size > peakCount) peakCount = live.size;
     } else if (op.kind === "free") {
-      bytes -= live.get(op.id)!;
+      const n = live.get(op.id);
+      if (n === undefined) {
+        throw new InvalidArgumentError(
+          `Cannot summarize trace ${
+            describeValue(trace.name)
+          }: op ${i} frees id ${
+            describeValue(op.id)
+          }, which is not live (never allocated, or freed already)`,
+          { name: `trace.ops[${i}].id`, value: op.id, limit: "a live id" },
+        );
+      }
+      bytes -= n;
       live.delete(op.id);
+    } else if (op.kind !== "mark") {
+      _refuseOp(trace, i, op, "summarize");
     }
   });
   return {
@@ -750,23 +778,7 @@ function _checkReplay<H>(
   trace: AllocationTrace,
   target: TraceTarget<H>,
 ): readonly TraceOp[] {
-  if (typeof trace !== "object" || trace === null) {
-    throw new InvalidArgumentError(
-      `Cannot replay a trace: it must be an AllocationTrace, received ${
-        describeValue(trace)
-      }`,
-      { name: "trace", value: trace, limit: "an AllocationTrace" },
-    );
-  }
-  const ops = trace.ops;
-  if (!Array.isArray(ops)) {
-    throw new InvalidArgumentError(
-      `Cannot replay trace ${
-        describeValue(trace.name)
-      }: its ops must be an array, received ${describeValue(ops)}`,
-      { name: "trace.ops", value: ops, limit: "an array of TraceOp" },
-    );
-  }
+  const ops = _checkTrace(trace, "replay");
   if (typeof target !== "object" || target === null) {
     throw new InvalidArgumentError(
       `Cannot replay trace ${
@@ -789,10 +801,37 @@ function _checkReplay<H>(
   return ops;
 }
 
+/** A trace's ops, once the trace is seen to be one (`what`: the verb). */
+function _checkTrace(trace: AllocationTrace, what: string): TraceOp[] {
+  if (typeof trace !== "object" || trace === null) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} a trace: it must be an AllocationTrace, received ${
+        describeValue(trace)
+      }`,
+      { name: "trace", value: trace, limit: "an AllocationTrace" },
+    );
+  }
+  const ops = trace.ops;
+  if (!Array.isArray(ops)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} trace ${
+        describeValue(trace.name)
+      }: its ops must be an array, received ${describeValue(ops)}`,
+      { name: "trace.ops", value: ops, limit: "an array of TraceOp" },
+    );
+  }
+  return ops;
+}
+
 /** Refuses an op that is not an alloc, a free or a mark. */
-function _refuseOp(trace: AllocationTrace, i: number, op: unknown): never {
+function _refuseOp(
+  trace: AllocationTrace,
+  i: number,
+  op: unknown,
+  what = "replay",
+): never {
   throw new InvalidArgumentError(
-    `Cannot replay trace ${
+    `Cannot ${what} trace ${
       describeValue(trace.name)
     }: op ${i} is not an alloc, a free or a mark, received ${
       describeValue(op)

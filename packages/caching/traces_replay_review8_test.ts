@@ -178,6 +178,10 @@ describe("traces.ts's other entry points (review 8)", () => {
         /^trace\.ops\[0\]$/,
       );
     }
+    refused(
+      () => summarizeTrace(trace([{ kind: "free", id: 4 }])),
+      /^trace\.ops\[0\]\.id$/,
+    );
     assert.equal(summarizeTrace(trace([])).allocations, 0);
   });
 
