@@ -185,6 +185,7 @@ describe("GpuCachingAllocator.forUsage on a real device (review 8)", {
         U.UNIFORM | U.COPY_DST | U.COPY_SRC, // read back by the check
       );
       assert.ok(uploads === storage && downloads === storage);
+      assert.equal(storage.source.usage, STORAGE);
       const pools = [storage, uploads, uniforms];
       const random = rng(8);
       const live: { h: GpuAllocation; tag: number; pool: number }[] = [];
