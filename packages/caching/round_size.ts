@@ -98,9 +98,12 @@ function floorLog2(n: number): number {
  * Rounds a size up to the next of `divisions` equal steps between two
  * powers of two (PyTorch's `roundup_power2_next_division`). Powers of two stay.
  *
- * @param byteLength A positive size.
- * @param divisions A power of two, at least 2.
+ * @param byteLength A size: a non-negative safe integer (0 stays 0).
+ * @param divisions A power of two up to 2^30 (1 rounds to the next power of
+ * two).
  * @returns The rounded size.
+ * @throws {InvalidArgumentError} For a size that is not one, or divisions
+ * that are not a power of two.
  *
  * @example
  * ```ts
@@ -116,6 +119,13 @@ export function roundupPower2NextDivision(
   byteLength: number,
   divisions: number,
 ): number {
+  validateByteLength(byteLength, Number.MAX_SAFE_INTEGER, "byteLength");
+  validateAlignment(divisions, 2 ** 30, "divisions");
+  return _roundupDivision(byteLength, divisions);
+}
+
+/** roundupPower2NextDivision() without the checks (roundSize's). */
+function _roundupDivision(byteLength: number, divisions: number): number {
   const log = floorLog2(byteLength);
   let floor = 2 ** log;
   // Math.log2 can be off by one near powers of two for large values.
@@ -168,7 +178,7 @@ export function roundSize(
       : Math.min(log - 20, POWER2_DIVISION_INTERVALS - 1);
     const d = divisions[Math.min(index, divisions.length - 1)];
     if (d > 1 && byteLength > minBlockByteLength * d) {
-      const r = roundupPower2NextDivision(byteLength, d);
+      const r = _roundupDivision(byteLength, d);
       const rem = r % minBlockByteLength;
       return rem === 0 ? r : r + minBlockByteLength - rem;
     }

@@ -44,7 +44,11 @@
  * @module
  */
 
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import {
+  describeValue,
+  InvalidArgumentError,
+  validateObject,
+} from "@allot/core";
 
 /** One event of a trace. */
 export type TraceOp =
@@ -198,6 +202,7 @@ export interface TransformerInferenceOptions {
  *
  * @param options Model shape and request mix.
  * @returns The trace; `warmupOps` ends the first round.
+ * @throws {InvalidArgumentError} When `options` is not an object.
  *
  * @example
  * ```ts
@@ -221,6 +226,7 @@ export interface TransformerInferenceOptions {
 export function transformerInferenceTrace(
   options: TransformerInferenceOptions = {},
 ): AllocationTrace {
+  validateObject(options, "options");
   const L = options.layers ?? 12;
   const d = options.hidden ?? 768;
   const h = options.heads ?? 12;
@@ -394,6 +400,7 @@ export interface TrainingStepOptions {
  *
  * @param options Model shape and step count.
  * @returns The trace; `warmupOps` ends step `warmupSteps`.
+ * @throws {InvalidArgumentError} When `options` is not an object.
  *
  * @example
  * ```ts
@@ -418,6 +425,7 @@ export interface TrainingStepOptions {
 export function trainingStepTrace(
   options: TrainingStepOptions = {},
 ): AllocationTrace {
+  validateObject(options, "options");
   const L = options.layers ?? 6;
   const d = options.hidden ?? 512;
   const h = options.heads ?? 8;
@@ -599,6 +607,7 @@ export interface ChurnTraceOptions {
  *
  * @param options Size range, live limit, length and seed.
  * @returns The trace.
+ * @throws {InvalidArgumentError} When `options` is not an object.
  *
  * @example
  * ```ts
@@ -611,6 +620,7 @@ export interface ChurnTraceOptions {
  * ```
  */
 export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
+  validateObject(options, "options");
   const allocations = options.allocations ?? 40000;
   const minByteLength = options.minByteLength ?? 256;
   const maxByteLength = options.maxByteLength ?? 64 * MiB;
@@ -653,6 +663,8 @@ export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
  *
  * @param trace The trace.
  * @returns Its figures.
+ * @throws {InvalidArgumentError} When `trace` is not one, or at an op
+ * that frees an id that is not live or is not an alloc, a free or a mark.
  *
  * @example
  * ```ts
@@ -667,7 +679,10 @@ export function summarizeTrace(trace: AllocationTrace): TraceSummary {
   const live = new Map<number, number>();
   const sizes = new Set<number>();
   let bytes = 0, peak = 0, peakCount = 0, allocations = 0, peakAfter = 0;
-  trace.ops.forEach((op, i) => {
+  _checkTrace(trace, "summarize").forEach((op, i) => {
+    if (typeof op !== "object" || op === null) {
+      _refuseOp(trace, i, op, "summarize");
+    }
     if (op.kind === "alloc") {
       live.set(op.id, op.byteLength);
       sizes.add(op.byteLength);
@@ -677,8 +692,21 @@ export function summarizeTrace(trace: AllocationTrace): TraceSummary {
       if (i >= trace.warmupOps && bytes > peakAfter) peakAfter = bytes;
       if (live.size > peakCount) peakCount = live.size;
     } else if (op.kind === "free") {
-      bytes -= live.get(op.id)!;
+      const n = live.get(op.id);
+      if (n === undefined) {
+        throw new InvalidArgumentError(
+          `Cannot summarize trace ${
+            describeValue(trace.name)
+          }: op ${i} frees id ${
+            describeValue(op.id)
+          }, which is not live (never allocated, or freed already)`,
+          { name: `trace.ops[${i}].id`, value: op.id, limit: "a live id" },
+        );
+      }
+      bytes -= n;
       live.delete(op.id);
+    } else if (op.kind !== "mark") {
+      _refuseOp(trace, i, op, "summarize");
     }
   });
   return {
@@ -707,8 +735,10 @@ export interface TraceTarget<H> {
  *
  * @param trace The trace.
  * @param target Allocate and free functions.
- * @throws {InvalidArgumentError} When the trace frees an id that is not
- * live (the ops before it have been replayed).
+ * @throws {InvalidArgumentError} When `trace` or `target` is not one (nothing
+ * is replayed), or at an op that frees an id that is not live, allocates
+ * one that is, or is not an alloc, a free or a mark (the ops before it have
+ * been replayed).
  *
  * @example Replay, and a trace that frees what it never allocated
  * ```ts
@@ -745,17 +775,28 @@ export function replayTrace<H>(
   trace: AllocationTrace,
   target: TraceTarget<H>,
 ): void {
+  const ops = _checkReplay(trace, target);
   const live = new Map<number, H>();
-  const ops = trace.ops;
   const onOp = target.onOp;
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i];
     onOp?.(i, op);
+    if (typeof op !== "object" || op === null) _refuseOp(trace, i, op);
     if (op.kind === "alloc") {
+      if (live.has(op.id)) {
+        throw new InvalidArgumentError(
+          `Cannot replay trace ${
+            describeValue(trace.name)
+          }: op ${i} allocates id ${
+            describeValue(op.id)
+          }, which is live (allocated and not freed; its handle would be dropped unfreed)`,
+          { name: `trace.ops[${i}].id`, value: op.id, limit: "an id not live" },
+        );
+      }
       live.set(op.id, target.allocate(op.byteLength, op.tag));
     } else if (op.kind === "free") {
       const handle = live.get(op.id);
-      if (handle === undefined) {
+      if (handle === undefined && !live.has(op.id)) {
         throw new InvalidArgumentError(
           `Cannot replay trace ${describeValue(trace.name)}: op ${i} frees id ${
             describeValue(op.id)
@@ -764,7 +805,80 @@ export function replayTrace<H>(
         );
       }
       live.delete(op.id);
-      target.free(handle);
+      target.free(handle as H);
+    } else if (op.kind !== "mark") {
+      _refuseOp(trace, i, op);
     }
   }
+}
+
+/** replayTrace's arguments, checked before anything is replayed. */
+function _checkReplay<H>(
+  trace: AllocationTrace,
+  target: TraceTarget<H>,
+): readonly TraceOp[] {
+  const ops = _checkTrace(trace, "replay");
+  if (typeof target !== "object" || target === null) {
+    throw new InvalidArgumentError(
+      `Cannot replay trace ${
+        describeValue(trace.name)
+      }: the target must be an object, received ${describeValue(target)}`,
+      { name: "target", value: target, limit: "a TraceTarget" },
+    );
+  }
+  for (const key of ["allocate", "free", "onOp"] as const) {
+    const f = target[key];
+    if (typeof f !== "function" && (key !== "onOp" || f !== undefined)) {
+      throw new InvalidArgumentError(
+        `Cannot replay trace ${
+          describeValue(trace.name)
+        }: target.${key} must be a function, received ${describeValue(f)}`,
+        { name: `target.${key}`, value: f, limit: "a function" },
+      );
+    }
+  }
+  return ops;
+}
+
+/** A trace's ops, once the trace is seen to be one (`what`: the verb). */
+function _checkTrace(trace: AllocationTrace, what: string): TraceOp[] {
+  if (typeof trace !== "object" || trace === null) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} a trace: it must be an AllocationTrace, received ${
+        describeValue(trace)
+      }`,
+      { name: "trace", value: trace, limit: "an AllocationTrace" },
+    );
+  }
+  const ops = trace.ops;
+  if (!Array.isArray(ops)) {
+    throw new InvalidArgumentError(
+      `Cannot ${what} trace ${
+        describeValue(trace.name)
+      }: its ops must be an array, received ${describeValue(ops)}`,
+      { name: "trace.ops", value: ops, limit: "an array of TraceOp" },
+    );
+  }
+  return ops;
+}
+
+/** Refuses an op that is not an alloc, a free or a mark. */
+function _refuseOp(
+  trace: AllocationTrace,
+  i: number,
+  op: unknown,
+  what = "replay",
+): never {
+  throw new InvalidArgumentError(
+    `Cannot ${what} trace ${
+      describeValue(trace.name)
+    }: op ${i} is not an alloc, a free or a mark, received ${
+      describeValue(op)
+    }`,
+    {
+      name: `trace.ops[${i}]`,
+      value: op,
+      limit: 'an op of kind "alloc", "free" or "mark"',
+    },
+  );
 }

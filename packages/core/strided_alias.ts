@@ -7,6 +7,7 @@
  */
 
 import { InvalidArgumentError } from "./errors.ts";
+import { describeValue } from "./validate.ts";
 
 /**
  * The widest view, in elements from its lowest to its highest address, that
@@ -40,8 +41,8 @@ export interface StridedAlias {
  * @param strides The element step of each dimension (integers, any sign).
  * @returns Two aliasing index tuples, or `undefined` when every element of
  * the view is distinct (always for an empty view).
- * @throws {InvalidArgumentError} When `shape` and `strides` differ in
- * length, or the view fails the quick test and spans more than
+ * @throws {InvalidArgumentError} When `shape` or `strides` is not an array
+ * of safe integers (extents non-negative), when they differ in length, or the view fails the quick test and spans more than
  * {@linkcode MAX_ALIAS_SEARCH_SPAN} elements (too wide to search).
  *
  * @example
@@ -62,6 +63,8 @@ export function findStridedAlias(
   shape: readonly number[],
   strides: readonly number[],
 ): StridedAlias | undefined {
+  _checkIntegers(shape, "shape", 0);
+  _checkIntegers(strides, "strides", -Number.MAX_SAFE_INTEGER);
   const rank = shape.length;
   if (strides.length !== rank) {
     throw new InvalidArgumentError(
@@ -113,6 +116,8 @@ function search(
   strides: readonly number[],
   span: number,
 ): StridedAlias | undefined {
+  _checkIntegers(shape, "shape", 0);
+  _checkIntegers(strides, "strides", -Number.MAX_SAFE_INTEGER);
   const rank = shape.length;
   let low = 0;
   for (let d = 0; d < rank; d++) {
@@ -162,4 +167,35 @@ function firstReaching(
     }
   }
   return index;
+}
+
+/** An array of safe integers of at least `min`, or a refusal naming it. */
+function _checkIntegers(
+  values: readonly number[],
+  name: string,
+  min: number,
+): void {
+  if (!Array.isArray(values)) {
+    throw new InvalidArgumentError(
+      `Cannot look for aliasing elements: ${name} must be an array of integers, received ${
+        describeValue(values)
+      }`,
+      { name, value: values, limit: "an array of integers" },
+    );
+  }
+  for (let d = 0; d < values.length; d++) {
+    const v = values[d];
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min) {
+      throw new InvalidArgumentError(
+        `Cannot look for aliasing elements: ${name}[${d}] must be ${
+          min === 0 ? "a non-negative" : "a"
+        } safe integer, received ${describeValue(v)}`,
+        {
+          name: `${name}[${d}]`,
+          value: v,
+          limit: min === 0 ? "a non-negative safe integer" : "a safe integer",
+        },
+      );
+    }
+  }
 }

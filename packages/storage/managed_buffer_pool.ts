@@ -12,6 +12,7 @@ import {
   describeValue,
   type Device,
   IntrusivePtr,
+  InvalidArgumentError,
   UseAfterFreeError,
 } from "@allot/core";
 import {
@@ -107,12 +108,22 @@ export class ManagedBufferPool<M = unknown, C = unknown>
    *
    * @param allocator Where blocks come from.
    * @param options Strategy, free-byte limit and backend.
+   * @throws {InvalidArgumentError} For options that are not an object, an
+   * unknown option key or a bad option value.
    */
   constructor(
     allocator: Allocator<M, C>,
     options: ManagedBufferPoolOptions = {},
   ) {
     super();
+    if (typeof options !== "object" || options === null) {
+      throw new InvalidArgumentError(
+        `Cannot create a ManagedBufferPool: options must be an object, received ${
+          describeValue(options)
+        }`,
+        { name: "options", value: options, limit: "ManagedBufferPoolOptions" },
+      );
+    }
     validateOptionKeys(
       options,
       ["strategy", "maxFreeBytes", "strict", "backend"],

@@ -45,7 +45,11 @@ const SIZES: Readonly<Record<GpuDtype, 1 | 2 | 4 | 8>> = Object.freeze({
  * ```
  */
 export function dtypeByteSize(dtype: GpuDtype): 1 | 2 | 4 | 8 {
-  const size = Object.hasOwn(SIZES, dtype) ? SIZES[dtype] : undefined;
+  // (a name only: a key is never made of an object, whose toString may lie
+  // or be missing)
+  const size = typeof dtype === "string" && Object.hasOwn(SIZES, dtype)
+    ? SIZES[dtype]
+    : undefined;
   if (size === undefined) {
     throw new InvalidArgumentError(
       `Invalid dtype: must be one of ${

@@ -54,8 +54,9 @@ export interface ValidateBindingOptions {
  * read once: use it, not the argument, so a binding whose getters change
  * their answers cannot pass the check with one range and be used with
  * another.
- * @throws {InvalidArgumentError} When the range leaves its buffer or breaks a
- * limit; the error names the value and the limit.
+ * @throws {InvalidArgumentError} For options that are not an object, or when
+ * the range leaves its buffer or breaks a limit; the error names the value
+ * and the limit.
  *
  * @example Check a range before binding it
  * ```ts
@@ -79,6 +80,14 @@ export function validateBinding(
   binding: GpuBinding,
   options: ValidateBindingOptions = {},
 ): GpuBinding {
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError(
+      `Cannot check a binding: options must be an object, received ${
+        describeValue(options)
+      }`,
+      { name: "options", value: options, limit: "ValidateBindingOptions" },
+    );
+  }
   const what = options.what ?? "bind";
   if (typeof binding !== "object" || binding === null) {
     throw new InvalidArgumentError(
