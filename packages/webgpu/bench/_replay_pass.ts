@@ -125,8 +125,7 @@ export async function timeRotatedRounds(
   peers: readonly ReplayPeer[],
   options: RoundsOptions,
 ): Promise<number[][]> {
-  const { mode, rounds, reps, jitPasses = 0, now, alternate = false } =
-    options;
+  const { mode, rounds, reps, jitPasses = 0, now, alternate = false } = options;
   const pass = (peer: ReplayPeer, awaits: boolean) =>
     replayPass(device, ops, peer, awaits, now);
   const gc = (globalThis as { gc?: () => void }).gc;
