@@ -104,6 +104,12 @@ export interface RoundsOptions {
   /** Untimed passes without awaits after the first, to warm the JIT. */
   jitPasses?: number;
   now?: () => number;
+  /**
+   * Reverse the rotated order every other round, so each peer follows each
+   * of its two neighbours as often (a plain rotation keeps every peer's
+   * predecessor the same in all rounds but the first of each).
+   */
+  alternate?: boolean;
 }
 
 /**
@@ -119,7 +125,7 @@ export async function timeRotatedRounds(
   peers: readonly ReplayPeer[],
   options: RoundsOptions,
 ): Promise<number[][]> {
-  const { mode, rounds, reps, jitPasses = 0, now } = options;
+  const { mode, rounds, reps, jitPasses = 0, now, alternate = false } = options;
   const pass = (peer: ReplayPeer, awaits: boolean) =>
     replayPass(device, ops, peer, awaits, now);
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -130,7 +136,8 @@ export async function timeRotatedRounds(
   const times: number[][] = peers.map(() => []);
   for (let r = 0; r < rounds; r++) {
     for (let j = 0; j < peers.length; j++) {
-      const k = (j + r) % peers.length;
+      const n = peers.length;
+      const k = alternate && r % 2 === 1 ? (n - 1 - j + r) % n : (j + r) % n;
       gc?.();
       await device.queue.onSubmittedWorkDone();
       if (mode === "warm") times[k].push(await pass(peers[k], true));

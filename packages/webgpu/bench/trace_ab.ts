@@ -10,11 +10,20 @@
  * peer reused; wall-clock time of the timed stretches) and the tight loop
  * (no awaits, warm instances; the mean of `--reps` passes per measurement,
  * since one pass takes well under a millisecond). Each round
- * runs every peer once, the order rotated; the figure is the median over
+ * runs every peer once, the order rotated and reversed every other round
+ * (each peer follows each neighbour as often); the figure is the median over
  * rounds of per-round ratios (ref / this, TF.js / this), with their range.
  *
+ * Every allot peer (this tree's handles, the ref's, this tree's ids, the
+ * core peer) runs its own copy of the packages, loaded the same way
+ * (`_tree_copy.ts` for the working tree, `importAtRef` for the ref): no peer
+ * runs code another peer has warmed, or that was compiled for another
+ * peer's shapes. Until 2026-11-25 the handle and id peers shared this tree's
+ * modules, and an A/A run (`--ref=HEAD`) read ref / this 0.78–0.97 warm.
+ *
  * A shared machine swings single rounds; ratios taken within one round see
- * the same load. Check the harness with `--ref=HEAD` on a clean tree.
+ * the same load. Check the harness with `--ref=HEAD` on a clean tree: warm
+ * and tight medians within about ±5 % of 1 (BENCHMARKS.md, ninth pass).
  *
  * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/trace_ab.ts [--ref=main] [--rounds=15] [--reps=20] [--only=<part of a trace path>] [--clock=cpu] [--core] [--ref-ids] [--no-ids] [--jit-passes=N]`
  *
@@ -24,8 +33,8 @@
 import { parseTrace, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import type { CachedBlock } from "@allot/caching";
-import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
 import { threadCpuClock, timeRotatedRounds } from "./_replay_pass.ts";
+import { importTreeCopy } from "./_tree_copy.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import {
   recordedTraceNames,
@@ -78,11 +87,27 @@ interface Caching {
   freeById?(id: number): void;
 }
 type CachingClass = new (device: GPUDevice) => Caching;
+/** The core peer's view: the pool's own `CachingAllocator`. */
+interface CoreOwner {
+  readonly caching: {
+    allocate(byteLength: number): CachedBlock<GPUBuffer>;
+    emptyCache(): void;
+  };
+}
 
-const RefCaching = (await importAtRef<{ GpuCachingAllocator: CachingClass }>(
-  ref,
-  "webgpu/gpu_caching_allocator.ts",
-)).GpuCachingAllocator;
+type CachingModule = { GpuCachingAllocator: CachingClass };
+const MODULE = "webgpu/gpu_caching_allocator.ts";
+// Every allot peer runs its own copy of the packages, loaded the same way:
+// this tree's handle peer, the ref's, this tree's id peer (and the core
+// peer). Sharing one copy (the id peer and the handle peer did) leaves the
+// shared code warmer for one side, and its type feedback made for two
+// peers' shapes, which biased an A/A run (`--ref=HEAD`) by up to 20 % warm.
+const ThisCaching = (await importTreeCopy<CachingModule>(MODULE))
+  .GpuCachingAllocator;
+const RefCaching = (await importAtRef<CachingModule>(ref, MODULE))
+  .GpuCachingAllocator;
+const IdsCaching = (await importTreeCopy<CachingModule>(MODULE))
+  .GpuCachingAllocator;
 const dir = TRACES_DIR;
 const names = recordedTraceNames(only);
 
@@ -110,7 +135,7 @@ let sink: unknown;
 // their feedback, so both sides' classes would meet at each call site
 // (polymorphic, slower for both) where a runtime has one.
 const thisPeer = (): Peer => {
-  const a = new (GpuCachingAllocator as CachingClass)(device);
+  const a = new ThisCaching(device);
   return {
     alloc: (size) => a.allocate(size),
     use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
@@ -130,11 +155,11 @@ const refPeer = (): Peer => {
 // This tree's id path (`allocateId` / `bufferOf` / `offsetOf` /
 // `freeById`): charged the same reads to bind (the buffer and the offset).
 const idsPeer = (): Peer => {
-  const a = new GpuCachingAllocator(device);
+  const a = new IdsCaching(device);
   return {
-    alloc: (size) => a.allocateId(size),
-    use: (id) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
-    free: (id) => a.freeById(id as number),
+    alloc: (size) => a.allocateId!(size),
+    use: (id) => (sink = a.bufferOf!(id as number), a.offsetOf!(id as number)),
+    free: (id) => a.freeById!(id as number),
     dispose: () => a.emptyCache(),
   };
 };
@@ -203,10 +228,13 @@ if (withRefIds) {
 /** Index of the core peer in `kinds` (after the optional ref ids). */
 const CORE = kinds.length;
 if (withCore) {
+  const CoreCaching = (await importTreeCopy<
+    { GpuCachingAllocator: new (device: GPUDevice) => CoreOwner }
+  >(MODULE)).GpuCachingAllocator;
   kinds.push({
     name: "core",
     make() {
-      const a = new GpuCachingAllocator(device).caching;
+      const a = new CoreCaching(device).caching;
       return {
         alloc: (size) => a.allocate(size),
         use: (
@@ -254,6 +282,7 @@ for (const name of names) {
       reps,
       jitPasses,
       now,
+      alternate: true,
     });
     for (const p of peers) p.dispose();
     const ratio = (a: number, b: number) =>

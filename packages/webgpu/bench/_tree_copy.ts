@@ -1,0 +1,43 @@
+/**
+ * A module of this working tree's `packages/` loaded from a fresh copy: its
+ * own module instances (and so its own compiled code and type feedback),
+ * shared with no other peer. `trace_ab.ts` loads each allot peer this way,
+ * the working tree's as the ref's (`importAtRef`), so that neither side
+ * runs code that another peer has warmed or compiled for its own shapes.
+ *
+ * @module
+ */
+
+/**
+ * Imports `packages/<path>` from a temporary copy of this working tree's
+ * packages (their top-level `.ts` files, `@allot/<name>` imports made
+ * relative, as `importAtRef` does for a git ref); the copy is removed once
+ * loaded.
+ *
+ * @param path The module, relative to `packages/` (`webgpu/mod.ts`).
+ * @returns The module's namespace.
+ */
+export async function importTreeCopy<T>(path: string): Promise<T> {
+  const packages = new URL("../../", import.meta.url);
+  const dir = await Deno.makeTempDir({ prefix: "allot-aa-" });
+  try {
+    for (const pkg of Deno.readDirSync(packages)) {
+      if (!pkg.isDirectory) continue;
+      const to = `${dir}/packages/${pkg.name}`;
+      Deno.mkdirSync(to, { recursive: true });
+      for (const entry of Deno.readDirSync(new URL(`${pkg.name}/`, packages))) {
+        if (!entry.isFile || !entry.name.endsWith(".ts")) continue;
+        const text = Deno.readTextFileSync(
+          new URL(`${pkg.name}/${entry.name}`, packages),
+        );
+        Deno.writeTextFileSync(
+          `${to}/${entry.name}`,
+          text.replace(/from "@allot\/([a-z]+)"/g, 'from "../$1/mod.ts"'),
+        );
+      }
+    }
+    return await import(`file://${dir}/packages/${path}`) as T;
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
