@@ -5,6 +5,8 @@
  * @module
  */
 
+import { parseTrace, type Trace } from "@allot/trace";
+
 /** The repository's `traces/` folder. */
 export const TRACES_DIR: URL = new URL("../../traces/", import.meta.url);
 
@@ -21,4 +23,19 @@ export function recordedTraceNames(only = ""): string[] {
         `${d.name}/${e.name}`
       )
     ).filter((n) => n.endsWith(".jsonl.gz") && n.includes(only)).sort();
+}
+
+/**
+ * Reads and parses one recorded trace (gzip-compressed JSON lines).
+ *
+ * @param name A path relative to {@linkcode TRACES_DIR}, as
+ * {@linkcode recordedTraceNames} gives it.
+ * @returns The parsed trace.
+ */
+export async function loadRecordedTrace(name: string): Promise<Trace> {
+  const data = await Deno.readFile(new URL(name, TRACES_DIR));
+  const text = await new Response(
+    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
+  ).text();
+  return parseTrace(text);
 }

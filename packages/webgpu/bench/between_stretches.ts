@@ -25,14 +25,14 @@
  * @module
  */
 
-import { parseTrace, traceOps } from "@allot/trace";
+import { traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
 import { threadCpuClock } from "./_replay_pass.ts";
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import {
+  loadRecordedTrace,
   recordedTraceNames,
-  TRACES_DIR,
 } from "../../../scripts/bench/recorded_traces.ts";
 
 const only = flag("only", "cnn-training");
@@ -113,11 +113,7 @@ const wait: (() => Promise<unknown>) | null = between === "micro"
   : null;
 
 const name = recordedTraceNames(only)[0];
-const data = await Deno.readFile(new URL(name, TRACES_DIR));
-const text = await new Response(
-  new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-).text();
-const ops = traceOps(parseTrace(text), "storage");
+const ops = traceOps(await loadRecordedTrace(name), "storage");
 const peer = makePeer(peerName);
 
 /** One pass; its operations' time per operation (ns). */

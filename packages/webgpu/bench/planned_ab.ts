@@ -17,7 +17,7 @@
  * @module
  */
 
-import { parseTrace, traceOps } from "@allot/trace";
+import { traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { StepPlannedPool } from "@allot/caching";
 import { GpuPlannedAllocator } from "../gpu_planned_allocator.ts";
@@ -25,8 +25,8 @@ import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { threadCpuClock, timeRotatedRounds } from "./_replay_pass.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import {
+  loadRecordedTrace,
   recordedTraceNames,
-  TRACES_DIR,
 } from "../../../scripts/bench/recorded_traces.ts";
 
 const ref = flag("ref", "main");
@@ -193,11 +193,7 @@ console.log(
   `|---|---|${kinds.map(() => "---:|").join("")}---:|---:|---:|---:|---:|`,
 );
 for (const name of recordedTraceNames(only)) {
-  const data = await Deno.readFile(new URL(name, TRACES_DIR));
-  const text = await new Response(
-    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-  ).text();
-  const ops = traceOps(parseTrace(text), "storage");
+  const ops = traceOps(await loadRecordedTrace(name), "storage");
   for (const mode of modes) {
     const peers = kinds.map((k) => k.make());
     const times = await timeRotatedRounds(device, ops, peers, {

@@ -32,11 +32,9 @@
  */
 
 import {
-  parseTrace,
   type PolicyFactory,
   type ReplayOps,
   replayOps,
-  type Trace,
   traceOps,
 } from "@allot/trace";
 import {
@@ -60,8 +58,8 @@ import { GpuSegmentSource } from "../gpu_segment_source.ts";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
 import { replayPass, threadCpuClock } from "./_replay_pass.ts";
 import {
+  loadRecordedTrace,
   recordedTraceNames,
-  TRACES_DIR,
 } from "../../../scripts/bench/recorded_traces.ts";
 
 const quick = Deno.args.includes("--quick");
@@ -82,20 +80,11 @@ const jitPasses = Number(
 const cpuClock = Deno.args.includes("--clock=cpu")
   ? threadCpuClock()
   : undefined;
-const dir = TRACES_DIR;
-
-async function load(name: string): Promise<Trace> {
-  const data = await Deno.readFile(new URL(name, dir));
-  const text = await new Response(
-    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-  ).text();
-  return parseTrace(text);
-}
 
 const names = recordedTraceNames(only);
 const traces = await Promise.all(names.map(async (n) => ({
   name: n.replace(".jsonl.gz", ""),
-  trace: await load(n),
+  trace: await loadRecordedTrace(n),
 })));
 
 // ---- 1. bytes (mock device, exact) ---------------------------------------

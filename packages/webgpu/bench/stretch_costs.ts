@@ -24,14 +24,14 @@
  * @module
  */
 
-import { parseTrace, type ReplayOps, traceOps } from "@allot/trace";
+import { type ReplayOps, traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
 import { threadCpuClock } from "./_replay_pass.ts";
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import {
+  loadRecordedTrace,
   recordedTraceNames,
-  TRACES_DIR,
 } from "../../../scripts/bench/recorded_traces.ts";
 
 const only = flag("only", "");
@@ -180,11 +180,7 @@ console.log(
 );
 console.log("|---|---|---:|---:|---:|---:|---:|---:|");
 for (const name of recordedTraceNames(only)) {
-  const data = await Deno.readFile(new URL(name, TRACES_DIR));
-  const text = await new Response(
-    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-  ).text();
-  const ops = traceOps(parseTrace(text), "storage");
+  const ops = traceOps(await loadRecordedTrace(name), "storage");
   const peers = kinds.map((k) => k.make());
   for (const p of peers) await pass(ops, p, []);
   const stretches: Stretch[][] = peers.map(() => []);

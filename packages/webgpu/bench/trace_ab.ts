@@ -30,15 +30,15 @@
  * @module
  */
 
-import { parseTrace, traceOps } from "@allot/trace";
+import { traceOps } from "@allot/trace";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import type { CachedBlock } from "@allot/caching";
 import { threadCpuClock, timeRotatedRounds } from "./_replay_pass.ts";
 import { importTreeCopy } from "./_tree_copy.ts";
 import { flag, importAtRef } from "../../../scripts/bench/import_at_ref.ts";
 import {
+  loadRecordedTrace,
   recordedTraceNames,
-  TRACES_DIR,
 } from "../../../scripts/bench/recorded_traces.ts";
 
 const ref = flag("ref", "main");
@@ -108,7 +108,6 @@ const RefCaching = (await importAtRef<CachingModule>(ref, MODULE))
   .GpuCachingAllocator;
 const IdsCaching = (await importTreeCopy<CachingModule>(MODULE))
   .GpuCachingAllocator;
-const dir = TRACES_DIR;
 const names = recordedTraceNames(only);
 
 const adapter = await navigator.gpu?.requestAdapter();
@@ -269,11 +268,7 @@ console.log(
   }`,
 );
 for (const name of names) {
-  const data = await Deno.readFile(new URL(name, dir));
-  const text = await new Response(
-    new Blob([data]).stream().pipeThrough(new DecompressionStream("gzip")),
-  ).text();
-  const ops = traceOps(parseTrace(text), "storage");
+  const ops = traceOps(await loadRecordedTrace(name), "storage");
   for (const mode of ["warm", "tight"] as const) {
     const peers = kinds.map((k) => k.make());
     const times = await timeRotatedRounds(device, ops, peers, {
