@@ -90,3 +90,17 @@ export function mockGpu(): MockGpu {
     },
   };
 }
+
+/**
+ * {@linkcode mockGpu} with the uniform limits a real device has (256-byte
+ * uniform offsets, 64 KiB uniform bindings), for tests that make uniform
+ * pools.
+ */
+export function mockGpuWithUniforms(): MockGpu {
+  const gpu = mockGpu();
+  Object.assign(gpu.device.limits as unknown as Record<string, number>, {
+    minUniformBufferOffsetAlignment: 256,
+    maxUniformBufferBindingSize: 64 * 1024,
+  });
+  return gpu;
+}

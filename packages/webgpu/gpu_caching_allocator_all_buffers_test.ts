@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { traceOps } from "@allot/trace";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
-import { mockGpu } from "./_test_mock_device.ts";
+import { mockGpuWithUniforms } from "./_test_mock_device.ts";
 import { _Usage } from "./_flags.ts";
 import { readRecordedTrace } from "../trace/_test_traces.ts";
 import { recordedTraceNames } from "../../scripts/bench/recorded_traces.ts";
@@ -108,11 +108,7 @@ describe("GpuCachingAllocator defaults, all buffers of real runtime traces", () 
   it("one pass of every recorded trace: invariants hold, the group counts the device's buffers, everything comes back", async () => {
     for (const name of recordedTraceNames()) {
       const ops = traceOps(await readRecordedTrace(name), "all");
-      const gpu = mockGpu();
-      Object.assign(gpu.device.limits as unknown as Record<string, number>, {
-        minUniformBufferOffsetAlignment: 256,
-        maxUniformBufferBindingSize: 64 * 1024,
-      });
+      const gpu = mockGpuWithUniforms();
       const group = GpuCachingAllocator.deviceGroup(gpu.device);
       const pools = new Map<number, GpuCachingAllocator>();
       const live = new Map<number, GpuAllocation>();

@@ -19,8 +19,8 @@ import { DeviceLostError } from "./device_lost_error.ts";
 import { _Usage as U } from "./_flags.ts";
 import {
   type MockGpu,
-  mockGpu,
   type MockGpuBuffer,
+  mockGpuWithUniforms,
 } from "./_test_mock_device.ts";
 
 const KiB = 1024, MiB = 2 ** 20;
@@ -33,11 +33,7 @@ const USAGES = [
 
 /** A mock device with uniform limits, and a `lost` the test resolves. */
 function gpuWithLoss(): MockGpu & { lose(): Promise<void> } {
-  const gpu = mockGpu();
-  Object.assign(gpu.device.limits as unknown as Record<string, number>, {
-    minUniformBufferOffsetAlignment: 256,
-    maxUniformBufferBindingSize: 64 * KiB,
-  });
+  const gpu = mockGpuWithUniforms();
   let resolve!: (info: { reason: string; message: string }) => void;
   const lost = new Promise<{ reason: string; message: string }>((r) => {
     resolve = r;

@@ -8,21 +8,11 @@ import { CachingGroup } from "@allot/caching";
 import { InvalidArgumentError } from "@allot/core";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { _Usage } from "./_flags.ts";
-import { mockGpu } from "./_test_mock_device.ts";
+import { mockGpu, mockGpuWithUniforms } from "./_test_mock_device.ts";
 
 const U = _Usage;
 const UNIFORM = U.UNIFORM | U.COPY_DST;
 const KiB = 1024, MiB = 2 ** 20;
-
-/** A mock device whose uniform limits are set (256-byte offsets). */
-function gpuWithUniforms() {
-  const gpu = mockGpu();
-  Object.assign(gpu.device.limits as unknown as Record<string, number>, {
-    minUniformBufferOffsetAlignment: 256,
-    maxUniformBufferBindingSize: 64 * KiB,
-  });
-  return gpu;
-}
 
 describe("GpuCachingAllocator device group and usage defaults", () => {
   it("GpuCachingAllocator joins its device's own group by default", () => {
@@ -64,7 +54,7 @@ describe("GpuCachingAllocator device group and usage defaults", () => {
   });
 
   it("GpuCachingAllocator: a storage pool takes the caching defaults (256-byte blocks, 4 KiB segments); others 256-byte blocks and 1 KiB segments", () => {
-    const gpu = gpuWithUniforms();
+    const gpu = mockGpuWithUniforms();
     const storage = new GpuCachingAllocator(gpu.device, { group: null });
     assert.equal(storage.caching.roundSize(16), 256);
     for (const usage of [UNIFORM, U.VERTEX | U.COPY_DST, U.COPY_SRC]) {
@@ -95,7 +85,7 @@ describe("GpuCachingAllocator device group and usage defaults", () => {
   });
 
   it("GpuCachingAllocator: a pool's own minBlockByteLength and minSegmentByteLength win over the usage's", () => {
-    const gpu = gpuWithUniforms();
+    const gpu = mockGpuWithUniforms();
     const pool = new GpuCachingAllocator(gpu.device, {
       source: { usage: UNIFORM },
       minBlockByteLength: 512,

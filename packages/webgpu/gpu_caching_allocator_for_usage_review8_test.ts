@@ -14,7 +14,7 @@ import { InvalidArgumentError } from "@allot/core";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
 import { _DEFAULT_SEGMENT_USAGE, _Usage as U } from "./_flags.ts";
-import { mockGpu } from "./_test_mock_device.ts";
+import { mockGpu, mockGpuWithUniforms } from "./_test_mock_device.ts";
 import { newDevice, skip } from "./_test_device.ts";
 import { DeviceLostError } from "./device_lost_error.ts";
 
@@ -111,11 +111,7 @@ describe("GpuCachingAllocator.forUsage (review 8)", () => {
   });
 
   it("a usage's allocator emptied while another usage's holds blocks: only free segments go", () => {
-    const gpu = mockGpu();
-    Object.assign(gpu.device.limits as unknown as Record<string, number>, {
-      minUniformBufferOffsetAlignment: 256,
-      maxUniformBufferBindingSize: 64 * 1024,
-    });
+    const gpu = mockGpuWithUniforms();
     const storage = GpuCachingAllocator.forUsage(gpu.device);
     const uploads = GpuCachingAllocator.forUsage(gpu.device, U.COPY_SRC);
     const uniforms = GpuCachingAllocator.forUsage(

@@ -8,25 +8,15 @@ import fc from "fast-check";
 import { InvalidArgumentError } from "@allot/core";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import { _DEFAULT_SEGMENT_USAGE, _KNOWN_USAGE, _Usage } from "./_flags.ts";
-import { mockGpu } from "./_test_mock_device.ts";
+import { mockGpu, mockGpuWithUniforms } from "./_test_mock_device.ts";
 
 const U = _Usage;
 const STORAGE = _DEFAULT_SEGMENT_USAGE;
 const MAPPED = U.MAP_READ | U.MAP_WRITE;
 
-/** A mock device whose uniform limits are set (256-byte offsets). */
-function gpuWithUniforms() {
-  const gpu = mockGpu();
-  Object.assign(gpu.device.limits as unknown as Record<string, number>, {
-    minUniformBufferOffsetAlignment: 256,
-    maxUniformBufferBindingSize: 64 * 1024,
-  });
-  return gpu;
-}
-
 describe("GpuCachingAllocator.forUsage", () => {
   it("copy usages and storage share the device's storage allocator; the rest get one each", () => {
-    const gpu = gpuWithUniforms();
+    const gpu = mockGpuWithUniforms();
     const storage = GpuCachingAllocator.forUsage(gpu.device);
     assert.equal(storage.source.usage, STORAGE);
     for (
@@ -147,7 +137,7 @@ describe("GpuCachingAllocator.forUsage", () => {
           { minLength: 1, maxLength: 12 },
         ),
         (usages) => {
-          const gpu = gpuWithUniforms();
+          const gpu = mockGpuWithUniforms();
           const seen = new Map<number, GpuCachingAllocator>();
           for (const usage of usages) {
             const a = GpuCachingAllocator.forUsage(gpu.device, usage);

@@ -27,8 +27,8 @@ import { DeviceLostError } from "./device_lost_error.ts";
 import { _Usage as U } from "./_flags.ts";
 import {
   type MockGpu,
-  mockGpu,
   type MockGpuBuffer,
+  mockGpuWithUniforms,
 } from "./_test_mock_device.ts";
 
 const KiB = 1024, MiB = 2 ** 20;
@@ -55,11 +55,7 @@ interface Gpu extends MockGpu {
 
 /** A mock device with uniform limits whose buffers' destroy() can re-enter. */
 function gpuWithHooks(): Gpu {
-  const gpu = mockGpu() as Gpu;
-  Object.assign(gpu.device.limits as unknown as Record<string, number>, {
-    minUniformBufferOffsetAlignment: 256,
-    maxUniformBufferBindingSize: 64 * KiB,
-  });
+  const gpu = mockGpuWithUniforms() as Gpu;
   gpu.onDestroy = undefined;
   const create = gpu.device.createBuffer.bind(gpu.device);
   (gpu.device as unknown as { createBuffer: unknown }).createBuffer = (
