@@ -160,6 +160,10 @@ function run(
   // The peak rule's ratio: its slack doubles each time a segment it gave
   // back is wanted again.
   let peakRatio = o.releaseCachedAboveRatio;
+  // The held peak's rises that idle segments kept by the widened peak
+  // ratio account for, since that ratio last changed: at the slack in use
+  // times the held peak, the slack halves.
+  let peakCost = 0;
   const ghosts: { pool: string; size: number; keep: number; peak: boolean }[] =
     [];
   let regretBytes = 0;
@@ -241,6 +245,7 @@ function run(
           else if (best >= 0) {
             if (ghosts[best].peak) {
               peakRatio = 1 + Math.max(2 * (peakRatio - 1), 1 / 32);
+              peakCost = 0;
             }
             regretBytes += ghosts[best].size;
             forgotten = 0;
@@ -287,6 +292,9 @@ function run(
         // the previous miss above the bound go.
         const older = bound;
         let peak = false;
+        // Where the peak ratio has widened: the bound the configured ratio
+        // would set, and the slack at which the rule begins giving back.
+        let narrow = Infinity, narrowSlack = 0;
         if (o.releaseCachedAboveRatio !== Infinity) {
           const segment = expectedSegment(a, o, size, reserved, active);
           if (reserved + segment > heldPeak) {
@@ -297,6 +305,14 @@ function run(
             if (counted < bound) {
               bound = counted;
               peak = true;
+            }
+            if (peakRatio > o.releaseCachedAboveRatio) {
+              narrow = Math.max(
+                o.releaseCachedAboveRatio * need - segment,
+                heldPeak - segment,
+              );
+              if (narrow >= bound || narrow >= reserved) narrow = Infinity;
+              narrowSlack = (reserved + segment) / need - 1;
             }
           }
         }
@@ -452,6 +468,25 @@ function run(
           }
         }
         assert.equal(fresh.byteLength, expected, "segment size");
+        if (narrow !== Infinity && device.reservedBytes > heldPeak) {
+          // The idle candidates still held (unused since the previous miss
+          // above the bound, not under a quarter of the request) that the
+          // configured ratio would have given back: the part of the held
+          // peak's rise they account for is the widened ratio's cost.
+          const kept = whole.filter((w) =>
+            !gone.some((g) => g.address === w.address) &&
+            lastUse.get(w.address)! < previousMiss && !tiny(w)
+          ).reduce((n, w) => n + w.byteLength, 0);
+          const heldBack = Math.min(kept, reserved - goneBytes - narrow);
+          if (heldBack > 0) {
+            peakCost += Math.min(device.reservedBytes - heldPeak, heldBack);
+            const slack = Math.min(peakRatio - 1, narrowSlack);
+            if (peakCost >= slack * heldPeak) {
+              peakCost = 0;
+              peakRatio = Math.max(o.releaseCachedAboveRatio, 1 + slack / 2);
+            }
+          }
+        }
         heldPeak = Math.max(heldPeak, device.reservedBytes);
       } else if (
         o.releaseCachedAboveRatio !== Infinity &&
