@@ -109,9 +109,24 @@ export class _CachingPolicy<M> {
    * The ratio a miss whose new segment would raise the held peak gives
    * back to, the new segment counted: `releaseRatio`, doubled in slack each
    * time a segment given back at such a miss is wanted again (see
-   * {@linkcode releaseAboveRatio}).
+   * {@linkcode releaseAboveRatio}), halved again once what the widened
+   * slack kept has raised the held peak by that slack's worth (see
+   * {@linkcode narrowPeakBound}).
    */
   peakBound: number;
+  /**
+   * Bytes of idle whole free segments that the peak rule, at the configured
+   * ratio, would have given back at the current miss but its widened slack
+   * kept, and the slack at which it would have begun giving back there (see
+   * {@linkcode narrowPeakBound}).
+   */
+  heldBack = 0;
+  heldBackSlack = 0;
+  /**
+   * The held peak's rises that `heldBack` accounted for since the peak
+   * rule's slack last changed.
+   */
+  peakCost = 0;
   /**
    * Ghosts: segments given back by that rule, remembered as (pool, bytes)
    * after they are gone, oldest first, at most `MAX_GHOSTS` of them and
@@ -532,6 +547,7 @@ export class _CachingPolicy<M> {
     }
     let b = _allocSegmentBlock(this, pool, size, stream, false);
     if (this.stats.reservedBytes > this.heldPeak) {
+      if (this.heldBack > 0) this.narrowPeakBound();
       this.heldPeak = this.stats.reservedBytes;
     }
     if (
@@ -599,7 +615,10 @@ export class _CachingPolicy<M> {
    * are what its next requests carve (without this guard, a CNN whose image
    * size changes by phase split its new 20 MiB segments with 12.5 MiB
    * requests whose segment it had given back: 1.281 -> 1.584). A ghost of a
-   * miss where it set the bound doubles `peakBound`'s slack when regretted.
+   * miss where it set the bound doubles `peakBound`'s slack when regretted;
+   * the held peak raised while the widened slack kept idle segments that the
+   * configured ratio would have given back halves it again
+   * ({@linkcode narrowPeakBound}).
    * On the 29 recorded traces: storage geomean 1.0615 -> 1.0501 one pass,
    * 1.0773 -> 1.0733 warm (CNN training 1.160 -> 1.138, super-resolution
    * 1.324 -> 1.047 one pass), but 83 -> 108 buffers made after the first
@@ -632,17 +651,26 @@ export class _CachingPolicy<M> {
     // must have gone unused since the previous miss above the bound.
     const older = bound;
     let peak = false;
-    if (this.stats.reservedBytes + segment > this.heldPeak) {
-      const counted = Math.max(
-        this.peakBound * need - segment,
-        this.heldPeak - segment,
-      );
+    // Where the slack has widened, the bound the configured ratio would set
+    // (see `heldBack`).
+    let narrow = Infinity;
+    this.heldBack = 0;
+    const reserved = this.stats.reservedBytes;
+    if (reserved + segment > this.heldPeak) {
+      const floor = this.heldPeak - segment;
+      const counted = Math.max(this.peakBound * need - segment, floor);
       if (counted < bound) {
         bound = counted;
         peak = true;
       }
+      if (this.peakBound > this.releaseRatio) {
+        narrow = Math.max(this.releaseRatio * need - segment, floor);
+        if (narrow >= bound || narrow >= reserved) narrow = Infinity;
+        else this.heldBackSlack = (reserved + segment) / need - 1;
+      }
     }
-    if (this.stats.reservedBytes <= bound) return;
+    const above = reserved > bound;
+    if (!above && narrow === Infinity) return;
     let whole: _Block<M>[] | null = null;
     for (const seg of this.segments) {
       const b = seg.head;
@@ -654,7 +682,7 @@ export class _CachingPolicy<M> {
       }
     }
     const previousMiss = this.lastMiss;
-    this.lastMiss = this.clock;
+    if (above) this.lastMiss = this.clock;
     if (whole === null) return;
     // Least recently used first, but a segment under a quarter of the
     // request last: it does little toward the bound, and the small
@@ -678,7 +706,7 @@ export class _CachingPolicy<M> {
     let near = this.room === 0 && !low && this.releaseBound > this.releaseRatio
       ? NEAR_KEEP_SHARES * size
       : 0;
-    for (const b of whole) {
+    for (const b of above ? whole : []) {
       const reserved = this.stats.reservedBytes;
       if (reserved <= bound) break;
       // Under the ratio, the held peak alone gives back no segment under
@@ -700,6 +728,18 @@ export class _CachingPolicy<M> {
         continue;
       }
       if (_releaseSegment(this, b)) this.ghost(small, bytes, keep, peak);
+    }
+    if (narrow !== Infinity) {
+      // The idle segments still held that the configured ratio would have
+      // given back: what the widened slack keeps at this miss.
+      let kept = 0;
+      for (const b of whole) {
+        if (
+          this.segments.has(b.segment) && b.stamp < previousMiss &&
+          b.size * TINY_SHARES >= size
+        ) kept += b.size;
+      }
+      this.heldBack = Math.min(kept, this.stats.reservedBytes - narrow);
     }
   }
 
@@ -811,6 +851,7 @@ export class _CachingPolicy<M> {
     // rule saved, and a device buffer).
     if (g.peak) {
       this.peakBound = 1 + Math.max(2 * (this.peakBound - 1), MIN_SLACK);
+      this.peakCost = 0;
     }
     this.forgotten = 0;
     this.regretBytes += g.size;
@@ -818,6 +859,29 @@ export class _CachingPolicy<M> {
     if (this.regretBytes >= slack * this.stats.reservedBytes) {
       this.regretBytes = 0;
       this.releaseBound = Math.max(1 + Math.max(2 * slack, MIN_SLACK), g.keep);
+    }
+  }
+
+  /**
+   * The held peak rose at a miss where the peak rule, its slack widened by
+   * regrets, kept idle segments that the configured ratio would have given
+   * back (`heldBack` bytes): the part of the rise they account for is what
+   * the widened slack cost. Once those costs reach the slack in use times
+   * the held peak (the bytes the slack lets it hold over the ratio, as a
+   * regret's widening is measured in the bytes remade), the slack halves,
+   * from the slack that was in use at that miss, down to the configured
+   * ratio. Without this, a few regrets early in a long-running program
+   * leave the rule off for good (a slack doubled ten times is never
+   * reached again).
+   */
+  narrowPeakBound(): void {
+    const rise = this.stats.reservedBytes - this.heldPeak;
+    this.peakCost += Math.min(rise, this.heldBack);
+    this.heldBack = 0;
+    const slack = Math.min(this.peakBound - 1, this.heldBackSlack);
+    if (this.peakCost >= slack * this.heldPeak) {
+      this.peakCost = 0;
+      this.peakBound = Math.max(this.releaseRatio, 1 + slack / 2);
     }
   }
 

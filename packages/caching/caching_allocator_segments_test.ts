@@ -107,14 +107,20 @@ function expectedSegment(
  * misses of its pool in step (among the last 16, step at most an eighth of
  * `size`), at most the give-back ratio's share of `size`, in granules.
  */
-function growthRoom(seen: number[], size: number, ratio: number): number {
+function growthRoom(
+  seen: number[],
+  size: number,
+  ratio: number,
+  granule: number,
+): number {
   const last = seen.slice(-16);
   for (let i = last.length - 1; i >= 0; i--) {
     const step = size - last[i];
     if (step <= 0 || 8 * step > size) continue;
     const older = last.slice(0, i);
     if (older.includes(size - 2 * step) && older.includes(size - 3 * step)) {
-      return Math.floor(Math.min(step, (ratio - 1) * size) / 512) * 512;
+      return Math.floor(Math.min(step, (ratio - 1) * size) / granule) *
+        granule;
     }
   }
   return 0;
@@ -160,6 +166,10 @@ function run(
   // The peak rule's ratio: its slack doubles each time a segment it gave
   // back is wanted again.
   let peakRatio = o.releaseCachedAboveRatio;
+  // The held peak's rises that idle segments kept by the widened peak
+  // ratio account for, since that ratio last changed: at the slack in use
+  // times the held peak, the slack halves.
+  let peakCost = 0;
   const ghosts: { pool: string; size: number; keep: number; peak: boolean }[] =
     [];
   let regretBytes = 0;
@@ -241,6 +251,7 @@ function run(
           else if (best >= 0) {
             if (ghosts[best].peak) {
               peakRatio = 1 + Math.max(2 * (peakRatio - 1), 1 / 32);
+              peakCost = 0;
             }
             regretBytes += ghosts[best].size;
             forgotten = 0;
@@ -287,6 +298,9 @@ function run(
         // the previous miss above the bound go.
         const older = bound;
         let peak = false;
+        // Where the peak ratio has widened: the bound the configured ratio
+        // would set, and the slack at which the rule begins giving back.
+        let narrow = Infinity, narrowSlack = 0;
         if (o.releaseCachedAboveRatio !== Infinity) {
           const segment = expectedSegment(a, o, size, reserved, active);
           if (reserved + segment > heldPeak) {
@@ -297,6 +311,14 @@ function run(
             if (counted < bound) {
               bound = counted;
               peak = true;
+            }
+            if (peakRatio > o.releaseCachedAboveRatio) {
+              narrow = Math.max(
+                o.releaseCachedAboveRatio * need - segment,
+                heldPeak - segment,
+              );
+              if (narrow >= bound || narrow >= reserved) narrow = Infinity;
+              narrowSlack = (reserved + segment) / need - 1;
             }
           }
         }
@@ -320,9 +342,12 @@ function run(
           x.address - y.address;
         // Requests seen growing get a step of room (see the segment size
         // below); then segments just short of the request are outgrown.
-        const room = o.releaseCachedAboveRatio === Infinity
-          ? 0
-          : growthRoom(missed[pool], size, o.releaseCachedAboveRatio);
+        const room = o.releaseCachedAboveRatio === Infinity ? 0 : growthRoom(
+          missed[pool],
+          size,
+          o.releaseCachedAboveRatio,
+          a.roundSize(1),
+        );
         // Within a cycle (not at a low, something active, no growth), once
         // the back-off has widened the ratio, whole free segments of the
         // request's pool within 1/8 below it whose size another candidate
@@ -452,6 +477,25 @@ function run(
           }
         }
         assert.equal(fresh.byteLength, expected, "segment size");
+        if (narrow !== Infinity && device.reservedBytes > heldPeak) {
+          // The idle candidates still held (unused since the previous miss
+          // above the bound, not under a quarter of the request) that the
+          // configured ratio would have given back: the part of the held
+          // peak's rise they account for is the widened ratio's cost.
+          const kept = whole.filter((w) =>
+            !gone.some((g) => g.address === w.address) &&
+            lastUse.get(w.address)! < previousMiss && !tiny(w)
+          ).reduce((n, w) => n + w.byteLength, 0);
+          const heldBack = Math.min(kept, reserved - goneBytes - narrow);
+          if (heldBack > 0) {
+            peakCost += Math.min(device.reservedBytes - heldPeak, heldBack);
+            const slack = Math.min(peakRatio - 1, narrowSlack);
+            if (peakCost >= slack * heldPeak) {
+              peakCost = 0;
+              peakRatio = Math.max(o.releaseCachedAboveRatio, 1 + slack / 2);
+            }
+          }
+        }
         heldPeak = Math.max(heldPeak, device.reservedBytes);
       } else if (
         o.releaseCachedAboveRatio !== Infinity &&
@@ -493,6 +537,58 @@ function run(
   assert.equal(device.liveSegmentCount, 0);
 }
 
+/**
+ * A long program in two phases, as ops: rounds of `idle` blocks taken and
+ * freed, then two blocks kept (a miss whose new segment would raise the held
+ * peak gives the idle segments back, and the next round wants them again: the
+ * peak rule's slack widens); then steps of `per` blocks whose size grows by
+ * `growth` a step, each step's blocks freed once the next step's are taken
+ * (idle segments just short of the next request: the widened slack keeps
+ * them, the held peak rises, and the slack narrows again).
+ */
+const longProgramArb: fc.Arbitrary<Op[]> = fc.record({
+  rounds: fc.integer({ min: 1, max: 5 }),
+  idle: fc.integer({ min: 2, max: 5 }),
+  idleSize: fc.integer({ min: 100 * 1024, max: 600 * 1024 }),
+  kept: fc.integer({ min: 100 * 1024, max: 300 * 1024 }),
+  big: fc.integer({ min: MiB / 2, max: 2 * MiB }),
+  steps: fc.integer({ min: 40, max: 80 }),
+  per: fc.integer({ min: 1, max: 3 }),
+  start: fc.integer({ min: MiB, max: 3 * MiB }),
+  growth: fc.constantFrom(1.03, 1.05, 1.1),
+}).map((g) => {
+  const ops: Op[] = [];
+  const ids: number[] = [];
+  let next = 0;
+  const alloc = (size: number) => {
+    ops.push({ kind: "alloc", size: Math.round(size) });
+    ids.push(next);
+    return next++;
+  };
+  const free = (id: number) => {
+    const index = ids.indexOf(id);
+    ids.splice(index, 1);
+    ops.push({ kind: "free", index });
+  };
+  alloc(MiB);
+  for (let r = 0; r < g.rounds; r++) {
+    const idle = Array.from({ length: g.idle }, () => alloc(g.idleSize));
+    for (const id of idle) free(id);
+    alloc(g.kept);
+    alloc(g.big);
+  }
+  let previous: number[] = [];
+  for (let k = 0; k < g.steps; k++) {
+    const step = Array.from(
+      { length: g.per },
+      () => alloc(g.start * g.growth ** k),
+    );
+    for (const id of previous) free(id);
+    previous = step;
+  }
+  return ops;
+});
+
 describe("CachingAllocator adaptive segments and release above ratio", () => {
   it("new segments take the adaptive size; a miss above the ratio gives back whole free segments, oldest first and those under a quarter of the request last, just enough", () => {
     fc.assert(
@@ -502,6 +598,23 @@ describe("CachingAllocator adaptive segments and release above ratio", () => {
         (o, ops) => run(o, ops),
       ),
       { numRuns: modelRuns() },
+    );
+  });
+
+  it("a long program whose peak-rule give-backs are regretted, then whose requests drift: the same rule, the slack widened and narrowed again", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          segmentGrowthFraction: fc.constantFrom(1 / 128, 1 / 8),
+          minSegmentByteLength: fc.constantFrom(512, 4096),
+          releaseCachedAboveRatio: fc.constantFrom(1, 1.05),
+          smallRequestMaxByteLength: fc.constantFrom(256 * 1024, MiB),
+          roundupPower2Divisions: fc.constantFrom(0, 4),
+        }),
+        longProgramArb,
+        (o, ops) => run(o, ops),
+      ),
+      { numRuns: Math.max(20, modelRuns() / 10) },
     );
   });
 
