@@ -346,7 +346,9 @@ export class GpuCachingAllocator {
         let lenders = groupLenders.get(group);
         if (lenders === undefined) groupLenders.set(group, lenders = []);
         lenders.push(new WeakRef(this));
-      } else if ((usage & ~COPY_USAGE) === 0) this.#borrows = true;
+      } else if (
+        (usage & ~COPY_USAGE) === 0 && caching.leakDetector === undefined
+      ) this.#borrows = true; // (a watched pool hands out handles only)
     }
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
@@ -576,10 +578,11 @@ export class GpuCachingAllocator {
    */
   #allocateCopy(byteLength: number): GpuAllocation | undefined {
     let b = _takeCached(this.caching, byteLength, false);
-    let from: GpuCachingAllocator = this;
+    let owner = this.#owner;
     if (b === undefined) {
-      const lenders = groupLenders.get(this.group!);
-      if (lenders === undefined) return undefined;
+      const group = this.group!;
+      const lenders = groupLenders.get(group);
+      if (lenders === undefined || !group.has(this)) return undefined;
       const usage = this.source.usage;
       for (let i = 0; i < lenders.length; i++) {
         const l = lenders[i].deref();
@@ -588,15 +591,15 @@ export class GpuCachingAllocator {
           continue;
         }
         if (
-          (l.source.usage & usage) !== usage || l.group !== this.group ||
-          l.#state.lost || !this.group!.has(l)
+          (l.source.usage & usage) !== usage || l.group !== group ||
+          l.#state.lost || !group.has(l)
         ) continue;
         if (l.#frees.count > 0) l.#frees.poll();
         const c = l.caching;
         if (2 * c.allocatedBytes > c.reservedBytes) continue;
         b = _takeCached(c, byteLength, true);
         if (b !== undefined) {
-          from = l;
+          owner = l.#owner;
           break;
         }
       }
@@ -608,7 +611,7 @@ export class GpuCachingAllocator {
       raw.memory,
       raw.byteOffset + b.offset,
       byteLength,
-      from.#owner,
+      owner,
       b,
     );
   }

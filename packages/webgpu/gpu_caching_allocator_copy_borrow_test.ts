@@ -7,6 +7,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { CachingGroup } from "@allot/caching";
+import { LeakDetector } from "@allot/core";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
 import { _Usage } from "./_flags.ts";
@@ -136,7 +137,7 @@ describe("GpuCachingAllocator: copy pools borrow storage's whole free segments",
     assert.ok(up.size + b.size + c.size > 0);
   });
 
-  it("not outside a group, not from a storage pool taken out of the group, not for uniform pools", () => {
+  it("not outside a group, not from or for a pool taken out of the group, not for a watched pool or uniform pools", () => {
     // group: null
     const gpu = mockGpu();
     const storage = new GpuCachingAllocator(gpu.device);
@@ -153,6 +154,24 @@ describe("GpuCachingAllocator: copy pools borrow storage's whole free segments",
     assert.ok(p.storage.group!.delete(p.storage));
     using b = p.uploads.allocate(64 * KiB);
     assert.equal(p.gpu.live.size, 2);
+    // the copy pool deleted from the group
+    const q = pools();
+    q.storage.allocate(64 * KiB).release();
+    assert.ok(q.uploads.group!.delete(q.uploads));
+    using e = q.uploads.allocate(64 * KiB);
+    assert.equal(q.gpu.live.size, 2);
+    // a copy pool that watches its handles for leaks
+    const w = mockGpu();
+    const wst = new GpuCachingAllocator(w.device);
+    const watched = new GpuCachingAllocator(w.device, {
+      source: { usage: U.COPY_SRC },
+      leakDetector: new LeakDetector(),
+    });
+    wst.allocate(64 * KiB).release();
+    using f = watched.allocate(64 * KiB);
+    assert.equal(w.live.size, 2);
+    assert.equal(watched.caching.allocatedBytes, 64 * KiB);
+    assert.ok(e.size + f.size > 0);
     // another group's storage pool
     const gpu3 = mockGpu();
     const other = new GpuCachingAllocator(gpu3.device, {
