@@ -343,9 +343,13 @@ export class GpuCachingAllocator {
     if (group !== undefined) {
       const usage = this.source.usage;
       if ((usage & _Usage.STORAGE) !== 0) {
-        let lenders = groupLenders.get(group);
-        if (lenders === undefined) groupLenders.set(group, lenders = []);
+        // (the collected ones dropped here too: many short-lived storage
+        // pools on one device do not grow the list)
+        const lenders = (groupLenders.get(group) ?? []).filter((r) =>
+          r.deref() !== undefined
+        );
         lenders.push(new WeakRef(this));
+        groupLenders.set(group, lenders);
       } else if (
         (usage & ~COPY_USAGE) === 0 && caching.leakDetector === undefined
       ) this.#borrows = true; // (a watched pool hands out handles only)
