@@ -120,6 +120,19 @@ export interface _BlockHooks {
     allocator: CachingAllocator<M>,
     byteLength: number,
   ): _BlockPlace<M>;
+  /**
+   * `take` from the cache alone: `undefined` (nothing done: no miss, no new
+   * segment) when no cached block serves it or a leak detector watches the
+   * handles. With `whole`, only a whole free segment of exactly the
+   * request's rounded size, and not under the allocator's smallest segment
+   * (a block lent to another pool: the segment comes back as it was).
+   * Free the block once with `give`.
+   */
+  takeCached<M>(
+    allocator: CachingAllocator<M>,
+    byteLength: number,
+    whole: boolean,
+  ): _BlockPlace<M> | undefined;
 }
 
 export {
@@ -755,7 +768,12 @@ export class CachingAllocator<M = unknown> {
     };
     const takeUnwatched = <M>(a: CachingAllocator<M>, byteLength: number) =>
       a.#takeBlock(byteLength);
-    const hooks: _BlockHooks = { take, give, takeUnwatched };
+    const takeCached = <M>(
+      a: CachingAllocator<M>,
+      byteLength: number,
+      whole: boolean,
+    ) => a.#leaks === undefined ? a.#takeCached(byteLength, whole) : undefined;
+    const hooks: _BlockHooks = { take, give, takeUnwatched, takeCached };
     Object.defineProperty(this, Symbol.for("allot.caching.blockHooks"), {
       value: Object.freeze(hooks),
     });
@@ -780,6 +798,34 @@ export class CachingAllocator<M = unknown> {
       _throwCachingOom(p, byteLength, size, DEFAULT_STREAM, p.tag);
     }
     return p.take(block, pool, size, byteLength, p.tag);
+  }
+
+  /** `_BlockHooks.takeCached`. */
+  #takeCached(byteLength: number, whole: boolean): _Block<M> | undefined {
+    const size = typeof byteLength === "number" && byteLength > 0 &&
+        byteLength <= this.#intRoundMax && (byteLength | 0) === byteLength
+      ? (byteLength + this.#granuleMask) & ~this.#granuleMask
+      : this.#roundSizeSlow(byteLength);
+    const p = this.#p;
+    if (p.deferred.count > 0) p.deferred.poll();
+    const pool = size <= this.smallRequestMaxByteLength
+      ? p.small
+      : p.expandable
+      ? p.poolFor(size)
+      : p.large;
+    let b: _Block<M> | undefined;
+    if (!whole) b = p.getFreeBlock(pool, 0, size);
+    else if (size >= p.minSegmentByteLength) {
+      b = pool.lowerBound(0, size);
+      if (
+        b !== undefined && (b.size !== size || b.prev !== null ||
+          b.next !== null || b.segment.expandable || !p.fits(pool, size, b))
+      ) b = undefined;
+      else if (b !== undefined) p.clock++;
+    }
+    return b === undefined
+      ? undefined
+      : p.take(b, pool, size, byteLength, p.tag);
   }
 
   #release(block: CachedBlock<M> | null, b: _Block<M>): void {

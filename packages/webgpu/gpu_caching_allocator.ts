@@ -69,12 +69,16 @@ import {
 } from "./_flags.ts";
 import { _usageCachingDefaults } from "./_usage_defaults.ts";
 
+/** `GPUBufferUsage.COPY_SRC | COPY_DST`: a pool of copies may borrow. */
+const COPY_USAGE = _Usage.COPY_SRC | _Usage.COPY_DST;
+
 // The handle-less block pair of @allot/caching (internal to allot; kept off
 // that package's exports).
 const {
   take: _takeBlock,
   give: _giveBlock,
   takeUnwatched: _takeUnwatched,
+  takeCached: _takeCached,
 } = (CachingAllocator as unknown as Record<symbol, _BlockHooks>)[
   Symbol.for("allot.caching.blockHooks")
 ];
@@ -87,6 +91,15 @@ const groupDevices = new WeakMap<CachingGroup, GPUDevice>();
 
 /** Each device's own group: its allocators made without a `group` option. */
 const deviceGroups = new WeakMap<GPUDevice, CachingGroup>();
+
+/**
+ * Each group's storage allocators (held weakly), which lend whole free
+ * segments to its copy pools (see `GpuCachingAllocator.#allocateCopy`).
+ */
+const groupLenders = new WeakMap<
+  CachingGroup,
+  WeakRef<GpuCachingAllocator>[]
+>();
 
 /** Each device's allocators of `GpuCachingAllocator.forUsage`, by usage. */
 const usagePools = new WeakMap<GPUDevice, Map<number, GpuCachingAllocator>>();
@@ -327,6 +340,20 @@ export class GpuCachingAllocator {
       ](group, this, this.caching);
       droppedMembers.register(this, { group, caching: this.caching });
     }
+    if (group !== undefined) {
+      const usage = this.source.usage;
+      if ((usage & _Usage.STORAGE) !== 0) {
+        // (the collected ones dropped here too: many short-lived storage
+        // pools on one device do not grow the list)
+        const lenders = (groupLenders.get(group) ?? []).filter((r) =>
+          r.deref() !== undefined
+        );
+        lenders.push(new WeakRef(this));
+        groupLenders.set(group, lenders);
+      } else if (
+        (usage & ~COPY_USAGE) === 0 && caching.leakDetector === undefined
+      ) this.#borrows = true; // (a watched pool hands out handles only)
+    }
     this.#state = _deviceState(device);
     this.#maxByteLength = this.source.maxSegmentByteLength;
     // A token is a bare block (the hit path's, `_takeBlock`), or a
@@ -516,6 +543,10 @@ export class GpuCachingAllocator {
       _assertAlive(this.gpuDevice, `allocate ${byteLength} bytes`);
     }
     if (this.#frees.count > 0) this.#frees.poll();
+    if (this.#borrows) {
+      const a = this.#allocateCopy(byteLength);
+      if (a !== undefined) return a;
+    }
     let b: _BlockPlace<GPUBuffer> | undefined;
     try {
       b = _takeBlock(this.caching, byteLength);
@@ -530,6 +561,61 @@ export class GpuCachingAllocator {
       raw.byteOffset + b.offset,
       byteLength,
       this.#owner,
+      b,
+    );
+  }
+
+  /**
+   * A pool of copy buffers in a group (usage within `COPY_SRC | COPY_DST`):
+   * allocate() first takes a block of its own cache, then a block lent by a
+   * storage pool of the group (see `#allocateCopy`), and only then misses.
+   */
+  #borrows = false;
+
+  /**
+   * allocate() of a copy pool in a group, before its own miss: a block of
+   * its own cache; else, while a storage pool of the group (whose usage
+   * covers this one's) holds at most half its bytes allocated, that pool's
+   * whole free segment of exactly the request's rounded size (at least that
+   * pool's smallest segment), freed back to that pool. `undefined` when
+   * neither (the caller misses as before).
+   */
+  #allocateCopy(byteLength: number): GpuAllocation | undefined {
+    let b = _takeCached(this.caching, byteLength, false);
+    let owner = this.#owner;
+    if (b === undefined) {
+      const group = this.group!;
+      const lenders = groupLenders.get(group);
+      if (lenders === undefined || !group.has(this)) return undefined;
+      const usage = this.source.usage;
+      for (let i = 0; i < lenders.length; i++) {
+        const l = lenders[i].deref();
+        if (l === undefined) {
+          lenders.splice(i--, 1); // a lender collected
+          continue;
+        }
+        if (
+          (l.source.usage & usage) !== usage || l.group !== group ||
+          l.#state.lost || !group.has(l)
+        ) continue;
+        if (l.#frees.count > 0) l.#frees.poll();
+        const c = l.caching;
+        if (2 * c.allocatedBytes > c.reservedBytes) continue;
+        b = _takeCached(c, byteLength, true);
+        if (b !== undefined) {
+          owner = l.#owner;
+          break;
+        }
+      }
+      if (b === undefined) return undefined;
+    }
+    const raw = b.segment.raw;
+    return _makeAllocation(
+      this.gpuDevice,
+      raw.memory,
+      raw.byteOffset + b.offset,
+      byteLength,
+      owner,
       b,
     );
   }

@@ -46,7 +46,14 @@ import { gpuCachingPolicy, measure } from "../../traces/figures.ts";
  * onnxruntime-web seq2seq-growing and kv-cache-decode), recorded at 4cc36ce
  * (jit CNN 1.2546, jit training 1.1401 / 1.1597 and 41 made, jax KV 1.0641,
  * KV cache warm 1.0738 and 24 made) and judged on the merged pools before it
- * merged: the figures here.
+ * merged: the figures here. Then (ninth session, allbuf16) a copy pool in the
+ * group borrows a storage pool's whole free segment of exactly the request's
+ * size while storage is at most half allocated: tightened, attention warm
+ * 1.0698 -> 1.0455 (2 -> 1 made), KV cache 19 -> 18 made, seq2seq growing
+ * warm 1.0455 -> 1.0295 (1 -> 0 made), diffusion 1.1054 -> 1.0969 (warm
+ * 1.2194 -> 1.2151), MobileNet 1.0127 -> 1.0001 and 1.0097 -> 1.0004, ResNet
+ * warm 1.2107 -> 1.1941 (36 -> 28 made), transformer training 1.065 ->
+ * 1.0638, U-Net training 1.1262 -> 1.1206; raised, diffusion 2 -> 3 made.
  */
 const CEILINGS: Record<string, [number, number, number]> = {
   "jax-webgpu/cnn-jit.jsonl.gz": [1.0374, 1.0374, 0],
@@ -54,34 +61,34 @@ const CEILINGS: Record<string, [number, number, number]> = {
   "jax-webgpu/kv-decode.jsonl.gz": [1.0411, 1.0411, 0],
   "jax-webgpu/mlp-training.jsonl.gz": [1.0546, 1.0546, 22],
   "jax-webgpu/transformer-varlen.jsonl.gz": [1.0238, 1.0238, 0],
-  "onnxruntime-web/attention-varshape.jsonl.gz": [1.0333, 1.0698, 2],
+  "onnxruntime-web/attention-varshape.jsonl.gz": [1.0333, 1.0455, 1],
   "onnxruntime-web/conv-varbatch.jsonl.gz": [1.0018, 1.0018, 0],
   "onnxruntime-web/gru-decode.jsonl.gz": [1.0416, 1.1952, 1],
-  "onnxruntime-web/kv-cache-decode.jsonl.gz": [1.0328, 1.053, 19],
+  "onnxruntime-web/kv-cache-decode.jsonl.gz": [1.0328, 1.053, 18],
   "onnxruntime-web/mlp-varbatch.jsonl.gz": [1.0802, 1.2731, 1],
-  "onnxruntime-web/seq2seq-growing.jsonl.gz": [1.0295, 1.0455, 1],
+  "onnxruntime-web/seq2seq-growing.jsonl.gz": [1.0295, 1.0295, 0],
   "onnxruntime-web/speech-conv1d.jsonl.gz": [1.0293, 1.0293, 0],
   "onnxruntime-web/unet-multisize.jsonl.gz": [1.0179, 1.0179, 0],
   "tfjs-webgpu/beam-search.jsonl.gz": [1.0226, 1.0593, 12],
   "tfjs-webgpu/cnn-training.jsonl.gz": [1.1567, 1.1567, 0],
   "tfjs-webgpu/crnn-gradaccum.jsonl.gz": [1.0677, 1.0677, 0],
   "tfjs-webgpu/detector-fpn.jsonl.gz": [1.0613, 1.0985, 1],
-  "tfjs-webgpu/diffusion-denoise.jsonl.gz": [1.1054, 1.2194, 2],
+  "tfjs-webgpu/diffusion-denoise.jsonl.gz": [1.0969, 1.2151, 3],
   "tfjs-webgpu/efficientnet-multires.jsonl.gz": [1.0679, 1.0732, 1],
   "tfjs-webgpu/gan-step.jsonl.gz": [1.0276, 1.0276, 0],
   "tfjs-webgpu/graph-network.jsonl.gz": [1.0517, 1.0517, 0],
   "tfjs-webgpu/kv-decode.jsonl.gz": [1.0437, 1.0437, 0],
   "tfjs-webgpu/layers-fit.jsonl.gz": [1.0137, 1.0486, 1],
   "tfjs-webgpu/lstm-textgen.jsonl.gz": [1.0504, 1.0504, 0],
-  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.0127, 1.0127, 0],
-  "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0097, 1.0097, 0],
-  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.0599, 1.2107, 36],
+  "tfjs-webgpu/mobilenet-224-batch2.jsonl.gz": [1.0001, 1.0001, 0],
+  "tfjs-webgpu/mobilenet-inference.jsonl.gz": [1.0004, 1.0004, 0],
+  "tfjs-webgpu/resnet-varbatch.jsonl.gz": [1.0599, 1.1941, 28],
   "tfjs-webgpu/seq2seq-decode.jsonl.gz": [1.0183, 1.0183, 0],
   "tfjs-webgpu/super-resolution.jsonl.gz": [1.0919, 1.4071, 24],
   "tfjs-webgpu/tidy-keep.jsonl.gz": [1.2592, 1.292, 8],
-  "tfjs-webgpu/transformer-training.jsonl.gz": [1.065, 1.065, 0],
+  "tfjs-webgpu/transformer-training.jsonl.gz": [1.0638, 1.0638, 0],
   "tfjs-webgpu/transformer-varlen.jsonl.gz": [1.0452, 1.0452, 0],
-  "tfjs-webgpu/unet-training.jsonl.gz": [1.1262, 1.1262, 0],
+  "tfjs-webgpu/unet-training.jsonl.gz": [1.1206, 1.1206, 0],
   "tfjs-webgpu/vae-training.jsonl.gz": [1.1019, 1.1019, 0],
   "tfjs-webgpu/vit-varbatch.jsonl.gz": [1.0261, 1.0583, 11],
   "tfjs-webgpu/wide-deep.jsonl.gz": [1.2763, 1.413, 30],
