@@ -1,0 +1,294 @@
+/**
+ * Ninth outside-in review of `@allot/core`: the byte formatters, the
+ * segment helpers every pooling allocator calls with its collaborator, and
+ * the out-of-memory error's figures. `formatBytes(Object.create(null))`
+ * threw a raw `TypeError` (it is called while building other errors'
+ * messages); `acquireSegment(null, ...)`, `resizeSegment(null, ...)` and
+ * `releaseSegment(null, ...)` threw a raw `TypeError` where a typed error is
+ * expected, as did a source whose `device` cannot be printed.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  acquireSegment,
+  AllotError,
+  formatBytes,
+  formatSize,
+  InvalidArgumentError,
+  type MockMemory,
+  MockSegmentSource,
+  OutOfMemoryError,
+  releaseSegment,
+  resizeSegment,
+  type Segment,
+  SegmentSourceError,
+} from "./mod.ts";
+import { modelRuns } from "./_test_faults.ts";
+
+const UNPRINTABLE: [string, unknown][] = [
+  ["a null-prototype object", Object.create(null)],
+  ["an object whose toString throws", {
+    toString() {
+      throw new Error("no");
+    },
+  }],
+  ["an object whose Symbol.toPrimitive throws", {
+    [Symbol.toPrimitive]() {
+      throw new Error("no");
+    },
+  }],
+  [
+    "a revoked proxy",
+    (() => {
+      const { proxy, revoke } = Proxy.revocable({}, {});
+      revoke();
+      return proxy;
+    })(),
+  ],
+];
+
+describe("core ninth review: formatBytes() and formatSize()", () => {
+  for (const [name, value] of UNPRINTABLE) {
+    it(`formatBytes() and formatSize() describe ${name} instead of throwing`, () => {
+      const a = formatBytes(value as number);
+      const b = formatSize(value as number);
+      assert.equal(typeof a, "string");
+      assert.equal(typeof b, "string");
+      assert.ok(a.length > 0 && b.length > 0);
+    });
+  }
+
+  it("formatBytes() keeps its answers for numbers and the odd primitives", () => {
+    assert.equal(formatBytes(512), "512 bytes");
+    assert.equal(formatBytes(Infinity), "unlimited");
+    assert.equal(formatBytes(NaN), "NaN");
+    assert.equal(formatBytes(-Infinity), "-Infinity");
+    assert.equal(formatBytes(-0), "0 bytes");
+    assert.equal(formatBytes(1024), "1.00 KiB");
+    assert.equal(typeof formatBytes(Symbol("s") as never), "string");
+    assert.equal(typeof formatBytes(10n as never), "string");
+    assert.equal(typeof formatBytes(undefined as never), "string");
+  });
+
+  it("formatBytes() never throws and always names a unit for finite numbers", () => {
+    fc.assert(
+      fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (n) => {
+        const text = formatBytes(n);
+        assert.match(text, /^-?[0-9.e+-]+ (bytes|KiB|MiB|GiB|TiB)$/);
+      }),
+      { numRuns: modelRuns() },
+    );
+    fc.assert(
+      fc.property(fc.anything(), (v) => {
+        assert.equal(typeof formatBytes(v as number), "string");
+      }),
+      { numRuns: modelRuns() },
+    );
+  });
+});
+
+function isSourceError(e: unknown): boolean {
+  return e instanceof InvalidArgumentError && /source/.test(e.message) &&
+    e.argument === "source";
+}
+
+describe("core ninth review: segment helpers with a missing or broken source", () => {
+  const NOT_SOURCES: [string, unknown][] = [
+    ["null", null],
+    ["undefined", undefined],
+    ["a number", 5],
+    ["a string", "mock"],
+  ];
+  for (const [name, source] of NOT_SOURCES) {
+    it(`acquireSegment(), resizeSegment() and releaseSegment() refuse ${name} as the source with an InvalidArgumentError`, () => {
+      const real = new MockSegmentSource({ capacityBytes: 1 << 20 });
+      const segment = real.tryAllocateSegment(4096, { resizable: true })!;
+      assert.throws(
+        () => acquireSegment(source as never, 4096, 100),
+        isSourceError,
+      );
+      assert.throws(
+        () => resizeSegment(source as never, segment, 8192, 100),
+        isSourceError,
+      );
+      assert.throws(
+        () => releaseSegment(source as never, segment, "segment 1"),
+        isSourceError,
+      );
+      // the real source never saw any of it
+      assert.equal(real.liveSegmentCount, 1);
+      real.freeSegment(segment);
+      assert.equal(real.liveSegmentCount, 0);
+    });
+  }
+
+  for (const [name, device] of UNPRINTABLE) {
+    it(`a source whose device is ${name} gets a SegmentSourceError, not a raw error, when it throws`, () => {
+      const source = {
+        device,
+        alignment: 256,
+        maxSegmentByteLength: 1 << 30,
+        capacityBytes: 1 << 30,
+        tryAllocateSegment(): Segment<unknown> {
+          throw new Error("device lost");
+        },
+        tryResizeSegment(): Segment<unknown> {
+          throw new Error("device lost");
+        },
+        freeSegment(): void {
+          throw new Error("device lost");
+        },
+      };
+      const segment = { memory: {}, byteOffset: 0, byteLength: 4096 };
+      for (
+        const call of [
+          () => acquireSegment(source as never, 4096, 100),
+          () => resizeSegment(source as never, segment, 8192, 100),
+          () => releaseSegment(source as never, segment, "segment 1"),
+        ]
+      ) {
+        assert.throws(call, (e) =>
+          e instanceof SegmentSourceError &&
+          /device lost/.test(e.message));
+      }
+    });
+  }
+
+  it("a source whose device getter throws gets a SegmentSourceError when it returns a short segment", () => {
+    let freed = 0;
+    const source = {
+      get device(): never {
+        throw new Error("gone");
+      },
+      alignment: 256,
+      maxSegmentByteLength: 1 << 30,
+      capacityBytes: 1 << 30,
+      tryAllocateSegment(n: number) {
+        return { memory: {}, byteOffset: 0, byteLength: n - 1 };
+      },
+      freeSegment() {
+        freed++;
+      },
+    };
+    assert.throws(
+      () => acquireSegment(source as never, 4096, 100),
+      SegmentSourceError,
+    );
+    assert.equal(freed, 1);
+  });
+
+  it("the helpers keep segments' bytes and the source's books over random runs with refused calls between them", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({ k: fc.constant("take" as const), n: fc.nat(16) }),
+            fc.record({ k: fc.constant("give" as const), i: fc.nat(64) }),
+            fc.record({
+              k: fc.constant("grow" as const),
+              i: fc.nat(64),
+              n: fc.nat(16),
+            }),
+            fc.record({
+              k: fc.constant("junk" as const),
+              v: fc.constantFrom<unknown>(null, undefined, 0, "x", {}),
+            }),
+          ),
+          { maxLength: 40 },
+        ),
+        (ops) => {
+          const source = new MockSegmentSource({
+            capacityBytes: 1 << 16,
+            backed: true,
+          });
+          const live: { s: Segment<MockMemory>; b: number }[] = [];
+          let pattern = 1;
+          const fill = (x: { s: Segment<MockMemory>; b: number }) => {
+            x.s.memory.bytes!.fill(
+              x.b,
+              x.s.byteOffset,
+              x.s.byteOffset + x.s.byteLength,
+            );
+          };
+          const check = () => {
+            for (const x of live) {
+              const bytes = x.s.memory.bytes!.subarray(
+                x.s.byteOffset,
+                x.s.byteOffset + x.s.byteLength,
+              );
+              assert.ok(bytes.every((b) => b === x.b));
+            }
+            assert.equal(source.liveSegmentCount, live.length);
+          };
+          for (const op of ops) {
+            if (op.k === "take") {
+              const s = acquireSegment(source, 256 * (op.n + 1), 1, {
+                resizable: true,
+              });
+              if (s !== undefined) {
+                const x = { s, b: pattern++ & 0xff || 1 };
+                fill(x);
+                live.push(x);
+              }
+            } else if (op.k === "give" && live.length > 0) {
+              const [x] = live.splice(op.i % live.length, 1);
+              releaseSegment(source, x.s, "segment");
+            } else if (op.k === "grow" && live.length > 0) {
+              const x = live[op.i % live.length];
+              const next = 256 * (op.n + 1);
+              const r = resizeSegment(source, x.s, next, 1);
+              if (r !== undefined) {
+                x.s = r;
+                fill(x);
+              }
+            } else if (op.k === "junk") {
+              for (
+                const call of [
+                  () => acquireSegment(op.v as never, 256, 1),
+                  () =>
+                    live.length > 0
+                      ? resizeSegment(op.v as never, live[0].s, 512, 1)
+                      : acquireSegment(op.v as never, 256, 1),
+                  () =>
+                    live.length > 0
+                      ? releaseSegment(op.v as never, live[0].s, "s")
+                      : acquireSegment(op.v as never, 256, 1),
+                ]
+              ) {
+                assert.throws(call, AllotError);
+              }
+            }
+            check();
+          }
+          for (const x of live) releaseSegment(source, x.s, "segment");
+          assert.equal(source.liveSegmentCount, 0);
+        },
+      ),
+      { numRuns: modelRuns(200) },
+    );
+  });
+});
+
+describe("core ninth review: OutOfMemoryError", () => {
+  it("new OutOfMemoryError() with details that are not an object is still an OutOfMemoryError (it threw a raw TypeError)", () => {
+    for (const details of [null, undefined, 5, Object.create(null)]) {
+      const e = new OutOfMemoryError(
+        "Cannot allocate 4 bytes",
+        details as never,
+      );
+      assert.ok(e instanceof OutOfMemoryError);
+      assert.equal(e.message, "Cannot allocate 4 bytes");
+      assert.equal(e.freeBytes, undefined);
+    }
+    const e = new OutOfMemoryError("m", {
+      requestedBytes: 4,
+      freeBytes: 2,
+      capacityBytes: 8,
+    });
+    assert.deepEqual(
+      [e.requestedBytes, e.freeBytes, e.capacityBytes, e.reservedBytes],
+      [4, 2, 8, undefined],
+    );
+  });
+});
