@@ -192,7 +192,7 @@ describe("core ninth review: segment helpers with a missing or broken source", (
             }),
             fc.record({
               k: fc.constant("junk" as const),
-              v: fc.constantFrom<unknown>(null, undefined, 0, "x", {}),
+              v: fc.constantFrom<unknown>(null, undefined, 0, "x", true),
             }),
           ),
           { maxLength: 40 },
