@@ -134,6 +134,12 @@ export class OutOfMemoryError extends AllotError {
     options?: ErrorOptions,
   ) {
     super(message, options);
+    // an error is being built: details that are not an object (null threw a
+    // raw TypeError here, hiding the out-of-memory error) leave the figures
+    // unknown
+    if (typeof details !== "object" || details === null) {
+      details = {} as OutOfMemoryDetails;
+    }
     this.requestedBytes = details.requestedBytes;
     this.capacityBytes = details.capacityBytes;
     this.freeBytes = details.freeBytes;
