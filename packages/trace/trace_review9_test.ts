@@ -1,0 +1,274 @@
+/**
+ * Ninth outside-in review of `@allot/trace`: the recorder's stack capture
+ * options and malformed traces. `new TraceRecorder({ capture: { depth: -1 }
+ * })` (or `{ maxFrames: 8 }`, a misspelt key, or a `classify` that is not a
+ * function) was accepted and kept by reference: the error came later, from
+ * inside the recorded runtime's `createBuffer`, on the first captured stack.
+ * Malformed traces (corrupted lines, events out of order, frees of ids never
+ * allocated, NaN, negative and huge sizes, truncated text and gzip) are
+ * refused with a `TraceFormatError`; what parses replays and draws.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { gzipSync } from "node:zlib";
+import { AllotError, InvalidArgumentError } from "@allot/core";
+import { modelRuns } from "../core/_test_faults.ts";
+import {
+  memoryTimeline,
+  parseTrace,
+  recordDevice,
+  replayTrace,
+  timelineSvg,
+  TraceFormatError,
+  TraceRecorder,
+  validateTrace,
+} from "./mod.ts";
+import { readTraceFile } from "./cli.ts";
+
+const BAD_CAPTURE: [string, unknown][] = [
+  ["depth -1", { depth: -1 }],
+  ["depth 1.5", { depth: 1.5 }],
+  ["depth NaN", { depth: NaN }],
+  ["depth 1e9", { depth: 1e9 }],
+  ["depth as a string", { depth: "8" }],
+  ["a misspelt key (maxFrames)", { maxFrames: 8 }],
+  ["classify that is not a function", { classify: "user" }],
+];
+
+describe("trace ninth review: TraceRecorder's capture options", () => {
+  for (const [name, capture] of BAD_CAPTURE) {
+    it(`new TraceRecorder() and recordDevice() refuse capture with ${name} at once`, () => {
+      assert.throws(
+        () => new TraceRecorder({ capture: capture as never }),
+        InvalidArgumentError,
+      );
+      let created = 0;
+      const device = {
+        createBuffer: () => {
+          created++;
+          return { destroy() {}, size: 4, usage: 0 };
+        },
+        queue: { submit() {}, writeBuffer() {} },
+      };
+      assert.throws(
+        () => recordDevice(device as never, { capture: capture as never }),
+        InvalidArgumentError,
+      );
+      assert.equal(created, 0);
+    });
+  }
+
+  it("TraceRecorder keeps the capture options it checked: a later change to the caller's object does not reach it", () => {
+    const capture = { depth: 4 } as { depth: number };
+    const recorder = new TraceRecorder({ capture });
+    capture.depth = -1; // would throw inside push() if read there
+    recorder.push({ op: "alloc", id: 0, size: 4 }, true);
+    const trace = parseTrace(recorder.toJsonLines());
+    const stack = trace.events.find((e) => e.op === "stack");
+    assert.ok(stack !== undefined && stack.op === "stack");
+    assert.ok(stack.frames.length <= 4);
+  });
+
+  it("TraceRecorder with valid capture options records stacks of at most depth frames, classified", () => {
+    const kinds: string[] = [];
+    const recorder = new TraceRecorder({
+      capture: {
+        depth: 3,
+        classify: (at) => {
+          kinds.push(at);
+          return "user";
+        },
+      },
+    });
+    recorder.push({ op: "alloc", id: 0, size: 4 }, true);
+    const trace = parseTrace(recorder.toJsonLines());
+    const stack = trace.events.find((e) => e.op === "stack");
+    assert.ok(stack !== undefined && stack.op === "stack");
+    assert.ok(stack.frames.length <= 3 && stack.frames.length > 0);
+    assert.ok(stack.frames.every((f) => f.kind === "user"));
+    assert.ok(kinds.length > 0);
+  });
+});
+
+const HEADER = JSON.stringify({ format: "allot-trace", version: 1 });
+
+/** A well-formed trace of `n` allocs and frees over buffers. */
+function goodLines(n: number): string[] {
+  const lines = [HEADER];
+  let t = 0;
+  lines.push(
+    JSON.stringify({ t, op: "create", id: 0, size: 1 << 20, usage: 132 }),
+  );
+  for (let i = 0; i < n; i++) {
+    t += 1;
+    lines.push(JSON.stringify({ t, op: "alloc", id: i, size: 64 * (i + 1) }));
+    if (i % 3 === 2) {
+      lines.push(JSON.stringify({ t, op: "step", name: `${i}` }));
+    }
+    if (i % 2 === 1) {
+      t += 1;
+      lines.push(JSON.stringify({ t, op: "free", id: i - 1 }));
+    }
+  }
+  lines.push(JSON.stringify({ t: t + 1, op: "destroy", id: 0 }));
+  return lines;
+}
+
+const HOSTILE_VALUES: unknown[] = [
+  -1,
+  1.5,
+  2 ** 53,
+  1e300,
+  -0,
+  "12",
+  null,
+  true,
+  [],
+  {},
+  99999,
+];
+
+/** Parses, then replays and draws what parsed: no raw error anywhere. */
+function digest(text: string): "refused" | "parsed" {
+  let trace;
+  try {
+    trace = parseTrace(text);
+  } catch (e) {
+    assert.ok(
+      e instanceof TraceFormatError,
+      `parseTrace threw ${(e as Error)?.constructor?.name}: ${
+        (e as Error)?.message
+      }`,
+    );
+    return "refused";
+  }
+  const report = replayTrace(trace, { repeat: 1 });
+  assert.ok(report.peakRequestedBytes >= 0);
+  const tl = memoryTimeline(trace);
+  assert.ok(timelineSvg(tl).startsWith("<svg"));
+  return "parsed";
+}
+
+describe("trace ninth review: malformed traces", () => {
+  it("parseTrace() refuses corrupted traces with a TraceFormatError; what parses replays and draws", () => {
+    const seen = new Set<string>();
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.array(
+          fc.oneof(
+            fc.record({ k: fc.constant("drop" as const), i: fc.nat() }),
+            fc.record({
+              k: fc.constant("swap" as const),
+              i: fc.nat(),
+              j: fc.nat(),
+            }),
+            fc.record({
+              k: fc.constant("field" as const),
+              i: fc.nat(),
+              f: fc.constantFrom("t", "id", "size", "op", "usage", "name"),
+              v: fc.constantFrom(...HOSTILE_VALUES),
+            }),
+            fc.record({ k: fc.constant("cut" as const), at: fc.nat() }),
+            fc.record({ k: fc.constant("dup" as const), i: fc.nat() }),
+          ),
+          { maxLength: 4 },
+        ),
+        (n, edits) => {
+          let lines = goodLines(n);
+          for (const e of edits) {
+            const i = 1 + ((e as { i?: number }).i ?? 0) % (lines.length - 1);
+            if (lines.length < 2) break;
+            if (e.k === "drop") lines.splice(i, 1);
+            else if (e.k === "dup") lines.splice(i, 0, lines[i]);
+            else if (e.k === "swap") {
+              const j = 1 + e.j % (lines.length - 1);
+              [lines[i], lines[j]] = [lines[j], lines[i]];
+            } else if (e.k === "field") {
+              let o;
+              try {
+                o = JSON.parse(lines[i]);
+              } catch {
+                continue; // a line an earlier cut left half-written
+              }
+              o[e.f] = e.v;
+              lines[i] = JSON.stringify(o);
+            } else {
+              const text = lines.join("\n");
+              lines = text.slice(0, e.at % (text.length + 1)).split("\n");
+            }
+          }
+          seen.add(digest(lines.join("\n")));
+        },
+      ),
+      { numRuns: modelRuns(300) },
+    );
+    // both outcomes happen, or the test checks nothing
+    assert.deepEqual([...seen].sort(), ["parsed", "refused"]);
+  });
+
+  it("validateTrace() refuses forged event objects with a TraceFormatError, never a raw error", () => {
+    const frees = [
+      { t: 0, op: "free", id: 7 },
+      { t: 0, op: "destroy", id: 7 },
+      { t: 0, op: "alloc", id: 1, size: NaN },
+      { t: 0, op: "alloc", id: 1, size: -4 },
+      { t: 0, op: "alloc", id: 1, size: Infinity },
+      { t: 0, op: "alloc", id: NaN, size: 4 },
+      { t: NaN, op: "alloc", id: 1, size: 4 },
+      { t: 0, op: "alloc", id: 1, size: 4, s: 3 },
+      Object.create(null),
+      { t: 0, op: "__proto__", id: 1 },
+      { t: 0, op: "toString", id: 1 },
+    ];
+    for (const e of frees) {
+      assert.throws(
+        () =>
+          validateTrace({ header: JSON.parse(HEADER), events: [e] } as never),
+        TraceFormatError,
+        JSON.stringify(e),
+      );
+      assert.throws(
+        () =>
+          replayTrace({ header: JSON.parse(HEADER), events: [e] } as never, {
+            repeat: 1,
+          }),
+        TraceFormatError,
+      );
+    }
+    // events out of order
+    assert.throws(
+      () =>
+        validateTrace({
+          header: JSON.parse(HEADER),
+          events: [
+            { t: 5, op: "alloc", id: 1, size: 4 },
+            { t: 1, op: "free", id: 1 },
+          ],
+        } as never),
+      TraceFormatError,
+    );
+  });
+
+  it("readTraceFile() refuses a truncated gzip file with a TraceFormatError", async () => {
+    const text = goodLines(50).join("\n");
+    const gz = gzipSync(new TextEncoder().encode(text));
+    const path = await Deno.makeTempFile({ suffix: ".jsonl.gz" });
+    try {
+      await Deno.writeFile(path, gz);
+      const whole = await readTraceFile(path);
+      assert.ok(whole.events.length > 50);
+      for (const cut of [3, 10, gz.length >> 1, gz.length - 4, gz.length - 1]) {
+        await Deno.writeFile(path, gz.subarray(0, cut));
+        await assert.rejects(
+          () => readTraceFile(path),
+          (e) => e instanceof AllotError && e instanceof TraceFormatError,
+          `cut at ${cut}`,
+        );
+      }
+    } finally {
+      await Deno.remove(path);
+    }
+  });
+});
