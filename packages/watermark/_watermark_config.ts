@@ -11,6 +11,7 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  isPowerOfTwo,
   optionOr,
   type SegmentSource,
   type TraceRecorderOptions,
@@ -267,6 +268,18 @@ export function _resolveWatermarkOptions<M>(
     Math.min(xlargeHeap, largeHeap),
   );
   const roundLarge = positiveOption(o, "largeRoundByteLength", 2 * MiB);
+  if (!isPowerOfTwo(roundLarge)) {
+    // requests are rounded with alignUp(): 3 was accepted here and the first
+    // large request under memory pressure failed with alignUp's message
+    throw new InvalidArgumentError(
+      `Invalid largeRoundByteLength: must be a power of two, received ${roundLarge}`,
+      {
+        name: "largeRoundByteLength",
+        value: roundLarge,
+        limit: "a power of two",
+      },
+    );
+  }
   const maxSlack = positiveOption(o, "maxSlackByteLength", largeHeap);
   const maxScalar = positiveOption(o, "maxScalarByteLength", 8);
   if (smallHeap < maxSmall) {
