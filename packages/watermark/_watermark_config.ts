@@ -302,7 +302,12 @@ export function _resolveWatermarkOptions<M>(
       },
     );
   }
-  const driverFn = options.driverAllocatedBytes;
+  // called as a function: 5 was accepted and silently ignored
+  const driverFn = optionalFunction(
+    options.driverAllocatedBytes,
+    "driverAllocatedBytes",
+    undefined,
+  );
   // a mask of DebugVerbosity's flags (bits not yet named are ignored)
   const verbosity = validateInteger(
     optionOr(options.debugVerbosity, DebugVerbosity.silent),
