@@ -1,0 +1,201 @@
+/**
+ * Ninth outside-in review of `@allot/storage`: views of a storage that was
+ * resized or reset under them, on device memory through a backend, and
+ * copies between overlapping hostile views of one storage for every dtype.
+ * `BufferBackend` promises that "all views passed in were validated against
+ * their storage", but `binding()`, `fill()`, `copyFrom()`, `contiguous()`
+ * and `read()` of a view whose storage had shrunk handed the backend a view
+ * past the storage's end (a write out of bounds on a GPU; here, garbage
+ * read back as NaN). Host buffers already refused. And `fill()` or
+ * `copyFrom()` into an empty broadcast view (`broadcastTo([3, 0])`) was
+ * refused as aliasing, though it has no elements (core's
+ * `findStridedAlias` and PyTorch agree: nothing aliases, nothing to write).
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { AllotError } from "@allot/core";
+import { modelRuns } from "../core/_test_faults.ts";
+import {
+  Buffer,
+  BufferView,
+  type Dtype,
+  ShapeError,
+  supportedDtypes,
+} from "./mod.ts";
+import { Storage } from "./storage.ts";
+import {
+  FakeBackend,
+  FakeDeviceAllocator,
+  WasmBumpAllocator,
+} from "./_test_allocators.ts";
+
+/** A device buffer of 4 f32 over a resizable storage, filled with 7, and its view of elements 2..3. */
+function deviceBuffers() {
+  const allocator = new FakeDeviceAllocator();
+  const backend = new FakeBackend();
+  const storage = Storage.allocate(16, { allocator, resizable: true });
+  const whole = new Buffer(storage, { dtype: "f32", backend });
+  whole.fill(7);
+  const tail = whole.slice(0, { start: 2 });
+  backend.calls.length = 0;
+  return { allocator, backend, whole, tail };
+}
+
+describe("storage ninth review: views of a storage that shrank, through a backend", () => {
+  for (
+    const [how, shrink] of [
+      ["resize(8)", (b: Buffer<"f32">) => b.storage.resize(8)],
+      ["reset()", (b: Buffer<"f32">) => b.storage.reset()],
+    ] as const
+  ) {
+    it(`after ${how}, binding(), fill(), copyFrom(), contiguous() and read() of a view past the end are refused before the backend is called`, async () => {
+      const { allocator, backend, whole, tail } = deviceBuffers();
+      shrink(whole);
+      const other = Buffer.empty("f32", [2], { allocator, backend });
+      backend.calls.length = 0;
+      assert.throws(() => tail.binding(), ShapeError);
+      assert.throws(() => tail.fill(3), ShapeError);
+      assert.throws(() => tail.copyFrom(other), ShapeError);
+      assert.throws(() => other.copyFrom(tail), ShapeError);
+      assert.throws(() => tail.contiguous(), ShapeError);
+      await assert.rejects(() => tail.read(), ShapeError);
+      assert.deepEqual(backend.calls, []);
+      // a view that still fits works
+      if (how === "resize(8)") {
+        const head = whole.withView(BufferView.contiguous([2]));
+        assert.deepEqual([...await head.read()], [7, 7]);
+        head.release();
+      }
+      other.release();
+      tail.release();
+      whole.release();
+    });
+  }
+
+  it("a view of a storage that grew back fits again, through the backend", async () => {
+    const { backend, whole, tail } = deviceBuffers();
+    whole.storage.resize(8);
+    whole.storage.resize(16);
+    tail.fill(5);
+    assert.deepEqual(backend.calls, ["fill"]);
+    assert.deepEqual([...await tail.read()], [5, 5]);
+    tail.release();
+    whole.release();
+  });
+});
+
+describe("storage ninth review: empty views", () => {
+  it("fill() and copyFrom() into an empty broadcast view write nothing and do not throw", () => {
+    const allocator = new WasmBumpAllocator(1);
+    const one = Buffer.fromData("i32", [9], { allocator });
+    const guard = Buffer.filled("u8", [16], { allocator, value: 0x77 });
+    for (const shape of [[3, 0], [0, 3], [2, 0, 2]]) {
+      const empty = one.broadcastTo(shape);
+      assert.equal(empty.length, 0);
+      empty.fill(1);
+      const zeros = Buffer.zeros("i32", shape);
+      empty.copyFrom(zeros);
+      assert.deepEqual([...one.toData()], [9]);
+      assert.ok(guard.toData().every((x) => x === 0x77));
+      zeros.release();
+      empty.release();
+    }
+    // a non-empty broadcast view is still refused
+    const wide = one.broadcastTo([3]);
+    assert.throws(() => wide.fill(1), ShapeError);
+    assert.deepEqual([...one.toData()], [9]);
+    for (const b of [wide, guard, one]) b.release();
+  });
+});
+
+const N = 48;
+
+const viewArb = (rank: number) =>
+  fc.record({
+    shape: fc.array(fc.integer({ min: 0, max: 4 }), {
+      minLength: rank,
+      maxLength: rank,
+    }),
+    strides: fc.array(fc.integer({ min: -7, max: 7 }), {
+      minLength: rank,
+      maxLength: rank,
+    }),
+    offset: fc.nat(N - 1),
+  });
+
+/** The view, or undefined when the layout leaves [0, N). */
+function tryView(
+  shape: number[],
+  strides: number[],
+  offset: number,
+): BufferView | undefined {
+  try {
+    const v = new BufferView(shape, { strides, offset });
+    return v.length === 0 || v.maxIndex < N ? v : undefined;
+  } catch (e) {
+    assert.ok(e instanceof AllotError, String(e));
+    return undefined;
+  }
+}
+
+function* indices(shape: readonly number[]): Generator<number[]> {
+  const n = shape.reduce((a, b) => a * b, 1);
+  for (let f = 0; f < n; f++) {
+    const idx = new Array<number>(shape.length);
+    let r = f;
+    for (let d = shape.length - 1; d >= 0; d--) {
+      idx[d] = r % shape[d];
+      r = Math.floor(r / shape[d]);
+    }
+    yield idx;
+  }
+}
+
+describe("storage ninth review: copies between overlapping views of one storage", () => {
+  it("copyFrom() between two views of one storage copies as if the source were read first, or refuses an aliasing destination changing nothing; every dtype, neighbours untouched", () => {
+    const dtypes = supportedDtypes() as Dtype[];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...dtypes),
+        fc.integer({ min: 0, max: 3 }).chain((rank) =>
+          fc.tuple(viewArb(rank), viewArb(rank))
+        ),
+        (dtype, [d, s]) => {
+          const dst = tryView(d.shape, d.strides, d.offset);
+          const src = tryView(d.shape, s.strides, s.offset);
+          if (dst === undefined || src === undefined) return;
+          const allocator = new WasmBumpAllocator(1);
+          const before = Buffer.filled("u8", [40], { allocator, value: 0xa5 });
+          const values = Array.from(
+            { length: N },
+            (_, i) => dtype === "bool" ? i & 1 : (i * 37 + 11) % 97,
+          );
+          const base = Buffer.fromData(dtype, values as never, { allocator });
+          const after = Buffer.filled("u8", [40], { allocator, value: 0x5a });
+          const original = base.toData();
+          const bDst = base.withView(dst);
+          const bSrc = base.withView(src);
+          const targets = new Set<number>();
+          for (const idx of indices(dst.shape)) targets.add(dst.index(idx));
+          const aliases = targets.size < dst.length;
+          if (aliases) {
+            assert.throws(() => bDst.copyFrom(bSrc), ShapeError);
+            assert.deepEqual(base.toData(), original);
+          } else {
+            const want = original.slice();
+            for (const idx of indices(dst.shape)) {
+              want[dst.index(idx)] = original[src.index(idx)];
+            }
+            bDst.copyFrom(bSrc);
+            assert.deepEqual(base.toData(), want);
+          }
+          assert.ok(before.toData().every((x) => x === 0xa5));
+          assert.ok(after.toData().every((x) => x === 0x5a));
+          for (const b of [bDst, bSrc, base, before, after]) b.release();
+        },
+      ),
+      { numRuns: modelRuns(400) },
+    );
+  });
+});
