@@ -978,6 +978,9 @@ export class Buffer<D extends Dtype = Dtype> {
 
   #checkWritable(what: string): void {
     const view = this.#view;
+    // no elements, nothing aliases (core's findStridedAlias and PyTorch
+    // agree): an empty broadcast view such as [3, 0] was refused
+    if (view.length === 0) return;
     const shape = view.shape, strides = view.strides;
     for (let i = 0; i < shape.length; i++) {
       if (strides[i] === 0 && shape[i] > 1) {
