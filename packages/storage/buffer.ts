@@ -556,9 +556,14 @@ export class Buffer<D extends Dtype = Dtype> {
    *
    * @returns The binding.
    * @throws {UseAfterFreeError} After release.
+   * @throws {ShapeError} When the view no longer fits its storage (the
+   * storage was resized or reset under it): a backend is promised views
+   * that were validated against their storage.
    */
   binding(): StridedBinding {
-    return { storage: this.storage, view: this.#view, dtype: this.#dtype };
+    const storage = this.storage;
+    checkFits(this.#view, storage, this.#info);
+    return { storage, view: this.#view, dtype: this.#dtype };
   }
 
   /**
@@ -816,6 +821,8 @@ export class Buffer<D extends Dtype = Dtype> {
    *
    * @returns A promise of a new typed array.
    * @throws {UnsupportedOperationError} On non-host memory without backend.
+   * @throws {ShapeError} When the view no longer fits its storage (it was
+   * resized or reset under it).
    * @throws {ContractViolationError} (as a rejection) When the backend
    * answers with anything but `length` elements of the dtype's array type.
    */

@@ -59,7 +59,8 @@ describe("storage ninth review: views of a storage that shrank, through a backen
       assert.throws(() => tail.copyFrom(other), ShapeError);
       assert.throws(() => other.copyFrom(tail), ShapeError);
       assert.throws(() => tail.contiguous(), ShapeError);
-      await assert.rejects(() => tail.read(), ShapeError);
+      // read() refuses at once, as it does a released buffer
+      assert.throws(() => tail.read(), ShapeError);
       assert.deepEqual(backend.calls, []);
       // a view that still fits works
       if (how === "resize(8)") {
