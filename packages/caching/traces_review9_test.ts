@@ -113,7 +113,14 @@ describe("caching traces (review17): generator options are checked", () => {
       () => transformerInferenceTrace({ ...TINY_T, layrs: 2 } as never),
       refusedNaming("layrs"),
     );
+    for (const v of [0, 1, "no", null]) {
+      assert.throws(
+        () => transformerInferenceTrace({ ...TINY_T, weights: v as never }),
+        refusedNaming("weights"),
+      );
+    }
     checkWellFormed(transformerInferenceTrace({ ...TINY_T, decodeSteps: 0 }));
+    checkWellFormed(transformerInferenceTrace({ ...TINY_T, weights: false }));
   });
 
   for (
@@ -152,6 +159,9 @@ describe("caching traces (review17): generator options are checked", () => {
       refusedNaming("step"),
     );
     checkWellFormed(trainingStepTrace({ ...TINY_S, warmupSteps: 0 }));
+    // one step and the default warm-up of 2: no warm-up, as before
+    const { warmupSteps: _w, ...noWarmup } = TINY_S;
+    assert.equal(trainingStepTrace({ ...noWarmup, steps: 1 }).warmupOps, 0);
   });
 
   it("churnTrace() refuses bad counts, sizes, limits and seeds, and unknown keys", () => {
