@@ -5,7 +5,10 @@
  * threw a raw `TypeError` (it is called while building other errors'
  * messages); `acquireSegment(null, ...)`, `resizeSegment(null, ...)` and
  * `releaseSegment(null, ...)` threw a raw `TypeError` where a typed error is
- * expected, as did a source whose `device` cannot be printed.
+ * expected, as did a source whose `device` cannot be printed. And
+ * `validateOptionKeys()`, which every option bag of every package goes
+ * through, let a raw error escape for options whose keys cannot be read (a
+ * trap or revoked proxy).
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -13,9 +16,11 @@ import fc from "fast-check";
 import {
   acquireSegment,
   AllotError,
+  captureCallStack,
   formatBytes,
   formatSize,
   InvalidArgumentError,
+  LeakDetector,
   type MockMemory,
   MockSegmentSource,
   OutOfMemoryError,
@@ -23,8 +28,11 @@ import {
   resizeSegment,
   type Segment,
   SegmentSourceError,
+  TraceRecorder,
+  validateOptionKeys,
 } from "./mod.ts";
 import { modelRuns } from "./_test_faults.ts";
+import { trapObject } from "./_test_hostile.ts";
 
 const UNPRINTABLE: [string, unknown][] = [
   ["a null-prototype object", Object.create(null)],
@@ -291,4 +299,41 @@ describe("core ninth review: OutOfMemoryError", () => {
       [4, 2, 8, undefined],
     );
   });
+});
+
+describe("core ninth review: option bags whose keys cannot be read", () => {
+  const UNREADABLE: [string, () => object][] = [
+    ["a trap proxy", () => trapObject()],
+    ["a revoked proxy", () => {
+      const { proxy, revoke } = Proxy.revocable({}, {});
+      revoke();
+      return proxy;
+    }],
+    ["a proxy whose ownKeys throws", () =>
+      new Proxy({}, {
+        ownKeys() {
+          throw new Error("keys");
+        },
+      })],
+  ];
+  for (const [name, make] of UNREADABLE) {
+    it(`validateOptionKeys() and the option bags of core refuse ${name} with an InvalidArgumentError (a raw error escaped)`, () => {
+      assert.throws(
+        () => validateOptionKeys(make(), ["a"], "X()"),
+        (e) =>
+          e instanceof InvalidArgumentError && /X\(\)/.test(e.message) &&
+          e.cause !== undefined,
+      );
+      for (
+        const call of [
+          () => new MockSegmentSource(make() as never),
+          () => new TraceRecorder(make() as never),
+          () => new LeakDetector(make() as never),
+          () => captureCallStack(make() as never),
+        ]
+      ) {
+        assert.throws(call, InvalidArgumentError);
+      }
+    });
+  }
 });

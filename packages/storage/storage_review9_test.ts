@@ -16,8 +16,10 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { AllotError } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
+import { trapObject } from "../core/_test_hostile.ts";
 import {
   Buffer,
+  BufferPool,
   BufferView,
   type Dtype,
   ShapeError,
@@ -198,5 +200,33 @@ describe("storage ninth review: copies between overlapping views of one storage"
       ),
       { numRuns: modelRuns(400) },
     );
+  });
+});
+
+describe("storage ninth review: option bags whose keys cannot be read", () => {
+  it("Buffer, BufferView, Storage and BufferPool entry points refuse a trap proxy as options with a typed error, allocating nothing", () => {
+    const allocator = new WasmBumpAllocator(1);
+    const view = new BufferView([4]);
+    const base = Buffer.zeros("f32", [4], { allocator });
+    const next = allocator.next, live = allocator.live;
+    for (
+      const call of [
+        () => Buffer.empty("f32", [2], trapObject() as never),
+        () => Buffer.zeros("f32", [2], trapObject() as never),
+        () => Buffer.fromData("f32", [1, 2], trapObject() as never),
+        () => new BufferView([2], trapObject() as never),
+        () => view.slice(0, trapObject() as never),
+        () => base.slice(0, trapObject() as never),
+        () => base.contiguous(trapObject() as never),
+        () => Storage.allocate(4, trapObject() as never),
+        () => new BufferPool(allocator, trapObject() as never),
+      ]
+    ) {
+      assert.throws(call, AllotError);
+    }
+    assert.equal(allocator.next, next);
+    assert.equal(allocator.live, live);
+    assert.deepEqual([...base.toData()], [0, 0, 0, 0]);
+    base.release();
   });
 });

@@ -14,11 +14,15 @@ import fc from "fast-check";
 import { gzipSync } from "node:zlib";
 import { AllotError, InvalidArgumentError } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
+import { trapObject } from "../core/_test_hostile.ts";
 import {
+  captureStack,
+  memoryReport,
   memoryTimeline,
   parseTrace,
   recordDevice,
   replayTrace,
+  reportHtml,
   timelineSvg,
   TraceFormatError,
   TraceRecorder,
@@ -269,6 +273,26 @@ describe("trace ninth review: malformed traces", () => {
       }
     } finally {
       await Deno.remove(path);
+    }
+  });
+});
+
+describe("trace ninth review: option bags whose keys cannot be read", () => {
+  it("TraceRecorder, replayTrace(), memoryReport(), timelineSvg(), reportHtml() and captureStack() refuse a trap proxy as options with an InvalidArgumentError", () => {
+    const trace = parseTrace(goodLines(3).join("\n"));
+    const tl = memoryTimeline(trace);
+    for (
+      const call of [
+        () => new TraceRecorder(trapObject() as never),
+        () => new TraceRecorder({ capture: trapObject() as never }),
+        () => replayTrace(trace, trapObject() as never),
+        () => memoryReport(trace, trapObject() as never),
+        () => timelineSvg(tl, trapObject() as never),
+        () => reportHtml(tl, trapObject() as never),
+        () => captureStack(trapObject() as never),
+      ]
+    ) {
+      assert.throws(call, InvalidArgumentError);
     }
   });
 });

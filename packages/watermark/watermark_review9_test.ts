@@ -25,6 +25,7 @@ import {
   type SegmentFault,
   writePattern,
 } from "../core/_test_faults.ts";
+import { trapObject } from "../core/_test_hostile.ts";
 import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
 import { SMALL } from "./_test_options.ts";
 
@@ -303,5 +304,30 @@ describe("watermark ninth review: model with refused calls, faults and fences", 
       ),
       { numRuns: modelRuns(150) },
     );
+  });
+});
+
+describe("watermark ninth review: option bags whose keys cannot be read", () => {
+  it("the constructor, allocateBuffer(), memorySummary() and recordHistory() refuse a trap proxy as options, changing nothing", () => {
+    const source = new MockSegmentSource({ capacityBytes: 64 << 20 });
+    assert.throws(
+      () => new WatermarkAllocator(source, trapObject() as never),
+      InvalidArgumentError,
+    );
+    assert.equal(source.allocationCount, 0);
+    const allocator = new WatermarkAllocator<MockMemory>(source, SMALL);
+    const kept = allocator.allocateBuffer(100);
+    const before = figures(allocator);
+    for (
+      const call of [
+        () => allocator.allocateBuffer(8, trapObject() as never),
+        () => allocator.memorySummary(trapObject() as never),
+        () => allocator.recordHistory(trapObject() as never),
+      ]
+    ) {
+      assert.throws(call, InvalidArgumentError);
+      assert.equal(figures(allocator), before);
+    }
+    allocator.free(kept);
   });
 });
