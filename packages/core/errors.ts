@@ -69,9 +69,14 @@ export class InvalidArgumentError extends AllotError {
    *
    * @param message Message that states the value and the limit.
    * @param details The argument name, value and limit.
+   * @param options Standard error options (`cause`).
    */
-  constructor(message: string, details: InvalidArgumentDetails) {
-    super(message);
+  constructor(
+    message: string,
+    details: InvalidArgumentDetails,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
     this.argument = details.name;
     this.value = details.value;
     this.limit = details.limit;
