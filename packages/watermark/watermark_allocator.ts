@@ -34,6 +34,7 @@ import {
   UseAfterFreeError,
   validateAbortSignal,
   validateByteLength,
+  validateMemorySummaryOptions,
   validateObject,
   validateOptionKeys,
   validateSynchronizeOptions,
@@ -965,7 +966,9 @@ export class WatermarkAllocator<M = unknown>
    * @returns The table.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
-    validateObject(options, "options");
+    // checked before the spread: keys that cannot be read (a trap proxy)
+    // threw a raw error from it
+    validateMemorySummaryOptions(options);
     return formatMemorySummary(this.memoryStats(), {
       title: `WatermarkAllocator on ${this.device}`,
       ...options,
