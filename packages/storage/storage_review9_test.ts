@@ -10,11 +10,15 @@
  * `copyFrom()` into an empty broadcast view (`broadcastTo([3, 0])`) was
  * refused as aliasing, though it has no elements (core's
  * `findStridedAlias` and PyTorch agree: nothing aliases, nothing to write).
+ * `tidy()` of a function whose result traps when read (a proxy) threw a raw
+ * error and left its scope open for good (what it made stayed live, and
+ * every later buffer was tracked by a scope that never closes); `keep()`
+ * and `isBufferOwner()` of such a value threw raw errors.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { AllotError } from "@allot/core";
+import { AllotError, InvalidArgumentError } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
 import { trapObject } from "../core/_test_hostile.ts";
 import {
@@ -22,8 +26,11 @@ import {
   BufferPool,
   BufferView,
   type Dtype,
+  isBufferOwner,
+  keep,
   ShapeError,
   supportedDtypes,
+  tidy,
 } from "./mod.ts";
 import { Storage } from "./storage.ts";
 import {
@@ -228,5 +235,40 @@ describe("storage ninth review: option bags whose keys cannot be read", () => {
     assert.equal(allocator.live, live);
     assert.deepEqual([...base.toData()], [0, 0, 0, 0]);
     base.release();
+  });
+});
+
+describe("storage ninth review: tidy() and keep() with results that trap when read", () => {
+  it("tidy() whose result traps when read (a proxy) closes its scope, releases what it made, and refuses with a typed error", () => {
+    let made: Buffer<"f32"> | undefined;
+    assert.throws(
+      () =>
+        tidy(() => {
+          made = Buffer.zeros("f32", [2]);
+          return trapObject();
+        }),
+      InvalidArgumentError,
+    );
+    // the scope was left open: the buffer stayed live, and every buffer
+    // made later was tracked by a scope that never closes
+    assert.equal(made!.released, true);
+    const outside = Buffer.zeros("f32", [2]);
+    const inner = tidy(() => Buffer.zeros("f32", [2]));
+    assert.equal(inner.released, false);
+    assert.equal(outside.released, false);
+    inner.release();
+    outside.release();
+  });
+
+  it("keep() and isBufferOwner() of a value that traps when read are refused with a typed error (isBufferOwner answers false)", () => {
+    const b = Buffer.zeros("f32", [2]);
+    assert.equal(isBufferOwner(trapObject()), false);
+    tidy(() => {
+      const inner = Buffer.zeros("f32", [2]);
+      assert.throws(() => keep(trapObject() as never), InvalidArgumentError);
+      assert.equal(inner.released, false);
+    });
+    assert.equal(b.released, false);
+    b.release();
   });
 });
