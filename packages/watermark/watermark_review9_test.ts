@@ -331,3 +331,39 @@ describe("watermark ninth review: option bags whose keys cannot be read", () => 
     allocator.free(kept);
   });
 });
+
+describe("watermark ninth review: work that traps when read", () => {
+  it("recordStream() and recordEvents() refuse a stream or fence that traps when read (or whose fence() returns one) with a typed error, recording nothing", () => {
+    const allocator = new WatermarkAllocator<MockMemory>(
+      new MockSegmentSource({ capacityBytes: 64 << 20, backed: true }),
+      SMALL,
+    );
+    const b = allocator.allocateBuffer(100);
+    const before = figures(allocator);
+    const works: unknown[] = [
+      trapObject(),
+      { id: 1, fence: () => trapObject() },
+      {
+        fence: () => new ManualStream().fence(),
+        get id(): never {
+          throw new Error("id");
+        },
+      },
+    ];
+    for (const work of works) {
+      assert.throws(
+        () => allocator.recordStream(b, work as never),
+        InvalidArgumentError,
+      );
+      assert.throws(
+        () => allocator.recordEvents([b], work as never),
+        InvalidArgumentError,
+      );
+      assert.equal(figures(allocator), before);
+    }
+    // the buffer has no fence: freed at once
+    allocator.free(b);
+    assert.equal(allocator.stats().pendingFreeBytes, 0);
+    allocator.validate();
+  });
+});
