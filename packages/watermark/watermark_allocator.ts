@@ -755,12 +755,12 @@ export class WatermarkAllocator<M = unknown>
     const blocks = this.#blocksOf(buffers, "record events on");
     // Each member of `work` is read once: what is checked is what is called.
     const fenceOf = typeof work === "object" && work !== null
-      ? (work as Stream).fence
+      ? _member(work, "fence")
       : undefined;
     if (
       typeof fenceOf !== "function" &&
       (typeof work !== "object" || work === null ||
-        typeof (work as Fence).wait !== "function")
+        typeof _member(work, "wait") !== "function")
     ) {
       throw new InvalidArgumentError(
         `Cannot record events: work must be a Fence or a Stream, received ${
@@ -775,7 +775,7 @@ export class WatermarkAllocator<M = unknown>
     if (typeof fenceOf === "function") {
       // The id is read once, before fence() can change it; it keys the
       // stream's queue of fences, so it must be an integer.
-      const id = (work as Stream).id;
+      const id = _member(work, "id");
       if (!Number.isSafeInteger(id)) {
         throw new InvalidArgumentError(
           `Cannot record events: a stream's id must be a safe integer, received ${
@@ -785,10 +785,10 @@ export class WatermarkAllocator<M = unknown>
         );
       }
       fence = fenceOf.call(work);
-      key = id;
+      key = id as number;
       if (
         typeof fence !== "object" || fence === null ||
-        typeof fence.wait !== "function"
+        typeof _member(fence, "wait") !== "function"
       ) {
         throw new InvalidArgumentError(
           `Cannot record events: the stream's fence() must return a Fence, returned ${
@@ -1064,6 +1064,24 @@ export class WatermarkAllocator<M = unknown>
    */
   recordStream(buffer: WatermarkBuffer<M>, stream: Stream | Fence): void {
     this.recordEvents([buffer], stream);
+  }
+}
+
+/**
+ * A member of a stream or fence the caller passed, read once; a read that
+ * throws (a proxy that traps) is refused with a typed error, not passed on.
+ */
+function _member(work: object, key: "fence" | "wait" | "id"): unknown {
+  try {
+    return (work as Record<string, unknown>)[key];
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `Cannot record events: the work's ${key} cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name: `work.${key}`, value: work },
+      { cause: error },
+    );
   }
 }
 
