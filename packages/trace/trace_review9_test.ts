@@ -7,6 +7,10 @@
  * Malformed traces (corrupted lines, events out of order, frees of ids never
  * allocated, NaN, negative and huge sizes, truncated text and gzip) are
  * refused with a `TraceFormatError`; what parses replays and draws.
+ * `recordDevice()` / `recordBufferPool()` let a raw error escape for a
+ * device, queue or pool that traps when read, read each method twice (a
+ * getter could answer a function to the check and junk to the call), and
+ * left a device half-patched for good when its queue was frozen.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -20,6 +24,7 @@ import {
   memoryReport,
   memoryTimeline,
   parseTrace,
+  recordBufferPool,
   recordDevice,
   replayTrace,
   reportHtml,
@@ -294,5 +299,103 @@ describe("trace ninth review: option bags whose keys cannot be read", () => {
     ) {
       assert.throws(call, InvalidArgumentError);
     }
+  });
+});
+
+/** A device whose methods are its prototype's, as a GPUDevice's are. */
+class FakeDevice {
+  created = 0;
+  queue = new (class {
+    submit(): void {}
+    writeBuffer(): void {}
+  })();
+  createBuffer(d: { size: number; usage: number }) {
+    this.created++;
+    return new (class {
+      size = d.size;
+      usage = d.usage;
+      destroy(): void {}
+    })();
+  }
+}
+
+describe("trace ninth review: recorders given collaborators that trap or change when read", () => {
+  it("recordDevice() and recordBufferPool() refuse a device, queue or pool that traps when read with an InvalidArgumentError", () => {
+    const recording = recordDevice(new FakeDevice() as never, {
+      stacks: "none",
+    });
+    const trapQueue = Object.assign(Object.create(FakeDevice.prototype), {
+      queue: trapObject(),
+    });
+    for (
+      const call of [
+        () => recordDevice(trapObject() as never),
+        () => recordDevice(trapQueue as never),
+        () => recordBufferPool(trapObject() as never, recording),
+      ]
+    ) {
+      assert.throws(call, InvalidArgumentError);
+    }
+  });
+
+  it("recordDevice() and recordBufferPool() read each method once: a getter that answers a function, then junk, cannot slip past the check", () => {
+    let reads = 0;
+    const device = new FakeDevice();
+    const proto = Object.create(FakeDevice.prototype, {
+      createBuffer: {
+        get() {
+          return ++reads === 1 ? FakeDevice.prototype.createBuffer : 5;
+        },
+        set(this: object, v: unknown) {
+          Object.defineProperty(this, "createBuffer", {
+            value: v,
+            writable: true,
+            configurable: true,
+          });
+        },
+      },
+    });
+    const lying = Object.assign(Object.create(proto), {
+      created: 0,
+      queue: device.queue,
+    });
+    const { device: recorded, recorder } = recordDevice(
+      lying as unknown as GPUDevice,
+      { stacks: "none" },
+    );
+    recorded.createBuffer({ size: 16, usage: 4 });
+    assert.equal(reads, 1);
+    assert.deepEqual(
+      parseTrace(recorder.toJsonLines()).events.map((e) => e.op),
+      ["create"],
+    );
+
+    let poolReads = 0;
+    const acquire = (size: number, usage: number) => ({ size, usage });
+    const pool = Object.create({
+      get acquireBuffer() {
+        return ++poolReads === 1 ? acquire : "junk";
+      },
+      releaseBuffer(): void {},
+    });
+    const recording = recordDevice(new FakeDevice() as never, {
+      stacks: "none",
+    });
+    recordBufferPool(pool, recording);
+    pool.acquireBuffer(16, 4);
+    assert.equal(poolReads, 1);
+  });
+
+  it("recordDevice() of a device whose queue is frozen refuses with a typed error and leaves the device unpatched (it was half-recorded, for good)", () => {
+    const device = new FakeDevice();
+    Object.freeze(device.queue);
+    assert.throws(
+      () => recordDevice(device as never, { stacks: "none" }),
+      InvalidArgumentError,
+    );
+    assert.equal(Object.hasOwn(device, "createBuffer"), false);
+    // nothing was recorded or patched: a plain call works as before
+    device.createBuffer({ size: 4, usage: 0 });
+    assert.equal(device.created, 1);
   });
 });
