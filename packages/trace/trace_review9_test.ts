@@ -376,6 +376,13 @@ describe("trace ninth review: recorders given collaborators that trap or change 
       get acquireBuffer() {
         return ++poolReads === 1 ? acquire : "junk";
       },
+      set acquireBuffer(v: unknown) {
+        Object.defineProperty(this, "acquireBuffer", {
+          value: v,
+          writable: true,
+          configurable: true,
+        });
+      },
       releaseBuffer(): void {},
     });
     const recording = recordDevice(new FakeDevice() as never, {
@@ -397,5 +404,19 @@ describe("trace ninth review: recorders given collaborators that trap or change 
     // nothing was recorded or patched: a plain call works as before
     device.createBuffer({ size: 4, usage: 0 });
     assert.equal(device.created, 1);
+    // a frozen pool: refused, not marked recorded
+    const recording = recordDevice(new FakeDevice() as never, {
+      stacks: "none",
+    });
+    const frozen = Object.freeze({
+      acquireBuffer: (size: number) => ({ size }),
+      releaseBuffer: () => {},
+    });
+    assert.throws(
+      () => recordBufferPool(frozen, recording),
+      InvalidArgumentError,
+    );
+    const thawed = { ...frozen };
+    recordBufferPool(thawed, recording)();
   });
 });
