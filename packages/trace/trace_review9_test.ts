@@ -11,6 +11,9 @@
  * device, queue or pool that traps when read, read each method twice (a
  * getter could answer a function to the check and junk to the call), and
  * left a device half-patched for good when its queue was frozen.
+ * `fromAllocatorSnapshot()` let a raw error escape for a history entry that
+ * traps when read, and read each entry twice (checked one value, converted
+ * another).
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -21,6 +24,7 @@ import { modelRuns } from "../core/_test_faults.ts";
 import { trapObject } from "../core/_test_hostile.ts";
 import {
   captureStack,
+  fromAllocatorSnapshot,
   memoryReport,
   memoryTimeline,
   parseTrace,
@@ -418,5 +422,48 @@ describe("trace ninth review: recorders given collaborators that trap or change 
     );
     const thawed = { ...frozen };
     recordBufferPool(thawed, recording)();
+  });
+});
+
+describe("trace ninth review: fromAllocatorSnapshot() with entries that trap or change", () => {
+  const entry = (action: string, extra = {}) => ({
+    action,
+    address: 0,
+    byteLength: 64,
+    requestedByteLength: 64,
+    stream: 0,
+    timeMs: 1,
+    ...extra,
+  });
+
+  it("an entry that traps when read is refused with an InvalidArgumentError naming it", () => {
+    for (const h of [trapObject(), [entry("alloc"), trapObject()]]) {
+      const history = Array.isArray(h) ? h : [h];
+      assert.throws(
+        () => fromAllocatorSnapshot({ history, segments: [] } as never),
+        (e) => e instanceof InvalidArgumentError && /history\[/.test(e.message),
+      );
+    }
+  });
+
+  it("each entry is read once: a getter that answers a size to the check and NaN to the conversion cannot reach the trace", () => {
+    let reads = 0;
+    const lying = {
+      action: "alloc",
+      address: 0,
+      get byteLength() {
+        return ++reads === 1 ? 64 : NaN;
+      },
+      timeMs: 1,
+    };
+    const trace = fromAllocatorSnapshot(
+      { history: [lying, entry("free_requested")], segments: [] } as never,
+    );
+    assert.equal(reads, 1);
+    validateTrace(trace);
+    assert.deepEqual(
+      trace.events.map((e) => e.op === "alloc" ? e.size : e.op),
+      [64, "free"],
+    );
   });
 });
