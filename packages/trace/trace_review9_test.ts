@@ -437,6 +437,10 @@ describe("trace ninth review: fromAllocatorSnapshot() with entries that trap or 
   });
 
   it("an entry that traps when read is refused with an InvalidArgumentError naming it", () => {
+    assert.throws(
+      () => fromAllocatorSnapshot(trapObject() as never),
+      InvalidArgumentError,
+    );
     for (const h of [trapObject(), [entry("alloc"), trapObject()]]) {
       const history = Array.isArray(h) ? h : [h];
       assert.throws(
