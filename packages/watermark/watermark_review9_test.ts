@@ -26,7 +26,11 @@ import {
   writePattern,
 } from "../core/_test_faults.ts";
 import { trapObject } from "../core/_test_hostile.ts";
-import { WatermarkAllocator, type WatermarkBuffer } from "./mod.ts";
+import {
+  WatermarkAllocator,
+  type WatermarkBuffer,
+  WatermarkOutOfMemoryError,
+} from "./mod.ts";
 import { SMALL } from "./_test_options.ts";
 
 const KiB = 1024;
@@ -364,6 +368,32 @@ describe("watermark ninth review: work that traps when read", () => {
     // the buffer has no fence: freed at once
     allocator.free(b);
     assert.equal(allocator.stats().pendingFreeBytes, 0);
+    allocator.validate();
+  });
+});
+
+describe("watermark ninth review: the out-of-memory message", () => {
+  it("allocateBuffer() reads options.pool once: the out-of-memory error names the pool that was checked (a getter's second answer threw a raw error)", () => {
+    const allocator = new WatermarkAllocator<MockMemory>(
+      new MockSegmentSource({ capacityBytes: 1 << 20 }),
+      { ...SMALL, highWatermarkRatio: 1 },
+    );
+    for (const second of [trapObject(), "shared", { toString: () => "x" }]) {
+      let reads = 0;
+      const options = {
+        get pool() {
+          return ++reads === 1 ? "private" : second;
+        },
+      };
+      assert.throws(
+        () => allocator.allocateBuffer(4 << 20, options as never),
+        (e) =>
+          e instanceof WatermarkOutOfMemoryError &&
+          /on the private pool/.test(e.message) &&
+          e.requestedBytes === 4 << 20,
+      );
+      assert.equal(reads, 1);
+    }
     allocator.validate();
   });
 });
