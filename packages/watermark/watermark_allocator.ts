@@ -342,8 +342,13 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> {
-    const buffer = this.tryAllocateBuffer(byteLength, options);
-    if (buffer === undefined) _throwWatermarkOom(this.#p, byteLength, options);
+    // the pool is read once: the out-of-memory message re-read it (a
+    // getter's second answer threw a raw error, or named another pool)
+    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    const buffer = this.#tryAllocate(byteLength, kind);
+    if (buffer === undefined) {
+      _throwWatermarkOom(this.#p, byteLength, { pool: kind });
+    }
     return buffer;
   }
 
@@ -361,7 +366,16 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> | undefined {
-    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    return this.#tryAllocate(
+      byteLength,
+      _checkBufferRequest(this.#p, byteLength, options),
+    );
+  }
+
+  #tryAllocate(
+    byteLength: number,
+    kind: "private" | "shared",
+  ): WatermarkBuffer<M> | undefined {
     const block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
       this.#p.failed(byteLength);
