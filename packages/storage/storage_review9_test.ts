@@ -272,3 +272,43 @@ describe("storage ninth review: tidy() and keep() with results that trap when re
     b.release();
   });
 });
+
+describe("storage ninth review: hostile shapes, strides and offsets (held)", () => {
+  it("shapes and strides whose products pass 2^53 are refused with a ShapeError naming them; 2^31 elements are fine", () => {
+    for (
+      const [shape, strides, offset] of [
+        [[2 ** 27, 2 ** 27], undefined, 0],
+        [[2 ** 30, 2 ** 30, 0], undefined, 0],
+        [[0, 2 ** 30, 2 ** 30], undefined, 0],
+        [[3], [2 ** 52], 0],
+        [[2], [2 ** 53], 0],
+        [[3], [1], 2 ** 53 - 2],
+        [[3], [-1], 0],
+      ] as [number[], number[] | undefined, number][]
+    ) {
+      assert.throws(
+        () => new BufferView(shape, { strides, offset }),
+        (e) => e instanceof AllotError,
+        JSON.stringify([shape, strides, offset]),
+      );
+    }
+    const big = new BufferView([2 ** 31]);
+    assert.equal(big.length, 2 ** 31);
+    assert.equal(big.slice(0, { start: 2 ** 31 - 1 }).offset, 2 ** 31 - 1);
+    const lazy = Buffer.lazy("u8", [2 ** 31]);
+    assert.equal(lazy.length, 2 ** 31);
+    lazy.release();
+  });
+
+  it("views of views keep their bytes after the base handle is released; a zero-size dim with a negative step is an empty view", () => {
+    const base = Buffer.fromData("i16", [1, 2, 3, 4, 5, 6], { shape: [2, 3] });
+    const rev = base.slice(1, { step: -1 });
+    const t = rev.transpose();
+    base.release();
+    assert.deepEqual([...t.toData()], [3, 6, 2, 5, 1, 4]);
+    const empty = t.slice(0, { start: 1, stop: 1 }).slice(1, { step: -1 });
+    assert.equal(empty.length, 0);
+    assert.deepEqual([...empty.toData()], []);
+    for (const b of [empty, t, rev]) b.release();
+  });
+});
