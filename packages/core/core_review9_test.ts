@@ -8,7 +8,10 @@
  * expected, as did a source whose `device` cannot be printed. And
  * `validateOptionKeys()`, which every option bag of every package goes
  * through, let a raw error escape for options whose keys cannot be read (a
- * trap or revoked proxy).
+ * trap or revoked proxy). `formatMemorySummary()`,
+ * `flattenMemoryStats()` and `formatStatsSummary()` let raw errors escape
+ * for stats records that trap or hold a null-prototype object where a
+ * number goes.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -17,13 +20,17 @@ import {
   acquireSegment,
   AllotError,
   captureCallStack,
+  flattenMemoryStats,
   formatBytes,
+  formatMemorySummary,
   formatSize,
+  formatStatsSummary,
   InvalidArgumentError,
   LeakDetector,
   type MockMemory,
   MockSegmentSource,
   OutOfMemoryError,
+  PoolStats,
   releaseSegment,
   resizeSegment,
   type Segment,
@@ -336,4 +343,67 @@ describe("core ninth review: option bags whose keys cannot be read", () => {
       }
     });
   }
+});
+
+describe("core ninth review: stats records that trap or hold non-numbers", () => {
+  const good = () => new PoolStats().memoryStats(Infinity);
+  const broken: [string, (s: Record<string, unknown>) => void][] = [
+    ["a null-prototype counter", (s) => s.numOoms = Object.create(null)],
+    ["a null-prototype stat value", (s) => {
+      (s.allocatedBytes as Record<string, Record<string, unknown>>).all
+        .current = Object.create(null);
+    }],
+    ["a trapping figure", (s) => s.allocatedBytes = trapObject()],
+    ["a trapping pool", (s) => {
+      (s.segment as Record<string, unknown>).largePool = trapObject();
+    }],
+    ["a trapping oversize figure", (s) => s.oversizeSegments = trapObject()],
+    ["a throwing getter", (s) =>
+      Object.defineProperty(s, "numDeviceFree", {
+        get() {
+          throw new Error("getter");
+        },
+      })],
+    ["a string counter", (s) => s.numAllocRetries = "3"],
+  ];
+  for (const [name, spoil] of broken) {
+    it(`formatMemorySummary() and flattenMemoryStats() refuse stats with ${name} with an InvalidArgumentError (raw errors escaped, or junk was printed)`, () => {
+      const stats = good() as unknown as Record<string, unknown>;
+      spoil(stats);
+      assert.throws(
+        () => formatMemorySummary(stats as never),
+        InvalidArgumentError,
+      );
+      assert.throws(
+        () => flattenMemoryStats(stats as never),
+        InvalidArgumentError,
+      );
+    });
+  }
+
+  it("formatMemorySummary() and flattenMemoryStats() of a trap, and formatStatsSummary() of records that trap, are refused with an InvalidArgumentError", () => {
+    for (
+      const call of [
+        () => formatMemorySummary(trapObject() as never),
+        () => flattenMemoryStats(trapObject() as never),
+        () => formatStatsSummary(trapObject()),
+        () => formatStatsSummary({ requestedBytes: trapObject() }),
+        () =>
+          formatStatsSummary({
+            get reservedBytes(): number {
+              throw new Error("getter");
+            },
+          }),
+      ]
+    ) {
+      assert.throws(call, InvalidArgumentError);
+    }
+    // good records still print
+    assert.match(formatMemorySummary(good()), /Allocated memory/);
+    assert.equal(flattenMemoryStats(good()).num_ooms, 0);
+    assert.match(
+      formatStatsSummary({ reservedBytes: 1024, a: Object.create(null) }),
+      /reserved bytes: 1\.00 KiB/,
+    );
+  });
 });
