@@ -11,7 +11,10 @@
  * trap or revoked proxy). `formatMemorySummary()`,
  * `flattenMemoryStats()` and `formatStatsSummary()` let raw errors escape
  * for stats records that trap or hold a null-prototype object where a
- * number goes.
+ * number goes. `isHostMemory()`, `hostBuffer()`, `junkFill()`,
+ * `MockSegmentSource.freeSegment()` / `tryResizeSegment()` and
+ * `SegmentLedger` threw raw errors for a memory or segment that traps when
+ * read.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -25,7 +28,10 @@ import {
   formatMemorySummary,
   formatSize,
   formatStatsSummary,
+  hostBuffer,
   InvalidArgumentError,
+  isHostMemory,
+  junkFill,
   LeakDetector,
   type MockMemory,
   MockSegmentSource,
@@ -34,6 +40,7 @@ import {
   releaseSegment,
   resizeSegment,
   type Segment,
+  SegmentLedger,
   SegmentSourceError,
   TraceRecorder,
   validateOptionKeys,
@@ -404,6 +411,45 @@ describe("core ninth review: stats records that trap or hold non-numbers", () =>
     assert.match(
       formatStatsSummary({ reservedBytes: 1024, a: Object.create(null) }),
       /reserved bytes: 1\.00 KiB/,
+    );
+  });
+});
+
+describe("core ninth review: memories and segments that trap when read", () => {
+  it("isHostMemory() answers false, hostBuffer() refuses with an InvalidArgumentError and junkFill() fills nothing for a memory that traps", () => {
+    assert.equal(isHostMemory(trapObject()), false);
+    assert.throws(
+      () => hostBuffer(trapObject() as never),
+      InvalidArgumentError,
+    );
+    assert.equal(junkFill(trapObject(), 0, 4), false);
+  });
+
+  it("MockSegmentSource.freeSegment()/tryResizeSegment() and SegmentLedger refuse a segment that traps with a typed error, changing nothing", () => {
+    const source = new MockSegmentSource({ capacityBytes: 1 << 20 });
+    const live = source.tryAllocateSegment(4096, { resizable: true })!;
+    assert.throws(() => source.freeSegment(trapObject() as never), AllotError);
+    assert.throws(
+      () => source.tryResizeSegment(trapObject() as never, 8192),
+      AllotError,
+    );
+    const ledger = new SegmentLedger("test:0");
+    assert.throws(() => ledger.add(trapObject() as never), AllotError);
+    assert.throws(() => ledger.remove(trapObject() as never), AllotError);
+    assert.throws(() => ledger.bytesOf(trapObject() as never), AllotError);
+    assert.equal(ledger.liveSegmentCount, 0);
+    assert.equal(source.liveSegmentCount, 1);
+    assert.equal(source.reservedBytes, 4096);
+    source.freeSegment(live);
+  });
+
+  it("resizeSegment()'s message names a segment whose length cannot be read in plain words", () => {
+    const source = new MockSegmentSource({ capacityBytes: 1 << 20 });
+    assert.throws(
+      () => resizeSegment(source, trapObject() as never, 8192, 100),
+      (e) =>
+        e instanceof AllotError && !/a an /.test(e.message) &&
+        /segment/.test(e.message),
     );
   });
 });
