@@ -215,9 +215,9 @@ export function resizeSegment<M>(
     throw new SegmentSourceError(
       `Cannot allocate ${forBytes} bytes: the segment source of ${
         _deviceOf(source)
-      } threw while resizing a ${
-        _lengthOf(segment)
-      }-byte segment to ${byteLength} bytes: ${describeError(error)}`,
+      } threw while resizing ${_segmentText(segment)} to ${byteLength} bytes: ${
+        describeError(error)
+      }`,
       { cause: error },
     );
   }
@@ -237,7 +237,7 @@ export function resizeSegment<M>(
     throw new SegmentSourceError(
       `Cannot allocate ${forBytes} bytes: the segment source of ${
         _deviceOf(source)
-      } resized a ${_lengthOf(segment)}-byte segment to ${
+      } resized ${_segmentText(segment)} to ${
         typeof resized === "object" && cause === undefined
           ? describeValue(got)
           : "nothing"
@@ -324,12 +324,12 @@ function _deviceOf(source: { readonly device: unknown }): string {
   }
 }
 
-/** A segment's byte length for a message, read without trusting it. */
-function _lengthOf(segment: { readonly byteLength: unknown }): string {
+/** "a 4096-byte segment" for a message, read without trusting it. */
+function _segmentText(segment: { readonly byteLength: unknown }): string {
   try {
-    return describeValue(segment.byteLength);
+    return `a ${describeValue(segment.byteLength)}-byte segment`;
   } catch {
-    return "an unreadable";
+    return "a segment whose byteLength cannot be read";
   }
 }
 
