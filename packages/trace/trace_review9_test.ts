@@ -471,3 +471,38 @@ describe("trace ninth review: fromAllocatorSnapshot() with entries that trap or 
     );
   });
 });
+
+describe("trace ninth review: hostile text in a trace (held)", () => {
+  it("memoryReport() and timelineSvg() escape tags, labels, stack frames, step names and titles that hold markup", () => {
+    const evil =
+      `</script><script>alert(1)</script><img src=x onerror=alert(2)>`;
+    const text = (source: string) =>
+      [
+        JSON.stringify({ format: "allot-trace", version: 1, source }),
+        JSON.stringify({
+          t: 0,
+          op: "stack",
+          sid: 0,
+          frames: [{ at: source, kind: "user" }],
+        }),
+        JSON.stringify({ t: 0, op: "create", id: 0, size: 4096, usage: 132 }),
+        JSON.stringify({
+          t: 1,
+          op: "alloc",
+          id: 0,
+          size: 1024,
+          tag: source,
+          s: 0,
+        }),
+        JSON.stringify({ t: 2, op: "step", name: source }),
+        JSON.stringify({ t: 3, op: "free", id: 0 }),
+      ].join("\n");
+    const scripts = (html: string) => html.split("</script>").length;
+    const benign = memoryReport(text("plain"), { repeat: 1, title: "plain" });
+    const hostile = memoryReport(text(evil), { repeat: 1, title: evil });
+    assert.equal(scripts(hostile), scripts(benign));
+    assert.ok(!hostile.includes("<img src=x"));
+    const svg = timelineSvg(memoryTimeline(parseTrace(text(evil))));
+    assert.ok(!svg.includes("<img") && !svg.includes("<script"));
+  });
+});
