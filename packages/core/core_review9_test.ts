@@ -453,3 +453,48 @@ describe("core ninth review: memories and segments that trap when read", () => {
     );
   });
 });
+
+describe("core ninth review: history recorder limits (held)", () => {
+  it("TraceRecorder keeps the newest maxEntries in order, counts the dropped, and a refused record changes nothing", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.array(
+          fc.oneof(
+            fc.record({ ok: fc.constant(true), a: fc.nat(1 << 20) }),
+            fc.record({
+              ok: fc.constant(false),
+              a: fc.constantFrom(-1, NaN, 1.5, 2 ** 53),
+            }),
+          ),
+          { maxLength: 40 },
+        ),
+        (max, records) => {
+          const r = new TraceRecorder({ maxEntries: max });
+          const kept: number[] = [];
+          for (const { ok, a } of records) {
+            const before = [r.size, r.droppedEntries];
+            if (ok) {
+              r.record("alloc", a, 8, 8, 0);
+              kept.push(a);
+            } else {
+              assert.throws(
+                () => r.record("alloc", a, 8, 8, 0),
+                InvalidArgumentError,
+              );
+              assert.deepEqual([r.size, r.droppedEntries], before);
+            }
+          }
+          assert.deepEqual(
+            r.entries().map((e) => e.address),
+            kept.slice(-max),
+          );
+          assert.equal(r.droppedEntries, Math.max(0, kept.length - max));
+          r.clear();
+          assert.deepEqual([r.size, r.droppedEntries], [0, 0]);
+        },
+      ),
+      { numRuns: modelRuns(300) },
+    );
+  });
+});
