@@ -47,7 +47,10 @@
 import {
   describeValue,
   InvalidArgumentError,
+  validateFlag,
+  validateInteger,
   validateObject,
+  validateOptionKeys,
 } from "@allot/core";
 
 /** One event of a trace. */
@@ -119,6 +122,13 @@ class _Builder {
   ops: TraceOp[] = [];
   #next = 1;
   alloc(byteLength: number, tag: string): number {
+    if (!Number.isSafeInteger(byteLength)) {
+      // the options' product passed 2^53: refused, not traced as a rounded size
+      throw new InvalidArgumentError(
+        `Cannot make the trace: tensor ${tag} would have ${byteLength} bytes, past 2^53 - 1 (${Number.MAX_SAFE_INTEGER}); use smaller shapes`,
+        { name: "options", value: byteLength, limit: Number.MAX_SAFE_INTEGER },
+      );
+    }
     const id = this.#next++;
     this.ops.push({ kind: "alloc", id, byteLength, tag });
     return id;
@@ -129,6 +139,42 @@ class _Builder {
   mark(label: string): void {
     this.ops.push({ kind: "mark", label });
   }
+}
+
+/** Largest count or size option a generator takes. */
+const _MAX_OPTION = 2 ** 31 - 1;
+
+/** An integer option in `[min, _MAX_OPTION]`, or its default. */
+function _intOption(
+  value: unknown,
+  name: string,
+  fallback: number,
+  min = 1,
+): number {
+  return validateInteger(
+    (value === undefined ? fallback : value) as number,
+    min,
+    _MAX_OPTION,
+    name,
+  );
+}
+
+/** The prompt lengths, checked and copied (read once). */
+function _promptLengths(value: unknown): number[] {
+  if (value === undefined) return [37, 128, 300, 64, 511, 200, 96, 17];
+  if (!Array.isArray(value) || value.length === 0 || value.length > 4096) {
+    throw new InvalidArgumentError(
+      `Invalid promptLengths: must be an array of 1 to 4096 positive integers, received ${
+        describeValue(value)
+      }`,
+      { name: "promptLengths", value, limit: [1, 4096] },
+    );
+  }
+  const out: number[] = [];
+  for (let i = 0; i < value.length; i++) {
+    out.push(_intOption(value[i], `promptLengths[${i}]`, NaN));
+  }
+  return out;
 }
 
 /** Options of {@linkcode transformerInferenceTrace}. */
@@ -202,7 +248,10 @@ export interface TransformerInferenceOptions {
  *
  * @param options Model shape and request mix.
  * @returns The trace; `warmupOps` ends the first round.
- * @throws {InvalidArgumentError} When `options` is not an object.
+ * @throws {InvalidArgumentError} When `options` is not an object, holds a
+ * key the generator does not read, or a value outside its range (counts and
+ * shape sizes are integers up to 2^31 - 1), or makes a tensor past 2^53 - 1
+ * bytes.
  *
  * @example
  * ```ts
@@ -227,18 +276,29 @@ export function transformerInferenceTrace(
   options: TransformerInferenceOptions = {},
 ): AllocationTrace {
   validateObject(options, "options");
-  const L = options.layers ?? 12;
-  const d = options.hidden ?? 768;
-  const h = options.heads ?? 12;
-  const V = options.vocab ?? 50257;
-  const e = options.bytesPerElement ?? 4;
-  const prompts = options.promptLengths ?? [37, 128, 300, 64, 511, 200, 96, 17];
-  const steps = options.decodeSteps ?? 16;
-  const rounds = options.rounds ?? 3;
+  validateOptionKeys(options, [
+    "layers",
+    "hidden",
+    "heads",
+    "vocab",
+    "bytesPerElement",
+    "promptLengths",
+    "decodeSteps",
+    "rounds",
+    "weights",
+  ], "transformerInferenceTrace()");
+  const L = _intOption(options.layers, "layers", 12);
+  const d = _intOption(options.hidden, "hidden", 768);
+  const h = _intOption(options.heads, "heads", 12);
+  const V = _intOption(options.vocab, "vocab", 50257);
+  const e = _intOption(options.bytesPerElement, "bytesPerElement", 4);
+  const prompts = _promptLengths(options.promptLengths);
+  const steps = _intOption(options.decodeSteps, "decodeSteps", 16, 0);
+  const rounds = _intOption(options.rounds, "rounds", 3);
   const maxPos = Math.max(...prompts) + steps;
   const b = new _Builder();
   const weights: number[] = [];
-  if (options.weights ?? true) {
+  if (validateFlag(options.weights, "weights", true)) {
     weights.push(b.alloc(V * d * e, "wte"), b.alloc(maxPos * d * e, "wpe"));
     for (let l = 0; l < L; l++) {
       const p = `layer${l}`;
@@ -400,7 +460,10 @@ export interface TrainingStepOptions {
  *
  * @param options Model shape and step count.
  * @returns The trace; `warmupOps` ends step `warmupSteps`.
- * @throws {InvalidArgumentError} When `options` is not an object.
+ * @throws {InvalidArgumentError} When `options` is not an object, holds a
+ * key the generator does not read, or a value outside its range (counts and
+ * shape sizes are integers up to 2^31 - 1), or makes a tensor past 2^53 - 1
+ * bytes.
  *
  * @example
  * ```ts
@@ -426,15 +489,29 @@ export function trainingStepTrace(
   options: TrainingStepOptions = {},
 ): AllocationTrace {
   validateObject(options, "options");
-  const L = options.layers ?? 6;
-  const d = options.hidden ?? 512;
-  const h = options.heads ?? 8;
-  const V = options.vocab ?? 8192;
-  const s = options.sequence ?? 256;
-  const B = options.batch ?? 8;
-  const e = options.bytesPerElement ?? 4;
-  const steps = options.steps ?? 5;
-  const warmupSteps = options.warmupSteps ?? 2;
+  validateOptionKeys(options, [
+    "layers",
+    "hidden",
+    "heads",
+    "vocab",
+    "sequence",
+    "batch",
+    "bytesPerElement",
+    "steps",
+    "warmupSteps",
+  ], "trainingStepTrace()");
+  const L = _intOption(options.layers, "layers", 6);
+  const d = _intOption(options.hidden, "hidden", 512);
+  const h = _intOption(options.heads, "heads", 8);
+  const V = _intOption(options.vocab, "vocab", 8192);
+  const s = _intOption(options.sequence, "sequence", 256);
+  const B = _intOption(options.batch, "batch", 8);
+  const e = _intOption(options.bytesPerElement, "bytesPerElement", 4);
+  const steps = _intOption(options.steps, "steps", 5);
+  // the default 2 is never reached by a 1-step trace: no warm-up (as before)
+  const warmupSteps = options.warmupSteps === undefined
+    ? (steps >= 2 ? 2 : 0)
+    : validateInteger(options.warmupSteps, 0, steps, "warmupSteps");
   const n = B * s;
   const b = new _Builder();
   const paramSizes: [string, number][] = [
@@ -607,7 +684,10 @@ export interface ChurnTraceOptions {
  *
  * @param options Size range, live limit, length and seed.
  * @returns The trace.
- * @throws {InvalidArgumentError} When `options` is not an object.
+ * @throws {InvalidArgumentError} When `options` is not an object, holds a
+ * key the generator does not read, or a value outside its range (counts and
+ * shape sizes are integers up to 2^31 - 1), or makes a tensor past 2^53 - 1
+ * bytes.
  *
  * @example
  * ```ts
@@ -621,11 +701,38 @@ export interface ChurnTraceOptions {
  */
 export function churnTrace(options: ChurnTraceOptions = {}): AllocationTrace {
   validateObject(options, "options");
-  const allocations = options.allocations ?? 40000;
-  const minByteLength = options.minByteLength ?? 256;
-  const maxByteLength = options.maxByteLength ?? 64 * MiB;
-  const limit = options.liveByteLength ?? 256 * MiB;
-  let a = (options.seed ?? 3) >>> 0;
+  validateOptionKeys(options, [
+    "allocations",
+    "seed",
+    "minByteLength",
+    "maxByteLength",
+    "liveByteLength",
+  ], "churnTrace()");
+  const allocations = _intOption(options.allocations, "allocations", 40000, 0);
+  const minByteLength = validateInteger(
+    (options.minByteLength ?? 256) as number,
+    1,
+    Number.MAX_SAFE_INTEGER,
+    "minByteLength",
+  );
+  const maxByteLength = validateInteger(
+    (options.maxByteLength ?? Math.max(64 * MiB, minByteLength)) as number,
+    minByteLength,
+    Number.MAX_SAFE_INTEGER,
+    "maxByteLength",
+  );
+  const limit = validateInteger(
+    (options.liveByteLength ?? 256 * MiB) as number,
+    0,
+    Number.MAX_SAFE_INTEGER,
+    "liveByteLength",
+  );
+  let a = validateInteger(
+    (options.seed ?? 3) as number,
+    -Number.MAX_SAFE_INTEGER,
+    Number.MAX_SAFE_INTEGER,
+    "seed",
+  ) >>> 0;
   const random = (): number => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;

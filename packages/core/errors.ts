@@ -69,9 +69,14 @@ export class InvalidArgumentError extends AllotError {
    *
    * @param message Message that states the value and the limit.
    * @param details The argument name, value and limit.
+   * @param options Standard error options (`cause`).
    */
-  constructor(message: string, details: InvalidArgumentDetails) {
-    super(message);
+  constructor(
+    message: string,
+    details: InvalidArgumentDetails,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
     this.argument = details.name;
     this.value = details.value;
     this.limit = details.limit;
@@ -134,6 +139,12 @@ export class OutOfMemoryError extends AllotError {
     options?: ErrorOptions,
   ) {
     super(message, options);
+    // an error is being built: details that are not an object (null threw a
+    // raw TypeError here, hiding the out-of-memory error) leave the figures
+    // unknown
+    if (typeof details !== "object" || details === null) {
+      details = {} as OutOfMemoryDetails;
+    }
     this.requestedBytes = details.requestedBytes;
     this.capacityBytes = details.capacityBytes;
     this.freeBytes = details.freeBytes;

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { describeValue } from "./validate.ts";
+
 const KiB = 1024;
 const MiB = 1024 * KiB;
 const GiB = 1024 * MiB;
@@ -14,7 +16,9 @@ const TiB = 1024 * GiB;
  * Formats a byte count with binary units and two decimals.
  *
  * @param byteLength Bytes.
- * @returns Text such as `512 bytes`, `1.50 MiB`, `unlimited` for `Infinity`.
+ * @returns Text such as `512 bytes`, `1.50 MiB`, `unlimited` for `Infinity`;
+ * a value that is not a number is described (`an object`, `"12"`), never
+ * converted, so it cannot throw (it builds other errors' messages).
  *
  * @example
  * ```ts
@@ -28,9 +32,8 @@ const TiB = 1024 * GiB;
  */
 export function formatBytes(byteLength: number): string {
   if (byteLength === Infinity) return "unlimited";
-  if (typeof byteLength !== "number" || !Number.isFinite(byteLength)) {
-    return String(byteLength);
-  }
+  if (typeof byteLength !== "number") return describeValue(byteLength);
+  if (!Number.isFinite(byteLength)) return String(byteLength);
   const sign = byteLength < 0 ? "-" : "";
   const n = Math.abs(byteLength);
   if (n < KiB) return `${byteLength + 0} bytes`;

@@ -49,10 +49,15 @@ export type HostMemory = ArrayBuffer | SharedArrayBuffer | WasmMemory;
  * ```
  */
 export function isHostMemory(value: unknown): value is HostMemory {
-  return value instanceof ArrayBuffer ||
-    (typeof SharedArrayBuffer !== "undefined" &&
-      value instanceof SharedArrayBuffer) ||
-    (typeof WebAssembly !== "undefined" && value instanceof WebAssembly.Memory);
+  try {
+    return value instanceof ArrayBuffer ||
+      (typeof SharedArrayBuffer !== "undefined" &&
+        value instanceof SharedArrayBuffer) ||
+      (typeof WebAssembly !== "undefined" &&
+        value instanceof WebAssembly.Memory);
+  } catch {
+    return false; // a proxy whose getPrototypeOf traps is no host memory
+  }
 }
 
 /**
@@ -76,22 +81,28 @@ export function isHostMemory(value: unknown): value is HostMemory {
 export function hostBuffer(
   memory: HostMemory,
 ): ArrayBuffer | SharedArrayBuffer {
-  return memory instanceof ArrayBuffer ||
+  let plain = false;
+  try {
+    plain = memory instanceof ArrayBuffer ||
       (typeof SharedArrayBuffer !== "undefined" &&
-        memory instanceof SharedArrayBuffer)
-    ? memory
+        memory instanceof SharedArrayBuffer);
+  } catch {
+    // a proxy whose getPrototypeOf traps: refused below
+  }
+  return plain
+    ? memory as ArrayBuffer | SharedArrayBuffer
     : _memoryBuffer(memory);
 }
 
 function _memoryBuffer(memory: unknown): ArrayBuffer | SharedArrayBuffer {
-  if (
-    typeof WebAssembly !== "undefined" && memory instanceof WebAssembly.Memory
-  ) {
-    try {
-      return memory.buffer;
-    } catch {
-      // Object.create(WebAssembly.Memory.prototype): not a memory
-    }
+  try {
+    if (
+      typeof WebAssembly !== "undefined" &&
+      memory instanceof WebAssembly.Memory
+    ) return memory.buffer;
+  } catch {
+    // Object.create(WebAssembly.Memory.prototype), or a proxy that traps:
+    // not a memory
   }
   throw new InvalidArgumentError(
     `Cannot read a host memory's buffer: must be an ArrayBuffer, a SharedArrayBuffer or a WebAssembly.Memory, received ${

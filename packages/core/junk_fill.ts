@@ -59,13 +59,18 @@ export function junkFill(
     new Uint8Array(buffer, byteOffset, byteLength).fill(JUNK_BYTE);
     return true;
   }
-  if (typeof memory === "object" && memory !== null && "bytes" in memory) {
-    const bytes = (memory as { bytes: unknown }).bytes;
-    if (bytes instanceof Uint8Array) {
-      checkEnd(byteOffset, byteLength, bytes.length);
-      bytes.fill(JUNK_BYTE, byteOffset, byteOffset + byteLength);
-      return true;
+  let bytes: unknown;
+  try {
+    if (typeof memory === "object" && memory !== null && "bytes" in memory) {
+      bytes = (memory as { bytes: unknown }).bytes;
     }
+  } catch {
+    return false; // a memory that traps when read: the host cannot reach it
+  }
+  if (bytes instanceof Uint8Array) {
+    checkEnd(byteOffset, byteLength, bytes.length);
+    bytes.fill(JUNK_BYTE, byteOffset, byteOffset + byteLength);
+    return true;
   }
   return false;
 }

@@ -136,7 +136,7 @@ export function formatSize(byteLength: number): string {
 export function flattenMemoryStats(
   stats: MemoryStats,
 ): Record<string, number> {
-  _checkStats(stats);
+  stats = _checkedStats(stats);
   const out: Record<string, number> = {};
   const snake = (name: string): string =>
     name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -208,7 +208,7 @@ export function formatMemorySummary(
   stats: MemoryStats,
   options: MemorySummaryOptions = {},
 ): string {
-  _checkStats(stats);
+  stats = _checkedStats(stats);
   validateObject(options, "options");
   validateOptionKeys(options, ["title", "abbreviated"], "memorySummary()");
   const rawTitle = options.title === undefined
@@ -301,40 +301,77 @@ export function formatMemorySummary(
   return rows.join("\n");
 }
 
-/** Checks that `stats` has every figure a report reads. */
-function _checkStats(stats: unknown): void {
+const _COUNTERS = [
+  "numAllocRetries",
+  "numOoms",
+  "numSyncAllStreams",
+  "numDeviceAlloc",
+  "numDeviceFree",
+  "maxSplitByteLength",
+] as const;
+
+/**
+ * `stats` checked and copied: every figure a report reads, each value read
+ * once and a number (or left out). A record that traps when read, or holds
+ * a null-prototype object where a number goes, threw a raw error from the
+ * report or printed junk.
+ */
+function _checkedStats(stats: unknown): MemoryStats {
   validateObject(stats, "stats");
-  const s = stats as Record<string, unknown>;
-  for (
-    const name of [
-      ...STAT_ARRAY_NAMES,
-      "oversizeAllocations",
-      "oversizeSegments",
-    ]
-  ) {
-    const figure = s[name];
-    if (typeof figure !== "object" || figure === null) {
-      throw new InvalidArgumentError(
-        `Invalid stats: ${name} must be an object, received ${
-          describeValue(figure)
-        }`,
-        { name: `stats.${name}`, value: figure, limit: "an object" },
-      );
+  const bad = (where: string, value: unknown, rule: string): never => {
+    throw new InvalidArgumentError(
+      `Invalid stats: ${where} must be ${rule}, received ${
+        describeValue(value)
+      }`,
+      { name: `stats.${where}`, value, limit: rule },
+    );
+  };
+  const number = (where: string, value: unknown): number => {
+    if (value !== undefined && typeof value !== "number") {
+      bad(where, value, "a number");
     }
-    const pools = (STAT_ARRAY_NAMES as readonly string[]).includes(name)
-      ? ["all", "smallPool", "largePool"].map((p) =>
-        (figure as Record<string, unknown>)[p]
-      )
-      : [figure];
-    for (const values of pools) {
-      if (typeof values !== "object" || values === null) {
-        throw new InvalidArgumentError(
-          `Invalid stats: ${name} must hold all, smallPool and largePool values, received ${
-            describeValue(values)
-          }`,
-          { name: `stats.${name}`, value: values, limit: "StatValues" },
-        );
+    return value as number;
+  };
+  const values = (where: string, v: unknown): StatValues => {
+    if (typeof v !== "object" || v === null) bad(where, v, "StatValues");
+    const o = v as Record<string, unknown>;
+    return {
+      current: number(`${where}.current`, o.current),
+      peak: number(`${where}.peak`, o.peak),
+      allocated: number(`${where}.allocated`, o.allocated),
+      freed: number(`${where}.freed`, o.freed),
+    };
+  };
+  try {
+    const s = stats as Record<string, unknown>;
+    const out: Record<string, unknown> = {};
+    for (const name of STAT_ARRAY_NAMES) {
+      const figure = s[name];
+      if (typeof figure !== "object" || figure === null) {
+        bad(name, figure, "an object");
       }
+      const f = figure as Record<string, unknown>;
+      out[name] = {
+        all: values(`${name}.all`, f.all),
+        smallPool: values(`${name}.smallPool`, f.smallPool),
+        largePool: values(`${name}.largePool`, f.largePool),
+      };
     }
+    out.oversizeAllocations = values(
+      "oversizeAllocations",
+      s.oversizeAllocations,
+    );
+    out.oversizeSegments = values("oversizeSegments", s.oversizeSegments);
+    for (const name of _COUNTERS) out[name] = number(name, s[name]);
+    return out as unknown as MemoryStats;
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error;
+    throw new InvalidArgumentError(
+      `Invalid stats: the record cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name: "stats", value: stats, limit: "MemoryStats" },
+      { cause: error },
+    );
   }
 }

@@ -19,7 +19,8 @@ import { InvalidArgumentError } from "./errors.ts";
  * @param accepted The keys the caller reads.
  * @param where What takes the options, for the message (`"CachingAllocator"`).
  * @throws {InvalidArgumentError} Naming the first unknown key and the
- * accepted ones (its `limit`).
+ * accepted ones (its `limit`), or when the keys cannot be read (a proxy
+ * whose `ownKeys` throws; its error is the `cause`).
  *
  * @example
  * ```ts
@@ -41,16 +42,33 @@ export function validateOptionKeys(
 ): void {
   // (not an object: the caller's own check refuses it)
   if (typeof options !== "object" || options === null) return;
-  // a for-in, not Object.keys: no array on the common path (per-call option
-  // bags); an inherited key is not the caller's, so it is skipped
-  for (const key in options) {
-    if (!accepted.includes(key) && Object.hasOwn(options, key)) {
-      throw new InvalidArgumentError(
-        `Unknown option ${
-          JSON.stringify(key)
-        } of ${where}: the options it reads are ${accepted.join(", ")}`,
-        { name: key, value: key, limit: [...accepted] },
-      );
+  let unknown: string | undefined;
+  try {
+    // a for-in, not Object.keys: no array on the common path (per-call
+    // option bags); an inherited key is not the caller's, so it is skipped
+    for (const key in options) {
+      if (!accepted.includes(key) && Object.hasOwn(options, key)) {
+        unknown = key;
+        break;
+      }
     }
+  } catch (error) {
+    // a proxy whose ownKeys trap throws, a revoked proxy: its raw error
+    // escaped every option bag of every package
+    throw new InvalidArgumentError(
+      `Invalid options of ${where}: its keys cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name: "options", value: options, limit: [...accepted] },
+      { cause: error },
+    );
+  }
+  if (unknown !== undefined) {
+    throw new InvalidArgumentError(
+      `Unknown option ${
+        JSON.stringify(unknown)
+      } of ${where}: the options it reads are ${accepted.join(", ")}`,
+      { name: unknown, value: unknown, limit: [...accepted] },
+    );
   }
 }

@@ -133,7 +133,7 @@ export class SegmentLedger<M = unknown> {
   add(segment: Segment<M>, bytes?: number): void {
     _requireSegment(segment, "segment");
     bytes = validateByteLength(
-      bytes === undefined ? segment.byteLength : bytes,
+      bytes === undefined ? _lengthOf(segment, "segment") : bytes,
       Number.MAX_SAFE_INTEGER - this.#reserved,
       "bytes",
     );
@@ -161,7 +161,9 @@ export class SegmentLedger<M = unknown> {
     const bytes = this.#live.get(segment);
     if (bytes === undefined) {
       throw new DoubleFreeError(
-        `Cannot free a segment of ${segment?.byteLength} bytes: it is not a live segment of ${this.owner}`,
+        `Cannot free a segment of ${
+          _lengthText(segment)
+        }: it is not a live segment of ${this.owner}`,
       );
     }
     this.#live.delete(segment);
@@ -181,7 +183,9 @@ export class SegmentLedger<M = unknown> {
     const bytes = this.#live.get(segment);
     if (bytes === undefined) {
       throw new DoubleFreeError(
-        `Cannot resize a segment of ${segment?.byteLength} bytes: it is not a live segment of ${this.owner}`,
+        `Cannot resize a segment of ${
+          _lengthText(segment)
+        }: it is not a live segment of ${this.owner}`,
       );
     }
     return bytes;
@@ -208,7 +212,7 @@ export class SegmentLedger<M = unknown> {
     _requireSegment(resized, "resized");
     const old = this.bytesOf(segment);
     bytes = validateByteLength(
-      bytes === undefined ? resized.byteLength : bytes,
+      bytes === undefined ? _lengthOf(resized, "resized") : bytes,
       Number.MAX_SAFE_INTEGER - (this.#reserved - old),
       "bytes",
     );
@@ -246,5 +250,31 @@ function _requireSegment(segment: unknown, name: string): void {
       }`,
       { name, value: segment, limit: "Segment" },
     );
+  }
+}
+
+/** A segment's byteLength, read once; a read that throws is refused (typed). */
+function _lengthOf(segment: object, name: string): number {
+  try {
+    return (segment as { byteLength: number }).byteLength;
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `Invalid ${name}: its byteLength cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name, value: segment, limit: "Segment" },
+      { cause: error },
+    );
+  }
+}
+
+/** "4096 bytes" for a message, whatever the segment is (read without trusting it). */
+function _lengthText(segment: unknown): string {
+  try {
+    const n = (segment as { byteLength?: unknown } | null | undefined)
+      ?.byteLength;
+    return `${describeValue(n)} bytes`;
+  } catch {
+    return "unreadable length";
   }
 }

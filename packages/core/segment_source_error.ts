@@ -72,12 +72,15 @@ export function acquireSegment<M>(
   forBytes: number,
   options?: SegmentRequestOptions,
 ): Segment<M> | undefined {
+  _checkSource(source, `allocate ${describeValue(forBytes)} bytes`);
   let segment: Segment<M> | undefined;
   try {
     segment = source.tryAllocateSegment(byteLength, options);
   } catch (error) {
     throw new SegmentSourceError(
-      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} threw while making a ${byteLength}-byte segment: ${
+      `Cannot allocate ${forBytes} bytes: the segment source of ${
+        _deviceOf(source)
+      } threw while making a ${byteLength}-byte segment: ${
         describeError(error)
       }`,
       { cause: error },
@@ -87,7 +90,9 @@ export function acquireSegment<M>(
   if (typeof segment === "object" && _live.has(segment)) {
     // not given back: it is a pool's live segment
     throw new SegmentSourceError(
-      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} returned a segment it had already given out and not got back (refused, and not freed: it is in use)`,
+      `Cannot allocate ${forBytes} bytes: the segment source of ${
+        _deviceOf(source)
+      } returned a segment it had already given out and not got back (refused, and not freed: it is in use)`,
     );
   }
   let problem: string | undefined;
@@ -113,7 +118,9 @@ export function acquireSegment<M>(
     }
   }
   throw new SegmentSourceError(
-    `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} ${problem}`,
+    `Cannot allocate ${forBytes} bytes: the segment source of ${
+      _deviceOf(source)
+    } ${problem}`,
     cause === undefined ? undefined : { cause },
   );
 }
@@ -180,6 +187,10 @@ export function resizeSegment<M>(
   byteLength: number,
   forBytes: number,
 ): Segment<M> | undefined {
+  _checkSource(
+    source,
+    `resize a segment to ${describeValue(byteLength)} bytes`,
+  );
   if (typeof source.tryResizeSegment !== "function") return undefined;
   if (typeof segment !== "object" || segment === null) {
     throw new InvalidArgumentError(
@@ -202,7 +213,9 @@ export function resizeSegment<M>(
     resized = source.tryResizeSegment(segment, byteLength);
   } catch (error) {
     throw new SegmentSourceError(
-      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} threw while resizing a ${segment.byteLength}-byte segment to ${byteLength} bytes: ${
+      `Cannot allocate ${forBytes} bytes: the segment source of ${
+        _deviceOf(source)
+      } threw while resizing ${_segmentText(segment)} to ${byteLength} bytes: ${
         describeError(error)
       }`,
       { cause: error },
@@ -222,7 +235,9 @@ export function resizeSegment<M>(
   }
   if (moved) {
     throw new SegmentSourceError(
-      `Cannot allocate ${forBytes} bytes: the segment source of ${source.device} resized a ${segment.byteLength}-byte segment to ${
+      `Cannot allocate ${forBytes} bytes: the segment source of ${
+        _deviceOf(source)
+      } resized ${_segmentText(segment)} to ${
         typeof resized === "object" && cause === undefined
           ? describeValue(got)
           : "nothing"
@@ -262,16 +277,59 @@ export function releaseSegment<M>(
   segment: Segment<M>,
   what: string,
 ): void {
+  _checkSource(source, `return ${what}`);
   if (typeof segment === "object" && segment !== null) _live.delete(segment);
   try {
     source.freeSegment(segment);
   } catch (error) {
     throw new SegmentSourceError(
-      `Cannot return ${what}: the segment source of ${source.device} threw: ${
-        describeError(error)
-      }`,
+      `Cannot return ${what}: the segment source of ${
+        _deviceOf(source)
+      } threw: ${describeError(error)}`,
       { cause: error },
     );
+  }
+}
+
+/**
+ * Refuses a source that is not an object (`null` threw a raw `TypeError`
+ * when its methods were read): the caller passed no collaborator, which is
+ * its error, not the device's.
+ */
+function _checkSource(source: unknown, what: string): void {
+  if (
+    (typeof source !== "object" && typeof source !== "function") ||
+    source === null
+  ) {
+    throw new InvalidArgumentError(
+      `Cannot ${what}: source must be a segment source, received ${
+        describeValue(source)
+      }`,
+      { name: "source", value: source, limit: "SegmentSource" },
+    );
+  }
+}
+
+/** The source's device for a message; a device that cannot be printed is described. */
+function _deviceOf(source: { readonly device: unknown }): string {
+  try {
+    const device = source.device;
+    return typeof device === "object" && device !== null
+      ? String(device)
+      : typeof device === "string"
+      ? device
+      : describeValue(device);
+  } catch {
+    return "an unprintable device";
+  }
+}
+
+/** "a 4096-byte segment" for a message, read without trusting it. */
+function _segmentText(segment: { readonly byteLength: unknown }): string {
+  try {
+    return `a ${describeValue(segment.byteLength)}-byte segment`;
+  } catch {
+    return "a segment whose byteLength cannot be read";
   }
 }
 

@@ -25,6 +25,24 @@ function isStatValues(value: unknown): value is StatValues {
   return FIELDS.every((f) => typeof v[f] === "number");
 }
 
+/**
+ * A figure's values (and its pools' values) copied into plain objects:
+ * each field read once.
+ */
+function _plainFigure(value: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of FIELDS) out[k] = value[k];
+  for (const [pool] of POOLS) {
+    const v = value[pool];
+    if (typeof v === "object" && v !== null) {
+      const o: Record<string, unknown> = {};
+      for (const k of FIELDS) o[k] = (v as Record<string, unknown>)[k];
+      out[pool] = o;
+    }
+  }
+  return out;
+}
+
 function label(name: string): string {
   const words = name.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase();
   return words.charAt(0).toUpperCase() + words.slice(1);
@@ -126,7 +144,26 @@ export function formatStatsSummary(
       }|`,
     );
   };
-  for (const [name, value] of Object.entries(stats)) {
+  let entries: [string, unknown][];
+  try {
+    // read once, here: a record that traps (or a getter that throws) is
+    // refused with a typed error, not passed on raw
+    entries = Object.entries(stats).map(([name, value]) => [
+      name,
+      typeof value === "object" && value !== null
+        ? _plainFigure(value as Record<string, unknown>)
+        : value,
+    ]);
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `Invalid stats: the record cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name: "stats", value: stats, limit: "a stats record" },
+      { cause: error },
+    );
+  }
+  for (const [name, value] of entries) {
     if (typeof value === "number") {
       const text = isBytes(name) ? formatBytes(value) : String(value);
       numbers.push(`${label(name).toLowerCase()}: ${text}`);

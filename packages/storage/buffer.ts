@@ -556,9 +556,14 @@ export class Buffer<D extends Dtype = Dtype> {
    *
    * @returns The binding.
    * @throws {UseAfterFreeError} After release.
+   * @throws {ShapeError} When the view no longer fits its storage (the
+   * storage was resized or reset under it): a backend is promised views
+   * that were validated against their storage.
    */
   binding(): StridedBinding {
-    return { storage: this.storage, view: this.#view, dtype: this.#dtype };
+    const storage = this.storage;
+    checkFits(this.#view, storage, this.#info);
+    return { storage, view: this.#view, dtype: this.#dtype };
   }
 
   /**
@@ -816,6 +821,8 @@ export class Buffer<D extends Dtype = Dtype> {
    *
    * @returns A promise of a new typed array.
    * @throws {UnsupportedOperationError} On non-host memory without backend.
+   * @throws {ShapeError} When the view no longer fits its storage (it was
+   * resized or reset under it).
    * @throws {ContractViolationError} (as a rejection) When the backend
    * answers with anything but `length` elements of the dtype's array type.
    */
@@ -978,6 +985,9 @@ export class Buffer<D extends Dtype = Dtype> {
 
   #checkWritable(what: string): void {
     const view = this.#view;
+    // no elements, nothing aliases (core's findStridedAlias and PyTorch
+    // agree): an empty broadcast view such as [3, 0] was refused
+    if (view.length === 0) return;
     const shape = view.shape, strides = view.strides;
     for (let i = 0; i < shape.length; i++) {
       if (strides[i] === 0 && shape[i] > 1) {

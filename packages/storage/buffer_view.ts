@@ -510,11 +510,18 @@ export class BufferView {
     const d = this.#dim(dim, "slice");
     _checkOptions(options, "slice options");
     // (inline: slice is a hot path; a misspelt `end` did nothing, silently)
-    for (const key in options) {
-      if (key !== "start" && key !== "stop" && key !== "step") {
-        validateOptionKeys(options, SLICE_KEYS, "BufferView.slice()");
+    let known = true;
+    try {
+      for (const key in options) {
+        if (key !== "start" && key !== "stop" && key !== "step") {
+          known = false;
+          break;
+        }
       }
+    } catch {
+      known = false; // keys that cannot be read: refused (typed) just below
     }
+    if (!known) validateOptionKeys(options, SLICE_KEYS, "BufferView.slice()");
     const n = this.#shape[d];
     const step = optionOr(options.step, 1);
     if (!Number.isSafeInteger(step) || step === 0) {

@@ -83,9 +83,15 @@ export interface BufferOwner {
  * ```
  */
 export function isBufferOwner(value: unknown): value is BufferOwner {
-  return (typeof value === "object" || typeof value === "function") &&
-    value !== null &&
-    typeof (value as Partial<BufferOwner>)[ownedBuffers] === "function";
+  if (
+    (typeof value !== "object" && typeof value !== "function") ||
+    value === null
+  ) return false;
+  try {
+    return typeof (value as Partial<BufferOwner>)[ownedBuffers] === "function";
+  } catch {
+    return false; // a value that traps when read (a proxy) owns nothing
+  }
 }
 
 /** The open scopes, innermost last; each holds the handles made in it. */
@@ -161,7 +167,20 @@ export function tidy<T>(fn: () => T): T {
     close(scope, new Set());
     throw error;
   }
-  if (isThenable(result)) {
+  let thenable: boolean;
+  try {
+    thenable = isThenable(result);
+  } catch (error) {
+    // a result that traps when read: the scope was left open for good
+    close(scope, new Set());
+    throw new InvalidArgumentError(
+      `tidy() could not read its result (all made in the scope were released): ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+      { name: "result", value: describe(result) },
+    );
+  }
+  if (thenable) {
     close(scope, new Set());
     throw new InvalidArgumentError(
       "tidy() takes a synchronous function; it returned a promise (buffers made after an await would escape the scope)",
@@ -217,10 +236,14 @@ export function tidy<T>(fn: () => T): T {
  */
 export function keep<B extends TidyHandle | BufferOwner>(buffer: B): B {
   const owner = isBufferOwner(buffer);
-  if (
-    !owner && (typeof buffer !== "object" || buffer === null ||
-      typeof (buffer as Partial<TidyHandle>).release !== "function")
-  ) {
+  let handle = false;
+  try {
+    handle = typeof buffer === "object" && buffer !== null &&
+      typeof (buffer as Partial<TidyHandle>).release === "function";
+  } catch {
+    // a value that traps when read (a proxy): refused just below
+  }
+  if (!owner && !handle) {
     throw new InvalidArgumentError(
       `keep() takes a buffer or a BufferOwner; got ${describe(buffer)}`,
       { name: "buffer", value: describe(buffer) },
@@ -323,7 +346,12 @@ function isThenable(value: unknown): boolean {
 function describe(value: unknown): string {
   if (value === null) return "null";
   if (typeof value === "object") {
-    return (value as object).constructor?.name ?? "an object";
+    try {
+      const name = (value as object).constructor?.name;
+      return typeof name === "string" ? name : "an object";
+    } catch {
+      return "an object"; // a proxy that traps when read
+    }
   }
   return typeof value;
 }

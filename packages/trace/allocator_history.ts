@@ -68,10 +68,16 @@ export function fromAllocatorSnapshot(
   snapshot: SnapshotLike,
   source?: string,
 ): Trace {
-  if (
-    snapshot === null || typeof snapshot !== "object" ||
-    !Array.isArray(snapshot.history)
-  ) {
+  // read once: the array checked is the array converted
+  let history: unknown;
+  try {
+    if (snapshot !== null && typeof snapshot === "object") {
+      history = snapshot.history;
+    }
+  } catch {
+    history = undefined; // a snapshot that traps when read: refused below
+  }
+  if (!Array.isArray(history)) {
     throw new InvalidArgumentError(
       `Cannot convert a snapshot: it must have a history array, received ${
         describeValue(snapshot)
@@ -112,9 +118,9 @@ export function fromAllocatorSnapshot(
     }
     return sid;
   };
-  for (let i = 0; i < snapshot.history.length; i++) {
-    const h = snapshot.history[i];
-    _checkEntry(h, i);
+  const n = history.length;
+  for (let i = 0; i < n; i++) {
+    const h = _checkEntry(history, i);
     const t = Math.max(last, Math.round(h.timeMs * 1000) / 1000);
     last = t;
     const extra = (s: number | undefined) => ({
@@ -181,7 +187,13 @@ export function fromAllocatorSnapshot(
   };
 }
 
-function _checkEntry(h: unknown, i: number): void {
+/**
+ * Entry `i` of `history`, checked and copied: each field is read once (a
+ * getter could answer one value to the check and another to the
+ * conversion), and an entry that traps when read is refused with a typed
+ * error.
+ */
+function _checkEntry(history: readonly unknown[], i: number): HistoryEntryLike {
   const bad = (field: string, value: unknown, rule: string): never => {
     throw new InvalidArgumentError(
       `Cannot convert a snapshot: history[${i}].${field} must be ${rule}, received ${
@@ -190,8 +202,30 @@ function _checkEntry(h: unknown, i: number): void {
       { name: `history[${i}].${field}`, value, limit: rule },
     );
   };
-  if (h === null || typeof h !== "object") bad("", h, "an entry object");
-  const e = h as Record<string, unknown>;
+  let e: Record<string, unknown>;
+  try {
+    const h = history[i];
+    if (h === null || typeof h !== "object") bad("", h, "an entry object");
+    const o = h as Record<string, unknown>;
+    e = {
+      action: o.action,
+      address: o.address,
+      byteLength: o.byteLength,
+      requestedByteLength: o.requestedByteLength,
+      timeMs: o.timeMs,
+      tag: o.tag,
+      stack: o.stack,
+    };
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error;
+    throw new InvalidArgumentError(
+      `Cannot convert a snapshot: history[${i}] cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name: `history[${i}]`, value: undefined, limit: "an entry object" },
+      { cause: error },
+    );
+  }
   for (const field of ["address", "byteLength"]) {
     const v = e[field];
     if (!Number.isSafeInteger(v) || (v as number) < 0) {
@@ -214,4 +248,5 @@ function _checkEntry(h: unknown, i: number): void {
       bad(field, v, "a string");
     }
   }
+  return e as unknown as HistoryEntryLike;
 }

@@ -5,6 +5,7 @@ import {
   validateOptionKeys,
 } from "@allot/core";
 import { _messageOf } from "./_message.ts";
+import { _read } from "./_read_member.ts";
 import { TraceRecorder, type TraceRecorderOptions } from "./trace_recorder.ts";
 
 /** The parts of a `GPUBuffer` the recorder touches. */
@@ -69,10 +70,12 @@ export function recordDevice<D extends DeviceLike>(
   device: D,
   options: RecordDeviceOptions = {},
 ): DeviceRecording<D> {
-  if (
-    device === null || typeof device !== "object" ||
-    typeof (device as DeviceLike).createBuffer !== "function"
-  ) {
+  // each member read once: what is checked is what is called (a getter
+  // could answer a function to the check and junk to the call)
+  const readCreate = device === null || typeof device !== "object"
+    ? undefined
+    : _read(device, "createBuffer", "a device") as DeviceLike["createBuffer"];
+  if (typeof readCreate !== "function") {
     throw new InvalidArgumentError(
       `Cannot record a device: it must be a GPUDevice, received ${
         describeValue(device)
@@ -80,12 +83,16 @@ export function recordDevice<D extends DeviceLike>(
       { name: "device", value: device, limit: "a GPUDevice" },
     );
   }
-  const queue = (device as DeviceLike).queue;
-  if (
-    queue === null || typeof queue !== "object" ||
-    typeof queue.submit !== "function" ||
-    typeof queue.writeBuffer !== "function"
-  ) {
+  const queue = _read(device, "queue", "a device") as GPUQueue;
+  const readSubmit = queue === null || typeof queue !== "object"
+    ? undefined
+    : _read(queue, "submit", "a device's queue") as GPUQueue["submit"];
+  const readWrite = typeof readSubmit !== "function"
+    ? undefined
+    : _read(queue, "writeBuffer", "a device's queue") as GPUQueue[
+      "writeBuffer"
+    ];
+  if (typeof readSubmit !== "function" || typeof readWrite !== "function") {
     throw new InvalidArgumentError(
       `Cannot record a device: its queue must be a GPUQueue, received ${
         describeValue(queue)
@@ -123,9 +130,9 @@ export function recordDevice<D extends DeviceLike>(
   const recorder = given ?? new TraceRecorder(recorderOptions);
   const ids = new WeakMap<object, number>();
   const destroyed = new WeakSet<object>();
-  const origCreate = device.createBuffer;
-  const origSubmit = queue.submit;
-  const origWrite = queue.writeBuffer;
+  const origCreate = readCreate;
+  const origSubmit = readSubmit;
+  const origWrite = readWrite;
   const ownSubmit = Object.hasOwn(queue, "submit");
   const ownWrite = Object.hasOwn(queue, "writeBuffer");
   // A buffer's own methods, read before they are wrapped: a buffer whose
@@ -324,9 +331,38 @@ export function recordDevice<D extends DeviceLike>(
 
   const d = device as unknown as Record<string, unknown>;
   const q = queue as unknown as Record<string, unknown>;
-  d.createBuffer = createBuffer;
-  q.submit = submit;
-  q.writeBuffer = writeBuffer;
+  const restore = (): void => {
+    for (const k of PATCHED) delete d[k];
+    // a queue whose methods were its own gets them back, not deleted
+    if (ownSubmit) q.submit = origSubmit;
+    else delete q.submit;
+    if (ownWrite) q.writeBuffer = origWrite;
+    else delete q.writeBuffer;
+  };
+  try {
+    d.createBuffer = createBuffer;
+    q.submit = submit;
+    q.writeBuffer = writeBuffer;
+  } catch (error) {
+    // a frozen queue (or a method without a setter): the device was left
+    // half-recorded for good, and the error was the engine's
+    try {
+      restore();
+    } catch {
+      // what could not be set was not set
+    }
+    throw new InvalidArgumentError(
+      `Cannot record a device: its methods cannot be replaced (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      }); a frozen device or queue cannot be recorded`,
+      {
+        name: "device",
+        value: device,
+        limit: "a device whose methods can be replaced",
+      },
+      { cause: error },
+    );
+  }
   let stopped = false;
   return {
     device,
@@ -335,12 +371,7 @@ export function recordDevice<D extends DeviceLike>(
     stop() {
       if (stopped) return;
       stopped = true;
-      for (const k of PATCHED) delete d[k];
-      // a queue whose methods were its own gets them back, not deleted
-      if (ownSubmit) q.submit = origSubmit;
-      else delete q.submit;
-      if (ownWrite) q.writeBuffer = origWrite;
-      else delete q.writeBuffer;
+      restore();
     },
   };
 }

@@ -1,5 +1,6 @@
 import { describeValue, InvalidArgumentError } from "@allot/core";
 import type { DeviceLike, DeviceRecording } from "./device_recorder.ts";
+import { _read } from "./_read_member.ts";
 import { TraceRecorder } from "./trace_recorder.ts";
 
 /** Pools being recorded now: a second recording would wrap the first. */
@@ -40,11 +41,14 @@ export function recordBufferPool<D extends DeviceLike>(
   pool: BufferPoolLike,
   recording: DeviceRecording<D>,
 ): () => void {
-  if (
-    pool === null || typeof pool !== "object" ||
-    typeof pool.acquireBuffer !== "function" ||
-    typeof pool.releaseBuffer !== "function"
-  ) {
+  // each method read once: what is checked is what is called
+  const acquire = pool === null || typeof pool !== "object"
+    ? undefined
+    : _read(pool, "acquireBuffer", "a pool") as BufferPoolLike["acquireBuffer"];
+  const release = typeof acquire !== "function"
+    ? undefined
+    : _read(pool, "releaseBuffer", "a pool") as BufferPoolLike["releaseBuffer"];
+  if (typeof acquire !== "function" || typeof release !== "function") {
     throw new InvalidArgumentError(
       `Cannot record a pool: it must have acquireBuffer and releaseBuffer methods, received ${
         describeValue(pool)
@@ -76,13 +80,10 @@ export function recordBufferPool<D extends DeviceLike>(
   }
   const { recorder } = recording;
   const live = new Map<unknown, number>();
-  const acquire = pool.acquireBuffer;
-  const release = pool.releaseBuffer;
   const ownAcquire = Object.hasOwn(pool, "acquireBuffer");
   const ownRelease = Object.hasOwn(pool, "releaseBuffer");
-  _recording.add(pool);
   const p = pool as unknown as Record<string, unknown>;
-  p.acquireBuffer = function (
+  const recordedAcquire = function (
     this: BufferPoolLike,
     size: number,
     usage: number,
@@ -112,7 +113,7 @@ export function recordBufferPool<D extends DeviceLike>(
     recorder.push(ev as { op: "alloc" }, true, 1);
     return buffer;
   };
-  p.releaseBuffer = function (
+  const recordedRelease = function (
     this: BufferPoolLike,
     buffer: unknown,
     ...rest: unknown[]
@@ -129,15 +130,42 @@ export function recordBufferPool<D extends DeviceLike>(
     }
     return out;
   };
-  let stopped = false;
-  return () => {
-    if (stopped) return;
-    stopped = true;
-    _recording.delete(pool);
+  const restore = (): void => {
     // a pool whose methods were its own gets them back, not deleted
     if (ownAcquire) p.acquireBuffer = acquire;
     else delete p.acquireBuffer;
     if (ownRelease) p.releaseBuffer = release;
     else delete p.releaseBuffer;
+  };
+  try {
+    p.acquireBuffer = recordedAcquire;
+    p.releaseBuffer = recordedRelease;
+  } catch (error) {
+    // a frozen pool (or a method without a setter): it was left
+    // half-recorded and marked recorded for good, with the engine's error
+    try {
+      restore();
+    } catch {
+      // what could not be set was not set
+    }
+    throw new InvalidArgumentError(
+      `Cannot record a pool: its methods cannot be replaced (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      }); a frozen pool cannot be recorded`,
+      {
+        name: "pool",
+        value: pool,
+        limit: "a pool whose methods can be replaced",
+      },
+      { cause: error },
+    );
+  }
+  _recording.add(pool);
+  let stopped = false;
+  return () => {
+    if (stopped) return;
+    stopped = true;
+    _recording.delete(pool);
+    restore();
   };
 }

@@ -1,6 +1,8 @@
 import {
   describeValue,
   InvalidArgumentError,
+  optionOr,
+  validateInteger,
   validateObject,
   validateOptionKeys,
 } from "@allot/core";
@@ -13,6 +15,31 @@ import {
   type TraceEvent,
   type TraceHeader,
 } from "./trace_format.ts";
+
+/**
+ * The stack capture options, checked and copied now (each read once): a bad
+ * depth, a misspelt key or a classifier that is not a function was kept and
+ * failed later, inside the recorded runtime's `createBuffer`, and a later
+ * change to the caller's object reached the recorder.
+ */
+function _checkedCapture(capture: unknown): StackCaptureOptions {
+  validateObject(capture, "capture");
+  const given = capture as StackCaptureOptions;
+  validateOptionKeys(given, ["depth", "classify"], "capture");
+  const depth = validateInteger(optionOr(given.depth, 64), 0, 10_000, "depth");
+  const classify = given.classify;
+  if (classify !== undefined && typeof classify !== "function") {
+    throw new InvalidArgumentError(
+      `Invalid classify: must be a function, received ${
+        describeValue(classify)
+      }`,
+      { name: "classify", value: classify, limit: "a function" },
+    );
+  }
+  return Object.freeze(
+    classify === undefined ? { depth } : { depth, classify },
+  );
+}
 
 const _PUSH_OPS: ReadonlySet<string> = new Set([
   "create",
@@ -96,8 +123,7 @@ export class TraceRecorder {
         },
       );
     }
-    const capture = options.capture ?? {};
-    validateObject(capture, "capture");
+    const capture = _checkedCapture(options.capture ?? {});
     const now = options.now ?? (() => performance.now());
     if (typeof now !== "function") {
       throw new InvalidArgumentError(

@@ -11,6 +11,7 @@ import {
   hostBuffer,
   InvalidArgumentError,
   isHostMemory,
+  isPowerOfTwo,
   optionOr,
   type SegmentSource,
   type TraceRecorderOptions,
@@ -267,6 +268,18 @@ export function _resolveWatermarkOptions<M>(
     Math.min(xlargeHeap, largeHeap),
   );
   const roundLarge = positiveOption(o, "largeRoundByteLength", 2 * MiB);
+  if (!isPowerOfTwo(roundLarge)) {
+    // requests are rounded with alignUp(): 3 was accepted here and the first
+    // large request under memory pressure failed with alignUp's message
+    throw new InvalidArgumentError(
+      `Invalid largeRoundByteLength: must be a power of two, received ${roundLarge}`,
+      {
+        name: "largeRoundByteLength",
+        value: roundLarge,
+        limit: "a power of two",
+      },
+    );
+  }
   const maxSlack = positiveOption(o, "maxSlackByteLength", largeHeap);
   const maxScalar = positiveOption(o, "maxScalarByteLength", 8);
   if (smallHeap < maxSmall) {
@@ -289,7 +302,12 @@ export function _resolveWatermarkOptions<M>(
       },
     );
   }
-  const driverFn = options.driverAllocatedBytes;
+  // called as a function: 5 was accepted and silently ignored
+  const driverFn = optionalFunction(
+    options.driverAllocatedBytes,
+    "driverAllocatedBytes",
+    undefined,
+  );
   // a mask of DebugVerbosity's flags (bits not yet named are ignored)
   const verbosity = validateInteger(
     optionOr(options.debugVerbosity, DebugVerbosity.silent),

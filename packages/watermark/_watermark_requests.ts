@@ -36,10 +36,19 @@ export function _checkBufferRequest<M>(
   validateObject(options, "options");
   // a misspelt key (`pol` for `pool`) did nothing, silently; a for-in
   // first: no array on the common path
-  for (const key in options) {
-    if (!keys.includes(key)) {
-      validateOptionKeys(options, keys, "WatermarkAllocator.allocateBuffer()");
+  let known = true;
+  try {
+    for (const key in options) {
+      if (!keys.includes(key)) {
+        known = false;
+        break;
+      }
     }
+  } catch {
+    known = false; // keys that cannot be read: refused (typed) just below
+  }
+  if (!known) {
+    validateOptionKeys(options, keys, "WatermarkAllocator.allocateBuffer()");
   }
   const max = p.maxSegment;
   validateByteLength(byteLength, max);

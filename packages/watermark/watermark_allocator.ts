@@ -34,6 +34,7 @@ import {
   UseAfterFreeError,
   validateAbortSignal,
   validateByteLength,
+  validateMemorySummaryOptions,
   validateObject,
   validateOptionKeys,
   validateSynchronizeOptions,
@@ -341,8 +342,13 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> {
-    const buffer = this.tryAllocateBuffer(byteLength, options);
-    if (buffer === undefined) _throwWatermarkOom(this.#p, byteLength, options);
+    // the pool is read once: the out-of-memory message re-read it (a
+    // getter's second answer threw a raw error, or named another pool)
+    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    const buffer = this.#tryAllocate(byteLength, kind);
+    if (buffer === undefined) {
+      _throwWatermarkOom(this.#p, byteLength, { pool: kind });
+    }
     return buffer;
   }
 
@@ -360,7 +366,16 @@ export class WatermarkAllocator<M = unknown>
     byteLength: number,
     options: AllocateBufferOptions = {},
   ): WatermarkBuffer<M> | undefined {
-    const kind = _checkBufferRequest(this.#p, byteLength, options);
+    return this.#tryAllocate(
+      byteLength,
+      _checkBufferRequest(this.#p, byteLength, options),
+    );
+  }
+
+  #tryAllocate(
+    byteLength: number,
+    kind: "private" | "shared",
+  ): WatermarkBuffer<M> | undefined {
     const block = this.#p.tryAllocate(byteLength, kind);
     if (block === undefined) {
       this.#p.failed(byteLength);
@@ -754,12 +769,12 @@ export class WatermarkAllocator<M = unknown>
     const blocks = this.#blocksOf(buffers, "record events on");
     // Each member of `work` is read once: what is checked is what is called.
     const fenceOf = typeof work === "object" && work !== null
-      ? (work as Stream).fence
+      ? _member(work, "fence")
       : undefined;
     if (
       typeof fenceOf !== "function" &&
       (typeof work !== "object" || work === null ||
-        typeof (work as Fence).wait !== "function")
+        typeof _member(work, "wait") !== "function")
     ) {
       throw new InvalidArgumentError(
         `Cannot record events: work must be a Fence or a Stream, received ${
@@ -774,7 +789,7 @@ export class WatermarkAllocator<M = unknown>
     if (typeof fenceOf === "function") {
       // The id is read once, before fence() can change it; it keys the
       // stream's queue of fences, so it must be an integer.
-      const id = (work as Stream).id;
+      const id = _member(work, "id");
       if (!Number.isSafeInteger(id)) {
         throw new InvalidArgumentError(
           `Cannot record events: a stream's id must be a safe integer, received ${
@@ -784,10 +799,10 @@ export class WatermarkAllocator<M = unknown>
         );
       }
       fence = fenceOf.call(work);
-      key = id;
+      key = id as number;
       if (
         typeof fence !== "object" || fence === null ||
-        typeof fence.wait !== "function"
+        typeof _member(fence, "wait") !== "function"
       ) {
         throw new InvalidArgumentError(
           `Cannot record events: the stream's fence() must return a Fence, returned ${
@@ -965,7 +980,9 @@ export class WatermarkAllocator<M = unknown>
    * @returns The table.
    */
   memorySummary(options: MemorySummaryOptions = {}): string {
-    validateObject(options, "options");
+    // checked before the spread: keys that cannot be read (a trap proxy)
+    // threw a raw error from it
+    validateMemorySummaryOptions(options);
     return formatMemorySummary(this.memoryStats(), {
       title: `WatermarkAllocator on ${this.device}`,
       ...options,
@@ -1061,6 +1078,24 @@ export class WatermarkAllocator<M = unknown>
    */
   recordStream(buffer: WatermarkBuffer<M>, stream: Stream | Fence): void {
     this.recordEvents([buffer], stream);
+  }
+}
+
+/**
+ * A member of a stream or fence the caller passed, read once; a read that
+ * throws (a proxy that traps) is refused with a typed error, not passed on.
+ */
+function _member(work: object, key: "fence" | "wait" | "id"): unknown {
+  try {
+    return (work as Record<string, unknown>)[key];
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `Cannot record events: the work's ${key} cannot be read (${
+        error instanceof Error ? error.message : "a non-error was thrown"
+      })`,
+      { name: `work.${key}`, value: work },
+      { cause: error },
+    );
   }
 }
 

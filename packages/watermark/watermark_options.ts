@@ -107,7 +107,8 @@ export interface WatermarkAllocatorOptions<M = unknown> {
    */
   minXlargeHeapByteLength?: number;
   /**
-   * Requests that get their own heap are rounded up to this.
+   * Requests that get their own heap are rounded up to this (a power of
+   * two).
    *
    * @default {2 MiB}
    */
