@@ -1,4 +1,4 @@
-import { describeValue, InvalidArgumentError } from "@allot/core";
+import { describeValue, InvalidArgumentError, viewSpan } from "@allot/core";
 
 /**
  * Bytes per element of a view constructor: its `BYTES_PER_ELEMENT`, or 1 for
@@ -22,4 +22,67 @@ export function elementBytes(type: unknown): number {
   }
   const size = (type as { BYTES_PER_ELEMENT?: unknown }).BYTES_PER_ELEMENT;
   return typeof size === "number" && size >= 1 ? size : 1;
+}
+
+// The engine's own view constructors: what they make is exactly what they
+// were asked for, so their views need no check.
+const BUILT_IN_VIEWS: ReadonlySet<unknown> = new Set<unknown>(
+  [
+    Int8Array,
+    Uint8Array,
+    Uint8ClampedArray,
+    Int16Array,
+    Uint16Array,
+    Int32Array,
+    Uint32Array,
+    Float32Array,
+    Float64Array,
+    BigInt64Array,
+    BigUint64Array,
+    DataView,
+    (globalThis as { Float16Array?: unknown }).Float16Array,
+  ].filter((type) => type !== undefined),
+);
+
+/**
+ * Whether `type` is one of the engine's own typed-array constructors or
+ * `DataView` (not a subclass, not a proxy).
+ */
+export function isBuiltInView(type: unknown): boolean {
+  return BUILT_IN_VIEWS.has(type);
+}
+
+/**
+ * Checks what a caller's view constructor made, through the built-in
+ * getters (which a subclass cannot override): it must cover bytes of
+ * `buffer` from `byteOffset` and at most `limit` of them. A subclass that
+ * lies about its element size or ignores its arguments would otherwise hand
+ * out a view over a neighbour's bytes.
+ *
+ * @throws {InvalidArgumentError} When it does not.
+ */
+export function checkViewSpan(
+  view: unknown,
+  type: unknown,
+  buffer: ArrayBufferLike,
+  byteOffset: number,
+  limit: number,
+): void {
+  const span = viewSpan(view);
+  if (
+    span !== undefined && span.buffer === buffer &&
+    span.byteOffset === byteOffset && span.byteLength <= limit
+  ) {
+    return;
+  }
+  throw new InvalidArgumentError(
+    `Invalid view type: it must make a view of at most ${limit} bytes at byte offset ${byteOffset}, made ${
+      span === undefined
+        ? describeValue(view)
+        : `one of ${span.byteLength} bytes at byte offset ${span.byteOffset}${
+          span.buffer === buffer ? "" : " of another buffer"
+        }`
+    }`,
+    { name: "type", value: type, limit },
+  );
 }

@@ -34,7 +34,7 @@ import {
   validateOptionalObject,
   validateOptions,
 } from "./_options.ts";
-import { elementBytes } from "./_view.ts";
+import { checkViewSpan, elementBytes, isBuiltInView } from "./_view.ts";
 import {
   CpuHeap,
   type CpuHeapOptions,
@@ -417,6 +417,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
    * @param type The typed-array constructor, such as `Float32Array`.
    * @returns A view of `floor(byteLength / BYTES_PER_ELEMENT)` elements.
    * @throws {UseAfterFreeError} When the pointer was released.
+   * @throws {InvalidArgumentError} When `ptr` is not a pointer of this
+   * allocator, or `type` is not a constructor or makes a view that is not of
+   * the pointer's bytes.
    */
   view<T>(
     ptr: DataPtr<HostMemory, CpuAllocation>,
@@ -431,10 +434,20 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       );
     }
     const byteOffset = ptr.byteOffset;
+    if (ptr.getDeleter() !== this.#deleter && !this.#ownsEmpty(ptr)) {
+      throw new InvalidArgumentError(
+        `Cannot view ${
+          describeValue(ptr)
+        }: expected a DataPtr of this allocator from allocate()`,
+        { name: "ptr", value: ptr },
+      );
+    }
     const buffer = hostBuffer(ptr.memory);
-    const length = Math.floor(ptr.byteLength / elementBytes(type));
+    const byteLength = ptr.byteLength;
+    const length = Math.floor(byteLength / elementBytes(type));
+    let view: T;
     try {
-      return new type(buffer, byteOffset, length);
+      view = new type(buffer, byteOffset, length);
     } catch (error) {
       // The memory no longer holds the bytes (detached, transferred or
       // shrunk outside the allocator): a typed error; else the error of the
@@ -447,6 +460,23 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         { cause: error },
       );
     }
+    if (!isBuiltInView(type)) {
+      // The type is the caller's: it may lie about its element size, ignore
+      // its arguments or release the pointer.
+      if (ptr.released) {
+        throw new UseAfterFreeError(
+          `Cannot view byte offset ${byteOffset}: the view type released the pointer`,
+        );
+      }
+      checkViewSpan(view, type, buffer, byteOffset, byteLength);
+    }
+    return view;
+  }
+
+  // A zero-byte pointer of allocate(0) (it has no deleter): in the memory
+  // of the first heap.
+  #ownsEmpty(ptr: DataPtr<HostMemory, CpuAllocation>): boolean {
+    return ptr.byteLength === 0 && ptr.memory === this.#heaps[0].memory;
   }
 
   #free(context: CpuAllocation): void {

@@ -49,8 +49,8 @@ describe("CpuHeap and CpuAllocator views (review 9)", () => {
   it("CpuHeap.view() refuses a type that would view bytes outside the block, and changes nothing", () => {
     for (const placement of PLACEMENTS) {
       const heap = new CpuHeap(1 << 16, { placement });
-      const a = heap.alloc(64);
       const b = heap.alloc(64);
+      const a = heap.alloc(64); // the block viewed, above b
       heap.bytes(b, 64).fill(9);
       for (const type of [LyingSize, WholeBuffer, EarlyStart]) {
         const before = heapState(heap);
@@ -88,8 +88,8 @@ describe("CpuHeap and CpuAllocator views (review 9)", () => {
 
   it("CpuAllocator.view() refuses a type that would view bytes outside the pointer", () => {
     const allocator = new CpuAllocator();
-    const p = allocator.allocate(64);
     const q = allocator.allocate(64);
+    const p = allocator.allocate(64); // the pointer viewed, above q
     allocator.view(q, Uint8Array).fill(7);
     for (const type of [LyingSize, WholeBuffer, EarlyStart]) {
       const before = allocator.stats();

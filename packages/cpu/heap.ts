@@ -27,7 +27,7 @@ import {
 import { validateFlags, validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
-import { elementBytes } from "./_view.ts";
+import { checkViewSpan, elementBytes, isBuiltInView } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
 import { ownedOffsets } from "./_owned_offsets.ts";
 import { generalFree } from "./_general_free.ts";
@@ -1187,7 +1187,9 @@ export class CpuHeap {
    * @throws {UseAfterFreeError} When no live block starts at `byteOffset`,
    * or the memory no longer holds the bytes (detached, transferred or shrunk
    * outside the heap).
-   * @throws {InvalidArgumentError} When `type` is not a constructor.
+   * @throws {InvalidArgumentError} When `type` is not a constructor, or
+   * makes a view that is not of the block's bytes (a subclass that lies about
+   * its element size or ignores its arguments).
    *
    * @example View as floats
    * ```ts
@@ -1206,11 +1208,26 @@ export class CpuHeap {
     const b = this.#lookup(byteOffset, "view");
     const length = Math.floor(this.#requested(b) / elementBytes(type));
     const buffer = this.#isWasm ? this.buffer : this.#buffer;
+    let view: T;
     try {
-      return new type(buffer, byteOffset, length);
+      view = new type(buffer, byteOffset, length);
     } catch (error) {
       throw this.#viewError(error, buffer, byteOffset, this.#requested(b));
     }
+    if (!isBuiltInView(type)) this.#checkView(view, type, buffer, byteOffset);
+    return view;
+  }
+
+  // What a caller's view type made: a view of the block's requested bytes
+  // at most, of a block still live (the constructor may have freed it).
+  #checkView(
+    view: unknown,
+    type: unknown,
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+  ): void {
+    const b = this.#lookup(byteOffset, "view");
+    checkViewSpan(view, type, buffer, byteOffset, this.#requested(b));
   }
 
   /**
