@@ -889,8 +889,17 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       );
     }
     // ... nor, having freed the block (a constructor may call back into
-    // this allocator), hand out a view of freed memory.
-    this.byteLengthOf(address);
+    // this allocator), hand out a view of freed memory, or of a smaller
+    // block allocated again at the address, or of a pool trim() gave back.
+    if (
+      this.byteLengthOf(address) < span.byteLength ||
+      this.#hostBuffer(address) !== buffer ||
+      this.byteOffsetOf(address) !== byteOffset
+    ) {
+      throw new DoubleFreeError(
+        `Cannot view address ${address}: the view type freed the block, and the address now names another block`,
+      );
+    }
     return view;
   }
 
