@@ -129,6 +129,57 @@ describe("SharedHeapAllocator descriptors (review 9)", () => {
   });
 });
 
+describe("SharedHeap.reclaim() with a re-entrant keep (review 9)", () => {
+  it("a keep iterable that detaches the dead arena's handle and attaches another in its slot: refused, the new handle keeps its arena", () => {
+    using owner = SharedHeap.create(1 << 22);
+    const descriptor = owner.descriptor();
+    const victim = SharedHeap.attach(descriptor);
+    const gone = victim.alloc(100);
+    const arena = victim.arena;
+    let fresh: SharedHeap | undefined;
+    const keep = {
+      *[Symbol.iterator](): Generator<number> {
+        victim.detach();
+        fresh = SharedHeap.attach(descriptor);
+      },
+    };
+    assert.throws(() => owner.reclaim(arena, { keep }), AllotError);
+    assert.ok(fresh !== undefined);
+    assert.equal(fresh.arena, arena);
+    assert.ok(
+      owner.arenas().some((a) => a.arena === arena),
+      "the new handle's arena is still attached",
+    );
+    // a third handle gets another arena than the live one
+    using third = SharedHeap.attach(descriptor);
+    assert.notEqual(third.arena, fresh.arena);
+    const a = fresh.alloc(64), b = third.alloc(64);
+    fresh.free(a);
+    third.free(b);
+    owner.free(gone); // the victim's block, abandoned at its detach
+    fresh.detach();
+    owner.checkIntegrity();
+    assert.equal(owner.stats().allocations.current, 0);
+  });
+
+  it("a keep iterable that detaches the reclaiming handle itself: refused, as every call of a detached handle", () => {
+    const owner = SharedHeap.create(1 << 22);
+    const other = SharedHeap.attach(owner.descriptor());
+    using dead = SharedHeap.attach(owner.descriptor());
+    const at = dead.alloc(100);
+    const keep = {
+      *[Symbol.iterator](): Generator<number> {
+        other.detach();
+      },
+    };
+    assert.throws(() => other.reclaim(dead.arena, { keep }), AllotError);
+    assert.ok(owner.arenas().some((a) => a.arena === dead.arena));
+    dead.free(at);
+    owner.checkIntegrity();
+    owner.close();
+  });
+});
+
 type Op =
   | { kind: "alloc"; who: number; byteLength: number; alignShift: number }
   | { kind: "free"; who: number; pick: number };
