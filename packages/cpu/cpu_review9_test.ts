@@ -9,14 +9,16 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   AllotError,
+  DataPtr,
   DoubleFreeError,
+  type HostMemory,
   InvalidArgumentError,
   OutOfMemoryError,
   UseAfterFreeError,
   viewSpan,
 } from "@allot/core";
 import { checkPattern, modelRuns, writePattern } from "../core/_test_faults.ts";
-import { CpuAllocator } from "./cpu_allocator.ts";
+import { type CpuAllocation, CpuAllocator } from "./cpu_allocator.ts";
 import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
 import { SystemAllocator } from "./system_allocator.ts";
 
@@ -142,6 +144,61 @@ describe("CpuHeap and CpuAllocator views (review 9)", () => {
     assert.throws(() => allocator.view(mine, Uint8Array), UseAfterFreeError);
     other.release();
     system.release();
+  });
+});
+
+describe("CpuAllocator.view() of look-alike pointers (review 9)", () => {
+  it("a DataPtr subclass carrying a real allocation and deleter but lying getters views only that allocation", () => {
+    const allocator = new CpuAllocator();
+    const real = allocator.allocate(64);
+    const neighbour = allocator.allocate(64);
+    allocator.view(neighbour, Uint8Array).fill(3);
+    class Liar extends DataPtr<HostMemory, CpuAllocation> {
+      override get byteLength(): number {
+        return 1 << 20;
+      }
+    }
+    const liar = new Liar(real.memory, real.byteOffset, 64, real.device, {
+      context: real.getContext()!,
+      deleter: allocator.rawDeleter(),
+    });
+    let view: Uint8Array | undefined;
+    try {
+      view = allocator.view(liar, Uint8Array);
+    } catch (error) {
+      assert.ok(error instanceof AllotError, String(error));
+    }
+    if (view !== undefined) {
+      assert.ok(view.byteLength <= 64, `${view.byteLength}`);
+    }
+    // an empty pointer whose byteLength getter answers 0, then more
+    let reads = 0;
+    class Growing extends DataPtr<HostMemory, CpuAllocation> {
+      override get byteLength(): number {
+        return reads++ === 0 ? 0 : 1 << 20;
+      }
+    }
+    const empty = allocator.allocate(0);
+    const growing = new Growing(
+      empty.memory,
+      empty.byteOffset,
+      0,
+      empty.device,
+    );
+    view = undefined;
+    try {
+      view = allocator.view(growing, Uint8Array);
+    } catch (error) {
+      assert.ok(error instanceof AllotError, String(error));
+    }
+    if (view !== undefined) assert.equal(view.byteLength, 0);
+    assert.deepEqual(
+      [...allocator.view(neighbour, Uint8Array)],
+      new Array(64).fill(3),
+    );
+    real.release();
+    neighbour.release();
+    assert.equal(allocator.allocatedBytes, 0);
   });
 });
 
