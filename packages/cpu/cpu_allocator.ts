@@ -433,8 +433,27 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         { name: "ptr", value: ptr },
       );
     }
-    const byteOffset = ptr.byteOffset;
-    if (ptr.getDeleter() !== this.#deleter && !this.#ownsEmpty(ptr)) {
+    // The place comes from the allocation record, not from the pointer's
+    // getters (a subclass may override them): a view never reaches past a
+    // live allocation of this allocator.
+    const at = ptr.byteOffset; // a released pointer: UseAfterFreeError
+    const context = ptr.getContext();
+    let allocation: Allocation | undefined;
+    let memory: HostMemory;
+    let byteOffset: number, byteLength: number;
+    if (
+      context instanceof Allocation && context.owner === this &&
+      !context.released
+    ) {
+      allocation = context;
+      memory = context.heap.memory;
+      byteOffset = context.byteOffset;
+      byteLength = context.byteLength;
+    } else if (context === null && this.#isEmpty(ptr)) {
+      memory = this.#heaps[0].memory; // allocate(0): no context, no bytes
+      byteOffset = at;
+      byteLength = 0;
+    } else {
       throw new InvalidArgumentError(
         `Cannot view ${
           describeValue(ptr)
@@ -442,8 +461,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         { name: "ptr", value: ptr },
       );
     }
-    const buffer = hostBuffer(ptr.memory);
-    const byteLength = ptr.byteLength;
+    const buffer = hostBuffer(memory);
     const length = Math.floor(byteLength / elementBytes(type));
     let view: T;
     try {
@@ -452,10 +470,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       // The memory no longer holds the bytes (detached, transferred or
       // shrunk outside the allocator): a typed error; else the error of the
       // constructor itself.
-      if (byteOffset + ptr.byteLength <= buffer.byteLength) throw error;
+      if (byteOffset + byteLength <= buffer.byteLength) throw error;
       throw new UseAfterFreeError(
         `Cannot view byte offset ${byteOffset}: the memory holds ${buffer.byteLength} bytes (detached, transferred or shrunk outside the allocator), the pointer needs bytes up to ${
-          byteOffset + ptr.byteLength
+          byteOffset + byteLength
         }`,
         { cause: error },
       );
@@ -463,7 +481,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     if (!isBuiltInView(type)) {
       // The type is the caller's: it may lie about its element size, ignore
       // its arguments or release the pointer.
-      if (ptr.released) {
+      if (allocation?.released) {
         throw new UseAfterFreeError(
           `Cannot view byte offset ${byteOffset}: the view type released the pointer`,
         );
@@ -473,10 +491,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     return view;
   }
 
-  // A zero-byte pointer of allocate(0) (it has no deleter): in the memory
-  // of the first heap.
-  #ownsEmpty(ptr: DataPtr<HostMemory, CpuAllocation>): boolean {
-    return ptr.byteLength === 0 && ptr.memory === this.#heaps[0].memory;
+  // A zero-byte pointer of allocate(0) (no context): in the memory of the
+  // first heap.
+  #isEmpty(ptr: DataPtr<HostMemory, CpuAllocation>): boolean {
+    return ptr.memory === this.#heaps[0].memory;
   }
 
   #free(context: CpuAllocation): void {
