@@ -1113,7 +1113,10 @@ export class SharedHeap {
    * @returns What was freed and what was kept.
    * @throws {InvalidArgumentError} When the arena is this handle's own, or not
    * attached, or `keep` holds an offset that is not one of the arena's live
-   * blocks; nothing changes.
+   * blocks, or iterating `keep` detached the arena's handle (and attached
+   * another in its slot); nothing changes.
+   * @throws {HeapClosedError} When this handle is detached (also by iterating
+   * `keep`); nothing changes.
    * @throws {HeapBusyError} When the dead arena holds the core lock, or the
    * core lock stays held by another thread past the time limit; nothing
    * changes (the arena can be reclaimed later).
@@ -1131,6 +1134,15 @@ export class SharedHeap {
       );
     }
     const keep = keepSet(options.keep);
+    // `keep` is the caller's iterable: its code may have detached this
+    // handle, or the arena's handle and attached another in its slot.
+    this.#checkOpen("reclaim");
+    if (this.#attachedToken(arena, "reclaim") !== token) {
+      throw new InvalidArgumentError(
+        `Cannot reclaim arena ${arena}: it was detached and attached again while keep was read (by another handle now); nothing changed`,
+        { name: "arena", value: arena, limit: "the arena as it was called" },
+      );
+    }
     const i32 = this.#i32, aw = this.#arenaAt(arena);
     // (Token 0: the Worker died claiming the slot, before it had a token;
     // a free lock reads 0 too and is not its.)
