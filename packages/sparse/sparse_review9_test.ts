@@ -71,6 +71,77 @@ describe("SparseMatrix collaborators (review 9)", () => {
   });
 });
 
+describe("SparseMatrix.build() over an allocator that changes the source (review 9)", () => {
+  it("an allocator that detaches the values' buffer mid-build: a typed refusal, nothing left", () => {
+    const heap = new CpuHeap(new ArrayBuffer(1 << 16));
+    const cpu = new CpuAllocator({ heap });
+    using registry = new OwnershipRegistry();
+    const arrays = csrOf(4, [[0, 1, 1], [1, 2, 2], [3, 0, 3], [3, 3, 4]]);
+    const before = registry.stats();
+    let calls = 0;
+    const detacher = {
+      allocate(n: number) {
+        if (++calls === 2) (arrays.values.buffer as ArrayBuffer).transfer(0);
+        return cpu.allocate(n);
+      },
+    };
+    assert.throws(
+      () =>
+        SparseMatrix.build(arrays, {
+          shape: [4, 4],
+          registry,
+          allocator: detacher as never,
+          blockStrategy: { minElements: 1, maxElements: 2, rowsPerBlock: 1 },
+        }),
+      AllotError,
+    );
+    assert.equal(cpu.allocatedBytes, 0);
+    assert.equal(registry.stats().requestedBytes.current, 0);
+    assert.equal(registry.stats().pointers, before.pointers);
+    heap.checkIntegrity();
+  });
+
+  it("an allocator that rewrites indptr mid-build: every row stays inside its block and nnz adds up", () => {
+    const cpu = new CpuAllocator();
+    using registry = new OwnershipRegistry();
+    const arrays = csrOf(4, [[0, 1, 1], [1, 2, 2], [3, 0, 3], [3, 3, 4]]);
+    let calls = 0;
+    const rewriter = {
+      allocate(n: number) {
+        if (++calls === 1) arrays.indptr.set([0, 4, 4, 4, 4]);
+        return cpu.allocate(n);
+      },
+    };
+    let m: SparseMatrix | undefined;
+    try {
+      m = SparseMatrix.build(arrays, {
+        shape: [4, 4],
+        registry,
+        allocator: rewriter as never,
+        blockStrategy: { minElements: 1, maxElements: 2, rowsPerBlock: 1 },
+      });
+    } catch (error) {
+      assert.ok(error instanceof AllotError, String(error));
+    }
+    if (m !== undefined) {
+      const t = m.rowTable();
+      let sum = 0;
+      for (let r = 0; r < m.primaryLength; r++) {
+        const block = t.values[t.rowBlock[r]];
+        assert.ok(
+          t.rowStart[r] + t.rowLength[r] <= block.length,
+          `row ${r} reaches past its block`,
+        );
+        sum += t.rowLength[r];
+      }
+      assert.equal(sum, m.nnz);
+      assert.equal([...m.entries()].length, m.nnz);
+      m.release();
+    }
+    assert.equal(cpu.allocatedBytes, 0);
+  });
+});
+
 type Op =
   | { kind: "slice"; pick: number; a: number; b: number }
   | { kind: "select"; pick: number; rows: number[] }
