@@ -449,6 +449,10 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       memory = context.heap.memory;
       byteOffset = context.byteOffset;
       byteLength = context.byteLength;
+    } else if (context instanceof Allocation && context.owner === this) {
+      throw new UseAfterFreeError(
+        `Cannot view ${context.byteLength} bytes at byte offset ${context.byteOffset}: the allocation was freed (its deleter was called outside the pointer's release())`,
+      );
     } else if (context === null && this.#isEmpty(ptr)) {
       memory = this.#heaps[0].memory; // allocate(0): no context, no bytes
       byteOffset = at;

@@ -202,6 +202,16 @@ describe("CpuAllocator.view() of look-alike pointers (review 9)", () => {
   });
 });
 
+describe("CpuAllocator.view() after the deleter ran outside release() (review 9)", () => {
+  it("a live pointer whose allocation its deleter freed is a UseAfterFreeError, not a view of freed bytes", () => {
+    const allocator = new CpuAllocator();
+    const ptr = allocator.allocate(64);
+    ptr.getDeleter()!(ptr.getContext()!);
+    assert.equal(allocator.allocatedBytes, 0);
+    assert.throws(() => allocator.view(ptr, Uint8Array), UseAfterFreeError);
+  });
+});
+
 describe("CpuHeap at the 32-bit edges (review 9)", () => {
   it("offsets and lengths of 2^31, 2^32 and past them never alias a live block", () => {
     for (const placement of PLACEMENTS) {
