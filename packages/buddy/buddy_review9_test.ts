@@ -17,6 +17,7 @@ import {
 } from "@allot/core";
 import { SystemAllocator } from "@allot/cpu";
 import { checkPattern, modelRuns, writePattern } from "../core/_test_faults.ts";
+import { hostileNumbers } from "../core/_test_hostile.ts";
 import { BuddyAllocator } from "./buddy_allocator.ts";
 
 const MIN = 16;
@@ -95,6 +96,101 @@ describe("BuddyAllocator.view() re-entered (review 9)", () => {
     }
     buddy.free(again);
     buddy.validate();
+  });
+});
+
+/** Values at the 32-bit edges and objects that lie when coerced. */
+function edgeValues(): { name: string; value: unknown }[] {
+  return [
+    ...hostileNumbers(),
+    { name: "2^31", value: 2 ** 31 },
+    { name: "2^32", value: 2 ** 32 },
+    { name: "2^32 + 256", value: 2 ** 32 + 256 },
+    { name: "-2^32 + 256", value: -(2 ** 32) + 256 },
+    { name: "lying valueOf", value: { valueOf: () => 256 } },
+    {
+      name: "lying toPrimitive",
+      value: { [Symbol.toPrimitive]: () => 256 },
+    },
+  ];
+}
+
+function twinBuddy(): { buddy: BuddyAllocator; live: number[] } {
+  const buddy = new BuddyAllocator({
+    initialPoolByteLength: POOL,
+    maxPoolByteLength: 2 * POOL,
+    minBlockByteLength: MIN,
+  });
+  const live = [buddy.alloc(100), buddy.alloc(5000), buddy.alloc(16)];
+  buddy.free(live[0]); // on a quick list
+  return { buddy, live };
+}
+
+describe("BuddyAllocator refusals against a twin (review 9)", () => {
+  it("every refused call is typed, names a numeric value, and leaves the figures and later addresses as a twin's", () => {
+    const hit = twinBuddy();
+    const twin = twinBuddy();
+    const [, large, small] = hit.live;
+    const calls: [string, (v: unknown) => unknown][] = [
+      ["alloc", (v) => hit.buddy.alloc(v as number)],
+      ["free", (v) => hit.buddy.free(v as number)],
+      ["bytes(address)", (v) => hit.buddy.bytes(v as number, 1)],
+      ["bytes(length)", (v) => hit.buddy.bytes(small, v as number)],
+      ["byteLengthOf", (v) => hit.buddy.byteLengthOf(v as number)],
+      ["byteOffsetOf", (v) => hit.buddy.byteOffsetOf(v as number)],
+      ["memoryOf", (v) => hit.buddy.memoryOf(v as number)],
+      ["view", (v) => hit.buddy.view(v as number, Uint8Array)],
+      ["allocate", (v) => hit.buddy.allocate(v as number)],
+    ];
+    let refused = 0;
+    for (const [label, call] of calls) {
+      for (const { name, value } of edgeValues()) {
+        // -0 is a valid zero, undefined a valid (default) nothing for none
+        let result: unknown;
+        try {
+          result = call(value);
+        } catch (error) {
+          assert.ok(
+            error instanceof AllotError,
+            `${label}(${name}) threw ${error}`,
+          );
+          if (typeof value === "number" && value !== 0) {
+            // the message names the value
+            assert.ok(
+              error.message.includes(String(value)) ||
+                error.message.includes(value.toLocaleString("en-US")),
+              `${label}(${name}): ${error.message}`,
+            );
+          }
+          refused++;
+          continue;
+        }
+        // accepted: only lengths a pool or the backing can serve
+        assert.ok(
+          label === "alloc" || label === "allocate" ||
+            label === "bytes(length)",
+          `${label}(${name}) was accepted`,
+        );
+        if (label === "alloc") hit.buddy.free(result as number);
+        if (label === "allocate") {
+          (result as DataPtr<unknown, number>).release();
+        }
+      }
+    }
+    assert.ok(refused > 100);
+    // what accepted alloc()s did was undone; the twin makes the same ones
+    for (const n of [0, 1, 16]) twin.buddy.free(twin.buddy.alloc(n));
+    twin.buddy.allocate(0).release();
+    const sequence = (b: BuddyAllocator) =>
+      [300, 16, 2000, 16, 700].map((n) => b.alloc(n));
+    const state = (b: BuddyAllocator) => {
+      const s = b.stats();
+      return [b.allocatedBytes, b.poolCount, s.allocations.current];
+    };
+    assert.deepEqual(state(hit.buddy), state(twin.buddy));
+    assert.deepEqual(sequence(hit.buddy), sequence(twin.buddy));
+    assert.equal(hit.buddy.byteLengthOf(large), 5000); // a large block
+    hit.buddy.validate();
   });
 });
 
