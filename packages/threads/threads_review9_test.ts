@@ -11,6 +11,7 @@ import fc from "fast-check";
 import { AllotError, DoubleFreeError } from "@allot/core";
 import { Buffer } from "@allot/storage";
 import { checkPattern, modelRuns, writePattern } from "../core/_test_faults.ts";
+import { hostileNumbers } from "../core/_test_hostile.ts";
 import { SharedHeap } from "./shared_heap.ts";
 import { SharedHeapAllocator } from "./shared_heap_allocator.ts";
 
@@ -177,6 +178,98 @@ describe("SharedHeap.reclaim() with a re-entrant keep (review 9)", () => {
     dead.free(at);
     owner.checkIntegrity();
     owner.close();
+  });
+});
+
+describe("SharedHeap refusals against a twin (review 9)", () => {
+  it("every refused call is typed, names a numeric value, and leaves the figures and later offsets as a twin's", () => {
+    const make = () => {
+      const heap = SharedHeap.create(1 << 21);
+      const live = [heap.alloc(100), heap.alloc(20000), heap.alloc(64, 4096)];
+      heap.free(live[0]);
+      return { heap, live };
+    };
+    const hit = make(), twin = make();
+    const [, large, aligned] = hit.live;
+    const values = [
+      ...hostileNumbers(),
+      { name: "2^31", value: 2 ** 31 },
+      { name: "2^32", value: 2 ** 32 },
+      { name: "2^32 + large", value: 2 ** 32 + large },
+      { name: "large - 2^32", value: large - 2 ** 32 },
+      { name: "inside large", value: large + 4096 },
+      { name: "freed", value: hit.live[0] },
+      { name: "lying valueOf", value: { valueOf: () => large } },
+      {
+        name: "lying toPrimitive",
+        value: { [Symbol.toPrimitive]: () => large },
+      },
+    ];
+    const h = hit.heap;
+    const calls: [string, (v: unknown) => unknown][] = [
+      ["free", (v) => h.free(v as number)],
+      ["bytes(offset)", (v) => h.bytes(v as number, 1)],
+      ["bytes(length)", (v) => h.bytes(aligned, v as number)],
+      ["usableByteLength", (v) => h.usableByteLength(v as number)],
+      ["alloc(length)", (v) => h.alloc(v as number)],
+      ["alloc(alignment)", (v) => h.alloc(8, v as number)],
+      ["blocksOf", (v) => h.blocksOf(v as number)],
+      ["reclaim", (v) => h.reclaim(v as number)],
+    ];
+    let refused = 0;
+    const accepted: number[] = [];
+    const replay: [number, unknown][] = [];
+    for (const [label, call] of calls) {
+      for (const { name, value } of values) {
+        let result: unknown;
+        try {
+          result = call(value);
+        } catch (error) {
+          assert.ok(
+            error instanceof AllotError,
+            `${label}(${name}) threw ${error}`,
+          );
+          if (typeof value === "number" && value !== 0) {
+            assert.ok(
+              error.message.includes(String(value)),
+              `${label}(${name}): ${error.message}`,
+            );
+          }
+          refused++;
+          continue;
+        }
+        assert.ok(
+          label.startsWith("alloc") || label === "bytes(length)" ||
+            label === "blocksOf",
+          `${label}(${name}) was accepted`,
+        );
+        if (label.startsWith("alloc")) {
+          accepted.push(result as number);
+          replay.push(
+            label === "alloc(length)"
+              ? [value as number, undefined]
+              : [8, value],
+          );
+        }
+      }
+    }
+    assert.ok(refused > 100);
+    for (const at of accepted) h.free(at);
+    // the twin makes and frees what the hit one accepted
+    const made = replay.map(([n, a]) => twin.heap.alloc(n, a as number));
+    assert.deepEqual(made, accepted);
+    for (const at of made) twin.heap.free(at);
+    const sequence = (heap: SharedHeap) =>
+      [300, 64, 9000, 1, 70000].map((n) => heap.alloc(n));
+    const figures = (heap: SharedHeap) => {
+      const s = heap.stats();
+      return [s.allocations.current, s.allocatedBytes.current, s.freeBytes];
+    };
+    assert.deepEqual(figures(h), figures(twin.heap));
+    assert.deepEqual(sequence(h), sequence(twin.heap));
+    h.checkIntegrity();
+    h.close();
+    twin.heap.close();
   });
 });
 
