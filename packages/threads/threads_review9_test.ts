@@ -139,9 +139,10 @@ describe("SharedHeap.reclaim() with a re-entrant keep (review 9)", () => {
     const arena = victim.arena;
     let fresh: SharedHeap | undefined;
     const keep = {
-      *[Symbol.iterator](): Generator<number> {
+      [Symbol.iterator](): Iterator<number> {
         victim.detach();
         fresh = SharedHeap.attach(descriptor);
+        return [][Symbol.iterator]();
       },
     };
     assert.throws(() => owner.reclaim(arena, { keep }), AllotError);
@@ -169,8 +170,9 @@ describe("SharedHeap.reclaim() with a re-entrant keep (review 9)", () => {
     using dead = SharedHeap.attach(owner.descriptor());
     const at = dead.alloc(100);
     const keep = {
-      *[Symbol.iterator](): Generator<number> {
+      [Symbol.iterator](): Iterator<number> {
         other.detach();
+        return [][Symbol.iterator]();
       },
     };
     assert.throws(() => other.reclaim(dead.arena, { keep }), AllotError);
