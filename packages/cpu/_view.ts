@@ -24,32 +24,22 @@ export function elementBytes(type: unknown): number {
   return typeof size === "number" && size >= 1 ? size : 1;
 }
 
-// The engine's own view constructors: what they make is exactly what they
-// were asked for, so their views need no check.
-const BUILT_IN_VIEWS: ReadonlySet<unknown> = new Set<unknown>(
-  [
-    Int8Array,
-    Uint8Array,
-    Uint8ClampedArray,
-    Int16Array,
-    Uint16Array,
-    Int32Array,
-    Uint32Array,
-    Float32Array,
-    Float64Array,
-    BigInt64Array,
-    BigUint64Array,
-    DataView,
-    (globalThis as { Float16Array?: unknown }).Float16Array,
-  ].filter((type) => type !== undefined),
-);
+const FLOAT16: unknown = (globalThis as { Float16Array?: unknown })
+  .Float16Array;
 
 /**
  * Whether `type` is one of the engine's own typed-array constructors or
- * `DataView` (not a subclass, not a proxy).
+ * `DataView` (not a subclass, not a proxy): what they make is exactly what
+ * they were asked for, so their views need no check. Compared by identity,
+ * the common types first (no hashing on the hot path).
  */
 export function isBuiltInView(type: unknown): boolean {
-  return BUILT_IN_VIEWS.has(type);
+  return type === Float32Array || type === Uint8Array ||
+    type === Float64Array || type === Int32Array || type === Uint32Array ||
+    type === Int8Array || type === Int16Array || type === Uint16Array ||
+    type === Uint8ClampedArray || type === DataView ||
+    type === BigInt64Array || type === BigUint64Array ||
+    (type === FLOAT16 && type !== undefined);
 }
 
 /**

@@ -438,49 +438,49 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     // live allocation of this allocator.
     const at = ptr.byteOffset; // a released pointer: UseAfterFreeError
     const context = ptr.getContext();
-    let allocation: Allocation | undefined;
-    let memory: HostMemory;
-    let byteOffset: number, byteLength: number;
     if (
       context instanceof Allocation && context.owner === this &&
       !context.released
     ) {
-      allocation = context;
-      memory = context.heap.memory;
-      byteOffset = context.byteOffset;
-      byteLength = context.byteLength;
-    } else if (context instanceof Allocation && context.owner === this) {
+      return this.#viewOf(
+        context.heap.memory,
+        context.byteOffset,
+        context.byteLength,
+        type,
+        context,
+      );
+    }
+    if (context instanceof Allocation && context.owner === this) {
       throw new UseAfterFreeError(
         `Cannot view ${context.byteLength} bytes at byte offset ${context.byteOffset}: the allocation was freed (its deleter was called outside the pointer's release())`,
       );
-    } else if (context === null && this.#isEmpty(ptr)) {
-      memory = this.#heaps[0].memory; // allocate(0): no context, no bytes
-      byteOffset = at;
-      byteLength = 0;
-    } else {
-      throw new InvalidArgumentError(
-        `Cannot view ${
-          describeValue(ptr)
-        }: expected a DataPtr of this allocator from allocate()`,
-        { name: "ptr", value: ptr },
-      );
     }
+    if (context === null && this.#isEmpty(ptr)) {
+      // allocate(0): no context, no bytes
+      return this.#viewOf(this.#heaps[0].memory, at, 0, type, undefined);
+    }
+    throw new InvalidArgumentError(
+      `Cannot view ${
+        describeValue(ptr)
+      }: expected a DataPtr of this allocator from allocate()`,
+      { name: "ptr", value: ptr },
+    );
+  }
+
+  #viewOf<T>(
+    memory: HostMemory,
+    byteOffset: number,
+    byteLength: number,
+    type: TypedArrayConstructor<T>,
+    allocation: Allocation | undefined,
+  ): T {
     const buffer = hostBuffer(memory);
     const length = Math.floor(byteLength / elementBytes(type));
     let view: T;
     try {
       view = new type(buffer, byteOffset, length);
     } catch (error) {
-      // The memory no longer holds the bytes (detached, transferred or
-      // shrunk outside the allocator): a typed error; else the error of the
-      // constructor itself.
-      if (byteOffset + byteLength <= buffer.byteLength) throw error;
-      throw new UseAfterFreeError(
-        `Cannot view byte offset ${byteOffset}: the memory holds ${buffer.byteLength} bytes (detached, transferred or shrunk outside the allocator), the pointer needs bytes up to ${
-          byteOffset + byteLength
-        }`,
-        { cause: error },
-      );
+      throw this.#viewError(error, buffer, byteOffset, byteLength);
     }
     if (!isBuiltInView(type)) {
       // The type is the caller's: it may lie about its element size, ignore
@@ -493,6 +493,24 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
       checkViewSpan(view, type, buffer, byteOffset, byteLength);
     }
     return view;
+  }
+
+  // The memory no longer holds the bytes (detached, transferred or shrunk
+  // outside the allocator): a typed error; else the error of the
+  // constructor itself.
+  #viewError(
+    error: unknown,
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+    byteLength: number,
+  ): unknown {
+    if (byteOffset + byteLength <= buffer.byteLength) return error;
+    return new UseAfterFreeError(
+      `Cannot view byte offset ${byteOffset}: the memory holds ${buffer.byteLength} bytes (detached, transferred or shrunk outside the allocator), the pointer needs bytes up to ${
+        byteOffset + byteLength
+      }`,
+      { cause: error },
+    );
   }
 
   // A zero-byte pointer of allocate(0) (no context): in the memory of the

@@ -1208,14 +1208,17 @@ export class CpuHeap {
     const b = this.#lookup(byteOffset, "view");
     const length = Math.floor(this.#requested(b) / elementBytes(type));
     const buffer = this.#isWasm ? this.buffer : this.#buffer;
-    let view: T;
     try {
-      view = new type(buffer, byteOffset, length);
+      const view = new type(buffer, byteOffset, length);
+      // A caller's own type may lie about its element size, ignore its
+      // arguments or free the block: what it made is checked.
+      if (isBuiltInView(type)) return view;
+      this.#checkView(view, type, buffer, byteOffset);
+      return view;
     } catch (error) {
+      if (error instanceof AllotError) throw error;
       throw this.#viewError(error, buffer, byteOffset, this.#requested(b));
     }
-    if (!isBuiltInView(type)) this.#checkView(view, type, buffer, byteOffset);
-    return view;
   }
 
   // What a caller's view type made: a view of the block's requested bytes
