@@ -212,6 +212,25 @@ describe("CpuAllocator.view() after the deleter ran outside release() (review 9)
   });
 });
 
+describe("CpuAllocator.view() after its heap was disposed (review 9)", () => {
+  it("a live pointer into a disposed heap is a UseAfterFreeError, not a view of the next heap's block", () => {
+    const buffer = new ArrayBuffer(1 << 16);
+    const first = new CpuHeap(buffer);
+    const allocator = new CpuAllocator({ heap: first });
+    const ptr = allocator.allocate(64);
+    first.dispose();
+    // the bytes are free to claim again: a new heap's block lies there
+    const next = new CpuHeap(buffer);
+    const at = next.alloc(64);
+    next.bytes(at, 64).fill(7);
+    assert.equal(at, ptr.byteOffset);
+    assert.throws(() => allocator.view(ptr, Uint8Array), UseAfterFreeError);
+    assert.deepEqual([...next.bytes(at, 64)], new Array(64).fill(7));
+    next.free(at);
+    next.dispose();
+  });
+});
+
 describe("CpuHeap at the 32-bit edges (review 9)", () => {
   it("offsets and lengths of 2^31, 2^32 and past them never alias a live block", () => {
     for (const placement of PLACEMENTS) {
