@@ -440,7 +440,7 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     const context = ptr.getContext();
     if (
       context instanceof Allocation && context.owner === this &&
-      !context.released
+      !context.released && !context.heap.disposed
     ) {
       return this.#viewOf(
         context.heap.memory,
@@ -452,7 +452,11 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
     }
     if (context instanceof Allocation && context.owner === this) {
       throw new UseAfterFreeError(
-        `Cannot view ${context.byteLength} bytes at byte offset ${context.byteOffset}: the allocation was freed (its deleter was called outside the pointer's release())`,
+        `Cannot view ${context.byteLength} bytes at byte offset ${context.byteOffset}: ${
+          context.released
+            ? "the allocation was freed (its deleter was called outside the pointer's release())"
+            : "its heap was disposed (the bytes may belong to another heap now)"
+        }`,
       );
     }
     if (context === null && this.#isEmpty(ptr)) {
