@@ -482,3 +482,53 @@ describe("CpuHeap model with byte patterns (review 9)", () => {
     });
   }
 });
+
+/** Runs `fn` with `globalThis.SharedArrayBuffer` removed (as in a page that
+ * is not cross-origin isolated), then puts it back. */
+function withoutSharedArrayBuffer(fn: () => void): void {
+  const g = globalThis as { SharedArrayBuffer?: unknown };
+  const saved = g.SharedArrayBuffer;
+  delete g.SharedArrayBuffer;
+  try {
+    fn();
+  } finally {
+    g.SharedArrayBuffer = saved;
+  }
+}
+
+describe("CpuHeap and CpuAllocator when the engine refuses memory (review 9)", () => {
+  it("a buffer the engine cannot make is an OutOfMemoryError, never a RangeError", () => {
+    for (
+      const make of [
+        () => new CpuHeap(137438953408),
+        () => new CpuHeap(137438953408, { shared: true }),
+        () => new CpuAllocator({ byteLength: 137438953408 }),
+      ]
+    ) {
+      let made: unknown;
+      try {
+        made = make();
+      } catch (error) {
+        assert.ok(error instanceof OutOfMemoryError, String(error));
+      }
+      if (made instanceof CpuHeap) made.dispose();
+    }
+  });
+
+  it("shared memory without SharedArrayBuffer is a typed refusal, never a ReferenceError", () => {
+    withoutSharedArrayBuffer(() => {
+      assert.throws(
+        () => new CpuHeap(1 << 16, { shared: true }),
+        AllotError,
+      );
+      assert.throws(
+        () => new CpuAllocator({ byteLength: 1 << 16, shared: true }),
+        AllotError,
+      );
+      // plain memory still works
+      const heap = new CpuHeap(1 << 16);
+      heap.free(heap.alloc(100));
+      heap.dispose();
+    });
+  });
+});

@@ -359,3 +359,18 @@ describe("SharedHeap model with byte patterns (review 9)", () => {
     );
   });
 });
+
+describe("SharedHeap.create() when shared memory cannot be made (review 9)", () => {
+  it("without SharedArrayBuffer (a page not cross-origin isolated): a typed refusal, never a ReferenceError", () => {
+    const g = globalThis as { SharedArrayBuffer?: unknown };
+    const saved = g.SharedArrayBuffer;
+    delete g.SharedArrayBuffer;
+    try {
+      assert.throws(() => SharedHeap.create(1 << 20), AllotError);
+    } finally {
+      g.SharedArrayBuffer = saved;
+    }
+    using heap = SharedHeap.create(1 << 20);
+    heap.free(heap.alloc(100));
+  });
+});
