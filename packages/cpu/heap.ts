@@ -15,6 +15,7 @@ import {
   optionOr,
   OutOfMemoryError,
   type StatValues,
+  UnsupportedOperationError,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
@@ -296,6 +297,34 @@ export interface CpuHeapBlock {
  */
 export class HeapCorruptionError extends AllotError {}
 
+// A fresh buffer of `byteLength` bytes (growable up to `max`): typed errors
+// when the engine has no SharedArrayBuffer or refuses the bytes.
+function newBuffer(
+  byteLength: number,
+  max: number,
+  shared: boolean,
+): ArrayBuffer | SharedArrayBuffer {
+  if (shared && typeof SharedArrayBuffer === "undefined") {
+    throw new UnsupportedOperationError(
+      `Cannot make a shared heap of ${byteLength} bytes: SharedArrayBuffer is not available here (a browser page must be cross-origin isolated)`,
+    );
+  }
+  const options = max > byteLength ? { maxByteLength: max } : undefined;
+  try {
+    return shared
+      ? new SharedArrayBuffer(byteLength, options)
+      : new ArrayBuffer(byteLength, options);
+  } catch (error) {
+    throw new OutOfMemoryError(
+      `Cannot make a heap of ${byteLength} bytes: the engine refused ${
+        shared ? "a SharedArrayBuffer" : "an ArrayBuffer"
+      } of that length`,
+      { requestedBytes: byteLength, capacityBytes: max },
+      { cause: error },
+    );
+  }
+}
+
 function mappingIndex(units: number): number {
   if (units < SL_COUNT) return units;
   const t = 31 - Math.clz32(units);
@@ -536,16 +565,7 @@ export class CpuHeap {
           { name: "maxByteLength", value: max, limit: memory },
         );
       }
-      const growable = max > memory;
-      memory = flags.shared
-        ? new SharedArrayBuffer(
-          memory,
-          growable ? { maxByteLength: max } : undefined,
-        )
-        : new ArrayBuffer(
-          memory,
-          growable ? { maxByteLength: max } : undefined,
-        );
+      memory = newBuffer(memory, max, flags.shared);
     } else if (!isHostMemory(memory)) {
       throw new InvalidArgumentError(
         `Invalid memory: must be an ArrayBuffer, SharedArrayBuffer or WebAssembly.Memory, received ${

@@ -541,7 +541,7 @@ export class SharedHeap {
     const fresh = typeof memory === "number";
     if (typeof memory === "number") {
       validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
-      memory = new SharedArrayBuffer(memory);
+      memory = newSharedBuffer(memory);
     }
     validateObject(options, "options");
     validateOptionKeys(
@@ -2845,6 +2845,26 @@ function binBase(bin: number): number {
 }
 
 // The offsets of ReclaimOptions.keep: an iterable of integers.
+// A fresh SharedArrayBuffer: typed errors when the engine has none (a page
+// that is not cross-origin isolated) or refuses the bytes.
+function newSharedBuffer(byteLength: number): SharedArrayBuffer {
+  if (typeof SharedArrayBuffer === "undefined") {
+    throw new NotSharedMemoryError(
+      `Cannot make a shared heap of ${byteLength} bytes: SharedArrayBuffer is not available here (a browser page must be cross-origin isolated); pass a shared WebAssembly.Memory or run where it is`,
+      { name: "memory", value: byteLength, limit: "SharedArrayBuffer" },
+    );
+  }
+  try {
+    return new SharedArrayBuffer(byteLength);
+  } catch (error) {
+    throw new OutOfMemoryError(
+      `Cannot make a shared heap of ${byteLength} bytes: the engine refused a SharedArrayBuffer of that length`,
+      { requestedBytes: byteLength },
+      { cause: error },
+    );
+  }
+}
+
 function keepSet(keep: unknown): Set<number> {
   if (keep === undefined || keep === null) return new Set();
   if (
