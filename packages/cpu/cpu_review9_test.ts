@@ -532,3 +532,23 @@ describe("CpuHeap and CpuAllocator when the engine refuses memory (review 9)", (
     });
   });
 });
+
+describe("CpuHeap options read once (review 9)", () => {
+  it("maxByteLength is read once: a getter that changes its answer is not asked twice", () => {
+    let reads = 0;
+    const heap = new CpuHeap(1 << 16, {
+      get maxByteLength(): number {
+        return reads++ === 0 ? 1 << 17 : 1 << 16;
+      },
+    });
+    assert.equal(reads, 1);
+    assert.equal(heap.maxByteLength, 1 << 17);
+    // it grows as the first answer allowed
+    const a = heap.alloc(1 << 16);
+    const b = heap.alloc(1 << 15);
+    assert.equal(heap.byteLength, 1 << 17);
+    heap.free(a);
+    heap.free(b);
+    heap.dispose();
+  });
+});
