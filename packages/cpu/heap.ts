@@ -555,9 +555,12 @@ export class CpuHeap {
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
     const maxUnitBytes = MAX_UNITS * alignment;
+    // Read once: a getter answering the buffer's check one value and the
+    // heap's growth limit another would make two different heaps.
+    const maxOption = options.maxByteLength;
     if (typeof memory === "number") {
       validateByteLength(memory, maxUnitBytes, "byteLength");
-      const max = optionOr(options.maxByteLength, memory);
+      const max = optionOr(maxOption, memory);
       validateByteLength(max, maxUnitBytes, "maxByteLength");
       if (max < memory) {
         throw new InvalidArgumentError(
@@ -597,7 +600,7 @@ export class CpuHeap {
     this.#startUnit = startUnit;
     this.#endUnit = Math.max(startUnit, endUnit);
     const initialBytes = (this.#endUnit - startUnit) * alignment;
-    const maxBytes = optionOr(options.maxByteLength, initialBytes);
+    const maxBytes = optionOr(maxOption, initialBytes);
     validateByteLength(maxBytes, maxUnitBytes, "maxByteLength");
     if (maxBytes > initialBytes) {
       const growable = this.#isWasm ||
