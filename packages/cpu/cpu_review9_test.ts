@@ -14,6 +14,7 @@ import {
   type HostMemory,
   InvalidArgumentError,
   OutOfMemoryError,
+  UnsupportedOperationError,
   UseAfterFreeError,
   viewSpan,
 } from "@allot/core";
@@ -21,6 +22,7 @@ import { checkPattern, modelRuns, writePattern } from "../core/_test_faults.ts";
 import { type CpuAllocation, CpuAllocator } from "./cpu_allocator.ts";
 import { CpuHeap, type CpuHeapPlacement } from "./heap.ts";
 import { SystemAllocator } from "./system_allocator.ts";
+import { HostSegmentSource } from "./host_segment_source.ts";
 
 /** A Float64Array that says its elements are one byte long. */
 class LyingSize extends Float64Array {
@@ -550,5 +552,24 @@ describe("CpuHeap options read once (review 9)", () => {
     heap.free(a);
     heap.free(b);
     heap.dispose();
+  });
+});
+
+describe("SystemAllocator and HostSegmentSource without SharedArrayBuffer (review 9)", () => {
+  it("shared: true is refused at construction (UnsupportedOperationError), not an out-of-memory on every call", () => {
+    withoutSharedArrayBuffer(() => {
+      assert.throws(
+        () => new SystemAllocator({ shared: true }),
+        UnsupportedOperationError,
+      );
+      assert.throws(
+        () => new HostSegmentSource({ shared: true }),
+        UnsupportedOperationError,
+      );
+      // unshared ones still work
+      new SystemAllocator().allocate(8).release();
+      const source = new HostSegmentSource();
+      source.freeSegment(source.tryAllocateSegment(64)!);
+    });
   });
 });
