@@ -860,6 +860,7 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
     const buffer = this.#hostBuffer(address);
     const byteOffset = this.byteOffsetOf(address);
     const limit = this.byteLengthOf(address);
+    const holder = this.#holderOf(address);
     // DataView (no BYTES_PER_ELEMENT) counts bytes.
     const size = type.BYTES_PER_ELEMENT ?? 1;
     if (size !== 1 && size !== 2 && size !== 4 && size !== 8) {
@@ -889,9 +890,26 @@ export class BuddyAllocator<M = unknown> extends AllocatorBase<M, number> {
       );
     }
     // ... nor, having freed the block (a constructor may call back into
-    // this allocator), hand out a view of freed memory.
-    this.byteLengthOf(address);
+    // this allocator), hand out a view of freed memory, or of a smaller
+    // block allocated again at the address, or of a pool trim() gave back.
+    if (
+      this.byteLengthOf(address) < span.byteLength ||
+      this.#holderOf(address) !== holder
+    ) {
+      throw new DoubleFreeError(
+        `Cannot view address ${address}: the view type freed the block, and the address now names another block`,
+      );
+    }
     return view;
+  }
+
+  // What holds a live block's bytes: its pool's pointer, or its own as a
+  // large block. The same holder at the same address means the same memory
+  // and byte offset (a pool given back and taken again is another pointer).
+  #holderOf(address: number): DataPtr<M> | undefined {
+    return address < 0
+      ? this.#large.get(address)
+      : this.#poolPtrs[(address / this.minBlockByteLength) >>> this.#poolShift];
   }
 
   #hostBuffer(address: number): ArrayBuffer | SharedArrayBuffer {

@@ -2,6 +2,7 @@ import {
   describeValue,
   Device,
   InvalidArgumentError,
+  UnsupportedOperationError,
   validateFlag,
   validateObject,
 } from "@allot/core";
@@ -68,4 +69,19 @@ export function validateDevice(value: unknown): Device {
 export function validateOptionalObject<T>(value: T, name: string): T {
   if (value !== undefined) validateObject(value, name);
   return value;
+}
+
+/**
+ * Refuses `shared: true` where the engine has no `SharedArrayBuffer` (a
+ * browser page that is not cross-origin isolated): at construction, instead
+ * of an out-of-memory on every later call.
+ *
+ * @throws {UnsupportedOperationError} When `shared` and there is none.
+ */
+export function requireSharedArrayBuffer(shared: boolean, what: string): void {
+  if (shared && typeof SharedArrayBuffer === "undefined") {
+    throw new UnsupportedOperationError(
+      `Cannot make a shared ${what}: SharedArrayBuffer is not available here (a browser page must be cross-origin isolated)`,
+    );
+  }
 }

@@ -34,7 +34,7 @@ import {
   validateOptionalObject,
   validateOptions,
 } from "./_options.ts";
-import { elementBytes } from "./_view.ts";
+import { checkViewSpan, elementBytes, isBuiltInView } from "./_view.ts";
 import {
   CpuHeap,
   type CpuHeapOptions,
@@ -417,6 +417,9 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
    * @param type The typed-array constructor, such as `Float32Array`.
    * @returns A view of `floor(byteLength / BYTES_PER_ELEMENT)` elements.
    * @throws {UseAfterFreeError} When the pointer was released.
+   * @throws {InvalidArgumentError} When `ptr` is not a pointer of this
+   * allocator, or `type` is not a constructor or makes a view that is not of
+   * the pointer's bytes.
    */
   view<T>(
     ptr: DataPtr<HostMemory, CpuAllocation>,
@@ -430,23 +433,94 @@ export class CpuAllocator extends AllocatorBase<HostMemory, CpuAllocation> {
         { name: "ptr", value: ptr },
       );
     }
-    const byteOffset = ptr.byteOffset;
-    const buffer = hostBuffer(ptr.memory);
-    const length = Math.floor(ptr.byteLength / elementBytes(type));
-    try {
-      return new type(buffer, byteOffset, length);
-    } catch (error) {
-      // The memory no longer holds the bytes (detached, transferred or
-      // shrunk outside the allocator): a typed error; else the error of the
-      // constructor itself.
-      if (byteOffset + ptr.byteLength <= buffer.byteLength) throw error;
-      throw new UseAfterFreeError(
-        `Cannot view byte offset ${byteOffset}: the memory holds ${buffer.byteLength} bytes (detached, transferred or shrunk outside the allocator), the pointer needs bytes up to ${
-          byteOffset + ptr.byteLength
-        }`,
-        { cause: error },
+    // The place comes from the allocation record, not from the pointer's
+    // getters (a subclass may override them): a view never reaches past a
+    // live allocation of this allocator.
+    const at = ptr.byteOffset; // a released pointer: UseAfterFreeError
+    const context = ptr.getContext();
+    if (
+      context instanceof Allocation && context.owner === this &&
+      !context.released && !context.heap.disposed
+    ) {
+      return this.#viewOf(
+        context.heap.memory,
+        context.byteOffset,
+        context.byteLength,
+        type,
+        context,
       );
     }
+    if (context instanceof Allocation && context.owner === this) {
+      throw new UseAfterFreeError(
+        `Cannot view ${context.byteLength} bytes at byte offset ${context.byteOffset}: ${
+          context.released
+            ? "the allocation was freed (its deleter was called outside the pointer's release())"
+            : "its heap was disposed (the bytes may belong to another heap now)"
+        }`,
+      );
+    }
+    if (context === null && this.#isEmpty(ptr)) {
+      // allocate(0): no context, no bytes
+      return this.#viewOf(this.#heaps[0].memory, at, 0, type, undefined);
+    }
+    throw new InvalidArgumentError(
+      `Cannot view ${
+        describeValue(ptr)
+      }: expected a DataPtr of this allocator from allocate()`,
+      { name: "ptr", value: ptr },
+    );
+  }
+
+  #viewOf<T>(
+    memory: HostMemory,
+    byteOffset: number,
+    byteLength: number,
+    type: TypedArrayConstructor<T>,
+    allocation: Allocation | undefined,
+  ): T {
+    const buffer = hostBuffer(memory);
+    const length = Math.floor(byteLength / elementBytes(type));
+    let view: T;
+    try {
+      view = new type(buffer, byteOffset, length);
+    } catch (error) {
+      throw this.#viewError(error, buffer, byteOffset, byteLength);
+    }
+    if (!isBuiltInView(type)) {
+      // The type is the caller's: it may lie about its element size, ignore
+      // its arguments or release the pointer.
+      if (allocation?.released) {
+        throw new UseAfterFreeError(
+          `Cannot view byte offset ${byteOffset}: the view type released the pointer`,
+        );
+      }
+      checkViewSpan(view, type, buffer, byteOffset, byteLength);
+    }
+    return view;
+  }
+
+  // The memory no longer holds the bytes (detached, transferred or shrunk
+  // outside the allocator): a typed error; else the error of the
+  // constructor itself.
+  #viewError(
+    error: unknown,
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+    byteLength: number,
+  ): unknown {
+    if (byteOffset + byteLength <= buffer.byteLength) return error;
+    return new UseAfterFreeError(
+      `Cannot view byte offset ${byteOffset}: the memory holds ${buffer.byteLength} bytes (detached, transferred or shrunk outside the allocator), the pointer needs bytes up to ${
+        byteOffset + byteLength
+      }`,
+      { cause: error },
+    );
+  }
+
+  // A zero-byte pointer of allocate(0) (no context): in the memory of the
+  // first heap.
+  #isEmpty(ptr: DataPtr<HostMemory, CpuAllocation>): boolean {
+    return ptr.memory === this.#heaps[0].memory;
   }
 
   #free(context: CpuAllocation): void {

@@ -15,6 +15,7 @@ import {
   optionOr,
   OutOfMemoryError,
   type StatValues,
+  UnsupportedOperationError,
   UseAfterFreeError,
   validateAlignment,
   validateByteLength,
@@ -27,7 +28,7 @@ import {
 import { validateFlags, validateOptions } from "./_options.ts";
 import { claimMemory, releaseMemory } from "./_claims.ts";
 import { junkFill } from "./_fill.ts";
-import { elementBytes } from "./_view.ts";
+import { checkViewSpan, elementBytes, isBuiltInView } from "./_view.ts";
 import { SmallIndex } from "./_small_index.ts";
 import { ownedOffsets } from "./_owned_offsets.ts";
 import { generalFree } from "./_general_free.ts";
@@ -296,6 +297,34 @@ export interface CpuHeapBlock {
  */
 export class HeapCorruptionError extends AllotError {}
 
+// A fresh buffer of `byteLength` bytes (growable up to `max`): typed errors
+// when the engine has no SharedArrayBuffer or refuses the bytes.
+function newBuffer(
+  byteLength: number,
+  max: number,
+  shared: boolean,
+): ArrayBuffer | SharedArrayBuffer {
+  if (shared && typeof SharedArrayBuffer === "undefined") {
+    throw new UnsupportedOperationError(
+      `Cannot make a shared heap of ${byteLength} bytes: SharedArrayBuffer is not available here (a browser page must be cross-origin isolated)`,
+    );
+  }
+  const options = max > byteLength ? { maxByteLength: max } : undefined;
+  try {
+    return shared
+      ? new SharedArrayBuffer(byteLength, options)
+      : new ArrayBuffer(byteLength, options);
+  } catch (error) {
+    throw new OutOfMemoryError(
+      `Cannot make a heap of ${byteLength} bytes: the engine refused ${
+        shared ? "a SharedArrayBuffer" : "an ArrayBuffer"
+      } of that length`,
+      { requestedBytes: byteLength, capacityBytes: max },
+      { cause: error },
+    );
+  }
+}
+
 function mappingIndex(units: number): number {
   if (units < SL_COUNT) return units;
   const t = 31 - Math.clz32(units);
@@ -526,9 +555,12 @@ export class CpuHeap {
     this.#shift = 31 - Math.clz32(alignment);
     this.#granuleMask = alignment - 1;
     const maxUnitBytes = MAX_UNITS * alignment;
+    // Read once: a getter answering the buffer's check one value and the
+    // heap's growth limit another would make two different heaps.
+    const maxOption = options.maxByteLength;
     if (typeof memory === "number") {
       validateByteLength(memory, maxUnitBytes, "byteLength");
-      const max = optionOr(options.maxByteLength, memory);
+      const max = optionOr(maxOption, memory);
       validateByteLength(max, maxUnitBytes, "maxByteLength");
       if (max < memory) {
         throw new InvalidArgumentError(
@@ -536,16 +568,7 @@ export class CpuHeap {
           { name: "maxByteLength", value: max, limit: memory },
         );
       }
-      const growable = max > memory;
-      memory = flags.shared
-        ? new SharedArrayBuffer(
-          memory,
-          growable ? { maxByteLength: max } : undefined,
-        )
-        : new ArrayBuffer(
-          memory,
-          growable ? { maxByteLength: max } : undefined,
-        );
+      memory = newBuffer(memory, max, flags.shared);
     } else if (!isHostMemory(memory)) {
       throw new InvalidArgumentError(
         `Invalid memory: must be an ArrayBuffer, SharedArrayBuffer or WebAssembly.Memory, received ${
@@ -577,7 +600,7 @@ export class CpuHeap {
     this.#startUnit = startUnit;
     this.#endUnit = Math.max(startUnit, endUnit);
     const initialBytes = (this.#endUnit - startUnit) * alignment;
-    const maxBytes = optionOr(options.maxByteLength, initialBytes);
+    const maxBytes = optionOr(maxOption, initialBytes);
     validateByteLength(maxBytes, maxUnitBytes, "maxByteLength");
     if (maxBytes > initialBytes) {
       const growable = this.#isWasm ||
@@ -1187,7 +1210,9 @@ export class CpuHeap {
    * @throws {UseAfterFreeError} When no live block starts at `byteOffset`,
    * or the memory no longer holds the bytes (detached, transferred or shrunk
    * outside the heap).
-   * @throws {InvalidArgumentError} When `type` is not a constructor.
+   * @throws {InvalidArgumentError} When `type` is not a constructor, or
+   * makes a view that is not of the block's bytes (a subclass that lies about
+   * its element size or ignores its arguments).
    *
    * @example View as floats
    * ```ts
@@ -1207,10 +1232,28 @@ export class CpuHeap {
     const length = Math.floor(this.#requested(b) / elementBytes(type));
     const buffer = this.#isWasm ? this.buffer : this.#buffer;
     try {
-      return new type(buffer, byteOffset, length);
+      const view = new type(buffer, byteOffset, length);
+      // A caller's own type may lie about its element size, ignore its
+      // arguments or free the block: what it made is checked.
+      if (isBuiltInView(type)) return view;
+      this.#checkView(view, type, buffer, byteOffset);
+      return view;
     } catch (error) {
+      if (error instanceof AllotError) throw error;
       throw this.#viewError(error, buffer, byteOffset, this.#requested(b));
     }
+  }
+
+  // What a caller's view type made: a view of the block's requested bytes
+  // at most, of a block still live (the constructor may have freed it).
+  #checkView(
+    view: unknown,
+    type: unknown,
+    buffer: ArrayBuffer | SharedArrayBuffer,
+    byteOffset: number,
+  ): void {
+    const b = this.#lookup(byteOffset, "view");
+    checkViewSpan(view, type, buffer, byteOffset, this.#requested(b));
   }
 
   /**

@@ -17,7 +17,12 @@ import {
   validateCapacity,
   validateOptionKeys,
 } from "@allot/core";
-import { validateDevice, validateFlags, validateOptions } from "./_options.ts";
+import {
+  requireSharedArrayBuffer,
+  validateDevice,
+  validateFlags,
+  validateOptions,
+} from "./_options.ts";
 import type { SystemMemory } from "./system_allocator.ts";
 
 /** Options of {@linkcode HostSegmentSource}. */
@@ -101,6 +106,7 @@ export class HostSegmentSource implements SegmentSource<SystemMemory> {
       "device",
     ], "HostSegmentSource");
     const { shared } = validateFlags(options, "shared");
+    requireSharedArrayBuffer(shared, "HostSegmentSource");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.alignment = validateAlignment(optionOr(options.alignment, 64));

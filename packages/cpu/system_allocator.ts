@@ -24,6 +24,7 @@ import {
   validateOptionKeys,
 } from "@allot/core";
 import {
+  requireSharedArrayBuffer,
   validateDevice,
   validateFlags,
   validateOptionalObject,
@@ -133,6 +134,7 @@ export class SystemAllocator extends AllocatorBase<SystemMemory, SystemMemory> {
       "device",
     ], "SystemAllocator");
     const flags = validateFlags(options, "shared", "strict", "junkFill");
+    requireSharedArrayBuffer(flags.shared, "SystemAllocator");
     const capacity = validateCapacity(options.capacityBytes);
     this.capacityBytes = capacity;
     this.#shared = flags.shared;

@@ -887,11 +887,12 @@ export class OwnershipRegistry {
         { name: "alignment", value: alignmentOption, limit: "power of two" },
       );
     }
-    if (
-      allocatorOption !== undefined &&
-      (allocatorOption === null || typeof allocatorOption !== "object" ||
-        !this.#hasAllocate(allocatorOption))
-    ) {
+    // `allocate` is read once: a getter answering a function now and
+    // something else later must not end in a TypeError.
+    const allocate = allocatorOption === undefined
+      ? undefined
+      : this.#allocateOf(allocatorOption);
+    if (allocatorOption !== undefined && allocate === undefined) {
       throw new InvalidArgumentError(
         `Invalid allocator: expected an Allocator (an object with allocate()), received ${
           describeValue(allocatorOption)
@@ -923,7 +924,7 @@ export class OwnershipRegistry {
         );
       }
       const pad = alignment === undefined ? 0 : alignment - 1;
-      const ptr = allocator.allocate(reserved + pad);
+      const ptr = allocate!.call(allocator, reserved + pad);
       if (!DataPtr.isDataPtr(ptr)) {
         // A lying allocator: nothing to release, nothing registered.
         throw new InvalidArgumentError(
@@ -1704,11 +1705,15 @@ export class OwnershipRegistry {
     }
   }
 
-  #hasAllocate(allocator: object): boolean {
+  // The allocator's `allocate` method, read once; undefined when it is not
+  // an object with one (or reading it throws).
+  #allocateOf(allocator: unknown): Allocator["allocate"] | undefined {
+    if (allocator === null || typeof allocator !== "object") return undefined;
     try {
-      return typeof (allocator as Allocator).allocate === "function";
+      const allocate = (allocator as Allocator).allocate;
+      return typeof allocate === "function" ? allocate : undefined;
     } catch {
-      return false;
+      return undefined;
     }
   }
 

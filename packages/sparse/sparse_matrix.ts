@@ -623,12 +623,15 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
     const [primary, secondary] = layout === "csr"
       ? shape
       : [shape[1], shape[0]];
-    const { values, indices, indptr, nnz } = validateArrays(
+    const { values, indices, indptr: given, nnz } = validateArrays(
       arrays,
       primary,
       secondary,
       layout,
     );
+    // The row pointers as validated: the allocator (the caller's code) runs
+    // between the copies and may write the caller's arrays.
+    const indptr = given.slice();
     const checked = validateBuildOptions(options);
     const size = blockElements(nnz, primary, checked.blockStrategy);
     const registry = checked.registry ?? defaultOwnershipRegistry();
@@ -679,6 +682,12 @@ export class SparseMatrix<V extends AnyTypedArray = AnyTypedArray> {
           }
           blockValues = new V(memory, at, count);
           blockIndices = new I(memory, at + indexOffset, count);
+          if (lengthOf.call(values) < end || lengthOf.call(indices) < end) {
+            throw new InvalidArgumentError(
+              `Cannot build: values or indices lost their memory during build() (detached or shrunk, by the allocator?), they need ${end} elements`,
+              { name: "arrays", value: arrays, limit: end },
+            );
+          }
           blockValues.set(values.subarray(base, end) as never);
           blockIndices.set(indices.subarray(base, end));
         }

@@ -541,7 +541,7 @@ export class SharedHeap {
     const fresh = typeof memory === "number";
     if (typeof memory === "number") {
       validateInteger(memory, 1, SHARED_MAX_BYTE_END, "byteLength");
-      memory = new SharedArrayBuffer(memory);
+      memory = newSharedBuffer(memory);
     }
     validateObject(options, "options");
     validateOptionKeys(
@@ -1113,7 +1113,10 @@ export class SharedHeap {
    * @returns What was freed and what was kept.
    * @throws {InvalidArgumentError} When the arena is this handle's own, or not
    * attached, or `keep` holds an offset that is not one of the arena's live
-   * blocks; nothing changes.
+   * blocks, or iterating `keep` detached the arena's handle (and attached
+   * another in its slot); nothing changes.
+   * @throws {HeapClosedError} When this handle is detached (also by iterating
+   * `keep`); nothing changes.
    * @throws {HeapBusyError} When the dead arena holds the core lock, or the
    * core lock stays held by another thread past the time limit; nothing
    * changes (the arena can be reclaimed later).
@@ -1131,6 +1134,15 @@ export class SharedHeap {
       );
     }
     const keep = keepSet(options.keep);
+    // `keep` is the caller's iterable: its code may have detached this
+    // handle, or the arena's handle and attached another in its slot.
+    this.#checkOpen("reclaim");
+    if (this.#attachedToken(arena, "reclaim") !== token) {
+      throw new InvalidArgumentError(
+        `Cannot reclaim arena ${arena}: it was detached and attached again while keep was read (by another handle now); nothing changed`,
+        { name: "arena", value: arena, limit: "the arena as it was called" },
+      );
+    }
     const i32 = this.#i32, aw = this.#arenaAt(arena);
     // (Token 0: the Worker died claiming the slot, before it had a token;
     // a free lock reads 0 too and is not its.)
@@ -2833,6 +2845,26 @@ function binBase(bin: number): number {
 }
 
 // The offsets of ReclaimOptions.keep: an iterable of integers.
+// A fresh SharedArrayBuffer: typed errors when the engine has none (a page
+// that is not cross-origin isolated) or refuses the bytes.
+function newSharedBuffer(byteLength: number): SharedArrayBuffer {
+  if (typeof SharedArrayBuffer === "undefined") {
+    throw new NotSharedMemoryError(
+      `Cannot make a shared heap of ${byteLength} bytes: SharedArrayBuffer is not available here (a browser page must be cross-origin isolated); pass a shared WebAssembly.Memory or run where it is`,
+      { name: "memory", value: byteLength, limit: "SharedArrayBuffer" },
+    );
+  }
+  try {
+    return new SharedArrayBuffer(byteLength);
+  } catch (error) {
+    throw new OutOfMemoryError(
+      `Cannot make a shared heap of ${byteLength} bytes: the engine refused a SharedArrayBuffer of that length`,
+      { requestedBytes: byteLength },
+      { cause: error },
+    );
+  }
+}
+
 function keepSet(keep: unknown): Set<number> {
   if (keep === undefined || keep === null) return new Set();
   if (

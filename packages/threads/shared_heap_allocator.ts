@@ -195,7 +195,7 @@ export class SharedHeapAllocator
   refCount(of: Buffer | SharedBufferDescriptor): number {
     const block = of instanceof Buffer
       ? this.#blockOf(of, "count references of")
-      : this.#checkDescriptor(of, "count references of", true);
+      : this.#checkDescriptor(_readOnce(of), "count references of", true);
     if (block < 0) return 0;
     return Atomics.load(this.#i32, (block >> 2) + W_REFS);
   }
@@ -262,6 +262,7 @@ export class SharedHeapAllocator
   receive<D extends Dtype>(
     descriptor: SharedBufferDescriptor<D>,
   ): Buffer<D> {
+    descriptor = _readOnce(descriptor);
     const block = this.#checkDescriptor(descriptor, "receive");
     this.#checkOpen("receive");
     dtypeInfo(descriptor.dtype);
@@ -311,6 +312,7 @@ export class SharedHeapAllocator
    * the heap closed (the descriptor keeps its reference).
    */
   discard(descriptor: SharedBufferDescriptor): void {
+    descriptor = _readOnce(descriptor);
     const block = this.#checkDescriptor(descriptor, "discard");
     this.#checkOpen("discard");
     this.#claimTicket(block, descriptor, "discard");
@@ -562,4 +564,37 @@ export class SharedHeapAllocator
   snapshot(): MemorySnapshot {
     return this.#heap.snapshot();
   }
+}
+
+// A descriptor's fields, each read once: what is checked is what is used (a
+// getter answering a valid byteLength or ticket to the check and another
+// value later would view past the block or clear a bit elsewhere in the
+// memory). Anything but an object is returned as it is, for the checks to
+// refuse.
+function _readOnce<T>(d: T): T {
+  if (typeof d !== "object" || d === null) return d;
+  const {
+    kind,
+    heapId,
+    block,
+    byteLength,
+    dtype,
+    shape,
+    strides,
+    offset,
+    nonce,
+    ticket,
+  } = d as unknown as SharedBufferDescriptor;
+  return {
+    kind,
+    heapId,
+    block,
+    byteLength,
+    dtype,
+    shape,
+    strides,
+    offset,
+    nonce,
+    ticket,
+  } as T;
 }
