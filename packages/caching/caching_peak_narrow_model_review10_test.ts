@@ -17,7 +17,7 @@ import {
   OutOfMemoryError,
 } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
-import { type CachedBlock, CachingAllocator } from "./mod.ts";
+import { type CachedBlock, CachingAllocator, CachingGroup } from "./mod.ts";
 
 const KiB = 1024, MiB = 2 ** 20;
 
@@ -103,8 +103,9 @@ describe("review18: the peak rule's narrowing, a model over the public allocator
         fc.constantFrom(64 * MiB, 256 * MiB),
         fc.constantFrom(1.05, 1.2),
         fc.integer({ min: 0, max: 5 }),
+        fc.boolean(),
         fc.array(op, { minLength: 1, maxLength: 70 }),
-        async (capacity, ratio, rounds, rest) => {
+        async (capacity, ratio, rounds, grouped, rest) => {
           // (a prefix of rounds widens the slack, as in a long program)
           const ops: Op[] = [
             ...Array.from({ length: rounds }, () => ({ k: "round" as const })),
@@ -114,9 +115,15 @@ describe("review18: the peak rule's narrowing, a model over the public allocator
             capacityBytes: capacity,
             backed: true,
           });
+          // (grouped: another member that holds idle segments the group
+          // may give back at this one's misses)
+          const group = grouped ? new CachingGroup() : undefined;
           const a = new CachingAllocator(source, {
             releaseCachedAboveRatio: ratio,
+            group,
           });
+          const otherSource = new MockSegmentSource();
+          const other = new CachingAllocator(otherSource, { group });
           const stream = new ManualStream();
           const live: { b: CachedBlock<MockMemory>; tag: number }[] = [];
           let pending = 0; // bytes freed after a fence not yet known done
@@ -160,6 +167,13 @@ describe("review18: the peak rule's narrowing, a model over the public allocator
             assert.ok(a.allocatedBytes >= sum, "allocated below live");
             assert.ok(a.allocatedBytes <= sum + pending, "allocated above");
             assert.ok(a.reservedBytes <= capacity);
+            other.validate();
+            if (group !== undefined) {
+              assert.equal(
+                group.heldBytes,
+                source.reservedBytes + otherSource.reservedBytes,
+              );
+            }
           };
           let previous: CachedBlock<MockMemory>[] = [];
           let growth = 0;
@@ -232,6 +246,7 @@ describe("review18: the peak rule's narrowing, a model over the public allocator
                 break;
               case "empty":
                 a.emptyCache();
+                other.free(other.allocate(4 * MiB)); // an idle segment
                 break;
               case "fraction": {
                 const before = state();
@@ -266,6 +281,8 @@ describe("review18: the peak rule's narrowing, a model over the public allocator
           assert.equal(source.reservedBytes, 0);
           assert.equal(source.liveSegmentCount, 0);
           a.validate();
+          other.emptyCache();
+          assert.equal(otherSource.reservedBytes, 0);
         },
       ),
       { numRuns: modelRuns(200) },
