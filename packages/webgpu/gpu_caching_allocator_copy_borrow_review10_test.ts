@@ -7,7 +7,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { CachingGroup } from "@allot/caching";
-import { DoubleFreeError, UseAfterFreeError } from "@allot/core";
+import { DoubleFreeError, LeakDetector, UseAfterFreeError } from "@allot/core";
 import { modelRuns } from "../core/_test_faults.ts";
 import { GpuCachingAllocator } from "./gpu_caching_allocator.ts";
 import type { GpuAllocation } from "./gpu_allocation.ts";
@@ -177,23 +177,28 @@ describe("review18: copy pools borrowing storage's segments, outside in", () => 
     uploads.validate();
   });
 
-  it("two devices in one explicit group: no block crosses devices", () => {
+  it("two devices: one explicit group refuses the second device; each device's pools borrow only their own", () => {
     const group = new CachingGroup();
     const g1 = mockGpu();
     const g2 = mockGpu();
     const s1 = new GpuCachingAllocator(g1.device, { group });
-    let up2: GpuCachingAllocator | undefined;
-    try {
-      up2 = new GpuCachingAllocator(g2.device, {
-        group,
-        source: { usage: U.COPY_SRC },
-      });
-    } catch {
-      return; // refused: a group holds one device
-    }
+    assert.throws(
+      () =>
+        new GpuCachingAllocator(g2.device, {
+          group,
+          source: { usage: U.COPY_SRC },
+        }),
+      /another GPUDevice/,
+    );
+    const up2 = new GpuCachingAllocator(g2.device, {
+      source: { usage: U.COPY_SRC },
+    });
+    const s2 = new GpuCachingAllocator(g2.device);
     s1.allocate(64 * KiB).release();
     using a = up2.allocate(64 * KiB);
     assert.ok(g2.live.has(a.buffer as never), "a buffer of its own device");
+    assert.equal(s1.caching.allocatedBytes, 0);
+    assert.equal(s2.caching.allocatedBytes, 0);
   });
 
   it("group: null never borrows", () => {
@@ -207,6 +212,88 @@ describe("review18: copy pools borrowing storage's segments, outside in", () => 
     using a = uploads.allocate(64 * KiB);
     assert.equal(gpu.live.size, 2);
     assert.equal(uploads.caching.allocatedBytes, 64 * KiB);
+  });
+
+  it("a storage pool that watches for leaks lends nothing; a storage pool taken out of the group lends nothing", () => {
+    const gpu = mockGpu();
+    const leaks = new LeakDetector();
+    const watched = new GpuCachingAllocator(gpu.device, {
+      leakDetector: leaks,
+    });
+    const uploads = new GpuCachingAllocator(gpu.device, {
+      source: { usage: U.COPY_SRC },
+    });
+    watched.allocate(64 * KiB).release();
+    const a = uploads.allocate(64 * KiB);
+    assert.equal(gpu.live.size, 2);
+    assert.equal(watched.caching.allocatedBytes, 0);
+    a.release();
+    uploads.emptyCache();
+    const gpu2 = mockGpu();
+    const storage = new GpuCachingAllocator(gpu2.device);
+    const up2 = new GpuCachingAllocator(gpu2.device, {
+      source: { usage: U.COPY_SRC },
+    });
+    storage.allocate(64 * KiB).release();
+    assert.ok(storage.group!.delete(storage));
+    using b = up2.allocate(64 * KiB);
+    assert.equal(gpu2.live.size, 2);
+    assert.equal(storage.caching.allocatedBytes, 0);
+    assert.ok(b.size === 64 * KiB);
+  });
+
+  it("real device: bytes written into borrowed and storage blocks stay apart (Deno WebGPU)", async () => {
+    const adapter = await navigator.gpu?.requestAdapter();
+    if (!adapter) return;
+    const device = await adapter.requestDevice();
+    try {
+      const storage = new GpuCachingAllocator(device);
+      const uploads = new GpuCachingAllocator(device, {
+        source: { usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST },
+      });
+      const size = 64 * KiB;
+      const keep = storage.allocate(size); // storage half allocated
+      storage.allocate(size).release();
+      const up = uploads.allocate(size);
+      assert.equal(uploads.caching.reservedBytes, 0, "borrowed");
+      const other = storage.allocate(size); // storage's own, a new segment
+      const blocks = [keep, up, other];
+      blocks.forEach((b, i) =>
+        device.queue.writeBuffer(
+          b.buffer,
+          b.offset,
+          new Uint8Array(size).fill(0x11 * (i + 1)),
+        )
+      );
+      const read = device.createBuffer({
+        size: 3 * size,
+        usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+      });
+      const enc = device.createCommandEncoder();
+      blocks.forEach((b, i) =>
+        enc.copyBufferToBuffer(b.buffer, b.offset, read, i * size, size)
+      );
+      device.queue.submit([enc.finish()]);
+      await read.mapAsync(GPUMapMode.READ);
+      const bytes = new Uint8Array(read.getMappedRange());
+      blocks.forEach((_, i) => {
+        const want = 0x11 * (i + 1);
+        assert.ok(
+          bytes.subarray(i * size, (i + 1) * size).every((x) => x === want),
+          `block ${i} lost its bytes`,
+        );
+      });
+      read.unmap();
+      read.destroy();
+      up.release();
+      other.release();
+      keep.release();
+      assert.equal(storage.caching.allocatedBytes, 0);
+      storage.validate();
+      uploads.validate();
+    } finally {
+      device.destroy();
+    }
   });
 
   it("model: byte patterns in every live block of both pools survive every op; stats add up; all returned", async () => {
