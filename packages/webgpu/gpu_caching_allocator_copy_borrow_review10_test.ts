@@ -91,6 +91,11 @@ describe("review18: copy pools borrowing storage's segments, outside in", () => 
     assert.equal(storage.caching.allocatedBytes, 64 * KiB, "no id borrowed");
     assert.ok(gpu.live.size >= before);
     assert.notEqual(uploads.bufferOf(id), up.buffer);
+    // an id freed through the wrong allocator: refused, nothing changes
+    const stats = [storage.memoryStats(), uploads.memoryStats()];
+    assert.throws(() => storage.freeById(id));
+    assert.deepEqual([storage.memoryStats(), uploads.memoryStats()], stats);
+    assert.equal(uploads.sizeOf(id), 64 * KiB);
     uploads.freeById(id);
     assert.throws(() => uploads.freeById(id), DoubleFreeError);
     up.release();
