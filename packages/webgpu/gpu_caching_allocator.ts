@@ -577,7 +577,8 @@ export class GpuCachingAllocator {
    * its own cache; else, while a storage pool of the group (whose usage
    * covers this one's) holds at most half its bytes allocated, that pool's
    * whole free segment of exactly the request's rounded size (at least that
-   * pool's smallest segment), freed back to that pool. `undefined` when
+   * pool's smallest segment; a pool under after-fence reuse borrows only
+   * from one under after-fence reuse), freed back to that pool. `undefined` when
    * neither (the caller misses as before).
    */
   #allocateCopy(byteLength: number): GpuAllocation | undefined {
@@ -596,7 +597,10 @@ export class GpuCachingAllocator {
         }
         if (
           (l.source.usage & usage) !== usage || l.group !== group ||
-          l.#state.lost || !group.has(l)
+          l.#state.lost || !group.has(l) ||
+          // (a block of an after-fence pool waits for the queue when freed:
+          // a queue-order lender would take it back at once)
+          (this.#afterFence && !l.#afterFence)
         ) continue;
         if (l.#frees.count > 0) l.#frees.poll();
         const c = l.caching;
