@@ -8,7 +8,13 @@
  * reaches 1.000). `CachingAllocator` with its defaults, one per usage, as
  * `GpuCachingAllocator` keeps them, on mock devices; exact.
  *
- *   deno run -A packages/caching/bench/held_breakdown.ts [--usage=storage|all] [--only=<part of a trace path>]
+ * `--pools` adds the holes and whole free segments of the large pool alone
+ * (the small pool's are the rest): a held peak set by tails of large
+ * segments pinned by blocks of a later phase's smaller sizes, or by idle
+ * small segments the peak rule keeps (see the caching README, "The sixth
+ * hold-out set").
+ *
+ *   deno run -A packages/caching/bench/held_breakdown.ts [--usage=storage|all] [--only=<part of a trace path>] [--pools]
  *
  * @module
  */
@@ -30,6 +36,9 @@ interface Breakdown {
   padding: number;
   holes: number;
   wholeFree: number;
+  /** Of `holes` and `wholeFree`, the large pool's. */
+  largeHoles: number;
+  largeWholeFree: number;
   segments: number;
 }
 
@@ -92,16 +101,21 @@ function describe(
   live: number,
 ): Breakdown {
   let allocated = 0, requested = 0, holes = 0, wholeFree = 0, segments = 0;
+  let largeHoles = 0, largeWholeFree = 0;
   for (const { a } of pools) {
     for (const s of a.snapshot().segments) {
       segments++;
+      const large = s.pool === "large";
       if (s.blocks.length === 1 && s.blocks[0].state === "inactive") {
         wholeFree += s.byteLength;
+        if (large) largeWholeFree += s.byteLength;
         continue;
       }
       for (const b of s.blocks) {
-        if (b.state === "inactive") holes += b.byteLength;
-        else {
+        if (b.state === "inactive") {
+          holes += b.byteLength;
+          if (large) largeHoles += b.byteLength;
+        } else {
           allocated += b.byteLength;
           requested += b.requestedByteLength;
         }
@@ -114,6 +128,8 @@ function describe(
     padding: allocated - requested,
     holes,
     wholeFree,
+    largeHoles,
+    largeWholeFree,
     segments,
   };
 }
@@ -145,14 +161,19 @@ if (import.meta.main) {
     Deno.args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   const usage = arg("usage") === "all" ? "all" : "storage";
   const only = arg("only") ?? "";
+  const byPool = Deno.args.includes("--pools");
   const r = (x: number, live: number) => (x / live).toFixed(4);
   console.log(
     `Default CachingAllocator, ${usage} buffers, one pass: peak held / peak live and its parts (shares of peak live) at peak held; floors of 512- and 256-byte granules\n`,
   );
   console.log(
-    "| trace | held | live then | padding | holes in segments | whole free segments | segments | floor 512 | floor 256 |",
+    "| trace | held | live then | padding | holes in segments | whole free segments | segments | floor 512 | floor 256 |" +
+      (byPool ? " large-pool holes | large-pool whole free |" : ""),
   );
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  console.log(
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|" +
+      (byPool ? "---:|---:|" : ""),
+  );
   for (const name of recordedTraceNames(only)) {
     const trace = await readTraceFile(fileURLToPath(new URL(name, TRACES_DIR)));
     const ops = traceOps(trace, usage);
@@ -164,7 +185,12 @@ if (import.meta.main) {
         r(at.wholeFree, peakLive)
       } | ${at.segments} | ${granuleFloor(ops, 512).toFixed(4)} | ${
         granuleFloor(ops, 256).toFixed(4)
-      } |`,
+      } |` +
+        (byPool
+          ? ` ${r(at.largeHoles, peakLive)} | ${
+            r(at.largeWholeFree, peakLive)
+          } |`
+          : ""),
     );
   }
 }
