@@ -18,6 +18,21 @@
  * @returns The module's namespace.
  */
 export async function importTreeCopy<T>(path: string): Promise<T> {
+  return (await importTreeCopyModules([path]))[0] as T;
+}
+
+/**
+ * Imports several modules of one temporary copy of this working tree's
+ * packages, so that they share that copy's module instances (a peer built
+ * from two packages, `@allot/caching`'s `StepPlannedPool` on
+ * `@allot/webgpu`'s `GpuSegmentSource`), and no other peer's.
+ *
+ * @param paths The modules, relative to `packages/` (`caching/mod.ts`).
+ * @returns Their namespaces, in the order of `paths`.
+ */
+export async function importTreeCopyModules(
+  paths: readonly string[],
+): Promise<unknown[]> {
   const packages = new URL("../../", import.meta.url);
   const dir = await Deno.makeTempDir({ prefix: "allot-aa-" });
   try {
@@ -36,7 +51,11 @@ export async function importTreeCopy<T>(path: string): Promise<T> {
         );
       }
     }
-    return await import(`file://${dir}/packages/${path}`) as T;
+    const modules: unknown[] = [];
+    for (const path of paths) {
+      modules.push(await import(`file://${dir}/packages/${path}`));
+    }
+    return modules;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
