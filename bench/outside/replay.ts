@@ -233,7 +233,13 @@ async function timedPass(device: GPUDevice, ops: ReplayOps, pool: Pool) {
   return (ms * 1e6) / allocs;
 }
 
-/** Warm and fresh ns per pair of each pool: medians and ranges over rounds. */
+/**
+ * Warm and fresh ns per pair of each pool: medians and ranges over rounds.
+ * The warm rounds run first, then the fresh ones, never side by side: two
+ * `GpuCachingAllocator`s of one device share its group's held bound, so a
+ * fresh allocator's misses would destroy the warm one's idle cached buffers
+ * (28 of them remade in the next warm pass on CNN training).
+ */
 async function time(ops: ReplayOps) {
   const device = await adapter!.requestDevice({ requiredLimits: limits });
   const warm = POOLS.map((p) => p.make(device));
@@ -242,20 +248,23 @@ async function time(ops: ReplayOps) {
     warm: POOLS.map(() => [] as number[]),
     fresh: POOLS.map(() => [] as number[]),
   };
-  for (let r = 0; r < rounds; r++) {
-    for (let j = 0; j < POOLS.length; j++) {
-      const k = r % 2 === 0 ? j : POOLS.length - 1 - j;
-      gc?.();
-      await device.queue.onSubmittedWorkDone();
-      out.warm[k].push(await timedPass(device, ops, warm[k]));
-      gc?.();
-      await device.queue.onSubmittedWorkDone();
-      const fresh = POOLS[k].make(device);
-      out.fresh[k].push(await timedPass(device, ops, fresh));
-      fresh.dispose();
+  for (const mode of ["warm", "fresh"] as const) {
+    for (let r = 0; r < rounds; r++) {
+      for (let j = 0; j < POOLS.length; j++) {
+        const k = r % 2 === 0 ? j : POOLS.length - 1 - j;
+        gc?.();
+        await device.queue.onSubmittedWorkDone();
+        if (mode === "warm") {
+          out.warm[k].push(await timedPass(device, ops, warm[k]));
+        } else {
+          const fresh = POOLS[k].make(device);
+          out.fresh[k].push(await timedPass(device, ops, fresh));
+          fresh.dispose();
+        }
+      }
     }
+    if (mode === "warm") { for (const pool of warm) pool.dispose(); }
   }
-  for (const pool of warm) pool.dispose();
   device.destroy();
   return out;
 }

@@ -31,7 +31,7 @@
  *    again on a copy of its own, an A/A control that should read about 1.00.
  *    Ratios are the median of the rounds' ratios (each round sees one load).
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>] [--clock=cpu] [--time-only] [--rounds=<N>] [--reps=<N>] [--aa]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>] [--clock=cpu] [--time-only] [--rounds=<N>] [--reps=<N>] [--modes=warm,fresh,tight] [--aa]`
  *
  * @module
  */
@@ -453,6 +453,16 @@ const rounds = Number(
 const reps = Number(
   Deno.args.find((a) => a.startsWith("--reps="))?.slice(7) ?? "1",
 );
+/**
+ * `--modes=warm,fresh,tight`: the rows to time (default all three, in that
+ * order); leaving out fresh halves the run.
+ */
+const modes = (Deno.args.find((a) => a.startsWith("--modes="))?.slice(8) ??
+  "warm,fresh,tight").split(",").map((m) => {
+    if (m === "warm" || m === "fresh") return m;
+    if (m === "tight") return "tight loop (warm)";
+    throw new Error(`--modes: "${m}" is not warm, fresh or tight`);
+  });
 const ratioColumns = [
   ["TF.js / GpuCaching", TFJS, CACHING],
   ["TF.js / GpuCaching ids", TFJS, CACHING_IDS],
@@ -473,7 +483,7 @@ console.log(
 );
 for (const { name, trace } of traces) {
   const ops = traceOps(trace, "storage");
-  for (const mode of ["warm", "fresh", "tight loop (warm)"] as const) {
+  for (const mode of modes) {
     let times: number[][];
     if (mode === "fresh") {
       times = kinds.map(() => []);
