@@ -11,7 +11,9 @@
  *   passes of one instance (what is left live at a pass's end freed), and
  *   the device buffers made after the first pass, for storage buffers and
  *   for all buffers. Held is counted on the device itself: every
- *   `createBuffer` minus every `destroy()`, whoever calls them.
+ *   `createBuffer` minus every `destroy()`, whoever calls them (and checked
+ *   at each pass's end against allot's own count, `memoryStats()`'s
+ *   reserved bytes: a line is printed where they differ).
  *   allot gets one `GpuCachingAllocator` per usage (what a runtime builds);
  *   it pools no mapped buffers (`MAP_READ`, `MAP_WRITE`: host access is
  *   `GpuStaging`'s), so a trace's staging buffers are pooled as copy
@@ -101,6 +103,8 @@ interface Pool {
   free(allocation: unknown): void;
   /** Gives every cached buffer back. */
   dispose(): void;
+  /** Bytes held by the pool's own count, where it keeps one. */
+  ownHeldBytes?(): number;
 }
 
 const MAPPED = GPUBufferUsage.MAP_READ | GPUBufferUsage.MAP_WRITE;
@@ -137,6 +141,13 @@ function allotPool(device: GPUDevice): Pool {
     free: (a) => (a as GpuAllocation).release(),
     dispose() {
       for (const pool of pools.values()) pool.emptyCache();
+    },
+    ownHeldBytes() {
+      let n = 0;
+      for (const p of pools.values()) {
+        n += p.memoryStats().reservedBytes.all.current;
+      }
+      return n;
     },
   };
 }
@@ -177,6 +188,12 @@ async function bytes(ops: ReplayOps, make: (d: GPUDevice) => Pool) {
     for (const [a] of live.values()) pool.free(a);
     live.clear();
     liveBytes = 0;
+    const own = pool.ownHeldBytes?.();
+    if (own !== undefined && own !== counts.held) {
+      console.log(
+        `(held by the device's count ${counts.held} B, by the pool's own ${own} B)`,
+      );
+    }
     if (pass === 0) {
       onePass = peak;
       afterFirst = counts.made;
