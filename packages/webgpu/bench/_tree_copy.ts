@@ -1,9 +1,11 @@
 /**
  * A module of this working tree's `packages/` loaded from a fresh copy: its
  * own module instances (and so its own compiled code and type feedback),
- * shared with no other peer. `trace_ab.ts` loads each allot peer this way,
- * the working tree's as the ref's (`importAtRef`), so that neither side
- * runs code that another peer has warmed or compiled for its own shapes.
+ * shared with no other peer. `trace_ab.ts` and `real_traces.ts` load each
+ * allot peer this way (`trace_ab.ts` the ref's through `importAtRef`), so
+ * that no peer runs code that another peer has warmed or compiled for its
+ * own shapes, and each has its own module state (a `GpuCachingAllocator`'s
+ * device group among it).
  *
  * @module
  */
