@@ -3,7 +3,8 @@
  * packages would write it: it imports only what `@allot/webgpu` and
  * `@allot/trace` export (no `_`-prefixed file, no bench helper of the
  * repository), and TF.js's real `BufferManager` from npm. Each trace file
- * (`traces/**\/*.jsonl.gz`, or the files named) is replayed on a real
+ * (the files named, or by default every `traces/<runtime>/*.jsonl.gz`, as
+ * `traces/figures.ts` reads them) is replayed on a real
  * `GPUDevice` (Deno's WebGPU) through `GpuCachingAllocator` with its
  * defaults and through TF.js's pool:
  *
@@ -26,6 +27,10 @@
  *   headline); fresh: a new instance per pass. The two pools alternate
  *   which runs first, a `gc()` before each pass; medians over `--rounds`.
  *
+ * Meant for the GPU traces: a CPU trace (`traces/cpu/`) has no usage bits,
+ * so it has no storage rows, and its all-buffers row asks TF.js's pool for
+ * buffers of usage 0 (which WebGPU rejects without throwing).
+ *
  * Run: `deno run -A --v8-flags=--expose-gc bench/outside/replay.ts [<trace.jsonl.gz> ...] [--passes=8] [--rounds=9] [--clock=cpu] [--bytes-only] [--time-only]`
  *
  * @module
@@ -40,8 +45,20 @@ const args = Deno.args.filter((a) => !a.startsWith("--"));
 const option = (name: string, fallback: string) =>
   Deno.args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ??
     fallback;
-const passes = Number(option("passes", "8"));
-const rounds = Number(option("rounds", "9"));
+const count = (name: string, fallback: string) => {
+  const n = Number(option(name, fallback));
+  if (!Number.isInteger(n) || n < 1 || n > 10_000) {
+    console.error(
+      `--${name} must be an integer from 1 to 10000, got "${
+        option(name, fallback)
+      }"`,
+    );
+    Deno.exit(2);
+  }
+  return n;
+};
+const passes = count("passes", "8");
+const rounds = count("rounds", "9");
 const bytesOnly = Deno.args.includes("--bytes-only");
 const timeOnly = Deno.args.includes("--time-only");
 
@@ -294,6 +311,9 @@ const cell = (v: number[]) =>
 const name = (file: string) =>
   file.replace(/^.*traces\//, "").replace(/\.jsonl\.gz$/, "");
 
+/** Whether `ops` asks for any memory (a CPU trace has no storage usage). */
+const hasRequests = (ops: ReplayOps) => ops.code.some((c) => c === 0);
+
 const traces = [];
 for (const file of files) {
   traces.push({ name: name(file), trace: await readTraceFile(file) });
@@ -312,6 +332,10 @@ if (!timeOnly) {
   for (const { name, trace } of traces) {
     for (const usage of ["storage", "all"] as const) {
       const ops = traceOps(trace, usage);
+      if (!hasRequests(ops)) {
+        console.log(`| ${name} | ${usage} | 0 | no requests of this usage |`);
+        continue;
+      }
       const cells = [];
       for (const p of POOLS) cells.push(await bytes(ops, p.make));
       console.log(
@@ -338,7 +362,12 @@ if (!bytesOnly) {
   );
   console.log(`|---|${POOLS.map(() => "---:|---:").join("|")}|---:|---:|`);
   for (const { name, trace } of traces) {
-    const t = await time(traceOps(trace, "storage"));
+    const ops = traceOps(trace, "storage");
+    if (!hasRequests(ops)) {
+      console.log(`| ${name} | no storage requests (a CPU trace?) |`);
+      continue;
+    }
+    const t = await time(ops);
     console.log(
       `| ${name} | ${
         POOLS.map((_, k) => `${cell(t.warm[k])} | ${cell(t.fresh[k])}`).join(
