@@ -36,6 +36,7 @@ await run("type check", [
   "guide/",
   "tests/conformance/",
   "traces/",
+  "bench/",
 ]);
 await run(`doc --lint (${entries.length} entry points)`, [
   "doc",

@@ -113,6 +113,22 @@ export interface RoundsOptions {
 }
 
 /**
+ * Which of `n` peers runs `j`-th in round `r`: the order rotated each round,
+ * and, with `alternate`, reversed every other round (so each peer follows
+ * each of its two neighbours as often).
+ *
+ * @returns The peer's index.
+ */
+export function rotatedPeer(
+  j: number,
+  r: number,
+  n: number,
+  alternate: boolean,
+): number {
+  return alternate && r % 2 === 1 ? (n - 1 - j + r) % n : (j + r) % n;
+}
+
+/**
  * Times every peer on `ops` over `rounds` rounds, the peers' order rotated
  * each round; before each measurement `gc()` (when exposed) runs and the
  * queue drains. Each peer first runs one untimed pass (its warm instance).
@@ -136,8 +152,7 @@ export async function timeRotatedRounds(
   const times: number[][] = peers.map(() => []);
   for (let r = 0; r < rounds; r++) {
     for (let j = 0; j < peers.length; j++) {
-      const n = peers.length;
-      const k = alternate && r % 2 === 1 ? (n - 1 - j + r) % n : (j + r) % n;
+      const k = rotatedPeer(j, r, peers.length, alternate);
       gc?.();
       await device.queue.onSubmittedWorkDone();
       if (mode === "warm") times[k].push(await pass(peers[k], true));

@@ -23,10 +23,15 @@
  *    where the runtime waited (step marks, readbacks), frees what is left at
  *    the pass's end (untimed), and `gc()` runs between passes. Warm (one
  *    instance reused; the headline) and fresh (a new instance per pass)
- *    rows; peers interleaved, order rotated each round. Then a tight loop:
- *    the same requests with no awaits, warm instances.
+ *    rows; peers interleaved, order rotated each round and reversed every
+ *    other round. Then a tight loop: the same requests with no awaits, warm
+ *    instances. Every allot peer runs its own copy of the packages
+ *    (`_tree_copy.ts`, as `trace_ab.ts` does), so no peer runs code another
+ *    peer has warmed or compiled for its shapes; `--aa` adds the handle peer
+ *    again on a copy of its own, an A/A control that should read about 1.00.
+ *    Ratios are the median of the rounds' ratios (each round sees one load).
  *
- * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>] [--clock=cpu] [--time-only]`
+ * Run: `deno run -A --v8-flags=--expose-gc packages/webgpu/bench/real_traces.ts [--quick] [--only=<part of a trace path>] [--jit-passes=<N>] [--clock=cpu] [--time-only] [--rounds=<N>] [--reps=<N>] [--modes=warm,fresh,tight] [--aa]`
  *
  * @module
  */
@@ -51,12 +56,17 @@ import {
 import { MockSegmentSource } from "@allot/core";
 import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
 import { stepPlannedPolicy } from "../../caching/bench/_step_planned_policy.ts";
-import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
-import { GpuPlannedAllocator } from "../gpu_planned_allocator.ts";
 import type { GpuAllocation } from "../gpu_allocation.ts";
-import { GpuSegmentSource } from "../gpu_segment_source.ts";
+import type * as WebgpuModule from "../mod.ts";
+import type * as CachingModule from "@allot/caching";
 import { OrtBucketPool } from "./_ort_bucket_pool.ts";
-import { replayPass, threadCpuClock } from "./_replay_pass.ts";
+import {
+  replayPass,
+  rotatedPeer,
+  threadCpuClock,
+  timeRotatedRounds,
+} from "./_replay_pass.ts";
+import { importTreeCopy, importTreeCopyModules } from "./_tree_copy.ts";
 import {
   loadRecordedTrace,
   recordedTraceNames,
@@ -280,7 +290,29 @@ interface PeerKind {
   make(): Peer;
 }
 
+// Every allot peer runs its own copy of the packages (`_tree_copy.ts`), as
+// in `trace_ab.ts`: no peer runs code that another peer has warmed, or that
+// was compiled for another peer's shapes. Until 2026-11-25 the handle, id,
+// StepPlannedPool and GpuPlanned peers shared this tree's modules.
+type Webgpu = typeof WebgpuModule;
+const webgpuCopy = () => importTreeCopy<Webgpu>("webgpu/mod.ts");
+const HandlesCopy = (await webgpuCopy()).GpuCachingAllocator;
+const IdsCopy = (await webgpuCopy()).GpuCachingAllocator;
+const PlannedCopy = (await webgpuCopy()).GpuPlannedAllocator;
+const [stepCaching, stepWebgpu] = await importTreeCopyModules([
+  "caching/mod.ts",
+  "webgpu/mod.ts",
+]) as [typeof CachingModule, Webgpu];
+/**
+ * `--aa`: one more peer, the handle peer again on a copy of its own (an
+ * A/A control: `handles / handles copy` should read about 1.00).
+ */
+const aa = Deno.args.includes("--aa");
+const AaCopy = aa ? (await webgpuCopy()).GpuCachingAllocator : undefined;
+
 let sink: unknown;
+// One literal per peer: closures made from one literal share their
+// feedback, so two peers' classes would meet at each call site.
 const kinds: PeerKind[] = [
   {
     name: "TF.js BufferManager (real)",
@@ -311,7 +343,7 @@ const kinds: PeerKind[] = [
   {
     name: "allot GpuCachingAllocator (queue-order)",
     make() {
-      const a = new GpuCachingAllocator(device, { reuse: "queue-order" });
+      const a = new HandlesCopy(device, { reuse: "queue-order" });
       return {
         alloc: (size) => a.allocate(size),
         use: (
@@ -326,7 +358,7 @@ const kinds: PeerKind[] = [
   {
     name: "allot GpuCachingAllocator ids (queue-order)",
     make() {
-      const a = new GpuCachingAllocator(device, { reuse: "queue-order" });
+      const a = new IdsCopy(device, { reuse: "queue-order" });
       return {
         alloc: (size) => a.allocateId(size),
         use: (
@@ -341,7 +373,9 @@ const kinds: PeerKind[] = [
   {
     name: "allot StepPlannedPool (queue-order)",
     make() {
-      const p = new StepPlannedPool(new GpuSegmentSource(device));
+      const p = new stepCaching.StepPlannedPool(
+        new stepWebgpu.GpuSegmentSource(device),
+      );
       return {
         alloc: (size) => p.allocate(size),
         use: (
@@ -357,7 +391,7 @@ const kinds: PeerKind[] = [
   {
     name: "allot GpuPlannedAllocator",
     make() {
-      const a = new GpuPlannedAllocator(device);
+      const a = new PlannedCopy(device);
       return {
         alloc: (size) => a.allocate(size),
         use: (
@@ -383,64 +417,108 @@ const kinds: PeerKind[] = [
     },
   },
 ];
+if (AaCopy) {
+  kinds.push({
+    name: "allot GpuCachingAllocator, a second copy (A/A)",
+    make() {
+      const a = new AaCopy(device, { reuse: "queue-order" });
+      return {
+        alloc: (size) => a.allocate(size),
+        use: (
+          h,
+        ) => (sink = (h as GpuAllocation).buffer, (h as GpuAllocation).offset),
+        free: (h) => (h as GpuAllocation).release(),
+        step() {},
+        dispose: () => a.emptyCache(),
+      };
+    },
+  });
+}
 /** Index of each peer in `kinds`, for the ratio columns. */
 const TFJS = 0, CACHING = 2, CACHING_IDS = 3, STEP_PLANNED = 4, GPU_PLANNED = 5;
+const AA = 7;
 
 const gc = (globalThis as { gc?: () => void }).gc;
-
-const pass = (ops: ReplayOps, peer: Peer, awaitAtMarks: boolean) =>
-  replayPass(device, ops, peer, awaitAtMarks, cpuClock);
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const range = (v: number[]) =>
   `${Math.min(...v).toFixed(0)}–${Math.max(...v).toFixed(0)}`;
 
-const rounds = quick ? 3 : 7;
+/** `--rounds=N`: rounds per row (default 7, `--quick` 3). */
+const rounds = Number(
+  Deno.args.find((a) => a.startsWith("--rounds="))?.slice(9) ??
+    (quick ? "3" : "7"),
+);
+/** `--reps=N`: passes per tight-loop measurement, their mean (default 1). */
+const reps = Number(
+  Deno.args.find((a) => a.startsWith("--reps="))?.slice(7) ?? "1",
+);
+/**
+ * `--modes=warm,fresh,tight`: the rows to time (default all three, in that
+ * order); leaving out fresh halves the run.
+ */
+const modes = (Deno.args.find((a) => a.startsWith("--modes="))?.slice(8) ??
+  "warm,fresh,tight").split(",").map((m) => {
+    if (m === "warm" || m === "fresh") return m;
+    if (m === "tight") return "tight loop (warm)";
+    throw new Error(`--modes: "${m}" is not warm, fresh or tight`);
+  });
+const ratioColumns = [
+  ["TF.js / GpuCaching", TFJS, CACHING],
+  ["TF.js / GpuCaching ids", TFJS, CACHING_IDS],
+  ["TF.js / StepPlanned", TFJS, STEP_PLANNED],
+  ["TF.js / GpuPlanned", TFJS, GPU_PLANNED],
+  ...(aa ? [["GpuCaching copy / GpuCaching (A/A)", AA, CACHING]] : []),
+] as [string, number, number][];
 console.log(
-  `\n## Time per alloc+free op, storage requests (ns; median, range over ${rounds} rounds)\n`,
+  `\n## Time per alloc+free op, storage requests (ns; median, range over ${rounds} rounds; ratios: median of the rounds' ratios)\n`,
 );
 console.log(
-  "| trace | mode | " + kinds.map((k) => k.name).join(" | ") +
-    " | TF.js / GpuCaching | TF.js / GpuCaching ids | TF.js / StepPlanned | TF.js / GpuPlanned |",
+  "| trace | mode | " + kinds.map((k) => k.name).join(" | ") + " | " +
+    ratioColumns.map(([name]) => name).join(" | ") + " |",
 );
 console.log(
-  "|---|---|" + kinds.map(() => "---:").join("|") + "|---:|---:|---:|---:|",
+  "|---|---|" + kinds.map(() => "---:").join("|") + "|" +
+    ratioColumns.map(() => "---:").join("|") + "|",
 );
 for (const { name, trace } of traces) {
   const ops = traceOps(trace, "storage");
-  for (const mode of ["warm", "fresh", "tight loop (warm)"] as const) {
-    const times: number[][] = kinds.map(() => []);
-    const warm = kinds.map((k) => k.make());
-    if (mode !== "fresh") {
-      for (const p of warm) {
-        await pass(ops, p, true);
-        for (let i = 0; i < jitPasses; i++) await pass(ops, p, false);
-      }
-    }
-    for (let r = 0; r < rounds; r++) {
-      for (let j = 0; j < kinds.length; j++) {
-        const k = (j + r) % kinds.length;
-        gc?.();
-        await device.queue.onSubmittedWorkDone();
-        if (mode === "fresh") {
+  for (const mode of modes) {
+    let times: number[][];
+    if (mode === "fresh") {
+      times = kinds.map(() => []);
+      for (let r = 0; r < rounds; r++) {
+        for (let j = 0; j < kinds.length; j++) {
+          const k = rotatedPeer(j, r, kinds.length, true);
+          gc?.();
+          await device.queue.onSubmittedWorkDone();
           const p = kinds[k].make();
-          times[k].push(await pass(ops, p, true));
+          times[k].push(await replayPass(device, ops, p, true, cpuClock));
           p.dispose();
-        } else {
-          times[k].push(await pass(ops, warm[k], mode === "warm"));
         }
       }
+    } else {
+      const warm = kinds.map((k) => k.make());
+      times = await timeRotatedRounds(device, ops, warm, {
+        mode: mode === "warm" ? "warm" : "tight",
+        rounds,
+        reps,
+        jitPasses,
+        now: cpuClock,
+        alternate: true,
+      });
+      for (const p of warm) p.dispose();
     }
-    for (const p of warm) p.dispose();
     const med = times.map(median);
+    const ratio = (a: number, b: number) =>
+      median(times[a].map((v, r) => v / times[b][r]));
     console.log(
       `| ${name} | ${mode} | ` +
         times.map((v, k) => `${med[k].toFixed(0)} (${range(v)})`).join(" | ") +
-        ` | ${(med[TFJS] / med[CACHING]).toFixed(2)}× | ${
-          (med[TFJS] / med[CACHING_IDS]).toFixed(2)
-        }× | ${(med[TFJS] / med[STEP_PLANNED]).toFixed(2)}× | ${
-          (med[TFJS] / med[GPU_PLANNED]).toFixed(2)
-        }× |`,
+        " | " +
+        ratioColumns.map(([, a, b]) => `${ratio(a, b).toFixed(2)}×`).join(
+          " | ",
+        ) + " |",
     );
   }
 }
