@@ -444,6 +444,141 @@ export async function streamingChunks(
   rec.step("disposed");
 }
 
+/**
+ * A BERT-like encoder fine-tuned on padding buckets: token ids looked up
+ * in an embedding table (`tf.gather`, vocabulary 512, d 64) plus position
+ * embeddings, 2 bidirectional pre-norm layers (4 heads, MLP 256) with a
+ * key-padding mask made on the CPU from each sequence's true length, the
+ * first token's state to a 2-class head; softmax cross-entropy, Adam
+ * (`optimizer.minimize`, the table's gradient scattered back). Each batch
+ * is padded to its bucket (16, 32 or 64 tokens), the batch size chosen so
+ * a batch holds about 256 tokens, the last batch of a bucket short:
+ * (batch, length) (8, 32), (16, 16), (4, 64), (16, 16), (3, 64), (8, 32),
+ * (5, 32), (6, 16).
+ */
+export async function bertBuckets(
+  rec: TfjsRecording,
+  opts = {
+    vocab: 512,
+    d: 64,
+    h: 4,
+    ff: 256,
+    layers: 2,
+    classes: 2,
+    maxLen: 64,
+    batches: [[8, 32], [16, 16], [4, 64], [16, 16], [3, 64], [8, 32], [
+      5,
+      32,
+    ], [6, 16]] as [number, number][],
+  },
+): Promise<void> {
+  const tag = tagger(rec);
+  const { d, h, ff } = opts;
+  const dh = d / h;
+  tag("weights");
+  let seed = 231;
+  const v = (shape: number[], scale = 0.1) => {
+    const init = rnd(shape, scale, seed++);
+    const x = tf.variable(init);
+    init.dispose();
+    return x;
+  };
+  const table = v([opts.vocab, d]);
+  const pos = v([opts.maxLen, d]);
+  const ls = Array.from({ length: opts.layers }, () => ({
+    wqkv: v([d, 3 * d]),
+    wo: v([d, d]),
+    w1: v([d, ff]),
+    w2: v([ff, d]),
+  }));
+  const head = v([d, opts.classes]);
+  const opt = tf.train.adam(1e-3);
+  rec.step("weights");
+  const norm = (x: T) => {
+    const { mean, variance } = tf.moments(x, -1, true);
+    return tf.div(tf.sub(x, mean), tf.sqrt(tf.add(variance, 1e-5)));
+  };
+  const rand = lcg(2401);
+  for (const [s, [B, L]] of opts.batches.entries()) {
+    tag("batch");
+    const lens = Array.from(
+      { length: B },
+      () => L / 2 + 1 + Math.floor(rand() * (L / 2)),
+    );
+    const ids = new Int32Array(B * L);
+    const maskData = new Float32Array(B * L);
+    lens.forEach((n, b) => {
+      for (let t = 0; t < L; t++) {
+        ids[b * L + t] = t < n ? 1 + Math.floor(rand() * (opts.vocab - 1)) : 0;
+        maskData[b * L + t] = t < n ? 0 : -1e9;
+      }
+    });
+    const idT = tf.tensor1d(ids, "int32");
+    const mask = tf.tensor4d(maskData, [B, 1, 1, L]);
+    const labels = tf.oneHot(
+      tf.tensor1d(lens.map((n) => n % opts.classes), "int32"),
+      opts.classes,
+    );
+    // [B*L, d] -> [B, h, L, dh]
+    const split = (x: T) =>
+      tf.transpose(tf.reshape(x, [B, L, h, dh]), [0, 2, 1, 3]);
+    tag("train");
+    const loss = opt.minimize(() => {
+      tag("embed");
+      const p = tf.slice(pos, [0, 0], [L, d]);
+      let x = tf.reshape(
+        tf.add(tf.reshape(tf.gather(table, idT), [B, L, d]), p),
+        [B * L, d],
+      ) as T2;
+      ls.forEach((l, li) => {
+        tag(`layer${li}.attn`);
+        const qkv = tf.matMul(norm(x) as T2, l.wqkv as T2);
+        const [q, k, vv] = tf.split(qkv, 3, 1).map(split);
+        const att = tf.softmax(
+          tf.add(
+            tf.mul(
+              tf.matMul(q as tf.Tensor4D, k as tf.Tensor4D, false, true),
+              1 / Math.sqrt(dh),
+            ),
+            mask,
+          ),
+        );
+        const a = tf.reshape(
+          tf.transpose(
+            tf.matMul(att as tf.Tensor4D, vv as tf.Tensor4D),
+            [0, 2, 1, 3],
+          ),
+          [B * L, d],
+        );
+        x = tf.add(x, tf.matMul(a as T2, l.wo as T2));
+        tag(`layer${li}.mlp`);
+        x = tf.add(
+          x,
+          tf.matMul(tf.relu(tf.matMul(norm(x) as T2, l.w1 as T2)) as T2, l
+            .w2 as T2),
+        );
+      });
+      tag("head");
+      const cls = tf.reshape(
+        tf.slice(tf.reshape(x, [B, L, d]), [0, 0, 0], [B, 1, d]),
+        [B, d],
+      );
+      return tf.losses.softmaxCrossEntropy(
+        labels,
+        tf.matMul(cls as T2, head as T2),
+      ) as tf.Scalar;
+    }, true)!;
+    tag("readback");
+    await loss.data();
+    tf.dispose([loss, idT, mask, labels]);
+    tag(undefined);
+    rec.step(`step ${s} (batch ${B}, bucket ${L})`);
+  }
+  opt.dispose();
+  tf.dispose([table, pos, head, ...ls.flatMap((l) => Object.values(l))]);
+  rec.step("disposed");
+}
+
 // --- onnxruntime-web --------------------------------------------------------
 
 /**

@@ -53,6 +53,7 @@ import {
 } from "./_holdout4.ts";
 import { ortKvCacheDecode, ortSeq2seqGrowing } from "./_holdout5.ts";
 import {
+  bertBuckets,
   dqnAgent,
   moeRouting,
   ortRetrievalTopK,
@@ -99,6 +100,7 @@ const workloads = {
   "moe-routing": moeRouting,
   "pointnet-varsize": pointnetVarsize,
   "streaming-chunks": streamingChunks,
+  "bert-buckets": bertBuckets,
 } as const;
 
 /** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */
