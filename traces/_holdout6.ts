@@ -118,7 +118,13 @@ export async function dqnAgent(
     tag("env");
     const next = obs.map((x, i) => 0.9 * x + (i % A === action ? 0.1 : -0.05));
     const done = (t + 1) % opts.episode === 0 ? 1 : 0;
-    replay.push({ s: obs, a: action, r: next[action] - next[0], s2: next, done });
+    replay.push({
+      s: obs,
+      a: action,
+      r: next[action] - next[0],
+      s2: next,
+      done,
+    });
     if (replay.length > opts.replay) replay.shift();
     obs = done ? reset() : next;
     tag(undefined);
@@ -282,7 +288,10 @@ export async function pointnetVarsize(
     return x;
   };
   const dims = opts.widths;
-  const shared = dims.slice(1).map((k, i) => ({ w: v([dims[i], k]), b: v([k]) }));
+  const shared = dims.slice(1).map((k, i) => ({
+    w: v([dims[i], k]),
+    b: v([k]),
+  }));
   const hd = [dims.at(-1)!, ...opts.head];
   const head = opts.head.map((k, i) => ({ w: v([hd[i], k]), b: v([k]) }));
   const C = opts.head.at(-1)!;
@@ -305,12 +314,16 @@ export async function pointnetVarsize(
     tag("batch");
     const pts = tf.randomUniform([B, N, 3], -1, 1, "float32", 2100 + s);
     const labels = tf.oneHot(
-      tf.tensor1d(Array.from({ length: B }, (_, i) => (i * 3 + s) % C), "int32"),
+      tf.tensor1d(
+        Array.from({ length: B }, (_, i) => (i * 3 + s) % C),
+        "int32",
+      ),
       C,
     );
     tag("train");
     const loss = opt.minimize(
-      () => tf.losses.softmaxCrossEntropy(labels, logits(pts, B, N)) as tf.Scalar,
+      () =>
+        tf.losses.softmaxCrossEntropy(labels, logits(pts, B, N)) as tf.Scalar,
       true,
     )!;
     tag("readback");
@@ -554,8 +567,11 @@ export async function bertBuckets(
         tag(`layer${li}.mlp`);
         x = tf.add(
           x,
-          tf.matMul(tf.relu(tf.matMul(norm(x) as T2, l.w1 as T2)) as T2, l
-            .w2 as T2),
+          tf.matMul(
+            tf.relu(tf.matMul(norm(x) as T2, l.w1 as T2)) as T2,
+            l
+              .w2 as T2,
+          ),
         );
       });
       tag("head");
@@ -653,15 +669,27 @@ export function ortRetrievalTopK(
     hidden: 128,
     classes: 16,
     start: 64,
-    runs: [[8, 4], [32, 8], [4, 16], [16, 4], [64, 8], [8, 32], [24, 16], [
-      2,
-      4,
-    ], [48, 8], [12, 16]] as [number, number][],
+    runs: [
+      [8, 4],
+      [32, 8],
+      [4, 16],
+      [16, 4],
+      [64, 8],
+      [8, 32],
+      [24, 16],
+      [
+        2,
+        4,
+      ],
+      [48, 8],
+      [12, 16],
+    ] as [number, number][],
   },
 ): Promise<DeviceRecording<GPUDevice>> {
   const { d, dv } = opts;
   const rand = lcg(1601);
-  const fill = (n: number) => Float32Array.from({ length: n }, () => rand() - 0.5);
+  const fill = (n: number) =>
+    Float32Array.from({ length: n }, () => rand() - 0.5);
   let keys = fill(opts.start * d), values = fill(opts.start * dv);
   let M = opts.start;
   return recordOrtSession(
@@ -688,7 +716,9 @@ export function ortRetrievalTopK(
         v2.set(values), v2.set(fill(n * dv), M * dv);
         keys = k2, values = v2, M += n;
         recording.recorder.setTag(undefined);
-        recording.recorder.step(`run ${r} (${n} queries, k ${k}, bank ${M - n})`);
+        recording.recorder.step(
+          `run ${r} (${n} queries, k ${k}, bank ${M - n})`,
+        );
       }
     },
   );
