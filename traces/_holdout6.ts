@@ -108,13 +108,12 @@ export async function dqnAgent(
   for (let t = 0; t < opts.envSteps; t++) {
     tag("act");
     const eps = Math.max(0.05, 1 - t / 100);
-    let action: number;
     const best = tf.tidy(() =>
       tf.argMax(online.predict(tf.tensor2d(obs, [1, S])) as T2, -1)
     );
     const [greedy] = await best.data();
     best.dispose();
-    action = rand() < eps ? Math.floor(rand() * A) : greedy;
+    const action = rand() < eps ? Math.floor(rand() * A) : greedy;
     tag("env");
     const next = obs.map((x, i) => 0.9 * x + (i % A === action ? 0.1 : -0.05));
     const done = (t + 1) % opts.episode === 0 ? 1 : 0;
