@@ -52,6 +52,14 @@ import {
   wideDeep,
 } from "./_holdout4.ts";
 import { ortKvCacheDecode, ortSeq2seqGrowing } from "./_holdout5.ts";
+import {
+  bertBuckets,
+  dqnAgent,
+  moeRouting,
+  ortRetrievalTopK,
+  pointnetVarsize,
+  streamingChunks,
+} from "./_holdout6.ts";
 
 const workloads = {
   "mobilenet-inference": mobilenet,
@@ -86,6 +94,13 @@ const workloads = {
   "super-resolution": superResolution,
   "graph-network": graphNetwork,
   "tidy-keep": tidyKeep,
+  // The sixth hold-out set (traces/README.md), recorded while other
+  // engineers changed the pools without seeing them.
+  "dqn-agent": dqnAgent,
+  "moe-routing": moeRouting,
+  "pointnet-varsize": pointnetVarsize,
+  "streaming-chunks": streamingChunks,
+  "bert-buckets": bertBuckets,
 } as const;
 
 /** onnxruntime-web workloads: traces/onnxruntime-web/<file>.jsonl.gz. */
@@ -102,6 +117,8 @@ const ortWorkloads = {
   // The fifth hold-out set (traces/README.md).
   "ort-seq2seq-growing": { run: ortSeq2seqGrowing, file: "seq2seq-growing" },
   "ort-kv-cache-decode": { run: ortKvCacheDecode, file: "kv-cache-decode" },
+  // The sixth hold-out set (traces/README.md).
+  "ort-retrieval-topk": { run: ortRetrievalTopK, file: "retrieval-topk" },
 } as const;
 
 /**
@@ -114,6 +131,8 @@ const jaxWorkloads = [
   "kv-decode",
   "cnn-jit",
   "jit-training",
+  // The sixth hold-out set (`_holdout6.ts`).
+  "dp-sgd",
 ] as const;
 
 async function gzip(text: string): Promise<Uint8Array> {
@@ -131,7 +150,8 @@ async function gzip(text: string): Promise<Uint8Array> {
 async function recordJax(name: string): Promise<void> {
   const { startGpuJax } = await import("./_gpu_jax.ts");
   const { jaxWebgpuWorkloads } = await import("./_holdout5.ts");
-  const run = jaxWebgpuWorkloads[name];
+  const { jaxWebgpuWorkloads6 } = await import("./_holdout6.ts");
+  const run = { ...jaxWebgpuWorkloads, ...jaxWebgpuWorkloads6 }[name];
   if (!run) throw new Error(`no jax-js workload ${name}`);
   const started = performance.now();
   const rec = await startGpuJax(`jax-js 0.1.25 webgpu ${name}`, {

@@ -250,6 +250,39 @@ const HOLDOUT5_WARM: Record<string, [number, number, number, number]> = {
   "onnxruntime-web/seq2seq-growing.jsonl.gz": [0, 1.0061, 0, 1.0504],
 };
 
+/**
+ * The sixth hold-out set (traces/README.md): workloads shaped unlike the
+ * earlier traces (a DQN agent's act and train steps interleaved, a
+ * mixture-of-experts layer's data-dependent rows per expert, PointNet over
+ * point clouds of changing size, a streaming model disposed by hand, a BERT
+ * encoder on padding buckets; onnxruntime-web retrieval with `TopK` over a
+ * growing bank; jax-js DP-SGD with `vmap`'d per-example gradients),
+ * recorded while the pools were changed by engineers who did not see them:
+ * [storage, all] one pass, then warm as in {@linkcode WARM}; main's figures
+ * when they were recorded (de12950) plus 0.005 (buffer counts as they
+ * were). The default pool holds 1.11 to 1.24 on the five TF.js traces and
+ * jax-js's DP-SGD in one pass (streaming chunks 1.242, PointNet 1.197, warm
+ * 1.255 with 10 buffers remade; DP-SGD warm 1.213, 16 remade).
+ */
+const HOLDOUT6_CEILINGS: Record<string, [number, number]> = {
+  "jax-webgpu/dp-sgd.jsonl.gz": [1.1303, 1.1303],
+  "onnxruntime-web/retrieval-topk.jsonl.gz": [1.0059, 1.0776],
+  "tfjs-webgpu/bert-buckets.jsonl.gz": [1.1168, 1.1222],
+  "tfjs-webgpu/dqn-agent.jsonl.gz": [1.1575, 1.1805],
+  "tfjs-webgpu/moe-routing.jsonl.gz": [1.1419, 1.1796],
+  "tfjs-webgpu/pointnet-varsize.jsonl.gz": [1.2021, 1.203],
+  "tfjs-webgpu/streaming-chunks.jsonl.gz": [1.2469, 1.2366],
+};
+const HOLDOUT6_WARM: Record<string, [number, number, number, number]> = {
+  "jax-webgpu/dp-sgd.jsonl.gz": [16, 1.2176, 16, 1.2176],
+  "onnxruntime-web/retrieval-topk.jsonl.gz": [0, 1.0059, 0, 1.0776],
+  "tfjs-webgpu/bert-buckets.jsonl.gz": [0, 1.1168, 0, 1.1222],
+  "tfjs-webgpu/dqn-agent.jsonl.gz": [0, 1.1575, 0, 1.1805],
+  "tfjs-webgpu/moe-routing.jsonl.gz": [0, 1.1419, 0, 1.1796],
+  "tfjs-webgpu/pointnet-varsize.jsonl.gz": [10, 1.2601, 10, 1.261],
+  "tfjs-webgpu/streaming-chunks.jsonl.gz": [1, 1.2469, 1, 1.2366],
+};
+
 /** Buffers made after the first of `PASSES` passes, and peak held / live. */
 function warmPasses(trace: Trace, usage: "storage" | "all"): [number, number] {
   const ops = traceOps(trace, usage);
@@ -361,7 +394,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
         ...HOLDOUT3_CEILINGS,
         ...HOLDOUT4_CEILINGS,
         ...HOLDOUT5_CEILINGS,
-        ...HOLDOUT5_CEILINGS,
+        ...HOLDOUT6_CEILINGS,
       }).sort(),
     );
   });
@@ -372,6 +405,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ...HOLDOUT3_CEILINGS,
       ...HOLDOUT4_CEILINGS,
       ...HOLDOUT5_CEILINGS,
+      ...HOLDOUT6_CEILINGS,
     })
   ) {
     it(`${name}: peak held / peak live at most ${storage} (storage) and ${all} (all buffers); no overlap, stats add up, everything returned`, async () => {
@@ -412,6 +446,10 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       Object.keys(HOLDOUT5_WARM).sort(),
       Object.keys(HOLDOUT5_CEILINGS).sort(),
     );
+    assert.deepEqual(
+      Object.keys(HOLDOUT6_WARM).sort(),
+      Object.keys(HOLDOUT6_CEILINGS).sort(),
+    );
   });
   for (
     const [name, [made, storage, madeAll, all]] of Object.entries({
@@ -420,6 +458,7 @@ describe("CachingAllocator defaults on real runtime traces", () => {
       ...HOLDOUT3_WARM,
       ...HOLDOUT4_WARM,
       ...HOLDOUT5_WARM,
+      ...HOLDOUT6_WARM,
     })
   ) {
     it(`${name}, ${PASSES} warm passes: at most ${made} (${madeAll}) device buffers made after the first, peak held / peak live at most ${storage} (${all}) for storage (all) buffers`, async () => {

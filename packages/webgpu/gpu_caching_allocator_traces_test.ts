@@ -101,6 +101,24 @@ const HOLDOUT5_CEILINGS: Record<string, number> = {
   "onnxruntime-web/seq2seq-growing.jsonl.gz": 1.0061,
 };
 
+/**
+ * The sixth hold-out set (traces/README.md): a DQN agent, mixture-of-experts
+ * routing, PointNet over changing point clouds, a streaming model disposed
+ * by hand, a BERT encoder on padding buckets (TF.js), retrieval with `TopK`
+ * (onnxruntime-web), DP-SGD with per-example gradients (jax-js), recorded
+ * while the pools were changed by engineers who did not see them: main's
+ * figures at recording (de12950) plus 0.005.
+ */
+const HOLDOUT6_CEILINGS: Record<string, number> = {
+  "jax-webgpu/dp-sgd.jsonl.gz": 1.1303,
+  "onnxruntime-web/retrieval-topk.jsonl.gz": 1.0059,
+  "tfjs-webgpu/bert-buckets.jsonl.gz": 1.1168,
+  "tfjs-webgpu/dqn-agent.jsonl.gz": 1.1575,
+  "tfjs-webgpu/moe-routing.jsonl.gz": 1.1419,
+  "tfjs-webgpu/pointnet-varsize.jsonl.gz": 1.2021,
+  "tfjs-webgpu/streaming-chunks.jsonl.gz": 1.2469,
+};
+
 describe(
   "GpuCachingAllocator defaults on real runtime traces",
   { skip },
@@ -112,6 +130,7 @@ describe(
         ...HOLDOUT3_CEILINGS,
         ...HOLDOUT4_CEILINGS,
         ...HOLDOUT5_CEILINGS,
+        ...HOLDOUT6_CEILINGS,
       })
     ) {
       it(`${name}: storage peak held / peak live at most ${ceiling}`, async () => {
