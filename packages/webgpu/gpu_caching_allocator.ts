@@ -255,6 +255,19 @@ export class GpuCachingAllocator {
     // a copy: each option read once (a getter is not asked twice)
     options = { ..._checkOptions(options) };
     _checkStrict(options.strict);
+    if (Object.hasOwn(options, "usage")) {
+      // (the commonest guess: say where it goes)
+      throw new InvalidArgumentError(
+        `Unknown option "usage" of GpuCachingAllocator: a buffer usage goes ` +
+          `in the source's options, \`{ source: { usage } }\`, or use ` +
+          `GpuCachingAllocator.forUsage(device, usage)`,
+        {
+          name: "options.usage",
+          value: (options as Record<string, unknown>).usage,
+          limit: "source.usage",
+        },
+      );
+    }
     validateOptionKeys(
       options,
       [...CACHING_OPTION_KEYS, "source", "reuse"],
