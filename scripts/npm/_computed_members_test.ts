@@ -97,6 +97,11 @@ describe("the types check's helpers", () => {
     assert.equal(usesUsing("await using x = open();"), true);
   });
 
+  it("marks ts blocks fenced with `ignore`, as `deno test --doc` reads them", () => {
+    const md = "```ts ignore\nf();\n```\n```ts\ng();\n```\n";
+    assert.deepEqual(codeBlocks(md).map((b) => b.ignore), [true, false]);
+  });
+
   it("keeps allot's errors and drops the lib.dom/@webgpu/types collision", () => {
     const output = [
       "Command failed",

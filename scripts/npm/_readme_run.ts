@@ -60,9 +60,9 @@ export async function writeReadmeRuns(scratch: string): Promise<ReadmeRun[]> {
   await Deno.mkdir(dir, { recursive: true });
   const runs: ReadmeRun[] = [];
   for (const { readme, stem, markdown } of await readReadmes()) {
-    for (const { line, text } of codeBlocks(markdown)) {
+    for (const { line, text, ignore } of codeBlocks(markdown)) {
       const origin = `${readme}:${line}`;
-      const reason = skipReason(text);
+      const reason = ignore ? "marked ignore" : skipReason(text);
       if (reason) {
         console.log(`npm: README block ${origin} not run on Node: ${reason}`);
         continue;

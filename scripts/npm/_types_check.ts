@@ -44,20 +44,24 @@ export function usesUsing(text: string): boolean {
  */
 export function codeBlocks(
   markdown: string,
-): { line: number; text: string }[] {
-  const blocks: { line: number; text: string }[] = [];
+): { line: number; text: string; ignore: boolean }[] {
+  const blocks: { line: number; text: string; ignore: boolean }[] = [];
   const lines = markdown.split("\n");
   let start = -1;
+  let ignore = false;
   let body: string[] = [];
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
     if (start < 0) {
-      if (/^\s*```(ts|typescript)(\s.*)?$/.test(line)) {
+      const fence = /^\s*```(ts|typescript)(\s.*)?$/.exec(line);
+      if (fence) {
         start = i + 1;
+        // `ignore`, as `deno test --doc` reads it: a sketch, not to be run
+        ignore = /\bignore\b/.test(fence[2] ?? "");
         body = [];
       }
     } else if (/^\s*```\s*$/.test(line)) {
-      blocks.push({ line: start, text: body.join("\n") + "\n" });
+      blocks.push({ line: start, text: body.join("\n") + "\n", ignore });
       start = -1;
     } else {
       body.push(line);
