@@ -9,13 +9,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import {
-  type Allocator,
-  DataPtr,
-  type Deleter,
-  Device,
-  OutOfMemoryError,
-} from "@allot/core";
+import { AllocatorBase, DataPtr, Device, OutOfMemoryError } from "@allot/core";
 import {
   assertDisjoint,
   checkPattern,
@@ -46,7 +40,7 @@ type Reentry =
  * after the memory went back (so the buddy allocator is in the middle of a
  * trim or of a large block's free).
  */
-class ReenteringBacking implements Allocator<ArrayBuffer, number> {
+class ReenteringBacking extends AllocatorBase<ArrayBuffer, number> {
   readonly device = Device.cpu();
   readonly base = new FirstFitAllocator(Device.cpu(), 1 << 20);
   onRelease: (() => void) | undefined;
@@ -74,30 +68,6 @@ class ReenteringBacking implements Allocator<ArrayBuffer, number> {
         },
       },
     );
-  }
-
-  rawDeleter(): Deleter<number> | undefined {
-    return undefined;
-  }
-  rawAllocate(): number {
-    throw new InjectedFault("rawAllocate");
-  }
-  rawDeallocate(): void {
-    throw new InjectedFault("rawDeallocate");
-  }
-  copyData(
-    dest: DataPtr<ArrayBuffer, number>,
-    src: DataPtr<ArrayBuffer, number>,
-    byteLength: number,
-  ): void {
-    new Uint8Array(dest.memory, dest.byteOffset, byteLength).set(
-      new Uint8Array(src.memory, src.byteOffset, byteLength),
-    );
-  }
-  clone(src: DataPtr<ArrayBuffer, number>): DataPtr<ArrayBuffer, number> {
-    const dest = this.allocate(src.byteLength);
-    this.copyData(dest, src, src.byteLength);
-    return dest;
   }
 }
 

@@ -20,7 +20,7 @@
  */
 
 import fc from "fast-check";
-import type { Allocator } from "./allocator.ts";
+import { type Allocator, AllocatorBase } from "./allocator.ts";
 import { DataPtr } from "./data_ptr.ts";
 import type { Device } from "./device.ts";
 import type { Fence, Stream } from "./fence.ts";
@@ -188,13 +188,14 @@ export class FaultyAllocator<C = unknown>
  * a block handed out twice or written past its end overlaps a live one
  * (which byte-pattern checks catch). Offsets are multiples of 8.
  */
-export class FirstFitAllocator implements Allocator<ArrayBuffer, number> {
+export class FirstFitAllocator extends AllocatorBase<ArrayBuffer, number> {
   readonly device: Device;
   readonly memory: ArrayBuffer;
   /** Live blocks: offset to byte length. */
   readonly live: Map<number, number> = new Map();
 
   constructor(device: Device, byteLength = 1 << 20) {
+    super();
     this.device = device;
     this.memory = new ArrayBuffer(byteLength);
   }
@@ -219,30 +220,6 @@ export class FirstFitAllocator implements Allocator<ArrayBuffer, number> {
         }
       },
     });
-  }
-
-  rawDeleter(): Deleter<number> | undefined {
-    return undefined;
-  }
-  rawAllocate(): number {
-    throw new InjectedFault("rawAllocate");
-  }
-  rawDeallocate(): void {
-    throw new InjectedFault("rawDeallocate");
-  }
-  copyData(
-    dest: DataPtr<ArrayBuffer, number>,
-    src: DataPtr<ArrayBuffer, number>,
-    byteLength: number,
-  ): void {
-    new Uint8Array(this.memory, dest.byteOffset, byteLength).set(
-      new Uint8Array(this.memory, src.byteOffset, byteLength),
-    );
-  }
-  clone(src: DataPtr<ArrayBuffer, number>): DataPtr<ArrayBuffer, number> {
-    const dest = this.allocate(src.byteLength);
-    this.copyData(dest, src, src.byteLength);
-    return dest;
   }
 }
 
