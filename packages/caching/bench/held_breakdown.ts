@@ -42,22 +42,42 @@ interface Breakdown {
   segments: number;
 }
 
-/** One pass, one default allocator per usage: the breakdown at peak held. */
-export function breakdownAtPeak(ops: ReplayOps): {
-  peakLive: number;
-  at: Breakdown;
-} {
+/** A live block of {@linkcode replayToHeldPeaks}: its pool and op index. */
+export interface PeakReplayBlock {
+  a: CachingAllocator<MockMemory>;
+  b: CachedBlock<MockMemory>;
+  /** Index of the op that allocated it. */
+  i: number;
+}
+
+/**
+ * One pass of `ops` through one default `CachingAllocator` per usage (mock
+ * devices, requests of at least 1 byte), calling `onPeak` after every
+ * allocation that raises the bytes held by all pools together; everything
+ * is freed and emptied at the end.
+ *
+ * @param ops The trace's request stream.
+ * @param onPeak Called with the pools, the held and live bytes, the op
+ * index, the allocating pool and the live blocks by trace id.
+ * @returns The peak live bytes.
+ */
+export function replayToHeldPeaks(
+  ops: ReplayOps,
+  onPeak: (peak: {
+    pools: CachingAllocator<MockMemory>[];
+    held: number;
+    liveBytes: number;
+    i: number;
+    pool: CachingAllocator<MockMemory>;
+    live: ReadonlyMap<number, PeakReplayBlock>;
+  }) => void,
+): number {
   const pools = new Map<
     number,
     { a: CachingAllocator<MockMemory>; source: MockSegmentSource }
   >();
-  const live = new Map<
-    number,
-    { a: CachingAllocator<MockMemory>; b: CachedBlock<MockMemory> }
-  >();
-  const sizes = new Map<number, number>();
+  const live = new Map<number, PeakReplayBlock>();
   let liveBytes = 0, peakLive = 0, peak = -1;
-  let at: Breakdown | undefined;
   const held = () => {
     let n = 0;
     for (const p of pools.values()) n += p.source.reservedBytes;
@@ -73,36 +93,53 @@ export function breakdownAtPeak(ops: ReplayOps): {
         pools.set(ops.usage[i], p);
       }
       const n = Math.max(1, ops.size[i]);
-      live.set(ops.id[i], { a: p.a, b: p.a.allocate(n) });
-      sizes.set(ops.id[i], n);
+      live.set(ops.id[i], { a: p.a, b: p.a.allocate(n), i });
       liveBytes += n;
       if (liveBytes > peakLive) peakLive = liveBytes;
       const h = held();
       if (h > peak) {
         peak = h;
-        at = describe(pools.values(), h, liveBytes);
+        onPeak({
+          pools: [...pools.values()].map((x) => x.a),
+          held: h,
+          liveBytes,
+          i,
+          pool: p.a,
+          live,
+        });
       }
     } else if (c === 1) {
       const x = live.get(ops.id[i])!;
       x.a.free(x.b);
       live.delete(ops.id[i]);
-      liveBytes -= sizes.get(ops.id[i])!;
-      sizes.delete(ops.id[i]);
+      liveBytes -= Math.max(1, ops.size[x.i]);
     }
   }
   for (const x of live.values()) x.a.free(x.b);
   for (const p of pools.values()) p.a.emptyCache();
+  return peakLive;
+}
+
+/** One pass, one default allocator per usage: the breakdown at peak held. */
+export function breakdownAtPeak(ops: ReplayOps): {
+  peakLive: number;
+  at: Breakdown;
+} {
+  let at: Breakdown | undefined;
+  const peakLive = replayToHeldPeaks(ops, ({ pools, held, liveBytes }) => {
+    at = describe(pools, held, liveBytes);
+  });
   return { peakLive, at: at! };
 }
 
 function describe(
-  pools: Iterable<{ a: CachingAllocator<MockMemory> }>,
+  pools: readonly CachingAllocator<MockMemory>[],
   held: number,
   live: number,
 ): Breakdown {
   let allocated = 0, requested = 0, holes = 0, wholeFree = 0, segments = 0;
   let largeHoles = 0, largeWholeFree = 0;
-  for (const { a } of pools) {
+  for (const a of pools) {
     for (const s of a.snapshot().segments) {
       segments++;
       const large = s.pool === "large";

@@ -13,8 +13,6 @@
  * @module
  */
 
-import { type CachedBlock, CachingAllocator } from "../mod.ts";
-import { type MockMemory, MockSegmentSource } from "@allot/core";
 import { type ReplayOps, traceOps } from "@allot/trace";
 import { readTraceFile } from "@allot/trace/cli";
 import {
@@ -22,6 +20,7 @@ import {
   TRACES_DIR,
 } from "../../../scripts/bench/recorded_traces.ts";
 import { fileURLToPath } from "node:url";
+import { replayToHeldPeaks } from "./held_breakdown.ts";
 
 /** Hole bytes at the peak, by the pinning block's remaining life (ops). */
 function holesAtPeak(ops: ReplayOps) {
@@ -34,20 +33,7 @@ function holesAtPeak(ops: ReplayOps) {
       openAt.delete(ops.id[i]);
     }
   }
-  const pools = new Map<
-    number,
-    { a: CachingAllocator<MockMemory>; source: MockSegmentSource }
-  >();
-  const live = new Map<
-    number,
-    { a: CachingAllocator<MockMemory>; b: CachedBlock<MockMemory>; i: number }
-  >();
-  let liveBytes = 0,
-    peakLive = 0,
-    peak = -1,
-    peakRequest = 0,
-    largestHole = 0,
-    smallMax = 0;
+  let peakRequest = 0, largestHole = 0, smallMax = 0;
   let rows: {
     pool: string;
     holes: number;
@@ -55,67 +41,40 @@ function holesAtPeak(ops: ReplayOps) {
     seg: number;
     liveIn: number;
   }[] = [];
-  const held = () => {
-    let n = 0;
-    for (const p of pools.values()) n += p.source.reservedBytes;
-    return n;
-  };
-  for (let i = 0; i < ops.length; i++) {
-    const c = ops.code[i];
-    if (c === 0) {
-      let p = pools.get(ops.usage[i]);
-      if (p === undefined) {
-        const source = new MockSegmentSource({ capacityBytes: 2 ** 40 });
-        p = { a: new CachingAllocator(source), source };
-        pools.set(ops.usage[i], p);
-      }
-      const n = Math.max(1, ops.size[i]);
-      live.set(ops.id[i], { a: p.a, b: p.a.allocate(n), i });
-      liveBytes += n;
-      if (liveBytes > peakLive) peakLive = liveBytes;
-      const h = held();
-      if (h > peak) {
-        peak = h;
-        const byAddress = new Map<number, number>();
-        for (const x of live.values()) byAddress.set(x.b.address, x.i);
-        rows = [];
-        peakRequest = n;
-        largestHole = 0;
-        smallMax = p.a.smallRequestMaxByteLength;
-        for (const { a } of pools.values()) {
-          for (const s of a.snapshot().segments) {
-            let holes = 0, last = 0, liveIn = 0, biggest = 0;
-            for (const b of s.blocks) {
-              if (b.state === "inactive") {
-                holes += b.byteLength;
-                if (b.byteLength > biggest) biggest = b.byteLength;
-              } else {
-                liveIn += b.byteLength;
-                const at = byAddress.get(b.address)!;
-                const f = freeAt.get(at) ?? Infinity;
-                if (f - i > last) last = f - i;
-              }
-            }
-            if (holes > 0 && liveIn > 0) {
-              if (biggest > largestHole) largestHole = biggest;
-              rows.push({
-                pool: s.pool,
-                holes,
-                rest: last,
-                seg: s.byteLength,
-                liveIn,
-              });
-            }
+  const peakLive = replayToHeldPeaks(ops, ({ pools, i, pool, live }) => {
+    const byAddress = new Map<number, number>();
+    for (const x of live.values()) byAddress.set(x.b.address, x.i);
+    rows = [];
+    peakRequest = Math.max(1, ops.size[i]);
+    largestHole = 0;
+    smallMax = pool.smallRequestMaxByteLength;
+    for (const a of pools) {
+      for (const s of a.snapshot().segments) {
+        let holes = 0, last = 0, liveIn = 0, biggest = 0;
+        for (const b of s.blocks) {
+          if (b.state === "inactive") {
+            holes += b.byteLength;
+            if (b.byteLength > biggest) biggest = b.byteLength;
+          } else {
+            liveIn += b.byteLength;
+            const at = byAddress.get(b.address)!;
+            const f = freeAt.get(at) ?? Infinity;
+            if (f - i > last) last = f - i;
           }
         }
+        if (holes > 0 && liveIn > 0) {
+          if (biggest > largestHole) largestHole = biggest;
+          rows.push({
+            pool: s.pool,
+            holes,
+            rest: last,
+            seg: s.byteLength,
+            liveIn,
+          });
+        }
       }
-    } else if (c === 1) {
-      const x = live.get(ops.id[i])!;
-      x.a.free(x.b);
-      live.delete(ops.id[i]);
-      liveBytes -= Math.max(1, ops.size[x.i]);
     }
-  }
+  });
   return {
     peakLive,
     rows,
