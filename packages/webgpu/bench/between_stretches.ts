@@ -26,8 +26,7 @@
  */
 
 import { traceOps } from "@allot/trace";
-import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
-import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
+import { makeStretchPeer } from "./_stretch_peers.ts";
 import { threadCpuClock } from "./_replay_pass.ts";
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import {
@@ -54,49 +53,7 @@ const device = await adapter.requestDevice({
   },
 });
 
-interface Peer {
-  alloc(size: number, usage: number): unknown;
-  use(handle: unknown): number;
-  free(handle: unknown): void;
-}
-interface Handle {
-  readonly buffer: GPUBuffer;
-  readonly offset: number;
-  release(): void;
-}
 let sink: unknown;
-
-function makePeer(name: string): Peer {
-  if (name === "allot") {
-    const a = new GpuCachingAllocator(device);
-    return {
-      alloc: (size) => a.allocate(size),
-      use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
-      free: (h) => (h as Handle).release(),
-    };
-  }
-  if (name === "allot-ids") {
-    const a = new GpuCachingAllocator(device);
-    return {
-      alloc: (size) => a.allocateId(size),
-      use: (id) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
-      free: (id) => a.freeById(id as number),
-    };
-  }
-  if (name === "tfjs") {
-    const m = new BufferManager(device);
-    return {
-      alloc: (size, usage) => m.acquireBuffer(size, usage),
-      use: (b) => (sink = b, 0),
-      free: (b) => m.releaseBuffer(b as GPUBuffer),
-    };
-  }
-  if (name === "no-op") {
-    const none = {};
-    return { alloc: () => none, use: (h) => (sink = h, 0), free() {} };
-  }
-  throw new Error(`unknown --peer=${name}`);
-}
 
 const junk = new Int32Array(4 << 20);
 /** Writes one word of every cache line of 16 MiB. */
@@ -114,7 +71,7 @@ const wait: (() => Promise<unknown>) | null = between === "micro"
 
 const name = recordedTraceNames(only)[0];
 const ops = traceOps(await loadRecordedTrace(name), "storage");
-const peer = makePeer(peerName);
+const peer = makeStretchPeer(peerName, device);
 
 /** One pass; its operations' time per operation (ns). */
 async function pass(): Promise<number> {

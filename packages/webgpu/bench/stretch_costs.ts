@@ -25,8 +25,11 @@
  */
 
 import { type ReplayOps, traceOps } from "@allot/trace";
-import { BufferManager } from "@tensorflow/tfjs-backend-webgpu/dist/buffer_manager.js";
-import { GpuCachingAllocator } from "../gpu_caching_allocator.ts";
+import {
+  makeStretchPeer,
+  STRETCH_PEERS,
+  type StretchPeer as Peer,
+} from "./_stretch_peers.ts";
 import { threadCpuClock } from "./_replay_pass.ts";
 import { flag } from "../../../scripts/bench/import_at_ref.ts";
 import {
@@ -60,61 +63,11 @@ const wait: () => Promise<unknown> = awaitFlag === "micro"
   ? () => new Promise((resolve) => setTimeout(resolve, 0))
   : () => device.queue.onSubmittedWorkDone();
 
-interface Peer {
-  alloc(size: number, usage: number): unknown;
-  use(handle: unknown): number;
-  free(handle: unknown): void;
-}
-interface Handle {
-  readonly buffer: GPUBuffer;
-  readonly offset: number;
-  release(): void;
-}
 let sink: unknown;
-const kinds: { name: string; make: () => Peer }[] = [
-  {
-    name: "allot",
-    make() {
-      const a = new GpuCachingAllocator(device);
-      return {
-        alloc: (size) => a.allocate(size),
-        use: (h) => (sink = (h as Handle).buffer, (h as Handle).offset),
-        free: (h) => (h as Handle).release(),
-      };
-    },
-  },
-  {
-    name: "allot ids",
-    make() {
-      const a = new GpuCachingAllocator(device);
-      return {
-        alloc: (size) => a.allocateId(size),
-        use: (
-          id,
-        ) => (sink = a.bufferOf(id as number), a.offsetOf(id as number)),
-        free: (id) => a.freeById(id as number),
-      };
-    },
-  },
-  {
-    name: "TF.js",
-    make() {
-      const m = new BufferManager(device);
-      return {
-        alloc: (size, usage) => m.acquireBuffer(size, usage),
-        use: (b) => (sink = b, 0),
-        free: (b) => m.releaseBuffer(b as GPUBuffer),
-      };
-    },
-  },
-  {
-    name: "no-op",
-    make() {
-      const none = {};
-      return { alloc: () => none, use: (h) => (sink = h, 0), free() {} };
-    },
-  },
-];
+const kinds = STRETCH_PEERS.map(({ name, label }) => ({
+  name: label,
+  make: () => makeStretchPeer(name, device),
+}));
 
 /** One stretch: operations, its time and its first operation's (ms). */
 type Stretch = [ops: number, ms: number, firstMs: number];
