@@ -18,6 +18,8 @@ import { InvalidArgumentError } from "./errors.ts";
  * own check).
  * @param accepted The keys the caller reads.
  * @param where What takes the options, for the message (`"CachingAllocator"`).
+ * @param hints For keys a caller is likely to guess wrongly, where the
+ * setting goes instead; added to the refusal's message.
  * @throws {InvalidArgumentError} Naming the first unknown key and the
  * accepted ones (its `limit`), or when the keys cannot be read (a proxy
  * whose `ownKeys` throws; its error is the `cause`).
@@ -33,12 +35,19 @@ import { InvalidArgumentError } from "./errors.ts";
  *   () => validateOptionKeys({ capacity: 64 }, keys, "Pool"),
  *   InvalidArgumentError,
  * );
+ * assert.throws(
+ *   () => validateOptionKeys({ size: 64 }, keys, "Pool", {
+ *     size: "the capacity is capacityBytes",
+ *   }),
+ *   /capacityBytes/,
+ * );
  * ```
  */
 export function validateOptionKeys(
   options: object,
   accepted: readonly string[],
   where: string,
+  hints?: Readonly<Record<string, string>>,
 ): void {
   // (not an object: the caller's own check refuses it)
   if (typeof options !== "object" || options === null) return;
@@ -65,9 +74,11 @@ export function validateOptionKeys(
   }
   if (unknown !== undefined) {
     throw new InvalidArgumentError(
-      `Unknown option ${
-        JSON.stringify(unknown)
-      } of ${where}: the options it reads are ${accepted.join(", ")}`,
+      `Unknown option ${JSON.stringify(unknown)} of ${where}${
+        hints !== undefined && Object.hasOwn(hints, unknown)
+          ? ` (${hints[unknown]})`
+          : ""
+      }: the options it reads are ${accepted.join(", ")}`,
       { name: unknown, value: unknown, limit: [...accepted] },
     );
   }

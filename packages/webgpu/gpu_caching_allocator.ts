@@ -69,6 +69,13 @@ import {
 } from "./_flags.ts";
 import { _usageCachingDefaults } from "./_usage_defaults.ts";
 
+/** The commonest wrong guess at the constructor's options: say where it goes. */
+const USAGE_HINT = {
+  usage:
+    "a buffer usage goes in the source's options, `{ source: { usage } }`, " +
+    "or use GpuCachingAllocator.forUsage(device, usage)",
+} as const;
+
 /** `GPUBufferUsage.COPY_SRC | COPY_DST`: a pool of copies may borrow. */
 const COPY_USAGE = _Usage.COPY_SRC | _Usage.COPY_DST;
 
@@ -255,23 +262,11 @@ export class GpuCachingAllocator {
     // a copy: each option read once (a getter is not asked twice)
     options = { ..._checkOptions(options) };
     _checkStrict(options.strict);
-    if (Object.hasOwn(options, "usage")) {
-      // (the commonest guess: say where it goes)
-      throw new InvalidArgumentError(
-        `Unknown option "usage" of GpuCachingAllocator: a buffer usage goes ` +
-          `in the source's options, \`{ source: { usage } }\`, or use ` +
-          `GpuCachingAllocator.forUsage(device, usage)`,
-        {
-          name: "options.usage",
-          value: (options as Record<string, unknown>).usage,
-          limit: "source.usage",
-        },
-      );
-    }
     validateOptionKeys(
       options,
       [...CACHING_OPTION_KEYS, "source", "reuse"],
       "GpuCachingAllocator",
+      USAGE_HINT,
     );
     _anchorShapes("caching");
     if (options.group === null) delete options.group;

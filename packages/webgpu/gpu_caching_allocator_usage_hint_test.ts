@@ -17,7 +17,7 @@ describe("GpuCachingAllocator usage option", () => {
       () => new GpuCachingAllocator(gpu.device, { usage: 128 } as never),
       (e: unknown) =>
         e instanceof InvalidArgumentError &&
-        e.argument === "options.usage" &&
+        e.argument === "usage" &&
         /source: \{ usage \}/.test(e.message) &&
         /forUsage/.test(e.message),
     );
